@@ -1,0 +1,87 @@
+package vigil
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/vigilhq/vigil/sessionkey"
+)
+
+// Drained is what one turn of a watcher consumed.
+type Drained struct {
+	// Events are the system events the turn consumed, oldest first.
+	Events []SystemEvent
+	// Acknowledged are the targets of the notices among them.
+	Acknowledged []SessionRef
+	// FollowUps are the notices the acknowledgements opened again, because
+	// material events arrived after the frozen watermark. They are queued
+	// for the watcher's next turn.
+	FollowUps []SystemEvent
+}
+
+// Drain is the watcher's turn consuming its queued system events. Each
+// notice among them is acknowledged: L := N, N := max(M, N), and when M was
+// beyond the old N exactly one follow-up notice (changesSince the new L) is
+// queued. If the acknowledgement cannot be stored, the events are put back
+// and the error returned.
+func (e *Engine) Drain(ctx context.Context, watcher string) (Drained, error) {
+	k, err := sessionkey.Parse(watcher)
+	if err != nil {
+		return Drained{}, fmt.Errorf("drain: %w", err)
+	}
+	watcher = k.String()
+	entries := e.queues.take(watcher)
+	d := Drained{Events: entries}
+	var notices []SessionRef
+	for _, ev := range entries {
+		if ev.IsNotice() {
+			notices = append(notices, *ev.Target)
+		}
+	}
+	if len(notices) == 0 {
+		return d, nil
+	}
+	err = e.Update(ctx, func(ctx context.Context, t *Txn) error {
+		d.FollowUps = d.FollowUps[:0]
+		for _, target := range notices {
+			c, ok, err := t.tx.Cursor(ctx, watcher, target)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue // unwatched or deleted meanwhile: nothing to acknowledge
+			}
+			c, reopen := c.acknowledge(t.now.UnixMilli())
+			if err := t.tx.PutCursor(ctx, c); err != nil {
+				return err
+			}
+			if reopen {
+				f := noticeEvent(target, c.LastSeen)
+				d.FollowUps = append(d.FollowUps, f)
+				t.AfterCommit(func() {
+					e.stats.followUps.Add(1)
+					e.enqueueNotice(watcher, f)
+				})
+			}
+		}
+		n := int64(len(notices))
+		t.AfterCommit(func() { e.stats.noticesAcked.Add(n) })
+		return nil
+	})
+	if err != nil {
+		e.queues.restore(watcher, entries)
+		return Drained{}, fmt.Errorf("drain %s: acknowledge: %w", watcher, err)
+	}
+	d.Acknowledged = notices
+	return d, nil
+}
+
+// Pending returns the watcher's queued system events without consuming
+// them. Looking never acknowledges anything.
+func (e *Engine) Pending(watcher string) []SystemEvent {
+	k, err := sessionkey.Parse(watcher)
+	if err != nil {
+		return nil
+	}
+	return e.queues.peek(k.String())
+}

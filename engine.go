@@ -1,0 +1,306 @@
+// Package vigil is the engine of session state awareness: a durable signal
+// log of material changes to sessions, watchers with cursors on other
+// sessions, one coalesced stale-state notice per (watcher, target) pair, and
+// an exact delta for catching up.
+//
+// The engine owns every rule of the signal log, the cursor state machine and
+// the notice queue. Storage is a Store (store/sqlitestore is the embedded
+// default); transports and session bookkeeping live in other packages.
+//
+// All writes go through one writer goroutine that groups concurrent writes
+// into a single store transaction (group commit). Queue changes and wakes
+// are published only after that transaction commits, in commit order.
+package vigil
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/vigilhq/vigil/clock"
+)
+
+// Defaults for Options.
+const (
+	DefaultRetention     = 30 * 24 * time.Hour
+	DefaultMaxEvents     = 50_000
+	DefaultPruneInterval = time.Hour
+	DefaultPruneBatch    = 500
+	DefaultMaxBatch      = 256
+)
+
+// ErrClosed is returned by calls on a closed engine.
+var ErrClosed = errors.New("vigil: engine closed")
+
+// Options configure an Engine. The zero value is ready to use.
+type Options struct {
+	// Clock is used for every timestamp and timer; nil means real time.
+	Clock clock.Clock
+	// Logger receives failed records and maintenance reports; nil discards.
+	Logger *slog.Logger
+	// OnWake is called, on its own goroutine, when a notice is queued for a
+	// watcher that is not a sub-agent (coalesced per watcher).
+	OnWake func(watcher string)
+	// WakeCoalesce is the wake coalescing window; 0 means 250 ms.
+	WakeCoalesce time.Duration
+	// QueueBound is the most system events a session's queue holds; 0
+	// means 20.
+	QueueBound int
+	// Retention is how long events and idle cursors are kept; 0 means 30
+	// days.
+	Retention time.Duration
+	// MaxEvents is how many events the whole store keeps at most after
+	// pruning; 0 means 50,000.
+	MaxEvents int
+	// PruneInterval is the least time between automatic prunes, which run
+	// at Open and after records; 0 means one hour, negative turns automatic
+	// pruning off (Prune still works).
+	PruneInterval time.Duration
+	// PruneBatch is how many rows one pruning transaction deletes at most;
+	// 0 means 500. Small batches keep the writer free for producers.
+	PruneBatch int
+	// MaxBatch is how many writes group commit puts in one transaction at
+	// most; 0 means 256.
+	MaxBatch int
+}
+
+func (o Options) withDefaults() Options {
+	o.Clock = clock.Or(o.Clock)
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.WakeCoalesce == 0 {
+		o.WakeCoalesce = DefaultWakeCoalesce
+	}
+	if o.QueueBound <= 0 {
+		o.QueueBound = DefaultQueueBound
+	}
+	if o.Retention <= 0 {
+		o.Retention = DefaultRetention
+	}
+	if o.MaxEvents <= 0 {
+		o.MaxEvents = DefaultMaxEvents
+	}
+	if o.PruneInterval == 0 {
+		o.PruneInterval = DefaultPruneInterval
+	}
+	if o.PruneBatch <= 0 {
+		o.PruneBatch = DefaultPruneBatch
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = DefaultMaxBatch
+	}
+	return o
+}
+
+// Engine records events, keeps cursors and queues notices. It is safe for
+// concurrent use. The embedder owns the Store and closes it after the
+// Engine.
+type Engine struct {
+	store Store
+	opts  Options
+	clk   clock.Clock
+	log   *slog.Logger
+
+	ops        chan *writeOp // unbuffered: a send succeeds only while the writer runs
+	closing    chan struct{}
+	writerDone chan struct{}
+	closeOnce  sync.Once
+
+	queues *queues
+	waker  *waker
+	stats  stats
+
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+	bg       sync.WaitGroup
+
+	pruneMu   sync.Mutex // held for a whole prune, so two never interleave
+	schedMu   sync.Mutex // guards lastPrune and pruneBusy
+	lastPrune time.Time
+	pruneBusy bool
+}
+
+// Open starts an engine on store. Before it returns it runs the startup
+// sweep, so every pending notice recorded in cursors is queued again; then
+// (unless automatic pruning is off) it starts retention in the background.
+func Open(ctx context.Context, store Store, opts Options) (*Engine, error) {
+	opts = opts.withDefaults()
+	e := &Engine{
+		store:      store,
+		opts:       opts,
+		clk:        opts.Clock,
+		log:        opts.Logger,
+		ops:        make(chan *writeOp),
+		closing:    make(chan struct{}),
+		writerDone: make(chan struct{}),
+		queues:     newQueues(opts.QueueBound),
+	}
+	e.waker = newWaker(e.clk, opts.WakeCoalesce, opts.OnWake)
+	e.bgCtx, e.bgCancel = context.WithCancel(context.Background())
+	go e.writeLoop()
+	if _, err := e.Sweep(ctx); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("open engine: %w", err)
+	}
+	if opts.PruneInterval > 0 {
+		e.schedulePrune(true)
+	}
+	return e, nil
+}
+
+// Close stops the writer (the write in progress finishes), background
+// pruning and pending wakes. It does not close the Store.
+func (e *Engine) Close() error {
+	e.closeOnce.Do(func() {
+		close(e.closing)
+		<-e.writerDone
+		e.bgCancel()
+		e.bg.Wait()
+		e.waker.close()
+	})
+	return nil
+}
+
+// Now is the engine clock's reading.
+func (e *Engine) Now() time.Time { return e.clk.Now() }
+
+// Txn is one write of the engine inside a store transaction that group
+// commit may share with other writes. Effects registered with AfterCommit
+// run only if the transaction commits, in commit order.
+type Txn struct {
+	e       *Engine
+	tx      Tx
+	now     time.Time
+	effects []func()
+	records int
+}
+
+// Store gives the store transaction, for embedders whose own tables live in
+// the same database (assert it to the backend's richer type).
+func (t *Txn) Store() Tx { return t.tx }
+
+// Now is the time of this write.
+func (t *Txn) Now() time.Time { return t.now }
+
+// AfterCommit registers f to run after the transaction commits.
+func (t *Txn) AfterCommit(f func()) { t.effects = append(t.effects, f) }
+
+type writeOp struct {
+	ctx  context.Context
+	fn   func(context.Context, *Txn) error
+	done chan error
+	txn  *Txn
+}
+
+// Update runs fn as one write. fn may run more than once (if another write
+// sharing its transaction fails, the others are retried), so it must not
+// have effects outside the transaction except through AfterCommit. An error
+// from fn rolls back fn's changes and is returned.
+func (e *Engine) Update(ctx context.Context, fn func(context.Context, *Txn) error) error {
+	op := &writeOp{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	select {
+	case e.ops <- op:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-e.closing:
+		return ErrClosed
+	}
+	// Once the writer has the op, its outcome is decided there; waiting for
+	// it keeps the caller's view exact even if ctx ends meanwhile.
+	return <-op.done
+}
+
+func (e *Engine) writeLoop() {
+	defer close(e.writerDone)
+	for {
+		var first *writeOp
+		select {
+		case first = <-e.ops:
+		case <-e.closing:
+			return
+		}
+		batch := []*writeOp{first}
+	collect:
+		for len(batch) < e.opts.MaxBatch {
+			select {
+			case op := <-e.ops:
+				batch = append(batch, op)
+			default:
+				break collect
+			}
+		}
+		e.runBatch(batch)
+	}
+}
+
+// runBatch commits the ops in one transaction. An op that fails is answered
+// with its error and the transaction is redone without it, so one bad write
+// never fails its neighbours.
+func (e *Engine) runBatch(pending []*writeOp) {
+	for len(pending) > 0 {
+		live := pending[:0:0]
+		for _, op := range pending {
+			if err := op.ctx.Err(); err != nil {
+				op.done <- err
+				continue
+			}
+			live = append(live, op)
+		}
+		pending = live
+		if len(pending) == 0 {
+			return
+		}
+		tx, err := e.store.BeginWrite(e.bgCtx)
+		if err != nil {
+			e.stats.storeErrors.Add(1)
+			e.failAll(pending, fmt.Errorf("begin write: %w", err))
+			return
+		}
+		now := e.clk.Now()
+		failed := -1
+		var failErr error
+		for i, op := range pending {
+			op.txn = &Txn{e: e, tx: tx, now: now}
+			if err := op.fn(op.ctx, op.txn); err != nil {
+				failed, failErr = i, err
+				break
+			}
+		}
+		if failed >= 0 {
+			if err := tx.Rollback(); err != nil {
+				e.log.Error("rollback failed", "err", err)
+			}
+			pending[failed].done <- failErr
+			pending = append(pending[:failed:failed], pending[failed+1:]...)
+			continue
+		}
+		if err := tx.Commit(); err != nil {
+			e.stats.storeErrors.Add(1)
+			e.failAll(pending, fmt.Errorf("commit: %w", err))
+			return
+		}
+		records := 0
+		for _, op := range pending {
+			for _, f := range op.txn.effects {
+				f()
+			}
+			records += op.txn.records
+			op.done <- nil
+		}
+		if records > 0 && e.opts.PruneInterval > 0 {
+			e.schedulePrune(false)
+		}
+		return
+	}
+}
+
+func (e *Engine) failAll(ops []*writeOp, err error) {
+	for _, op := range ops {
+		op.done <- err
+	}
+}

@@ -1,0 +1,296 @@
+package vigil
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/vigilhq/vigil/sessionkey"
+)
+
+// Kind is the type of a signal-log event.
+type Kind string
+
+// The six kinds of event. Only human_direct_message and goal_changed are
+// material: they move watchers' cursors and queue notices.
+const (
+	KindHumanDirectMessage Kind = "human_direct_message"
+	KindGoalChanged        Kind = "goal_changed"
+	KindChildSpawned       Kind = "child_spawned"
+	KindRunCompleted       Kind = "run_completed"
+	KindRunFailed          Kind = "run_failed"
+	KindCompacted          Kind = "compacted"
+)
+
+var defaultSummaries = map[Kind]string{
+	KindHumanDirectMessage: "human message",
+	KindGoalChanged:        "goal updated",
+	KindChildSpawned:       "child session spawned",
+	KindRunCompleted:       "child run completed",
+	KindRunFailed:          "child run failed",
+	KindCompacted:          "session compacted",
+}
+
+// Valid reports whether k is one of the six kinds.
+func (k Kind) Valid() bool { _, ok := defaultSummaries[k]; return ok }
+
+// Material reports whether an event of this kind notifies watchers.
+func (k Kind) Material() bool { return k == KindHumanDirectMessage || k == KindGoalChanged }
+
+// ActorType says who caused an event.
+type ActorType string
+
+// Actor types.
+const (
+	ActorHuman  ActorType = "human"
+	ActorAgent  ActorType = "agent"
+	ActorSystem ActorType = "system"
+)
+
+// Valid reports whether a is a known actor type.
+func (a ActorType) Valid() bool { return a == ActorHuman || a == ActorAgent || a == ActorSystem }
+
+// Run outcomes carried in payload.outcome of run events.
+const (
+	OutcomeCompleted = "completed"
+	OutcomeError     = "error"
+	OutcomeTimeout   = "timeout"
+	OutcomeCancelled = "cancelled"
+)
+
+// Limits on recorded events.
+const (
+	MaxSummaryChars = 200
+	MaxPayloadBytes = 4096
+	maxIDBytes      = 512
+	// OccurredAtSkew bounds how far a producer's occurredAt may lie from now.
+	OccurredAtSkew = 24 * time.Hour
+)
+
+// SessionRef is the identity of a session: the pair (agent id, key). For an
+// agent-qualified key the agent id is the key's own; a bare key needs it
+// given separately.
+type SessionRef struct {
+	AgentID string
+	Key     string
+}
+
+func (r SessionRef) String() string {
+	if strings.HasPrefix(r.Key, "agent:") {
+		return r.Key
+	}
+	return r.AgentID + "/" + r.Key
+}
+
+// Ref builds a SessionRef from a key and an optional agent id. An
+// agent-qualified key supplies its own agent id (a different one given is an
+// error); a bare key requires one.
+func Ref(agentID, key string) (SessionRef, error) {
+	k, err := sessionkey.Parse(key)
+	if err != nil {
+		return SessionRef{}, err
+	}
+	if agentID != "" {
+		if agentID, err = sessionkey.ParseAgentID(agentID); err != nil {
+			return SessionRef{}, err
+		}
+	}
+	if k.Qualified() {
+		if agentID != "" && agentID != k.AgentID() {
+			return SessionRef{}, fmt.Errorf("session key %q belongs to agent %q, not %q", k, k.AgentID(), agentID)
+		}
+		return SessionRef{AgentID: k.AgentID(), Key: k.String()}, nil
+	}
+	if agentID == "" {
+		return SessionRef{}, fmt.Errorf("session key %q is not agent-qualified: an agent id is required", k)
+	}
+	return SessionRef{AgentID: agentID, Key: k.String()}, nil
+}
+
+// MustRef is Ref for agent-qualified constants; it panics on error.
+func MustRef(key string) SessionRef {
+	r, err := Ref("", key)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
+// Event is one entry of the signal log.
+type Event struct {
+	Sequence   int64
+	AgentID    string
+	SessionKey string
+	SessionID  string // incarnation id, optional
+	Kind       Kind
+	ActorType  ActorType
+	ActorID    string // for an agent actor: the acting session's key
+	RunID      string
+	OccurredAt int64 // ms since epoch, as reported by the producer (clamped)
+	RecordedAt int64 // ms since epoch, local clock; used for retention
+	Summary    string
+	Payload    json.RawMessage // a JSON object or nil
+	DedupeKey  string
+}
+
+// Session returns the event's session identity.
+func (e Event) Session() SessionRef { return SessionRef{AgentID: e.AgentID, Key: e.SessionKey} }
+
+// AgentEvent is the shape of an event shown to agents: no session key,
+// agent id or incarnation id, and a payload reduced to outcome, channel and
+// turns.
+type AgentEvent struct {
+	Sequence   int64          `json:"sequence"`
+	Kind       Kind           `json:"kind"`
+	ActorType  ActorType      `json:"actorType"`
+	ActorID    string         `json:"actorId,omitempty"`
+	RunID      string         `json:"runId,omitempty"`
+	OccurredAt int64          `json:"occurredAt"`
+	Summary    string         `json:"summary"`
+	Payload    map[string]any `json:"payload,omitempty"`
+}
+
+var agentPayloadFields = []string{"outcome", "channel", "turns"}
+
+// ForAgent projects the event to what an agent may see.
+func (e Event) ForAgent() AgentEvent {
+	a := AgentEvent{
+		Sequence: e.Sequence, Kind: e.Kind, ActorType: e.ActorType, ActorID: e.ActorID,
+		RunID: e.RunID, OccurredAt: e.OccurredAt, Summary: e.Summary,
+	}
+	if len(e.Payload) > 0 {
+		var full map[string]any
+		if json.Unmarshal(e.Payload, &full) == nil {
+			for _, f := range agentPayloadFields {
+				if v, ok := full[f]; ok {
+					if a.Payload == nil {
+						a.Payload = map[string]any{}
+					}
+					a.Payload[f] = v
+				}
+			}
+		}
+	}
+	return a
+}
+
+// Record describes an event to record.
+type Record struct {
+	Session   SessionRef
+	SessionID string
+	Kind      Kind
+	ActorType ActorType
+	ActorID   string
+	RunID     string
+	// OccurredAt is when the producer saw the change; zero means now. It is
+	// clamped to [now-24h, now].
+	OccurredAt time.Time
+	// Summary is one line of at most 200 characters, never message content.
+	// Empty means the kind's default summary.
+	Summary string
+	// Payload is a small JSON object (at most 4 KiB), or nil.
+	Payload json.RawMessage
+	// DedupeKey makes the record idempotent: a second record with the same
+	// key on the same session returns the first event and changes nothing.
+	DedupeKey string
+	// Parent is the key of the session's parent, if any. For child_spawned it
+	// is the watcher whose cursor is seeded; for material kinds it is a
+	// watcher even when it holds no cursor yet.
+	Parent string
+}
+
+// validate checks r and returns the event to append (without sequence and
+// times). Every rule about what may be recorded lives here.
+func (r Record) validate() (Event, error) {
+	ref, err := Ref(r.Session.AgentID, r.Session.Key)
+	if err != nil {
+		return Event{}, err
+	}
+	if !r.Kind.Valid() {
+		return Event{}, fmt.Errorf("unknown event kind %q", r.Kind)
+	}
+	if !r.ActorType.Valid() {
+		return Event{}, fmt.Errorf("unknown actor type %q (want human, agent or system)", r.ActorType)
+	}
+	summary := r.Summary
+	if summary == "" {
+		summary = defaultSummaries[r.Kind]
+	}
+	if err := checkLine("summary", summary); err != nil {
+		return Event{}, err
+	}
+	if n := utf8.RuneCountInString(summary); n > MaxSummaryChars {
+		return Event{}, fmt.Errorf("summary is %d characters, more than %d", n, MaxSummaryChars)
+	}
+	for _, f := range []struct{ name, v string }{
+		{"sessionId", r.SessionID}, {"actorId", r.ActorID}, {"runId", r.RunID}, {"dedupeKey", r.DedupeKey},
+	} {
+		if err := checkLine(f.name, f.v); err != nil {
+			return Event{}, err
+		}
+		if len(f.v) > maxIDBytes {
+			return Event{}, fmt.Errorf("%s is longer than %d bytes", f.name, maxIDBytes)
+		}
+	}
+	if r.Parent != "" {
+		if _, err := sessionkey.Parse(r.Parent); err != nil {
+			return Event{}, fmt.Errorf("parent: %w", err)
+		}
+	}
+	payload, err := checkPayload(r.Payload)
+	if err != nil {
+		return Event{}, err
+	}
+	return Event{
+		AgentID: ref.AgentID, SessionKey: ref.Key, SessionID: r.SessionID, Kind: r.Kind,
+		ActorType: r.ActorType, ActorID: r.ActorID, RunID: r.RunID, Summary: summary,
+		Payload: payload, DedupeKey: r.DedupeKey,
+	}, nil
+}
+
+func checkLine(field, s string) error {
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%s is not valid UTF-8", field)
+	}
+	if strings.IndexFunc(s, unicode.IsControl) >= 0 {
+		return fmt.Errorf("%s must be one line without control characters", field)
+	}
+	return nil
+}
+
+func checkPayload(p json.RawMessage) (json.RawMessage, error) {
+	p = bytes.TrimSpace(p)
+	if len(p) == 0 || string(p) == "null" {
+		return nil, nil
+	}
+	if len(p) > MaxPayloadBytes {
+		return nil, fmt.Errorf("payload is %d bytes, more than %d", len(p), MaxPayloadBytes)
+	}
+	if !utf8.Valid(p) {
+		return nil, fmt.Errorf("payload is not valid UTF-8")
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(p, &obj); err != nil {
+		return nil, fmt.Errorf("payload must be a JSON object: %w", err)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, p); err != nil {
+		return nil, fmt.Errorf("payload: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// clampOccurredAt applies the [now-24h, now] window.
+func clampOccurredAt(t, now time.Time) time.Time {
+	if t.IsZero() || t.After(now) {
+		return now
+	}
+	if min := now.Add(-OccurredAtSkew); t.Before(min) {
+		return min
+	}
+	return t
+}

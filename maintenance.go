@@ -1,0 +1,143 @@
+package vigil
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Sweep re-queues every pending notice from the durable cursors: each
+// cursor with M > L gets N := M and its notice queued (and its watcher
+// woken unless it is a sub-agent). Open runs it before returning; it is
+// safe to run again, since queued notices deduplicate. It returns how many
+// notices it queued.
+//
+// Cursors of deleted watchers are deleted with them, so every cursor found
+// here belongs to a watcher that still exists.
+func (e *Engine) Sweep(ctx context.Context) (int, error) {
+	var n int
+	err := e.Update(ctx, func(ctx context.Context, t *Txn) error {
+		pending, err := t.tx.PendingCursors(ctx)
+		if err != nil {
+			return err
+		}
+		n = len(pending)
+		now := t.now.UnixMilli()
+		for _, c := range pending {
+			if c.Notified != c.Material {
+				c = c.recover(now)
+				if err := t.tx.PutCursor(ctx, c); err != nil {
+					return err
+				}
+			}
+			watcher, notice := c.Watcher, noticeEvent(c.Target, c.LastSeen)
+			t.AfterCommit(func() { e.enqueueNotice(watcher, notice) })
+		}
+		t.AfterCommit(func() { e.stats.sweepRequeued.Add(int64(n)) })
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sweep: %w", err)
+	}
+	return n, nil
+}
+
+// PruneStats reports one prune.
+type PruneStats struct {
+	ByAge, ByCount, ExpiredCursors int
+	Batches                        int
+}
+
+// Prune applies retention now: events recorded longer ago than the
+// retention period are deleted (the oldest first, stopping at the first
+// event that is still young), then the oldest are deleted until at most
+// MaxEvents remain, then cursors idle for the retention period are deleted.
+// Each session's pruned watermark is raised before its events go; state
+// versions never drop. It works in small transactions, so producers are
+// never held up for long.
+func (e *Engine) Prune(ctx context.Context) (PruneStats, error) {
+	e.pruneMu.Lock()
+	defer e.pruneMu.Unlock()
+	var st PruneStats
+	batch := e.opts.PruneBatch
+	cutoff := e.clk.Now().Add(-e.opts.Retention).UnixMilli()
+
+	loop := func(step func(context.Context, Tx) (int, error)) (int, error) {
+		total := 0
+		for {
+			var n int
+			err := e.Update(ctx, func(ctx context.Context, t *Txn) error {
+				var err error
+				n, err = step(ctx, t.tx)
+				return err
+			})
+			if err != nil {
+				return total, err
+			}
+			st.Batches++
+			total += n
+			if n < batch {
+				return total, nil
+			}
+		}
+	}
+	var err error
+	if st.ByAge, err = loop(func(ctx context.Context, tx Tx) (int, error) {
+		return tx.PruneEvents(ctx, math.MaxInt64, cutoff, batch)
+	}); err != nil {
+		return st, fmt.Errorf("prune by age: %w", err)
+	}
+	keepFrom, err := e.store.NthNewestSequence(ctx, e.opts.MaxEvents)
+	if err != nil {
+		return st, fmt.Errorf("prune by count: %w", err)
+	}
+	if keepFrom > 0 {
+		if st.ByCount, err = loop(func(ctx context.Context, tx Tx) (int, error) {
+			return tx.PruneEvents(ctx, keepFrom-1, math.MaxInt64, batch)
+		}); err != nil {
+			return st, fmt.Errorf("prune by count: %w", err)
+		}
+	}
+	if st.ExpiredCursors, err = loop(func(ctx context.Context, tx Tx) (int, error) {
+		return tx.ExpireCursors(ctx, cutoff, batch)
+	}); err != nil {
+		return st, fmt.Errorf("expire cursors: %w", err)
+	}
+	e.stats.prunedEvents.Add(int64(st.ByAge + st.ByCount))
+	e.stats.expiredCursors.Add(int64(st.ExpiredCursors))
+	return st, nil
+}
+
+// schedulePrune starts a background prune when none is running and the
+// last one started at least PruneInterval ago (or always, at startup).
+func (e *Engine) schedulePrune(startup bool) {
+	now := e.clk.Now()
+	e.schedMu.Lock()
+	if e.pruneBusy || (!startup && now.Sub(e.lastPrune) < e.opts.PruneInterval) {
+		e.schedMu.Unlock()
+		return
+	}
+	e.pruneBusy, e.lastPrune = true, now
+	e.schedMu.Unlock()
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		start := time.Now()
+		st, err := e.Prune(e.bgCtx)
+		e.schedMu.Lock()
+		e.pruneBusy = false
+		e.schedMu.Unlock()
+		if err != nil {
+			if e.bgCtx.Err() == nil && !errors.Is(err, ErrClosed) {
+				e.log.Error("prune failed", "err", err)
+			}
+			return
+		}
+		if st.ByAge+st.ByCount+st.ExpiredCursors > 0 {
+			e.log.Info("pruned", "byAge", st.ByAge, "byCount", st.ByCount, "expiredCursors", st.ExpiredCursors,
+				"batches", st.Batches, "took", time.Since(start))
+		}
+	}()
+}

@@ -1,0 +1,68 @@
+package vigil
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// NoticeContextPrefix starts the context key of every stale-state notice.
+const NoticeContextPrefix = "session-state:"
+
+// NoticeText is the exact notice line for a watcher whose cursor on target
+// stands at lastSeen. It is byte-stable while the notice is pending because
+// lastSeen only moves when the notice is acknowledged.
+func NoticeText(target string, lastSeen int64) string {
+	return fmt.Sprintf("Session %q changed (other actor). Reconcile before acting: session_status sessionKey %q changesSince %d.", target, target, lastSeen)
+}
+
+// NoticeContextKey is the queue context key of notices about target: the
+// prefix and the lowercase hex of the key's UTF-8 bytes.
+func NoticeContextKey(target string) string {
+	return NoticeContextPrefix + hex.EncodeToString([]byte(target))
+}
+
+// ErrNotNoticeContext is returned by ParseNoticeContextKey for a key that is
+// not a notice's.
+var ErrNotNoticeContext = errors.New("not a session-state context key")
+
+// ParseNoticeContextKey returns the target key a notice context key names.
+// Decoding is strict: odd or non-hex digits, uppercase hex and bytes that
+// are not valid UTF-8 are all refused.
+func ParseNoticeContextKey(ck string) (string, error) {
+	h, ok := strings.CutPrefix(ck, NoticeContextPrefix)
+	if !ok {
+		return "", fmt.Errorf("context key %q: %w", ck, ErrNotNoticeContext)
+	}
+	if h != strings.ToLower(h) {
+		return "", fmt.Errorf("context key %q: hex must be lowercase", ck)
+	}
+	b, err := hex.DecodeString(h)
+	if err != nil {
+		return "", fmt.Errorf("context key %q: %w", ck, err)
+	}
+	if len(b) == 0 || !utf8.Valid(b) {
+		return "", fmt.Errorf("context key %q: target is not valid UTF-8", ck)
+	}
+	return string(b), nil
+}
+
+// SystemEvent is one entry of a session's queue of system events: lines a
+// runtime puts in the session's next prompt. Stale-state notices are system
+// events whose Target is set.
+type SystemEvent struct {
+	ContextKey string
+	Text       string
+	// Target is the session a notice is about; nil for other system events.
+	Target *SessionRef
+}
+
+// IsNotice reports whether the entry is a stale-state notice.
+func (s SystemEvent) IsNotice() bool { return s.Target != nil }
+
+func noticeEvent(target SessionRef, lastSeen int64) SystemEvent {
+	t := target
+	return SystemEvent{ContextKey: NoticeContextKey(target.Key), Text: NoticeText(target.Key, lastSeen), Target: &t}
+}

@@ -1,0 +1,127 @@
+package vigil
+
+import "sync"
+
+// DefaultQueueBound is how many system events a session's queue holds.
+const DefaultQueueBound = 20
+
+// queues holds every session's pending system events in memory. It is a
+// cache of durable cursor state: the startup sweep (or a later material
+// event) rebuilds any notice it loses.
+type queues struct {
+	mu    sync.Mutex
+	bound int
+	m     map[string][]SystemEvent // watcher key -> entries, oldest first
+}
+
+func newQueues(bound int) *queues {
+	return &queues{bound: bound, m: map[string][]SystemEvent{}}
+}
+
+// sameSlot reports whether a and b occupy the same queue slot. A notice's
+// slot is its (watcher, target) pair, so a newer text for the pair replaces
+// the older one; other events dedupe on context key plus text.
+func sameSlot(a, b SystemEvent) bool {
+	if a.Target != nil || b.Target != nil {
+		return a.Target != nil && b.Target != nil && *a.Target == *b.Target && a.ContextKey == b.ContextKey
+	}
+	return a.ContextKey == b.ContextKey && a.Text == b.Text
+}
+
+// push queues ev for watcher. It reports whether the queue changed (a new
+// entry or a new text for a notice's pair) and how many entries overflow
+// dropped.
+func (q *queues) push(watcher string, ev SystemEvent) (changed bool, dropped int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	list := q.m[watcher]
+	for i := range list {
+		if sameSlot(list[i], ev) {
+			if list[i].Text == ev.Text {
+				return false, 0
+			}
+			list[i] = ev
+			return true, 0
+		}
+	}
+	list = append(list, ev)
+	if over := len(list) - q.bound; over > 0 {
+		list = append(list[:0:0], list[over:]...)
+		dropped = over
+	}
+	q.m[watcher] = list
+	return true, dropped
+}
+
+func (q *queues) take(watcher string) []SystemEvent {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	list := q.m[watcher]
+	delete(q.m, watcher)
+	return list
+}
+
+func (q *queues) peek(watcher string) []SystemEvent {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return append([]SystemEvent(nil), q.m[watcher]...)
+}
+
+// restore puts back entries a failed drain took, ahead of anything queued
+// since, except where a newer entry already holds the same slot.
+func (q *queues) restore(watcher string, entries []SystemEvent) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	cur := q.m[watcher]
+	var back []SystemEvent
+outer:
+	for _, e := range entries {
+		for _, c := range cur {
+			if sameSlot(c, e) {
+				continue outer
+			}
+		}
+		back = append(back, e)
+	}
+	list := append(back, cur...)
+	if over := len(list) - q.bound; over > 0 {
+		list = list[over:]
+	}
+	if len(list) > 0 {
+		q.m[watcher] = list
+	}
+}
+
+func (q *queues) removeTarget(watcher string, target SessionRef) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	list := q.m[watcher]
+	out := list[:0]
+	for _, e := range list {
+		if e.Target == nil || *e.Target != target {
+			out = append(out, e)
+		}
+	}
+	if len(out) == 0 {
+		delete(q.m, watcher)
+	} else {
+		q.m[watcher] = out
+	}
+}
+
+func (q *queues) clear(watcher string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.m, watcher)
+}
+
+// depth returns the number of queued entries across all sessions.
+func (q *queues) depth() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for _, l := range q.m {
+		n += len(l)
+	}
+	return n
+}

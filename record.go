@@ -1,0 +1,146 @@
+package vigil
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/vigilhq/vigil/sessionkey"
+)
+
+// Recorded is the outcome of a record.
+type Recorded struct {
+	// Event is the appended event, or the earlier event with the same
+	// dedupe key. It is zero when the record was skipped.
+	Event Event
+	// Appended is true when the record added an event (the head moved).
+	Appended bool
+	// Skipped is true for a human message to a session nobody watches:
+	// such sessions stay write-free.
+	Skipped bool
+}
+
+// Record appends an event to the signal log and applies it to the target's
+// watchers: for a material kind, every watcher except the actor gets its
+// cursor moved and one notice queued; child_spawned seeds the parent's
+// cursor.
+//
+// Recording is best-effort for the action that caused it: every failure is
+// logged and counted here, so a caller may ignore the error; a caller that
+// wants it has it. Invalid input is refused before anything is stored.
+func (e *Engine) Record(ctx context.Context, r Record) (Recorded, error) {
+	var res Recorded
+	ev, err := r.validate()
+	if err == nil {
+		err = e.Update(ctx, func(ctx context.Context, t *Txn) error {
+			res, err = t.record(ctx, ev, r.OccurredAt, r.Parent)
+			return err
+		})
+	}
+	if err != nil {
+		e.stats.recordFailures.Add(1)
+		e.log.Warn("record event failed", "session", r.Session.String(), "kind", string(r.Kind), "err", err)
+		return Recorded{}, fmt.Errorf("record %s on %s: %w", r.Kind, r.Session, err)
+	}
+	return res, nil
+}
+
+// Record records r inside this write, committing with whatever else the
+// write changes. Unlike Engine.Record it does not log failures: the error
+// fails the write.
+func (t *Txn) Record(ctx context.Context, r Record) (Recorded, error) {
+	ev, err := r.validate()
+	if err != nil {
+		return Recorded{}, err
+	}
+	return t.record(ctx, ev, r.OccurredAt, r.Parent)
+}
+
+func (t *Txn) record(ctx context.Context, ev Event, occurredAt time.Time, parent string) (Recorded, error) {
+	e := t.e
+	nowMs := t.now.UnixMilli()
+	ev.RecordedAt = nowMs
+	ev.OccurredAt = clampOccurredAt(occurredAt, t.now).UnixMilli()
+	target := ev.Session()
+
+	var parentKey sessionkey.Key
+	if parent != "" {
+		parentKey, _ = sessionkey.Parse(parent) // validated by Record.validate
+	}
+
+	var watchers []Cursor
+	if ev.Kind.Material() {
+		var err error
+		if watchers, err = t.tx.CursorsOnTarget(ctx, target); err != nil {
+			return Recorded{}, fmt.Errorf("read watchers: %w", err)
+		}
+	}
+	// A human message is recorded only when the session is watched: it has
+	// a parent or some cursor targets it.
+	if ev.Kind == KindHumanDirectMessage && parent == "" && len(watchers) == 0 {
+		t.AfterCommit(func() { e.stats.skipped.Add(1) })
+		return Recorded{Skipped: true}, nil
+	}
+
+	appended, err := t.tx.Append(ctx, &ev)
+	if err != nil {
+		return Recorded{}, fmt.Errorf("append: %w", err)
+	}
+	if !appended {
+		t.AfterCommit(func() { e.stats.deduped.Add(1) })
+		return Recorded{Event: ev}, nil
+	}
+	t.records++
+	t.AfterCommit(func() { e.stats.recorded.Add(1) })
+
+	parentWatches := parentKey.Qualified() && !(parentKey.String() == target.Key && parentKey.AgentID() == target.AgentID)
+	switch {
+	case ev.Kind == KindChildSpawned && parentWatches:
+		if err := t.tx.PutCursor(ctx, seeded(parentKey.String(), target, ev.Sequence, nowMs)); err != nil {
+			return Recorded{}, fmt.Errorf("seed parent cursor: %w", err)
+		}
+	case ev.Kind.Material():
+		if parentWatches && !hasWatcher(watchers, parentKey.String()) {
+			watchers = append(watchers, Cursor{Watcher: parentKey.String(), Target: target})
+		}
+		for _, c := range watchers {
+			if c.Watcher == ev.ActorID { // self-suppression: exact match
+				continue
+			}
+			c = c.markMaterial(ev.Sequence, nowMs)
+			if err := t.tx.PutCursor(ctx, c); err != nil {
+				return Recorded{}, fmt.Errorf("move cursor of %s: %w", c.Watcher, err)
+			}
+			notice := noticeEvent(target, c.LastSeen)
+			watcher := c.Watcher
+			t.AfterCommit(func() { e.enqueueNotice(watcher, notice) })
+		}
+	}
+	return Recorded{Event: ev, Appended: true}, nil
+}
+
+func hasWatcher(cs []Cursor, watcher string) bool {
+	for _, c := range cs {
+		if c.Watcher == watcher {
+			return true
+		}
+	}
+	return false
+}
+
+// enqueueNotice queues a notice and wakes the watcher when the queue changed
+// and the watcher is not a sub-agent. Runs after commit, on the writer.
+func (e *Engine) enqueueNotice(watcher string, ev SystemEvent) {
+	changed, dropped := e.queues.push(watcher, ev)
+	if dropped > 0 {
+		e.stats.queueOverflow.Add(int64(dropped))
+	}
+	if !changed {
+		return
+	}
+	e.stats.noticesQueued.Add(1)
+	if k, err := sessionkey.Parse(watcher); err == nil && !k.IsSubAgent() {
+		e.stats.wakes.Add(1)
+		e.waker.wake(watcher)
+	}
+}

@@ -1,0 +1,87 @@
+package vigil
+
+import "context"
+
+// Store is the storage the engine needs. A backend implements it with plain
+// storage primitives; every rule about what those primitives are used for
+// lives in the engine. store/storetest holds the conformance suite every
+// backend must pass.
+type Store interface {
+	// BeginWrite starts a write transaction. The engine runs at most one at
+	// a time per Store; a backend may still see writers from other
+	// processes and must serialise them itself.
+	BeginWrite(ctx context.Context) (Tx, error)
+	Reader
+	Close() error
+}
+
+// Reader holds the read primitives. Reads never block the writer and see
+// only committed data.
+type Reader interface {
+	// Versions returns each session's state version (0 when it has none).
+	Versions(ctx context.Context, refs []SessionRef) (map[SessionRef]int64, error)
+	// History reads, in one consistent snapshot, up to limit events of ref
+	// with sequence > after, in ascending order, and the session's bounds.
+	History(ctx context.Context, ref SessionRef, after int64, limit int) (History, error)
+	// Cursor reads one cursor.
+	Cursor(ctx context.Context, watcher string, target SessionRef) (Cursor, bool, error)
+	// Cursors lists every cursor whose watcher or target is ref (both when
+	// ref names both sides), ordered by watcher then target.
+	Cursors(ctx context.Context, ref SessionRef) ([]Cursor, error)
+	// NthNewestSequence returns the sequence of the n-th newest retained
+	// event in the whole store, or 0 when fewer than n are retained.
+	NthNewestSequence(ctx context.Context, n int) (int64, error)
+}
+
+// History is one read of a session's log.
+type History struct {
+	Events []Event
+	// Head is the state version: the highest sequence ever recorded for the
+	// session (pruning never lowers it).
+	Head int64
+	// PrunedWatermark is the highest sequence pruning removed from the
+	// session, 0 when none.
+	PrunedWatermark int64
+	// EarliestRetained is the lowest retained sequence, 0 when none.
+	EarliestRetained int64
+}
+
+// Tx is a write transaction.
+type Tx interface {
+	// Append allocates the next global sequence and appends e with it,
+	// setting e.Sequence. When e.DedupeKey is already present on the same
+	// session it appends nothing, fills e with the stored event and returns
+	// false; the allocated sequence is used up all the same. The session's
+	// state version becomes at least e.Sequence.
+	Append(ctx context.Context, e *Event) (appended bool, err error)
+	// Version is the session's state version as this transaction sees it.
+	Version(ctx context.Context, ref SessionRef) (int64, error)
+	// CursorsOnTarget lists the cursors watching target.
+	CursorsOnTarget(ctx context.Context, target SessionRef) ([]Cursor, error)
+	// Cursor reads one cursor.
+	Cursor(ctx context.Context, watcher string, target SessionRef) (Cursor, bool, error)
+	// PutCursor creates or replaces a cursor.
+	PutCursor(ctx context.Context, c Cursor) error
+	// DeleteCursor deletes one cursor and reports whether it existed.
+	DeleteCursor(ctx context.Context, watcher string, target SessionRef) (bool, error)
+	// DeleteWatcherCursors deletes every cursor held by watcher.
+	DeleteWatcherCursors(ctx context.Context, watcher string) (int, error)
+	// DeleteSession deletes the session's events, its head and pruned
+	// watermark, and every cursor naming it as target or (when ref.Key is
+	// agent-qualified) as watcher.
+	DeleteSession(ctx context.Context, ref SessionRef) error
+	// PendingCursors lists every cursor with Material > LastSeen.
+	PendingCursors(ctx context.Context) ([]Cursor, error)
+	// PruneEvents deletes up to limit of the oldest events, in sequence
+	// order, stopping before the first one with a sequence above maxSequence
+	// or recorded at or after recordedBefore. Before deleting, it raises each
+	// affected session's pruned watermark to the highest sequence it deletes
+	// from that session, and keeps its state version. It returns how many
+	// events it deleted.
+	PruneEvents(ctx context.Context, maxSequence, recordedBefore int64, limit int) (int, error)
+	// ExpireCursors deletes up to limit cursors last updated before
+	// updatedBefore and returns how many it deleted.
+	ExpireCursors(ctx context.Context, updatedBefore int64, limit int) (int, error)
+	Commit() error
+	Rollback() error
+}

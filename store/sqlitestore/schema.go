@@ -1,0 +1,99 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// migrations are applied in order, each in its own transaction; a
+// migration's index plus one is its version. Never edit a released one:
+// append a new one.
+var migrations = []string{
+	// 1: the signal log, session heads, cursors and the sequence counter.
+	`
+CREATE TABLE events (
+	sequence    INTEGER PRIMARY KEY,
+	agent_id    TEXT    NOT NULL,
+	session_key TEXT    NOT NULL,
+	session_id  TEXT,
+	kind        TEXT    NOT NULL,
+	actor_type  TEXT    NOT NULL,
+	actor_id    TEXT,
+	run_id      TEXT,
+	occurred_at INTEGER NOT NULL,
+	recorded_at INTEGER NOT NULL,
+	summary     TEXT    NOT NULL,
+	payload     TEXT,
+	dedupe_key  TEXT
+);
+CREATE INDEX events_by_session ON events (agent_id, session_key, sequence);
+CREATE UNIQUE INDEX events_dedupe ON events (agent_id, session_key, dedupe_key) WHERE dedupe_key IS NOT NULL;
+
+-- Written by pruning only: a session's state version is the larger of head
+-- here and its newest retained event, so appends need not touch this table.
+CREATE TABLE session_heads (
+	agent_id         TEXT    NOT NULL,
+	session_key      TEXT    NOT NULL,
+	head             INTEGER NOT NULL,
+	pruned_watermark INTEGER NOT NULL,
+	PRIMARY KEY (agent_id, session_key)
+) WITHOUT ROWID;
+
+CREATE TABLE cursors (
+	watcher      TEXT    NOT NULL,
+	target_agent TEXT    NOT NULL,
+	target_key   TEXT    NOT NULL,
+	last_seen    INTEGER NOT NULL,
+	notified     INTEGER NOT NULL,
+	material     INTEGER NOT NULL,
+	updated_at   INTEGER NOT NULL,
+	PRIMARY KEY (watcher, target_agent, target_key)
+) WITHOUT ROWID;
+CREATE INDEX cursors_by_target ON cursors (target_agent, target_key);
+CREATE INDEX cursors_pending ON cursors (watcher) WHERE material > last_seen;
+
+-- The global sequence: never reused, also for records dropped by dedupe
+-- and after pruning.
+CREATE TABLE sequence_counter (
+	id   INTEGER PRIMARY KEY CHECK (id = 1),
+	last INTEGER NOT NULL
+);
+INSERT INTO sequence_counter (id, last) VALUES (1, 0);
+`,
+}
+
+// SchemaVersion is the schema version this build creates and understands.
+var SchemaVersion = len(migrations)
+
+func migrate(ctx context.Context, db *sql.DB, now func() int64) error {
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	var have int
+	if err := db.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&have); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if have > SchemaVersion {
+		return fmt.Errorf("database schema version %d is newer than this build understands (%d)", have, SchemaVersion)
+	}
+	for v := have + 1; v <= SchemaVersion; v++ {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("migration %d: %w", v, err)
+		}
+		if _, err := tx.ExecContext(ctx, migrations[v-1]); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %d: %w", v, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, v, now()); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %d: record version: %w", v, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("migration %d: commit: %w", v, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,161 @@
+package vigil
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/vigilhq/vigil/sessionkey"
+)
+
+// Reasons a watch is refused.
+var (
+	ErrSelfWatch           = errors.New("a session cannot watch itself")
+	ErrWatcherNotQualified = errors.New("watcher key is not agent-qualified")
+)
+
+func watcherKey(watcher string) (sessionkey.Key, error) {
+	k, err := sessionkey.Parse(watcher)
+	if err != nil {
+		return k, fmt.Errorf("watcher: %w", err)
+	}
+	if !k.Qualified() {
+		return k, fmt.Errorf("watcher %q: %w", k, ErrWatcherNotQualified)
+	}
+	return k, nil
+}
+
+func checkWatch(watcher string, target SessionRef) (string, SessionRef, error) {
+	wk, err := watcherKey(watcher)
+	if err != nil {
+		return "", SessionRef{}, err
+	}
+	target, err = Ref(target.AgentID, target.Key)
+	if err != nil {
+		return "", SessionRef{}, fmt.Errorf("target: %w", err)
+	}
+	if wk.String() == target.Key && wk.AgentID() == target.AgentID {
+		return "", SessionRef{}, fmt.Errorf("watch %s: %w", target, ErrSelfWatch)
+	}
+	return wk.String(), target, nil
+}
+
+// Watch registers watcher as a watcher of target, seeded at the target's
+// current state version so history never produces a notice. An existing
+// cursor is returned untouched: re-watching never clobbers a pending
+// notice. The watcher must be agent-qualified and not the target.
+func (e *Engine) Watch(ctx context.Context, watcher string, target SessionRef) (Cursor, error) {
+	w, target, err := checkWatch(watcher, target)
+	if err != nil {
+		return Cursor{}, err
+	}
+	var c Cursor
+	err = e.Update(ctx, func(ctx context.Context, t *Txn) error {
+		var ok bool
+		var err error
+		if c, ok, err = t.tx.Cursor(ctx, w, target); err != nil || ok {
+			return err
+		}
+		v, err := t.tx.Version(ctx, target)
+		if err != nil {
+			return err
+		}
+		c = seeded(w, target, v, t.now.UnixMilli())
+		return t.tx.PutCursor(ctx, c)
+	})
+	if err != nil {
+		return Cursor{}, fmt.Errorf("watch %s: %w", target, err)
+	}
+	return c, nil
+}
+
+// Unwatch removes watcher's cursor on target and any notice queued for the
+// pair. It reports whether a cursor existed.
+func (e *Engine) Unwatch(ctx context.Context, watcher string, target SessionRef) (bool, error) {
+	w, target, err := checkWatch(watcher, target)
+	if err != nil {
+		return false, err
+	}
+	var existed bool
+	err = e.Update(ctx, func(ctx context.Context, t *Txn) error {
+		var err error
+		if existed, err = t.tx.DeleteCursor(ctx, w, target); err != nil {
+			return err
+		}
+		t.AfterCommit(func() { e.queues.removeTarget(w, target) })
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("unwatch %s: %w", target, err)
+	}
+	return existed, nil
+}
+
+// Cursor reads watcher's cursor on target.
+func (e *Engine) Cursor(ctx context.Context, watcher string, target SessionRef) (Cursor, bool, error) {
+	w, target, err := checkWatch(watcher, target)
+	if err != nil {
+		return Cursor{}, false, err
+	}
+	return e.store.Cursor(ctx, w, target)
+}
+
+// Cursors lists the cursors in which ref is the watcher or the target.
+func (e *Engine) Cursors(ctx context.Context, ref SessionRef) ([]Cursor, error) {
+	ref, err := Ref(ref.AgentID, ref.Key)
+	if err != nil {
+		return nil, err
+	}
+	return e.store.Cursors(ctx, ref)
+}
+
+// ResetSession applies a session's reset: the cursors it holds as a watcher
+// are dropped with its queued system events; its history as a target stays.
+func (e *Engine) ResetSession(ctx context.Context, ref SessionRef) error {
+	if _, err := Ref(ref.AgentID, ref.Key); err != nil {
+		return err
+	}
+	return e.Update(ctx, func(ctx context.Context, t *Txn) error { return t.ResetSession(ctx, ref) })
+}
+
+// ResetSession is Engine.ResetSession inside this write.
+func (t *Txn) ResetSession(ctx context.Context, ref SessionRef) error {
+	ref, err := Ref(ref.AgentID, ref.Key)
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(ref.Key, "agent:") {
+		return nil // a bare session never watches
+	}
+	if _, err := t.tx.DeleteWatcherCursors(ctx, ref.Key); err != nil {
+		return fmt.Errorf("reset %s: %w", ref, err)
+	}
+	t.AfterCommit(func() { t.e.queues.clear(ref.Key) })
+	return nil
+}
+
+// DeleteSession deletes a session's events, head and every cursor naming
+// it, and its own queue. Notices already queued about it for others stay;
+// reconciling then shows it gone (version 0).
+func (e *Engine) DeleteSession(ctx context.Context, ref SessionRef) error {
+	if _, err := Ref(ref.AgentID, ref.Key); err != nil {
+		return err
+	}
+	return e.Update(ctx, func(ctx context.Context, t *Txn) error { return t.DeleteSession(ctx, ref) })
+}
+
+// DeleteSession is Engine.DeleteSession inside this write.
+func (t *Txn) DeleteSession(ctx context.Context, ref SessionRef) error {
+	ref, err := Ref(ref.AgentID, ref.Key)
+	if err != nil {
+		return err
+	}
+	if err := t.tx.DeleteSession(ctx, ref); err != nil {
+		return fmt.Errorf("delete %s: %w", ref, err)
+	}
+	if strings.HasPrefix(ref.Key, "agent:") {
+		t.AfterCommit(func() { t.e.queues.clear(ref.Key) })
+	}
+	return nil
+}
