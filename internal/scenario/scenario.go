@@ -1,0 +1,676 @@
+// Package scenario replays scenario files (lists of operations on sessions)
+// against a fresh engine and prints one JSON line per operation. It backs
+// `vigil sim` and the scenario tests.
+package scenario
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/clock"
+	"github.com/vigilhq/vigil/store/sqlitestore"
+)
+
+// Start is the virtual clock's reading when a scenario begins.
+var Start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// File is a scenario file.
+type File struct {
+	Description string            `json:"description"`
+	Ops         []json.RawMessage `json:"ops"`
+}
+
+// Parse decodes a scenario file, naming what is wrong with it.
+func Parse(data []byte) (File, error) {
+	var f File
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return File{}, fmt.Errorf("scenario is not a valid scenario file: %w", err)
+	}
+	if dec.More() {
+		return File{}, errors.New("scenario has data after its JSON object")
+	}
+	if f.Ops == nil {
+		return File{}, errors.New(`scenario has no "ops" list`)
+	}
+	return f, nil
+}
+
+// op is the union of every operation's fields.
+type op struct {
+	Op           string          `json:"op"`
+	Note         string          `json:"note,omitempty"`
+	Parent       string          `json:"parent"`
+	Child        string          `json:"child"`
+	RunID        string          `json:"runId"`
+	Session      string          `json:"session"`
+	ActorID      string          `json:"actorId"`
+	ActorType    string          `json:"actorType"`
+	Channel      string          `json:"channel"`
+	From         string          `json:"from"`
+	Summary      string          `json:"summary"`
+	Outcome      string          `json:"outcome"`
+	Requester    string          `json:"requester"`
+	OperationID  string          `json:"operationId"`
+	Watcher      string          `json:"watcher"`
+	Target       string          `json:"target"`
+	ChangesSince *json.Number    `json:"changesSince"`
+	Limit        *json.Number    `json:"limit"`
+	Sessions     []string        `json:"sessions"`
+	Ms           *json.Number    `json:"ms"`
+	Count        *int            `json:"count"`
+	Do           json.RawMessage `json:"do"`
+}
+
+// Runner replays operations. Each Runner has its own scratch store.
+type Runner struct {
+	dir    string
+	clk    *clock.Manual
+	store  *sqlitestore.Store
+	engine *vigil.Engine
+	nextID int
+	// sessions maps every session an op has named to its parent ("" for
+	// none); it is the scenario's own session table.
+	sessions map[string]string
+	order    []string
+}
+
+// NewRunner opens a fresh scratch store in a temporary directory.
+func NewRunner(ctx context.Context) (*Runner, error) {
+	dir, err := os.MkdirTemp("", "vigil-sim-")
+	if err != nil {
+		return nil, fmt.Errorf("scratch store: %w", err)
+	}
+	r := &Runner{dir: dir, clk: clock.NewManual(Start), sessions: map[string]string{}}
+	if err := r.open(ctx); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Runner) open(ctx context.Context) error {
+	st, err := sqlitestore.Open(ctx, filepath.Join(r.dir, "sim.db"), sqlitestore.Options{Synchronous: "NORMAL"})
+	if err != nil {
+		return err
+	}
+	eng, err := vigil.Open(ctx, st, vigil.Options{Clock: r.clk, PruneInterval: -1})
+	if err != nil {
+		st.Close()
+		return err
+	}
+	r.store, r.engine = st, eng
+	return nil
+}
+
+func (r *Runner) shut() error {
+	r.engine.Close()
+	return r.store.Close()
+}
+
+// Close closes the engine and removes the scratch store.
+func (r *Runner) Close() error {
+	err := r.shut()
+	return errors.Join(err, os.RemoveAll(r.dir))
+}
+
+// Run replays a scenario file and writes one JSON line per op to w.
+func Run(ctx context.Context, data []byte, w io.Writer) error {
+	f, err := Parse(data)
+	if err != nil {
+		return err
+	}
+	r, err := NewRunner(ctx)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	for i, raw := range f.Ops {
+		if err := enc.Encode(r.Step(ctx, i, raw)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Step runs one op and returns its output line.
+func (r *Runner) Step(ctx context.Context, i int, raw json.RawMessage) Object {
+	var o op
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	out := Object{}.Set("i", i)
+	if err := dec.Decode(&o); err != nil {
+		return out.Set("op", o.Op).Set("error", fmt.Sprintf("op %d: %v", i, err))
+	}
+	out = out.Set("op", o.Op)
+	if o.Note != "" {
+		out = out.Set("note", o.Note)
+	}
+	res, err := r.do(ctx, o)
+	if err != nil {
+		return out.Set("error", err.Error())
+	}
+	return append(out, res...)
+}
+
+func (r *Runner) do(ctx context.Context, o op) (Object, error) {
+	switch o.Op {
+	case "spawn":
+		return r.spawn(ctx, o)
+	case "human_message":
+		return r.humanMessage(ctx, o)
+	case "agent_message":
+		return r.agentMessage(ctx, o)
+	case "goal":
+		return r.goal(ctx, o)
+	case "run_end":
+		return r.runEnd(ctx, o)
+	case "compacted":
+		return r.compacted(ctx, o)
+	case "watch":
+		return r.watch(ctx, o)
+	case "drain":
+		return r.drain(ctx, o)
+	case "peek":
+		return r.peek(o)
+	case "cursor":
+		return r.cursor(ctx, o)
+	case "status":
+		return r.status(ctx, o)
+	case "versions":
+		return r.versions(ctx, o)
+	case "restart":
+		return r.restart(ctx)
+	case "reset":
+		return r.reset(ctx, o)
+	case "delete":
+		return r.delete(ctx, o)
+	case "advance_time":
+		return r.advanceTime(o)
+	case "prune":
+		if _, err := r.engine.Prune(ctx); err != nil {
+			return nil, err
+		}
+		return Object{}, nil
+	case "repeat":
+		return r.repeat(ctx, o)
+	case "":
+		return nil, errors.New(`op has no "op" field`)
+	}
+	return nil, fmt.Errorf("unknown op %q", o.Op)
+}
+
+// ensure makes key a known session and returns its ref.
+func (r *Runner) ensure(field, key string) (vigil.SessionRef, error) {
+	if key == "" {
+		return vigil.SessionRef{}, fmt.Errorf("%s is required", field)
+	}
+	ref, err := vigil.Ref("", key)
+	if err != nil {
+		return vigil.SessionRef{}, fmt.Errorf("%s: %w", field, err)
+	}
+	if _, ok := r.sessions[ref.Key]; !ok {
+		r.sessions[ref.Key] = ""
+		r.order = append(r.order, ref.Key)
+	}
+	return ref, nil
+}
+
+func (r *Runner) id(prefix, given string) string {
+	if given != "" {
+		return given
+	}
+	r.nextID++
+	return fmt.Sprintf("%s-%d", prefix, r.nextID)
+}
+
+func (r *Runner) recorded(ctx context.Context, ref vigil.SessionRef, res vigil.Recorded) (Object, error) {
+	v, err := r.engine.Version(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	return Object{}.Set("recorded", res.Appended).Set("stateVersion", v), nil
+}
+
+func (r *Runner) spawn(ctx context.Context, o op) (Object, error) {
+	parent, err := r.ensure("parent", o.Parent)
+	if err != nil {
+		return nil, err
+	}
+	child, err := r.ensure("child", o.Child)
+	if err != nil {
+		return nil, err
+	}
+	r.sessions[child.Key] = parent.Key
+	runID := r.id("run", o.RunID)
+	res, err := r.engine.Record(ctx, vigil.Record{
+		Session: child, Kind: vigil.KindChildSpawned, ActorType: vigil.ActorAgent, ActorID: parent.Key,
+		RunID: runID, DedupeKey: "child-spawned:" + runID, Parent: parent.Key,
+	})
+	if err != nil {
+		return nil, err
+	}
+	out, err := r.recorded(ctx, child, res)
+	if err != nil {
+		return nil, err
+	}
+	c, err := r.cursorOut(ctx, parent.Key, child)
+	if err != nil {
+		return nil, err
+	}
+	return out.Set("runId", runID).Set("parentCursor", c), nil
+}
+
+func (r *Runner) humanMessage(ctx context.Context, o op) (Object, error) {
+	ref, err := r.ensure("session", o.Session)
+	if err != nil {
+		return nil, err
+	}
+	channel := o.Channel
+	if channel == "" {
+		channel = "test"
+	}
+	payload, _ := json.Marshal(map[string]string{"channel": channel})
+	res, err := r.engine.Record(ctx, vigil.Record{
+		Session: ref, Kind: vigil.KindHumanDirectMessage, ActorType: vigil.ActorHuman, ActorID: o.ActorID,
+		RunID: o.RunID, Summary: "human message via " + channel, Payload: payload, Parent: r.sessions[ref.Key],
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r.recorded(ctx, ref, res)
+}
+
+func (r *Runner) agentMessage(ctx context.Context, o op) (Object, error) {
+	ref, err := r.ensure("session", o.Session)
+	if err != nil {
+		return nil, err
+	}
+	from, err := r.ensure("from", o.From)
+	if err != nil {
+		return nil, err
+	}
+	// A message from another session is an agent actor and never records
+	// human_direct_message.
+	out, err := r.recorded(ctx, ref, vigil.Recorded{})
+	if err != nil {
+		return nil, err
+	}
+	return out.Set("classifiedActor", Object{}.Set("actorType", vigil.ActorAgent).Set("actorId", from.Key)), nil
+}
+
+func (r *Runner) goal(ctx context.Context, o op) (Object, error) {
+	ref, err := r.ensure("session", o.Session)
+	if err != nil {
+		return nil, err
+	}
+	summary := o.Summary
+	if summary == "" {
+		summary = "goal created"
+	}
+	res, err := r.engine.Record(ctx, vigil.Record{
+		Session: ref, Kind: vigil.KindGoalChanged, ActorType: vigil.ActorType(o.ActorType), ActorID: o.ActorID,
+		Summary: summary, Parent: r.sessions[ref.Key],
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r.recorded(ctx, ref, res)
+}
+
+var runSummaries = map[string]string{
+	vigil.OutcomeCompleted: "child run completed",
+	vigil.OutcomeError:     "child run failed",
+	vigil.OutcomeTimeout:   "child run timed out",
+	vigil.OutcomeCancelled: "child run cancelled",
+}
+
+func (r *Runner) runEnd(ctx context.Context, o op) (Object, error) {
+	ref, err := r.ensure("session", o.Session)
+	if err != nil {
+		return nil, err
+	}
+	summary, ok := runSummaries[o.Outcome]
+	if !ok {
+		return nil, fmt.Errorf("unknown outcome %q (want completed, error, timeout or cancelled)", o.Outcome)
+	}
+	if o.Requester != "" {
+		if _, err := r.ensure("requester", o.Requester); err != nil {
+			return nil, err
+		}
+	}
+	runID := r.id("run", o.RunID)
+	rec := vigil.Record{
+		Session: ref, Kind: vigil.KindRunCompleted, ActorType: vigil.ActorSystem, RunID: runID,
+		Summary: summary, DedupeKey: "run-terminal:" + runID,
+	}
+	if o.Outcome != vigil.OutcomeCompleted {
+		rec.Kind = vigil.KindRunFailed
+		rec.Payload, _ = json.Marshal(map[string]string{"outcome": o.Outcome})
+	}
+	res, err := r.engine.Record(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	return r.recorded(ctx, ref, res)
+}
+
+func (r *Runner) compacted(ctx context.Context, o op) (Object, error) {
+	ref, err := r.ensure("session", o.Session)
+	if err != nil {
+		return nil, err
+	}
+	opID := r.id("op", o.OperationID)
+	res, err := r.engine.Record(ctx, vigil.Record{
+		Session: ref, Kind: vigil.KindCompacted, ActorType: vigil.ActorSystem,
+		Summary: "session compacted", DedupeKey: "compacted:" + opID,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r.recorded(ctx, ref, res)
+}
+
+func (r *Runner) watch(ctx context.Context, o op) (Object, error) {
+	watcher, err := r.ensure("watcher", o.Watcher)
+	if err != nil {
+		return nil, err
+	}
+	target, err := r.ensure("target", o.Target)
+	if err != nil {
+		return nil, err
+	}
+	c, err := r.engine.Watch(ctx, watcher.Key, target)
+	if err != nil {
+		return Object{}.Set("registered", false).Set("cursor", nil).Set("reason", err.Error()), nil
+	}
+	return Object{}.Set("registered", true).Set("cursor", cursorObject(c)), nil
+}
+
+func texts(evs []vigil.SystemEvent) []string {
+	out := []string{}
+	for _, e := range evs {
+		out = append(out, e.Text)
+	}
+	return out
+}
+
+func (r *Runner) drain(ctx context.Context, o op) (Object, error) {
+	watcher, err := r.ensure("watcher", o.Watcher)
+	if err != nil {
+		return nil, err
+	}
+	d, err := r.engine.Drain(ctx, watcher.Key)
+	if err != nil {
+		return nil, err
+	}
+	var notices []vigil.SystemEvent
+	for _, e := range d.Events {
+		if e.IsNotice() {
+			notices = append(notices, e)
+		}
+	}
+	acked := []string{}
+	for _, t := range d.Acknowledged {
+		acked = append(acked, t.Key)
+	}
+	return Object{}.Set("notices", texts(notices)).Set("acknowledged", acked).
+		Set("pendingAfter", texts(r.engine.Pending(watcher.Key))), nil
+}
+
+func (r *Runner) peek(o op) (Object, error) {
+	watcher, err := r.ensure("watcher", o.Watcher)
+	if err != nil {
+		return nil, err
+	}
+	return Object{}.Set("pending", texts(r.engine.Pending(watcher.Key))), nil
+}
+
+func cursorObject(c vigil.Cursor) Object {
+	return Object{}.Set("lastSeenSequence", c.LastSeen).Set("notifiedSequence", c.Notified).Set("materialSequence", c.Material)
+}
+
+func (r *Runner) cursorOut(ctx context.Context, watcher string, target vigil.SessionRef) (any, error) {
+	c, ok, err := r.engine.Cursor(ctx, watcher, target)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return cursorObject(c), nil
+}
+
+func (r *Runner) cursor(ctx context.Context, o op) (Object, error) {
+	watcher, err := r.ensure("watcher", o.Watcher)
+	if err != nil {
+		return nil, err
+	}
+	target, err := r.ensure("target", o.Target)
+	if err != nil {
+		return nil, err
+	}
+	if watcher == target {
+		return Object{}.Set("cursor", nil), nil
+	}
+	c, err := r.cursorOut(ctx, watcher.Key, target)
+	if err != nil {
+		return nil, err
+	}
+	return Object{}.Set("cursor", c), nil
+}
+
+// integer reads an optional JSON number that must be a whole number.
+func integer(field string, n *json.Number) (int64, bool, error) {
+	if n == nil {
+		return 0, false, nil
+	}
+	v, err := n.Int64()
+	if err != nil {
+		return 0, false, fmt.Errorf("%s must be an integer, got %s", field, n.String())
+	}
+	return v, true, nil
+}
+
+func (r *Runner) status(ctx context.Context, o op) (Object, error) {
+	ref, err := r.ensure("session", o.Session)
+	if err != nil {
+		return nil, err
+	}
+	since, hasSince, err := integer("changesSince", o.ChangesSince)
+	if err != nil {
+		return nil, err
+	}
+	limit, hasLimit, err := integer("limit", o.Limit)
+	if err != nil {
+		return nil, err
+	}
+	if hasLimit && limit < 1 {
+		return nil, fmt.Errorf("limit must be an integer of at least 1, got %d", limit)
+	}
+	if !hasSince {
+		v, err := r.engine.Version(ctx, ref)
+		if err != nil {
+			return nil, err
+		}
+		return Object{}.Set("stateVersion", v), nil
+	}
+	d, err := r.engine.ChangesSince(ctx, ref, since, int(min(limit, vigil.MaxDeltaLimit)))
+	if err != nil {
+		return nil, err
+	}
+	events := []vigil.AgentEvent{}
+	for _, e := range d.Events {
+		a := e.ForAgent()
+		a.OccurredAt -= Start.UnixMilli()
+		events = append(events, a)
+	}
+	return Object{}.Set("stateVersion", d.StateVersion).Set("events", events).Set("truncated", d.Truncated).
+		Set("nextChangesSince", d.NextChangesSince).Set("earliestAvailableSequence", d.EarliestAvailableSequence).
+		Set("historyGap", d.HistoryGap), nil
+}
+
+func (r *Runner) versions(ctx context.Context, o op) (Object, error) {
+	refs := make([]vigil.SessionRef, 0, len(o.Sessions))
+	for _, k := range o.Sessions {
+		ref, err := r.ensure("sessions", k)
+		if err != nil {
+			return nil, err
+		}
+		refs = append(refs, ref)
+	}
+	vs, err := r.engine.Versions(ctx, refs)
+	if err != nil {
+		return nil, err
+	}
+	m := Object{}
+	for _, ref := range refs {
+		m = m.Set(ref.Key, vs[ref])
+	}
+	return Object{}.Set("versions", m), nil
+}
+
+// restart drops every in-memory queue by closing the engine and the store,
+// then reopens both: Open runs the startup sweep, then retention runs as it
+// does at startup.
+func (r *Runner) restart(ctx context.Context) (Object, error) {
+	if err := r.shut(); err != nil {
+		return nil, err
+	}
+	if err := r.open(ctx); err != nil {
+		return nil, err
+	}
+	if _, err := r.engine.Prune(ctx); err != nil {
+		return nil, err
+	}
+	pending := Object{}
+	keys := append([]string(nil), r.order...)
+	sort.Strings(keys)
+	for _, k := range keys {
+		if p := r.engine.Pending(k); len(p) > 0 {
+			pending = pending.Set(k, texts(p))
+		}
+	}
+	return Object{}.Set("pending", pending), nil
+}
+
+func (r *Runner) reset(ctx context.Context, o op) (Object, error) {
+	ref, err := r.ensure("session", o.Session)
+	if err != nil {
+		return nil, err
+	}
+	return Object{}, r.engine.ResetSession(ctx, ref)
+}
+
+func (r *Runner) delete(ctx context.Context, o op) (Object, error) {
+	ref, err := r.ensure("session", o.Session)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.engine.DeleteSession(ctx, ref); err != nil {
+		return nil, err
+	}
+	// The session is gone: it has no parent any more, and a child that
+	// named it keeps a parent that no longer exists.
+	r.sessions[ref.Key] = ""
+	return Object{}, nil
+}
+
+func (r *Runner) advanceTime(o op) (Object, error) {
+	ms, ok, err := integer("ms", o.Ms)
+	if err != nil {
+		return nil, err
+	}
+	if !ok || ms < 0 {
+		return nil, errors.New("ms must be an integer of at least 0")
+	}
+	r.clk.Advance(time.Duration(ms) * time.Millisecond)
+	return Object{}.Set("now", r.clk.Now().Sub(Start).Milliseconds()), nil
+}
+
+func (r *Runner) repeat(ctx context.Context, o op) (Object, error) {
+	if o.Count == nil || *o.Count < 1 {
+		return nil, errors.New("count must be an integer of at least 1")
+	}
+	if len(o.Do) == 0 {
+		return nil, errors.New(`repeat needs a "do" op`)
+	}
+	var inner op
+	dec := json.NewDecoder(bytes.NewReader(o.Do))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(&inner); err != nil {
+		return nil, fmt.Errorf("do: %w", err)
+	}
+	var last Object
+	for n := 0; n < *o.Count; n++ {
+		res, err := r.do(ctx, inner)
+		if err != nil {
+			return nil, fmt.Errorf("repeat %d: %w", n+1, err)
+		}
+		last = res
+	}
+	return Object{}.Set("count", *o.Count).Set("last", last), nil
+}
+
+// Object is a JSON object that keeps its keys in insertion order.
+type Object []field
+
+type field struct {
+	key string
+	val any
+}
+
+// Set returns o with key set to val (appended, or replaced in place).
+func (o Object) Set(key string, val any) Object {
+	for i := range o {
+		if o[i].key == key {
+			o[i].val = val
+			return o
+		}
+	}
+	return append(o, field{key, val})
+}
+
+// Get returns the value of key.
+func (o Object) Get(key string) (any, bool) {
+	for _, f := range o {
+		if f.key == key {
+			return f.val, true
+		}
+	}
+	return nil, false
+}
+
+// MarshalJSON writes the fields in order.
+func (o Object) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, f := range o {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(f.key)
+		b.Write(k)
+		b.WriteByte(':')
+		var v bytes.Buffer
+		enc := json.NewEncoder(&v)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(f.val); err != nil {
+			return nil, err
+		}
+		b.Write(bytes.TrimRight(v.Bytes(), "\n"))
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
