@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"sync"
 	"time"
 
@@ -225,6 +226,9 @@ func (e *Engine) writeLoop() {
 			return
 		}
 		batch := []*writeOp{first}
+		// Let producers that were just answered queue their next write, so
+		// group commit finds them.
+		runtime.Gosched()
 	collect:
 		for len(batch) < e.opts.MaxBatch {
 			select {
@@ -284,6 +288,8 @@ func (e *Engine) runBatch(pending []*writeOp) {
 			e.failAll(pending, fmt.Errorf("commit: %w", err))
 			return
 		}
+		e.stats.batches.Add(1)
+		e.stats.batchedWrites.Add(int64(len(pending)))
 		records := 0
 		for _, op := range pending {
 			for _, f := range op.txn.effects {

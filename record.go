@@ -100,6 +100,7 @@ func (t *Txn) record(ctx context.Context, ev Event, occurredAt time.Time, parent
 			return Recorded{}, fmt.Errorf("seed parent cursor: %w", err)
 		}
 	case ev.Kind.Material():
+		// The parent watches even before it holds a cursor.
 		if parentWatches && !hasWatcher(watchers, parentKey.String()) {
 			watchers = append(watchers, Cursor{Watcher: parentKey.String(), Target: target})
 		}
@@ -111,8 +112,7 @@ func (t *Txn) record(ctx context.Context, ev Event, occurredAt time.Time, parent
 			if err := t.tx.PutCursor(ctx, c); err != nil {
 				return Recorded{}, fmt.Errorf("move cursor of %s: %w", c.Watcher, err)
 			}
-			notice := noticeEvent(target, c.LastSeen)
-			watcher := c.Watcher
+			watcher, notice := c.Watcher, noticeEvent(target, c.LastSeen)
 			t.AfterCommit(func() { e.enqueueNotice(watcher, notice) })
 		}
 	}
@@ -139,7 +139,7 @@ func (e *Engine) enqueueNotice(watcher string, ev SystemEvent) {
 		return
 	}
 	e.stats.noticesQueued.Add(1)
-	if k, err := sessionkey.Parse(watcher); err == nil && !k.IsSubAgent() {
+	if !sessionkey.IsSubAgent(watcher) {
 		e.stats.wakes.Add(1)
 		e.waker.wake(watcher)
 	}

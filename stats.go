@@ -7,6 +7,7 @@ type stats struct {
 	noticesQueued, noticesAcked, followUps     atomic.Int64
 	queueOverflow, wakes, sweepRequeued        atomic.Int64
 	prunedEvents, expiredCursors, storeErrors  atomic.Int64
+	batches, batchedWrites                     atomic.Int64
 }
 
 // Stats are the engine's counters since Open.
@@ -24,6 +25,8 @@ type Stats struct {
 	PrunedEvents   int64
 	ExpiredCursors int64
 	StoreErrors    int64 // failed begins and commits
+	Batches        int64 // committed write transactions
+	BatchedWrites  int64 // writes committed in them (group commit packs several per batch)
 	QueueDepth     int64 // entries queued now, across all sessions
 }
 
@@ -36,6 +39,7 @@ func (e *Engine) Stats() Stats {
 		NoticesAcked: s.noticesAcked.Load(), FollowUps: s.followUps.Load(), QueueOverflow: s.queueOverflow.Load(),
 		Wakes: s.wakes.Load(), SweepRequeued: s.sweepRequeued.Load(), PrunedEvents: s.prunedEvents.Load(),
 		ExpiredCursors: s.expiredCursors.Load(), StoreErrors: s.storeErrors.Load(),
+		Batches: s.batches.Load(), BatchedWrites: s.batchedWrites.Load(),
 		QueueDepth: int64(e.queues.depth()),
 	}
 }

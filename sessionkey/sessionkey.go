@@ -149,3 +149,14 @@ func (k Key) IsSubAgent() bool { return k.kind == SubAgent }
 
 // IsZero reports whether k is the zero Key.
 func (k Key) IsZero() bool { return k.raw == "" }
+
+// IsSubAgent reports whether a normalised key (as Key.String returns it)
+// names a sub-agent, without parsing it again.
+func IsSubAgent(normalised string) bool {
+	rest, ok := strings.CutPrefix(normalised, "agent:")
+	if !ok {
+		return false
+	}
+	_, rest, ok = strings.Cut(rest, ":")
+	return ok && strings.HasPrefix(rest, "subagent:")
+}

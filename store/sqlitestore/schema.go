@@ -40,26 +40,30 @@ CREATE TABLE session_heads (
 	PRIMARY KEY (agent_id, session_key)
 ) WITHOUT ROWID;
 
+-- Keyed by target first: a record updates all of a target's watchers, and
+-- keeping them adjacent keeps that to one page.
 CREATE TABLE cursors (
-	watcher      TEXT    NOT NULL,
 	target_agent TEXT    NOT NULL,
 	target_key   TEXT    NOT NULL,
+	watcher      TEXT    NOT NULL,
 	last_seen    INTEGER NOT NULL,
 	notified     INTEGER NOT NULL,
 	material     INTEGER NOT NULL,
 	updated_at   INTEGER NOT NULL,
-	PRIMARY KEY (watcher, target_agent, target_key)
+	PRIMARY KEY (target_agent, target_key, watcher)
 ) WITHOUT ROWID;
-CREATE INDEX cursors_by_target ON cursors (target_agent, target_key);
-CREATE INDEX cursors_pending ON cursors (watcher) WHERE material > last_seen;
+CREATE INDEX cursors_by_watcher ON cursors (watcher);
 
--- The global sequence: never reused, also for records dropped by dedupe
--- and after pruning.
-CREATE TABLE sequence_counter (
-	id   INTEGER PRIMARY KEY CHECK (id = 1),
-	last INTEGER NOT NULL
+-- The global sequence is never reused, also for records dropped by dedupe
+-- and after pruning or deletion. The next number is one past the larger of
+-- the newest event and this floor; the floor is written only when a number
+-- is used up without a retained event (a dedupe drop) and before events are
+-- deleted, so plain appends do not touch this page.
+CREATE TABLE sequence_floor (
+	id    INTEGER PRIMARY KEY CHECK (id = 1),
+	floor INTEGER NOT NULL
 );
-INSERT INTO sequence_counter (id, last) VALUES (1, 0);
+INSERT INTO sequence_floor (id, floor) VALUES (1, 0);
 `,
 }
 
