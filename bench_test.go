@@ -3,6 +3,7 @@ package vigil_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -81,5 +82,85 @@ func benchReport(b *testing.B, eng *vigil.Engine) {
 	st := eng.Stats()
 	if st.Batches > 0 {
 		b.ReportMetric(float64(st.BatchedWrites)/float64(st.Batches), "writes/batch")
+	}
+}
+
+// BenchmarkChangesSince answers deltas with 50,000 retained events over
+// 1,000 sessions: from a random point about 100 events back in the global
+// log, and for a session's last 5 events.
+func BenchmarkChangesSince(b *testing.B) {
+	eng, _ := benchEngine(b, "NORMAL")
+	ctx := context.Background()
+	const sessions, events = 1000, 50_000
+	refs := make([]vigil.SessionRef, sessions)
+	for i := range refs {
+		refs[i] = vigil.MustRef(fmt.Sprintf("agent:bench:subagent:s%d", i))
+	}
+	perSession := make([][]int64, sessions)
+	for done := 0; done < events; done += 1000 {
+		err := eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
+			for i := done; i < done+1000; i++ {
+				res, err := txn.Record(ctx, vigil.Record{Session: refs[i%sessions], Kind: vigil.KindCompacted, ActorType: vigil.ActorSystem})
+				if err != nil {
+					return err
+				}
+				perSession[i%sessions] = append(perSession[i%sessions], res.Event.Sequence)
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	b.Run("random", func(b *testing.B) {
+		for b.Loop() {
+			s := rng.IntN(sessions)
+			if _, err := eng.ChangesSince(ctx, refs[s], events-100, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("last5", func(b *testing.B) {
+		for b.Loop() {
+			s := rng.IntN(sessions)
+			seqs := perSession[s]
+			d, err := eng.ChangesSince(ctx, refs[s], seqs[len(seqs)-6], 0)
+			if err != nil || len(d.Events) != 5 {
+				b.Fatalf("delta: %d events, %v", len(d.Events), err)
+			}
+		}
+	})
+}
+
+// BenchmarkSweep measures Open, whose startup sweep queues the notices of
+// 10,000 pending cursors (1,000 watchers with 10 targets each).
+func BenchmarkSweep(b *testing.B) {
+	eng, st := benchEngine(b, "NORMAL")
+	ctx := context.Background()
+	const watchers, targets = 1000, 10
+	for t := range targets {
+		target := vigil.MustRef(fmt.Sprintf("agent:bench:subagent:t%d", t))
+		for w := range watchers {
+			if _, err := eng.Watch(ctx, fmt.Sprintf("agent:bench:w%d", w), target); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, err := eng.Record(ctx, vigil.Record{Session: target, Kind: vigil.KindHumanDirectMessage, ActorType: vigil.ActorHuman}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	eng.Close()
+	for b.Loop() {
+		e, err := vigil.Open(ctx, st, vigil.Options{PruneInterval: -1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if got := e.Stats().SweepRequeued; got != watchers*targets {
+			b.Fatalf("sweep re-queued %d, want %d", got, watchers*targets)
+		}
+		b.StopTimer()
+		e.Close()
+		b.StartTimer()
 	}
 }

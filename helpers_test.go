@@ -67,3 +67,108 @@ func (env *testEnv) restart() {
 	env.close()
 	env.open()
 }
+
+var ctx = context.Background()
+
+func (env *testEnv) record(r vigil.Record) vigil.Recorded {
+	env.t.Helper()
+	res, err := env.eng.Record(ctx, r)
+	if err != nil {
+		env.t.Fatalf("record %+v: %v", r, err)
+	}
+	return res
+}
+
+// human records a person's message straight into key.
+func (env *testEnv) human(key, parent string) vigil.Recorded {
+	env.t.Helper()
+	return env.record(vigil.Record{Session: vigil.MustRef(key), Kind: vigil.KindHumanDirectMessage,
+		ActorType: vigil.ActorHuman, ActorID: "telegram:42", Summary: "human message via telegram", Parent: parent})
+}
+
+// goal records a goal change on key by actor.
+func (env *testEnv) goal(key string, actor vigil.ActorType, actorID, parent string) vigil.Recorded {
+	env.t.Helper()
+	return env.record(vigil.Record{Session: vigil.MustRef(key), Kind: vigil.KindGoalChanged,
+		ActorType: actor, ActorID: actorID, Summary: "goal updated", Parent: parent})
+}
+
+// spawn records child_spawned on child with parent as its parent.
+func (env *testEnv) spawn(parent, child, runID string) vigil.Recorded {
+	env.t.Helper()
+	return env.record(vigil.Record{Session: vigil.MustRef(child), Kind: vigil.KindChildSpawned,
+		ActorType: vigil.ActorAgent, ActorID: parent, RunID: runID, DedupeKey: "child-spawned:" + runID, Parent: parent})
+}
+
+func (env *testEnv) watch(watcher, target string) vigil.Cursor {
+	env.t.Helper()
+	c, err := env.eng.Watch(ctx, watcher, vigil.MustRef(target))
+	if err != nil {
+		env.t.Fatalf("watch %s -> %s: %v", watcher, target, err)
+	}
+	return c
+}
+
+// cursor reads watcher's cursor on target as [L, N, M], or nil when absent.
+func (env *testEnv) cursor(watcher, target string) []int64 {
+	env.t.Helper()
+	c, ok, err := env.eng.Cursor(ctx, watcher, vigil.MustRef(target))
+	if err != nil {
+		env.t.Fatal(err)
+	}
+	if !ok {
+		return nil
+	}
+	return []int64{c.LastSeen, c.Notified, c.Material}
+}
+
+func (env *testEnv) pending(watcher string) []string {
+	var out []string
+	for _, e := range env.eng.Pending(watcher) {
+		out = append(out, e.Text)
+	}
+	return out
+}
+
+func (env *testEnv) drain(watcher string) vigil.Drained {
+	env.t.Helper()
+	d, err := env.eng.Drain(ctx, watcher)
+	if err != nil {
+		env.t.Fatal(err)
+	}
+	return d
+}
+
+func (env *testEnv) version(key string) int64 {
+	env.t.Helper()
+	v, err := env.eng.Version(ctx, vigil.MustRef(key))
+	if err != nil {
+		env.t.Fatal(err)
+	}
+	return v
+}
+
+func (env *testEnv) delta(key string, since int64, limit int) vigil.Delta {
+	env.t.Helper()
+	d, err := env.eng.ChangesSince(ctx, vigil.MustRef(key), since, limit)
+	if err != nil {
+		env.t.Fatal(err)
+	}
+	return d
+}
+
+func texts(evs []vigil.SystemEvent) []string {
+	var out []string
+	for _, e := range evs {
+		out = append(out, e.Text)
+	}
+	return out
+}
+
+func sequences(evs []vigil.Event) []int64 {
+	var out []int64
+	for _, e := range evs {
+		out = append(out, e.Sequence)
+	}
+	return out
+}

@@ -64,10 +64,10 @@ type op struct {
 	OperationID  string          `json:"operationId"`
 	Watcher      string          `json:"watcher"`
 	Target       string          `json:"target"`
-	ChangesSince *json.Number    `json:"changesSince"`
-	Limit        *json.Number    `json:"limit"`
+	ChangesSince json.RawMessage `json:"changesSince"`
+	Limit        json.RawMessage `json:"limit"`
 	Sessions     []string        `json:"sessions"`
-	Ms           *json.Number    `json:"ms"`
+	Ms           json.RawMessage `json:"ms"`
 	Count        *int            `json:"count"`
 	Do           json.RawMessage `json:"do"`
 }
@@ -470,14 +470,18 @@ func (r *Runner) cursor(ctx context.Context, o op) (Object, error) {
 	return Object{}.Set("cursor", c), nil
 }
 
-// integer reads an optional JSON number that must be a whole number.
-func integer(field string, n *json.Number) (int64, bool, error) {
-	if n == nil {
+// integer reads an optional field that must be a whole JSON number.
+func integer(field string, raw json.RawMessage) (int64, bool, error) {
+	if len(raw) == 0 || string(raw) == "null" {
 		return 0, false, nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(raw, &n); err != nil {
+		return 0, false, fmt.Errorf("%s must be an integer, got %s", field, raw)
 	}
 	v, err := n.Int64()
 	if err != nil {
-		return 0, false, fmt.Errorf("%s must be an integer, got %s", field, n.String())
+		return 0, false, fmt.Errorf("%s must be an integer, got %s", field, raw)
 	}
 	return v, true, nil
 }

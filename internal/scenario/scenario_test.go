@@ -1,0 +1,226 @@
+package scenario
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// The reference implementation's recorded outputs.
+const scenarioDir = "../../testdata/scenarios"
+
+func TestScenariosMatchTheReference(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(scenarioDir, "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenarios in %s: %v", scenarioDir, err)
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".json")
+		t.Run(name, func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			if err := Run(context.Background(), data, &out); err != nil {
+				t.Fatal(err)
+			}
+			expected := readLines(t, filepath.Join(scenarioDir, name+".expected.jsonl"))
+			actual := decodeLines(t, out.Bytes())
+			if len(actual) != len(expected) {
+				t.Fatalf("%d lines, want %d", len(actual), len(expected))
+			}
+			for i := range expected {
+				if m := mismatch(expected[i], actual[i], fmt.Sprintf("line %d", i), 0); m != "" {
+					t.Error(m)
+				}
+			}
+		})
+	}
+}
+
+func readLines(t *testing.T, path string) []any {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decodeLines(t, data)
+}
+
+func decodeLines(t *testing.T, data []byte) []any {
+	t.Helper()
+	var out []any
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if strings.TrimSpace(sc.Text()) == "" {
+			continue
+		}
+		var v any
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// unordered are the lists compared without regard to order: which order a
+// sweep re-queues notices in is not part of the contract.
+var unordered = []string{"pending", "notices", "pendingAfter", "acknowledged"}
+
+// mismatch applies the comparison of the scenarios' compare.py: every
+// expected field present with an equal value, extra fields allowed, objects
+// keyed by session keys must have exactly the expected keys.
+func mismatch(exp, act any, path string, depth int) string {
+	switch e := exp.(type) {
+	case map[string]any:
+		a, ok := act.(map[string]any)
+		if !ok {
+			return fmt.Sprintf("%s: expected an object, got %v", path, act)
+		}
+		keyed := depth > 0
+		for k := range e {
+			keyed = keyed && strings.Contains(k, ":")
+		}
+		if keyed {
+			for k := range a {
+				if _, ok := e[k]; !ok {
+					return fmt.Sprintf("%s: unexpected key %q", path, k)
+				}
+			}
+		}
+		for k, v := range e {
+			if k == "note" {
+				continue
+			}
+			av, ok := a[k]
+			if !ok {
+				return fmt.Sprintf("%s.%s: missing (expected %v)", path, k, v)
+			}
+			if m := mismatch(v, av, path+"."+k, depth+1); m != "" {
+				return m
+			}
+		}
+		return ""
+	case []any:
+		a, ok := act.([]any)
+		if !ok || len(a) != len(e) {
+			return fmt.Sprintf("%s: expected %v, got %v", path, exp, act)
+		}
+		parts := strings.Split(path, ".")
+		if slices.Contains(unordered, parts[len(parts)-1]) || (len(parts) > 1 && slices.Contains(unordered, parts[len(parts)-2])) {
+			e, a = sortedStrings(e), sortedStrings(a)
+		}
+		for i := range e {
+			if m := mismatch(e[i], a[i], fmt.Sprintf("%s[%d]", path, i), depth+1); m != "" {
+				return m
+			}
+		}
+		return ""
+	default:
+		if fmt.Sprint(exp) != fmt.Sprint(act) {
+			return fmt.Sprintf("%s: expected %v, got %v", path, exp, act)
+		}
+		return ""
+	}
+}
+
+func sortedStrings(l []any) []any {
+	out := slices.Clone(l)
+	for _, v := range out {
+		if _, ok := v.(string); !ok {
+			return out
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].(string) < out[j].(string) })
+	return out
+}
+
+func runOps(t *testing.T, ops string) []map[string]any {
+	t.Helper()
+	var out bytes.Buffer
+	if err := Run(context.Background(), []byte(`{"ops": [`+ops+`]}`), &out); err != nil {
+		t.Fatal(err)
+	}
+	var lines []map[string]any
+	for _, l := range decodeLines(t, out.Bytes()) {
+		lines = append(lines, l.(map[string]any))
+	}
+	return lines
+}
+
+func TestScenarioThatIsNotJSONIsRefused(t *testing.T) {
+	for _, data := range []string{`not json`, `{"ops": [`, `[1,2]`, `{"ops": [], "extra": 1}`, `{"description": "no ops"}`} {
+		if err := Run(context.Background(), []byte(data), &bytes.Buffer{}); err == nil {
+			t.Errorf("scenario %q accepted", data)
+		}
+	}
+}
+
+func TestUnknownOpPrintsAnErrorAndTheRunGoesOn(t *testing.T) {
+	lines := runOps(t, `{"op": "teleport"}, {"op": "versions", "sessions": ["agent:a:main"]}`)
+	if got := lines[0]["error"]; got != `unknown op "teleport"` {
+		t.Fatalf("error = %v", got)
+	}
+	if lines[1]["versions"] == nil {
+		t.Fatalf("the run did not go on: %v", lines[1])
+	}
+}
+
+func TestBadOpFieldsAreNamedAndChangeNothing(t *testing.T) {
+	lines := runOps(t, `
+		{"op": "spawn", "parent": "agent:a:main", "child": "agent:a:subagent:c"},
+		{"op": "status", "session": "agent:a:subagent:c", "changesSince": -1},
+		{"op": "status", "session": "agent:a:subagent:c", "changesSince": 1.5},
+		{"op": "status", "session": "agent:a:subagent:c", "changesSince": 0, "limit": 0},
+		{"op": "status", "session": "agent:a:subagent:c", "changesSince": 0, "limit": "ten"},
+		{"op": "human_message", "session": "agent::bad"},
+		{"op": "goal", "session": "agent:a:subagent:c", "actorType": "robot"},
+		{"op": "run_end", "session": "agent:a:subagent:c", "outcome": "exploded"},
+		{"op": "spawn", "parent": "agent:a:main", "child": "agent:a:subagent:d", "colour": "red"},
+		{"op": "status", "session": "agent:a:subagent:c", "changesSince": 0}`)
+	for i, want := range map[int]string{
+		1: "changesSince must be an integer of at least 0",
+		2: "changesSince must be an integer",
+		3: "limit must be an integer of at least 1",
+		4: "limit",
+		5: "empty part",
+		6: `unknown actor type "robot"`,
+		7: `unknown outcome "exploded"`,
+		8: `unknown field "colour"`,
+	} {
+		if got, _ := lines[i]["error"].(string); !strings.Contains(got, want) {
+			t.Errorf("op %d: error = %q, want it to name %q", i, got, want)
+		}
+	}
+	last := lines[len(lines)-1]
+	if last["stateVersion"] != float64(1) || len(last["events"].([]any)) != 1 {
+		t.Fatalf("the refused ops changed the store: %v", last)
+	}
+}
+
+func TestRestartRequeuesAndPrintsPendingNotices(t *testing.T) {
+	lines := runOps(t, `
+		{"op": "spawn", "parent": "agent:a:main", "child": "agent:a:subagent:c"},
+		{"op": "human_message", "session": "agent:a:subagent:c"},
+		{"op": "restart"},
+		{"op": "advance_time", "ms": 1500}`)
+	pending := lines[2]["pending"].(map[string]any)
+	want := `Session "agent:a:subagent:c" changed (other actor). Reconcile before acting: session_status sessionKey "agent:a:subagent:c" changesSince 1.`
+	if got := pending["agent:a:main"].([]any); len(got) != 1 || got[0] != want || len(pending) != 1 {
+		t.Fatalf("pending = %v", pending)
+	}
+	if lines[3]["now"] != float64(1500) {
+		t.Fatalf("now = %v", lines[3]["now"])
+	}
+}
