@@ -1,0 +1,312 @@
+package vigil_test
+
+// Tests for the signal log (SPEC 2): which producers record, what they
+// record, dedupe, sequences, clamping and best-effort recording.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	vigil "github.com/vigilhq/vigil"
+)
+
+const (
+	manager = "agent:main:main"
+	child   = "agent:main:subagent:alpha"
+	coord   = "agent:main:coord"
+)
+
+func TestHumanMessageToUnwatchedSessionIsNotRecorded(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	res := env.human("agent:main:dm:alice", "")
+	if res.Appended || !res.Skipped {
+		t.Fatalf("recorded = %+v, want skipped", res)
+	}
+	if v := env.version("agent:main:dm:alice"); v != 0 {
+		t.Fatalf("version = %d, want 0: unwatched sessions stay write-free", v)
+	}
+	if st := env.eng.Stats(); st.EventsSkipped != 1 || st.EventsRecorded != 0 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+func TestHumanMessageToSessionWithParentIsRecorded(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	res := env.human(child, manager)
+	if !res.Appended || res.Event.Sequence != 1 {
+		t.Fatalf("recorded = %+v", res)
+	}
+	if res.Event.Kind != vigil.KindHumanDirectMessage || res.Event.ActorType != vigil.ActorHuman {
+		t.Fatalf("event = %+v", res.Event)
+	}
+}
+
+func TestHumanMessageToSessionWithWatcherIsRecorded(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	env.watch(coord, "agent:main:dm:alice")
+	if res := env.human("agent:main:dm:alice", ""); !res.Appended {
+		t.Fatalf("recorded = %+v, want appended", res)
+	}
+}
+
+func TestChildSpawnedSeedsParentCursorAndDoesNotNotify(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	env.human("agent:other:x", "agent:other:main") // moves the global sequence on
+	res := env.spawn(manager, child, "run-1")
+	if got := env.cursor(manager, child); !slices.Equal(got, []int64{2, 2, 2}) {
+		t.Fatalf("parent cursor = %v, want L=N=M=2 (the child_spawned sequence)", got)
+	}
+	if p := env.pending(manager); len(p) != 0 {
+		t.Fatalf("pending = %v, want none: child_spawned is not material", p)
+	}
+	if res.Event.ActorType != vigil.ActorAgent || res.Event.ActorID != manager {
+		t.Fatalf("event = %+v", res.Event)
+	}
+}
+
+func TestSpawnOverwritesAnEarlierCursor(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	env.watch(manager, child)
+	env.human(child, "")
+	if got := env.cursor(manager, child); !slices.Equal(got, []int64{0, 1, 1}) {
+		t.Fatalf("cursor before spawn = %v", got)
+	}
+	env.spawn(manager, child, "run-1")
+	if got := env.cursor(manager, child); !slices.Equal(got, []int64{2, 2, 2}) {
+		t.Fatalf("cursor after spawn = %v, want seeded at 2", got)
+	}
+}
+
+func TestGoalChangedNotifiesWatchers(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	env.spawn(manager, child, "run-1")
+	env.goal(child, vigil.ActorHuman, "operator:ann", manager)
+	want := []string{vigil.NoticeText(child, 1)}
+	if got := env.pending(manager); !slices.Equal(got, want) {
+		t.Fatalf("pending = %q, want %q", got, want)
+	}
+}
+
+func TestRunAndCompactionEventsAreLogOnly(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	env.spawn(manager, child, "run-1")
+	for _, r := range []vigil.Record{
+		{Kind: vigil.KindRunCompleted, RunID: "r1", DedupeKey: "run-terminal:r1"},
+		{Kind: vigil.KindRunFailed, RunID: "r2", DedupeKey: "run-terminal:r2", Payload: json.RawMessage(`{"outcome":"cancelled"}`)},
+		{Kind: vigil.KindCompacted, DedupeKey: "compacted:op-1"},
+	} {
+		r.Session, r.ActorType, r.Parent = vigil.MustRef(child), vigil.ActorSystem, manager
+		if res := env.record(r); !res.Appended {
+			t.Fatalf("%s not recorded", r.Kind)
+		}
+	}
+	if got := env.cursor(manager, child); !slices.Equal(got, []int64{1, 1, 1}) {
+		t.Fatalf("cursor = %v: log-only kinds must not move material", got)
+	}
+	if p := env.pending(manager); len(p) != 0 {
+		t.Fatalf("pending = %v", p)
+	}
+	if v := env.version(child); v != 4 {
+		t.Fatalf("version = %d, want 4", v)
+	}
+}
+
+func TestSequenceIsGlobalAndVersionsAreSparse(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	a, b := "agent:main:subagent:a", "agent:main:subagent:b"
+	env.human(a, manager)
+	env.human(b, manager)
+	env.human(a, manager)
+	vs, err := env.eng.Versions(ctx, []vigil.SessionRef{vigil.MustRef(a), vigil.MustRef(b), vigil.MustRef(manager)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vs[vigil.MustRef(a)] != 3 || vs[vigil.MustRef(b)] != 2 || vs[vigil.MustRef(manager)] != 0 {
+		t.Fatalf("versions = %v, want a=3 b=2 main=0", vs)
+	}
+}
+
+func TestDedupeKeyReturnsFirstEventAndChangesNothing(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	env.spawn(manager, child, "run-1")
+	first := env.record(vigil.Record{Session: vigil.MustRef(child), Kind: vigil.KindGoalChanged,
+		ActorType: vigil.ActorHuman, Summary: "goal created", DedupeKey: "goal:1", Parent: manager})
+	env.drain(manager)
+	before := env.cursor(manager, child)
+	again := env.record(vigil.Record{Session: vigil.MustRef(child), Kind: vigil.KindGoalChanged,
+		ActorType: vigil.ActorHuman, Summary: "goal updated", DedupeKey: "goal:1", Parent: manager})
+	if again.Appended || again.Event.Sequence != first.Event.Sequence || again.Event.Summary != "goal created" {
+		t.Fatalf("second record = %+v, want the first event back", again)
+	}
+	if v := env.version(child); v != first.Event.Sequence {
+		t.Fatalf("version = %d: a dedupe drop must not bump the head", v)
+	}
+	if got := env.cursor(manager, child); !slices.Equal(got, before) {
+		t.Fatalf("cursor moved from %v to %v", before, got)
+	}
+	if p := env.pending(manager); len(p) != 0 {
+		t.Fatalf("pending = %v: a dedupe drop must not notify", p)
+	}
+}
+
+func TestDedupeDropUsesUpASequence(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	env.spawn(manager, child, "run-1") // 1
+	env.spawn(manager, child, "run-1") // 2, dropped
+	if res := env.human(child, manager); res.Event.Sequence != 3 {
+		t.Fatalf("next sequence = %d, want 3", res.Event.Sequence)
+	}
+	env.restart()
+	env.spawn(manager, child, "run-1") // 4, dropped
+	if res := env.human(child, manager); res.Event.Sequence != 5 {
+		t.Fatalf("next sequence after restart = %d, want 5", res.Event.Sequence)
+	}
+}
+
+func TestOccurredAtIsClampedToTheLastDay(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	now := env.clk.Now()
+	for _, tt := range []struct {
+		given, want time.Time
+	}{
+		{time.Time{}, now},
+		{now.Add(-time.Hour), now.Add(-time.Hour)},
+		{now.Add(time.Hour), now},
+		{now.Add(-48 * time.Hour), now.Add(-24 * time.Hour)},
+	} {
+		res := env.record(vigil.Record{Session: vigil.MustRef(child), Kind: vigil.KindCompacted, ActorType: vigil.ActorSystem, OccurredAt: tt.given})
+		if res.Event.OccurredAt != tt.want.UnixMilli() || res.Event.RecordedAt != now.UnixMilli() {
+			t.Errorf("occurredAt %v recorded as %d (recordedAt %d), want %d", tt.given, res.Event.OccurredAt, res.Event.RecordedAt, tt.want.UnixMilli())
+		}
+	}
+}
+
+func TestSummaryDefaultsToTheKindsOwn(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	res := env.record(vigil.Record{Session: vigil.MustRef(child), Kind: vigil.KindCompacted, ActorType: vigil.ActorSystem})
+	if res.Event.Summary != "session compacted" {
+		t.Fatalf("summary = %q", res.Event.Summary)
+	}
+}
+
+func TestRecordRefusesBadInputAndStoresNothing(t *testing.T) {
+	valid := vigil.Record{Session: vigil.MustRef(child), Kind: vigil.KindGoalChanged, ActorType: vigil.ActorHuman, Parent: manager}
+	tests := []struct {
+		name   string
+		mutate func(*vigil.Record)
+		want   string
+	}{
+		{"malformed key", func(r *vigil.Record) { r.Session = vigil.SessionRef{Key: "agent::x"} }, "empty part"},
+		{"bare key without agent", func(r *vigil.Record) { r.Session = vigil.SessionRef{Key: "global"} }, "agent id is required"},
+		{"key of another agent", func(r *vigil.Record) { r.Session.AgentID = "ops" }, `belongs to agent "main"`},
+		{"unknown kind", func(r *vigil.Record) { r.Kind = "message_edited" }, `unknown event kind "message_edited"`},
+		{"unknown actor type", func(r *vigil.Record) { r.ActorType = "robot" }, `unknown actor type "robot"`},
+		{"oversized summary", func(r *vigil.Record) { r.Summary = strings.Repeat("é", 201) }, "201 characters, more than 200"},
+		{"multi-line summary", func(r *vigil.Record) { r.Summary = "line one\nline two" }, "summary must be one line"},
+		{"invalid UTF-8 summary", func(r *vigil.Record) { r.Summary = "bad \xff byte" }, "summary is not valid UTF-8"},
+		{"oversized payload", func(r *vigil.Record) {
+			r.Payload = json.RawMessage(`{"x":"` + strings.Repeat("a", 4100) + `"}`)
+		}, "more than 4096"},
+		{"payload not an object", func(r *vigil.Record) { r.Payload = json.RawMessage(`[1,2]`) }, "payload must be a JSON object"},
+		{"truncated payload", func(r *vigil.Record) { r.Payload = json.RawMessage(`{"outcome":`) }, "payload must be a JSON object"},
+		{"invalid UTF-8 actor id", func(r *vigil.Record) { r.ActorID = "\xfe" }, "actorId is not valid UTF-8"},
+		{"malformed parent", func(r *vigil.Record) { r.Parent = "agent:main" }, "parent: invalid session key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := newEnv(t, vigil.Options{})
+			env.spawn(manager, child, "run-1")
+			r := valid
+			tt.mutate(&r)
+			_, err := env.eng.Record(ctx, r)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error = %v, want one naming %q", err, tt.want)
+			}
+			if v := env.version(child); v != 1 {
+				t.Fatalf("version = %d after a refused record", v)
+			}
+			if got := env.cursor(manager, child); !slices.Equal(got, []int64{1, 1, 1}) {
+				t.Fatalf("cursor = %v after a refused record", got)
+			}
+			// A refused record uses up no sequence.
+			if res := env.human(child, manager); res.Event.Sequence != 2 {
+				t.Fatalf("next sequence = %d, want 2", res.Event.Sequence)
+			}
+		})
+	}
+}
+
+func TestFailedRecordIsLoggedAndCountedAndReturned(t *testing.T) {
+	var logs bytes.Buffer
+	env := newEnv(t, vigil.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	env.store.Close() // every store call now fails
+	_, err := env.eng.Record(ctx, vigil.Record{Session: vigil.MustRef(child), Kind: vigil.KindCompacted, ActorType: vigil.ActorSystem})
+	if err == nil {
+		t.Fatal("record on a closed store succeeded")
+	}
+	if st := env.eng.Stats(); st.RecordFailures != 1 {
+		t.Fatalf("RecordFailures = %d, want 1", st.RecordFailures)
+	}
+	if !strings.Contains(logs.String(), "record event failed") || !strings.Contains(logs.String(), child) {
+		t.Fatalf("log = %q, want the failure logged with its session", logs.String())
+	}
+}
+
+func TestGatewayOwnedChangeCommitsWithItsEvent(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	env.spawn(manager, child, "run-1")
+	refused := errors.New("goal write refused")
+	err := env.eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
+		if _, err := txn.Record(ctx, vigil.Record{Session: vigil.MustRef(child), Kind: vigil.KindGoalChanged,
+			ActorType: vigil.ActorHuman, Parent: manager}); err != nil {
+			return err
+		}
+		return refused // the embedder's own change failed after the event was written
+	})
+	if !errors.Is(err, refused) {
+		t.Fatalf("err = %v", err)
+	}
+	if v := env.version(child); v != 1 {
+		t.Fatalf("version = %d: the event must roll back with the failed change", v)
+	}
+	if p := env.pending(manager); len(p) != 0 {
+		t.Fatalf("pending = %v: no notice for a rolled-back event", p)
+	}
+}
+
+func TestOneFailingWriteDoesNotFailItsBatch(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	env.spawn(manager, child, "run-1")
+	errs := make(chan error, 40)
+	for i := range 40 {
+		go func() {
+			errs <- env.eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
+				_, err := txn.Record(ctx, vigil.Record{Session: vigil.MustRef(child), Kind: vigil.KindCompacted, ActorType: vigil.ActorSystem})
+				if err == nil && i%4 == 0 {
+					err = errors.New("refused")
+				}
+				return err
+			})
+		}()
+	}
+	failed := 0
+	for range 40 {
+		if err := <-errs; err != nil {
+			failed++
+		}
+	}
+	if failed != 10 {
+		t.Fatalf("%d writes failed, want exactly the 10 that refused", failed)
+	}
+	d := env.delta(child, 1, 200)
+	if len(d.Events) != 30 {
+		t.Fatalf("%d events committed, want 30", len(d.Events))
+	}
+}

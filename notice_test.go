@@ -1,0 +1,196 @@
+package vigil_test
+
+// Tests for notices and wakes (SPEC 4).
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	vigil "github.com/vigilhq/vigil"
+)
+
+func TestNoticeTextIsExact(t *testing.T) {
+	got := vigil.NoticeText("agent:main:subagent:child", 12)
+	want := `Session "agent:main:subagent:child" changed (other actor). Reconcile before acting: session_status sessionKey "agent:main:subagent:child" changesSince 12.`
+	if got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}
+
+func TestNoticeContextKeyIsHexOfTheTargetKey(t *testing.T) {
+	if got := vigil.NoticeContextKey("agent:a:é"); got != "session-state:6167656e743a613ac3a9" {
+		t.Fatalf("context key = %q", got)
+	}
+	target, err := vigil.ParseNoticeContextKey("session-state:6167656e743a613ac3a9")
+	if err != nil || target != "agent:a:é" {
+		t.Fatalf("parse = %q, %v", target, err)
+	}
+}
+
+func TestNoticeContextKeyDecodingIsStrict(t *testing.T) {
+	for _, ck := range []string{
+		"other:6167",        // not a notice's
+		"session-state:616", // odd length
+		"session-state:zz",  // not hex
+		"session-state:6A",  // uppercase
+		"session-state:ff",  // not UTF-8
+		"session-state:c3",  // truncated UTF-8
+		"session-state:",    // empty target
+	} {
+		if target, err := vigil.ParseNoticeContextKey(ck); err == nil {
+			t.Errorf("ParseNoticeContextKey(%q) = %q, want an error", ck, target)
+		}
+	}
+}
+
+func TestTwentyRapidChangesProduceOneNotice(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	env.spawn(manager, child, "run-1")
+	for range 20 {
+		env.human(child, manager)
+	}
+	if got := env.pending(manager); !slices.Equal(got, []string{vigil.NoticeText(child, 1)}) {
+		t.Fatalf("pending = %v, want exactly one line", got)
+	}
+}
+
+func TestNoticeTextIsStableWhilePending(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	env.spawn(manager, child, "run-1")
+	env.human(child, manager)
+	first := env.eng.Pending(manager)
+	env.goal(child, vigil.ActorHuman, "operator:ann", manager)
+	again := env.eng.Pending(manager)
+	if len(again) != 1 || again[0].Text != first[0].Text || again[0].ContextKey != first[0].ContextKey {
+		t.Fatalf("notice changed while pending: %+v then %+v", first, again)
+	}
+}
+
+func TestQueueIsBoundedAndDropsTheOldest(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	var targets []string
+	for i := range 21 {
+		target := "agent:main:subagent:w" + string(rune('a'+i))
+		targets = append(targets, target)
+		env.human(target, manager)
+	}
+	got := env.pending(manager)
+	if len(got) != vigil.DefaultQueueBound {
+		t.Fatalf("queue holds %d, want %d", len(got), vigil.DefaultQueueBound)
+	}
+	if !strings.Contains(got[0], targets[1]) {
+		t.Fatalf("oldest kept = %q, want the first one dropped", got[0])
+	}
+	// Restart re-creates the dropped notice from its durable cursor (the
+	// bound then drops one of the others: the cursors keep them all).
+	env.restart()
+	if st := env.eng.Stats(); st.SweepRequeued != 21 {
+		t.Fatalf("sweep re-queued %d, want 21", st.SweepRequeued)
+	}
+}
+
+// wakeRecorder collects wake callbacks.
+type wakeRecorder struct {
+	mu    sync.Mutex
+	got   []string
+	fired chan string
+}
+
+func newWakeRecorder() *wakeRecorder { return &wakeRecorder{fired: make(chan string, 100)} }
+
+func (w *wakeRecorder) onWake(watcher string) {
+	w.mu.Lock()
+	w.got = append(w.got, watcher)
+	w.mu.Unlock()
+	w.fired <- watcher
+}
+
+func (w *wakeRecorder) wait(t *testing.T, want string) {
+	t.Helper()
+	select {
+	case got := <-w.fired:
+		if got != want {
+			t.Fatalf("woke %q, want %q", got, want)
+		}
+	case <-time.After(10 * time.Second): // a hang guard, not a speed assertion
+		t.Fatalf("%s was never woken", want)
+	}
+}
+
+func (w *wakeRecorder) all() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.got...)
+}
+
+func TestMainWatcherIsWokenAtOnce(t *testing.T) {
+	wakes := newWakeRecorder()
+	env := newEnv(t, vigil.Options{OnWake: wakes.onWake})
+	env.spawn(manager, child, "run-1")
+	env.human(child, manager)
+	wakes.wait(t, manager) // the clock has not moved: the first wake is immediate
+}
+
+func TestSubAgentWatcherIsNeverWoken(t *testing.T) {
+	wakes := newWakeRecorder()
+	env := newEnv(t, vigil.Options{OnWake: wakes.onWake})
+	grandchild := "agent:main:subagent:alpha:sub"
+	env.spawn(child, grandchild, "run-1")
+	env.human(grandchild, child)
+	env.clk.Advance(time.Second)
+	env.close() // waits for every callback
+	if got := wakes.all(); len(got) != 0 {
+		t.Fatalf("woke %v, want nobody", got)
+	}
+	// The notice still waits for its next turn.
+	env.open()
+	if got := env.pending(child); !slices.Equal(got, []string{vigil.NoticeText(grandchild, 1)}) {
+		t.Fatalf("pending = %v", got)
+	}
+}
+
+func TestWakesInsideTheWindowMergeIntoOneAtItsEnd(t *testing.T) {
+	wakes := newWakeRecorder()
+	env := newEnv(t, vigil.Options{OnWake: wakes.onWake, WakeCoalesce: 100 * time.Millisecond})
+	for _, c := range []string{"agent:main:subagent:a", "agent:main:subagent:b", "agent:main:subagent:c"} {
+		env.human(c, manager)
+	}
+	wakes.wait(t, manager) // the first fires at once
+	env.clk.Advance(99 * time.Millisecond)
+	if got := len(wakes.all()); got != 1 {
+		t.Fatalf("%d wakes before the window ends, want 1", got)
+	}
+	env.clk.Advance(time.Millisecond)
+	wakes.wait(t, manager) // the two merged fire as one at the window's end
+	env.close()
+	if got := wakes.all(); len(got) != 2 {
+		t.Fatalf("wakes = %v, want 2", got)
+	}
+}
+
+func TestWakeAfterAQuietWindowFiresAtOnce(t *testing.T) {
+	wakes := newWakeRecorder()
+	env := newEnv(t, vigil.Options{OnWake: wakes.onWake})
+	env.human("agent:main:subagent:a", manager)
+	wakes.wait(t, manager)
+	env.clk.Advance(vigil.DefaultWakeCoalesce)
+	env.human("agent:main:subagent:b", manager)
+	wakes.wait(t, manager)
+}
+
+func TestDeduplicatedNoticeDoesNotWakeAgain(t *testing.T) {
+	wakes := newWakeRecorder()
+	env := newEnv(t, vigil.Options{OnWake: wakes.onWake})
+	env.human(child, manager)
+	wakes.wait(t, manager)
+	env.clk.Advance(time.Second)
+	env.human(child, manager) // same pending notice: nothing new to wake for
+	env.clk.Advance(time.Second)
+	env.close()
+	if got := wakes.all(); len(got) != 1 {
+		t.Fatalf("wakes = %v, want 1", got)
+	}
+}
