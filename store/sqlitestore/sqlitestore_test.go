@@ -1,0 +1,250 @@
+package sqlitestore_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/store/sqlitestore"
+	"github.com/vigilhq/vigil/store/storetest"
+)
+
+// open opens a store on path and closes it when the test ends.
+func open(t *testing.T, path string, opts sqlitestore.Options) *sqlitestore.Store {
+	t.Helper()
+	s, err := sqlitestore.Open(t.Context(), path, opts)
+	if err != nil {
+		t.Fatalf("Open(%s, %+v): %v", path, opts, err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	for _, sync := range []string{"", "NORMAL"} {
+		name := "Synchronous=" + sync
+		if sync == "" {
+			name = "DefaultOptions"
+		}
+		t.Run(name, func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T) vigil.Store {
+				return open(t, filepath.Join(t.TempDir(), "vigil.db"), sqlitestore.Options{Synchronous: sync})
+			})
+		})
+	}
+}
+
+func queryInt(t *testing.T, s *sqlitestore.Store, q string) int64 {
+	t.Helper()
+	var v int64
+	if err := s.DB().QueryRowContext(t.Context(), q).Scan(&v); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return v
+}
+
+func appendOne(t *testing.T, s vigil.Store, e *vigil.Event) int64 {
+	t.Helper()
+	ctx := t.Context()
+	tx, err := s.BeginWrite(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if ok, err := tx.Append(ctx, e); err != nil || !ok {
+		t.Fatalf("Append = %v, %v; want true, nil", ok, err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return e.Sequence
+}
+
+func event(ref vigil.SessionRef, dedupe string) *vigil.Event {
+	return &vigil.Event{AgentID: ref.AgentID, SessionKey: ref.Key, Kind: vigil.KindGoalChanged,
+		ActorType: vigil.ActorHuman, OccurredAt: 1, RecordedAt: 1, Summary: "goal updated", DedupeKey: dedupe}
+}
+
+var alphaMain = vigil.SessionRef{AgentID: "alpha", Key: "agent:alpha:main"}
+
+func TestMigrationsAreVersionedAndReopeningKeepsData(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	ctx := t.Context()
+	s, err := sqlitestore.Open(ctx, path, sqlitestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One row per applied migration, numbered 1..SchemaVersion.
+	n := queryInt(t, s, `SELECT count(*) FROM schema_migrations`)
+	top := queryInt(t, s, `SELECT max(version) FROM schema_migrations`)
+	if n != int64(sqlitestore.SchemaVersion) || top != int64(sqlitestore.SchemaVersion) {
+		t.Errorf("schema_migrations has %d rows up to version %d, want %d up to %d", n, top, sqlitestore.SchemaVersion, sqlitestore.SchemaVersion)
+	}
+	seq := appendOne(t, s, event(alphaMain, "k"))
+	c := vigil.Cursor{Watcher: "agent:beta:main", Target: alphaMain, LastSeen: 0, Notified: seq, Material: seq, UpdatedAt: 42}
+	tx, err := s.BeginWrite(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.PutCursor(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	// A dropped duplicate as the last thing before closing uses up seq+1.
+	if ok, err := tx.Append(ctx, event(alphaMain, "k")); err != nil || ok {
+		t.Fatalf("Append duplicate = %v, %v; want false, nil", ok, err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = open(t, path, sqlitestore.Options{})
+	if n := queryInt(t, s, `SELECT count(*) FROM schema_migrations`); n != int64(sqlitestore.SchemaVersion) {
+		t.Errorf("after reopening, schema_migrations has %d rows, want %d (no migration re-run)", n, sqlitestore.SchemaVersion)
+	}
+	h, err := s.History(ctx, alphaMain, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Events) != 1 || h.Events[0].Sequence != seq || h.Head != seq {
+		t.Errorf("after reopening, History = %+v, want the one event %d", h, seq)
+	}
+	if got, ok, err := s.Cursor(ctx, c.Watcher, c.Target); err != nil || !ok || got != c {
+		t.Errorf("after reopening, Cursor = %+v, %v, %v; want %+v", got, ok, err, c)
+	}
+	if next := appendOne(t, s, event(alphaMain, "")); next <= seq+1 {
+		t.Errorf("after reopening, the next sequence is %d; %d was used up by a dropped duplicate", next, seq+1)
+	}
+}
+
+func TestNewerSchemaVersionIsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	s, err := sqlitestore.Open(t.Context(), path, sqlitestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer := sqlitestore.SchemaVersion + 1
+	if _, err := s.DB().ExecContext(t.Context(), `INSERT INTO schema_migrations (version, applied_at) VALUES (?, 0)`, newer); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = sqlitestore.Open(t.Context(), path, sqlitestore.Options{})
+	if err == nil {
+		s.Close()
+		t.Fatalf("Open of a database at schema version %d succeeded; this build knows %d", newer, sqlitestore.SchemaVersion)
+	}
+	msg := err.Error()
+	for _, want := range []string{"newer", fmt.Sprint(newer), fmt.Sprint(sqlitestore.SchemaVersion), path} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not mention %q", msg, want)
+		}
+	}
+}
+
+func TestSynchronousOtherThanFullOrNormalIsRefused(t *testing.T) {
+	for _, v := range []string{"OFF", "EXTRA", "bogus", "0"} {
+		path := filepath.Join(t.TempDir(), "vigil.db")
+		s, err := sqlitestore.Open(t.Context(), path, sqlitestore.Options{Synchronous: v})
+		if err == nil {
+			s.Close()
+			t.Errorf("Open with Synchronous %q succeeded, want an error", v)
+			continue
+		}
+		if !strings.Contains(err.Error(), fmt.Sprintf("%q", v)) {
+			t.Errorf("Open with Synchronous %q: error %q does not name the value", v, err)
+		}
+	}
+}
+
+func TestSynchronousDefaultsToFull(t *testing.T) {
+	// PRAGMA synchronous: 1 is NORMAL, 2 is FULL.
+	for _, tc := range []struct {
+		opt  string
+		want int64
+	}{{"", 2}, {"FULL", 2}, {"NORMAL", 1}} {
+		s := open(t, filepath.Join(t.TempDir(), "vigil.db"), sqlitestore.Options{Synchronous: tc.opt})
+		if got := queryInt(t, s, `PRAGMA synchronous`); got != tc.want {
+			t.Errorf("Synchronous %q: PRAGMA synchronous = %d, want %d", tc.opt, got, tc.want)
+		}
+	}
+}
+
+func TestJournalModeIsWAL(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "vigil.db"), sqlitestore.Options{})
+	var mode string
+	if err := s.DB().QueryRowContext(t.Context(), `PRAGMA journal_mode`).Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		t.Errorf("journal_mode = %q, want wal", mode)
+	}
+}
+
+// Two stores on one file stand for two processes: their writes are
+// serialised and never share a sequence.
+func TestWritersOnOneFileAreSerialised(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	stores := []*sqlitestore.Store{open(t, path, sqlitestore.Options{}), open(t, path, sqlitestore.Options{})}
+	const perStore = 40
+	var wg sync.WaitGroup
+	seqs := make([][]int64, len(stores))
+	errs := make([]error, len(stores))
+	for i, s := range stores {
+		wg.Go(func() {
+			ctx := context.Background()
+			for j := range perStore {
+				err := func() error {
+					tx, err := s.BeginWrite(ctx)
+					if err != nil {
+						return err
+					}
+					defer tx.Rollback()
+					e := event(alphaMain, fmt.Sprintf("s%d-%d", i, j))
+					if _, err := tx.Append(ctx, e); err != nil {
+						return err
+					}
+					seqs[i] = append(seqs[i], e.Sequence)
+					return tx.Commit()
+				}()
+				if err != nil {
+					errs[i] = fmt.Errorf("store %d, write %d: %w", i, j, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[int64]bool{}
+	for _, ss := range seqs {
+		for _, q := range ss {
+			if seen[q] {
+				t.Errorf("sequence %d handed out twice", q)
+			}
+			seen[q] = true
+		}
+	}
+	h, err := stores[0].History(t.Context(), alphaMain, 0, 10*perStore)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Events) != len(stores)*perStore {
+		t.Errorf("History has %d events, want %d", len(h.Events), len(stores)*perStore)
+	}
+}
