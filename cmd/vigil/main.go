@@ -1,5 +1,5 @@
-// Command vigil is the vigil binary: it replays scenarios today, and grows
-// the gateway and client commands.
+// Command vigil is the vigil binary: the gateway (serve) and scenario
+// replay (sim).
 package main
 
 import (
@@ -16,25 +16,30 @@ import (
 const usage = `usage: vigil <command> [arguments]
 
 commands:
+  serve            run the gateway (HTTP API) on an embedded SQLite file
   sim FILE.json    replay a scenario against a fresh scratch store and print
                    one JSON line per operation (FILE "-" reads standard input)
   help             show this help
+
+Run "vigil <command> -h" for a command's flags.
 `
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
 // run is the whole command line, testable without a process.
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
 	switch args[0] {
+	case "serve":
+		return runServe(ctx, args[1:], getenv, stderr)
 	case "sim":
 		return runSim(ctx, args[1:], stdin, stdout, stderr)
 	case "help", "-h", "--help":

@@ -12,7 +12,7 @@ import (
 func runCmd(t *testing.T, stdin string, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := run(context.Background(), args, strings.NewReader(stdin), &out, &errOut)
+	code := run(context.Background(), args, func(string) string { return "" }, strings.NewReader(stdin), &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 

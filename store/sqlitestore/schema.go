@@ -65,6 +65,50 @@ CREATE TABLE sequence_floor (
 );
 INSERT INTO sequence_floor (id, floor) VALUES (1, 0);
 `,
+	// 2: the gateway's sessions, transcripts and child runs.
+	`
+CREATE TABLE sessions (
+	agent_id        TEXT    NOT NULL,
+	session_key     TEXT    NOT NULL,
+	session_id      TEXT    NOT NULL,
+	kind            TEXT    NOT NULL,
+	label           TEXT,
+	spawned_by      TEXT,
+	goal_objective  TEXT,
+	goal_status     TEXT,
+	goal_updated_at INTEGER,
+	inbox_seen      INTEGER NOT NULL,
+	created_at      INTEGER NOT NULL,
+	updated_at      INTEGER NOT NULL,
+	PRIMARY KEY (agent_id, session_key)
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX sessions_by_label ON sessions (agent_id, label) WHERE label IS NOT NULL;
+
+CREATE TABLE messages (
+	id          INTEGER PRIMARY KEY AUTOINCREMENT,
+	agent_id    TEXT    NOT NULL,
+	session_key TEXT    NOT NULL,
+	role        TEXT    NOT NULL,
+	actor_type  TEXT    NOT NULL,
+	actor_id    TEXT,
+	channel     TEXT,
+	content     TEXT    NOT NULL,
+	reply_to    INTEGER,
+	created_at  INTEGER NOT NULL
+);
+CREATE INDEX messages_by_session ON messages (agent_id, session_key, id);
+
+CREATE TABLE runs (
+	run_id      TEXT    PRIMARY KEY,
+	agent_id    TEXT    NOT NULL,
+	session_key TEXT    NOT NULL,
+	requester   TEXT,
+	started_at  INTEGER NOT NULL,
+	ended_at    INTEGER,
+	outcome     TEXT
+);
+CREATE INDEX runs_by_session ON runs (agent_id, session_key);
+`,
 }
 
 // SchemaVersion is the schema version this build creates and understands.

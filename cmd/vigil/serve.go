@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/httpapi"
+	"github.com/vigilhq/vigil/internal/metrics"
+	"github.com/vigilhq/vigil/store/sqlitestore"
+)
+
+const defaultAddr = "127.0.0.1:7317"
+
+// defaultDBPath is vigil.db in the user's state directory.
+func defaultDBPath(getenv func(string) string) string {
+	dir := getenv("XDG_STATE_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "vigil.db"
+		}
+		dir = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(dir, "vigil", "vigil.db")
+}
+
+func envOr(getenv func(string) string, name, fallback string) string {
+	if v := getenv(name); v != "" {
+		return v
+	}
+	return fallback
+}
+
+// isLoopback reports whether a listen address binds loopback only.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func runServe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("vigil serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	db := fs.String("db", envOr(getenv, "VIGIL_DB", defaultDBPath(getenv)), "SQLite database file (env VIGIL_DB)")
+	addr := fs.String("addr", envOr(getenv, "VIGIL_ADDR", defaultAddr), "listen address (env VIGIL_ADDR)")
+	config := fs.String("config", getenv("VIGIL_CONFIG"), "credentials file (env VIGIL_CONFIG; VIGIL_ADMIN_TOKEN adds an admin token)")
+	sync := fs.String("synchronous", envOr(getenv, "VIGIL_SYNCHRONOUS", "FULL"), "SQLite synchronous setting: FULL (survives power loss) or NORMAL")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var handler slog.Handler = slog.NewTextHandler(stderr, nil)
+	if *logFormat == "json" {
+		handler = slog.NewJSONHandler(stderr, nil)
+	}
+	log := slog.New(handler)
+	if err := serve(ctx, log, *db, *addr, *config, *sync, getenv("VIGIL_ADMIN_TOKEN")); err != nil {
+		log.Error("vigil serve failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func serve(ctx context.Context, log *slog.Logger, dbPath, addr, configPath, sync, adminToken string) error {
+	var cfg gateway.Config
+	if configPath != "" {
+		var err error
+		if cfg, err = gateway.LoadConfig(configPath); err != nil {
+			return err
+		}
+	}
+	creds, err := gateway.NewCredentials(cfg, adminToken)
+	if err != nil {
+		return fmt.Errorf("credentials: %w", err)
+	}
+	if creds.Empty() {
+		if !isLoopback(addr) {
+			return fmt.Errorf("refusing to listen on %s without credentials: configure tokens (--config or VIGIL_ADMIN_TOKEN) or listen on loopback", addr)
+		}
+		log.Warn("no tokens configured: every request acts as the local admin; listening on loopback only")
+	}
+	if err := os.MkdirAll(filepath.Dir(dbPath), 0o700); err != nil {
+		return fmt.Errorf("create database directory: %w", err)
+	}
+	st, err := sqlitestore.Open(ctx, dbPath, sqlitestore.Options{Synchronous: sync})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	var m *metrics.Metrics
+	eng, err := vigil.Open(ctx, st, vigil.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	m = metrics.New(eng)
+	log.Info("startup sweep done", "noticesQueued", eng.Stats().SweepRequeued)
+	g := gateway.New(eng, st, gateway.Options{Logger: log, ObserveDelta: m.ObserveDelta})
+
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           httpapi.New(g, httpapi.Options{Credentials: creds, Logger: log, Metrics: m}),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	log.Info("vigil listening", "addr", ln.Addr().String(), "db", dbPath)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing requests in flight")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}

@@ -1,0 +1,203 @@
+// Package gateway owns sessions (their rows, transcripts, goals and child
+// runs) on top of the engine, and the one registry of session tools every
+// transport serves. Each change it makes commits in the same transaction as
+// its signal-log event, so a session's state version is exact for
+// gateway-owned changes.
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/sessionkey"
+)
+
+// DefaultMaxSendTimeout caps how long sessions_send waits for a reply.
+const DefaultMaxSendTimeout = 5 * time.Minute
+
+// Options configure a Gateway.
+type Options struct {
+	Logger *slog.Logger
+	// MaxSendTimeout caps sessions_send's timeoutSeconds; 0 means 5 minutes.
+	MaxSendTimeout time.Duration
+	// ObserveDelta, when set, is told how long each changesSince read took.
+	ObserveDelta func(time.Duration)
+}
+
+// Gateway serves sessions and the session tools.
+type Gateway struct {
+	eng   *vigil.Engine
+	store Store
+	log   *slog.Logger
+	opts  Options
+	tools *Registry
+
+	waitMu  sync.Mutex // guards waiters
+	waiters map[vigil.SessionRef][]*waiter
+}
+
+// waiter is a sessions_send waiting for the target's reply.
+type waiter struct {
+	messageID int64
+	done      chan sendOutcome // buffered 1
+}
+
+type sendOutcome struct {
+	reply Message
+	err   string
+}
+
+// New returns a gateway on an engine whose store also implements Store
+// (its transactions implement Tx).
+func New(eng *vigil.Engine, store Store, opts Options) *Gateway {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.MaxSendTimeout <= 0 {
+		opts.MaxSendTimeout = DefaultMaxSendTimeout
+	}
+	g := &Gateway{eng: eng, store: store, log: opts.Logger, opts: opts, waiters: map[vigil.SessionRef][]*waiter{}}
+	g.tools = newRegistry(g)
+	return g
+}
+
+// Engine returns the engine the gateway runs on.
+func (g *Gateway) Engine() *vigil.Engine { return g.eng }
+
+// Tools returns the tool registry.
+func (g *Gateway) Tools() *Registry { return g.tools }
+
+// write runs fn as one engine write with the gateway's transaction.
+func (g *Gateway) write(ctx context.Context, fn func(ctx context.Context, txn *vigil.Txn, tx Tx) error) error {
+	return g.eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
+		tx, ok := txn.Store().(Tx)
+		if !ok {
+			return errors.New("the store does not hold sessions")
+		}
+		return fn(ctx, txn, tx)
+	})
+}
+
+func newID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func kindOf(key string) string {
+	k := sessionkey.MustParse(key)
+	switch k.Kind() {
+	case sessionkey.Main:
+		return KindMain
+	case sessionkey.SubAgent:
+		return KindSubAgent
+	}
+	return KindOther
+}
+
+// parseRef validates a session reference from a request.
+func parseRef(field, key, agentID string) (vigil.SessionRef, error) {
+	if key == "" {
+		return vigil.SessionRef{}, fmt.Errorf("%w: %s is required", ErrInvalid, field)
+	}
+	ref, err := vigil.Ref(agentID, key)
+	if err != nil {
+		return vigil.SessionRef{}, fmt.Errorf("%w: %s: %w", ErrInvalid, field, err)
+	}
+	return ref, nil
+}
+
+// ResolveCaller checks that principal may act as the session named by
+// sessionKey ("" for none) and returns the caller. An agent credential
+// without a session acts as its agent's main session. An agent's main
+// session is created on first use; any other acting session must exist.
+func (g *Gateway) ResolveCaller(ctx context.Context, p Principal, sessionKey string) (Caller, error) {
+	if sessionKey == "" {
+		if p.Role != RoleAgent {
+			return Caller{Principal: p}, nil
+		}
+		sessionKey = sessionkey.MainKey(p.ID)
+	}
+	k, err := sessionkey.Parse(sessionKey)
+	if err != nil {
+		return Caller{}, fmt.Errorf("%w: acting session: %w", ErrInvalid, err)
+	}
+	if !k.Qualified() {
+		return Caller{}, fmt.Errorf("%w: acting session %q is not agent-qualified", ErrInvalid, k)
+	}
+	switch p.Role {
+	case RoleOperator:
+		return Caller{}, fmt.Errorf("%w: an operator acts as a person, not as session %s", ErrForbidden, k)
+	case RoleAgent:
+		if k.AgentID() != p.ID {
+			return Caller{}, fmt.Errorf("%w: a credential of agent %q cannot act as %s", ErrForbidden, p.ID, k)
+		}
+	}
+	ref := vigil.SessionRef{AgentID: k.AgentID(), Key: k.String()}
+	if _, err := g.session(ctx, ref, k.Kind() == sessionkey.Main); err != nil {
+		return Caller{}, fmt.Errorf("acting session: %w", err)
+	}
+	return Caller{Principal: p, Session: &ref}, nil
+}
+
+// session reads a session; with createMain, an agent's main session that
+// does not exist yet is created.
+func (g *Gateway) session(ctx context.Context, ref vigil.SessionRef, createMain bool) (Session, error) {
+	s, ok, err := g.store.Session(ctx, ref)
+	if err != nil {
+		return Session{}, fmt.Errorf("read session %s: %w", ref, err)
+	}
+	if ok {
+		return s, nil
+	}
+	if !createMain || kindOf(ref.Key) != KindMain {
+		return Session{}, fmt.Errorf("%w: session %s", ErrNotFound, ref)
+	}
+	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
+		var err error
+		s, err = ensureSession(ctx, txn, tx, ref)
+		return err
+	})
+	return s, err
+}
+
+// ensureSession returns the session, creating it (without a parent) when
+// missing.
+func ensureSession(ctx context.Context, txn *vigil.Txn, tx Tx, ref vigil.SessionRef) (Session, error) {
+	s, ok, err := tx.GetSession(ctx, ref)
+	if err != nil || ok {
+		return s, err
+	}
+	now := txn.Now().UnixMilli()
+	s = Session{Ref: ref, SessionID: newID(), Kind: kindOf(ref.Key), CreatedAt: now, UpdatedAt: now}
+	return s, tx.PutSession(ctx, s)
+}
+
+// mustGet reads a session inside a write, failing with ErrNotFound.
+func mustGet(ctx context.Context, tx Tx, ref vigil.SessionRef) (Session, error) {
+	s, ok, err := tx.GetSession(ctx, ref)
+	if err != nil {
+		return s, err
+	}
+	if !ok {
+		return s, fmt.Errorf("%w: session %s", ErrNotFound, ref)
+	}
+	return s, nil
+}
+
+// reach checks the caller may read or change ref.
+func (c Caller) reach(ref vigil.SessionRef) error {
+	if !c.Principal.canReach(ref.AgentID) {
+		return fmt.Errorf("%w: a credential of agent %q cannot reach %s (agent %q is not in its allow-list)",
+			ErrForbidden, c.Principal.ID, ref, ref.AgentID)
+	}
+	return nil
+}

@@ -1,0 +1,1110 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/sessionkey"
+)
+
+// Limits on what requests may carry.
+const (
+	MaxMessageBytes   = 64 << 10
+	MaxObjectiveBytes = 4 << 10
+	MaxLabelBytes     = 128
+	DefaultPageLimit  = 50
+	MaxPageLimit      = 200
+	DefaultSendWait   = 30
+)
+
+var channelPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,31}$`)
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}
+
+func checkText(field, s string, maxBytes int, required bool) error {
+	switch {
+	case required && strings.TrimSpace(s) == "":
+		return invalid("%s is required", field)
+	case len(s) > maxBytes:
+		return invalid("%s is %d bytes, more than %d", field, len(s), maxBytes)
+	case !utf8.ValidString(s):
+		return invalid("%s is not valid UTF-8", field)
+	}
+	return nil
+}
+
+func pageLimit(limit *int) (int, error) {
+	if limit == nil {
+		return DefaultPageLimit, nil
+	}
+	if *limit < 1 {
+		return 0, invalid("limit must be an integer of at least 1, got %d", *limit)
+	}
+	return min(*limit, MaxPageLimit), nil
+}
+
+// --- sessions_spawn ---
+
+// SpawnInput is sessions_spawn's input.
+type SpawnInput struct {
+	Task    string `json:"task" jsonschema:"the task for the new child session; it is the first message in the child's inbox"`
+	Label   string `json:"label,omitempty" jsonschema:"a short name for the child, unique among its agent's sessions"`
+	AgentID string `json:"agentId,omitempty" jsonschema:"the agent the child belongs to; defaults to the caller's agent"`
+}
+
+// SpawnOutput is sessions_spawn's output.
+type SpawnOutput struct {
+	Status          string `json:"status" jsonschema:"always accepted"`
+	ChildSessionKey string `json:"childSessionKey"`
+	RunID           string `json:"runId"`
+}
+
+// Spawn creates a child of the caller's session, records child_spawned
+// (which seeds the parent's cursor on the child), starts its run and puts
+// the task in its inbox, all in one transaction.
+func (g *Gateway) Spawn(ctx context.Context, c Caller, in SpawnInput) (SpawnOutput, error) {
+	if c.Session == nil {
+		return SpawnOutput{}, fmt.Errorf("%w: spawning needs an acting session (the parent)", ErrForbidden)
+	}
+	if err := checkText("task", in.Task, MaxMessageBytes, true); err != nil {
+		return SpawnOutput{}, err
+	}
+	if err := checkLabel(in.Label); err != nil {
+		return SpawnOutput{}, err
+	}
+	agentID := c.Session.AgentID
+	if in.AgentID != "" {
+		var err error
+		if agentID, err = sessionkey.ParseAgentID(in.AgentID); err != nil {
+			return SpawnOutput{}, invalid("agentId: %v", err)
+		}
+	}
+	parent := *c.Session
+	child := vigil.SessionRef{AgentID: agentID, Key: "agent:" + agentID + ":subagent:" + newID()}
+	if err := c.reach(child); err != nil {
+		return SpawnOutput{}, err
+	}
+	runID := "run-" + newID()
+	err := g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
+		if _, err := mustGet(ctx, tx, parent); err != nil {
+			return err
+		}
+		now := txn.Now().UnixMilli()
+		s := Session{Ref: child, SessionID: newID(), Kind: KindSubAgent, Label: in.Label, SpawnedBy: parent.Key,
+			CreatedAt: now, UpdatedAt: now}
+		if err := tx.PutSession(ctx, s); err != nil {
+			return err
+		}
+		if _, err := txn.Record(ctx, vigil.Record{Session: child, SessionID: s.SessionID, Kind: vigil.KindChildSpawned,
+			ActorType: vigil.ActorAgent, ActorID: parent.Key, RunID: runID, DedupeKey: "child-spawned:" + runID,
+			Parent: parent.Key}); err != nil {
+			return err
+		}
+		if err := tx.PutRun(ctx, Run{RunID: runID, Session: child, Requester: parent.Key, StartedAt: now}); err != nil {
+			return err
+		}
+		_, err := tx.AppendMessage(ctx, Message{Session: child, Role: RoleUser, ActorType: vigil.ActorAgent,
+			ActorID: parent.Key, Content: in.Task, CreatedAt: now})
+		return err
+	})
+	if err != nil {
+		return SpawnOutput{}, fmt.Errorf("spawn: %w", err)
+	}
+	return SpawnOutput{Status: "accepted", ChildSessionKey: child.Key, RunID: runID}, nil
+}
+
+func checkLabel(label string) error {
+	if label == "" {
+		return nil
+	}
+	if err := checkText("label", label, MaxLabelBytes, false); err != nil {
+		return err
+	}
+	if strings.ContainsFunc(label, func(r rune) bool { return r < ' ' }) {
+		return invalid("label must be one line without control characters")
+	}
+	return nil
+}
+
+// --- sessions_send ---
+
+// SendInput is sessions_send's input.
+type SendInput struct {
+	SessionKey     string `json:"sessionKey,omitempty" jsonschema:"the target session's key"`
+	Label          string `json:"label,omitempty" jsonschema:"instead of sessionKey: the target's label (with agentId, or the caller's agent)"`
+	AgentID        string `json:"agentId,omitempty" jsonschema:"with label: the target's agent; alone: send to that agent's main session"`
+	Message        string `json:"message" jsonschema:"the message to deliver"`
+	TimeoutSeconds *int   `json:"timeoutSeconds,omitempty" jsonschema:"how long to wait for the target's reply; default 30, 0 sends without waiting"`
+	Watch          *bool  `json:"watch,omitempty" jsonschema:"after delivery, watch the target: get one notice when someone else changes it"`
+	Channel        string `json:"channel,omitempty" jsonschema:"for a person's message: the channel it came through (default api)"`
+}
+
+// SendOutput is sessions_send's output.
+type SendOutput struct {
+	Status     string `json:"status" jsonschema:"accepted (not waiting), ok (replied), timeout or error"`
+	SessionKey string `json:"sessionKey"`
+	MessageID  int64  `json:"messageId"`
+	Reply      string `json:"reply,omitempty"`
+	Error      string `json:"error,omitempty"`
+	Watched    *bool  `json:"watched,omitempty" jsonschema:"present when watch was asked: whether the watch is registered"`
+}
+
+// resolveTarget finds the session a send names.
+func (g *Gateway) resolveTarget(ctx context.Context, c Caller, in SendInput) (vigil.SessionRef, error) {
+	switch {
+	case in.SessionKey != "":
+		if in.Label != "" {
+			return vigil.SessionRef{}, invalid("give sessionKey or label, not both")
+		}
+		return parseRef("sessionKey", in.SessionKey, in.AgentID)
+	case in.Label != "":
+		agentID := in.AgentID
+		if agentID == "" && c.Session != nil {
+			agentID = c.Session.AgentID
+		}
+		if agentID == "" {
+			return vigil.SessionRef{}, invalid("label needs agentId when the caller acts as no session")
+		}
+		agentID, err := sessionkey.ParseAgentID(agentID)
+		if err != nil {
+			return vigil.SessionRef{}, invalid("agentId: %v", err)
+		}
+		s, ok, err := g.store.SessionByLabel(ctx, agentID, in.Label)
+		if err != nil {
+			return vigil.SessionRef{}, err
+		}
+		if !ok {
+			return vigil.SessionRef{}, fmt.Errorf("%w: no session of agent %q has label %q", ErrNotFound, agentID, in.Label)
+		}
+		return s.Ref, nil
+	case in.AgentID != "":
+		agentID, err := sessionkey.ParseAgentID(in.AgentID)
+		if err != nil {
+			return vigil.SessionRef{}, invalid("agentId: %v", err)
+		}
+		return vigil.SessionRef{AgentID: agentID, Key: sessionkey.MainKey(agentID)}, nil
+	}
+	return vigil.SessionRef{}, invalid("name the target with sessionKey, label or agentId")
+}
+
+// Send delivers a message to the target's inbox. From an acting session it
+// is an inter-session message (actor agent, no signal-log event); from a
+// person it is a human direct message, recorded when the target is
+// watched. With a timeout it then waits for the target's reply.
+func (g *Gateway) Send(ctx context.Context, c Caller, in SendInput) (SendOutput, error) {
+	if err := checkText("message", in.Message, MaxMessageBytes, true); err != nil {
+		return SendOutput{}, err
+	}
+	wait := DefaultSendWait
+	if in.TimeoutSeconds != nil {
+		if *in.TimeoutSeconds < 0 {
+			return SendOutput{}, invalid("timeoutSeconds must be an integer of at least 0, got %d", *in.TimeoutSeconds)
+		}
+		wait = *in.TimeoutSeconds
+	}
+	timeout := min(time.Duration(wait)*time.Second, g.opts.MaxSendTimeout)
+	channel := ""
+	if c.Session == nil {
+		channel = "api"
+		if in.Channel != "" {
+			channel = in.Channel
+		}
+		if !channelPattern.MatchString(channel) {
+			return SendOutput{}, invalid("channel %q must be 1-32 lowercase letters, digits, '.', '_' or '-'", channel)
+		}
+	} else if in.Channel != "" {
+		return SendOutput{}, invalid("channel is for a person's message; a session's message has none")
+	}
+	target, err := g.resolveTarget(ctx, c, in)
+	if err != nil {
+		return SendOutput{}, err
+	}
+	if err := c.reach(target); err != nil {
+		return SendOutput{}, err
+	}
+	if c.Session != nil && *c.Session == target {
+		return SendOutput{}, invalid("a session cannot send to itself")
+	}
+
+	actorType, actorID := c.actor()
+	var w *waiter
+	if timeout > 0 {
+		w = &waiter{done: make(chan sendOutcome, 1)}
+	}
+	var msgID int64
+	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
+		s, ok, err := tx.GetSession(ctx, target)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			if kindOf(target.Key) != KindMain {
+				return fmt.Errorf("%w: session %s", ErrNotFound, target)
+			}
+			if s, err = ensureSession(ctx, txn, tx, target); err != nil {
+				return err
+			}
+		}
+		now := txn.Now().UnixMilli()
+		if msgID, err = tx.AppendMessage(ctx, Message{Session: target, Role: RoleUser, ActorType: actorType,
+			ActorID: actorID, Channel: channel, Content: in.Message, CreatedAt: now}); err != nil {
+			return err
+		}
+		s.UpdatedAt = now
+		if err := tx.PutSession(ctx, s); err != nil {
+			return err
+		}
+		if actorType == vigil.ActorHuman {
+			payload, _ := json.Marshal(map[string]string{"channel": channel})
+			if _, err := txn.Record(ctx, vigil.Record{Session: target, SessionID: s.SessionID,
+				Kind: vigil.KindHumanDirectMessage, ActorType: vigil.ActorHuman, ActorID: actorID,
+				Summary: "human message via " + channel, Payload: payload, Parent: s.SpawnedBy}); err != nil {
+				return err
+			}
+		}
+		if w != nil {
+			id := msgID
+			txn.AfterCommit(func() { g.addWaiter(target, id, w) })
+		}
+		return nil
+	})
+	if err != nil {
+		return SendOutput{}, fmt.Errorf("send to %s: %w", target, err)
+	}
+	out := SendOutput{Status: "accepted", SessionKey: target.Key, MessageID: msgID}
+	if in.Watch != nil && *in.Watch {
+		watched := g.watchAfterSend(ctx, c, target)
+		out.Watched = &watched
+	}
+	if w == nil {
+		return out, nil
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case res := <-w.done:
+		if res.err != "" {
+			out.Status, out.Error = "error", res.err
+		} else {
+			out.Status, out.Reply = "ok", res.reply.Content
+		}
+	case <-timer.C:
+		g.dropWaiter(target, w)
+		out.Status = "timeout"
+	case <-ctx.Done():
+		g.dropWaiter(target, w)
+		out.Status = "timeout"
+	}
+	return out, nil
+}
+
+// watchAfterSend registers the sender as a watcher of the session that
+// received its message. It is refused (false) without a sending session or
+// when the engine refuses it.
+func (g *Gateway) watchAfterSend(ctx context.Context, c Caller, target vigil.SessionRef) bool {
+	if c.Session == nil {
+		return false
+	}
+	if _, err := g.eng.Watch(ctx, c.Session.Key, target); err != nil {
+		g.log.Info("watch refused", "watcher", c.Session.Key, "target", target.String(), "err", err)
+		return false
+	}
+	return true
+}
+
+func (g *Gateway) addWaiter(target vigil.SessionRef, messageID int64, w *waiter) {
+	g.waitMu.Lock()
+	defer g.waitMu.Unlock()
+	w.messageID = messageID
+	g.waiters[target] = append(g.waiters[target], w)
+}
+
+func (g *Gateway) dropWaiter(target vigil.SessionRef, w *waiter) {
+	g.waitMu.Lock()
+	defer g.waitMu.Unlock()
+	list := g.waiters[target]
+	for i, o := range list {
+		if o == w {
+			g.waiters[target] = append(list[:i:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(g.waiters[target]) == 0 {
+		delete(g.waiters, target)
+	}
+}
+
+// answer hands a reply to the send waiting for it: the one whose message it
+// answers, or the oldest. It reports whether a send received it.
+func (g *Gateway) answer(target vigil.SessionRef, reply Message) bool {
+	g.waitMu.Lock()
+	defer g.waitMu.Unlock()
+	list := g.waiters[target]
+	for i, w := range list {
+		if reply.ReplyTo == 0 || reply.ReplyTo == w.messageID {
+			w.done <- sendOutcome{reply: reply}
+			g.waiters[target] = append(list[:i:i], list[i+1:]...)
+			if len(g.waiters[target]) == 0 {
+				delete(g.waiters, target)
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// failWaiters ends every send waiting on target with an error.
+func (g *Gateway) failWaiters(target vigil.SessionRef, why string) {
+	g.waitMu.Lock()
+	defer g.waitMu.Unlock()
+	for _, w := range g.waiters[target] {
+		w.done <- sendOutcome{err: why}
+	}
+	delete(g.waiters, target)
+}
+
+// --- session_reply ---
+
+// ReplyInput is session_reply's input.
+type ReplyInput struct {
+	SessionKey string `json:"sessionKey" jsonschema:"the replying session (the caller's own)"`
+	Text       string `json:"text" jsonschema:"the reply"`
+	ReplyTo    int64  `json:"replyTo,omitempty" jsonschema:"the id of the message answered; default: the oldest one whose sender is waiting"`
+}
+
+// ReplyOutput is session_reply's output.
+type ReplyOutput struct {
+	MessageID int64 `json:"messageId"`
+	Delivered bool  `json:"delivered" jsonschema:"whether a waiting sessions_send received the reply"`
+}
+
+// Reply appends the session's reply to its transcript and completes a
+// sessions_send waiting for it.
+func (g *Gateway) Reply(ctx context.Context, c Caller, in ReplyInput) (ReplyOutput, error) {
+	ref, err := parseRef("sessionKey", in.SessionKey, "")
+	if err != nil {
+		return ReplyOutput{}, err
+	}
+	if c.Principal.Role != RoleAdmin && (c.Session == nil || *c.Session != ref) {
+		return ReplyOutput{}, fmt.Errorf("%w: only %s itself may reply as it", ErrForbidden, ref)
+	}
+	if err := checkText("text", in.Text, MaxMessageBytes, true); err != nil {
+		return ReplyOutput{}, err
+	}
+	if in.ReplyTo < 0 {
+		return ReplyOutput{}, invalid("replyTo must be a message id")
+	}
+	var out ReplyOutput
+	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
+		s, err := mustGet(ctx, tx, ref)
+		if err != nil {
+			return err
+		}
+		now := txn.Now().UnixMilli()
+		m := Message{Session: ref, Role: RoleAssistant, ActorType: vigil.ActorAgent, ActorID: ref.Key,
+			Content: in.Text, ReplyTo: in.ReplyTo, CreatedAt: now}
+		if m.ID, err = tx.AppendMessage(ctx, m); err != nil {
+			return err
+		}
+		out.MessageID = m.ID
+		s.UpdatedAt = now
+		if err := tx.PutSession(ctx, s); err != nil {
+			return err
+		}
+		txn.AfterCommit(func() { out.Delivered = g.answer(ref, m) })
+		return nil
+	})
+	if err != nil {
+		return ReplyOutput{}, fmt.Errorf("reply as %s: %w", ref, err)
+	}
+	return out, nil
+}
+
+// --- session_status ---
+
+// StatusInput is session_status's input.
+type StatusInput struct {
+	SessionKey   string `json:"sessionKey" jsonschema:"the session to look at"`
+	AgentID      string `json:"agentId,omitempty" jsonschema:"the owning agent, needed only for a bare key such as global"`
+	ChangesSince *int64 `json:"changesSince,omitempty" jsonschema:"a state version; the answer then lists the changes after it (use the number a notice gives)"`
+	Limit        *int   `json:"limit,omitempty" jsonschema:"at most this many changes (1-200, default 200)"`
+}
+
+// GoalView is a goal as tools show it.
+type GoalView struct {
+	Objective string `json:"objective"`
+	Status    string `json:"status"`
+	UpdatedAt int64  `json:"updatedAt"`
+}
+
+func goalView(g *Goal) *GoalView {
+	if g == nil {
+		return nil
+	}
+	return &GoalView{Objective: g.Objective, Status: g.Status, UpdatedAt: g.UpdatedAt}
+}
+
+// StateChanges is the delta part of session_status.
+type StateChanges struct {
+	Events                    []vigil.AgentEvent `json:"events"`
+	Truncated                 bool               `json:"truncated"`
+	NextChangesSince          int64              `json:"nextChangesSince"`
+	EarliestAvailableSequence int64              `json:"earliestAvailableSequence"`
+	HistoryGap                bool               `json:"historyGap" jsonschema:"true when history after changesSince was pruned: re-read the whole session instead of trusting the delta"`
+}
+
+// StatusOutput is session_status's output.
+type StatusOutput struct {
+	SessionKey   string        `json:"sessionKey"`
+	AgentID      string        `json:"agentId"`
+	Exists       bool          `json:"exists" jsonschema:"false when the session does not exist (or was deleted)"`
+	SessionID    string        `json:"sessionId,omitempty"`
+	Kind         string        `json:"kind,omitempty"`
+	Label        string        `json:"label,omitempty"`
+	SpawnedBy    string        `json:"spawnedBy,omitempty"`
+	Goal         *GoalView     `json:"goal,omitempty"`
+	CreatedAt    int64         `json:"createdAt,omitempty"`
+	UpdatedAt    int64         `json:"updatedAt,omitempty"`
+	StateVersion int64         `json:"stateVersion"`
+	StateChanges *StateChanges `json:"stateChanges,omitempty"`
+}
+
+// Status reads a session's facts, its state version and, with
+// changesSince, the exact delta. It never acknowledges anything.
+func (g *Gateway) Status(ctx context.Context, c Caller, in StatusInput) (StatusOutput, error) {
+	ref, err := parseRef("sessionKey", in.SessionKey, in.AgentID)
+	if err != nil {
+		return StatusOutput{}, err
+	}
+	if err := c.reach(ref); err != nil {
+		return StatusOutput{}, err
+	}
+	limit := 0
+	if in.Limit != nil {
+		if *in.Limit < 1 {
+			return StatusOutput{}, invalid("limit must be an integer of at least 1, got %d", *in.Limit)
+		}
+		limit = *in.Limit
+	}
+	out := StatusOutput{SessionKey: ref.Key, AgentID: ref.AgentID}
+	s, ok, err := g.store.Session(ctx, ref)
+	if err != nil {
+		return StatusOutput{}, err
+	}
+	if ok {
+		out.Exists, out.SessionID, out.Kind, out.Label, out.SpawnedBy = true, s.SessionID, s.Kind, s.Label, s.SpawnedBy
+		out.Goal, out.CreatedAt, out.UpdatedAt = goalView(s.Goal), s.CreatedAt, s.UpdatedAt
+	}
+	if in.ChangesSince == nil {
+		if out.StateVersion, err = g.eng.Version(ctx, ref); err != nil {
+			return StatusOutput{}, err
+		}
+		return out, nil
+	}
+	start := time.Now()
+	d, err := g.eng.ChangesSince(ctx, ref, *in.ChangesSince, limit)
+	if err != nil {
+		return StatusOutput{}, err
+	}
+	if g.opts.ObserveDelta != nil {
+		g.opts.ObserveDelta(time.Since(start))
+	}
+	events := make([]vigil.AgentEvent, 0, len(d.Events))
+	for _, e := range d.Events {
+		events = append(events, e.ForAgent())
+	}
+	out.StateVersion = d.StateVersion
+	out.StateChanges = &StateChanges{Events: events, Truncated: d.Truncated, NextChangesSince: d.NextChangesSince,
+		EarliestAvailableSequence: d.EarliestAvailableSequence, HistoryGap: d.HistoryGap}
+	return out, nil
+}
+
+// --- sessions_list ---
+
+// ListInput is sessions_list's input.
+type ListInput struct {
+	AgentID string `json:"agentId,omitempty" jsonschema:"only sessions of this agent"`
+	Kind    string `json:"kind,omitempty" jsonschema:"only sessions of this kind: main, subagent or other"`
+	Cursor  string `json:"cursor,omitempty" jsonschema:"nextCursor of the previous page"`
+	Limit   *int   `json:"limit,omitempty" jsonschema:"rows per page (1-200, default 50)"`
+}
+
+// SessionRow is one sessions_list row.
+type SessionRow struct {
+	SessionKey   string    `json:"sessionKey"`
+	AgentID      string    `json:"agentId"`
+	SessionID    string    `json:"sessionId"`
+	Kind         string    `json:"kind"`
+	Label        string    `json:"label,omitempty"`
+	SpawnedBy    string    `json:"spawnedBy,omitempty"`
+	Goal         *GoalView `json:"goal,omitempty"`
+	StateVersion int64     `json:"stateVersion,omitempty" jsonschema:"the session's state version, when it has logged changes"`
+	CreatedAt    int64     `json:"createdAt"`
+	UpdatedAt    int64     `json:"updatedAt"`
+}
+
+// ListOutput is sessions_list's output.
+type ListOutput struct {
+	Sessions   []SessionRow `json:"sessions"`
+	NextCursor string       `json:"nextCursor,omitempty"`
+}
+
+// List pages through the sessions the caller may reach.
+func (g *Gateway) List(ctx context.Context, c Caller, in ListInput) (ListOutput, error) {
+	limit, err := pageLimit(in.Limit)
+	if err != nil {
+		return ListOutput{}, err
+	}
+	f := ListFilter{Limit: limit + 1}
+	if in.AgentID != "" {
+		if f.AgentID, err = sessionkey.ParseAgentID(in.AgentID); err != nil {
+			return ListOutput{}, invalid("agentId: %v", err)
+		}
+		if err := c.reach(vigil.SessionRef{AgentID: f.AgentID}); err != nil {
+			return ListOutput{}, err
+		}
+	}
+	switch in.Kind {
+	case "", KindMain, KindSubAgent, KindOther:
+		f.Kind = in.Kind
+	default:
+		return ListOutput{}, invalid("kind %q is not main, subagent or other", in.Kind)
+	}
+	if in.Cursor != "" {
+		agent, key, ok := strings.Cut(in.Cursor, "|")
+		if !ok {
+			return ListOutput{}, invalid("cursor %q is not a cursor this tool returned", in.Cursor)
+		}
+		f.After = vigil.SessionRef{AgentID: agent, Key: key}
+	}
+	out := ListOutput{Sessions: []SessionRow{}}
+	for {
+		rows, err := g.store.ListSessions(ctx, f)
+		if err != nil {
+			return ListOutput{}, err
+		}
+		refs := make([]vigil.SessionRef, 0, len(rows))
+		for _, s := range rows {
+			refs = append(refs, s.Ref)
+		}
+		versions, err := g.eng.Versions(ctx, refs)
+		if err != nil {
+			return ListOutput{}, err
+		}
+		for _, s := range rows {
+			f.After = s.Ref
+			if !c.Principal.canReach(s.Ref.AgentID) {
+				continue
+			}
+			if len(out.Sessions) == limit {
+				out.NextCursor = out.Sessions[limit-1].AgentID + "|" + out.Sessions[limit-1].SessionKey
+				return out, nil
+			}
+			out.Sessions = append(out.Sessions, SessionRow{SessionKey: s.Ref.Key, AgentID: s.Ref.AgentID,
+				SessionID: s.SessionID, Kind: s.Kind, Label: s.Label, SpawnedBy: s.SpawnedBy, Goal: goalView(s.Goal),
+				StateVersion: versions[s.Ref], CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt})
+		}
+		if len(rows) < f.Limit {
+			return out, nil
+		}
+	}
+}
+
+// --- sessions_history ---
+
+// HistoryInput is sessions_history's input.
+type HistoryInput struct {
+	SessionKey string `json:"sessionKey" jsonschema:"the session whose transcript to read"`
+	AgentID    string `json:"agentId,omitempty" jsonschema:"the owning agent, needed only for a bare key"`
+	AfterID    int64  `json:"afterId,omitempty" jsonschema:"read messages after this id (nextAfterId of the previous page)"`
+	Limit      *int   `json:"limit,omitempty" jsonschema:"messages per page (1-200, default 50)"`
+}
+
+// MessageView is a transcript message as tools show it.
+type MessageView struct {
+	ID        int64           `json:"id"`
+	Role      string          `json:"role"`
+	ActorType vigil.ActorType `json:"actorType"`
+	ActorID   string          `json:"actorId,omitempty"`
+	Channel   string          `json:"channel,omitempty"`
+	Content   string          `json:"content"`
+	ReplyTo   int64           `json:"replyTo,omitempty"`
+	CreatedAt int64           `json:"createdAt"`
+}
+
+func messageView(m Message) MessageView {
+	return MessageView{ID: m.ID, Role: m.Role, ActorType: m.ActorType, ActorID: m.ActorID, Channel: m.Channel,
+		Content: m.Content, ReplyTo: m.ReplyTo, CreatedAt: m.CreatedAt}
+}
+
+// HistoryOutput is sessions_history's output.
+type HistoryOutput struct {
+	SessionKey  string        `json:"sessionKey"`
+	Messages    []MessageView `json:"messages"`
+	Truncated   bool          `json:"truncated"`
+	NextAfterID int64         `json:"nextAfterId,omitempty"`
+}
+
+// History pages through a session's transcript.
+func (g *Gateway) History(ctx context.Context, c Caller, in HistoryInput) (HistoryOutput, error) {
+	ref, err := parseRef("sessionKey", in.SessionKey, in.AgentID)
+	if err != nil {
+		return HistoryOutput{}, err
+	}
+	if err := c.reach(ref); err != nil {
+		return HistoryOutput{}, err
+	}
+	limit, err := pageLimit(in.Limit)
+	if err != nil {
+		return HistoryOutput{}, err
+	}
+	if in.AfterID < 0 {
+		return HistoryOutput{}, invalid("afterId must be at least 0")
+	}
+	if _, err := g.session(ctx, ref, false); err != nil {
+		return HistoryOutput{}, err
+	}
+	msgs, err := g.store.Messages(ctx, ref, in.AfterID, limit+1)
+	if err != nil {
+		return HistoryOutput{}, err
+	}
+	out := HistoryOutput{SessionKey: ref.Key, Messages: []MessageView{}}
+	if len(msgs) > limit {
+		msgs, out.Truncated = msgs[:limit], true
+	}
+	for _, m := range msgs {
+		out.Messages = append(out.Messages, messageView(m))
+	}
+	if len(msgs) > 0 {
+		out.NextAfterID = msgs[len(msgs)-1].ID
+	}
+	return out, nil
+}
+
+// --- sessions_unwatch ---
+
+// UnwatchInput is sessions_unwatch's input.
+type UnwatchInput struct {
+	SessionKey string `json:"sessionKey" jsonschema:"the session to stop watching"`
+	AgentID    string `json:"agentId,omitempty" jsonschema:"the owning agent, needed only for a bare key"`
+}
+
+// UnwatchOutput is sessions_unwatch's output.
+type UnwatchOutput struct {
+	SessionKey string `json:"sessionKey"`
+	Unwatched  bool   `json:"unwatched" jsonschema:"false when the caller was not watching it"`
+}
+
+// Unwatch stops the caller's session watching the target and drops the
+// pair's pending notice.
+func (g *Gateway) Unwatch(ctx context.Context, c Caller, in UnwatchInput) (UnwatchOutput, error) {
+	ref, err := parseRef("sessionKey", in.SessionKey, in.AgentID)
+	if err != nil {
+		return UnwatchOutput{}, err
+	}
+	if c.Session == nil {
+		return UnwatchOutput{}, fmt.Errorf("%w: unwatching needs an acting session (the watcher)", ErrForbidden)
+	}
+	existed, err := g.eng.Unwatch(ctx, c.Session.Key, ref)
+	if err != nil {
+		return UnwatchOutput{}, err
+	}
+	return UnwatchOutput{SessionKey: ref.Key, Unwatched: existed}, nil
+}
+
+// --- session_goal ---
+
+// GoalInput is session_goal's input.
+type GoalInput struct {
+	SessionKey string `json:"sessionKey" jsonschema:"the session whose goal to change"`
+	AgentID    string `json:"agentId,omitempty" jsonschema:"the owning agent, needed only for a bare key"`
+	Action     string `json:"action" jsonschema:"set (create or replace), edit (the objective), status or clear"`
+	Objective  string `json:"objective,omitempty" jsonschema:"for set and edit: what the session is to achieve"`
+	Status     string `json:"status,omitempty" jsonschema:"for status (and optionally set): active, paused, blocked or complete"`
+}
+
+// GoalOutput is session_goal's output.
+type GoalOutput struct {
+	SessionKey   string    `json:"sessionKey"`
+	Goal         *GoalView `json:"goal,omitempty"`
+	StateVersion int64     `json:"stateVersion"`
+}
+
+func checkStatus(status string) error {
+	switch status {
+	case GoalActive, GoalPaused, GoalBlocked, GoalComplete:
+		return nil
+	}
+	return invalid("status %q is not active, paused, blocked or complete", status)
+}
+
+// SetGoal applies a goal action and records goal_changed in the same
+// transaction, attributed to the caller.
+func (g *Gateway) SetGoal(ctx context.Context, c Caller, in GoalInput) (GoalOutput, error) {
+	ref, err := parseRef("sessionKey", in.SessionKey, in.AgentID)
+	if err != nil {
+		return GoalOutput{}, err
+	}
+	if err := c.reach(ref); err != nil {
+		return GoalOutput{}, err
+	}
+	switch in.Action {
+	case "set", "edit":
+		if err := checkText("objective", in.Objective, MaxObjectiveBytes, true); err != nil {
+			return GoalOutput{}, err
+		}
+		if in.Action == "set" && in.Status != "" {
+			if err := checkStatus(in.Status); err != nil {
+				return GoalOutput{}, err
+			}
+		}
+	case "status":
+		if err := checkStatus(in.Status); err != nil {
+			return GoalOutput{}, err
+		}
+	case "clear":
+	default:
+		return GoalOutput{}, invalid("action %q is not set, edit, status or clear", in.Action)
+	}
+	actorType, actorID := c.actor()
+	var out GoalOutput
+	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
+		s, err := mustGet(ctx, tx, ref)
+		if err != nil {
+			return err
+		}
+		now := txn.Now().UnixMilli()
+		var summary string
+		switch in.Action {
+		case "set":
+			summary = "goal created"
+			if s.Goal != nil {
+				summary = "goal replaced"
+			}
+			status := in.Status
+			if status == "" {
+				status = GoalActive
+			}
+			s.Goal = &Goal{Objective: in.Objective, Status: status, UpdatedAt: now}
+		case "edit", "status", "clear":
+			if s.Goal == nil {
+				return fmt.Errorf("%w: session %s has no goal to %s", ErrNotFound, ref, in.Action)
+			}
+			switch in.Action {
+			case "edit":
+				summary = "goal objective changed"
+				s.Goal = &Goal{Objective: in.Objective, Status: s.Goal.Status, UpdatedAt: now}
+			case "status":
+				summary = "goal status changed to " + in.Status
+				s.Goal = &Goal{Objective: s.Goal.Objective, Status: in.Status, UpdatedAt: now}
+			case "clear":
+				summary = "goal cleared"
+				s.Goal = nil
+			}
+		}
+		s.UpdatedAt = now
+		if err := tx.PutSession(ctx, s); err != nil {
+			return err
+		}
+		payload, _ := json.Marshal(map[string]string{"action": in.Action})
+		res, err := txn.Record(ctx, vigil.Record{Session: ref, SessionID: s.SessionID, Kind: vigil.KindGoalChanged,
+			ActorType: actorType, ActorID: actorID, Summary: summary, Payload: payload, Parent: s.SpawnedBy})
+		if err != nil {
+			return err
+		}
+		out = GoalOutput{SessionKey: ref.Key, Goal: goalView(s.Goal), StateVersion: res.Event.Sequence}
+		return nil
+	})
+	if err != nil {
+		return GoalOutput{}, fmt.Errorf("goal %s on %s: %w", in.Action, ref, err)
+	}
+	return out, nil
+}
+
+// --- session_reset / session_delete ---
+
+// SessionInput names one session.
+type SessionInput struct {
+	SessionKey string `json:"sessionKey" jsonschema:"the session"`
+	AgentID    string `json:"agentId,omitempty" jsonschema:"the owning agent, needed only for a bare key"`
+}
+
+// ResetOutput is session_reset's output.
+type ResetOutput struct {
+	SessionKey string `json:"sessionKey"`
+	SessionID  string `json:"sessionId" jsonschema:"the new incarnation id"`
+}
+
+// Reset gives the session a new incarnation id and drops the cursors it
+// holds as a watcher (with its queued notices). Its transcript and log stay.
+func (g *Gateway) Reset(ctx context.Context, c Caller, in SessionInput) (ResetOutput, error) {
+	ref, err := parseRef("sessionKey", in.SessionKey, in.AgentID)
+	if err != nil {
+		return ResetOutput{}, err
+	}
+	if err := c.reach(ref); err != nil {
+		return ResetOutput{}, err
+	}
+	var out ResetOutput
+	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
+		s, err := mustGet(ctx, tx, ref)
+		if err != nil {
+			return err
+		}
+		s.SessionID, s.UpdatedAt = newID(), txn.Now().UnixMilli()
+		if err := tx.PutSession(ctx, s); err != nil {
+			return err
+		}
+		if err := txn.ResetSession(ctx, ref); err != nil {
+			return err
+		}
+		txn.AfterCommit(func() { g.failWaiters(ref, "the session was reset") })
+		out = ResetOutput{SessionKey: ref.Key, SessionID: s.SessionID}
+		return nil
+	})
+	if err != nil {
+		return ResetOutput{}, fmt.Errorf("reset %s: %w", ref, err)
+	}
+	return out, nil
+}
+
+// DeleteOutput is session_delete's output.
+type DeleteOutput struct {
+	SessionKey string `json:"sessionKey"`
+	Deleted    bool   `json:"deleted"`
+}
+
+// Delete deletes the session: its row, transcript, runs, events, head and
+// every cursor naming it.
+func (g *Gateway) Delete(ctx context.Context, c Caller, in SessionInput) (DeleteOutput, error) {
+	ref, err := parseRef("sessionKey", in.SessionKey, in.AgentID)
+	if err != nil {
+		return DeleteOutput{}, err
+	}
+	if err := c.reach(ref); err != nil {
+		return DeleteOutput{}, err
+	}
+	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
+		if _, err := mustGet(ctx, tx, ref); err != nil {
+			return err
+		}
+		if err := tx.DeleteSessionRow(ctx, ref); err != nil {
+			return err
+		}
+		if err := txn.DeleteSession(ctx, ref); err != nil {
+			return err
+		}
+		txn.AfterCommit(func() { g.failWaiters(ref, "the session was deleted") })
+		return nil
+	})
+	if err != nil {
+		return DeleteOutput{}, fmt.Errorf("delete %s: %w", ref, err)
+	}
+	return DeleteOutput{SessionKey: ref.Key, Deleted: true}, nil
+}
+
+// --- run_end ---
+
+// RunEndInput is run_end's input.
+type RunEndInput struct {
+	RunID   string `json:"runId" jsonschema:"the run (from sessions_spawn)"`
+	Outcome string `json:"outcome" jsonschema:"completed, error, timeout or cancelled"`
+}
+
+// RunEndOutput is run_end's output.
+type RunEndOutput struct {
+	RunID      string `json:"runId"`
+	SessionKey string `json:"sessionKey"`
+	Outcome    string `json:"outcome" jsonschema:"the run's outcome (the first one reported, if it had already ended)"`
+	Recorded   bool   `json:"recorded" jsonschema:"false when the run had already ended"`
+}
+
+var runSummaries = map[string]string{
+	vigil.OutcomeCompleted: "child run completed",
+	vigil.OutcomeError:     "child run failed",
+	vigil.OutcomeTimeout:   "child run timed out",
+	vigil.OutcomeCancelled: "child run cancelled",
+}
+
+// EndRun ends a child's run with its precise outcome: run_completed, or
+// run_failed with payload.outcome error, timeout or cancelled.
+func (g *Gateway) EndRun(ctx context.Context, c Caller, in RunEndInput) (RunEndOutput, error) {
+	summary, ok := runSummaries[in.Outcome]
+	if !ok {
+		return RunEndOutput{}, invalid("outcome %q is not completed, error, timeout or cancelled", in.Outcome)
+	}
+	if in.RunID == "" {
+		return RunEndOutput{}, invalid("runId is required")
+	}
+	var out RunEndOutput
+	err := g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
+		run, ok, err := tx.GetRun(ctx, in.RunID)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("%w: run %q", ErrNotFound, in.RunID)
+		}
+		if err := c.reach(run.Session); err != nil {
+			return err
+		}
+		out = RunEndOutput{RunID: run.RunID, SessionKey: run.Session.Key, Outcome: run.Outcome}
+		if run.EndedAt != 0 {
+			return nil
+		}
+		run.EndedAt, run.Outcome = txn.Now().UnixMilli(), in.Outcome
+		if err := tx.PutRun(ctx, run); err != nil {
+			return err
+		}
+		rec := vigil.Record{Session: run.Session, Kind: vigil.KindRunCompleted, ActorType: vigil.ActorSystem,
+			RunID: run.RunID, Summary: summary, DedupeKey: "run-terminal:" + run.RunID, Parent: run.Requester}
+		if in.Outcome != vigil.OutcomeCompleted {
+			rec.Kind = vigil.KindRunFailed
+			rec.Payload, _ = json.Marshal(map[string]string{"outcome": in.Outcome})
+		}
+		res, err := txn.Record(ctx, rec)
+		if err != nil {
+			return err
+		}
+		out.Outcome, out.Recorded = in.Outcome, res.Appended
+		return nil
+	})
+	if err != nil {
+		return RunEndOutput{}, fmt.Errorf("end run %s: %w", in.RunID, err)
+	}
+	return out, nil
+}
+
+// --- session_compact ---
+
+// CompactInput is session_compact's input.
+type CompactInput struct {
+	SessionKey string `json:"sessionKey" jsonschema:"the session compacted"`
+	Summary    string `json:"summary,omitempty" jsonschema:"what replaces the older messages; leave out to record a compaction the runtime did itself"`
+	UpTo       int64  `json:"upToMessageId,omitempty" jsonschema:"with summary: replace messages up to this id (default: all)"`
+	// OperationID makes a retried report idempotent.
+	OperationID string `json:"operationId,omitempty" jsonschema:"an id for this compaction; repeating it records nothing new"`
+}
+
+// CompactOutput is session_compact's output.
+type CompactOutput struct {
+	SessionKey   string `json:"sessionKey"`
+	Replaced     int    `json:"replaced" jsonschema:"how many messages the summary replaced"`
+	Recorded     bool   `json:"recorded" jsonschema:"false when this operationId was already recorded"`
+	StateVersion int64  `json:"stateVersion"`
+}
+
+// Compact replaces the older part of a transcript with a summary (or, with
+// no summary, takes note of a compaction the runtime did itself) and
+// records compacted.
+func (g *Gateway) Compact(ctx context.Context, c Caller, in CompactInput) (CompactOutput, error) {
+	ref, err := parseRef("sessionKey", in.SessionKey, "")
+	if err != nil {
+		return CompactOutput{}, err
+	}
+	if err := c.reach(ref); err != nil {
+		return CompactOutput{}, err
+	}
+	if err := checkText("summary", in.Summary, MaxMessageBytes, false); err != nil {
+		return CompactOutput{}, err
+	}
+	if in.UpTo < 0 {
+		return CompactOutput{}, invalid("upToMessageId must be a message id")
+	}
+	opID := in.OperationID
+	if opID == "" {
+		opID = newID()
+	}
+	if err := checkText("operationId", opID, 128, false); err != nil {
+		return CompactOutput{}, err
+	}
+	var out CompactOutput
+	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
+		s, err := mustGet(ctx, tx, ref)
+		if err != nil {
+			return err
+		}
+		out = CompactOutput{SessionKey: ref.Key}
+		now := txn.Now().UnixMilli()
+		if in.Summary != "" {
+			upTo := in.UpTo
+			if upTo == 0 {
+				upTo = math.MaxInt64
+			}
+			if out.Replaced, err = tx.CompactMessages(ctx, ref, upTo, Message{ActorType: vigil.ActorSystem,
+				Content: in.Summary, CreatedAt: now}); err != nil {
+				return err
+			}
+			if out.Replaced == 0 {
+				return invalid("session %s has no messages up to %d to compact", ref, upTo)
+			}
+		}
+		payload, _ := json.Marshal(map[string]int{"turns": out.Replaced})
+		res, err := txn.Record(ctx, vigil.Record{Session: ref, SessionID: s.SessionID, Kind: vigil.KindCompacted,
+			ActorType: vigil.ActorSystem, Summary: "session compacted", Payload: payload,
+			DedupeKey: "compacted:" + opID})
+		if err != nil {
+			return err
+		}
+		if !res.Appended && in.Summary != "" {
+			return fmt.Errorf("%w: compaction %q was already recorded", ErrConflict, opID)
+		}
+		out.Recorded, out.StateVersion = res.Appended, res.Event.Sequence
+		return nil
+	})
+	if err != nil {
+		return CompactOutput{}, fmt.Errorf("compact %s: %w", ref, err)
+	}
+	return out, nil
+}
+
+// --- session_pending ---
+
+// PendingInput is session_pending's input.
+type PendingInput struct {
+	SessionKey string `json:"sessionKey" jsonschema:"the session whose queue to look at"`
+}
+
+// SystemEventView is a queued system event as tools show it.
+type SystemEventView struct {
+	Text       string `json:"text"`
+	ContextKey string `json:"contextKey"`
+	// Target is the session a stale-state notice is about.
+	Target string `json:"target,omitempty"`
+}
+
+// PendingOutput is session_pending's output.
+type PendingOutput struct {
+	SessionKey string            `json:"sessionKey"`
+	Events     []SystemEventView `json:"events"`
+}
+
+// Pending shows a session's queued system events (its pending notices)
+// without consuming or acknowledging them.
+func (g *Gateway) Pending(ctx context.Context, c Caller, in PendingInput) (PendingOutput, error) {
+	ref, err := parseRef("sessionKey", in.SessionKey, "")
+	if err != nil {
+		return PendingOutput{}, err
+	}
+	if err := c.reach(ref); err != nil {
+		return PendingOutput{}, err
+	}
+	out := PendingOutput{SessionKey: ref.Key, Events: []SystemEventView{}}
+	for _, e := range g.eng.Pending(ref.Key) {
+		v := SystemEventView{Text: e.Text, ContextKey: e.ContextKey}
+		if e.Target != nil {
+			v.Target = e.Target.Key
+		}
+		out.Events = append(out.Events, v)
+	}
+	return out, nil
+}

@@ -1,0 +1,56 @@
+package gateway
+
+import (
+	"context"
+
+	vigil "github.com/vigilhq/vigil"
+)
+
+// Store is the storage the gateway needs besides the engine's. A backend
+// implements it next to vigil.Store on the same database, and its write
+// transaction (the vigil.Tx the engine hands out) implements Tx, so a
+// session change and its event commit together.
+type Store interface {
+	// Session reads one session.
+	Session(ctx context.Context, ref vigil.SessionRef) (Session, bool, error)
+	// SessionByLabel finds an agent's session by its label.
+	SessionByLabel(ctx context.Context, agentID, label string) (Session, bool, error)
+	// ListSessions lists sessions ordered by agent id then key, after the
+	// given position, at most limit.
+	ListSessions(ctx context.Context, f ListFilter) ([]Session, error)
+	// Messages reads up to limit messages of a session with id > afterID,
+	// ascending.
+	Messages(ctx context.Context, ref vigil.SessionRef, afterID int64, limit int) ([]Message, error)
+	// Run reads one run.
+	Run(ctx context.Context, runID string) (Run, bool, error)
+}
+
+// ListFilter selects sessions. Empty fields match everything.
+type ListFilter struct {
+	AgentID string
+	Kind    string
+	// After is the (agent id, key) to continue after, exclusive.
+	After vigil.SessionRef
+	Limit int
+}
+
+// Tx holds the gateway's writes inside the engine's write transaction.
+type Tx interface {
+	vigil.Tx
+	GetSession(ctx context.Context, ref vigil.SessionRef) (Session, bool, error)
+	// PutSession creates or replaces a session row. A label already used by
+	// another session of the agent is an error wrapping ErrConflict.
+	PutSession(ctx context.Context, s Session) error
+	// DeleteSessionRow deletes the session row, its transcript and its runs.
+	DeleteSessionRow(ctx context.Context, ref vigil.SessionRef) error
+	// AppendMessage appends to a transcript and returns the message's id
+	// (m.ID when set, else a new one above every earlier id).
+	AppendMessage(ctx context.Context, m Message) (int64, error)
+	// CompactMessages deletes the session's messages with id <= upTo and,
+	// when it deleted any, stores summary as a RoleSummary message with the
+	// id of the newest one deleted, in their place; it returns how many it
+	// deleted.
+	CompactMessages(ctx context.Context, ref vigil.SessionRef, upTo int64, summary Message) (int, error)
+	PutRun(ctx context.Context, r Run) error
+	GetRun(ctx context.Context, runID string) (Run, bool, error)
+}

@@ -1,0 +1,158 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// Tool is one session tool: a name, schemas for its input and output, and
+// one handler. Every transport serves tools from the same Registry.
+type Tool struct {
+	Name        string
+	Description string
+	// InputSchema and OutputSchema are derived from the Go types the
+	// handler takes and returns, so they cannot drift from it.
+	InputSchema  *jsonschema.Schema
+	OutputSchema *jsonschema.Schema
+	// ForModels marks the tools an agent's model is given (over MCP); the
+	// others are for runtimes and people.
+	ForModels bool
+	call      func(context.Context, Caller, json.RawMessage) (any, error)
+}
+
+// Call decodes input strictly (unknown fields, wrong types and malformed
+// JSON are refused with an error naming the problem) and runs the tool.
+func (t *Tool) Call(ctx context.Context, c Caller, input json.RawMessage) (any, error) {
+	return t.call(ctx, c, input)
+}
+
+// Registry is the set of tools.
+type Registry struct {
+	tools  []*Tool
+	byName map[string]*Tool
+}
+
+// Get finds a tool by name.
+func (r *Registry) Get(name string) (*Tool, bool) {
+	t, ok := r.byName[name]
+	return t, ok
+}
+
+// List returns every tool in a stable order.
+func (r *Registry) List() []*Tool { return r.tools }
+
+func define[In, Out any](name string, forModels bool, description string, h func(context.Context, Caller, In) (Out, error)) *Tool {
+	in, err := jsonschema.For[In](nil)
+	if err != nil {
+		panic(fmt.Sprintf("tool %s: input schema: %v", name, err))
+	}
+	out, err := jsonschema.For[Out](nil)
+	if err != nil {
+		panic(fmt.Sprintf("tool %s: output schema: %v", name, err))
+	}
+	return &Tool{
+		Name: name, Description: description, InputSchema: in, OutputSchema: out, ForModels: forModels,
+		call: func(ctx context.Context, c Caller, raw json.RawMessage) (any, error) {
+			var input In
+			if err := DecodeStrict(raw, &input); err != nil {
+				return nil, err
+			}
+			return h(ctx, c, input)
+		},
+	}
+}
+
+// DecodeStrict decodes one JSON object into v, refusing unknown fields,
+// wrong types, trailing data and malformed or truncated JSON, with an error
+// (wrapping ErrInvalid) that names the field or the position.
+func DecodeStrict(raw []byte, v any) error {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		raw = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return describeJSONError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return invalid("unexpected data after the JSON object")
+	}
+	return nil
+}
+
+func describeJSONError(err error) error {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		return invalid("malformed JSON at byte %d: %v", syntax.Offset, err)
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			return invalid("the request must be a JSON object, not %s", typ.Value)
+		}
+		return invalid("field %s: expected %s, got %s", field, jsonType(typ.Type.String()), typ.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return invalid("truncated JSON: the object ends too early")
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return invalid("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	}
+	return invalid("%v", err)
+}
+
+func jsonType(goType string) string {
+	goType = strings.TrimPrefix(goType, "*")
+	switch {
+	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
+		return "an integer"
+	case goType == "string", strings.HasSuffix(goType, "ActorType"):
+		return "a string"
+	case goType == "bool":
+		return "true or false"
+	case strings.HasPrefix(goType, "[]"):
+		return "a list"
+	}
+	return goType
+}
+
+func newRegistry(g *Gateway) *Registry {
+	r := &Registry{byName: map[string]*Tool{}}
+	for _, t := range []*Tool{
+		define("sessions_list", true, "List the sessions you can reach, with their kind, parent, goal and state version. "+
+			"Use it to find a session's key. Filter by agentId or kind; page with cursor.", g.List),
+		define("sessions_history", true, "Read a session's transcript (its messages, oldest first). "+
+			"Page with afterId. Use it when session_status reports historyGap, to rebuild your picture of the session.", g.History),
+		define("sessions_send", true, "Send a message to another session (by sessionKey, by label, or to an agent's main session by agentId) "+
+			"and, unless timeoutSeconds is 0, wait for its reply. With watch: true you are told (once) whenever someone else "+
+			"changes that session afterwards.", g.Send),
+		define("sessions_spawn", true, "Start a child session with a task. You become its parent: from then on you get one notice "+
+			"when a person or another agent changes the child behind your back.", g.Spawn),
+		define("session_status", true, "Read a session's state version and facts. When a notice says a session changed, call this "+
+			"with the changesSince number from the notice: you get exactly the changes after it (who did what, never message "+
+			"content). If historyGap is true, part of that history was pruned: re-read the session with sessions_history. "+
+			"Calling this never acknowledges anything.", g.Status),
+		define("sessions_unwatch", true, "Stop watching a session: no more notices about it.", g.Unwatch),
+		define("session_goal", true, "Set, edit, change the status of, or clear a session's goal (set | edit | status | clear). "+
+			"Watchers of the session are told of the change.", g.SetGoal),
+		define("session_pending", false, "Show a session's queued system events (its pending stale-state notices) without "+
+			"consuming or acknowledging them.", g.Pending),
+		define("session_reply", false, "Reply as a session: the reply goes into its transcript and completes the sessions_send "+
+			"waiting for it.", g.Reply),
+		define("session_reset", false, "Reset a session: a new incarnation id; the cursors it holds as a watcher are dropped.", g.Reset),
+		define("session_delete", false, "Delete a session with its transcript, log and every cursor naming it.", g.Delete),
+		define("run_end", false, "Report that a child's run ended, with its outcome (completed, error, timeout or cancelled).", g.EndRun),
+		define("session_compact", false, "Replace the older part of a session's transcript with a summary, or report a compaction "+
+			"the runtime did itself.", g.Compact),
+	} {
+		r.tools = append(r.tools, t)
+		r.byName[t.Name] = t
+	}
+	return r
+}
