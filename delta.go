@@ -13,7 +13,7 @@ const (
 )
 
 // ErrBadRequest is wrapped by errors about a caller's arguments.
-var ErrBadRequest = errors.New("bad request")
+var ErrBadRequest = errors.New("invalid argument")
 
 // Delta answers changesSince: what happened to a session after a version.
 type Delta struct {

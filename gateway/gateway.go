@@ -30,6 +30,9 @@ type Options struct {
 	MaxSendTimeout time.Duration
 	// ObserveDelta, when set, is told how long each changesSince read took.
 	ObserveDelta func(time.Duration)
+	// NewID makes the random part of session keys, incarnation ids, run
+	// ids and operation ids; nil means 16 random hex digits.
+	NewID func() string
 }
 
 // Gateway serves sessions and the session tools.
@@ -64,6 +67,9 @@ func New(eng *vigil.Engine, store Store, opts Options) *Gateway {
 	if opts.MaxSendTimeout <= 0 {
 		opts.MaxSendTimeout = DefaultMaxSendTimeout
 	}
+	if opts.NewID == nil {
+		opts.NewID = randomID
+	}
 	g := &Gateway{eng: eng, store: store, log: opts.Logger, opts: opts, waiters: map[vigil.SessionRef][]*waiter{}}
 	g.tools = newRegistry(g)
 	return g
@@ -86,7 +92,7 @@ func (g *Gateway) write(ctx context.Context, fn func(ctx context.Context, txn *v
 	})
 }
 
-func newID() string {
+func randomID() string {
 	var b [8]byte
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
@@ -163,7 +169,7 @@ func (g *Gateway) session(ctx context.Context, ref vigil.SessionRef, createMain 
 	}
 	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
 		var err error
-		s, err = ensureSession(ctx, txn, tx, ref)
+		s, err = g.ensureSession(ctx, txn, tx, ref)
 		return err
 	})
 	return s, err
@@ -171,13 +177,13 @@ func (g *Gateway) session(ctx context.Context, ref vigil.SessionRef, createMain 
 
 // ensureSession returns the session, creating it (without a parent) when
 // missing.
-func ensureSession(ctx context.Context, txn *vigil.Txn, tx Tx, ref vigil.SessionRef) (Session, error) {
+func (g *Gateway) ensureSession(ctx context.Context, txn *vigil.Txn, tx Tx, ref vigil.SessionRef) (Session, error) {
 	s, ok, err := tx.GetSession(ctx, ref)
 	if err != nil || ok {
 		return s, err
 	}
 	now := txn.Now().UnixMilli()
-	s = Session{Ref: ref, SessionID: newID(), Kind: kindOf(ref.Key), CreatedAt: now, UpdatedAt: now}
+	s = Session{Ref: ref, SessionID: g.opts.NewID(), Kind: kindOf(ref.Key), CreatedAt: now, UpdatedAt: now}
 	return s, tx.PutSession(ctx, s)
 }
 

@@ -89,17 +89,17 @@ func (g *Gateway) Spawn(ctx context.Context, c Caller, in SpawnInput) (SpawnOutp
 		}
 	}
 	parent := *c.Session
-	child := vigil.SessionRef{AgentID: agentID, Key: "agent:" + agentID + ":subagent:" + newID()}
+	child := vigil.SessionRef{AgentID: agentID, Key: "agent:" + agentID + ":subagent:" + g.opts.NewID()}
 	if err := c.reach(child); err != nil {
 		return SpawnOutput{}, err
 	}
-	runID := "run-" + newID()
+	runID := "run-" + g.opts.NewID()
 	err := g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
 		if _, err := mustGet(ctx, tx, parent); err != nil {
 			return err
 		}
 		now := txn.Now().UnixMilli()
-		s := Session{Ref: child, SessionID: newID(), Kind: KindSubAgent, Label: in.Label, SpawnedBy: parent.Key,
+		s := Session{Ref: child, SessionID: g.opts.NewID(), Kind: KindSubAgent, Label: in.Label, SpawnedBy: parent.Key,
 			CreatedAt: now, UpdatedAt: now}
 		if err := tx.PutSession(ctx, s); err != nil {
 			return err
@@ -250,7 +250,7 @@ func (g *Gateway) Send(ctx context.Context, c Caller, in SendInput) (SendOutput,
 			if kindOf(target.Key) != KindMain {
 				return fmt.Errorf("%w: session %s", ErrNotFound, target)
 			}
-			if s, err = ensureSession(ctx, txn, tx, target); err != nil {
+			if s, err = g.ensureSession(ctx, txn, tx, target); err != nil {
 				return err
 			}
 		}
@@ -860,7 +860,7 @@ func (g *Gateway) Reset(ctx context.Context, c Caller, in SessionInput) (ResetOu
 		if err != nil {
 			return err
 		}
-		s.SessionID, s.UpdatedAt = newID(), txn.Now().UnixMilli()
+		s.SessionID, s.UpdatedAt = g.opts.NewID(), txn.Now().UnixMilli()
 		if err := tx.PutSession(ctx, s); err != nil {
 			return err
 		}
@@ -1022,7 +1022,7 @@ func (g *Gateway) Compact(ctx context.Context, c Caller, in CompactInput) (Compa
 	}
 	opID := in.OperationID
 	if opID == "" {
-		opID = newID()
+		opID = g.opts.NewID()
 	}
 	if err := checkText("operationId", opID, 128, false); err != nil {
 		return CompactOutput{}, err
