@@ -123,8 +123,9 @@ func parseRef(field, key, agentID string) (vigil.SessionRef, error) {
 
 // ResolveCaller checks that principal may act as the session named by
 // sessionKey ("" for none) and returns the caller. An agent credential
-// without a session acts as its agent's main session. An agent's main
-// session is created on first use; any other acting session must exist.
+// without a session acts as its agent's main session. Resolving stores
+// nothing: an agent's main session is created by the first change that
+// needs its row, and any other acting session must already exist.
 func (g *Gateway) ResolveCaller(ctx context.Context, p Principal, sessionKey string) (Caller, error) {
 	if sessionKey == "" {
 		if p.Role != RoleAgent {
@@ -148,31 +149,33 @@ func (g *Gateway) ResolveCaller(ctx context.Context, p Principal, sessionKey str
 		}
 	}
 	ref := vigil.SessionRef{AgentID: k.AgentID(), Key: k.String()}
-	if _, err := g.session(ctx, ref, k.Kind() == sessionkey.Main); err != nil {
-		return Caller{}, fmt.Errorf("acting session: %w", err)
+	if k.Kind() != sessionkey.Main {
+		if _, err := g.session(ctx, ref); err != nil {
+			return Caller{}, fmt.Errorf("acting session: %w", err)
+		}
 	}
 	return Caller{Principal: p, Session: &ref}, nil
 }
 
-// session reads a session; with createMain, an agent's main session that
-// does not exist yet is created.
-func (g *Gateway) session(ctx context.Context, ref vigil.SessionRef, createMain bool) (Session, error) {
+// session reads a committed session, failing with ErrNotFound.
+func (g *Gateway) session(ctx context.Context, ref vigil.SessionRef) (Session, error) {
 	s, ok, err := g.store.Session(ctx, ref)
 	if err != nil {
 		return Session{}, fmt.Errorf("read session %s: %w", ref, err)
 	}
-	if ok {
-		return s, nil
-	}
-	if !createMain || kindOf(ref.Key) != KindMain {
+	if !ok {
 		return Session{}, fmt.Errorf("%w: session %s", ErrNotFound, ref)
 	}
-	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
-		var err error
-		s, err = g.ensureSession(ctx, txn, tx, ref)
-		return err
-	})
-	return s, err
+	return s, nil
+}
+
+// actingSession reads the acting session inside a write, creating it when
+// it is an agent's main session seen for the first time.
+func (g *Gateway) actingSession(ctx context.Context, txn *vigil.Txn, tx Tx, ref vigil.SessionRef) (Session, error) {
+	if kindOf(ref.Key) == KindMain {
+		return g.ensureSession(ctx, txn, tx, ref)
+	}
+	return mustGet(ctx, tx, ref)
 }
 
 // ensureSession returns the session, creating it (without a parent) when

@@ -95,7 +95,7 @@ func (g *Gateway) Spawn(ctx context.Context, c Caller, in SpawnInput) (SpawnOutp
 	}
 	runID := "run-" + g.opts.NewID()
 	err := g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
-		if _, err := mustGet(ctx, tx, parent); err != nil {
+		if _, err := g.actingSession(ctx, txn, tx, parent); err != nil {
 			return err
 		}
 		now := txn.Now().UnixMilli()
@@ -178,6 +178,11 @@ func (g *Gateway) resolveTarget(ctx context.Context, c Caller, in SendInput) (vi
 		if err != nil {
 			return vigil.SessionRef{}, invalid("agentId: %v", err)
 		}
+		// Checked before the lookup, so labels of unreachable agents stay
+		// unknown to the caller.
+		if err := c.reach(vigil.SessionRef{AgentID: agentID}); err != nil {
+			return vigil.SessionRef{}, err
+		}
 		s, ok, err := g.store.SessionByLabel(ctx, agentID, in.Label)
 		if err != nil {
 			return vigil.SessionRef{}, err
@@ -211,7 +216,8 @@ func (g *Gateway) Send(ctx context.Context, c Caller, in SendInput) (SendOutput,
 		}
 		wait = *in.TimeoutSeconds
 	}
-	timeout := min(time.Duration(wait)*time.Second, g.opts.MaxSendTimeout)
+	// Capped in seconds first: a huge count must not overflow a Duration.
+	timeout := time.Duration(min(int64(wait), int64(g.opts.MaxSendTimeout/time.Second))) * time.Second
 	channel := ""
 	if c.Session == nil {
 		channel = "api"
@@ -670,7 +676,7 @@ func (g *Gateway) History(ctx context.Context, c Caller, in HistoryInput) (Histo
 	if in.AfterID < 0 {
 		return HistoryOutput{}, invalid("afterId must be at least 0")
 	}
-	if _, err := g.session(ctx, ref, false); err != nil {
+	if _, err := g.session(ctx, ref); err != nil {
 		return HistoryOutput{}, err
 	}
 	msgs, err := g.store.Messages(ctx, ref, in.AfterID, limit+1)

@@ -123,7 +123,7 @@ func docServer(t *testing.T) (*httptest.Server, *clock.Manual) {
 // docAwaitDelivery waits until a background sessions_send's message is in
 // its target's transcript. The send's wait for a reply is registered when
 // that write commits, before any later write (the reply) can commit.
-func docAwaitDelivery(t *testing.T, srv *httptest.Server, ex docExample) {
+func docAwaitDelivery(t *testing.T, srv *httptest.Server, ex docExample, answered chan docResult) {
 	t.Helper()
 	_, body, _ := strings.Cut(ex.request, "\n\n")
 	var send struct{ SessionKey, Message string }
@@ -133,6 +133,11 @@ func docAwaitDelivery(t *testing.T, srv *httptest.Server, ex docExample) {
 	query, _ := json.Marshal(map[string]any{"sessionKey": send.SessionKey, "limit": 200})
 	deadline := time.Now().Add(30 * time.Second) // hang guard
 	for time.Now().Before(deadline) {
+		select {
+		case r := <-answered: // it failed without delivering
+			t.Fatalf("%s:%d: the background request was answered before delivery:\n%s", docPath, ex.line, docRender(r))
+		default:
+		}
 		r := docDo(srv, "POST /v1/tools/sessions_history\nAuthorization: Bearer "+docTokens[0].Token+"\n\n"+string(query))
 		var h gateway.HistoryOutput
 		json.Unmarshal(r.body, &h)
@@ -223,7 +228,7 @@ func TestAPIDocExamplesAreTrue(t *testing.T) {
 			waits[i] = ch
 			go func() { ch <- docDo(srv, ex.request) }()
 			background = append(background, i)
-			docAwaitDelivery(t, srv, ex)
+			docAwaitDelivery(t, srv, ex, ch)
 			continue
 		}
 		results[i] = docDo(srv, ex.request)

@@ -117,9 +117,9 @@ func (s *server) principal(r *http.Request) (gateway.Principal, bool) {
 	if s.opts.Credentials.Empty() {
 		return gateway.LocalPrincipal, true
 	}
-	auth := r.Header.Get("Authorization")
-	token, ok := strings.CutPrefix(auth, "Bearer ")
-	if !ok || token == "" {
+	// The scheme name is case-insensitive (RFC 9110).
+	scheme, token, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
 		return gateway.Principal{}, false
 	}
 	return s.opts.Credentials.Authenticate(strings.TrimSpace(token))

@@ -1,0 +1,266 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/gateway"
+)
+
+// serveHangGuard bounds every wait on `vigil serve`.
+const serveHangGuard = 20 * time.Second
+
+// syncBuffer is a bytes.Buffer safe to write from the server's goroutines
+// while the test polls it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// serveRun is one `vigil serve` running in a goroutine.
+type serveRun struct {
+	cancel context.CancelFunc
+	done   chan int
+	stderr *syncBuffer
+	addr   string
+	code   int
+	exited bool
+}
+
+var listeningLine = regexp.MustCompile(`msg="vigil listening" addr=(\S+)`)
+
+func envFunc(env map[string]string) func(string) string {
+	return func(name string) string { return env[name] }
+}
+
+// runServeAsync starts `vigil serve` with args and returns at once.
+func runServeAsync(t *testing.T, env map[string]string, args ...string) *serveRun {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &serveRun{cancel: cancel, done: make(chan int, 1), stderr: &syncBuffer{}}
+	go func() {
+		r.done <- run(ctx, append([]string{"serve"}, args...), envFunc(env), strings.NewReader(""), io.Discard, r.stderr)
+	}()
+	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+// startServe starts `vigil serve` on a loopback port and waits until it
+// logs the address it listens on.
+func startServe(t *testing.T, db string, env map[string]string) *serveRun {
+	t.Helper()
+	r := runServeAsync(t, env, "--db", db, "--addr", "127.0.0.1:0")
+	deadline := time.After(serveHangGuard)
+	for {
+		if m := listeningLine.FindStringSubmatch(r.stderr.String()); m != nil {
+			r.addr = m[1]
+			return r
+		}
+		select {
+		case code := <-r.done:
+			r.exited, r.code = true, code
+			t.Fatalf("vigil serve exited with %d before listening:\n%s", code, r.stderr.String())
+		case <-deadline:
+			t.Fatalf("vigil serve never logged its address (hang guard):\n%s", r.stderr.String())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// wait returns the exit code, failing after the hang guard.
+func (r *serveRun) wait(t *testing.T) int {
+	t.Helper()
+	if r.exited {
+		return r.code
+	}
+	select {
+	case r.code = <-r.done:
+		r.exited = true
+		return r.code
+	case <-time.After(serveHangGuard):
+		t.Fatalf("vigil serve did not exit (hang guard):\n%s", r.stderr.String())
+	}
+	return 0
+}
+
+// stop cancels the context (what SIGINT/SIGTERM do) and waits for exit.
+func (r *serveRun) stop(t *testing.T) int {
+	t.Helper()
+	r.cancel()
+	return r.wait(t)
+}
+
+// call posts a tool call to the running server.
+func (r *serveRun) call(t *testing.T, token, session, tool string, in any) (int, []byte) {
+	t.Helper()
+	body, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, "http://"+r.addr+"/v1/tools/"+tool, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if session != "" {
+		req.Header.Set("Vigil-Session", session)
+	}
+	client := &http.Client{Timeout: serveHangGuard}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, out
+}
+
+func callOK[T any](t *testing.T, r *serveRun, token, session, tool string, in any) T {
+	t.Helper()
+	code, body := r.call(t, token, session, tool, in)
+	if code != http.StatusOK {
+		t.Fatalf("%s: %d %s", tool, code, body)
+	}
+	var out T
+	if err := json.Unmarshal(body, &out); err != nil {
+		t.Fatalf("%s: decode %s: %v", tool, body, err)
+	}
+	return out
+}
+
+func TestServeKeepsAPendingNoticeAcrossARestart(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "state", "vigil.db")
+	const manager = "agent:main:main"
+
+	first := startServe(t, db, nil)
+	// No token configured: every request is the local admin, which may act
+	// as the manager (with Vigil-Session) or as a person (without).
+	sp := callOK[gateway.SpawnOutput](t, first, "", manager, "sessions_spawn", map[string]any{"task": "write the report"})
+	worker := sp.ChildSessionKey
+	callOK[gateway.SendOutput](t, first, "", "", "sessions_send",
+		map[string]any{"sessionKey": worker, "message": "use the new template", "channel": "telegram", "timeoutSeconds": 0})
+	want := []gateway.SystemEventView{{Text: vigil.NoticeText(worker, 1), ContextKey: vigil.NoticeContextKey(worker), Target: worker}}
+	pending := callOK[gateway.PendingOutput](t, first, "", "", "session_pending", map[string]any{"sessionKey": manager})
+	if !reflect.DeepEqual(pending.Events, want) {
+		t.Fatalf("pending before the restart = %+v, want %+v", pending.Events, want)
+	}
+	if code := first.stop(t); code != 0 {
+		t.Fatalf("stopping exited with %d:\n%s", code, first.stderr.String())
+	}
+	if log := first.stderr.String(); !strings.Contains(log, "shutting down") || !strings.Contains(log, `msg=stopped`) {
+		t.Fatalf("no graceful shutdown in the log:\n%s", log)
+	}
+
+	second := startServe(t, db, nil)
+	if second.addr == "" {
+		t.Fatal("no address")
+	}
+	pending = callOK[gateway.PendingOutput](t, second, "", "", "session_pending", map[string]any{"sessionKey": manager})
+	if !reflect.DeepEqual(pending.Events, want) {
+		t.Fatalf("pending after the restart = %+v, want %+v\n%s", pending.Events, want, second.stderr.String())
+	}
+	if log := second.stderr.String(); !strings.Contains(log, "noticesQueued=1") {
+		t.Fatalf("the startup sweep did not report the re-queued notice:\n%s", log)
+	}
+	// The delta the notice points at is intact too.
+	st := callOK[gateway.StatusOutput](t, second, "", manager, "session_status",
+		map[string]any{"sessionKey": worker, "changesSince": 1})
+	if len(st.StateChanges.Events) != 1 || st.StateChanges.Events[0].Summary != "human message via telegram" {
+		t.Fatalf("changes since 1 after the restart = %+v", st.StateChanges)
+	}
+	if code := second.stop(t); code != 0 {
+		t.Fatalf("stopping exited with %d", code)
+	}
+}
+
+func TestServeRefusesANonLoopbackAddressWithoutATokenConfigured(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "vigil.db")
+	r := runServeAsync(t, nil, "--db", db, "--addr", "0.0.0.0:0")
+	if code := r.wait(t); code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", code, r.stderr.String())
+	}
+	log := r.stderr.String()
+	for _, want := range []string{"refusing to listen on 0.0.0.0:0 without credentials", "loopback"} {
+		if !strings.Contains(log, want) {
+			t.Fatalf("stderr lacks %q:\n%s", want, log)
+		}
+	}
+	if strings.Contains(log, "vigil listening") {
+		t.Fatalf("it listened anyway:\n%s", log)
+	}
+	if _, err := os.Stat(db); !os.IsNotExist(err) {
+		t.Fatalf("the refused serve created the database: %v", err)
+	}
+}
+
+func TestServeWithAnAdminTokenRequiresIt(t *testing.T) {
+	t.Parallel()
+	const token = "serve-admin-token-0123456789"
+	r := startServe(t, filepath.Join(t.TempDir(), "vigil.db"), map[string]string{"VIGIL_ADMIN_TOKEN": token})
+	if strings.Contains(r.stderr.String(), "no tokens configured") {
+		t.Fatalf("warned about missing tokens although one is set:\n%s", r.stderr.String())
+	}
+	for _, bad := range []string{"", "not-the-admin-token-at-all"} {
+		code, body := r.call(t, bad, "", "sessions_list", map[string]any{})
+		var eb struct {
+			Error struct{ Code string } `json:"error"`
+		}
+		json.Unmarshal(body, &eb)
+		if code != http.StatusUnauthorized || eb.Error.Code != gateway.CodeUnauthenticated {
+			t.Fatalf("token %q: %d %s, want 401 unauthenticated", bad, code, body)
+		}
+	}
+	callOK[gateway.ListOutput](t, r, token, "", "sessions_list", map[string]any{})
+	// Health stays public.
+	resp, err := (&http.Client{Timeout: serveHangGuard}).Get("http://" + r.addr + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /healthz: %d", resp.StatusCode)
+	}
+}
+
+func TestServeRefusesAnAdminTokenShorterThan16Characters(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "vigil.db")
+	r := runServeAsync(t, map[string]string{"VIGIL_ADMIN_TOKEN": "too-short"}, "--db", db, "--addr", "127.0.0.1:0")
+	if code := r.wait(t); code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", code, r.stderr.String())
+	}
+	if log := r.stderr.String(); !strings.Contains(log, "at least 16 characters") || strings.Contains(log, "vigil listening") {
+		t.Fatalf("stderr:\n%s", log)
+	}
+}
