@@ -43,8 +43,9 @@ type Gateway struct {
 	opts  Options
 	tools *Registry
 
-	waitMu  sync.Mutex // guards waiters
+	waitMu  sync.Mutex // guards waiters and closed
 	waiters map[vigil.SessionRef][]*waiter
+	closed  bool
 }
 
 // waiter is a sessions_send waiting for the target's reply.
@@ -73,6 +74,21 @@ func New(eng *vigil.Engine, store Store, opts Options) *Gateway {
 	g := &Gateway{eng: eng, store: store, log: opts.Logger, opts: opts, waiters: map[vigil.SessionRef][]*waiter{}}
 	g.tools = newRegistry(g)
 	return g
+}
+
+// Close ends every sessions_send still waiting for a reply with status
+// error, so a shutdown need not wait out their timeouts.
+func (g *Gateway) Close() {
+	g.waitMu.Lock()
+	g.closed = true
+	refs := make([]vigil.SessionRef, 0, len(g.waiters))
+	for ref := range g.waiters {
+		refs = append(refs, ref)
+	}
+	g.waitMu.Unlock()
+	for _, ref := range refs {
+		g.failWaiters(ref, "the gateway is shutting down")
+	}
 }
 
 // Engine returns the engine the gateway runs on.

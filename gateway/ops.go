@@ -330,6 +330,10 @@ func (g *Gateway) watchAfterSend(ctx context.Context, c Caller, target vigil.Ses
 func (g *Gateway) addWaiter(target vigil.SessionRef, messageID int64, w *waiter) {
 	g.waitMu.Lock()
 	defer g.waitMu.Unlock()
+	if g.closed {
+		w.done <- sendOutcome{err: "the gateway is shutting down"}
+		return
+	}
 	w.messageID = messageID
 	g.waiters[target] = append(g.waiters[target], w)
 }

@@ -123,6 +123,7 @@ func serve(ctx context.Context, log *slog.Logger, dbPath, addr, configPath, sync
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	srv.RegisterOnShutdown(g.Close) // waiting sends answer at once instead of holding shutdown
 	log.Info("vigil listening", "addr", ln.Addr().String(), "db", dbPath)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

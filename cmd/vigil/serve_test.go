@@ -264,3 +264,36 @@ func TestServeRefusesAnAdminTokenShorterThan16Characters(t *testing.T) {
 		t.Fatalf("stderr:\n%s", log)
 	}
 }
+
+func TestServeShutdownEndsWaitingSendsAtOnce(t *testing.T) {
+	r := startServe(t, filepath.Join(t.TempDir(), "vigil.db"), nil)
+	result := make(chan gateway.SendOutput, 1)
+	go func() {
+		// A send that would wait five minutes for a reply nobody gives.
+		code, body := r.call(t, "", "agent:ops:main", "sessions_send",
+			map[string]any{"agentId": "main", "message": "are you there?", "timeoutSeconds": 300})
+		var out gateway.SendOutput
+		if code == http.StatusOK {
+			json.Unmarshal(body, &out)
+		}
+		result <- out
+	}()
+	deadline := time.Now().Add(serveHangGuard)
+	for {
+		code, body := r.call(t, "", "", "sessions_history", map[string]any{"sessionKey": "agent:main:main"})
+		if code == http.StatusOK && strings.Contains(string(body), "are you there?") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the message never arrived (hang guard)")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, r.stderr.String())
+	}
+	got := <-result
+	if got.Status != "error" || !strings.Contains(got.Error, "shutting down") {
+		t.Fatalf("the waiting send answered %+v", got)
+	}
+}
