@@ -107,3 +107,20 @@ func (e *Engine) Versions(ctx context.Context, refs []SessionRef) (map[SessionRe
 	}
 	return vs, nil
 }
+
+// Log reads up to limit retained events of the whole store after sequence
+// after, ascending, with the store's pruned watermark: a reader that asked
+// for a position below the watermark has missed events.
+func (e *Engine) Log(ctx context.Context, after int64, limit int) (LogPage, error) {
+	if after < 0 {
+		return LogPage{}, fmt.Errorf("%w: the position must be at least 0, got %d", ErrBadRequest, after)
+	}
+	if limit <= 0 || limit > 1000 {
+		return LogPage{}, fmt.Errorf("%w: the limit must be between 1 and 1000, got %d", ErrBadRequest, limit)
+	}
+	p, err := e.store.Log(ctx, after, limit)
+	if err != nil {
+		return LogPage{}, fmt.Errorf("read log after %d: %w", after, err)
+	}
+	return p, nil
+}

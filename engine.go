@@ -46,6 +46,14 @@ type Options struct {
 	// OnWake is called, on its own goroutine, when a notice is queued for a
 	// watcher that is not a sub-agent (coalesced per watcher).
 	OnWake func(watcher string)
+	// OnNotice is called after commit, on the writer goroutine, each time a
+	// notice newly enters a watcher's queue (sub-agents included). It must
+	// return quickly and never block: hand the work to another goroutine.
+	OnNotice func(watcher string, notice SystemEvent)
+	// OnRecord is called after commit, on the writer goroutine, for every
+	// appended event, in commit order. It must return quickly and never
+	// block.
+	OnRecord func(Event)
 	// WakeCoalesce is the wake coalescing window; 0 means 250 ms.
 	WakeCoalesce time.Duration
 	// QueueBound is the most system events a session's queue holds; 0

@@ -91,7 +91,13 @@ func (t *Txn) record(ctx context.Context, ev Event, occurredAt time.Time, parent
 		return Recorded{Event: ev}, nil
 	}
 	t.records++
-	t.AfterCommit(func() { e.stats.recorded.Add(1) })
+	appendedEv := ev
+	t.AfterCommit(func() {
+		e.stats.recorded.Add(1)
+		if e.opts.OnRecord != nil {
+			e.opts.OnRecord(appendedEv)
+		}
+	})
 
 	parentWatches := parentKey.Qualified() && !(parentKey.String() == target.Key && parentKey.AgentID() == target.AgentID)
 	switch {
@@ -139,6 +145,9 @@ func (e *Engine) enqueueNotice(watcher string, ev SystemEvent) {
 		return
 	}
 	e.stats.noticesQueued.Add(1)
+	if e.opts.OnNotice != nil {
+		e.opts.OnNotice(watcher, ev)
+	}
 	if !sessionkey.IsSubAgent(watcher) {
 		e.stats.wakes.Add(1)
 		e.waker.wake(watcher)

@@ -31,6 +31,18 @@ type Reader interface {
 	// NthNewestSequence returns the sequence of the n-th newest retained
 	// event in the whole store, or 0 when fewer than n are retained.
 	NthNewestSequence(ctx context.Context, n int) (int64, error)
+	// Log reads, in one snapshot, up to limit retained events of the whole
+	// store with sequence > after, ascending, and the store's pruned
+	// watermark.
+	Log(ctx context.Context, after int64, limit int) (LogPage, error)
+}
+
+// LogPage is one read of the whole store's log.
+type LogPage struct {
+	Events []Event
+	// PrunedWatermark is the highest sequence pruning ever removed from the
+	// store, 0 when none. Deleting sessions never lowers it.
+	PrunedWatermark int64
 }
 
 // History is one read of a session's log.
@@ -76,8 +88,8 @@ type Tx interface {
 	// order, stopping before the first one with a sequence above maxSequence
 	// or recorded at or after recordedBefore. Before deleting, it raises each
 	// affected session's pruned watermark to the highest sequence it deletes
-	// from that session, and keeps its state version. It returns how many
-	// events it deleted.
+	// from that session, keeps its state version, and raises the store's
+	// pruned watermark likewise. It returns how many events it deleted.
 	PruneEvents(ctx context.Context, maxSequence, recordedBefore int64, limit int) (int, error)
 	// ExpireCursors deletes up to limit cursors last updated before
 	// updatedBefore and returns how many it deleted.

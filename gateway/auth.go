@@ -57,9 +57,18 @@ type TokenConfig struct {
 	Allow []string `json:"allow,omitempty"`
 }
 
-// Config is the gateway's credentials file.
+// WebhookConfig names where an agent's wakes are POSTed.
+type WebhookConfig struct {
+	Agent string `json:"agent"`
+	URL   string `json:"url"`
+	// Secret keys the HMAC-SHA256 signature of each request body.
+	Secret string `json:"secret"`
+}
+
+// Config is the gateway's configuration file: credentials and webhooks.
 type Config struct {
-	Tokens []TokenConfig `json:"tokens"`
+	Tokens   []TokenConfig   `json:"tokens"`
+	Webhooks []WebhookConfig `json:"webhooks,omitempty"`
 }
 
 // LoadConfig reads a credentials file. Unknown fields are refused.
@@ -167,6 +176,13 @@ func (p Principal) canReach(agentID string) bool {
 	}
 	return false
 }
+
+// CanReach reports whether the caller may read or change sessions of the
+// agent.
+func (c Caller) CanReach(agentID string) bool { return c.Principal.canReach(agentID) }
+
+// Reach checks the caller may read or change ref, naming why not.
+func (c Caller) Reach(ref vigil.SessionRef) error { return c.reach(ref) }
 
 // actor is the actor the caller's changes are recorded as: the acting
 // session's key for an agent, the person's id otherwise. It never comes

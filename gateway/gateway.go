@@ -30,6 +30,11 @@ type Options struct {
 	MaxSendTimeout time.Duration
 	// ObserveDelta, when set, is told how long each changesSince read took.
 	ObserveDelta func(time.Duration)
+	// Hub carries live events to turns and streams; pass its methods to
+	// the engine's Options (OnWake, OnNotice, OnRecord) so notices wake
+	// turns. nil means a hub of its own, which then hears only the
+	// gateway's messages and replies.
+	Hub *Hub
 	// NewID makes the random part of session keys, incarnation ids, run
 	// ids and operation ids; nil means 16 random hex digits.
 	NewID func() string
@@ -71,6 +76,9 @@ func New(eng *vigil.Engine, store Store, opts Options) *Gateway {
 	if opts.NewID == nil {
 		opts.NewID = randomID
 	}
+	if opts.Hub == nil {
+		opts.Hub = NewHub()
+	}
 	g := &Gateway{eng: eng, store: store, log: opts.Logger, opts: opts, waiters: map[vigil.SessionRef][]*waiter{}}
 	g.tools = newRegistry(g)
 	return g
@@ -93,6 +101,9 @@ func (g *Gateway) Close() {
 
 // Engine returns the engine the gateway runs on.
 func (g *Gateway) Engine() *vigil.Engine { return g.eng }
+
+// Hub returns the hub of live events.
+func (g *Gateway) Hub() *Hub { return g.opts.Hub }
 
 // Tools returns the tool registry.
 func (g *Gateway) Tools() *Registry { return g.tools }

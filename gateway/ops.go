@@ -112,9 +112,14 @@ func (g *Gateway) Spawn(ctx context.Context, c Caller, in SpawnInput) (SpawnOutp
 		if err := tx.PutRun(ctx, Run{RunID: runID, Session: child, Requester: parent.Key, StartedAt: now}); err != nil {
 			return err
 		}
-		_, err := tx.AppendMessage(ctx, Message{Session: child, Role: RoleUser, ActorType: vigil.ActorAgent,
-			ActorID: parent.Key, Content: in.Task, CreatedAt: now})
-		return err
+		task := Message{Session: child, Role: RoleUser, ActorType: vigil.ActorAgent, ActorID: parent.Key,
+			Content: in.Task, CreatedAt: now}
+		var err error
+		if task.ID, err = tx.AppendMessage(ctx, task); err != nil {
+			return err
+		}
+		txn.AfterCommit(func() { g.publishMessage(LiveMessage, task) })
+		return nil
 	})
 	if err != nil {
 		return SpawnOutput{}, fmt.Errorf("spawn: %w", err)
@@ -261,10 +266,13 @@ func (g *Gateway) Send(ctx context.Context, c Caller, in SendInput) (SendOutput,
 			}
 		}
 		now := txn.Now().UnixMilli()
-		if msgID, err = tx.AppendMessage(ctx, Message{Session: target, Role: RoleUser, ActorType: actorType,
-			ActorID: actorID, Channel: channel, Content: in.Message, CreatedAt: now}); err != nil {
+		m := Message{Session: target, Role: RoleUser, ActorType: actorType, ActorID: actorID, Channel: channel,
+			Content: in.Message, CreatedAt: now}
+		if msgID, err = tx.AppendMessage(ctx, m); err != nil {
 			return err
 		}
+		m.ID = msgID
+		txn.AfterCommit(func() { g.publishMessage(LiveMessage, m) })
 		s.UpdatedAt = now
 		if err := tx.PutSession(ctx, s); err != nil {
 			return err
@@ -430,7 +438,10 @@ func (g *Gateway) Reply(ctx context.Context, c Caller, in ReplyInput) (ReplyOutp
 		if err := tx.PutSession(ctx, s); err != nil {
 			return err
 		}
-		txn.AfterCommit(func() { out.Delivered = g.answer(ref, m) })
+		txn.AfterCommit(func() {
+			out.Delivered = g.answer(ref, m)
+			g.publishMessage(LiveReply, m)
+		})
 		return nil
 	})
 	if err != nil {
@@ -1117,4 +1128,171 @@ func (g *Gateway) Pending(ctx context.Context, c Caller, in PendingInput) (Pendi
 		out.Events = append(out.Events, v)
 	}
 	return out, nil
+}
+
+func (g *Gateway) publishMessage(typ string, m Message) {
+	v := messageView(m)
+	g.opts.Hub.Publish(LiveEvent{Type: typ, Session: m.Session.Key, Message: &v})
+}
+
+// --- session_turn ---
+
+// Turn limits.
+const (
+	DefaultTurnWait = 30
+	MaxTurnWait     = 60
+)
+
+// TurnInput is session_turn's input.
+type TurnInput struct {
+	SessionKey  string `json:"sessionKey" jsonschema:"the session taking its turn (the caller's own)"`
+	WaitSeconds *int   `json:"waitSeconds,omitempty" jsonschema:"how long to wait for work when there is none yet (0-60, default 30)"`
+}
+
+// TurnOutput is what one turn consumed.
+type TurnOutput struct {
+	TurnID     string `json:"turnId,omitempty" jsonschema:"identifies the turn; empty when no work arrived"`
+	SessionKey string `json:"sessionKey"`
+	// SystemEvents are the lines to put in the session's next prompt,
+	// oldest first: stale-state notices among them.
+	SystemEvents []string `json:"systemEvents"`
+	// Messages are the inbound messages not seen by an earlier turn.
+	Messages []MessageView `json:"messages"`
+	// Acknowledged are the targets whose notices this turn acknowledged.
+	Acknowledged []string `json:"acknowledged"`
+	// FollowUps are notices the acknowledgements opened again, queued for
+	// the next turn, because more changes arrived after the notice.
+	FollowUps []string `json:"followUps"`
+	TimedOut  bool     `json:"timedOut" jsonschema:"true when the wait ended with no work"`
+}
+
+// Turn takes the session's turn: it waits (up to waitSeconds) until the
+// session has work, then consumes its queued system events, acknowledging
+// the notices among them, and its unread inbound messages. A wake or a new
+// message ends the wait; a notice for a sub-agent does not (sub-agents are
+// never woken), but a turn finds any notice already queued.
+func (g *Gateway) Turn(ctx context.Context, c Caller, in TurnInput) (TurnOutput, error) {
+	ref, err := parseRef("sessionKey", in.SessionKey, "")
+	if err != nil {
+		return TurnOutput{}, err
+	}
+	if c.Principal.Role != RoleAdmin && (c.Session == nil || *c.Session != ref) {
+		return TurnOutput{}, fmt.Errorf("%w: only %s itself may take its turn", ErrForbidden, ref)
+	}
+	wait := DefaultTurnWait
+	if in.WaitSeconds != nil {
+		if *in.WaitSeconds < 0 || *in.WaitSeconds > MaxTurnWait {
+			return TurnOutput{}, invalid("waitSeconds must be an integer from 0 to %d, got %d", MaxTurnWait, *in.WaitSeconds)
+		}
+		wait = *in.WaitSeconds
+	}
+	timer := time.NewTimer(time.Duration(wait) * time.Second)
+	defer timer.Stop()
+	for {
+		// Listen before looking, so work that arrives in between is heard.
+		l := g.opts.Hub.Listen(ref.Key, 16)
+		out, took, err := g.takeTurn(ctx, ref)
+		if err != nil || took || wait == 0 {
+			l.Close()
+			if !took && err == nil {
+				out.TimedOut = true
+			}
+			return out, err
+		}
+		woken := false
+		for !woken {
+			select {
+			case ev, ok := <-l.C:
+				// A lagged listener has missed events: look again.
+				woken = !ok || ev.Type == LiveWake || ev.Type == LiveMessage
+			case <-timer.C:
+				l.Close()
+				return TurnOutput{SessionKey: ref.Key, SystemEvents: []string{}, Messages: []MessageView{},
+					Acknowledged: []string{}, FollowUps: []string{}, TimedOut: true}, nil
+			case <-ctx.Done():
+				l.Close()
+				return TurnOutput{}, ctx.Err()
+			}
+		}
+		l.Close()
+	}
+}
+
+// takeTurn consumes the session's work, if it has any.
+func (g *Gateway) takeTurn(ctx context.Context, ref vigil.SessionRef) (TurnOutput, bool, error) {
+	out := TurnOutput{SessionKey: ref.Key, SystemEvents: []string{}, Messages: []MessageView{},
+		Acknowledged: []string{}, FollowUps: []string{}}
+	unread, err := g.hasUnread(ctx, ref)
+	if err != nil {
+		return out, false, err
+	}
+	if !unread && len(g.eng.Pending(ref.Key)) == 0 {
+		return out, false, nil
+	}
+	d, err := g.eng.Drain(ctx, ref.Key)
+	if err != nil {
+		return out, false, err
+	}
+	for _, e := range d.Events {
+		out.SystemEvents = append(out.SystemEvents, e.Text)
+	}
+	for _, t := range d.Acknowledged {
+		out.Acknowledged = append(out.Acknowledged, t.Key)
+	}
+	for _, f := range d.FollowUps {
+		out.FollowUps = append(out.FollowUps, f.Text)
+	}
+	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
+		out.Messages = out.Messages[:0]
+		s, ok, err := tx.GetSession(ctx, ref)
+		if err != nil || !ok {
+			return err
+		}
+		for {
+			msgs, err := tx.MessagesAfter(ctx, ref, s.InboxSeen, MaxPageLimit)
+			if err != nil {
+				return err
+			}
+			for _, m := range msgs {
+				if m.Role == RoleUser {
+					out.Messages = append(out.Messages, messageView(m))
+				}
+				s.InboxSeen = m.ID
+			}
+			if len(msgs) < MaxPageLimit {
+				break
+			}
+		}
+		return tx.PutSession(ctx, s)
+	})
+	if err != nil {
+		return out, false, fmt.Errorf("turn of %s: read inbox: %w", ref, err)
+	}
+	out.TurnID = "turn-" + g.opts.NewID()
+	return out, true, nil
+}
+
+// hasUnread reports whether the session has inbound messages no turn has
+// consumed.
+func (g *Gateway) hasUnread(ctx context.Context, ref vigil.SessionRef) (bool, error) {
+	s, ok, err := g.store.Session(ctx, ref)
+	if err != nil || !ok {
+		return false, err
+	}
+	after := s.InboxSeen
+	for {
+		msgs, err := g.store.Messages(ctx, ref, after, MaxPageLimit)
+		if err != nil {
+			return false, err
+		}
+		for _, m := range msgs {
+			if m.Role == RoleUser {
+				return true, nil
+			}
+		}
+		if len(msgs) < MaxPageLimit {
+			return false, nil
+		}
+		after = msgs[len(msgs)-1].ID
+	}
 }

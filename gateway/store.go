@@ -38,6 +38,8 @@ type ListFilter struct {
 type Tx interface {
 	vigil.Tx
 	GetSession(ctx context.Context, ref vigil.SessionRef) (Session, bool, error)
+	// MessagesAfter is Store.Messages inside the transaction.
+	MessagesAfter(ctx context.Context, ref vigil.SessionRef, afterID int64, limit int) ([]Message, error)
 	// PutSession creates or replaces a session row. A label already used by
 	// another session of the agent is an error wrapping ErrConflict.
 	PutSession(ctx context.Context, s Session) error

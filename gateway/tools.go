@@ -143,6 +143,8 @@ func newRegistry(g *Gateway) *Registry {
 			"Watchers of the session are told of the change.", g.SetGoal),
 		define("session_pending", false, "Show a session's queued system events (its pending stale-state notices) without "+
 			"consuming or acknowledging them.", g.Pending),
+		define("session_turn", false, "Take the session's turn: wait until it has work, then consume its queued system "+
+			"events (acknowledging the notices among them) and its unread inbound messages.", g.Turn),
 		define("session_reply", false, "Reply as a session: the reply goes into its transcript and completes the sessions_send "+
 			"waiting for it.", g.Reply),
 		define("session_reset", false, "Reset a session: a new incarnation id; the cursors it holds as a watcher are dropped.", g.Reset),

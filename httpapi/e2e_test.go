@@ -1030,6 +1030,7 @@ var e2eStringField = map[string]string{
 	"session_goal":     "action",
 	"session_pending":  "sessionKey",
 	"session_reply":    "text",
+	"session_turn":     "sessionKey",
 	"session_reset":    "sessionKey",
 	"session_delete":   "sessionKey",
 	"run_end":          "outcome",
@@ -1474,7 +1475,7 @@ func TestE2EToolListHasEveryToolWithInputAndOutputSchemas(t *testing.T) {
 		}
 	}
 	want := []string{"run_end", "session_compact", "session_delete", "session_goal", "session_pending", "session_reply",
-		"session_reset", "session_status", "sessions_history", "sessions_list", "sessions_send", "sessions_spawn", "sessions_unwatch"}
+		"session_reset", "session_status", "session_turn", "sessions_history", "sessions_list", "sessions_send", "sessions_spawn", "sessions_unwatch"}
 	slices.Sort(names)
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)

@@ -57,6 +57,10 @@ func New(g *gateway.Gateway, opts Options) http.Handler {
 	}
 	mux.HandleFunc("GET /v1/tools", s.authed(s.listTools))
 	mux.HandleFunc("POST /v1/tools/{name}", s.authed(s.callTool))
+	mux.HandleFunc("POST /v1/sessions/{key}/turn", s.authed(s.sessionTool("session_turn")))
+	mux.HandleFunc("POST /v1/sessions/{key}/reply", s.authed(s.sessionTool("session_reply")))
+	mux.HandleFunc("GET /v1/sessions/{key}/events", s.authed(s.sessionEvents))
+	mux.HandleFunc("GET /v1/events", s.authed(s.logEvents))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
@@ -152,17 +156,55 @@ func (s *server) callTool(w http.ResponseWriter, r *http.Request, c gateway.Call
 		writeError(w, http.StatusNotFound, gateway.CodeNotFound, "no tool named "+name)
 		return
 	}
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	s.call(w, r, c, tool, body)
+}
+
+// sessionTool serves a tool at a session's own path: the path's key is the
+// input's sessionKey.
+func (s *server) sessionTool(name string) func(http.ResponseWriter, *http.Request, gateway.Caller) {
+	return func(w http.ResponseWriter, r *http.Request, c gateway.Caller) {
+		tool, _ := s.g.Tools().Get(name)
+		body, ok := s.readBody(w, r)
+		if !ok {
+			return
+		}
+		var in map[string]json.RawMessage
+		if err := gateway.DecodeStrict(body, &in); err != nil {
+			s.fail(w, err)
+			return
+		}
+		key, _ := json.Marshal(r.PathValue("key"))
+		if given, ok := in["sessionKey"]; ok && string(given) != string(key) {
+			writeError(w, http.StatusBadRequest, gateway.CodeInvalid, "sessionKey in the body differs from the one in the path")
+			return
+		}
+		in["sessionKey"] = key
+		body, _ = json.Marshal(in)
+		s.call(w, r, c, tool, body)
+	}
+}
+
+// readBody reads a bounded request body, answering the error itself.
+func (s *server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			writeError(w, http.StatusRequestEntityTooLarge, "payload_too_large",
 				"the request body is larger than the limit of "+strconv.FormatInt(tooLarge.Limit, 10)+" bytes")
-			return
+			return nil, false
 		}
 		writeError(w, http.StatusBadRequest, gateway.CodeInvalid, "could not read the request body: "+err.Error())
-		return
+		return nil, false
 	}
+	return body, true
+}
+
+func (s *server) call(w http.ResponseWriter, r *http.Request, c gateway.Caller, tool *gateway.Tool, body []byte) {
 	out, err := tool.Call(r.Context(), c, body)
 	if err != nil {
 		s.fail(w, err)

@@ -104,15 +104,15 @@ func serve(ctx context.Context, log *slog.Logger, dbPath, addr, configPath, sync
 		return err
 	}
 	defer st.Close()
-	var m *metrics.Metrics
-	eng, err := vigil.Open(ctx, st, vigil.Options{Logger: log})
+	hub := gateway.NewHub()
+	eng, err := vigil.Open(ctx, st, vigil.Options{Logger: log, OnWake: hub.Wake, OnNotice: hub.Notice, OnRecord: hub.Record})
 	if err != nil {
 		return err
 	}
 	defer eng.Close()
-	m = metrics.New(eng)
+	m := metrics.New(eng)
 	log.Info("startup sweep done", "noticesQueued", eng.Stats().SweepRequeued)
-	g := gateway.New(eng, st, gateway.Options{Logger: log, ObserveDelta: m.ObserveDelta})
+	g := gateway.New(eng, st, gateway.Options{Logger: log, ObserveDelta: m.ObserveDelta, Hub: hub})
 
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -109,6 +109,10 @@ CREATE TABLE runs (
 );
 CREATE INDEX runs_by_session ON runs (agent_id, session_key);
 `,
+	// 3: the store-wide pruned watermark, for readers of the whole log.
+	`
+ALTER TABLE sequence_floor ADD COLUMN pruned INTEGER NOT NULL DEFAULT 0;
+`,
 }
 
 // SchemaVersion is the schema version this build creates and understands.

@@ -112,7 +112,20 @@ func (s *Store) ListSessions(ctx context.Context, f gateway.ListFilter) ([]gatew
 
 // Messages implements gateway.Store.
 func (s *Store) Messages(ctx context.Context, ref vigil.SessionRef, afterID int64, limit int) ([]gateway.Message, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages
+	return readMessages(ctx, s.read, ref, afterID, limit)
+}
+
+// MessagesAfter implements gateway.Tx.
+func (t *Tx) MessagesAfter(ctx context.Context, ref vigil.SessionRef, afterID int64, limit int) ([]gateway.Message, error) {
+	return readMessages(ctx, t.tx, ref, afterID, limit)
+}
+
+type queryer interface {
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+}
+
+func readMessages(ctx context.Context, q queryer, ref vigil.SessionRef, afterID int64, limit int) ([]gateway.Message, error) {
+	rows, err := q.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages
 		WHERE agent_id = ? AND session_key = ? AND id > ? ORDER BY id LIMIT ?`, ref.AgentID, ref.Key, afterID, limit)
 	if err != nil {
 		return nil, err

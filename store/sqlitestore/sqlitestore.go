@@ -280,6 +280,31 @@ func (s *Store) NthNewestSequence(ctx context.Context, n int) (int64, error) {
 	return seq, err
 }
 
+// Log implements vigil.Reader.
+func (s *Store) Log(ctx context.Context, after int64, limit int) (vigil.LogPage, error) {
+	var p vigil.LogPage
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		if err := tx.QueryRowContext(ctx, `SELECT pruned FROM sequence_floor WHERE id = 1`).Scan(&p.PrunedWatermark); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT `+eventColumns+` FROM events WHERE sequence > ? ORDER BY sequence LIMIT ?`,
+			after, limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			e, err := scanEvent(rows)
+			if err != nil {
+				return err
+			}
+			p.Events = append(p.Events, e)
+		}
+		return rows.Err()
+	})
+	return p, err
+}
+
 // BeginWrite implements vigil.Store: BEGIN IMMEDIATE on the writer
 // connection, so a second process writing the same file waits (up to the
 // busy timeout) instead of failing mid-transaction.
@@ -464,6 +489,9 @@ func (t *Tx) PruneEvents(ctx context.Context, maxSequence, recordedBefore int64,
 			ref.AgentID, ref.Key, seq); err != nil {
 			return 0, fmt.Errorf("raise pruned watermark of %s: %w", ref, err)
 		}
+	}
+	if _, err := t.tx.ExecContext(ctx, `UPDATE sequence_floor SET pruned = max(pruned, ?) WHERE id = 1`, last); err != nil {
+		return 0, err
 	}
 	if _, err := t.tx.ExecContext(ctx, `DELETE FROM events WHERE sequence <= ?`, last); err != nil {
 		return 0, err

@@ -85,6 +85,8 @@ var behaviours = []struct {
 	{"PendingCursorsListsOnlyMaterialAboveLastSeen", testPendingCursors},
 	{"ExpireCursors", testExpireCursors},
 	{"NthNewestSequence", testNthNewest},
+	{"LogReadsTheWholeStoreInOrder", testLogOrder},
+	{"LogPrunedWatermarkRisesWithPruningOnly", testLogPrunedWatermark},
 	{"CloseSucceeds", testClose},
 }
 
@@ -1805,5 +1807,61 @@ func testClose(t *testing.T, s vigil.Store) {
 	putCursors(t, s, cursor(betaMain.Key, alphaMain, 0, 0, 0, 10))
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
+	}
+}
+
+func readLog(t *testing.T, s vigil.Store, after int64, limit int) vigil.LogPage {
+	t.Helper()
+	p, err := s.Log(context.Background(), after, limit)
+	if err != nil {
+		t.Fatalf("Log(%d, %d): %v", after, limit, err)
+	}
+	return p
+}
+
+func logSequences(p vigil.LogPage) []int64 {
+	var out []int64
+	for _, e := range p.Events {
+		out = append(out, e.Sequence)
+	}
+	return out
+}
+
+func testLogOrder(t *testing.T, s vigil.Store) {
+	if p := readLog(t, s, 0, 10); len(p.Events) != 0 || p.PrunedWatermark != 0 {
+		t.Fatalf("empty store: %+v", p)
+	}
+	seqs := appendAll(t, s, newEvent(alphaMain, 1), newEvent(betaGlobal, 2), newEvent(alphaGlobal, 3), newEvent(gammaOther, 4))
+	if got := logSequences(readLog(t, s, 0, 10)); !slices.Equal(got, seqs) {
+		t.Fatalf("Log(0) = %v, want %v", got, seqs)
+	}
+	if got := logSequences(readLog(t, s, seqs[1], 1)); !slices.Equal(got, seqs[2:3]) {
+		t.Fatalf("Log(after %d, 1) = %v, want %v", seqs[1], got, seqs[2:3])
+	}
+	p := readLog(t, s, seqs[2], 10)
+	if len(p.Events) != 1 || p.Events[0].Session() != gammaOther {
+		t.Fatalf("Log(after %d) = %+v, want the gamma event with its session", seqs[2], p.Events)
+	}
+}
+
+func testLogPrunedWatermark(t *testing.T, s vigil.Store) {
+	seqs := appendAll(t, s, newEvent(alphaMain, 1), newEvent(betaMain, 2), newEvent(alphaMain, 3))
+	prune(t, s, seqs[1], math.MaxInt64, 10)
+	p := readLog(t, s, 0, 10)
+	if p.PrunedWatermark != seqs[1] || !slices.Equal(logSequences(p), seqs[2:]) {
+		t.Fatalf("after pruning to %d: %+v", seqs[1], p)
+	}
+	// Deleting the session that held the watermark does not lower it, and
+	// deleting is no pruning.
+	update(t, s, func(ctx context.Context, tx vigil.Tx) {
+		if err := tx.DeleteSession(ctx, betaMain); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.DeleteSession(ctx, alphaMain); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if p := readLog(t, s, 0, 10); p.PrunedWatermark != seqs[1] || len(p.Events) != 0 {
+		t.Fatalf("after deletes: %+v, want watermark %d and nothing retained", p, seqs[1])
 	}
 }

@@ -1,0 +1,178 @@
+package gateway
+
+import (
+	"sync"
+
+	vigil "github.com/vigilhq/vigil"
+)
+
+// Live event types on a session's stream.
+const (
+	LiveWake    = "wake"    // the session should take a turn
+	LiveNotice  = "notice"  // a stale-state notice entered its queue
+	LiveMessage = "message" // a message arrived in its inbox
+	LiveReply   = "reply"   // the session replied
+)
+
+// LiveEvent is something that happened to one session, as its stream and
+// its waiting turn see it.
+type LiveEvent struct {
+	Type    string       `json:"type"`
+	Session string       `json:"sessionKey"`
+	Notice  *NoticeView  `json:"notice,omitempty"`
+	Message *MessageView `json:"message,omitempty"`
+}
+
+// NoticeView is a notice in a live event.
+type NoticeView struct {
+	Text   string `json:"text"`
+	Target string `json:"target"`
+}
+
+// Hub fans live events out to listeners without ever blocking the
+// publisher (the engine's writer, or its wake goroutines): each listener
+// has a bounded buffer, and a listener that falls behind is marked lagged
+// and stops receiving; its reader must start over (re-check the session's
+// state) rather than slow anyone down.
+type Hub struct {
+	mu       sync.Mutex // guards sessions, log and their listeners' fields
+	sessions map[string]map[*Listener]struct{}
+	log      map[*LogListener]struct{}
+}
+
+// NewHub returns an empty hub. Pass its methods to vigil.Options (OnWake,
+// OnNotice, OnRecord) and the hub to gateway.Options.
+func NewHub() *Hub {
+	return &Hub{sessions: map[string]map[*Listener]struct{}{}, log: map[*LogListener]struct{}{}}
+}
+
+// Listener receives one session's live events.
+type Listener struct {
+	hub     *Hub
+	session string
+	// C delivers events; it is closed when the listener lags or is closed.
+	C      chan LiveEvent
+	lagged bool
+	closed bool
+}
+
+// Lagged reports whether the listener was dropped for falling behind.
+func (l *Listener) Lagged() bool {
+	l.hub.mu.Lock()
+	defer l.hub.mu.Unlock()
+	return l.lagged
+}
+
+// Listen subscribes to a session's live events with a buffer of size.
+func (h *Hub) Listen(session string, size int) *Listener {
+	l := &Listener{hub: h, session: session, C: make(chan LiveEvent, size)}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.sessions[session] == nil {
+		h.sessions[session] = map[*Listener]struct{}{}
+	}
+	h.sessions[session][l] = struct{}{}
+	return l
+}
+
+// Close unsubscribes the listener.
+func (l *Listener) Close() {
+	h := l.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.dropLocked(l)
+}
+
+func (h *Hub) dropLocked(l *Listener) {
+	if l.closed {
+		return
+	}
+	l.closed = true
+	close(l.C)
+	delete(h.sessions[l.session], l)
+	if len(h.sessions[l.session]) == 0 {
+		delete(h.sessions, l.session)
+	}
+}
+
+// Publish delivers ev to the session's listeners without blocking.
+func (h *Hub) Publish(ev LiveEvent) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for l := range h.sessions[ev.Session] {
+		select {
+		case l.C <- ev:
+		default:
+			l.lagged = true
+			h.dropLocked(l)
+		}
+	}
+}
+
+// Wake is vigil.Options.OnWake.
+func (h *Hub) Wake(watcher string) { h.Publish(LiveEvent{Type: LiveWake, Session: watcher}) }
+
+// Notice is vigil.Options.OnNotice.
+func (h *Hub) Notice(watcher string, n vigil.SystemEvent) {
+	v := &NoticeView{Text: n.Text}
+	if n.Target != nil {
+		v.Target = n.Target.Key
+	}
+	h.Publish(LiveEvent{Type: LiveNotice, Session: watcher, Notice: v})
+}
+
+// LogListener receives every appended event.
+type LogListener struct {
+	hub *Hub
+	// C delivers events in commit order; it is closed when the listener
+	// lags or is closed.
+	C      chan vigil.Event
+	lagged bool
+	closed bool
+}
+
+// ListenLog subscribes to appended events with a buffer of size.
+func (h *Hub) ListenLog(size int) *LogListener {
+	l := &LogListener{hub: h, C: make(chan vigil.Event, size)}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.log[l] = struct{}{}
+	return l
+}
+
+// Lagged reports whether the listener was dropped for falling behind.
+func (l *LogListener) Lagged() bool {
+	l.hub.mu.Lock()
+	defer l.hub.mu.Unlock()
+	return l.lagged
+}
+
+// Close unsubscribes the listener.
+func (l *LogListener) Close() {
+	l.hub.mu.Lock()
+	defer l.hub.mu.Unlock()
+	l.hub.dropLogLocked(l)
+}
+
+func (h *Hub) dropLogLocked(l *LogListener) {
+	if l.closed {
+		return
+	}
+	l.closed = true
+	close(l.C)
+	delete(h.log, l)
+}
+
+// Record is vigil.Options.OnRecord.
+func (h *Hub) Record(ev vigil.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for l := range h.log {
+		select {
+		case l.C <- ev:
+		default:
+			l.lagged = true
+			h.dropLogLocked(l)
+		}
+	}
+}

@@ -1,0 +1,249 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/sessionkey"
+)
+
+// keepalive is how often an idle stream writes a comment, so proxies and
+// clients can tell a quiet stream from a dead one.
+const keepalive = 15 * time.Second
+
+// Buffers of live listeners. A stream that falls this far behind is cut
+// loose (the log stream catches up from the store; a session stream tells
+// its client to reconnect), so it never slows recording.
+const (
+	sessionStreamBuffer = 256
+	logStreamBuffer     = 1024
+	logCatchUpPage      = 500
+)
+
+type sse struct {
+	w http.ResponseWriter
+	f http.Flusher
+}
+
+func startSSE(w http.ResponseWriter) (*sse, bool) {
+	f, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, gateway.CodeInternal, "streaming is not supported by this connection")
+		return nil, false
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, ": connected\n\n")
+	f.Flush()
+	return &sse{w: w, f: f}, true
+}
+
+func (s *sse) send(id, event string, data any) error {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return err
+	}
+	if id != "" {
+		fmt.Fprintf(s.w, "id: %s\n", id)
+	}
+	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", event, b); err != nil {
+		return err
+	}
+	s.f.Flush()
+	return nil
+}
+
+func (s *sse) comment(text string) error {
+	if _, err := fmt.Fprintf(s.w, ": %s\n\n", text); err != nil {
+		return err
+	}
+	s.f.Flush()
+	return nil
+}
+
+// sessionEvents streams one session's wakes, notices, messages and replies
+// as they happen. A client that falls behind gets a "lagged" event and the
+// stream ends: it should reconnect and take a turn to catch up.
+func (s *server) sessionEvents(w http.ResponseWriter, r *http.Request, c gateway.Caller) {
+	ref, err := vigil.Ref("", r.PathValue("key"))
+	if err != nil {
+		s.fail(w, fmt.Errorf("%w: %w", gateway.ErrInvalid, err))
+		return
+	}
+	if err := c.Reach(ref); err != nil {
+		s.fail(w, err)
+		return
+	}
+	l := s.g.Hub().Listen(ref.Key, sessionStreamBuffer)
+	defer l.Close()
+	out, ok := startSSE(w)
+	if !ok {
+		return
+	}
+	tick := time.NewTicker(keepalive)
+	defer tick.Stop()
+	for {
+		select {
+		case ev, ok := <-l.C:
+			if !ok {
+				out.send("", "lagged", map[string]string{"message": "this stream fell behind and was closed; reconnect and take a turn"})
+				return
+			}
+			if out.send("", ev.Type, ev) != nil {
+				return
+			}
+		case <-tick.C:
+			if out.comment("keepalive") != nil {
+				return
+			}
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// LogEvent is an event of the whole log as /v1/events streams it.
+type LogEvent struct {
+	Sequence   int64           `json:"sequence"`
+	SessionKey string          `json:"sessionKey"`
+	AgentID    string          `json:"agentId"`
+	SessionID  string          `json:"sessionId,omitempty"`
+	Kind       vigil.Kind      `json:"kind"`
+	ActorType  vigil.ActorType `json:"actorType"`
+	ActorID    string          `json:"actorId,omitempty"`
+	RunID      string          `json:"runId,omitempty"`
+	OccurredAt int64           `json:"occurredAt"`
+	RecordedAt int64           `json:"recordedAt"`
+	Summary    string          `json:"summary"`
+	Payload    json.RawMessage `json:"payload,omitempty"`
+}
+
+func logEvent(e vigil.Event) LogEvent {
+	return LogEvent{Sequence: e.Sequence, SessionKey: e.SessionKey, AgentID: e.AgentID, SessionID: e.SessionID,
+		Kind: e.Kind, ActorType: e.ActorType, ActorID: e.ActorID, RunID: e.RunID, OccurredAt: e.OccurredAt,
+		RecordedAt: e.RecordedAt, Summary: e.Summary, Payload: e.Payload}
+}
+
+// HistoryGap is the last event of a log stream whose position was pruned.
+type HistoryGap struct {
+	Requested       int64  `json:"requested"`
+	PrunedWatermark int64  `json:"prunedWatermark"`
+	Message         string `json:"message"`
+}
+
+// logEvents streams the signal log as it grows. With Last-Event-ID (or
+// ?after=N) it first replays every retained event after that sequence, so a
+// client that reconnects misses nothing and sees nothing twice; if that
+// position was pruned it gets one history_gap event instead and the stream
+// ends. ?session=KEY and ?agent=ID filter.
+func (s *server) logEvents(w http.ResponseWriter, r *http.Request, c gateway.Caller) {
+	q := r.URL.Query()
+	var filterSession, filterAgent string
+	if k := q.Get("session"); k != "" {
+		ref, err := vigil.Ref(q.Get("agent"), k)
+		if err != nil {
+			s.fail(w, fmt.Errorf("%w: session: %w", gateway.ErrInvalid, err))
+			return
+		}
+		filterSession, filterAgent = ref.Key, ref.AgentID
+	} else if a := q.Get("agent"); a != "" {
+		id, err := sessionkey.ParseAgentID(a)
+		if err != nil {
+			s.fail(w, fmt.Errorf("%w: agent: %w", gateway.ErrInvalid, err))
+			return
+		}
+		filterAgent = id
+	}
+	if filterAgent != "" && !c.CanReach(filterAgent) {
+		s.fail(w, fmt.Errorf("%w: this credential cannot reach agent %q", gateway.ErrForbidden, filterAgent))
+		return
+	}
+	after := int64(-1) // live only
+	pos := r.Header.Get("Last-Event-ID")
+	if pos == "" {
+		pos = q.Get("after")
+	}
+	if pos != "" {
+		n, err := strconv.ParseInt(strings.TrimSpace(pos), 10, 64)
+		if err != nil || n < 0 {
+			s.fail(w, fmt.Errorf("%w: the resume position %q must be an integer of at least 0", gateway.ErrInvalid, pos))
+			return
+		}
+		after = n
+	}
+	match := func(e vigil.Event) bool {
+		return c.CanReach(e.AgentID) && (filterAgent == "" || e.AgentID == filterAgent) &&
+			(filterSession == "" || e.SessionKey == filterSession)
+	}
+	eng := s.g.Engine()
+	l := s.g.Hub().ListenLog(logStreamBuffer)
+	defer func() { l.Close() }()
+	out, ok := startSSE(w)
+	if !ok {
+		return
+	}
+	// catchUp replays retained events after `after` from the store.
+	catchUp := func() bool {
+		for {
+			page, err := eng.Log(r.Context(), after, logCatchUpPage)
+			if err != nil {
+				s.log.Error("event stream: read log", "err", err)
+				return false
+			}
+			if after < page.PrunedWatermark {
+				out.send("", "history_gap", HistoryGap{Requested: after, PrunedWatermark: page.PrunedWatermark,
+					Message: "events after the requested position were pruned; re-read the sessions you follow"})
+				return false
+			}
+			for _, e := range page.Events {
+				if match(e) && out.send(strconv.FormatInt(e.Sequence, 10), "signal", logEvent(e)) != nil {
+					return false
+				}
+				after = e.Sequence
+			}
+			if len(page.Events) < logCatchUpPage {
+				return true
+			}
+		}
+	}
+	if after >= 0 && !catchUp() {
+		return
+	}
+	tick := time.NewTicker(keepalive)
+	defer tick.Stop()
+	for {
+		select {
+		case e, ok := <-l.C:
+			if !ok {
+				// Fell behind: listen again and fill the hole from the store.
+				l = s.g.Hub().ListenLog(logStreamBuffer)
+				if !catchUp() {
+					return
+				}
+				continue
+			}
+			if e.Sequence <= after {
+				continue // already sent during catch-up
+			}
+			after = e.Sequence
+			if match(e) && out.send(strconv.FormatInt(e.Sequence, 10), "signal", logEvent(e)) != nil {
+				return
+			}
+		case <-tick.C:
+			if out.comment("keepalive") != nil {
+				return
+			}
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
