@@ -169,6 +169,22 @@ func scanCursor(r scanner) (vigil.Cursor, error) {
 	return c, err
 }
 
+func collectEvents(rows *sql.Rows, err error) ([]vigil.Event, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []vigil.Event
+	for rows.Next() {
+		e, err := scanEvent(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
 func collectCursors(rows *sql.Rows, err error) ([]vigil.Cursor, error) {
 	if err != nil {
 		return nil, err
@@ -236,21 +252,10 @@ func (s *Store) History(ctx context.Context, ref vigil.SessionRef, after int64, 
 		h.EarliestRetained = earliest.Int64
 		h.Head = max(newest.Int64, head.Int64)
 		h.PrunedWatermark = watermark.Int64
-		rows, err := tx.QueryContext(ctx, `SELECT `+eventColumns+` FROM events
+		h.Events, err = collectEvents(tx.QueryContext(ctx, `SELECT `+eventColumns+` FROM events
 			WHERE agent_id = ? AND session_key = ? AND sequence > ? ORDER BY sequence LIMIT ?`,
-			ref.AgentID, ref.Key, after, limit)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			e, err := scanEvent(rows)
-			if err != nil {
-				return err
-			}
-			h.Events = append(h.Events, e)
-		}
-		return rows.Err()
+			ref.AgentID, ref.Key, after, limit))
+		return err
 	})
 	return h, err
 }
@@ -287,20 +292,10 @@ func (s *Store) Log(ctx context.Context, after int64, limit int) (vigil.LogPage,
 		if err := tx.QueryRowContext(ctx, `SELECT pruned FROM sequence_floor WHERE id = 1`).Scan(&p.PrunedWatermark); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT `+eventColumns+` FROM events WHERE sequence > ? ORDER BY sequence LIMIT ?`,
-			after, limit)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			e, err := scanEvent(rows)
-			if err != nil {
-				return err
-			}
-			p.Events = append(p.Events, e)
-		}
-		return rows.Err()
+		var err error
+		p.Events, err = collectEvents(tx.QueryContext(ctx, `SELECT `+eventColumns+` FROM events
+			WHERE sequence > ? ORDER BY sequence LIMIT ?`, after, limit))
+		return err
 	})
 	return p, err
 }
