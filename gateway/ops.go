@@ -1296,3 +1296,23 @@ func (g *Gateway) hasUnread(ctx context.Context, ref vigil.SessionRef) (bool, er
 		after = msgs[len(msgs)-1].ID
 	}
 }
+
+// --- session_wait ---
+
+// WaitInput is session_wait's input.
+type WaitInput struct {
+	TimeoutSeconds *int `json:"timeoutSeconds,omitempty" jsonschema:"how long to wait (0-60, default 30)"`
+}
+
+// Wait is session_turn for the caller's own session: it blocks until the
+// session has a notice, a message or a wake (or the timeout passes), then
+// returns them as a turn does, consuming and acknowledging them.
+func (g *Gateway) Wait(ctx context.Context, c Caller, in WaitInput) (TurnOutput, error) {
+	if c.Session == nil {
+		return TurnOutput{}, fmt.Errorf("%w: waiting needs an acting session", ErrForbidden)
+	}
+	if in.TimeoutSeconds != nil && (*in.TimeoutSeconds < 0 || *in.TimeoutSeconds > MaxTurnWait) {
+		return TurnOutput{}, invalid("timeoutSeconds must be an integer from 0 to %d, got %d", MaxTurnWait, *in.TimeoutSeconds)
+	}
+	return g.Turn(ctx, c, TurnInput{SessionKey: c.Session.Key, WaitSeconds: in.TimeoutSeconds})
+}

@@ -141,6 +141,9 @@ func newRegistry(g *Gateway) *Registry {
 		define("sessions_unwatch", true, "Stop watching a session: no more notices about it.", g.Unwatch),
 		define("session_goal", true, "Set, edit, change the status of, or clear a session's goal (set | edit | status | clear). "+
 			"Watchers of the session are told of the change.", g.SetGoal),
+		define("session_wait", true, "Wait (up to timeoutSeconds) until your session has something new: a notice that a "+
+			"session you watch changed, a message, or a wake. Returns the notices (as lines) and the new messages, and "+
+			"marks them seen. Use it when you have nothing else to do but should react to changes.", g.Wait),
 		define("session_pending", false, "Show a session's queued system events (its pending stale-state notices) without "+
 			"consuming or acknowledging them.", g.Pending),
 		define("session_turn", false, "Take the session's turn: wait until it has work, then consume its queued system "+

@@ -1031,6 +1031,7 @@ var e2eStringField = map[string]string{
 	"session_pending":  "sessionKey",
 	"session_reply":    "text",
 	"session_turn":     "sessionKey",
+	"session_wait":     "", // no string field
 	"session_reset":    "sessionKey",
 	"session_delete":   "sessionKey",
 	"run_end":          "outcome",
@@ -1081,6 +1082,9 @@ func TestE2EUnknownAndMistypedFieldsAreNamedOnEveryTool(t *testing.T) {
 			}
 			e2eBadInput(t, s, e2eOperator, "", tool.Name, `{"bogusField": 1}`,
 				http.StatusBadRequest, gateway.CodeInvalid, "unknown field", "bogusField")
+			if field == "" {
+				return
+			}
 			e2eBadInput(t, s, e2eOperator, "", tool.Name, map[string]any{field: 7},
 				http.StatusBadRequest, gateway.CodeInvalid, "field "+field, "string", "number")
 			e2eBadInput(t, s, e2eOperator, "", tool.Name, map[string]any{field: []string{"x"}},
@@ -1475,7 +1479,7 @@ func TestE2EToolListHasEveryToolWithInputAndOutputSchemas(t *testing.T) {
 		}
 	}
 	want := []string{"run_end", "session_compact", "session_delete", "session_goal", "session_pending", "session_reply",
-		"session_reset", "session_status", "session_turn", "sessions_history", "sessions_list", "sessions_send", "sessions_spawn", "sessions_unwatch"}
+		"session_reset", "session_status", "session_turn", "session_wait", "sessions_history", "sessions_list", "sessions_send", "sessions_spawn", "sessions_unwatch"}
 	slices.Sort(names)
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)

@@ -4,8 +4,10 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/internal/metrics"
+	"github.com/vigilhq/vigil/mcpserver"
 )
 
 // DefaultMaxBodyBytes bounds a request body.
@@ -33,6 +36,9 @@ type Options struct {
 	Metrics     *metrics.Metrics
 	// MaxBodyBytes bounds request bodies; 0 means 1 MiB.
 	MaxBodyBytes int64
+	// Context bounds background work the handler starts (MCP sessions'
+	// resource notifications); nil means it lives as long as the process.
+	Context context.Context
 }
 
 type server struct {
@@ -61,6 +67,10 @@ func New(g *gateway.Gateway, opts Options) http.Handler {
 	mux.HandleFunc("POST /v1/sessions/{key}/reply", s.authed(s.sessionTool("session_reply")))
 	mux.HandleFunc("GET /v1/sessions/{key}/events", s.authed(s.sessionEvents))
 	mux.HandleFunc("GET /v1/events", s.authed(s.logEvents))
+	if opts.Context == nil {
+		opts.Context = context.Background()
+	}
+	mux.Handle("/mcp", mcpserver.Handler(opts.Context, g, s.resolve, opts.Logger))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
@@ -102,19 +112,31 @@ func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
 // authed resolves the caller (credential and acting session) before h.
 func (s *server) authed(h func(http.ResponseWriter, *http.Request, gateway.Caller)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		p, ok := s.principal(r)
-		if !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="vigil"`)
-			writeError(w, http.StatusUnauthorized, gateway.CodeUnauthenticated, "a valid bearer token is required")
-			return
-		}
-		c, err := s.g.ResolveCaller(r.Context(), p, strings.TrimSpace(r.Header.Get(SessionHeader)))
+		c, err := s.resolve(r)
 		if err != nil {
+			if gateway.Code(err) == gateway.CodeUnauthenticated {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="vigil"`)
+			}
 			s.fail(w, err)
 			return
 		}
 		h(w, r, c)
 	}
+}
+
+// resolve authenticates the request and decides who acts: the credential,
+// and the session named by the Vigil-Session header (or, where a client
+// cannot set headers, the session query parameter).
+func (s *server) resolve(r *http.Request) (gateway.Caller, error) {
+	p, ok := s.principal(r)
+	if !ok {
+		return gateway.Caller{}, fmt.Errorf("%w: a valid bearer token is required", gateway.ErrUnauthenticated)
+	}
+	session := strings.TrimSpace(r.Header.Get(SessionHeader))
+	if session == "" {
+		session = strings.TrimSpace(r.URL.Query().Get("session"))
+	}
+	return s.g.ResolveCaller(r.Context(), p, session)
 }
 
 func (s *server) principal(r *http.Request) (gateway.Principal, bool) {

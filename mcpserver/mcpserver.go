@@ -1,0 +1,202 @@
+// Package mcpserver serves vigil's session tools over the Model Context
+// Protocol, with the official Go SDK. It is a transport: every tool comes
+// from the gateway's one registry; what MCP adds is that each tool result
+// also carries the caller's queued notices (as "System: " lines), since MCP
+// clients commonly ignore server notifications, and each session is a
+// resource a client can subscribe to.
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/gateway"
+)
+
+// Version is reported to clients.
+const Version = "0.1.0"
+
+// SessionURIPrefix starts every session resource's URI.
+const SessionURIPrefix = "vigil://session/"
+
+// New returns an MCP server acting as caller on g. Its session resources
+// report changes to subscribers until ctx ends.
+func New(ctx context.Context, g *gateway.Gateway, caller gateway.Caller, log *slog.Logger) *mcp.Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	subs := &subscriptions{uris: map[string]int{}}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "vigil", Version: Version}, &mcp.ServerOptions{
+		Instructions: "vigil tells you when someone else changed a session you depend on. When a tool result ends " +
+			"with a \"System:\" line saying a session changed, call session_status with the changesSince number it " +
+			"gives before you act on that session.",
+		Logger:             log,
+		SubscribeHandler:   subs.subscribe,
+		UnsubscribeHandler: subs.unsubscribe,
+	})
+	for _, t := range g.Tools().List() {
+		if !t.ForModels {
+			continue
+		}
+		srv.AddTool(&mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema,
+			OutputSchema: t.OutputSchema}, toolHandler(g, caller, t))
+	}
+	srv.AddResourceTemplate(&mcp.ResourceTemplate{
+		Name:        "session",
+		Title:       "A vigil session",
+		Description: "A session's status: its facts and state version. Subscribe to hear when its state version moves.",
+		MIMEType:    "application/json",
+		URITemplate: SessionURIPrefix + "{sessionKey}",
+	}, readSession(g, caller))
+	go subs.notify(ctx, g, srv)
+	return srv
+}
+
+// toolHandler runs a registry tool as the caller, then appends and
+// acknowledges the caller's queued system events.
+func toolHandler(g *gateway.Gateway, caller gateway.Caller, t *gateway.Tool) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		res := &mcp.CallToolResult{}
+		out, err := t.Call(ctx, caller, req.Params.Arguments)
+		if err != nil {
+			res.IsError = true
+			res.Content = []mcp.Content{&mcp.TextContent{Text: toolError(err)}}
+		} else {
+			text, err := json.Marshal(out)
+			if err != nil {
+				return nil, fmt.Errorf("encode %s result: %w", t.Name, err)
+			}
+			res.StructuredContent = out
+			res.Content = []mcp.Content{&mcp.TextContent{Text: string(text)}}
+		}
+		res.Content = append(res.Content, deliverNotices(ctx, g, caller)...)
+		return res, nil
+	}
+}
+
+// toolError words an error for the model: what was wrong, never internals.
+func toolError(err error) string {
+	if gateway.Code(err) == gateway.CodeInternal {
+		return "internal error: the tool could not run; try again later"
+	}
+	return err.Error()
+}
+
+// deliverNotices drains the caller's queue: the lines go into the result,
+// and handing them over counts as the turn that consumed them, so notices
+// are acknowledged (with one follow-up for interleaved changes) and never
+// delivered twice.
+func deliverNotices(ctx context.Context, g *gateway.Gateway, caller gateway.Caller) []mcp.Content {
+	if caller.Session == nil {
+		return nil
+	}
+	d, err := g.Engine().Drain(ctx, caller.Session.Key)
+	if err != nil {
+		return nil // the events were put back; the next result carries them
+	}
+	var out []mcp.Content
+	for _, e := range d.Events {
+		out = append(out, &mcp.TextContent{Text: "System: " + e.Text})
+	}
+	return out
+}
+
+func readSession(g *gateway.Gateway, caller gateway.Caller) mcp.ResourceHandler {
+	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		key, ok := strings.CutPrefix(req.Params.URI, SessionURIPrefix)
+		if !ok {
+			return nil, mcp.ResourceNotFoundError(req.Params.URI)
+		}
+		st, err := g.Status(ctx, caller, gateway.StatusInput{SessionKey: key})
+		if err != nil {
+			if gateway.Code(err) == gateway.CodeNotFound {
+				return nil, mcp.ResourceNotFoundError(req.Params.URI)
+			}
+			return nil, err
+		}
+		b, err := json.Marshal(st)
+		if err != nil {
+			return nil, err
+		}
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{
+			URI: req.Params.URI, MIMEType: "application/json", Text: string(b)}}}, nil
+	}
+}
+
+// subscriptions counts subscribers per session URI, so only sessions
+// someone follows cost a notification.
+type subscriptions struct {
+	mu   sync.Mutex
+	uris map[string]int
+}
+
+func (s *subscriptions) subscribe(_ context.Context, req *mcp.SubscribeRequest) error {
+	if !strings.HasPrefix(req.Params.URI, SessionURIPrefix) {
+		return fmt.Errorf("%q is not a vigil session resource", req.Params.URI)
+	}
+	if _, err := vigil.Ref("", strings.TrimPrefix(req.Params.URI, SessionURIPrefix)); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.uris[req.Params.URI]++
+	return nil
+}
+
+func (s *subscriptions) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.uris[req.Params.URI]--; s.uris[req.Params.URI] <= 0 {
+		delete(s.uris, req.Params.URI)
+	}
+	return nil
+}
+
+func (s *subscriptions) followed(uri string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.uris[uri] > 0
+}
+
+func (s *subscriptions) all() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.uris))
+	for u := range s.uris {
+		out = append(out, u)
+	}
+	return out
+}
+
+// notify tells subscribers when a session's state version moves: each
+// appended event moves its session's version.
+func (s *subscriptions) notify(ctx context.Context, g *gateway.Gateway, srv *mcp.Server) {
+	for {
+		l := g.Hub().ListenLog(256)
+		for open := true; open; {
+			select {
+			case e, ok := <-l.C:
+				if !ok {
+					open = false // fell behind: assume everything followed moved
+					for _, uri := range s.all() {
+						srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri})
+					}
+					break
+				}
+				if uri := SessionURIPrefix + e.SessionKey; s.followed(uri) {
+					srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri})
+				}
+			case <-ctx.Done():
+				l.Close()
+				return
+			}
+		}
+	}
+}

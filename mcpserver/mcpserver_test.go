@@ -1,0 +1,103 @@
+package mcpserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/mcpserver"
+	"github.com/vigilhq/vigil/store/sqlitestore"
+)
+
+// connect serves the MCP server acting as session over an in-memory pipe.
+func connect(t *testing.T, g *gateway.Gateway, session string) *mcp.ClientSession {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	caller, err := g.ResolveCaller(ctx, gateway.LocalPrincipal, session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ct := mcp.NewInMemoryTransports()
+	go mcpserver.New(ctx, g, caller, nil).Run(ctx, st)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func newGateway(t *testing.T) *gateway.Gateway {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "v.db"), sqlitestore.Options{Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := gateway.NewHub()
+	eng, err := vigil.Open(ctx, st, vigil.Options{PruneInterval: -1, OnWake: hub.Wake, OnNotice: hub.Notice, OnRecord: hub.Record})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gateway.New(eng, st, gateway.Options{Hub: hub})
+	t.Cleanup(func() { g.Close(); eng.Close(); st.Close() })
+	return g
+}
+
+func texts(r *mcp.CallToolResult) []string {
+	var out []string
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			out = append(out, tc.Text)
+		}
+	}
+	return out
+}
+
+func call(t *testing.T, cs *mcp.ClientSession, name string, args any) *mcp.CallToolResult {
+	t.Helper()
+	r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return r
+}
+
+func TestToolResultCarriesEachPendingNoticeOnce(t *testing.T) {
+	g := newGateway(t)
+	manager := connect(t, g, "agent:main:main")
+	r := call(t, manager, "sessions_spawn", map[string]any{"task": "draft"})
+	var spawned gateway.SpawnOutput
+	json.Unmarshal([]byte(texts(r)[0]), &spawned)
+	// A person writes into the child.
+	person, _ := g.ResolveCaller(context.Background(), gateway.LocalPrincipal, "")
+	if _, err := g.Send(context.Background(), person, gateway.SendInput{SessionKey: spawned.ChildSessionKey,
+		Message: "use the new figures", TimeoutSeconds: new(int)}); err != nil {
+		t.Fatal(err)
+	}
+	r = call(t, manager, "sessions_list", map[string]any{})
+	got := texts(r)
+	want := "System: " + vigil.NoticeText(spawned.ChildSessionKey, 1)
+	if len(got) != 2 || got[1] != want {
+		t.Fatalf("result content = %q, want the result then %q", got, want)
+	}
+	if got := texts(call(t, manager, "sessions_list", map[string]any{})); len(got) != 1 {
+		t.Fatalf("the notice was delivered twice: %q", got)
+	}
+}
+
+func TestMalformedArgumentsAreAToolErrorNamingTheField(t *testing.T) {
+	g := newGateway(t)
+	cs := connect(t, g, "agent:main:main")
+	r := call(t, cs, "session_status", map[string]any{"sessionKey": "agent:main:main", "changesSince": "three"})
+	if !r.IsError || !strings.Contains(texts(r)[0], "changesSince") {
+		t.Fatalf("result = %+v %q", r, texts(r))
+	}
+}
