@@ -51,6 +51,7 @@ type Gateway struct {
 	waitMu  sync.Mutex // guards waiters and closed
 	waiters map[vigil.SessionRef][]*waiter
 	closed  bool
+	done    chan struct{} // closed by Close: waiting turns end
 }
 
 // waiter is a sessions_send waiting for the target's reply.
@@ -79,15 +80,20 @@ func New(eng *vigil.Engine, store Store, opts Options) *Gateway {
 	if opts.Hub == nil {
 		opts.Hub = NewHub()
 	}
-	g := &Gateway{eng: eng, store: store, log: opts.Logger, opts: opts, waiters: map[vigil.SessionRef][]*waiter{}}
+	g := &Gateway{eng: eng, store: store, log: opts.Logger, opts: opts, waiters: map[vigil.SessionRef][]*waiter{},
+		done: make(chan struct{})}
 	g.tools = newRegistry(g)
 	return g
 }
 
 // Close ends every sessions_send still waiting for a reply with status
-// error, so a shutdown need not wait out their timeouts.
+// error, and every waiting turn as timed out, so a shutdown need not wait
+// out their timeouts. It is safe to call more than once.
 func (g *Gateway) Close() {
 	g.waitMu.Lock()
+	if !g.closed {
+		close(g.done)
+	}
 	g.closed = true
 	refs := make([]vigil.SessionRef, 0, len(g.waiters))
 	for ref := range g.waiters {

@@ -1203,8 +1203,17 @@ func (g *Gateway) Turn(ctx context.Context, c Caller, in TurnInput) (TurnOutput,
 		for !woken {
 			select {
 			case ev, ok := <-l.C:
-				// A lagged listener has missed events: look again.
-				woken = !ok || ev.Type == LiveWake || ev.Type == LiveMessage
+				if ok {
+					woken = ev.Type == LiveWake || ev.Type == LiveMessage
+					break
+				}
+				// Cut loose after a burst: listen again, and end the wait only
+				// for what would have woken it (a sub-agent's notices never do).
+				l = g.opts.Hub.Listen(ref.Key, 16)
+				if woken, err = g.wakeWorthy(ctx, ref); err != nil {
+					l.Close()
+					return TurnOutput{}, err
+				}
 			case <-timer.C:
 				l.Close()
 				return TurnOutput{SessionKey: ref.Key, SystemEvents: []string{}, Messages: []MessageView{},
@@ -1212,6 +1221,10 @@ func (g *Gateway) Turn(ctx context.Context, c Caller, in TurnInput) (TurnOutput,
 			case <-ctx.Done():
 				l.Close()
 				return TurnOutput{}, ctx.Err()
+			case <-g.done:
+				l.Close()
+				return TurnOutput{SessionKey: ref.Key, SystemEvents: []string{}, Messages: []MessageView{},
+					Acknowledged: []string{}, FollowUps: []string{}, TimedOut: true}, nil
 			}
 		}
 		l.Close()
@@ -1270,6 +1283,15 @@ func (g *Gateway) takeTurn(ctx context.Context, ref vigil.SessionRef) (TurnOutpu
 	}
 	out.TurnID = "turn-" + g.opts.NewID()
 	return out, true, nil
+}
+
+// wakeWorthy reports whether the session has work that wakes it: unread
+// messages, or, unless it is a sub-agent, queued system events.
+func (g *Gateway) wakeWorthy(ctx context.Context, ref vigil.SessionRef) (bool, error) {
+	if !sessionkey.IsSubAgent(ref.Key) && len(g.eng.Pending(ref.Key)) > 0 {
+		return true, nil
+	}
+	return g.hasUnread(ctx, ref)
 }
 
 // hasUnread reports whether the session has inbound messages no turn has

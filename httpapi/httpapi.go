@@ -19,6 +19,7 @@ import (
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/internal/metrics"
 	"github.com/vigilhq/vigil/mcpserver"
+	"github.com/vigilhq/vigil/sessionkey"
 )
 
 // DefaultMaxBodyBytes bounds a request body.
@@ -36,8 +37,9 @@ type Options struct {
 	Metrics     *metrics.Metrics
 	// MaxBodyBytes bounds request bodies; 0 means 1 MiB.
 	MaxBodyBytes int64
-	// Context bounds background work the handler starts (MCP sessions'
-	// resource notifications); nil means it lives as long as the process.
+	// Context bounds what the handler keeps open: event streams end and
+	// MCP sessions' background work stops when it is done (cancel it when
+	// shutdown begins). nil means they live as long as the process.
 	Context context.Context
 }
 
@@ -55,6 +57,9 @@ func New(g *gateway.Gateway, opts Options) http.Handler {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if opts.Context == nil {
+		opts.Context = context.Background()
+	}
 	s := &server{g: g, opts: opts, log: opts.Logger}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
@@ -67,9 +72,6 @@ func New(g *gateway.Gateway, opts Options) http.Handler {
 	mux.HandleFunc("POST /v1/sessions/{key}/reply", s.authed(s.sessionTool("session_reply")))
 	mux.HandleFunc("GET /v1/sessions/{key}/events", s.authed(s.sessionEvents))
 	mux.HandleFunc("GET /v1/events", s.authed(s.logEvents))
-	if opts.Context == nil {
-		opts.Context = context.Background()
-	}
 	mux.Handle("/mcp", mcpserver.Handler(opts.Context, g, s.resolve, opts.Logger))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
@@ -199,12 +201,19 @@ func (s *server) sessionTool(name string) func(http.ResponseWriter, *http.Reques
 			s.fail(w, err)
 			return
 		}
-		key, _ := json.Marshal(r.PathValue("key"))
-		if given, ok := in["sessionKey"]; ok && string(given) != string(key) {
-			writeError(w, http.StatusBadRequest, gateway.CodeInvalid, "sessionKey in the body differs from the one in the path")
-			return
+		path := r.PathValue("key")
+		if given, ok := in["sessionKey"]; ok {
+			var key string
+			if err := json.Unmarshal(given, &key); err != nil {
+				writeError(w, http.StatusBadRequest, gateway.CodeInvalid, "field sessionKey: expected a string")
+				return
+			}
+			if !sameKey(key, path) {
+				writeError(w, http.StatusBadRequest, gateway.CodeInvalid, "sessionKey in the body differs from the one in the path")
+				return
+			}
 		}
-		in["sessionKey"] = key
+		in["sessionKey"], _ = json.Marshal(path)
 		body, _ = json.Marshal(in)
 		s.call(w, r, c, tool, body)
 	}
@@ -276,4 +285,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	enc.Encode(v)
+}
+
+// sameKey reports whether two spellings name the same session key.
+func sameKey(a, b string) bool {
+	ka, errA := sessionkey.Parse(a)
+	kb, errB := sessionkey.Parse(b)
+	if errA != nil || errB != nil {
+		return a == b
+	}
+	return ka.String() == kb.String()
 }

@@ -107,6 +107,8 @@ func (s *server) sessionEvents(w http.ResponseWriter, r *http.Request, c gateway
 			}
 		case <-r.Context().Done():
 			return
+		case <-s.opts.Context.Done(): // the server is shutting down
+			return
 		}
 	}
 }
@@ -243,6 +245,8 @@ func (s *server) logEvents(w http.ResponseWriter, r *http.Request, c gateway.Cal
 				return
 			}
 		case <-r.Context().Done():
+			return
+		case <-s.opts.Context.Done(): // the server is shutting down
 			return
 		}
 	}
