@@ -18,6 +18,7 @@ import (
 	"github.com/vigilhq/vigil/httpapi"
 	"github.com/vigilhq/vigil/internal/metrics"
 	"github.com/vigilhq/vigil/store/sqlitestore"
+	"github.com/vigilhq/vigil/webhook"
 )
 
 const defaultAddr = "127.0.0.1:7317"
@@ -104,8 +105,24 @@ func serve(ctx context.Context, log *slog.Logger, dbPath, addr, configPath, sync
 		return err
 	}
 	defer st.Close()
+	targets := map[string]webhook.Target{}
+	for _, w := range cfg.Webhooks {
+		if _, dup := targets[w.Agent]; dup {
+			return fmt.Errorf("webhooks: agent %q has two webhooks", w.Agent)
+		}
+		targets[w.Agent] = webhook.Target{URL: w.URL, Secret: w.Secret}
+	}
+	hooks, err := webhook.New(targets, webhook.Options{Logger: log})
+	if err != nil {
+		return fmt.Errorf("webhooks: %w", err)
+	}
+	defer hooks.Close() // after the engine has closed: no more wakes come
 	hub := gateway.NewHub()
-	eng, err := vigil.Open(ctx, st, vigil.Options{Logger: log, OnWake: hub.Wake, OnNotice: hub.Notice, OnRecord: hub.Record})
+	wake := func(watcher string) {
+		hub.Wake(watcher)
+		hooks.Wake(watcher)
+	}
+	eng, err := vigil.Open(ctx, st, vigil.Options{Logger: log, OnWake: wake, OnNotice: hub.Notice, OnRecord: hub.Record})
 	if err != nil {
 		return err
 	}
@@ -118,12 +135,19 @@ func serve(ctx context.Context, log *slog.Logger, dbPath, addr, configPath, sync
 	if err != nil {
 		return err
 	}
+	// Streams and long polls never go idle on their own: end them when
+	// shutdown begins so in-flight requests can finish.
+	open, closeStreams := context.WithCancel(context.Background())
+	defer closeStreams()
 	srv := &http.Server{
-		Handler:           httpapi.New(g, httpapi.Options{Credentials: creds, Logger: log, Metrics: m}),
+		Handler:           httpapi.New(g, httpapi.Options{Credentials: creds, Logger: log, Metrics: m, Context: open}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	srv.RegisterOnShutdown(g.Close) // waiting sends answer at once instead of holding shutdown
+	srv.RegisterOnShutdown(func() {
+		g.Close() // waiting sends and turns answer at once instead of holding shutdown
+		closeStreams()
+	})
 	log.Info("vigil listening", "addr", ln.Addr().String(), "db", dbPath)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

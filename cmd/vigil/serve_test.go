@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -17,6 +18,7 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/webhook"
 )
 
 // serveHangGuard bounds every wait on `vigil serve`.
@@ -74,11 +76,18 @@ func runServeAsync(t *testing.T, env map[string]string, args ...string) *serveRu
 func startServe(t *testing.T, db string, env map[string]string) *serveRun {
 	t.Helper()
 	r := runServeAsync(t, env, "--db", db, "--addr", "127.0.0.1:0")
+	r.awaitListening(t)
+	return r
+}
+
+// awaitListening waits until the server logs the address it listens on.
+func (r *serveRun) awaitListening(t *testing.T) {
+	t.Helper()
 	deadline := time.After(serveHangGuard)
 	for {
 		if m := listeningLine.FindStringSubmatch(r.stderr.String()); m != nil {
 			r.addr = m[1]
-			return r
+			return
 		}
 		select {
 		case code := <-r.done:
@@ -295,5 +304,94 @@ func TestServeShutdownEndsWaitingSendsAtOnce(t *testing.T) {
 	got := <-result
 	if got.Status != "error" || !strings.Contains(got.Error, "shutting down") {
 		t.Fatalf("the waiting send answered %+v", got)
+	}
+}
+
+func TestServeShutdownEndsStreamsAndWaitingTurns(t *testing.T) {
+	// A turn sent just before shutdown may not have reached the server yet;
+	// try a few times until one was parked when shutdown began.
+	for attempt := 1; ; attempt++ {
+		r := startServe(t, filepath.Join(t.TempDir(), "vigil.db"), nil)
+		stream, err := http.Get("http://" + r.addr + "/v1/events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		streamDone := make(chan struct{})
+		go func() {
+			io.Copy(io.Discard, stream.Body)
+			stream.Body.Close()
+			close(streamDone)
+		}()
+		type answer struct {
+			code int
+			out  gateway.TurnOutput
+			err  error
+		}
+		turn := make(chan answer, 1)
+		go func() {
+			req, _ := http.NewRequest(http.MethodPost, "http://"+r.addr+"/v1/sessions/agent:main:main/turn",
+				strings.NewReader(`{"waitSeconds": 60}`))
+			req.Header.Set("Vigil-Session", "agent:main:main")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				turn <- answer{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			var a answer
+			a.code = resp.StatusCode
+			a.err = json.NewDecoder(resp.Body).Decode(&a.out)
+			turn <- a
+		}()
+		for range 20 { // give the turn time to arrive; no assertion rests on it
+			http.Get("http://" + r.addr + "/healthz")
+		}
+		if code := r.stop(t); code != 0 {
+			t.Fatalf("exit %d (a stream or turn held shutdown):\n%s", code, r.stderr.String())
+		}
+		<-streamDone
+		a := <-turn
+		if a.err != nil && attempt < 5 {
+			continue // the turn never reached the server
+		}
+		if a.err != nil || a.code != http.StatusOK || !a.out.TimedOut {
+			t.Fatalf("the waiting turn answered %d %+v %v", a.code, a.out, a.err)
+		}
+		return
+	}
+}
+
+func TestServePostsSignedWakesToTheAgentsWebhook(t *testing.T) {
+	const secret = "a-webhook-secret-of-some-length"
+	wakes := make(chan map[string]any, 10)
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if !webhook.Verify([]byte(secret), body, r.Header.Get(webhook.HeaderSignature)) {
+			http.Error(w, "bad signature", http.StatusUnauthorized)
+			return
+		}
+		var wake map[string]any
+		json.Unmarshal(body, &wake)
+		wakes <- wake
+	}))
+	defer receiver.Close()
+	dir := t.TempDir()
+	config := filepath.Join(dir, "vigil.json")
+	cfg, _ := json.Marshal(gateway.Config{Webhooks: []gateway.WebhookConfig{{Agent: "main", URL: receiver.URL, Secret: secret}}})
+	if err := os.WriteFile(config, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runServeAsync(t, nil, "--db", filepath.Join(dir, "vigil.db"), "--addr", "127.0.0.1:0", "--config", config)
+	r.awaitListening(t)
+	sp := callOK[gateway.SpawnOutput](t, r, "", "agent:main:main", "sessions_spawn", map[string]any{"task": "draft"})
+	callOK[gateway.SendOutput](t, r, "", "", "sessions_send",
+		map[string]any{"sessionKey": sp.ChildSessionKey, "message": "use the new figures", "timeoutSeconds": 0})
+	select {
+	case wake := <-wakes:
+		if wake["type"] != "wake" || wake["sessionKey"] != "agent:main:main" || wake["agentId"] != "main" {
+			t.Fatalf("wake = %v", wake)
+		}
+	case <-time.After(serveHangGuard):
+		t.Fatal("no signed wake reached the webhook (hang guard)")
 	}
 }
