@@ -1,0 +1,776 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/httpapi"
+)
+
+// cliCommands are the client commands, in the order help lists them.
+var cliCommands = []cliCommand{
+	{
+		name: "sessions", args: "[flags]", acting: true,
+		summary: "list the sessions (key, kind, parent, version, goal, label)",
+		help: "List the sessions the token may reach, all pages of them, as a table of key, kind,\n" +
+			"parent, state version, goal status and label.",
+		define: cliSessions,
+	},
+	{
+		name: "status", args: "KEY [flags]", acting: true,
+		summary: "show a session's facts and version; --since N lists its changes",
+		help: "Show session KEY's facts and state version. With --since N (the number a notice\n" +
+			"gives) also list the changes after version N, one line each:\n" +
+			"  #sequence  actorType actorId  summary\n" +
+			"and warn when retention has removed some of them (a history gap).",
+		define: cliStatus,
+	},
+	{
+		name: "send", args: "KEY MESSAGE [flags]",
+		summary: "send a message to a session (as a person, or --from a session)",
+		help: "Send MESSAGE to session KEY. Without --from it is a person's message; with --from\n" +
+			"SESSION it is that session's. It waits up to --timeout seconds (default 30, as the\n" +
+			"gateway does; 0 returns at once) for KEY's reply. --watch makes the sending session\n" +
+			"a watcher of KEY.",
+		define: cliSend,
+	},
+	{
+		name: "spawn", args: "PARENT TASK [flags]",
+		summary: "start a child session of PARENT with a task",
+		help: "Start a child session of PARENT (which becomes its parent and watcher) with TASK as\n" +
+			"its first message. Prints the child's key and run id.",
+		define: cliSpawn,
+	},
+	{
+		name: "goal", args: "KEY set OBJECTIVE [--status S] | edit OBJECTIVE | status STATUS | clear", acting: true,
+		summary: "set, edit, change the status of, or clear a session's goal",
+		help: "Change session KEY's goal: set (create or replace) an objective, edit the objective,\n" +
+			"change its status (active, paused, blocked, complete), or clear it. Without --as the\n" +
+			"change is a person's.",
+		define: cliGoal,
+	},
+	{
+		name: "turn", args: "KEY [flags]",
+		summary: "take session KEY's turn: consume its notices and new messages",
+		help: "Take session KEY's turn, acting as KEY: wait (up to --wait seconds, default 30) for\n" +
+			"work, then consume its queued system events (acknowledging the notices among them)\n" +
+			"and its unread messages, and print them.",
+		define: cliTurn,
+	},
+	{
+		name: "reply", args: "KEY TEXT [flags]",
+		summary: "reply as session KEY (completes a waiting send)",
+		help: "Reply as session KEY: TEXT goes into its transcript and completes the send waiting\n" +
+			"for it (the one whose message --reply-to names, or the oldest).",
+		define: cliReply,
+	},
+	{
+		name: "tail", args: "[KEY] [flags]", acting: true,
+		summary: "follow the signal log, or with KEY one session's live events",
+		help: "Without KEY, print the signal log as it grows, one line per event:\n" +
+			"  #sequence sessionKey kind actorType actorId summary\n" +
+			"resuming where it left off when the connection drops; --since N first replays the\n" +
+			"events after N. If that position was pruned it prints the history gap and stops\n" +
+			"(exit 1). With KEY, print that session's wakes, notices, messages and replies.\n" +
+			"Runs until interrupted.",
+		define: cliTail,
+	},
+	{
+		name: "unwatch", args: "KEY --as WATCHER", acting: true,
+		summary: "stop session WATCHER watching KEY",
+		help:    "Stop session WATCHER (--as, or VIGIL_SESSION) watching session KEY, dropping any pending notice.",
+		define:  cliUnwatch,
+	},
+	{
+		name: "reset", args: "KEY [flags]", acting: true,
+		summary: "give a session a new incarnation, dropping the cursors it holds",
+		help:    "Reset session KEY: a new incarnation id; the cursors it holds as a watcher and its queued notices are dropped.",
+		define:  cliReset,
+	},
+	{
+		name: "delete", args: "KEY [flags]", acting: true,
+		summary: "delete a session with its transcript, events and cursors",
+		help:    "Delete session KEY: its row, transcript, runs, events, head and every cursor naming it.",
+		define:  cliDelete,
+	},
+}
+
+// cliIsSet reports whether the flag name was given.
+func cliIsSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// cliArgs checks the number of positional arguments.
+func cliArgs(args []string, names ...string) error {
+	if len(args) < len(names) {
+		return cliUsagef("missing %s", strings.Join(names[len(args):], " and "))
+	}
+	if len(args) > len(names) {
+		return cliUsagef("unexpected argument %q (quote a message of several words)", args[len(names)])
+	}
+	return nil
+}
+
+func cliOr(s, fallback string) string {
+	if s == "" {
+		return fallback
+	}
+	return s
+}
+
+func cliTime(ms int64) string {
+	if ms == 0 {
+		return "-"
+	}
+	return time.UnixMilli(ms).Format(time.RFC3339)
+}
+
+func cliYesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// cliCheckActing checks --as (or VIGIL_SESSION) when it is set.
+func (c *cliClient) checkActing() error {
+	if c.as == "" {
+		return nil
+	}
+	return cliCheckKey("--as", c.as)
+}
+
+// --- sessions ---
+
+// cliListPage is how many rows sessions asks for at a time.
+var cliListPage = gateway.MaxPageLimit
+
+func cliSessions(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) error {
+	agent := fs.String("agent", "", "only sessions of this agent")
+	kind := fs.String("kind", "", "only sessions of this kind: main, subagent or other")
+	limit := fs.Int("limit", 0, "show at most N sessions (default: all)")
+	keys := fs.Bool("keys", false, "print only the session keys, one a line")
+	return func(ctx context.Context, args []string) error {
+		if err := cliArgs(args); err != nil {
+			return err
+		}
+		if *limit < 0 {
+			return cliUsagef("--limit must be at least 0")
+		}
+		if err := c.checkActing(); err != nil {
+			return err
+		}
+		var raws []json.RawMessage
+		var rows []gateway.SessionRow
+		cursor := ""
+		for {
+			page := cliListPage
+			if *limit > 0 {
+				page = min(page, *limit-len(rows))
+			}
+			in := gateway.ListInput{AgentID: *agent, Kind: *kind, Cursor: cursor, Limit: &page}
+			data, err := c.post(ctx, "/v1/tools/sessions_list", c.as, in)
+			if err != nil {
+				return err
+			}
+			var out struct {
+				Sessions   []json.RawMessage `json:"sessions"`
+				NextCursor string            `json:"nextCursor"`
+			}
+			if err := json.Unmarshal(data, &out); err != nil {
+				return fmt.Errorf("the gateway answered something that is not a session list: %w", err)
+			}
+			for _, raw := range out.Sessions {
+				var row gateway.SessionRow
+				if err := json.Unmarshal(raw, &row); err != nil {
+					return fmt.Errorf("the gateway answered a session row that is not one: %w", err)
+				}
+				raws, rows = append(raws, raw), append(rows, row)
+			}
+			if out.NextCursor == "" || (*limit > 0 && len(rows) >= *limit) || len(out.Sessions) == 0 {
+				break
+			}
+			cursor = out.NextCursor
+		}
+		switch {
+		case c.json:
+			if raws == nil {
+				raws = []json.RawMessage{}
+			}
+			data, _ := json.Marshal(struct {
+				Sessions []json.RawMessage `json:"sessions"`
+			}{raws})
+			c.printRaw(data)
+		case *keys:
+			for _, r := range rows {
+				c.printf("%s\n", r.SessionKey)
+			}
+		default:
+			tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "KEY\tKIND\tPARENT\tVERSION\tGOAL\tLABEL")
+			for _, r := range rows {
+				goal := "-"
+				if r.Goal != nil {
+					goal = r.Goal.Status
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", r.SessionKey, r.Kind, cliOr(r.SpawnedBy, "-"),
+					r.StateVersion, goal, cliOr(r.Label, "-"))
+			}
+			tw.Flush()
+		}
+		return nil
+	}
+}
+
+// --- status ---
+
+func cliStatus(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) error {
+	since := fs.Int64("since", 0, "also list the changes after this state version")
+	limit := fs.Int("limit", 0, "with --since: at most this many changes (1-200, default 200)")
+	agent := fs.String("agent", "", "the owning agent, needed only for a bare key such as global")
+	return func(ctx context.Context, args []string) error {
+		if err := cliArgs(args, "KEY"); err != nil {
+			return err
+		}
+		key := args[0]
+		if err := cliCheckRef("KEY", key, *agent); err != nil {
+			return err
+		}
+		if err := c.checkActing(); err != nil {
+			return err
+		}
+		in := gateway.StatusInput{SessionKey: key, AgentID: *agent}
+		if cliIsSet(fs, "since") {
+			in.ChangesSince = since
+		}
+		if cliIsSet(fs, "limit") {
+			if in.ChangesSince == nil {
+				return cliUsagef("--limit needs --since")
+			}
+			in.Limit = limit
+		}
+		var out gateway.StatusOutput
+		if printed, err := c.tool(ctx, "session_status", c.as, in, &out); printed || err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "session\t%s\n", out.SessionKey)
+		fmt.Fprintf(tw, "agent\t%s\n", out.AgentID)
+		if !out.Exists {
+			fmt.Fprintf(tw, "exists\tno (never created, or deleted)\n")
+		} else {
+			fmt.Fprintf(tw, "kind\t%s\n", out.Kind)
+			fmt.Fprintf(tw, "incarnation\t%s\n", out.SessionID)
+			if out.Label != "" {
+				fmt.Fprintf(tw, "label\t%s\n", out.Label)
+			}
+			fmt.Fprintf(tw, "parent\t%s\n", cliOr(out.SpawnedBy, "-"))
+			if out.Goal != nil {
+				fmt.Fprintf(tw, "goal\t%s (%s)\n", out.Goal.Objective, out.Goal.Status)
+			} else {
+				fmt.Fprintf(tw, "goal\t-\n")
+			}
+			fmt.Fprintf(tw, "created\t%s\n", cliTime(out.CreatedAt))
+			fmt.Fprintf(tw, "updated\t%s\n", cliTime(out.UpdatedAt))
+		}
+		fmt.Fprintf(tw, "version\t%d\n", out.StateVersion)
+		tw.Flush()
+		if sc := out.StateChanges; sc != nil {
+			if len(sc.Events) == 0 {
+				c.printf("\nno changes since %d\n", *since)
+			} else {
+				c.printf("\nchanges since %d:\n", *since)
+			}
+			for _, e := range sc.Events {
+				c.printf("#%d  %s %s  %s\n", e.Sequence, e.ActorType, cliOr(e.ActorID, "-"), e.Summary)
+			}
+			if sc.Truncated {
+				c.printf("more changes follow: run again with --since %d\n", sc.NextChangesSince)
+			}
+			if sc.HistoryGap {
+				c.printf("warning: history gap: retention removed changes after version %d (the earliest kept is #%d); "+
+					"re-read the session instead of trusting this list\n", *since, sc.EarliestAvailableSequence)
+			}
+		}
+		return nil
+	}
+}
+
+// --- send ---
+
+func cliSend(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) error {
+	from := fs.String("from", "", "send as this session (default: as a person)")
+	watch := fs.Bool("watch", false, "after delivery, the sending session watches KEY (needs --from)")
+	timeout := fs.Int("timeout", gateway.DefaultSendWait, "seconds to wait for KEY's reply; 0 returns at once")
+	channel := fs.String("channel", "", "a person's message: the channel it came through (default api)")
+	return func(ctx context.Context, args []string) error {
+		if err := cliArgs(args, "KEY", "MESSAGE"); err != nil {
+			return err
+		}
+		key, msg := args[0], args[1]
+		if err := cliCheckKey("KEY", key); err != nil {
+			return err
+		}
+		if *from != "" {
+			if err := cliCheckKey("--from", *from); err != nil {
+				return err
+			}
+		}
+		in := gateway.SendInput{SessionKey: key, Message: msg, Channel: *channel}
+		if cliIsSet(fs, "timeout") {
+			in.TimeoutSeconds = timeout
+		}
+		if *watch {
+			in.Watch = watch
+		}
+		var out gateway.SendOutput
+		if printed, err := c.tool(ctx, "sessions_send", *from, in, &out); printed || err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "status\t%s\n", out.Status)
+		fmt.Fprintf(tw, "session\t%s\n", out.SessionKey)
+		fmt.Fprintf(tw, "message\t#%d\n", out.MessageID)
+		if out.Status == "ok" {
+			fmt.Fprintf(tw, "reply\t%s\n", out.Reply)
+		}
+		if out.Error != "" {
+			fmt.Fprintf(tw, "error\t%s\n", out.Error)
+		}
+		if out.Watched != nil {
+			fmt.Fprintf(tw, "watched\t%s\n", cliYesNo(*out.Watched))
+		}
+		tw.Flush()
+		return nil
+	}
+}
+
+// --- spawn ---
+
+func cliSpawn(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) error {
+	label := fs.String("label", "", "a short name for the child, unique among its agent's sessions")
+	agent := fs.String("agent", "", "the agent the child belongs to (default: PARENT's)")
+	return func(ctx context.Context, args []string) error {
+		if err := cliArgs(args, "PARENT", "TASK"); err != nil {
+			return err
+		}
+		if err := cliCheckKey("PARENT", args[0]); err != nil {
+			return err
+		}
+		var out gateway.SpawnOutput
+		in := gateway.SpawnInput{Task: args[1], Label: *label, AgentID: *agent}
+		if printed, err := c.tool(ctx, "sessions_spawn", args[0], in, &out); printed || err != nil {
+			return err
+		}
+		c.printf("child  %s\nrun    %s\n", out.ChildSessionKey, out.RunID)
+		return nil
+	}
+}
+
+// --- goal ---
+
+func cliGoal(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) error {
+	status := fs.String("status", "", "with set: the goal's status (default active)")
+	agent := fs.String("agent", "", "the owning agent, needed only for a bare key")
+	return func(ctx context.Context, args []string) error {
+		if len(args) < 2 {
+			return cliUsagef("missing %s", strings.Join([]string{"KEY", "ACTION"}[len(args):], " and "))
+		}
+		key, action := args[0], args[1]
+		in := gateway.GoalInput{SessionKey: key, AgentID: *agent, Action: action}
+		switch action {
+		case "set", "edit":
+			if err := cliArgs(args, "KEY", action, "OBJECTIVE"); err != nil {
+				return err
+			}
+			in.Objective = args[2]
+		case "status":
+			if err := cliArgs(args, "KEY", action, "STATUS"); err != nil {
+				return err
+			}
+			in.Status = args[2]
+		case "clear":
+			if err := cliArgs(args, "KEY", action); err != nil {
+				return err
+			}
+		default:
+			return cliUsagef("unknown goal action %q: use set, edit, status or clear", action)
+		}
+		if *status != "" {
+			if action != "set" {
+				return cliUsagef("--status goes with set; to change only the status use: vigil goal KEY status STATUS")
+			}
+			in.Status = *status
+		}
+		if err := cliCheckRef("KEY", key, *agent); err != nil {
+			return err
+		}
+		if err := c.checkActing(); err != nil {
+			return err
+		}
+		var out gateway.GoalOutput
+		if printed, err := c.tool(ctx, "session_goal", c.as, in, &out); printed || err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "session\t%s\n", out.SessionKey)
+		if out.Goal != nil {
+			fmt.Fprintf(tw, "goal\t%s (%s)\n", out.Goal.Objective, out.Goal.Status)
+		} else {
+			fmt.Fprintf(tw, "goal\t- (cleared)\n")
+		}
+		fmt.Fprintf(tw, "version\t%d\n", out.StateVersion)
+		tw.Flush()
+		return nil
+	}
+}
+
+// --- turn and reply ---
+
+func cliSessionPath(key, what string) string {
+	return "/v1/sessions/" + url.PathEscape(key) + "/" + what
+}
+
+// cliMessageLine formats a transcript message on one line.
+func cliMessageLine(m *gateway.MessageView) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "#%d %s", m.ID, m.ActorType)
+	if m.ActorID != "" {
+		b.WriteString(" " + m.ActorID)
+	}
+	if m.Channel != "" {
+		b.WriteString(" via " + m.Channel)
+	}
+	if m.ReplyTo != 0 {
+		fmt.Fprintf(&b, " (reply to #%d)", m.ReplyTo)
+	}
+	b.WriteString(": " + m.Content)
+	return b.String()
+}
+
+func cliTurn(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) error {
+	wait := fs.Int("wait", gateway.DefaultTurnWait, "seconds to wait for work when there is none yet (0-60)")
+	return func(ctx context.Context, args []string) error {
+		if err := cliArgs(args, "KEY"); err != nil {
+			return err
+		}
+		key := args[0]
+		if err := cliCheckKey("KEY", key); err != nil {
+			return err
+		}
+		in := map[string]any{}
+		if cliIsSet(fs, "wait") {
+			in["waitSeconds"] = *wait
+		}
+		var out gateway.TurnOutput
+		if printed, err := c.callPath(ctx, cliSessionPath(key, "turn"), key, in, &out); printed || err != nil {
+			return err
+		}
+		if out.TimedOut {
+			c.printf("no work arrived\n")
+			return nil
+		}
+		for _, line := range out.SystemEvents {
+			c.printf("system   %s\n", line)
+		}
+		for i := range out.Messages {
+			c.printf("message  %s\n", cliMessageLine(&out.Messages[i]))
+		}
+		for _, line := range out.FollowUps {
+			c.printf("next     %s\n", line)
+		}
+		return nil
+	}
+}
+
+func cliReply(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) error {
+	replyTo := fs.Int64("reply-to", 0, "the id of the message answered (default: the oldest waiting send's)")
+	return func(ctx context.Context, args []string) error {
+		if err := cliArgs(args, "KEY", "TEXT"); err != nil {
+			return err
+		}
+		key := args[0]
+		if err := cliCheckKey("KEY", key); err != nil {
+			return err
+		}
+		in := map[string]any{"text": args[1]}
+		if cliIsSet(fs, "reply-to") {
+			in["replyTo"] = *replyTo
+		}
+		var out gateway.ReplyOutput
+		if printed, err := c.callPath(ctx, cliSessionPath(key, "reply"), key, in, &out); printed || err != nil {
+			return err
+		}
+		if out.Delivered {
+			c.printf("reply #%d delivered to the waiting send\n", out.MessageID)
+		} else {
+			c.printf("reply #%d stored; no send was waiting for it\n", out.MessageID)
+		}
+		return nil
+	}
+}
+
+// --- tail ---
+
+func cliTail(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) error {
+	since := fs.Int64("since", 0, "without KEY: first replay the events after this sequence")
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 1 {
+			return cliUsagef("unexpected argument %q", args[1])
+		}
+		if err := c.checkActing(); err != nil {
+			return err
+		}
+		if len(args) == 1 {
+			if cliIsSet(fs, "since") {
+				return cliUsagef("--since applies to the signal log (tail without KEY); a session's live stream has no history")
+			}
+			if err := cliCheckKey("KEY", args[0]); err != nil {
+				return err
+			}
+			return c.tailSession(ctx, args[0])
+		}
+		after := int64(-1)
+		if cliIsSet(fs, "since") {
+			if *since < 0 {
+				return cliUsagef("--since must be at least 0")
+			}
+			after = *since
+		}
+		return c.tailLog(ctx, after)
+	}
+}
+
+// cliReconnectDelay is the wait before reopening a stream that broke again
+// soon after opening; it doubles up to cliReconnectMax.
+// The first reopening is immediate, and so is any after a stream that ran
+// for cliStableStream: a gateway that keeps ending streams at once is not
+// hammered.
+var (
+	cliReconnectDelay = 250 * time.Millisecond
+	cliReconnectMax   = 5 * time.Second
+	cliStableStream   = 5 * time.Second
+)
+
+// follow keeps a stream open until ctx ends or once reports done: it opens
+// it again when it breaks or the server ends it, with a note on stderr. The
+// first open must succeed; later failures are retried unless the gateway
+// refuses the request. once calls opened when its stream is open.
+func (c *cliClient) follow(ctx context.Context, once func(opened func()) (done bool, err error)) error {
+	delay := time.Duration(0)
+	everOpened, noted := false, false
+	for {
+		start, opened := time.Now(), false
+		done, err := once(func() {
+			opened = true
+			if noted {
+				fmt.Fprintf(c.stderr, "%s: reconnected\n", c.cmd)
+			}
+			everOpened, noted = true, false
+		})
+		if ctx.Err() != nil {
+			return nil
+		}
+		if done {
+			return err
+		}
+		if opened && time.Since(start) >= cliStableStream {
+			delay = 0 // a stream that ran a while is reopened at once
+		}
+		if !everOpened || (err != nil && !cliRetryable(err)) {
+			if err == nil {
+				err = errors.New("the gateway ended the stream")
+			}
+			return err
+		}
+		if !noted {
+			why := "the gateway ended the stream"
+			if err != nil {
+				why = "lost the stream (" + err.Error() + ")"
+			}
+			fmt.Fprintf(c.stderr, "%s: %s; reconnecting\n", c.cmd, why)
+			noted = true
+		}
+		if !cliSleep(ctx, delay) {
+			return nil
+		}
+		delay = min(max(2*delay, cliReconnectDelay), cliReconnectMax)
+	}
+}
+
+// tailLog follows GET /v1/events from after (-1: from now), resuming from
+// the last event seen when the connection drops.
+func (c *cliClient) tailLog(ctx context.Context, after int64) error {
+	return c.follow(ctx, func(onOpen func()) (bool, error) {
+		header := http.Header{}
+		if after >= 0 {
+			header.Set("Last-Event-ID", strconv.FormatInt(after, 10))
+		}
+		var gap *httpapi.HistoryGap
+		var bad error
+		err := c.stream(ctx, "/v1/events", c.as, header, onOpen, func(ev cliSSEEvent) bool {
+			switch ev.event {
+			case "signal":
+				var e httpapi.LogEvent
+				if err := json.Unmarshal([]byte(ev.data), &e); err != nil {
+					bad = fmt.Errorf("the gateway sent a signal event that is not one: %w", err)
+					return true
+				}
+				if c.json {
+					c.printRaw([]byte(ev.data))
+				} else {
+					c.printf("#%d %s %s %s %s %s\n", e.Sequence, e.SessionKey, e.Kind, e.ActorType, cliOr(e.ActorID, "-"), e.Summary)
+				}
+				after = e.Sequence
+				if n, err := strconv.ParseInt(ev.id, 10, 64); err == nil && n > after {
+					after = n
+				}
+			case "history_gap":
+				gap = &httpapi.HistoryGap{}
+				json.Unmarshal([]byte(ev.data), gap)
+				if c.json {
+					c.printRaw([]byte(ev.data))
+				} else {
+					c.printf("history gap: events after #%d were pruned (up to #%d): %s\n", gap.Requested, gap.PrunedWatermark, gap.Message)
+				}
+				return true
+			}
+			return false
+		})
+		switch {
+		case bad != nil:
+			return true, bad
+		case gap != nil:
+			return true, &cliExitError{}
+		}
+		return false, err
+	})
+}
+
+// tailSession follows GET /v1/sessions/KEY/events.
+func (c *cliClient) tailSession(ctx context.Context, key string) error {
+	return c.follow(ctx, func(onOpen func()) (bool, error) {
+		var bad error
+		err := c.stream(ctx, cliSessionPath(key, "events"), c.as, nil, onOpen, func(ev cliSSEEvent) bool {
+			if c.json {
+				c.printRaw([]byte(ev.data))
+				return false
+			}
+			if ev.event == "lagged" {
+				var l struct {
+					Message string `json:"message"`
+				}
+				json.Unmarshal([]byte(ev.data), &l)
+				c.printf("lagged   %s\n", cliOr(l.Message, "the stream fell behind"))
+				return false
+			}
+			var e gateway.LiveEvent
+			if err := json.Unmarshal([]byte(ev.data), &e); err != nil {
+				bad = fmt.Errorf("the gateway sent a %s event that is not one: %w", ev.event, err)
+				return true
+			}
+			switch {
+			case ev.event == gateway.LiveWake:
+				c.printf("wake\n")
+			case ev.event == gateway.LiveNotice && e.Notice != nil:
+				c.printf("notice   %s\n", e.Notice.Text)
+			case (ev.event == gateway.LiveMessage || ev.event == gateway.LiveReply) && e.Message != nil:
+				c.printf("%-8s %s\n", ev.event, cliMessageLine(e.Message))
+			default:
+				c.printf("%-8s %s\n", ev.event, ev.data)
+			}
+			return false
+		})
+		if bad != nil {
+			return true, bad
+		}
+		return false, err
+	})
+}
+
+// --- unwatch, reset, delete ---
+
+func cliUnwatch(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) error {
+	agent := fs.String("agent", "", "the owning agent of KEY, needed only for a bare key")
+	return func(ctx context.Context, args []string) error {
+		if err := cliArgs(args, "KEY"); err != nil {
+			return err
+		}
+		if c.as == "" {
+			return cliUsagef("--as WATCHER (or VIGIL_SESSION) is required: the session that stops watching")
+		}
+		if err := cliCheckRef("KEY", args[0], *agent); err != nil {
+			return err
+		}
+		if err := c.checkActing(); err != nil {
+			return err
+		}
+		var out gateway.UnwatchOutput
+		in := gateway.UnwatchInput{SessionKey: args[0], AgentID: *agent}
+		if printed, err := c.tool(ctx, "sessions_unwatch", c.as, in, &out); printed || err != nil {
+			return err
+		}
+		if out.Unwatched {
+			c.printf("%s no longer watches %s\n", strings.ToLower(strings.TrimSpace(c.as)), out.SessionKey)
+		} else {
+			c.printf("%s was not watching %s\n", strings.ToLower(strings.TrimSpace(c.as)), out.SessionKey)
+		}
+		return nil
+	}
+}
+
+func cliReset(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) error {
+	agent := fs.String("agent", "", "the owning agent, needed only for a bare key")
+	return func(ctx context.Context, args []string) error {
+		if err := cliArgs(args, "KEY"); err != nil {
+			return err
+		}
+		if err := cliCheckRef("KEY", args[0], *agent); err != nil {
+			return err
+		}
+		if err := c.checkActing(); err != nil {
+			return err
+		}
+		var out gateway.ResetOutput
+		in := gateway.SessionInput{SessionKey: args[0], AgentID: *agent}
+		if printed, err := c.tool(ctx, "session_reset", c.as, in, &out); printed || err != nil {
+			return err
+		}
+		c.printf("%s reset: new incarnation %s\n", out.SessionKey, out.SessionID)
+		return nil
+	}
+}
+
+func cliDelete(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) error {
+	agent := fs.String("agent", "", "the owning agent, needed only for a bare key")
+	return func(ctx context.Context, args []string) error {
+		if err := cliArgs(args, "KEY"); err != nil {
+			return err
+		}
+		if err := cliCheckRef("KEY", args[0], *agent); err != nil {
+			return err
+		}
+		if err := c.checkActing(); err != nil {
+			return err
+		}
+		var out gateway.DeleteOutput
+		in := gateway.SessionInput{SessionKey: args[0], AgentID: *agent}
+		if printed, err := c.tool(ctx, "session_delete", c.as, in, &out); printed || err != nil {
+			return err
+		}
+		c.printf("%s deleted\n", out.SessionKey)
+		return nil
+	}
+}
