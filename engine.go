@@ -37,6 +37,15 @@ const (
 // ErrClosed is returned by calls on a closed engine.
 var ErrClosed = errors.New("vigil: engine closed")
 
+// ErrRetryable marks a store error that says nothing about the write itself
+// (a deadlock or serialization failure between concurrent transactions):
+// a store wraps such errors with it, and the engine then runs the whole
+// transaction again instead of failing a write.
+var ErrRetryable = errors.New("transaction conflict, retry")
+
+// maxConflictRetries bounds how often one batch is retried after conflicts.
+const maxConflictRetries = 8
+
 // Options configure an Engine. The zero value is ready to use.
 type Options struct {
 	// Clock is used for every timestamp and timer; nil means real time.
@@ -254,6 +263,7 @@ func (e *Engine) writeLoop() {
 // with its error and the transaction is redone without it, so one bad write
 // never fails its neighbours.
 func (e *Engine) runBatch(pending []*writeOp) {
+	conflicts := 0
 	for len(pending) > 0 {
 		live := pending[:0:0]
 		for _, op := range pending {
@@ -287,11 +297,19 @@ func (e *Engine) runBatch(pending []*writeOp) {
 			if err := tx.Rollback(); err != nil {
 				e.log.Error("rollback failed", "err", err)
 			}
+			if errors.Is(failErr, ErrRetryable) && conflicts < maxConflictRetries {
+				conflicts++
+				continue // the write did nothing wrong: run the batch again
+			}
 			pending[failed].done <- failErr
 			pending = append(pending[:failed:failed], pending[failed+1:]...)
 			continue
 		}
 		if err := tx.Commit(); err != nil {
+			if errors.Is(err, ErrRetryable) && conflicts < maxConflictRetries {
+				conflicts++
+				continue
+			}
 			e.stats.storeErrors.Add(1)
 			e.failAll(pending, fmt.Errorf("commit: %w", err))
 			return
