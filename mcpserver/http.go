@@ -86,8 +86,8 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
 		h.mu.Lock()
 		bound, ok := h.bindings[sid]
-		if ok && r.Method == http.MethodDelete {
-			delete(h.bindings, sid)
+		if ok && bound == id && r.Method == http.MethodDelete {
+			delete(h.bindings, sid) // only its owner ends a session
 		}
 		h.mu.Unlock()
 		if ok && bound != id {

@@ -32,7 +32,7 @@ func New(ctx context.Context, g *gateway.Gateway, caller gateway.Caller, log *sl
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	subs := &subscriptions{uris: map[string]int{}}
+	subs := &subscriptions{caller: caller, uris: map[string]int{}}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "vigil", Version: Version}, &mcp.ServerOptions{
 		Instructions: "vigil tells you when someone else changed a session you depend on. When a tool result ends " +
 			"with a \"System:\" line saying a session changed, call session_status with the changesSince number it " +
@@ -53,7 +53,7 @@ func New(ctx context.Context, g *gateway.Gateway, caller gateway.Caller, log *sl
 		Title:       "A vigil session",
 		Description: "A session's status: its facts and state version. Subscribe to hear when its state version moves.",
 		MIMEType:    "application/json",
-		URITemplate: SessionURIPrefix + "{sessionKey}",
+		URITemplate: SessionURIPrefix + "{+sessionKey}", // reserved expansion: keys contain ':'
 	}, readSession(g, caller))
 	go subs.notify(ctx, g, srv)
 	return srv
@@ -133,15 +133,21 @@ func readSession(g *gateway.Gateway, caller gateway.Caller) mcp.ResourceHandler 
 // subscriptions counts subscribers per session URI, so only sessions
 // someone follows cost a notification.
 type subscriptions struct {
-	mu   sync.Mutex
-	uris map[string]int
+	caller gateway.Caller
+	mu     sync.Mutex
+	uris   map[string]int
 }
 
+// subscribe follows a session the caller may read, like reading it.
 func (s *subscriptions) subscribe(_ context.Context, req *mcp.SubscribeRequest) error {
 	if !strings.HasPrefix(req.Params.URI, SessionURIPrefix) {
 		return fmt.Errorf("%q is not a vigil session resource", req.Params.URI)
 	}
-	if _, err := vigil.Ref("", strings.TrimPrefix(req.Params.URI, SessionURIPrefix)); err != nil {
+	ref, err := vigil.Ref("", strings.TrimPrefix(req.Params.URI, SessionURIPrefix))
+	if err != nil {
+		return err
+	}
+	if err := s.caller.Reach(ref); err != nil {
 		return err
 	}
 	s.mu.Lock()

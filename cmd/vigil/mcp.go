@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -105,21 +109,41 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// serveMCPBridge relays a stdio MCP client to the gateway's /mcp endpoint,
-// so tools, notices and resources behave exactly as they do over HTTP.
+// serveMCPBridge relays a stdio MCP client to the gateway's /mcp endpoint:
+// the same instructions, tools (with their notices) and resources as a
+// client of /mcp gets. Resource subscriptions are served here, from the
+// gateway's log stream, which resumes by sequence after a dropped
+// connection, so no state-version move is missed.
 func serveMCPBridge(ctx context.Context, log *slog.Logger, base, token, session string, t mcp.Transport) error {
+	httpClient := &http.Client{Transport: headerTransport{token: token, session: session}}
 	client := mcp.NewClient(&mcp.Implementation{Name: "vigil-mcp-bridge", Version: mcpserver.Version}, nil)
 	remote, err := client.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint:             base + "/mcp",
-		HTTPClient:           &http.Client{Transport: headerTransport{token: token, session: session}},
-		DisableStandaloneSSE: true,
-		MaxRetries:           -1,
+		Endpoint: base + "/mcp", HTTPClient: httpClient, MaxRetries: -1, DisableStandaloneSSE: true,
 	}, nil)
 	if err != nil {
 		return fmt.Errorf("cannot reach vigil at %s (is `vigil serve` running, and are the token and session right?): %w", base, err)
 	}
 	defer remote.Close()
-	srv := mcp.NewServer(&mcp.Implementation{Name: "vigil", Version: mcpserver.Version}, &mcp.ServerOptions{Logger: log})
+	subs := &bridgeSubscriptions{uris: map[string]bool{}}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "vigil", Version: mcpserver.Version}, &mcp.ServerOptions{
+		Logger:       log,
+		Instructions: remote.InitializeResult().Instructions,
+		SubscribeHandler: func(ctx context.Context, req *mcp.SubscribeRequest) error {
+			// Follow at once (a client may act before this handler
+			// returns), and drop it again if the gateway's access rules,
+			// applied by reading it, refuse it.
+			subs.set(req.Params.URI, true)
+			if _, err := remote.ReadResource(ctx, &mcp.ReadResourceParams{URI: req.Params.URI}); err != nil {
+				subs.set(req.Params.URI, false)
+				return err
+			}
+			return nil
+		},
+		UnsubscribeHandler: func(_ context.Context, req *mcp.UnsubscribeRequest) error {
+			subs.set(req.Params.URI, false)
+			return nil
+		},
+	})
 	tools, err := remote.ListTools(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("list the gateway's tools: %w", err)
@@ -139,5 +163,98 @@ func serveMCPBridge(ctx context.Context, log *slog.Logger, base, token, session 
 			return remote.ReadResource(ctx, &mcp.ReadResourceParams{URI: req.Params.URI})
 		})
 	}
+	followCtx, stopFollowing := context.WithCancel(ctx)
+	defer stopFollowing()
+	// Open the log stream before serving: once its headers arrive the
+	// gateway is listening, so no change after a subscription is missed.
+	first, err := openLog(followCtx, httpClient, base, "")
+	if err != nil {
+		return fmt.Errorf("follow the gateway's log: %w", err)
+	}
+	go followLog(followCtx, log, httpClient, base, first, func(sessionKey string) {
+		if uri := mcpserver.SessionURIPrefix + sessionKey; subs.has(uri) {
+			srv.ResourceUpdated(followCtx, &mcp.ResourceUpdatedNotificationParams{URI: uri})
+		}
+	})
 	return srv.Run(ctx, t)
+}
+
+type bridgeSubscriptions struct {
+	mu   sync.Mutex
+	uris map[string]bool
+}
+
+func (b *bridgeSubscriptions) set(uri string, on bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if on {
+		b.uris[uri] = true
+	} else {
+		delete(b.uris, uri)
+	}
+}
+
+func (b *bridgeSubscriptions) has(uri string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.uris[uri]
+}
+
+// openLog opens the gateway's log stream, resuming after last when set.
+func openLog(ctx context.Context, client *http.Client, base, last string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/events", nil)
+	if err != nil {
+		return nil, err
+	}
+	if last != "" {
+		req.Header.Set("Last-Event-ID", last)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, fmt.Errorf("the gateway answered %s", resp.Status)
+	}
+	return resp, nil
+}
+
+// followLog reads the gateway's log stream until ctx ends, calling moved
+// with the session of every event, and resumes after the last sequence
+// seen when the connection drops.
+func followLog(ctx context.Context, log *slog.Logger, client *http.Client, base string, resp *http.Response, moved func(sessionKey string)) {
+	last := ""
+	delay := time.Second
+	for {
+		if resp != nil {
+			delay = time.Second
+			sc := bufio.NewScanner(resp.Body)
+			sc.Buffer(nil, 1<<20)
+			for sc.Scan() {
+				line := sc.Text()
+				if id, ok := strings.CutPrefix(line, "id: "); ok {
+					last = id
+				} else if data, ok := strings.CutPrefix(line, "data: "); ok {
+					var e struct {
+						SessionKey string `json:"sessionKey"`
+					}
+					if json.Unmarshal([]byte(data), &e) == nil && e.SessionKey != "" {
+						moved(e.SessionKey)
+					}
+				}
+			}
+			resp.Body.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+			delay = min(2*delay, 30*time.Second)
+		}
+		var err error
+		if resp, err = openLog(ctx, client, base, last); err != nil && ctx.Err() == nil {
+			log.Warn("log stream unavailable; retrying", "err", err)
+		}
+	}
 }
