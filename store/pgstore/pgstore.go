@@ -1,0 +1,338 @@
+// Package pgstore is vigil's PostgreSQL store: vigil.Store and
+// gateway.Store on one database, through a pgx connection pool, for
+// deployments where several gateway processes share one database.
+//
+// Unlike SQLite, PostgreSQL runs write transactions concurrently, so a
+// sequence number taken by one transaction can commit after a higher one
+// taken by another. Two rules keep readers exact all the same:
+//
+//   - Per session, commit order equals sequence order: Append locks the
+//     session's head row before it takes a number (Tx.Append explains why
+//     that makes changesSince never skip an event).
+//   - The cross-session Log reads only below a horizon under which every
+//     number handed out belongs to a finished transaction (log.go).
+//
+// A deadlock or serialization failure between concurrent transactions is
+// returned wrapping vigil.ErrRetryable (IsRetryable reports it), and the
+// engine then runs the whole write again.
+//
+// Every table lives in one PostgreSQL schema: Options.Schema, or the first
+// schema of the connection's search_path when it is empty. The schema is
+// versioned in its schema_migrations table, as in the SQLite store, and a
+// database newer than the build is refused.
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net/url"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	vigil "github.com/vigilhq/vigil"
+)
+
+// Options configure a Store. Pool sizes and timeouts are set in the URL
+// (pool_max_conns, connect_timeout, ...), as pgxpool reads them.
+type Options struct {
+	// Schema is the PostgreSQL schema that holds every table; Open creates
+	// it when missing and sets it as the pool's search_path. Empty means
+	// the URL's or server's search_path, unchanged.
+	Schema string
+}
+
+// Store is a vigil.Store and gateway.Store on a PostgreSQL database.
+type Store struct {
+	pool *pgxpool.Pool
+	// markerHi and markerLo are the advisory lock namespaces (first keys)
+	// in which write transactions publish their sequence markers; they are
+	// derived from the schema, so two stores in one database do not hold
+	// back each other's Log horizon.
+	markerHi, markerLo int64
+}
+
+var _ vigil.Store = (*Store)(nil)
+
+// Open connects to the database at url (a postgres:// URL or a key=value
+// connection string, as pgx reads it) and brings the schema up to date.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	where := describe(url, opts.Schema)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", where, err)
+	}
+	rp := cfg.ConnConfig.RuntimeParams
+	// Every statement must take a fresh snapshot: Append relies on it after
+	// waiting for a session's lock, and Log between reading its horizon
+	// and reading events. Pin it whatever the server's default says.
+	rp["default_transaction_isolation"] = "read committed"
+	if opts.Schema != "" {
+		rp["search_path"] = pgx.Identifier{opts.Schema}.Sanitize()
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", where, err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open %s: %w", where, err)
+	}
+	if err := migrate(ctx, pool, opts.Schema, lockKey("vigil schema migration", opts.Schema)); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open %s: %w", where, err)
+	}
+	var schema string
+	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open %s: read current schema: %w", where, err)
+	}
+	ns := lockKey("vigil sequence markers", schema) & 0x7ffffffe
+	return &Store{pool: pool, markerHi: ns, markerLo: ns | 1}, nil
+}
+
+// describe names the database in errors without its password.
+func describe(raw, schema string) string {
+	s := "PostgreSQL database"
+	if u, err := url.Parse(raw); err == nil && u.Scheme != "" {
+		u.RawQuery = ""
+		s = u.Redacted()
+	}
+	if schema != "" {
+		s += fmt.Sprintf(" (schema %q)", schema)
+	}
+	return s
+}
+
+// lockKey derives an advisory lock key from a purpose and a schema name.
+func lockKey(purpose, schema string) int64 {
+	h := fnv.New32a()
+	h.Write([]byte(purpose + "\x00" + schema))
+	return int64(h.Sum32())
+}
+
+// Close closes the pool. It may be called more than once.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// Pool returns the connection pool, for embedders' own tables and
+// migrations. Its connections have the store's schema as search_path.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// IsRetryable reports whether err is a transaction conflict: a deadlock
+// (SQLSTATE 40P01) or serialization failure (40001), which says nothing
+// about the write itself, so running the whole transaction again may
+// succeed. The store returns such errors wrapping vigil.ErrRetryable.
+func IsRetryable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, vigil.ErrRetryable) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && isConflictCode(pgErr.Code)
+}
+
+func isConflictCode(code string) bool {
+	return code == "40P01" || code == "40001" // deadlock_detected, serialization_failure
+}
+
+// conflictError marks a transaction conflict as vigil.ErrRetryable while
+// keeping the database's error.
+type conflictError struct{ err error }
+
+func (e *conflictError) Error() string   { return "transaction conflict, retry: " + e.err.Error() }
+func (e *conflictError) Unwrap() []error { return []error{e.err, vigil.ErrRetryable} }
+
+// wrap marks conflicts retryable; every error a method returns passes here.
+func wrap(err error) error {
+	if err == nil || errors.Is(err, vigil.ErrRetryable) {
+		return err
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && isConflictCode(pgErr.Code) {
+		return &conflictError{err}
+	}
+	return err
+}
+
+// eventColumns selects an event from alias e. Every column is made
+// non-null so that it also scans a row where a left join found no event
+// (sequence 0).
+const eventColumns = `coalesce(e.sequence, 0), coalesce(e.agent_id, ''),
+	coalesce(e.session_key, ''), coalesce(e.session_id, ''), coalesce(e.kind, ''), coalesce(e.actor_type, ''),
+	coalesce(e.actor_id, ''), coalesce(e.run_id, ''), coalesce(e.occurred_at, 0), coalesce(e.recorded_at, 0),
+	coalesce(e.summary, ''), e.payload, coalesce(e.dedupe_key, '')`
+
+const cursorColumns = `target_agent, target_key, watcher, last_seen, notified, material, updated_at`
+
+// eventScan holds the scan targets of eventColumns.
+type eventScan struct {
+	e       vigil.Event
+	kind    string
+	actor   string
+	payload *string
+}
+
+func (s *eventScan) dest() []any {
+	return []any{&s.e.Sequence, &s.e.AgentID, &s.e.SessionKey, &s.e.SessionID, &s.kind, &s.actor,
+		&s.e.ActorID, &s.e.RunID, &s.e.OccurredAt, &s.e.RecordedAt, &s.e.Summary, &s.payload, &s.e.DedupeKey}
+}
+
+func (s *eventScan) event() vigil.Event {
+	e := s.e
+	e.Kind, e.ActorType = vigil.Kind(s.kind), vigil.ActorType(s.actor)
+	if s.payload != nil {
+		e.Payload = []byte(*s.payload)
+	}
+	return e
+}
+
+func scanEvent(row pgx.Row) (vigil.Event, error) {
+	var s eventScan
+	err := row.Scan(s.dest()...)
+	return s.event(), err
+}
+
+func scanCursor(row pgx.Row) (vigil.Cursor, error) {
+	var c vigil.Cursor
+	err := row.Scan(&c.Target.AgentID, &c.Target.Key, &c.Watcher, &c.LastSeen, &c.Notified, &c.Material, &c.UpdatedAt)
+	return c, err
+}
+
+func collectCursors(rows pgx.Rows, err error) ([]vigil.Cursor, error) {
+	if err != nil {
+		return nil, wrap(err)
+	}
+	defer rows.Close()
+	var out []vigil.Cursor
+	for rows.Next() {
+		c, err := scanCursor(rows)
+		if err != nil {
+			return nil, wrap(err)
+		}
+		out = append(out, c)
+	}
+	return out, wrap(rows.Err())
+}
+
+func getCursor(row pgx.Row) (vigil.Cursor, bool, error) {
+	c, err := scanCursor(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return vigil.Cursor{}, false, nil
+	}
+	return c, err == nil, wrap(err)
+}
+
+// sqlLimit turns a limit into a LIMIT argument: below 0 means no limit, as
+// in the SQLite store.
+func sqlLimit(limit int) *int64 {
+	if limit < 0 {
+		return nil
+	}
+	n := int64(limit)
+	return &n
+}
+
+// querier is what reads need: the pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+const versionQuery = `SELECT greatest(
+	coalesce((SELECT head FROM session_heads WHERE agent_id = $1 AND session_key = $2), 0),
+	coalesce((SELECT max(sequence) FROM events WHERE agent_id = $1 AND session_key = $2), 0))`
+
+// Versions implements vigil.Reader, in one statement and so one snapshot.
+func (s *Store) Versions(ctx context.Context, refs []vigil.SessionRef) (map[vigil.SessionRef]int64, error) {
+	out := make(map[vigil.SessionRef]int64, len(refs))
+	if len(refs) == 0 {
+		return out, nil
+	}
+	agents, keys := make([]string, len(refs)), make([]string, len(refs))
+	for i, r := range refs {
+		agents[i], keys[i] = r.AgentID, r.Key
+	}
+	rows, err := s.pool.Query(ctx, `SELECT r.a, r.k, greatest(coalesce(h.head, 0),
+		coalesce((SELECT max(e.sequence) FROM events e WHERE e.agent_id = r.a AND e.session_key = r.k), 0))
+		FROM unnest($1::text[], $2::text[]) AS r(a, k)
+		LEFT JOIN session_heads h ON h.agent_id = r.a AND h.session_key = r.k`, agents, keys)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r vigil.SessionRef
+		var v int64
+		if err := rows.Scan(&r.AgentID, &r.Key, &v); err != nil {
+			return nil, wrap(err)
+		}
+		out[r] = v
+	}
+	return out, wrap(rows.Err())
+}
+
+// History implements vigil.Reader. One statement reads the bounds and the
+// events, so they share a snapshot.
+func (s *Store) History(ctx context.Context, ref vigil.SessionRef, after int64, limit int) (vigil.History, error) {
+	var h vigil.History
+	rows, err := s.pool.Query(ctx, `SELECT b.head, b.pruned, b.earliest, `+eventColumns+`
+		FROM (SELECT greatest(coalesce(sh.head, 0), coalesce(m.newest, 0)) AS head,
+				coalesce(sh.pruned_watermark, 0) AS pruned, coalesce(m.earliest, 0) AS earliest
+			FROM (SELECT min(sequence) AS earliest, max(sequence) AS newest FROM events
+				WHERE agent_id = $1 AND session_key = $2) m
+			LEFT JOIN session_heads sh ON sh.agent_id = $1 AND sh.session_key = $2) b
+		LEFT JOIN LATERAL (SELECT * FROM events WHERE agent_id = $1 AND session_key = $2 AND sequence > $3
+			ORDER BY sequence LIMIT $4) e ON true
+		ORDER BY e.sequence`, ref.AgentID, ref.Key, after, sqlLimit(limit))
+	if err != nil {
+		return h, wrap(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var es eventScan
+		if err := rows.Scan(append([]any{&h.Head, &h.PrunedWatermark, &h.EarliestRetained}, es.dest()...)...); err != nil {
+			return vigil.History{}, wrap(err)
+		}
+		if es.e.Sequence != 0 {
+			h.Events = append(h.Events, es.event())
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return vigil.History{}, wrap(err)
+	}
+	return h, nil
+}
+
+const cursorQuery = `SELECT ` + cursorColumns + ` FROM cursors WHERE target_agent = $1 AND target_key = $2 AND watcher = $3`
+
+// Cursor implements vigil.Reader.
+func (s *Store) Cursor(ctx context.Context, watcher string, target vigil.SessionRef) (vigil.Cursor, bool, error) {
+	return getCursor(s.pool.QueryRow(ctx, cursorQuery, target.AgentID, target.Key, watcher))
+}
+
+// Cursors implements vigil.Reader.
+func (s *Store) Cursors(ctx context.Context, ref vigil.SessionRef) ([]vigil.Cursor, error) {
+	return collectCursors(s.pool.Query(ctx, `SELECT `+cursorColumns+` FROM cursors
+		WHERE watcher = $1 OR (target_agent = $2 AND target_key = $3)
+		ORDER BY watcher, target_agent, target_key`, ref.Key, ref.AgentID, ref.Key))
+}
+
+// NthNewestSequence implements vigil.Reader.
+func (s *Store) NthNewestSequence(ctx context.Context, n int) (int64, error) {
+	if n <= 0 {
+		return 0, nil
+	}
+	var seq int64
+	err := s.pool.QueryRow(ctx, `SELECT sequence FROM events ORDER BY sequence DESC LIMIT 1 OFFSET $1`, n-1).Scan(&seq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	return seq, wrap(err)
+}

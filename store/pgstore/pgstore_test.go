@@ -1,0 +1,303 @@
+package pgstore_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/store/pgstore"
+	"github.com/vigilhq/vigil/store/storetest"
+)
+
+const defaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+// testURL is the database the tests use: $VIGIL_TEST_POSTGRES, or a local
+// server with trust authentication.
+func testURL() string {
+	if u := os.Getenv("VIGIL_TEST_POSTGRES"); u != "" {
+		return u
+	}
+	return defaultURL
+}
+
+// redacted hides a password in the URL for messages.
+func redacted(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.Scheme != "" {
+		return u.Redacted()
+	}
+	return raw
+}
+
+// unreachable remembers a failed connection, so that the many tests after
+// the first do not each wait for a server that is not there.
+var unreachable struct {
+	sync.Mutex
+	err error
+}
+
+// connect opens one plain connection to the test database. When no server
+// answers the test is skipped, except under CI (CI=true), where a missing
+// server is a failure: CI must start one.
+func connect(t testing.TB) *pgx.Conn {
+	t.Helper()
+	u := testURL()
+	unreachable.Lock()
+	err := unreachable.err
+	unreachable.Unlock()
+	var conn *pgx.Conn
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if conn, err = pgx.Connect(ctx, u); err != nil {
+			unreachable.Lock()
+			unreachable.err = err
+			unreachable.Unlock()
+		}
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no PostgreSQL server is reachable at %s (and CI=true, so this fails): %v", redacted(u), err)
+		}
+		t.Skipf("no PostgreSQL server is reachable at %s: %v", redacted(u), err)
+	}
+	return conn
+}
+
+// freshSchema creates an empty schema for this test and drops it, with
+// everything in it, when the test ends.
+func freshSchema(t testing.TB) string {
+	t.Helper()
+	conn := connect(t)
+	defer conn.Close(context.Background())
+	b := make([]byte, 8)
+	rand.Read(b)
+	schema := "vigil_test_" + hex.EncodeToString(b)
+	if _, err := conn.Exec(context.Background(), `CREATE SCHEMA `+schema); err != nil {
+		t.Fatalf("create schema %s: %v", schema, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, testURL())
+		if err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, `DROP SCHEMA `+schema+` CASCADE`); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	return schema
+}
+
+// open opens a store on schema and closes it when the test ends (before
+// the schema is dropped).
+func open(t testing.TB, schema string) *pgstore.Store {
+	t.Helper()
+	s, err := pgstore.Open(context.Background(), testURL(), pgstore.Options{Schema: schema})
+	if err != nil {
+		t.Fatalf("Open(schema %s): %v", schema, err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+// openFresh opens a store on a fresh schema.
+func openFresh(t testing.TB) *pgstore.Store {
+	t.Helper()
+	return open(t, freshSchema(t))
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) vigil.Store { return openFresh(t) })
+}
+
+func queryInt(t *testing.T, s *pgstore.Store, q string, args ...any) int64 {
+	t.Helper()
+	var v int64
+	if err := s.Pool().QueryRow(t.Context(), q, args...).Scan(&v); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return v
+}
+
+func appendOne(t *testing.T, s vigil.Store, e *vigil.Event) int64 {
+	t.Helper()
+	ctx := t.Context()
+	tx, err := s.BeginWrite(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if ok, err := tx.Append(ctx, e); err != nil || !ok {
+		t.Fatalf("Append = %v, %v; want true, nil", ok, err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return e.Sequence
+}
+
+func event(ref vigil.SessionRef, dedupe string) *vigil.Event {
+	return &vigil.Event{AgentID: ref.AgentID, SessionKey: ref.Key, Kind: vigil.KindGoalChanged,
+		ActorType: vigil.ActorHuman, OccurredAt: 1, RecordedAt: 1, Summary: "goal updated", DedupeKey: dedupe}
+}
+
+var (
+	alphaMain = vigil.SessionRef{AgentID: "alpha", Key: "agent:alpha:main"}
+	betaMain  = vigil.SessionRef{AgentID: "beta", Key: "agent:beta:main"}
+)
+
+func TestMigrationsAreVersionedAndReopeningKeepsData(t *testing.T) {
+	schema := freshSchema(t)
+	ctx := t.Context()
+	s, err := pgstore.Open(ctx, testURL(), pgstore.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One row per applied migration, numbered 1..SchemaVersion, in the
+	// given schema.
+	n := queryInt(t, s, `SELECT count(*) FROM schema_migrations`)
+	top := queryInt(t, s, `SELECT max(version) FROM schema_migrations`)
+	if n != int64(pgstore.SchemaVersion) || top != int64(pgstore.SchemaVersion) {
+		t.Errorf("schema_migrations has %d rows up to version %d, want %d up to %d", n, top, pgstore.SchemaVersion, pgstore.SchemaVersion)
+	}
+	if c := queryInt(t, s, `SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename = 'events'`, schema); c != 1 {
+		t.Errorf("the events table is not in schema %s", schema)
+	}
+	seq := appendOne(t, s, event(alphaMain, "k"))
+	c := vigil.Cursor{Watcher: "agent:beta:main", Target: alphaMain, LastSeen: 0, Notified: seq, Material: seq, UpdatedAt: 42}
+	tx, err := s.BeginWrite(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.PutCursor(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	// A dropped duplicate as the last thing before closing uses up seq+1.
+	if ok, err := tx.Append(ctx, event(alphaMain, "k")); err != nil || ok {
+		t.Fatalf("Append duplicate = %v, %v; want false, nil", ok, err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = open(t, schema)
+	if n := queryInt(t, s, `SELECT count(*) FROM schema_migrations`); n != int64(pgstore.SchemaVersion) {
+		t.Errorf("after reopening, schema_migrations has %d rows, want %d (no migration re-run)", n, pgstore.SchemaVersion)
+	}
+	h, err := s.History(ctx, alphaMain, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Events) != 1 || h.Events[0].Sequence != seq || h.Head != seq {
+		t.Errorf("after reopening, History = %+v, want the one event %d", h, seq)
+	}
+	if got, ok, err := s.Cursor(ctx, c.Watcher, c.Target); err != nil || !ok || got != c {
+		t.Errorf("after reopening, Cursor = %+v, %v, %v; want %+v", got, ok, err, c)
+	}
+	if next := appendOne(t, s, event(alphaMain, "")); next <= seq+1 {
+		t.Errorf("after reopening, the next sequence is %d; %d was used up by a dropped duplicate", next, seq+1)
+	}
+}
+
+func TestOpenCreatesAMissingSchema(t *testing.T) {
+	schema := freshSchema(t)
+	conn := connect(t)
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), `DROP SCHEMA `+schema); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, schema) // the cleanup drops it again
+	appendOne(t, s, event(alphaMain, ""))
+	if c := queryInt(t, s, `SELECT count(*) FROM pg_tables WHERE schemaname = $1`, schema); c == 0 {
+		t.Errorf("schema %s has no tables after Open", schema)
+	}
+}
+
+func TestConcurrentOpensMigrateOnce(t *testing.T) {
+	schema := freshSchema(t)
+	errs := make(chan error, 4)
+	stores := make(chan *pgstore.Store, 4)
+	for range 4 {
+		go func() {
+			s, err := pgstore.Open(context.Background(), testURL(), pgstore.Options{Schema: schema})
+			errs <- err
+			stores <- s
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Errorf("concurrent Open: %v", err)
+		}
+		if s := <-stores; s != nil {
+			defer s.Close()
+		}
+	}
+	s := open(t, schema)
+	if n := queryInt(t, s, `SELECT count(*) FROM schema_migrations`); n != int64(pgstore.SchemaVersion) {
+		t.Errorf("schema_migrations has %d rows after concurrent opens, want %d", n, pgstore.SchemaVersion)
+	}
+}
+
+func TestNewerSchemaVersionIsRefused(t *testing.T) {
+	schema := freshSchema(t)
+	s, err := pgstore.Open(t.Context(), testURL(), pgstore.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer := pgstore.SchemaVersion + 1
+	if _, err := s.Pool().Exec(t.Context(), `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, 0)`, newer); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = pgstore.Open(t.Context(), testURL(), pgstore.Options{Schema: schema})
+	if err == nil {
+		s.Close()
+		t.Fatalf("Open of a database at schema version %d succeeded; this build knows %d", newer, pgstore.SchemaVersion)
+	}
+	msg := err.Error()
+	for _, want := range []string{"newer", fmt.Sprint(newer), fmt.Sprint(pgstore.SchemaVersion), schema} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not mention %q", msg, want)
+		}
+	}
+}
+
+func TestOpenErrorsDoNotShowThePassword(t *testing.T) {
+	connect(t) // skips without a server, like the rest
+	u, err := url.Parse(testURL())
+	if err != nil || u.Scheme == "" {
+		t.Skip("VIGIL_TEST_POSTGRES is not a URL")
+	}
+	u.User = url.UserPassword("no_such_user_vigil", "s3cret-pw")
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	s, err := pgstore.Open(ctx, u.String(), pgstore.Options{})
+	if err == nil {
+		s.Close()
+		t.Skip("the server accepted an unknown user")
+	}
+	if strings.Contains(err.Error(), "s3cret-pw") {
+		t.Errorf("error %q shows the password", err)
+	}
+}

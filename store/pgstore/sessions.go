@@ -1,0 +1,281 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/gateway"
+)
+
+var (
+	_ gateway.Store = (*Store)(nil)
+	_ gateway.Tx    = (*Tx)(nil)
+)
+
+const sessionColumns = `agent_id, session_key, session_id, kind, coalesce(label, ''), coalesce(spawned_by, ''),
+	goal_objective, goal_status, goal_updated_at, inbox_seen, created_at, updated_at`
+
+func scanSession(r pgx.Row) (gateway.Session, error) {
+	var s gateway.Session
+	var objective, status *string
+	var goalAt *int64
+	err := r.Scan(&s.Ref.AgentID, &s.Ref.Key, &s.SessionID, &s.Kind, &s.Label, &s.SpawnedBy,
+		&objective, &status, &goalAt, &s.InboxSeen, &s.CreatedAt, &s.UpdatedAt)
+	if err == nil && status != nil {
+		g := &gateway.Goal{Status: *status}
+		if objective != nil {
+			g.Objective = *objective
+		}
+		if goalAt != nil {
+			g.UpdatedAt = *goalAt
+		}
+		s.Goal = g
+	}
+	return s, err
+}
+
+func getSession(row pgx.Row) (gateway.Session, bool, error) {
+	s, err := scanSession(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return gateway.Session{}, false, nil
+	}
+	return s, err == nil, wrap(err)
+}
+
+const messageColumns = `id, agent_id, session_key, role, actor_type, coalesce(actor_id, ''), coalesce(channel, ''),
+	content, coalesce(reply_to, 0), created_at`
+
+func scanMessage(r pgx.Row) (gateway.Message, error) {
+	var m gateway.Message
+	var actor string
+	err := r.Scan(&m.ID, &m.Session.AgentID, &m.Session.Key, &m.Role, &actor, &m.ActorID, &m.Channel,
+		&m.Content, &m.ReplyTo, &m.CreatedAt)
+	m.ActorType = vigil.ActorType(actor)
+	return m, err
+}
+
+const runColumns = `run_id, agent_id, session_key, coalesce(requester, ''), started_at, coalesce(ended_at, 0), coalesce(outcome, '')`
+
+func scanRun(r pgx.Row) (gateway.Run, bool, error) {
+	var run gateway.Run
+	err := r.Scan(&run.RunID, &run.Session.AgentID, &run.Session.Key, &run.Requester, &run.StartedAt, &run.EndedAt, &run.Outcome)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return gateway.Run{}, false, nil
+	}
+	return run, err == nil, wrap(err)
+}
+
+const sessionQuery = `SELECT ` + sessionColumns + ` FROM sessions WHERE agent_id = $1 AND session_key = $2`
+
+// Session implements gateway.Store.
+func (s *Store) Session(ctx context.Context, ref vigil.SessionRef) (gateway.Session, bool, error) {
+	return getSession(s.pool.QueryRow(ctx, sessionQuery, ref.AgentID, ref.Key))
+}
+
+// SessionByLabel implements gateway.Store.
+func (s *Store) SessionByLabel(ctx context.Context, agentID, label string) (gateway.Session, bool, error) {
+	return getSession(s.pool.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions
+		WHERE agent_id = $1 AND label = $2`, agentID, label))
+}
+
+// ListSessions implements gateway.Store.
+func (s *Store) ListSessions(ctx context.Context, f gateway.ListFilter) ([]gateway.Session, error) {
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	if f.AgentID != "" {
+		where = append(where, "agent_id = "+arg(f.AgentID))
+	}
+	if f.Kind != "" {
+		where = append(where, "kind = "+arg(f.Kind))
+	}
+	if f.After != (vigil.SessionRef{}) {
+		where = append(where, fmt.Sprintf("(agent_id, session_key) > (%s, %s)", arg(f.After.AgentID), arg(f.After.Key)))
+	}
+	q := `SELECT ` + sessionColumns + ` FROM sessions`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY agent_id, session_key LIMIT " + arg(sqlLimit(f.Limit))
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	defer rows.Close()
+	var out []gateway.Session
+	for rows.Next() {
+		sess, err := scanSession(rows)
+		if err != nil {
+			return nil, wrap(err)
+		}
+		out = append(out, sess)
+	}
+	return out, wrap(rows.Err())
+}
+
+// Messages implements gateway.Store.
+func (s *Store) Messages(ctx context.Context, ref vigil.SessionRef, afterID int64, limit int) ([]gateway.Message, error) {
+	return readMessages(ctx, s.pool, ref, afterID, limit)
+}
+
+// MessagesAfter implements gateway.Tx.
+func (t *Tx) MessagesAfter(ctx context.Context, ref vigil.SessionRef, afterID int64, limit int) ([]gateway.Message, error) {
+	return readMessages(ctx, t.tx, ref, afterID, limit)
+}
+
+func readMessages(ctx context.Context, q querier, ref vigil.SessionRef, afterID int64, limit int) ([]gateway.Message, error) {
+	rows, err := q.Query(ctx, `SELECT `+messageColumns+` FROM messages
+		WHERE agent_id = $1 AND session_key = $2 AND id > $3 ORDER BY id LIMIT $4`, ref.AgentID, ref.Key, afterID, sqlLimit(limit))
+	if err != nil {
+		return nil, wrap(err)
+	}
+	defer rows.Close()
+	var out []gateway.Message
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return nil, wrap(err)
+		}
+		out = append(out, m)
+	}
+	return out, wrap(rows.Err())
+}
+
+// Run implements gateway.Store.
+func (s *Store) Run(ctx context.Context, runID string) (gateway.Run, bool, error) {
+	return scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE run_id = $1`, runID))
+}
+
+// GetSession implements gateway.Tx.
+func (t *Tx) GetSession(ctx context.Context, ref vigil.SessionRef) (gateway.Session, bool, error) {
+	return getSession(t.tx.QueryRow(ctx, sessionQuery, ref.AgentID, ref.Key))
+}
+
+// PutSession implements gateway.Tx.
+func (t *Tx) PutSession(ctx context.Context, s gateway.Session) error {
+	var objective, status *string
+	var goalAt *int64
+	if s.Goal != nil {
+		objective, status, goalAt = &s.Goal.Objective, &s.Goal.Status, &s.Goal.UpdatedAt
+	}
+	if s.Label != "" {
+		var other string
+		err := t.tx.QueryRow(ctx, `SELECT session_key FROM sessions WHERE agent_id = $1 AND label = $2 AND session_key <> $3`,
+			s.Ref.AgentID, s.Label, s.Ref.Key).Scan(&other)
+		if err == nil {
+			return labelConflict(s.Label, other)
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return wrap(err)
+		}
+	}
+	_, err := t.tx.Exec(ctx, `INSERT INTO sessions (agent_id, session_key, session_id, kind, label, spawned_by,
+		goal_objective, goal_status, goal_updated_at, inbox_seen, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, nullif($5, ''), nullif($6, ''), $7, $8, $9, $10, $11, $12)
+		ON CONFLICT (agent_id, session_key) DO UPDATE SET session_id = excluded.session_id, kind = excluded.kind,
+		label = excluded.label, spawned_by = excluded.spawned_by, goal_objective = excluded.goal_objective,
+		goal_status = excluded.goal_status, goal_updated_at = excluded.goal_updated_at,
+		inbox_seen = excluded.inbox_seen, updated_at = excluded.updated_at`,
+		s.Ref.AgentID, s.Ref.Key, s.SessionID, s.Kind, s.Label, s.SpawnedBy, objective, status, goalAt,
+		s.InboxSeen, s.CreatedAt, s.UpdatedAt)
+	// Another process may take the label between the check and the write.
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "sessions_by_label" {
+		return labelConflict(s.Label, "another session")
+	}
+	return wrap(err)
+}
+
+func labelConflict(label, other string) error {
+	return fmt.Errorf("%w: label %q is already used by %s", gateway.ErrConflict, label, other)
+}
+
+// DeleteSessionRow implements gateway.Tx.
+func (t *Tx) DeleteSessionRow(ctx context.Context, ref vigil.SessionRef) error {
+	b := &pgx.Batch{}
+	for _, q := range []string{
+		`DELETE FROM sessions WHERE agent_id = $1 AND session_key = $2`,
+		`DELETE FROM messages WHERE agent_id = $1 AND session_key = $2`,
+		`DELETE FROM runs WHERE agent_id = $1 AND session_key = $2`,
+	} {
+		b.Queue(q, ref.AgentID, ref.Key)
+	}
+	return wrap(t.tx.SendBatch(ctx, b).Close())
+}
+
+// AppendMessage implements gateway.Tx.
+//
+// A new id comes from a sequence, after the session's head lock (see
+// Append): per session, messages then commit in id order, so a reader
+// paging a transcript by id (a turn consuming its inbox after InboxSeen)
+// never skips one that commits late. A message given its id (a compaction
+// summary taking the place of older ones) takes no number and no lock.
+func (t *Tx) AppendMessage(ctx context.Context, m gateway.Message) (int64, error) {
+	b := &pgx.Batch{}
+	if m.ID == 0 {
+		b.Queue(lockHead, m.Session.AgentID, m.Session.Key)
+	}
+	b.Queue(`INSERT INTO messages (id, agent_id, session_key, role, actor_type, actor_id, channel, content, reply_to, created_at)
+		VALUES (coalesce(nullif($1::bigint, 0), nextval('message_ids')), $2, $3, $4, $5, nullif($6, ''), nullif($7, ''), $8,
+			nullif($9::bigint, 0), $10)
+		RETURNING id`,
+		m.ID, m.Session.AgentID, m.Session.Key, m.Role, string(m.ActorType), m.ActorID, m.Channel, m.Content, m.ReplyTo, m.CreatedAt)
+	br := t.tx.SendBatch(ctx, b)
+	defer br.Close()
+	if m.ID == 0 {
+		if _, err := br.Exec(); err != nil {
+			return 0, wrap(fmt.Errorf("lock head of %s: %w", m.Session, err))
+		}
+	}
+	var id int64
+	if err := br.QueryRow().Scan(&id); err != nil {
+		return 0, wrap(err)
+	}
+	return id, wrap(br.Close())
+}
+
+// CompactMessages implements gateway.Tx.
+func (t *Tx) CompactMessages(ctx context.Context, ref vigil.SessionRef, upTo int64, summary gateway.Message) (int, error) {
+	var last *int64
+	if err := t.tx.QueryRow(ctx, `SELECT max(id) FROM messages WHERE agent_id = $1 AND session_key = $2 AND id <= $3`,
+		ref.AgentID, ref.Key, upTo).Scan(&last); err != nil {
+		return 0, wrap(err)
+	}
+	if last == nil {
+		return 0, nil
+	}
+	tag, err := t.tx.Exec(ctx, `DELETE FROM messages WHERE agent_id = $1 AND session_key = $2 AND id <= $3`,
+		ref.AgentID, ref.Key, *last)
+	if err != nil {
+		return 0, wrap(err)
+	}
+	// The summary takes the id of the newest message it replaces, so it
+	// sits where they were in the transcript's order.
+	summary.ID, summary.Session, summary.Role = *last, ref, gateway.RoleSummary
+	if _, err := t.AppendMessage(ctx, summary); err != nil {
+		return 0, err
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// PutRun implements gateway.Tx.
+func (t *Tx) PutRun(ctx context.Context, r gateway.Run) error {
+	_, err := t.tx.Exec(ctx, `INSERT INTO runs (run_id, agent_id, session_key, requester, started_at, ended_at, outcome)
+		VALUES ($1, $2, $3, nullif($4, ''), $5, nullif($6::bigint, 0), nullif($7, ''))
+		ON CONFLICT (run_id) DO UPDATE SET ended_at = excluded.ended_at, outcome = excluded.outcome`,
+		r.RunID, r.Session.AgentID, r.Session.Key, r.Requester, r.StartedAt, r.EndedAt, r.Outcome)
+	return wrap(err)
+}
+
+// GetRun implements gateway.Tx.
+func (t *Tx) GetRun(ctx context.Context, runID string) (gateway.Run, bool, error) {
+	return scanRun(t.tx.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE run_id = $1`, runID))
+}

@@ -1,0 +1,302 @@
+package pgstore
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+	vigil "github.com/vigilhq/vigil"
+)
+
+// BeginWrite implements vigil.Store: a READ COMMITTED transaction on one
+// pooled connection. Writers from other Store instances and processes run
+// concurrently with it; the row locks described at Append keep them apart
+// where they touch the same session.
+func (s *Store) BeginWrite(ctx context.Context) (vigil.Tx, error) {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return nil, wrap(err)
+	}
+	return &Tx{s: s, tx: tx, ctx: ctx}, nil
+}
+
+// Tx is a write transaction; it implements vigil.Tx and gateway.Tx.
+type Tx struct {
+	s   *Store
+	tx  pgx.Tx
+	ctx context.Context
+
+	// published is set once the transaction holds its sequence marker
+	// (log.go), which must happen before its first nextval.
+	published bool
+}
+
+var _ vigil.Tx = (*Tx)(nil)
+
+// lockHead locks the session's head row, creating it when missing, and
+// holds the lock until the transaction ends. An upsert rather than SELECT
+// ... FOR UPDATE: it locks in one statement whether or not the row exists,
+// also when another transaction deletes it meanwhile (a FOR UPDATE after
+// an INSERT ... DO NOTHING can find the row gone and lock nothing). Its
+// no-op update leaves a cheap HOT row version behind.
+const lockHead = `INSERT INTO session_heads (agent_id, session_key, head, pruned_watermark) VALUES ($1, $2, 0, 0)
+	ON CONFLICT (agent_id, session_key) DO UPDATE SET head = session_heads.head`
+
+// appendEvent takes the next number in VALUES, so a row that ON CONFLICT
+// drops (a dedupe key already present on the session) has used it up all
+// the same: numbers are never reused, and a session's or the store's
+// sequences may be sparse.
+const appendEvent = `INSERT INTO events (sequence, agent_id, session_key, session_id, kind, actor_type, actor_id,
+		run_id, occurred_at, recorded_at, summary, payload, dedupe_key)
+	VALUES (nextval('event_sequence'), $1, $2, nullif($3, ''), $4, $5, nullif($6, ''), nullif($7, ''), $8, $9, $10, $11,
+		nullif($12, ''))
+	ON CONFLICT (agent_id, session_key, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
+	RETURNING sequence`
+
+// Append implements vigil.Tx.
+//
+// Per session, commit order equals sequence order. Append first locks the
+// session's head row (lockHead), and only then takes a number, in the same
+// pipeline. Of two transactions appending to one session, the second waits
+// for the lock until the first has ended, so it takes all its numbers for
+// that session after the first took all of its own, and commits after the
+// first committed (a transaction holds its locks to its end). PostgreSQL
+// releases row locks only once the commit is visible to new snapshots, so
+// any snapshot that sees the second transaction also sees the first. A
+// reader of the session (History, hence changesSince) therefore always
+// sees a prefix, in sequence order, of what the session will ever hold: a
+// caller that saw sequence s never later finds a smaller one appear for
+// that session, and paging after the last sequence seen skips nothing.
+//
+// This says nothing about different sessions, whose transactions take
+// numbers and commit in any order; the whole-store Log needs more, and
+// gets it from the marker that the first Append of each transaction
+// publishes before its first nextval (log.go).
+//
+// Locking also serialises dedupe: two transactions recording the same key
+// on a session meet at the lock, and the second's insert, in a statement
+// that starts after the first committed, finds the first's row.
+func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
+	var payload *string
+	if len(e.Payload) > 0 {
+		p := string(e.Payload)
+		payload = &p
+	}
+	b := &pgx.Batch{}
+	publish := !t.published
+	if publish {
+		b.Queue(publishMarker, t.s.markerHi, t.s.markerLo)
+	}
+	b.Queue(lockHead, e.AgentID, e.SessionKey)
+	b.Queue(appendEvent, e.AgentID, e.SessionKey, e.SessionID, string(e.Kind), string(e.ActorType), e.ActorID,
+		e.RunID, e.OccurredAt, e.RecordedAt, e.Summary, payload, e.DedupeKey)
+	seq, appended, err := func() (int64, bool, error) {
+		br := t.tx.SendBatch(ctx, b)
+		defer br.Close()
+		if publish {
+			if _, err := br.Exec(); err != nil {
+				return 0, false, fmt.Errorf("publish sequence marker: %w", err)
+			}
+		}
+		if _, err := br.Exec(); err != nil {
+			return 0, false, fmt.Errorf("lock head of %s: %w", e.Session(), err)
+		}
+		var seq int64
+		err := br.QueryRow().Scan(&seq)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return 0, false, br.Close()
+		}
+		if err != nil {
+			return 0, false, err
+		}
+		return seq, true, br.Close()
+	}()
+	if err != nil {
+		return false, wrap(err)
+	}
+	t.published = true
+	if appended {
+		e.Sequence = seq
+		return true, nil
+	}
+	prior, err := scanEvent(t.tx.QueryRow(ctx, `SELECT `+eventColumns+` FROM events e
+		WHERE agent_id = $1 AND session_key = $2 AND dedupe_key = $3`, e.AgentID, e.SessionKey, e.DedupeKey))
+	if err != nil {
+		return false, wrap(fmt.Errorf("read event with dedupe key %q: %w", e.DedupeKey, err))
+	}
+	*e = prior
+	return false, nil
+}
+
+// Version implements vigil.Tx.
+func (t *Tx) Version(ctx context.Context, ref vigil.SessionRef) (int64, error) {
+	var v int64
+	err := t.tx.QueryRow(ctx, versionQuery, ref.AgentID, ref.Key).Scan(&v)
+	return v, wrap(err)
+}
+
+// CursorsOnTarget implements vigil.Tx.
+func (t *Tx) CursorsOnTarget(ctx context.Context, target vigil.SessionRef) ([]vigil.Cursor, error) {
+	return collectCursors(t.tx.Query(ctx, `SELECT `+cursorColumns+` FROM cursors
+		WHERE target_agent = $1 AND target_key = $2 ORDER BY watcher`, target.AgentID, target.Key))
+}
+
+// Cursor implements vigil.Tx.
+func (t *Tx) Cursor(ctx context.Context, watcher string, target vigil.SessionRef) (vigil.Cursor, bool, error) {
+	return getCursor(t.tx.QueryRow(ctx, cursorQuery, target.AgentID, target.Key, watcher))
+}
+
+// PutCursor implements vigil.Tx.
+func (t *Tx) PutCursor(ctx context.Context, c vigil.Cursor) error {
+	_, err := t.tx.Exec(ctx, `INSERT INTO cursors (`+cursorColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (target_agent, target_key, watcher) DO UPDATE SET last_seen = excluded.last_seen,
+		notified = excluded.notified, material = excluded.material, updated_at = excluded.updated_at`,
+		c.Target.AgentID, c.Target.Key, c.Watcher, c.LastSeen, c.Notified, c.Material, c.UpdatedAt)
+	return wrap(err)
+}
+
+// DeleteCursor implements vigil.Tx.
+func (t *Tx) DeleteCursor(ctx context.Context, watcher string, target vigil.SessionRef) (bool, error) {
+	tag, err := t.tx.Exec(ctx, `DELETE FROM cursors WHERE watcher = $1 AND target_agent = $2 AND target_key = $3`,
+		watcher, target.AgentID, target.Key)
+	if err != nil {
+		return false, wrap(err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// DeleteWatcherCursors implements vigil.Tx.
+func (t *Tx) DeleteWatcherCursors(ctx context.Context, watcher string) (int, error) {
+	tag, err := t.tx.Exec(ctx, `DELETE FROM cursors WHERE watcher = $1`, watcher)
+	if err != nil {
+		return 0, wrap(err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// DeleteSession implements vigil.Tx. It takes the session's head lock
+// first, so an append to the session committing meanwhile elsewhere is
+// either deleted too (the deletes below start after it committed) or comes
+// after the delete.
+func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
+	b := &pgx.Batch{}
+	b.Queue(lockHead, ref.AgentID, ref.Key)
+	b.Queue(`DELETE FROM events WHERE agent_id = $1 AND session_key = $2`, ref.AgentID, ref.Key)
+	b.Queue(`DELETE FROM session_heads WHERE agent_id = $1 AND session_key = $2`, ref.AgentID, ref.Key)
+	b.Queue(`DELETE FROM cursors WHERE target_agent = $1 AND target_key = $2`, ref.AgentID, ref.Key)
+	b.Queue(`DELETE FROM cursors WHERE watcher = $1`, ref.Key)
+	return wrap(t.tx.SendBatch(ctx, b).Close())
+}
+
+// PendingCursors implements vigil.Tx.
+func (t *Tx) PendingCursors(ctx context.Context) ([]vigil.Cursor, error) {
+	return collectCursors(t.tx.Query(ctx, `SELECT `+cursorColumns+` FROM cursors WHERE material > last_seen
+		ORDER BY watcher, target_agent, target_key`))
+}
+
+// PruneEvents implements vigil.Tx.
+//
+// It first locks the store_state row, so concurrent pruners (other
+// processes) take turns and never pick the same events; its statements
+// after the lock see what an earlier pruner deleted. It deletes exactly the
+// events it selected, not a sequence range: a transaction still open
+// elsewhere may commit an older number later, and that event stays (it was
+// not seen, so no watermark covers it). Each affected session's head row is
+// updated, not upserted: every session with an event has one (Append
+// creates it, DeleteSession removes it with the events), and a session
+// deleted meanwhile must not get its head back.
+func (t *Tx) PruneEvents(ctx context.Context, maxSequence, recordedBefore int64, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	if _, err := t.tx.Exec(ctx, `SELECT 1 FROM store_state WHERE id = 1 FOR UPDATE`); err != nil {
+		return 0, wrap(fmt.Errorf("lock store state: %w", err))
+	}
+	rows, err := t.tx.Query(ctx, `SELECT sequence, agent_id, session_key, recorded_at FROM events
+		WHERE sequence <= $1 ORDER BY sequence LIMIT $2`, maxSequence, limit)
+	if err != nil {
+		return 0, wrap(err)
+	}
+	pruned := map[vigil.SessionRef]int64{}
+	var seqs []int64
+	for rows.Next() {
+		var seq, recordedAt int64
+		var ref vigil.SessionRef
+		if err := rows.Scan(&seq, &ref.AgentID, &ref.Key, &recordedAt); err != nil {
+			rows.Close()
+			return 0, wrap(err)
+		}
+		if recordedAt >= recordedBefore {
+			break
+		}
+		pruned[ref] = seq // ascending, so the last one is the session's highest
+		seqs = append(seqs, seq)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, wrap(err)
+	}
+	if len(seqs) == 0 {
+		return 0, nil
+	}
+	// Sessions in a fixed order, so two transactions locking several heads
+	// lock them in the same order.
+	refs := make([]vigil.SessionRef, 0, len(pruned))
+	for ref := range pruned {
+		refs = append(refs, ref)
+	}
+	slices.SortFunc(refs, func(a, b vigil.SessionRef) int {
+		return cmp.Or(cmp.Compare(a.AgentID, b.AgentID), cmp.Compare(a.Key, b.Key))
+	})
+	b := &pgx.Batch{}
+	for _, ref := range refs {
+		b.Queue(`UPDATE session_heads SET head = greatest(head, $3), pruned_watermark = greatest(pruned_watermark, $3)
+			WHERE agent_id = $1 AND session_key = $2`, ref.AgentID, ref.Key, pruned[ref])
+	}
+	b.Queue(`UPDATE store_state SET pruned_watermark = greatest(pruned_watermark, $1) WHERE id = 1`, seqs[len(seqs)-1])
+	b.Queue(`DELETE FROM events WHERE sequence = ANY($1)`, seqs)
+	br := t.tx.SendBatch(ctx, b)
+	defer br.Close()
+	for range refs {
+		if _, err := br.Exec(); err != nil {
+			return 0, wrap(fmt.Errorf("raise pruned watermark: %w", err))
+		}
+	}
+	if _, err := br.Exec(); err != nil {
+		return 0, wrap(fmt.Errorf("raise store pruned watermark: %w", err))
+	}
+	tag, err := br.Exec()
+	if err != nil {
+		return 0, wrap(err)
+	}
+	return int(tag.RowsAffected()), wrap(br.Close())
+}
+
+// ExpireCursors implements vigil.Tx.
+func (t *Tx) ExpireCursors(ctx context.Context, updatedBefore int64, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	tag, err := t.tx.Exec(ctx, `DELETE FROM cursors WHERE (target_agent, target_key, watcher) IN (
+		SELECT target_agent, target_key, watcher FROM cursors WHERE updated_at < $1 LIMIT $2)`, updatedBefore, limit)
+	if err != nil {
+		return 0, wrap(err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// Commit implements vigil.Tx.
+func (t *Tx) Commit() error { return wrap(t.tx.Commit(t.ctx)) }
+
+// Rollback implements vigil.Tx. Rolling back a transaction that already
+// ended does nothing, so a deferred Rollback after Commit is harmless.
+func (t *Tx) Rollback() error {
+	err := t.tx.Rollback(context.WithoutCancel(t.ctx))
+	if errors.Is(err, pgx.ErrTxClosed) {
+		return nil
+	}
+	return wrap(err)
+}
