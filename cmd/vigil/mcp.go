@@ -10,8 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -21,7 +19,6 @@ import (
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/mcpserver"
-	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
 // runMCP serves MCP over standard input and output for one session: by
@@ -33,7 +30,7 @@ func runMCP(ctx context.Context, args []string, getenv func(string) string, stdi
 	session := fs.String("session", getenv("VIGIL_SESSION"), "the session this MCP client acts as (env VIGIL_SESSION)")
 	addr := fs.String("addr", envOr(getenv, "VIGIL_ADDR", defaultAddr), "the gateway to connect to (env VIGIL_ADDR)")
 	token := fs.String("token", getenv("VIGIL_TOKEN"), "the gateway token (env VIGIL_TOKEN)")
-	db := fs.String("db", "", "serve from this SQLite file instead of a running gateway")
+	db := fs.String("db", "", "serve from this SQLite file (or postgres:// URL) instead of a running gateway")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -69,10 +66,7 @@ func baseURL(addr string) string {
 
 // serveMCPEmbedded runs engine, gateway and MCP server in this process.
 func serveMCPEmbedded(ctx context.Context, log *slog.Logger, dbPath, session string, t mcp.Transport) error {
-	if err := os.MkdirAll(filepath.Dir(dbPath), 0o700); err != nil {
-		return err
-	}
-	st, err := sqlitestore.Open(ctx, dbPath, sqlitestore.Options{})
+	st, err := openStore(ctx, dbPath, "")
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -17,7 +18,6 @@ import (
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
 	"github.com/vigilhq/vigil/internal/metrics"
-	"github.com/vigilhq/vigil/store/sqlitestore"
 	"github.com/vigilhq/vigil/webhook"
 )
 
@@ -59,7 +59,7 @@ func isLoopback(addr string) bool {
 func runServe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("vigil serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	db := fs.String("db", envOr(getenv, "VIGIL_DB", defaultDBPath(getenv)), "SQLite database file (env VIGIL_DB)")
+	db := fs.String("db", envOr(getenv, "VIGIL_DB", defaultDBPath(getenv)), "SQLite database file, or a postgres:// URL (env VIGIL_DB)")
 	addr := fs.String("addr", envOr(getenv, "VIGIL_ADDR", defaultAddr), "listen address (env VIGIL_ADDR)")
 	config := fs.String("config", getenv("VIGIL_CONFIG"), "credentials file (env VIGIL_CONFIG; VIGIL_ADMIN_TOKEN adds an admin token)")
 	sync := fs.String("synchronous", envOr(getenv, "VIGIL_SYNCHRONOUS", "FULL"), "SQLite synchronous setting: FULL (survives power loss) or NORMAL")
@@ -97,10 +97,7 @@ func serve(ctx context.Context, log *slog.Logger, dbPath, addr, configPath, sync
 		}
 		log.Warn("no tokens configured: every request acts as the local admin; listening on loopback only")
 	}
-	if err := os.MkdirAll(filepath.Dir(dbPath), 0o700); err != nil {
-		return fmt.Errorf("create database directory: %w", err)
-	}
-	st, err := sqlitestore.Open(ctx, dbPath, sqlitestore.Options{Synchronous: sync})
+	st, err := openStore(ctx, dbPath, sync)
 	if err != nil {
 		return err
 	}
@@ -148,7 +145,7 @@ func serve(ctx context.Context, log *slog.Logger, dbPath, addr, configPath, sync
 		g.Close() // waiting sends and turns answer at once instead of holding shutdown
 		closeStreams()
 	})
-	log.Info("vigil listening", "addr", ln.Addr().String(), "db", dbPath)
+	log.Info("vigil listening", "addr", ln.Addr().String(), "db", redactURL(dbPath))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -164,4 +161,15 @@ func serve(ctx context.Context, log *slog.Logger, dbPath, addr, configPath, sync
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// redactURL hides a password in a database URL before it is logged.
+func redactURL(db string) string {
+	if u, err := url.Parse(db); err == nil && u.User != nil {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+			return u.String()
+		}
+	}
+	return db
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
@@ -393,5 +396,57 @@ func TestServePostsSignedWakesToTheAgentsWebhook(t *testing.T) {
 		}
 	case <-time.After(serveHangGuard):
 		t.Fatal("no signed wake reached the webhook (hang guard)")
+	}
+}
+
+// servePostgresURL returns a URL of the test PostgreSQL server with a fresh
+// schema for vigil's tables, dropped when the test ends. Without a server
+// the test is skipped (it fails instead under CI=true).
+func servePostgresURL(t *testing.T) string {
+	t.Helper()
+	base := os.Getenv("VIGIL_TEST_POSTGRES")
+	if base == "" {
+		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no PostgreSQL server is reachable at 127.0.0.1:5432 (required under CI): %v", err)
+		}
+		t.Skipf("no PostgreSQL server is reachable at 127.0.0.1:5432: %v", err)
+	}
+	conn.Close(ctx)
+	schema := fmt.Sprintf("vigil_serve_%d", time.Now().UnixNano())
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if conn, err := pgx.Connect(ctx, base); err == nil {
+			conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+			conn.Close(ctx)
+		}
+	})
+	return base + "&schema=" + schema
+}
+
+func TestServeOnPostgreSQLKeepsAPendingNoticeAcrossARestart(t *testing.T) {
+	db := servePostgresURL(t)
+	const manager = "agent:main:main"
+	first := startServe(t, db, nil)
+	sp := callOK[gateway.SpawnOutput](t, first, "", manager, "sessions_spawn", map[string]any{"task": "write the report"})
+	callOK[gateway.SendOutput](t, first, "", "", "sessions_send",
+		map[string]any{"sessionKey": sp.ChildSessionKey, "message": "use the new template", "timeoutSeconds": 0})
+	if code := first.stop(t); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, first.stderr.String())
+	}
+	second := startServe(t, db, nil)
+	pending := callOK[gateway.PendingOutput](t, second, "", "", "session_pending", map[string]any{"sessionKey": manager})
+	if len(pending.Events) != 1 || pending.Events[0].Text != vigil.NoticeText(sp.ChildSessionKey, 1) {
+		t.Fatalf("pending after the restart = %+v", pending.Events)
+	}
+	st := callOK[gateway.StatusOutput](t, second, "", manager, "session_status",
+		map[string]any{"sessionKey": sp.ChildSessionKey, "changesSince": 1})
+	if len(st.StateChanges.Events) != 1 || st.StateChanges.Events[0].Kind != vigil.KindHumanDirectMessage {
+		t.Fatalf("changes since 1 = %+v", st.StateChanges)
 	}
 }

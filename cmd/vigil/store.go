@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/store/pgstore"
+	"github.com/vigilhq/vigil/store/sqlitestore"
+)
+
+// sessionStore is what the gateway runs on: the engine's storage and the
+// gateway's, on one database.
+type sessionStore interface {
+	vigil.Store
+	gateway.Store
+}
+
+// isPostgresURL reports whether a --db value names a PostgreSQL database.
+func isPostgresURL(db string) bool {
+	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
+}
+
+// openStore opens the database a --db value names: a postgres:// URL
+// (optionally with schema=NAME for vigil's tables), or else a SQLite file
+// (its directory created if needed). synchronous applies to SQLite only.
+func openStore(ctx context.Context, db, synchronous string) (sessionStore, error) {
+	if isPostgresURL(db) {
+		// A schema=NAME parameter is vigil's, not the server's: it keeps
+		// vigil's tables in their own schema.
+		u, err := url.Parse(db)
+		if err != nil {
+			return nil, fmt.Errorf("--db: not a valid URL: %w", err)
+		}
+		q := u.Query()
+		schema := q.Get("schema")
+		q.Del("schema")
+		u.RawQuery = q.Encode()
+		st, err := pgstore.Open(ctx, u.String(), pgstore.Options{Schema: schema})
+		if err != nil {
+			return nil, err
+		}
+		return st, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(db), 0o700); err != nil {
+		return nil, fmt.Errorf("create database directory: %w", err)
+	}
+	st, err := sqlitestore.Open(ctx, db, sqlitestore.Options{Synchronous: synchronous})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
