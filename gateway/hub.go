@@ -40,8 +40,8 @@ type Hub struct {
 	log      map[*LogListener]struct{}
 }
 
-// NewHub returns an empty hub. Pass its methods to vigil.Options (OnWake,
-// OnNotice, OnRecord) and the hub to gateway.Options.
+// NewHub returns an empty hub. Attach it to the engine's options and pass it
+// to gateway.Options.
 func NewHub() *Hub {
 	return &Hub{sessions: map[string]map[*Listener]struct{}{}, log: map[*LogListener]struct{}{}}
 }
@@ -175,4 +175,29 @@ func (h *Hub) Record(ev vigil.Event) {
 			h.dropLogLocked(l)
 		}
 	}
+}
+
+// Attach returns opts with the hub hearing the engine's wakes, notices and
+// appended events, after any hook opts already had.
+func (h *Hub) Attach(opts vigil.Options) vigil.Options {
+	wake, notice, record := opts.OnWake, opts.OnNotice, opts.OnRecord
+	opts.OnWake = func(watcher string) {
+		if wake != nil {
+			wake(watcher)
+		}
+		h.Wake(watcher)
+	}
+	opts.OnNotice = func(watcher string, n vigil.SystemEvent) {
+		if notice != nil {
+			notice(watcher, n)
+		}
+		h.Notice(watcher, n)
+	}
+	opts.OnRecord = func(e vigil.Event) {
+		if record != nil {
+			record(e)
+		}
+		h.Record(e)
+	}
+	return opts
 }

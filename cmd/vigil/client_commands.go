@@ -732,28 +732,20 @@ func cliUnwatch(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) 
 }
 
 func cliReset(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) error {
-	agent := fs.String("agent", "", "the owning agent, needed only for a bare key")
-	return func(ctx context.Context, args []string) error {
-		if err := cliArgs(args, "KEY"); err != nil {
-			return err
-		}
-		if err := cliCheckRef("KEY", args[0], *agent); err != nil {
-			return err
-		}
-		if err := c.checkActing(); err != nil {
-			return err
-		}
-		var out gateway.ResetOutput
-		in := gateway.SessionInput{SessionKey: args[0], AgentID: *agent}
-		if printed, err := c.tool(ctx, "session_reset", c.as, in, &out); printed || err != nil {
-			return err
-		}
-		c.printf("%s reset: new incarnation %s\n", out.SessionKey, out.SessionID)
-		return nil
-	}
+	return cliSessionCommand(fs, c, "session_reset", func(out map[string]any) string {
+		return fmt.Sprintf("%s reset: new incarnation %s", out["sessionKey"], out["sessionId"])
+	})
 }
 
 func cliDelete(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) error {
+	return cliSessionCommand(fs, c, "session_delete", func(out map[string]any) string {
+		return fmt.Sprintf("%s deleted", out["sessionKey"])
+	})
+}
+
+// cliSessionCommand is a command that runs one tool on one session KEY and
+// prints one line about it.
+func cliSessionCommand(fs *flag.FlagSet, c *cliClient, tool string, line func(map[string]any) string) func(context.Context, []string) error {
 	agent := fs.String("agent", "", "the owning agent, needed only for a bare key")
 	return func(ctx context.Context, args []string) error {
 		if err := cliArgs(args, "KEY"); err != nil {
@@ -765,12 +757,12 @@ func cliDelete(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) e
 		if err := c.checkActing(); err != nil {
 			return err
 		}
-		var out gateway.DeleteOutput
+		var out map[string]any
 		in := gateway.SessionInput{SessionKey: args[0], AgentID: *agent}
-		if printed, err := c.tool(ctx, "session_delete", c.as, in, &out); printed || err != nil {
+		if printed, err := c.tool(ctx, tool, c.as, in, &out); printed || err != nil {
 			return err
 		}
-		c.printf("%s deleted\n", out.SessionKey)
+		c.printf("%s\n", line(out))
 		return nil
 	}
 }

@@ -109,7 +109,7 @@ func demo(ctx context.Context, pace time.Duration, stdout io.Writer) (err error)
 	}
 	defer st.Close()
 	hub := gateway.NewHub()
-	eng, err := vigil.Open(ctx, st, vigil.Options{Logger: quiet, OnWake: hub.Wake, OnNotice: hub.Notice, OnRecord: hub.Record})
+	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{Logger: quiet}))
 	if err != nil {
 		return fmt.Errorf("open the engine: %w", err)
 	}

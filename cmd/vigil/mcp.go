@@ -72,7 +72,7 @@ func serveMCPEmbedded(ctx context.Context, log *slog.Logger, dbPath, session str
 	}
 	defer st.Close()
 	hub := gateway.NewHub()
-	eng, err := vigil.Open(ctx, st, vigil.Options{Logger: log, OnWake: hub.Wake, OnNotice: hub.Notice, OnRecord: hub.Record})
+	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{Logger: log}))
 	if err != nil {
 		return err
 	}

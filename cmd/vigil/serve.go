@@ -115,11 +115,7 @@ func serve(ctx context.Context, log *slog.Logger, dbPath, addr, configPath, sync
 	}
 	defer hooks.Close() // after the engine has closed: no more wakes come
 	hub := gateway.NewHub()
-	wake := func(watcher string) {
-		hub.Wake(watcher)
-		hooks.Wake(watcher)
-	}
-	eng, err := vigil.Open(ctx, st, vigil.Options{Logger: log, OnWake: wake, OnNotice: hub.Notice, OnRecord: hub.Record})
+	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{Logger: log, OnWake: hooks.Wake}))
 	if err != nil {
 		return err
 	}
