@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 
 	vigil "github.com/vigilhq/vigil"
-	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
 // conflictingStore fails the first appends with a retryable conflict, as a
@@ -38,17 +36,15 @@ func (t conflictingTx) Append(ctx context.Context, e *vigil.Event) (bool, error)
 
 func openConflicting(t *testing.T, conflicts int32) *vigil.Engine {
 	t.Helper()
-	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "v.db"), sqlitestore.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := newTestDB(t).open(t)
+	t.Cleanup(func() { st.Close() })
 	cs := &conflictingStore{Store: st}
 	cs.conflicts.Store(conflicts)
 	eng, err := vigil.Open(ctx, cs, vigil.Options{PruneInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { eng.Close(); st.Close() })
+	t.Cleanup(func() { eng.Close() })
 	return eng
 }
 

@@ -160,9 +160,7 @@ func TestAnEventDeletedByHandIsNoGap(t *testing.T) {
 	env := newEnv(t, vigil.Options{})
 	env.human(child, manager)
 	env.human(child, manager)
-	if _, err := env.store.DB().Exec(`DELETE FROM events WHERE sequence = 1`); err != nil {
-		t.Fatal(err)
-	}
+	env.exec(`DELETE FROM events WHERE sequence = 1`)
 	if d := env.delta(child, 0, 0); d.HistoryGap || !slices.Equal(sequences(d.Events), []int64{2}) {
 		t.Fatalf("delta = %+v", d)
 	}

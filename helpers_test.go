@@ -8,15 +8,18 @@ import (
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/clock"
 	"github.com/vigilhq/vigil/internal/scenario"
+	"github.com/vigilhq/vigil/store/pgstore"
 	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
-// testEnv is an engine on a fresh SQLite file with a manual clock.
+// testEnv is an engine on a fresh store with a manual clock: a SQLite file,
+// or a PostgreSQL schema for the tests run under TestRulesOnPostgreSQL
+// (backends_test.go).
 type testEnv struct {
 	t     testing.TB
-	path  string
+	db    testDB
 	clk   *clock.Manual
-	store *sqlitestore.Store
+	store vigil.Store
 	eng   *vigil.Engine
 	opts  vigil.Options
 }
@@ -25,7 +28,7 @@ type testEnv struct {
 // opts asks for it; the clock starts at scenario.Start.
 func newEnv(t testing.TB, opts vigil.Options) *testEnv {
 	t.Helper()
-	env := &testEnv{t: t, path: filepath.Join(t.TempDir(), "vigil.db"), clk: clock.NewManual(scenario.Start)}
+	env := &testEnv{t: t, db: newTestDB(t), clk: clock.NewManual(scenario.Start)}
 	if opts.Clock == nil {
 		opts.Clock = env.clk
 	}
@@ -41,10 +44,7 @@ func newEnv(t testing.TB, opts vigil.Options) *testEnv {
 func (env *testEnv) open() {
 	env.t.Helper()
 	ctx := context.Background()
-	st, err := sqlitestore.Open(ctx, env.path, sqlitestore.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		env.t.Fatal(err)
-	}
+	st := env.db.open(env.t)
 	eng, err := vigil.Open(ctx, st, env.opts)
 	if err != nil {
 		st.Close()
@@ -58,6 +58,60 @@ func (env *testEnv) close() {
 		env.eng.Close()
 		env.store.Close()
 		env.eng, env.store = nil, nil
+	}
+}
+
+// testDB is where a test's data lives: a SQLite file in the test's
+// temporary directory, or a fresh PostgreSQL schema dropped when the test
+// ends. Every open opens the same data.
+type testDB struct {
+	backend string // backendSQLite or backendPostgres
+	path    string // SQLite
+	schema  string // PostgreSQL
+}
+
+// newTestDB makes an empty database for t on t's backend (backendOf).
+func newTestDB(t testing.TB) testDB {
+	t.Helper()
+	if b := backendOf(t); b == backendPostgres {
+		return testDB{backend: b, schema: freshSchema(t)}
+	}
+	return testDB{backend: backendSQLite, path: filepath.Join(t.TempDir(), "vigil.db")}
+}
+
+// open opens a store on the database; the caller closes it.
+func (db testDB) open(t testing.TB) vigil.Store {
+	t.Helper()
+	var st vigil.Store
+	var err error
+	switch db.backend {
+	case backendPostgres:
+		st, err = pgstore.Open(ctx, postgresURL(), pgstore.Options{Schema: db.schema})
+	default:
+		st, err = sqlitestore.Open(ctx, db.path, sqlitestore.Options{Synchronous: "NORMAL"})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// exec runs a statement on the store's database behind the engine's back,
+// as an operator would by hand. The statement takes no parameters (the
+// backends spell placeholders differently).
+func (env *testEnv) exec(statement string) {
+	env.t.Helper()
+	var err error
+	switch st := env.store.(type) {
+	case *sqlitestore.Store:
+		_, err = st.DB().ExecContext(ctx, statement)
+	case *pgstore.Store:
+		_, err = st.Pool().Exec(ctx, statement)
+	default:
+		env.t.Fatalf("exec on a %T", env.store)
+	}
+	if err != nil {
+		env.t.Fatalf("%s: %v", statement, err)
 	}
 }
 

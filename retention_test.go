@@ -3,7 +3,6 @@ package vigil_test
 // Tests for retention (SPEC 6).
 
 import (
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	vigil "github.com/vigilhq/vigil"
-	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
 func TestEventsOlderThanThirtyDaysArePruned(t *testing.T) {
@@ -84,13 +82,12 @@ func TestDeletingTheNewestEventNeverReusesItsSequence(t *testing.T) {
 
 func TestPruningRunsAtStartupAndAtMostHourlyAfterRecords(t *testing.T) {
 	// In a synctest bubble the engine's real clock is virtual, and Wait
-	// returns once the background prune has finished.
+	// returns once the background prune has finished. The database is made
+	// outside the bubble (its cleanup outlives it); the store is opened
+	// inside, so that its goroutines and timers belong to the bubble.
+	db := newTestDB(t)
 	synctest.Test(t, func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "vigil.db")
-		st, err := sqlitestore.Open(ctx, path, sqlitestore.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		st := db.open(t)
 		defer st.Close()
 		// Two events before the engine starts: the startup prune keeps one.
 		seed, err := vigil.Open(ctx, st, vigil.Options{PruneInterval: -1})

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,10 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/internal/pgtest"
 	"github.com/vigilhq/vigil/webhook"
 )
 
@@ -404,29 +402,7 @@ func TestServePostsSignedWakesToTheAgentsWebhook(t *testing.T) {
 // the test is skipped (it fails instead under CI=true).
 func servePostgresURL(t *testing.T) string {
 	t.Helper()
-	base := os.Getenv("VIGIL_TEST_POSTGRES")
-	if base == "" {
-		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no PostgreSQL server is reachable at 127.0.0.1:5432 (required under CI): %v", err)
-		}
-		t.Skipf("no PostgreSQL server is reachable at 127.0.0.1:5432: %v", err)
-	}
-	conn.Close(ctx)
-	schema := fmt.Sprintf("vigil_serve_%d", time.Now().UnixNano())
-	t.Cleanup(func() {
-		ctx := context.Background()
-		if conn, err := pgx.Connect(ctx, base); err == nil {
-			conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
-			conn.Close(ctx)
-		}
-	})
-	return base + "&schema=" + schema
+	return pgtest.URL() + "&schema=" + pgtest.FreshSchema(t)
 }
 
 func TestServeOnPostgreSQLKeepsAPendingNoticeAcrossARestart(t *testing.T) {

@@ -72,13 +72,24 @@ type op struct {
 	Do           json.RawMessage `json:"do"`
 }
 
+// Options configure a Runner.
+type Options struct {
+	// OpenStore opens the store the scenario runs on. The Runner calls it
+	// once at the start and again after every restart op, having closed
+	// the previous store, so it must open the same data each time, and
+	// that data must start empty. Nil means a SQLite file in a temporary
+	// directory that Close removes.
+	OpenStore func(ctx context.Context) (vigil.Store, error)
+}
+
 // Runner replays operations. Each Runner has its own scratch store.
 type Runner struct {
-	dir    string
-	clk    *clock.Manual
-	store  *sqlitestore.Store
-	engine *vigil.Engine
-	nextID int
+	dir       string // the scratch directory of the default SQLite store
+	openStore func(ctx context.Context) (vigil.Store, error)
+	clk       *clock.Manual
+	store     vigil.Store
+	engine    *vigil.Engine
+	nextID    int
 	// sessions maps every session an op has named to its parent ("" for
 	// none); it is the scenario's own session table.
 	sessions map[string]string
@@ -87,20 +98,33 @@ type Runner struct {
 
 // NewRunner opens a fresh scratch store in a temporary directory.
 func NewRunner(ctx context.Context) (*Runner, error) {
-	dir, err := os.MkdirTemp("", "vigil-sim-")
-	if err != nil {
-		return nil, fmt.Errorf("scratch store: %w", err)
+	return NewRunnerWith(ctx, Options{})
+}
+
+// NewRunnerWith opens a Runner on the store opts.OpenStore opens.
+func NewRunnerWith(ctx context.Context, opts Options) (*Runner, error) {
+	r := &Runner{openStore: opts.OpenStore, clk: clock.NewManual(Start), sessions: map[string]string{}}
+	if r.openStore == nil {
+		dir, err := os.MkdirTemp("", "vigil-sim-")
+		if err != nil {
+			return nil, fmt.Errorf("scratch store: %w", err)
+		}
+		r.dir = dir
+		r.openStore = func(ctx context.Context) (vigil.Store, error) {
+			return sqlitestore.Open(ctx, filepath.Join(dir, "sim.db"), sqlitestore.Options{Synchronous: "NORMAL"})
+		}
 	}
-	r := &Runner{dir: dir, clk: clock.NewManual(Start), sessions: map[string]string{}}
 	if err := r.open(ctx); err != nil {
-		os.RemoveAll(dir)
+		if r.dir != "" {
+			os.RemoveAll(r.dir)
+		}
 		return nil, err
 	}
 	return r, nil
 }
 
 func (r *Runner) open(ctx context.Context) error {
-	st, err := sqlitestore.Open(ctx, filepath.Join(r.dir, "sim.db"), sqlitestore.Options{Synchronous: "NORMAL"})
+	st, err := r.openStore(ctx)
 	if err != nil {
 		return err
 	}
@@ -118,19 +142,29 @@ func (r *Runner) shut() error {
 	return r.store.Close()
 }
 
-// Close closes the engine and removes the scratch store.
+// Close closes the engine and the store, and removes the default scratch
+// store.
 func (r *Runner) Close() error {
 	err := r.shut()
-	return errors.Join(err, os.RemoveAll(r.dir))
+	if r.dir != "" {
+		err = errors.Join(err, os.RemoveAll(r.dir))
+	}
+	return err
 }
 
-// Run replays a scenario file and writes one JSON line per op to w.
+// Run replays a scenario file on a scratch SQLite store and writes one JSON
+// line per op to w.
 func Run(ctx context.Context, data []byte, w io.Writer) error {
+	return RunWith(ctx, data, w, Options{})
+}
+
+// RunWith is Run on the store opts.OpenStore opens.
+func RunWith(ctx context.Context, data []byte, w io.Writer, opts Options) error {
 	f, err := Parse(data)
 	if err != nil {
 		return err
 	}
-	r, err := NewRunner(ctx)
+	r, err := NewRunnerWith(ctx, opts)
 	if err != nil {
 		return err
 	}

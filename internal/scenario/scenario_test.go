@@ -18,6 +18,12 @@ import (
 const scenarioDir = "../../testdata/scenarios"
 
 func TestScenariosMatchTheReference(t *testing.T) {
+	replayScenarios(t, func(t *testing.T) Options { return Options{} })
+}
+
+// replayScenarios replays every scenario, each as a subtest on the store
+// that opts(t) opens, and compares its output with the expected one.
+func replayScenarios(t *testing.T, opts func(t *testing.T) Options) {
 	files, err := filepath.Glob(filepath.Join(scenarioDir, "*.json"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no scenarios in %s: %v", scenarioDir, err)
@@ -30,7 +36,7 @@ func TestScenariosMatchTheReference(t *testing.T) {
 				t.Fatal(err)
 			}
 			var out bytes.Buffer
-			if err := Run(context.Background(), data, &out); err != nil {
+			if err := RunWith(context.Background(), data, &out, opts(t)); err != nil {
 				t.Fatal(err)
 			}
 			expected := readLines(t, filepath.Join(scenarioDir, name+".expected.jsonl"))
@@ -148,8 +154,13 @@ func sortedStrings(l []any) []any {
 
 func runOps(t *testing.T, ops string) []map[string]any {
 	t.Helper()
+	return runOpsWith(t, Options{}, ops)
+}
+
+func runOpsWith(t *testing.T, opts Options, ops string) []map[string]any {
+	t.Helper()
 	var out bytes.Buffer
-	if err := Run(context.Background(), []byte(`{"ops": [`+ops+`]}`), &out); err != nil {
+	if err := RunWith(context.Background(), []byte(`{"ops": [`+ops+`]}`), &out, opts); err != nil {
 		t.Fatal(err)
 	}
 	var lines []map[string]any
@@ -210,11 +221,18 @@ func TestBadOpFieldsAreNamedAndChangeNothing(t *testing.T) {
 }
 
 func TestRestartRequeuesAndPrintsPendingNotices(t *testing.T) {
-	lines := runOps(t, `
+	checkRestartRequeues(t, Options{})
+}
+
+// checkRestartRequeues runs a restart on the store opts opens: the pending
+// notice comes back from the durable cursor, and the log is still there.
+func checkRestartRequeues(t *testing.T, opts Options) {
+	lines := runOpsWith(t, opts, `
 		{"op": "spawn", "parent": "agent:a:main", "child": "agent:a:subagent:c"},
 		{"op": "human_message", "session": "agent:a:subagent:c"},
 		{"op": "restart"},
-		{"op": "advance_time", "ms": 1500}`)
+		{"op": "advance_time", "ms": 1500},
+		{"op": "status", "session": "agent:a:subagent:c", "changesSince": 0}`)
 	pending := lines[2]["pending"].(map[string]any)
 	want := `Session "agent:a:subagent:c" changed (other actor). Reconcile before acting: session_status sessionKey "agent:a:subagent:c" changesSince 1.`
 	if got := pending["agent:a:main"].([]any); len(got) != 1 || got[0] != want || len(pending) != 1 {
@@ -222,5 +240,8 @@ func TestRestartRequeuesAndPrintsPendingNotices(t *testing.T) {
 	}
 	if lines[3]["now"] != float64(1500) {
 		t.Fatalf("now = %v", lines[3]["now"])
+	}
+	if last := lines[4]; last["stateVersion"] != float64(2) || len(last["events"].([]any)) != 2 {
+		t.Fatalf("the log after the restart = %v, want both events", last)
 	}
 }

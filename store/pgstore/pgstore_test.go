@@ -2,103 +2,25 @@ package pgstore_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net/url"
-	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/internal/pgtest"
 	"github.com/vigilhq/vigil/store/pgstore"
 	"github.com/vigilhq/vigil/store/storetest"
 )
 
-const defaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-
-// testURL is the database the tests use: $VIGIL_TEST_POSTGRES, or a local
-// server with trust authentication.
-func testURL() string {
-	if u := os.Getenv("VIGIL_TEST_POSTGRES"); u != "" {
-		return u
-	}
-	return defaultURL
-}
-
-// redacted hides a password in the URL for messages.
-func redacted(raw string) string {
-	if u, err := url.Parse(raw); err == nil && u.Scheme != "" {
-		return u.Redacted()
-	}
-	return raw
-}
-
-// unreachable remembers a failed connection, so that the many tests after
-// the first do not each wait for a server that is not there.
-var unreachable struct {
-	sync.Mutex
-	err error
-}
-
-// connect opens one plain connection to the test database. When no server
-// answers the test is skipped, except under CI (CI=true), where a missing
-// server is a failure: CI must start one.
-func connect(t testing.TB) *pgx.Conn {
-	t.Helper()
-	u := testURL()
-	unreachable.Lock()
-	err := unreachable.err
-	unreachable.Unlock()
-	var conn *pgx.Conn
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if conn, err = pgx.Connect(ctx, u); err != nil {
-			unreachable.Lock()
-			unreachable.err = err
-			unreachable.Unlock()
-		}
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no PostgreSQL server is reachable at %s (and CI=true, so this fails): %v", redacted(u), err)
-		}
-		t.Skipf("no PostgreSQL server is reachable at %s: %v", redacted(u), err)
-	}
-	return conn
-}
-
-// freshSchema creates an empty schema for this test and drops it, with
-// everything in it, when the test ends.
-func freshSchema(t testing.TB) string {
-	t.Helper()
-	conn := connect(t)
-	defer conn.Close(context.Background())
-	b := make([]byte, 8)
-	rand.Read(b)
-	schema := "vigil_test_" + hex.EncodeToString(b)
-	if _, err := conn.Exec(context.Background(), `CREATE SCHEMA `+schema); err != nil {
-		t.Fatalf("create schema %s: %v", schema, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, testURL())
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, `DROP SCHEMA `+schema+` CASCADE`); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	return schema
-}
+// The shared PostgreSQL test helpers, under the names this package uses.
+var (
+	testURL     = pgtest.URL
+	redacted    = pgtest.Redacted
+	connect     = pgtest.Connect
+	freshSchema = pgtest.FreshSchema
+)
 
 // open opens a store on schema and closes it when the test ends (before
 // the schema is dropped).
