@@ -64,6 +64,7 @@ var rulesOnPostgreSQL = []func(*testing.T){
 	TestDrainReopensExactlyOneFollowUpForInterleavedWork,
 	TestStatusNeverAcknowledges,
 	TestDrainAcknowledgesOnlyTheNoticesItConsumed,
+	TestDrainAcknowledgesOnlyCursorsThatStillExist,
 	TestRestartRequeuesEveryPendingNotice,
 	TestResetDropsTheWatchersCursorsButKeepsItsHistory,
 	TestDeleteRemovesEventsHeadAndEveryCursorNamingIt,

@@ -11,7 +11,9 @@ import (
 type Drained struct {
 	// Events are the system events the turn consumed, oldest first.
 	Events []SystemEvent
-	// Acknowledged are the targets of the notices among them.
+	// Acknowledged are the targets whose cursors the turn acknowledged
+	// (a notice about a session unwatched or deleted since acknowledges
+	// nothing).
 	Acknowledged []SessionRef
 	// FollowUps are the notices the acknowledgements opened again, because
 	// material events arrived after the frozen watermark. They are queued
@@ -42,7 +44,7 @@ func (e *Engine) Drain(ctx context.Context, watcher string) (Drained, error) {
 		return d, nil
 	}
 	err = e.Update(ctx, func(ctx context.Context, t *Txn) error {
-		d.FollowUps = d.FollowUps[:0]
+		d.FollowUps, d.Acknowledged = d.FollowUps[:0], d.Acknowledged[:0]
 		for _, target := range notices {
 			c, ok, err := t.tx.Cursor(ctx, watcher, target)
 			if err != nil {
@@ -51,6 +53,7 @@ func (e *Engine) Drain(ctx context.Context, watcher string) (Drained, error) {
 			if !ok {
 				continue // unwatched or deleted meanwhile: nothing to acknowledge
 			}
+			d.Acknowledged = append(d.Acknowledged, target)
 			c, reopen := c.acknowledge(t.now.UnixMilli())
 			if err := t.tx.PutCursor(ctx, c); err != nil {
 				return err
@@ -64,7 +67,7 @@ func (e *Engine) Drain(ctx context.Context, watcher string) (Drained, error) {
 				})
 			}
 		}
-		n := int64(len(notices))
+		n := int64(len(d.Acknowledged))
 		t.AfterCommit(func() { e.stats.noticesAcked.Add(n) })
 		return nil
 	})
@@ -72,7 +75,6 @@ func (e *Engine) Drain(ctx context.Context, watcher string) (Drained, error) {
 		e.queues.restore(watcher, entries)
 		return Drained{}, fmt.Errorf("drain %s: acknowledge: %w", watcher, err)
 	}
-	d.Acknowledged = notices
 	return d, nil
 }
 

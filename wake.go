@@ -46,6 +46,9 @@ func (w *waker) wake(watcher string) {
 	}
 	st := w.state[watcher]
 	if st == nil || !now.Before(st.windowEnd) {
+		if st == nil && len(w.state) >= wakeStatePrune {
+			w.pruneLocked(now)
+		}
 		w.state[watcher] = &wakeState{windowEnd: now.Add(w.window)}
 		w.fire(watcher)
 		return
@@ -63,6 +66,19 @@ func (w *waker) wake(watcher string) {
 		st.windowEnd = w.clk.Now().Add(w.window)
 		w.fire(watcher)
 	})
+}
+
+// wakeStatePrune is how many watchers' windows are kept before the closed
+// ones are dropped, so the map does not grow with every watcher ever woken.
+const wakeStatePrune = 1024
+
+// pruneLocked drops closed windows. Called with w.mu held.
+func (w *waker) pruneLocked(now time.Time) {
+	for k, st := range w.state {
+		if st.timer == nil && !now.Before(st.windowEnd) {
+			delete(w.state, k)
+		}
+	}
 }
 
 // fire runs the callback on its own goroutine. Called with w.mu held.

@@ -46,28 +46,38 @@ func checkWatch(watcher string, target SessionRef) (string, SessionRef, error) {
 // cursor is returned untouched: re-watching never clobbers a pending
 // notice. The watcher must be agent-qualified and not the target.
 func (e *Engine) Watch(ctx context.Context, watcher string, target SessionRef) (Cursor, error) {
-	w, target, err := checkWatch(watcher, target)
-	if err != nil {
+	if _, _, err := checkWatch(watcher, target); err != nil {
 		return Cursor{}, err
 	}
 	var c Cursor
-	err = e.Update(ctx, func(ctx context.Context, t *Txn) error {
-		var ok bool
+	err := e.Update(ctx, func(ctx context.Context, t *Txn) error {
 		var err error
-		if c, ok, err = t.tx.Cursor(ctx, w, target); err != nil || ok {
-			return err
-		}
-		v, err := t.tx.Version(ctx, target)
-		if err != nil {
-			return err
-		}
-		c = seeded(w, target, v, t.now.UnixMilli())
-		return t.tx.PutCursor(ctx, c)
+		c, err = t.Watch(ctx, watcher, target)
+		return err
 	})
 	if err != nil {
 		return Cursor{}, fmt.Errorf("watch %s: %w", target, err)
 	}
 	return c, nil
+}
+
+// Watch is Engine.Watch inside this write: the seed is the target's version
+// as this write sees it, its own appends included.
+func (t *Txn) Watch(ctx context.Context, watcher string, target SessionRef) (Cursor, error) {
+	w, target, err := checkWatch(watcher, target)
+	if err != nil {
+		return Cursor{}, err
+	}
+	c, ok, err := t.tx.Cursor(ctx, w, target)
+	if err != nil || ok {
+		return c, err
+	}
+	v, err := t.tx.Version(ctx, target)
+	if err != nil {
+		return Cursor{}, err
+	}
+	c = seeded(w, target, v, t.now.UnixMilli())
+	return c, t.tx.PutCursor(ctx, c)
 }
 
 // Unwatch removes watcher's cursor on target and any notice queued for the

@@ -314,3 +314,15 @@ func TestBareTargetsOfDifferentAgentsAreDistinct(t *testing.T) {
 		t.Fatalf("pending = %v, want one notice about its own agent's global", p)
 	}
 }
+
+func TestDrainAcknowledgesOnlyCursorsThatStillExist(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	env.human(child, manager)
+	if err := env.eng.DeleteSession(ctx, vigil.MustRef(child)); err != nil {
+		t.Fatal(err)
+	}
+	d := env.drain(manager)
+	if len(d.Events) != 1 || len(d.Acknowledged) != 0 {
+		t.Fatalf("drained %d events, acknowledged %v; want the notice delivered and nothing acknowledged", len(d.Events), d.Acknowledged)
+	}
+}

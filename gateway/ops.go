@@ -252,6 +252,7 @@ func (g *Gateway) Send(ctx context.Context, c Caller, in SendInput) (SendOutput,
 		w = &waiter{done: make(chan sendOutcome, 1)}
 	}
 	var msgID int64
+	wantWatch, watched := in.Watch != nil && *in.Watch, false
 	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
 		s, ok, err := tx.GetSession(ctx, target)
 		if err != nil {
@@ -281,9 +282,18 @@ func (g *Gateway) Send(ctx context.Context, c Caller, in SendInput) (SendOutput,
 			payload, _ := json.Marshal(map[string]string{"channel": channel})
 			if _, err := txn.Record(ctx, vigil.Record{Session: target, SessionID: s.SessionID,
 				Kind: vigil.KindHumanDirectMessage, ActorType: vigil.ActorHuman, ActorID: actorID,
-				Summary: "human message via " + channel, Payload: payload, Parent: s.SpawnedBy}); err != nil {
+				Summary: "human message via " + channel, Payload: payload, Parent: liveParent(ctx, tx, s)}); err != nil {
 				return err
 			}
+		}
+		// The watch registers in the same write, right after delivery: a
+		// change that commits after the send cannot slip in unseen.
+		watched = false
+		if wantWatch && c.Session != nil {
+			if _, err := txn.Watch(ctx, c.Session.Key, target); err != nil {
+				return err
+			}
+			watched = true
 		}
 		if w != nil {
 			id := msgID
@@ -295,9 +305,8 @@ func (g *Gateway) Send(ctx context.Context, c Caller, in SendInput) (SendOutput,
 		return SendOutput{}, fmt.Errorf("send to %s: %w", target, err)
 	}
 	out := SendOutput{Status: "accepted", SessionKey: target.Key, MessageID: msgID}
-	if in.Watch != nil && *in.Watch {
-		watched := g.watchAfterSend(ctx, c, target)
-		out.Watched = &watched
+	if wantWatch {
+		out.Watched = &watched // false without a sending session
 	}
 	if w == nil {
 		return out, nil
@@ -319,20 +328,6 @@ func (g *Gateway) Send(ctx context.Context, c Caller, in SendInput) (SendOutput,
 		out.Status = "timeout"
 	}
 	return out, nil
-}
-
-// watchAfterSend registers the sender as a watcher of the session that
-// received its message. It is refused (false) without a sending session or
-// when the engine refuses it.
-func (g *Gateway) watchAfterSend(ctx context.Context, c Caller, target vigil.SessionRef) bool {
-	if c.Session == nil {
-		return false
-	}
-	if _, err := g.eng.Watch(ctx, c.Session.Key, target); err != nil {
-		g.log.Info("watch refused", "watcher", c.Session.Key, "target", target.String(), "err", err)
-		return false
-	}
-	return true
 }
 
 func (g *Gateway) addWaiter(target vigil.SessionRef, messageID int64, w *waiter) {
@@ -838,7 +833,7 @@ func (g *Gateway) SetGoal(ctx context.Context, c Caller, in GoalInput) (GoalOutp
 		}
 		payload, _ := json.Marshal(map[string]string{"action": in.Action})
 		res, err := txn.Record(ctx, vigil.Record{Session: ref, SessionID: s.SessionID, Kind: vigil.KindGoalChanged,
-			ActorType: actorType, ActorID: actorID, Summary: summary, Payload: payload, Parent: s.SpawnedBy})
+			ActorType: actorType, ActorID: actorID, Summary: summary, Payload: payload, Parent: liveParent(ctx, tx, s)})
 		if err != nil {
 			return err
 		}
@@ -978,6 +973,11 @@ func (g *Gateway) EndRun(ctx context.Context, c Caller, in RunEndInput) (RunEndO
 		if err := c.reach(run.Session); err != nil {
 			return err
 		}
+		// A session ends only its own run or one it asked for; people and
+		// admins may end any they reach.
+		if c.Session != nil && c.Session.Key != run.Requester && *c.Session != run.Session {
+			return fmt.Errorf("%w: only %s or its requester %s may end run %s", ErrForbidden, run.Session, run.Requester, run.RunID)
+		}
 		out = RunEndOutput{RunID: run.RunID, SessionKey: run.Session.Key, Outcome: run.Outcome}
 		if run.EndedAt != 0 {
 			return nil
@@ -987,7 +987,7 @@ func (g *Gateway) EndRun(ctx context.Context, c Caller, in RunEndInput) (RunEndO
 			return err
 		}
 		rec := vigil.Record{Session: run.Session, Kind: vigil.KindRunCompleted, ActorType: vigil.ActorSystem,
-			RunID: run.RunID, Summary: summary, DedupeKey: "run-terminal:" + run.RunID, Parent: run.Requester}
+			RunID: run.RunID, Summary: summary, DedupeKey: "run-terminal:" + run.RunID}
 		if in.Outcome != vigil.OutcomeCompleted {
 			rec.Kind = vigil.KindRunFailed
 			rec.Payload, _ = json.Marshal(map[string]string{"outcome": in.Outcome})
@@ -1032,7 +1032,7 @@ func (g *Gateway) Compact(ctx context.Context, c Caller, in CompactInput) (Compa
 	if err != nil {
 		return CompactOutput{}, err
 	}
-	if err := c.reach(ref); err != nil {
+	if err := c.ownOrPerson(ref, "compact"); err != nil {
 		return CompactOutput{}, err
 	}
 	if err := checkText("summary", in.Summary, MaxMessageBytes, false); err != nil {
@@ -1116,7 +1116,7 @@ func (g *Gateway) Pending(ctx context.Context, c Caller, in PendingInput) (Pendi
 	if err != nil {
 		return PendingOutput{}, err
 	}
-	if err := c.reach(ref); err != nil {
+	if err := c.ownOrPerson(ref, "look at the queue of"); err != nil {
 		return PendingOutput{}, err
 	}
 	out := PendingOutput{SessionKey: ref.Key, Events: []SystemEventView{}}
@@ -1255,7 +1255,10 @@ func (g *Gateway) takeTurn(ctx context.Context, ref vigil.SessionRef) (TurnOutpu
 	for _, f := range d.FollowUps {
 		out.FollowUps = append(out.FollowUps, f.Text)
 	}
-	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
+	// The notices are acknowledged now, so the turn must be answered: the
+	// inbox read runs even if the caller has gone, and if it fails the turn
+	// still returns its notices (the messages stay unread for the next).
+	err = g.write(context.WithoutCancel(ctx), func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
 		out.Messages = out.Messages[:0]
 		s, ok, err := tx.GetSession(ctx, ref)
 		if err != nil || !ok {
@@ -1279,7 +1282,8 @@ func (g *Gateway) takeTurn(ctx context.Context, ref vigil.SessionRef) (TurnOutpu
 		return tx.PutSession(ctx, s)
 	})
 	if err != nil {
-		return out, false, fmt.Errorf("turn of %s: read inbox: %w", ref, err)
+		g.log.Error("turn: read inbox", "session", ref.String(), "err", err)
+		out.Messages = out.Messages[:0]
 	}
 	out.TurnID = "turn-" + g.opts.NewID()
 	return out, true, nil
@@ -1337,4 +1341,32 @@ func (g *Gateway) Wait(ctx context.Context, c Caller, in WaitInput) (TurnOutput,
 		return TurnOutput{}, invalid("timeoutSeconds must be an integer from 0 to %d, got %d", MaxTurnWait, *in.TimeoutSeconds)
 	}
 	return g.Turn(ctx, c, TurnInput{SessionKey: c.Session.Key, WaitSeconds: in.TimeoutSeconds})
+}
+
+// liveParent is the session's parent key when that parent still exists: a
+// deleted parent watches nothing, and must not get a cursor back.
+func liveParent(ctx context.Context, tx Tx, s Session) string {
+	if s.SpawnedBy == "" {
+		return ""
+	}
+	ref, err := vigil.Ref("", s.SpawnedBy)
+	if err != nil {
+		return ""
+	}
+	if _, ok, err := tx.GetSession(ctx, ref); err != nil || !ok {
+		return ""
+	}
+	return s.SpawnedBy
+}
+
+// ownOrPerson allows people and admins (on sessions they reach) and an
+// agent credential acting as the session itself.
+func (c Caller) ownOrPerson(ref vigil.SessionRef, what string) error {
+	if err := c.reach(ref); err != nil {
+		return err
+	}
+	if c.Principal.Role == RoleAgent && (c.Session == nil || *c.Session != ref) {
+		return fmt.Errorf("%w: only %s itself may %s it", ErrForbidden, ref, what)
+	}
+	return nil
 }

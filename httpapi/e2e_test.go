@@ -840,7 +840,9 @@ func TestE2EAllowListEntryLetsAnAgentReadAndChangeAnotherAgentsSessions(t *testi
 	if h := e2eDo[gateway.HistoryOutput](t, s, e2eBoss, e2eBossKey, "sessions_history", map[string]any{"sessionKey": e2eOpsMain}); len(h.Messages) != 1 {
 		t.Fatalf("history = %+v", h)
 	}
-	e2ePending(t, s, e2eBoss, e2eBossKey, e2eOpsMain)
+	// A session's queue stays its own, allow-list or not.
+	e2eBadInput(t, s, e2eBoss, e2eBossKey, "session_pending", map[string]any{"sessionKey": e2eOpsMain},
+		http.StatusForbidden, gateway.CodeForbidden, "itself")
 	g := e2eDo[gateway.GoalOutput](t, s, e2eBoss, e2eBossKey, "session_goal",
 		map[string]any{"sessionKey": e2eOpsMain, "action": "status", "status": "blocked"})
 	if g.Goal == nil || g.Goal.Status != gateway.GoalBlocked || g.StateVersion <= v {

@@ -1,0 +1,104 @@
+package gateway_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/store/sqlitestore"
+)
+
+var ctx = context.Background()
+
+func newGateway(t *testing.T) (*gateway.Gateway, *vigil.Engine) {
+	t.Helper()
+	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "v.db"), sqlitestore.Options{Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := gateway.NewHub()
+	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{PruneInterval: -1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gateway.New(eng, st, gateway.Options{Hub: hub})
+	t.Cleanup(func() { g.Close(); eng.Close(); st.Close() })
+	return g, eng
+}
+
+func caller(t *testing.T, g *gateway.Gateway, p gateway.Principal, session string) gateway.Caller {
+	t.Helper()
+	c, err := g.ResolveCaller(ctx, p, session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+var person = gateway.Principal{Role: gateway.RoleOperator, ID: "ann"}
+
+func TestDeletedParentGetsNoCursorOrNoticeFromItsChildren(t *testing.T) {
+	g, eng := newGateway(t)
+	manager := caller(t, g, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "")
+	sp, err := g.Spawn(ctx, manager, gateway.SpawnInput{Task: "draft"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Delete(ctx, caller(t, g, person, ""), gateway.SessionInput{SessionKey: "agent:main:main"}); err != nil {
+		t.Fatal(err)
+	}
+	zero := 0
+	if _, err := g.Send(ctx, caller(t, g, person, ""), gateway.SendInput{SessionKey: sp.ChildSessionKey,
+		Message: "use the new figures", TimeoutSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := eng.Cursor(ctx, "agent:main:main", vigil.MustRef(sp.ChildSessionKey)); ok {
+		t.Fatal("the deleted parent has a cursor on its child again")
+	}
+	if p := eng.Pending("agent:main:main"); len(p) != 0 {
+		t.Fatalf("the deleted parent has notices again: %v", p)
+	}
+}
+
+func TestARunIsEndedOnlyByItsChildOrItsRequester(t *testing.T) {
+	g, _ := newGateway(t)
+	agent := gateway.Principal{Role: gateway.RoleAgent, ID: "main"}
+	manager := caller(t, g, agent, "")
+	sp, err := g.Spawn(ctx, manager, gateway.SpawnInput{Task: "draft"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := g.Spawn(ctx, manager, gateway.SpawnInput{Task: "other work"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sibling := caller(t, g, agent, other.ChildSessionKey)
+	_, err = g.EndRun(ctx, sibling, gateway.RunEndInput{RunID: sp.RunID, Outcome: vigil.OutcomeCancelled})
+	if !errors.Is(err, gateway.ErrForbidden) {
+		t.Fatalf("a sibling ended the run: %v", err)
+	}
+	child := caller(t, g, agent, sp.ChildSessionKey)
+	out, err := g.EndRun(ctx, child, gateway.RunEndInput{RunID: sp.RunID, Outcome: vigil.OutcomeCompleted})
+	if err != nil || !out.Recorded || out.Outcome != vigil.OutcomeCompleted {
+		t.Fatalf("the child's own run end = %+v, %v", out, err)
+	}
+}
+
+func TestAnAgentSeesOnlyItsOwnSessionsQueue(t *testing.T) {
+	g, _ := newGateway(t)
+	agent := gateway.Principal{Role: gateway.RoleAgent, ID: "main"}
+	sp, err := g.Spawn(ctx, caller(t, g, agent, ""), gateway.SpawnInput{Task: "draft"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := caller(t, g, agent, sp.ChildSessionKey)
+	if _, err := g.Pending(ctx, child, gateway.PendingInput{SessionKey: "agent:main:main"}); !errors.Is(err, gateway.ErrForbidden) {
+		t.Fatalf("a child read its parent's queue: %v", err)
+	}
+	if _, err := g.Pending(ctx, caller(t, g, person, ""), gateway.PendingInput{SessionKey: "agent:main:main"}); err != nil {
+		t.Fatalf("a person could not look at a queue: %v", err)
+	}
+}
