@@ -46,6 +46,8 @@ type Store struct {
 
 	// Statements prepared once on the writer connection.
 	stmts map[string]*sql.Stmt
+	// historyStmt is prepared on the reader pool.
+	historyStmt *sql.Stmt
 }
 
 var _ vigil.Store = (*Store)(nil)
@@ -101,6 +103,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	read.SetMaxOpenConns(opts.ReadConns)
 	read.SetMaxIdleConns(opts.ReadConns)
 	s := &Store{write: write, read: read, stmts: map[string]*sql.Stmt{}}
+	if s.historyStmt, err = read.PrepareContext(ctx, historyQuery); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open %s: prepare history: %w", path, err)
+	}
 	for name, q := range writeStatements {
 		st, err := write.PrepareContext(ctx, q)
 		if err != nil {
@@ -116,6 +122,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 func (s *Store) Close() error {
 	for _, st := range s.stmts {
 		st.Close()
+	}
+	if s.historyStmt != nil {
+		s.historyStmt.Close()
 	}
 	return errors.Join(s.read.Close(), s.write.Close())
 }
@@ -237,28 +246,50 @@ func (s *Store) Versions(ctx context.Context, refs []vigil.SessionRef) (map[vigi
 
 // History implements vigil.Reader.
 func (s *Store) History(ctx context.Context, ref vigil.SessionRef, after int64, limit int) (vigil.History, error) {
+	// One statement is one snapshot, so bounds and events agree without an
+	// explicit read transaction (which would cost two more round trips).
+	rows, err := s.historyStmt.QueryContext(ctx, ref.AgentID, ref.Key, after, limit)
+	if err != nil {
+		return vigil.History{}, err
+	}
+	defer rows.Close()
 	var h vigil.History
-	err := s.readTx(ctx, func(tx *sql.Tx) error {
-		var earliest, newest, head, watermark sql.NullInt64
-		err := tx.QueryRowContext(ctx, `SELECT
-			(SELECT min(sequence) FROM events WHERE agent_id = ?1 AND session_key = ?2),
-			(SELECT max(sequence) FROM events WHERE agent_id = ?1 AND session_key = ?2),
-			(SELECT head FROM session_heads WHERE agent_id = ?1 AND session_key = ?2),
-			(SELECT pruned_watermark FROM session_heads WHERE agent_id = ?1 AND session_key = ?2)`,
-			ref.AgentID, ref.Key).Scan(&earliest, &newest, &head, &watermark)
-		if err != nil {
-			return err
+	for rows.Next() {
+		var earliest, newest, head, watermark, seq sql.NullInt64
+		var e vigil.Event
+		var payload sql.NullString
+		if err := rows.Scan(&earliest, &newest, &head, &watermark, &seq, &e.AgentID, &e.SessionKey, &e.SessionID,
+			&e.Kind, &e.ActorType, &e.ActorID, &e.RunID, &e.OccurredAt, &e.RecordedAt, &e.Summary, &payload,
+			&e.DedupeKey); err != nil {
+			return vigil.History{}, err
 		}
-		h.EarliestRetained = earliest.Int64
-		h.Head = max(newest.Int64, head.Int64)
-		h.PrunedWatermark = watermark.Int64
-		h.Events, err = collectEvents(tx.QueryContext(ctx, `SELECT `+eventColumns+` FROM events
-			WHERE agent_id = ? AND session_key = ? AND sequence > ? ORDER BY sequence LIMIT ?`,
-			ref.AgentID, ref.Key, after, limit))
-		return err
-	})
-	return h, err
+		h.EarliestRetained, h.Head, h.PrunedWatermark = earliest.Int64, max(newest.Int64, head.Int64), watermark.Int64
+		if !seq.Valid {
+			continue // the bounds row of a session with nothing after `after`
+		}
+		e.Sequence = seq.Int64
+		if payload.Valid {
+			e.Payload = []byte(payload.String)
+		}
+		h.Events = append(h.Events, e)
+	}
+	return h, rows.Err()
 }
+
+// historyQuery reads a session's bounds and its events after ?3 (at most
+// ?4) in one statement: one row per event, or one row of bounds alone.
+const historyQuery = `SELECT b.earliest, b.newest, b.head, b.watermark, e.sequence,
+	coalesce(e.agent_id, ''), coalesce(e.session_key, ''), coalesce(e.session_id, ''), coalesce(e.kind, ''),
+	coalesce(e.actor_type, ''), coalesce(e.actor_id, ''), coalesce(e.run_id, ''), coalesce(e.occurred_at, 0),
+	coalesce(e.recorded_at, 0), coalesce(e.summary, ''), e.payload, coalesce(e.dedupe_key, '')
+	FROM (SELECT
+		(SELECT min(sequence) FROM events WHERE agent_id = ?1 AND session_key = ?2) AS earliest,
+		(SELECT max(sequence) FROM events WHERE agent_id = ?1 AND session_key = ?2) AS newest,
+		(SELECT head FROM session_heads WHERE agent_id = ?1 AND session_key = ?2) AS head,
+		(SELECT pruned_watermark FROM session_heads WHERE agent_id = ?1 AND session_key = ?2) AS watermark) b
+	LEFT JOIN (SELECT * FROM events WHERE agent_id = ?1 AND session_key = ?2 AND sequence > ?3
+		ORDER BY sequence LIMIT ?4) e
+	ORDER BY e.sequence`
 
 // Cursor implements vigil.Reader.
 func (s *Store) Cursor(ctx context.Context, watcher string, target vigil.SessionRef) (vigil.Cursor, bool, error) {
