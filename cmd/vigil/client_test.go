@@ -35,25 +35,6 @@ const (
 	cliAdmin   = "cli-admin-token-0123456789"
 )
 
-// cliBuffer is a buffer safe to write from a command's goroutine while
-// the test reads it.
-type cliBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *cliBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *cliBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // cliSeen is a request the gateway received.
 type cliSeen struct {
 	method, path, lastEventID string
@@ -204,7 +185,7 @@ func cliJSON[T any](t *testing.T, g *cliGateway, args ...string) T {
 type cliAsync struct {
 	cancel      context.CancelFunc
 	done        chan int
-	out, errOut *cliBuffer
+	out, errOut *syncBuffer
 	code        int
 	exited      bool
 }
@@ -212,7 +193,7 @@ type cliAsync struct {
 func cliStart(t *testing.T, getenv func(string) string, args ...string) *cliAsync {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	a := &cliAsync{cancel: cancel, done: make(chan int, 1), out: &cliBuffer{}, errOut: &cliBuffer{}}
+	a := &cliAsync{cancel: cancel, done: make(chan int, 1), out: &syncBuffer{}, errOut: &syncBuffer{}}
 	go func() { a.done <- run(ctx, args, getenv, strings.NewReader(""), a.out, a.errOut) }()
 	t.Cleanup(func() { a.stop(t) })
 	return a
@@ -240,7 +221,7 @@ func (a *cliAsync) stop(t *testing.T) int {
 }
 
 // waitFor waits until the command's output has a line matching re.
-func (a *cliAsync) waitFor(t *testing.T, buf *cliBuffer, re string) {
+func (a *cliAsync) waitFor(t *testing.T, buf *syncBuffer, re string) {
 	t.Helper()
 	pat := regexp.MustCompile(`(?m)` + re)
 	deadline := time.Now().Add(cliHangGuard)

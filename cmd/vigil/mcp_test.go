@@ -71,9 +71,9 @@ func mcpEnv(extra ...string) []string {
 
 // mcpStart runs `vigil args...` as a child process and connects an MCP
 // client to its standard input and output.
-func mcpStart(t *testing.T, bin string, env []string, opts *mcp.ClientOptions, args ...string) (*mcp.ClientSession, *cliBuffer) {
+func mcpStart(t *testing.T, bin string, env []string, opts *mcp.ClientOptions, args ...string) (*mcp.ClientSession, *syncBuffer) {
 	t.Helper()
-	stderr := &cliBuffer{}
+	stderr := &syncBuffer{}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = env
 	cmd.Stderr = stderr
