@@ -102,6 +102,13 @@ var rulesOnPostgreSQL = []func(*testing.T){
 	// conflict_test.go
 	TestTransactionConflictsAreRetriedNotFailed,
 	TestEndlessConflictsFailTheWriteInTheEnd,
+	// refresh_test.go
+	TestRefreshQueuesANoticeRecordedByAnotherEngineAndWakes,
+	TestRefreshOfAStillPendingNoticeChangesNothingAndWakesNobody,
+	TestDrainingOnOneEngineClearsTheNoticeOnTheOtherAfterRefresh,
+	TestRefreshRemovesTheNoticeOfAPairUnwatchedElsewhere,
+	TestRefreshIgnoresKeysThatCannotWatch,
+	TestResyncRebuildsEveryQueueFromTheCursors,
 	// model_test.go (fewer sequences on PostgreSQL, see modelSequences)
 	TestEngineMatchesReferenceModel,
 }

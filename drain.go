@@ -32,20 +32,25 @@ func (e *Engine) Drain(ctx context.Context, watcher string) (Drained, error) {
 		return Drained{}, fmt.Errorf("drain: %w", err)
 	}
 	watcher = k.String()
-	entries := e.queues.take(watcher)
-	d := Drained{Events: entries}
-	var notices []SessionRef
-	for _, ev := range entries {
-		if ev.IsNotice() {
-			notices = append(notices, *ev.Target)
-		}
+	// A queue without notices needs no write. One with notices is taken
+	// inside the write, on the writer: a Refresh then runs wholly before
+	// or after it and cannot queue again a notice this turn acknowledges.
+	if entries, ok := e.queues.takeWithoutNotices(watcher); ok {
+		return Drained{Events: entries}, nil
 	}
-	if len(notices) == 0 {
-		return d, nil
-	}
+	var d Drained
+	var entries []SystemEvent
+	taken := false
 	err = e.Update(ctx, func(ctx context.Context, t *Txn) error {
-		d.FollowUps, d.Acknowledged = d.FollowUps[:0], d.Acknowledged[:0]
-		for _, target := range notices {
+		if !taken { // a retried transaction keeps what the first try took
+			entries, taken = e.queues.take(watcher), true
+		}
+		d = Drained{Events: entries}
+		for _, ev := range entries {
+			if !ev.IsNotice() {
+				continue
+			}
+			target := *ev.Target
 			c, ok, err := t.tx.Cursor(ctx, watcher, target)
 			if err != nil {
 				return err
@@ -72,7 +77,9 @@ func (e *Engine) Drain(ctx context.Context, watcher string) (Drained, error) {
 		return nil
 	})
 	if err != nil {
-		e.queues.restore(watcher, entries)
+		if taken {
+			e.queues.restore(watcher, entries)
+		}
 		return Drained{}, fmt.Errorf("drain %s: acknowledge: %w", watcher, err)
 	}
 	return d, nil

@@ -93,20 +93,7 @@ outer:
 }
 
 func (q *queues) removeTarget(watcher string, target SessionRef) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	list := q.m[watcher]
-	out := list[:0]
-	for _, e := range list {
-		if e.Target == nil || *e.Target != target {
-			out = append(out, e)
-		}
-	}
-	if len(out) == 0 {
-		delete(q.m, watcher)
-	} else {
-		q.m[watcher] = out
-	}
+	q.keepNotices(watcher, func(t SessionRef) bool { return t != target })
 }
 
 func (q *queues) clear(watcher string) {
@@ -124,4 +111,49 @@ func (q *queues) depth() int {
 		n += len(l)
 	}
 	return n
+}
+
+// keepNotices drops the watcher's queued notices whose target keep
+// refuses; other system events stay.
+func (q *queues) keepNotices(watcher string, keep func(SessionRef) bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	list := q.m[watcher]
+	out := list[:0]
+	for _, e := range list {
+		if e.Target == nil || keep(*e.Target) {
+			out = append(out, e)
+		}
+	}
+	if len(out) == 0 {
+		delete(q.m, watcher)
+	} else {
+		q.m[watcher] = out
+	}
+}
+
+// watchers lists the watchers with a non-empty queue.
+func (q *queues) watchers() []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := make([]string, 0, len(q.m))
+	for w := range q.m {
+		out = append(out, w)
+	}
+	return out
+}
+
+// takeWithoutNotices takes the watcher's queue when it holds no notice,
+// and otherwise leaves it and reports false.
+func (q *queues) takeWithoutNotices(watcher string) ([]SystemEvent, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	list := q.m[watcher]
+	for _, e := range list {
+		if e.IsNotice() {
+			return nil, false
+		}
+	}
+	delete(q.m, watcher)
+	return list, true
 }

@@ -70,7 +70,10 @@ type Tx interface {
 	Version(ctx context.Context, ref SessionRef) (int64, error)
 	// CursorsOnTarget lists the cursors watching target.
 	CursorsOnTarget(ctx context.Context, target SessionRef) ([]Cursor, error)
-	// Cursor reads one cursor.
+	// Cursor reads one cursor. CursorsOnTarget and Cursor read rows the
+	// caller may write back: a backend whose writers run concurrently
+	// locks them until the transaction ends, so two writers never update a
+	// cursor from the same old state.
 	Cursor(ctx context.Context, watcher string, target SessionRef) (Cursor, bool, error)
 	// PutCursor creates or replaces a cursor.
 	PutCursor(ctx context.Context, c Cursor) error
@@ -82,8 +85,14 @@ type Tx interface {
 	// watermark, and every cursor naming it as target or (when ref.Key is
 	// agent-qualified) as watcher.
 	DeleteSession(ctx context.Context, ref SessionRef) error
-	// PendingCursors lists every cursor with Material > LastSeen.
+	// PendingCursors lists every cursor with Material > LastSeen, for the
+	// caller to write back. A backend whose writers run concurrently locks
+	// the rows until the transaction ends.
 	PendingCursors(ctx context.Context) ([]Cursor, error)
+	// PendingCursorsOf lists the cursors with Material > LastSeen held by
+	// the given watchers, or by every watcher when watchers is nil. It
+	// only reads and never locks.
+	PendingCursorsOf(ctx context.Context, watchers []string) ([]Cursor, error)
 	// PruneEvents deletes up to limit of the oldest events, in sequence
 	// order, stopping before the first one with a sequence above maxSequence
 	// or recorded at or after recordedBefore. Before deleting, it raises each

@@ -52,6 +52,9 @@ type Store struct {
 	// derived from the schema, so two stores in one database do not hold
 	// back each other's Log horizon.
 	markerHi, markerLo int64
+	// origin names this store in its change notifications and channel is
+	// where it sends and hears them (follow.go).
+	origin, channel string
 }
 
 var _ vigil.Store = (*Store)(nil)
@@ -90,7 +93,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open %s: read current schema: %w", where, err)
 	}
 	ns := lockKey("vigil sequence markers", schema) & 0x7ffffffe
-	return &Store{pool: pool, markerHi: ns, markerLo: ns | 1}, nil
+	return &Store{pool: pool, markerHi: ns, markerLo: ns | 1, origin: newOrigin(), channel: channel(schema)}, nil
 }
 
 // describe names the database in errors without its password.

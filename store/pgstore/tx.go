@@ -20,7 +20,7 @@ func (s *Store) BeginWrite(ctx context.Context) (vigil.Tx, error) {
 	if err != nil {
 		return nil, wrap(err)
 	}
-	return &Tx{s: s, tx: tx, ctx: ctx}, nil
+	return &Tx{s: s, tx: tx, ctx: ctx, watchers: map[string]struct{}{}}, nil
 }
 
 // Tx is a write transaction; it implements vigil.Tx and gateway.Tx.
@@ -32,6 +32,11 @@ type Tx struct {
 	// published is set once the transaction holds its sequence marker
 	// (log.go), which must happen before its first nextval.
 	published bool
+	// watchers are the keys whose cursors this transaction changed, and
+	// appended tells whether it appended events: Commit announces both to
+	// the other processes on the database (follow.go).
+	watchers map[string]struct{}
+	appended bool
 }
 
 var _ vigil.Tx = (*Tx)(nil)
@@ -119,6 +124,7 @@ func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
 	}
 	t.published = true
 	if appended {
+		t.appended = true
 		e.Sequence = seq
 		return true, nil
 	}
@@ -138,19 +144,25 @@ func (t *Tx) Version(ctx context.Context, ref vigil.SessionRef) (int64, error) {
 	return v, wrap(err)
 }
 
-// CursorsOnTarget implements vigil.Tx.
+// CursorsOnTarget implements vigil.Tx. The rows stay locked until the
+// transaction ends, in watcher order (so two transactions lock them in the
+// same order): a record in another process waits here for a drain of the
+// same cursor to commit and then reads its result, rather than writing
+// back a cursor computed from the state before the drain.
 func (t *Tx) CursorsOnTarget(ctx context.Context, target vigil.SessionRef) ([]vigil.Cursor, error) {
 	return collectCursors(t.tx.Query(ctx, `SELECT `+cursorColumns+` FROM cursors
-		WHERE target_agent = $1 AND target_key = $2 ORDER BY watcher`, target.AgentID, target.Key))
+		WHERE target_agent = $1 AND target_key = $2 ORDER BY watcher FOR UPDATE`, target.AgentID, target.Key))
 }
 
-// Cursor implements vigil.Tx.
+// Cursor implements vigil.Tx; the row stays locked until the transaction
+// ends, as in CursorsOnTarget.
 func (t *Tx) Cursor(ctx context.Context, watcher string, target vigil.SessionRef) (vigil.Cursor, bool, error) {
-	return getCursor(t.tx.QueryRow(ctx, cursorQuery, target.AgentID, target.Key, watcher))
+	return getCursor(t.tx.QueryRow(ctx, cursorQuery+` FOR UPDATE`, target.AgentID, target.Key, watcher))
 }
 
 // PutCursor implements vigil.Tx.
 func (t *Tx) PutCursor(ctx context.Context, c vigil.Cursor) error {
+	t.watchers[c.Watcher] = struct{}{}
 	_, err := t.tx.Exec(ctx, `INSERT INTO cursors (`+cursorColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (target_agent, target_key, watcher) DO UPDATE SET last_seen = excluded.last_seen,
 		notified = excluded.notified, material = excluded.material, updated_at = excluded.updated_at`,
@@ -160,6 +172,7 @@ func (t *Tx) PutCursor(ctx context.Context, c vigil.Cursor) error {
 
 // DeleteCursor implements vigil.Tx.
 func (t *Tx) DeleteCursor(ctx context.Context, watcher string, target vigil.SessionRef) (bool, error) {
+	t.watchers[watcher] = struct{}{}
 	tag, err := t.tx.Exec(ctx, `DELETE FROM cursors WHERE watcher = $1 AND target_agent = $2 AND target_key = $3`,
 		watcher, target.AgentID, target.Key)
 	if err != nil {
@@ -170,6 +183,7 @@ func (t *Tx) DeleteCursor(ctx context.Context, watcher string, target vigil.Sess
 
 // DeleteWatcherCursors implements vigil.Tx.
 func (t *Tx) DeleteWatcherCursors(ctx context.Context, watcher string) (int, error) {
+	t.watchers[watcher] = struct{}{}
 	tag, err := t.tx.Exec(ctx, `DELETE FROM cursors WHERE watcher = $1`, watcher)
 	if err != nil {
 		return 0, wrap(err)
@@ -186,15 +200,62 @@ func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
 	b.Queue(lockHead, ref.AgentID, ref.Key)
 	b.Queue(`DELETE FROM events WHERE agent_id = $1 AND session_key = $2`, ref.AgentID, ref.Key)
 	b.Queue(`DELETE FROM session_heads WHERE agent_id = $1 AND session_key = $2`, ref.AgentID, ref.Key)
-	b.Queue(`DELETE FROM cursors WHERE target_agent = $1 AND target_key = $2`, ref.AgentID, ref.Key)
+	b.Queue(`DELETE FROM cursors WHERE target_agent = $1 AND target_key = $2 RETURNING watcher`, ref.AgentID, ref.Key)
 	b.Queue(`DELETE FROM cursors WHERE watcher = $1`, ref.Key)
-	return wrap(t.tx.SendBatch(ctx, b).Close())
+	br := t.tx.SendBatch(ctx, b)
+	defer br.Close()
+	for range 3 {
+		if _, err := br.Exec(); err != nil {
+			return wrap(err)
+		}
+	}
+	rows, err := br.Query()
+	if err := t.noteWatchers(rows, err, nil); err != nil {
+		return err
+	}
+	if _, err := br.Exec(); err != nil {
+		return wrap(err)
+	}
+	t.watchers[ref.Key] = struct{}{}
+	return wrap(br.Close())
 }
 
-// PendingCursors implements vigil.Tx.
+// noteWatchers adds the watcher keys a DELETE ... RETURNING watcher
+// returned to those Commit announces, and counts the rows into n when it
+// is not nil.
+func (t *Tx) noteWatchers(rows pgx.Rows, err error, n *int) error {
+	if err != nil {
+		return wrap(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var w string
+		if err := rows.Scan(&w); err != nil {
+			return wrap(err)
+		}
+		t.watchers[w] = struct{}{}
+		if n != nil {
+			*n++
+		}
+	}
+	return wrap(rows.Err())
+}
+
+// PendingCursors implements vigil.Tx. The rows stay locked until the
+// transaction ends (the sweep writes them back), in a fixed order.
 func (t *Tx) PendingCursors(ctx context.Context) ([]vigil.Cursor, error) {
 	return collectCursors(t.tx.Query(ctx, `SELECT `+cursorColumns+` FROM cursors WHERE material > last_seen
-		ORDER BY watcher, target_agent, target_key`))
+		ORDER BY watcher, target_agent, target_key FOR UPDATE`))
+}
+
+// PendingCursorsOf implements vigil.Tx.
+func (t *Tx) PendingCursorsOf(ctx context.Context, watchers []string) ([]vigil.Cursor, error) {
+	if watchers == nil {
+		return collectCursors(t.tx.Query(ctx, `SELECT `+cursorColumns+` FROM cursors WHERE material > last_seen
+			ORDER BY watcher, target_agent, target_key`))
+	}
+	return collectCursors(t.tx.Query(ctx, `SELECT `+cursorColumns+` FROM cursors
+		WHERE watcher = ANY($1) AND material > last_seen ORDER BY watcher, target_agent, target_key`, watchers))
 }
 
 // PruneEvents implements vigil.Tx.
@@ -280,16 +341,26 @@ func (t *Tx) ExpireCursors(ctx context.Context, updatedBefore int64, limit int) 
 	if limit <= 0 {
 		return 0, nil
 	}
-	tag, err := t.tx.Exec(ctx, `DELETE FROM cursors WHERE (target_agent, target_key, watcher) IN (
-		SELECT target_agent, target_key, watcher FROM cursors WHERE updated_at < $1 LIMIT $2)`, updatedBefore, limit)
-	if err != nil {
-		return 0, wrap(err)
+	expired := 0
+	rows, err := t.tx.Query(ctx, `DELETE FROM cursors WHERE (target_agent, target_key, watcher) IN (
+		SELECT target_agent, target_key, watcher FROM cursors WHERE updated_at < $1 LIMIT $2) RETURNING watcher`,
+		updatedBefore, limit)
+	if err := t.noteWatchers(rows, err, &expired); err != nil {
+		return 0, err
 	}
-	return int(tag.RowsAffected()), nil
+	return expired, nil
 }
 
-// Commit implements vigil.Tx.
-func (t *Tx) Commit() error { return wrap(t.tx.Commit(t.ctx)) }
+// Commit implements vigil.Tx. It first announces the transaction's cursor
+// changes and appends (follow.go); PostgreSQL delivers the notifications
+// only if the transaction commits, and only once it has.
+func (t *Tx) Commit() error {
+	if err := t.announce(t.ctx); err != nil {
+		_ = t.Rollback()
+		return err
+	}
+	return wrap(t.tx.Commit(t.ctx))
+}
 
 // Rollback implements vigil.Tx. Rolling back a transaction that already
 // ended does nothing, so a deferred Rollback after Commit is harmless.

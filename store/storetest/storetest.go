@@ -83,6 +83,7 @@ var behaviours = []struct {
 	{"DeleteBareSessionKeepsSameKeyOfOtherAgent", testDeleteBareSession},
 	{"DeleteUnknownSessionIsHarmless", testDeleteUnknownSession},
 	{"PendingCursorsListsOnlyMaterialAboveLastSeen", testPendingCursors},
+	{"PendingCursorsOfListsOnlyTheGivenWatchers", testPendingCursorsOf},
 	{"ExpireCursors", testExpireCursors},
 	{"NthNewestSequence", testNthNewest},
 	{"LogReadsTheWholeStoreInOrder", testLogOrder},
@@ -1710,6 +1711,41 @@ func testPendingCursors(t *testing.T, s vigil.Store) {
 	// Catching up removes a cursor from the list.
 	putCursors(t, s, cursor(betaMain.Key, alphaMain, 5, 5, 5, 20))
 	wantCursors(t, "PendingCursors after catching up", pendingCursors(t, s), false, materialOnly, both, bare)
+}
+
+func testPendingCursorsOf(t *testing.T, s vigil.Store) {
+	pendingAlpha := cursor(alphaMain.Key, betaMain, 3, 5, 5, 10)
+	syncedAlpha := cursor(alphaMain.Key, gammaOther, 5, 5, 5, 10)
+	pendingBeta := cursor(betaMain.Key, alphaMain, 0, 2, 4, 10)
+	pendingGamma := cursor(gammaOther.Key, alphaGlobal, 1, 1, 3, 10)
+	putCursors(t, s, pendingAlpha, syncedAlpha, pendingBeta, pendingGamma)
+	of := func(watchers []string) []vigil.Cursor {
+		t.Helper()
+		var cs []vigil.Cursor
+		update(t, s, func(ctx context.Context, tx vigil.Tx) {
+			var err error
+			if cs, err = tx.PendingCursorsOf(ctx, watchers); err != nil {
+				t.Fatalf("PendingCursorsOf(%q): %v", watchers, err)
+			}
+		})
+		return cs
+	}
+	wantCursors(t, "PendingCursorsOf(alpha, beta)", of([]string{alphaMain.Key, betaMain.Key}), false, pendingAlpha, pendingBeta)
+	wantCursors(t, "PendingCursorsOf(unknown)", of([]string{"agent:nobody:main"}), false)
+	wantCursors(t, "PendingCursorsOf(empty list)", of([]string{}), false)
+	wantCursors(t, "PendingCursorsOf(nil)", of(nil), false, pendingAlpha, pendingBeta, pendingGamma)
+
+	// A transaction sees its own writes.
+	update(t, s, func(ctx context.Context, tx vigil.Tx) {
+		if err := tx.PutCursor(ctx, cursor(alphaMain.Key, betaMain, 5, 5, 5, 20)); err != nil {
+			t.Fatalf("PutCursor: %v", err)
+		}
+		cs, err := tx.PendingCursorsOf(ctx, []string{alphaMain.Key})
+		if err != nil {
+			t.Fatalf("PendingCursorsOf: %v", err)
+		}
+		wantCursors(t, "PendingCursorsOf after catching up in the same transaction", cs, false)
+	})
 }
 
 func testExpireCursors(t *testing.T, s vigil.Store) {

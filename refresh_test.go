@@ -1,0 +1,190 @@
+package vigil_test
+
+// Tests for rebuilding queues from cursors that another process changed
+// (several gateways on one database).
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	vigil "github.com/vigilhq/vigil"
+)
+
+// other is a session the manager watches without being its parent.
+const other = "agent:main:dm:bob"
+
+// waitFor polls cond until it holds, failing t after a generous while:
+// wakes run on their own goroutines.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// peer is a second engine on the same database, as another gateway
+// process would run it. Its wakes are recorded.
+type peer struct {
+	eng   *vigil.Engine
+	mu    sync.Mutex
+	woken []string
+}
+
+func (env *testEnv) openPeer() *peer {
+	env.t.Helper()
+	p := &peer{}
+	st := env.db.open(env.t)
+	opts := env.opts
+	opts.OnWake = func(w string) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.woken = append(p.woken, w)
+	}
+	eng, err := vigil.Open(ctx, st, opts)
+	if err != nil {
+		st.Close()
+		env.t.Fatal(err)
+	}
+	env.t.Cleanup(func() {
+		eng.Close()
+		st.Close()
+	})
+	p.eng = eng
+	return p
+}
+
+func (p *peer) wakes() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.woken)
+}
+
+func refresh(t *testing.T, eng *vigil.Engine, watchers ...string) {
+	t.Helper()
+	if err := eng.Refresh(ctx, watchers); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func queued(eng *vigil.Engine, watcher string) []string {
+	return texts(eng.Pending(watcher))
+}
+
+func TestRefreshQueuesANoticeRecordedByAnotherEngineAndWakes(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	b := env.openPeer()
+	env.spawn(manager, child, "run-1")
+	env.human(child, manager) // recorded through the first engine only
+
+	if got := queued(b.eng, manager); len(got) != 0 {
+		t.Fatalf("before refresh the peer queued %v; it cannot know yet", got)
+	}
+	refresh(t, b.eng, manager)
+	if got, want := queued(b.eng, manager), []string{vigil.NoticeText(child, 1)}; !slices.Equal(got, want) {
+		t.Fatalf("peer queue = %v, want %v", got, want)
+	}
+	waitFor(t, "the peer wakes the manager", func() bool { return slices.Contains(b.wakes(), manager) })
+}
+
+func TestRefreshOfAStillPendingNoticeChangesNothingAndWakesNobody(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	b := env.openPeer()
+	env.spawn(manager, child, "run-1")
+	env.human(child, manager)
+	refresh(t, b.eng, manager)
+	waitFor(t, "the first wake", func() bool { return len(b.wakes()) == 1 })
+
+	env.human(child, manager) // the notice is pending: its text stays
+	refresh(t, b.eng, manager)
+	refresh(t, b.eng, manager)
+	if got := queued(b.eng, manager); len(got) != 1 {
+		t.Fatalf("peer queue = %v, want the one notice", got)
+	}
+	if got := b.wakes(); len(got) != 1 {
+		t.Fatalf("wakes = %v, want only the first", got)
+	}
+}
+
+func TestDrainingOnOneEngineClearsTheNoticeOnTheOtherAfterRefresh(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	b := env.openPeer()
+	env.spawn(manager, child, "run-1")
+	env.human(child, manager)
+	refresh(t, b.eng, manager)
+
+	d, err := b.eng.Drain(ctx, manager)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Acknowledged) != 1 {
+		t.Fatalf("peer drain acknowledged %v, want the child", d.Acknowledged)
+	}
+	if got := env.cursor(manager, child); !slices.Equal(got, []int64{2, 2, 2}) {
+		t.Fatalf("cursor = %v, want acknowledged once [2 2 2]", got)
+	}
+	if got := queued(env.eng, manager); len(got) != 1 {
+		t.Fatalf("before refresh the first engine still holds %v", got)
+	}
+	refresh(t, env.eng, manager)
+	if got := queued(env.eng, manager); len(got) != 0 {
+		t.Fatalf("after refresh the first engine holds %v, want nothing: it was acknowledged elsewhere", got)
+	}
+	if d := env.drain(manager); len(d.Events) != 0 {
+		t.Fatalf("a later turn on the first engine got %v, want nothing", texts(d.Events))
+	}
+}
+
+func TestRefreshRemovesTheNoticeOfAPairUnwatchedElsewhere(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	b := env.openPeer()
+	env.watch(manager, other)
+	env.goal(other, vigil.ActorHuman, "web:1", "")
+	if _, err := b.eng.Unwatch(ctx, manager, vigil.MustRef(other)); err != nil {
+		t.Fatal(err)
+	}
+	refresh(t, env.eng, manager)
+	if got := queued(env.eng, manager); len(got) != 0 {
+		t.Fatalf("queue = %v, want nothing once the pair is unwatched", got)
+	}
+}
+
+func TestRefreshIgnoresKeysThatCannotWatch(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	if err := env.eng.Refresh(ctx, []string{"global", "", "agent:"}); err != nil {
+		t.Fatalf("refresh of keys that hold no cursors: %v", err)
+	}
+}
+
+func TestResyncRebuildsEveryQueueFromTheCursors(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	b := env.openPeer()
+	env.spawn(manager, child, "run-1")
+	env.watch(manager, other)
+	env.goal(other, vigil.ActorHuman, "web:1", "")
+	refresh(t, b.eng, manager)
+	if got := queued(b.eng, manager); len(got) != 1 {
+		t.Fatalf("peer queue = %v, want the notice about %s", got, other)
+	}
+
+	// Behind the peer's back: the pair it holds a notice for is
+	// acknowledged, and the child changes.
+	env.drain(manager)
+	env.human(child, manager)
+
+	if err := b.eng.Resync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{vigil.NoticeText(child, 1)}
+	if got := queued(b.eng, manager); !slices.Equal(got, want) {
+		t.Fatalf("after resync the peer queue = %v, want %v", got, want)
+	}
+	if got := queued(env.eng, manager); !slices.Equal(got, want) {
+		t.Fatalf("the first engine's own queue = %v, want %v", got, want)
+	}
+}

@@ -1,0 +1,223 @@
+package pgstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Several gateway processes share one database, and each keeps the notice
+// queues of its own engine in memory. A write changes cursors in one of
+// them; the others learn of it through PostgreSQL notifications:
+//
+//   - Commit sends, inside the transaction, one notification (or a few,
+//     when the payload would be too long) naming the watchers whose
+//     cursors changed and whether events were appended. PostgreSQL delivers
+//     them only after the commit, to every listener, in commit order.
+//   - Follow holds one connection per process that LISTENs, and on each
+//     notification from another process asks the engine to rebuild those
+//     watchers' queues from the durable cursor rows (vigil.Engine.Refresh).
+//
+// Notifications are hints: one lost while the connection was down is made
+// good by a full rebuild (vigil.Engine.Resync) after every (re)connect, and
+// by a slow safety poll.
+
+// maxPayload keeps a notification below PostgreSQL's 8000-byte limit.
+const maxPayload = 7000
+
+// change is a notification's payload.
+type change struct {
+	// Origin names the store that committed, so a process skips its own
+	// commits (its engine applied them already, in commit order).
+	Origin   string   `json:"o"`
+	Watchers []string `json:"w,omitempty"`
+	Appended bool     `json:"e,omitempty"`
+}
+
+func newOrigin() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// channel is the notification channel of the store's schema, so stores in
+// different schemas of one database do not hear each other.
+func channel(schema string) string {
+	return fmt.Sprintf("vigil_changes_%08x", lockKey("vigil changes", schema))
+}
+
+// payloads splits a transaction's changes into notifications.
+func (t *Tx) payloads() []string {
+	if len(t.watchers) == 0 && !t.appended {
+		return nil
+	}
+	ws := make([]string, 0, len(t.watchers))
+	for w := range t.watchers {
+		ws = append(ws, w)
+	}
+	slices.Sort(ws)
+	var out []string
+	c := change{Origin: t.s.origin, Appended: t.appended}
+	size := 0
+	flush := func() {
+		b, _ := json.Marshal(c)
+		out = append(out, string(b))
+		c = change{Origin: t.s.origin}
+		size = 0
+	}
+	for _, w := range ws {
+		// A key's JSON form is at most six bytes per byte, plus quotes
+		// and a comma.
+		n := 6*len(w) + 3
+		if size > 0 && size+n > maxPayload-64 {
+			flush()
+		}
+		c.Watchers = append(c.Watchers, w)
+		size += n
+	}
+	flush()
+	return out
+}
+
+// announce queues the transaction's notifications.
+func (t *Tx) announce(ctx context.Context) error {
+	ps := t.payloads()
+	if len(ps) == 0 {
+		return nil
+	}
+	b := &pgx.Batch{}
+	for _, p := range ps {
+		b.Queue(`SELECT pg_notify($1, $2)`, t.s.channel, p)
+	}
+	if err := t.tx.SendBatch(ctx, b).Close(); err != nil {
+		return wrap(fmt.Errorf("announce changes: %w", err))
+	}
+	return nil
+}
+
+// Follower is what Follow keeps current: a *vigil.Engine on this store.
+type Follower interface {
+	// Refresh rebuilds the given watchers' queued notices from their
+	// cursors.
+	Refresh(ctx context.Context, watchers []string) error
+	// Resync rebuilds every queued notice from the cursors.
+	Resync(ctx context.Context) error
+}
+
+// FollowOptions configure Follow.
+type FollowOptions struct {
+	// PollInterval is how often a full Resync runs even when no
+	// notification arrives; 0 means DefaultPollInterval.
+	PollInterval time.Duration
+	// OnAppended, when set, is called (on Follow's goroutine) after another
+	// process committed events, so live readers of the whole log can catch
+	// up from the store. It must return quickly.
+	OnAppended func()
+	// OnConnect, when set, is called each time the listening connection
+	// is established and the rebuild after it is done.
+	OnConnect func()
+	Logger    *slog.Logger
+}
+
+// DefaultPollInterval is how often Follow rebuilds every queue without a
+// notification, as a safety net.
+const DefaultPollInterval = 30 * time.Second
+
+// ListenerName is the application_name of the listening connection of this
+// store (visible in pg_stat_activity).
+func (s *Store) ListenerName() string { return "vigil listener " + s.origin }
+
+// Follow keeps f current with the changes other processes commit to the
+// database, until ctx ends; it then returns ctx's error. It reconnects
+// after losing its connection (waiting up to a few seconds between
+// attempts), and after every (re)connect, once it listens, it runs a full
+// Resync, so a change committed while it was not listening is not missed.
+func (s *Store) Follow(ctx context.Context, f Follower, opts FollowOptions) error {
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = DefaultPollInterval
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	cfg := s.pool.Config().ConnConfig.Copy()
+	cfg.RuntimeParams["application_name"] = s.ListenerName()
+	backoff := 100 * time.Millisecond
+	for {
+		err := s.listen(ctx, cfg, f, opts, log)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		log.Warn("change listener lost its connection; reconnecting", "err", err, "in", backoff)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// listen runs one connection's life: LISTEN, rebuild, then apply
+// notifications and polls until the connection fails or ctx ends.
+func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, f Follower, opts FollowOptions, log *slog.Logger) error {
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{s.channel}.Sanitize()); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	if err := f.Resync(ctx); err != nil {
+		return fmt.Errorf("rebuild queues after connecting: %w", err)
+	}
+	if opts.OnConnect != nil {
+		opts.OnConnect()
+	}
+	nextPoll := time.Now().Add(opts.PollInterval)
+	for {
+		wait, cancel := context.WithDeadline(ctx, nextPoll)
+		n, err := conn.WaitForNotification(wait)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil && errors.Is(err, context.DeadlineExceeded) && !conn.IsClosed():
+			if err := f.Resync(ctx); err != nil {
+				log.Error("safety poll: rebuild queues", "err", err)
+			}
+			nextPoll = time.Now().Add(opts.PollInterval)
+			continue
+		case err != nil:
+			return err
+		}
+		var c change
+		if err := json.Unmarshal([]byte(n.Payload), &c); err != nil {
+			log.Warn("ignoring a malformed change notification", "err", err)
+			continue
+		}
+		if c.Origin == s.origin {
+			continue
+		}
+		if len(c.Watchers) > 0 {
+			if err := f.Refresh(ctx, c.Watchers); err != nil && ctx.Err() == nil {
+				// The next poll rebuilds everything; until then the
+				// watchers' queues may be stale, so say so.
+				log.Error("refresh queues after a change elsewhere", "watchers", len(c.Watchers), "err", err)
+			}
+		}
+		if c.Appended && opts.OnAppended != nil {
+			opts.OnAppended()
+		}
+	}
+}

@@ -1,0 +1,36 @@
+package sqlitestore
+
+import (
+	"context"
+	"strings"
+
+	vigil "github.com/vigilhq/vigil"
+)
+
+// pendingChunk bounds the watchers one statement names, well below
+// SQLite's limit on bound parameters.
+const pendingChunk = 500
+
+// PendingCursorsOf implements vigil.Tx.
+func (t *Tx) PendingCursorsOf(ctx context.Context, watchers []string) ([]vigil.Cursor, error) {
+	const q = `SELECT ` + cursorColumns + ` FROM cursors WHERE material > last_seen`
+	if watchers == nil {
+		return collectCursors(t.tx.QueryContext(ctx, q))
+	}
+	var out []vigil.Cursor
+	for len(watchers) > 0 {
+		chunk := watchers[:min(len(watchers), pendingChunk)]
+		watchers = watchers[len(chunk):]
+		args := make([]any, len(chunk))
+		for i, w := range chunk {
+			args[i] = w
+		}
+		marks := strings.TrimSuffix(strings.Repeat("?,", len(chunk)), ",")
+		cs, err := collectCursors(t.tx.QueryContext(ctx, q+` AND watcher IN (`+marks+`)`, args...))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, cs...)
+	}
+	return out, nil
+}
