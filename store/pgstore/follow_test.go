@@ -1,0 +1,252 @@
+package pgstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/store/pgstore"
+)
+
+const (
+	fManager = "agent:main:main"
+	fChild   = "agent:main:subagent:c1"
+)
+
+// gatewayOn is one process's engine on a store of a shared schema,
+// following the others' changes, with its wakes recorded.
+type gatewayOn struct {
+	store     *pgstore.Store
+	eng       *vigil.Engine
+	connects  atomic.Int32
+	appended  atomic.Int32
+	mu        sync.Mutex
+	woken     []string
+	refreshed [][]string
+}
+
+func startGateway(t *testing.T, schema string, follow bool) *gatewayOn {
+	t.Helper()
+	g := &gatewayOn{store: open(t, schema)}
+	eng, err := vigil.Open(context.Background(), g.store, vigil.Options{PruneInterval: -1, OnWake: func(w string) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.woken = append(g.woken, w)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.eng = eng
+	if follow {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- g.store.Follow(ctx, (*recordingFollower)(g), pgstore.FollowOptions{
+				OnConnect:  func() { g.connects.Add(1) },
+				OnAppended: func() { g.appended.Add(1) },
+			})
+		}()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != context.Canceled {
+				t.Errorf("Follow returned %v, want context.Canceled", err)
+			}
+		})
+		waitUntil(t, "the listener is connected", func() bool { return g.connects.Load() > 0 })
+	}
+	t.Cleanup(func() { eng.Close() })
+	return g
+}
+
+// recordingFollower passes refreshes to the engine and remembers them.
+type recordingFollower gatewayOn
+
+func (f *recordingFollower) Refresh(ctx context.Context, watchers []string) error {
+	f.mu.Lock()
+	f.refreshed = append(f.refreshed, slices.Clone(watchers))
+	f.mu.Unlock()
+	return f.eng.Refresh(ctx, watchers)
+}
+
+func (f *recordingFollower) Resync(ctx context.Context) error { return f.eng.Resync(ctx) }
+
+func (g *gatewayOn) wakes() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.woken)
+}
+
+func (g *gatewayOn) refreshes() [][]string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.refreshed)
+}
+
+func (g *gatewayOn) queued(watcher string) []string {
+	var out []string
+	for _, e := range g.eng.Pending(watcher) {
+		out = append(out, e.Text)
+	}
+	return out
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func humanMessage(t *testing.T, eng *vigil.Engine, parent, child string) vigil.Recorded {
+	t.Helper()
+	res, err := eng.Record(context.Background(), vigil.Record{Session: vigil.MustRef(child), Kind: vigil.KindHumanDirectMessage,
+		ActorType: vigil.ActorHuman, ActorID: "web:1", Summary: "human message via web", Parent: parent})
+	if err != nil || !res.Appended {
+		t.Fatalf("record = %+v, %v", res, err)
+	}
+	return res
+}
+
+func TestCommitAnnouncesTheWatchersWhoseCursorsChanged(t *testing.T) {
+	schema := freshSchema(t)
+	a := startGateway(t, schema, false)
+	conn, err := pgx.Connect(t.Context(), testURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), `LISTEN `+pgx.Identifier{a.store.Channel()}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+
+	humanMessage(t, a.eng, fManager, fChild)
+	wait, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	n, err := conn.WaitForNotification(wait)
+	if err != nil {
+		t.Fatalf("no notification after a commit that moved a cursor: %v", err)
+	}
+	var c struct {
+		Watchers []string `json:"w"`
+		Appended bool     `json:"e"`
+	}
+	if err := json.Unmarshal([]byte(n.Payload), &c); err != nil {
+		t.Fatalf("payload %q: %v", n.Payload, err)
+	}
+	if !slices.Equal(c.Watchers, []string{fManager}) || !c.Appended {
+		t.Fatalf("payload = %s, want the manager's cursor and an append", n.Payload)
+	}
+}
+
+func TestANoticeRecordedThroughOneGatewayWakesTheWatcherOnAnother(t *testing.T) {
+	schema := freshSchema(t)
+	a := startGateway(t, schema, true)
+	b := startGateway(t, schema, true)
+
+	humanMessage(t, a.eng, fManager, fChild)
+	want := []string{vigil.NoticeText(fChild, 0)}
+	waitUntil(t, "gateway B queues the notice", func() bool { return slices.Equal(b.queued(fManager), want) })
+	waitUntil(t, "gateway B wakes the manager", func() bool { return slices.Contains(b.wakes(), fManager) })
+	if !slices.Equal(a.queued(fManager), want) {
+		t.Fatalf("gateway A queue = %v, want %v", a.queued(fManager), want)
+	}
+
+	d, err := b.eng.Drain(t.Context(), fManager)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(texts(d.Events), want) || len(d.Acknowledged) != 1 {
+		t.Fatalf("turn on B = %+v, want exactly the one notice, acknowledged", d)
+	}
+	waitUntil(t, "gateway A drops the notice B acknowledged", func() bool { return len(a.queued(fManager)) == 0 })
+	if d, err := a.eng.Drain(t.Context(), fManager); err != nil || len(d.Events) != 0 {
+		t.Fatalf("a turn on A after B's = %+v, %v; want nothing", d, err)
+	}
+	c, _, err := a.eng.Cursor(t.Context(), fManager, vigil.MustRef(fChild))
+	if err != nil || c.Pending() {
+		t.Fatalf("cursor = %+v, %v; want it acknowledged", c, err)
+	}
+}
+
+func TestAGatewayIgnoresItsOwnAnnouncements(t *testing.T) {
+	schema := freshSchema(t)
+	a := startGateway(t, schema, true)
+	b := startGateway(t, schema, true)
+	humanMessage(t, a.eng, fManager, fChild)
+	waitUntil(t, "gateway B hears the change", func() bool { return len(b.refreshes()) > 0 })
+	waitUntil(t, "gateway B is told events were appended", func() bool { return b.appended.Load() > 0 })
+	// B heard A's commit, which it can only have done after A's own
+	// listener could have; A refreshed nothing.
+	if got := a.refreshes(); len(got) != 0 {
+		t.Fatalf("gateway A refreshed %v after its own commit", got)
+	}
+}
+
+func TestTheListenerReconnectsAfterItsConnectionIsTerminatedAndStillDelivers(t *testing.T) {
+	schema := freshSchema(t)
+	a := startGateway(t, schema, false)
+	b := startGateway(t, schema, true)
+
+	var killed bool
+	if err := b.store.Pool().QueryRow(t.Context(), `SELECT coalesce(bool_or(pg_terminate_backend(pid)), false)
+		FROM pg_stat_activity WHERE application_name = $1`, b.store.ListenerName()).Scan(&killed); err != nil || !killed {
+		t.Fatalf("terminate the listener's backend: %v, %v", killed, err)
+	}
+	// A change committed while B is not listening is caught by the
+	// rebuild after reconnecting, one committed after by a notification.
+	humanMessage(t, a.eng, fManager, fChild)
+	waitUntil(t, "the listener reconnects", func() bool { return b.connects.Load() >= 2 })
+	want := []string{vigil.NoticeText(fChild, 0)}
+	waitUntil(t, "B queues the change made while it was away", func() bool { return slices.Equal(b.queued(fManager), want) })
+
+	if _, err := b.eng.Drain(t.Context(), fManager); err != nil {
+		t.Fatal(err)
+	}
+	humanMessage(t, a.eng, fManager, fChild)
+	waitUntil(t, "B queues the follow-up change after reconnecting", func() bool { return len(b.queued(fManager)) == 1 })
+}
+
+func TestTheSafetyPollCatchesAChangeWithoutANotification(t *testing.T) {
+	schema := freshSchema(t)
+	a := startGateway(t, schema, false)
+	humanMessage(t, a.eng, fManager, fChild)
+	if _, err := a.eng.Drain(t.Context(), fManager); err != nil {
+		t.Fatal(err)
+	}
+	b := startGateway(t, schema, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	connected := make(chan struct{})
+	go b.store.Follow(ctx, b.eng, pgstore.FollowOptions{PollInterval: 50 * time.Millisecond,
+		OnConnect: func() { close(connected) }})
+	<-connected
+	if got := b.queued(fManager); len(got) != 0 {
+		t.Fatalf("B queued %v with nothing pending", got)
+	}
+
+	// Changed by hand, which announces nothing, as if a notification had
+	// been lost.
+	if _, err := a.store.Pool().Exec(t.Context(), `UPDATE cursors SET material = material + 1
+		WHERE watcher = $1`, fManager); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the poll rebuilds B's queue", func() bool { return len(b.queued(fManager)) == 1 })
+}
+
+func texts(evs []vigil.SystemEvent) []string {
+	var out []string
+	for _, e := range evs {
+		out = append(out, e.Text)
+	}
+	return out
+}
