@@ -17,6 +17,13 @@ import (
 // Cursors of deleted watchers are deleted with them, so every cursor found
 // here belongs to a watcher that still exists.
 func (e *Engine) Sweep(ctx context.Context) (int, error) {
+	if l, ok := e.store.(MaintenanceLocker); ok {
+		unlock, _, err := l.LockMaintenance(ctx, true)
+		if err != nil {
+			return 0, fmt.Errorf("sweep: take the maintenance lock: %w", err)
+		}
+		defer unlock()
+	}
 	var n int
 	err := e.Update(ctx, func(ctx context.Context, t *Txn) error {
 		pending, err := t.tx.PendingCursors(ctx)
@@ -48,6 +55,9 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 type PruneStats struct {
 	ByAge, ByCount, ExpiredCursors int
 	Batches                        int
+	// Skipped is set when another process sharing the store was pruning,
+	// so this prune did nothing.
+	Skipped bool
 }
 
 // Prune applies retention now: events recorded longer ago than the
@@ -56,11 +66,23 @@ type PruneStats struct {
 // MaxEvents remain, then cursors idle for the retention period are deleted.
 // Each session's pruned watermark is raised before its events go; state
 // versions never drop. It works in small transactions, so producers are
-// never held up for long.
+// never held up for long. On a store shared by several processes
+// (MaintenanceLocker) only one prunes at a time; the others skip.
 func (e *Engine) Prune(ctx context.Context) (PruneStats, error) {
 	e.pruneMu.Lock()
 	defer e.pruneMu.Unlock()
 	var st PruneStats
+	if l, ok := e.store.(MaintenanceLocker); ok {
+		unlock, held, err := l.LockMaintenance(ctx, false)
+		if err != nil {
+			return st, fmt.Errorf("prune: take the maintenance lock: %w", err)
+		}
+		if !held {
+			st.Skipped = true
+			return st, nil
+		}
+		defer unlock()
+	}
 	batch := e.opts.PruneBatch
 	cutoff := e.clk.Now().Add(-e.opts.Retention).UnixMilli()
 

@@ -106,3 +106,15 @@ type Tx interface {
 	Commit() error
 	Rollback() error
 }
+
+// MaintenanceLocker is implemented by a Store that several processes can
+// share. The engine holds its lock for a whole prune, so two processes
+// never prune at once (a prune that finds the lock taken is skipped: the
+// other process is doing the work), and for the startup sweep (which
+// waits for it).
+type MaintenanceLocker interface {
+	// LockMaintenance takes the store-wide maintenance lock. With wait
+	// false it returns ok false at once when another holder has it. The
+	// lock is released by calling unlock, or when the process dies.
+	LockMaintenance(ctx context.Context, wait bool) (unlock func(), ok bool, err error)
+}

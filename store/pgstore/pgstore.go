@@ -55,9 +55,15 @@ type Store struct {
 	// origin names this store in its change notifications and channel is
 	// where it sends and hears them (follow.go).
 	origin, channel string
+	// maintenanceKey is the advisory lock of pruning and the startup
+	// sweep (maintenance.go).
+	maintenanceKey int64
 }
 
-var _ vigil.Store = (*Store)(nil)
+var (
+	_ vigil.Store             = (*Store)(nil)
+	_ vigil.MaintenanceLocker = (*Store)(nil)
+)
 
 // Open connects to the database at url (a postgres:// URL or a key=value
 // connection string, as pgx reads it) and brings the schema up to date.
@@ -93,7 +99,8 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open %s: read current schema: %w", where, err)
 	}
 	ns := lockKey("vigil sequence markers", schema) & 0x7ffffffe
-	return &Store{pool: pool, markerHi: ns, markerLo: ns | 1, origin: newOrigin(), channel: channel(schema)}, nil
+	return &Store{pool: pool, markerHi: ns, markerLo: ns | 1, origin: newOrigin(), channel: channel(schema),
+		maintenanceKey: lockKey("vigil maintenance", schema)}, nil
 }
 
 // describe names the database in errors without its password.
