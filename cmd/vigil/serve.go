@@ -18,6 +18,7 @@ import (
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
 	"github.com/vigilhq/vigil/internal/metrics"
+	"github.com/vigilhq/vigil/store/pgstore"
 	"github.com/vigilhq/vigil/webhook"
 )
 
@@ -122,6 +123,12 @@ func serve(ctx context.Context, log *slog.Logger, dbPath, addr, configPath, sync
 	defer eng.Close()
 	m := metrics.New(eng)
 	log.Info("startup sweep done", "noticesQueued", eng.Stats().SweepRequeued)
+	if ps, ok := st.(*pgstore.Store); ok {
+		// Other gateways may share the database: hear their cursor
+		// changes so notices recorded there reach turns parked here.
+		stopFollowing := follow(ps, eng, log)
+		defer stopFollowing() // deferred after eng.Close, so it runs first
+	}
 	g := gateway.New(eng, st, gateway.Options{Logger: log, ObserveDelta: m.ObserveDelta, Hub: hub})
 
 	ln, err := net.Listen("tcp", addr)
@@ -168,4 +175,21 @@ func redactURL(db string) string {
 		}
 	}
 	return db
+}
+
+// follow keeps eng's queues current with what other gateways on the same
+// PostgreSQL database commit, until the returned stop is called.
+func follow(st *pgstore.Store, eng *vigil.Engine, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		st.Follow(ctx, eng, pgstore.FollowOptions{Logger: log, OnConnect: func() {
+			log.Info("listening for other gateways' changes", "channel", st.Channel())
+		}})
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }

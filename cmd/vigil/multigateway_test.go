@@ -1,0 +1,232 @@
+package main
+
+// Several `vigil serve` processes on one PostgreSQL database: notices
+// recorded through one reach turns parked on another, and killing one
+// loses nothing committed.
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/gateway"
+)
+
+// gatewayProcess is `vigil serve` running as a child process. Its calls go
+// through serveRun's helpers (only the address is used).
+type gatewayProcess struct {
+	*serveRun
+	cmd *exec.Cmd
+}
+
+// startGatewayProcess runs the vigil binary as `vigil serve` on db and
+// waits until it listens and hears other gateways.
+func startGatewayProcess(t *testing.T, bin, db string) *gatewayProcess {
+	t.Helper()
+	stderr := &syncBuffer{}
+	cmd := exec.Command(bin, "serve", "--db", db, "--addr", "127.0.0.1:0")
+	cmd.Env = mcpEnv()
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+	})
+	p := &gatewayProcess{serveRun: &serveRun{stderr: stderr}, cmd: cmd}
+	deadline := time.After(serveHangGuard)
+	for {
+		out := stderr.String()
+		if m := listeningLine.FindStringSubmatch(out); m != nil && strings.Contains(out, "listening for other gateways' changes") {
+			p.addr = m[1]
+			return p
+		}
+		select {
+		case <-exited:
+			t.Fatalf("vigil serve exited before listening:\n%s", out)
+		case <-deadline:
+			t.Fatalf("vigil serve never listened for other gateways (hang guard):\n%s", out)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// kill ends the process with SIGKILL, as a crash would.
+func (p *gatewayProcess) kill(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func pendingTexts(t *testing.T, p *gatewayProcess, session string) []string {
+	t.Helper()
+	out := callOK[gateway.PendingOutput](t, p.serveRun, "", "", "session_pending", map[string]any{"sessionKey": session})
+	var texts []string
+	for _, e := range out.Events {
+		texts = append(texts, e.Text)
+	}
+	return texts
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(serveHangGuard)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestATurnParkedOnOneGatewayGetsTheNoticeRecordedThroughAnother(t *testing.T) {
+	db := servePostgresURL(t)
+	bin := mcpBuild(t, t.TempDir())
+	a := startGatewayProcess(t, bin, db)
+	b := startGatewayProcess(t, bin, db)
+	const manager = "agent:main:main"
+
+	sp := callOK[gateway.SpawnOutput](t, a.serveRun, "", manager, "sessions_spawn", map[string]any{"task": "write the report"})
+	child := sp.ChildSessionKey
+	callOK[gateway.TurnOutput](t, b.serveRun, "", manager, "session_turn", map[string]any{"sessionKey": manager, "waitSeconds": 0})
+
+	parked := make(chan gateway.TurnOutput, 1)
+	go func() {
+		code, body := b.call(t, "", manager, "session_turn", map[string]any{"sessionKey": manager, "waitSeconds": 15})
+		if code != http.StatusOK {
+			t.Errorf("turn on B: %d %s", code, body)
+		}
+		var out gateway.TurnOutput
+		if err := json.Unmarshal(body, &out); err != nil {
+			t.Error(err)
+		}
+		parked <- out
+	}()
+	// A person writes into the child through gateway A.
+	callOK[gateway.SendOutput](t, a.serveRun, "", "", "sessions_send",
+		map[string]any{"sessionKey": child, "message": "use the new template", "channel": "web", "timeoutSeconds": 0})
+
+	turn := <-parked
+	want := []string{vigil.NoticeText(child, 1)}
+	if !slices.Equal(turn.SystemEvents, want) || !slices.Equal(turn.Acknowledged, []string{child}) {
+		t.Fatalf("the turn parked on B got %+v, want exactly %q, acknowledged", turn, want)
+	}
+	// Draining on B acknowledged it for both gateways.
+	eventually(t, "gateway A drops the notice B's turn acknowledged", func() bool { return len(pendingTexts(t, a, manager)) == 0 })
+	again := callOK[gateway.TurnOutput](t, a.serveRun, "", manager, "session_turn", map[string]any{"sessionKey": manager, "waitSeconds": 0})
+	if len(again.SystemEvents) != 0 {
+		t.Fatalf("a later turn on A got %q, want nothing: the notice was delivered once", again.SystemEvents)
+	}
+}
+
+func TestKillingAGatewayMidLoadLosesNoCommittedEventAndLeavesNoNoticeStuck(t *testing.T) {
+	db := servePostgresURL(t)
+	bin := mcpBuild(t, t.TempDir())
+	a := startGatewayProcess(t, bin, db)
+	b := startGatewayProcess(t, bin, db)
+
+	const pairs = 6
+	managers, children := make([]string, pairs), make([]string, pairs)
+	for i := range pairs {
+		managers[i] = fmt.Sprintf("agent:m%d:main", i)
+		sp := callOK[gateway.SpawnOutput](t, b.serveRun, "", managers[i], "sessions_spawn", map[string]any{"task": "work"})
+		children[i] = sp.ChildSessionKey
+	}
+
+	// Producers write into the children through A until it dies, counting
+	// the writes A confirmed.
+	var confirmed [pairs]atomic.Int64
+	var total atomic.Int64
+	var wg sync.WaitGroup
+	client := &http.Client{Timeout: 5 * time.Second}
+	for i := range pairs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; ; n++ {
+				body := fmt.Sprintf(`{"sessionKey":%q,"message":"step %d","channel":"web","timeoutSeconds":0}`, children[i], n)
+				resp, err := client.Post("http://"+a.addr+"/v1/tools/sessions_send", "application/json", strings.NewReader(body))
+				if err != nil {
+					return // A is gone
+				}
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					confirmed[i].Add(1)
+					total.Add(1)
+				}
+			}
+		}()
+	}
+	eventually(t, "A has confirmed some writes", func() bool { return total.Load() >= 60 })
+	a.kill(t)
+	wg.Wait()
+	t.Logf("A confirmed %d writes before it was killed", total.Load())
+
+	for i := range pairs {
+		humans := int64(0)
+		for since := int64(0); ; {
+			st := callOK[gateway.StatusOutput](t, b.serveRun, "", managers[i], "session_status",
+				map[string]any{"sessionKey": children[i], "changesSince": since, "limit": vigil.MaxDeltaLimit})
+			for _, e := range st.StateChanges.Events {
+				if e.Kind == vigil.KindHumanDirectMessage {
+					humans++
+				}
+			}
+			if !st.StateChanges.Truncated {
+				break
+			}
+			since = st.StateChanges.NextChangesSince
+		}
+		if humans < confirmed[i].Load() {
+			t.Errorf("%s: %d person messages stored, but A confirmed %d", children[i], humans, confirmed[i].Load())
+		}
+	}
+
+	// Every manager whose child changed holds exactly one notice on B; its
+	// turn there acknowledges it, and nothing is left over, on B or on a
+	// new gateway started in A's place.
+	for i := range pairs {
+		if confirmed[i].Load() == 0 {
+			continue
+		}
+		eventually(t, managers[i]+"'s notice reaches B", func() bool { return len(pendingTexts(t, b, managers[i])) == 1 })
+		turn := callOK[gateway.TurnOutput](t, b.serveRun, "", managers[i], "session_turn",
+			map[string]any{"sessionKey": managers[i], "waitSeconds": 0})
+		if len(turn.SystemEvents) != 1 || len(turn.Acknowledged) != 1 {
+			t.Fatalf("%s's turn on B = %+v, want the one notice, acknowledged", managers[i], turn)
+		}
+		// Writes after the notice froze its watermark open exactly one
+		// follow-up, which the next turn takes.
+		if len(turn.FollowUps) > 0 {
+			next := callOK[gateway.TurnOutput](t, b.serveRun, "", managers[i], "session_turn",
+				map[string]any{"sessionKey": managers[i], "waitSeconds": 0})
+			if !slices.Equal(next.SystemEvents, turn.FollowUps) || len(next.FollowUps) != 0 {
+				t.Fatalf("%s's second turn = %+v, want the follow-up %q and nothing more", managers[i], next, turn.FollowUps)
+			}
+		}
+	}
+	restarted := startGatewayProcess(t, bin, db)
+	for i := range pairs {
+		if got := pendingTexts(t, restarted, managers[i]); len(got) != 0 {
+			t.Errorf("%s: the gateway started after the crash queued %q, want nothing left", managers[i], got)
+		}
+		if got := pendingTexts(t, b, managers[i]); len(got) != 0 {
+			t.Errorf("%s: B still holds %q after the turn", managers[i], got)
+		}
+	}
+}
