@@ -184,6 +184,16 @@ func (e *Engine) Close() error {
 	return nil
 }
 
+// NewestSequence is the sequence of the newest retained event in the
+// whole store, 0 when it holds none.
+func (e *Engine) NewestSequence(ctx context.Context) (int64, error) {
+	n, err := e.store.NthNewestSequence(ctx, 1)
+	if err != nil {
+		return 0, fmt.Errorf("newest sequence: %w", err)
+	}
+	return n, nil
+}
+
 // Now is the engine clock's reading.
 func (e *Engine) Now() time.Time { return e.clk.Now() }
 

@@ -35,9 +35,38 @@ type NoticeView struct {
 // and stops receiving; its reader must start over (re-check the session's
 // state) rather than slow anyone down.
 type Hub struct {
-	mu       sync.Mutex // guards sessions, log and their listeners' fields
+	mu       sync.Mutex // guards sessions, log, shared and listeners' fields
 	sessions map[string]map[*Listener]struct{}
 	log      map[*LogListener]struct{}
+	shared   bool
+}
+
+// ShareStore tells the hub that other processes append to the same store,
+// so that only the store orders every event: from then on log listeners
+// get nudges (events with Sequence 0) instead of events, and read on from
+// the store. Call it before the engine records anything.
+func (h *Hub) ShareStore() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.shared = true
+}
+
+// Nudge tells every log listener to read on from the store. A listener
+// with something already buffered will read on anyway and gets nothing
+// more, so nudges never make a listener lag.
+func (h *Hub) Nudge() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.nudgeLocked()
+}
+
+func (h *Hub) nudgeLocked() {
+	for l := range h.log {
+		select {
+		case l.C <- vigil.Event{}:
+		default:
+		}
+	}
 }
 
 // NewHub returns an empty hub. Attach it to the engine's options and pass it
@@ -125,7 +154,9 @@ func (h *Hub) Notice(watcher string, n vigil.SystemEvent) {
 type LogListener struct {
 	hub *Hub
 	// C delivers events in commit order; it is closed when the listener
-	// lags or is closed.
+	// lags or is closed. An event with Sequence 0 is a nudge: events were
+	// appended that only the store can give in order (Hub.ShareStore), so
+	// read on from the position last seen.
 	C      chan vigil.Event
 	lagged bool
 	closed bool
@@ -167,6 +198,10 @@ func (h *Hub) dropLogLocked(l *LogListener) {
 func (h *Hub) Record(ev vigil.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.shared {
+		h.nudgeLocked()
+		return
+	}
 	for l := range h.log {
 		select {
 		case l.C <- ev:

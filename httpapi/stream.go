@@ -187,6 +187,16 @@ func (s *server) logEvents(w http.ResponseWriter, r *http.Request, c gateway.Cal
 			(filterSession == "" || e.SessionKey == filterSession)
 	}
 	eng := s.g.Engine()
+	if after < 0 {
+		// Live from now: start after the newest event, read before
+		// listening; the catch-up below reads anything committed between.
+		newest, err := eng.NewestSequence(r.Context())
+		if err != nil {
+			s.fail(w, fmt.Errorf("read the newest event: %w", err))
+			return
+		}
+		after = newest
+	}
 	l := s.g.Hub().ListenLog(logStreamBuffer)
 	defer func() { l.Close() }()
 	out, ok := startSSE(w)
@@ -217,7 +227,7 @@ func (s *server) logEvents(w http.ResponseWriter, r *http.Request, c gateway.Cal
 			}
 		}
 	}
-	if after >= 0 && !catchUp() {
+	if !catchUp() {
 		return
 	}
 	tick := time.NewTicker(keepalive)
@@ -233,6 +243,12 @@ func (s *server) logEvents(w http.ResponseWriter, r *http.Request, c gateway.Cal
 				}
 				continue
 			}
+			if e.Sequence == 0 { // a nudge: the store has events to read on
+				if !catchUp() {
+					return
+				}
+				continue
+			}
 			if e.Sequence <= after {
 				continue // already sent during catch-up
 			}
@@ -242,6 +258,11 @@ func (s *server) logEvents(w http.ResponseWriter, r *http.Request, c gateway.Cal
 			}
 		case <-tick.C:
 			if out.comment("keepalive") != nil {
+				return
+			}
+			// A nudge can be missed (another process's announcement lost
+			// with its connection): read on now and then regardless.
+			if !catchUp() {
 				return
 			}
 		case <-r.Context().Done():

@@ -184,25 +184,54 @@ func (s *subscriptions) all() []string {
 // notify tells subscribers when a session's state version moves: each
 // appended event moves its session's version.
 func (s *subscriptions) notify(ctx context.Context, g *gateway.Gateway, srv *mcp.Server) {
+	updated := func(key string) {
+		if uri := SessionURIPrefix + key; s.followed(uri) {
+			srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri})
+		}
+	}
+	eng := g.Engine()
+	after, _ := eng.NewestSequence(ctx) // on failure, from the start: more hints, none lost
 	for {
 		l := g.Hub().ListenLog(256)
 		for open := true; open; {
 			select {
 			case e, ok := <-l.C:
-				if !ok {
+				switch {
+				case !ok:
 					open = false // fell behind: assume everything followed moved
 					for _, uri := range s.all() {
 						srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri})
 					}
-					break
-				}
-				if uri := SessionURIPrefix + e.SessionKey; s.followed(uri) {
-					srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri})
+				case e.Sequence == 0:
+					// A nudge: another process appended; the store has the
+					// events in order. A failed read is retried at the next.
+					after, _ = readOn(ctx, eng, after, updated)
+				default:
+					after = max(after, e.Sequence)
+					updated(e.SessionKey)
 				}
 			case <-ctx.Done():
 				l.Close()
 				return
 			}
+		}
+	}
+}
+
+// readOn calls updated with the session of every event after `after`, and
+// returns the position it read up to (also when a read fails).
+func readOn(ctx context.Context, eng *vigil.Engine, after int64, updated func(key string)) (int64, error) {
+	for {
+		page, err := eng.Log(ctx, after, 500)
+		if err != nil {
+			return after, err
+		}
+		for _, e := range page.Events {
+			updated(e.SessionKey)
+			after = e.Sequence
+		}
+		if len(page.Events) < 500 {
+			return after, nil
 		}
 	}
 }

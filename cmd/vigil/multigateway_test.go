@@ -5,6 +5,8 @@ package main
 // loses nothing committed.
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -228,5 +230,106 @@ func TestKillingAGatewayMidLoadLosesNoCommittedEventAndLeavesNoNoticeStuck(t *te
 		if got := pendingTexts(t, b, managers[i]); len(got) != 0 {
 			t.Errorf("%s: B still holds %q after the turn", managers[i], got)
 		}
+	}
+}
+
+func TestAMessageStoredThroughOneGatewayReturnsTheTurnParkedOnAnother(t *testing.T) {
+	db := servePostgresURL(t)
+	bin := mcpBuild(t, t.TempDir())
+	a := startGatewayProcess(t, bin, db)
+	b := startGatewayProcess(t, bin, db)
+	const manager = "agent:main:main"
+	worker := callOK[gateway.SpawnOutput](t, a.serveRun, "", manager, "sessions_spawn", map[string]any{"task": "draft"}).ChildSessionKey
+	callOK[gateway.TurnOutput](t, b.serveRun, "", worker, "session_turn", map[string]any{"sessionKey": worker, "waitSeconds": 0})
+
+	parked := make(chan gateway.TurnOutput, 1)
+	go func() {
+		code, body := b.call(t, "", worker, "session_turn", map[string]any{"sessionKey": worker, "waitSeconds": 15})
+		var out gateway.TurnOutput
+		if code != http.StatusOK || json.Unmarshal(body, &out) != nil {
+			t.Errorf("turn on B: %d %s", code, body)
+		}
+		parked <- out
+	}()
+	callOK[gateway.SendOutput](t, a.serveRun, "", "", "sessions_send",
+		map[string]any{"sessionKey": worker, "message": "stop and summarise", "channel": "web", "timeoutSeconds": 0})
+	turn := <-parked
+	if turn.TimedOut || len(turn.Messages) != 1 || turn.Messages[0].Content != "stop and summarise" {
+		t.Fatalf("the worker's turn parked on B = %+v, want the person's message", turn)
+	}
+}
+
+func TestAReplyStoredThroughOneGatewayCompletesTheSendWaitingOnAnother(t *testing.T) {
+	db := servePostgresURL(t)
+	bin := mcpBuild(t, t.TempDir())
+	a := startGatewayProcess(t, bin, db)
+	b := startGatewayProcess(t, bin, db)
+	const manager = "agent:main:main"
+	worker := callOK[gateway.SpawnOutput](t, a.serveRun, "", manager, "sessions_spawn", map[string]any{"task": "draft"}).ChildSessionKey
+	callOK[gateway.TurnOutput](t, b.serveRun, "", worker, "session_turn", map[string]any{"sessionKey": worker, "waitSeconds": 0})
+
+	sent := make(chan gateway.SendOutput, 1)
+	go func() {
+		code, body := a.call(t, "", manager, "sessions_send",
+			map[string]any{"sessionKey": worker, "message": "how far along?", "timeoutSeconds": 15})
+		var out gateway.SendOutput
+		if code != http.StatusOK || json.Unmarshal(body, &out) != nil {
+			t.Errorf("send on A: %d %s", code, body)
+		}
+		sent <- out
+	}()
+	turn := callOK[gateway.TurnOutput](t, b.serveRun, "", worker, "session_turn", map[string]any{"sessionKey": worker, "waitSeconds": 15})
+	if len(turn.Messages) != 1 {
+		t.Fatalf("the worker's turn on B = %+v, want the manager's question", turn)
+	}
+	callOK[gateway.ReplyOutput](t, b.serveRun, "", worker, "session_reply",
+		map[string]any{"sessionKey": worker, "text": "half done", "replyTo": turn.Messages[0].ID})
+	if out := <-sent; out.Status != "ok" || out.Reply != "half done" {
+		t.Fatalf("the send waiting on A = %+v, want the reply stored through B", out)
+	}
+}
+
+func TestTheEventStreamOfOneGatewayShowsEventsRecordedThroughAnother(t *testing.T) {
+	db := servePostgresURL(t)
+	bin := mcpBuild(t, t.TempDir())
+	a := startGatewayProcess(t, bin, db)
+	b := startGatewayProcess(t, bin, db)
+	const manager = "agent:main:main"
+
+	ctx, cancel := context.WithTimeout(context.Background(), serveHangGuard)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.addr+"/v1/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/events on B: %d", resp.StatusCode)
+	}
+	lines := bufio.NewScanner(resp.Body)
+
+	worker := callOK[gateway.SpawnOutput](t, a.serveRun, "", manager, "sessions_spawn", map[string]any{"task": "draft"}).ChildSessionKey
+	callOK[gateway.GoalOutput](t, a.serveRun, "", "", "session_goal",
+		map[string]any{"sessionKey": worker, "action": "set", "objective": "ship it"})
+	var kinds []string
+	for lines.Scan() && len(kinds) < 2 {
+		data, ok := strings.CutPrefix(lines.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var e struct {
+			SessionKey string `json:"sessionKey"`
+			Kind       string `json:"kind"`
+		}
+		if err := json.Unmarshal([]byte(data), &e); err != nil {
+			t.Fatalf("event %s: %v", data, err)
+		}
+		if e.SessionKey == worker {
+			kinds = append(kinds, e.Kind)
+		}
+	}
+	if want := []string{string(vigil.KindChildSpawned), string(vigil.KindGoalChanged)}; !slices.Equal(kinds, want) {
+		t.Fatalf("B's stream showed %v for the worker, want %v in order", kinds, want)
 	}
 }

@@ -116,6 +116,10 @@ func serve(ctx context.Context, log *slog.Logger, dbPath, addr, configPath, sync
 	}
 	defer hooks.Close() // after the engine has closed: no more wakes come
 	hub := gateway.NewHub()
+	ps, shared := st.(*pgstore.Store)
+	if shared {
+		hub.ShareStore() // other gateways may append to the same log
+	}
 	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{Logger: log, OnWake: hooks.Wake}))
 	if err != nil {
 		return err
@@ -123,13 +127,13 @@ func serve(ctx context.Context, log *slog.Logger, dbPath, addr, configPath, sync
 	defer eng.Close()
 	m := metrics.New(eng)
 	log.Info("startup sweep done", "noticesQueued", eng.Stats().SweepRequeued)
-	if ps, ok := st.(*pgstore.Store); ok {
-		// Other gateways may share the database: hear their cursor
-		// changes so notices recorded there reach turns parked here.
-		stopFollowing := follow(ps, eng, log)
+	g := gateway.New(eng, st, gateway.Options{Logger: log, ObserveDelta: m.ObserveDelta, Hub: hub})
+	if shared {
+		// Other gateways may share the database: hear what they commit,
+		// so notices and messages stored there reach turns parked here.
+		stopFollowing := follow(ps, eng, g, log)
 		defer stopFollowing() // deferred after eng.Close, so it runs first
 	}
-	g := gateway.New(eng, st, gateway.Options{Logger: log, ObserveDelta: m.ObserveDelta, Hub: hub})
 
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -177,16 +181,26 @@ func redactURL(db string) string {
 	return db
 }
 
-// follow keeps eng's queues current with what other gateways on the same
-// PostgreSQL database commit, until the returned stop is called.
-func follow(st *pgstore.Store, eng *vigil.Engine, log *slog.Logger) (stop func()) {
+// follow keeps eng's queues and g's waiting turns, sends and streams
+// current with what other gateways on the same PostgreSQL database commit,
+// until the returned stop is called.
+func follow(st *pgstore.Store, eng *vigil.Engine, g *gateway.Gateway, log *slog.Logger) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		st.Follow(ctx, eng, pgstore.FollowOptions{Logger: log, OnConnect: func() {
-			log.Info("listening for other gateways' changes", "channel", st.Channel())
-		}})
+		st.Follow(ctx, eng, pgstore.FollowOptions{
+			Logger:     log,
+			OnAppended: g.EventsAppendedElsewhere,
+			OnMessages: func(ctx context.Context, as []pgstore.Arrival) {
+				for _, a := range as {
+					if err := g.MessageArrived(ctx, a.Session, a.MessageID); err != nil && ctx.Err() == nil {
+						log.Error("a message stored by another gateway", "err", err)
+					}
+				}
+			},
+			OnConnect: func() { log.Info("listening for other gateways' changes", "channel", st.Channel()) },
+		})
 	}()
 	return func() {
 		cancel()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	vigil "github.com/vigilhq/vigil"
 )
 
 // Several gateway processes share one database, and each keeps the notice
@@ -38,9 +39,29 @@ const maxPayload = 7000
 type change struct {
 	// Origin names the store that committed, so a process skips its own
 	// commits (its engine applied them already, in commit order).
-	Origin   string   `json:"o"`
-	Watchers []string `json:"w,omitempty"`
-	Appended bool     `json:"e,omitempty"`
+	Origin   string    `json:"o"`
+	Watchers []string  `json:"w,omitempty"`
+	Appended bool      `json:"e,omitempty"`
+	Messages []arrival `json:"m,omitempty"`
+}
+
+// arrival is an Arrival in a payload: agent, key and message id.
+type arrival [3]any
+
+// Arrival is a transcript message another process appended.
+type Arrival struct {
+	Session   vigil.SessionRef
+	MessageID int64
+}
+
+func (a *arrival) decode() (Arrival, bool) {
+	agent, ok1 := a[0].(string)
+	key, ok2 := a[1].(string)
+	id, ok3 := a[2].(float64)
+	if !ok1 || !ok2 || !ok3 || id <= 0 || id != float64(int64(id)) {
+		return Arrival{}, false
+	}
+	return Arrival{Session: vigil.SessionRef{AgentID: agent, Key: key}, MessageID: int64(id)}, true
 }
 
 func newOrigin() string {
@@ -55,9 +76,14 @@ func channel(schema string) string {
 	return fmt.Sprintf("vigil_changes_%08x", lockKey("vigil changes", schema))
 }
 
-// payloads splits a transaction's changes into notifications.
+// jsonSize bounds the length of s as a JSON string: at most six bytes per
+// byte (\u00XX), plus quotes and a separator.
+func jsonSize(s string) int { return 6*len(s) + 3 }
+
+// payloads splits a transaction's changes into notifications, each below
+// PostgreSQL's size limit.
 func (t *Tx) payloads() []string {
-	if len(t.watchers) == 0 && !t.appended {
+	if len(t.watchers) == 0 && !t.appended && len(t.messages) == 0 {
 		return nil
 	}
 	ws := make([]string, 0, len(t.watchers))
@@ -74,15 +100,19 @@ func (t *Tx) payloads() []string {
 		c = change{Origin: t.s.origin}
 		size = 0
 	}
-	for _, w := range ws {
-		// A key's JSON form is at most six bytes per byte, plus quotes
-		// and a comma.
-		n := 6*len(w) + 3
+	room := func(n int) {
 		if size > 0 && size+n > maxPayload-64 {
 			flush()
 		}
-		c.Watchers = append(c.Watchers, w)
 		size += n
+	}
+	for _, w := range ws {
+		room(jsonSize(w))
+		c.Watchers = append(c.Watchers, w)
+	}
+	for _, m := range t.messages {
+		room(jsonSize(m.Session.AgentID) + jsonSize(m.Session.Key) + 24)
+		c.Messages = append(c.Messages, arrival{m.Session.AgentID, m.Session.Key, m.MessageID})
 	}
 	flush()
 	return out
@@ -122,6 +152,10 @@ type FollowOptions struct {
 	// process committed events, so live readers of the whole log can catch
 	// up from the store. It must return quickly.
 	OnAppended func()
+	// OnMessages, when set, is called (on Follow's goroutine) with the
+	// transcript messages another process appended, in commit order. It
+	// must return quickly.
+	OnMessages func(ctx context.Context, arrivals []Arrival)
 	// OnConnect, when set, is called each time the listening connection
 	// is established and the rebuild after it is done.
 	OnConnect func()
@@ -218,6 +252,15 @@ func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, f Follower, opt
 		}
 		if c.Appended && opts.OnAppended != nil {
 			opts.OnAppended()
+		}
+		if len(c.Messages) > 0 && opts.OnMessages != nil {
+			as := make([]Arrival, 0, len(c.Messages))
+			for _, m := range c.Messages {
+				if a, ok := m.decode(); ok {
+					as = append(as, a)
+				}
+			}
+			opts.OnMessages(ctx, as)
 		}
 	}
 }

@@ -239,6 +239,9 @@ func (t *Tx) AppendMessage(ctx context.Context, m gateway.Message) (int64, error
 	if err := br.QueryRow().Scan(&id); err != nil {
 		return 0, wrap(err)
 	}
+	if m.ID == 0 {
+		t.messages = append(t.messages, Arrival{Session: m.Session, MessageID: id})
+	}
 	return id, wrap(br.Close())
 }
 

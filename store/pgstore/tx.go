@@ -33,10 +33,13 @@ type Tx struct {
 	// (log.go), which must happen before its first nextval.
 	published bool
 	// watchers are the keys whose cursors this transaction changed, and
-	// appended tells whether it appended events: Commit announces both to
+	// appended tells whether it appended events: Commit announces them to
 	// the other processes on the database (follow.go).
 	watchers map[string]struct{}
 	appended bool
+	// messages are the transcript messages this transaction appended,
+	// also announced at Commit.
+	messages []Arrival
 }
 
 var _ vigil.Tx = (*Tx)(nil)

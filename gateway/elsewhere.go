@@ -1,0 +1,47 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+
+	vigil "github.com/vigilhq/vigil"
+)
+
+// Several gateways can share one database. What one of them commits
+// reaches the others' in-memory state through the store's change
+// announcements (pgstore.Store.Follow): notices through the engine's
+// Refresh, and the two kinds of news below through these methods.
+
+// MessageArrived tells the gateway that another process appended message
+// id to session's transcript. The gateway reads it back and publishes it
+// like its own: a turn parked here on that session returns with it, and
+// the session's live stream shows it. A reply that names the message it
+// answers (replyTo) completes a sessions_send waiting here for it; a reply
+// without replyTo only ever answers sends waiting on the gateway that
+// stored it, so one reply never completes two sends. A message deleted
+// meanwhile is ignored.
+func (g *Gateway) MessageArrived(ctx context.Context, session vigil.SessionRef, id int64) error {
+	msgs, err := g.store.Messages(ctx, session, id-1, 1)
+	if err != nil {
+		return fmt.Errorf("read message %d of %s: %w", id, session, err)
+	}
+	if len(msgs) == 0 || msgs[0].ID != id {
+		return nil
+	}
+	m := msgs[0]
+	switch m.Role {
+	case RoleAssistant:
+		if m.ReplyTo != 0 {
+			g.answer(session, m)
+		}
+		g.publishMessage(LiveReply, m)
+	case RoleUser:
+		g.publishMessage(LiveMessage, m)
+	}
+	return nil
+}
+
+// EventsAppendedElsewhere tells the gateway that another process appended
+// events to the log, so live readers of the whole log read on from the
+// store.
+func (g *Gateway) EventsAppendedElsewhere() { g.opts.Hub.Nudge() }
