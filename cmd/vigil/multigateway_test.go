@@ -10,7 +10,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -21,6 +23,44 @@ import (
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
 )
+
+// builtBinary is the vigil binary the process tests share, built once.
+var builtBinary struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// gatewayBinary builds the vigil binary once for the whole package run
+// (TestMain removes it).
+func gatewayBinary(t *testing.T) string {
+	t.Helper()
+	b := &builtBinary
+	b.once.Do(func() {
+		if b.dir, b.err = os.MkdirTemp("", "vigil-bin-"); b.err != nil {
+			return
+		}
+		b.path = filepath.Join(b.dir, "vigil")
+		cmd := exec.Command("go", "build", "-o", b.path, "./cmd/vigil")
+		cmd.Dir = filepath.Join("..", "..")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build ./cmd/vigil: %v\n%s", err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtBinary.dir != "" {
+		os.RemoveAll(builtBinary.dir)
+	}
+	os.Exit(code)
+}
 
 // gatewayProcess is `vigil serve` running as a child process. Its calls go
 // through serveRun's helpers (only the address is used).
@@ -98,7 +138,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 func TestATurnParkedOnOneGatewayGetsTheNoticeRecordedThroughAnother(t *testing.T) {
 	db := servePostgresURL(t)
-	bin := mcpBuild(t, t.TempDir())
+	bin := gatewayBinary(t)
 	a := startGatewayProcess(t, bin, db)
 	b := startGatewayProcess(t, bin, db)
 	const manager = "agent:main:main"
@@ -138,7 +178,7 @@ func TestATurnParkedOnOneGatewayGetsTheNoticeRecordedThroughAnother(t *testing.T
 
 func TestKillingAGatewayMidLoadLosesNoCommittedEventAndLeavesNoNoticeStuck(t *testing.T) {
 	db := servePostgresURL(t)
-	bin := mcpBuild(t, t.TempDir())
+	bin := gatewayBinary(t)
 	a := startGatewayProcess(t, bin, db)
 	b := startGatewayProcess(t, bin, db)
 
@@ -235,7 +275,7 @@ func TestKillingAGatewayMidLoadLosesNoCommittedEventAndLeavesNoNoticeStuck(t *te
 
 func TestAMessageStoredThroughOneGatewayReturnsTheTurnParkedOnAnother(t *testing.T) {
 	db := servePostgresURL(t)
-	bin := mcpBuild(t, t.TempDir())
+	bin := gatewayBinary(t)
 	a := startGatewayProcess(t, bin, db)
 	b := startGatewayProcess(t, bin, db)
 	const manager = "agent:main:main"
@@ -261,7 +301,7 @@ func TestAMessageStoredThroughOneGatewayReturnsTheTurnParkedOnAnother(t *testing
 
 func TestAReplyStoredThroughOneGatewayCompletesTheSendWaitingOnAnother(t *testing.T) {
 	db := servePostgresURL(t)
-	bin := mcpBuild(t, t.TempDir())
+	bin := gatewayBinary(t)
 	a := startGatewayProcess(t, bin, db)
 	b := startGatewayProcess(t, bin, db)
 	const manager = "agent:main:main"
@@ -291,7 +331,7 @@ func TestAReplyStoredThroughOneGatewayCompletesTheSendWaitingOnAnother(t *testin
 
 func TestTheEventStreamOfOneGatewayShowsEventsRecordedThroughAnother(t *testing.T) {
 	db := servePostgresURL(t)
-	bin := mcpBuild(t, t.TempDir())
+	bin := gatewayBinary(t)
 	a := startGatewayProcess(t, bin, db)
 	b := startGatewayProcess(t, bin, db)
 	const manager = "agent:main:main"
