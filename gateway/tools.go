@@ -146,6 +146,8 @@ func newRegistry(g *Gateway) *Registry {
 			"marks them seen. Use it when you have nothing else to do but should react to changes.", g.Wait),
 		define("session_pending", false, "Show a session's queued system events (its pending stale-state notices) without "+
 			"consuming or acknowledging them.", g.Pending),
+		define("sessions_graph", false, "List who watches whom: each watcher's cursor on each target, with its lastSeen, "+
+			"notified and material versions and the queued notice text while one is pending. Page with cursor.", g.Graph),
 		define("session_turn", false, "Take the session's turn: wait until it has work, then consume its queued system "+
 			"events (acknowledging the notices among them) and its unread inbound messages.", g.Turn),
 		define("session_reply", false, "Reply as a session: the reply goes into its transcript and completes the sessions_send "+

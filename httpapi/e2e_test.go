@@ -1031,6 +1031,7 @@ var e2eStringField = map[string]string{
 	"sessions_unwatch": "sessionKey",
 	"session_goal":     "action",
 	"session_pending":  "sessionKey",
+	"sessions_graph":   "agentId",
 	"session_reply":    "text",
 	"session_turn":     "sessionKey",
 	"session_wait":     "", // no string field
@@ -1481,7 +1482,7 @@ func TestE2EToolListHasEveryToolWithInputAndOutputSchemas(t *testing.T) {
 		}
 	}
 	want := []string{"run_end", "session_compact", "session_delete", "session_goal", "session_pending", "session_reply",
-		"session_reset", "session_status", "session_turn", "session_wait", "sessions_history", "sessions_list", "sessions_send", "sessions_spawn", "sessions_unwatch"}
+		"session_reset", "session_status", "session_turn", "session_wait", "sessions_graph", "sessions_history", "sessions_list", "sessions_send", "sessions_spawn", "sessions_unwatch"}
 	slices.Sort(names)
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)

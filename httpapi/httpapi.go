@@ -1,6 +1,7 @@
 // Package httpapi serves the gateway over HTTP: the tool registry at
-// POST /v1/tools/{name}, health and metrics. It only decodes,
-// authenticates and encodes; every rule lives in the gateway and engine.
+// POST /v1/tools/{name}, health, metrics and the dashboard page at /. It
+// only decodes, authenticates and encodes; every rule lives in the gateway
+// and engine.
 package httpapi
 
 import (
@@ -16,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/vigilhq/vigil/dashboard"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/internal/metrics"
 	"github.com/vigilhq/vigil/mcpserver"
@@ -73,6 +75,11 @@ func New(g *gateway.Gateway, opts Options) http.Handler {
 	mux.HandleFunc("GET /v1/sessions/{key}/events", s.authed(s.sessionEvents))
 	mux.HandleFunc("GET /v1/events", s.authed(s.logEvents))
 	mux.Handle("/mcp", mcpserver.Handler(opts.Context, g, s.resolve, opts.Logger))
+	// The dashboard page and its assets need no credential: they hold no
+	// data, and the page asks for a token before it calls the API.
+	page := dashboard.Handler()
+	mux.Handle("GET /{$}", page)
+	mux.Handle("GET "+dashboard.AssetPrefix, page)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})

@@ -1,0 +1,780 @@
+// The vigil dashboard. It talks only to the HTTP API of the gateway that
+// served it, sending the token typed into the login prompt; the token is
+// kept in sessionStorage, so it dies with the tab. Everything on screen is
+// built with DOM nodes and textContent, never from HTML strings, because
+// session keys, goals and messages are written by other people and agents.
+'use strict';
+
+const TOKEN_KEY = 'vigil.token';
+const PAGE = 200;
+// Acknowledgements, resets and deletions write nothing to the signal log, so
+// no stream carries them; a poll catches them. It runs often only while a
+// notice is pending, the one state an acknowledgement can end.
+const POLL_PENDING_MS = 2000;
+const POLL_IDLE_MS = 15000;
+
+const $ = (id) => document.getElementById(id);
+
+const app = {
+  token: sessionStorage.getItem(TOKEN_KEY) || '',
+  gen: 0, // bumped on sign-in and sign-out: loops of an older generation stop
+  abort: null, // aborts every request of the signed-in page
+  sessions: [],
+  cursors: [],
+  // What was last drawn, as JSON: an unchanged answer is not drawn again,
+  // so a poll never disturbs a person selecting or reading text.
+  drawn: {sessions: '', cursors: ''},
+  agent: '', // the agent filter
+  agents: '', // the agents the filter offers, space-separated
+  lastSeq: null, // the newest sequence the log stream delivered
+  page: null, // the open session page
+  signedIn: false,
+};
+
+class AuthError extends Error {}
+
+// h builds an element: h('a', {href: '#/'}, 'text', child, ...).
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v !== null && v !== undefined && v !== false) el.setAttribute(k, v === true ? '' : v);
+  }
+  for (const c of children.flat()) {
+    if (c !== null && c !== undefined && c !== false) el.append(c instanceof Node ? c : String(c));
+  }
+  return el;
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const backoff = (failures) => Math.min(500 * 2 ** failures, 10000);
+
+function headers(extra) {
+  const out = Object.assign({}, extra);
+  if (app.token) out.Authorization = 'Bearer ' + app.token;
+  return out;
+}
+
+// call runs one tool as the signed-in person.
+async function call(tool, input) {
+  const res = await fetch('/v1/tools/' + tool, {
+    method: 'POST',
+    headers: headers({'Content-Type': 'application/json'}),
+    body: JSON.stringify(input || {}),
+    signal: app.abort && app.abort.signal,
+  });
+  const body = await res.json().catch(() => ({}));
+  if (res.status === 401) {
+    signOut('The gateway no longer accepts this token. Sign in again.');
+    throw new AuthError('unauthenticated');
+  }
+  if (!res.ok) throw new Error((body.error && body.error.message) || 'HTTP ' + res.status);
+  return body;
+}
+
+// all follows a paged tool's nextCursor to the end.
+async function all(tool, input, field) {
+  const out = [];
+  let cursor;
+  do {
+    const body = await call(tool, Object.assign({}, input, cursor ? {cursor} : {}));
+    out.push(...body[field]);
+    cursor = body.nextCursor;
+  } while (cursor);
+  return out;
+}
+
+// readSSE reads a server-sent event stream with fetch, since EventSource
+// cannot send an Authorization header. It returns when the stream ends.
+async function readSSE(url, signal, on) {
+  const res = await fetch(url, {headers: headers({Accept: 'text/event-stream'}), signal, cache: 'no-store'});
+  if (res.status === 401) {
+    signOut('The gateway no longer accepts this token. Sign in again.');
+    throw new AuthError('unauthenticated');
+  }
+  if (!res.ok || !res.body) throw new Error('stream: HTTP ' + res.status);
+  on.open();
+  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = '';
+  for (;;) {
+    const {value, done} = await reader.read();
+    if (done) return;
+    buf += value;
+    let end;
+    while ((end = buf.indexOf('\n\n')) >= 0) {
+      const block = buf.slice(0, end);
+      buf = buf.slice(end + 2);
+      let type = 'message';
+      const data = [];
+      for (const line of block.split('\n')) {
+        if (line.startsWith('event:')) type = line.slice(6).trim();
+        else if (line.startsWith('data:')) data.push(line.slice(5).replace(/^ /, ''));
+      }
+      if (data.length) on.event(type, JSON.parse(data.join('\n')));
+    }
+  }
+}
+
+// ---- signing in and out ----
+
+async function probe(token) {
+  const res = await fetch('/v1/tools', {headers: token ? {Authorization: 'Bearer ' + token} : {}});
+  if (res.status === 401) return false;
+  if (!res.ok) throw new Error('HTTP ' + res.status);
+  return true;
+}
+
+async function start() {
+  let ok;
+  try {
+    ok = await probe(app.token);
+  } catch (e) {
+    showBanner('The gateway is not reachable; trying again.', 'error');
+    setTimeout(start, 3000);
+    return;
+  }
+  hideBanner();
+  if (!ok) {
+    const had = app.token !== '';
+    forgetToken();
+    showLogin(had ? 'The saved token was refused. Sign in again.' : '');
+    return;
+  }
+  signedIn();
+}
+
+function forgetToken() {
+  app.token = '';
+  sessionStorage.removeItem(TOKEN_KEY);
+}
+
+function showLogin(message) {
+  for (const id of ['view-sessions', 'view-session', 'nav', 'live', 'signout']) $(id).hidden = true;
+  $('login').hidden = false;
+  $('login-error').textContent = message;
+  $('login-error').hidden = !message;
+  $('token').value = '';
+  $('token').focus();
+  document.title = 'Sign in · vigil';
+}
+
+async function submitLogin(ev) {
+  ev.preventDefault();
+  const token = $('token').value.trim();
+  if (!token) {
+    $('login-error').textContent = 'Enter a token.';
+    $('login-error').hidden = false;
+    return;
+  }
+  let ok;
+  try {
+    ok = await probe(token);
+  } catch (e) {
+    ok = null;
+  }
+  if (!ok) {
+    $('login-error').textContent = ok === false ? 'The gateway refused this token.' : 'The gateway is not reachable.';
+    $('login-error').hidden = false;
+    return;
+  }
+  app.token = token;
+  sessionStorage.setItem(TOKEN_KEY, token);
+  signedIn();
+}
+
+function signedIn() {
+  app.gen++;
+  app.signedIn = true;
+  app.abort = new AbortController();
+  $('login').hidden = true;
+  $('nav').hidden = false;
+  $('live').hidden = false;
+  $('signout').hidden = app.token === '';
+  const gen = app.gen;
+  followLog(gen);
+  poll(gen);
+  route();
+  schedule('sessions', 'graph');
+}
+
+// signOut forgets the token and everything the page had loaded with it.
+function signOut(message) {
+  app.gen++;
+  app.signedIn = false;
+  if (app.abort) app.abort.abort();
+  closePage();
+  forgetToken();
+  app.sessions = [];
+  app.cursors = [];
+  app.drawn = {sessions: '', cursors: ''};
+  app.agents = '';
+  app.lastSeq = null;
+  wanted.clear();
+  clearTimeout(refreshTimer);
+  refreshTimer = null;
+  clearPage();
+  for (const id of ['sessions-body', 'graph', 'agent-filter', 'sessions-count', 'graph-count']) $(id).replaceChildren();
+  $('agent-filter').append(h('option', {value: ''}, 'All agents'));
+  hideBanner();
+  showLogin(message || '');
+}
+
+// ---- live updates ----
+
+function setLive(state) {
+  const el = $('live');
+  el.className = 'live ' + state;
+  el.textContent = state === 'on' ? 'Live' : 'Reconnecting…';
+}
+
+// followLog keeps the signal-log stream open. After any interruption it
+// resumes from the last sequence it saw (the server replays what was
+// missed), tells the person, and reloads what the log does not carry.
+async function followLog(gen) {
+  let failures = 0;
+  let interrupted = false;
+  while (gen === app.gen) {
+    let gap = false;
+    const url = '/v1/events' + (app.lastSeq !== null ? '?after=' + app.lastSeq : '');
+    try {
+      await readSSE(url, app.abort.signal, {
+        open() {
+          failures = 0;
+          setLive('on');
+          if (interrupted) {
+            showBanner('The live stream was interrupted and has resumed; the page was refreshed.');
+            schedule('sessions', 'graph', 'page-full');
+          }
+        },
+        event(type, data) {
+          if (type === 'signal') onSignal(data);
+          else if (type === 'history_gap') gap = true;
+        },
+      });
+    } catch (e) {
+      if (gen !== app.gen || e instanceof AuthError) return;
+    }
+    if (gen !== app.gen) return;
+    if (gap) {
+      // The events after our position were pruned: start over from now.
+      app.lastSeq = null;
+      showBanner('Some changes were pruned before this page saw them; the page was refreshed.');
+      schedule('sessions', 'graph', 'page-full');
+    }
+    interrupted = true;
+    setLive('off');
+    await sleep(backoff(failures++));
+  }
+}
+
+function onSignal(e) {
+  app.lastSeq = e.sequence;
+  schedule('sessions', 'graph');
+  const p = app.page;
+  if (p && e.sessionKey === p.key && e.agentId === p.agentId) schedule(e.kind === 'compacted' ? 'page-full' : 'page');
+}
+
+// The open session's own stream carries what the log does not: messages
+// between sessions and replies (for the transcript), and the notices queued
+// for it as a watcher.
+async function followSession(p) {
+  let failures = 0;
+  let first = true;
+  while (app.page === p && !p.abort.signal.aborted) {
+    try {
+      await readSSE('/v1/sessions/' + encodeURIComponent(p.key) + '/events', p.abort.signal, {
+        open() {
+          failures = 0;
+          if (!first) schedule('page', 'graph');
+          first = false;
+        },
+        event(type) {
+          if (type === 'message' || type === 'reply') schedule('page');
+          else if (type === 'notice' || type === 'wake') schedule('graph');
+        },
+      });
+    } catch (e) {
+      if (e instanceof AuthError) return;
+    }
+    if (app.page !== p || p.abort.signal.aborted) return;
+    await sleep(backoff(failures++));
+  }
+}
+
+async function poll(gen) {
+  let last = Date.now();
+  while (gen === app.gen) {
+    await sleep(500);
+    const every = app.cursors.some((c) => c.pending) ? POLL_PENDING_MS : POLL_IDLE_MS;
+    if (gen === app.gen && Date.now() - last >= every && document.visibilityState === 'visible') {
+      last = Date.now();
+      schedule('sessions', 'graph', 'page');
+    }
+  }
+}
+
+// ---- loading ----
+
+const wanted = new Set();
+let refreshTimer = null;
+let refreshing = false;
+
+// schedule asks for parts of the page to be reloaded soon; bursts of
+// changes are folded into one reload.
+function schedule(...parts) {
+  for (const part of parts) wanted.add(part);
+  if (!refreshTimer && !refreshing) refreshTimer = setTimeout(refresh, 60);
+}
+
+async function refresh() {
+  refreshTimer = null;
+  if (!app.signedIn) return;
+  refreshing = true;
+  const parts = new Set(wanted);
+  wanted.clear();
+  const jobs = [];
+  if (parts.has('sessions')) jobs.push(loadSessions());
+  if (parts.has('graph')) jobs.push(loadGraph());
+  if (parts.has('page-full')) jobs.push(loadPage(true));
+  else if (parts.has('page')) jobs.push(loadPage(false));
+  const results = await Promise.allSettled(jobs);
+  refreshing = false;
+  const failed = results.find((r) => r.status === 'rejected' && !(r.reason instanceof AuthError) && r.reason.name !== 'AbortError');
+  if (failed) showBanner('Could not refresh: ' + failed.reason.message, 'error');
+  if (wanted.size && !refreshTimer) refreshTimer = setTimeout(refresh, 60);
+}
+
+async function loadSessions() {
+  const gen = app.gen;
+  const sessions = await all('sessions_list', {limit: PAGE}, 'sessions');
+  const json = JSON.stringify(sessions);
+  if (gen !== app.gen || json === app.drawn.sessions) return;
+  app.drawn.sessions = json;
+  app.sessions = sessions;
+  renderAgentFilter();
+  renderSessions();
+  if (app.page) renderFacts();
+}
+
+async function loadGraph() {
+  const gen = app.gen;
+  const cursors = await all('sessions_graph', {limit: PAGE}, 'cursors');
+  const json = JSON.stringify(cursors);
+  if (gen !== app.gen || json === app.drawn.cursors) return;
+  app.drawn.cursors = json;
+  app.cursors = cursors;
+  renderGraph();
+  if (app.page) renderPageGraph();
+}
+
+// loadPage reads the open session: its facts and, from where the page left
+// off, its timeline and transcript (from the start when full is set).
+async function loadPage(full) {
+  const p = app.page;
+  if (!p) return;
+  const ref = {sessionKey: p.key, agentId: p.agentId};
+  let since = full ? 0 : p.since;
+  const events = [];
+  let status;
+  for (;;) {
+    status = await call('session_status', Object.assign({changesSince: since, limit: PAGE}, ref));
+    events.push(...status.stateChanges.events);
+    since = status.stateChanges.nextChangesSince;
+    if (!status.stateChanges.truncated) break;
+  }
+  let messages = [];
+  let afterId = full ? 0 : p.afterId;
+  if (status.exists) {
+    for (;;) {
+      const hist = await call('sessions_history', Object.assign({afterId, limit: PAGE}, ref));
+      messages.push(...hist.messages);
+      afterId = hist.nextAfterId || afterId;
+      if (!hist.truncated) break;
+    }
+  }
+  if (app.page !== p) return;
+  if (!full && status.stateChanges.historyGap) {
+    // Retention removed events after where the page stood: read it afresh.
+    schedule('page-full');
+    return;
+  }
+  const json = JSON.stringify(status);
+  if (!full && events.length === 0 && messages.length === 0 && json === p.drawn) return;
+  p.drawn = json;
+  if (full || !status.exists) {
+    p.events = [];
+    p.messages = [];
+  }
+  p.status = status;
+  p.events.push(...events);
+  p.messages.push(...messages);
+  p.since = since;
+  p.afterId = afterId;
+  if (full) p.gap = status.stateChanges.historyGap;
+  renderPage();
+}
+
+// ---- routes ----
+
+function sessionHref(agentId, key) {
+  return '#/session/' + encodeURIComponent(agentId) + '/' + encodeURIComponent(key);
+}
+
+function route() {
+  if (!app.signedIn) return;
+  const m = location.hash.match(/^#\/session\/([^/]+)\/(.+)$/);
+  if (!m) {
+    closePage();
+    $('view-session').hidden = true;
+    $('view-sessions').hidden = false;
+    document.title = 'Sessions · vigil';
+    $('sessions-title').focus({preventScroll: true});
+    return;
+  }
+  const agentId = decodeURIComponent(m[1]);
+  const key = decodeURIComponent(m[2]);
+  $('view-sessions').hidden = true;
+  $('view-session').hidden = false;
+  if (app.page && app.page.key === key && app.page.agentId === agentId) return;
+  closePage();
+  app.page = {agentId, key, status: null, events: [], messages: [], since: 0, afterId: 0, gap: false,
+    abort: new AbortController(), goalDirty: false, drawn: ''};
+  document.title = key + ' · vigil';
+  clearPage();
+  $('s-title').textContent = key;
+  $('s-crumb').textContent = key;
+  $('s-title').focus({preventScroll: true});
+  if (key.startsWith('agent:')) followSession(app.page);
+  renderPageGraph();
+  schedule('page-full');
+}
+
+// clearPage empties the session page, so nothing of one session lingers
+// on the next one's page or after signing out.
+function clearPage() {
+  for (const id of ['s-title', 's-crumb', 's-facts', 'goal-current', 'transcript', 'timeline', 'watchers', 'watches']) {
+    $(id).replaceChildren();
+  }
+  for (const id of ['goal-error', 'send-error', 's-missing']) $(id).hidden = true;
+  $('send-message').value = '';
+  fillGoalForm(null);
+}
+
+function closePage() {
+  if (app.page) app.page.abort.abort();
+  app.page = null;
+}
+
+// ---- rendering ----
+
+function when(ms) {
+  if (!ms) return '—';
+  const d = new Date(ms);
+  const today = d.toDateString() === new Date().toDateString();
+  return h('time', {datetime: d.toISOString(), title: d.toLocaleString()}, today ? d.toLocaleTimeString() : d.toLocaleString());
+}
+
+function sessionLink(agentId, key) {
+  return h('a', {href: sessionHref(agentId, key), class: 'key'}, key);
+}
+
+function refOf(key) {
+  const parts = key.split(':');
+  return parts[0] === 'agent' && parts.length >= 3 ? parts[1] : '';
+}
+
+function goalBadge(goal) {
+  if (!goal) return h('span', {class: 'muted'}, '—');
+  return h('span', {class: 'badge goal-' + goal.status, title: goal.objective}, goal.status);
+}
+
+function renderAgentFilter() {
+  const sel = $('agent-filter');
+  const agents = [...new Set(app.sessions.map((s) => s.agentId))].sort();
+  if (app.agent && !agents.includes(app.agent)) agents.push(app.agent);
+  // Rebuilt only when the list changes, so an open menu is left alone.
+  if (agents.join(' ') === app.agents) return;
+  app.agents = agents.join(' ');
+  sel.replaceChildren(h('option', {value: ''}, 'All agents'), ...agents.map((a) => h('option', {value: a}, a)));
+  sel.value = app.agent;
+}
+
+// renderSessions lists sessions depth-first along spawn edges, so each
+// child sits under its parent.
+function renderSessions() {
+  const shown = app.sessions.filter((s) => !app.agent || s.agentId === app.agent);
+  const byKey = new Map(shown.map((s) => [s.sessionKey, s]));
+  const children = new Map();
+  const roots = [];
+  for (const s of shown) {
+    if (s.spawnedBy && byKey.has(s.spawnedBy) && s.spawnedBy !== s.sessionKey) {
+      if (!children.has(s.spawnedBy)) children.set(s.spawnedBy, []);
+      children.get(s.spawnedBy).push(s);
+    } else {
+      roots.push(s);
+    }
+  }
+  const rows = [];
+  const seen = new Set();
+  const visit = (s, depth) => {
+    if (seen.has(s.sessionKey)) return;
+    seen.add(s.sessionKey);
+    rows.push(sessionRow(s, depth));
+    for (const c of children.get(s.sessionKey) || []) visit(c, depth + 1);
+  };
+  roots.forEach((s) => visit(s, 0));
+  shown.forEach((s) => visit(s, 0)); // anything left in a spawn cycle
+  $('sessions-body').replaceChildren(...rows);
+  $('sessions-empty').hidden = shown.length > 0;
+  $('sessions-table').hidden = shown.length === 0;
+  $('sessions-count').textContent = '(' + shown.length + ')';
+}
+
+function sessionRow(s, depth) {
+  const name = h('td', {class: 'tree', 'data-label': 'Session'},
+    depth > 0 ? h('span', {class: 'branch', 'aria-hidden': 'true'}, '└') : null,
+    sessionLink(s.agentId, s.sessionKey),
+    s.label ? h('span', {class: 'label'}, s.label) : null);
+  name.style.setProperty('--depth', depth);
+  return h('tr', {class: 'session', 'data-key': s.sessionKey, 'data-agent': s.agentId},
+    name,
+    h('td', {'data-label': 'Agent'}, s.agentId),
+    h('td', {'data-label': 'Kind'}, h('span', {class: 'badge kind'}, s.kind)),
+    h('td', {'data-label': 'Parent'}, s.spawnedBy ? sessionLink(refOf(s.spawnedBy) || s.agentId, s.spawnedBy) : h('span', {class: 'muted'}, '—')),
+    h('td', {'data-label': 'Version', class: 'num'}, String(s.stateVersion || 0)),
+    h('td', {'data-label': 'Goal'}, goalBadge(s.goal)),
+    h('td', {'data-label': 'Last activity'}, when(s.updatedAt)));
+}
+
+function cursorItem(c, side) {
+  const other = side === 'watcher' ? c.target : c.watcher;
+  const otherAgent = side === 'watcher' ? c.targetAgentId : refOf(c.watcher);
+  return h('li', {class: 'cursor' + (c.pending ? ' pending' : ''), 'data-watcher': c.watcher, 'data-target': c.target},
+    h('div', {class: 'edge'},
+      h('span', {class: 'arrow', 'aria-hidden': 'true'}, side === 'watcher' ? '→' : '←'),
+      h('span', {class: 'sr'}, side === 'watcher' ? 'watches ' : 'watched by '),
+      sessionLink(otherAgent, other),
+      h('dl', {class: 'lnm'},
+        h('dt', {title: 'last seen'}, 'L'), h('dd', {}, String(c.lastSeen)),
+        h('dt', {title: 'notified'}, 'N'), h('dd', {}, String(c.notified)),
+        h('dt', {title: 'material'}, 'M'), h('dd', {}, String(c.material))),
+      h('span', {class: 'badge ' + (c.pending ? 'pending' : 'synced')}, c.pending ? 'notice pending' : 'synced')),
+    c.pending && c.notice ? h('p', {class: 'notice'}, c.notice) : null);
+}
+
+function renderGraph() {
+  const shown = app.cursors.filter((c) => !app.agent || c.targetAgentId === app.agent || refOf(c.watcher) === app.agent);
+  const byWatcher = new Map();
+  for (const c of shown) {
+    if (!byWatcher.has(c.watcher)) byWatcher.set(c.watcher, []);
+    byWatcher.get(c.watcher).push(c);
+  }
+  const items = [...byWatcher.keys()].sort().map((w) => {
+    const list = byWatcher.get(w);
+    const pending = list.filter((c) => c.pending).length;
+    return h('li', {class: 'watcher' + (pending ? ' has-pending' : ''), 'data-watcher': w},
+      h('h3', {}, sessionLink(refOf(w), w), ' ', h('span', {class: 'muted'}, 'watches ' + list.length),
+        pending ? h('span', {class: 'badge pending'}, pending + ' pending') : null),
+      h('ul', {}, list.map((c) => cursorItem(c, 'watcher'))));
+  });
+  $('graph').replaceChildren(...items);
+  $('graph-empty').hidden = shown.length > 0;
+  const pending = shown.filter((c) => c.pending).length;
+  $('graph-count').textContent = '(' + shown.length + (pending ? ', ' + pending + ' pending' : '') + ')';
+}
+
+function renderPageGraph() {
+  const p = app.page;
+  if (!p) return;
+  const watchers = app.cursors.filter((c) => c.target === p.key && c.targetAgentId === p.agentId);
+  const watches = app.cursors.filter((c) => c.watcher === p.key);
+  $('watchers').replaceChildren(...watchers.map((c) => cursorItem(c, 'target')));
+  $('watches').replaceChildren(...watches.map((c) => cursorItem(c, 'watcher')));
+  $('watchers-empty').hidden = watchers.length > 0;
+  $('watches-empty').hidden = watches.length > 0;
+}
+
+function fact(term, value) {
+  return h('div', {}, h('dt', {}, term), h('dd', {}, value));
+}
+
+function renderFacts() {
+  const p = app.page;
+  const st = p && p.status;
+  if (!st) return;
+  const row = app.sessions.find((s) => s.sessionKey === p.key && s.agentId === p.agentId);
+  $('s-missing').hidden = st.exists;
+  $('s-facts').replaceChildren(...(st.exists ? [
+    fact('Agent', st.agentId),
+    fact('Kind', st.kind),
+    st.label ? fact('Label', st.label) : null,
+    fact('Parent', st.spawnedBy ? sessionLink(refOf(st.spawnedBy) || st.agentId, st.spawnedBy) : '—'),
+    fact('State version', String(st.stateVersion)),
+    fact('Incarnation', st.sessionId),
+    fact('Created', when(st.createdAt)),
+    fact('Last activity', when(Math.max(st.updatedAt || 0, (row && row.updatedAt) || 0))),
+  ] : []).filter(Boolean));
+}
+
+function renderPage() {
+  const p = app.page;
+  const st = p.status;
+  renderFacts();
+  for (const id of ['goal-form', 'send-form']) $(id).hidden = !st.exists;
+  const goal = st.goal || null;
+  $('goal-current').replaceChildren(goal
+    ? h('span', {}, h('span', {class: 'badge goal-' + goal.status}, goal.status), ' ', h('span', {class: 'objective'}, goal.objective))
+    : h('span', {class: 'muted'}, 'No goal.'));
+  if (!p.goalDirty) fillGoalForm(goal);
+  $('goal-clear').disabled = !goal;
+
+  const list = $('transcript');
+  // Follow the newest message unless the person has scrolled up to read.
+  const atEnd = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
+  list.replaceChildren(...p.messages.map((m) => h('li',
+    {class: 'message role-' + m.role + ' actor-' + m.actorType, 'data-id': String(m.id)},
+    h('div', {class: 'meta'},
+      h('span', {class: 'badge actor actor-' + m.actorType}, m.role === 'assistant' ? 'reply' : m.role === 'summary' ? 'summary' : m.actorType),
+      m.actorId ? h('span', {class: 'who'}, m.actorId) : null,
+      m.channel ? h('span', {class: 'channel'}, 'via ' + m.channel) : null,
+      when(m.createdAt)),
+    h('p', {class: 'content'}, m.content))));
+  if (atEnd) list.scrollTop = list.scrollHeight;
+  $('transcript-empty').hidden = p.messages.length > 0 || !st.exists;
+
+  const events = p.events.slice().reverse();
+  $('timeline').replaceChildren(...events.map((e) => h('li',
+    {class: 'event actor-' + e.actorType, 'data-sequence': String(e.sequence), 'data-kind': e.kind, 'data-actor-type': e.actorType},
+    h('div', {class: 'meta'},
+      h('span', {class: 'seq', title: 'sequence'}, '#' + e.sequence),
+      h('span', {class: 'badge actor actor-' + e.actorType}, e.actorType),
+      e.actorId ? h('span', {class: 'who'}, e.actorId) : null,
+      when(e.occurredAt)),
+    h('p', {class: 'summary'}, h('span', {class: 'kind'}, e.kind), ' ', e.summary))));
+  if (p.gap) $('timeline').append(h('li', {class: 'gap'}, 'Older changes were removed by retention.'));
+  $('timeline-empty').hidden = events.length > 0;
+  renderPageGraph();
+}
+
+function fillGoalForm(goal) {
+  $('goal-objective').value = goal ? goal.objective : '';
+  $('goal-status').value = goal ? goal.status : 'active';
+  if (app.page) app.page.goalDirty = false;
+}
+
+// ---- actions ----
+
+function showError(id, e) {
+  if (e instanceof AuthError) return;
+  $(id).textContent = e.message;
+  $(id).hidden = false;
+}
+
+async function busy(button, fn) {
+  button.disabled = true;
+  try {
+    await fn();
+  } finally {
+    button.disabled = false;
+  }
+}
+
+async function saveGoal(ev) {
+  ev.preventDefault();
+  const p = app.page;
+  if (!p || !p.status) return;
+  $('goal-error').hidden = true;
+  const objective = $('goal-objective').value.trim();
+  const status = $('goal-status').value;
+  if (!objective) {
+    showError('goal-error', new Error('Write an objective, or clear the goal.'));
+    return;
+  }
+  const ref = {sessionKey: p.key, agentId: p.agentId};
+  const goal = p.status.goal;
+  await busy($('goal-save'), async () => {
+    try {
+      if (!goal) {
+        await call('session_goal', Object.assign({action: 'set', objective, status}, ref));
+      } else {
+        if (objective !== goal.objective) await call('session_goal', Object.assign({action: 'edit', objective}, ref));
+        if (status !== goal.status) await call('session_goal', Object.assign({action: 'status', status}, ref));
+      }
+      p.goalDirty = false;
+      schedule('page', 'sessions');
+    } catch (e) {
+      showError('goal-error', e);
+    }
+  });
+}
+
+async function clearGoal() {
+  const p = app.page;
+  if (!p) return;
+  $('goal-error').hidden = true;
+  await busy($('goal-clear'), async () => {
+    try {
+      await call('session_goal', {sessionKey: p.key, agentId: p.agentId, action: 'clear'});
+      p.goalDirty = false;
+      schedule('page', 'sessions');
+    } catch (e) {
+      showError('goal-error', e);
+    }
+  });
+}
+
+// sendMessage writes into the session as a person: a human direct message
+// through the web channel, which the session's watchers are told about.
+async function sendMessage(ev) {
+  ev.preventDefault();
+  const p = app.page;
+  if (!p) return;
+  $('send-error').hidden = true;
+  const message = $('send-message').value;
+  if (!message.trim()) {
+    showError('send-error', new Error('Write a message first.'));
+    return;
+  }
+  await busy($('send-button'), async () => {
+    try {
+      await call('sessions_send', {sessionKey: p.key, agentId: p.agentId, message, channel: 'web', timeoutSeconds: 0});
+      $('send-message').value = '';
+      schedule('page', 'sessions', 'graph');
+    } catch (e) {
+      showError('send-error', e);
+    }
+  });
+}
+
+// ---- banner ----
+
+function showBanner(text, kind) {
+  $('banner').className = 'banner' + (kind ? ' ' + kind : '');
+  $('banner-text').textContent = text;
+  $('banner').hidden = false;
+}
+
+function hideBanner() {
+  $('banner').hidden = true;
+}
+
+document.addEventListener('DOMContentLoaded', () => {
+  $('login-form').addEventListener('submit', submitLogin);
+  $('signout').addEventListener('click', () => signOut(''));
+  $('banner-close').addEventListener('click', hideBanner);
+  $('agent-filter').addEventListener('change', (ev) => {
+    app.agent = ev.target.value;
+    renderSessions();
+    renderGraph();
+  });
+  $('goal-form').addEventListener('submit', saveGoal);
+  $('goal-form').addEventListener('input', () => {
+    if (app.page) app.page.goalDirty = true;
+  });
+  $('goal-clear').addEventListener('click', clearGoal);
+  $('send-form').addEventListener('submit', sendMessage);
+  $('send-message').addEventListener('keydown', (ev) => {
+    if (ev.key === 'Enter' && (ev.ctrlKey || ev.metaKey)) $('send-form').requestSubmit();
+  });
+  window.addEventListener('hashchange', route);
+  start();
+});

@@ -1,0 +1,641 @@
+package dashboard_test
+
+// Browser tests: headless Chromium, driven with chromedp, loads the
+// dashboard from a live gateway and does what a person would. They need
+// /usr/bin/chromium (Debian's chromium package): without it they skip, and
+// under CI=true they fail instead, so CI cannot pass without running them.
+//
+// Screenshots go to $VIGIL_ARTIFACTS, or to vigil-dashboard-artifacts in
+// the system's temporary directory.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"image/png"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/vigilhq/vigil/gateway"
+)
+
+const chromiumPath = "/usr/bin/chromium"
+
+// browserWait bounds each test's time in the browser; everything it waits
+// for normally happens in well under a second.
+const browserWait = 45 * time.Second
+
+var browser struct {
+	once   sync.Once
+	ctx    context.Context
+	cancel context.CancelFunc
+	err    error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if browser.cancel != nil {
+		browser.cancel()
+	}
+	os.Exit(code)
+}
+
+// newTab opens a tab in the shared headless browser, started on first use.
+func newTab(t *testing.T) context.Context {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		if ci := os.Getenv("CI"); ci == "true" || ci == "1" {
+			t.Fatalf("%s is missing: CI must install Debian's chromium package to run the dashboard's browser tests", chromiumPath)
+		}
+		t.Skipf("skipping the browser test: %s is missing (apt-get install chromium); CI runs it", chromiumPath)
+	}
+	browser.once.Do(func() {
+		dir, err := os.MkdirTemp("", "vigil-chromium-")
+		if err != nil {
+			browser.err = err
+			return
+		}
+		// The flags keep a headless Chromium off the network: without them it
+		// looks up hosts for updates and sync, and hangs without internet.
+		opts := append(chromedp.DefaultExecAllocatorOptions[:],
+			chromedp.ExecPath(chromiumPath),
+			chromedp.NoSandbox,
+			chromedp.DisableGPU,
+			chromedp.Flag("disable-quic", true),
+			chromedp.Flag("disable-component-update", true),
+			chromedp.Flag("disable-sync", true),
+			chromedp.Flag("disable-background-networking", true),
+			chromedp.Flag("no-first-run", true),
+			chromedp.UserDataDir(dir),
+			chromedp.WindowSize(1280, 800),
+		)
+		alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		ctx, cancelCtx := chromedp.NewContext(alloc)
+		browser.ctx = ctx
+		browser.cancel = func() {
+			cancelCtx()
+			cancelAlloc()
+			os.RemoveAll(dir)
+		}
+		browser.err = chromedp.Do(ctx) // starts the browser
+	})
+	if browser.err != nil {
+		t.Fatalf("start %s: %v", chromiumPath, browser.err)
+	}
+	tab, cancelTab := chromedp.NewContext(browser.ctx)
+	t.Cleanup(cancelTab)
+	if err := chromedp.Do(tab); err != nil { // opens the tab
+		t.Fatal(err)
+	}
+	// Any uncaught error in the page's script fails the test, whatever the
+	// test was looking at.
+	var mu sync.Mutex
+	var thrown []string
+	exceptions := chromedp.Events(tab, runtime.ExceptionThrown)
+	go func() {
+		for ev, err := range exceptions {
+			if err != nil {
+				return
+			}
+			d := ev.ExceptionDetails
+			msg := d.Text
+			if d.Exception != nil {
+				msg += " " + d.Exception.Description
+			}
+			mu.Lock()
+			thrown = append(thrown, fmt.Sprintf("%s (%s:%d)", msg, d.URL, d.LineNumber+1))
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, e := range thrown {
+			t.Errorf("uncaught error in the page: %s", e)
+		}
+	})
+	ctx, cancel := context.WithTimeout(tab, browserWait)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// run runs browser steps, failing the test with what it was doing.
+func run(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func eval[T any](t *testing.T, ctx context.Context, js string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", js, err)
+	}
+	return v
+}
+
+// waitFor waits until a JavaScript condition holds on the page.
+func waitFor(t *testing.T, ctx context.Context, what, js string) {
+	t.Helper()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](js,
+		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(0))); err != nil {
+		t.Fatalf("waiting until %s: %v", what, err)
+	}
+}
+
+// waitText waits until the element sel names shows every one of want. It
+// reads the element in the same step as it finds it, since the page may
+// redraw a list between two steps.
+func waitText(t *testing.T, ctx context.Context, sel string, want ...string) {
+	t.Helper()
+	js := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return !!e && %s.every(w => e.innerText.includes(w)); })()`,
+		sel, jsStrings(want))
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](js,
+		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(0))); err != nil {
+		got, _ := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector(%q)?.innerText ?? '(none)'`, sel)))
+		t.Fatalf("waiting for %s to show %q: %v (it shows %q)", sel, want, err, got)
+	}
+}
+
+func jsStrings(list []string) string {
+	quoted := make([]string, len(list))
+	for i, s := range list {
+		quoted[i] = fmt.Sprintf("%q", s)
+	}
+	return "[" + strings.Join(quoted, ", ") + "]"
+}
+
+// open loads the dashboard and, when the gateway asks for tokens, signs in
+// with the operator's token; it returns once the sessions view shows.
+func open(t *testing.T, ctx context.Context, gw *liveGateway, hash string) {
+	t.Helper()
+	run(t, ctx, "load the dashboard", chromedp.Navigate(gw.URL+"/"+hash))
+	if gw.tokens {
+		run(t, ctx, "sign in",
+			chromedp.WaitVisible(chromedp.ID("token")),
+			chromedp.SendKeys(chromedp.ID("token"), operatorToken),
+			chromedp.Click(chromedp.CSS("#login-form button[type=submit]")),
+		)
+	}
+	run(t, ctx, "wait for the live stream", chromedp.WaitVisible(chromedp.CSS("#live.on")))
+}
+
+func sessionHash(key string) string {
+	agent := strings.Split(key, ":")[1]
+	return "#/session/" + agent + "/" + strings.ReplaceAll(key, ":", "%3A")
+}
+
+func row(key string) chromedp.CSS { return chromedp.CSS(fmt.Sprintf(`tr.session[data-key=%q]`, key)) }
+
+func cursor(scope, watcher, target, state string) chromedp.CSS {
+	return chromedp.CSS(fmt.Sprintf(`%s li.cursor%s[data-watcher=%q][data-target=%q]`, scope, state, watcher, target))
+}
+
+// personWritesFromThePage opens the session's page and sends a message
+// from its form.
+func personWritesFromThePage(t *testing.T, ctx context.Context, gw *liveGateway, key, message string) {
+	t.Helper()
+	run(t, ctx, "open the session page and write into it",
+		chromedp.Navigate(gw.URL+"/"+sessionHash(key)),
+		chromedp.WaitVisible(chromedp.ID("send-message")),
+		chromedp.SendKeys(chromedp.ID("send-message"), message),
+		chromedp.Click(chromedp.ID("send-button")),
+	)
+	waitFor(t, ctx, "the message shows in the transcript",
+		fmt.Sprintf(`[...document.querySelectorAll('#transcript li.message.actor-human .content')].some(e => e.textContent === %q)`, message))
+}
+
+// ---- signing in ----
+
+func TestWithTokensThePageWithoutATokenShowsOnlyTheLoginPrompt(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	before := len(gw.Requests())
+	// Straight to a session page: still nothing but the prompt.
+	run(t, ctx, "load a session page without a token",
+		chromedp.Navigate(gw.URL+"/"+sessionHash(child)),
+		chromedp.WaitVisible(chromedp.ID("login")),
+	)
+	hidden := eval[[]bool](t, ctx, `['view-sessions', 'view-session', 'nav', 'live', 'signout'].map(id => document.getElementById(id).hidden)`)
+	if slices.Contains(hidden, false) {
+		t.Errorf("besides the login prompt, views/controls shown: hidden = %v", hidden)
+	}
+	if body := eval[string](t, ctx, `document.body.innerText`); strings.Contains(body, "agent:") {
+		t.Errorf("the page shows session data without a token:\n%s", body)
+	}
+	for _, r := range gw.Requests()[before:] {
+		if strings.Contains(r, "/v1/") && r != "GET /v1/tools" {
+			t.Errorf("the page asked for data without a token: %s (all its requests: %v)", r, gw.Requests()[before:])
+		}
+	}
+}
+
+func TestALoginWithAWrongTokenIsRefusedAndFetchesNothing(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	before := len(gw.Requests())
+	run(t, ctx, "sign in with a wrong token",
+		chromedp.Navigate(gw.URL+"/"),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), "not-the-right-token-000"),
+		chromedp.Click(chromedp.CSS("#login-form button[type=submit]")),
+		chromedp.WaitVisible(chromedp.ID("login-error")),
+	)
+	waitText(t, ctx, "#login-error", "refused")
+	if stored := eval[bool](t, ctx, `sessionStorage.length === 0 && localStorage.length === 0`); !stored {
+		t.Error("a refused token was stored")
+	}
+	for _, r := range gw.Requests()[before:] {
+		if strings.Contains(r, "/v1/") && r != "GET /v1/tools" {
+			t.Errorf("the page asked for data with a refused token: %s", r)
+		}
+	}
+}
+
+func TestTheTokenIsKeptOnlyInTheTabsSessionStorage(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	got := eval[[]string](t, ctx, `[sessionStorage.getItem('vigil.token') || '', String(localStorage.length), document.cookie]`)
+	if !slices.Equal(got, []string{operatorToken, "0", ""}) {
+		t.Fatalf("sessionStorage token, localStorage entries, cookies = %q", got)
+	}
+}
+
+func TestSigningOutForgetsTheTokenAndHidesEverySession(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	run(t, ctx, "sign out",
+		chromedp.WaitVisible(row(child)),
+		chromedp.Click(chromedp.ID("signout")),
+		chromedp.WaitVisible(chromedp.ID("login")),
+	)
+	if stored := eval[int](t, ctx, `sessionStorage.length`); stored != 0 {
+		t.Errorf("sessionStorage still holds %d entries", stored)
+	}
+	if body := eval[string](t, ctx, `document.body.innerText`); strings.Contains(body, child) {
+		t.Errorf("after signing out the page still shows %s", child)
+	}
+}
+
+func TestWithoutTokensThePageOpensStraightOnTheSessions(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, false)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	run(t, ctx, "load the dashboard",
+		chromedp.Navigate(gw.URL+"/"),
+		chromedp.WaitVisible(row(child)),
+	)
+	if shown := eval[bool](t, ctx, `!document.getElementById('login').hidden || !document.getElementById('signout').hidden`); shown {
+		t.Error("a gateway without tokens still shows a login prompt or a sign-out button")
+	}
+}
+
+// ---- the sessions view ----
+
+func TestSessionsViewListsEachChildUnderItsParent(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	grandchild := spawn(t, gw, child, "Check the figures", "checker")
+	sibling := spawn(t, gw, manager, "Collect the sales sheet", "collector")
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	run(t, ctx, "wait for the rows", chromedp.WaitVisible(row(grandchild)), chromedp.WaitVisible(row(sibling)))
+	rows := eval[[]string](t, ctx, `[...document.querySelectorAll('#sessions-body tr.session')].map(r =>
+		r.dataset.key + ' ' + r.querySelector('td.tree').style.getPropertyValue('--depth'))`)
+	// Siblings are in key order; whichever comes first, each child follows
+	// its parent, one level deeper.
+	want := []string{manager + " 0", child + " 1", grandchild + " 2", sibling + " 1"}
+	if sibling < child {
+		want = []string{manager + " 0", sibling + " 1", child + " 1", grandchild + " 2"}
+	}
+	if !slices.Equal(rows, want) {
+		t.Fatalf("rows (key depth) = %q, want %q", rows, want)
+	}
+	cells := eval[[]string](t, ctx, fmt.Sprintf(`[...document.querySelectorAll('tr.session[data-key=%q] td')].map(c => c.innerText.trim())`, child))
+	if len(cells) != 7 || !strings.Contains(cells[0], "writer") || cells[1] != "main" || cells[2] != "subagent" || cells[3] != manager || cells[4] != "1" {
+		t.Fatalf("the child's row = %q", cells)
+	}
+}
+
+func TestSessionsViewFiltersByAgent(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	opsChild := spawn(t, gw, "agent:ops:main", "Rotate the logs", "rotator")
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	run(t, ctx, "filter by agent ops",
+		chromedp.WaitVisible(row(opsChild)),
+		chromedp.WaitVisible(row(child)),
+		chromedp.SetValue(chromedp.ID("agent-filter"), "ops"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('agent-filter').dispatchEvent(new Event('change'))`),
+	)
+	keys := eval[[]string](t, ctx, `[...document.querySelectorAll('#sessions-body tr.session')].map(r => r.dataset.key)`)
+	if !slices.Equal(keys, []string{"agent:ops:main", opsChild}) {
+		t.Fatalf("sessions shown for agent ops = %q", keys)
+	}
+	if watchers := eval[[]string](t, ctx, `[...document.querySelectorAll('#graph li.watcher')].map(w => w.dataset.watcher)`); !slices.Equal(watchers, []string{"agent:ops:main"}) {
+		t.Fatalf("watchers shown for agent ops = %q", watchers)
+	}
+}
+
+func TestSessionsViewShowsANewChildWithoutReloading(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	run(t, ctx, "wait for the empty view", chromedp.WaitVisible(chromedp.ID("sessions-empty")))
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	run(t, ctx, "wait for the new child and its parent's cursor",
+		chromedp.WaitVisible(row(child)),
+		chromedp.WaitVisible(cursor("#graph", manager, child, ":not(.pending)")),
+	)
+	loads := 0
+	for _, r := range gw.Requests() {
+		if r == "GET /" {
+			loads++
+		}
+	}
+	if loads != 1 {
+		t.Errorf("the page was loaded %d times", loads)
+	}
+}
+
+// ---- the seed's story, from the page ----
+
+func TestAPersonWritesIntoAChildFromTheSessionPageAsAWebMessage(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	personWritesFromThePage(t, ctx, gw, child, "Use the revised figures, not the draft.")
+	h := tool[gateway.HistoryOutput](t, gw, "", "sessions_history", map[string]any{"sessionKey": child})
+	last := h.Messages[len(h.Messages)-1]
+	if last.Content != "Use the revised figures, not the draft." || last.ActorType != "human" || last.ActorID != operatorID || last.Channel != "web" {
+		t.Fatalf("the message stored = %+v, want a human message from %s via web", last, operatorID)
+	}
+	waitText(t, ctx, `#timeline li.event[data-kind="human_direct_message"][data-actor-type="human"]`,
+		"human", operatorID, "human message via web")
+}
+
+func TestTheWatchGraphShowsTheManagersPendingNoticeAfterAPersonWrites(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	personWritesFromThePage(t, ctx, gw, child, "Use the revised figures.")
+	run(t, ctx, "see the notice among the child's watchers",
+		chromedp.WaitVisible(cursor("#watchers", manager, child, ".pending")))
+	pending := tool[gateway.PendingOutput](t, gw, manager, "session_pending", map[string]any{"sessionKey": manager})
+	if len(pending.Events) != 1 {
+		t.Fatalf("the manager's queue = %+v, want one notice", pending.Events)
+	}
+	run(t, ctx, "see the notice in the watch graph",
+		chromedp.Click(chromedp.CSS(`nav a[href="#/"]`)),
+		chromedp.WaitVisible(cursor("#graph", manager, child, ".pending")),
+	)
+	waitText(t, ctx, string(cursor("#graph", manager, child, ".pending"))+" p.notice", pending.Events[0].Text)
+}
+
+func TestTheManagersTurnThroughTheAPIClearsTheNoticeInTheWatchGraph(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	personWritesFromThePage(t, ctx, gw, child, "Use the revised figures.")
+	run(t, ctx, "see the notice in the watch graph",
+		chromedp.Click(chromedp.CSS(`nav a[href="#/"]`)),
+		chromedp.WaitVisible(cursor("#graph", manager, child, ".pending")),
+	)
+	turn := takeTurn(t, gw, manager)
+	if !slices.Equal(turn.Acknowledged, []string{child}) {
+		t.Fatalf("the turn acknowledged %v, want %s", turn.Acknowledged, child)
+	}
+	run(t, ctx, "see the notice clear",
+		chromedp.WaitVisible(cursor("#graph", manager, child, ":not(.pending)")),
+		chromedp.WaitNotPresent(chromedp.CSS("#graph li.cursor.pending")),
+	)
+}
+
+func TestAGoalEditFromThePageShowsInTheTimelineWithActorHuman(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	tool[gateway.GoalOutput](t, gw, manager, "session_goal", map[string]any{"sessionKey": child, "action": "set", "objective": "Q3 report"})
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	run(t, ctx, "edit the goal",
+		chromedp.WaitVisible(chromedp.CSS(`#timeline li.event[data-kind="goal_changed"][data-actor-type="agent"]`)),
+		// Cleared as typing would clear it, so the page knows it is being edited.
+		chromedp.Evaluate[chromedp.Void](`(() => { const e = document.getElementById('goal-objective');
+			e.value = ''; e.dispatchEvent(new Event('input', {bubbles: true})); })()`),
+		chromedp.SendKeys(chromedp.ID("goal-objective"), "Q3 report with the revised figures"),
+		chromedp.Click(chromedp.ID("goal-save")),
+	)
+	waitText(t, ctx, `#timeline li.event[data-kind="goal_changed"][data-actor-type="human"]`,
+		"human", operatorID, "goal objective changed")
+	st := tool[gateway.StatusOutput](t, gw, "", "session_status", map[string]any{"sessionKey": child})
+	if st.Goal == nil || st.Goal.Objective != "Q3 report with the revised figures" {
+		t.Fatalf("goal stored = %+v", st.Goal)
+	}
+	waitText(t, ctx, "#goal-current .objective", "Q3 report with the revised figures")
+}
+
+func TestAGoalClearedFromThePageShowsInTheTimelineWithActorHuman(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	tool[gateway.GoalOutput](t, gw, manager, "session_goal", map[string]any{"sessionKey": child, "action": "set", "objective": "Q3 report"})
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	run(t, ctx, "clear the goal",
+		chromedp.WaitVisible(chromedp.CSS(`#goal-current .objective`)),
+		chromedp.Click(chromedp.ID("goal-clear")),
+	)
+	waitText(t, ctx, `#timeline li.event[data-kind="goal_changed"][data-actor-type="human"]`, "human", operatorID, "goal cleared")
+	if st := tool[gateway.StatusOutput](t, gw, "", "session_status", map[string]any{"sessionKey": child}); st.Goal != nil {
+		t.Fatalf("goal still stored: %+v", st.Goal)
+	}
+}
+
+func TestTheTimelineTellsHumanAgentAndSystemActorsApart(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	tool[gateway.SendOutput](t, gw, "", "sessions_send", map[string]any{"sessionKey": child, "message": "Use the revised figures.", "timeoutSeconds": 0})
+	tool[gateway.CompactOutput](t, gw, "", "session_compact", map[string]any{"sessionKey": child})
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	run(t, ctx, "wait for the timeline", chromedp.WaitVisible(chromedp.CSS(`#timeline li.event[data-kind="compacted"]`)))
+	got := eval[[]string](t, ctx, `[...document.querySelectorAll('#timeline li.event')].map(e =>
+		e.dataset.kind + ' ' + e.querySelector('.badge.actor').textContent + ' ' + getComputedStyle(e).borderLeftColor)`)
+	if len(got) != 3 {
+		t.Fatalf("timeline = %q, want three events", got)
+	}
+	colors := map[string]string{}
+	for _, e := range got {
+		f := strings.SplitN(e, " ", 3)
+		colors[f[1]] = f[2]
+	}
+	want := []string{"compacted system", "human_direct_message human", "child_spawned agent"}
+	for i, w := range want {
+		if !strings.HasPrefix(got[i], w+" ") {
+			t.Fatalf("timeline (newest first) = %q, want kinds and actors %q", got, want)
+		}
+	}
+	if colors["human"] == colors["agent"] || colors["agent"] == colors["system"] || colors["human"] == colors["system"] {
+		t.Fatalf("actors share a colour: %v", colors)
+	}
+}
+
+// ---- live ----
+
+func TestWhenTheStreamResumesAfterAGapThePageSaysSoAndRefreshes(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	run(t, ctx, "wait for the child", chromedp.WaitVisible(cursor("#graph", manager, child, ":not(.pending)")))
+	// Cut every connection, the stream's included, and change the child
+	// while the page is cut off.
+	gw.srv.CloseClientConnections()
+	tool[gateway.SendOutput](t, gw, "", "sessions_send", map[string]any{"sessionKey": child, "message": "Use the revised figures.", "timeoutSeconds": 0})
+	waitFor(t, ctx, "the page says the stream resumed",
+		`!document.getElementById('banner').hidden && document.getElementById('banner-text').textContent.includes('resumed')`)
+	run(t, ctx, "see the change made during the gap",
+		chromedp.WaitVisible(chromedp.CSS("#live.on")),
+		chromedp.WaitVisible(cursor("#graph", manager, child, ".pending")),
+	)
+}
+
+// ---- screenshots ----
+
+// artifactsDir is where screenshots go: $VIGIL_ARTIFACTS, or a fixed
+// directory under the system's temporary directory, so they outlive the
+// test for a person to look at.
+func artifactsDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("VIGIL_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "vigil-dashboard-artifacts")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	// The header alone: decoding whole images is slow under the race
+	// detector.
+	img, err := png.DecodeConfig(bytes.NewReader(buf))
+	if err != nil {
+		t.Fatalf("screenshot %s is not a PNG: %v", name, err)
+	}
+	if img.Width < 300 || img.Height < 300 {
+		t.Fatalf("screenshot %s is only %dx%d", name, img.Width, img.Height)
+	}
+	path := filepath.Join(artifactsDir(t), name)
+	if err := os.WriteFile(path, buf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %s", path)
+}
+
+func setColorScheme(t *testing.T, ctx context.Context, scheme string) {
+	t.Helper()
+	if _, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+		Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestScreenshotsOfTheSessionsViewAndASessionPage(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	writer := spawn(t, gw, manager, "Draft the Q3 report from the sales sheet.", "writer")
+	spawn(t, gw, writer, "Check the revised figures against the ledger.", "checker")
+	spawn(t, gw, manager, "Collect last quarter's sales sheet.", "collector")
+	tool[gateway.GoalOutput](t, gw, manager, "session_goal", map[string]any{"sessionKey": writer, "action": "set", "objective": "Q3 report, ready for review on Friday"})
+	ctx := newTab(t)
+	run(t, ctx, "laptop viewport", chromedp.EmulateViewport(1280, 720))
+	setColorScheme(t, ctx, "light")
+	open(t, ctx, gw, "")
+	personWritesFromThePage(t, ctx, gw, writer, "Use the revised figures, not the draft. Finance sent them this morning.")
+	run(t, ctx, "back to the sessions view",
+		chromedp.WaitVisible(cursor("#watchers", manager, writer, ".pending")),
+		chromedp.Click(chromedp.CSS(`nav a[href="#/"]`)),
+		chromedp.WaitVisible(cursor("#graph", manager, writer, ".pending")),
+	)
+	screenshot(t, ctx, "sessions-view.png")
+	setColorScheme(t, ctx, "dark")
+	screenshot(t, ctx, "sessions-view-dark.png")
+	setColorScheme(t, ctx, "light")
+	run(t, ctx, "open the writer's page",
+		chromedp.Navigate(gw.URL+"/"+sessionHash(writer)),
+		chromedp.WaitVisible(cursor("#watchers", manager, writer, ".pending")),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline li.event[data-kind="human_direct_message"]`)),
+	)
+	screenshot(t, ctx, "session-page.png")
+	run(t, ctx, "phone viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2)))
+	screenshot(t, ctx, "session-page-phone.png")
+	run(t, ctx, "sessions view on a phone",
+		chromedp.Click(chromedp.CSS(`nav a[href="#/"]`)),
+		chromedp.WaitVisible(row(writer)),
+	)
+	screenshot(t, ctx, "sessions-view-phone.png")
+	// A phone shows the table as cards: no cell is wider than the screen.
+	if wide := eval[bool](t, ctx, `document.documentElement.scrollWidth > window.innerWidth + 1`); wide {
+		t.Error("the sessions view scrolls sideways on a phone")
+	}
+}
+
+// ---- accessibility ----
+
+func TestEveryControlHasAnAccessibleName(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	run(t, ctx, "wait for the session page", chromedp.WaitVisible(chromedp.CSS(`#transcript li.message`)))
+	unnamed := eval[[]string](t, ctx, `[...document.querySelectorAll('input, select, textarea, button')].filter(el => {
+		const labelled = el.labels && [...el.labels].some(l => l.textContent.trim() !== '');
+		return !labelled && !(el.getAttribute('aria-label') || '').trim() && !(el.textContent || '').trim();
+	}).map(el => el.outerHTML)`)
+	if len(unnamed) > 0 {
+		t.Fatalf("controls without a name: %q", unnamed)
+	}
+}

@@ -1,0 +1,173 @@
+package dashboard_test
+
+// A live gateway for the dashboard's tests: the engine, the gateway and the
+// HTTP API (which mounts the dashboard) on a fresh SQLite file, served on a
+// loopback port and wired as `vigil serve` wires it.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/httpapi"
+	"github.com/vigilhq/vigil/store/sqlitestore"
+)
+
+// Tokens of the test deployment.
+const (
+	operatorToken = "dash-operator-token-0001"
+	managerToken  = "dash-agent-main-token-02"
+	adminToken    = "dash-admin-token-0000003"
+	operatorID    = "ann"
+	manager       = "agent:main:main"
+)
+
+type liveGateway struct {
+	URL string
+	srv *httptest.Server
+	// tokens reports whether the gateway asks for tokens.
+	tokens bool
+
+	mu       sync.Mutex
+	requests []string // "METHOD /path" of every request, in arrival order
+}
+
+// startGateway serves a fresh gateway. With tokens it has an operator, the
+// main agent and an admin; without, every request is the local admin.
+func startGateway(t *testing.T, tokens bool) *liveGateway {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	store, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "vigil.db"), sqlitestore.Options{Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := gateway.NewHub()
+	eng, err := vigil.Open(ctx, store, hub.Attach(vigil.Options{PruneInterval: -1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gateway.New(eng, store, gateway.Options{Hub: hub})
+	var creds *gateway.Credentials
+	if tokens {
+		if creds, err = gateway.NewCredentials(gateway.Config{Tokens: []gateway.TokenConfig{
+			{Token: operatorToken, Role: gateway.RoleOperator, ID: operatorID},
+			{Token: managerToken, Role: gateway.RoleAgent, Agent: "main"},
+			{Token: adminToken, Role: gateway.RoleAdmin, ID: "root"},
+		}}, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gw := &liveGateway{tokens: tokens}
+	api := httpapi.New(g, httpapi.Options{Credentials: creds, Context: ctx})
+	gw.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gw.mu.Lock()
+		gw.requests = append(gw.requests, r.Method+" "+r.URL.Path)
+		gw.mu.Unlock()
+		api.ServeHTTP(w, r)
+	}))
+	gw.URL = gw.srv.URL
+	t.Cleanup(func() {
+		cancel() // ends the event streams, so Close need not wait for them
+		gw.srv.CloseClientConnections()
+		gw.srv.Close()
+		g.Close()
+		eng.Close()
+		store.Close()
+	})
+	return gw
+}
+
+// Requests returns every request the gateway has received so far.
+func (gw *liveGateway) Requests() []string {
+	gw.mu.Lock()
+	defer gw.mu.Unlock()
+	return slices.Clone(gw.requests)
+}
+
+// client opens a connection per request: a test that cuts the server's
+// connections must not have its next call fail on a stale one.
+var client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+
+// do sends one request and decodes a JSON answer into out (when not nil),
+// failing the test unless the status is 200.
+func (gw *liveGateway) do(t *testing.T, method, path, token, session string, in, out any) {
+	t.Helper()
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, gw.URL+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gw.tokens && token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if session != "" {
+		req.Header.Set(httpapi.SessionHeader, session)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s %s: %v in %s", method, path, err, b)
+		}
+	}
+}
+
+// tool calls a tool: as the session named (with the manager's token, or as
+// the local admin acting as it), or as the operator when session is "".
+func tool[Out any](t *testing.T, gw *liveGateway, session, name string, in any) Out {
+	t.Helper()
+	token := operatorToken
+	if session != "" {
+		token = managerToken
+		if !strings.HasPrefix(session, "agent:main:") {
+			token = adminToken
+		}
+	}
+	var out Out
+	gw.do(t, http.MethodPost, "/v1/tools/"+name, token, session, in, &out)
+	return out
+}
+
+// spawn has the session spawn a child and returns the child's key.
+func spawn(t *testing.T, gw *liveGateway, parent, task, label string) string {
+	t.Helper()
+	return tool[gateway.SpawnOutput](t, gw, parent, "sessions_spawn", map[string]any{"task": task, "label": label}).ChildSessionKey
+}
+
+// takeTurn has the session take its turn through the API and returns what
+// the turn acknowledged.
+func takeTurn(t *testing.T, gw *liveGateway, session string) gateway.TurnOutput {
+	t.Helper()
+	token := managerToken
+	if !strings.HasPrefix(session, "agent:main:") {
+		token = adminToken
+	}
+	var out gateway.TurnOutput
+	gw.do(t, http.MethodPost, "/v1/sessions/"+session+"/turn", token, "", map[string]any{"waitSeconds": 0}, &out)
+	return out
+}
