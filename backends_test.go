@@ -109,6 +109,11 @@ var rulesOnPostgreSQL = []func(*testing.T){
 	TestRefreshRemovesTheNoticeOfAPairUnwatchedElsewhere,
 	TestRefreshIgnoresKeysThatCannotWatch,
 	TestResyncRebuildsEveryQueueFromTheCursors,
+	TestADrainSharingABatchWithARefreshLeavesNothingQueued,
+	TestANoticeAcknowledgedByAnotherEngineIsNotDeliveredAgain,
+	TestAStaleNoticeIsDeliveredWithTheCursorsCurrentText,
+	TestRefreshKeepsANoticeAboutADeletedSession,
+	TestRefreshNeverPushesOlderEntriesOutOfAFullQueue,
 	// model_test.go (fewer sequences on PostgreSQL, see modelSequences)
 	TestEngineMatchesReferenceModel,
 }

@@ -22,10 +22,12 @@ type Drained struct {
 }
 
 // Drain is the watcher's turn consuming its queued system events. Each
-// notice among them is acknowledged: L := N, N := max(M, N), and when M was
-// beyond the old N exactly one follow-up notice (changesSince the new L) is
-// queued. If the acknowledgement cannot be stored, the events are put back
-// and the error returned.
+// notice among them is checked against its cursor and acknowledged: L := N,
+// N := max(M, N), and when M was beyond the old N exactly one follow-up
+// notice (changesSince the new L) is queued. A notice whose cursor another
+// process's turn has acknowledged meanwhile is not delivered again. If the
+// acknowledgement cannot be stored, the events are put back and the error
+// returned.
 func (e *Engine) Drain(ctx context.Context, watcher string) (Drained, error) {
 	k, err := sessionkey.Parse(watcher)
 	if err != nil {
@@ -45,26 +47,45 @@ func (e *Engine) Drain(ctx context.Context, watcher string) (Drained, error) {
 		if !taken { // a retried transaction keeps what the first try took
 			entries, taken = e.queues.take(watcher), true
 		}
-		d = Drained{Events: entries}
+		d = Drained{}
 		for _, ev := range entries {
 			if !ev.IsNotice() {
+				d.Events = append(d.Events, ev)
 				continue
 			}
 			target := *ev.Target
+			if err := t.tx.LockSession(ctx, target); err != nil {
+				return err
+			}
 			c, ok, err := t.tx.Cursor(ctx, watcher, target)
 			if err != nil {
 				return err
 			}
 			if !ok {
-				continue // unwatched or deleted meanwhile: nothing to acknowledge
+				// Unwatched or deleted meanwhile: the notice is still
+				// delivered (reconciling shows the session gone) but
+				// acknowledges nothing.
+				d.Events = append(d.Events, ev)
+				continue
 			}
+			if c.LastSeen == ev.notified {
+				// A turn that did not take this entry (on another
+				// gateway sharing the store) acknowledged its watermark:
+				// it delivered the notice. Deliver only the follow-up that
+				// acknowledgement opened, if any.
+				if !c.Pending() {
+					continue
+				}
+				ev = noticeFor(c)
+			}
+			d.Events = append(d.Events, ev)
 			d.Acknowledged = append(d.Acknowledged, target)
 			c, reopen := c.acknowledge(t.now.UnixMilli())
 			if err := t.tx.PutCursor(ctx, c); err != nil {
 				return err
 			}
 			if reopen {
-				f := noticeEvent(target, c.LastSeen)
+				f := noticeFor(c)
 				d.FollowUps = append(d.FollowUps, f)
 				t.AfterCommit(func() {
 					e.stats.followUps.Add(1)

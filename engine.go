@@ -184,12 +184,21 @@ func (e *Engine) Close() error {
 	return nil
 }
 
-// NewestSequence is the sequence of the newest retained event in the
-// whole store, 0 when it holds none.
-func (e *Engine) NewestSequence(ctx context.Context) (int64, error) {
-	n, err := e.store.NthNewestSequence(ctx, 1)
+// LogHorizon is where a reader of the whole log that wants only what
+// happens from now on starts (Log after it): every event at or below it is
+// already visible, so none committed later is missed. With one writer
+// that is the newest event; a store shared by several processes says
+// (HorizonReader).
+func (e *Engine) LogHorizon(ctx context.Context) (int64, error) {
+	var n int64
+	var err error
+	if h, ok := e.store.(HorizonReader); ok {
+		n, err = h.LogHorizon(ctx)
+	} else {
+		n, err = e.store.NthNewestSequence(ctx, 1)
+	}
 	if err != nil {
-		return 0, fmt.Errorf("newest sequence: %w", err)
+		return 0, fmt.Errorf("log horizon: %w", err)
 	}
 	return n, nil
 }
@@ -206,6 +215,9 @@ type Txn struct {
 	now     time.Time
 	effects []func()
 	records int
+	// atEnd runs after every write of the transaction has run, in batch
+	// order: a read there sees what all of them wrote.
+	atEnd []func(context.Context) error
 }
 
 // Store gives the store transaction, for embedders whose own tables live in
@@ -303,12 +315,24 @@ func (e *Engine) runBatch(pending []*writeOp) {
 				break
 			}
 		}
+		for i, op := range pending {
+			if failed >= 0 {
+				break
+			}
+			for _, f := range op.txn.atEnd {
+				if err := f(op.ctx); err != nil {
+					failed, failErr = i, err
+					break
+				}
+			}
+		}
 		if failed >= 0 {
 			if err := tx.Rollback(); err != nil {
 				e.log.Error("rollback failed", "err", err)
 			}
 			if errors.Is(failErr, ErrRetryable) && conflicts < maxConflictRetries {
 				conflicts++
+				e.stats.conflicts.Add(1)
 				continue // the write did nothing wrong: run the batch again
 			}
 			pending[failed].done <- failErr
@@ -318,6 +342,7 @@ func (e *Engine) runBatch(pending []*writeOp) {
 		if err := tx.Commit(); err != nil {
 			if errors.Is(err, ErrRetryable) && conflicts < maxConflictRetries {
 				conflicts++
+				e.stats.conflicts.Add(1)
 				continue
 			}
 			e.stats.storeErrors.Add(1)

@@ -8,6 +8,10 @@ import (
 	"time"
 )
 
+// sweepLockWait bounds how long the startup sweep waits for the
+// maintenance lock of a shared store.
+const sweepLockWait = 30 * time.Second
+
 // Sweep re-queues every pending notice from the durable cursors: each
 // cursor with M > L gets N := M and its notice queued (and its watcher
 // woken unless it is a sub-agent). Open runs it before returning; it is
@@ -18,11 +22,20 @@ import (
 // here belongs to a watcher that still exists.
 func (e *Engine) Sweep(ctx context.Context) (int, error) {
 	if l, ok := e.store.(MaintenanceLocker); ok {
-		unlock, _, err := l.LockMaintenance(ctx, true)
-		if err != nil {
-			return 0, fmt.Errorf("sweep: take the maintenance lock: %w", err)
+		// Wait a while for another process's prune or sweep to end, but not
+		// forever: sweeping alongside it is safe (the rows it writes are
+		// locked), only slower for both.
+		lockCtx, cancel := context.WithTimeout(ctx, sweepLockWait)
+		unlock, _, err := l.LockMaintenance(lockCtx, true)
+		cancel()
+		switch {
+		case err == nil:
+			defer unlock()
+		case ctx.Err() != nil:
+			return 0, fmt.Errorf("sweep: take the maintenance lock: %w", ctx.Err())
+		default:
+			e.log.Warn("sweeping without the maintenance lock", "err", err)
 		}
-		defer unlock()
 	}
 	var n int
 	err := e.Update(ctx, func(ctx context.Context, t *Txn) error {
@@ -39,7 +52,7 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 					return err
 				}
 			}
-			watcher, notice := c.Watcher, noticeEvent(c.Target, c.LastSeen)
+			watcher, notice := c.Watcher, noticeFor(c)
 			t.AfterCommit(func() { e.enqueueNotice(watcher, notice) })
 		}
 		t.AfterCommit(func() { e.stats.sweepRequeued.Add(int64(n)) })

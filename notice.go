@@ -57,12 +57,17 @@ type SystemEvent struct {
 	Text       string
 	// Target is the session a notice is about; nil for other system events.
 	Target *SessionRef
+	// notified is a notice's frozen watermark (N) when it was queued: a
+	// cursor whose L has since reached it was acknowledged by a turn that
+	// did not take this entry (Drain).
+	notified int64
 }
 
 // IsNotice reports whether the entry is a stale-state notice.
 func (s SystemEvent) IsNotice() bool { return s.Target != nil }
 
-func noticeEvent(target SessionRef, lastSeen int64) SystemEvent {
-	t := target
-	return SystemEvent{ContextKey: NoticeContextKey(target.Key), Text: NoticeText(target.Key, lastSeen), Target: &t}
+// noticeFor is the notice of a pending cursor.
+func noticeFor(c Cursor) SystemEvent {
+	t := c.Target
+	return SystemEvent{ContextKey: NoticeContextKey(t.Key), Text: NoticeText(t.Key, c.LastSeen), Target: &t, notified: c.Notified}
 }

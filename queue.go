@@ -37,11 +37,9 @@ func (q *queues) push(watcher string, ev SystemEvent) (changed bool, dropped int
 	list := q.m[watcher]
 	for i := range list {
 		if sameSlot(list[i], ev) {
-			if list[i].Text == ev.Text {
-				return false, 0
-			}
-			list[i] = ev
-			return true, 0
+			changed = list[i].Text != ev.Text
+			list[i] = ev // the same text may carry a newer watermark
+			return changed, 0
 		}
 	}
 	list = append(list, ev)
@@ -156,4 +154,25 @@ func (q *queues) takeWithoutNotices(watcher string) ([]SystemEvent, bool) {
 	}
 	delete(q.m, watcher)
 	return list, true
+}
+
+// pushIfRoom queues ev for watcher like push, except that when the queue
+// is full and ev has no slot in it yet, it drops ev rather than the oldest
+// entry. It reports whether the queue changed.
+func (q *queues) pushIfRoom(watcher string, ev SystemEvent) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	list := q.m[watcher]
+	for i := range list {
+		if sameSlot(list[i], ev) {
+			changed := list[i].Text != ev.Text
+			list[i] = ev // the same text may carry a newer watermark
+			return changed
+		}
+	}
+	if len(list) >= q.bound {
+		return false
+	}
+	q.m[watcher] = append(list, ev)
+	return true
 }

@@ -70,6 +70,11 @@ func (t *Txn) record(ctx context.Context, ev Event, occurredAt time.Time, parent
 
 	var watchers []Cursor
 	if ev.Kind.Material() {
+		// The session's lock first, then its cursors: the order every
+		// writer of this session's cursors keeps (see Tx.LockSession).
+		if err := t.tx.LockSession(ctx, target); err != nil {
+			return Recorded{}, fmt.Errorf("lock session: %w", err)
+		}
 		var err error
 		if watchers, err = t.tx.CursorsOnTarget(ctx, target); err != nil {
 			return Recorded{}, fmt.Errorf("read watchers: %w", err)
@@ -118,7 +123,7 @@ func (t *Txn) record(ctx context.Context, ev Event, occurredAt time.Time, parent
 			if err := t.tx.PutCursor(ctx, c); err != nil {
 				return Recorded{}, fmt.Errorf("move cursor of %s: %w", c.Watcher, err)
 			}
-			watcher, notice := c.Watcher, noticeEvent(target, c.LastSeen)
+			watcher, notice := c.Watcher, noticeFor(c)
 			t.AfterCommit(func() { e.enqueueNotice(watcher, notice) })
 		}
 	}
@@ -141,9 +146,15 @@ func (e *Engine) enqueueNotice(watcher string, ev SystemEvent) {
 	if dropped > 0 {
 		e.stats.queueOverflow.Add(int64(dropped))
 	}
-	if !changed {
-		return
+	if changed {
+		e.noticeQueued(watcher, ev)
 	}
+}
+
+// noticeQueued announces a notice that just entered watcher's queue (or
+// changed its text there): counted, published, and the watcher woken
+// unless it is a sub-agent.
+func (e *Engine) noticeQueued(watcher string, ev SystemEvent) {
 	e.stats.noticesQueued.Add(1)
 	if e.opts.OnNotice != nil {
 		e.opts.OnNotice(watcher, ev)

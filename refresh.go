@@ -11,18 +11,21 @@ import (
 // the embedder calls Refresh (or Resync) to bring the cache back in line.
 //
 // Both run as writes, through the writer goroutine, and read the cursors
-// inside the write's transaction: their view therefore includes every
-// local write committed before them or sharing their transaction, and
-// their queue changes are applied after commit in commit order like any
-// other write's. A local drain cannot interleave between the read and the
-// queue change (Drain takes the queue inside its own write), so a refresh
-// never puts back a notice a local turn has just acknowledged.
+// inside the write's transaction after every other write sharing it has
+// run: their view includes every local write committed before them or
+// sharing their transaction, and their queue changes are applied after
+// commit in commit order like any other write's. A local drain cannot
+// interleave between the read and the queue change (Drain takes the queue
+// inside its own write), so a refresh never puts back a notice a local
+// turn has just acknowledged.
 
 // Refresh rebuilds the given watchers' queued notices from their cursors:
 // a pending cursor (M > L) has its notice queued (and a watcher that is
 // not a sub-agent woken, when that is new), and a queued notice whose
-// cursor is no longer pending, or gone, is removed. Other system events
-// stay. Notice texts depend only on L, so a notice that is still pending
+// cursor is no longer pending is removed, unless its cursor is gone with
+// its deleted target (notices about a deleted session stay queued). Other
+// system events stay. A refresh never pushes older entries out of a full
+// queue. Notice texts depend only on L, so a notice that is still pending
 // is left exactly as it was and wakes nobody.
 func (e *Engine) Refresh(ctx context.Context, watchers []string) error {
 	if len(watchers) == 0 {
@@ -39,20 +42,7 @@ func (e *Engine) Refresh(ctx context.Context, watchers []string) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	err := e.Update(ctx, func(ctx context.Context, t *Txn) error {
-		pending, err := t.tx.PendingCursorsOf(ctx, keys)
-		if err != nil {
-			return err
-		}
-		want := noticesByWatcher(pending)
-		t.AfterCommit(func() {
-			for _, w := range keys {
-				e.syncNotices(w, want[w])
-			}
-		})
-		return nil
-	})
-	if err != nil {
+	if err := e.rebuild(ctx, keys); err != nil {
 		return fmt.Errorf("refresh %d watchers: %w", len(keys), err)
 	}
 	return nil
@@ -62,50 +52,90 @@ func (e *Engine) Refresh(ctx context.Context, watchers []string) error {
 // for the watchers that hold a pending cursor or a queued notice. Unlike
 // Sweep it writes nothing.
 func (e *Engine) Resync(ctx context.Context) error {
-	err := e.Update(ctx, func(ctx context.Context, t *Txn) error {
-		pending, err := t.tx.PendingCursorsOf(ctx, nil)
-		if err != nil {
-			return err
-		}
-		want := noticesByWatcher(pending)
-		t.AfterCommit(func() {
-			for _, w := range e.queues.watchers() {
-				if _, ok := want[w]; !ok {
-					e.syncNotices(w, nil)
-				}
-			}
-			for w, notices := range want {
-				e.syncNotices(w, notices)
-			}
-		})
-		return nil
-	})
-	if err != nil {
+	if err := e.rebuild(ctx, nil); err != nil {
 		return fmt.Errorf("resync queues: %w", err)
 	}
 	return nil
 }
 
-func noticesByWatcher(pending []Cursor) map[string][]SystemEvent {
-	want := map[string][]SystemEvent{}
-	for _, c := range pending {
-		want[c.Watcher] = append(want[c.Watcher], noticeEvent(c.Target, c.LastSeen))
-	}
-	return want
+// rebuild is Refresh of keys, or Resync when keys is nil.
+func (e *Engine) rebuild(ctx context.Context, keys []string) error {
+	return e.Update(ctx, func(ctx context.Context, t *Txn) error {
+		t.atEnd = append(t.atEnd, func(ctx context.Context) error {
+			pending, err := t.tx.PendingCursorsOf(ctx, keys)
+			if err != nil {
+				return err
+			}
+			want := map[string][]SystemEvent{}
+			for _, c := range pending {
+				want[c.Watcher] = append(want[c.Watcher], noticeFor(c))
+			}
+			watchers := keys
+			if watchers == nil {
+				watchers = e.queues.watchers()
+				for w := range want {
+					watchers = append(watchers, w)
+				}
+			}
+			deleted, err := t.deletedTargets(ctx, watchers, want)
+			if err != nil {
+				return err
+			}
+			t.AfterCommit(func() {
+				for _, w := range watchers {
+					e.syncNotices(w, want[w], deleted[w])
+				}
+			})
+			return nil
+		})
+		return nil
+	})
 }
 
-// syncNotices makes watcher's queued notices exactly notices. Runs after
-// commit, on the writer.
-func (e *Engine) syncNotices(watcher string, notices []SystemEvent) {
+// deletedTargets lists, per watcher, the targets of queued notices that
+// want lacks and whose session no longer exists (version 0).
+func (t *Txn) deletedTargets(ctx context.Context, watchers []string, want map[string][]SystemEvent) (map[string][]SessionRef, error) {
+	out := map[string][]SessionRef{}
+	for _, w := range watchers {
+		for _, ev := range t.e.queues.peek(w) {
+			if !ev.IsNotice() || hasNotice(want[w], *ev.Target) {
+				continue
+			}
+			v, err := t.tx.Version(ctx, *ev.Target)
+			if err != nil {
+				return nil, err
+			}
+			if v == 0 {
+				out[w] = append(out[w], *ev.Target)
+			}
+		}
+	}
+	return out, nil
+}
+
+func hasNotice(notices []SystemEvent, target SessionRef) bool {
+	for _, n := range notices {
+		if *n.Target == target {
+			return true
+		}
+	}
+	return false
+}
+
+// syncNotices makes watcher's queued notices exactly notices, keeping
+// those about the targets in keep. Runs after commit, on the writer.
+func (e *Engine) syncNotices(watcher string, notices []SystemEvent, keep []SessionRef) {
 	e.queues.keepNotices(watcher, func(target SessionRef) bool {
-		for _, n := range notices {
-			if *n.Target == target {
+		for _, k := range keep {
+			if k == target {
 				return true
 			}
 		}
-		return false
+		return hasNotice(notices, target)
 	})
 	for _, n := range notices {
-		e.enqueueNotice(watcher, n)
+		if e.queues.pushIfRoom(watcher, n) {
+			e.noticeQueued(watcher, n)
+		}
 	}
 }

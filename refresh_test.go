@@ -4,6 +4,7 @@ package vigil_test
 // (several gateways on one database).
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"testing"
@@ -187,4 +188,122 @@ func TestResyncRebuildsEveryQueueFromTheCursors(t *testing.T) {
 	if got := queued(env.eng, manager); !slices.Equal(got, want) {
 		t.Fatalf("the first engine's own queue = %v, want %v", got, want)
 	}
+}
+
+func TestADrainSharingABatchWithARefreshLeavesNothingQueued(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	env.spawn(manager, child, "run-1")
+	env.human(child, manager)
+
+	// Hold the writer, so the refresh and the drain queue up behind it and
+	// share the next transaction, the refresh first.
+	release, held := make(chan struct{}), make(chan struct{})
+	go env.eng.Update(ctx, func(context.Context, *vigil.Txn) error {
+		close(held)
+		<-release
+		return nil
+	})
+	<-held
+	refreshed := make(chan error, 1)
+	go func() { refreshed <- env.eng.Refresh(ctx, []string{manager}) }()
+	time.Sleep(50 * time.Millisecond) // let the refresh queue first; either order must pass
+	drained := make(chan vigil.Drained, 1)
+	go func() { drained <- env.drain(manager) }()
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	if err := <-refreshed; err != nil {
+		t.Fatal(err)
+	}
+	if d := <-drained; len(d.Acknowledged) != 1 {
+		t.Fatalf("drain = %+v, want the notice acknowledged", d)
+	}
+	if got := env.pending(manager); len(got) != 0 {
+		t.Fatalf("queued after the drain: %v, want nothing (it was acknowledged)", got)
+	}
+}
+
+func TestANoticeAcknowledgedByAnotherEngineIsNotDeliveredAgain(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	b := env.openPeer()
+	env.spawn(manager, child, "run-1")
+	env.human(child, manager)
+	refresh(t, b.eng, manager) // both engines now hold the notice
+
+	if d := env.drain(manager); len(d.Events) != 1 {
+		t.Fatalf("first turn = %v, want the notice", texts(d.Events))
+	}
+	d, err := b.eng.Drain(ctx, manager)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Events) != 0 || len(d.Acknowledged) != 0 {
+		t.Fatalf("a turn on the other engine = %+v, want nothing: the notice was delivered once already", d)
+	}
+}
+
+func TestAStaleNoticeIsDeliveredWithTheCursorsCurrentText(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	b := env.openPeer()
+	env.spawn(manager, child, "run-1")
+	env.human(child, manager)
+	refresh(t, b.eng, manager)
+	// More work after the notice froze, then a turn on the first engine:
+	// it opens the follow-up "changesSince 2" the other engine has not
+	// heard of.
+	env.human(child, manager)
+	if d := env.drain(manager); len(d.FollowUps) != 1 {
+		t.Fatalf("turn = %+v, want one follow-up", d)
+	}
+	d, err := b.eng.Drain(ctx, manager)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{vigil.NoticeText(child, 2)}; !slices.Equal(texts(d.Events), want) {
+		t.Fatalf("the other engine's turn got %v, want the follow-up's text %v", texts(d.Events), want)
+	}
+	if got := env.cursor(manager, child); !slices.Equal(got, []int64{3, 3, 3}) {
+		t.Fatalf("cursor = %v, want [3 3 3]", got)
+	}
+}
+
+func TestRefreshKeepsANoticeAboutADeletedSession(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	env.spawn(manager, child, "run-1")
+	env.human(child, manager)
+	if err := env.eng.DeleteSession(ctx, vigil.MustRef(child)); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.eng.Resync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := env.pending(manager); len(got) != 1 {
+		t.Fatalf("queue after resync = %v, want the notice about the deleted session kept", got)
+	}
+}
+
+func TestRefreshNeverPushesOlderEntriesOutOfAFullQueue(t *testing.T) {
+	var wakes sync.Map
+	env := newEnv(t, vigil.Options{QueueBound: 2, OnNotice: func(w string, n vigil.SystemEvent) {
+		c, _ := wakes.LoadOrStore(n.Text, new(int))
+		*c.(*int)++
+	}})
+	for _, target := range []string{"agent:main:dm:a", "agent:main:dm:b", "agent:main:dm:c"} {
+		env.watch(manager, target)
+		env.goal(target, vigil.ActorHuman, "web:1", "")
+	}
+	before := env.pending(manager)
+	for range 3 {
+		if err := env.eng.Resync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := env.pending(manager); !slices.Equal(got, before) {
+		t.Fatalf("queue after resyncs = %v, want it unchanged %v", got, before)
+	}
+	wakes.Range(func(k, v any) bool {
+		if *v.(*int) != 1 {
+			t.Errorf("%s was announced %d times, want once", k, *v.(*int))
+		}
+		return true
+	})
 }

@@ -7,7 +7,7 @@ type stats struct {
 	noticesQueued, noticesAcked, followUps     atomic.Int64
 	queueOverflow, wakes, sweepRequeued        atomic.Int64
 	prunedEvents, expiredCursors, storeErrors  atomic.Int64
-	batches, batchedWrites                     atomic.Int64
+	batches, batchedWrites, conflicts          atomic.Int64
 }
 
 // Stats are the engine's counters since Open.
@@ -27,6 +27,7 @@ type Stats struct {
 	StoreErrors    int64 // failed begins and commits
 	Batches        int64 // committed write transactions
 	BatchedWrites  int64 // writes committed in them (group commit packs several per batch)
+	Conflicts      int64 // transactions run again after a conflict with another process
 	QueueDepth     int64 // entries queued now, across all sessions
 }
 
@@ -39,7 +40,7 @@ func (e *Engine) Stats() Stats {
 		NoticesAcked: s.noticesAcked.Load(), FollowUps: s.followUps.Load(), QueueOverflow: s.queueOverflow.Load(),
 		Wakes: s.wakes.Load(), SweepRequeued: s.sweepRequeued.Load(), PrunedEvents: s.prunedEvents.Load(),
 		ExpiredCursors: s.expiredCursors.Load(), StoreErrors: s.storeErrors.Load(),
-		Batches: s.batches.Load(), BatchedWrites: s.batchedWrites.Load(),
+		Batches: s.batches.Load(), BatchedWrites: s.batchedWrites.Load(), Conflicts: s.conflicts.Load(),
 		QueueDepth: int64(e.queues.depth()),
 	}
 }

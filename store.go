@@ -66,6 +66,12 @@ type Tx interface {
 	// false; the allocated sequence is used up all the same. The session's
 	// state version becomes at least e.Sequence.
 	Append(ctx context.Context, e *Event) (appended bool, err error)
+	// LockSession holds the session's write lock until the transaction
+	// ends. Writers that read cursors on a session and write them back take
+	// it first (the engine does), and Append takes it too, so writers in
+	// different processes meet here, in one order: the session's lock, then
+	// its cursor rows. A store with a single writer may do nothing.
+	LockSession(ctx context.Context, ref SessionRef) error
 	// Version is the session's state version as this transaction sees it.
 	Version(ctx context.Context, ref SessionRef) (int64, error)
 	// CursorsOnTarget lists the cursors watching target.
@@ -117,4 +123,13 @@ type MaintenanceLocker interface {
 	// false it returns ok false at once when another holder has it. The
 	// lock is released by calling unlock, or when the process dies.
 	LockMaintenance(ctx context.Context, wait bool) (unlock func(), ok bool, err error)
+}
+
+// HorizonReader is implemented by a Store whose writers commit out of
+// sequence order (several processes on one PostgreSQL database).
+type HorizonReader interface {
+	// LogHorizon is a sequence at or below which every event that will
+	// ever be retained is already visible to readers: a reader of the
+	// whole log starting after it misses nothing committed later.
+	LogHorizon(ctx context.Context) (int64, error)
 }

@@ -68,6 +68,11 @@ func (t *Txn) Watch(ctx context.Context, watcher string, target SessionRef) (Cur
 	if err != nil {
 		return Cursor{}, err
 	}
+	// Locked, so a record of the target in another process either comes
+	// before the version read below or sees the new cursor.
+	if err := t.tx.LockSession(ctx, target); err != nil {
+		return Cursor{}, err
+	}
 	c, ok, err := t.tx.Cursor(ctx, w, target)
 	if err != nil || ok {
 		return c, err

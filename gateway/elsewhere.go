@@ -45,3 +45,35 @@ func (g *Gateway) MessageArrived(ctx context.Context, session vigil.SessionRef, 
 // events to the log, so live readers of the whole log read on from the
 // store.
 func (g *Gateway) EventsAppendedElsewhere() { g.opts.Hub.Nudge() }
+
+// RecheckWaiters reads the store for replies to the sends waiting here,
+// and completes those answered (by replyTo) through another process while
+// its announcement was lost. Call it after reconnecting to the
+// announcements, and now and then.
+func (g *Gateway) RecheckWaiters(ctx context.Context) error {
+	g.waitMu.Lock()
+	from := map[vigil.SessionRef]int64{}
+	for target, ws := range g.waiters {
+		for _, w := range ws {
+			if cur, ok := from[target]; !ok || w.messageID < cur {
+				from[target] = w.messageID
+			}
+		}
+	}
+	g.waitMu.Unlock()
+	for target, after := range from {
+		msgs, err := g.store.Messages(ctx, target, after, maxRecheck)
+		if err != nil {
+			return fmt.Errorf("recheck replies of %s: %w", target, err)
+		}
+		for _, m := range msgs {
+			if m.Role == RoleAssistant && m.ReplyTo != 0 {
+				g.answer(target, m)
+			}
+		}
+	}
+	return nil
+}
+
+// maxRecheck bounds the messages read per session by RecheckWaiters.
+const maxRecheck = 500

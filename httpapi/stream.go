@@ -188,11 +188,11 @@ func (s *server) logEvents(w http.ResponseWriter, r *http.Request, c gateway.Cal
 	}
 	eng := s.g.Engine()
 	if after < 0 {
-		// Live from now: start after the newest event, read before
-		// listening; the catch-up below reads anything committed between.
-		newest, err := eng.NewestSequence(r.Context())
+		// Live from now: start at the log's horizon, read before
+		// listening; the catch-up below reads anything committed since.
+		newest, err := eng.LogHorizon(r.Context())
 		if err != nil {
-			s.fail(w, fmt.Errorf("read the newest event: %w", err))
+			s.fail(w, fmt.Errorf("read the log horizon: %w", err))
 			return
 		}
 		after = newest

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -190,7 +191,11 @@ func (s *subscriptions) notify(ctx context.Context, g *gateway.Gateway, srv *mcp
 		}
 	}
 	eng := g.Engine()
-	after, _ := eng.NewestSequence(ctx) // on failure, from the start: more hints, none lost
+	after, _ := eng.LogHorizon(ctx) // on failure, from the start: more hints, none lost
+	// A nudge can be missed (another process's announcement lost with its
+	// connection): read on now and then regardless.
+	tick := time.NewTicker(readOnInterval)
+	defer tick.Stop()
 	for {
 		l := g.Hub().ListenLog(256)
 		for open := true; open; {
@@ -210,6 +215,8 @@ func (s *subscriptions) notify(ctx context.Context, g *gateway.Gateway, srv *mcp
 					after = max(after, e.Sequence)
 					updated(e.SessionKey)
 				}
+			case <-tick.C:
+				after, _ = readOn(ctx, eng, after, updated)
 			case <-ctx.Done():
 				l.Close()
 				return
@@ -217,6 +224,10 @@ func (s *subscriptions) notify(ctx context.Context, g *gateway.Gateway, srv *mcp
 		}
 	}
 }
+
+// readOnInterval is how often the notify loop reads the log without a
+// nudge.
+const readOnInterval = 15 * time.Second
 
 // readOn calls updated with the session of every event after `after`, and
 // returns the position it read up to (also when a read fails).

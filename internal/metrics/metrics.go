@@ -71,6 +71,7 @@ var stats = []stat{
 	counter("vigil_store_errors_total", "Failed store transactions (begin or commit).", func(s vigil.Stats) int64 { return s.StoreErrors }),
 	counter("vigil_write_batches_total", "Write transactions committed.", func(s vigil.Stats) int64 { return s.Batches }),
 	counter("vigil_batched_writes_total", "Writes committed in those transactions.", func(s vigil.Stats) int64 { return s.BatchedWrites }),
+	counter("vigil_write_conflicts_total", "Write transactions run again after a conflict with another process.", func(s vigil.Stats) int64 { return s.Conflicts }),
 	{prometheus.NewDesc("vigil_queue_depth", "System events queued now, over all sessions.", nil, nil),
 		prometheus.GaugeValue, func(s vigil.Stats) int64 { return s.QueueDepth }},
 }

@@ -156,6 +156,12 @@ type FollowOptions struct {
 	// transcript messages another process appended, in commit order. It
 	// must return quickly.
 	OnMessages func(ctx context.Context, arrivals []Arrival)
+	// OnResync, when set, is called (on Follow's goroutine) after each
+	// full rebuild: after (re)connecting and on every poll. Anything the
+	// embedder keeps from announcements (waiting sends, say) re-reads the
+	// store here, since announcements made while the connection was down
+	// are lost.
+	OnResync func(ctx context.Context)
 	// OnConnect, when set, is called each time the listening connection
 	// is established and the rebuild after it is done.
 	OnConnect func()
@@ -165,6 +171,20 @@ type FollowOptions struct {
 // DefaultPollInterval is how often Follow rebuilds every queue without a
 // notification, as a safety net.
 const DefaultPollInterval = 30 * time.Second
+
+// pingTimeout bounds the listening connection's answer at each poll.
+const pingTimeout = 5 * time.Second
+
+// caughtUp tells the embedder to re-read what announcements may have
+// missed.
+func caughtUp(ctx context.Context, opts FollowOptions) {
+	if opts.OnAppended != nil {
+		opts.OnAppended()
+	}
+	if opts.OnResync != nil {
+		opts.OnResync(ctx)
+	}
+}
 
 // ListenerName is the application_name of the listening connection of this
 // store (visible in pg_stat_activity).
@@ -215,6 +235,7 @@ func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, f Follower, opt
 	if err := f.Resync(ctx); err != nil {
 		return fmt.Errorf("rebuild queues after connecting: %w", err)
 	}
+	caughtUp(ctx, opts)
 	if opts.OnConnect != nil {
 		opts.OnConnect()
 	}
@@ -227,9 +248,17 @@ func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, f Follower, opt
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case err != nil && errors.Is(err, context.DeadlineExceeded) && !conn.IsClosed():
+			// A connection that died without a word looks idle: ask it.
+			ping, cancel := context.WithTimeout(ctx, pingTimeout)
+			err := conn.Ping(ping)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("listening connection does not answer: %w", err)
+			}
 			if err := f.Resync(ctx); err != nil {
 				log.Error("safety poll: rebuild queues", "err", err)
 			}
+			caughtUp(ctx, opts)
 			nextPoll = time.Now().Add(opts.PollInterval)
 			continue
 		case err != nil:
@@ -268,3 +297,8 @@ func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, f Follower, opt
 // Channel is the notification channel on which the store announces its
 // changes and Follow hears other processes' (one per schema).
 func (s *Store) Channel() string { return s.channel }
+
+// connect opens a connection outside the pool.
+func connect(ctx context.Context, cfg *pgx.ConnConfig) (*pgx.Conn, error) {
+	return pgx.ConnectConfig(ctx, cfg)
+}

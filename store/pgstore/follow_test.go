@@ -250,3 +250,101 @@ func texts(evs []vigil.SystemEvent) []string {
 	}
 	return out
 }
+
+func TestAWatchRacingARecordThroughAnotherGatewayNeverMissesTheChange(t *testing.T) {
+	schema := freshSchema(t)
+	a := startGateway(t, schema, false)
+	b := startGateway(t, schema, false)
+	const target = "agent:main:dm:bob"
+	goal := func(eng *vigil.Engine) {
+		if _, err := eng.Record(context.Background(), vigil.Record{Session: vigil.MustRef(target), Kind: vigil.KindGoalChanged,
+			ActorType: vigil.ActorHuman, ActorID: "web:1", Summary: "goal updated"}); err != nil {
+			t.Error(err)
+		}
+	}
+	goal(a.eng)
+
+	// A's watch holds its transaction open while B records the target.
+	watched, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- a.eng.Update(context.Background(), func(ctx context.Context, txn *vigil.Txn) error {
+			if _, err := txn.Watch(ctx, fManager, vigil.MustRef(target)); err != nil {
+				return err
+			}
+			close(watched)
+			<-release
+			return nil
+		})
+	}()
+	<-watched
+	recorded := make(chan struct{})
+	go func() {
+		goal(b.eng)
+		close(recorded)
+	}()
+	time.Sleep(100 * time.Millisecond) // let B's record reach the session's lock
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	<-recorded
+	c, ok, err := a.eng.Cursor(t.Context(), fManager, vigil.MustRef(target))
+	if err != nil || !ok || !c.Pending() {
+		t.Fatalf("cursor = %+v, %v, %v; want it pending: the goal change after the watch must notify", c, ok, err)
+	}
+}
+
+func TestALiveReaderStartsBelowAWriterStillOpen(t *testing.T) {
+	s := openFresh(t)
+	ctx := t.Context()
+	appendTo := func(tx vigil.Tx, key string) int64 {
+		e := &vigil.Event{AgentID: "main", SessionKey: key, Kind: vigil.KindGoalChanged, ActorType: vigil.ActorHuman,
+			ActorID: "web:1", Summary: "goal updated", RecordedAt: 1, OccurredAt: 1}
+		if _, err := tx.Append(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		return e.Sequence
+	}
+	open, err := s.BeginWrite(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Rollback()
+	first := appendTo(open, "agent:main:dm:a")
+	later, err := s.BeginWrite(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := appendTo(later, "agent:main:dm:b")
+	if err := later.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.LogHorizon(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h >= first {
+		t.Fatalf("horizon = %d with %d still open (and %d committed): a reader starting there would miss %d",
+			h, first, second, first)
+	}
+}
+
+func TestAGatewayOpensAndPrunesWithAPoolOfOneConnection(t *testing.T) {
+	schema := freshSchema(t)
+	s, err := pgstore.Open(t.Context(), testURL()+"&pool_max_conns=1", pgstore.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	eng, err := vigil.Open(ctx, s, vigil.Options{PruneInterval: -1})
+	if err != nil {
+		t.Fatalf("open with one pooled connection: %v", err)
+	}
+	defer eng.Close()
+	if _, err := eng.Prune(ctx); err != nil {
+		t.Fatalf("prune with one pooled connection: %v", err)
+	}
+}

@@ -138,3 +138,25 @@ func (s *Store) Log(ctx context.Context, after int64, limit int) (vigil.LogPage,
 	rows.Close()
 	return p, wrap(br.Close())
 }
+
+// LogHorizon implements vigil.HorizonReader: H = min(V, M) of the steps
+// above, without reading events.
+func (s *Store) LogHorizon(ctx context.Context) (int64, error) {
+	b := &pgx.Batch{}
+	b.Queue(lastSequence)
+	b.Queue(leastMarker, s.markerHi, s.markerLo)
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	var last int64
+	var marker *int64
+	if err := br.QueryRow().Scan(&last); err != nil {
+		return 0, wrap(err)
+	}
+	if err := br.QueryRow().Scan(&marker); err != nil {
+		return 0, wrap(err)
+	}
+	if marker != nil {
+		last = min(last, *marker)
+	}
+	return last, wrap(br.Close())
+}

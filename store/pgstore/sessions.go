@@ -220,7 +220,8 @@ func (t *Tx) DeleteSessionRow(ctx context.Context, ref vigil.SessionRef) error {
 // summary taking the place of older ones) takes no number and no lock.
 func (t *Tx) AppendMessage(ctx context.Context, m gateway.Message) (int64, error) {
 	b := &pgx.Batch{}
-	if m.ID == 0 {
+	lock := m.ID == 0 && !t.locked[m.Session]
+	if lock {
 		b.Queue(lockHead, m.Session.AgentID, m.Session.Key)
 	}
 	b.Queue(`INSERT INTO messages (id, agent_id, session_key, role, actor_type, actor_id, channel, content, reply_to, created_at)
@@ -230,10 +231,11 @@ func (t *Tx) AppendMessage(ctx context.Context, m gateway.Message) (int64, error
 		m.ID, m.Session.AgentID, m.Session.Key, m.Role, string(m.ActorType), m.ActorID, m.Channel, m.Content, m.ReplyTo, m.CreatedAt)
 	br := t.tx.SendBatch(ctx, b)
 	defer br.Close()
-	if m.ID == 0 {
+	if lock {
 		if _, err := br.Exec(); err != nil {
 			return 0, wrap(fmt.Errorf("lock head of %s: %w", m.Session, err))
 		}
+		t.locked[m.Session] = true
 	}
 	var id int64
 	if err := br.QueryRow().Scan(&id); err != nil {

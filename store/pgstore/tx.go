@@ -20,7 +20,7 @@ func (s *Store) BeginWrite(ctx context.Context) (vigil.Tx, error) {
 	if err != nil {
 		return nil, wrap(err)
 	}
-	return &Tx{s: s, tx: tx, ctx: ctx, watchers: map[string]struct{}{}}, nil
+	return &Tx{s: s, tx: tx, ctx: ctx, watchers: map[string]struct{}{}, locked: map[vigil.SessionRef]bool{}}, nil
 }
 
 // Tx is a write transaction; it implements vigil.Tx and gateway.Tx.
@@ -40,6 +40,21 @@ type Tx struct {
 	// messages are the transcript messages this transaction appended,
 	// also announced at Commit.
 	messages []Arrival
+	// locked are the sessions whose head row this transaction holds.
+	locked map[vigil.SessionRef]bool
+}
+
+// LockSession implements vigil.Tx with the session's head row lock
+// (lockHead), taken once per transaction.
+func (t *Tx) LockSession(ctx context.Context, ref vigil.SessionRef) error {
+	if t.locked[ref] {
+		return nil
+	}
+	if _, err := t.tx.Exec(ctx, lockHead, ref.AgentID, ref.Key); err != nil {
+		return wrap(fmt.Errorf("lock head of %s: %w", ref, err))
+	}
+	t.locked[ref] = true
+	return nil
 }
 
 var _ vigil.Tx = (*Tx)(nil)
@@ -98,7 +113,10 @@ func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
 	if publish {
 		b.Queue(publishMarker, t.s.markerHi, t.s.markerLo)
 	}
-	b.Queue(lockHead, e.AgentID, e.SessionKey)
+	lock := !t.locked[e.Session()]
+	if lock {
+		b.Queue(lockHead, e.AgentID, e.SessionKey)
+	}
 	b.Queue(appendEvent, e.AgentID, e.SessionKey, e.SessionID, string(e.Kind), string(e.ActorType), e.ActorID,
 		e.RunID, e.OccurredAt, e.RecordedAt, e.Summary, payload, e.DedupeKey)
 	seq, appended, err := func() (int64, bool, error) {
@@ -109,8 +127,10 @@ func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
 				return 0, false, fmt.Errorf("publish sequence marker: %w", err)
 			}
 		}
-		if _, err := br.Exec(); err != nil {
-			return 0, false, fmt.Errorf("lock head of %s: %w", e.Session(), err)
+		if lock {
+			if _, err := br.Exec(); err != nil {
+				return 0, false, fmt.Errorf("lock head of %s: %w", e.Session(), err)
+			}
 		}
 		var seq int64
 		err := br.QueryRow().Scan(&seq)
@@ -125,9 +145,12 @@ func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
 	if err != nil {
 		return false, wrap(err)
 	}
-	t.published = true
+	// A marker was published (so a Log reader may have stopped below this
+	// transaction) whether or not the row was appended: announce it either
+	// way, so readers read on once it ends.
+	t.published, t.appended = true, true
+	t.locked[e.Session()] = true
 	if appended {
-		t.appended = true
 		e.Sequence = seq
 		return true, nil
 	}
@@ -201,6 +224,7 @@ func (t *Tx) DeleteWatcherCursors(ctx context.Context, watcher string) (int, err
 func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
 	b := &pgx.Batch{}
 	b.Queue(lockHead, ref.AgentID, ref.Key)
+	t.locked[ref] = true
 	b.Queue(`DELETE FROM events WHERE agent_id = $1 AND session_key = $2`, ref.AgentID, ref.Key)
 	b.Queue(`DELETE FROM session_heads WHERE agent_id = $1 AND session_key = $2`, ref.AgentID, ref.Key)
 	b.Queue(`DELETE FROM cursors WHERE target_agent = $1 AND target_key = $2 RETURNING watcher`, ref.AgentID, ref.Key)
