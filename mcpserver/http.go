@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -24,24 +25,46 @@ type httpHandler struct {
 	ctx     context.Context
 	stream  *mcp.StreamableHTTPHandler
 
-	mu       sync.Mutex
-	servers  map[string]*mcp.Server // by identity: one per credential and acting session
-	bindings map[string]string      // MCP session id -> the identity that opened it
+	idle time.Duration // how long an unused MCP session and server live
+
+	mu        sync.Mutex
+	servers   map[string]*served // by identity: one per credential and acting session
+	bindings  map[string]string  // MCP session id -> the identity that opened it
+	lastSweep time.Time
 }
+
+// served is one identity's MCP server and what stops its background work.
+type served struct {
+	srv      *mcp.Server
+	stop     context.CancelFunc
+	lastUsed time.Time
+}
+
+// DefaultIdleTimeout is how long an MCP session may go without a request
+// before it is closed; a server without sessions is dropped after as long.
+// Clients that come back later open a new session.
+const DefaultIdleTimeout = 30 * time.Minute
 
 type callerKey struct{}
 
 // Handler serves MCP's streamable HTTP transport. Every request is
 // authenticated with resolve; an MCP session stays bound to the credential
 // and acting session that opened it, so nobody can ride on another
-// caller's session id. Servers live until ctx ends.
+// caller's session id. An MCP session idle for DefaultIdleTimeout is
+// closed, and an identity's server without sessions is dropped after as
+// long, so a gateway serving many short-lived sessions does not grow; all
+// of them end when ctx ends.
 func Handler(ctx context.Context, g *gateway.Gateway, resolve Resolver, log *slog.Logger) http.Handler {
+	return newHTTPHandler(ctx, g, resolve, log, DefaultIdleTimeout)
+}
+
+func newHTTPHandler(ctx context.Context, g *gateway.Gateway, resolve Resolver, log *slog.Logger, idle time.Duration) *httpHandler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &httpHandler{g: g, resolve: resolve, log: log, ctx: ctx, servers: map[string]*mcp.Server{},
-		bindings: map[string]string{}}
-	h.stream = mcp.NewStreamableHTTPHandler(h.server, &mcp.StreamableHTTPOptions{Logger: log})
+	h := &httpHandler{g: g, resolve: resolve, log: log, ctx: ctx, idle: idle, servers: map[string]*served{},
+		bindings: map[string]string{}, lastSweep: time.Now()}
+	h.stream = mcp.NewStreamableHTTPHandler(h.server, &mcp.StreamableHTTPOptions{Logger: log, SessionTimeout: idle})
 	return h
 }
 
@@ -60,14 +83,46 @@ func (h *httpHandler) server(r *http.Request) *mcp.Server {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if s, ok := h.servers[id]; ok {
-		return s
+		s.lastUsed = time.Now()
+		return s.srv
 	}
-	s := New(h.ctx, h.g, c, h.log)
+	ctx, stop := context.WithCancel(h.ctx)
+	s := &served{srv: New(ctx, h.g, c, h.log), stop: stop, lastUsed: time.Now()}
 	h.servers[id] = s
-	return s
+	return s.srv
+}
+
+// sweepIdle drops the bindings of MCP sessions that have ended and the
+// servers that have had no session for the idle time. It runs at most once
+// per idle period. Called with h.mu held.
+func (h *httpHandler) sweepIdle(now time.Time) {
+	if now.Sub(h.lastSweep) < h.idle {
+		return
+	}
+	h.lastSweep = now
+	live := map[string]bool{}
+	for id, s := range h.servers {
+		n := 0
+		for ss := range s.srv.Sessions() {
+			live[ss.ID()] = true
+			n++
+		}
+		if n == 0 && now.Sub(s.lastUsed) >= h.idle {
+			s.stop()
+			delete(h.servers, id)
+		}
+	}
+	for sid := range h.bindings {
+		if !live[sid] {
+			delete(h.bindings, sid)
+		}
+	}
 }
 
 func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	h.sweepIdle(time.Now())
+	h.mu.Unlock()
 	c, err := h.resolve(r)
 	if err != nil {
 		code := gateway.Code(err)
