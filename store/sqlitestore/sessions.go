@@ -2,8 +2,6 @@ package sqlitestore
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -19,57 +17,69 @@ var (
 const sessionColumns = `agent_id, session_key, session_id, kind, coalesce(label, ''), coalesce(spawned_by, ''),
 	goal_objective, goal_status, goal_updated_at, inbox_seen, created_at, updated_at`
 
-func scanSession(r scanner) (gateway.Session, error) {
-	var s gateway.Session
-	var objective, status sql.NullString
-	var goalAt sql.NullInt64
-	err := r.Scan(&s.Ref.AgentID, &s.Ref.Key, &s.SessionID, &s.Kind, &s.Label, &s.SpawnedBy,
-		&objective, &status, &goalAt, &s.InboxSeen, &s.CreatedAt, &s.UpdatedAt)
-	if status.Valid {
-		s.Goal = &gateway.Goal{Objective: objective.String, Status: status.String, UpdatedAt: goalAt.Int64}
+func sessionAt(r rowValues) gateway.Session {
+	s := gateway.Session{Ref: vigil.SessionRef{AgentID: r.str(0), Key: r.str(1)}, SessionID: r.str(2), Kind: r.str(3),
+		Label: r.str(4), SpawnedBy: r.str(5), InboxSeen: r.int(9), CreatedAt: r.int(10), UpdatedAt: r.int(11)}
+	if !r.isNull(7) {
+		s.Goal = &gateway.Goal{Objective: r.str(6), Status: r.str(7), UpdatedAt: r.int(8)}
 	}
-	return s, err
+	return s
 }
 
-func getSession(row *sql.Row) (gateway.Session, bool, error) {
-	s, err := scanSession(row)
-	if errors.Is(err, sql.ErrNoRows) {
-		return gateway.Session{}, false, nil
-	}
-	return s, err == nil, err
+func (c conn) getSession(q string, args ...any) (gateway.Session, bool, error) {
+	var s gateway.Session
+	ok, err := c.queryRow(q, args, func(r rowValues) error {
+		s = sessionAt(r)
+		return nil
+	})
+	return s, ok, err
 }
 
 const messageColumns = `id, agent_id, session_key, role, actor_type, coalesce(actor_id, ''), coalesce(channel, ''),
 	content, coalesce(reply_to, 0), created_at`
 
-func scanMessage(r scanner) (gateway.Message, error) {
-	var m gateway.Message
-	err := r.Scan(&m.ID, &m.Session.AgentID, &m.Session.Key, &m.Role, &m.ActorType, &m.ActorID, &m.Channel,
-		&m.Content, &m.ReplyTo, &m.CreatedAt)
-	return m, err
+func messageAt(r rowValues) gateway.Message {
+	return gateway.Message{ID: r.int(0), Session: vigil.SessionRef{AgentID: r.str(1), Key: r.str(2)}, Role: r.str(3),
+		ActorType: vigil.ActorType(r.str(4)), ActorID: r.str(5), Channel: r.str(6), Content: r.str(7),
+		ReplyTo: r.int(8), CreatedAt: r.int(9)}
 }
 
 const runColumns = `run_id, agent_id, session_key, coalesce(requester, ''), started_at, coalesce(ended_at, 0), coalesce(outcome, '')`
 
-func scanRun(r scanner) (gateway.Run, bool, error) {
+func (c conn) getRun(runID string) (gateway.Run, bool, error) {
 	var run gateway.Run
-	err := r.Scan(&run.RunID, &run.Session.AgentID, &run.Session.Key, &run.Requester, &run.StartedAt, &run.EndedAt, &run.Outcome)
-	if errors.Is(err, sql.ErrNoRows) {
-		return gateway.Run{}, false, nil
-	}
-	return run, err == nil, err
+	ok, err := c.queryRow(`SELECT `+runColumns+` FROM runs WHERE run_id = ?`, []any{runID}, func(r rowValues) error {
+		run = gateway.Run{RunID: r.str(0), Session: vigil.SessionRef{AgentID: r.str(1), Key: r.str(2)},
+			Requester: r.str(3), StartedAt: r.int(4), EndedAt: r.int(5), Outcome: r.str(6)}
+		return nil
+	})
+	return run, ok, err
 }
+
+const sessionByRefQuery = `SELECT ` + sessionColumns + ` FROM sessions WHERE agent_id = ? AND session_key = ?`
 
 // Session implements gateway.Store.
 func (s *Store) Session(ctx context.Context, ref vigil.SessionRef) (gateway.Session, bool, error) {
-	return getSession(s.read.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions
-		WHERE agent_id = ? AND session_key = ?`, ref.AgentID, ref.Key))
+	var sess gateway.Session
+	var ok bool
+	err := s.reading(ctx, func(c conn) error {
+		var err error
+		sess, ok, err = c.getSession(sessionByRefQuery, ref.AgentID, ref.Key)
+		return err
+	})
+	return sess, ok, err
 }
 
 // SessionByLabel implements gateway.Store.
 func (s *Store) SessionByLabel(ctx context.Context, agentID, label string) (gateway.Session, bool, error) {
-	return getSession(s.read.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions
-		WHERE agent_id = ? AND label = ?`, agentID, label))
+	var sess gateway.Session
+	var ok bool
+	err := s.reading(ctx, func(c conn) error {
+		var err error
+		sess, ok, err = c.getSession(`SELECT `+sessionColumns+` FROM sessions WHERE agent_id = ? AND label = ?`, agentID, label)
+		return err
+	})
+	return sess, ok, err
 }
 
 // ListSessions implements gateway.Store.
@@ -94,63 +104,58 @@ func (s *Store) ListSessions(ctx context.Context, f gateway.ListFilter) ([]gatew
 	}
 	q += " ORDER BY agent_id, session_key LIMIT ?"
 	args = append(args, f.Limit)
-	rows, err := s.read.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	var out []gateway.Session
-	for rows.Next() {
-		sess, err := scanSession(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, sess)
-	}
-	return out, rows.Err()
+	err := s.reading(ctx, func(c conn) error {
+		return c.query(q, args, func(r rowValues) error {
+			out = append(out, sessionAt(r))
+			return nil
+		})
+	})
+	return out, err
 }
 
 // Messages implements gateway.Store.
 func (s *Store) Messages(ctx context.Context, ref vigil.SessionRef, afterID int64, limit int) ([]gateway.Message, error) {
-	return readMessages(ctx, s.read, ref, afterID, limit)
+	var out []gateway.Message
+	err := s.reading(ctx, func(c conn) error {
+		var err error
+		out, err = c.messages(ref, afterID, limit)
+		return err
+	})
+	return out, err
 }
 
 // MessagesAfter implements gateway.Tx.
 func (t *Tx) MessagesAfter(ctx context.Context, ref vigil.SessionRef, afterID int64, limit int) ([]gateway.Message, error) {
-	return readMessages(ctx, t.tx, ref, afterID, limit)
+	return t.c.messages(ref, afterID, limit)
 }
 
-type queryer interface {
-	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
-}
-
-func readMessages(ctx context.Context, q queryer, ref vigil.SessionRef, afterID int64, limit int) ([]gateway.Message, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages
-		WHERE agent_id = ? AND session_key = ? AND id > ? ORDER BY id LIMIT ?`, ref.AgentID, ref.Key, afterID, limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
+func (c conn) messages(ref vigil.SessionRef, afterID int64, limit int) ([]gateway.Message, error) {
 	var out []gateway.Message
-	for rows.Next() {
-		m, err := scanMessage(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m)
-	}
-	return out, rows.Err()
+	err := c.query(`SELECT `+messageColumns+` FROM messages
+		WHERE agent_id = ? AND session_key = ? AND id > ? ORDER BY id LIMIT ?`, []any{ref.AgentID, ref.Key, afterID, limit},
+		func(r rowValues) error {
+			out = append(out, messageAt(r))
+			return nil
+		})
+	return out, err
 }
 
 // Run implements gateway.Store.
 func (s *Store) Run(ctx context.Context, runID string) (gateway.Run, bool, error) {
-	return scanRun(s.read.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE run_id = ?`, runID))
+	var run gateway.Run
+	var ok bool
+	err := s.reading(ctx, func(c conn) error {
+		var err error
+		run, ok, err = c.getRun(runID)
+		return err
+	})
+	return run, ok, err
 }
 
 // GetSession implements gateway.Tx.
 func (t *Tx) GetSession(ctx context.Context, ref vigil.SessionRef) (gateway.Session, bool, error) {
-	return getSession(t.tx.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions
-		WHERE agent_id = ? AND session_key = ?`, ref.AgentID, ref.Key))
+	return t.c.getSession(sessionByRefQuery, ref.AgentID, ref.Key)
 }
 
 // PutSession implements gateway.Tx.
@@ -162,16 +167,19 @@ func (t *Tx) PutSession(ctx context.Context, s gateway.Session) error {
 	}
 	if s.Label != "" {
 		var other string
-		err := t.tx.QueryRowContext(ctx, `SELECT session_key FROM sessions WHERE agent_id = ? AND label = ? AND session_key != ?`,
-			s.Ref.AgentID, s.Label, s.Ref.Key).Scan(&other)
-		if err == nil {
-			return fmt.Errorf("%w: label %q is already used by %s", gateway.ErrConflict, s.Label, other)
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
+		found, err := t.c.queryRow(`SELECT session_key FROM sessions WHERE agent_id = ? AND label = ? AND session_key != ?`,
+			[]any{s.Ref.AgentID, s.Label, s.Ref.Key}, func(r rowValues) error {
+				other = r.str(0)
+				return nil
+			})
+		if err != nil {
 			return err
 		}
+		if found {
+			return fmt.Errorf("%w: label %q is already used by %s", gateway.ErrConflict, s.Label, other)
+		}
 	}
-	_, err := t.tx.ExecContext(ctx, `INSERT INTO sessions (agent_id, session_key, session_id, kind, label, spawned_by,
+	_, err := t.c.exec(`INSERT INTO sessions (agent_id, session_key, session_id, kind, label, spawned_by,
 		goal_objective, goal_status, goal_updated_at, inbox_seen, created_at, updated_at)
 		VALUES (?, ?, ?, ?, nullif(?, ''), nullif(?, ''), ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (agent_id, session_key) DO UPDATE SET session_id = excluded.session_id, kind = excluded.kind,
@@ -190,7 +198,7 @@ func (t *Tx) DeleteSessionRow(ctx context.Context, ref vigil.SessionRef) error {
 		`DELETE FROM messages WHERE agent_id = ? AND session_key = ?`,
 		`DELETE FROM runs WHERE agent_id = ? AND session_key = ?`,
 	} {
-		if _, err := t.tx.ExecContext(ctx, q, ref.AgentID, ref.Key); err != nil {
+		if _, err := t.c.exec(q, ref.AgentID, ref.Key); err != nil {
 			return err
 		}
 	}
@@ -199,37 +207,33 @@ func (t *Tx) DeleteSessionRow(ctx context.Context, ref vigil.SessionRef) error {
 
 // AppendMessage implements gateway.Tx.
 func (t *Tx) AppendMessage(ctx context.Context, m gateway.Message) (int64, error) {
-	res, err := t.tx.ExecContext(ctx, `INSERT INTO messages (id, agent_id, session_key, role, actor_type, actor_id,
+	_, id, err := t.c.execID(`INSERT INTO messages (id, agent_id, session_key, role, actor_type, actor_id,
 		channel, content, reply_to, created_at) VALUES (nullif(?, 0), ?, ?, ?, ?, nullif(?, ''), nullif(?, ''), ?, nullif(?, 0), ?)`,
 		m.ID, m.Session.AgentID, m.Session.Key, m.Role, string(m.ActorType), m.ActorID, m.Channel, m.Content, m.ReplyTo, m.CreatedAt)
-	if err != nil {
-		return 0, err
-	}
-	return res.LastInsertId()
+	return id, err
 }
 
 // CompactMessages implements gateway.Tx.
 func (t *Tx) CompactMessages(ctx context.Context, ref vigil.SessionRef, upTo int64, summary gateway.Message) (int, error) {
-	var last sql.NullInt64
-	if err := t.tx.QueryRowContext(ctx, `SELECT max(id) FROM messages WHERE agent_id = ? AND session_key = ? AND id <= ?`,
-		ref.AgentID, ref.Key, upTo).Scan(&last); err != nil {
+	var last int64
+	var some bool
+	if _, err := t.c.queryRow(`SELECT max(id) FROM messages WHERE agent_id = ? AND session_key = ? AND id <= ?`,
+		[]any{ref.AgentID, ref.Key, upTo}, func(r rowValues) error {
+			last, some = r.int(0), !r.isNull(0)
+			return nil
+		}); err != nil {
 		return 0, err
 	}
-	if !last.Valid {
+	if !some {
 		return 0, nil
 	}
-	res, err := t.tx.ExecContext(ctx, `DELETE FROM messages WHERE agent_id = ? AND session_key = ? AND id <= ?`,
-		ref.AgentID, ref.Key, last.Int64)
-	if err != nil {
-		return 0, err
-	}
-	n, err := res.RowsAffected()
+	n, err := t.c.exec(`DELETE FROM messages WHERE agent_id = ? AND session_key = ? AND id <= ?`, ref.AgentID, ref.Key, last)
 	if err != nil {
 		return 0, err
 	}
 	// The summary takes the id of the newest message it replaces, so it
 	// sits where they were in the transcript's order.
-	summary.ID, summary.Session, summary.Role = last.Int64, ref, gateway.RoleSummary
+	summary.ID, summary.Session, summary.Role = last, ref, gateway.RoleSummary
 	if _, err := t.AppendMessage(ctx, summary); err != nil {
 		return 0, err
 	}
@@ -238,7 +242,7 @@ func (t *Tx) CompactMessages(ctx context.Context, ref vigil.SessionRef, upTo int
 
 // PutRun implements gateway.Tx.
 func (t *Tx) PutRun(ctx context.Context, r gateway.Run) error {
-	_, err := t.tx.ExecContext(ctx, `INSERT INTO runs (run_id, agent_id, session_key, requester, started_at, ended_at, outcome)
+	_, err := t.c.exec(`INSERT INTO runs (run_id, agent_id, session_key, requester, started_at, ended_at, outcome)
 		VALUES (?, ?, ?, nullif(?, ''), ?, nullif(?, 0), nullif(?, ''))
 		ON CONFLICT (run_id) DO UPDATE SET ended_at = excluded.ended_at, outcome = excluded.outcome`,
 		r.RunID, r.Session.AgentID, r.Session.Key, r.Requester, r.StartedAt, r.EndedAt, r.Outcome)
@@ -247,5 +251,5 @@ func (t *Tx) PutRun(ctx context.Context, r gateway.Run) error {
 
 // GetRun implements gateway.Tx.
 func (t *Tx) GetRun(ctx context.Context, runID string) (gateway.Run, bool, error) {
-	return scanRun(t.tx.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE run_id = ?`, runID))
+	return t.c.getRun(runID)
 }

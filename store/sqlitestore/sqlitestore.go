@@ -15,15 +15,19 @@
 package sqlitestore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
-	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
+	sqlite3 "github.com/mattn/go-sqlite3"
 	vigil "github.com/vigilhq/vigil"
 )
 
@@ -39,26 +43,44 @@ type Options struct {
 	ReadConns int
 }
 
+// readCacheKiB is each reader's page cache. SQLite's default (2 MiB) holds
+// a fraction of the pages a busy store's deltas touch (50,000 events and
+// their session index take about 10 MiB), and a page read from the file
+// costs a system call.
+const readCacheKiB = 8192
+
 // Store is a vigil.Store on one SQLite file.
 type Store struct {
 	write *sql.DB // exactly one connection
 	read  *sql.DB
+	ckpt  *checkpointer
 
-	// Statements prepared once on the writer connection.
-	stmts map[string]*sql.Stmt
-	// historyStmt is prepared on the reader pool.
-	historyStmt *sql.Stmt
+	conns sync.Map // *sqlite3.SQLiteConn -> *connState
 }
 
 var _ vigil.Store = (*Store)(nil)
 
+// connector opens driver connections with a hook, so settings that the DSN
+// cannot carry apply to every connection the pool ever opens.
+type connector struct {
+	drv *sqlite3.SQLiteDriver
+	dsn string
+}
+
+func (c connector) Connect(context.Context) (driver.Conn, error) { return c.drv.Open(c.dsn) }
+func (c connector) Driver() driver.Driver                        { return c.drv }
+
+func openDB(dsn string, hook func(*sqlite3.SQLiteConn) error) *sql.DB {
+	return sql.OpenDB(connector{drv: &sqlite3.SQLiteDriver{ConnectHook: hook}, dsn: dsn})
+}
+
 // Open opens (creating if needed) the database at path and brings its
 // schema up to date.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
-	sync := strings.ToUpper(opts.Synchronous)
-	switch sync {
+	syncMode := strings.ToUpper(opts.Synchronous)
+	switch syncMode {
 	case "":
-		sync = "FULL"
+		syncMode = "FULL"
 	case "FULL", "NORMAL":
 	default:
 		return nil, fmt.Errorf("open %s: synchronous must be FULL or NORMAL, got %q", path, opts.Synchronous)
@@ -79,10 +101,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		}
 		return "file:" + path + "?" + q.Encode()
 	}
-	write, err := sql.Open("sqlite3", dsn("_synchronous="+sync, "_txlock=immediate"))
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
+	write := openDB(dsn("_synchronous="+syncMode, "_txlock=immediate"), func(c *sqlite3.SQLiteConn) error {
+		_, err := c.Exec(fmt.Sprintf(`PRAGMA wal_autocheckpoint = %d; PRAGMA journal_size_limit = %d`,
+			writerAutoCheckpoint, walSizeLimit), nil)
+		return err
+	})
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
@@ -95,38 +118,28 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		write.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	read, err := sql.Open("sqlite3", dsn("_query_only=1"))
-	if err != nil {
-		write.Close()
-		return nil, fmt.Errorf("open %s for reading: %w", path, err)
-	}
+	read := openDB(dsn("_query_only=1", fmt.Sprintf("_cache_size=-%d", readCacheKiB)), nil)
 	read.SetMaxOpenConns(opts.ReadConns)
 	read.SetMaxIdleConns(opts.ReadConns)
-	s := &Store{write: write, read: read, stmts: map[string]*sql.Stmt{}}
-	if s.historyStmt, err = read.PrepareContext(ctx, historyQuery); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("open %s: prepare history: %w", path, err)
-	}
-	for name, q := range writeStatements {
-		st, err := write.PrepareContext(ctx, q)
-		if err != nil {
-			s.Close()
-			return nil, fmt.Errorf("open %s: prepare %s: %w", path, name, err)
-		}
-		s.stmts[name] = st
-	}
-	return s, nil
+	// A checkpoint syncs the log and the database file as its connection's
+	// synchronous setting says, so the checkpointer shares the writer's:
+	// the log may be reused only once what it held is durable in the file.
+	ckpt := openDB(dsn("_synchronous="+syncMode), nil)
+	ckpt.SetMaxOpenConns(1)
+	return &Store{write: write, read: read, ckpt: startCheckpointer(ckpt)}, nil
 }
 
 // Close closes both connection pools.
 func (s *Store) Close() error {
-	for _, st := range s.stmts {
-		st.Close()
-	}
-	if s.historyStmt != nil {
-		s.historyStmt.Close()
-	}
-	return errors.Join(s.read.Close(), s.write.Close())
+	err := s.ckpt.close()
+	// Finalize the kept statements first: a connection with live
+	// statements cannot close.
+	s.conns.Range(func(k, v any) bool {
+		v.(*connState).close()
+		s.conns.Delete(k)
+		return true
+	})
+	return errors.Join(err, s.read.Close(), s.write.Close())
 }
 
 // DB returns the writer pool, for embedders' own migrations. Use it only
@@ -136,41 +149,41 @@ func (s *Store) DB() *sql.DB { return s.write }
 const eventColumns = `sequence, agent_id, session_key, coalesce(session_id, ''), kind, actor_type,
 	coalesce(actor_id, ''), coalesce(run_id, ''), occurred_at, recorded_at, summary, payload, coalesce(dedupe_key, '')`
 
+// eventAt decodes eventColumns starting at column i.
+func eventAt(r rowValues, i int) vigil.Event {
+	return vigil.Event{Sequence: r.int(i), AgentID: r.str(i + 1), SessionKey: r.str(i + 2), SessionID: r.str(i + 3),
+		Kind: vigil.Kind(r.str(i + 4)), ActorType: vigil.ActorType(r.str(i + 5)), ActorID: r.str(i + 6),
+		RunID: r.str(i + 7), OccurredAt: r.int(i + 8), RecordedAt: r.int(i + 9), Summary: r.str(i + 10),
+		Payload: r.bytes(i + 11), DedupeKey: r.str(i + 12)}
+}
+
 const cursorColumns = `target_agent, target_key, watcher, last_seen, notified, material, updated_at`
 
-var writeStatements = map[string]string{
-	"append": `INSERT INTO events (sequence, agent_id, session_key, session_id, kind, actor_type, actor_id,
+func cursorAt(r rowValues) vigil.Cursor {
+	return vigil.Cursor{Target: vigil.SessionRef{AgentID: r.str(0), Key: r.str(1)}, Watcher: r.str(2),
+		LastSeen: r.int(3), Notified: r.int(4), Material: r.int(5), UpdatedAt: r.int(6)}
+}
+
+const (
+	appendQuery = `INSERT INTO events (sequence, agent_id, session_key, session_id, kind, actor_type, actor_id,
 		run_id, occurred_at, recorded_at, summary, payload, dedupe_key)
 		VALUES (?, ?, ?, nullif(?, ''), ?, ?, nullif(?, ''), nullif(?, ''), ?, ?, ?, ?, nullif(?, ''))
-		ON CONFLICT (agent_id, session_key, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING`,
-	"byDedupe":     `SELECT ` + eventColumns + ` FROM events WHERE agent_id = ? AND session_key = ? AND dedupe_key = ?`,
-	"lastSequence": `SELECT max(coalesce((SELECT max(sequence) FROM events), 0), floor) FROM sequence_floor WHERE id = 1`,
-	"raiseFloor": `UPDATE sequence_floor SET floor = max(floor, coalesce((SELECT max(sequence) FROM events), 0), ?)
-		WHERE id = 1`,
-	"version":         versionQuery,
-	"cursorsOnTarget": `SELECT ` + cursorColumns + ` FROM cursors WHERE target_agent = ? AND target_key = ?`,
-	"cursor":          `SELECT ` + cursorColumns + ` FROM cursors WHERE target_agent = ? AND target_key = ? AND watcher = ?`,
-	"putCursor": `INSERT INTO cursors (` + cursorColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (agent_id, session_key, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING`
+	byDedupeQuery     = `SELECT ` + eventColumns + ` FROM events WHERE agent_id = ? AND session_key = ? AND dedupe_key = ?`
+	lastSequenceQuery = `SELECT max(coalesce((SELECT max(sequence) FROM events), 0), floor) FROM sequence_floor WHERE id = 1`
+	raiseFloorQuery   = `UPDATE sequence_floor SET floor = max(floor, coalesce((SELECT max(sequence) FROM events), 0), ?)
+		WHERE id = 1`
+	cursorsOnTargetQuery = `SELECT ` + cursorColumns + ` FROM cursors WHERE target_agent = ? AND target_key = ?`
+	cursorQuery          = `SELECT ` + cursorColumns + ` FROM cursors WHERE target_agent = ? AND target_key = ? AND watcher = ?`
+	putCursorQuery       = `INSERT INTO cursors (` + cursorColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (target_agent, target_key, watcher) DO UPDATE SET last_seen = excluded.last_seen,
-		notified = excluded.notified, material = excluded.material, updated_at = excluded.updated_at`,
-}
-
-const versionQuery = `SELECT max(
+		notified = excluded.notified, material = excluded.material, updated_at = excluded.updated_at`
+	versionQuery = `SELECT max(
 	coalesce((SELECT max(sequence) FROM events WHERE agent_id = ?1 AND session_key = ?2), 0),
 	coalesce((SELECT head FROM session_heads WHERE agent_id = ?1 AND session_key = ?2), 0))`
+)
 
 type scanner interface{ Scan(...any) error }
-
-func scanEvent(r scanner) (vigil.Event, error) {
-	var e vigil.Event
-	var payload sql.NullString
-	err := r.Scan(&e.Sequence, &e.AgentID, &e.SessionKey, &e.SessionID, &e.Kind, &e.ActorType,
-		&e.ActorID, &e.RunID, &e.OccurredAt, &e.RecordedAt, &e.Summary, &payload, &e.DedupeKey)
-	if payload.Valid {
-		e.Payload = []byte(payload.String)
-	}
-	return e, err
-}
 
 func scanCursor(r scanner) (vigil.Cursor, error) {
 	var c vigil.Cursor
@@ -178,22 +191,7 @@ func scanCursor(r scanner) (vigil.Cursor, error) {
 	return c, err
 }
 
-func collectEvents(rows *sql.Rows, err error) ([]vigil.Event, error) {
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []vigil.Event
-	for rows.Next() {
-		e, err := scanEvent(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
-}
-
+// collectCursors reads cursorColumns rows read through database/sql.
 func collectCursors(rows *sql.Rows, err error) ([]vigil.Cursor, error) {
 	if err != nil {
 		return nil, err
@@ -210,34 +208,69 @@ func collectCursors(rows *sql.Rows, err error) ([]vigil.Cursor, error) {
 	return out, rows.Err()
 }
 
-func getCursor(row *sql.Row) (vigil.Cursor, bool, error) {
-	c, err := scanCursor(row)
-	if errors.Is(err, sql.ErrNoRows) {
-		return vigil.Cursor{}, false, nil
-	}
-	return c, err == nil, err
+// queryCursors reads cursorColumns rows.
+func (c conn) queryCursors(q string, args ...any) ([]vigil.Cursor, error) {
+	var out []vigil.Cursor
+	err := c.query(q, args, func(r rowValues) error {
+		out = append(out, cursorAt(r))
+		return nil
+	})
+	return out, err
 }
 
-// readTx runs fn in one read transaction, so its reads share a snapshot.
-func (s *Store) readTx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := s.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+// getCursor reads one cursorColumns row.
+func (c conn) getCursor(q string, args ...any) (vigil.Cursor, bool, error) {
+	var cur vigil.Cursor
+	ok, err := c.queryRow(q, args, func(r rowValues) error {
+		cur = cursorAt(r)
+		return nil
+	})
+	return cur, ok, err
+}
+
+// reading runs fn on a reader connection.
+func (s *Store) reading(ctx context.Context, fn func(c conn) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	sc, err := s.read.Conn(ctx)
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback()
-	return fn(tx)
+	defer sc.Close()
+	return fn(conn{s: s, sc: sc})
+}
+
+// snapshot runs fn in one read transaction, so its reads agree.
+func (s *Store) snapshot(ctx context.Context, fn func(c conn) error) error {
+	return s.reading(ctx, func(c conn) error {
+		if _, err := c.exec(`BEGIN`); err != nil {
+			return err
+		}
+		err := fn(c)
+		if _, cerr := c.exec(`COMMIT`); cerr != nil && err == nil {
+			err = cerr
+		}
+		if c.inTx() {
+			// Never hand a connection back to the pool inside a
+			// transaction: its stale snapshot would hold back checkpoints.
+			c.exec(`ROLLBACK`)
+		}
+		return err
+	})
 }
 
 // Versions implements vigil.Reader.
 func (s *Store) Versions(ctx context.Context, refs []vigil.SessionRef) (map[vigil.SessionRef]int64, error) {
 	out := make(map[vigil.SessionRef]int64, len(refs))
-	err := s.readTx(ctx, func(tx *sql.Tx) error {
+	err := s.snapshot(ctx, func(c conn) error {
 		for _, r := range refs {
-			var v int64
-			if err := tx.QueryRowContext(ctx, versionQuery, r.AgentID, r.Key).Scan(&v); err != nil {
+			if _, err := c.queryRow(versionQuery, []any{r.AgentID, r.Key}, func(row rowValues) error {
+				out[r] = row.int(0)
+				return nil
+			}); err != nil {
 				return err
 			}
-			out[r] = v
 		}
 		return nil
 	})
@@ -246,61 +279,68 @@ func (s *Store) Versions(ctx context.Context, refs []vigil.SessionRef) (map[vigi
 
 // History implements vigil.Reader.
 func (s *Store) History(ctx context.Context, ref vigil.SessionRef, after int64, limit int) (vigil.History, error) {
-	// One statement is one snapshot, so bounds and events agree without an
-	// explicit read transaction (which would cost two more round trips).
-	rows, err := s.historyStmt.QueryContext(ctx, ref.AgentID, ref.Key, after, limit)
-	if err != nil {
-		return vigil.History{}, err
-	}
-	defer rows.Close()
 	var h vigil.History
-	for rows.Next() {
-		var earliest, newest, head, watermark, seq sql.NullInt64
-		var e vigil.Event
-		var payload sql.NullString
-		if err := rows.Scan(&earliest, &newest, &head, &watermark, &seq, &e.AgentID, &e.SessionKey, &e.SessionID,
-			&e.Kind, &e.ActorType, &e.ActorID, &e.RunID, &e.OccurredAt, &e.RecordedAt, &e.Summary, &payload,
-			&e.DedupeKey); err != nil {
-			return vigil.History{}, err
-		}
-		h.EarliestRetained, h.Head, h.PrunedWatermark = earliest.Int64, max(newest.Int64, head.Int64), watermark.Int64
-		if !seq.Valid {
-			continue // the bounds row of a session with nothing after `after`
-		}
-		e.Sequence = seq.Int64
-		if payload.Valid {
-			e.Payload = []byte(payload.String)
-		}
-		h.Events = append(h.Events, e)
-	}
-	return h, rows.Err()
+	// One statement is one snapshot, so bounds and events agree without an
+	// explicit read transaction (which would cost two more statements).
+	err := s.reading(ctx, func(c conn) error {
+		return c.query(historyQuery, []any{ref.AgentID, ref.Key, after, limit}, func(r rowValues) error {
+			if r.isNull(4) { // the bounds row
+				h.EarliestRetained, h.Head, h.PrunedWatermark = r.int(0), max(r.int(1), r.int(2)), r.int(3)
+				return nil
+			}
+			h.Events = append(h.Events, vigil.Event{Sequence: r.int(4), AgentID: ref.AgentID, SessionKey: ref.Key,
+				SessionID: r.str(5), Kind: vigil.Kind(r.str(6)), ActorType: vigil.ActorType(r.str(7)), ActorID: r.str(8),
+				RunID: r.str(9), OccurredAt: r.int(10), RecordedAt: r.int(11), Summary: r.str(12),
+				Payload: r.bytes(13), DedupeKey: r.str(14)})
+			return nil
+		})
+	})
+	// SQLite emits a compound select's parts in order, but does not promise
+	// it; the contract does. Sorting sorted events is one pass.
+	slices.SortFunc(h.Events, func(a, b vigil.Event) int { return cmp.Compare(a.Sequence, b.Sequence) })
+	return h, err
 }
 
-// historyQuery reads a session's bounds and its events after ?3 (at most
-// ?4) in one statement: one row per event, or one row of bounds alone.
-const historyQuery = `SELECT b.earliest, b.newest, b.head, b.watermark, e.sequence,
-	coalesce(e.agent_id, ''), coalesce(e.session_key, ''), coalesce(e.session_id, ''), coalesce(e.kind, ''),
-	coalesce(e.actor_type, ''), coalesce(e.actor_id, ''), coalesce(e.run_id, ''), coalesce(e.occurred_at, 0),
-	coalesce(e.recorded_at, 0), coalesce(e.summary, ''), e.payload, coalesce(e.dedupe_key, '')
-	FROM (SELECT
-		(SELECT min(sequence) FROM events WHERE agent_id = ?1 AND session_key = ?2) AS earliest,
-		(SELECT max(sequence) FROM events WHERE agent_id = ?1 AND session_key = ?2) AS newest,
-		(SELECT head FROM session_heads WHERE agent_id = ?1 AND session_key = ?2) AS head,
-		(SELECT pruned_watermark FROM session_heads WHERE agent_id = ?1 AND session_key = ?2) AS watermark) b
-	LEFT JOIN (SELECT * FROM events WHERE agent_id = ?1 AND session_key = ?2 AND sequence > ?3
-		ORDER BY sequence LIMIT ?4) e
-	ORDER BY e.sequence`
+// historyQuery reads a session's bounds (one row whose sequence column is
+// NULL) and its events after ?3, at most ?4, one row per event, in one
+// statement. A compound select needs no sort of the whole result, as an
+// outer join with ORDER BY did. The session's key columns are the caller's,
+// so they are not read back, and nullable columns come back as NULL, which
+// the driver hands over without a copy.
+const historyQuery = `SELECT
+		(SELECT min(sequence) FROM events WHERE agent_id = ?1 AND session_key = ?2),
+		(SELECT max(sequence) FROM events WHERE agent_id = ?1 AND session_key = ?2),
+		h.head, h.pruned_watermark,
+		NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+		FROM (SELECT 1) LEFT JOIN session_heads h ON h.agent_id = ?1 AND h.session_key = ?2
+	UNION ALL
+	SELECT * FROM (SELECT NULL, NULL, NULL, NULL, sequence, session_id, kind, actor_type, actor_id, run_id,
+		occurred_at, recorded_at, summary, payload, dedupe_key
+		FROM events WHERE agent_id = ?1 AND session_key = ?2 AND sequence > ?3 ORDER BY sequence LIMIT ?4)`
 
 // Cursor implements vigil.Reader.
 func (s *Store) Cursor(ctx context.Context, watcher string, target vigil.SessionRef) (vigil.Cursor, bool, error) {
-	return getCursor(s.read.QueryRowContext(ctx, writeStatements["cursor"], target.AgentID, target.Key, watcher))
+	var cur vigil.Cursor
+	var ok bool
+	err := s.reading(ctx, func(c conn) error {
+		var err error
+		cur, ok, err = c.getCursor(cursorQuery, target.AgentID, target.Key, watcher)
+		return err
+	})
+	return cur, ok, err
 }
 
 // Cursors implements vigil.Reader.
 func (s *Store) Cursors(ctx context.Context, ref vigil.SessionRef) ([]vigil.Cursor, error) {
-	return collectCursors(s.read.QueryContext(ctx, `SELECT `+cursorColumns+` FROM cursors
-		WHERE watcher = ?1 OR (target_agent = ?2 AND target_key = ?3)
-		ORDER BY watcher, target_agent, target_key`, ref.Key, ref.AgentID, ref.Key))
+	var out []vigil.Cursor
+	err := s.reading(ctx, func(c conn) error {
+		var err error
+		out, err = c.queryCursors(`SELECT `+cursorColumns+` FROM cursors
+			WHERE watcher = ?1 OR (target_agent = ?2 AND target_key = ?3)
+			ORDER BY watcher, target_agent, target_key`, ref.Key, ref.AgentID, ref.Key)
+		return err
+	})
+	return out, err
 }
 
 // NthNewestSequence implements vigil.Reader.
@@ -309,72 +349,87 @@ func (s *Store) NthNewestSequence(ctx context.Context, n int) (int64, error) {
 		return 0, nil
 	}
 	var seq int64
-	err := s.read.QueryRowContext(ctx, `SELECT sequence FROM events ORDER BY sequence DESC LIMIT 1 OFFSET ?`, n-1).Scan(&seq)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
-	}
+	err := s.reading(ctx, func(c conn) error {
+		_, err := c.queryRow(`SELECT sequence FROM events ORDER BY sequence DESC LIMIT 1 OFFSET ?`, []any{n - 1},
+			func(r rowValues) error {
+				seq = r.int(0)
+				return nil
+			})
+		return err
+	})
 	return seq, err
 }
 
 // Log implements vigil.Reader.
 func (s *Store) Log(ctx context.Context, after int64, limit int) (vigil.LogPage, error) {
 	var p vigil.LogPage
-	err := s.readTx(ctx, func(tx *sql.Tx) error {
-		if err := tx.QueryRowContext(ctx, `SELECT pruned FROM sequence_floor WHERE id = 1`).Scan(&p.PrunedWatermark); err != nil {
+	err := s.snapshot(ctx, func(c conn) error {
+		if _, err := c.queryRow(`SELECT pruned FROM sequence_floor WHERE id = 1`, nil, func(r rowValues) error {
+			p.PrunedWatermark = r.int(0)
+			return nil
+		}); err != nil {
 			return err
 		}
-		var err error
-		p.Events, err = collectEvents(tx.QueryContext(ctx, `SELECT `+eventColumns+` FROM events
-			WHERE sequence > ? ORDER BY sequence LIMIT ?`, after, limit))
-		return err
+		return c.query(`SELECT `+eventColumns+` FROM events WHERE sequence > ? ORDER BY sequence LIMIT ?`,
+			[]any{after, limit}, func(r rowValues) error {
+				p.Events = append(p.Events, eventAt(r, 0))
+				return nil
+			})
 	})
 	return p, err
 }
 
 // BeginWrite implements vigil.Store: BEGIN IMMEDIATE on the writer
 // connection, so a second process writing the same file waits (up to the
-// busy timeout) instead of failing mid-transaction.
+// busy timeout) instead of failing mid-transaction. The writer pool holds
+// one connection, so writers in this process queue for it.
 func (s *Store) BeginWrite(ctx context.Context) (vigil.Tx, error) {
-	tx, err := s.write.BeginTx(ctx, nil)
+	sc, err := s.write.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &Tx{s: s, tx: tx, ctx: ctx}, nil
+	c := conn{s: s, sc: sc}
+	if _, err := c.exec(`BEGIN IMMEDIATE`); err != nil {
+		sc.Close()
+		return nil, err
+	}
+	return &Tx{s: s, c: c, tx: sc}, nil
 }
 
-// Tx is a write transaction. Embedders whose tables share the database use
-// SQL to run their own statements in it.
+// Tx is a write transaction.
 type Tx struct {
-	s   *Store
-	tx  *sql.Tx
-	ctx context.Context
-
-	stmts map[string]*sql.Stmt
+	s *Store
+	c conn
+	// tx is the connection the transaction runs on: every statement on it
+	// until Commit or Rollback belongs to the transaction.
+	tx   *sql.Conn
+	done bool
 
 	seqLoaded  bool
 	seq        int64
 	floorDirty bool
 }
 
-// SQL returns the underlying transaction.
-func (t *Tx) SQL() *sql.Tx { return t.tx }
+// Conn returns the connection the transaction runs on, for embedders whose
+// tables share the database: statements run on it belong to the
+// transaction until Commit or Rollback. Give them a context that is not
+// cancelled meanwhile; an interrupted write makes SQLite roll back the
+// whole transaction.
+func (t *Tx) Conn() *sql.Conn { return t.tx }
 
-func (t *Tx) stmt(ctx context.Context, name string) *sql.Stmt {
-	if st, ok := t.stmts[name]; ok {
-		return st
-	}
-	if t.stmts == nil {
-		t.stmts = map[string]*sql.Stmt{}
-	}
-	st := t.tx.StmtContext(ctx, t.s.stmts[name])
-	t.stmts[name] = st
-	return st
-}
+// Exec runs a statement of the embedder's inside the transaction, through
+// the same prepared-statement path the store's own writes take, and
+// returns how many rows it changed. Arguments are int64 (or int), string,
+// []byte, float64 or nil.
+func (t *Tx) Exec(query string, args ...any) (int64, error) { return t.c.exec(query, args...) }
 
 // Append implements vigil.Tx.
 func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
 	if !t.seqLoaded {
-		if err := t.stmt(ctx, "lastSequence").QueryRowContext(ctx).Scan(&t.seq); err != nil {
+		if _, err := t.c.queryRow(lastSequenceQuery, nil, func(r rowValues) error {
+			t.seq = r.int(0)
+			return nil
+		}); err != nil {
 			return false, fmt.Errorf("read sequence: %w", err)
 		}
 		t.seqLoaded = true
@@ -385,16 +440,20 @@ func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
 	if len(e.Payload) > 0 {
 		payload = string(e.Payload)
 	}
-	res, err := t.stmt(ctx, "append").ExecContext(ctx, e.Sequence, e.AgentID, e.SessionKey, e.SessionID,
-		string(e.Kind), string(e.ActorType), e.ActorID, e.RunID, e.OccurredAt, e.RecordedAt, e.Summary, payload, e.DedupeKey)
-	if err != nil {
-		return false, err
-	}
-	if n, err := res.RowsAffected(); err != nil || n == 1 {
+	n, err := t.c.exec(appendQuery, e.Sequence, e.AgentID, e.SessionKey, e.SessionID, string(e.Kind), string(e.ActorType),
+		e.ActorID, e.RunID, e.OccurredAt, e.RecordedAt, e.Summary, payload, e.DedupeKey)
+	if err != nil || n == 1 {
 		return n == 1, err
 	}
 	t.floorDirty = true // the number is used up with no event to show for it
-	prior, err := scanEvent(t.stmt(ctx, "byDedupe").QueryRowContext(ctx, e.AgentID, e.SessionKey, e.DedupeKey))
+	var prior vigil.Event
+	found, err := t.c.queryRow(byDedupeQuery, []any{e.AgentID, e.SessionKey, e.DedupeKey}, func(r rowValues) error {
+		prior = eventAt(r, 0)
+		return nil
+	})
+	if err == nil && !found {
+		err = sql.ErrNoRows
+	}
 	if err != nil {
 		return false, fmt.Errorf("read event with dedupe key %q: %w", e.DedupeKey, err)
 	}
@@ -405,51 +464,46 @@ func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
 // Version implements vigil.Tx.
 func (t *Tx) Version(ctx context.Context, ref vigil.SessionRef) (int64, error) {
 	var v int64
-	err := t.stmt(ctx, "version").QueryRowContext(ctx, ref.AgentID, ref.Key).Scan(&v)
+	_, err := t.c.queryRow(versionQuery, []any{ref.AgentID, ref.Key}, func(r rowValues) error {
+		v = r.int(0)
+		return nil
+	})
 	return v, err
 }
 
 // CursorsOnTarget implements vigil.Tx.
 func (t *Tx) CursorsOnTarget(ctx context.Context, target vigil.SessionRef) ([]vigil.Cursor, error) {
-	return collectCursors(t.stmt(ctx, "cursorsOnTarget").QueryContext(ctx, target.AgentID, target.Key))
+	return t.c.queryCursors(cursorsOnTargetQuery, target.AgentID, target.Key)
 }
 
 // Cursor implements vigil.Tx.
 func (t *Tx) Cursor(ctx context.Context, watcher string, target vigil.SessionRef) (vigil.Cursor, bool, error) {
-	return getCursor(t.stmt(ctx, "cursor").QueryRowContext(ctx, target.AgentID, target.Key, watcher))
+	return t.c.getCursor(cursorQuery, target.AgentID, target.Key, watcher)
 }
 
 // PutCursor implements vigil.Tx.
 func (t *Tx) PutCursor(ctx context.Context, c vigil.Cursor) error {
-	_, err := t.stmt(ctx, "putCursor").ExecContext(ctx, c.Target.AgentID, c.Target.Key, c.Watcher,
+	_, err := t.c.exec(putCursorQuery, c.Target.AgentID, c.Target.Key, c.Watcher,
 		c.LastSeen, c.Notified, c.Material, c.UpdatedAt)
 	return err
 }
 
 // DeleteCursor implements vigil.Tx.
 func (t *Tx) DeleteCursor(ctx context.Context, watcher string, target vigil.SessionRef) (bool, error) {
-	res, err := t.tx.ExecContext(ctx, `DELETE FROM cursors WHERE watcher = ? AND target_agent = ? AND target_key = ?`,
+	n, err := t.c.exec(`DELETE FROM cursors WHERE watcher = ? AND target_agent = ? AND target_key = ?`,
 		watcher, target.AgentID, target.Key)
-	if err != nil {
-		return false, err
-	}
-	n, err := res.RowsAffected()
 	return n > 0, err
 }
 
 // DeleteWatcherCursors implements vigil.Tx.
 func (t *Tx) DeleteWatcherCursors(ctx context.Context, watcher string) (int, error) {
-	res, err := t.tx.ExecContext(ctx, `DELETE FROM cursors WHERE watcher = ?`, watcher)
-	if err != nil {
-		return 0, err
-	}
-	n, err := res.RowsAffected()
+	n, err := t.c.exec(`DELETE FROM cursors WHERE watcher = ?`, watcher)
 	return int(n), err
 }
 
 // DeleteSession implements vigil.Tx.
 func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
-	if err := t.raiseFloor(ctx); err != nil {
+	if err := t.raiseFloor(); err != nil {
 		return err
 	}
 	for _, q := range []struct {
@@ -461,7 +515,7 @@ func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
 		{`DELETE FROM cursors WHERE target_agent = ? AND target_key = ?`, []any{ref.AgentID, ref.Key}},
 		{`DELETE FROM cursors WHERE watcher = ?`, []any{ref.Key}},
 	} {
-		if _, err := t.tx.ExecContext(ctx, q.sql, q.args...); err != nil {
+		if _, err := t.c.exec(q.sql, q.args...); err != nil {
 			return err
 		}
 	}
@@ -470,56 +524,50 @@ func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
 
 // PendingCursors implements vigil.Tx.
 func (t *Tx) PendingCursors(ctx context.Context) ([]vigil.Cursor, error) {
-	return collectCursors(t.tx.QueryContext(ctx, `SELECT `+cursorColumns+` FROM cursors WHERE material > last_seen`))
+	return t.c.queryCursors(`SELECT ` + cursorColumns + ` FROM cursors WHERE material > last_seen`)
 }
 
 // PruneEvents implements vigil.Tx. Deleting a prefix of the sequence order
-// lets one range delete on the primary key do the work.
+// lets one range delete on the primary key do the work, and one statement
+// raise the watermarks of every session in the prefix: a batch is a handful
+// of statements whatever its size, so the writer is back for producers
+// soon.
 func (t *Tx) PruneEvents(ctx context.Context, maxSequence, recordedBefore int64, limit int) (int, error) {
-	rows, err := t.tx.QueryContext(ctx, `SELECT sequence, agent_id, session_key, recorded_at FROM events
-		WHERE sequence <= ? ORDER BY sequence LIMIT ?`, maxSequence, limit)
-	if err != nil {
-		return 0, err
-	}
-	pruned := map[vigil.SessionRef]int64{}
 	var last int64
 	n := 0
-	for rows.Next() {
-		var seq, recordedAt int64
-		var ref vigil.SessionRef
-		if err := rows.Scan(&seq, &ref.AgentID, &ref.Key, &recordedAt); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		if recordedAt >= recordedBefore {
-			break
-		}
-		pruned[ref] = seq // ascending, so the last one is the session's highest
-		last = seq
-		n++
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	stop := errors.New("stop")
+	err := t.c.query(`SELECT sequence, recorded_at FROM events WHERE sequence <= ? ORDER BY sequence LIMIT ?`,
+		[]any{maxSequence, limit}, func(r rowValues) error {
+			if r.int(1) >= recordedBefore {
+				return stop
+			}
+			last = r.int(0)
+			n++
+			return nil
+		})
+	if err != nil && err != stop {
 		return 0, err
 	}
 	if n == 0 {
 		return 0, nil
 	}
-	if err := t.raiseFloor(ctx); err != nil {
+	if err := t.raiseFloor(); err != nil {
 		return 0, err
 	}
-	for ref, seq := range pruned {
-		if _, err := t.tx.ExecContext(ctx, `INSERT INTO session_heads (agent_id, session_key, head, pruned_watermark)
-			VALUES (?1, ?2, ?3, ?3) ON CONFLICT (agent_id, session_key) DO UPDATE SET
-			head = max(head, excluded.head), pruned_watermark = max(pruned_watermark, excluded.pruned_watermark)`,
-			ref.AgentID, ref.Key, seq); err != nil {
-			return 0, fmt.Errorf("raise pruned watermark of %s: %w", ref, err)
-		}
+	// Every event at or below last goes: the prefix read above. NOT INDEXED
+	// keeps the planner on that range of the rowid, where it would
+	// otherwise scan the whole session index for its grouping order.
+	if _, err := t.c.exec(`INSERT INTO session_heads (agent_id, session_key, head, pruned_watermark)
+		SELECT agent_id, session_key, max(sequence), max(sequence) FROM events NOT INDEXED
+		WHERE sequence <= ?1 GROUP BY agent_id, session_key
+		ON CONFLICT (agent_id, session_key) DO UPDATE SET
+		head = max(head, excluded.head), pruned_watermark = max(pruned_watermark, excluded.pruned_watermark)`, last); err != nil {
+		return 0, fmt.Errorf("raise pruned watermarks: %w", err)
 	}
-	if _, err := t.tx.ExecContext(ctx, `UPDATE sequence_floor SET pruned = max(pruned, ?) WHERE id = 1`, last); err != nil {
+	if _, err := t.c.exec(`UPDATE sequence_floor SET pruned = max(pruned, ?) WHERE id = 1`, last); err != nil {
 		return 0, err
 	}
-	if _, err := t.tx.ExecContext(ctx, `DELETE FROM events WHERE sequence <= ?`, last); err != nil {
+	if _, err := t.c.exec(`DELETE FROM events WHERE sequence <= ?`, last); err != nil {
 		return 0, err
 	}
 	return n, nil
@@ -527,19 +575,15 @@ func (t *Tx) PruneEvents(ctx context.Context, maxSequence, recordedBefore int64,
 
 // ExpireCursors implements vigil.Tx.
 func (t *Tx) ExpireCursors(ctx context.Context, updatedBefore int64, limit int) (int, error) {
-	res, err := t.tx.ExecContext(ctx, `DELETE FROM cursors WHERE (watcher, target_agent, target_key) IN (
+	n, err := t.c.exec(`DELETE FROM cursors WHERE (watcher, target_agent, target_key) IN (
 		SELECT watcher, target_agent, target_key FROM cursors WHERE updated_at < ? LIMIT ?)`, updatedBefore, limit)
-	if err != nil {
-		return 0, err
-	}
-	n, err := res.RowsAffected()
 	return int(n), err
 }
 
 // raiseFloor keeps every sequence handed out so far from being handed out
 // again, before events that may hold the newest numbers are deleted.
-func (t *Tx) raiseFloor(ctx context.Context) error {
-	if _, err := t.stmt(ctx, "raiseFloor").ExecContext(ctx, t.seq); err != nil {
+func (t *Tx) raiseFloor() error {
+	if _, err := t.c.exec(raiseFloorQuery, t.seq); err != nil {
 		return fmt.Errorf("raise sequence floor: %w", err)
 	}
 	t.floorDirty = false
@@ -548,14 +592,43 @@ func (t *Tx) raiseFloor(ctx context.Context) error {
 
 // Commit implements vigil.Tx.
 func (t *Tx) Commit() error {
-	if t.floorDirty {
-		if err := t.raiseFloor(t.ctx); err != nil {
-			t.tx.Rollback()
-			return err
-		}
+	if t.done {
+		return sql.ErrTxDone
 	}
-	return t.tx.Commit()
+	err := func() error {
+		if t.floorDirty {
+			if err := t.raiseFloor(); err != nil {
+				return err
+			}
+		}
+		_, err := t.c.exec(`COMMIT`)
+		return err
+	}()
+	t.end()
+	if err == nil {
+		t.s.ckpt.committed()
+	}
+	return err
 }
 
 // Rollback implements vigil.Tx.
-func (t *Tx) Rollback() error { return t.tx.Rollback() }
+func (t *Tx) Rollback() error {
+	if t.done {
+		return sql.ErrTxDone
+	}
+	var err error
+	if t.c.inTx() { // SQLite may have rolled back already, after an I/O error say
+		_, err = t.c.exec(`ROLLBACK`)
+	}
+	t.end()
+	return err
+}
+
+// end hands the connection back, never inside a transaction.
+func (t *Tx) end() {
+	if t.c.inTx() {
+		t.c.exec(`ROLLBACK`)
+	}
+	t.done = true
+	t.tx.Close()
+}

@@ -248,3 +248,35 @@ func TestWritersOnOneFileAreSerialised(t *testing.T) {
 		t.Errorf("History has %d events, want %d", len(h.Events), len(stores)*perStore)
 	}
 }
+
+// History reads bounds and events in one compound statement; an event
+// whose text holds control characters (written by hand, since recording
+// refuses them) comes back exactly, in order, with the right bounds.
+func TestHistoryReadsEventsWrittenByHand(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "vigil.db"), sqlitestore.Options{})
+	first := appendOne(t, s, event(alphaMain, ""))
+	odd := "a\x1fb\x1ec"
+	if _, err := s.DB().ExecContext(t.Context(), `INSERT INTO events (sequence, agent_id, session_key, kind, actor_type,
+		occurred_at, recorded_at, summary, payload) VALUES (?, ?, ?, 'goal_changed', 'human', 1, 1, ?, ?)`,
+		first+1, alphaMain.AgentID, alphaMain.Key, odd, `{"x":"`+odd+`"}`); err != nil {
+		t.Fatal(err)
+	}
+	last := appendOne(t, s, event(alphaMain, ""))
+	h, err := s.History(t.Context(), alphaMain, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Events) != 3 || h.Events[0].Sequence != first || h.Events[1].Sequence != first+1 || h.Events[2].Sequence != last {
+		t.Fatalf("History = %+v, want events %d, %d, %d", h.Events, first, first+1, last)
+	}
+	if got := h.Events[1]; got.Summary != odd || string(got.Payload) != `{"x":"`+odd+`"}` {
+		t.Errorf("event with separators read back as summary %q, payload %q", got.Summary, got.Payload)
+	}
+	if h.Head != last || h.EarliestRetained != first {
+		t.Errorf("History bounds: head %d, earliest %d; want %d, %d", h.Head, h.EarliestRetained, last, first)
+	}
+	h, err = s.History(t.Context(), alphaMain, first+1, 10)
+	if err != nil || len(h.Events) != 1 || h.Events[0].Sequence != last || h.Events[0].Summary != "goal updated" {
+		t.Fatalf("History after %d = %+v, %v; want the one event %d", first+1, h.Events, err, last)
+	}
+}
