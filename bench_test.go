@@ -13,6 +13,11 @@ import (
 	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
+// These are the engine's testing.B benchmarks, for profiling
+// (go test -run X -bench Record -cpuprofile cpu.out). `vigil bench` runs
+// the same workloads with their baselines and targets; docs/performance.md
+// explains them.
+
 // benchEngine opens an engine with real time on a fresh store.
 func benchEngine(b *testing.B, sync string) (*vigil.Engine, *sqlitestore.Store) {
 	b.Helper()
@@ -29,6 +34,12 @@ func benchEngine(b *testing.B, sync string) (*vigil.Engine, *sqlitestore.Store) 
 	return eng, st
 }
 
+// humanMessage is what a person typing into a watched session records.
+func humanMessage(target vigil.SessionRef) vigil.Record {
+	return vigil.Record{Session: target, Kind: vigil.KindHumanDirectMessage, ActorType: vigil.ActorHuman,
+		ActorID: "telegram:42", Summary: "human message via telegram", Payload: []byte(`{"channel":"telegram"}`)}
+}
+
 // BenchmarkRecord records human messages on 100 targets, each watched by 2
 // watchers, from 1, 8 and 64 concurrent producers.
 func BenchmarkRecord(b *testing.B) {
@@ -36,58 +47,65 @@ func BenchmarkRecord(b *testing.B) {
 		for _, producers := range []int{1, 8, 64} {
 			b.Run(fmt.Sprintf("%s/producers=%d", syncMode, producers), func(b *testing.B) {
 				eng, _ := benchEngine(b, syncMode)
-				ctx := context.Background()
-				targets := make([]vigil.SessionRef, 100)
-				for i := range targets {
-					targets[i] = vigil.MustRef(fmt.Sprintf("agent:bench:subagent:t%d", i))
-					for w := 0; w < 2; w++ {
-						if _, err := eng.Watch(ctx, fmt.Sprintf("agent:bench:w%d", w), targets[i]); err != nil {
-							b.Fatal(err)
-						}
-					}
-				}
-				var next atomic.Int64
-				var wg sync.WaitGroup
-				b.ResetTimer()
-				for p := 0; p < producers; p++ {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for {
-							n := next.Add(1)
-							if n > int64(b.N) {
-								return
-							}
-							_, err := eng.Record(ctx, vigil.Record{
-								Session: targets[n%100], Kind: vigil.KindHumanDirectMessage,
-								ActorType: vigil.ActorHuman, ActorID: "telegram:42", Summary: "human message via telegram",
-							})
-							if err != nil {
-								b.Error(err)
-								return
-							}
-						}
-					}()
-				}
-				wg.Wait()
-				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
-				benchReport(b, eng)
+				benchRecord(b, eng, producers, 100, 2)
 			})
 		}
 	}
 }
 
-// benchReport adds how well group commit packed writes into transactions.
-func benchReport(b *testing.B, eng *vigil.Engine) {
-	st := eng.Stats()
-	if st.Batches > 0 {
+// BenchmarkFanOut records on one target watched by 1 to 1,000 watchers,
+// from 8 producers: the cost per event should grow linearly.
+func BenchmarkFanOut(b *testing.B) {
+	for _, watchers := range []int{1, 10, 100, 1000} {
+		b.Run(fmt.Sprintf("watchers=%d", watchers), func(b *testing.B) {
+			eng, _ := benchEngine(b, "FULL")
+			benchRecord(b, eng, 8, 1, watchers)
+		})
+	}
+}
+
+// benchRecord runs b.N records from producers goroutines on targets
+// targets with watchers watchers each.
+func benchRecord(b *testing.B, eng *vigil.Engine, producers, targets, watchers int) {
+	ctx := context.Background()
+	records := make([]vigil.Record, targets)
+	for i := range records {
+		target := vigil.MustRef(fmt.Sprintf("agent:bench:subagent:t%d", i))
+		records[i] = humanMessage(target)
+		for w := range watchers {
+			if _, err := eng.Watch(ctx, fmt.Sprintf("agent:bench:w%d", w), target); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for range producers {
+		wg.Go(func() {
+			for {
+				n := next.Add(1)
+				if n > int64(b.N) {
+					return
+				}
+				if _, err := eng.Record(ctx, records[n%int64(targets)]); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	if st := eng.Stats(); st.Batches > 0 {
 		b.ReportMetric(float64(st.BatchedWrites)/float64(st.Batches), "writes/batch")
 	}
 }
 
 // BenchmarkChangesSince answers deltas with 50,000 retained events over
-// 1,000 sessions: from a random point about 100 events back in the global
-// log, and for a session's last 5 events.
+// 1,000 sessions, a fifth of which get four fifths of the events: from
+// exactly 100 events back in a busy session, and a session's last 5
+// events.
 func BenchmarkChangesSince(b *testing.B) {
 	eng, _ := benchEngine(b, "NORMAL")
 	ctx := context.Background()
@@ -96,15 +114,22 @@ func BenchmarkChangesSince(b *testing.B) {
 	for i := range refs {
 		refs[i] = vigil.MustRef(fmt.Sprintf("agent:bench:subagent:s%d", i))
 	}
+	rng := rand.New(rand.NewPCG(1, 2))
 	perSession := make([][]int64, sessions)
 	for done := 0; done < events; done += 1000 {
 		err := eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
-			for i := done; i < done+1000; i++ {
-				res, err := txn.Record(ctx, vigil.Record{Session: refs[i%sessions], Kind: vigil.KindCompacted, ActorType: vigil.ActorSystem})
+			for range 1000 {
+				i := rng.IntN(sessions)
+				if rng.IntN(5) > 0 {
+					i = rng.IntN(sessions / 5)
+				}
+				r := humanMessage(refs[i])
+				r.Parent = "agent:bench:main"
+				res, err := txn.Record(ctx, r)
 				if err != nil {
 					return err
 				}
-				perSession[i%sessions] = append(perSession[i%sessions], res.Event.Sequence)
+				txn.AfterCommit(func() { perSession[i] = append(perSession[i], res.Event.Sequence) })
 			}
 			return nil
 		})
@@ -112,25 +137,31 @@ func BenchmarkChangesSince(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	b.Run("random", func(b *testing.B) {
-		for b.Loop() {
-			s := rng.IntN(sessions)
-			if _, err := eng.ChangesSince(ctx, refs[s], events-100, 0); err != nil {
-				b.Fatal(err)
-			}
+	var busy, any []int
+	for i, seqs := range perSession {
+		if len(seqs) > 100 {
+			busy = append(busy, i)
 		}
-	})
-	b.Run("last5", func(b *testing.B) {
-		for b.Loop() {
-			s := rng.IntN(sessions)
-			seqs := perSession[s]
-			d, err := eng.ChangesSince(ctx, refs[s], seqs[len(seqs)-6], 0)
-			if err != nil || len(d.Events) != 5 {
-				b.Fatalf("delta: %d events, %v", len(d.Events), err)
-			}
+		if len(seqs) > 5 {
+			any = append(any, i)
 		}
-	})
+	}
+	for _, c := range []struct {
+		name     string
+		sessions []int
+		back     int
+	}{{"back100", busy, 100}, {"last5", any, 5}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				s := c.sessions[rng.IntN(len(c.sessions))]
+				seqs := perSession[s]
+				d, err := eng.ChangesSince(ctx, refs[s], seqs[len(seqs)-c.back-1], 0)
+				if err != nil || len(d.Events) != c.back {
+					b.Fatalf("delta: %d events, %v; want %d", len(d.Events), err, c.back)
+				}
+			}
+		})
+	}
 }
 
 // BenchmarkSweep measures Open, whose startup sweep queues the notices of
@@ -146,7 +177,7 @@ func BenchmarkSweep(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		if _, err := eng.Record(ctx, vigil.Record{Session: target, Kind: vigil.KindHumanDirectMessage, ActorType: vigil.ActorHuman}); err != nil {
+		if _, err := eng.Record(ctx, humanMessage(target)); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -95,14 +95,16 @@ func cliCompFlagsFromUsage(text string) []cliCompFlag {
 
 // cliCompCommands lists every command of vigil with its flags.
 func cliCompCommands() []cliCompCommand {
-	// serve and demo print their flags for -h and do nothing else.
-	var serveUsage, demoUsage strings.Builder
+	// serve, bench and demo print their flags for -h and do nothing else.
+	var serveUsage, benchUsage, demoUsage strings.Builder
 	runServe(context.Background(), []string{"-h"}, func(string) string { return "" }, &serveUsage)
+	runBench(context.Background(), []string{"-h"}, io.Discard, &benchUsage)
 	runDemo(context.Background(), []string{"-h"}, io.Discard, &demoUsage)
 	cmds := []cliCompCommand{
 		{name: "serve", summary: "run the gateway (HTTP API) on an embedded SQLite file",
 			flags: cliCompFlagsFromUsage(serveUsage.String())},
 		{name: "sim", summary: "replay a scenario file", args: []cliCompArg{cliCompFiles}},
+		{name: "bench", summary: "measure vigil on this machine", flags: cliCompFlagsFromUsage(benchUsage.String())},
 		{name: "demo", summary: "play the session-state-awareness story against an in-process gateway",
 			flags: cliCompFlagsFromUsage(demoUsage.String())},
 	}

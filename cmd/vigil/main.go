@@ -27,6 +27,7 @@ the gateway:
                    one JSON line per operation (FILE "-" reads standard input)
   demo             play the session-state-awareness story against an
                    in-process gateway, checking every step
+  bench            measure vigil on this machine (--quick, --json, --db URL)
 
 client commands (talk to a running gateway):
   sessions                       list the sessions
@@ -72,6 +73,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return runMCP(ctx, args[1:], getenv, stdin, stdout, stderr)
 	case "demo":
 		return runDemo(ctx, args[1:], stdout, stderr)
+	case "bench":
+		return runBench(ctx, args[1:], stdout, stderr)
 	case "completion":
 		return runCompletion(args[1:], stdout, stderr)
 	case "help", "-h", "--help":

@@ -1,0 +1,151 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	vigil "github.com/vigilhq/vigil"
+)
+
+// runDelta measures changesSince in process on a store holding DeltaRows
+// events over DeltaSessions sessions. Activity is skewed as in real use:
+// a fifth of the sessions get four fifths of the events, so the busy ones
+// hold a few hundred events each and a delta about 100 events back exists
+// there; the quiet ones hold a dozen or so.
+//
+// Two cases: a random busy session from exactly 100 events back (the
+// delta returns 100 events), and a random session's last 5 events. The
+// baseline is the cheapest read the store offers a caller: one session's
+// state version.
+func runDelta(ctx context.Context, e *env) error {
+	s := e.cfg.Sizes
+	st, err := e.open(ctx, "delta", e.syncModes()[len(e.syncModes())-1])
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	eng, err := engine(ctx, st, vigil.Options{})
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+
+	refs := make([]vigil.SessionRef, s.DeltaSessions)
+	for i := range refs {
+		refs[i] = vigil.MustRef(fmt.Sprintf("agent:bench:subagent:s%d", i))
+	}
+	hot := max(1, s.DeltaSessions/5)
+	rng := rand.New(rand.NewPCG(7, 11))
+	seqs := make([][]int64, s.DeltaSessions)
+	if err := inBatches(ctx, eng, s.DeltaRows, 1000, func(ctx context.Context, txn *vigil.Txn, _ int) error {
+		i := rng.IntN(s.DeltaSessions)
+		if rng.IntN(5) > 0 {
+			i = rng.IntN(hot)
+		}
+		r := humanMessage(refs[i])
+		r.Parent = "agent:bench:main"
+		res, err := txn.Record(ctx, r)
+		if err == nil {
+			txn.AfterCommit(func() { seqs[i] = append(seqs[i], res.Event.Sequence) })
+		}
+		return err
+	}); err != nil {
+		return err
+	}
+	var busy, any []int
+	for i, q := range seqs {
+		if len(q) > 100 {
+			busy = append(busy, i)
+		}
+		if len(q) > 5 {
+			any = append(any, i)
+		}
+	}
+	if len(busy) == 0 || len(any) == 0 {
+		return fmt.Errorf("no session holds enough events (%d rows over %d sessions)", s.DeltaRows, s.DeltaSessions)
+	}
+
+	type kind struct {
+		name string
+		run  func() error
+		lat  []time.Duration
+	}
+	version := &kind{name: "version", run: func() error {
+		_, err := eng.Version(ctx, refs[any[rng.IntN(len(any))]])
+		return err
+	}}
+	random := &kind{name: "random", run: func() error {
+		i := busy[rng.IntN(len(busy))]
+		d, err := eng.ChangesSince(ctx, refs[i], seqs[i][len(seqs[i])-101], 0)
+		if err == nil && len(d.Events) != 100 {
+			err = fmt.Errorf("delta 100 back returned %d events", len(d.Events))
+		}
+		return err
+	}}
+	tail := &kind{name: "tail", run: func() error {
+		i := any[rng.IntN(len(any))]
+		d, err := eng.ChangesSince(ctx, refs[i], seqs[i][len(seqs[i])-6], 0)
+		if err == nil && len(d.Events) != 5 {
+			err = fmt.Errorf("delta of the last 5 returned %d events", len(d.Events))
+		}
+		return err
+	}}
+	kinds := []*kind{version, random, tail}
+	// Warm the reader's cache, then measure the kinds in alternating
+	// blocks, so a busy spell on the machine falls on all of them.
+	for _, k := range kinds {
+		for range 500 {
+			if err := k.run(); err != nil {
+				return err
+			}
+		}
+	}
+	const blocks = 4
+	for range blocks {
+		for _, k := range kinds {
+			for range max(1, s.DeltaSamples/blocks) {
+				start := time.Now()
+				if err := k.run(); err != nil {
+					return err
+				}
+				k.lat = append(k.lat, time.Since(start))
+			}
+		}
+	}
+	vmed, v99 := percentile(version.lat, 50), percentile(version.lat, 99)
+	for _, c := range []struct {
+		k         *kind
+		name      string
+		medTarget float64
+	}{
+		{random, "100 events back", 100e-6},
+		{tail, "last 5 events", 20e-6},
+	} {
+		med, p99 := percentile(c.k.lat, 50), percentile(c.k.lat, 99)
+		r := Result{Workload: "delta", Case: c.name + ", median", Value: med, Unit: "s",
+			Baseline: &Baseline{What: "state version read, median", Value: vmed, Unit: "s", Ratio: med / vmed},
+			Note:     count(len(c.k.lat)) + " samples"}
+		if !e.pg {
+			r.Target = &Target{Text: "<= " + value(c.medTarget, "s"), Met: med <= c.medTarget}
+		}
+		e.add(r)
+		e.add(Result{Workload: "delta", Case: c.name + ", p99", Value: p99, Unit: "s",
+			Baseline: &Baseline{What: "state version read, p99", Value: v99, Unit: "s", Ratio: p99 / v99}})
+	}
+	return nil
+}
+
+// percentile returns the p-th percentile of ds in seconds (nearest rank).
+func percentile(ds []time.Duration, p float64) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(float64(len(s))*p/100+0.5) - 1
+	i = min(max(i, 0), len(s)-1)
+	return s[i].Seconds()
+}

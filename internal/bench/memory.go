@@ -1,0 +1,227 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/gateway"
+)
+
+// runMemory measures the peak resident memory of a real `vigil serve`
+// process, started as a child of this one so its peak holds nothing but
+// the gateway: once on a database with MemorySessions sessions and
+// MemoryCursors cursors, every cursor pending (the startup sweep queues a
+// notice for each, the most memory those cursors can cost), and once on an
+// empty database as the baseline. The peak is the kernel's high-water mark
+// of the child's resident set (VmHWM), read after startup and a round of
+// requests.
+func runMemory(ctx context.Context, e *env) error {
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		e.progress("  memory: skipped (the peak resident set is read from /proc, which this system lacks)")
+		return nil
+	}
+	s := e.cfg.Sizes
+	empty, err := e.open(ctx, "memory-empty", e.syncModes()[0])
+	if err != nil {
+		return err
+	}
+	defer empty.close()
+	empty.store.Close() // the child opens it; closing twice is harmless
+	base, _, err := e.serveChild(ctx, empty.url, nil)
+	if err != nil {
+		return fmt.Errorf("empty database: %w", err)
+	}
+
+	loaded, err := e.open(ctx, "memory", e.syncModes()[0])
+	if err != nil {
+		return err
+	}
+	defer loaded.close()
+	watchers, err := fillSessions(ctx, loaded, s.MemorySessions, s.MemoryCursors)
+	if err != nil {
+		return err
+	}
+	loaded.store.Close()
+	peak, queued, err := e.serveChild(ctx, loaded.url, watchers)
+	if err != nil {
+		return fmt.Errorf("loaded database: %w", err)
+	}
+	r := Result{Workload: "memory", Case: fmt.Sprintf("vigil serve, %s sessions, %s cursors", count(s.MemorySessions), count(s.MemoryCursors)),
+		Value: peak, Unit: "MiB", Baseline: &Baseline{What: "vigil serve on an empty database", Value: base, Unit: "MiB", Ratio: peak / base},
+		Note: fmt.Sprintf("peak RSS; the startup sweep queued %s notices", count(queued))}
+	if !e.pg {
+		r.Target = &Target{Text: "< 200 MiB", Met: peak < 200}
+	}
+	e.add(r)
+	return nil
+}
+
+// fillSessions writes sessions gateway rows (agents of one main session and
+// nine sub-agents each) and cursors cursors (every session watching the
+// next cursors/sessions sessions), then one person's message on every
+// session, so every cursor is pending. It returns the watchers.
+func fillSessions(ctx context.Context, st *scratch, sessions, cursors int) ([]string, error) {
+	eng, err := engine(ctx, st, vigil.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer eng.Close()
+	keys := make([]string, sessions)
+	for i := range keys {
+		if i%10 == 0 {
+			keys[i] = fmt.Sprintf("agent:m%d:main", i/10)
+		} else {
+			keys[i] = fmt.Sprintf("agent:m%d:subagent:c%d", i/10, i%10)
+		}
+	}
+	now := time.Now().UnixMilli()
+	if err := inBatches(ctx, eng, sessions, 2000, func(ctx context.Context, txn *vigil.Txn, i int) error {
+		s := gateway.Session{Ref: vigil.MustRef(keys[i]), SessionID: fmt.Sprintf("bench-%d", i), Kind: gateway.KindMain,
+			CreatedAt: now, UpdatedAt: now}
+		if i%10 != 0 {
+			s.Kind, s.SpawnedBy = gateway.KindSubAgent, keys[i-i%10]
+		}
+		return txn.Store().(gateway.Tx).PutSession(ctx, s)
+	}); err != nil {
+		return nil, err
+	}
+	per := max(1, cursors/sessions)
+	if err := inBatches(ctx, eng, cursors, 5000, func(ctx context.Context, txn *vigil.Txn, i int) error {
+		w := (i / per) % sessions
+		_, err := txn.Watch(ctx, keys[w], vigil.MustRef(keys[(w+1+i%per)%sessions]))
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if err := inBatches(ctx, eng, sessions, 1000, func(ctx context.Context, txn *vigil.Txn, i int) error {
+		_, err := txn.Record(ctx, humanMessage(vigil.MustRef(keys[i])))
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	return keys, nil
+}
+
+// serveChild runs `vigil serve` on db until it listens, sends it a round
+// of requests (the pending notices of up to 1,000 watchers and a page of
+// sessions), reads its peak resident set in MiB and stops it. It also
+// returns how many notices its startup sweep queued.
+func (e *env) serveChild(ctx context.Context, db string, watchers []string) (float64, int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e.cfg.Executable, "serve", "--db", db, "--addr", "127.0.0.1:0", "--log-format", "json")
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "VIGIL_") { // no tokens, config or database of the user's
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, 0, err
+	}
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cmd.Process.Signal(os.Interrupt)
+		t := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
+		defer t.Stop()
+		return cmd.Wait()
+	}
+	defer stop()
+
+	addr, queued := make(chan string, 1), 0
+	lines := bufio.NewScanner(stderr)
+	var tail []string
+	go func() {
+		for lines.Scan() {
+			var rec struct {
+				Msg           string `json:"msg"`
+				Addr          string `json:"addr"`
+				NoticesQueued int    `json:"noticesQueued"`
+			}
+			line := lines.Text()
+			if json.Unmarshal([]byte(line), &rec) != nil {
+				continue
+			}
+			switch rec.Msg {
+			case "startup sweep done":
+				queued = rec.NoticesQueued
+			case "vigil listening":
+				addr <- rec.Addr
+			}
+			if len(tail) < 20 {
+				tail = append(tail, line)
+			}
+		}
+		io.Copy(io.Discard, stderr)
+		close(addr)
+	}()
+	var a string
+	select {
+	case a = <-addr:
+	case <-ctx.Done():
+		return 0, 0, ctx.Err()
+	}
+	if a == "" {
+		stop()
+		return 0, 0, fmt.Errorf("vigil serve exited before listening: %s", strings.Join(tail, "\n"))
+	}
+	ws := &wakeServer{base: "http://" + a, client: &http.Client{}}
+	for i, w := range watchers {
+		if i == 1000 {
+			break
+		}
+		if err := ws.post(ctx, "/v1/tools/session_pending", w, map[string]string{"sessionKey": w}, nil); err != nil {
+			return 0, 0, err
+		}
+	}
+	if err := ws.post(ctx, "/v1/tools/sessions_list", "", map[string]int{"limit": 200}, nil); err != nil {
+		return 0, 0, err
+	}
+	peak, err := peakRSS(cmd.Process.Pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := stop(); err != nil {
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) {
+			return 0, 0, err
+		}
+	}
+	return peak, queued, nil
+}
+
+// peakRSS reads a process's peak resident set size (VmHWM) in MiB.
+func peakRSS(pid int) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
+			if err != nil {
+				return 0, fmt.Errorf("VmHWM %q: %w", rest, err)
+			}
+			return kb / 1024, nil
+		}
+	}
+	return 0, errors.New("no VmHWM in /proc status")
+}

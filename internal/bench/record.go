@@ -1,0 +1,258 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/store/sqlitestore"
+)
+
+// The ceiling inserts rows shaped like the record workload's events (the
+// same columns and values) into a table with nothing else: no index, no
+// cursors, no heads, no notices. It runs on a store opened exactly as the
+// record workload's (same driver, same settings, same statement path), so
+// the two differ only in what vigil does per event.
+const (
+	ceilingTable = `CREATE TABLE bench_ceiling (
+	sequence    INTEGER PRIMARY KEY,
+	agent_id    TEXT    NOT NULL,
+	session_key TEXT    NOT NULL,
+	session_id  TEXT,
+	kind        TEXT    NOT NULL,
+	actor_type  TEXT    NOT NULL,
+	actor_id    TEXT,
+	run_id      TEXT,
+	occurred_at INTEGER NOT NULL,
+	recorded_at INTEGER NOT NULL,
+	summary     TEXT    NOT NULL,
+	payload     TEXT,
+	dedupe_key  TEXT)`
+	ceilingTablePG  = `CREATE TABLE bench_ceiling (sequence bigint PRIMARY KEY, agent_id text NOT NULL, session_key text NOT NULL, session_id text, kind text NOT NULL, actor_type text NOT NULL, actor_id text, run_id text, occurred_at bigint NOT NULL, recorded_at bigint NOT NULL, summary text NOT NULL, payload jsonb, dedupe_key text)`
+	ceilingInsert   = `INSERT INTO bench_ceiling VALUES (?, ?, ?, NULL, ?, ?, ?, NULL, ?, ?, ?, ?, NULL)`
+	ceilingInsertPG = `INSERT INTO bench_ceiling VALUES ($1, $2, $3, NULL, $4, $5, $6, NULL, $7, $8, $9, $10, NULL)`
+)
+
+// ceiling measures bare inserts committed perTx rows at a time, for d.
+func (e *env) ceiling(ctx context.Context, mode string, perTx int, d time.Duration) (float64, error) {
+	st, err := e.open(ctx, "ceiling", mode)
+	if err != nil {
+		return 0, err
+	}
+	defer st.close()
+	rec := humanMessage(targetRef(0))
+	var insert func(seq int64) error
+	var begin func() error
+	var commit func() error
+	if st.sqlite != nil {
+		if _, err := st.sqlite.DB().ExecContext(ctx, ceilingTable); err != nil {
+			return 0, err
+		}
+		var tx *sqlitestore.Tx
+		begin = func() error {
+			t, err := st.sqlite.BeginWrite(ctx)
+			if err == nil {
+				tx = t.(*sqlitestore.Tx)
+			}
+			return err
+		}
+		insert = func(seq int64) error {
+			_, err := tx.Exec(ceilingInsert, seq, "bench", targetKey(int(seq%100)), string(rec.Kind), string(rec.ActorType),
+				rec.ActorID, seq, seq, rec.Summary, string(rec.Payload))
+			return err
+		}
+		commit = func() error { return tx.Commit() }
+	} else {
+		pool := st.pg.Pool()
+		if _, err := pool.Exec(ctx, ceilingTablePG); err != nil {
+			return 0, err
+		}
+		var tx interface {
+			Commit(context.Context) error
+		}
+		var exec func(seq int64) error
+		begin = func() error {
+			t, err := pool.Begin(ctx)
+			if err == nil {
+				tx = t
+				exec = func(seq int64) error {
+					_, err := t.Exec(ctx, ceilingInsertPG, seq, "bench", targetKey(int(seq%100)), string(rec.Kind),
+						string(rec.ActorType), rec.ActorID, seq, seq, rec.Summary, string(rec.Payload))
+					return err
+				}
+			}
+			return err
+		}
+		insert = func(seq int64) error { return exec(seq) }
+		commit = func() error { return tx.Commit(ctx) }
+	}
+	var seq int64
+	start := time.Now()
+	deadline := start.Add(d)
+	for time.Now().Before(deadline) {
+		if err := begin(); err != nil {
+			return 0, err
+		}
+		for range perTx {
+			seq++
+			if err := insert(seq); err != nil {
+				return 0, err
+			}
+		}
+		if err := commit(); err != nil {
+			return 0, err
+		}
+	}
+	return float64(seq) / time.Since(start).Seconds(), nil
+}
+
+// recordRun measures Engine.Record of human messages from producers
+// concurrent producers, for d, on targets each watched by watchers
+// watchers. It returns events/s and the writes group commit packed into
+// each transaction.
+func (e *env) recordRun(ctx context.Context, mode string, producers, targets, watchers int, d time.Duration) (rate, perBatch float64, err error) {
+	st, err := e.open(ctx, "record", mode)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer st.close()
+	eng, err := engine(ctx, st, vigil.Options{})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer eng.Close()
+	if err := inBatches(ctx, eng, targets*watchers, 1000, func(ctx context.Context, txn *vigil.Txn, i int) error {
+		_, err := txn.Watch(ctx, watcherKey(i%watchers), targetRef(i/watchers))
+		return err
+	}); err != nil {
+		return 0, 0, err
+	}
+	records := make([]vigil.Record, targets)
+	for i := range records {
+		records[i] = humanMessage(targetRef(i))
+	}
+	before := eng.Stats()
+	n, el, err := produce(ctx, producers, d, func(i int64) error {
+		_, err := eng.Record(ctx, records[i%int64(targets)])
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	after := eng.Stats()
+	if got := after.EventsRecorded - before.EventsRecorded; got != n {
+		return 0, 0, fmt.Errorf("recorded %d events, the engine counted %d", n, got)
+	}
+	if b := after.Batches - before.Batches; b > 0 {
+		perBatch = float64(after.BatchedWrites-before.BatchedWrites) / float64(b)
+	}
+	return float64(n) / el.Seconds(), perBatch, nil
+}
+
+// produce runs op from producers goroutines until d has passed, and
+// returns how many ops succeeded and how long the whole took (until the
+// last op in flight returned).
+func produce(ctx context.Context, producers int, d time.Duration, op func(i int64) error) (int64, time.Duration, error) {
+	var next, done atomic.Int64
+	var stop atomic.Bool
+	var first error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := time.Now()
+	timer := time.AfterFunc(d, func() { stop.Store(true) })
+	defer timer.Stop()
+	for range producers {
+		wg.Go(func() {
+			for !stop.Load() && ctx.Err() == nil {
+				if err := op(next.Add(1)); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+					stop.Store(true)
+					return
+				}
+				done.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if first == nil {
+		first = ctx.Err()
+	}
+	return done.Load(), time.Since(start), first
+}
+
+// runCeilingAndRecord measures each record configuration right after the
+// ceiling it is compared with, round after round, so both see the same
+// machine.
+func runCeilingAndRecord(ctx context.Context, e *env) error {
+	s := e.cfg.Sizes
+	var ceilings, records []Result
+	for _, mode := range e.syncModes() {
+		for _, p := range s.Producers {
+			var bestCeil, bestRec, perBatch float64
+			for round := range s.Rounds {
+				c, err := e.ceiling(ctx, mode, p, s.Round)
+				if err != nil {
+					return fmt.Errorf("ceiling: %w", err)
+				}
+				bestCeil = max(bestCeil, c)
+				if !e.wants("record") {
+					continue
+				}
+				r, pb, err := e.recordRun(ctx, mode, p, s.Targets, s.WatchersPerTarget, s.Round)
+				if err != nil {
+					return fmt.Errorf("record: %w", err)
+				}
+				if r > bestRec {
+					bestRec, perBatch = r, pb
+				}
+				e.progress("  %s round %d: ceiling %s rows/s, record %s events/s",
+					label(mode, fmt.Sprintf("%d producers", p)), round+1, count(int(c)), count(int(r)))
+			}
+			ceilName := label(mode, plural(p, "row")+"/commit")
+			ceilings = append(ceilings, Result{Workload: "ceiling", Case: ceilName, Value: bestCeil, Unit: "rows/s"})
+			if !e.wants("record") {
+				continue
+			}
+			res := Result{Workload: "record", Case: label(mode, plural(p, "producer")), Value: bestRec, Unit: "events/s",
+				Baseline: &Baseline{What: "ceiling " + ceilName, Value: bestCeil, Unit: "rows/s", Ratio: bestRec / bestCeil},
+				Note:     fmt.Sprintf("%.1f writes/commit", perBatch)}
+			switch {
+			case e.pg:
+			case mode == "FULL" && p == 64:
+				res.Target = &Target{Text: ">= 30,000 events/s and >= 0.50x ceiling",
+					Met: bestRec >= 30_000 && bestRec >= 0.5*bestCeil}
+			case mode == "NORMAL" && p == 1:
+				res.Target = &Target{Text: ">= 15,000 events/s", Met: bestRec >= 15_000}
+			}
+			records = append(records, res)
+		}
+		var bulk float64
+		for range s.Rounds {
+			c, err := e.ceiling(ctx, mode, s.BulkRows, s.Round)
+			if err != nil {
+				return fmt.Errorf("ceiling: %w", err)
+			}
+			bulk = max(bulk, c)
+		}
+		ceilings = append(ceilings, Result{Workload: "ceiling", Case: label(mode, count(s.BulkRows)+" rows/commit"),
+			Value: bulk, Unit: "rows/s"})
+	}
+	for _, r := range append(ceilings, records...) {
+		e.add(r)
+	}
+	return nil
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return count(n) + " " + what + "s"
+}
