@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -15,7 +16,11 @@ const NoticeContextPrefix = "session-state:"
 // stands at lastSeen. It is byte-stable while the notice is pending because
 // lastSeen only moves when the notice is acknowledged.
 func NoticeText(target string, lastSeen int64) string {
-	return fmt.Sprintf("Session %q changed (other actor). Reconcile before acting: session_status sessionKey %q changesSince %d.", target, target, lastSeen)
+	// Built by hand rather than with fmt: it runs once per watcher of
+	// every material event, on the writer. strconv.Quote is what %q does.
+	q := strconv.Quote(target)
+	return "Session " + q + " changed (other actor). Reconcile before acting: session_status sessionKey " + q +
+		" changesSince " + strconv.FormatInt(lastSeen, 10) + "."
 }
 
 // NoticeContextKey is the queue context key of notices about target: the
@@ -59,9 +64,12 @@ type SystemEvent struct {
 	Target *SessionRef
 	// notified is a notice's frozen watermark (N) when it was queued: a
 	// cursor whose L has since reached it was acknowledged by a turn that
-	// did not take this entry (Drain).
+	// did not take this entry (Drain). noWatermark when unknown.
 	notified int64
 }
+
+// noWatermark marks a notice whose watermark no cursor can match.
+const noWatermark = -1
 
 // IsNotice reports whether the entry is a stale-state notice.
 func (s SystemEvent) IsNotice() bool { return s.Target != nil }

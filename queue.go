@@ -176,3 +176,16 @@ func (q *queues) pushIfRoom(watcher string, ev SystemEvent) bool {
 	q.m[watcher] = append(list, ev)
 	return true
 }
+
+// detach unties a queued notice of the pair from the watermark it was
+// queued with, once its cursor has been created anew: the new cursor's L
+// says nothing about whether this notice was delivered.
+func (q *queues) detach(watcher string, target SessionRef) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i, e := range q.m[watcher] {
+		if e.Target != nil && *e.Target == target {
+			q.m[watcher][i].notified = noWatermark
+		}
+	}
+}

@@ -82,6 +82,9 @@ func (t *Txn) Watch(ctx context.Context, watcher string, target SessionRef) (Cur
 		return Cursor{}, err
 	}
 	c = seeded(w, target, v, t.now.UnixMilli())
+	// A notice still queued for the pair (its old cursor expired) stays,
+	// but no longer speaks for the new cursor's watermarks.
+	t.AfterCommit(func() { t.e.queues.detach(w, target) })
 	return c, t.tx.PutCursor(ctx, c)
 }
 

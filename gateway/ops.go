@@ -1255,6 +1255,13 @@ func (g *Gateway) takeTurn(ctx context.Context, ref vigil.SessionRef) (TurnOutpu
 	for _, f := range d.FollowUps {
 		out.FollowUps = append(out.FollowUps, f.Text)
 	}
+	out.TurnID = "turn-" + g.opts.NewID()
+	if !unread {
+		// Nothing was unread a moment ago, so the inbox needs no write (a
+		// commit, and at synchronous=FULL an fsync, saved per turn). A
+		// message arriving since wakes the next turn, which reads it.
+		return out, true, nil
+	}
 	// The notices are acknowledged now, so the turn must be answered: the
 	// inbox read runs even if the caller has gone, and if it fails the turn
 	// still returns its notices (the messages stay unread for the next).
@@ -1285,7 +1292,6 @@ func (g *Gateway) takeTurn(ctx context.Context, ref vigil.SessionRef) (TurnOutpu
 		g.log.Error("turn: read inbox", "session", ref.String(), "err", err)
 		out.Messages = out.Messages[:0]
 	}
-	out.TurnID = "turn-" + g.opts.NewID()
 	return out, true, nil
 }
 
