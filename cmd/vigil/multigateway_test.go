@@ -125,6 +125,29 @@ func pendingTexts(t *testing.T, p *gatewayProcess, session string) []string {
 	return texts
 }
 
+// twoGateways starts two gateway processes on one fresh schema.
+func twoGateways(t *testing.T) (a, b *gatewayProcess) {
+	t.Helper()
+	db := servePostgresURL(t)
+	bin := gatewayBinary(t)
+	return startGatewayProcess(t, bin, db), startGatewayProcess(t, bin, db)
+}
+
+// callAsync makes a tool call on p in the background (a parked turn, a
+// waiting send) and delivers its decoded answer.
+func callAsync[T any](t *testing.T, p *gatewayProcess, session, tool string, in any) <-chan T {
+	out := make(chan T, 1)
+	go func() {
+		code, body := p.call(t, "", session, tool, in)
+		var v T
+		if code != http.StatusOK || json.Unmarshal(body, &v) != nil {
+			t.Errorf("%s: %d %s", tool, code, body)
+		}
+		out <- v
+	}()
+	return out
+}
+
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(serveHangGuard)
@@ -137,28 +160,14 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 func TestATurnParkedOnOneGatewayGetsTheNoticeRecordedThroughAnother(t *testing.T) {
-	db := servePostgresURL(t)
-	bin := gatewayBinary(t)
-	a := startGatewayProcess(t, bin, db)
-	b := startGatewayProcess(t, bin, db)
+	a, b := twoGateways(t)
 	const manager = "agent:main:main"
 
 	sp := callOK[gateway.SpawnOutput](t, a.serveRun, "", manager, "sessions_spawn", map[string]any{"task": "write the report"})
 	child := sp.ChildSessionKey
 	callOK[gateway.TurnOutput](t, b.serveRun, "", manager, "session_turn", map[string]any{"sessionKey": manager, "waitSeconds": 0})
 
-	parked := make(chan gateway.TurnOutput, 1)
-	go func() {
-		code, body := b.call(t, "", manager, "session_turn", map[string]any{"sessionKey": manager, "waitSeconds": 15})
-		if code != http.StatusOK {
-			t.Errorf("turn on B: %d %s", code, body)
-		}
-		var out gateway.TurnOutput
-		if err := json.Unmarshal(body, &out); err != nil {
-			t.Error(err)
-		}
-		parked <- out
-	}()
+	parked := callAsync[gateway.TurnOutput](t, b, manager, "session_turn", map[string]any{"sessionKey": manager, "waitSeconds": 15})
 	// A person writes into the child through gateway A.
 	callOK[gateway.SendOutput](t, a.serveRun, "", "", "sessions_send",
 		map[string]any{"sessionKey": child, "message": "use the new template", "channel": "web", "timeoutSeconds": 0})
@@ -274,23 +283,12 @@ func TestKillingAGatewayMidLoadLosesNoCommittedEventAndLeavesNoNoticeStuck(t *te
 }
 
 func TestAMessageStoredThroughOneGatewayReturnsTheTurnParkedOnAnother(t *testing.T) {
-	db := servePostgresURL(t)
-	bin := gatewayBinary(t)
-	a := startGatewayProcess(t, bin, db)
-	b := startGatewayProcess(t, bin, db)
+	a, b := twoGateways(t)
 	const manager = "agent:main:main"
 	worker := callOK[gateway.SpawnOutput](t, a.serveRun, "", manager, "sessions_spawn", map[string]any{"task": "draft"}).ChildSessionKey
 	callOK[gateway.TurnOutput](t, b.serveRun, "", worker, "session_turn", map[string]any{"sessionKey": worker, "waitSeconds": 0})
 
-	parked := make(chan gateway.TurnOutput, 1)
-	go func() {
-		code, body := b.call(t, "", worker, "session_turn", map[string]any{"sessionKey": worker, "waitSeconds": 15})
-		var out gateway.TurnOutput
-		if code != http.StatusOK || json.Unmarshal(body, &out) != nil {
-			t.Errorf("turn on B: %d %s", code, body)
-		}
-		parked <- out
-	}()
+	parked := callAsync[gateway.TurnOutput](t, b, worker, "session_turn", map[string]any{"sessionKey": worker, "waitSeconds": 15})
 	callOK[gateway.SendOutput](t, a.serveRun, "", "", "sessions_send",
 		map[string]any{"sessionKey": worker, "message": "stop and summarise", "channel": "web", "timeoutSeconds": 0})
 	turn := <-parked
@@ -300,24 +298,13 @@ func TestAMessageStoredThroughOneGatewayReturnsTheTurnParkedOnAnother(t *testing
 }
 
 func TestAReplyStoredThroughOneGatewayCompletesTheSendWaitingOnAnother(t *testing.T) {
-	db := servePostgresURL(t)
-	bin := gatewayBinary(t)
-	a := startGatewayProcess(t, bin, db)
-	b := startGatewayProcess(t, bin, db)
+	a, b := twoGateways(t)
 	const manager = "agent:main:main"
 	worker := callOK[gateway.SpawnOutput](t, a.serveRun, "", manager, "sessions_spawn", map[string]any{"task": "draft"}).ChildSessionKey
 	callOK[gateway.TurnOutput](t, b.serveRun, "", worker, "session_turn", map[string]any{"sessionKey": worker, "waitSeconds": 0})
 
-	sent := make(chan gateway.SendOutput, 1)
-	go func() {
-		code, body := a.call(t, "", manager, "sessions_send",
-			map[string]any{"sessionKey": worker, "message": "how far along?", "timeoutSeconds": 15})
-		var out gateway.SendOutput
-		if code != http.StatusOK || json.Unmarshal(body, &out) != nil {
-			t.Errorf("send on A: %d %s", code, body)
-		}
-		sent <- out
-	}()
+	sent := callAsync[gateway.SendOutput](t, a, manager, "sessions_send",
+		map[string]any{"sessionKey": worker, "message": "how far along?", "timeoutSeconds": 15})
 	turn := callOK[gateway.TurnOutput](t, b.serveRun, "", worker, "session_turn", map[string]any{"sessionKey": worker, "waitSeconds": 15})
 	if len(turn.Messages) != 1 {
 		t.Fatalf("the worker's turn on B = %+v, want the manager's question", turn)
@@ -330,10 +317,7 @@ func TestAReplyStoredThroughOneGatewayCompletesTheSendWaitingOnAnother(t *testin
 }
 
 func TestTheEventStreamOfOneGatewayShowsEventsRecordedThroughAnother(t *testing.T) {
-	db := servePostgresURL(t)
-	bin := gatewayBinary(t)
-	a := startGatewayProcess(t, bin, db)
-	b := startGatewayProcess(t, bin, db)
+	a, b := twoGateways(t)
 	const manager = "agent:main:main"
 
 	ctx, cancel := context.WithTimeout(context.Background(), serveHangGuard)
