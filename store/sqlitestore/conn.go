@@ -97,6 +97,22 @@ type conn struct {
 	sc *sql.Conn
 }
 
+// withStmt runs f with the connection's prepared statement for q, holding
+// the driver connection.
+func (c conn) withStmt(q string, f func(cs *connState, p *prepared) error) error {
+	return c.sc.Raw(func(dc any) error {
+		cs, err := c.s.state(dc)
+		if err != nil {
+			return err
+		}
+		p, err := cs.prepare(q)
+		if err != nil {
+			return err
+		}
+		return f(cs, p)
+	})
+}
+
 // exec runs a statement and returns how many rows it changed.
 func (c conn) exec(q string, args ...any) (int64, error) {
 	n, _, err := c.execID(q, args...)
@@ -106,15 +122,7 @@ func (c conn) exec(q string, args ...any) (int64, error) {
 // execID runs a statement and returns how many rows it changed and the
 // rowid of the last row it inserted.
 func (c conn) execID(q string, args ...any) (n, id int64, err error) {
-	err = c.sc.Raw(func(dc any) error {
-		cs, err := c.s.state(dc)
-		if err != nil {
-			return err
-		}
-		p, err := cs.prepare(q)
-		if err != nil {
-			return err
-		}
+	err = c.withStmt(q, func(cs *connState, p *prepared) error {
 		res, err := p.st.ExecContext(context.Background(), cs.bind(args))
 		if err != nil {
 			return err
@@ -132,15 +140,7 @@ func (c conn) execID(q string, args ...any) (n, id int64, err error) {
 // valid only during the call, and row must not use the connection: it runs
 // while the driver connection is held.
 func (c conn) query(q string, args []any, row func(r rowValues) error) error {
-	return c.sc.Raw(func(dc any) error {
-		cs, err := c.s.state(dc)
-		if err != nil {
-			return err
-		}
-		p, err := cs.prepare(q)
-		if err != nil {
-			return err
-		}
+	return c.withStmt(q, func(cs *connState, p *prepared) error {
 		rows, err := p.st.QueryContext(context.Background(), cs.bind(args))
 		if err != nil {
 			return err
