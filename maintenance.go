@@ -45,15 +45,17 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 		}
 		n = len(pending)
 		now := t.now.UnixMilli()
+		var recovered []Cursor
 		for _, c := range pending {
 			if c.Notified != c.Material {
 				c = c.recover(now)
-				if err := t.tx.PutCursor(ctx, c); err != nil {
-					return err
-				}
+				recovered = append(recovered, c)
 			}
 			watcher, notice := c.Watcher, noticeFor(c)
 			t.AfterCommit(func() { e.enqueueNotice(watcher, notice) })
+		}
+		if err := t.tx.PutCursors(ctx, recovered); err != nil {
+			return err
 		}
 		t.AfterCommit(func() { e.stats.sweepRequeued.Add(int64(n)) })
 		return nil

@@ -115,16 +115,18 @@ func (t *Txn) record(ctx context.Context, ev Event, occurredAt time.Time, parent
 		if parentWatches && !hasWatcher(watchers, parentKey.String()) {
 			watchers = append(watchers, Cursor{Watcher: parentKey.String(), Target: target})
 		}
+		moved := make([]Cursor, 0, len(watchers))
 		for _, c := range watchers {
 			if c.Watcher == ev.ActorID { // self-suppression: exact match
 				continue
 			}
 			c = c.markMaterial(ev.Sequence, nowMs)
-			if err := t.tx.PutCursor(ctx, c); err != nil {
-				return Recorded{}, fmt.Errorf("move cursor of %s: %w", c.Watcher, err)
-			}
+			moved = append(moved, c)
 			watcher, notice := c.Watcher, noticeFor(c)
 			t.AfterCommit(func() { e.enqueueNotice(watcher, notice) })
+		}
+		if err := t.tx.PutCursors(ctx, moved); err != nil {
+			return Recorded{}, fmt.Errorf("move cursors of %d watchers: %w", len(moved), err)
 		}
 	}
 	return Recorded{Event: ev, Appended: true}, nil

@@ -83,6 +83,10 @@ type Tx interface {
 	Cursor(ctx context.Context, watcher string, target SessionRef) (Cursor, bool, error)
 	// PutCursor creates or replaces a cursor.
 	PutCursor(ctx context.Context, c Cursor) error
+	// PutCursors does what PutCursor does for each of cs, which name
+	// distinct (watcher, target) pairs, in as few round trips as the
+	// backend can.
+	PutCursors(ctx context.Context, cs []Cursor) error
 	// DeleteCursor deletes one cursor and reports whether it existed.
 	DeleteCursor(ctx context.Context, watcher string, target SessionRef) (bool, error)
 	// DeleteWatcherCursors deletes every cursor held by watcher.

@@ -196,6 +196,31 @@ func (t *Tx) PutCursor(ctx context.Context, c vigil.Cursor) error {
 	return wrap(err)
 }
 
+// PutCursors implements vigil.Tx in one statement, whatever the number of
+// cursors: on a server each statement is a round trip.
+func (t *Tx) PutCursors(ctx context.Context, cs []vigil.Cursor) error {
+	if len(cs) == 0 {
+		return nil
+	}
+	if len(cs) == 1 {
+		return t.PutCursor(ctx, cs[0])
+	}
+	n := len(cs)
+	agents, keys, watchers := make([]string, n), make([]string, n), make([]string, n)
+	l, nn, m, at := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	for i, c := range cs {
+		t.watchers[c.Watcher] = struct{}{}
+		agents[i], keys[i], watchers[i] = c.Target.AgentID, c.Target.Key, c.Watcher
+		l[i], nn[i], m[i], at[i] = c.LastSeen, c.Notified, c.Material, c.UpdatedAt
+	}
+	_, err := t.tx.Exec(ctx, `INSERT INTO cursors (`+cursorColumns+`)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], $6::int8[], $7::int8[])
+		ON CONFLICT (target_agent, target_key, watcher) DO UPDATE SET last_seen = excluded.last_seen,
+		notified = excluded.notified, material = excluded.material, updated_at = excluded.updated_at`,
+		agents, keys, watchers, l, nn, m, at)
+	return wrap(err)
+}
+
 // DeleteCursor implements vigil.Tx.
 func (t *Tx) DeleteCursor(ctx context.Context, watcher string, target vigil.SessionRef) (bool, error) {
 	t.watchers[watcher] = struct{}{}

@@ -35,6 +35,17 @@ func (t *Tx) PendingCursorsOf(ctx context.Context, watchers []string) ([]vigil.C
 	return out, nil
 }
 
+// PutCursors implements vigil.Tx. SQLite runs in process: one statement a
+// cursor costs no round trip.
+func (t *Tx) PutCursors(ctx context.Context, cs []vigil.Cursor) error {
+	for _, c := range cs {
+		if err := t.PutCursor(ctx, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // LockSession implements vigil.Tx. SQLite has one writer at a time, which
 // already holds the whole database: there is nothing more to lock.
 func (t *Tx) LockSession(ctx context.Context, ref vigil.SessionRef) error { return nil }

@@ -75,6 +75,7 @@ var behaviours = []struct {
 	{"TxReadsSeeItsOwnWrites", testTxOwnWrites},
 	{"ReadsSeeOnlyCommittedData", testReadsCommittedOnly},
 	{"CursorPutGetDelete", testCursorPutGetDelete},
+	{"PutCursorsWritesEveryCursorInOneCall", testPutCursors},
 	{"CursorsOnTargetListsEveryWatcherOfTheTarget", testCursorsOnTarget},
 	{"CursorsOnTargetAreKeyedByAgentAndKey", testCursorsOnTargetKeyed},
 	{"CursorsListsBothSides", testCursorsBothSides},
@@ -1711,6 +1712,25 @@ func testPendingCursors(t *testing.T, s vigil.Store) {
 	// Catching up removes a cursor from the list.
 	putCursors(t, s, cursor(betaMain.Key, alphaMain, 5, 5, 5, 20))
 	wantCursors(t, "PendingCursors after catching up", pendingCursors(t, s), false, materialOnly, both, bare)
+}
+
+func testPutCursors(t *testing.T, s vigil.Store) {
+	old := cursor(alphaMain.Key, betaMain, 1, 1, 1, 10)
+	putCursors(t, s, old)
+	cs := []vigil.Cursor{
+		cursor(alphaMain.Key, betaMain, 1, 4, 6, 20), // replaces old
+		cursor(betaMain.Key, alphaMain, 0, 2, 2, 20),
+		cursor(gammaOther.Key, alphaGlobal, 3, 3, 3, 20),
+	}
+	update(t, s, func(ctx context.Context, tx vigil.Tx) {
+		if err := tx.PutCursors(ctx, cs); err != nil {
+			t.Fatalf("PutCursors: %v", err)
+		}
+		if err := tx.PutCursors(ctx, nil); err != nil {
+			t.Fatalf("PutCursors of nothing: %v", err)
+		}
+	})
+	wantCursors(t, "cursors after PutCursors", allCursors(t, s), false, cs...)
 }
 
 func testPendingCursorsOf(t *testing.T, s vigil.Store) {
