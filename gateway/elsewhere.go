@@ -46,11 +46,17 @@ func (g *Gateway) MessageArrived(ctx context.Context, session vigil.SessionRef, 
 // store.
 func (g *Gateway) EventsAppendedElsewhere() { g.opts.Hub.Nudge() }
 
-// RecheckWaiters reads the store for replies to the sends waiting here,
-// and completes those answered (by replyTo) through another process while
-// its announcement was lost. Call it after reconnecting to the
-// announcements, and now and then.
-func (g *Gateway) RecheckWaiters(ctx context.Context) error {
+// Recheck makes up for news from other processes that may have been lost
+// (announcements made while this gateway was not listening): parked turns
+// look at the store again, and sends waiting here for a reply complete if
+// one was stored (naming their message) through another process. Call it
+// after reconnecting to the announcements, and now and then.
+func (g *Gateway) Recheck(ctx context.Context) error {
+	g.opts.Hub.Recheck()
+	return g.recheckWaiters(ctx)
+}
+
+func (g *Gateway) recheckWaiters(ctx context.Context) error {
 	g.waitMu.Lock()
 	from := map[vigil.SessionRef]int64{}
 	for target, ws := range g.waiters {

@@ -12,6 +12,9 @@ const (
 	LiveNotice  = "notice"  // a stale-state notice entered its queue
 	LiveMessage = "message" // a message arrived in its inbox
 	LiveReply   = "reply"   // the session replied
+	// LiveRecheck tells a waiting turn to look at the store again, after
+	// news from other processes may have been lost. Streams skip it.
+	LiveRecheck = "recheck"
 )
 
 // LiveEvent is something that happened to one session, as its stream and
@@ -135,6 +138,19 @@ func (h *Hub) Publish(ev LiveEvent) {
 			l.lagged = true
 			h.dropLocked(l)
 		}
+	}
+}
+
+// Recheck publishes LiveRecheck to every session that has listeners.
+func (h *Hub) Recheck() {
+	h.mu.Lock()
+	sessions := make([]string, 0, len(h.sessions))
+	for s := range h.sessions {
+		sessions = append(sessions, s)
+	}
+	h.mu.Unlock()
+	for _, s := range sessions {
+		h.Publish(LiveEvent{Type: LiveRecheck, Session: s})
 	}
 }
 

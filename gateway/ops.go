@@ -1203,8 +1203,15 @@ func (g *Gateway) Turn(ctx context.Context, c Caller, in TurnInput) (TurnOutput,
 		for !woken {
 			select {
 			case ev, ok := <-l.C:
-				if ok {
+				if ok && ev.Type != LiveRecheck {
 					woken = ev.Type == LiveWake || ev.Type == LiveMessage
+					break
+				}
+				if ok { // look again, as after being cut loose
+					if woken, err = g.wakeWorthy(ctx, ref); err != nil {
+						l.Close()
+						return TurnOutput{}, err
+					}
 					break
 				}
 				// Cut loose after a burst: listen again, and end the wait only

@@ -98,6 +98,9 @@ func (s *server) sessionEvents(w http.ResponseWriter, r *http.Request, c gateway
 				out.send("", "lagged", map[string]string{"message": "this stream fell behind and was closed; reconnect and take a turn"})
 				return
 			}
+			if ev.Type == gateway.LiveRecheck {
+				continue // for waiting turns only
+			}
 			if out.send("", ev.Type, ev) != nil {
 				return
 			}

@@ -200,8 +200,8 @@ func follow(st *pgstore.Store, eng *vigil.Engine, g *gateway.Gateway, log *slog.
 				}
 			},
 			OnResync: func(ctx context.Context) {
-				if err := g.RecheckWaiters(ctx); err != nil && ctx.Err() == nil {
-					log.Error("recheck waiting sends", "err", err)
+				if err := g.Recheck(ctx); err != nil && ctx.Err() == nil {
+					log.Error("recheck waiting turns and sends", "err", err)
 				}
 			},
 			OnConnect: func() { log.Info("listening for other gateways' changes", "channel", st.Channel()) },

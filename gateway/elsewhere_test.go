@@ -1,0 +1,75 @@
+package gateway_test
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/store/sqlitestore"
+)
+
+// gatewayOnFile opens a gateway on the SQLite file at path, as a second
+// process on the same database would; nothing tells it what the other
+// writes.
+func gatewayOnFile(t *testing.T, path string) *gateway.Gateway {
+	t.Helper()
+	st, err := sqlitestore.Open(ctx, path, sqlitestore.Options{Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := gateway.NewHub()
+	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{PruneInterval: -1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gateway.New(eng, st, gateway.Options{Hub: hub})
+	t.Cleanup(func() { g.Close(); eng.Close(); st.Close() })
+	return g
+}
+
+func TestRecheckReturnsAParkedTurnWhoseMessageWasStoredElsewhere(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v.db")
+	a, b := gatewayOnFile(t, path), gatewayOnFile(t, path)
+	manager := caller(t, a, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "")
+	sp, err := a.Spawn(ctx, manager, gateway.SpawnInput{Task: "draft"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker := caller(t, b, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, sp.ChildSessionKey)
+	zero, long := 0, 30
+	if _, err := b.Turn(ctx, worker, gateway.TurnInput{SessionKey: sp.ChildSessionKey, WaitSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+
+	turned := make(chan gateway.TurnOutput, 1)
+	go func() {
+		out, err := b.Turn(ctx, worker, gateway.TurnInput{SessionKey: sp.ChildSessionKey, WaitSeconds: &long})
+		if err != nil {
+			t.Error(err)
+		}
+		turned <- out
+	}()
+	time.Sleep(100 * time.Millisecond) // let the turn park
+	if _, err := a.Send(ctx, caller(t, a, person, ""), gateway.SendInput{SessionKey: sp.ChildSessionKey,
+		Message: "stop and summarise", TimeoutSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case out := <-turned:
+		t.Fatalf("the turn returned %+v before any recheck; it cannot have heard of the message", out)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := b.Recheck(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case out := <-turned:
+		if len(out.Messages) != 1 || out.Messages[0].Content != "stop and summarise" {
+			t.Fatalf("turn after the recheck = %+v, want the message", out)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the parked turn did not look again after the recheck")
+	}
+}
