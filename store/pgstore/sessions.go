@@ -128,6 +128,9 @@ func (s *Store) Messages(ctx context.Context, ref vigil.SessionRef, afterID int6
 
 // MessagesAfter implements gateway.Tx.
 func (t *Tx) MessagesAfter(ctx context.Context, ref vigil.SessionRef, afterID int64, limit int) ([]gateway.Message, error) {
+	if err := t.flushLocks(ctx); err != nil {
+		return nil, err
+	}
 	return readMessages(ctx, t.tx, ref, afterID, limit)
 }
 
@@ -156,11 +159,17 @@ func (s *Store) Run(ctx context.Context, runID string) (gateway.Run, bool, error
 
 // GetSession implements gateway.Tx.
 func (t *Tx) GetSession(ctx context.Context, ref vigil.SessionRef) (gateway.Session, bool, error) {
+	if err := t.flushLocks(ctx); err != nil {
+		return gateway.Session{}, false, err
+	}
 	return getSession(t.tx.QueryRow(ctx, sessionQuery, ref.AgentID, ref.Key))
 }
 
 // PutSession implements gateway.Tx.
 func (t *Tx) PutSession(ctx context.Context, s gateway.Session) error {
+	if err := t.flushLocks(ctx); err != nil {
+		return err
+	}
 	var objective, status *string
 	var goalAt *int64
 	if s.Goal != nil {
@@ -200,6 +209,9 @@ func labelConflict(label, other string) error {
 
 // DeleteSessionRow implements gateway.Tx.
 func (t *Tx) DeleteSessionRow(ctx context.Context, ref vigil.SessionRef) error {
+	if err := t.flushLocks(ctx); err != nil {
+		return err
+	}
 	b := &pgx.Batch{}
 	for _, q := range []string{
 		`DELETE FROM sessions WHERE agent_id = $1 AND session_key = $2`,
@@ -219,6 +231,9 @@ func (t *Tx) DeleteSessionRow(ctx context.Context, ref vigil.SessionRef) error {
 // never skips one that commits late. A message given its id (a compaction
 // summary taking the place of older ones) takes no number and no lock.
 func (t *Tx) AppendMessage(ctx context.Context, m gateway.Message) (int64, error) {
+	if err := t.flushLocks(ctx); err != nil {
+		return 0, err
+	}
 	b := &pgx.Batch{}
 	lock := m.ID == 0 && !t.locked[m.Session]
 	if lock {
@@ -249,6 +264,9 @@ func (t *Tx) AppendMessage(ctx context.Context, m gateway.Message) (int64, error
 
 // CompactMessages implements gateway.Tx.
 func (t *Tx) CompactMessages(ctx context.Context, ref vigil.SessionRef, upTo int64, summary gateway.Message) (int, error) {
+	if err := t.flushLocks(ctx); err != nil {
+		return 0, err
+	}
 	var last *int64
 	if err := t.tx.QueryRow(ctx, `SELECT max(id) FROM messages WHERE agent_id = $1 AND session_key = $2 AND id <= $3`,
 		ref.AgentID, ref.Key, upTo).Scan(&last); err != nil {
@@ -273,6 +291,9 @@ func (t *Tx) CompactMessages(ctx context.Context, ref vigil.SessionRef, upTo int
 
 // PutRun implements gateway.Tx.
 func (t *Tx) PutRun(ctx context.Context, r gateway.Run) error {
+	if err := t.flushLocks(ctx); err != nil {
+		return err
+	}
 	_, err := t.tx.Exec(ctx, `INSERT INTO runs (run_id, agent_id, session_key, requester, started_at, ended_at, outcome)
 		VALUES ($1, $2, $3, nullif($4, ''), $5, nullif($6::bigint, 0), nullif($7, ''))
 		ON CONFLICT (run_id) DO UPDATE SET ended_at = excluded.ended_at, outcome = excluded.outcome`,
@@ -282,5 +303,8 @@ func (t *Tx) PutRun(ctx context.Context, r gateway.Run) error {
 
 // GetRun implements gateway.Tx.
 func (t *Tx) GetRun(ctx context.Context, runID string) (gateway.Run, bool, error) {
+	if err := t.flushLocks(ctx); err != nil {
+		return gateway.Run{}, false, err
+	}
 	return scanRun(t.tx.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE run_id = $1`, runID))
 }

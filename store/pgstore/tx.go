@@ -40,21 +40,57 @@ type Tx struct {
 	// messages are the transcript messages this transaction appended,
 	// also announced at Commit.
 	messages []Arrival
-	// locked are the sessions whose head row this transaction holds.
-	locked map[vigil.SessionRef]bool
+	// locked are the sessions whose head row this transaction holds;
+	// pending are those LockSession asked for that are not taken yet.
+	locked  map[vigil.SessionRef]bool
+	pending []vigil.SessionRef
 }
 
 // LockSession implements vigil.Tx with the session's head row lock
-// (lockHead), taken once per transaction.
+// (lockHead), taken once per transaction. The lock is taken before the
+// transaction's next statement, in the same round trip when that is a
+// cursor read (the engine locks a session to read its cursors next).
 func (t *Tx) LockSession(ctx context.Context, ref vigil.SessionRef) error {
-	if t.locked[ref] {
+	if t.locked[ref] || slices.Contains(t.pending, ref) {
 		return nil
 	}
-	if _, err := t.tx.Exec(ctx, lockHead, ref.AgentID, ref.Key); err != nil {
-		return wrap(fmt.Errorf("lock head of %s: %w", ref, err))
-	}
-	t.locked[ref] = true
+	t.pending = append(t.pending, ref)
 	return nil
+}
+
+// queueLocks queues the pending locks at the start of b.
+func (t *Tx) queueLocks(b *pgx.Batch) {
+	for _, ref := range t.pending {
+		b.Queue(lockHead, ref.AgentID, ref.Key)
+	}
+}
+
+// takeLocks reads the results of the locks queueLocks queued.
+func (t *Tx) takeLocks(br pgx.BatchResults) error {
+	pending := t.pending
+	t.pending = nil
+	for _, ref := range pending {
+		if _, err := br.Exec(); err != nil {
+			return wrap(fmt.Errorf("lock head of %s: %w", ref, err))
+		}
+		t.locked[ref] = true
+	}
+	return nil
+}
+
+// flushLocks takes the pending locks now.
+func (t *Tx) flushLocks(ctx context.Context) error {
+	if len(t.pending) == 0 {
+		return nil
+	}
+	b := &pgx.Batch{}
+	t.queueLocks(b)
+	br := t.tx.SendBatch(ctx, b)
+	if err := t.takeLocks(br); err != nil {
+		br.Close()
+		return err
+	}
+	return wrap(br.Close())
 }
 
 var _ vigil.Tx = (*Tx)(nil)
@@ -103,6 +139,9 @@ const appendEvent = `INSERT INTO events (sequence, agent_id, session_key, sessio
 // on a session meet at the lock, and the second's insert, in a statement
 // that starts after the first committed, finds the first's row.
 func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
+	if err := t.flushLocks(ctx); err != nil {
+		return false, err
+	}
 	var payload *string
 	if len(e.Payload) > 0 {
 		p := string(e.Payload)
@@ -165,6 +204,9 @@ func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
 
 // Version implements vigil.Tx.
 func (t *Tx) Version(ctx context.Context, ref vigil.SessionRef) (int64, error) {
+	if err := t.flushLocks(ctx); err != nil {
+		return 0, err
+	}
 	var v int64
 	err := t.tx.QueryRow(ctx, versionQuery, ref.AgentID, ref.Key).Scan(&v)
 	return v, wrap(err)
@@ -176,18 +218,45 @@ func (t *Tx) Version(ctx context.Context, ref vigil.SessionRef) (int64, error) {
 // same cursor to commit and then reads its result, rather than writing
 // back a cursor computed from the state before the drain.
 func (t *Tx) CursorsOnTarget(ctx context.Context, target vigil.SessionRef) ([]vigil.Cursor, error) {
-	return collectCursors(t.tx.Query(ctx, `SELECT `+cursorColumns+` FROM cursors
-		WHERE target_agent = $1 AND target_key = $2 ORDER BY watcher FOR UPDATE`, target.AgentID, target.Key))
+	b := &pgx.Batch{}
+	t.queueLocks(b)
+	b.Queue(`SELECT `+cursorColumns+` FROM cursors
+		WHERE target_agent = $1 AND target_key = $2 ORDER BY watcher FOR UPDATE`, target.AgentID, target.Key)
+	br := t.tx.SendBatch(ctx, b)
+	defer br.Close()
+	if err := t.takeLocks(br); err != nil {
+		return nil, err
+	}
+	cs, err := collectCursors(br.Query())
+	if err != nil {
+		return nil, err
+	}
+	return cs, wrap(br.Close())
 }
 
 // Cursor implements vigil.Tx; the row stays locked until the transaction
 // ends, as in CursorsOnTarget.
 func (t *Tx) Cursor(ctx context.Context, watcher string, target vigil.SessionRef) (vigil.Cursor, bool, error) {
-	return getCursor(t.tx.QueryRow(ctx, cursorQuery+` FOR UPDATE`, target.AgentID, target.Key, watcher))
+	b := &pgx.Batch{}
+	t.queueLocks(b)
+	b.Queue(cursorQuery+` FOR UPDATE`, target.AgentID, target.Key, watcher)
+	br := t.tx.SendBatch(ctx, b)
+	defer br.Close()
+	if err := t.takeLocks(br); err != nil {
+		return vigil.Cursor{}, false, err
+	}
+	c, ok, err := getCursor(br.QueryRow())
+	if err != nil {
+		return vigil.Cursor{}, false, err
+	}
+	return c, ok, wrap(br.Close())
 }
 
 // PutCursor implements vigil.Tx.
 func (t *Tx) PutCursor(ctx context.Context, c vigil.Cursor) error {
+	if err := t.flushLocks(ctx); err != nil {
+		return err
+	}
 	t.watchers[c.Watcher] = struct{}{}
 	_, err := t.tx.Exec(ctx, `INSERT INTO cursors (`+cursorColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (target_agent, target_key, watcher) DO UPDATE SET last_seen = excluded.last_seen,
@@ -199,6 +268,9 @@ func (t *Tx) PutCursor(ctx context.Context, c vigil.Cursor) error {
 // PutCursors implements vigil.Tx in one statement, whatever the number of
 // cursors: on a server each statement is a round trip.
 func (t *Tx) PutCursors(ctx context.Context, cs []vigil.Cursor) error {
+	if err := t.flushLocks(ctx); err != nil {
+		return err
+	}
 	if len(cs) == 0 {
 		return nil
 	}
@@ -223,6 +295,9 @@ func (t *Tx) PutCursors(ctx context.Context, cs []vigil.Cursor) error {
 
 // DeleteCursor implements vigil.Tx.
 func (t *Tx) DeleteCursor(ctx context.Context, watcher string, target vigil.SessionRef) (bool, error) {
+	if err := t.flushLocks(ctx); err != nil {
+		return false, err
+	}
 	t.watchers[watcher] = struct{}{}
 	tag, err := t.tx.Exec(ctx, `DELETE FROM cursors WHERE watcher = $1 AND target_agent = $2 AND target_key = $3`,
 		watcher, target.AgentID, target.Key)
@@ -234,6 +309,9 @@ func (t *Tx) DeleteCursor(ctx context.Context, watcher string, target vigil.Sess
 
 // DeleteWatcherCursors implements vigil.Tx.
 func (t *Tx) DeleteWatcherCursors(ctx context.Context, watcher string) (int, error) {
+	if err := t.flushLocks(ctx); err != nil {
+		return 0, err
+	}
 	t.watchers[watcher] = struct{}{}
 	tag, err := t.tx.Exec(ctx, `DELETE FROM cursors WHERE watcher = $1`, watcher)
 	if err != nil {
@@ -247,6 +325,9 @@ func (t *Tx) DeleteWatcherCursors(ctx context.Context, watcher string) (int, err
 // either deleted too (the deletes below start after it committed) or comes
 // after the delete.
 func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
+	if err := t.flushLocks(ctx); err != nil {
+		return err
+	}
 	b := &pgx.Batch{}
 	b.Queue(lockHead, ref.AgentID, ref.Key)
 	t.locked[ref] = true
@@ -296,12 +377,18 @@ func (t *Tx) noteWatchers(rows pgx.Rows, err error, n *int) error {
 // PendingCursors implements vigil.Tx. The rows stay locked until the
 // transaction ends (the sweep writes them back), in a fixed order.
 func (t *Tx) PendingCursors(ctx context.Context) ([]vigil.Cursor, error) {
+	if err := t.flushLocks(ctx); err != nil {
+		return nil, err
+	}
 	return collectCursors(t.tx.Query(ctx, `SELECT `+cursorColumns+` FROM cursors WHERE material > last_seen
 		ORDER BY watcher, target_agent, target_key FOR UPDATE`))
 }
 
 // PendingCursorsOf implements vigil.Tx.
 func (t *Tx) PendingCursorsOf(ctx context.Context, watchers []string) ([]vigil.Cursor, error) {
+	if err := t.flushLocks(ctx); err != nil {
+		return nil, err
+	}
 	if watchers == nil {
 		return collectCursors(t.tx.Query(ctx, `SELECT `+cursorColumns+` FROM cursors WHERE material > last_seen
 			ORDER BY watcher, target_agent, target_key`))
@@ -322,6 +409,9 @@ func (t *Tx) PendingCursorsOf(ctx context.Context, watchers []string) ([]vigil.C
 // creates it, DeleteSession removes it with the events), and a session
 // deleted meanwhile must not get its head back.
 func (t *Tx) PruneEvents(ctx context.Context, maxSequence, recordedBefore int64, limit int) (int, error) {
+	if err := t.flushLocks(ctx); err != nil {
+		return 0, err
+	}
 	if limit <= 0 {
 		return 0, nil
 	}
@@ -390,6 +480,9 @@ func (t *Tx) PruneEvents(ctx context.Context, maxSequence, recordedBefore int64,
 
 // ExpireCursors implements vigil.Tx.
 func (t *Tx) ExpireCursors(ctx context.Context, updatedBefore int64, limit int) (int, error) {
+	if err := t.flushLocks(ctx); err != nil {
+		return 0, err
+	}
 	if limit <= 0 {
 		return 0, nil
 	}
@@ -407,6 +500,7 @@ func (t *Tx) ExpireCursors(ctx context.Context, updatedBefore int64, limit int) 
 // changes and appends (follow.go); PostgreSQL delivers the notifications
 // only if the transaction commits, and only once it has.
 func (t *Tx) Commit() error {
+	t.pending = nil // a lock nothing reads under would end at once
 	if err := t.announce(t.ctx); err != nil {
 		_ = t.Rollback()
 		return err
