@@ -10,9 +10,9 @@ import (
 	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
-// gatewayOnFile opens a gateway on the SQLite file at path, as a second
-// process on the same database would; nothing tells it what the other
-// writes.
+// gatewayOnFile opens a gateway on the SQLite file at path. Two on one
+// file stand for two processes on one database: nothing tells either what
+// the other writes.
 func gatewayOnFile(t *testing.T, path string) *gateway.Gateway {
 	t.Helper()
 	st, err := sqlitestore.Open(ctx, path, sqlitestore.Options{Synchronous: "NORMAL"})

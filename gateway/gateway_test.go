@@ -8,25 +8,14 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
-	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
 var ctx = context.Background()
 
 func newGateway(t *testing.T) (*gateway.Gateway, *vigil.Engine) {
 	t.Helper()
-	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "v.db"), sqlitestore.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub := gateway.NewHub()
-	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{PruneInterval: -1}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := gateway.New(eng, st, gateway.Options{Hub: hub})
-	t.Cleanup(func() { g.Close(); eng.Close(); st.Close() })
-	return g, eng
+	g := gatewayOnFile(t, filepath.Join(t.TempDir(), "v.db"))
+	return g, g.Engine()
 }
 
 func caller(t *testing.T, g *gateway.Gateway, p gateway.Principal, session string) gateway.Caller {
