@@ -333,11 +333,17 @@ type e2eAsync struct {
 }
 
 func e2eGo(s *e2eServer, token, session, tool string, in any) *e2eAsync {
-	a := &e2eAsync{done: make(chan struct{})}
 	body, _ := json.Marshal(in)
+	return goRequest(e2eClient, http.MethodPost, s.URL+"/v1/tools/"+tool, token, session, bytes.NewReader(body))
+}
+
+// goRequest sends a request in a goroutine; the answer is in the result
+// once its done channel closes.
+func goRequest(client *http.Client, method, url, token, session string, body io.Reader) *e2eAsync {
+	a := &e2eAsync{done: make(chan struct{})}
 	go func() {
 		defer close(a.done)
-		req, err := http.NewRequest(http.MethodPost, s.URL+"/v1/tools/"+tool, bytes.NewReader(body))
+		req, err := http.NewRequest(method, url, body)
 		if err != nil {
 			a.err = err
 			return
@@ -346,7 +352,7 @@ func e2eGo(s *e2eServer, token, session, tool string, in any) *e2eAsync {
 		if session != "" {
 			req.Header.Set("Vigil-Session", session)
 		}
-		resp, err := e2eClient.Do(req)
+		resp, err := client.Do(req)
 		if err != nil {
 			a.err = err
 			return

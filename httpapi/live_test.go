@@ -184,28 +184,7 @@ func liveGoTurn(s *liveServer, token, key string, wait int) *e2eAsync {
 
 // liveGo sends a request in a goroutine, as e2eGo does for tools.
 func liveGo(s *liveServer, method, path, token, session, body string) *e2eAsync {
-	a := &e2eAsync{done: make(chan struct{})}
-	go func() {
-		defer close(a.done)
-		req, err := http.NewRequest(method, s.URL+path, strings.NewReader(body))
-		if err != nil {
-			a.err = err
-			return
-		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		if session != "" {
-			req.Header.Set("Vigil-Session", session)
-		}
-		resp, err := liveClient.Do(req)
-		if err != nil {
-			a.err = err
-			return
-		}
-		defer resp.Body.Close()
-		a.status = resp.StatusCode
-		a.body, a.err = io.ReadAll(resp.Body)
-	}()
-	return a
+	return goRequest(liveClient, method, s.URL+path, token, session, strings.NewReader(body))
 }
 
 // liveReturned reports whether an async call has returned.

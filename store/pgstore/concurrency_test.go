@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/store/pgstore"
+	"github.com/vigilhq/vigil/store/storetest"
 )
 
 // writeTx appends one event to each of refs (in that order) in one
@@ -31,7 +32,7 @@ func writeTx(ctx context.Context, s vigil.Store, refs []vigil.SessionRef, rollba
 			defer tx.Rollback()
 			got := map[vigil.SessionRef][]int64{}
 			for i, ref := range refs {
-				e := event(ref, "")
+				e := storetest.GoalEvent(ref, "")
 				e.Summary = fmt.Sprintf("%s/%d", tag, i)
 				if rng.IntN(8) == 0 {
 					// A dedupe key seen before on this session: usually a
@@ -266,13 +267,13 @@ func TestAppendWaitsForTheSessionsOpenWriter(t *testing.T) {
 	schema := freshSchema(t)
 	s1, s2 := open(t, schema), open(t, schema)
 	t1 := begin(t, s1)
-	first := mustAppend(t, t1, event(alphaMain, ""))
+	first := mustAppend(t, t1, storetest.GoalEvent(alphaMain, ""))
 
 	other := begin(t, s2)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		mustAppend(t, other, event(betaMain, ""))
+		mustAppend(t, other, storetest.GoalEvent(betaMain, ""))
 	}()
 	select {
 	case <-done:
@@ -288,7 +289,7 @@ func TestAppendWaitsForTheSessionsOpenWriter(t *testing.T) {
 	done = make(chan struct{})
 	go func() {
 		defer close(done)
-		e := event(alphaMain, "")
+		e := storetest.GoalEvent(alphaMain, "")
 		if _, err := t2.Append(context.Background(), e); err != nil {
 			t.Errorf("second Append: %v", err)
 		}
@@ -319,7 +320,7 @@ func TestAppendWaitsForTheSessionsOpenWriter(t *testing.T) {
 func TestLogDoesNotOvertakeAnOpenWriter(t *testing.T) {
 	schema := freshSchema(t)
 	s := open(t, schema)
-	before := appendOne(t, s, event(alphaMain, ""))
+	before := storetest.AppendOne(t, s, storetest.GoalEvent(alphaMain, ""))
 	ctx := t.Context()
 
 	t1 := begin(t, s)
@@ -327,8 +328,8 @@ func TestLogDoesNotOvertakeAnOpenWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	t2 := begin(t, s)
-	low := mustAppend(t, t2, event(betaMain, ""))
-	high := mustAppend(t, t1, event(alphaMain, ""))
+	low := mustAppend(t, t2, storetest.GoalEvent(betaMain, ""))
+	high := mustAppend(t, t1, storetest.GoalEvent(alphaMain, ""))
 	if high <= low {
 		t.Fatalf("sequences %d then %d are not increasing", low, high)
 	}
@@ -365,11 +366,11 @@ func TestLogHorizonFollowsOnlyThisStoresOpenWriters(t *testing.T) {
 	other := openFresh(t)
 
 	foreign := begin(t, other)
-	mustAppend(t, foreign, event(alphaMain, ""))
+	mustAppend(t, foreign, storetest.GoalEvent(alphaMain, ""))
 
 	pending := begin(t, s)
-	mustAppend(t, pending, event(alphaMain, ""))
-	done := appendOne(t, s, event(betaMain, ""))
+	mustAppend(t, pending, storetest.GoalEvent(alphaMain, ""))
+	done := storetest.AppendOne(t, s, storetest.GoalEvent(betaMain, ""))
 	if got := logSequences(t, s, 0); len(got) != 0 {
 		t.Fatalf("Log(0) with an older number open = %v, want nothing yet", got)
 	}
@@ -413,8 +414,8 @@ func TestDeadlockIsReturnedRetryable(t *testing.T) {
 	schema := freshSchema(t)
 	s1, s2 := open(t, schema), open(t, schema)
 	t1, t2 := begin(t, s1), begin(t, s2)
-	mustAppend(t, t1, event(alphaMain, ""))
-	mustAppend(t, t2, event(betaMain, ""))
+	mustAppend(t, t1, storetest.GoalEvent(alphaMain, ""))
+	mustAppend(t, t2, storetest.GoalEvent(betaMain, ""))
 	type result struct {
 		tx  vigil.Tx
 		err error
@@ -425,7 +426,7 @@ func TestDeadlockIsReturnedRetryable(t *testing.T) {
 		ref vigil.SessionRef
 	}{{t1, betaMain}, {t2, alphaMain}} {
 		go func() {
-			_, err := c.tx.Append(context.Background(), event(c.ref, ""))
+			_, err := c.tx.Append(context.Background(), storetest.GoalEvent(c.ref, ""))
 			results <- result{c.tx, err}
 		}()
 	}

@@ -57,28 +57,6 @@ func queryInt(t *testing.T, s *pgstore.Store, q string, args ...any) int64 {
 	return v
 }
 
-func appendOne(t *testing.T, s vigil.Store, e *vigil.Event) int64 {
-	t.Helper()
-	ctx := t.Context()
-	tx, err := s.BeginWrite(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	if ok, err := tx.Append(ctx, e); err != nil || !ok {
-		t.Fatalf("Append = %v, %v; want true, nil", ok, err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	return e.Sequence
-}
-
-func event(ref vigil.SessionRef, dedupe string) *vigil.Event {
-	return &vigil.Event{AgentID: ref.AgentID, SessionKey: ref.Key, Kind: vigil.KindGoalChanged,
-		ActorType: vigil.ActorHuman, OccurredAt: 1, RecordedAt: 1, Summary: "goal updated", DedupeKey: dedupe}
-}
-
 var (
 	alphaMain = vigil.SessionRef{AgentID: "alpha", Key: "agent:alpha:main"}
 	betaMain  = vigil.SessionRef{AgentID: "beta", Key: "agent:beta:main"}
@@ -101,7 +79,7 @@ func TestMigrationsAreVersionedAndReopeningKeepsData(t *testing.T) {
 	if c := queryInt(t, s, `SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename = 'events'`, schema); c != 1 {
 		t.Errorf("the events table is not in schema %s", schema)
 	}
-	seq := appendOne(t, s, event(alphaMain, "k"))
+	seq := storetest.AppendOne(t, s, storetest.GoalEvent(alphaMain, "k"))
 	c := vigil.Cursor{Watcher: "agent:beta:main", Target: alphaMain, LastSeen: 0, Notified: seq, Material: seq, UpdatedAt: 42}
 	tx, err := s.BeginWrite(ctx)
 	if err != nil {
@@ -111,7 +89,7 @@ func TestMigrationsAreVersionedAndReopeningKeepsData(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A dropped duplicate as the last thing before closing uses up seq+1.
-	if ok, err := tx.Append(ctx, event(alphaMain, "k")); err != nil || ok {
+	if ok, err := tx.Append(ctx, storetest.GoalEvent(alphaMain, "k")); err != nil || ok {
 		t.Fatalf("Append duplicate = %v, %v; want false, nil", ok, err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -135,7 +113,7 @@ func TestMigrationsAreVersionedAndReopeningKeepsData(t *testing.T) {
 	if got, ok, err := s.Cursor(ctx, c.Watcher, c.Target); err != nil || !ok || got != c {
 		t.Errorf("after reopening, Cursor = %+v, %v, %v; want %+v", got, ok, err, c)
 	}
-	if next := appendOne(t, s, event(alphaMain, "")); next <= seq+1 {
+	if next := storetest.AppendOne(t, s, storetest.GoalEvent(alphaMain, "")); next <= seq+1 {
 		t.Errorf("after reopening, the next sequence is %d; %d was used up by a dropped duplicate", next, seq+1)
 	}
 }
@@ -148,7 +126,7 @@ func TestOpenCreatesAMissingSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := open(t, schema) // the cleanup drops it again
-	appendOne(t, s, event(alphaMain, ""))
+	storetest.AppendOne(t, s, storetest.GoalEvent(alphaMain, ""))
 	if c := queryInt(t, s, `SELECT count(*) FROM pg_tables WHERE schemaname = $1`, schema); c == 0 {
 		t.Errorf("schema %s has no tables after Open", schema)
 	}

@@ -51,28 +51,6 @@ func queryInt(t *testing.T, s *sqlitestore.Store, q string) int64 {
 	return v
 }
 
-func appendOne(t *testing.T, s vigil.Store, e *vigil.Event) int64 {
-	t.Helper()
-	ctx := t.Context()
-	tx, err := s.BeginWrite(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	if ok, err := tx.Append(ctx, e); err != nil || !ok {
-		t.Fatalf("Append = %v, %v; want true, nil", ok, err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	return e.Sequence
-}
-
-func event(ref vigil.SessionRef, dedupe string) *vigil.Event {
-	return &vigil.Event{AgentID: ref.AgentID, SessionKey: ref.Key, Kind: vigil.KindGoalChanged,
-		ActorType: vigil.ActorHuman, OccurredAt: 1, RecordedAt: 1, Summary: "goal updated", DedupeKey: dedupe}
-}
-
 var alphaMain = vigil.SessionRef{AgentID: "alpha", Key: "agent:alpha:main"}
 
 func TestMigrationsAreVersionedAndReopeningKeepsData(t *testing.T) {
@@ -88,7 +66,7 @@ func TestMigrationsAreVersionedAndReopeningKeepsData(t *testing.T) {
 	if n != int64(sqlitestore.SchemaVersion) || top != int64(sqlitestore.SchemaVersion) {
 		t.Errorf("schema_migrations has %d rows up to version %d, want %d up to %d", n, top, sqlitestore.SchemaVersion, sqlitestore.SchemaVersion)
 	}
-	seq := appendOne(t, s, event(alphaMain, "k"))
+	seq := storetest.AppendOne(t, s, storetest.GoalEvent(alphaMain, "k"))
 	c := vigil.Cursor{Watcher: "agent:beta:main", Target: alphaMain, LastSeen: 0, Notified: seq, Material: seq, UpdatedAt: 42}
 	tx, err := s.BeginWrite(ctx)
 	if err != nil {
@@ -98,7 +76,7 @@ func TestMigrationsAreVersionedAndReopeningKeepsData(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A dropped duplicate as the last thing before closing uses up seq+1.
-	if ok, err := tx.Append(ctx, event(alphaMain, "k")); err != nil || ok {
+	if ok, err := tx.Append(ctx, storetest.GoalEvent(alphaMain, "k")); err != nil || ok {
 		t.Fatalf("Append duplicate = %v, %v; want false, nil", ok, err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -122,7 +100,7 @@ func TestMigrationsAreVersionedAndReopeningKeepsData(t *testing.T) {
 	if got, ok, err := s.Cursor(ctx, c.Watcher, c.Target); err != nil || !ok || got != c {
 		t.Errorf("after reopening, Cursor = %+v, %v, %v; want %+v", got, ok, err, c)
 	}
-	if next := appendOne(t, s, event(alphaMain, "")); next <= seq+1 {
+	if next := storetest.AppendOne(t, s, storetest.GoalEvent(alphaMain, "")); next <= seq+1 {
 		t.Errorf("after reopening, the next sequence is %d; %d was used up by a dropped duplicate", next, seq+1)
 	}
 }
@@ -211,7 +189,7 @@ func TestWritersOnOneFileAreSerialised(t *testing.T) {
 						return err
 					}
 					defer tx.Rollback()
-					e := event(alphaMain, fmt.Sprintf("s%d-%d", i, j))
+					e := storetest.GoalEvent(alphaMain, fmt.Sprintf("s%d-%d", i, j))
 					if _, err := tx.Append(ctx, e); err != nil {
 						return err
 					}
@@ -254,14 +232,14 @@ func TestWritersOnOneFileAreSerialised(t *testing.T) {
 // refuses them) comes back exactly, in order, with the right bounds.
 func TestHistoryReadsEventsWrittenByHand(t *testing.T) {
 	s := open(t, filepath.Join(t.TempDir(), "vigil.db"), sqlitestore.Options{})
-	first := appendOne(t, s, event(alphaMain, ""))
+	first := storetest.AppendOne(t, s, storetest.GoalEvent(alphaMain, ""))
 	odd := "a\x1fb\x1ec"
 	if _, err := s.DB().ExecContext(t.Context(), `INSERT INTO events (sequence, agent_id, session_key, kind, actor_type,
 		occurred_at, recorded_at, summary, payload) VALUES (?, ?, ?, 'goal_changed', 'human', 1, 1, ?, ?)`,
 		first+1, alphaMain.AgentID, alphaMain.Key, odd, `{"x":"`+odd+`"}`); err != nil {
 		t.Fatal(err)
 	}
-	last := appendOne(t, s, event(alphaMain, ""))
+	last := storetest.AppendOne(t, s, storetest.GoalEvent(alphaMain, ""))
 	h, err := s.History(t.Context(), alphaMain, 0, 10)
 	if err != nil {
 		t.Fatal(err)

@@ -1921,3 +1921,32 @@ func testLogPrunedWatermark(t *testing.T, s vigil.Store) {
 		t.Fatalf("after deletes: %+v, want watermark %d and nothing retained", p, seqs[1])
 	}
 }
+
+// ---------------------------------------------------------------------------
+// helpers for backends' own tests
+
+// AppendOne appends e in a transaction of its own, failing t unless it is
+// appended, and returns its sequence.
+func AppendOne(t *testing.T, s vigil.Store, e *vigil.Event) int64 {
+	t.Helper()
+	ctx := t.Context()
+	tx, err := s.BeginWrite(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if ok, err := tx.Append(ctx, e); err != nil || !ok {
+		t.Fatalf("Append = %v, %v; want true, nil", ok, err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return e.Sequence
+}
+
+// GoalEvent is a complete goal_changed event on ref with a dedupe key
+// (none when empty).
+func GoalEvent(ref vigil.SessionRef, dedupe string) *vigil.Event {
+	return &vigil.Event{AgentID: ref.AgentID, SessionKey: ref.Key, Kind: vigil.KindGoalChanged,
+		ActorType: vigil.ActorHuman, OccurredAt: 1, RecordedAt: 1, Summary: "goal updated", DedupeKey: dedupe}
+}
