@@ -32,6 +32,19 @@ func sameSlot(a, b SystemEvent) bool {
 // entry or a new text for a notice's pair) and how many entries overflow
 // dropped.
 func (q *queues) push(watcher string, ev SystemEvent) (changed bool, dropped int) {
+	return q.put(watcher, ev, true)
+}
+
+// pushIfRoom queues ev for watcher like push, except that when the queue
+// is full and ev has no slot in it yet, it drops ev rather than the oldest
+// entry. It reports whether the queue changed.
+func (q *queues) pushIfRoom(watcher string, ev SystemEvent) bool {
+	changed, _ := q.put(watcher, ev, false)
+	return changed
+}
+
+// put is push, or pushIfRoom when evict is false.
+func (q *queues) put(watcher string, ev SystemEvent, evict bool) (changed bool, dropped int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	list := q.m[watcher]
@@ -41,6 +54,9 @@ func (q *queues) push(watcher string, ev SystemEvent) (changed bool, dropped int
 			list[i] = ev // the same text may carry a newer watermark
 			return changed, 0
 		}
+	}
+	if !evict && len(list) >= q.bound {
+		return false, 0
 	}
 	list = append(list, ev)
 	if over := len(list) - q.bound; over > 0 {
@@ -154,27 +170,6 @@ func (q *queues) takeWithoutNotices(watcher string) ([]SystemEvent, bool) {
 	}
 	delete(q.m, watcher)
 	return list, true
-}
-
-// pushIfRoom queues ev for watcher like push, except that when the queue
-// is full and ev has no slot in it yet, it drops ev rather than the oldest
-// entry. It reports whether the queue changed.
-func (q *queues) pushIfRoom(watcher string, ev SystemEvent) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	list := q.m[watcher]
-	for i := range list {
-		if sameSlot(list[i], ev) {
-			changed := list[i].Text != ev.Text
-			list[i] = ev // the same text may carry a newer watermark
-			return changed
-		}
-	}
-	if len(list) >= q.bound {
-		return false
-	}
-	q.m[watcher] = append(list, ev)
-	return true
 }
 
 // detach unties a queued notice of the pair from the watermark it was

@@ -297,8 +297,3 @@ func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, f Follower, opt
 // Channel is the notification channel on which the store announces its
 // changes and Follow hears other processes' (one per schema).
 func (s *Store) Channel() string { return s.channel }
-
-// connect opens a connection outside the pool.
-func connect(ctx context.Context, cfg *pgx.ConnConfig) (*pgx.Conn, error) {
-	return pgx.ConnectConfig(ctx, cfg)
-}

@@ -3,6 +3,8 @@ package pgstore
 import (
 	"context"
 	"fmt"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // LockMaintenance implements vigil.MaintenanceLocker with a session-level
@@ -14,7 +16,7 @@ import (
 func (s *Store) LockMaintenance(ctx context.Context, wait bool) (unlock func(), ok bool, err error) {
 	cfg := s.pool.Config().ConnConfig.Copy()
 	cfg.RuntimeParams["application_name"] = "vigil maintenance " + s.origin
-	conn, err := connect(ctx, cfg)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, false, fmt.Errorf("maintenance lock: %w", wrap(err))
 	}
