@@ -81,5 +81,5 @@ func (g *Gateway) recheckWaiters(ctx context.Context) error {
 	return nil
 }
 
-// maxRecheck bounds the messages read per session by RecheckWaiters.
+// maxRecheck bounds the messages read per session by recheckWaiters.
 const maxRecheck = 500

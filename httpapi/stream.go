@@ -193,12 +193,12 @@ func (s *server) logEvents(w http.ResponseWriter, r *http.Request, c gateway.Cal
 	if after < 0 {
 		// Live from now: start at the log's horizon, read before
 		// listening; the catch-up below reads anything committed since.
-		newest, err := eng.LogHorizon(r.Context())
+		horizon, err := eng.LogHorizon(r.Context())
 		if err != nil {
 			s.fail(w, fmt.Errorf("read the log horizon: %w", err))
 			return
 		}
-		after = newest
+		after = horizon
 	}
 	l := s.g.Hub().ListenLog(logStreamBuffer)
 	defer func() { l.Close() }()
