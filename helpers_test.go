@@ -68,6 +68,9 @@ type testDB struct {
 	backend string // backendSQLite or backendPostgres
 	path    string // SQLite
 	schema  string // PostgreSQL
+	// shared opens SQLite files for several engines at once, as several
+	// processes would: every read then goes to the file.
+	shared bool
 }
 
 // newTestDB makes an empty database for t on t's backend (backendOf).
@@ -88,7 +91,7 @@ func (db testDB) open(t testing.TB) vigil.Store {
 	case backendPostgres:
 		st, err = pgstore.Open(ctx, postgresURL(), pgstore.Options{Schema: db.schema})
 	default:
-		st, err = sqlitestore.Open(ctx, db.path, sqlitestore.Options{Synchronous: "NORMAL"})
+		st, err = sqlitestore.Open(ctx, db.path, sqlitestore.Options{Synchronous: "NORMAL", Shared: db.shared})
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -39,6 +39,13 @@ type peer struct {
 
 func (env *testEnv) openPeer() *peer {
 	env.t.Helper()
+	if !env.db.shared {
+		// Reopen the first engine's store too: a file serves several
+		// processes only when every one of them shares it.
+		env.close()
+		env.db.shared = true
+		env.open()
+	}
 	p := &peer{}
 	st := env.db.open(env.t)
 	opts := env.opts

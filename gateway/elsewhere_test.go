@@ -15,7 +15,7 @@ import (
 // the other writes.
 func gatewayOnFile(t *testing.T, path string) *gateway.Gateway {
 	t.Helper()
-	st, err := sqlitestore.Open(ctx, path, sqlitestore.Options{Synchronous: "NORMAL"})
+	st, err := sqlitestore.Open(ctx, path, sqlitestore.Options{Synchronous: "NORMAL", Shared: true})
 	if err != nil {
 		t.Fatal(err)
 	}

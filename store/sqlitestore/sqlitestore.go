@@ -41,6 +41,14 @@ type Options struct {
 	BusyTimeout time.Duration
 	// ReadConns is the size of the reader pool; 0 means 4.
 	ReadConns int
+	// Shared lets several processes open the file at once, each with
+	// Shared set; every read then goes to the file. Without it the store
+	// keeps the file to itself: Open takes a lock (the file named by the
+	// path plus "-lock") that makes any other store's Open of the same
+	// file fail with ErrInUse until this one closes or its process dies,
+	// and repeated reads of a session's recent history are answered from
+	// memory.
+	Shared bool
 }
 
 // readCacheKiB is each reader's page cache. SQLite's default (2 MiB) holds
@@ -54,6 +62,10 @@ type Store struct {
 	write *sql.DB // exactly one connection
 	read  *sql.DB
 	ckpt  *checkpointer
+	lock  *fileLock
+	// recent is nil for a shared store: another process's commits would
+	// not reach it.
+	recent *recentEvents
 
 	conns sync.Map // *sqlite3.SQLiteConn -> *connState
 }
@@ -91,6 +103,26 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.ReadConns <= 0 {
 		opts.ReadConns = 4
 	}
+	lock, err := acquireLock(path, !opts.Shared)
+	if err != nil {
+		if errors.Is(err, ErrInUse) {
+			return nil, fmt.Errorf("open %s: %w: a SQLite file serves one vigil process at a time, so stop the other one or reach it through its gateway", path, err)
+		}
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	s, err := open(ctx, path, syncMode, opts)
+	if err != nil {
+		lock.release()
+		return nil, err
+	}
+	s.lock = lock
+	if !opts.Shared && lock != nil {
+		s.recent = newRecentEvents(recentMaxBytes, recentPerEntry)
+	}
+	return s, nil
+}
+
+func open(ctx context.Context, path, syncMode string, opts Options) (*Store, error) {
 	dsn := func(extra ...string) string {
 		q := url.Values{}
 		q.Add("_busy_timeout", fmt.Sprint(opts.BusyTimeout.Milliseconds()))
@@ -139,12 +171,20 @@ func (s *Store) Close() error {
 		s.conns.Delete(k)
 		return true
 	})
-	return errors.Join(err, s.read.Close(), s.write.Close())
+	err = errors.Join(err, s.read.Close(), s.write.Close(), s.lock.release())
+	s.lock = nil
+	return err
 }
 
 // DB returns the writer pool, for embedders' own migrations. Use it only
-// while no engine runs on the store.
-func (s *Store) DB() *sql.DB { return s.write }
+// while no engine runs on the store. The store forgets the history it
+// holds in memory, since statements run on the pool bypass it.
+func (s *Store) DB() *sql.DB {
+	if s.recent != nil {
+		s.recent.reset()
+	}
+	return s.write
+}
 
 const eventColumns = `sequence, agent_id, session_key, coalesce(session_id, ''), kind, actor_type,
 	coalesce(actor_id, ''), coalesce(run_id, ''), occurred_at, recorded_at, summary, payload, coalesce(dedupe_key, '')`
@@ -263,6 +303,19 @@ func (s *Store) snapshot(ctx context.Context, fn func(c conn) error) error {
 // Versions implements vigil.Reader.
 func (s *Store) Versions(ctx context.Context, refs []vigil.SessionRef) (map[vigil.SessionRef]int64, error) {
 	out := make(map[vigil.SessionRef]int64, len(refs))
+	if s.recent != nil {
+		var rest []vigil.SessionRef
+		for _, r := range refs {
+			if v, ok := s.recent.version(r); ok {
+				out[r] = v
+			} else {
+				rest = append(rest, r)
+			}
+		}
+		if refs = rest; len(refs) == 0 {
+			return out, ctx.Err()
+		}
+	}
 	err := s.snapshot(ctx, func(c conn) error {
 		for _, r := range refs {
 			if _, err := c.queryRow(versionQuery, []any{r.AgentID, r.Key}, func(row rowValues) error {
@@ -279,6 +332,25 @@ func (s *Store) Versions(ctx context.Context, refs []vigil.SessionRef) (map[vigi
 
 // History implements vigil.Reader.
 func (s *Store) History(ctx context.Context, ref vigil.SessionRef, after int64, limit int) (vigil.History, error) {
+	if s.recent == nil {
+		return s.readHistory(ctx, ref, after, limit)
+	}
+	if err := ctx.Err(); err != nil {
+		return vigil.History{}, err
+	}
+	if h, ok := s.recent.history(ref, after, limit); ok {
+		return h, nil
+	}
+	t := s.recent.beginFill(ref)
+	h, err := s.readHistory(ctx, ref, after, limit)
+	if err == nil {
+		s.recent.fill(t, after, limit, h)
+	}
+	return h, err
+}
+
+// readHistory reads a session's history from the file.
+func (s *Store) readHistory(ctx context.Context, ref vigil.SessionRef, after int64, limit int) (vigil.History, error) {
 	var h vigil.History
 	// One statement is one snapshot, so bounds and events agree without an
 	// explicit read transaction (which would cost two more statements).
@@ -408,6 +480,26 @@ type Tx struct {
 	seqLoaded  bool
 	seq        int64
 	floorDirty bool
+
+	// changes are what the store's memory of recent history learns at
+	// commit, in order; kept only when the store has that memory.
+	changes []change
+}
+
+// change is one committed write the recent-history memory must follow:
+// an append, a prune up to a sequence, or a session's deletion.
+type change struct {
+	appended *vigil.Event
+	prunedTo int64
+	deleted  *vigil.SessionRef
+}
+
+// track notes a change for the commit, when the store keeps history in
+// memory.
+func (t *Tx) track(c change) {
+	if t.s.recent != nil {
+		t.changes = append(t.changes, c)
+	}
 }
 
 // Conn returns the connection the transaction runs on, for embedders whose
@@ -442,8 +534,20 @@ func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
 	}
 	n, err := t.c.exec(appendQuery, e.Sequence, e.AgentID, e.SessionKey, e.SessionID, string(e.Kind), string(e.ActorType),
 		e.ActorID, e.RunID, e.OccurredAt, e.RecordedAt, e.Summary, payload, e.DedupeKey)
-	if err != nil || n == 1 {
-		return n == 1, err
+	if err != nil {
+		return false, err
+	}
+	if n == 1 {
+		if t.s.recent != nil {
+			// Kept as a read from the file would return it.
+			ev := *e
+			ev.Payload = nil
+			if len(e.Payload) > 0 {
+				ev.Payload = slices.Clone(e.Payload)
+			}
+			t.track(change{appended: &ev})
+		}
+		return true, nil
 	}
 	t.floorDirty = true // the number is used up with no event to show for it
 	var prior vigil.Event
@@ -519,6 +623,7 @@ func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
 			return err
 		}
 	}
+	t.track(change{deleted: &ref})
 	return nil
 }
 
@@ -570,6 +675,7 @@ func (t *Tx) PruneEvents(ctx context.Context, maxSequence, recordedBefore int64,
 	if _, err := t.c.exec(`DELETE FROM events WHERE sequence <= ?`, last); err != nil {
 		return 0, err
 	}
+	t.track(change{prunedTo: last})
 	return n, nil
 }
 
@@ -604,6 +710,15 @@ func (t *Tx) Commit() error {
 		_, err := t.c.exec(`COMMIT`)
 		return err
 	}()
+	// Before the connection goes back: the next write's changes must
+	// reach memory after these.
+	if t.s.recent != nil {
+		if err == nil {
+			t.s.recent.apply(t.changes)
+		} else {
+			t.s.recent.reset() // whatever the failed COMMIT left, forget
+		}
+	}
 	t.end()
 	if err == nil {
 		t.s.ckpt.committed()

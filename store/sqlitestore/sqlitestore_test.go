@@ -2,6 +2,7 @@ package sqlitestore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -29,14 +30,14 @@ func open(t *testing.T, path string, opts sqlitestore.Options) *sqlitestore.Stor
 }
 
 func TestConformance(t *testing.T) {
-	for _, sync := range []string{"", "NORMAL"} {
-		name := "Synchronous=" + sync
-		if sync == "" {
-			name = "DefaultOptions"
-		}
+	for name, opts := range map[string]sqlitestore.Options{
+		"DefaultOptions":     {},
+		"Synchronous=NORMAL": {Synchronous: "NORMAL"},
+		"Shared":             {Shared: true}, // every read from the file
+	} {
 		t.Run(name, func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T) vigil.Store {
-				return open(t, filepath.Join(t.TempDir(), "vigil.db"), sqlitestore.Options{Synchronous: sync})
+				return open(t, filepath.Join(t.TempDir(), "vigil.db"), opts)
 			})
 		})
 	}
@@ -174,7 +175,7 @@ func TestJournalModeIsWAL(t *testing.T) {
 // serialised and never share a sequence.
 func TestWritersOnOneFileAreSerialised(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "vigil.db")
-	stores := []*sqlitestore.Store{open(t, path, sqlitestore.Options{}), open(t, path, sqlitestore.Options{})}
+	stores := []*sqlitestore.Store{open(t, path, sqlitestore.Options{Shared: true}), open(t, path, sqlitestore.Options{Shared: true})}
 	const perStore = 40
 	var wg sync.WaitGroup
 	seqs := make([][]int64, len(stores))
@@ -257,4 +258,53 @@ func TestHistoryReadsEventsWrittenByHand(t *testing.T) {
 	if err != nil || len(h.Events) != 1 || h.Events[0].Sequence != last || h.Events[0].Summary != "goal updated" {
 		t.Fatalf("History after %d = %+v, %v; want the one event %d", first+1, h.Events, err, last)
 	}
+}
+
+func openErr(t *testing.T, path string, opts sqlitestore.Options) error {
+	t.Helper()
+	s, err := sqlitestore.Open(t.Context(), path, opts)
+	if err == nil {
+		s.Close()
+	}
+	return err
+}
+
+// A store without Shared keeps its file to itself: no other store opens
+// it, shared or not, and the refusal says what to do.
+func TestExclusiveStoreRefusesEveryOtherOpen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	open(t, path, sqlitestore.Options{})
+	for _, opts := range []sqlitestore.Options{{}, {Shared: true}} {
+		err := openErr(t, path, opts)
+		if !errors.Is(err, sqlitestore.ErrInUse) || !strings.Contains(err.Error(), "one vigil process at a time") {
+			t.Errorf("second Open(%+v) = %v, want ErrInUse saying a file serves one process", opts, err)
+		}
+	}
+}
+
+// Shared stores open the same file together, and keep an exclusive one
+// out while any of them is open.
+func TestSharedStoresOpenTogetherAndKeepAnExclusiveOneOut(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	open(t, path, sqlitestore.Options{Shared: true})
+	open(t, path, sqlitestore.Options{Shared: true})
+	if err := openErr(t, path, sqlitestore.Options{}); !errors.Is(err, sqlitestore.ErrInUse) {
+		t.Errorf("exclusive Open beside shared stores = %v, want ErrInUse", err)
+	}
+}
+
+// Closing gives the file back: the next store opens it.
+func TestClosingAnExclusiveStoreReleasesTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	s, err := sqlitestore.Open(t.Context(), path, sqlitestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close = %v, want nil", err)
+	}
+	open(t, path, sqlitestore.Options{})
 }

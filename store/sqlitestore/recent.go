@@ -1,0 +1,259 @@
+package sqlitestore
+
+import (
+	"container/list"
+	"slices"
+	"sort"
+	"sync"
+
+	vigil "github.com/vigilhq/vigil"
+)
+
+// recentEvents answers repeated reads of a session's history from memory.
+// A coordinator asks for the same sessions' deltas again and again, and a
+// read from the file costs tens of microseconds before the first event
+// (a read transaction's file locks, two index seeks); from memory it costs
+// a copy.
+//
+// It is exact because the store that owns it holds the file alone (the
+// exclusive lock, see Open) and reports every commit to it before Commit
+// returns: an append extends its session's entry, and a prune or a
+// deletion drops the entries it may have changed. An entry is filled only
+// by a read from the file that no commit to its session overlapped.
+type recentEvents struct {
+	mu       sync.Mutex
+	entries  map[vigil.SessionRef]*recentEntry
+	lru      list.List // of *recentEntry, most recently used first
+	bytes    int       // estimated size of every entry's events
+	maxBytes int
+	perEntry int // most events one entry holds
+	// epoch moves whenever entries are dropped for a write, so a read
+	// from the file that started before the drop cannot fill one back.
+	epoch uint64
+}
+
+// recentEntry holds one session's bounds and every retained event with a
+// sequence above from, in ascending order. An entry that is not ready is
+// a placeholder for a read from the file in progress.
+type recentEntry struct {
+	ref   vigil.SessionRef
+	ready bool
+	gen   uint64 // moves with every append to the session
+	from  int64
+	h     vigil.History
+	bytes int
+	elem  *list.Element
+}
+
+// Defaults: enough for every busy session of a large gateway's recent
+// traffic, and each session's last full delta page (DefaultDeltaLimit).
+const (
+	recentMaxBytes = 32 << 20
+	recentPerEntry = 512
+)
+
+func newRecentEvents(maxBytes, perEntry int) *recentEvents {
+	return &recentEvents{entries: make(map[vigil.SessionRef]*recentEntry), maxBytes: maxBytes, perEntry: perEntry}
+}
+
+// eventBytes estimates the memory an event holds.
+func eventBytes(e vigil.Event) int {
+	const fixed = 200 // the struct and its string headers
+	return fixed + len(e.AgentID) + len(e.SessionKey) + len(e.SessionID) + len(e.Kind) + len(e.ActorType) +
+		len(e.ActorID) + len(e.RunID) + len(e.Summary) + len(e.Payload) + len(e.DedupeKey)
+}
+
+// history answers a read of up to limit events after after, when the
+// entry holds all of them.
+func (r *recentEvents) history(ref vigil.SessionRef, after int64, limit int) (vigil.History, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.entries[ref]
+	if e == nil || !e.ready || after < e.from {
+		return vigil.History{}, false
+	}
+	r.lru.MoveToFront(e.elem)
+	evs := e.h.Events
+	i := sort.Search(len(evs), func(i int) bool { return evs[i].Sequence > after })
+	h := e.h
+	h.Events = nil
+	if i < len(evs) && limit > 0 {
+		h.Events = slices.Clone(evs[i:min(len(evs), i+limit)])
+	}
+	return h, true
+}
+
+// version returns the session's state version when an entry holds it.
+func (r *recentEvents) version(ref vigil.SessionRef) (int64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.entries[ref]; e != nil && e.ready {
+		return e.h.Head, true
+	}
+	return 0, false
+}
+
+// fillToken says what a read from the file started from.
+type fillToken struct {
+	e     *recentEntry
+	gen   uint64
+	epoch uint64
+}
+
+// beginFill is called before reading a session from the file.
+func (r *recentEvents) beginFill(ref vigil.SessionRef) fillToken {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.entries[ref]
+	if e == nil {
+		e = &recentEntry{ref: ref}
+		r.entries[ref] = e
+	}
+	return fillToken{e: e, gen: e.gen, epoch: r.epoch}
+}
+
+// fill keeps what a read from the file returned: every retained event
+// after after, unless the read hit its limit. A commit to the session, or
+// any drop, since beginFill makes the read possibly stale, and it is not
+// kept.
+func (r *recentEvents) fill(t fillToken, after int64, limit int, h vigil.History) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := t.e
+	if r.entries[e.ref] != e {
+		return
+	}
+	if e.gen != t.gen || r.epoch != t.epoch || len(h.Events) >= limit {
+		if !e.ready {
+			delete(r.entries, e.ref)
+		}
+		return
+	}
+	if e.ready && e.from <= after {
+		return // what it holds already covers this read
+	}
+	r.bytes -= e.bytes
+	e.from, e.h, e.bytes = after, h, 0
+	e.h.Events = slices.Clone(h.Events)
+	for _, ev := range e.h.Events {
+		e.bytes += eventBytes(ev)
+	}
+	r.bytes += e.bytes
+	if !e.ready {
+		e.ready = true
+		e.elem = r.lru.PushFront(e)
+	} else {
+		r.lru.MoveToFront(e.elem)
+	}
+	r.trim(e)
+	r.evict()
+}
+
+// apply applies one commit's changes, in order, all at once: a reader
+// sees the state before the commit or after it, never part of it.
+func (r *recentEvents) apply(cs []change) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range cs {
+		switch {
+		case c.appended != nil:
+			r.appended(*c.appended)
+		case c.deleted != nil:
+			r.deleted(*c.deleted)
+		default:
+			r.pruned(c.prunedTo)
+		}
+	}
+}
+
+// appended applies a committed append.
+func (r *recentEvents) appended(ev vigil.Event) {
+	e := r.entries[ev.Session()]
+	if e == nil {
+		return
+	}
+	e.gen++
+	if !e.ready {
+		return
+	}
+	if n := len(e.h.Events); n > 0 && e.h.Events[n-1].Sequence >= ev.Sequence {
+		return // a fill that ran after the commit already read it
+	}
+	e.h.Events = append(e.h.Events, ev)
+	e.h.Head = max(e.h.Head, ev.Sequence)
+	if e.h.EarliestRetained == 0 {
+		e.h.EarliestRetained = ev.Sequence
+	}
+	b := eventBytes(ev)
+	e.bytes += b
+	r.bytes += b
+	r.trim(e)
+	r.evict()
+}
+
+// trim keeps an entry to perEntry events by dropping its oldest: from
+// rises to the newest one dropped, so the entry still holds every event
+// above from.
+func (r *recentEvents) trim(e *recentEntry) {
+	over := len(e.h.Events) - r.perEntry
+	if over <= 0 {
+		return
+	}
+	for _, ev := range e.h.Events[:over] {
+		b := eventBytes(ev)
+		e.bytes -= b
+		r.bytes -= b
+	}
+	e.from = e.h.Events[over-1].Sequence
+	e.h.Events = slices.Clone(e.h.Events[over:])
+}
+
+// evict drops the least recently used entries until the events fit.
+func (r *recentEvents) evict() {
+	for r.bytes > r.maxBytes {
+		back := r.lru.Back()
+		if back == nil {
+			return
+		}
+		r.drop(back.Value.(*recentEntry))
+	}
+}
+
+// drop forgets one entry; the caller moves the epoch when a write is the
+// reason.
+func (r *recentEvents) drop(e *recentEntry) {
+	if e.ready {
+		r.lru.Remove(e.elem)
+		r.bytes -= e.bytes
+	}
+	delete(r.entries, e.ref)
+}
+
+// pruned applies a committed prune of every event at or below last: the
+// entries of sessions that held such events are dropped.
+func (r *recentEvents) pruned(last int64) {
+	r.epoch++
+	for _, e := range r.entries {
+		if !e.ready || (e.h.EarliestRetained != 0 && e.h.EarliestRetained <= last) {
+			r.drop(e)
+		}
+	}
+}
+
+// deleted applies a committed deletion of a session.
+func (r *recentEvents) deleted(ref vigil.SessionRef) {
+	r.epoch++
+	if e := r.entries[ref]; e != nil {
+		r.drop(e)
+	}
+}
+
+// reset forgets everything.
+func (r *recentEvents) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.epoch++
+	clear(r.entries)
+	r.lru.Init()
+	r.bytes = 0
+}
