@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/vigilhq/vigil/clock"
 )
 
 // sweepLockWait bounds how long the startup sweep waits for the
@@ -119,7 +121,7 @@ func (e *Engine) Prune(ctx context.Context) (PruneStats, error) {
 			if n < batch {
 				return total, nil
 			}
-			if err := pause(ctx, time.Duration(float64(time.Since(start))*prunePace)); err != nil {
+			if err := clock.Sleep(ctx, time.Duration(float64(time.Since(start))*prunePace)); err != nil {
 				return total, err
 			}
 		}
@@ -157,18 +159,6 @@ func (e *Engine) Prune(ctx context.Context) (PruneStats, error) {
 // pages the batch wrote: in the bench, the median record during a prune
 // went from 1.9 ms to 0.35 ms, for a prune half again as long.
 const prunePace = 0.5
-
-// pause waits for d, or until ctx ends.
-func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
 
 // schedulePrune starts a background prune when none is running and the
 // last one started at least PruneInterval ago (or always, at startup).

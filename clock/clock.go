@@ -4,6 +4,7 @@
 package clock
 
 import (
+	"context"
 	"sort"
 	"sync"
 	"time"
@@ -114,5 +115,19 @@ func (m *Manual) Set(t time.Time) {
 		}
 		m.mu.Unlock()
 		next.f()
+	}
+}
+
+// Sleep waits for d of real time, whatever clock the caller runs on, or
+// until ctx ends, and then returns ctx's error. It is for pacing work, which
+// is about the machine's time, not the one timestamps are read from.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }

@@ -24,6 +24,8 @@ import (
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/httpapi"
 	"github.com/vigilhq/vigil/sessionkey"
+
+	"github.com/vigilhq/vigil/clock"
 )
 
 // cliCommand is one client command.
@@ -450,14 +452,7 @@ func (c *cliClient) stream(ctx context.Context, path, session string, header htt
 
 // cliSleep waits d or until ctx ends; it reports whether ctx is still live.
 func cliSleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return clock.Sleep(ctx, d) == nil
 }
 
 // cliRetryable reports whether a stream that broke with err is worth

@@ -32,6 +32,8 @@ import (
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
 	"github.com/vigilhq/vigil/store/sqlitestore"
+
+	"github.com/vigilhq/vigil/clock"
 )
 
 // demoGuard bounds every wait of the demo: a step that has not happened by
@@ -187,14 +189,7 @@ func (d *demoRun) pause(ctx context.Context) error {
 	if d.pace <= 0 {
 		return ctx.Err()
 	}
-	t := time.NewTimer(d.pace)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return clock.Sleep(ctx, d.pace)
 }
 
 // name is a session's short name in the story.
