@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -33,5 +34,13 @@ func (s *Store) LockMaintenance(ctx context.Context, wait bool) (unlock func(), 
 		}
 		return nil, false, nil
 	}
-	return func() { conn.Close(context.Background()) }, true, nil
+	return func() {
+		// Unlock before closing: the server drops a closed connection's
+		// locks only once its backend has exited, a moment after Close
+		// returns, and a try-lock in that moment would find it taken.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		conn.Exec(ctx, `SELECT pg_advisory_unlock($1)`, s.maintenanceKey)
+		conn.Close(ctx)
+	}, true, nil
 }
