@@ -30,6 +30,9 @@ type recentEvents struct {
 	// epoch moves whenever entries are dropped for a write, so a read
 	// from the file that started before the drop cannot fill one back.
 	epoch uint64
+	// off is set for good once writes may bypass the store (DB) or the
+	// store is closed: every read then goes to the file.
+	off bool
 }
 
 // recentEntry holds one session's bounds and every retained event with a
@@ -56,6 +59,11 @@ func newRecentEvents(maxBytes, perEntry int) *recentEvents {
 	return &recentEvents{entries: make(map[vigil.SessionRef]*recentEntry), maxBytes: maxBytes, perEntry: perEntry}
 }
 
+// entryBytes estimates what an entry costs beyond its events (the map
+// slot, the entry, its list element and its key), so sessions with no
+// events count too.
+func entryBytes(ref vigil.SessionRef) int { return 160 + len(ref.AgentID) + len(ref.Key) }
+
 // eventBytes estimates the memory an event holds.
 func eventBytes(e vigil.Event) int {
 	const fixed = 200 // the struct and its string headers
@@ -69,7 +77,7 @@ func (r *recentEvents) history(ref vigil.SessionRef, after int64, limit int) (vi
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e := r.entries[ref]
-	if e == nil || !e.ready || after < e.from {
+	if r.off || e == nil || !e.ready || after < e.from || limit <= 0 {
 		return vigil.History{}, false
 	}
 	r.lru.MoveToFront(e.elem)
@@ -77,17 +85,29 @@ func (r *recentEvents) history(ref vigil.SessionRef, after int64, limit int) (vi
 	i := sort.Search(len(evs), func(i int) bool { return evs[i].Sequence > after })
 	h := e.h
 	h.Events = nil
-	if i < len(evs) && limit > 0 {
-		h.Events = slices.Clone(evs[i:min(len(evs), i+limit)])
+	if i < len(evs) {
+		h.Events = cloneEvents(evs[i:min(len(evs), i+limit)])
 	}
 	return h, true
+}
+
+// cloneEvents copies events with their payloads: neither the caller nor
+// the memory may see the other change them.
+func cloneEvents(evs []vigil.Event) []vigil.Event {
+	out := slices.Clone(evs)
+	for i := range out {
+		if out[i].Payload != nil {
+			out[i].Payload = slices.Clone(out[i].Payload)
+		}
+	}
+	return out
 }
 
 // version returns the session's state version when an entry holds it.
 func (r *recentEvents) version(ref vigil.SessionRef) (int64, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e := r.entries[ref]; e != nil && e.ready {
+	if e := r.entries[ref]; !r.off && e != nil && e.ready {
 		return e.h.Head, true
 	}
 	return 0, false
@@ -112,6 +132,16 @@ func (r *recentEvents) beginFill(ref vigil.SessionRef) fillToken {
 	return fillToken{e: e, gen: e.gen, epoch: r.epoch}
 }
 
+// abandon gives up a read from the file that failed: its placeholder, if
+// no other read filled it meanwhile, goes.
+func (r *recentEvents) abandon(t fillToken) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := t.e; r.entries[e.ref] == e && !e.ready {
+		delete(r.entries, e.ref)
+	}
+}
+
 // fill keeps what a read from the file returned: every retained event
 // after after, unless the read hit its limit. A commit to the session, or
 // any drop, since beginFill makes the read possibly stale, and it is not
@@ -123,7 +153,7 @@ func (r *recentEvents) fill(t fillToken, after int64, limit int, h vigil.History
 	if r.entries[e.ref] != e {
 		return
 	}
-	if e.gen != t.gen || r.epoch != t.epoch || len(h.Events) >= limit {
+	if r.off || e.gen != t.gen || r.epoch != t.epoch || limit <= 0 || len(h.Events) >= limit {
 		if !e.ready {
 			delete(r.entries, e.ref)
 		}
@@ -133,8 +163,8 @@ func (r *recentEvents) fill(t fillToken, after int64, limit int, h vigil.History
 		return // what it holds already covers this read
 	}
 	r.bytes -= e.bytes
-	e.from, e.h, e.bytes = after, h, 0
-	e.h.Events = slices.Clone(h.Events)
+	e.from, e.h, e.bytes = after, h, entryBytes(e.ref)
+	e.h.Events = cloneEvents(h.Events)
 	for _, ev := range e.h.Events {
 		e.bytes += eventBytes(ev)
 	}
@@ -246,6 +276,14 @@ func (r *recentEvents) deleted(ref vigil.SessionRef) {
 	if e := r.entries[ref]; e != nil {
 		r.drop(e)
 	}
+}
+
+// turnOff forgets everything and answers nothing from now on.
+func (r *recentEvents) turnOff() {
+	r.mu.Lock()
+	r.off = true
+	r.mu.Unlock()
+	r.reset()
 }
 
 // reset forgets everything.

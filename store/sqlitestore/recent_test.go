@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
 	vigil "github.com/vigilhq/vigil"
 	"pgregory.net/rapid"
@@ -44,6 +45,13 @@ func TestRecentHistoryAnswersExactlyAsTheFile(t *testing.T) {
 			}
 			if !reflect.DeepEqual(got, want) {
 				rt.Fatalf("History(%s, after %d, limit %d)\n from memory: %+v\n from file:   %+v", ref.Key, after, limit, got, want)
+			}
+			// A caller may scribble on what it got; later answers must
+			// not change.
+			for _, ev := range got.Events {
+				for i := range ev.Payload {
+					ev.Payload[i] = 'X'
+				}
 			}
 			vs, err := s.Versions(ctx, []vigil.SessionRef{ref})
 			if err != nil || vs[ref] != want.Head {
@@ -102,7 +110,7 @@ func TestRecentHistoryAnswersExactlyAsTheFile(t *testing.T) {
 			case 5:
 				write(rapid.Bool().Draw(rt, "commitDelete"), func(tx vigil.Tx) error { return tx.DeleteSession(ctx, ref) })
 			default:
-				check(ref, rapid.Int64Range(0, last+1).Draw(rt, "after"), rapid.IntRange(1, 8).Draw(rt, "limit"))
+				check(ref, rapid.Int64Range(0, last+1).Draw(rt, "after"), rapid.IntRange(-1, 8).Draw(rt, "limit"))
 			}
 		}
 		for _, ref := range refs {
@@ -127,5 +135,140 @@ func TestRecentHistoryKeepsNoReadThatACommitOverlapped(t *testing.T) {
 	r.fill(tok, 0, 10, vigil.History{Head: 7, Events: []vigil.Event{{Sequence: 5}, {Sequence: 7}}})
 	if h, ok := r.history(ref, 0, 10); ok {
 		t.Fatalf("history after a fill overlapped by a prune = %+v, want a miss", h)
+	}
+}
+
+// Sessions with nothing to show (made-up keys, or polls at the head)
+// count against the memory's budget like any other: any number of them
+// stays within it.
+func TestEmptyAnswersStayWithinTheMemoryBudget(t *testing.T) {
+	const budget = 10_000
+	r := newRecentEvents(budget, 10)
+	for i := range 5_000 {
+		ref := vigil.SessionRef{AgentID: "a", Key: fmt.Sprintf("agent:a:subagent:s%d", i)}
+		r.fill(r.beginFill(ref), 0, 10, vigil.History{})
+	}
+	if r.bytes > budget || len(r.entries) > budget/entryBytes(vigil.SessionRef{}) {
+		t.Fatalf("5,000 empty answers hold %d bytes in %d entries, want at most %d bytes", r.bytes, len(r.entries), budget)
+	}
+}
+
+// A read from the file that fails leaves no placeholder behind.
+func TestAFailedReadLeavesNothingInMemory(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "vigil.db"), Options{ReadConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	held, err := s.read.Conn(ctx) // the only reader: the next read waits
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	if _, err := s.History(short, vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}, 0, 10); err == nil {
+		t.Fatal("History with no reader free succeeded, want the context's error")
+	}
+	if n := len(s.recent.entries); n != 0 {
+		t.Fatalf("after a failed read the memory holds %d entries, want none", n)
+	}
+}
+
+// appendOne commits one goal event on ref and returns its sequence.
+func appendOne(t *testing.T, s *Store, ref vigil.SessionRef) int64 {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := s.BeginWrite(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &vigil.Event{AgentID: ref.AgentID, SessionKey: ref.Key, Kind: vigil.KindGoalChanged,
+		ActorType: vigil.ActorHuman, Summary: "goal updated", Payload: []byte(`{"n":1}`)}
+	if _, err := tx.Append(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return e.Sequence
+}
+
+// wantFileAnswer checks that the store answers ref's history as the file
+// does.
+func wantFileAnswer(t *testing.T, s *Store, ref vigil.SessionRef) {
+	t.Helper()
+	ctx := context.Background()
+	got, err := s.History(ctx, ref, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := s.readHistory(ctx, ref, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("History answered %+v, the file holds %+v", got, want)
+	}
+}
+
+// Statements an embedder runs inside a write may change anything: the
+// memory forgets at their commit.
+func TestAnEmbeddersStatementsMakeTheMemoryForget(t *testing.T) {
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "vigil.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
+	appendOne(t, s, ref)
+	wantFileAnswer(t, s, ref) // now held in memory
+	tx, err := s.BeginWrite(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.(*Tx).Exec(`DELETE FROM events`); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	wantFileAnswer(t, s, ref)
+}
+
+// Writes through DB bypass the store: from then on every read goes to the
+// file.
+func TestDBTurnsTheMemoryOff(t *testing.T) {
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "vigil.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
+	seq := appendOne(t, s, ref)
+	db := s.DB()
+	wantFileAnswer(t, s, ref)
+	if _, err := db.Exec(`INSERT INTO events (sequence, agent_id, session_key, kind, actor_type, occurred_at,
+		recorded_at, summary) VALUES (?, 'a', 'agent:a:main', 'goal_changed', 'human', 1, 1, 'by hand')`, seq+1); err != nil {
+		t.Fatal(err)
+	}
+	wantFileAnswer(t, s, ref)
+}
+
+// A closed store answers nothing, from memory or not.
+func TestAClosedStoreAnswersNothing(t *testing.T) {
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "vigil.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
+	appendOne(t, s, ref)
+	wantFileAnswer(t, s, ref)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := s.History(context.Background(), ref, 0, 10); err == nil {
+		t.Fatalf("History after Close = %+v, want an error", h)
 	}
 }

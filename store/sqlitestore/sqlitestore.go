@@ -163,6 +163,9 @@ func open(ctx context.Context, path, syncMode string, opts Options) (*Store, err
 
 // Close closes both connection pools.
 func (s *Store) Close() error {
+	if s.recent != nil {
+		s.recent.turnOff() // reads after Close fail, as the file's do
+	}
 	err := s.ckpt.close()
 	// Finalize the kept statements first: a connection with live
 	// statements cannot close.
@@ -177,11 +180,12 @@ func (s *Store) Close() error {
 }
 
 // DB returns the writer pool, for embedders' own migrations. Use it only
-// while no engine runs on the store. The store forgets the history it
-// holds in memory, since statements run on the pool bypass it.
+// while no engine runs on the store. Statements run on it bypass the
+// store, so from the first call on the store answers every read from the
+// file, as a shared store does.
 func (s *Store) DB() *sql.DB {
 	if s.recent != nil {
-		s.recent.reset()
+		s.recent.turnOff()
 	}
 	return s.write
 }
@@ -343,10 +347,12 @@ func (s *Store) History(ctx context.Context, ref vigil.SessionRef, after int64, 
 	}
 	t := s.recent.beginFill(ref)
 	h, err := s.readHistory(ctx, ref, after, limit)
-	if err == nil {
-		s.recent.fill(t, after, limit, h)
+	if err != nil {
+		s.recent.abandon(t)
+		return h, err
 	}
-	return h, err
+	s.recent.fill(t, after, limit, h)
+	return h, nil
 }
 
 // readHistory reads a session's history from the file.
@@ -484,6 +490,9 @@ type Tx struct {
 	// changes are what the store's memory of recent history learns at
 	// commit, in order; kept only when the store has that memory.
 	changes []change
+	// opaque is set once an embedder's statements ran in the transaction:
+	// the memory cannot follow them.
+	opaque bool
 }
 
 // change is one committed write the recent-history memory must follow:
@@ -506,14 +515,22 @@ func (t *Tx) track(c change) {
 // tables share the database: statements run on it belong to the
 // transaction until Commit or Rollback. Give them a context that is not
 // cancelled meanwhile; an interrupted write makes SQLite roll back the
-// whole transaction.
-func (t *Tx) Conn() *sql.Conn { return t.tx }
+// whole transaction. The store cannot see what they change, so its
+// memory of recent history is dropped when the transaction commits.
+func (t *Tx) Conn() *sql.Conn {
+	t.opaque = true
+	return t.tx
+}
 
 // Exec runs a statement of the embedder's inside the transaction, through
 // the same prepared-statement path the store's own writes take, and
 // returns how many rows it changed. Arguments are int64 (or int), string,
-// []byte, float64 or nil.
-func (t *Tx) Exec(query string, args ...any) (int64, error) { return t.c.exec(query, args...) }
+// []byte, float64 or nil. As with Conn, the store's memory of recent
+// history is dropped when the transaction commits.
+func (t *Tx) Exec(query string, args ...any) (int64, error) {
+	t.opaque = true
+	return t.c.exec(query, args...)
+}
 
 // Append implements vigil.Tx.
 func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
@@ -713,10 +730,12 @@ func (t *Tx) Commit() error {
 	// Before the connection goes back: the next write's changes must
 	// reach memory after these.
 	if t.s.recent != nil {
-		if err == nil {
+		if err == nil && !t.opaque {
 			t.s.recent.apply(t.changes)
 		} else {
-			t.s.recent.reset() // whatever the failed COMMIT left, forget
+			// An embedder's statements, or whatever a failed COMMIT
+			// left: the memory cannot know, so it forgets.
+			t.s.recent.reset()
 		}
 	}
 	t.end()

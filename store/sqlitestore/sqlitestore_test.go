@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -307,4 +308,19 @@ func TestClosingAnExclusiveStoreReleasesTheFile(t *testing.T) {
 		t.Errorf("second Close = %v, want nil", err)
 	}
 	open(t, path, sqlitestore.Options{})
+}
+
+// Two paths to one database, one through a symbolic link, meet at one
+// lock.
+func TestALinkToAnExclusiveStoresFileIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "vigil.db")
+	open(t, path, sqlitestore.Options{})
+	link := filepath.Join(dir, "link.db")
+	if err := os.Symlink(path, link); err != nil {
+		t.Skipf("no symbolic links here: %v", err)
+	}
+	if err := openErr(t, link, sqlitestore.Options{}); !errors.Is(err, sqlitestore.ErrInUse) {
+		t.Errorf("Open through a link = %v, want ErrInUse", err)
+	}
 }
