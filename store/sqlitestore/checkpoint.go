@@ -87,7 +87,7 @@ func (c *checkpointer) run() {
 // follows the next commit at once: otherwise the log reaches the backstop
 // with an interval's worth of pages still to copy, and the commit that
 // crosses it copies them while producers wait (up to 50 ms in the bench
-// during a prune; 17 to 27 ms in most runs once passes kept up).
+// during a prune; 17 to 37 ms in most runs once passes kept up).
 func restAfter(log int64) time.Duration {
 	if log >= longLogFrames {
 		return 0
