@@ -156,11 +156,7 @@ func TestEmptyAnswersStayWithinTheMemoryBudget(t *testing.T) {
 // A read from the file that fails leaves no placeholder behind.
 func TestAFailedReadLeavesNothingInMemory(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "vigil.db"), Options{ReadConns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTestStore(t, Options{ReadConns: 1})
 	held, err := s.read.Conn(ctx) // the only reader: the next read waits
 	if err != nil {
 		t.Fatal(err)
@@ -174,6 +170,17 @@ func TestAFailedReadLeavesNothingInMemory(t *testing.T) {
 	if n := len(s.recent.entries); n != 0 {
 		t.Fatalf("after a failed read the memory holds %d entries, want none", n)
 	}
+}
+
+// openTestStore opens a store on a new file, closed when the test ends.
+func openTestStore(t *testing.T, opts Options) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "vigil.db"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 // appendOne commits one goal event on ref and returns its sequence.
@@ -216,11 +223,7 @@ func wantFileAnswer(t *testing.T, s *Store, ref vigil.SessionRef) {
 // Statements an embedder runs inside a write may change anything: the
 // memory forgets at their commit.
 func TestAnEmbeddersStatementsMakeTheMemoryForget(t *testing.T) {
-	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "vigil.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTestStore(t, Options{})
 	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
 	appendOne(t, s, ref)
 	wantFileAnswer(t, s, ref) // now held in memory
@@ -240,11 +243,7 @@ func TestAnEmbeddersStatementsMakeTheMemoryForget(t *testing.T) {
 // Writes through DB bypass the store: from then on every read goes to the
 // file.
 func TestDBTurnsTheMemoryOff(t *testing.T) {
-	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "vigil.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTestStore(t, Options{})
 	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
 	seq := appendOne(t, s, ref)
 	db := s.DB()
@@ -258,10 +257,7 @@ func TestDBTurnsTheMemoryOff(t *testing.T) {
 
 // A closed store answers nothing, from memory or not.
 func TestAClosedStoreAnswersNothing(t *testing.T) {
-	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "vigil.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openTestStore(t, Options{})
 	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
 	appendOne(t, s, ref)
 	wantFileAnswer(t, s, ref)
