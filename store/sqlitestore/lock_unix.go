@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 )
 
 // ErrInUse is returned by Open when another process holds the file in a
@@ -20,6 +21,10 @@ var ErrInUse = errors.New("the database is open in another vigil process")
 // drops it when the process dies, even by kill -9. flock and fcntl locks do
 // not interact on Linux, so it never blocks SQLite.
 type fileLock struct{ f *os.File }
+
+// lockPatience is how long Open waits for a held lock before it reports
+// ErrInUse.
+const lockPatience = time.Second
 
 // lockPath is the lock file for a database path. It names the file the
 // path resolves to, so two paths to one database (a symbolic link, say)
@@ -46,11 +51,18 @@ func acquireLock(path string, exclusive bool) (*fileLock, error) {
 	if exclusive {
 		how = syscall.LOCK_EX
 	}
+	// A holder may be on its way out: a process that is exiting, or a
+	// child forked by the holder's process that has not yet reached exec
+	// (it shares the lock until then). So a held lock is tried again for a
+	// moment before the open is refused.
+	deadline := time.Now().Add(lockPatience)
 	for {
 		err = syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
-		if err != syscall.EINTR {
-			break
+		if err == syscall.EINTR || (err == syscall.EWOULDBLOCK && time.Now().Before(deadline)) {
+			time.Sleep(10 * time.Millisecond)
+			continue
 		}
+		break
 	}
 	if err != nil {
 		f.Close()

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/store/sqlitestore"
@@ -323,4 +324,19 @@ func TestALinkToAnExclusiveStoresFileIsRefused(t *testing.T) {
 	if err := openErr(t, link, sqlitestore.Options{}); !errors.Is(err, sqlitestore.ErrInUse) {
 		t.Errorf("Open through a link = %v, want ErrInUse", err)
 	}
+}
+
+// An open waits a moment for a holder on its way out, as a restart's new
+// process meets the old one exiting.
+func TestAnOpenWaitsForAHolderThatIsClosing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	first, err := sqlitestore.Open(t.Context(), path, sqlitestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		first.Close()
+	}()
+	open(t, path, sqlitestore.Options{})
 }
