@@ -295,3 +295,54 @@ func (r *recentEvents) reset() {
 	r.lru.Init()
 	r.bytes = 0
 }
+
+// lastSequence remembers, for a store that holds its file alone, the last
+// sequence a committed write handed out, so the next write need not read
+// it from the file (a statement in every transaction). It is nil for a
+// shared store; its methods then do nothing.
+type lastSequence struct {
+	mu    sync.Mutex
+	known bool
+	off   bool
+	last  int64
+}
+
+// get returns the last sequence and whether it is known.
+func (l *lastSequence) get() (int64, bool) {
+	if l == nil {
+		return 0, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last, l.known && !l.off
+}
+
+// set records the last sequence of a committed write.
+func (l *lastSequence) set(last int64) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.last, l.known = last, true
+}
+
+// forget makes the next write read the sequence from the file.
+func (l *lastSequence) forget() {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.known = false
+}
+
+// turnOff makes every write read the sequence from the file from now on.
+func (l *lastSequence) turnOff() {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.off = true
+}

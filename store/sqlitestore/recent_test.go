@@ -231,13 +231,17 @@ func TestAnEmbeddersStatementsMakeTheMemoryForget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.(*Tx).Exec(`DELETE FROM events`); err != nil {
+	if _, err := tx.(*Tx).Exec(`INSERT INTO events (sequence, agent_id, session_key, kind, actor_type, occurred_at,
+		recorded_at, summary) VALUES (100, 'a', 'agent:a:main', 'goal_changed', 'human', 1, 1, 'by hand')`); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
 	wantFileAnswer(t, s, ref)
+	if next := appendOne(t, s, ref); next != 101 {
+		t.Fatalf("the append after an embedder's insert of 100 got sequence %d, want 101", next)
+	}
 }
 
 // Writes through DB bypass the store: from then on every read goes to the
@@ -251,6 +255,10 @@ func TestDBTurnsTheMemoryOff(t *testing.T) {
 	if _, err := db.Exec(`INSERT INTO events (sequence, agent_id, session_key, kind, actor_type, occurred_at,
 		recorded_at, summary) VALUES (?, 'a', 'agent:a:main', 'goal_changed', 'human', 1, 1, 'by hand')`, seq+1); err != nil {
 		t.Fatal(err)
+	}
+	wantFileAnswer(t, s, ref)
+	if next := appendOne(t, s, ref); next != seq+2 {
+		t.Fatalf("the append after one by hand got sequence %d, want %d", next, seq+2)
 	}
 	wantFileAnswer(t, s, ref)
 }

@@ -63,9 +63,10 @@ type Store struct {
 	read  *sql.DB
 	ckpt  *checkpointer
 	lock  *fileLock
-	// recent is nil for a shared store: another process's commits would
-	// not reach it.
+	// recent and seq are nil for a shared store: another process's
+	// commits would not reach them.
 	recent *recentEvents
+	seq    *lastSequence
 
 	conns sync.Map // *sqlite3.SQLiteConn -> *connState
 }
@@ -118,6 +119,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s.lock = lock
 	if !opts.Shared && lock != nil {
 		s.recent = newRecentEvents(recentMaxBytes, recentPerEntry)
+		s.seq = &lastSequence{}
 	}
 	return s, nil
 }
@@ -186,6 +188,7 @@ func (s *Store) Close() error {
 func (s *Store) DB() *sql.DB {
 	if s.recent != nil {
 		s.recent.turnOff()
+		s.seq.turnOff()
 	}
 	return s.write
 }
@@ -471,7 +474,11 @@ func (s *Store) BeginWrite(ctx context.Context) (vigil.Tx, error) {
 		sc.Close()
 		return nil, err
 	}
-	return &Tx{s: s, c: c, tx: sc}, nil
+	t := &Tx{s: s, c: c, tx: sc}
+	if s.seq != nil {
+		t.seq, t.seqLoaded = s.seq.get()
+	}
+	return t, nil
 }
 
 // Tx is a write transaction.
@@ -732,7 +739,11 @@ func (t *Tx) Commit() error {
 	if t.s.recent != nil {
 		if err == nil && !t.opaque {
 			t.s.recent.apply(t.changes)
+			if t.seqLoaded {
+				t.s.seq.set(t.seq)
+			}
 		} else {
+			t.s.seq.forget()
 			// An embedder's statements, or whatever a failed COMMIT
 			// left: the memory cannot know, so it forgets.
 			t.s.recent.reset()
