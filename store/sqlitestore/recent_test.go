@@ -276,3 +276,28 @@ func TestAClosedStoreAnswersNothing(t *testing.T) {
 		t.Fatalf("History after Close = %+v, want an error", h)
 	}
 }
+
+// An embedder's statement in the same transaction, before the append,
+// counts too: the append takes the number after the embedder's.
+func TestAnAppendAfterAnEmbeddersInsertInTheSameWriteFollowsIt(t *testing.T) {
+	s := openTestStore(t, Options{})
+	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
+	appendOne(t, s, ref) // the store now remembers sequence 1
+	ctx := context.Background()
+	tx, err := s.BeginWrite(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.(*Tx).Exec(`UPDATE sequence_floor SET floor = 1000 WHERE id = 1`); err != nil {
+		t.Fatal(err)
+	}
+	e := &vigil.Event{AgentID: ref.AgentID, SessionKey: ref.Key, Kind: vigil.KindGoalChanged,
+		ActorType: vigil.ActorHuman, Summary: "goal updated"}
+	if _, err := tx.Append(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	if e.Sequence != 1001 {
+		t.Fatalf("the append after the floor was raised to 1000 got %d, want 1001", e.Sequence)
+	}
+}

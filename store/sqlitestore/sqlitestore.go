@@ -493,6 +493,7 @@ type Tx struct {
 	seqLoaded  bool
 	seq        int64
 	floorDirty bool
+	reread     bool // an embedder's statement ran since the sequence was read
 
 	// changes are what the store's memory of recent history learns at
 	// commit, in order; kept only when the store has that memory.
@@ -525,7 +526,7 @@ func (t *Tx) track(c change) {
 // whole transaction. The store cannot see what they change, so its
 // memory of recent history is dropped when the transaction commits.
 func (t *Tx) Conn() *sql.Conn {
-	t.opaque = true
+	t.bypassed()
 	return t.tx
 }
 
@@ -535,20 +536,32 @@ func (t *Tx) Conn() *sql.Conn {
 // []byte, float64 or nil. As with Conn, the store's memory of recent
 // history is dropped when the transaction commits.
 func (t *Tx) Exec(query string, args ...any) (int64, error) {
-	t.opaque = true
+	t.bypassed()
 	return t.c.exec(query, args...)
+}
+
+// bypassed notes that an embedder's statements run in the transaction.
+// They may append events or raise the sequence floor, so the next Append
+// reads the last sequence from the file again, and the memory of recent
+// history forgets at commit.
+func (t *Tx) bypassed() {
+	t.opaque = true
+	t.reread = true
 }
 
 // Append implements vigil.Tx.
 func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
-	if !t.seqLoaded {
+	if !t.seqLoaded || t.reread {
+		// Numbers this transaction used up without an event (a dedupe
+		// drop) are in t.seq but not yet in the file's floor: keep the
+		// larger.
 		if _, err := t.c.queryRow(lastSequenceQuery, nil, func(r rowValues) error {
-			t.seq = r.int(0)
+			t.seq = max(t.seq, r.int(0))
 			return nil
 		}); err != nil {
 			return false, fmt.Errorf("read sequence: %w", err)
 		}
-		t.seqLoaded = true
+		t.seqLoaded, t.reread = true, false
 	}
 	t.seq++
 	e.Sequence = t.seq
