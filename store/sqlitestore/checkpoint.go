@@ -28,8 +28,11 @@ const (
 	// writerAutoCheckpoint is the writer's backstop threshold, in pages.
 	writerAutoCheckpoint = 16000
 	// longLogFrames is the log length, in frames (pages), from which the
-	// checkpointer copies without resting: 8 MiB with 4 KiB pages.
+	// checkpointer rests only briefly: 8 MiB with 4 KiB pages.
 	longLogFrames = 2000
+	// fastFramesPerSecond is the copying rate, in frames a second (40 MB/s
+	// with 4 KiB pages), from which a long log is copied with short rests.
+	fastFramesPerSecond = 10_000
 	// walSizeLimit is what the log file is truncated to after it has been
 	// checkpointed and restarted.
 	walSizeLimit = 64 << 20
@@ -60,6 +63,8 @@ func (c *checkpointer) committed() {
 
 func (c *checkpointer) run() {
 	defer c.done.Done()
+	var lastDone int64
+	lastPass := time.Now()
 	for {
 		select {
 		case <-c.poke:
@@ -70,11 +75,18 @@ func (c *checkpointer) run() {
 		// say) is retried after the next commit; the backstop covers the
 		// rest.
 		var busy, log, done int64
-		if err := c.db.QueryRowContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &log, &done); err != nil {
-			log = 0
+		if err := c.db.QueryRowContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &log, &done); err != nil || busy != 0 {
+			log, done = 0, lastDone
 		}
+		copied := done - lastDone
+		if done < lastDone { // the log restarted since the last pass
+			copied = done
+		}
+		now := time.Now()
+		rest := restAfter(log, copied, now.Sub(lastPass))
+		lastDone, lastPass = done, now
 		select {
-		case <-time.After(restAfter(log)):
+		case <-time.After(rest):
 		case <-c.stop:
 			return
 		}
@@ -82,15 +94,19 @@ func (c *checkpointer) run() {
 }
 
 // restAfter is how long the checkpointer rests after a pass that found
-// the log log frames long. A long log means the writer adds pages faster
-// than one pass an interval copies (a prune does), so the next pass
-// follows the next commit at once: otherwise the log reaches the backstop
-// with an interval's worth of pages still to copy, and the commit that
-// crosses it copies them while producers wait (up to 50 ms in the bench
-// during a prune; 17 to 37 ms in most runs once passes kept up).
-func restAfter(log int64) time.Duration {
-	if log >= longLogFrames {
-		return 0
+// the log log frames long and copied copied frames in the time since the
+// pass before. A long log that is being copied fast means the writer adds
+// pages faster than one pass an interval copies (a prune does), so the
+// next pass comes after a short rest: otherwise the log reaches the
+// backstop with an interval's worth of pages still to copy, and the commit
+// that crosses it copies them while producers wait (up to 50 ms in the
+// bench during a prune; 17 to 37 ms in most runs once passes kept up). A
+// long log with little to copy (a reader of another process holding it, or
+// a log copied whole that the next write will restart) gets the full
+// rest: a pass would find nothing, and each one syncs the database file.
+func restAfter(log, copied int64, since time.Duration) time.Duration {
+	if log >= longLogFrames && float64(copied) >= fastFramesPerSecond*since.Seconds() {
+		return checkpointEvery / 10
 	}
 	return checkpointEvery
 }
