@@ -209,6 +209,13 @@ func (r *recentEvents) appended(ev vigil.Event) {
 	if n := len(e.h.Events); n > 0 && e.h.Events[n-1].Sequence >= ev.Sequence {
 		return // a fill that ran after the commit already read it
 	}
+	// Kept as a read from the file would return it, and apart from the
+	// writer's bytes.
+	if len(ev.Payload) > 0 {
+		ev.Payload = slices.Clone(ev.Payload)
+	} else {
+		ev.Payload = nil
+	}
 	e.h.Events = append(e.h.Events, ev)
 	e.h.Head = max(e.h.Head, ev.Sequence)
 	if e.h.EarliestRetained == 0 {

@@ -576,12 +576,7 @@ func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
 	}
 	if n == 1 {
 		if t.s.recent != nil {
-			// Kept as a read from the file would return it.
-			ev := *e
-			ev.Payload = nil
-			if len(e.Payload) > 0 {
-				ev.Payload = slices.Clone(e.Payload)
-			}
+			ev := *e // its payload is copied only if memory keeps it
 			t.track(change{appended: &ev})
 		}
 		return true, nil
