@@ -7,9 +7,9 @@
 // the notice queue. Storage is a Store (store/sqlitestore is the embedded
 // default); transports and session bookkeeping live in other packages.
 //
-// All writes go through one writer goroutine that groups concurrent writes
-// into a single store transaction (group commit). Queue changes and wakes
-// are published only after that transaction commits, in commit order.
+// Writes run one transaction at a time, and concurrent writes share one
+// store transaction (group commit). Queue changes and wakes are published
+// only after that transaction commits, in commit order.
 package vigil
 
 import (
@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"runtime"
 	"sync"
 	"time"
 
@@ -55,13 +54,14 @@ type Options struct {
 	// OnWake is called, on its own goroutine, when a notice is queued for a
 	// watcher that is not a sub-agent (coalesced per watcher).
 	OnWake func(watcher string)
-	// OnNotice is called after commit, on the writer goroutine, each time a
-	// notice newly enters a watcher's queue (sub-agents included). It must
-	// return quickly and never block: hand the work to another goroutine.
+	// OnNotice is called after commit, one call at a time, each time a
+	// notice newly enters a watcher's queue (sub-agents included). It runs
+	// on whichever caller's goroutine commits the write, so it must return
+	// quickly and never block: hand the work to another goroutine.
 	OnNotice func(watcher string, notice SystemEvent)
-	// OnRecord is called after commit, on the writer goroutine, for every
-	// appended event, in commit order. It must return quickly and never
-	// block.
+	// OnRecord is called after commit, one call at a time, for every
+	// appended event, in commit order. Like OnNotice it must return
+	// quickly and never block.
 	OnRecord func(Event)
 	// WakeCoalesce is the wake coalescing window; 0 means 250 ms.
 	WakeCoalesce time.Duration
@@ -126,10 +126,8 @@ type Engine struct {
 	clk   clock.Clock
 	log   *slog.Logger
 
-	ops        chan *writeOp // unbuffered: a send succeeds only while the writer runs
-	closing    chan struct{}
-	writerDone chan struct{}
-	closeOnce  sync.Once
+	writes    writeQueue
+	closeOnce sync.Once
 
 	queues *queues
 	waker  *waker
@@ -151,18 +149,16 @@ type Engine struct {
 func Open(ctx context.Context, store Store, opts Options) (*Engine, error) {
 	opts = opts.withDefaults()
 	e := &Engine{
-		store:      store,
-		opts:       opts,
-		clk:        opts.Clock,
-		log:        opts.Logger,
-		ops:        make(chan *writeOp),
-		closing:    make(chan struct{}),
-		writerDone: make(chan struct{}),
-		queues:     newQueues(opts.QueueBound),
+		store:  store,
+		opts:   opts,
+		clk:    opts.Clock,
+		log:    opts.Logger,
+		queues: newQueues(opts.QueueBound),
 	}
+	e.writes.idle = sync.NewCond(&e.writes.mu)
+	e.writes.maxBatch = opts.MaxBatch
 	e.waker = newWaker(e.clk, opts.WakeCoalesce, opts.OnWake)
 	e.bgCtx, e.bgCancel = context.WithCancel(context.Background())
-	go e.writeLoop()
 	if _, err := e.Sweep(ctx); err != nil {
 		e.Close()
 		return nil, fmt.Errorf("open engine: %w", err)
@@ -173,12 +169,11 @@ func Open(ctx context.Context, store Store, opts Options) (*Engine, error) {
 	return e, nil
 }
 
-// Close stops the writer (the write in progress finishes), background
-// pruning and pending wakes. It does not close the Store.
+// Close refuses new writes, waits for those already queued, and stops
+// background pruning and pending wakes. It does not close the Store.
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
-		close(e.closing)
-		<-e.writerDone
+		e.writes.close()
 		e.bgCancel()
 		e.bg.Wait()
 		e.waker.close()
@@ -232,55 +227,13 @@ func (t *Txn) Now() time.Time { return t.now }
 // AfterCommit registers f to run after the transaction commits.
 func (t *Txn) AfterCommit(f func()) { t.effects = append(t.effects, f) }
 
-type writeOp struct {
-	ctx  context.Context
-	fn   func(context.Context, *Txn) error
-	done chan error
-	txn  *Txn
-}
-
 // Update runs fn as one write. fn may run more than once (if another write
 // sharing its transaction fails, the others are retried), so it must not
 // have effects outside the transaction except through AfterCommit. An error
 // from fn rolls back fn's changes and is returned.
 func (e *Engine) Update(ctx context.Context, fn func(context.Context, *Txn) error) error {
-	op := &writeOp{ctx: ctx, fn: fn, done: make(chan error, 1)}
-	select {
-	case e.ops <- op:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-e.closing:
-		return ErrClosed
-	}
-	// Once the writer has the op, its outcome is decided there; waiting for
-	// it keeps the caller's view exact even if ctx ends meanwhile.
-	return <-op.done
-}
-
-func (e *Engine) writeLoop() {
-	defer close(e.writerDone)
-	for {
-		var first *writeOp
-		select {
-		case first = <-e.ops:
-		case <-e.closing:
-			return
-		}
-		batch := []*writeOp{first}
-		// Let producers that were just answered queue their next write, so
-		// group commit finds them.
-		runtime.Gosched()
-	collect:
-		for len(batch) < e.opts.MaxBatch {
-			select {
-			case op := <-e.ops:
-				batch = append(batch, op)
-			default:
-				break collect
-			}
-		}
-		e.runBatch(batch)
-	}
+	op := &writeOp{ctx: ctx, fn: fn, done: make(chan error, 1), lead: make(chan struct{}, 1)}
+	return e.writes.run(op, e.runBatch)
 }
 
 // runBatch commits the ops in one transaction. An op that fails is answered

@@ -10,7 +10,7 @@ import (
 // records, drains and unwatches change cursors this engine never saw, and
 // the embedder calls Refresh (or Resync) to bring the cache back in line.
 //
-// Both run as writes, through the writer goroutine, and read the cursors
+// Both run as writes, through group commit, and read the cursors
 // inside the write's transaction after every other write sharing it has
 // run: their view includes every local write committed before them or
 // sharing their transaction, and their queue changes are applied after

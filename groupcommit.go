@@ -1,0 +1,137 @@
+package vigil
+
+import (
+	"context"
+	"runtime"
+	"sync"
+)
+
+// writeOp is one Update waiting for, or taking part in, a transaction.
+type writeOp struct {
+	ctx  context.Context
+	fn   func(context.Context, *Txn) error
+	done chan error
+	txn  *Txn
+	// lead is signalled when the op's caller is to commit the next
+	// batches; leader is set, under the queue's lock, just before.
+	lead   chan struct{}
+	leader bool
+}
+
+// writeQueue is group commit without a goroutine of its own: the caller
+// of a write that finds no transaction running commits it itself, with
+// every write queued meanwhile, and hands the role on to the first write
+// still queued when it is done. A lone writer thus runs its transaction on
+// its own goroutine, with no hand-off to wait for, and concurrent writers
+// share transactions as before.
+type writeQueue struct {
+	mu      sync.Mutex
+	idle    *sync.Cond // broadcast when leading turns false
+	queue   []*writeOp
+	leading bool // a caller is committing; false implies queue is empty
+	closed  bool
+	// maxBatch is the most writes one transaction takes.
+	maxBatch int
+	// lastBatch is the size of the batch committed last.
+	lastBatch int
+}
+
+// run queues op and returns its outcome; commit runs each batch.
+func (q *writeQueue) run(op *writeOp, commit func([]*writeOp)) error {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return ErrClosed
+	}
+	if err := op.ctx.Err(); err != nil {
+		q.mu.Unlock()
+		return err
+	}
+	q.queue = append(q.queue, op)
+	if !q.leading {
+		q.leading = true
+		op.leader = true
+		q.mu.Unlock()
+		q.lead(commit)
+		return <-op.done
+	}
+	q.mu.Unlock()
+	select {
+	case err := <-op.done:
+		return err
+	case <-op.lead:
+		q.lead(commit)
+		return <-op.done
+	case <-op.ctx.Done():
+	}
+	q.mu.Lock()
+	if !op.leader {
+		if i := indexOf(q.queue, op); i >= 0 {
+			q.queue = append(q.queue[:i], q.queue[i+1:]...)
+			q.mu.Unlock()
+			return op.ctx.Err()
+		}
+	}
+	q.mu.Unlock()
+	// A batch has it, or it was just made leader: its outcome is decided
+	// there, and waiting keeps the caller's view exact.
+	select {
+	case err := <-op.done:
+		return err
+	case <-op.lead:
+		q.lead(commit)
+		return <-op.done
+	}
+}
+
+// lead commits the batch at the head of the queue, which holds the
+// leader's own write, then hands leadership on.
+func (q *writeQueue) lead(commit func([]*writeOp)) {
+	q.mu.Lock()
+	shared := q.lastBatch > 1
+	q.mu.Unlock()
+	if shared {
+		// Let writers that were just answered queue their next write, so
+		// the batch finds them. A lone writer skips this: yielding wakes
+		// an idle processor, which costs more than its whole write.
+		runtime.Gosched()
+	}
+	q.mu.Lock()
+	n := min(len(q.queue), q.maxBatch)
+	batch := append([]*writeOp(nil), q.queue[:n]...)
+	q.queue = append(q.queue[:0], q.queue[n:]...)
+	q.lastBatch = n
+	q.mu.Unlock()
+
+	commit(batch)
+
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.queue) == 0 {
+		q.leading = false
+		q.idle.Broadcast()
+		return
+	}
+	next := q.queue[0]
+	next.leader = true
+	next.lead <- struct{}{}
+}
+
+// close refuses new writes and waits until the queued ones are done.
+func (q *writeQueue) close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closed = true
+	for q.leading {
+		q.idle.Wait()
+	}
+}
+
+func indexOf(ops []*writeOp, op *writeOp) int {
+	for i, o := range ops {
+		if o == op {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,217 @@
+package vigil
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+)
+
+// goid is the running goroutine's number, read from its stack header.
+func goid() string {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	f := bytes.Fields(buf)
+	return string(f[1])
+}
+
+func newWriteQueue(maxBatch int) *writeQueue {
+	q := &writeQueue{maxBatch: maxBatch}
+	q.idle = sync.NewCond(&q.mu)
+	return q
+}
+
+func newOp(ctx context.Context) *writeOp {
+	return &writeOp{ctx: ctx, done: make(chan error, 1), lead: make(chan struct{}, 1)}
+}
+
+// answer is a commit that answers every write with nil.
+func answer(batch []*writeOp) {
+	for _, op := range batch {
+		op.done <- nil
+	}
+}
+
+// waitQueued waits until n writes are queued behind the running batch.
+func waitQueued(t *testing.T, q *writeQueue, n int) {
+	t.Helper()
+	for {
+		q.mu.Lock()
+		l := len(q.queue)
+		q.mu.Unlock()
+		if l == n {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestALoneWriteCommitsOnItsCallersGoroutine(t *testing.T) {
+	q := newWriteQueue(8)
+	caller := goid()
+	var committer string
+	err := q.run(newOp(context.Background()), func(batch []*writeOp) {
+		committer = goid()
+		answer(batch)
+	})
+	if err != nil || committer != caller {
+		t.Fatalf("err %v; committed on goroutine %s, the caller is %s", err, committer, caller)
+	}
+}
+
+// holdFirst returns a commit whose first batch waits for release, and the
+// sizes of the batches committed.
+func holdFirst() (commit func([]*writeOp), release chan struct{}, sizes func() []int) {
+	release = make(chan struct{})
+	var mu sync.Mutex
+	var got []int
+	first := true
+	commit = func(batch []*writeOp) {
+		mu.Lock()
+		wait := first
+		first = false
+		got = append(got, len(batch))
+		mu.Unlock()
+		if wait {
+			<-release
+		}
+		answer(batch)
+	}
+	sizes = func() []int {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]int(nil), got...)
+	}
+	return commit, release, sizes
+}
+
+func TestWritesQueuedDuringATransactionShareTheNextUpToMaxBatch(t *testing.T) {
+	q := newWriteQueue(4)
+	commit, release, sizes := holdFirst()
+	var wg sync.WaitGroup
+	wg.Go(func() { q.run(newOp(context.Background()), commit) })
+	for len(sizes()) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	for range 6 {
+		wg.Go(func() {
+			if err := q.run(newOp(context.Background()), commit); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	waitQueued(t, q, 6)
+	close(release)
+	wg.Wait()
+	if got := sizes(); len(got) != 3 || got[0] != 1 || got[1] != 4 || got[2] != 2 {
+		t.Fatalf("batch sizes %v, want [1 4 2]", got)
+	}
+}
+
+func TestAWriteWhoseContextEndsWhileQueuedNeverRuns(t *testing.T) {
+	q := newWriteQueue(8)
+	commit, release, sizes := holdFirst()
+	var wg sync.WaitGroup
+	wg.Go(func() { q.run(newOp(context.Background()), commit) })
+	for len(sizes()) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- q.run(newOp(ctx), commit) }()
+	waitQueued(t, q, 1)
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	waitQueued(t, q, 0)
+	close(release)
+	wg.Wait()
+	if got := sizes(); len(got) != 1 {
+		t.Fatalf("batch sizes %v: the cancelled write must not be committed", got)
+	}
+}
+
+func TestCloseWaitsForQueuedWritesThenRefusesNewOnes(t *testing.T) {
+	q := newWriteQueue(8)
+	commit, release, sizes := holdFirst()
+	var wg sync.WaitGroup
+	write := func() {
+		if err := q.run(newOp(context.Background()), commit); err != nil {
+			t.Error(err)
+		}
+	}
+	wg.Go(write)
+	for len(sizes()) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	wg.Go(write)
+	wg.Go(write)
+	waitQueued(t, q, 2)
+	closed := make(chan struct{})
+	go func() {
+		q.close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+		t.Fatal("close returned while writes were queued")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(release)
+	<-closed
+	wg.Wait()
+	if got := sizes(); len(got) != 2 || got[1] != 2 {
+		t.Fatalf("batch sizes %v, want the queued two committed together", got)
+	}
+	if err := q.run(newOp(context.Background()), commit); !errors.Is(err, ErrClosed) {
+		t.Fatalf("write after close: %v, want ErrClosed", err)
+	}
+}
+
+// Under many concurrent writers every write is answered exactly once and
+// leadership never stalls.
+func TestEveryConcurrentWriteIsAnsweredOnce(t *testing.T) {
+	q := newWriteQueue(16)
+	var mu sync.Mutex
+	seen := map[*writeOp]int{}
+	commit := func(batch []*writeOp) {
+		mu.Lock()
+		for _, op := range batch {
+			seen[op]++
+		}
+		mu.Unlock()
+		time.Sleep(20 * time.Microsecond) // a transaction takes a while
+		answer(batch)
+	}
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() {
+			for j := range 50 {
+				ctx, cancel := context.WithCancel(context.Background())
+				if (i+j)%3 == 0 { // some give up before or while they wait
+					time.AfterFunc(time.Duration((i*j)%40)*time.Microsecond, cancel)
+				}
+				err := q.run(newOp(ctx), commit)
+				cancel()
+				if err != nil && !errors.Is(err, context.Canceled) {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, n := range seen {
+		if n != 1 {
+			t.Fatalf("a write was committed %d times", n)
+		}
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.leading || len(q.queue) != 0 {
+		t.Fatalf("leading %v with %d queued after every write returned", q.leading, len(q.queue))
+	}
+}
