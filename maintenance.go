@@ -20,6 +20,10 @@ const sweepLockWait = 30 * time.Second
 // safe to run again, since queued notices deduplicate. It returns how many
 // notices it queued.
 //
+// First, when the store holds cursor moves in memory (MoveDeferrer), it
+// applies again every material event whose moves the store may have lost
+// in a crash, so the cursors it sweeps are what the records made them.
+//
 // Cursors of deleted watchers are deleted with them, so every cursor found
 // here belongs to a watcher that still exists.
 func (e *Engine) Sweep(ctx context.Context) (int, error) {
@@ -38,6 +42,9 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 		default:
 			e.log.Warn("sweeping without the maintenance lock", "err", err)
 		}
+	}
+	if err := e.replayMoves(ctx); err != nil {
+		return 0, fmt.Errorf("sweep: %w", err)
 	}
 	var n int
 	err := e.Update(ctx, func(ctx context.Context, t *Txn) error {
@@ -66,6 +73,66 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("sweep: %w", err)
 	}
 	return n, nil
+}
+
+// replayPage is how many events one transaction of the replay reads.
+const replayPage = 1000
+
+// replayMoves applies every material event after the store's
+// MovesDurableThrough to its target's cursors again, as Record did:
+// each watcher but the actor moves, unless its cursor is already at or
+// past the event (it was written, or made later). Cursors a record
+// created are written at once by every store, so only moves are replayed.
+func (e *Engine) replayMoves(ctx context.Context) error {
+	d, ok := e.store.(MoveDeferrer)
+	if !ok {
+		return nil
+	}
+	after, err := d.MovesDurableThrough(ctx)
+	if err != nil {
+		return fmt.Errorf("read how far cursor moves are written: %w", err)
+	}
+	for {
+		page, err := e.store.Log(ctx, after, replayPage)
+		if err != nil {
+			return fmt.Errorf("replay cursor moves: read the log after %d: %w", after, err)
+		}
+		if len(page.Events) == 0 {
+			return nil
+		}
+		err = e.Update(ctx, func(ctx context.Context, t *Txn) error {
+			for _, ev := range page.Events {
+				if !ev.Kind.Material() {
+					continue
+				}
+				target := ev.Session()
+				if err := t.tx.LockSession(ctx, target); err != nil {
+					return err
+				}
+				cs, err := t.tx.CursorsOnTarget(ctx, target)
+				if err != nil {
+					return err
+				}
+				moved := cs[:0]
+				for _, c := range cs {
+					if c.Watcher != ev.ActorID && c.Material < ev.Sequence {
+						moved = append(moved, c.markMaterial(ev.Sequence, ev.RecordedAt))
+					}
+				}
+				if err := t.tx.PutCursors(ctx, moved); err != nil {
+					return err
+				}
+				if len(moved) > 0 {
+					t.AfterCommit(func() { e.stats.movesReplayed.Add(int64(len(moved))) })
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("replay cursor moves after %d: %w", after, err)
+		}
+		after = page.Events[len(page.Events)-1].Sequence
+	}
 }
 
 // PruneStats reports one prune.

@@ -111,10 +111,6 @@ func (t *Txn) record(ctx context.Context, ev Event, occurredAt time.Time, parent
 			return Recorded{}, fmt.Errorf("seed parent cursor: %w", err)
 		}
 	case ev.Kind.Material():
-		// The parent watches even before it holds a cursor.
-		if parentWatches && !hasWatcher(watchers, parentKey.String()) {
-			watchers = append(watchers, Cursor{Watcher: parentKey.String(), Target: target})
-		}
 		moved := make([]Cursor, 0, len(watchers))
 		for _, c := range watchers {
 			if c.Watcher == ev.ActorID { // self-suppression: exact match
@@ -125,8 +121,18 @@ func (t *Txn) record(ctx context.Context, ev Event, occurredAt time.Time, parent
 			watcher, notice := c.Watcher, noticeFor(c)
 			t.AfterCommit(func() { e.enqueueNotice(watcher, notice) })
 		}
-		if err := t.tx.PutCursors(ctx, moved); err != nil {
+		if err := t.tx.MoveCursors(ctx, moved); err != nil {
 			return Recorded{}, fmt.Errorf("move cursors of %d watchers: %w", len(moved), err)
+		}
+		// The parent watches even before it holds a cursor. Creating one
+		// is not a move: a replay of the event could not know the parent.
+		if parentWatches && !hasWatcher(watchers, parentKey.String()) && parentKey.String() != ev.ActorID {
+			c := Cursor{Watcher: parentKey.String(), Target: target}.markMaterial(ev.Sequence, nowMs)
+			if err := t.tx.PutCursor(ctx, c); err != nil {
+				return Recorded{}, fmt.Errorf("create the parent's cursor: %w", err)
+			}
+			watcher, notice := c.Watcher, noticeFor(c)
+			t.AfterCommit(func() { e.enqueueNotice(watcher, notice) })
 		}
 	}
 	return Recorded{Event: ev, Appended: true}, nil

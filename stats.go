@@ -6,6 +6,7 @@ type stats struct {
 	recorded, deduped, skipped, recordFailures atomic.Int64
 	noticesQueued, noticesAcked, followUps     atomic.Int64
 	queueOverflow, wakes, sweepRequeued        atomic.Int64
+	movesReplayed                              atomic.Int64
 	prunedEvents, expiredCursors, storeErrors  atomic.Int64
 	batches, batchedWrites, conflicts          atomic.Int64
 }
@@ -22,6 +23,7 @@ type Stats struct {
 	QueueOverflow  int64 // entries dropped by the queue bound
 	Wakes          int64 // wakes requested (before coalescing)
 	SweepRequeued  int64 // notices queued again by sweeps
+	MovesReplayed  int64 // cursor moves a crash had lost, applied again by sweeps
 	PrunedEvents   int64
 	ExpiredCursors int64
 	StoreErrors    int64 // failed begins and commits
@@ -38,7 +40,8 @@ func (e *Engine) Stats() Stats {
 		EventsRecorded: s.recorded.Load(), EventsDeduped: s.deduped.Load(), EventsSkipped: s.skipped.Load(),
 		RecordFailures: s.recordFailures.Load(), NoticesQueued: s.noticesQueued.Load(),
 		NoticesAcked: s.noticesAcked.Load(), FollowUps: s.followUps.Load(), QueueOverflow: s.queueOverflow.Load(),
-		Wakes: s.wakes.Load(), SweepRequeued: s.sweepRequeued.Load(), PrunedEvents: s.prunedEvents.Load(),
+		Wakes: s.wakes.Load(), SweepRequeued: s.sweepRequeued.Load(),
+		MovesReplayed: s.movesReplayed.Load(), PrunedEvents: s.prunedEvents.Load(),
 		ExpiredCursors: s.expiredCursors.Load(), StoreErrors: s.storeErrors.Load(),
 		Batches: s.batches.Load(), BatchedWrites: s.batchedWrites.Load(), Conflicts: s.conflicts.Load(),
 		QueueDepth: int64(e.queues.depth()),

@@ -87,6 +87,12 @@ type Tx interface {
 	// distinct (watcher, target) pairs, in as few round trips as the
 	// backend can.
 	PutCursors(ctx context.Context, cs []Cursor) error
+	// MoveCursors writes cursors that a material event appended in this
+	// transaction moved: each of cs exists already, names a distinct
+	// (watcher, target) pair, and has that event's sequence as Material.
+	// A store may hold such writes in memory for a while (MoveDeferrer);
+	// every read sees them from the commit on all the same.
+	MoveCursors(ctx context.Context, cs []Cursor) error
 	// DeleteCursor deletes one cursor and reports whether it existed.
 	DeleteCursor(ctx context.Context, watcher string, target SessionRef) (bool, error)
 	// DeleteWatcherCursors deletes every cursor held by watcher.
@@ -127,6 +133,16 @@ type MaintenanceLocker interface {
 	// false it returns ok false at once when another holder has it. The
 	// lock is released by calling unlock, or when the process dies.
 	LockMaintenance(ctx context.Context, wait bool) (unlock func(), ok bool, err error)
+}
+
+// MoveDeferrer is implemented by a Store whose MoveCursors may keep moves
+// in memory and write them later. A crash loses the moves not yet written
+// but never their events, so the engine rebuilds them at Open by applying
+// the material events after MovesDurableThrough to the cursors again.
+type MoveDeferrer interface {
+	// MovesDurableThrough is a sequence such that the cursor moves of
+	// every event at or below it are written.
+	MovesDurableThrough(ctx context.Context) (int64, error)
 }
 
 // HorizonReader is implemented by a Store whose writers commit out of

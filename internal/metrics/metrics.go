@@ -66,6 +66,7 @@ var stats = []stat{
 	counter("vigil_queue_overflow_total", "Queue entries dropped by the bound.", func(s vigil.Stats) int64 { return s.QueueOverflow }),
 	counter("vigil_wakes_total", "Wakes requested, before coalescing.", func(s vigil.Stats) int64 { return s.Wakes }),
 	counter("vigil_sweep_requeued_total", "Notices queued again by sweeps.", func(s vigil.Stats) int64 { return s.SweepRequeued }),
+	counter("vigil_moves_replayed_total", "Cursor moves lost in a crash and applied again by sweeps.", func(s vigil.Stats) int64 { return s.MovesReplayed }),
 	counter("vigil_pruned_events_total", "Events removed by retention.", func(s vigil.Stats) int64 { return s.PrunedEvents }),
 	counter("vigil_expired_cursors_total", "Cursors removed by retention.", func(s vigil.Stats) int64 { return s.ExpiredCursors }),
 	counter("vigil_store_errors_total", "Failed store transactions (begin or commit).", func(s vigil.Stats) int64 { return s.StoreErrors }),

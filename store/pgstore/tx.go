@@ -265,6 +265,10 @@ func (t *Tx) PutCursor(ctx context.Context, c vigil.Cursor) error {
 	return wrap(err)
 }
 
+// MoveCursors implements vigil.Tx: the moves are written with the
+// transaction, as every write here is, since other processes read them.
+func (t *Tx) MoveCursors(ctx context.Context, cs []vigil.Cursor) error { return t.PutCursors(ctx, cs) }
+
 // PutCursors implements vigil.Tx in one statement, whatever the number of
 // cursors: on a server each statement is a round trip.
 func (t *Tx) PutCursors(ctx context.Context, cs []vigil.Cursor) error {

@@ -14,6 +14,9 @@ const pendingChunk = 500
 // PendingCursorsOf implements vigil.Tx.
 func (t *Tx) PendingCursorsOf(ctx context.Context, watchers []string) ([]vigil.Cursor, error) {
 	const q = `SELECT ` + cursorColumns + ` FROM cursors WHERE material > last_seen`
+	if err := t.writeMoves(); err != nil {
+		return nil, err
+	}
 	if watchers == nil {
 		return collectCursors(t.tx.QueryContext(ctx, q))
 	}

@@ -113,6 +113,13 @@ CREATE INDEX runs_by_session ON runs (agent_id, session_key);
 	`
 ALTER TABLE sequence_floor ADD COLUMN pruned INTEGER NOT NULL DEFAULT 0;
 `,
+	// 4: through which sequence every cursor move is written (a store with
+	// its file to itself holds moves in memory for a while). Earlier
+	// versions wrote every move at once.
+	`
+ALTER TABLE sequence_floor ADD COLUMN moves_through INTEGER NOT NULL DEFAULT 0;
+UPDATE sequence_floor SET moves_through = max(floor, coalesce((SELECT max(sequence) FROM events), 0));
+`,
 }
 
 // SchemaVersion is the schema version this build creates and understands.

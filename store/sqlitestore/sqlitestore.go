@@ -25,6 +25,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
@@ -67,8 +68,10 @@ type Store struct {
 	// commits would not reach them.
 	recent *recentEvents
 	seq    *lastSequence
+	moves  *heldMoves
 
-	conns sync.Map // *sqlite3.SQLiteConn -> *connState
+	conns  sync.Map // *sqlite3.SQLiteConn -> *connState
+	closed atomic.Bool
 }
 
 var _ vigil.Store = (*Store)(nil)
@@ -120,6 +123,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if !opts.Shared && lock != nil {
 		s.recent = newRecentEvents(recentMaxBytes, recentPerEntry)
 		s.seq = &lastSequence{}
+		s.moves = newHeldMoves()
 	}
 	return s, nil
 }
@@ -163,12 +167,20 @@ func open(ctx context.Context, path, syncMode string, opts Options) (*Store, err
 	return &Store{write: write, read: read, ckpt: startCheckpointer(ckpt)}, nil
 }
 
-// Close closes both connection pools.
+// Close writes the cursor moves held in memory and closes the store. Should
+// that write fail, the engine replays the moves at the next Open.
 func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	var err error
+	if s.moves != nil {
+		err = s.writeHeldMoves(context.Background())
+	}
 	if s.recent != nil {
 		s.recent.turnOff() // reads after Close fail, as the file's do
 	}
-	err := s.ckpt.close()
+	err = errors.Join(err, s.ckpt.close())
 	// Finalize the kept statements first: a connection with live
 	// statements cannot close.
 	s.conns.Range(func(k, v any) bool {
@@ -184,11 +196,12 @@ func (s *Store) Close() error {
 // DB returns the writer pool, for embedders' own migrations. Use it only
 // while no engine runs on the store. Statements run on it bypass the
 // store, so from the first call on the store answers every read from the
-// file, as a shared store does.
+// file, as a shared store does, and writes cursor moves at once.
 func (s *Store) DB() *sql.DB {
 	if s.recent != nil {
 		s.recent.turnOff()
 		s.seq.turnOff()
+		s.moves.stopHolding()
 	}
 	return s.write
 }
@@ -408,7 +421,20 @@ func (s *Store) Cursor(ctx context.Context, watcher string, target vigil.Session
 		cur, ok, err = c.getCursor(cursorQuery, target.AgentID, target.Key, watcher)
 		return err
 	})
+	if ok {
+		cur = s.held(cur)
+	}
 	return cur, ok, err
+}
+
+// held returns c with the move held in memory for it, if any.
+func (s *Store) held(c vigil.Cursor) vigil.Cursor {
+	if s.moves != nil {
+		if m, ok := s.moves.get(keyOf(c)); ok {
+			return m
+		}
+	}
+	return c
 }
 
 // Cursors implements vigil.Reader.
@@ -421,6 +447,9 @@ func (s *Store) Cursors(ctx context.Context, ref vigil.SessionRef) ([]vigil.Curs
 			ORDER BY watcher, target_agent, target_key`, ref.Key, ref.AgentID, ref.Key)
 		return err
 	})
+	for i := range out {
+		out[i] = s.held(out[i])
+	}
 	return out, err
 }
 
@@ -501,6 +530,16 @@ type Tx struct {
 	// opaque is set once an embedder's statements ran in the transaction:
 	// the memory cannot follow them.
 	opaque bool
+
+	// Cursor moves held for memory at commit (see heldMoves): this
+	// transaction's own, the keys whose rows it wrote itself, and whether
+	// it wrote every held move to the file.
+	moved        map[cursorKey]vigil.Cursor
+	dropped      map[cursorKey]struct{}
+	movesWritten bool
+	// failed is an error from the store's own work around an embedder's
+	// statements; Commit returns it.
+	failed error
 }
 
 // change is one committed write the recent-history memory must follow:
@@ -524,7 +563,9 @@ func (t *Tx) track(c change) {
 // transaction until Commit or Rollback. Give them a context that is not
 // cancelled meanwhile; an interrupted write makes SQLite roll back the
 // whole transaction. The store cannot see what they change, so its
-// memory of recent history is dropped when the transaction commits.
+// memory of recent history is dropped when the transaction commits; the
+// cursor moves it held in memory are written first, for the statements to
+// see.
 func (t *Tx) Conn() *sql.Conn {
 	t.bypassed()
 	return t.tx
@@ -536,7 +577,9 @@ func (t *Tx) Conn() *sql.Conn {
 // []byte, float64 or nil. As with Conn, the store's memory of recent
 // history is dropped when the transaction commits.
 func (t *Tx) Exec(query string, args ...any) (int64, error) {
-	t.bypassed()
+	if err := t.bypassed(); err != nil {
+		return 0, err
+	}
 	return t.c.exec(query, args...)
 }
 
@@ -544,24 +587,20 @@ func (t *Tx) Exec(query string, args ...any) (int64, error) {
 // They may append events or raise the sequence floor, so the next Append
 // reads the last sequence from the file again, and the memory of recent
 // history forgets at commit.
-func (t *Tx) bypassed() {
+func (t *Tx) bypassed() error {
+	if !t.opaque && t.failed == nil {
+		// The embedder's statements meet every cursor move in the file.
+		t.failed = t.writeMoves()
+	}
 	t.opaque = true
 	t.reread = true
+	return t.failed
 }
 
 // Append implements vigil.Tx.
 func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
-	if !t.seqLoaded || t.reread {
-		// Numbers this transaction used up without an event (a dedupe
-		// drop) are in t.seq but not yet in the file's floor: keep the
-		// larger.
-		if _, err := t.c.queryRow(lastSequenceQuery, nil, func(r rowValues) error {
-			t.seq = max(t.seq, r.int(0))
-			return nil
-		}); err != nil {
-			return false, fmt.Errorf("read sequence: %w", err)
-		}
-		t.seqLoaded, t.reread = true, false
+	if err := t.loadSequence(); err != nil {
+		return false, err
 	}
 	t.seq++
 	e.Sequence = t.seq
@@ -597,6 +636,24 @@ func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
 	return false, nil
 }
 
+// loadSequence makes t.seq the last sequence used up, reading it from the
+// file unless the store remembers it.
+func (t *Tx) loadSequence() error {
+	if t.seqLoaded && !t.reread {
+		return nil
+	}
+	// Numbers this transaction used up without an event (a dedupe drop)
+	// are in t.seq but not yet in the file's floor: keep the larger.
+	if _, err := t.c.queryRow(lastSequenceQuery, nil, func(r rowValues) error {
+		t.seq = max(t.seq, r.int(0))
+		return nil
+	}); err != nil {
+		return fmt.Errorf("read sequence: %w", err)
+	}
+	t.seqLoaded, t.reread = true, false
+	return nil
+}
+
 // Version implements vigil.Tx.
 func (t *Tx) Version(ctx context.Context, ref vigil.SessionRef) (int64, error) {
 	var v int64
@@ -609,16 +666,32 @@ func (t *Tx) Version(ctx context.Context, ref vigil.SessionRef) (int64, error) {
 
 // CursorsOnTarget implements vigil.Tx.
 func (t *Tx) CursorsOnTarget(ctx context.Context, target vigil.SessionRef) ([]vigil.Cursor, error) {
-	return t.c.queryCursors(cursorsOnTargetQuery, target.AgentID, target.Key)
+	cs, err := t.c.queryCursors(cursorsOnTargetQuery, target.AgentID, target.Key)
+	for i := range cs {
+		cs[i] = t.overlay(cs[i])
+	}
+	return cs, err
 }
 
 // Cursor implements vigil.Tx.
 func (t *Tx) Cursor(ctx context.Context, watcher string, target vigil.SessionRef) (vigil.Cursor, bool, error) {
-	return t.c.getCursor(cursorQuery, target.AgentID, target.Key, watcher)
+	c, ok, err := t.c.getCursor(cursorQuery, target.AgentID, target.Key, watcher)
+	if ok {
+		c = t.overlay(c)
+	}
+	return c, ok, err
 }
 
 // PutCursor implements vigil.Tx.
 func (t *Tx) PutCursor(ctx context.Context, c vigil.Cursor) error {
+	if err := t.putCursor(c); err != nil {
+		return err
+	}
+	t.rowWritten(keyOf(c))
+	return nil
+}
+
+func (t *Tx) putCursor(c vigil.Cursor) error {
 	_, err := t.c.exec(putCursorQuery, c.Target.AgentID, c.Target.Key, c.Watcher,
 		c.LastSeen, c.Notified, c.Material, c.UpdatedAt)
 	return err
@@ -628,17 +701,26 @@ func (t *Tx) PutCursor(ctx context.Context, c vigil.Cursor) error {
 func (t *Tx) DeleteCursor(ctx context.Context, watcher string, target vigil.SessionRef) (bool, error) {
 	n, err := t.c.exec(`DELETE FROM cursors WHERE watcher = ? AND target_agent = ? AND target_key = ?`,
 		watcher, target.AgentID, target.Key)
+	if err == nil {
+		t.rowWritten(cursorKey{target, watcher})
+	}
 	return n > 0, err
 }
 
 // DeleteWatcherCursors implements vigil.Tx.
 func (t *Tx) DeleteWatcherCursors(ctx context.Context, watcher string) (int, error) {
+	if err := t.writeMoves(); err != nil {
+		return 0, err
+	}
 	n, err := t.c.exec(`DELETE FROM cursors WHERE watcher = ?`, watcher)
 	return int(n), err
 }
 
 // DeleteSession implements vigil.Tx.
 func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
+	if err := t.writeMoves(); err != nil {
+		return err
+	}
 	if err := t.raiseFloor(); err != nil {
 		return err
 	}
@@ -661,6 +743,9 @@ func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
 
 // PendingCursors implements vigil.Tx.
 func (t *Tx) PendingCursors(ctx context.Context) ([]vigil.Cursor, error) {
+	if err := t.writeMoves(); err != nil {
+		return nil, err
+	}
 	return t.c.queryCursors(`SELECT ` + cursorColumns + ` FROM cursors WHERE material > last_seen`)
 }
 
@@ -688,6 +773,10 @@ func (t *Tx) PruneEvents(ctx context.Context, maxSequence, recordedBefore int64,
 	if n == 0 {
 		return 0, nil
 	}
+	// Moves held in memory are replayed from events; these are going.
+	if err := t.writeMoves(); err != nil {
+		return 0, err
+	}
 	if err := t.raiseFloor(); err != nil {
 		return 0, err
 	}
@@ -713,6 +802,10 @@ func (t *Tx) PruneEvents(ctx context.Context, maxSequence, recordedBefore int64,
 
 // ExpireCursors implements vigil.Tx.
 func (t *Tx) ExpireCursors(ctx context.Context, updatedBefore int64, limit int) (int, error) {
+	// Held moves carry the newest update times.
+	if err := t.writeMoves(); err != nil {
+		return 0, err
+	}
 	n, err := t.c.exec(`DELETE FROM cursors WHERE (watcher, target_agent, target_key) IN (
 		SELECT watcher, target_agent, target_key FROM cursors WHERE updated_at < ? LIMIT ?)`, updatedBefore, limit)
 	return int(n), err
@@ -734,6 +827,14 @@ func (t *Tx) Commit() error {
 		return sql.ErrTxDone
 	}
 	err := func() error {
+		if t.failed != nil {
+			return t.failed
+		}
+		if t.s.moves != nil && t.s.moves.due(time.Now()) {
+			if err := t.writeMoves(); err != nil {
+				return err
+			}
+		}
 		if t.floorDirty {
 			if err := t.raiseFloor(); err != nil {
 				return err
@@ -745,6 +846,11 @@ func (t *Tx) Commit() error {
 	// Before the connection goes back: the next write's changes must
 	// reach memory after these.
 	if t.s.recent != nil {
+		if err == nil {
+			// Even an opaque transaction: its embedder's statements met
+			// every held move in the file.
+			t.s.moves.apply(t.movesWritten, t.dropped, t.moved, time.Now())
+		}
 		if err == nil && !t.opaque {
 			t.s.recent.apply(t.changes)
 			if t.seqLoaded {

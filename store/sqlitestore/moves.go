@@ -1,0 +1,217 @@
+package sqlitestore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	vigil "github.com/vigilhq/vigil"
+)
+
+// A store that has its file to itself does not write cursor moves
+// (Tx.MoveCursors) when they commit: it keeps them in memory, where every
+// read finds them, and writes them all in one go now and then. A move is a
+// function of an event the same commit wrote, so a crash loses nothing:
+// the file says through which sequence every move is written
+// (MovesDurableThrough), and the engine replays the later events at Open.
+// This takes a cursor page off every record's commit.
+
+// Moves held in memory are written when this many have gathered, or when
+// the oldest is this old, by the next commit; and before any write that
+// reads or deletes cursors in bulk.
+const (
+	movesMaxHeld = 1024
+	movesMaxAge  = time.Second
+)
+
+type cursorKey struct {
+	target  vigil.SessionRef
+	watcher string
+}
+
+func keyOf(c vigil.Cursor) cursorKey { return cursorKey{c.Target, c.Watcher} }
+
+// heldMoves are committed cursor moves not yet in the file. Every key held
+// names a cursor row the file has: moves apply to existing cursors, and a
+// commit that writes or deletes a row drops its key.
+type heldMoves struct {
+	mu      sync.RWMutex
+	byKey   map[cursorKey]vigil.Cursor
+	oldest  time.Time
+	holding bool // false once DB() was called: later moves are written at once
+}
+
+func newHeldMoves() *heldMoves {
+	return &heldMoves{byKey: map[cursorKey]vigil.Cursor{}, holding: true}
+}
+
+// get returns the held move of k, if any.
+func (m *heldMoves) get(k cursorKey) (vigil.Cursor, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	c, ok := m.byKey[k]
+	return c, ok
+}
+
+// all returns every held move.
+func (m *heldMoves) all() []vigil.Cursor {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]vigil.Cursor, 0, len(m.byKey))
+	for _, c := range m.byKey {
+		out = append(out, c)
+	}
+	return out
+}
+
+// due reports whether the held moves should be written now.
+func (m *heldMoves) due(now time.Time) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return len(m.byKey) >= movesMaxHeld || (len(m.byKey) > 0 && now.Sub(m.oldest) >= movesMaxAge)
+}
+
+// isHolding reports whether moves may be held.
+func (m *heldMoves) isHolding() bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.holding
+}
+
+// stopHolding makes every later move be written at once.
+func (m *heldMoves) stopHolding() {
+	m.mu.Lock()
+	m.holding = false
+	m.mu.Unlock()
+}
+
+// apply brings memory in line with a transaction that committed: with
+// written set, every move held before it is in the file now; dropped keys
+// had their rows written or deleted; moved are its own held moves.
+func (m *heldMoves) apply(written bool, dropped map[cursorKey]struct{}, moved map[cursorKey]vigil.Cursor, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if written {
+		clear(m.byKey)
+	}
+	for k := range dropped {
+		delete(m.byKey, k)
+	}
+	if len(m.byKey) == 0 {
+		m.oldest = now
+	}
+	for k, c := range moved {
+		m.byKey[k] = c
+	}
+}
+
+// overlay returns c as this transaction sees it: its own move, or else a
+// held one unless the transaction rewrote the row or wrote every held move.
+func (t *Tx) overlay(c vigil.Cursor) vigil.Cursor {
+	k := keyOf(c)
+	if m, ok := t.moved[k]; ok {
+		return m
+	}
+	if t.movesWritten || t.s.moves == nil {
+		return c
+	}
+	if _, ok := t.dropped[k]; ok {
+		return c
+	}
+	if m, ok := t.s.moves.get(k); ok {
+		return m
+	}
+	return c
+}
+
+// rowWritten notes that the transaction wrote or deleted k's row itself.
+func (t *Tx) rowWritten(k cursorKey) {
+	if t.s.moves == nil {
+		return
+	}
+	delete(t.moved, k)
+	if t.dropped == nil {
+		t.dropped = map[cursorKey]struct{}{}
+	}
+	t.dropped[k] = struct{}{}
+}
+
+// MoveCursors implements vigil.Tx: in a store with its file to itself the
+// moves are held in memory from the commit on (see heldMoves).
+func (t *Tx) MoveCursors(ctx context.Context, cs []vigil.Cursor) error {
+	if t.s.moves == nil || t.opaque || !t.s.moves.isHolding() {
+		return t.PutCursors(ctx, cs)
+	}
+	if t.moved == nil {
+		t.moved = make(map[cursorKey]vigil.Cursor, len(cs))
+	}
+	for _, c := range cs {
+		t.moved[keyOf(c)] = c
+	}
+	return nil
+}
+
+// writeMoves writes every move held in memory or by this transaction, and
+// records that the moves of every event numbered so far are in the file.
+// Writes that read or delete cursors in bulk call it first, so they meet
+// the file alone.
+func (t *Tx) writeMoves() error {
+	if t.s.moves == nil {
+		return nil
+	}
+	var cs []vigil.Cursor
+	if !t.movesWritten {
+		for _, c := range t.s.moves.all() {
+			if _, ok := t.dropped[keyOf(c)]; !ok {
+				if _, ok := t.moved[keyOf(c)]; !ok {
+					cs = append(cs, c)
+				}
+			}
+		}
+	}
+	for _, c := range t.moved {
+		cs = append(cs, c)
+	}
+	for _, c := range cs {
+		if err := t.putCursor(c); err != nil {
+			return fmt.Errorf("write held cursor moves: %w", err)
+		}
+	}
+	if err := t.loadSequence(); err != nil {
+		return err
+	}
+	if _, err := t.c.exec(`UPDATE sequence_floor SET moves_through = max(moves_through, ?) WHERE id = 1`, t.seq); err != nil {
+		return fmt.Errorf("write held cursor moves: %w", err)
+	}
+	t.movesWritten = true
+	clear(t.moved)
+	return nil
+}
+
+// MovesDurableThrough implements vigil.MoveDeferrer.
+func (s *Store) MovesDurableThrough(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.reading(ctx, func(c conn) error {
+		_, err := c.queryRow(`SELECT moves_through FROM sequence_floor WHERE id = 1`, nil, func(r rowValues) error {
+			n = r.int(0)
+			return nil
+		})
+		return err
+	})
+	return n, err
+}
+
+// writeHeldMoves writes every held move in a transaction of its own.
+func (s *Store) writeHeldMoves(ctx context.Context) error {
+	tx, err := s.BeginWrite(ctx)
+	if err != nil {
+		return err
+	}
+	t := tx.(*Tx)
+	if err := t.writeMoves(); err != nil {
+		t.Rollback()
+		return err
+	}
+	return t.Commit()
+}
