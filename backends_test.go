@@ -51,6 +51,7 @@ var rulesOnPostgreSQL = []func(*testing.T){
 	TestFailedRecordIsLoggedAndCountedAndReturned,
 	TestGatewayOwnedChangeCommitsWithItsEvent,
 	TestOneFailingWriteDoesNotFailItsBatch,
+	TestAPanickingWritePanicsItsCallerAndTheEngineCarriesOn,
 	// watch_test.go
 	TestWatcherMustBeAgentQualified,
 	TestBareSessionGetsLogButNoNotices,

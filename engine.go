@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -218,7 +219,10 @@ type Txn struct {
 }
 
 // Store gives the store transaction, for embedders whose own tables live in
-// the same database (assert it to the backend's richer type).
+// the same database (assert it to the backend's richer type). Record events
+// with Txn.Record, not with the store's Append: after a crash a store that
+// holds cursor moves in memory has its material events applied to the
+// cursors again, as Record applies them.
 func (t *Txn) Store() Tx { return t.tx }
 
 // Now is the time of this write.
@@ -231,9 +235,38 @@ func (t *Txn) AfterCommit(f func()) { t.effects = append(t.effects, f) }
 // sharing its transaction fails, the others are retried), so it must not
 // have effects outside the transaction except through AfterCommit. An error
 // from fn rolls back fn's changes and is returned.
+//
+// A panic in fn, or in an effect it registered, reaches Update's caller, as
+// if fn had run on its goroutine; the transaction does not commit when fn
+// panics, and the other writes sharing it carry on.
 func (e *Engine) Update(ctx context.Context, fn func(context.Context, *Txn) error) error {
 	op := &writeOp{ctx: ctx, fn: fn, done: make(chan error, 1), lead: make(chan struct{}, 1)}
-	return e.writes.run(op, e.runBatch)
+	err := e.writes.run(op, e.runBatch)
+	if p, ok := err.(*panicked); ok {
+		e.log.Error("write panicked", "panic", p.value, "stack", string(p.stack))
+		panic(p.value)
+	}
+	return err
+}
+
+// panicked carries a panic in a write's function or effects to the caller
+// whose write it was: the goroutine committing may be another caller's,
+// and must go on to answer the rest of its batch.
+type panicked struct {
+	value any
+	stack []byte
+}
+
+func (p *panicked) Error() string { return fmt.Sprintf("write panicked: %v", p.value) }
+
+// guard runs f, turning a panic into a *panicked error.
+func guard(f func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &panicked{value: v, stack: debug.Stack()}
+		}
+	}()
+	return f()
 }
 
 // runBatch commits the ops in one transaction. An op that fails is answered
@@ -265,7 +298,7 @@ func (e *Engine) runBatch(pending []*writeOp) {
 		var failErr error
 		for i, op := range pending {
 			op.txn = &Txn{e: e, tx: tx, now: now}
-			if err := op.fn(op.ctx, op.txn); err != nil {
+			if err := guard(func() error { return op.fn(op.ctx, op.txn) }); err != nil {
 				failed, failErr = i, err
 				break
 			}
@@ -275,7 +308,7 @@ func (e *Engine) runBatch(pending []*writeOp) {
 				break
 			}
 			for _, f := range op.txn.atEnd {
-				if err := f(op.ctx); err != nil {
+				if err := guard(func() error { return f(op.ctx) }); err != nil {
 					failed, failErr = i, err
 					break
 				}
@@ -308,11 +341,15 @@ func (e *Engine) runBatch(pending []*writeOp) {
 		e.stats.batchedWrites.Add(int64(len(pending)))
 		records := 0
 		for _, op := range pending {
+			var failed error
 			for _, f := range op.txn.effects {
-				f()
+				// Every effect runs: the queue must follow the cursors.
+				if err := guard(func() error { f(); return nil }); err != nil && failed == nil {
+					failed = err
+				}
 			}
 			records += op.txn.records
-			op.done <- nil
+			op.done <- failed
 		}
 		if records > 0 && e.opts.PruneInterval > 0 {
 			e.schedulePrune(false)

@@ -310,3 +310,43 @@ func TestOneFailingWriteDoesNotFailItsBatch(t *testing.T) {
 		t.Fatalf("%d events committed, want 30", len(d.Events))
 	}
 }
+
+// catchPanic runs f and returns what it panicked with, if anything.
+func catchPanic(f func()) (v any) {
+	defer func() { v = recover() }()
+	f()
+	return nil
+}
+
+func TestAPanickingWritePanicsItsCallerAndTheEngineCarriesOn(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	env.spawn(manager, child, "run-1")
+	v := catchPanic(func() {
+		env.eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
+			if _, err := txn.Record(ctx, vigil.Record{Session: vigil.MustRef(child), Kind: vigil.KindCompacted, ActorType: vigil.ActorSystem}); err != nil {
+				return err
+			}
+			panic("boom")
+		})
+	})
+	if v != "boom" {
+		t.Fatalf("the caller recovered %v, want the write's own panic", v)
+	}
+	if ver := env.version(child); ver != 1 {
+		t.Fatalf("version = %d: a write that panicked must not commit", ver)
+	}
+	// A panicking effect runs after the commit: the write stands.
+	v = catchPanic(func() {
+		env.eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
+			txn.AfterCommit(func() { panic("late") })
+			_, err := txn.Record(ctx, vigil.Record{Session: vigil.MustRef(child), Kind: vigil.KindCompacted, ActorType: vigil.ActorSystem})
+			return err
+		})
+	})
+	if v != "late" || env.version(child) <= 1 {
+		t.Fatalf("recovered %v with version %d; want the effect's panic after a commit", v, env.version(child))
+	}
+	if _, err := env.eng.Record(ctx, vigil.Record{Session: vigil.MustRef(child), Kind: vigil.KindCompacted, ActorType: vigil.ActorSystem}); err != nil {
+		t.Fatalf("a write after the panics: %v", err)
+	}
+}

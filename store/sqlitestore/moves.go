@@ -40,6 +40,9 @@ type heldMoves struct {
 	byKey   map[cursorKey]vigil.Cursor
 	oldest  time.Time
 	holding bool // false once DB() was called: later moves are written at once
+	// gen counts commits that took held moves away; readers that overlay
+	// moves on rows they read from the file check it did not change.
+	gen uint64
 }
 
 func newHeldMoves() *heldMoves {
@@ -52,6 +55,20 @@ func (m *heldMoves) get(k cursorKey) (vigil.Cursor, bool) {
 	defer m.mu.RUnlock()
 	c, ok := m.byKey[k]
 	return c, ok
+}
+
+// generation is the count of commits that took held moves away.
+func (m *heldMoves) generation() uint64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.gen
+}
+
+// count is the number of held moves.
+func (m *heldMoves) count() int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return len(m.byKey)
 }
 
 // all returns every held move.
@@ -92,6 +109,9 @@ func (m *heldMoves) stopHolding() {
 func (m *heldMoves) apply(written bool, dropped map[cursorKey]struct{}, moved map[cursorKey]vigil.Cursor, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if (written || len(dropped) > 0) && len(m.byKey) > 0 {
+		m.gen++
+	}
 	if written {
 		clear(m.byKey)
 	}
@@ -152,16 +172,20 @@ func (t *Tx) MoveCursors(ctx context.Context, cs []vigil.Cursor) error {
 	return nil
 }
 
+// holdsMoves reports whether any move is held, in memory or by t, that
+// the file does not have.
+func (t *Tx) holdsMoves() bool {
+	return len(t.moved) > 0 || (t.s.moves != nil && !t.movesWritten && t.s.moves.count() > 0)
+}
+
 // writeMoves writes every move held in memory or by this transaction, and
 // records that the moves of every event numbered so far are in the file.
 // Writes that read or delete cursors in bulk call it first, so they meet
-// the file alone.
+// the file alone. A store that holds no moves records the number all the
+// same, so the replay at the next Open starts from it.
 func (t *Tx) writeMoves() error {
-	if t.s.moves == nil {
-		return nil
-	}
 	var cs []vigil.Cursor
-	if !t.movesWritten {
+	if t.s.moves != nil && !t.movesWritten {
 		for _, c := range t.s.moves.all() {
 			if _, ok := t.dropped[keyOf(c)]; !ok {
 				if _, ok := t.moved[keyOf(c)]; !ok {

@@ -4,6 +4,8 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	vigil "github.com/vigilhq/vigil"
@@ -171,5 +173,100 @@ func TestDBWritesLaterMovesAtOnce(t *testing.T) {
 	seq := moveOne(t, s, alphaMain, vigil.Cursor{Watcher: watcher, Target: alphaMain})
 	if m := fileCursorM(t, path, watcher, alphaMain); m != seq {
 		t.Fatalf("after DB(), a move left M=%d in the file, want %d", m, seq)
+	}
+}
+
+// A reader never answers with a cursor older than a commit that already
+// returned, even while commits write the held moves away under it.
+func TestAReaderNeverSeesACursorOlderThanACommitThatReturned(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "vigil.db"), sqlitestore.Options{Synchronous: "NORMAL"})
+	putCursor(t, s, vigil.Cursor{Watcher: watcher, Target: alphaMain})
+	var committed atomic.Int64
+	stop := make(chan struct{})
+	var stale atomic.Int64
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				want := committed.Load()
+				c, _, err := s.Cursor(t.Context(), watcher, alphaMain)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				cs, err := s.Cursors(t.Context(), alphaMain)
+				if err != nil || len(cs) != 1 {
+					t.Errorf("Cursors = %v, %v", cs, err)
+					return
+				}
+				if c.Material < want || cs[0].Material < want {
+					stale.Add(1)
+				}
+			}
+		})
+	}
+	for range 300 {
+		committed.Store(moveOne(t, s, alphaMain, vigil.Cursor{Watcher: watcher, Target: alphaMain}))
+		tx, err := s.BeginWrite(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.PendingCursors(t.Context()); err != nil { // writes the held move away
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if n := stale.Load(); n > 0 {
+		t.Fatalf("%d reads answered with M below a move whose commit had returned", n)
+	}
+}
+
+func TestDBWritesTheHeldMovesFirst(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	s := open(t, path, sqlitestore.Options{})
+	putCursor(t, s, vigil.Cursor{Watcher: watcher, Target: alphaMain})
+	seq := moveOne(t, s, alphaMain, vigil.Cursor{Watcher: watcher, Target: alphaMain})
+	// An embedder's delete through DB() stands: no held move brings the
+	// cursor back.
+	if _, err := s.DB().ExecContext(t.Context(), `DELETE FROM cursors`); err != nil {
+		t.Fatal(err)
+	}
+	if c, ok, err := s.Cursor(t.Context(), watcher, alphaMain); err != nil || ok {
+		t.Fatalf("after a delete through DB(), Cursor = %+v, %v, %v (the move of %d was held)", c, ok, err, seq)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, path, sqlitestore.Options{})
+	if _, ok, _ := s.Cursor(t.Context(), watcher, alphaMain); ok {
+		t.Fatal("Close brought back a cursor deleted through DB()")
+	}
+}
+
+func TestASharedStoreRecordsThatItsMovesAreWritten(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "vigil.db"), sqlitestore.Options{Shared: true})
+	putCursor(t, s, vigil.Cursor{Watcher: watcher, Target: alphaMain})
+	seq := moveOne(t, s, alphaMain, vigil.Cursor{Watcher: watcher, Target: alphaMain})
+	tx, err := s.BeginWrite(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.PendingCursors(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got := movesThrough(t, s); got != seq {
+		t.Fatalf("MovesDurableThrough = %d after a sweep's read, want %d: the next Open would replay from there", got, seq)
 	}
 }

@@ -47,8 +47,9 @@ type Options struct {
 	// keeps the file to itself: Open takes a lock (the file named by the
 	// path plus "-lock") that makes any other store's Open of the same
 	// file fail with ErrInUse until this one closes or its process dies,
-	// and repeated reads of a session's recent history are answered from
-	// memory.
+	// repeated reads of a session's recent history are answered from
+	// memory, and cursor moves are held in memory for a while (see
+	// Tx.MoveCursors).
 	Shared bool
 }
 
@@ -167,6 +168,10 @@ func open(ctx context.Context, path, syncMode string, opts Options) (*Store, err
 	return &Store{write: write, read: read, ckpt: startCheckpointer(ckpt)}, nil
 }
 
+// closeWriteWait bounds how long Close waits for the writer connection to
+// write the held cursor moves.
+const closeWriteWait = 5 * time.Second
+
 // Close writes the cursor moves held in memory and closes the store. Should
 // that write fail, the engine replays the moves at the next Open.
 func (s *Store) Close() error {
@@ -175,7 +180,11 @@ func (s *Store) Close() error {
 	}
 	var err error
 	if s.moves != nil {
-		err = s.writeHeldMoves(context.Background())
+		// Bounded: a write connection someone never handed back must not
+		// hold Close forever.
+		ctx, cancel := context.WithTimeout(context.Background(), closeWriteWait)
+		err = s.writeHeldMoves(ctx)
+		cancel()
 	}
 	if s.recent != nil {
 		s.recent.turnOff() // reads after Close fail, as the file's do
@@ -196,12 +205,15 @@ func (s *Store) Close() error {
 // DB returns the writer pool, for embedders' own migrations. Use it only
 // while no engine runs on the store. Statements run on it bypass the
 // store, so from the first call on the store answers every read from the
-// file, as a shared store does, and writes cursor moves at once.
+// file, as a shared store does, and writes cursor moves at once (the ones
+// held in memory first, so the embedder's statements meet them in the file;
+// should that write fail, they stay held, and Close tries again).
 func (s *Store) DB() *sql.DB {
 	if s.recent != nil {
 		s.recent.turnOff()
 		s.seq.turnOff()
 		s.moves.stopHolding()
+		s.writeHeldMoves(context.Background())
 	}
 	return s.write
 }
@@ -414,43 +426,48 @@ const historyQuery = `SELECT
 
 // Cursor implements vigil.Reader.
 func (s *Store) Cursor(ctx context.Context, watcher string, target vigil.SessionRef) (vigil.Cursor, bool, error) {
-	var cur vigil.Cursor
-	var ok bool
-	err := s.reading(ctx, func(c conn) error {
-		var err error
-		cur, ok, err = c.getCursor(cursorQuery, target.AgentID, target.Key, watcher)
-		return err
-	})
-	if ok {
-		cur = s.held(cur)
+	cs, err := s.readCursors(ctx, cursorQuery, target.AgentID, target.Key, watcher)
+	if err != nil || len(cs) == 0 {
+		return vigil.Cursor{}, false, err
 	}
-	return cur, ok, err
+	return cs[0], true, nil
 }
 
-// held returns c with the move held in memory for it, if any.
-func (s *Store) held(c vigil.Cursor) vigil.Cursor {
-	if s.moves != nil {
-		if m, ok := s.moves.get(keyOf(c)); ok {
-			return m
+// readCursors reads cursor rows from the file with the moves held in
+// memory over them. Should a commit take held moves away (writing them,
+// or rewriting their rows) between the two steps, the row read may predate
+// it while the move is gone: the read starts again.
+func (s *Store) readCursors(ctx context.Context, q string, args ...any) ([]vigil.Cursor, error) {
+	for {
+		var gen uint64
+		if s.moves != nil {
+			gen = s.moves.generation()
+		}
+		var out []vigil.Cursor
+		err := s.reading(ctx, func(c conn) error {
+			var err error
+			out, err = c.queryCursors(q, args...)
+			return err
+		})
+		if err != nil || s.moves == nil {
+			return out, err
+		}
+		for i := range out {
+			if m, ok := s.moves.get(keyOf(out[i])); ok {
+				out[i] = m
+			}
+		}
+		if s.moves.generation() == gen {
+			return out, nil
 		}
 	}
-	return c
 }
 
 // Cursors implements vigil.Reader.
 func (s *Store) Cursors(ctx context.Context, ref vigil.SessionRef) ([]vigil.Cursor, error) {
-	var out []vigil.Cursor
-	err := s.reading(ctx, func(c conn) error {
-		var err error
-		out, err = c.queryCursors(`SELECT `+cursorColumns+` FROM cursors
+	return s.readCursors(ctx, `SELECT `+cursorColumns+` FROM cursors
 			WHERE watcher = ?1 OR (target_agent = ?2 AND target_key = ?3)
 			ORDER BY watcher, target_agent, target_key`, ref.Key, ref.AgentID, ref.Key)
-		return err
-	})
-	for i := range out {
-		out[i] = s.held(out[i])
-	}
-	return out, err
 }
 
 // NthNewestSequence implements vigil.Reader.
@@ -588,7 +605,7 @@ func (t *Tx) Exec(query string, args ...any) (int64, error) {
 // reads the last sequence from the file again, and the memory of recent
 // history forgets at commit.
 func (t *Tx) bypassed() error {
-	if !t.opaque && t.failed == nil {
+	if !t.opaque && t.failed == nil && t.holdsMoves() {
 		// The embedder's statements meet every cursor move in the file.
 		t.failed = t.writeMoves()
 	}
