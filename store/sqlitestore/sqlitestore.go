@@ -70,6 +70,8 @@ type Store struct {
 	recent *recentEvents
 	seq    *lastSequence
 	moves  *heldMoves
+	// watchers is nil for a shared store too.
+	watchers *watcherRows
 
 	conns  sync.Map // *sqlite3.SQLiteConn -> *connState
 	closed atomic.Bool
@@ -125,6 +127,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.recent = newRecentEvents(recentMaxBytes, recentPerEntry)
 		s.seq = &lastSequence{}
 		s.moves = newHeldMoves()
+		s.watchers = newWatcherRows()
 	}
 	return s, nil
 }
@@ -213,6 +216,7 @@ func (s *Store) DB() *sql.DB {
 		s.recent.turnOff()
 		s.seq.turnOff()
 		s.moves.stopHolding()
+		s.watchers.turnOff()
 		s.writeHeldMoves(context.Background())
 	}
 	return s.write
@@ -554,6 +558,10 @@ type Tx struct {
 	moved        map[cursorKey]vigil.Cursor
 	dropped      map[cursorKey]struct{}
 	movesWritten bool
+	// The targets whose cursor rows this transaction wrote, or all of
+	// them: their kept rows (watcherRows) are stale from the commit on.
+	touched    map[vigil.SessionRef]struct{}
+	touchedAll bool
 	// failed is an error from the store's own work around an embedder's
 	// statements; Commit returns it.
 	failed error
@@ -605,6 +613,7 @@ func (t *Tx) Exec(query string, args ...any) (int64, error) {
 // reads the last sequence from the file again, and the memory of recent
 // history forgets at commit.
 func (t *Tx) bypassed() error {
+	t.touchAll()
 	if !t.opaque && t.failed == nil && t.holdsMoves() {
 		// The embedder's statements meet every cursor move in the file.
 		t.failed = t.writeMoves()
@@ -683,11 +692,24 @@ func (t *Tx) Version(ctx context.Context, ref vigil.SessionRef) (int64, error) {
 
 // CursorsOnTarget implements vigil.Tx.
 func (t *Tx) CursorsOnTarget(ctx context.Context, target vigil.SessionRef) ([]vigil.Cursor, error) {
-	cs, err := t.c.queryCursors(cursorsOnTargetQuery, target.AgentID, target.Key)
+	untouched := t.rowsUntouched(target)
+	cs, kept := []vigil.Cursor(nil), false
+	if untouched {
+		cs, kept = t.s.watchers.get(target)
+	}
+	if !kept {
+		var err error
+		if cs, err = t.c.queryCursors(cursorsOnTargetQuery, target.AgentID, target.Key); err != nil {
+			return nil, err
+		}
+		if untouched {
+			t.s.watchers.keep(target, cs)
+		}
+	}
 	for i := range cs {
 		cs[i] = t.overlay(cs[i])
 	}
-	return cs, err
+	return cs, nil
 }
 
 // Cursor implements vigil.Tx.
@@ -709,6 +731,7 @@ func (t *Tx) PutCursor(ctx context.Context, c vigil.Cursor) error {
 }
 
 func (t *Tx) putCursor(c vigil.Cursor) error {
+	t.touch(c.Target)
 	_, err := t.c.exec(putCursorQuery, c.Target.AgentID, c.Target.Key, c.Watcher,
 		c.LastSeen, c.Notified, c.Material, c.UpdatedAt)
 	return err
@@ -716,6 +739,7 @@ func (t *Tx) putCursor(c vigil.Cursor) error {
 
 // DeleteCursor implements vigil.Tx.
 func (t *Tx) DeleteCursor(ctx context.Context, watcher string, target vigil.SessionRef) (bool, error) {
+	t.touch(target)
 	n, err := t.c.exec(`DELETE FROM cursors WHERE watcher = ? AND target_agent = ? AND target_key = ?`,
 		watcher, target.AgentID, target.Key)
 	if err == nil {
@@ -729,6 +753,7 @@ func (t *Tx) DeleteWatcherCursors(ctx context.Context, watcher string) (int, err
 	if err := t.writeMoves(); err != nil {
 		return 0, err
 	}
+	t.touchAll()
 	n, err := t.c.exec(`DELETE FROM cursors WHERE watcher = ?`, watcher)
 	return int(n), err
 }
@@ -741,6 +766,7 @@ func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
 	if err := t.raiseFloor(); err != nil {
 		return err
 	}
+	t.touchAll()
 	for _, q := range []struct {
 		sql  string
 		args []any
@@ -823,6 +849,7 @@ func (t *Tx) ExpireCursors(ctx context.Context, updatedBefore int64, limit int) 
 	if err := t.writeMoves(); err != nil {
 		return 0, err
 	}
+	t.touchAll()
 	n, err := t.c.exec(`DELETE FROM cursors WHERE (watcher, target_agent, target_key) IN (
 		SELECT watcher, target_agent, target_key FROM cursors WHERE updated_at < ? LIMIT ?)`, updatedBefore, limit)
 	return int(n), err
@@ -867,6 +894,7 @@ func (t *Tx) Commit() error {
 			// Even an opaque transaction: its embedder's statements met
 			// every held move in the file.
 			t.s.moves.apply(t.movesWritten, t.dropped, t.moved, time.Now())
+			t.s.watchers.committed(t.touched, t.touchedAll)
 		}
 		if err == nil && !t.opaque {
 			t.s.recent.apply(t.changes)

@@ -1,0 +1,115 @@
+package sqlitestore
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	vigil "github.com/vigilhq/vigil"
+	"pgregory.net/rapid"
+)
+
+// Whatever a mix of cursor writes, moves, bulk deletes, embedder
+// statements, rollbacks and commits did, a target's cursors read through
+// the kept rows are exactly what the file holds, with the held moves over
+// them.
+func TestKeptWatcherRowsAnswerExactlyAsTheFile(t *testing.T) {
+	dir := t.TempDir()
+	run := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		run++
+		ctx := context.Background()
+		s, err := Open(ctx, filepath.Join(dir, fmt.Sprintf("w%d.db", run)), Options{Synchronous: "NORMAL"})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		defer s.Close()
+		targets := []vigil.SessionRef{{AgentID: "a", Key: "agent:a:t1"}, {AgentID: "a", Key: "agent:a:t2"}, {AgentID: "b", Key: "agent:b:t1"}}
+		watchers := []string{"agent:w1:main", "agent:w2:main", "agent:a:t1"}
+		fromFile := func(tx *Tx, target vigil.SessionRef) []vigil.Cursor {
+			cs, err := tx.c.queryCursors(cursorsOnTargetQuery, target.AgentID, target.Key)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			for i := range cs {
+				cs[i] = tx.overlay(cs[i])
+			}
+			return cs
+		}
+		check := func(tx *Tx, what string) {
+			for _, target := range targets {
+				got, err := tx.CursorsOnTarget(ctx, target)
+				if err != nil {
+					rt.Fatal(err)
+				}
+				want := fromFile(tx, target)
+				byWatcher := func(a, b vigil.Cursor) int { return strings.Compare(a.Watcher, b.Watcher) }
+				slices.SortFunc(got, byWatcher)
+				slices.SortFunc(want, byWatcher)
+				if !reflect.DeepEqual(got, want) && (len(got) > 0 || len(want) > 0) {
+					rt.Fatalf("after %s, CursorsOnTarget(%s)\n kept: %+v\n file: %+v", what, target.Key, got, want)
+				}
+			}
+		}
+		var seq int64
+		for range rapid.IntRange(1, 12).Draw(rt, "txs") {
+			t, err := s.BeginWrite(ctx)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			tx := t.(*Tx)
+			check(tx, "begin")
+			for i := range rapid.IntRange(1, 6).Draw(rt, "ops") {
+				target := rapid.SampledFrom(targets).Draw(rt, "target")
+				w := rapid.SampledFrom(watchers).Draw(rt, "watcher")
+				var what string
+				switch op := rapid.IntRange(0, 7).Draw(rt, "op"); op {
+				case 0, 1:
+					seq++
+					what = "PutCursor"
+					err = tx.PutCursor(ctx, vigil.Cursor{Watcher: w, Target: target, LastSeen: seq, Notified: seq, Material: seq, UpdatedAt: seq})
+				case 2, 3:
+					what = "MoveCursors"
+					ev := vigil.Event{AgentID: target.AgentID, SessionKey: target.Key, Kind: vigil.KindGoalChanged,
+						ActorType: vigil.ActorAgent, Summary: "goal updated"}
+					if _, err = tx.Append(ctx, &ev); err == nil {
+						var cs []vigil.Cursor
+						if cs, err = tx.CursorsOnTarget(ctx, target); err == nil {
+							for j := range cs {
+								cs[j].Material, cs[j].UpdatedAt = ev.Sequence, ev.Sequence
+							}
+							err = tx.MoveCursors(ctx, cs)
+						}
+					}
+				case 4:
+					what = "DeleteCursor"
+					_, err = tx.DeleteCursor(ctx, w, target)
+				case 5:
+					what = "DeleteWatcherCursors"
+					_, err = tx.DeleteWatcherCursors(ctx, w)
+				case 6:
+					what = "DeleteSession"
+					err = tx.DeleteSession(ctx, target)
+				case 7:
+					what = "an embedder's statement"
+					_, err = tx.Exec(`UPDATE cursors SET last_seen = last_seen + 0 WHERE watcher = ?`, w)
+				}
+				if err != nil {
+					rt.Fatalf("%s: %v", what, err)
+				}
+				check(tx, fmt.Sprintf("%s (op %d)", what, i))
+			}
+			if rapid.Bool().Draw(rt, "commit") {
+				if err := tx.Commit(); err != nil {
+					rt.Fatal(err)
+				}
+			} else if err := tx.Rollback(); err != nil {
+				rt.Fatal(err)
+			}
+		}
+	})
+}
