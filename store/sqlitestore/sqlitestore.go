@@ -48,8 +48,9 @@ type Options struct {
 	// path plus "-lock") that makes any other store's Open of the same
 	// file fail with ErrInUse until this one closes or its process dies,
 	// repeated reads of a session's recent history are answered from
-	// memory, and cursor moves are held in memory for a while (see
-	// Tx.MoveCursors).
+	// memory, cursor moves are held in memory for a while (see
+	// Tx.MoveCursors), and the cursor rows of targets lately recorded on
+	// are kept in memory.
 	Shared bool
 }
 
@@ -588,9 +589,9 @@ func (t *Tx) track(c change) {
 // transaction until Commit or Rollback. Give them a context that is not
 // cancelled meanwhile; an interrupted write makes SQLite roll back the
 // whole transaction. The store cannot see what they change, so its
-// memory of recent history is dropped when the transaction commits; the
-// cursor moves it held in memory are written first, for the statements to
-// see.
+// memory of recent history and its kept cursor rows are dropped when the
+// transaction ends; the cursor moves it held in memory are written first,
+// for the statements to see.
 func (t *Tx) Conn() *sql.Conn {
 	t.bypassed()
 	return t.tx
@@ -600,7 +601,7 @@ func (t *Tx) Conn() *sql.Conn {
 // the same prepared-statement path the store's own writes take, and
 // returns how many rows it changed. Arguments are int64 (or int), string,
 // []byte, float64 or nil. As with Conn, the store's memory of recent
-// history is dropped when the transaction commits.
+// history and its kept cursor rows are dropped when the transaction ends.
 func (t *Tx) Exec(query string, args ...any) (int64, error) {
 	if err := t.bypassed(); err != nil {
 		return 0, err
@@ -902,6 +903,7 @@ func (t *Tx) Commit() error {
 				t.s.seq.set(t.seq)
 			}
 		} else {
+			t.s.watchers.committed(t.touched, true)
 			t.s.seq.forget()
 			// An embedder's statements, or whatever a failed COMMIT
 			// left: the memory cannot know, so it forgets.
@@ -921,8 +923,19 @@ func (t *Tx) Rollback() error {
 		return sql.ErrTxDone
 	}
 	var err error
-	if t.c.inTx() { // SQLite may have rolled back already, after an I/O error say
+	// SQLite may have rolled back already, after an I/O error or an
+	// interrupted statement, say; any statement since then wrote the file
+	// at once, and what the store remembers cannot know which.
+	ended := !t.c.inTx()
+	if !ended {
 		_, err = t.c.exec(`ROLLBACK`)
+	}
+	if t.s.recent != nil {
+		if ended {
+			t.s.seq.forget()
+			t.s.recent.reset()
+		}
+		t.s.watchers.committed(t.touched, t.touchedAll || ended)
 	}
 	t.end()
 	return err

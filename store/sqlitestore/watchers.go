@@ -6,9 +6,9 @@ import (
 	vigil "github.com/vigilhq/vigil"
 )
 
-// watcherRowsMax bounds how many targets' cursor rows the store keeps; when
-// more are asked for, it starts again from none.
-const watcherRowsMax = 4096
+// watcherRowsMax bounds how many cursor rows the store keeps (about 200
+// bytes each); when more are asked for, it starts again from none.
+const watcherRowsMax = 65536
 
 // watcherRows keeps, for targets lately recorded on, their cursor rows as
 // the file has them (held moves are laid over them on the way out), so a
@@ -18,6 +18,7 @@ const watcherRowsMax = 4096
 type watcherRows struct {
 	mu       sync.Mutex
 	byTarget map[vigil.SessionRef][]vigil.Cursor
+	rows     int  // kept in byTarget
 	off      bool // DB() was called: writes the store cannot see may come
 }
 
@@ -41,24 +42,31 @@ func (w *watcherRows) get(target vigil.SessionRef) ([]vigil.Cursor, bool) {
 func (w *watcherRows) keep(target vigil.SessionRef, cs []vigil.Cursor) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.off {
+	if w.off || len(cs) > watcherRowsMax {
 		return
 	}
-	if len(w.byTarget) >= watcherRowsMax {
+	if w.rows+len(cs) > watcherRowsMax {
 		clear(w.byTarget)
+		w.rows = 0
 	}
+	w.rows += len(cs) - len(w.byTarget[target])
 	w.byTarget[target] = append([]vigil.Cursor(nil), cs...)
 }
 
-// committed drops what a committed transaction changed.
+// committed drops what a committed transaction changed. It is also what a
+// transaction that ended otherwise drops: SQLite may have rolled it back
+// on its own, and the store's later statements then wrote the file at
+// once.
 func (w *watcherRows) committed(targets map[vigil.SessionRef]struct{}, all bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if all {
 		clear(w.byTarget)
+		w.rows = 0
 		return
 	}
 	for t := range targets {
+		w.rows -= len(w.byTarget[t])
 		delete(w.byTarget, t)
 	}
 }
@@ -69,6 +77,7 @@ func (w *watcherRows) turnOff() {
 	defer w.mu.Unlock()
 	w.off = true
 	clear(w.byTarget)
+	w.rows = 0
 }
 
 // touch notes that t wrote rows of target.

@@ -13,8 +13,9 @@ import (
 	"pgregory.net/rapid"
 )
 
-// Whatever a mix of cursor writes, moves, bulk deletes, embedder
-// statements, rollbacks and commits did, a target's cursors read through
+// Whatever a mix of cursor writes, moves, bulk deletes, expiry, embedder
+// statements (one of them ending the transaction early, as SQLite does
+// when a statement is interrupted), rollbacks and commits did, a target's cursors read through
 // the kept rows are exactly what the file holds, with the held moves over
 // them.
 func TestKeptWatcherRowsAnswerExactlyAsTheFile(t *testing.T) {
@@ -63,11 +64,12 @@ func TestKeptWatcherRowsAnswerExactlyAsTheFile(t *testing.T) {
 			}
 			tx := t.(*Tx)
 			check(tx, "begin")
+			ended := false // an embedder's ROLLBACK: later statements autocommit
 			for i := range rapid.IntRange(1, 6).Draw(rt, "ops") {
 				target := rapid.SampledFrom(targets).Draw(rt, "target")
 				w := rapid.SampledFrom(watchers).Draw(rt, "watcher")
 				var what string
-				switch op := rapid.IntRange(0, 7).Draw(rt, "op"); op {
+				switch op := rapid.IntRange(0, 10).Draw(rt, "op"); op {
 				case 0, 1:
 					seq++
 					what = "PutCursor"
@@ -96,7 +98,19 @@ func TestKeptWatcherRowsAnswerExactlyAsTheFile(t *testing.T) {
 					err = tx.DeleteSession(ctx, target)
 				case 7:
 					what = "an embedder's statement"
-					_, err = tx.Exec(`UPDATE cursors SET last_seen = last_seen + 0 WHERE watcher = ?`, w)
+					_, err = tx.Exec(`UPDATE cursors SET last_seen = last_seen + 1 WHERE watcher = ?`, w)
+				case 8:
+					what = "an embedder's statement on the connection"
+					_, err = tx.Conn().ExecContext(ctx, `UPDATE cursors SET notified = notified + 1 WHERE watcher = ?`, w)
+				case 9:
+					what = "ExpireCursors"
+					_, err = tx.ExpireCursors(ctx, rapid.Int64Range(0, seq+1).Draw(rt, "before"), 2)
+				case 10:
+					what = "an embedder's ROLLBACK"
+					if !ended {
+						_, err = tx.Exec(`ROLLBACK`)
+						ended = true
+					}
 				}
 				if err != nil {
 					rt.Fatalf("%s: %v", what, err)
@@ -104,7 +118,7 @@ func TestKeptWatcherRowsAnswerExactlyAsTheFile(t *testing.T) {
 				check(tx, fmt.Sprintf("%s (op %d)", what, i))
 			}
 			if rapid.Bool().Draw(rt, "commit") {
-				if err := tx.Commit(); err != nil {
+				if err := tx.Commit(); err != nil && !ended {
 					rt.Fatal(err)
 				}
 			} else if err := tx.Rollback(); err != nil {
