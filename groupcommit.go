@@ -56,13 +56,8 @@ func (q *writeQueue) run(op *writeOp, commit func([]*writeOp)) error {
 		return <-op.done
 	}
 	q.mu.Unlock()
-	select {
-	case err := <-op.done:
+	if answered, err := q.await(op, commit, op.ctx.Done()); answered {
 		return err
-	case <-op.lead:
-		q.lead(commit)
-		return <-op.done
-	case <-op.ctx.Done():
 	}
 	q.mu.Lock()
 	if !op.leader {
@@ -75,12 +70,22 @@ func (q *writeQueue) run(op *writeOp, commit func([]*writeOp)) error {
 	q.mu.Unlock()
 	// A batch has it, or it was just made leader: its outcome is decided
 	// there, and waiting keeps the caller's view exact.
+	_, err := q.await(op, commit, nil)
+	return err
+}
+
+// await waits for op's answer, committing a batch first if op is made
+// leader. It returns answered false, and no error, if cancel fires first
+// (a nil cancel never does).
+func (q *writeQueue) await(op *writeOp, commit func([]*writeOp), cancel <-chan struct{}) (answered bool, err error) {
 	select {
 	case err := <-op.done:
-		return err
+		return true, err
 	case <-op.lead:
 		q.lead(commit)
-		return <-op.done
+		return true, <-op.done
+	case <-cancel:
+		return false, nil
 	}
 }
 
