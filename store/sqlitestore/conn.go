@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"io"
 
@@ -95,7 +96,16 @@ func (cs *connState) close() {
 type conn struct {
 	s  *Store
 	sc *sql.Conn
+	// tx is the write transaction the connection runs, if any.
+	tx *Tx
 }
+
+// ErrTxEnded is returned by every statement of a write transaction that
+// SQLite already rolled back on its own, as it does when an embedder's
+// statement in it is interrupted or fails in some ways: run outside a
+// transaction, the statement would write the file at once, where the
+// store's memory could not follow.
+var ErrTxEnded = errors.New("sqlitestore: SQLite rolled the write transaction back after an embedder's statement; nothing more runs in it")
 
 // withStmt runs f with the connection's prepared statement for q, holding
 // the driver connection.
@@ -104,6 +114,11 @@ func (c conn) withStmt(q string, f func(cs *connState, p *prepared) error) error
 		cs, err := c.s.state(dc)
 		if err != nil {
 			return err
+		}
+		// Only an embedder's statement can end the transaction under the
+		// store: its own statements fail the write when they fail.
+		if c.tx != nil && c.tx.opaque && cs.c.AutoCommit() {
+			return ErrTxEnded
 		}
 		p, err := cs.prepare(q)
 		if err != nil {

@@ -526,6 +526,7 @@ func (s *Store) BeginWrite(ctx context.Context) (vigil.Tx, error) {
 		return nil, err
 	}
 	t := &Tx{s: s, c: c, tx: sc}
+	t.c.tx = t
 	if s.seq != nil {
 		t.seq, t.seqLoaded = s.seq.get()
 	}

@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"reflect"
@@ -64,7 +65,7 @@ func TestKeptWatcherRowsAnswerExactlyAsTheFile(t *testing.T) {
 			}
 			tx := t.(*Tx)
 			check(tx, "begin")
-			ended := false // an embedder's ROLLBACK: later statements autocommit
+			ended := false // an embedder's ROLLBACK ended the transaction
 			for i := range rapid.IntRange(1, 6).Draw(rt, "ops") {
 				target := rapid.SampledFrom(targets).Draw(rt, "target")
 				w := rapid.SampledFrom(watchers).Draw(rt, "watcher")
@@ -107,13 +108,19 @@ func TestKeptWatcherRowsAnswerExactlyAsTheFile(t *testing.T) {
 					_, err = tx.ExpireCursors(ctx, rapid.Int64Range(0, seq+1).Draw(rt, "before"), 2)
 				case 10:
 					what = "an embedder's ROLLBACK"
-					if !ended {
-						_, err = tx.Exec(`ROLLBACK`)
-						ended = true
-					}
+					_, err = tx.Exec(`ROLLBACK`)
+					ended = true
 				}
 				if err != nil {
 					rt.Fatalf("%s: %v", what, err)
+				}
+				if ended {
+					// Nothing the store runs may now write the file outside a
+					// transaction.
+					if err := tx.PutCursor(ctx, vigil.Cursor{Watcher: w, Target: target}); !errors.Is(err, ErrTxEnded) {
+						rt.Fatalf("PutCursor after SQLite ended the transaction: %v, want ErrTxEnded", err)
+					}
+					break
 				}
 				check(tx, fmt.Sprintf("%s (op %d)", what, i))
 			}
