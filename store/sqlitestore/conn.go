@@ -100,12 +100,17 @@ type conn struct {
 	tx *Tx
 }
 
-// ErrTxEnded is returned by every statement of a write transaction that
-// SQLite already rolled back on its own, as it does when an embedder's
-// statement in it is interrupted or fails in some ways: run outside a
-// transaction, the statement would write the file at once, where the
-// store's memory could not follow.
-var ErrTxEnded = errors.New("sqlitestore: SQLite rolled the write transaction back after an embedder's statement; nothing more runs in it")
+// ErrTxEnded is returned by every statement the store runs in a write
+// transaction that SQLite already ended on its own, as it does when a
+// statement in it is interrupted or fails in some ways (and by Tx.Exec for
+// the statement that ended it): run outside a transaction, the statement
+// would write the file at once, where the store's memory could not follow.
+// Statements an embedder runs on Tx.Conn are its own to check.
+var ErrTxEnded = errors.New("sqlitestore: SQLite already ended the write transaction; nothing more runs in it")
+
+// errClosed is returned by statements of a write transaction left open
+// past Close: the file is no longer this store's.
+var errClosed = errors.New("sqlitestore: store closed")
 
 // withStmt runs f with the connection's prepared statement for q, holding
 // the driver connection.
@@ -115,10 +120,13 @@ func (c conn) withStmt(q string, f func(cs *connState, p *prepared) error) error
 		if err != nil {
 			return err
 		}
-		// Only an embedder's statement can end the transaction under the
-		// store: its own statements fail the write when they fail.
-		if c.tx != nil && c.tx.opaque && cs.c.AutoCommit() {
-			return ErrTxEnded
+		if c.tx != nil {
+			if c.s.shut.Load() {
+				return errClosed
+			}
+			if cs.c.AutoCommit() {
+				return ErrTxEnded
+			}
 		}
 		p, err := cs.prepare(q)
 		if err != nil {

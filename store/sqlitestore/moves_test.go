@@ -270,3 +270,24 @@ func TestASharedStoreRecordsThatItsMovesAreWritten(t *testing.T) {
 		t.Fatalf("MovesDurableThrough = %d after a sweep's read, want %d: the next Open would replay from there", got, seq)
 	}
 }
+
+// A write transaction left open past Close runs nothing more: the file is
+// no longer the store's. (Close waits its bound for the writer first.)
+func TestAWriteLeftOpenPastCloseRunsNothingMore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	s, err := sqlitestore.Open(t.Context(), path, sqlitestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := s.BeginWrite(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err == nil {
+		t.Fatal("Close succeeded in writing with the writer held by an open transaction")
+	}
+	if err := tx.PutCursor(t.Context(), vigil.Cursor{Watcher: watcher, Target: alphaMain}); err == nil {
+		t.Fatal("a statement ran in a write left open past Close")
+	}
+	tx.Rollback()
+}

@@ -76,6 +76,9 @@ type Store struct {
 
 	conns  sync.Map // *sqlite3.SQLiteConn -> *connState
 	closed atomic.Bool
+	// shut is set once Close no longer writes: a write transaction left
+	// open past it runs nothing more.
+	shut atomic.Bool
 }
 
 var _ vigil.Store = (*Store)(nil)
@@ -172,6 +175,9 @@ func open(ctx context.Context, path, syncMode string, opts Options) (*Store, err
 	return &Store{write: write, read: read, ckpt: startCheckpointer(ckpt)}, nil
 }
 
+// readRetries bounds how often a cursor read starts again (readCursors).
+const readRetries = 100
+
 // closeWriteWait bounds how long Close waits for the writer connection to
 // write the held cursor moves.
 const closeWriteWait = 5 * time.Second
@@ -190,6 +196,7 @@ func (s *Store) Close() error {
 		err = s.writeHeldMoves(ctx)
 		cancel()
 	}
+	s.shut.Store(true)
 	if s.recent != nil {
 		s.recent.turnOff() // reads after Close fail, as the file's do
 	}
@@ -218,7 +225,9 @@ func (s *Store) DB() *sql.DB {
 		s.seq.turnOff()
 		s.moves.stopHolding()
 		s.watchers.turnOff()
-		s.writeHeldMoves(context.Background())
+		if s.moves.count() > 0 {
+			s.writeHeldMoves(context.Background())
+		}
 	}
 	return s.write
 }
@@ -441,9 +450,11 @@ func (s *Store) Cursor(ctx context.Context, watcher string, target vigil.Session
 // readCursors reads cursor rows from the file with the moves held in
 // memory over them. Should a commit take held moves away (writing them,
 // or rewriting their rows) between the two steps, the row read may predate
-// it while the move is gone: the read starts again.
+// it while the move is gone: the read starts again, up to readRetries
+// times, after which it answers with what it read (as of just before that
+// commit).
 func (s *Store) readCursors(ctx context.Context, q string, args ...any) ([]vigil.Cursor, error) {
-	for {
+	for attempt := 0; ; attempt++ {
 		var gen uint64
 		if s.moves != nil {
 			gen = s.moves.generation()
@@ -462,7 +473,7 @@ func (s *Store) readCursors(ctx context.Context, q string, args ...any) ([]vigil
 				out[i] = m
 			}
 		}
-		if s.moves.generation() == gen {
+		if s.moves.generation() == gen || attempt == readRetries {
 			return out, nil
 		}
 	}
@@ -589,7 +600,9 @@ func (t *Tx) track(c change) {
 // tables share the database: statements run on it belong to the
 // transaction until Commit or Rollback. Give them a context that is not
 // cancelled meanwhile; an interrupted write makes SQLite roll back the
-// whole transaction. The store cannot see what they change, so its
+// whole transaction, and statements on the connection then run outside
+// any (the store's own refuse to, with ErrTxEnded; these are the caller's
+// to check). The store cannot see what they change, so its
 // memory of recent history and its kept cursor rows are dropped when the
 // transaction ends; the cursor moves it held in memory are written first,
 // for the statements to see.
@@ -607,7 +620,13 @@ func (t *Tx) Exec(query string, args ...any) (int64, error) {
 	if err := t.bypassed(); err != nil {
 		return 0, err
 	}
-	return t.c.exec(query, args...)
+	n, err := t.c.exec(query, args...)
+	if !t.c.inTx() {
+		// The caller learns it here, not a neighbour in its batch at the
+		// store's next statement.
+		err = errors.Join(err, ErrTxEnded)
+	}
+	return n, err
 }
 
 // bypassed notes that an embedder's statements run in the transaction.
