@@ -145,8 +145,10 @@ func (t *Tx) overlay(c vigil.Cursor) vigil.Cursor {
 	return c
 }
 
-// rowWritten notes that the transaction wrote or deleted k's row itself.
+// rowWritten notes that the transaction wrote or deleted k's row itself:
+// the move held for it and the target's kept rows are stale from then on.
 func (t *Tx) rowWritten(k cursorKey) {
+	t.touch(k.target)
 	if t.s.moves == nil {
 		return
 	}

@@ -602,8 +602,8 @@ func (t *Tx) track(c change) {
 // cancelled meanwhile; an interrupted write makes SQLite roll back the
 // whole transaction, and statements on the connection then run outside
 // any (the store's own refuse to, with ErrTxEnded; these are the caller's
-// to check). The store cannot see what they change, so its
-// memory of recent history and its kept cursor rows are dropped when the
+// to check). The store cannot see what they change, so its memory of
+// recent history and its kept cursor rows are dropped when the
 // transaction ends; the cursor moves it held in memory are written first,
 // for the statements to see.
 func (t *Tx) Conn() *sql.Conn {
@@ -760,7 +760,6 @@ func (t *Tx) putCursor(c vigil.Cursor) error {
 
 // DeleteCursor implements vigil.Tx.
 func (t *Tx) DeleteCursor(ctx context.Context, watcher string, target vigil.SessionRef) (bool, error) {
-	t.touch(target)
 	n, err := t.c.exec(`DELETE FROM cursors WHERE watcher = ? AND target_agent = ? AND target_key = ?`,
 		watcher, target.AgentID, target.Key)
 	if err == nil {

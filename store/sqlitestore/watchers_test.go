@@ -16,9 +16,9 @@ import (
 
 // Whatever a mix of cursor writes, moves, bulk deletes, expiry, embedder
 // statements (one of them ending the transaction early, as SQLite does
-// when a statement is interrupted), rollbacks and commits did, a target's cursors read through
-// the kept rows are exactly what the file holds, with the held moves over
-// them.
+// when a statement is interrupted), rollbacks and commits did, a target's
+// cursors read through the kept rows are exactly what the file holds, with
+// the held moves over them.
 func TestKeptWatcherRowsAnswerExactlyAsTheFile(t *testing.T) {
 	dir := t.TempDir()
 	run := 0
