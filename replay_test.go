@@ -1,41 +1,23 @@
 package vigil_test
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/internal/crashcopy"
 	"github.com/vigilhq/vigil/store/sqlitestore"
 	"pgregory.net/rapid"
 )
 
-// crashCopy copies a store's files as a crash would leave them: the log
-// first, then the database, so pages a checkpoint copied meanwhile are in
-// both.
+// crashCopy copies a store's files as a crash would leave them.
 func crashCopy(t *rapid.T, path, dir string) string {
 	to := filepath.Join(dir, "crashed.db")
-	for _, suffix := range []string{"-wal", ""} {
-		from, err := os.Open(path + suffix)
-		if os.IsNotExist(err) {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := os.Create(to + suffix)
-		if err == nil {
-			_, err = io.Copy(out, from)
-			err = errors.Join(err, out.Close())
-		}
-		from.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+	if err := crashcopy.Copy(path, to); err != nil {
+		t.Fatal(err)
 	}
 	return to
 }

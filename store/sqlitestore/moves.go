@@ -228,14 +228,22 @@ func (s *Store) MovesDurableThrough(ctx context.Context) (int64, error) {
 	return n, err
 }
 
-// writeHeldMoves writes every held move in a transaction of its own.
-func (s *Store) writeHeldMoves(ctx context.Context) error {
+// writeHeld brings the session index up to date and, with moves set,
+// writes every held move, in a transaction of its own. Open leaves the
+// moves: the engine's replay starts from where the file says they end.
+func (s *Store) writeHeld(ctx context.Context, moves bool) error {
 	tx, err := s.BeginWrite(ctx)
 	if err != nil {
 		return err
 	}
 	t := tx.(*Tx)
-	if err := t.writeMoves(); err != nil {
+	if moves {
+		err = t.writeMoves()
+	}
+	if err == nil {
+		err = t.writeIndex()
+	}
+	if err != nil {
 		t.Rollback()
 		return err
 	}

@@ -120,6 +120,21 @@ ALTER TABLE sequence_floor ADD COLUMN pruned INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE sequence_floor ADD COLUMN moves_through INTEGER NOT NULL DEFAULT 0;
 UPDATE sequence_floor SET moves_through = max(floor, coalesce((SELECT max(sequence) FROM events), 0));
 `,
+	// 5: the per-session index becomes a table of its own, written in
+	// bulk (see index.go); indexed_through says how far it goes.
+	`
+CREATE TABLE session_events (
+	agent_id    TEXT    NOT NULL,
+	session_key TEXT    NOT NULL,
+	sequence    INTEGER NOT NULL,
+	PRIMARY KEY (agent_id, session_key, sequence)
+) WITHOUT ROWID;
+INSERT INTO session_events (agent_id, session_key, sequence)
+	SELECT agent_id, session_key, sequence FROM events ORDER BY agent_id, session_key, sequence;
+DROP INDEX events_by_session;
+ALTER TABLE sequence_floor ADD COLUMN indexed_through INTEGER NOT NULL DEFAULT 0;
+UPDATE sequence_floor SET indexed_through = coalesce((SELECT max(sequence) FROM events), 0);
+`,
 }
 
 // SchemaVersion is the schema version this build creates and understands.

@@ -73,6 +73,8 @@ type Store struct {
 	moves  *heldMoves
 	// watchers is nil for a shared store too.
 	watchers *watcherRows
+	// index paces writes of the session index (see index.go).
+	index *indexLag
 
 	conns  sync.Map // *sqlite3.SQLiteConn -> *connState
 	closed atomic.Bool
@@ -127,11 +129,19 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.lock = lock
-	if !opts.Shared && lock != nil {
+	exclusive := !opts.Shared && lock != nil
+	s.index = newIndexLag(exclusive)
+	if exclusive {
 		s.recent = newRecentEvents(recentMaxBytes, recentPerEntry)
 		s.seq = &lastSequence{}
 		s.moves = newHeldMoves()
 		s.watchers = newWatcherRows()
+		// What a crash left above the index's mark gets its entries, so
+		// reads do not scan it until the next write does.
+		if err := s.writeHeld(ctx, false); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
 	}
 	return s, nil
 }
@@ -182,8 +192,9 @@ const readRetries = 100
 // write the held cursor moves.
 const closeWriteWait = 5 * time.Second
 
-// Close writes the cursor moves held in memory and closes the store. Should
-// that write fail, the engine replays the moves at the next Open.
+// Close writes the cursor moves held in memory and the session index, and
+// closes the store. Should that write fail, the engine replays the moves
+// at the next Open, which also brings the index up to date.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
@@ -193,7 +204,7 @@ func (s *Store) Close() error {
 		// Bounded: a write connection someone never handed back must not
 		// hold Close forever.
 		ctx, cancel := context.WithTimeout(context.Background(), closeWriteWait)
-		err = s.writeHeldMoves(ctx)
+		err = s.writeHeld(ctx, true)
 		cancel()
 	}
 	s.shut.Store(true)
@@ -216,17 +227,20 @@ func (s *Store) Close() error {
 // DB returns the writer pool, for embedders' own migrations. Use it only
 // while no engine runs on the store. Statements run on it bypass the
 // store, so from the first call on the store answers every read from the
-// file, as a shared store does, and writes cursor moves at once (the ones
-// held in memory first, so the embedder's statements meet them in the file;
-// should that write fail, they stay held, and Close tries again).
+// file, as a shared store does, and writes cursor moves and the session
+// index at once (the ones held in memory and the index's lag first, so the
+// embedder's statements meet them in the file; should that write fail,
+// Close tries again).
 func (s *Store) DB() *sql.DB {
 	if s.recent != nil {
 		s.recent.turnOff()
 		s.seq.turnOff()
 		s.moves.stopHolding()
 		s.watchers.turnOff()
-		if s.moves.count() > 0 {
-			s.writeHeldMoves(context.Background())
+		lags := s.index.lags()
+		s.index.stopLagging()
+		if s.moves.count() > 0 || lags {
+			s.writeHeld(context.Background(), true)
 		}
 	}
 	return s.write
@@ -265,7 +279,8 @@ const (
 		ON CONFLICT (target_agent, target_key, watcher) DO UPDATE SET last_seen = excluded.last_seen,
 		notified = excluded.notified, material = excluded.material, updated_at = excluded.updated_at`
 	versionQuery = `SELECT max(
-	coalesce((SELECT max(sequence) FROM events WHERE agent_id = ?1 AND session_key = ?2), 0),
+	coalesce((SELECT max(sequence) FROM ` + tailOfSession + `), 0),
+	coalesce((SELECT max(sequence) FROM session_events WHERE agent_id = ?1 AND session_key = ?2), 0),
 	coalesce((SELECT head FROM session_heads WHERE agent_id = ?1 AND session_key = ?2), 0))`
 )
 
@@ -416,27 +431,39 @@ func (s *Store) readHistory(ctx context.Context, ref vigil.SessionRef, after int
 		})
 	})
 	// SQLite emits a compound select's parts in order, but does not promise
-	// it; the contract does. Sorting sorted events is one pass.
+	// it; the contract does. Sorting sorted events is one pass. Each of the
+	// indexed events and the tail is limited: together they may hold more.
 	slices.SortFunc(h.Events, func(a, b vigil.Event) int { return cmp.Compare(a.Sequence, b.Sequence) })
+	if limit >= 0 && len(h.Events) > limit {
+		h.Events = h.Events[:limit]
+	}
 	return h, err
 }
 
 // historyQuery reads a session's bounds (one row whose sequence column is
-// NULL) and its events after ?3, at most ?4, one row per event, in one
-// statement. A compound select needs no sort of the whole result, as an
-// outer join with ORDER BY did. The session's key columns are the caller's,
-// so they are not read back, and nullable columns come back as NULL, which
-// the driver hands over without a copy.
+// NULL) and its events after ?3, at most ?4 indexed ones and at most ?4
+// from the unindexed tail, one row per event, in one statement. A compound
+// select needs no sort of the whole result, as an outer join with ORDER BY
+// did. The session's key columns are the caller's, so they are not read
+// back, and nullable columns come back as NULL, which the driver hands over
+// without a copy.
 const historyQuery = `SELECT
-		(SELECT min(sequence) FROM events WHERE agent_id = ?1 AND session_key = ?2),
-		(SELECT max(sequence) FROM events WHERE agent_id = ?1 AND session_key = ?2),
+		coalesce((SELECT min(sequence) FROM session_events WHERE agent_id = ?1 AND session_key = ?2),
+			(SELECT min(sequence) FROM ` + tailOfSession + `)),
+		coalesce((SELECT max(sequence) FROM ` + tailOfSession + `),
+			(SELECT max(sequence) FROM session_events WHERE agent_id = ?1 AND session_key = ?2)),
 		h.head, h.pruned_watermark,
 		NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 		FROM (SELECT 1) LEFT JOIN session_heads h ON h.agent_id = ?1 AND h.session_key = ?2
 	UNION ALL
+	SELECT * FROM (SELECT NULL, NULL, NULL, NULL, e.sequence, e.session_id, e.kind, e.actor_type, e.actor_id,
+		e.run_id, e.occurred_at, e.recorded_at, e.summary, e.payload, e.dedupe_key
+		FROM session_events x JOIN events e ON e.sequence = x.sequence
+		WHERE x.agent_id = ?1 AND x.session_key = ?2 AND x.sequence > ?3 ORDER BY x.sequence LIMIT ?4)
+	UNION ALL
 	SELECT * FROM (SELECT NULL, NULL, NULL, NULL, sequence, session_id, kind, actor_type, actor_id, run_id,
 		occurred_at, recorded_at, summary, payload, dedupe_key
-		FROM events WHERE agent_id = ?1 AND session_key = ?2 AND sequence > ?3 ORDER BY sequence LIMIT ?4)`
+		FROM ` + tailOfSession + ` AND sequence > ?3 ORDER BY sequence LIMIT ?4)`
 
 // Cursor implements vigil.Reader.
 func (s *Store) Cursor(ctx context.Context, watcher string, target vigil.SessionRef) (vigil.Cursor, bool, error) {
@@ -558,6 +585,11 @@ type Tx struct {
 	floorDirty bool
 	reread     bool // an embedder's statement ran since the sequence was read
 
+	// appended counts the events the transaction appended since it last
+	// brought the session index up to date (indexed).
+	appended int
+	indexed  bool
+
 	// changes are what the store's memory of recent history learns at
 	// commit, in order; kept only when the store has that memory.
 	changes []change
@@ -639,6 +671,10 @@ func (t *Tx) bypassed() error {
 		// The embedder's statements meet every cursor move in the file.
 		t.failed = t.writeMoves()
 	}
+	if !t.opaque && t.failed == nil && !t.indexed {
+		// And a whole session index.
+		t.failed = t.writeIndex()
+	}
 	t.opaque = true
 	t.reread = true
 	return t.failed
@@ -661,6 +697,7 @@ func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
 		return false, err
 	}
 	if n == 1 {
+		t.appended++
 		if t.s.recent != nil {
 			ev := *e // its payload is copied only if memory keeps it
 			t.track(change{appended: &ev})
@@ -786,12 +823,18 @@ func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
 	if err := t.raiseFloor(); err != nil {
 		return err
 	}
+	// Then every event of the session has its entry.
+	if err := t.writeIndex(); err != nil {
+		return err
+	}
 	t.touchAll()
 	for _, q := range []struct {
 		sql  string
 		args []any
 	}{
-		{`DELETE FROM events WHERE agent_id = ? AND session_key = ?`, []any{ref.AgentID, ref.Key}},
+		{`DELETE FROM events WHERE sequence IN
+			(SELECT sequence FROM session_events WHERE agent_id = ? AND session_key = ?)`, []any{ref.AgentID, ref.Key}},
+		{`DELETE FROM session_events WHERE agent_id = ? AND session_key = ?`, []any{ref.AgentID, ref.Key}},
 		{`DELETE FROM session_heads WHERE agent_id = ? AND session_key = ?`, []any{ref.AgentID, ref.Key}},
 		{`DELETE FROM cursors WHERE target_agent = ? AND target_key = ?`, []any{ref.AgentID, ref.Key}},
 		{`DELETE FROM cursors WHERE watcher = ?`, []any{ref.Key}},
@@ -856,6 +899,11 @@ func (t *Tx) PruneEvents(ctx context.Context, maxSequence, recordedBefore int64,
 	if _, err := t.c.exec(`UPDATE sequence_floor SET pruned = max(pruned, ?) WHERE id = 1`, last); err != nil {
 		return 0, err
 	}
+	// Events above the index's mark have no entry to delete.
+	if _, err := t.c.exec(`DELETE FROM session_events WHERE (agent_id, session_key, sequence) IN
+		(SELECT agent_id, session_key, sequence FROM events WHERE sequence <= ?)`, last); err != nil {
+		return 0, fmt.Errorf("delete index entries: %w", err)
+	}
 	if _, err := t.c.exec(`DELETE FROM events WHERE sequence <= ?`, last); err != nil {
 		return 0, err
 	}
@@ -890,12 +938,18 @@ func (t *Tx) Commit() error {
 	if t.done {
 		return sql.ErrTxDone
 	}
+	now := time.Now()
 	err := func() error {
 		if t.failed != nil {
 			return t.failed
 		}
-		if t.s.moves != nil && t.s.moves.due(time.Now()) {
+		if t.s.moves != nil && t.s.moves.due(now) {
 			if err := t.writeMoves(); err != nil {
+				return err
+			}
+		}
+		if (t.appended > 0 || !t.indexed) && t.s.index.due(t.appended, now) {
+			if err := t.writeIndex(); err != nil {
 				return err
 			}
 		}
@@ -909,11 +963,16 @@ func (t *Tx) Commit() error {
 	}()
 	// Before the connection goes back: the next write's changes must
 	// reach memory after these.
+	if err == nil {
+		t.s.index.committed(t.indexed, t.appended, now)
+	} else {
+		t.s.index.unknown()
+	}
 	if t.s.recent != nil {
 		if err == nil {
 			// Even an opaque transaction: its embedder's statements met
 			// every held move in the file.
-			t.s.moves.apply(t.movesWritten, t.dropped, t.moved, time.Now())
+			t.s.moves.apply(t.movesWritten, t.dropped, t.moved, now)
 			t.s.watchers.committed(t.touched, t.touchedAll)
 		}
 		if err == nil && !t.opaque {
@@ -948,6 +1007,9 @@ func (t *Tx) Rollback() error {
 	ended := !t.c.inTx()
 	if !ended {
 		_, err = t.c.exec(`ROLLBACK`)
+	}
+	if ended {
+		t.s.index.unknown()
 	}
 	if t.s.recent != nil {
 		if ended {

@@ -1,0 +1,117 @@
+package sqlitestore
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// The per-session index of the signal log (session_events) may lag behind
+// the log. An index on the events table itself would put a session's
+// newest entry on a page of its own, so every commit wrote one index page
+// per session it recorded on: with 40 records on 40 sessions, 40 pages,
+// where the events themselves fill three. Written in bulk instead, each
+// page takes many sessions' entries at once.
+//
+// The file says how far the index goes (sequence_floor.indexed_through):
+// every event at or below it has its entry, none above it has one. A read
+// of a session takes its indexed events and scans the events above that
+// mark for the rest, in one statement, so it needs nothing from memory and
+// a crash loses nothing: the index is brought up to date again by the next
+// write that does so.
+//
+// A store with its file to itself brings the index up to date when
+// indexMaxLag events have gathered above the mark, or at the next commit
+// once the oldest of them is indexMaxAge old; at Open and Close; and before
+// a write that deletes a session or runs an embedder's statements. A
+// shared store, or one whose DB was handed out, does it in every write
+// that appends.
+const (
+	indexMaxLag = 1024
+	indexMaxAge = time.Second
+)
+
+// The unindexed tail of ?1, ?2's events: those above the index's mark.
+// Its scan runs on the events table's primary key from the mark up.
+const (
+	indexMarkQuery = `(SELECT indexed_through FROM sequence_floor WHERE id = 1)`
+	tailOfSession  = `events WHERE sequence > ` + indexMarkQuery + ` AND agent_id = ?1 AND session_key = ?2`
+)
+
+// indexLag counts the committed events the index lacks, to decide when a
+// commit brings it up to date. Reads never consult it: it only paces
+// writes, so a count that is off (after a failed commit, say) costs a
+// longer tail for a while, nothing more.
+type indexLag struct {
+	mu      sync.Mutex
+	events  int
+	oldest  time.Time // commit of the oldest event counted
+	lagging bool      // false: every write that appends brings the index up to date
+}
+
+func newIndexLag(lagging bool) *indexLag { return &indexLag{lagging: lagging} }
+
+// due reports whether a commit that appended appended events should bring
+// the index up to date.
+func (l *indexLag) due(appended int, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.lagging {
+		return appended > 0
+	}
+	return l.events+appended >= indexMaxLag || (l.events > 0 && now.Sub(l.oldest) >= indexMaxAge)
+}
+
+// committed follows a commit: with indexed set, the index went up to date
+// in it, before its last appended events.
+func (l *indexLag) committed(indexed bool, appended int, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if indexed {
+		l.events = 0
+	}
+	if appended > 0 && l.events == 0 {
+		l.oldest = now
+	}
+	l.events += appended
+}
+
+// unknown follows a write whose outcome the store cannot know: the next
+// commit brings the index up to date.
+func (l *indexLag) unknown() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = max(l.events, indexMaxLag)
+}
+
+// lags reports whether committed events lack their entries.
+func (l *indexLag) lags() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.events > 0
+}
+
+// stopLagging makes every later write that appends bring the index up to
+// date.
+func (l *indexLag) stopLagging() {
+	l.mu.Lock()
+	l.lagging = false
+	l.mu.Unlock()
+}
+
+// writeIndex brings the session index up to date with every event the
+// transaction sees. Entries go in sorted, so each index page is visited
+// once.
+func (t *Tx) writeIndex() error {
+	if _, err := t.c.exec(`INSERT OR IGNORE INTO session_events (agent_id, session_key, sequence)
+		SELECT agent_id, session_key, sequence FROM events WHERE sequence > ` + indexMarkQuery + `
+		ORDER BY agent_id, session_key, sequence`); err != nil {
+		return fmt.Errorf("write session index: %w", err)
+	}
+	if _, err := t.c.exec(`UPDATE sequence_floor SET indexed_through =
+		max(indexed_through, coalesce((SELECT max(sequence) FROM events), 0)) WHERE id = 1`); err != nil {
+		return fmt.Errorf("write session index: %w", err)
+	}
+	t.indexed, t.appended = true, 0
+	return nil
+}

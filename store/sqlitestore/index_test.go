@@ -1,0 +1,319 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/internal/crashcopy"
+	"pgregory.net/rapid"
+)
+
+// Whatever a mix of appends, prunes, session deletions, an embedder's own
+// inserts, rollbacks, commits, reopenings and crashes did, a session's
+// history and version read from the file are exactly what a scan of the
+// log says, and the index holds exactly the events at or below its mark.
+func TestSessionReadsAnswerExactlyAsAScanOfTheLog(t *testing.T) {
+	dir := t.TempDir()
+	run := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		run++
+		ctx := context.Background()
+		path := filepath.Join(dir, fmt.Sprintf("i%d.db", run))
+		s, err := Open(ctx, path, Options{Synchronous: "NORMAL"})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		defer func() { s.Close() }()
+		sessions := []vigil.SessionRef{{AgentID: "a", Key: "agent:a:main"}, {AgentID: "a", Key: "agent:a:t1"}, {AgentID: "b", Key: "agent:b:main"}}
+		write := func(f func(tx *Tx) error) {
+			tx, err := s.BeginWrite(ctx)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			if err := f(tx.(*Tx)); err != nil {
+				tx.Rollback()
+				rt.Fatal(err)
+			}
+			if err := tx.Commit(); err != nil {
+				rt.Fatal(err)
+			}
+		}
+		appendSome := func(tx *Tx) error {
+			for range rapid.IntRange(1, 6).Draw(rt, "events") {
+				ref := rapid.SampledFrom(sessions).Draw(rt, "session")
+				e := &vigil.Event{AgentID: ref.AgentID, SessionKey: ref.Key, Kind: vigil.KindGoalChanged,
+					ActorType: vigil.ActorHuman, Summary: "goal updated"}
+				if _, err := tx.Append(ctx, e); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		check := func(what string) {
+			for _, ref := range sessions {
+				all := scanSession(rt, s, ref)
+				after := rapid.Int64Range(0, int64(len(all))+1).Draw(rt, "after")
+				if after > 0 && int(after) <= len(all) {
+					after = all[after-1].Sequence // start at one of its events
+				}
+				limit := rapid.IntRange(0, 8).Draw(rt, "limit")
+				h, err := s.readHistory(ctx, ref, after, limit)
+				if err != nil {
+					rt.Fatal(err)
+				}
+				var want []vigil.Event
+				for _, e := range all {
+					if e.Sequence > after && len(want) < limit {
+						want = append(want, e)
+					}
+				}
+				if !reflect.DeepEqual(h.Events, want) && (len(h.Events) > 0 || len(want) > 0) {
+					rt.Fatalf("after %s, history of %s after %d (limit %d)\n read: %+v\n scan: %+v", what, ref.Key, after, limit, h.Events, want)
+				}
+				var first, last int64
+				if len(all) > 0 {
+					first, last = all[0].Sequence, all[len(all)-1].Sequence
+				}
+				if h.EarliestRetained != first || h.Head < last {
+					rt.Fatalf("after %s, bounds of %s: earliest %d, head %d; the scan has %d..%d", what, ref.Key, h.EarliestRetained, h.Head, first, last)
+				}
+				var v int64
+				if err := s.reading(ctx, func(c conn) error {
+					_, err := c.queryRow(versionQuery, []any{ref.AgentID, ref.Key}, func(r rowValues) error {
+						v = r.int(0)
+						return nil
+					})
+					return err
+				}); err != nil {
+					rt.Fatal(err)
+				}
+				if v != h.Head {
+					rt.Fatalf("after %s, version of %s is %d, history's head %d", what, ref.Key, v, h.Head)
+				}
+			}
+			if n := queryCount(rt, s, `SELECT count(*) FROM session_events x LEFT JOIN events e ON e.sequence = x.sequence
+				WHERE e.sequence IS NULL OR e.agent_id != x.agent_id OR e.session_key != x.session_key
+				OR x.sequence > `+indexMarkQuery); n != 0 {
+				rt.Fatalf("after %s, the index holds %d entries of no event, or above its mark", what, n)
+			}
+			if n := queryCount(rt, s, `SELECT count(*) FROM events e WHERE sequence <= `+indexMarkQuery+`
+				AND NOT EXISTS (SELECT 1 FROM session_events x WHERE x.agent_id = e.agent_id
+					AND x.session_key = e.session_key AND x.sequence = e.sequence)`); n != 0 {
+				rt.Fatalf("after %s, %d events at or below the index's mark have no entry", what, n)
+			}
+		}
+		for range rapid.IntRange(1, 25).Draw(rt, "steps") {
+			op := rapid.SampledFrom([]string{"append", "append", "append", "rollback", "prune", "delete",
+				"embedder", "index", "reopen", "crash"}).Draw(rt, "op")
+			switch op {
+			case "append":
+				write(appendSome)
+			case "rollback":
+				tx, err := s.BeginWrite(ctx)
+				if err != nil {
+					rt.Fatal(err)
+				}
+				if err := appendSome(tx.(*Tx)); err != nil {
+					rt.Fatal(err)
+				}
+				tx.Rollback()
+			case "prune":
+				upTo := rapid.Int64Range(0, 60).Draw(rt, "prune up to")
+				limit := rapid.IntRange(1, 20).Draw(rt, "prune limit")
+				write(func(tx *Tx) error {
+					_, err := tx.PruneEvents(ctx, upTo, math.MaxInt64, limit)
+					return err
+				})
+			case "delete":
+				ref := rapid.SampledFrom(sessions).Draw(rt, "deleted")
+				write(func(tx *Tx) error {
+					if err := appendSome(tx); err != nil { // some of them to the deleted session, maybe
+						return err
+					}
+					return tx.DeleteSession(ctx, ref)
+				})
+			case "embedder":
+				ref := rapid.SampledFrom(sessions).Draw(rt, "by hand")
+				write(func(tx *Tx) error {
+					_, err := tx.Exec(`INSERT INTO events (sequence, agent_id, session_key, kind, actor_type,
+						occurred_at, recorded_at, summary) SELECT max(coalesce((SELECT max(sequence) FROM events), 0),
+						floor) + 1, ?, ?, 'goal_changed', 'human', 1, 1, 'by hand' FROM sequence_floor`, ref.AgentID, ref.Key)
+					if err == nil {
+						err = appendSome(tx)
+					}
+					return err
+				})
+			case "index":
+				write(func(tx *Tx) error { return tx.writeIndex() })
+			case "reopen", "crash":
+				from := path
+				if op == "crash" {
+					path = filepath.Join(dir, fmt.Sprintf("i%d-crashed-%d.db", run, rapid.Int().Draw(rt, "copy")))
+					if err := crashcopy.Copy(from, path); err != nil {
+						rt.Fatal(err)
+					}
+				}
+				if err := s.Close(); op == "reopen" && err != nil {
+					rt.Fatal(err)
+				}
+				if s, err = Open(ctx, path, Options{Synchronous: "NORMAL"}); err != nil {
+					rt.Fatalf("reopen %s (from %s): %v", path, from, err)
+				}
+			}
+			check(op)
+		}
+	})
+}
+
+// scanSession reads every event of ref by scanning the whole log.
+func scanSession(t *rapid.T, s *Store, ref vigil.SessionRef) []vigil.Event {
+	var out []vigil.Event
+	if err := s.reading(context.Background(), func(c conn) error {
+		return c.query(`SELECT `+eventColumns+` FROM events NOT INDEXED WHERE agent_id = ? AND session_key = ?
+			ORDER BY sequence`, []any{ref.AgentID, ref.Key}, func(r rowValues) error {
+			out = append(out, eventAt(r, 0))
+			return nil
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func queryCount(t interface{ Fatal(...any) }, s *Store, q string) int64 {
+	var n int64
+	if err := s.reading(context.Background(), func(c conn) error {
+		_, err := c.queryRow(q, nil, func(r rowValues) error {
+			n = r.int(0)
+			return nil
+		})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A database made while the index was part of the events table keeps
+// every session's events readable: migration 5 fills the index's table
+// and marks it complete.
+func TestMigrationFiveIndexesTheEventsAlreadyStored(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v4.db")
+	db, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=WAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, version := migrations, SchemaVersion
+	migrations, SchemaVersion = migrations[:4], 4
+	err = migrate(ctx, db, func() int64 { return 1 })
+	migrations, SchemaVersion = all, version
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessions := []vigil.SessionRef{{AgentID: "a", Key: "agent:a:main"}, {AgentID: "b", Key: "agent:b:main"}}
+	for seq := int64(1); seq <= 7; seq++ {
+		ref := sessions[seq%2]
+		if _, err := db.ExecContext(ctx, `INSERT INTO events (sequence, agent_id, session_key, kind, actor_type,
+			occurred_at, recorded_at, summary) VALUES (?, ?, ?, 'goal_changed', 'human', 1, 1, 'goal updated')`,
+			seq, ref.AgentID, ref.Key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+
+	s, err := Open(ctx, path, Options{Shared: true}) // every read from the file
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if n := queryCount(t, s, `SELECT count(*) FROM session_events`); n != 7 {
+		t.Errorf("the index holds %d entries after the migration, want the 7 events", n)
+	}
+	if m := queryCount(t, s, `SELECT `+indexMarkQuery); m != 7 {
+		t.Errorf("the index's mark is %d after the migration, want 7", m)
+	}
+	for i, ref := range sessions {
+		h, err := s.History(ctx, ref, 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int64
+		for _, e := range h.Events {
+			got = append(got, e.Sequence)
+		}
+		want := [][]int64{{2, 4, 6}, {1, 3, 5, 7}}[i]
+		if !reflect.DeepEqual(got, want) || h.Head != want[len(want)-1] {
+			t.Errorf("history of %s after the migration: %v (head %d), want %v", ref.Key, got, h.Head, want)
+		}
+	}
+}
+
+// appendEvents appends n events to ref in one write.
+func appendEvents(t *testing.T, s *Store, ref vigil.SessionRef, n int) {
+	t.Helper()
+	tx, err := s.BeginWrite(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		e := &vigil.Event{AgentID: ref.AgentID, SessionKey: ref.Key, Kind: vigil.KindGoalChanged,
+			ActorType: vigil.ActorHuman, Summary: "goal updated"}
+		if _, err := tx.Append(context.Background(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAnExclusiveStoreWritesTheIndexOnceManyEventsGather(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	s, err := Open(context.Background(), path, Options{Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
+	appendEvents(t, s, ref, 3)
+	if n := queryCount(t, s, `SELECT count(*) FROM session_events`); n != 0 {
+		t.Fatalf("the index has %d entries right after the commit of 3 events", n)
+	}
+	if h, err := s.readHistory(context.Background(), ref, 0, 10); err != nil || len(h.Events) != 3 {
+		t.Fatalf("a read from the file finds %d events (%v), want the 3 above the index's mark", len(h.Events), err)
+	}
+	appendEvents(t, s, ref, indexMaxLag-3) // this commit brings the lag to indexMaxLag
+	if n := queryCount(t, s, `SELECT count(*) FROM session_events`); n != indexMaxLag {
+		t.Fatalf("the index has %d entries once %d events gathered, want them all", n, indexMaxLag)
+	}
+	appendEvents(t, s, ref, 1)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(context.Background(), path, Options{Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if n := queryCount(t, s, `SELECT count(*) FROM session_events`); n != indexMaxLag+1 {
+		t.Fatalf("after Close the index has %d entries, want %d", n, indexMaxLag+1)
+	}
+}
+
+func TestASharedStoreIndexesEveryAppendAtOnce(t *testing.T) {
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "vigil.db"), Options{Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	appendEvents(t, s, vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}, 2)
+	if n := queryCount(t, s, `SELECT count(*) FROM session_events`); n != 2 {
+		t.Fatalf("the index has %d entries after a shared store's commit of 2 events", n)
+	}
+}
