@@ -76,6 +76,29 @@ func (s SystemEvent) IsNotice() bool { return s.Target != nil }
 
 // noticeFor is the notice of a pending cursor.
 func noticeFor(c Cursor) SystemEvent {
-	t := c.Target
-	return SystemEvent{ContextKey: NoticeContextKey(t.Key), Text: NoticeText(t.Key, c.LastSeen), Target: &t, notified: c.Notified}
+	var n targetNotices
+	return n.of(c)
+}
+
+// targetNotices builds the notices of one target's cursors, sharing what
+// they have in common: a material event queues one for each watcher of
+// its target, on the writer, and most of them stand at the same
+// watermark. The entries share their Target, which nothing changes.
+type targetNotices struct {
+	target   *SessionRef
+	key      string
+	lastSeen int64
+	text     string
+}
+
+// of is noticeFor(c); every c must have the same target.
+func (n *targetNotices) of(c Cursor) SystemEvent {
+	if n.target == nil {
+		t := c.Target
+		n.target, n.key = &t, NoticeContextKey(t.Key)
+	}
+	if n.text == "" || c.LastSeen != n.lastSeen {
+		n.text, n.lastSeen = NoticeText(c.Target.Key, c.LastSeen), c.LastSeen
+	}
+	return SystemEvent{ContextKey: n.key, Text: n.text, Target: n.target, notified: c.Notified}
 }

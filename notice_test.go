@@ -69,6 +69,30 @@ func TestNoticeTextIsStableWhilePending(t *testing.T) {
 	}
 }
 
+// One event queues a notice for each of its target's watchers, each with
+// its own watermark, whatever order their cursors stand in.
+func TestEachWatcherOfAnEventGetsTheNoticeOfItsOwnCursor(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	target := "agent:main:subagent:shared"
+	watchers := []string{"agent:w1:main", "agent:w2:main", "agent:w3:main"}
+	for _, w := range watchers {
+		env.watch(w, target)
+	}
+	first := env.human(target, "").Event.Sequence
+	env.drain(watchers[1]) // w2 acknowledges the first event
+	env.human(target, "")
+	for i, w := range watchers {
+		since := int64(0)
+		if i == 1 {
+			since = first
+		}
+		want := []string{vigil.NoticeText(target, since)}
+		if got := env.pending(w); !slices.Equal(got, want) {
+			t.Errorf("%s has %q queued, want %q", w, got, want)
+		}
+	}
+}
+
 func TestQueueIsBoundedAndDropsTheOldest(t *testing.T) {
 	env := newEnv(t, vigil.Options{})
 	var targets []string

@@ -112,13 +112,14 @@ func (t *Txn) record(ctx context.Context, ev Event, occurredAt time.Time, parent
 		}
 	case ev.Kind.Material():
 		moved := make([]Cursor, 0, len(watchers))
+		var notices targetNotices
 		for _, c := range watchers {
 			if c.Watcher == ev.ActorID { // self-suppression: exact match
 				continue
 			}
 			c = c.markMaterial(ev.Sequence, nowMs)
 			moved = append(moved, c)
-			watcher, notice := c.Watcher, noticeFor(c)
+			watcher, notice := c.Watcher, notices.of(c)
 			t.AfterCommit(func() { e.enqueueNotice(watcher, notice) })
 		}
 		if err := t.tx.MoveCursors(ctx, moved); err != nil {
@@ -131,7 +132,7 @@ func (t *Txn) record(ctx context.Context, ev Event, occurredAt time.Time, parent
 			if err := t.tx.PutCursor(ctx, c); err != nil {
 				return Recorded{}, fmt.Errorf("create the parent's cursor: %w", err)
 			}
-			watcher, notice := c.Watcher, noticeFor(c)
+			watcher, notice := c.Watcher, notices.of(c)
 			t.AfterCommit(func() { e.enqueueNotice(watcher, notice) })
 		}
 	}
