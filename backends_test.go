@@ -75,6 +75,7 @@ var rulesOnPostgreSQL = []func(*testing.T){
 	// notice_test.go
 	TestTwentyRapidChangesProduceOneNotice,
 	TestNoticeTextIsStableWhilePending,
+	TestEachWatcherOfAnEventGetsTheNoticeOfItsOwnCursor,
 	TestQueueIsBoundedAndDropsTheOldest,
 	TestMainWatcherIsWokenAtOnce,
 	TestSubAgentWatcherIsNeverWoken,
