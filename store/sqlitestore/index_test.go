@@ -56,6 +56,7 @@ func TestSessionReadsAnswerExactlyAsAScanOfTheLog(t *testing.T) {
 			return nil
 		}
 		check := func(what string) {
+			heads := map[vigil.SessionRef]int64{}
 			for _, ref := range sessions {
 				all := scanSession(rt, s, ref)
 				after := rapid.Int64Range(0, int64(len(all))+1).Draw(rt, "after")
@@ -96,6 +97,14 @@ func TestSessionReadsAnswerExactlyAsAScanOfTheLog(t *testing.T) {
 				if v != h.Head {
 					rt.Fatalf("after %s, version of %s is %d, history's head %d", what, ref.Key, v, h.Head)
 				}
+				heads[ref] = h.Head
+			}
+			vs := map[vigil.SessionRef]int64{}
+			if err := s.readVersions(ctx, sessions, vs); err != nil {
+				rt.Fatal(err)
+			}
+			if !reflect.DeepEqual(vs, heads) {
+				rt.Fatalf("after %s, versions read together %v, one by one %v", what, vs, heads)
 			}
 			if n := queryCount(rt, s, `SELECT count(*) FROM session_events x LEFT JOIN events e ON e.sequence = x.sequence
 				WHERE e.sequence IS NULL OR e.agent_id != x.agent_id OR e.session_key != x.session_key
@@ -108,6 +117,7 @@ func TestSessionReadsAnswerExactlyAsAScanOfTheLog(t *testing.T) {
 				rt.Fatalf("after %s, %d events at or below the index's mark have no entry", what, n)
 			}
 		}
+		copies := 0
 		for range rapid.IntRange(1, 25).Draw(rt, "steps") {
 			op := rapid.SampledFrom([]string{"append", "append", "append", "rollback", "prune", "delete",
 				"embedder", "index", "reopen", "crash"}).Draw(rt, "op")
@@ -139,11 +149,28 @@ func TestSessionReadsAnswerExactlyAsAScanOfTheLog(t *testing.T) {
 					return tx.DeleteSession(ctx, ref)
 				})
 			case "embedder":
+				// Statements by hand: an insert above every number used, a
+				// deletion, a move to another session or another number.
 				ref := rapid.SampledFrom(sessions).Draw(rt, "by hand")
+				other := rapid.SampledFrom(sessions).Draw(rt, "moved to")
+				seq := rapid.Int64Range(1, 60).Draw(rt, "sequence by hand")
+				statement := rapid.SampledFrom([]string{"insert", "delete", "move", "renumber"}).Draw(rt, "statement")
 				write(func(tx *Tx) error {
-					_, err := tx.Exec(`INSERT INTO events (sequence, agent_id, session_key, kind, actor_type,
-						occurred_at, recorded_at, summary) SELECT max(coalesce((SELECT max(sequence) FROM events), 0),
-						floor) + 1, ?, ?, 'goal_changed', 'human', 1, 1, 'by hand' FROM sequence_floor`, ref.AgentID, ref.Key)
+					var err error
+					switch statement {
+					case "insert":
+						_, err = tx.Exec(`INSERT INTO events (sequence, agent_id, session_key, kind, actor_type,
+							occurred_at, recorded_at, summary) SELECT max(coalesce((SELECT max(sequence) FROM events), 0),
+							floor, indexed_through) + 1, ?, ?, 'goal_changed', 'human', 1, 1, 'by hand' FROM sequence_floor`,
+							ref.AgentID, ref.Key)
+					case "delete":
+						_, err = tx.Exec(`DELETE FROM events WHERE sequence = ?`, seq)
+					case "move":
+						_, err = tx.Exec(`UPDATE events SET agent_id = ?, session_key = ? WHERE sequence = ?`,
+							other.AgentID, other.Key, seq)
+					case "renumber": // to a number no event has
+						_, err = tx.Exec(`UPDATE events SET sequence = -sequence WHERE sequence = ?`, seq)
+					}
 					if err == nil {
 						err = appendSome(tx)
 					}
@@ -154,7 +181,8 @@ func TestSessionReadsAnswerExactlyAsAScanOfTheLog(t *testing.T) {
 			case "reopen", "crash":
 				from := path
 				if op == "crash" {
-					path = filepath.Join(dir, fmt.Sprintf("i%d-crashed-%d.db", run, rapid.Int().Draw(rt, "copy")))
+					copies++
+					path = filepath.Join(dir, fmt.Sprintf("i%d-crashed-%d.db", run, copies))
 					if err := crashcopy.Copy(from, path); err != nil {
 						rt.Fatal(err)
 					}
@@ -315,5 +343,29 @@ func TestASharedStoreIndexesEveryAppendAtOnce(t *testing.T) {
 	appendEvents(t, s, vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}, 2)
 	if n := queryCount(t, s, `SELECT count(*) FROM session_events`); n != 2 {
 		t.Fatalf("the index has %d entries after a shared store's commit of 2 events", n)
+	}
+}
+
+// Numbers at or below the index's mark count as used, even once the
+// events holding them are gone by hand: an event there would have no
+// entry, and its session's reads would miss it.
+func TestAnAppendAfterTheNewestEventsWereDeletedByHandGoesAboveTheMark(t *testing.T) {
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "vigil.db"), Options{Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a, b := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}, vigil.SessionRef{AgentID: "b", Key: "agent:b:main"}
+	appendEvents(t, s, a, 3) // indexed at once: the mark is 3
+	if _, err := s.DB().ExecContext(context.Background(), `DELETE FROM events WHERE sequence > 1`); err != nil {
+		t.Fatal(err)
+	}
+	appendEvents(t, s, b, 1)
+	h, err := s.readHistory(context.Background(), b, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Events) != 1 || h.Events[0].Sequence <= 3 {
+		t.Fatalf("history of the session appended to after the deletion: %+v, want one event above 3", h.Events)
 	}
 }

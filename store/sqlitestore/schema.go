@@ -121,7 +121,11 @@ ALTER TABLE sequence_floor ADD COLUMN moves_through INTEGER NOT NULL DEFAULT 0;
 UPDATE sequence_floor SET moves_through = max(floor, coalesce((SELECT max(sequence) FROM events), 0));
 `,
 	// 5: the per-session index becomes a table of its own, written in
-	// bulk (see index.go); indexed_through says how far it goes.
+	// bulk (see index.go); indexed_through says how far it goes, and a
+	// shared store writes it (in the floor's row) with every append. The
+	// triggers keep the entries of deleted or changed events out of it,
+	// whoever deletes or changes them; inserts need none, since every new
+	// event goes above the mark.
 	`
 CREATE TABLE session_events (
 	agent_id    TEXT    NOT NULL,
@@ -134,6 +138,17 @@ INSERT INTO session_events (agent_id, session_key, sequence)
 DROP INDEX events_by_session;
 ALTER TABLE sequence_floor ADD COLUMN indexed_through INTEGER NOT NULL DEFAULT 0;
 UPDATE sequence_floor SET indexed_through = coalesce((SELECT max(sequence) FROM events), 0);
+CREATE TRIGGER events_deleted_from_index AFTER DELETE ON events BEGIN
+	DELETE FROM session_events
+		WHERE agent_id = old.agent_id AND session_key = old.session_key AND sequence = old.sequence;
+END;
+CREATE TRIGGER events_changed_in_index AFTER UPDATE OF agent_id, session_key, sequence ON events BEGIN
+	DELETE FROM session_events
+		WHERE agent_id = old.agent_id AND session_key = old.session_key AND sequence = old.sequence;
+	INSERT OR IGNORE INTO session_events (agent_id, session_key, sequence)
+		SELECT new.agent_id, new.session_key, new.sequence
+		WHERE new.sequence <= (SELECT indexed_through FROM sequence_floor WHERE id = 1);
+END;
 `,
 }
 

@@ -139,7 +139,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		// What a crash left above the index's mark gets its entries, so
 		// reads do not scan it until the next write does.
 		if err := s.writeHeld(ctx, false); err != nil {
-			s.Close()
+			// Not Close: it would record every move as written, and the
+			// engine's replay of the ones a crash lost would never run.
+			s.shutDown()
 			return nil, fmt.Errorf("open %s: %w", path, err)
 		}
 	}
@@ -207,11 +209,17 @@ func (s *Store) Close() error {
 		err = s.writeHeld(ctx, true)
 		cancel()
 	}
+	return errors.Join(err, s.shutDown())
+}
+
+// shutDown closes the store without writing anything more.
+func (s *Store) shutDown() error {
+	s.closed.Store(true)
 	s.shut.Store(true)
 	if s.recent != nil {
 		s.recent.turnOff() // reads after Close fail, as the file's do
 	}
-	err = errors.Join(err, s.ckpt.close())
+	err := s.ckpt.close()
 	// Finalize the kept statements first: a connection with live
 	// statements cannot close.
 	s.conns.Range(func(k, v any) bool {
@@ -269,19 +277,26 @@ const (
 		run_id, occurred_at, recorded_at, summary, payload, dedupe_key)
 		VALUES (?, ?, ?, nullif(?, ''), ?, ?, nullif(?, ''), nullif(?, ''), ?, ?, ?, ?, nullif(?, ''))
 		ON CONFLICT (agent_id, session_key, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING`
-	byDedupeQuery     = `SELECT ` + eventColumns + ` FROM events WHERE agent_id = ? AND session_key = ? AND dedupe_key = ?`
-	lastSequenceQuery = `SELECT max(coalesce((SELECT max(sequence) FROM events), 0), floor) FROM sequence_floor WHERE id = 1`
-	raiseFloorQuery   = `UPDATE sequence_floor SET floor = max(floor, coalesce((SELECT max(sequence) FROM events), 0), ?)
-		WHERE id = 1`
+	byDedupeQuery = `SELECT ` + eventColumns + ` FROM events WHERE agent_id = ? AND session_key = ? AND dedupe_key = ?`
+	// The index's mark counts as used: an event below it would have no
+	// entry (after events at the top were deleted by hand, say).
+	lastSequenceQuery = `SELECT max(coalesce((SELECT max(sequence) FROM events), 0), floor, indexed_through)
+		FROM sequence_floor WHERE id = 1`
+	raiseFloorQuery = `UPDATE sequence_floor SET floor = max(floor, indexed_through,
+		coalesce((SELECT max(sequence) FROM events), 0), ?) WHERE id = 1`
 	cursorsOnTargetQuery = `SELECT ` + cursorColumns + ` FROM cursors WHERE target_agent = ? AND target_key = ?`
 	cursorQuery          = `SELECT ` + cursorColumns + ` FROM cursors WHERE target_agent = ? AND target_key = ? AND watcher = ?`
 	putCursorQuery       = `INSERT INTO cursors (` + cursorColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (target_agent, target_key, watcher) DO UPDATE SET last_seen = excluded.last_seen,
 		notified = excluded.notified, material = excluded.material, updated_at = excluded.updated_at`
-	versionQuery = `SELECT max(
-	coalesce((SELECT max(sequence) FROM ` + tailOfSession + `), 0),
-	coalesce((SELECT max(sequence) FROM session_events WHERE agent_id = ?1 AND session_key = ?2), 0),
-	coalesce((SELECT head FROM session_heads WHERE agent_id = ?1 AND session_key = ?2), 0))`
+	// A session's version: the larger of its newest event and its head.
+	// Versions of many sessions read the index's tail once for all.
+	indexedVersionOf = `coalesce((SELECT max(sequence) FROM session_events WHERE agent_id = ?1 AND session_key = ?2), 0),
+	coalesce((SELECT head FROM session_heads WHERE agent_id = ?1 AND session_key = ?2), 0)`
+	versionQuery        = `SELECT max(coalesce((SELECT max(sequence) FROM ` + tailOfSession + `), 0), ` + indexedVersionOf + `)`
+	indexedVersionQuery = `SELECT max(` + indexedVersionOf + `)`
+	tailVersionsQuery   = `SELECT agent_id, session_key, max(sequence) FROM events WHERE sequence > ` + indexMarkQuery + `
+		GROUP BY agent_id, session_key`
 )
 
 type scanner interface{ Scan(...any) error }
@@ -377,10 +392,23 @@ func (s *Store) Versions(ctx context.Context, refs []vigil.SessionRef) (map[vigi
 			return out, ctx.Err()
 		}
 	}
-	err := s.snapshot(ctx, func(c conn) error {
+	err := s.readVersions(ctx, refs, out)
+	return out, err
+}
+
+// readVersions reads the versions of refs from the file into out.
+func (s *Store) readVersions(ctx context.Context, refs []vigil.SessionRef, out map[vigil.SessionRef]int64) error {
+	return s.snapshot(ctx, func(c conn) error {
+		tail := map[vigil.SessionRef]int64{}
+		if err := c.query(tailVersionsQuery, nil, func(row rowValues) error {
+			tail[vigil.SessionRef{AgentID: row.str(0), Key: row.str(1)}] = row.int(2)
+			return nil
+		}); err != nil {
+			return err
+		}
 		for _, r := range refs {
-			if _, err := c.queryRow(versionQuery, []any{r.AgentID, r.Key}, func(row rowValues) error {
-				out[r] = row.int(0)
+			if _, err := c.queryRow(indexedVersionQuery, []any{r.AgentID, r.Key}, func(row rowValues) error {
+				out[r] = max(row.int(0), tail[r])
 				return nil
 			}); err != nil {
 				return err
@@ -388,7 +416,6 @@ func (s *Store) Versions(ctx context.Context, refs []vigil.SessionRef) (map[vigi
 		}
 		return nil
 	})
-	return out, err
 }
 
 // History implements vigil.Reader.
@@ -458,7 +485,8 @@ const historyQuery = `SELECT
 	UNION ALL
 	SELECT * FROM (SELECT NULL, NULL, NULL, NULL, e.sequence, e.session_id, e.kind, e.actor_type, e.actor_id,
 		e.run_id, e.occurred_at, e.recorded_at, e.summary, e.payload, e.dedupe_key
-		FROM session_events x JOIN events e ON e.sequence = x.sequence
+		FROM session_events x JOIN events e
+			ON e.sequence = x.sequence AND e.agent_id = x.agent_id AND e.session_key = x.session_key
 		WHERE x.agent_id = ?1 AND x.session_key = ?2 AND x.sequence > ?3 ORDER BY x.sequence LIMIT ?4)
 	UNION ALL
 	SELECT * FROM (SELECT NULL, NULL, NULL, NULL, sequence, session_id, kind, actor_type, actor_id, run_id,
@@ -832,9 +860,9 @@ func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
 		sql  string
 		args []any
 	}{
+		// The index's entries go with the events (a trigger).
 		{`DELETE FROM events WHERE sequence IN
 			(SELECT sequence FROM session_events WHERE agent_id = ? AND session_key = ?)`, []any{ref.AgentID, ref.Key}},
-		{`DELETE FROM session_events WHERE agent_id = ? AND session_key = ?`, []any{ref.AgentID, ref.Key}},
 		{`DELETE FROM session_heads WHERE agent_id = ? AND session_key = ?`, []any{ref.AgentID, ref.Key}},
 		{`DELETE FROM cursors WHERE target_agent = ? AND target_key = ?`, []any{ref.AgentID, ref.Key}},
 		{`DELETE FROM cursors WHERE watcher = ?`, []any{ref.Key}},
@@ -887,8 +915,8 @@ func (t *Tx) PruneEvents(ctx context.Context, maxSequence, recordedBefore int64,
 		return 0, err
 	}
 	// Every event at or below last goes: the prefix read above. NOT INDEXED
-	// keeps the planner on that range of the rowid, where it would
-	// otherwise scan the whole session index for its grouping order.
+	// keeps the planner on that range of the rowid, where it could
+	// otherwise pick an index for its grouping order and scan all of it.
 	if _, err := t.c.exec(`INSERT INTO session_heads (agent_id, session_key, head, pruned_watermark)
 		SELECT agent_id, session_key, max(sequence), max(sequence) FROM events NOT INDEXED
 		WHERE sequence <= ?1 GROUP BY agent_id, session_key
@@ -899,11 +927,7 @@ func (t *Tx) PruneEvents(ctx context.Context, maxSequence, recordedBefore int64,
 	if _, err := t.c.exec(`UPDATE sequence_floor SET pruned = max(pruned, ?) WHERE id = 1`, last); err != nil {
 		return 0, err
 	}
-	// Events above the index's mark have no entry to delete.
-	if _, err := t.c.exec(`DELETE FROM session_events WHERE (agent_id, session_key, sequence) IN
-		(SELECT agent_id, session_key, sequence FROM events WHERE sequence <= ?)`, last); err != nil {
-		return 0, fmt.Errorf("delete index entries: %w", err)
-	}
+	// The index's entries go with the events (a trigger).
 	if _, err := t.c.exec(`DELETE FROM events WHERE sequence <= ?`, last); err != nil {
 		return 0, err
 	}
