@@ -18,7 +18,9 @@ import (
 // of a session takes its indexed events and scans the events above that
 // mark for the rest, in one statement, so it needs nothing from memory and
 // a crash loses nothing: the index is brought up to date again by the next
-// write that does so.
+// write that does so. Triggers on events (migration 5) delete or move an
+// event's entry with it, whoever deletes or changes the event; every number
+// at or below the mark counts as used, so no new event goes below it.
 //
 // A store with its file to itself brings the index up to date when
 // indexMaxLag events have gathered above the mark, or at the next commit
