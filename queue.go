@@ -60,7 +60,13 @@ func (q *queues) put(watcher string, ev SystemEvent, evict bool) (changed bool, 
 	}
 	list = append(list, ev)
 	if over := len(list) - q.bound; over > 0 {
-		list = append(list[:0:0], list[over:]...)
+		// In place: the queue owns its lists (take hands one over whole,
+		// peek copies), and a watcher that never drains overflows at
+		// every notice, so a new array each time would be garbage each
+		// time.
+		n := copy(list, list[over:])
+		clear(list[n:])
+		list = list[:n]
 		dropped = over
 	}
 	q.m[watcher] = list
