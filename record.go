@@ -111,32 +111,46 @@ func (t *Txn) record(ctx context.Context, ev Event, occurredAt time.Time, parent
 			return Recorded{}, fmt.Errorf("seed parent cursor: %w", err)
 		}
 	case ev.Kind.Material():
-		moved := make([]Cursor, 0, len(watchers))
+		parentHasCursor := hasWatcher(watchers, parentKey.String())
+		// The watchers' cursors are this write's own copies: they are
+		// moved in place, and one effect queues every notice (a target
+		// may have thousands of watchers).
+		moved := watchers[:0]
 		var notices targetNotices
+		queued := make([]watcherNotice, 0, len(watchers)+1)
 		for _, c := range watchers {
 			if c.Watcher == ev.ActorID { // self-suppression: exact match
 				continue
 			}
 			c = c.markMaterial(ev.Sequence, nowMs)
 			moved = append(moved, c)
-			watcher, notice := c.Watcher, notices.of(c)
-			t.AfterCommit(func() { e.enqueueNotice(watcher, notice) })
+			queued = append(queued, watcherNotice{c.Watcher, notices.of(c)})
 		}
 		if err := t.tx.MoveCursors(ctx, moved); err != nil {
 			return Recorded{}, fmt.Errorf("move cursors of %d watchers: %w", len(moved), err)
 		}
 		// The parent watches even before it holds a cursor. Creating one
 		// is not a move: a replay of the event could not know the parent.
-		if parentWatches && !hasWatcher(watchers, parentKey.String()) && parentKey.String() != ev.ActorID {
+		if parentWatches && !parentHasCursor && parentKey.String() != ev.ActorID {
 			c := Cursor{Watcher: parentKey.String(), Target: target}.markMaterial(ev.Sequence, nowMs)
 			if err := t.tx.PutCursor(ctx, c); err != nil {
 				return Recorded{}, fmt.Errorf("create the parent's cursor: %w", err)
 			}
-			watcher, notice := c.Watcher, notices.of(c)
-			t.AfterCommit(func() { e.enqueueNotice(watcher, notice) })
+			queued = append(queued, watcherNotice{c.Watcher, notices.of(c)})
 		}
+		t.AfterCommit(func() {
+			for _, q := range queued {
+				e.enqueueNotice(q.watcher, q.notice)
+			}
+		})
 	}
 	return Recorded{Event: ev, Appended: true}, nil
+}
+
+// watcherNotice is a notice to queue for a watcher after commit.
+type watcherNotice struct {
+	watcher string
+	notice  SystemEvent
 }
 
 func hasWatcher(cs []Cursor, watcher string) bool {

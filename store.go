@@ -74,7 +74,8 @@ type Tx interface {
 	LockSession(ctx context.Context, ref SessionRef) error
 	// Version is the session's state version as this transaction sees it.
 	Version(ctx context.Context, ref SessionRef) (int64, error)
-	// CursorsOnTarget lists the cursors watching target.
+	// CursorsOnTarget lists the cursors watching target. The list is the
+	// caller's to change.
 	CursorsOnTarget(ctx context.Context, target SessionRef) ([]Cursor, error)
 	// Cursor reads one cursor. CursorsOnTarget and Cursor read rows the
 	// caller may write back: a backend whose writers run concurrently

@@ -1510,6 +1510,12 @@ func testCursorsOnTarget(t *testing.T, s vigil.Store) {
 	wantCursors(t, "CursorsOnTarget(alpha main)", cursorsOnTarget(t, s, alphaMain), false, on...)
 	wantCursors(t, "CursorsOnTarget(beta main)", cursorsOnTarget(t, s, betaMain), false, other[0])
 	wantCursors(t, "CursorsOnTarget(gamma)", cursorsOnTarget(t, s, gammaOther), false)
+	// The list is the caller's: changing it changes nothing stored.
+	mine := cursorsOnTarget(t, s, alphaMain)
+	for i := range mine {
+		mine[i].Material = 99
+	}
+	wantCursors(t, "CursorsOnTarget(alpha main) after the caller changed its list", cursorsOnTarget(t, s, alphaMain), false, on...)
 }
 
 func testCursorsOnTargetKeyed(t *testing.T, s vigil.Store) {
