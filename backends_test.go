@@ -52,6 +52,7 @@ var rulesOnPostgreSQL = []func(*testing.T){
 	TestGatewayOwnedChangeCommitsWithItsEvent,
 	TestOneFailingWriteDoesNotFailItsBatch,
 	TestAPanickingWritePanicsItsCallerAndTheEngineCarriesOn,
+	TestANoticeHookPanickingForOneWatcherLeavesTheOthersNotified,
 	// watch_test.go
 	TestWatcherMustBeAgentQualified,
 	TestBareSessionGetsLogButNoNotices,

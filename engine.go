@@ -259,10 +259,15 @@ type panicked struct {
 
 func (p *panicked) Error() string { return fmt.Sprintf("write panicked: %v", p.value) }
 
-// guard runs f, turning a panic into a *panicked error.
+// guard runs f, turning a panic into a *panicked error (a *panicked
+// value passes through as it is, keeping the stack of the first panic).
 func guard(f func() error) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
+			if p, ok := v.(*panicked); ok {
+				err = p
+				return
+			}
 			err = &panicked{value: v, stack: debug.Stack()}
 		}
 	}()

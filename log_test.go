@@ -350,3 +350,26 @@ func TestAPanickingWritePanicsItsCallerAndTheEngineCarriesOn(t *testing.T) {
 		t.Fatalf("a write after the panics: %v", err)
 	}
 }
+
+// A notice hook that panics for one watcher fails the write's caller after
+// the commit, and keeps no other watcher of the event from its notice.
+func TestANoticeHookPanickingForOneWatcherLeavesTheOthersNotified(t *testing.T) {
+	target := "agent:main:subagent:shared"
+	watchers := []string{"agent:w1:main", "agent:w2:main", "agent:w3:main"}
+	env := newEnv(t, vigil.Options{OnNotice: func(w string, _ vigil.SystemEvent) {
+		if w == watchers[0] {
+			panic("hook")
+		}
+	}})
+	for _, w := range watchers {
+		env.watch(w, target)
+	}
+	if v := catchPanic(func() { env.human(target, "") }); v != "hook" {
+		t.Fatalf("the caller recovered %v, want the hook's panic", v)
+	}
+	for _, w := range watchers {
+		if got := env.pending(w); len(got) != 1 {
+			t.Errorf("%s has %d notices queued, want 1", w, len(got))
+		}
+	}
+}

@@ -138,11 +138,7 @@ func (t *Txn) record(ctx context.Context, ev Event, occurredAt time.Time, parent
 			}
 			queued = append(queued, watcherNotice{c.Watcher, notices.of(c)})
 		}
-		t.AfterCommit(func() {
-			for _, q := range queued {
-				e.enqueueNotice(q.watcher, q.notice)
-			}
-		})
+		t.AfterCommit(func() { e.enqueueNotices(queued) })
 	}
 	return Recorded{Event: ev, Appended: true}, nil
 }
@@ -160,6 +156,22 @@ func hasWatcher(cs []Cursor, watcher string) bool {
 		}
 	}
 	return false
+}
+
+// enqueueNotices queues each notice as enqueueNotice does. A panic in one
+// (an OnNotice hook's) keeps no other watcher from its notice: the queue
+// must follow the cursors. The first panic reaches the write's caller once
+// all are queued.
+func (e *Engine) enqueueNotices(ns []watcherNotice) {
+	var first error
+	for _, n := range ns {
+		if err := guard(func() error { e.enqueueNotice(n.watcher, n.notice); return nil }); err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		panic(first) // a *panicked: guard passes it on with its stack
+	}
 }
 
 // enqueueNotice queues a notice and wakes the watcher when the queue changed
