@@ -55,17 +55,18 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 		n = len(pending)
 		now := t.now.UnixMilli()
 		var recovered []Cursor
+		queued := make([]watcherNotice, 0, len(pending))
 		for _, c := range pending {
 			if c.Notified != c.Material {
 				c = c.recover(now)
 				recovered = append(recovered, c)
 			}
-			watcher, notice := c.Watcher, noticeFor(c)
-			t.AfterCommit(func() { e.enqueueNotice(watcher, notice) })
+			queued = append(queued, watcherNotice{c.Watcher, noticeFor(c)})
 		}
 		if err := t.tx.PutCursors(ctx, recovered); err != nil {
 			return err
 		}
+		t.AfterCommit(func() { e.enqueueNotices(queued) })
 		t.AfterCommit(func() { e.stats.sweepRequeued.Add(int64(n)) })
 		return nil
 	})
