@@ -27,7 +27,9 @@ import (
 // once the oldest of them is indexMaxAge old; at Open and Close; and before
 // a write that deletes a session or runs an embedder's statements. A
 // shared store, or one whose DB was handed out, does it in every write
-// that appends.
+// that appends or runs an embedder's statements, before the commit, and
+// Open does it too: so the reads of a shared store skip the scan above the
+// mark, until DB() is handed out (its statements bypass the store).
 const (
 	indexMaxLag = 1024
 	indexMaxAge = time.Second
@@ -53,13 +55,15 @@ type indexLag struct {
 
 func newIndexLag(lagging bool) *indexLag { return &indexLag{lagging: lagging} }
 
-// due reports whether a commit that appended appended events should bring
-// the index up to date.
-func (l *indexLag) due(appended int, now time.Time) bool {
+// due reports whether a commit that appended appended events, and ran an
+// embedder's statements if opaque, should bring the index up to date. A
+// store that does not lag leaves nothing above the mark: its readers do
+// not look there.
+func (l *indexLag) due(appended int, opaque bool, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.lagging {
-		return appended > 0
+		return appended > 0 || opaque
 	}
 	return l.events+appended >= indexMaxLag || (l.events > 0 && now.Sub(l.oldest) >= indexMaxAge)
 }

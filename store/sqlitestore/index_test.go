@@ -15,17 +15,24 @@ import (
 )
 
 // Whatever a mix of appends, prunes, session deletions, an embedder's own
-// inserts, rollbacks, commits, reopenings and crashes did, a session's
+// statements, rollbacks, commits, reopenings and crashes did, a session's
 // history and version read from the file are exactly what a scan of the
-// log says, and the index holds exactly the events at or below its mark.
+// log says, and the index holds exactly the events at or below its mark
+// (all of them, in a shared store, whose reads do not look above it).
 func TestSessionReadsAnswerExactlyAsAScanOfTheLog(t *testing.T) {
+	t.Run("exclusive", func(t *testing.T) { checkSessionReads(t, false) })
+	t.Run("shared", func(t *testing.T) { checkSessionReads(t, true) })
+}
+
+func checkSessionReads(t *testing.T, shared bool) {
 	dir := t.TempDir()
 	run := 0
+	opts := Options{Synchronous: "NORMAL", Shared: shared}
 	rapid.Check(t, func(rt *rapid.T) {
 		run++
 		ctx := context.Background()
 		path := filepath.Join(dir, fmt.Sprintf("i%d.db", run))
-		s, err := Open(ctx, path, Options{Synchronous: "NORMAL"})
+		s, err := Open(ctx, path, opts)
 		if err != nil {
 			rt.Fatal(err)
 		}
@@ -116,6 +123,9 @@ func TestSessionReadsAnswerExactlyAsAScanOfTheLog(t *testing.T) {
 					AND x.session_key = e.session_key AND x.sequence = e.sequence)`); n != 0 {
 				rt.Fatalf("after %s, %d events at or below the index's mark have no entry", what, n)
 			}
+			if n := queryCount(rt, s, `SELECT count(*) FROM events WHERE sequence > `+indexMarkQuery); shared && n != 0 {
+				rt.Fatalf("after %s, a shared store has %d events above the index's mark", what, n)
+			}
 		}
 		copies := 0
 		for range rapid.IntRange(1, 25).Draw(rt, "steps") {
@@ -155,6 +165,7 @@ func TestSessionReadsAnswerExactlyAsAScanOfTheLog(t *testing.T) {
 				other := rapid.SampledFrom(sessions).Draw(rt, "moved to")
 				seq := rapid.Int64Range(1, 60).Draw(rt, "sequence by hand")
 				statement := rapid.SampledFrom([]string{"insert", "delete", "move", "renumber"}).Draw(rt, "statement")
+				thenAppend := rapid.Bool().Draw(rt, "then append")
 				write(func(tx *Tx) error {
 					var err error
 					switch statement {
@@ -171,7 +182,7 @@ func TestSessionReadsAnswerExactlyAsAScanOfTheLog(t *testing.T) {
 					case "renumber": // to a number no event has
 						_, err = tx.Exec(`UPDATE events SET sequence = -sequence WHERE sequence = ?`, seq)
 					}
-					if err == nil {
+					if err == nil && thenAppend {
 						err = appendSome(tx)
 					}
 					return err
@@ -190,7 +201,7 @@ func TestSessionReadsAnswerExactlyAsAScanOfTheLog(t *testing.T) {
 				if err := s.Close(); op == "reopen" && err != nil {
 					rt.Fatal(err)
 				}
-				if s, err = Open(ctx, path, Options{Synchronous: "NORMAL"}); err != nil {
+				if s, err = Open(ctx, path, opts); err != nil {
 					rt.Fatalf("reopen %s (from %s): %v", path, from, err)
 				}
 			}
@@ -367,5 +378,63 @@ func TestAnAppendAfterTheNewestEventsWereDeletedByHandGoesAboveTheMark(t *testin
 	}
 	if len(h.Events) != 1 || h.Events[0].Sequence <= 3 {
 		t.Fatalf("history of the session appended to after the deletion: %+v, want one event above 3", h.Events)
+	}
+}
+
+// A shared store's reads do not look above the index's mark, so opening a
+// file that an exclusive store left with events above it (a crash) brings
+// the index up to date first.
+func TestASharedStoreOpenedAfterAnExclusiveOneCrashedReadsEveryEvent(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "vigil.db")
+	s, err := Open(context.Background(), path, Options{Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
+	appendEvents(t, s, ref, 3) // above the mark: the exclusive store lets the index lag
+	crashed := filepath.Join(dir, "crashed.db")
+	if err := crashcopy.Copy(path, crashed); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	shared, err := Open(context.Background(), crashed, Options{Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shared.Close()
+	h, err := shared.History(context.Background(), ref, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Events) != 3 || h.Head != 3 {
+		t.Fatalf("the shared store reads %d events (head %d), want the 3 the crash left above the mark", len(h.Events), h.Head)
+	}
+}
+
+// DB's statements bypass the store, so once it is handed out a shared
+// store's reads look above the index's mark too.
+func TestASharedStoreReadsEventsInsertedByHandThroughDB(t *testing.T) {
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "vigil.db"), Options{Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
+	appendEvents(t, s, ref, 1)
+	if _, err := s.DB().ExecContext(context.Background(), `INSERT INTO events (sequence, agent_id, session_key, kind,
+		actor_type, occurred_at, recorded_at, summary) VALUES (2, ?, ?, 'goal_changed', 'human', 1, 1, 'by hand')`,
+		ref.AgentID, ref.Key); err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.History(context.Background(), ref, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Events) != 2 || h.Head != 2 {
+		t.Fatalf("history after an insert by hand: %d events, head %d; want 2 and 2", len(h.Events), h.Head)
+	}
+	if v, err := s.Versions(context.Background(), []vigil.SessionRef{ref}); err != nil || v[ref] != 2 {
+		t.Fatalf("version after an insert by hand: %v (%v), want 2", v[ref], err)
 	}
 }

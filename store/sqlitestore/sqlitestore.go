@@ -75,6 +75,10 @@ type Store struct {
 	watchers *watcherRows
 	// index paces writes of the session index (see index.go).
 	index *indexLag
+	// scanTail is set when reads must look above the index's mark: the
+	// store lets the index lag, or DB() was handed out. Otherwise every
+	// write brings the index up to date before it commits.
+	scanTail atomic.Bool
 
 	conns  sync.Map // *sqlite3.SQLiteConn -> *connState
 	closed atomic.Bool
@@ -131,19 +135,20 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s.lock = lock
 	exclusive := !opts.Shared && lock != nil
 	s.index = newIndexLag(exclusive)
+	s.scanTail.Store(exclusive)
 	if exclusive {
 		s.recent = newRecentEvents(recentMaxBytes, recentPerEntry)
 		s.seq = &lastSequence{}
 		s.moves = newHeldMoves()
 		s.watchers = newWatcherRows()
-		// What a crash left above the index's mark gets its entries, so
-		// reads do not scan it until the next write does.
-		if err := s.writeHeld(ctx, false); err != nil {
-			// Not Close: it would record every move as written, and the
-			// engine's replay of the ones a crash lost would never run.
-			s.shutDown()
-			return nil, fmt.Errorf("open %s: %w", path, err)
-		}
+	}
+	// What a crash of an exclusive store left above the index's mark gets
+	// its entries: a shared store's reads count on there being none.
+	if err := s.writeHeld(ctx, false); err != nil {
+		// Not Close: it would record every move as written, and the
+		// engine's replay of the ones a crash lost would never run.
+		s.shutDown()
+		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	return s, nil
 }
@@ -240,6 +245,7 @@ func (s *Store) shutDown() error {
 // embedder's statements meet them in the file; should that write fail,
 // Close tries again).
 func (s *Store) DB() *sql.DB {
+	s.scanTail.Store(true) // its statements may add events above the mark
 	if s.recent != nil {
 		s.recent.turnOff()
 		s.seq.turnOff()
@@ -400,11 +406,13 @@ func (s *Store) Versions(ctx context.Context, refs []vigil.SessionRef) (map[vigi
 func (s *Store) readVersions(ctx context.Context, refs []vigil.SessionRef, out map[vigil.SessionRef]int64) error {
 	return s.snapshot(ctx, func(c conn) error {
 		tail := map[vigil.SessionRef]int64{}
-		if err := c.query(tailVersionsQuery, nil, func(row rowValues) error {
-			tail[vigil.SessionRef{AgentID: row.str(0), Key: row.str(1)}] = row.int(2)
-			return nil
-		}); err != nil {
-			return err
+		if s.scanTail.Load() {
+			if err := c.query(tailVersionsQuery, nil, func(row rowValues) error {
+				tail[vigil.SessionRef{AgentID: row.str(0), Key: row.str(1)}] = row.int(2)
+				return nil
+			}); err != nil {
+				return err
+			}
 		}
 		for _, r := range refs {
 			if _, err := c.queryRow(indexedVersionQuery, []any{r.AgentID, r.Key}, func(row rowValues) error {
@@ -445,7 +453,11 @@ func (s *Store) readHistory(ctx context.Context, ref vigil.SessionRef, after int
 	// One statement is one snapshot, so bounds and events agree without an
 	// explicit read transaction (which would cost two more statements).
 	err := s.reading(ctx, func(c conn) error {
-		return c.query(historyQuery, []any{ref.AgentID, ref.Key, after, limit}, func(r rowValues) error {
+		q := historyIndexedQuery
+		if s.scanTail.Load() {
+			q = historyQuery
+		}
+		return c.query(q, []any{ref.AgentID, ref.Key, after, limit}, func(r rowValues) error {
 			if r.isNull(4) { // the bounds row
 				h.EarliestRetained, h.Head, h.PrunedWatermark = r.int(0), max(r.int(1), r.int(2)), r.int(3)
 				return nil
@@ -473,13 +485,21 @@ func (s *Store) readHistory(ctx context.Context, ref vigil.SessionRef, after int
 // select needs no sort of the whole result, as an outer join with ORDER BY
 // did. The session's key columns are the caller's, so they are not read
 // back, and nullable columns come back as NULL, which the driver hands over
-// without a copy.
-const historyQuery = `SELECT
-		coalesce((SELECT min(sequence) FROM session_events WHERE agent_id = ?1 AND session_key = ?2),
-			(SELECT min(sequence) FROM ` + tailOfSession + `)),
-		coalesce((SELECT max(sequence) FROM ` + tailOfSession + `),
-			(SELECT max(sequence) FROM session_events WHERE agent_id = ?1 AND session_key = ?2)),
-		h.head, h.pruned_watermark,
+// without a copy. historyIndexedQuery is the same without the tail, for a
+// store that keeps none (scanTail).
+var (
+	historyQuery        = historyQueryOf(true)
+	historyIndexedQuery = historyQueryOf(false)
+)
+
+func historyQueryOf(tail bool) string {
+	first := `(SELECT min(sequence) FROM session_events WHERE agent_id = ?1 AND session_key = ?2)`
+	last := `(SELECT max(sequence) FROM session_events WHERE agent_id = ?1 AND session_key = ?2)`
+	if tail {
+		first = `coalesce(` + first + `, (SELECT min(sequence) FROM ` + tailOfSession + `))`
+		last = `coalesce((SELECT max(sequence) FROM ` + tailOfSession + `), ` + last + `)`
+	}
+	q := `SELECT ` + first + `, ` + last + `, h.head, h.pruned_watermark,
 		NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 		FROM (SELECT 1) LEFT JOIN session_heads h ON h.agent_id = ?1 AND h.session_key = ?2
 	UNION ALL
@@ -487,11 +507,16 @@ const historyQuery = `SELECT
 		e.run_id, e.occurred_at, e.recorded_at, e.summary, e.payload, e.dedupe_key
 		FROM session_events x JOIN events e
 			ON e.sequence = x.sequence AND e.agent_id = x.agent_id AND e.session_key = x.session_key
-		WHERE x.agent_id = ?1 AND x.session_key = ?2 AND x.sequence > ?3 ORDER BY x.sequence LIMIT ?4)
+		WHERE x.agent_id = ?1 AND x.session_key = ?2 AND x.sequence > ?3 ORDER BY x.sequence LIMIT ?4)`
+	if tail {
+		q += `
 	UNION ALL
 	SELECT * FROM (SELECT NULL, NULL, NULL, NULL, sequence, session_id, kind, actor_type, actor_id, run_id,
 		occurred_at, recorded_at, summary, payload, dedupe_key
 		FROM ` + tailOfSession + ` AND sequence > ?3 ORDER BY sequence LIMIT ?4)`
+	}
+	return q
+}
 
 // Cursor implements vigil.Reader.
 func (s *Store) Cursor(ctx context.Context, watcher string, target vigil.SessionRef) (vigil.Cursor, bool, error) {
@@ -972,7 +997,9 @@ func (t *Tx) Commit() error {
 				return err
 			}
 		}
-		if (t.appended > 0 || !t.indexed) && t.s.index.due(t.appended, now) {
+		// Nothing new since this write brought the index up to date,
+		// unless an embedder's statements ran.
+		if (t.appended > 0 || !t.indexed || t.opaque) && t.s.index.due(t.appended, t.opaque, now) {
 			if err := t.writeIndex(); err != nil {
 				return err
 			}
