@@ -43,6 +43,35 @@ type heldMoves struct {
 	// gen counts commits that took held moves away; readers that overlay
 	// moves on rows they read from the file check it did not change.
 	gen uint64
+	// spare is a cleared map for the next write's own moves: a record on a
+	// target with thousands of watchers moves thousands of cursors, and a
+	// new map each time was most of what a watcher cost beyond its work.
+	spare map[cursorKey]vigil.Cursor
+}
+
+// spareMovesMax bounds the map kept for reuse: Go maps never shrink.
+const spareMovesMax = 4096
+
+// takeSpare returns an empty map for a write's own moves.
+func (m *heldMoves) takeSpare(size int) map[cursorKey]vigil.Cursor {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s := m.spare; s != nil {
+		m.spare = nil
+		return s
+	}
+	return make(map[cursorKey]vigil.Cursor, size)
+}
+
+// giveBack keeps a write's map of moves, cleared, for the next write.
+func (m *heldMoves) giveBack(moved map[cursorKey]vigil.Cursor) {
+	if len(moved) > spareMovesMax {
+		return
+	}
+	clear(moved)
+	m.mu.Lock()
+	m.spare = moved
+	m.mu.Unlock()
 }
 
 func newHeldMoves() *heldMoves {
@@ -166,7 +195,7 @@ func (t *Tx) MoveCursors(ctx context.Context, cs []vigil.Cursor) error {
 		return t.PutCursors(ctx, cs)
 	}
 	if t.moved == nil {
-		t.moved = make(map[cursorKey]vigil.Cursor, len(cs))
+		t.moved = t.s.moves.takeSpare(len(cs))
 	}
 	for _, c := range cs {
 		t.moved[keyOf(c)] = c

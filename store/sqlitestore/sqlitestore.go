@@ -1080,4 +1080,8 @@ func (t *Tx) end() {
 	}
 	t.done = true
 	t.tx.Close()
+	if t.moved != nil { // memory has what it needed of it
+		t.s.moves.giveBack(t.moved)
+		t.moved = nil
+	}
 }
