@@ -273,15 +273,31 @@ func checkPayload(p json.RawMessage) (json.RawMessage, error) {
 	if !utf8.Valid(p) {
 		return nil, fmt.Errorf("payload is not valid UTF-8")
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(p, &obj); err != nil {
+	// Compact checks the syntax as it copies, so one pass does both; p
+	// is trimmed, so the value's first byte says what it is.
+	var buf bytes.Buffer
+	buf.Grow(len(p))
+	if err := json.Compact(&buf, p); err != nil {
 		return nil, fmt.Errorf("payload must be a JSON object: %w", err)
 	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, p); err != nil {
-		return nil, fmt.Errorf("payload: %w", err)
+	if p[0] != '{' {
+		return nil, fmt.Errorf("payload must be a JSON object, not %s", jsonKind(p[0]))
 	}
 	return buf.Bytes(), nil
+}
+
+// jsonKind names the kind of JSON value that starts with b.
+func jsonKind(b byte) string {
+	switch b {
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	default:
+		return "a number"
+	}
 }
 
 // clampOccurredAt applies the [now-24h, now] window.

@@ -214,8 +214,10 @@ func TestRecordRefusesBadInputAndStoresNothing(t *testing.T) {
 		{"oversized payload", func(r *vigil.Record) {
 			r.Payload = json.RawMessage(`{"x":"` + strings.Repeat("a", 4100) + `"}`)
 		}, "more than 4096"},
-		{"payload not an object", func(r *vigil.Record) { r.Payload = json.RawMessage(`[1,2]`) }, "payload must be a JSON object"},
+		{"payload not an object", func(r *vigil.Record) { r.Payload = json.RawMessage(`[1,2]`) }, "payload must be a JSON object, not an array"},
+		{"string payload", func(r *vigil.Record) { r.Payload = json.RawMessage(` "done" `) }, "payload must be a JSON object, not a string"},
 		{"truncated payload", func(r *vigil.Record) { r.Payload = json.RawMessage(`{"outcome":`) }, "payload must be a JSON object"},
+		{"payload with data after the object", func(r *vigil.Record) { r.Payload = json.RawMessage(`{"a":1} {"b":2}`) }, "payload must be a JSON object"},
 		{"invalid UTF-8 actor id", func(r *vigil.Record) { r.ActorID = "\xfe" }, "actorId is not valid UTF-8"},
 		{"malformed parent", func(r *vigil.Record) { r.Parent = "agent:main" }, "parent: invalid session key"},
 	}
