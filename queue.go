@@ -28,25 +28,35 @@ func sameSlot(a, b SystemEvent) bool {
 	return a.ContextKey == b.ContextKey && a.Text == b.Text
 }
 
-// push queues ev for watcher. It reports whether the queue changed (a new
-// entry or a new text for a notice's pair) and how many entries overflow
-// dropped.
-func (q *queues) push(watcher string, ev SystemEvent) (changed bool, dropped int) {
-	return q.put(watcher, ev, true)
-}
-
-// pushIfRoom queues ev for watcher like push, except that when the queue
-// is full and ev has no slot in it yet, it drops ev rather than the oldest
-// entry. It reports whether the queue changed.
+// pushIfRoom queues ev for watcher like pushAll, except that when the
+// queue is full and ev has no slot in it yet, it drops ev rather than the
+// oldest entry. It reports whether the queue changed.
 func (q *queues) pushIfRoom(watcher string, ev SystemEvent) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	changed, _ := q.put(watcher, ev, false)
 	return changed
 }
 
-// put is push, or pushIfRoom when evict is false.
-func (q *queues) put(watcher string, ev SystemEvent, evict bool) (changed bool, dropped int) {
+// pushAll queues each notice of ns for its watcher, under one lock (an
+// event on a target queues one for each of its watchers). A full queue
+// drops its oldest entries. changed[i] reports whether ns[i] changed its
+// queue (a new entry, or a new text for a notice's pair); pushAll returns
+// how many entries overflow dropped in all.
+func (q *queues) pushAll(ns []watcherNotice, changed []bool) (dropped int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	for i, n := range ns {
+		c, d := q.put(n.watcher, n.notice, true)
+		changed[i] = c
+		dropped += d
+	}
+	return dropped
+}
+
+// put queues ev for watcher, with q.mu held: as pushAll does, or as
+// pushIfRoom does when evict is false.
+func (q *queues) put(watcher string, ev SystemEvent, evict bool) (changed bool, dropped int) {
 	list := q.m[watcher]
 	for i := range list {
 		if sameSlot(list[i], ev) {

@@ -158,14 +158,22 @@ func hasWatcher(cs []Cursor, watcher string) bool {
 	return false
 }
 
-// enqueueNotices queues each notice as enqueueNotice does. A panic in one
-// (an OnNotice hook's) keeps no other watcher from its notice: the queue
-// must follow the cursors. The first panic reaches the write's caller once
-// all are queued.
+// enqueueNotices queues each notice, then announces (noticeQueued) each
+// that changed its watcher's queue. A panic in one announcement (an
+// OnNotice hook's) keeps no other watcher from its notice: the queue must
+// follow the cursors. The first panic reaches the write's caller once all
+// are queued.
 func (e *Engine) enqueueNotices(ns []watcherNotice) {
+	changed := make([]bool, len(ns))
+	if dropped := e.queues.pushAll(ns, changed); dropped > 0 {
+		e.stats.queueOverflow.Add(int64(dropped))
+	}
 	var first error
-	for _, n := range ns {
-		if err := guard(func() error { e.enqueueNotice(n.watcher, n.notice); return nil }); err != nil && first == nil {
+	for i, n := range ns {
+		if !changed[i] {
+			continue
+		}
+		if err := guard(func() error { e.noticeQueued(n.watcher, n.notice); return nil }); err != nil && first == nil {
 			first = err
 		}
 	}
@@ -174,16 +182,10 @@ func (e *Engine) enqueueNotices(ns []watcherNotice) {
 	}
 }
 
-// enqueueNotice queues a notice and wakes the watcher when the queue changed
-// and the watcher is not a sub-agent. Runs after commit, on the writer.
+// enqueueNotice queues one notice as enqueueNotices does. Runs after
+// commit, on the writer.
 func (e *Engine) enqueueNotice(watcher string, ev SystemEvent) {
-	changed, dropped := e.queues.push(watcher, ev)
-	if dropped > 0 {
-		e.stats.queueOverflow.Add(int64(dropped))
-	}
-	if changed {
-		e.noticeQueued(watcher, ev)
-	}
+	e.enqueueNotices([]watcherNotice{{watcher, ev}})
 }
 
 // noticeQueued announces a notice that just entered watcher's queue (or
