@@ -277,7 +277,7 @@ func guard(f func() error) (err error) {
 // runBatch commits the ops in one transaction. An op that fails is answered
 // with its error and the transaction is redone without it, so one bad write
 // never fails its neighbours.
-func (e *Engine) runBatch(pending []*writeOp) {
+func (e *Engine) runBatch(pending []*writeOp, more func() []*writeOp) {
 	conflicts := 0
 	for len(pending) > 0 {
 		live := pending[:0:0]
@@ -301,11 +301,19 @@ func (e *Engine) runBatch(pending []*writeOp) {
 		now := e.clk.Now()
 		failed := -1
 		var failErr error
-		for i, op := range pending {
+		for i := 0; failed < 0; i++ {
+			if i == len(pending) {
+				// Writes queued while these ran join the transaction:
+				// otherwise they would wait for all of it, commit
+				// included, and then have a batch of their own.
+				if pending = joinLive(pending, more()); i == len(pending) {
+					break
+				}
+			}
+			op := pending[i]
 			op.txn = &Txn{e: e, tx: tx, now: now}
 			if err := guard(func() error { return op.fn(op.ctx, op.txn) }); err != nil {
 				failed, failErr = i, err
-				break
 			}
 		}
 		for i, op := range pending {
@@ -361,6 +369,19 @@ func (e *Engine) runBatch(pending []*writeOp) {
 		}
 		return
 	}
+}
+
+// joinLive appends to pending the ops of more still wanted, answering the
+// others (their callers gave up) with their context's error.
+func joinLive(pending, more []*writeOp) []*writeOp {
+	for _, op := range more {
+		if err := op.ctx.Err(); err != nil {
+			op.done <- err
+			continue
+		}
+		pending = append(pending, op)
+	}
+	return pending
 }
 
 func (e *Engine) failAll(ops []*writeOp, err error) {

@@ -32,12 +32,18 @@ type writeQueue struct {
 	closed  bool
 	// maxBatch is the most writes one transaction takes.
 	maxBatch int
-	// lastBatch is the size of the batch committed last.
+	// lastBatch is the size of the batch committed last, or being
+	// committed.
 	lastBatch int
 }
 
+// commitFunc commits a batch. Once it has run the batch's writes it may
+// call more, as often as it likes, for the writes queued since, which
+// then belong to the batch too (up to maxBatch in all).
+type commitFunc func(batch []*writeOp, more func() []*writeOp)
+
 // run queues op and returns its outcome; commit runs each batch.
-func (q *writeQueue) run(op *writeOp, commit func([]*writeOp)) error {
+func (q *writeQueue) run(op *writeOp, commit commitFunc) error {
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
@@ -77,7 +83,7 @@ func (q *writeQueue) run(op *writeOp, commit func([]*writeOp)) error {
 // await waits for op's answer, committing a batch first if op is made
 // leader. It returns answered false, and no error, if cancel fires first
 // (a nil cancel never does).
-func (q *writeQueue) await(op *writeOp, commit func([]*writeOp), cancel <-chan struct{}) (answered bool, err error) {
+func (q *writeQueue) await(op *writeOp, commit commitFunc, cancel <-chan struct{}) (answered bool, err error) {
 	select {
 	case err := <-op.done:
 		return true, err
@@ -91,7 +97,7 @@ func (q *writeQueue) await(op *writeOp, commit func([]*writeOp), cancel <-chan s
 
 // lead commits the batch at the head of the queue, which holds the
 // leader's own write, then hands leadership on.
-func (q *writeQueue) lead(commit func([]*writeOp)) {
+func (q *writeQueue) lead(commit commitFunc) {
 	q.mu.Lock()
 	shared := q.lastBatch > 1
 	q.mu.Unlock()
@@ -101,14 +107,7 @@ func (q *writeQueue) lead(commit func([]*writeOp)) {
 		// an idle processor, which costs more than its whole write.
 		runtime.Gosched()
 	}
-	q.mu.Lock()
-	n := min(len(q.queue), q.maxBatch)
-	batch := append([]*writeOp(nil), q.queue[:n]...)
-	q.queue = append(q.queue[:0], q.queue[n:]...)
-	q.lastBatch = n
-	q.mu.Unlock()
-
-	commit(batch)
+	commit(q.take(true), func() []*writeOp { return q.take(false) })
 
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -120,6 +119,25 @@ func (q *writeQueue) lead(commit func([]*writeOp)) {
 	next := q.queue[0]
 	next.leader = true
 	next.lead <- struct{}{}
+}
+
+// take removes writes from the head of the queue for the batch being
+// committed, or for a new one when fresh is set, up to maxBatch in the
+// batch, and returns them. Only the leader calls it.
+func (q *writeQueue) take(fresh bool) []*writeOp {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if fresh {
+		q.lastBatch = 0
+	}
+	n := min(len(q.queue), q.maxBatch-q.lastBatch)
+	if n <= 0 {
+		return nil
+	}
+	batch := append([]*writeOp(nil), q.queue[:n]...)
+	q.queue = append(q.queue[:0], q.queue[n:]...)
+	q.lastBatch += n
+	return batch
 }
 
 // close refuses new writes and waits until the queued ones are done.

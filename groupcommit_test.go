@@ -53,7 +53,7 @@ func TestALoneWriteCommitsOnItsCallersGoroutine(t *testing.T) {
 	q := newWriteQueue(8)
 	caller := goid()
 	var committer string
-	err := q.run(newOp(context.Background()), func(batch []*writeOp) {
+	err := q.run(newOp(context.Background()), func(batch []*writeOp, _ func() []*writeOp) {
 		committer = goid()
 		answer(batch)
 	})
@@ -64,12 +64,12 @@ func TestALoneWriteCommitsOnItsCallersGoroutine(t *testing.T) {
 
 // holdFirst returns a commit whose first batch waits for release, and the
 // sizes of the batches committed.
-func holdFirst() (commit func([]*writeOp), release chan struct{}, sizes func() []int) {
+func holdFirst() (commit commitFunc, release chan struct{}, sizes func() []int) {
 	release = make(chan struct{})
 	var mu sync.Mutex
 	var got []int
 	first := true
-	commit = func(batch []*writeOp) {
+	commit = func(batch []*writeOp, _ func() []*writeOp) {
 		mu.Lock()
 		wait := first
 		first = false
@@ -178,7 +178,7 @@ func TestEveryConcurrentWriteIsAnsweredOnce(t *testing.T) {
 	q := newWriteQueue(16)
 	var mu sync.Mutex
 	seen := map[*writeOp]int{}
-	commit := func(batch []*writeOp) {
+	commit := func(batch []*writeOp, _ func() []*writeOp) {
 		mu.Lock()
 		for _, op := range batch {
 			seen[op]++
@@ -213,5 +213,51 @@ func TestEveryConcurrentWriteIsAnsweredOnce(t *testing.T) {
 	defer q.mu.Unlock()
 	if q.leading || len(q.queue) != 0 {
 		t.Fatalf("leading %v with %d queued after every write returned", q.leading, len(q.queue))
+	}
+}
+
+func TestWritesQueuedWhileABatchRunsJoinItWhenItAsks(t *testing.T) {
+	q := newWriteQueue(3)
+	started := make(chan struct{})
+	var mu sync.Mutex
+	var sizes []int
+	commit := func(batch []*writeOp, more func() []*writeOp) {
+		mu.Lock()
+		first := len(sizes) == 0
+		mu.Unlock()
+		if first {
+			close(started)
+			waitQueued(t, q, 3)
+		}
+		batch = append(batch, more()...)
+		mu.Lock()
+		sizes = append(sizes, len(batch))
+		mu.Unlock()
+		answer(batch)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { q.run(newOp(context.Background()), commit) })
+	<-started
+	for range 3 {
+		wg.Go(func() { q.run(newOp(context.Background()), commit) })
+	}
+	wg.Wait()
+	// The first batch takes two of the three queued meanwhile (up to
+	// maxBatch); the third has a batch of its own.
+	if len(sizes) != 2 || sizes[0] != 3 || sizes[1] != 1 {
+		t.Fatalf("batch sizes %v, want [3 1]", sizes)
+	}
+}
+
+func TestAWriteWhoseCallerGaveUpDoesNotJoinABatch(t *testing.T) {
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	kept, left := newOp(context.Background()), newOp(gone)
+	got := joinLive(nil, []*writeOp{left, kept})
+	if len(got) != 1 || got[0] != kept {
+		t.Fatalf("joined %d writes, want only the one still wanted", len(got))
+	}
+	if err := <-left.done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the abandoned write was answered %v, want its context's error", err)
 	}
 }
