@@ -119,6 +119,10 @@ var rulesOnPostgreSQL = []func(*testing.T){
 	TestRefreshNeverPushesOlderEntriesOutOfAFullQueue,
 	// model_test.go (fewer sequences on PostgreSQL, see modelSequences)
 	TestEngineMatchesReferenceModel,
+	// batch_test.go
+	TestAWriteQueuedWhileABatchRunsJoinsItsTransaction,
+	TestAWriteJoiningABatchGetsATimeNoEarlierThanItsCall,
+	TestAWriteWhoseCallerGaveUpDoesNotJoinTheRunningBatch,
 }
 
 // sqliteOnly are the tests that open a store through newTestDB but run on

@@ -56,9 +56,10 @@ type Options struct {
 	// watcher that is not a sub-agent (coalesced per watcher).
 	OnWake func(watcher string)
 	// OnNotice is called after commit, one call at a time, each time a
-	// notice newly enters a watcher's queue (sub-agents included). It runs
-	// on whichever caller's goroutine commits the write, so it must return
-	// quickly and never block: hand the work to another goroutine.
+	// notice newly enters a watcher's queue (sub-agents included), once
+	// every notice of the same event is queued. It runs on whichever
+	// caller's goroutine commits the write, so it must return quickly and
+	// never block: hand the work to another goroutine.
 	OnNotice func(watcher string, notice SystemEvent)
 	// OnRecord is called after commit, one call at a time, for every
 	// appended event, in commit order. Like OnNotice it must return
@@ -274,22 +275,15 @@ func guard(f func() error) (err error) {
 	return f()
 }
 
-// runBatch commits the ops in one transaction. An op that fails is answered
-// with its error and the transaction is redone without it, so one bad write
-// never fails its neighbours.
+// runBatch commits the ops in one transaction, with the ops more hands
+// over once they have run (writes queued meanwhile). An op that fails is
+// answered with its error and the transaction is redone without it, so one
+// bad write never fails its neighbours; an op whose caller gave up is
+// answered with its context's error and left out.
 func (e *Engine) runBatch(pending []*writeOp, more func() []*writeOp) {
 	conflicts := 0
 	for len(pending) > 0 {
-		live := pending[:0:0]
-		for _, op := range pending {
-			if err := op.ctx.Err(); err != nil {
-				op.done <- err
-				continue
-			}
-			live = append(live, op)
-		}
-		pending = live
-		if len(pending) == 0 {
+		if pending = joinLive(nil, pending); len(pending) == 0 {
 			return
 		}
 		tx, err := e.store.BeginWrite(e.bgCtx)
@@ -308,6 +302,11 @@ func (e *Engine) runBatch(pending []*writeOp, more func() []*writeOp) {
 				// included, and then have a batch of their own.
 				if pending = joinLive(pending, more()); i == len(pending) {
 					break
+				}
+				// They were called after the batch began, and a write's
+				// time is never before its call.
+				if t := e.clk.Now(); t.After(now) {
+					now = t
 				}
 			}
 			op := pending[i]

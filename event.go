@@ -276,7 +276,6 @@ func checkPayload(p json.RawMessage) (json.RawMessage, error) {
 	// Compact checks the syntax as it copies, so one pass does both; p
 	// is trimmed, so the value's first byte says what it is.
 	var buf bytes.Buffer
-	buf.Grow(len(p))
 	if err := json.Compact(&buf, p); err != nil {
 		return nil, fmt.Errorf("payload must be a JSON object: %w", err)
 	}

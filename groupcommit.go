@@ -20,8 +20,9 @@ type writeOp struct {
 
 // writeQueue is group commit without a goroutine of its own: the caller
 // of a write that finds no transaction running commits it itself, with
-// every write queued meanwhile, and hands the role on to the first write
-// still queued when it is done. A lone writer thus runs its transaction on
+// every write queued meanwhile (and those that queue while the batch's
+// writes run), and hands the role on to the first write still queued when
+// it is done. A lone writer thus runs its transaction on
 // its own goroutine, with no hand-off to wait for, and concurrent writers
 // share transactions as before.
 type writeQueue struct {
@@ -32,8 +33,8 @@ type writeQueue struct {
 	closed  bool
 	// maxBatch is the most writes one transaction takes.
 	maxBatch int
-	// lastBatch is the size of the batch committed last, or being
-	// committed.
+	// lastBatch counts the writes taken for the batch committed last, or
+	// being committed (some may have been answered without joining it).
 	lastBatch int
 }
 

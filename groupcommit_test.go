@@ -248,16 +248,3 @@ func TestWritesQueuedWhileABatchRunsJoinItWhenItAsks(t *testing.T) {
 		t.Fatalf("batch sizes %v, want [3 1]", sizes)
 	}
 }
-
-func TestAWriteWhoseCallerGaveUpDoesNotJoinABatch(t *testing.T) {
-	gone, cancel := context.WithCancel(context.Background())
-	cancel()
-	kept, left := newOp(context.Background()), newOp(gone)
-	got := joinLive(nil, []*writeOp{left, kept})
-	if len(got) != 1 || got[0] != kept {
-		t.Fatalf("joined %d writes, want only the one still wanted", len(got))
-	}
-	if err := <-left.done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("the abandoned write was answered %v, want its context's error", err)
-	}
-}

@@ -44,12 +44,17 @@ func (q *queues) pushIfRoom(watcher string, ev SystemEvent) bool {
 // queue (a new entry, or a new text for a notice's pair); pushAll returns
 // how many entries overflow dropped in all.
 func (q *queues) pushAll(ns []watcherNotice, changed []bool) (dropped int) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for i, n := range ns {
-		c, d := q.put(n.watcher, n.notice, true)
-		changed[i] = c
-		dropped += d
+	// A sweep queues every pending notice at once: the lock is let go
+	// now and then, so turns looking at their queues meanwhile wait little.
+	const chunk = 256
+	for start := 0; start < len(ns); start += chunk {
+		q.mu.Lock()
+		for i := start; i < min(start+chunk, len(ns)); i++ {
+			c, d := q.put(ns[i].watcher, ns[i].notice, true)
+			changed[i] = c
+			dropped += d
+		}
+		q.mu.Unlock()
 	}
 	return dropped
 }
