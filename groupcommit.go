@@ -22,9 +22,9 @@ type writeOp struct {
 // of a write that finds no transaction running commits it itself, with
 // every write queued meanwhile (and those that queue while the batch's
 // writes run), and hands the role on to the first write still queued when
-// it is done. A lone writer thus runs its transaction on
-// its own goroutine, with no hand-off to wait for, and concurrent writers
-// share transactions as before.
+// it is done. A lone writer thus runs its transaction on its own
+// goroutine, with no hand-off to wait for, and concurrent writers share
+// transactions as before.
 type writeQueue struct {
 	mu      sync.Mutex
 	idle    *sync.Cond // broadcast when leading turns false
