@@ -131,9 +131,10 @@ type Engine struct {
 	writes    writeQueue
 	closeOnce sync.Once
 
-	queues *queues
-	waker  *waker
-	stats  stats
+	queues  *queues
+	notices noticeMemo
+	waker   *waker
+	stats   stats
 
 	bgCtx    context.Context
 	bgCancel context.CancelFunc

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -89,6 +90,40 @@ type targetNotices struct {
 	key      string
 	lastSeen int64
 	text     string
+}
+
+// noticeMemo keeps each target's notice parts from one material event to
+// the next. Watchers behind on a busy target stand at the same watermark
+// event after event, so their notices keep the same text: built once, not
+// once per event, and the queue then finds it unchanged by comparing one
+// pointer. The parts are a pure function of target and watermark, so a
+// kept entry is never stale, only unused.
+type noticeMemo struct {
+	mu       sync.Mutex
+	byTarget map[SessionRef]targetNotices
+}
+
+// noticeMemoMax bounds the targets kept; past it the memo starts over.
+const noticeMemoMax = 4096
+
+// get returns what target's last notices shared (zero if none).
+func (m *noticeMemo) get(target SessionRef) targetNotices {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.byTarget[target]
+}
+
+// keep remembers n for target's next event.
+func (m *noticeMemo) keep(target SessionRef, n targetNotices) {
+	if n.target == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.byTarget == nil || len(m.byTarget) >= noticeMemoMax {
+		m.byTarget = make(map[SessionRef]targetNotices)
+	}
+	m.byTarget[target] = n
 }
 
 // of is noticeFor(c); every c must have the same target.

@@ -116,7 +116,7 @@ func (t *Txn) record(ctx context.Context, ev Event, occurredAt time.Time, parent
 		// moved in place, and one effect queues every notice (a target
 		// may have thousands of watchers).
 		moved := watchers[:0]
-		var notices targetNotices
+		notices := e.notices.get(target)
 		queued := make([]watcherNotice, 0, len(watchers)+1)
 		for _, c := range watchers {
 			if c.Watcher == ev.ActorID { // self-suppression: exact match
@@ -138,6 +138,7 @@ func (t *Txn) record(ctx context.Context, ev Event, occurredAt time.Time, parent
 			}
 			queued = append(queued, watcherNotice{c.Watcher, notices.of(c)})
 		}
+		e.notices.keep(target, notices)
 		t.AfterCommit(func() { e.enqueueNotices(queued) })
 	}
 	return Recorded{Event: ev, Appended: true}, nil
