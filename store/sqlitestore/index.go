@@ -15,23 +15,27 @@ import (
 //
 // The file says how far the index goes (sequence_floor.indexed_through):
 // every event at or below it has its entry, none above it has one. A read
-// of a session takes its indexed events and scans the events above that
-// mark for the rest, in one statement, so it needs nothing from memory and
-// a crash loses nothing: the index is brought up to date again by the next
-// write that does so. Triggers on events (migration 5) delete or move an
-// event's entry with it, whoever deletes or changes the event; every number
-// at or below the mark counts as used, so no new event goes below it.
+// of a session takes its indexed events and, in the same statement, its
+// events above that mark: looked up by number when the store knows them
+// (unindexedTail), scanned for otherwise. A crash loses nothing: the index
+// is brought up to date again by the next write that does so. Triggers on
+// events (migration 5) delete or move an event's entry with it, whoever
+// deletes or changes the event; every number at or below the mark counts
+// as used, so no new event goes below it.
 //
 // A store with its file to itself brings the index up to date when
 // indexMaxLag events have gathered above the mark, or at the next commit
 // once the oldest of them is indexMaxAge old; at Open and Close; and before
-// a write that deletes a session or runs an embedder's statements. A
-// shared store, or one whose DB was handed out, does it in every write
-// that appends or runs an embedder's statements, before the commit, and
-// Open does it too: so the reads of a shared store skip the scan above the
-// mark, until DB() is handed out (its statements bypass the store).
+// a write that deletes a session or runs an embedder's statements. Each
+// time it rewrites about one page per session recorded on, so the lag sets
+// how many events share those pages; it knows what lies above the mark,
+// so its reads do not scan there. A shared store, or one whose DB was
+// handed out, does it in every write that appends or runs an embedder's
+// statements, before the commit, and Open does it too: so the reads of a
+// shared store skip the part above the mark, until DB() is handed out (its
+// statements bypass the store).
 const (
-	indexMaxLag = 1024
+	indexMaxLag = 4096
 	indexMaxAge = time.Second
 )
 
@@ -41,6 +45,14 @@ const (
 	indexMarkQuery = `(SELECT indexed_through FROM sequence_floor WHERE id = 1)`
 	tailOfSession  = `events WHERE sequence > ` + indexMarkQuery + ` AND agent_id = ?1 AND session_key = ?2`
 )
+
+// tailOfList is the same tail looked up by number, for a store that knows
+// the numbers (unindexedTail): param holds them as a JSON array. The mark
+// is the snapshot's, which may have risen since the list was taken.
+func tailOfList(param string) string {
+	return `events WHERE sequence IN (SELECT value FROM json_each(` + param + `)) AND sequence > ` + indexMarkQuery +
+		` AND agent_id = ?1 AND session_key = ?2`
+}
 
 // indexLag counts the committed events the index lacks, to decide when a
 // commit brings it up to date. Reads never consult it: it only paces
@@ -118,6 +130,6 @@ func (t *Tx) writeIndex() error {
 		max(indexed_through, coalesce((SELECT max(sequence) FROM events), 0)) WHERE id = 1`); err != nil {
 		return fmt.Errorf("write session index: %w", err)
 	}
-	t.indexed, t.appended = true, 0
+	t.indexed, t.appended, t.unindexed = true, 0, t.unindexed[:0]
 	return nil
 }

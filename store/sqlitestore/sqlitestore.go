@@ -73,8 +73,10 @@ type Store struct {
 	moves  *heldMoves
 	// watchers is nil for a shared store too.
 	watchers *watcherRows
-	// index paces writes of the session index (see index.go).
+	// index paces writes of the session index (see index.go), and tail
+	// knows what it lacks (nil for a shared store, which lacks nothing).
 	index *indexLag
+	tail  *unindexedTail
 	// scanTail is set when reads must look above the index's mark: the
 	// store lets the index lag, or DB() was handed out. Otherwise every
 	// write brings the index up to date before it commits.
@@ -141,6 +143,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.seq = &lastSequence{}
 		s.moves = newHeldMoves()
 		s.watchers = newWatcherRows()
+		s.tail = newUnindexedTail()
 	}
 	// What a crash of an exclusive store left above the index's mark gets
 	// its entries: a shared store's reads count on there being none.
@@ -223,6 +226,7 @@ func (s *Store) shutDown() error {
 	s.shut.Store(true)
 	if s.recent != nil {
 		s.recent.turnOff() // reads after Close fail, as the file's do
+		s.tail.turnOff()
 	}
 	err := s.ckpt.close()
 	// Finalize the kept statements first: a connection with live
@@ -251,6 +255,7 @@ func (s *Store) DB() *sql.DB {
 		s.seq.turnOff()
 		s.moves.stopHolding()
 		s.watchers.turnOff()
+		s.tail.turnOff()
 		lags := s.index.lags()
 		s.index.stopLagging()
 		if s.moves.count() > 0 || lags {
@@ -303,7 +308,15 @@ const (
 	indexedVersionQuery = `SELECT max(` + indexedVersionOf + `)`
 	tailVersionsQuery   = `SELECT agent_id, session_key, max(sequence) FROM events WHERE sequence > ` + indexMarkQuery + `
 		GROUP BY agent_id, session_key`
+	// The same for the events numbered in ?1 (unindexedTail).
+	tailVersionsOfListQuery = `SELECT agent_id, session_key, max(sequence) FROM events
+		WHERE sequence IN (SELECT value FROM json_each(?1)) AND sequence > ` + indexMarkQuery + `
+		GROUP BY agent_id, session_key`
 )
+
+// versionOfListQuery is versionQuery with the tail looked up by the
+// numbers in ?3 (unindexedTail).
+var versionOfListQuery = `SELECT max(coalesce((SELECT max(sequence) FROM ` + tailOfList("?3") + `), 0), ` + indexedVersionOf + `)`
 
 type scanner interface{ Scan(...any) error }
 
@@ -404,26 +417,46 @@ func (s *Store) Versions(ctx context.Context, refs []vigil.SessionRef) (map[vigi
 
 // readVersions reads the versions of refs from the file into out.
 func (s *Store) readVersions(ctx context.Context, refs []vigil.SessionRef, out map[vigil.SessionRef]int64) error {
-	return s.snapshot(ctx, func(c conn) error {
-		tail := map[vigil.SessionRef]int64{}
-		if s.scanTail.Load() {
-			if err := c.query(tailVersionsQuery, nil, func(row rowValues) error {
+	if !s.scanTail.Load() {
+		return s.snapshot(ctx, func(c conn) error { return readIndexedVersions(c, refs, nil, out) })
+	}
+	// The newest event of each session above the index's mark.
+	withTail := func(q string, args ...any) func(c conn) error {
+		return func(c conn) error {
+			tail := map[vigil.SessionRef]int64{}
+			if err := c.query(q, args, func(row rowValues) error {
 				tail[vigil.SessionRef{AgentID: row.str(0), Key: row.str(1)}] = row.int(2)
 				return nil
 			}); err != nil {
 				return err
 			}
+			return readIndexedVersions(c, refs, tail, out)
 		}
-		for _, r := range refs {
-			if _, err := c.queryRow(indexedVersionQuery, []any{r.AgentID, r.Key}, func(row rowValues) error {
-				out[r] = max(row.int(0), tail[r])
-				return nil
-			}); err != nil {
-				return err
-			}
+	}
+	for range tailAttempts {
+		list, stamp, ok := s.tail.listOf(refs, nil)
+		if !ok {
+			break
 		}
-		return nil
-	})
+		if err := s.snapshot(ctx, withTail(tailVersionsOfListQuery, list)); err != nil || s.tail.unchanged(stamp) {
+			return err
+		}
+	}
+	return s.snapshot(ctx, withTail(tailVersionsQuery))
+}
+
+// readIndexedVersions reads the versions of refs from the index, raised to
+// their events above the mark in tail.
+func readIndexedVersions(c conn, refs []vigil.SessionRef, tail, out map[vigil.SessionRef]int64) error {
+	for _, r := range refs {
+		if _, err := c.queryRow(indexedVersionQuery, []any{r.AgentID, r.Key}, func(row rowValues) error {
+			out[r] = max(row.int(0), tail[r])
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // History implements vigil.Reader.
@@ -449,15 +482,34 @@ func (s *Store) History(ctx context.Context, ref vigil.SessionRef, after int64, 
 
 // readHistory reads a session's history from the file.
 func (s *Store) readHistory(ctx context.Context, ref vigil.SessionRef, after int64, limit int) (vigil.History, error) {
+	args := []any{ref.AgentID, ref.Key, after, limit}
+	if !s.scanTail.Load() {
+		return s.queryHistory(ctx, ref, limit, historyIndexedQuery, args)
+	}
+	for range tailAttempts {
+		list, stamp, ok := s.tail.list(ref, nil)
+		if !ok {
+			break
+		}
+		h, err := s.queryHistory(ctx, ref, limit, historyOfListQuery, append(args, list))
+		if err != nil || s.tail.unchanged(stamp) {
+			return h, err
+		}
+	}
+	return s.queryHistory(ctx, ref, limit, historyQuery, args)
+}
+
+// tailAttempts bounds how often a read looks the index's tail up by number
+// before it scans: each attempt that a commit overlapped starts again.
+const tailAttempts = 3
+
+// queryHistory runs one of the history queries with its arguments.
+func (s *Store) queryHistory(ctx context.Context, ref vigil.SessionRef, limit int, q string, args []any) (vigil.History, error) {
 	var h vigil.History
 	// One statement is one snapshot, so bounds and events agree without an
 	// explicit read transaction (which would cost two more statements).
 	err := s.reading(ctx, func(c conn) error {
-		q := historyIndexedQuery
-		if s.scanTail.Load() {
-			q = historyQuery
-		}
-		return c.query(q, []any{ref.AgentID, ref.Key, after, limit}, func(r rowValues) error {
+		return c.query(q, args, func(r rowValues) error {
 			if r.isNull(4) { // the bounds row
 				h.EarliestRetained, h.Head, h.PrunedWatermark = r.int(0), max(r.int(1), r.int(2)), r.int(3)
 				return nil
@@ -485,19 +537,21 @@ func (s *Store) readHistory(ctx context.Context, ref vigil.SessionRef, after int
 // select needs no sort of the whole result, as an outer join with ORDER BY
 // did. The session's key columns are the caller's, so they are not read
 // back, and nullable columns come back as NULL, which the driver hands over
-// without a copy. historyIndexedQuery is the same without the tail, for a
-// store that keeps none (scanTail).
+// without a copy. historyOfListQuery looks the tail up by the numbers in
+// ?5 (unindexedTail) instead of scanning it, and historyIndexedQuery has no
+// tail, for a store that keeps none (scanTail).
 var (
-	historyQuery        = historyQueryOf(true)
-	historyIndexedQuery = historyQueryOf(false)
+	historyQuery        = historyQueryOf(tailOfSession)
+	historyOfListQuery  = historyQueryOf(tailOfList("?5"))
+	historyIndexedQuery = historyQueryOf("")
 )
 
-func historyQueryOf(tail bool) string {
+func historyQueryOf(tail string) string {
 	first := `(SELECT min(sequence) FROM session_events WHERE agent_id = ?1 AND session_key = ?2)`
 	last := `(SELECT max(sequence) FROM session_events WHERE agent_id = ?1 AND session_key = ?2)`
-	if tail {
-		first = `coalesce(` + first + `, (SELECT min(sequence) FROM ` + tailOfSession + `))`
-		last = `coalesce((SELECT max(sequence) FROM ` + tailOfSession + `), ` + last + `)`
+	if tail != "" {
+		first = `coalesce(` + first + `, (SELECT min(sequence) FROM ` + tail + `))`
+		last = `coalesce((SELECT max(sequence) FROM ` + tail + `), ` + last + `)`
 	}
 	q := `SELECT ` + first + `, ` + last + `, h.head, h.pruned_watermark,
 		NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
@@ -508,12 +562,12 @@ func historyQueryOf(tail bool) string {
 		FROM session_events x JOIN events e
 			ON e.sequence = x.sequence AND e.agent_id = x.agent_id AND e.session_key = x.session_key
 		WHERE x.agent_id = ?1 AND x.session_key = ?2 AND x.sequence > ?3 ORDER BY x.sequence LIMIT ?4)`
-	if tail {
+	if tail != "" {
 		q += `
 	UNION ALL
 	SELECT * FROM (SELECT NULL, NULL, NULL, NULL, sequence, session_id, kind, actor_type, actor_id, run_id,
 		occurred_at, recorded_at, summary, payload, dedupe_key
-		FROM ` + tailOfSession + ` AND sequence > ?3 ORDER BY sequence LIMIT ?4)`
+		FROM ` + tail + ` AND sequence > ?3 ORDER BY sequence LIMIT ?4)`
 	}
 	return q
 }
@@ -639,9 +693,11 @@ type Tx struct {
 	reread     bool // an embedder's statement ran since the sequence was read
 
 	// appended counts the events the transaction appended since it last
-	// brought the session index up to date (indexed).
-	appended int
-	indexed  bool
+	// brought the session index up to date (indexed); unindexed are they,
+	// kept when the store knows its index's tail.
+	appended  int
+	indexed   bool
+	unindexed []tailEntry
 
 	// changes are what the store's memory of recent history learns at
 	// commit, in order; kept only when the store has that memory.
@@ -720,6 +776,11 @@ func (t *Tx) Exec(query string, args ...any) (int64, error) {
 // history forgets at commit.
 func (t *Tx) bypassed() error {
 	t.touchAll()
+	if !t.opaque && t.s.tail != nil {
+		// Until the write ends, reads do not trust the tail's memory: the
+		// embedder's statements may even commit at once (see Conn).
+		t.s.tail.committing()
+	}
 	if !t.opaque && t.failed == nil && t.holdsMoves() {
 		// The embedder's statements meet every cursor move in the file.
 		t.failed = t.writeMoves()
@@ -751,6 +812,9 @@ func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
 	}
 	if n == 1 {
 		t.appended++
+		if t.s.tail != nil {
+			t.unindexed = append(t.unindexed, tailEntry{e.Session(), e.Sequence})
+		}
 		if t.s.recent != nil {
 			ev := *e // its payload is copied only if memory keeps it
 			t.track(change{appended: &ev})
@@ -794,7 +858,14 @@ func (t *Tx) loadSequence() error {
 // Version implements vigil.Tx.
 func (t *Tx) Version(ctx context.Context, ref vigil.SessionRef) (int64, error) {
 	var v int64
-	_, err := t.c.queryRow(versionQuery, []any{ref.AgentID, ref.Key}, func(r rowValues) error {
+	q, args := versionQuery, []any{ref.AgentID, ref.Key}
+	if !t.opaque {
+		// No other write can commit meanwhile.
+		if list, _, ok := t.s.tail.list(ref, t.unindexed); ok {
+			q, args = versionOfListQuery, append(args, list)
+		}
+	}
+	_, err := t.c.queryRow(q, args, func(r rowValues) error {
 		v = r.int(0)
 		return nil
 	})
@@ -1009,6 +1080,9 @@ func (t *Tx) Commit() error {
 				return err
 			}
 		}
+		if t.s.tail != nil {
+			t.s.tail.committing()
+		}
 		_, err := t.c.exec(`COMMIT`)
 		return err
 	}()
@@ -1018,6 +1092,13 @@ func (t *Tx) Commit() error {
 		t.s.index.committed(t.indexed, t.appended, now)
 	} else {
 		t.s.index.unknown()
+	}
+	if t.s.tail != nil {
+		if err == nil && !t.opaque {
+			t.s.tail.committed(t.indexed, t.unindexed)
+		} else {
+			t.s.tail.forget()
+		}
 	}
 	if t.s.recent != nil {
 		if err == nil {
@@ -1061,6 +1142,9 @@ func (t *Tx) Rollback() error {
 	}
 	if ended {
 		t.s.index.unknown()
+	}
+	if t.s.tail != nil && (ended || t.opaque) {
+		t.s.tail.forget()
 	}
 	if t.s.recent != nil {
 		if ended {

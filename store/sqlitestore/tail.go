@@ -1,0 +1,153 @@
+package sqlitestore
+
+import (
+	"strconv"
+	"sync"
+
+	vigil "github.com/vigilhq/vigil"
+)
+
+// unindexedTail is what a store with its file to itself knows of the
+// events above the session index's mark: each session's sequences there.
+// A read from the file then looks the session's events above the mark up
+// by number, where it would otherwise scan every event above the mark for
+// them. So the index can lag further (indexMaxLag), and be written less
+// often, without making reads slower.
+//
+// It is exact because the store that owns it holds the file alone and
+// updates it from every commit before Commit returns: an append adds its
+// event, and a commit that brought the index up to date keeps only what it
+// appended after. A read takes its list before its statement starts, so
+// every event the list names is in the statement's snapshot. A commit
+// that lands between the two could show the statement its deletions but
+// not its appends, so the read checks afterwards that no commit began
+// since it took the list (stamps, as a sequence lock does), and starts
+// again if one did. Whatever memory cannot follow (an embedder's
+// statements, a commit whose outcome is unknown) leaves it unknown until a
+// later commit brings the index up to date; reads scan the file meanwhile.
+type unindexedTail struct {
+	mu        sync.Mutex
+	known     bool
+	off       bool // for good: DB() was handed out, or the store closed
+	bySession map[vigil.SessionRef][]int64
+	count     int
+	// started counts commits begun, finished those memory followed (or
+	// forgot); they differ while a commit is under way.
+	started, finished uint64
+}
+
+// tailEntry is an appended event a transaction has not indexed yet.
+type tailEntry struct {
+	ref vigil.SessionRef
+	seq int64
+}
+
+// tailMaxEntries bounds the memory: should the index stop being written
+// (a failing write, say), reads scan the file again.
+const tailMaxEntries = 4 * indexMaxLag
+
+func newUnindexedTail() *unindexedTail {
+	return &unindexedTail{bySession: make(map[vigil.SessionRef][]int64)}
+}
+
+// list returns ref's sequences above the mark as a JSON array, with
+// those of own (a write's events not yet committed) too, and the stamp to
+// check with unchanged once the read is done; or false when memory does
+// not know them, or a commit is under way. A nil tail knows nothing.
+func (m *unindexedTail) list(ref vigil.SessionRef, own []tailEntry) (string, uint64, bool) {
+	return m.listOf([]vigil.SessionRef{ref}, own)
+}
+
+// listOf is list for the events of every ref in one array.
+func (m *unindexedTail) listOf(refs []vigil.SessionRef, own []tailEntry) (string, uint64, bool) {
+	if m == nil {
+		return "", 0, false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.known || m.started != m.finished {
+		return "", 0, false
+	}
+	b := append(make([]byte, 0, 64), '[')
+	for _, ref := range refs {
+		for _, seq := range m.bySession[ref] {
+			b = strconv.AppendInt(append(b, ','), seq, 10)
+		}
+		for _, e := range own {
+			if e.ref == ref {
+				b = strconv.AppendInt(append(b, ','), e.seq, 10)
+			}
+		}
+	}
+	if len(b) > 1 {
+		b[1] = ' ' // the first comma
+	}
+	return string(append(b, ']')), m.started, true
+}
+
+// unchanged reports whether no commit began since list returned stamp.
+func (m *unindexedTail) unchanged(stamp uint64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.started == stamp
+}
+
+// committing marks a commit as under way, just before it is made.
+func (m *unindexedTail) committing() {
+	m.mu.Lock()
+	m.started++
+	m.mu.Unlock()
+}
+
+// doneLocked ends the commit under way, or counts one if none was marked.
+func (m *unindexedTail) doneLocked() {
+	if m.finished == m.started {
+		m.started++
+	}
+	m.finished = m.started
+}
+
+// committed follows a commit that memory can follow: indexed says it
+// brought the index up to date, and appended are its events since.
+func (m *unindexedTail) committed(indexed bool, appended []tailEntry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.doneLocked()
+	if m.off {
+		return
+	}
+	if indexed {
+		clear(m.bySession)
+		m.count, m.known = 0, true
+	}
+	if !m.known {
+		return
+	}
+	for _, e := range appended {
+		m.bySession[e.ref] = append(m.bySession[e.ref], e.seq)
+	}
+	if m.count += len(appended); m.count > tailMaxEntries {
+		m.forgetLocked()
+	}
+}
+
+// forget follows a commit memory cannot follow.
+func (m *unindexedTail) forget() {
+	m.mu.Lock()
+	m.doneLocked()
+	m.forgetLocked()
+	m.mu.Unlock()
+}
+
+func (m *unindexedTail) forgetLocked() {
+	clear(m.bySession)
+	m.count, m.known = 0, false
+}
+
+// turnOff makes memory unknown for good.
+func (m *unindexedTail) turnOff() {
+	m.mu.Lock()
+	m.off = true
+	m.forgetLocked()
+	m.mu.Unlock()
+}
