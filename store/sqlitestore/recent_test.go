@@ -183,6 +183,21 @@ func openTestStore(t *testing.T, opts Options) *Store {
 	return s
 }
 
+// insertByHand begins a write and inserts an event numbered seq on
+// agent:a:main through an embedder's statement, leaving the write open.
+func insertByHand(t *testing.T, s *Store, seq int64) *Tx {
+	t.Helper()
+	tx, err := s.BeginWrite(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.(*Tx).Exec(`INSERT INTO events (sequence, agent_id, session_key, kind, actor_type, occurred_at,
+		recorded_at, summary) VALUES (?, 'a', 'agent:a:main', 'goal_changed', 'human', 1, 1, 'by hand')`, seq); err != nil {
+		t.Fatal(err)
+	}
+	return tx.(*Tx)
+}
+
 // appendOne commits one goal event on ref and returns its sequence.
 func appendOne(t *testing.T, s *Store, ref vigil.SessionRef) int64 {
 	t.Helper()
@@ -227,14 +242,7 @@ func TestAnEmbeddersStatementsMakeTheMemoryForget(t *testing.T) {
 	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
 	appendOne(t, s, ref)
 	wantFileAnswer(t, s, ref) // now held in memory
-	tx, err := s.BeginWrite(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.(*Tx).Exec(`INSERT INTO events (sequence, agent_id, session_key, kind, actor_type, occurred_at,
-		recorded_at, summary) VALUES (100, 'a', 'agent:a:main', 'goal_changed', 'human', 1, 1, 'by hand')`); err != nil {
-		t.Fatal(err)
-	}
+	tx := insertByHand(t, s, 100)
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}

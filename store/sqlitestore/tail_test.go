@@ -2,21 +2,10 @@ package sqlitestore
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	vigil "github.com/vigilhq/vigil"
 )
-
-func openExclusive(t *testing.T) *Store {
-	t.Helper()
-	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "vigil.db"), Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
 
 func tailList(t *testing.T, s *Store, ref vigil.SessionRef) (string, bool) {
 	t.Helper()
@@ -39,7 +28,7 @@ func writeIndexNow(t *testing.T, s *Store) {
 }
 
 func TestAnExclusiveStoreKnowsEachSessionsEventsAboveTheIndexsMark(t *testing.T) {
-	s := openExclusive(t)
+	s := openTestStore(t, Options{Synchronous: "NORMAL"})
 	a := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
 	b := vigil.SessionRef{AgentID: "b", Key: "agent:b:main"}
 	appendEvents(t, s, a, 2)
@@ -71,17 +60,10 @@ func TestAnExclusiveStoreKnowsEachSessionsEventsAboveTheIndexsMark(t *testing.T)
 }
 
 func TestAnEmbeddersStatementsLeaveTheTailUnknownUntilTheIndexIsWritten(t *testing.T) {
-	s := openExclusive(t)
+	s := openTestStore(t, Options{Synchronous: "NORMAL"})
 	a := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
 	appendEvents(t, s, a, 1)
-	tx, err := s.BeginWrite(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.(*Tx).Exec(`INSERT INTO events (sequence, agent_id, session_key, kind, actor_type, occurred_at,
-		recorded_at, summary) VALUES (2, 'a', 'agent:a:main', 'goal_changed', 'human', 1, 1, 'by hand')`); err != nil {
-		t.Fatal(err)
-	}
+	tx := insertByHand(t, s, 2)
 	if _, ok := tailList(t, s, a); ok {
 		t.Fatal("the tail is trusted while an embedder's statements run")
 	}
