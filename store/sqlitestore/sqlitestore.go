@@ -777,9 +777,9 @@ func (t *Tx) Exec(query string, args ...any) (int64, error) {
 func (t *Tx) bypassed() error {
 	t.touchAll()
 	if !t.opaque && t.s.tail != nil {
-		// Until the write ends, reads do not trust the tail's memory: the
-		// embedder's statements may even commit at once (see Conn).
-		t.s.tail.committing()
+		// Reads stop trusting the tail's memory at once: the embedder's
+		// statements may even commit at once (see Conn).
+		t.s.tail.forget()
 	}
 	if !t.opaque && t.failed == nil && t.holdsMoves() {
 		// The embedder's statements meet every cursor move in the file.
@@ -1081,7 +1081,7 @@ func (t *Tx) Commit() error {
 			}
 		}
 		if t.s.tail != nil {
-			t.s.tail.committing()
+			t.s.tail.committing(t.unindexed)
 		}
 		_, err := t.c.exec(`COMMIT`)
 		return err

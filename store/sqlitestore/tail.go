@@ -17,14 +17,16 @@ import (
 // It is exact because the store that owns it holds the file alone and
 // updates it from every commit before Commit returns: an append adds its
 // event, and a commit that brought the index up to date keeps only what it
-// appended after. A read takes its list before its statement starts, so
-// every event the list names is in the statement's snapshot. A commit
-// that lands between the two could show the statement its deletions but
-// not its appends, so the read checks afterwards that no commit began
-// since it took the list (stamps, as a sequence lock does), and starts
-// again if one did. Whatever memory cannot follow (an embedder's
-// statements, a commit whose outcome is unknown) leaves it unknown until a
-// later commit brings the index up to date; reads scan the file meanwhile.
+// appended after. A read takes its list before its statement starts, and
+// the list names the appends of a commit under way too, so the statement
+// finds every event above the mark that its snapshot holds (and nothing
+// of a commit its snapshot lacks). A commit that begins between the two
+// could show the statement its deletions but not its appends, so the read
+// checks afterwards that none began since it took the list (stamps, as a
+// sequence lock does), and starts again if one did. Whatever memory
+// cannot follow (an embedder's statements, a commit whose outcome is
+// unknown) leaves it unknown until a later commit brings the index up to
+// date; reads scan the file meanwhile.
 type unindexedTail struct {
 	mu        sync.Mutex
 	known     bool
@@ -32,8 +34,10 @@ type unindexedTail struct {
 	bySession map[vigil.SessionRef][]int64
 	count     int
 	// started counts commits begun, finished those memory followed (or
-	// forgot); they differ while a commit is under way.
+	// forgot); they differ while a commit is under way, whose appends are
+	// pending.
 	started, finished uint64
+	pending           []tailEntry
 }
 
 // tailEntry is an appended event a transaction has not indexed yet.
@@ -53,7 +57,7 @@ func newUnindexedTail() *unindexedTail {
 // list returns ref's sequences above the mark as a JSON array, with
 // those of own (a write's events not yet committed) too, and the stamp to
 // check with unchanged once the read is done; or false when memory does
-// not know them, or a commit is under way. A nil tail knows nothing.
+// not know them. A nil tail knows nothing.
 func (m *unindexedTail) list(ref vigil.SessionRef, own []tailEntry) (string, uint64, bool) {
 	return m.listOf([]vigil.SessionRef{ref}, own)
 }
@@ -65,7 +69,7 @@ func (m *unindexedTail) listOf(refs []vigil.SessionRef, own []tailEntry) (string
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.known || m.started != m.finished {
+	if !m.known {
 		return "", 0, false
 	}
 	b := append(make([]byte, 0, 64), '[')
@@ -73,9 +77,11 @@ func (m *unindexedTail) listOf(refs []vigil.SessionRef, own []tailEntry) (string
 		for _, seq := range m.bySession[ref] {
 			b = strconv.AppendInt(append(b, ','), seq, 10)
 		}
-		for _, e := range own {
-			if e.ref == ref {
-				b = strconv.AppendInt(append(b, ','), e.seq, 10)
+		for _, entries := range [][]tailEntry{m.pending, own} {
+			for _, e := range entries {
+				if e.ref == ref {
+					b = strconv.AppendInt(append(b, ','), e.seq, 10)
+				}
 			}
 		}
 	}
@@ -92,10 +98,12 @@ func (m *unindexedTail) unchanged(stamp uint64) bool {
 	return m.started == stamp
 }
 
-// committing marks a commit as under way, just before it is made.
-func (m *unindexedTail) committing() {
+// committing marks a commit that appended appended as under way, just
+// before it is made. It keeps appended until the commit is done.
+func (m *unindexedTail) committing(appended []tailEntry) {
 	m.mu.Lock()
 	m.started++
+	m.pending = appended
 	m.mu.Unlock()
 }
 
@@ -104,7 +112,7 @@ func (m *unindexedTail) doneLocked() {
 	if m.finished == m.started {
 		m.started++
 	}
-	m.finished = m.started
+	m.finished, m.pending = m.started, nil
 }
 
 // committed follows a commit that memory can follow: indexed says it
