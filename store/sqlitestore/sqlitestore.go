@@ -775,6 +775,9 @@ func (t *Tx) Exec(query string, args ...any) (int64, error) {
 // reads the last sequence from the file again, and the memory of recent
 // history forgets at commit.
 func (t *Tx) bypassed() error {
+	if t.done {
+		return sql.ErrTxDone
+	}
 	t.touchAll()
 	if !t.opaque && t.s.tail != nil {
 		// Reads stop trusting the tail's memory at once: the embedder's
@@ -1098,6 +1101,12 @@ func (t *Tx) Commit() error {
 			t.s.tail.committed(t.indexed, t.unindexed)
 		} else {
 			t.s.tail.forget()
+		}
+		if err == nil && t.opaque {
+			// Memory knows the tail again from the next index write
+			// (a failed commit's is due already): make it the next
+			// commit's.
+			t.s.index.unknown()
 		}
 	}
 	if t.s.recent != nil {

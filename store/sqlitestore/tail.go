@@ -152,10 +152,12 @@ func (m *unindexedTail) forgetLocked() {
 	m.count, m.known = 0, false
 }
 
-// turnOff makes memory unknown for good.
+// turnOff makes memory unknown for good. A read that took its list
+// before starts again: statements through DB() move no stamp.
 func (m *unindexedTail) turnOff() {
 	m.mu.Lock()
 	m.off = true
+	m.doneLocked()
 	m.forgetLocked()
 	m.mu.Unlock()
 }

@@ -2,6 +2,8 @@ package sqlitestore
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"testing"
 
 	vigil "github.com/vigilhq/vigil"
@@ -79,5 +81,72 @@ func TestAnEmbeddersStatementsLeaveTheTailUnknownUntilTheIndexIsWritten(t *testi
 	writeIndexNow(t, s)
 	if l, ok := tailList(t, s, a); !ok || l != "[]" {
 		t.Fatalf("once the index is written the tail is %q (known %v), want it known and empty", l, ok)
+	}
+}
+
+func TestAReadThatTookItsListBeforeDBWasHandedOutStartsAgain(t *testing.T) {
+	ctx := context.Background()
+	s := openTestStore(t, Options{Synchronous: "NORMAL"})
+	a := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
+	appendEvents(t, s, a, 2)
+	writeIndexNow(t, s) // so DB() has nothing to write, and commits nothing
+	list, stamp, ok := s.tail.list(a, nil)
+	if !ok {
+		t.Fatal("the tail is unknown after the index was written")
+	}
+	// The embedder replaces event 1 by event 3 through DB(), between the
+	// read's list and its statement.
+	tx, err := s.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`DELETE FROM events WHERE sequence = 1`,
+		`INSERT INTO events (sequence, agent_id, session_key, kind, actor_type, occurred_at, recorded_at, summary)
+			VALUES (3, 'a', 'agent:a:main', 'goal_changed', 'human', 1, 1, 'by hand')`} {
+		if _, err := tx.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.queryHistory(ctx, a, 10, historyOfListQuery, []any{a.AgentID, a.Key, int64(0), 10, list})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.tail.unchanged(stamp) {
+		t.Fatalf("the read would keep %d event(s): event 1 gone, event 3 missing, a state that never was", len(h.Events))
+	}
+}
+
+func TestAStatementOnAnEndedWriteIsRefusedAndLeavesTheTailKnown(t *testing.T) {
+	s := openTestStore(t, Options{Synchronous: "NORMAL"})
+	a := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
+	appendEvents(t, s, a, 1)
+	tx, err := s.BeginWrite(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.(*Tx).Exec(`SELECT 1`); !errors.Is(err, sql.ErrTxDone) {
+		t.Fatalf("Exec on a committed write: %v, want %v", err, sql.ErrTxDone)
+	}
+	if _, ok := tailList(t, s, a); !ok {
+		t.Fatal("the tail is unknown after a statement on an ended write")
+	}
+}
+
+func TestTheTailIsKnownAgainOneCommitAfterAnEmbeddersWrite(t *testing.T) {
+	s := openTestStore(t, Options{Synchronous: "NORMAL"})
+	a := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
+	appendEvents(t, s, a, 1)
+	if err := insertByHand(t, s, 2).Commit(); err != nil {
+		t.Fatal(err)
+	}
+	appendEvents(t, s, a, 1)
+	if l, ok := tailList(t, s, a); !ok || l != "[]" {
+		t.Fatalf("one commit after the embedder's the tail is %q (known %v), want it known, the index written", l, ok)
 	}
 }
