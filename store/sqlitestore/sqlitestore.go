@@ -433,16 +433,9 @@ func (s *Store) readVersions(ctx context.Context, refs []vigil.SessionRef, out m
 			return readIndexedVersions(c, refs, tail, out)
 		}
 	}
-	for range tailAttempts {
-		list, stamp, ok := s.tail.listOf(refs, nil)
-		if !ok {
-			break
-		}
-		if err := s.snapshot(ctx, withTail(tailVersionsOfListQuery, list)); err != nil || s.tail.unchanged(stamp) {
-			return err
-		}
-	}
-	return s.snapshot(ctx, withTail(tailVersionsQuery))
+	return s.readAboveMark(refs,
+		func(list string) error { return s.snapshot(ctx, withTail(tailVersionsOfListQuery, list)) },
+		func() error { return s.snapshot(ctx, withTail(tailVersionsQuery)) })
 }
 
 // readIndexedVersions reads the versions of refs from the index, raised to
@@ -486,22 +479,40 @@ func (s *Store) readHistory(ctx context.Context, ref vigil.SessionRef, after int
 	if !s.scanTail.Load() {
 		return s.queryHistory(ctx, ref, limit, historyIndexedQuery, args)
 	}
-	for range tailAttempts {
-		list, stamp, ok := s.tail.list(ref, nil)
-		if !ok {
-			break
-		}
-		h, err := s.queryHistory(ctx, ref, limit, historyOfListQuery, append(args, list))
-		if err != nil || s.tail.unchanged(stamp) {
-			return h, err
-		}
-	}
-	return s.queryHistory(ctx, ref, limit, historyQuery, args)
+	var h vigil.History
+	err := s.readAboveMark([]vigil.SessionRef{ref},
+		func(list string) (err error) {
+			h, err = s.queryHistory(ctx, ref, limit, historyOfListQuery, append(args, list))
+			return err
+		},
+		func() (err error) {
+			h, err = s.queryHistory(ctx, ref, limit, historyQuery, args)
+			return err
+		})
+	return h, err
 }
 
 // tailAttempts bounds how often a read looks the index's tail up by number
 // before it scans: each attempt that a commit overlapped starts again.
 const tailAttempts = 3
+
+// readAboveMark runs a read of refs that takes their events above the
+// index's mark: byList with the numbers the store knows (unindexedTail),
+// taken before the read, and again if a commit began meanwhile, up to
+// tailAttempts times; byScan when memory does not know them, or commits
+// kept overlapping. The last call's outcome is the read's.
+func (s *Store) readAboveMark(refs []vigil.SessionRef, byList func(list string) error, byScan func() error) error {
+	for range tailAttempts {
+		list, stamp, ok := s.tail.listOf(refs, nil)
+		if !ok {
+			break
+		}
+		if err := byList(list); err != nil || s.tail.unchanged(stamp) {
+			return err
+		}
+	}
+	return byScan()
+}
 
 // queryHistory runs one of the history queries with its arguments.
 func (s *Store) queryHistory(ctx context.Context, ref vigil.SessionRef, limit int, q string, args []any) (vigil.History, error) {
