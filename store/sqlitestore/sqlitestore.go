@@ -284,10 +284,6 @@ func cursorAt(r rowValues) vigil.Cursor {
 }
 
 const (
-	appendQuery = `INSERT INTO events (sequence, agent_id, session_key, session_id, kind, actor_type, actor_id,
-		run_id, occurred_at, recorded_at, summary, payload, dedupe_key)
-		VALUES (?, ?, ?, nullif(?, ''), ?, ?, nullif(?, ''), nullif(?, ''), ?, ?, ?, ?, nullif(?, ''))
-		ON CONFLICT (agent_id, session_key, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING`
 	byDedupeQuery = `SELECT ` + eventColumns + ` FROM events WHERE agent_id = ? AND session_key = ? AND dedupe_key = ?`
 	// The index's mark counts as used: an event below it would have no
 	// entry (after events at the top were deleted by hand, say).
@@ -815,12 +811,8 @@ func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
 	}
 	t.seq++
 	e.Sequence = t.seq
-	var payload any
-	if len(e.Payload) > 0 {
-		payload = string(e.Payload)
-	}
-	n, err := t.c.exec(appendQuery, e.Sequence, e.AgentID, e.SessionKey, e.SessionID, string(e.Kind), string(e.ActorType),
-		e.ActorID, e.RunID, e.OccurredAt, e.RecordedAt, e.Summary, payload, e.DedupeKey)
+	q, args := appendStatement(e)
+	n, err := t.c.exec(q, args...)
 	if err != nil {
 		return false, err
 	}
@@ -849,6 +841,53 @@ func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
 	}
 	*e = prior
 	return false, nil
+}
+
+// appendQueries holds the insert of an event for each combination of
+// its optional columns (session_id, actor_id, run_id, dedupe_key: bit 0
+// to 3) that is set. An empty one is a NULL in the statement rather than
+// a parameter, and only an event with a dedupe key can conflict: most
+// events set few of them, and each parameter bound costs a call into
+// SQLite.
+var appendQueries = func() (qs [16]string) {
+	optional := []string{"session_id", "actor_id", "run_id", "dedupe_key"}
+	for mask := range qs {
+		var values strings.Builder
+		values.WriteString("?, ?, ?, ?, ?, ?, ?, ?, ?")
+		for bit := range optional {
+			if mask&(1<<bit) != 0 {
+				values.WriteString(", ?")
+			} else {
+				values.WriteString(", NULL")
+			}
+		}
+		q := `INSERT INTO events (sequence, agent_id, session_key, kind, actor_type, occurred_at, recorded_at,
+		summary, payload, ` + strings.Join(optional, ", ") + `) VALUES (` + values.String() + `)`
+		if mask&(1<<3) != 0 {
+			q += ` ON CONFLICT (agent_id, session_key, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING`
+		}
+		qs[mask] = q
+	}
+	return qs
+}()
+
+// appendStatement returns the insert of e and its arguments.
+func appendStatement(e *vigil.Event) (string, []any) {
+	var payload any
+	if len(e.Payload) > 0 {
+		payload = string(e.Payload)
+	}
+	args := make([]any, 9, 13)
+	args[0], args[1], args[2], args[3], args[4] = e.Sequence, e.AgentID, e.SessionKey, string(e.Kind), string(e.ActorType)
+	args[5], args[6], args[7], args[8] = e.OccurredAt, e.RecordedAt, e.Summary, payload
+	mask := 0
+	for bit, v := range [...]string{e.SessionID, e.ActorID, e.RunID, e.DedupeKey} {
+		if v != "" {
+			mask |= 1 << bit
+			args = append(args, v)
+		}
+	}
+	return appendQueries[mask], args
 }
 
 // loadSequence makes t.seq the last sequence used up, reading it from the
