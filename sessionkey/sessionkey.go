@@ -74,26 +74,27 @@ func Parse(s string) (Key, error) {
 	case strings.IndexFunc(norm, unicode.IsControl) >= 0:
 		return fail("contains a control character")
 	}
-	parts := strings.Split(norm, ":")
-	for _, p := range parts {
-		if p == "" {
-			return fail("has an empty part between ':' separators")
-		}
+	if norm[0] == ':' || norm[len(norm)-1] == ':' || strings.Contains(norm, "::") {
+		return fail("has an empty part between ':' separators")
 	}
-	if len(parts) == 1 {
+	// Cut rather than Split: every record parses its session's key.
+	first, rest, qualified := strings.Cut(norm, ":")
+	if !qualified {
 		return Key{raw: norm, kind: Bare}, nil
 	}
-	if parts[0] != "agent" {
+	if first != "agent" {
 		return fail(`a key with ':' must start with "agent:"`)
 	}
-	if len(parts) < 3 {
+	agentID, rest, ok := strings.Cut(rest, ":")
+	if !ok {
 		return fail(`must be "agent:<agentId>:<rest>"`)
 	}
-	k := Key{raw: norm, agentID: parts[1], kind: Other}
+	third, _, more := strings.Cut(rest, ":")
+	k := Key{raw: norm, agentID: agentID, kind: Other}
 	switch {
-	case len(parts) == 3 && parts[2] == "main":
+	case !more && third == "main":
 		k.kind = Main
-	case parts[2] == "subagent":
+	case third == "subagent":
 		k.kind = SubAgent
 	}
 	return k, nil
