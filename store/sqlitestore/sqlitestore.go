@@ -726,6 +726,9 @@ type Tx struct {
 	// failed is an error from the store's own work around an embedder's
 	// statements; Commit returns it.
 	failed error
+	// args is Append's buffer of statement arguments, reused from one
+	// event to the next.
+	args []any
 }
 
 // change is one committed write the recent-history memory must follow:
@@ -811,7 +814,8 @@ func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
 	}
 	t.seq++
 	e.Sequence = t.seq
-	q, args := appendStatement(e)
+	q, args := appendStatement(e, t.args[:0])
+	t.args = args
 	n, err := t.c.exec(q, args...)
 	if err != nil {
 		return false, err
@@ -871,15 +875,15 @@ var appendQueries = func() (qs [16]string) {
 	return qs
 }()
 
-// appendStatement returns the insert of e and its arguments.
-func appendStatement(e *vigil.Event) (string, []any) {
+// appendStatement returns the insert of e and its arguments, appended to
+// args.
+func appendStatement(e *vigil.Event, args []any) (string, []any) {
 	var payload any
 	if len(e.Payload) > 0 {
 		payload = string(e.Payload)
 	}
-	args := make([]any, 9, 13)
-	args[0], args[1], args[2], args[3], args[4] = e.Sequence, e.AgentID, e.SessionKey, string(e.Kind), string(e.ActorType)
-	args[5], args[6], args[7], args[8] = e.OccurredAt, e.RecordedAt, e.Summary, payload
+	args = append(args, e.Sequence, e.AgentID, e.SessionKey, string(e.Kind), string(e.ActorType),
+		e.OccurredAt, e.RecordedAt, e.Summary, payload)
 	mask := 0
 	for bit, v := range [...]string{e.SessionID, e.ActorID, e.RunID, e.DedupeKey} {
 		if v != "" {
