@@ -242,7 +242,7 @@ func (t *Txn) AfterCommit(f func()) { t.effects = append(t.effects, f) }
 // if fn had run on its goroutine; the transaction does not commit when fn
 // panics, and the other writes sharing it carry on.
 func (e *Engine) Update(ctx context.Context, fn func(context.Context, *Txn) error) error {
-	op := &writeOp{ctx: ctx, fn: fn, done: make(chan error, 1), lead: make(chan struct{}, 1)}
+	op := newWriteOp(ctx, fn)
 	err := e.writes.run(op, e.runBatch)
 	if p, ok := err.(*panicked); ok {
 		e.log.Error("write panicked", "panic", p.value, "stack", string(p.stack))
@@ -311,7 +311,8 @@ func (e *Engine) runBatch(pending []*writeOp, more func() []*writeOp) {
 				}
 			}
 			op := pending[i]
-			op.txn = &Txn{e: e, tx: tx, now: now}
+			op.run = Txn{e: e, tx: tx, now: now}
+			op.txn = &op.run
 			if err := guard(func() error { return op.fn(op.ctx, op.txn) }); err != nil {
 				failed, failErr = i, err
 			}
@@ -364,6 +365,7 @@ func (e *Engine) runBatch(pending []*writeOp, more func() []*writeOp) {
 			records += op.txn.records
 			op.done <- failed
 		}
+		e.stats.recorded.Add(int64(records))
 		if records > 0 && e.opts.PruneInterval > 0 {
 			e.schedulePrune(false)
 		}

@@ -2,20 +2,31 @@ package vigil
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"sync"
 )
 
 // writeOp is one Update waiting for, or taking part in, a transaction.
 type writeOp struct {
-	ctx  context.Context
-	fn   func(context.Context, *Txn) error
-	done chan error
-	txn  *Txn
-	// lead is signalled when the op's caller is to commit the next
-	// batches; leader is set, under the queue's lock, just before.
-	lead   chan struct{}
+	ctx context.Context
+	fn  func(context.Context, *Txn) error
+	// done receives the op's outcome, or first errLead when its caller is
+	// to commit the next batches (leader is set, under the queue's lock,
+	// just before): an op is handed the lead only while queued, so its
+	// outcome comes after.
+	done   chan error
 	leader bool
+	txn    *Txn
+	run    Txn // what txn points to (one allocation for both)
+}
+
+// errLead tells a queued op's caller to commit the next batches. It never
+// reaches a caller of run.
+var errLead = errors.New("vigil: lead the next batch")
+
+func newWriteOp(ctx context.Context, fn func(context.Context, *Txn) error) *writeOp {
+	return &writeOp{ctx: ctx, fn: fn, done: make(chan error, 1)}
 }
 
 // writeQueue is group commit without a goroutine of its own: the caller
@@ -87,10 +98,11 @@ func (q *writeQueue) run(op *writeOp, commit commitFunc) error {
 func (q *writeQueue) await(op *writeOp, commit commitFunc, cancel <-chan struct{}) (answered bool, err error) {
 	select {
 	case err := <-op.done:
+		if err == errLead {
+			q.lead(commit)
+			err = <-op.done
+		}
 		return true, err
-	case <-op.lead:
-		q.lead(commit)
-		return true, <-op.done
 	case <-cancel:
 		return false, nil
 	}
@@ -124,7 +136,7 @@ func (q *writeQueue) lead(commit commitFunc) {
 	}
 	next := q.queue[0]
 	next.leader = true
-	next.lead <- struct{}{}
+	next.done <- errLead
 }
 
 // take removes writes from the head of the queue for the batch being

@@ -25,7 +25,7 @@ func newWriteQueue(maxBatch int) *writeQueue {
 }
 
 func newOp(ctx context.Context) *writeOp {
-	return &writeOp{ctx: ctx, done: make(chan error, 1), lead: make(chan struct{}, 1)}
+	return newWriteOp(ctx, nil)
 }
 
 // answer is a commit that answers every write with nil.

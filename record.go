@@ -29,36 +29,54 @@ type Recorded struct {
 // logged and counted here, so a caller may ignore the error; a caller that
 // wants it has it. Invalid input is refused before anything is stored.
 func (e *Engine) Record(ctx context.Context, r Record) (Recorded, error) {
-	var res Recorded
-	ev, err := r.validate()
+	valid, err := r.validate()
+	var w *recordWrite
 	if err == nil {
-		err = e.Update(ctx, func(ctx context.Context, t *Txn) error {
-			res, err = t.record(ctx, ev, r.OccurredAt, r.Parent)
-			return err
-		})
+		w = &recordWrite{valid: valid, occurredAt: r.OccurredAt, parent: r.Parent}
+		err = e.Update(ctx, w.run)
 	}
 	if err != nil {
 		e.stats.recordFailures.Add(1)
 		e.log.Warn("record event failed", "session", r.Session.String(), "kind", string(r.Kind), "err", err)
 		return Recorded{}, fmt.Errorf("record %s on %s: %w", r.Kind, r.Session, err)
 	}
-	return res, nil
+	return w.res, nil
+}
+
+// recordWrite is one Engine.Record's write: what it records and the
+// outcome of its latest run. Every record allocates it, once, rather than
+// a copy of each of these.
+type recordWrite struct {
+	valid      Event
+	occurredAt time.Time
+	parent     string
+	res        Recorded
+}
+
+func (w *recordWrite) run(ctx context.Context, t *Txn) error {
+	var err error
+	w.res, err = t.record(ctx, &w.res.Event, &w.valid, w.occurredAt, w.parent)
+	return err
 }
 
 // Record records r inside this write, committing with whatever else the
 // write changes. Unlike Engine.Record it does not log failures: the error
 // fails the write.
 func (t *Txn) Record(ctx context.Context, r Record) (Recorded, error) {
-	ev, err := r.validate()
+	valid, err := r.validate()
 	if err != nil {
 		return Recorded{}, err
 	}
-	return t.record(ctx, ev, r.OccurredAt, r.Parent)
+	var ev Event
+	return t.record(ctx, &ev, &valid, r.OccurredAt, r.Parent)
 }
 
-func (t *Txn) record(ctx context.Context, ev Event, occurredAt time.Time, parent string) (Recorded, error) {
+// record records valid, using ev for the event being appended: each run
+// of a write starts again from valid (a batch may run its writes again).
+func (t *Txn) record(ctx context.Context, ev, valid *Event, occurredAt time.Time, parent string) (Recorded, error) {
 	e := t.e
 	nowMs := t.now.UnixMilli()
+	*ev = *valid
 	ev.RecordedAt = nowMs
 	ev.OccurredAt = clampOccurredAt(occurredAt, t.now).UnixMilli()
 	target := ev.Session()
@@ -87,22 +105,19 @@ func (t *Txn) record(ctx context.Context, ev Event, occurredAt time.Time, parent
 		return Recorded{Skipped: true}, nil
 	}
 
-	appended, err := t.tx.Append(ctx, &ev)
+	appended, err := t.tx.Append(ctx, ev)
 	if err != nil {
 		return Recorded{}, fmt.Errorf("append: %w", err)
 	}
 	if !appended {
 		t.AfterCommit(func() { e.stats.deduped.Add(1) })
-		return Recorded{Event: ev}, nil
+		return Recorded{Event: *ev}, nil
 	}
-	t.records++
-	appendedEv := ev
-	t.AfterCommit(func() {
-		e.stats.recorded.Add(1)
-		if e.opts.OnRecord != nil {
-			e.opts.OnRecord(appendedEv)
-		}
-	})
+	t.records++ // counted once committed (runBatch)
+	if e.opts.OnRecord != nil {
+		appendedEv := *ev
+		t.AfterCommit(func() { e.opts.OnRecord(appendedEv) })
+	}
 
 	parentWatches := parentKey.Qualified() && !(parentKey.String() == target.Key && parentKey.AgentID() == target.AgentID)
 	switch {
@@ -141,7 +156,7 @@ func (t *Txn) record(ctx context.Context, ev Event, occurredAt time.Time, parent
 		e.notices.keep(target, notices)
 		t.AfterCommit(func() { e.enqueueNotices(queued) })
 	}
-	return Recorded{Event: ev, Appended: true}, nil
+	return Recorded{Event: *ev, Appended: true}, nil
 }
 
 // watcherNotice is a notice to queue for a watcher after commit.
