@@ -186,8 +186,8 @@ func (r *recentEvents) apply(cs []change) {
 	defer r.mu.Unlock()
 	for _, c := range cs {
 		switch {
-		case c.appended != nil:
-			r.appended(*c.appended)
+		case c.appended:
+			r.appended(c.event)
 		case c.deleted != nil:
 			r.deleted(*c.deleted)
 		default:

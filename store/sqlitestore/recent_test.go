@@ -125,7 +125,7 @@ func TestRecentHistoryKeepsNoReadThatACommitOverlapped(t *testing.T) {
 	r := newRecentEvents(1<<20, 100)
 	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
 	tok := r.beginFill(ref)
-	r.apply([]change{{appended: &vigil.Event{Sequence: 7, AgentID: "a", SessionKey: ref.Key}}})
+	r.apply([]change{{appended: true, event: vigil.Event{Sequence: 7, AgentID: "a", SessionKey: ref.Key}}})
 	r.fill(tok, 0, 10, vigil.History{Head: 5, Events: []vigil.Event{{Sequence: 5}}})
 	if h, ok := r.history(ref, 0, 10); ok {
 		t.Fatalf("history after an overlapped fill = %+v, want a miss", h)

@@ -82,6 +82,11 @@ type Store struct {
 	// write brings the index up to date before it commits.
 	scanTail atomic.Bool
 
+	// spare holds the last write transaction's buffers for the next one;
+	// the write connection passes from one write to the next, and with
+	// it the right to use them.
+	spare txBuffers
+
 	conns  sync.Map // *sqlite3.SQLiteConn -> *connState
 	closed atomic.Bool
 	// shut is set once Close no longer writes: a write transaction left
@@ -677,12 +682,42 @@ func (s *Store) BeginWrite(ctx context.Context) (vigil.Tx, error) {
 		sc.Close()
 		return nil, err
 	}
-	t := &Tx{s: s, c: c, tx: sc}
+	t := &Tx{s: s, c: c, tx: sc, unindexed: s.spare.unindexed, changes: s.spare.changes, args: s.spare.args}
+	s.spare = txBuffers{}
 	t.c.tx = t
 	if s.seq != nil {
 		t.seq, t.seqLoaded = s.seq.get()
 	}
 	return t, nil
+}
+
+// txBuffers are a write transaction's slices that grow with every event,
+// kept from one write to the next so that a busy writer's do not grow
+// from nothing each time.
+type txBuffers struct {
+	unindexed []tailEntry
+	changes   []change
+	args      []any
+}
+
+// txBuffersMax is the largest slice kept: a rare large write (a prune, a
+// session's deletion) does not hold its memory for good.
+const txBuffersMax = 1024
+
+// keep takes the buffers of t, which has ended, emptied, for the next
+// write. Entries are cleared so they hold no event past its write, and t
+// lets go of them: a call on it now must not reach the next write's.
+func (b *txBuffers) keep(t *Tx) {
+	*b = txBuffers{unindexed: reuse(t.unindexed), changes: reuse(t.changes), args: reuse(t.args)}
+	t.unindexed, t.changes, t.args = nil, nil, nil
+}
+
+func reuse[T any](s []T) []T {
+	if cap(s) > txBuffersMax {
+		return nil
+	}
+	clear(s)
+	return s[:0]
 }
 
 // Tx is a write transaction.
@@ -734,7 +769,8 @@ type Tx struct {
 // change is one committed write the recent-history memory must follow:
 // an append, a prune up to a sequence, or a session's deletion.
 type change struct {
-	appended *vigil.Event
+	appended bool
+	event    vigil.Event // the appended one
 	prunedTo int64
 	deleted  *vigil.SessionRef
 }
@@ -826,8 +862,8 @@ func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
 			t.unindexed = append(t.unindexed, tailEntry{e.Session(), e.Sequence})
 		}
 		if t.s.recent != nil {
-			ev := *e // its payload is copied only if memory keeps it
-			t.track(change{appended: &ev})
+			// Its payload is copied only if memory keeps it.
+			t.track(change{appended: true, event: *e})
 		}
 		return true, nil
 	}
@@ -1226,6 +1262,7 @@ func (t *Tx) end() {
 		t.c.exec(`ROLLBACK`)
 	}
 	t.done = true
+	t.s.spare.keep(t)
 	t.tx.Close()
 	if t.moved != nil { // memory has what it needed of it
 		t.s.moves.giveBack(t.moved)
