@@ -208,7 +208,8 @@ func (e *Engine) Now() time.Time { return e.clk.Now() }
 
 // Txn is one write of the engine inside a store transaction that group
 // commit may share with other writes. Effects registered with AfterCommit
-// run only if the transaction commits, in commit order.
+// run only if the transaction commits, in commit order. A Txn is valid
+// only while its write's function and effects run: the engine reuses it.
 type Txn struct {
 	e       *Engine
 	tx      Tx
@@ -242,8 +243,9 @@ func (t *Txn) AfterCommit(f func()) { t.effects = append(t.effects, f) }
 // if fn had run on its goroutine; the transaction does not commit when fn
 // panics, and the other writes sharing it carry on.
 func (e *Engine) Update(ctx context.Context, fn func(context.Context, *Txn) error) error {
-	op := newWriteOp(ctx, fn)
+	op := e.writes.newOp(ctx, fn)
 	err := e.writes.run(op, e.runBatch)
+	e.writes.release(op)
 	if p, ok := err.(*panicked); ok {
 		e.log.Error("write panicked", "panic", p.value, "stack", string(p.stack))
 		panic(p.value)
@@ -311,7 +313,9 @@ func (e *Engine) runBatch(pending []*writeOp, more func() []*writeOp) {
 				}
 			}
 			op := pending[i]
-			op.run = Txn{e: e, tx: tx, now: now}
+			clear(op.run.effects) // an earlier run's, if the batch runs again
+			clear(op.run.atEnd)
+			op.run = Txn{e: e, tx: tx, now: now, effects: op.run.effects[:0], atEnd: op.run.atEnd[:0]}
 			op.txn = &op.run
 			if err := guard(func() error { return op.fn(op.ctx, op.txn) }); err != nil {
 				failed, failErr = i, err

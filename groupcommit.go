@@ -25,8 +25,28 @@ type writeOp struct {
 // reaches a caller of run.
 var errLead = errors.New("vigil: lead the next batch")
 
-func newWriteOp(ctx context.Context, fn func(context.Context, *Txn) error) *writeOp {
-	return &writeOp{ctx: ctx, fn: fn, done: make(chan error, 1)}
+// newOp returns an op for a write, recycled when the queue has one: every
+// write needs one, with its channel and its Txn's slices, and an op is in
+// no queue or batch once its caller has the answer. Each queue keeps its
+// own, so a channel never leaves the engine that made it (a testing/
+// synctest bubble's channels must not).
+func (q *writeQueue) newOp(ctx context.Context, fn func(context.Context, *Txn) error) *writeOp {
+	op, _ := q.spare.Get().(*writeOp)
+	if op == nil {
+		op = &writeOp{done: make(chan error, 1)}
+	}
+	op.ctx, op.fn = ctx, fn
+	return op
+}
+
+// release gives op back for another write, once its caller has the
+// answer. Its Txn's slices stay, emptied, for the next.
+func (q *writeQueue) release(op *writeOp) {
+	effects, atEnd := op.run.effects, op.run.atEnd
+	clear(effects)
+	clear(atEnd)
+	*op = writeOp{done: op.done, run: Txn{effects: effects[:0], atEnd: atEnd[:0]}}
+	q.spare.Put(op)
 }
 
 // writeQueue is group commit without a goroutine of its own: the caller
@@ -47,6 +67,7 @@ type writeQueue struct {
 	// lastBatch counts the writes taken for the batch committed last, or
 	// being committed (some may have been answered without joining it).
 	lastBatch int
+	spare     sync.Pool // of *writeOp, see newOp
 }
 
 // commitFunc commits a batch. Once it has run the batch's writes it may

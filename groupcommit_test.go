@@ -25,7 +25,7 @@ func newWriteQueue(maxBatch int) *writeQueue {
 }
 
 func newOp(ctx context.Context) *writeOp {
-	return newWriteOp(ctx, nil)
+	return &writeOp{ctx: ctx, done: make(chan error, 1)}
 }
 
 // answer is a commit that answers every write with nil.
