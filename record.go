@@ -3,6 +3,7 @@ package vigil
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/vigilhq/vigil/sessionkey"
@@ -30,28 +31,39 @@ type Recorded struct {
 // wants it has it. Invalid input is refused before anything is stored.
 func (e *Engine) Record(ctx context.Context, r Record) (Recorded, error) {
 	valid, err := r.validate()
-	var w *recordWrite
+	var res Recorded
 	if err == nil {
-		w = &recordWrite{valid: valid, occurredAt: r.OccurredAt, parent: r.Parent}
-		err = e.Update(ctx, w.run)
+		w := recordWrites.Get().(*recordWrite)
+		w.valid, w.occurredAt, w.parent = valid, r.OccurredAt, r.Parent
+		err = e.Update(ctx, w.fn)
+		res = w.res
+		*w = recordWrite{fn: w.fn}
+		recordWrites.Put(w)
 	}
 	if err != nil {
 		e.stats.recordFailures.Add(1)
 		e.log.Warn("record event failed", "session", r.Session.String(), "kind", string(r.Kind), "err", err)
 		return Recorded{}, fmt.Errorf("record %s on %s: %w", r.Kind, r.Session, err)
 	}
-	return w.res, nil
+	return res, nil
 }
 
 // recordWrite is one Engine.Record's write: what it records and the
-// outcome of its latest run. Every record allocates it, once, rather than
-// a copy of each of these.
+// outcome of its latest run, in one place (rather than a copy of each)
+// that is used again once the write is done.
 type recordWrite struct {
 	valid      Event
 	occurredAt time.Time
 	parent     string
 	res        Recorded
+	fn         func(context.Context, *Txn) error // run, bound once
 }
+
+var recordWrites = sync.Pool{New: func() any {
+	w := &recordWrite{}
+	w.fn = w.run
+	return w
+}}
 
 func (w *recordWrite) run(ctx context.Context, t *Txn) error {
 	var err error
