@@ -359,6 +359,12 @@ func (e *Engine) runBatch(pending []*writeOp, more func() []*writeOp) {
 		e.stats.batchedWrites.Add(int64(len(pending)))
 		records := 0
 		for _, op := range pending {
+			// Counted before the write's hooks run and its caller hears:
+			// both may read Stats.
+			if n := op.txn.records; n > 0 {
+				e.stats.recorded.Add(int64(n))
+				records += n
+			}
 			var failed error
 			for _, f := range op.txn.effects {
 				// Every effect runs: the queue must follow the cursors.
@@ -366,10 +372,8 @@ func (e *Engine) runBatch(pending []*writeOp, more func() []*writeOp) {
 					failed = err
 				}
 			}
-			records += op.txn.records
 			op.done <- failed
 		}
-		e.stats.recorded.Add(int64(records))
 		if records > 0 && e.opts.PruneInterval > 0 {
 			e.schedulePrune(false)
 		}

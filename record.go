@@ -125,7 +125,7 @@ func (t *Txn) record(ctx context.Context, ev, valid *Event, occurredAt time.Time
 		t.AfterCommit(func() { e.stats.deduped.Add(1) })
 		return Recorded{Event: *ev}, nil
 	}
-	t.records++ // counted once committed (runBatch)
+	t.records++ // counted once committed, before the effects (runBatch)
 	if e.opts.OnRecord != nil {
 		appendedEv := *ev
 		t.AfterCommit(func() { e.opts.OnRecord(appendedEv) })
