@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -339,4 +340,64 @@ func TestAnOpenWaitsForAHolderThatIsClosing(t *testing.T) {
 		first.Close()
 	}()
 	open(t, path, sqlitestore.Options{})
+}
+
+// Append leaves an empty optional column out of its statement: each
+// combination must store what was given, NULL for what was not, and a
+// dedupe key must still find the earlier event.
+func TestEveryCombinationOfOptionalColumnsIsStoredAsGiven(t *testing.T) {
+	ctx := t.Context()
+	s := open(t, filepath.Join(t.TempDir(), "v.db"), sqlitestore.Options{Synchronous: "NORMAL"})
+	event := func(set int) vigil.Event {
+		e := vigil.Event{AgentID: "a", SessionKey: "agent:a:main", Kind: vigil.KindGoalChanged,
+			ActorType: vigil.ActorAgent, OccurredAt: 5, RecordedAt: 6, Summary: fmt.Sprint("combination ", set)}
+		for bit, field := range []*string{&e.SessionID, &e.ActorID, &e.RunID, &e.DedupeKey} {
+			if set&(1<<bit) != 0 {
+				*field = fmt.Sprintf("%d-%d", bit, set)
+			}
+		}
+		if set%3 == 0 {
+			e.Payload = []byte(`{"set":true}`)
+		}
+		return e
+	}
+	var want []vigil.Event
+	first := map[int]int64{} // combination -> its event's sequence
+	for round := range 2 {
+		tx, err := s.BeginWrite(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for set := range 16 {
+			e := event(set)
+			appended, err := tx.Append(ctx, &e)
+			if err != nil {
+				t.Fatalf("combination %d: %v", set, err)
+			}
+			if again := round == 1 && e.DedupeKey != ""; appended == again {
+				t.Fatalf("round %d, combination %d: appended = %v", round, set, appended)
+			} else if again && e.Sequence != first[set] {
+				t.Fatalf("combination %d again: got event %d, want the earlier %d", set, e.Sequence, first[set])
+			}
+			if appended {
+				want = append(want, e)
+				first[set] = e.Sequence
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page, err := s.Log(ctx, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(page.Events, want) {
+		t.Fatalf("log = %+v\nwant %+v", page.Events, want)
+	}
+	var empty int
+	if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM events WHERE session_id = '' OR actor_id = ''
+		OR run_id = '' OR dedupe_key = ''`).Scan(&empty); err != nil || empty != 0 {
+		t.Fatalf("events with an empty string stored = %d (%v), want 0: empty means NULL", empty, err)
+	}
 }
