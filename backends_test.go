@@ -123,6 +123,9 @@ var rulesOnPostgreSQL = []func(*testing.T){
 	TestAWriteQueuedWhileABatchRunsJoinsItsTransaction,
 	TestAWriteJoiningABatchGetsATimeNoEarlierThanItsCall,
 	TestAWriteWhoseCallerGaveUpDoesNotJoinTheRunningBatch,
+	// stats_test.go
+	TestAnEventIsCountedBeforeItsHooksRun,
+	TestARecordIsCountedByTheTimeItReturns,
 }
 
 // sqliteOnly are the tests that open a store through newTestDB but run on
