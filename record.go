@@ -59,6 +59,8 @@ type recordWrite struct {
 	fn         func(context.Context, *Txn) error // run, bound once
 }
 
+// recordWrites may serve every engine, unlike the write queue's ops: a
+// recordWrite holds no channel.
 var recordWrites = sync.Pool{New: func() any {
 	w := &recordWrite{}
 	w.fn = w.run
