@@ -139,7 +139,10 @@ func (e *Engine) replayMoves(ctx context.Context) error {
 // PruneStats reports one prune.
 type PruneStats struct {
 	ByAge, ByCount, ExpiredCursors int
-	Batches                        int
+	// SweptEntries counts the index entries of pruned events deleted
+	// after the events (IndexSweeper).
+	SweptEntries int
+	Batches      int
 	// Skipped is set when another process sharing the store was pruning,
 	// so this prune did nothing.
 	Skipped bool
@@ -211,6 +214,9 @@ func (e *Engine) Prune(ctx context.Context) (PruneStats, error) {
 			return st, fmt.Errorf("prune by count: %w", err)
 		}
 	}
+	if st.SweptEntries, err = e.sweepIndex(ctx, batch*sweepPerBatch, &st); err != nil {
+		return st, fmt.Errorf("sweep the index of pruned events: %w", err)
+	}
 	if st.ExpiredCursors, err = loop(func(ctx context.Context, tx Tx) (int, error) {
 		return tx.ExpireCursors(ctx, cutoff, batch)
 	}); err != nil {
@@ -220,6 +226,47 @@ func (e *Engine) Prune(ctx context.Context) (PruneStats, error) {
 	e.stats.expiredCursors.Add(int64(st.ExpiredCursors))
 	return st, nil
 }
+
+// sweepIndex runs the store's index sweep (IndexSweeper), limit entries a
+// transaction, resting between them as pruning does. A store without one
+// costs one empty write.
+func (e *Engine) sweepIndex(ctx context.Context, limit int, st *PruneStats) (int, error) {
+	var after SessionRef
+	total := 0
+	for {
+		var n int
+		var next SessionRef
+		var done, sweeps bool
+		start := time.Now()
+		err := e.Update(ctx, func(ctx context.Context, t *Txn) error {
+			sw, ok := t.tx.(IndexSweeper)
+			if !ok {
+				return nil
+			}
+			sweeps = true
+			var err error
+			n, next, done, err = sw.SweepIndex(ctx, after, limit)
+			return err
+		})
+		if err != nil || !sweeps {
+			return total, err
+		}
+		st.Batches++
+		total += n
+		if done {
+			return total, nil
+		}
+		after = next // not inside the write: it may run again
+		if err := clock.Sleep(ctx, time.Duration(float64(time.Since(start))*prunePace)); err != nil {
+			return total, err
+		}
+	}
+}
+
+// sweepPerBatch is how many index entries a sweep deletes per pruned event
+// a pruning batch deletes: adjacent entries of one session cost a small
+// part of an event each.
+const sweepPerBatch = 10
 
 // prunePace is how long a prune rests after each batch, as a share of the
 // time the batch took. Pruning is never urgent, and while it rests
@@ -253,8 +300,9 @@ func (e *Engine) schedulePrune(startup bool) {
 			}
 			return
 		}
-		if st.ByAge+st.ByCount+st.ExpiredCursors > 0 {
-			e.log.Info("pruned", "byAge", st.ByAge, "byCount", st.ByCount, "expiredCursors", st.ExpiredCursors,
+		if st.ByAge+st.ByCount+st.SweptEntries+st.ExpiredCursors > 0 {
+			e.log.Info("pruned", "byAge", st.ByAge, "byCount", st.ByCount, "sweptEntries", st.SweptEntries,
+				"expiredCursors", st.ExpiredCursors,
 				"batches", st.Batches, "took", time.Since(start))
 		}
 	}()

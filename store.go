@@ -146,6 +146,17 @@ type MoveDeferrer interface {
 	MovesDurableThrough(ctx context.Context) (int64, error)
 }
 
+// IndexSweeper is implemented by a Tx whose store leaves the entries that
+// pruned events had in a per-session index, to delete them later a range
+// at a time: readers skip them meanwhile. Prune sweeps after pruning, in
+// transactions of its own, until a sweep reports it is complete.
+type IndexSweeper interface {
+	// SweepIndex deletes up to limit stale entries, from the sessions
+	// ordered after after, and returns how many it deleted, the session
+	// to go on after, and whether no stale entry is left.
+	SweepIndex(ctx context.Context, after SessionRef, limit int) (deleted int, last SessionRef, done bool, err error)
+}
+
 // HorizonReader is implemented by a Store whose writers commit out of
 // sequence order (several processes on one PostgreSQL database).
 type HorizonReader interface {

@@ -1,9 +1,12 @@
 package sqlitestore
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
+
+	vigil "github.com/vigilhq/vigil"
 )
 
 // The per-session index of the signal log (session_events) may lag behind
@@ -19,9 +22,10 @@ import (
 // events above that mark: looked up by number when the store knows them
 // (unindexedTail), scanned for otherwise. A crash loses nothing: the index
 // is brought up to date again by the next write that does so. Triggers on
-// events (migration 5) delete or move an event's entry with it, whoever
-// deletes or changes the event; every number at or below the mark counts
-// as used, so no new event goes below it.
+// events (migrations 5 and 6) delete or move an event's entry with it,
+// whoever deletes or changes the event, but for pruned events (below);
+// every number at or below the mark counts as used, so no new event goes
+// below it.
 //
 // A store with its file to itself brings the index up to date when
 // indexMaxLag events have gathered above the mark, or at the next commit
@@ -132,4 +136,71 @@ func (t *Tx) writeIndex() error {
 	}
 	t.indexed, t.appended, t.unindexed = true, 0, t.unindexed[:0]
 	return nil
+}
+
+// Pruning leaves the index entries of the events it deletes: deleting
+// each with its event (the trigger on events does for other deletions)
+// rewrote, in every pruning batch, the index page of each session the
+// batch took events from, so pruning 100 events across 100 sessions wrote
+// a hundred pages, and the log and checkpoints that carried them slowed
+// every producer's commit. Readers count an entry only with its event
+// (they join the two), but for a session's newest, which a stale entry
+// never is above its head. The sweep (Tx.SweepIndex) deletes them after
+// the prune, a session at a time, one range of adjacent entries each, so
+// each index page is written about once however many of its entries go.
+// index_swept is the pruned mark the last complete sweep reached. The
+// trigger leaves an entry only while a prune deletes (sequence_floor.
+// pruning) and only above index_swept, so every stale entry lies above
+// it and at or below its session's pruned watermark: the sessions whose
+// watermark is above index_swept are the ones a sweep visits. A sweep cut
+// short (a crash, a close) leaves stale entries, which the next one
+// deletes.
+//
+// SweepIndex implements vigil.IndexSweeper: it deletes up to limit index
+// entries of pruned events, from the sessions after after (in key order)
+// whose pruned watermark is above the last complete sweep's mark, and
+// returns how many it deleted, the last session it finished, and whether
+// the sweep is complete (it then records the pruned mark it reached). A
+// session cut short by the limit is taken up again by the next call. The
+// engine sweeps after pruning, under the prune's lock, so the pruned mark
+// stays put while a sweep runs.
+func (t *Tx) SweepIndex(ctx context.Context, after vigil.SessionRef, limit int) (int, vigil.SessionRef, bool, error) {
+	deleted := 0
+	for deleted < limit {
+		var next vigil.SessionRef
+		var watermark int64
+		found, err := t.c.queryRow(`SELECT agent_id, session_key, pruned_watermark FROM session_heads
+			WHERE (agent_id, session_key) > (?, ?)
+				AND pruned_watermark > (SELECT index_swept FROM sequence_floor WHERE id = 1)
+			ORDER BY agent_id, session_key LIMIT 1`, []any{after.AgentID, after.Key}, func(r rowValues) error {
+			next, watermark = vigil.SessionRef{AgentID: r.str(0), Key: r.str(1)}, r.int(2)
+			return nil
+		})
+		if err != nil {
+			return deleted, after, false, fmt.Errorf("sweep index: find a session: %w", err)
+		}
+		if !found {
+			if _, err := t.c.exec(`UPDATE sequence_floor SET index_swept = pruned WHERE id = 1`); err != nil {
+				return deleted, after, false, fmt.Errorf("sweep index: %w", err)
+			}
+			return deleted, after, true, nil
+		}
+		// The session's pruned events are at or below its watermark. An
+		// embedder's statements may have moved an event there: its entry
+		// stays.
+		n, err := t.c.exec(`DELETE FROM session_events WHERE agent_id = ?1 AND session_key = ?2 AND sequence IN (
+			SELECT x.sequence FROM session_events x WHERE x.agent_id = ?1 AND x.session_key = ?2 AND x.sequence <= ?3
+				AND NOT EXISTS (SELECT 1 FROM events e
+					WHERE e.sequence = x.sequence AND e.agent_id = ?1 AND e.session_key = ?2)
+			ORDER BY x.sequence LIMIT ?4)`, next.AgentID, next.Key, watermark, limit-deleted)
+		if err != nil {
+			return deleted, after, false, fmt.Errorf("sweep index of %s: %w", next, err)
+		}
+		deleted += int(n)
+		if deleted >= limit {
+			break // the session may hold more: the next call starts with it
+		}
+		after = next
+	}
+	return deleted, after, false, nil
 }

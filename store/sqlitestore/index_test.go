@@ -14,11 +14,12 @@ import (
 	"pgregory.net/rapid"
 )
 
-// Whatever a mix of appends, prunes, session deletions, an embedder's own
-// statements, rollbacks, commits, reopenings and crashes did, a session's
-// history and version read from the file are exactly what a scan of the
-// log says, and the index holds exactly the events at or below its mark
-// (all of them, in a shared store, whose reads do not look above it).
+// Whatever a mix of appends, prunes, index sweeps, session deletions, an
+// embedder's own statements, rollbacks, commits, reopenings and crashes
+// did, a session's history and version read from the file are exactly what
+// a scan of the log says, and the index holds exactly the events at or
+// below its mark (all of them, in a shared store, whose reads do not look
+// above it), and entries of pruned events until a complete sweep.
 func TestSessionReadsAnswerExactlyAsAScanOfTheLog(t *testing.T) {
 	t.Run("exclusive", func(t *testing.T) { checkSessionReads(t, false) })
 	t.Run("shared", func(t *testing.T) { checkSessionReads(t, true) })
@@ -114,9 +115,10 @@ func checkSessionReads(t *testing.T, shared bool) {
 				rt.Fatalf("after %s, versions read together %v, one by one %v", what, vs, heads)
 			}
 			if n := queryCount(rt, s, `SELECT count(*) FROM session_events x LEFT JOIN events e ON e.sequence = x.sequence
-				WHERE e.sequence IS NULL OR e.agent_id != x.agent_id OR e.session_key != x.session_key
+				WHERE (e.sequence IS NULL OR e.agent_id != x.agent_id OR e.session_key != x.session_key)
+					AND x.sequence > (SELECT pruned FROM sequence_floor WHERE id = 1)
 				OR x.sequence > `+indexMarkQuery); n != 0 {
-				rt.Fatalf("after %s, the index holds %d entries of no event, or above its mark", what, n)
+				rt.Fatalf("after %s, the index holds %d entries of no event above the pruned mark, or above its mark", what, n)
 			}
 			if n := queryCount(rt, s, `SELECT count(*) FROM events e WHERE sequence <= `+indexMarkQuery+`
 				AND NOT EXISTS (SELECT 1 FROM session_events x WHERE x.agent_id = e.agent_id
@@ -130,7 +132,7 @@ func checkSessionReads(t *testing.T, shared bool) {
 		copies := 0
 		for range rapid.IntRange(1, 25).Draw(rt, "steps") {
 			op := rapid.SampledFrom([]string{"append", "append", "append", "rollback", "prune", "delete",
-				"embedder", "index", "reopen", "crash"}).Draw(rt, "op")
+				"embedder", "index", "sweep", "reopen", "crash"}).Draw(rt, "op")
 			switch op {
 			case "append":
 				write(appendSome)
@@ -189,6 +191,24 @@ func checkSessionReads(t *testing.T, shared bool) {
 				})
 			case "index":
 				write(func(tx *Tx) error { return tx.writeIndex() })
+			case "sweep": // some of a sweep, maybe all of it
+				limit := rapid.IntRange(1, 5).Draw(rt, "sweep limit")
+				var after vigil.SessionRef
+				done := false
+				for range rapid.IntRange(1, 10).Draw(rt, "sweeps") {
+					write(func(tx *Tx) (err error) {
+						_, after, done, err = tx.SweepIndex(ctx, after, limit)
+						return err
+					})
+					if done {
+						break
+					}
+				}
+				if n := queryCount(rt, s, `SELECT count(*) FROM session_events x
+					WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.sequence = x.sequence
+						AND e.agent_id = x.agent_id AND e.session_key = x.session_key)`); done && n != 0 {
+					rt.Fatalf("a complete sweep left %d entries of no event", n)
+				}
 			case "reopen", "crash":
 				from := path
 				if op == "crash" {
@@ -436,5 +456,220 @@ func TestASharedStoreReadsEventsInsertedByHandThroughDB(t *testing.T) {
 	}
 	if v, err := s.Versions(context.Background(), []vigil.SessionRef{ref}); err != nil || v[ref] != 2 {
 		t.Fatalf("version after an insert by hand: %v (%v), want 2", v[ref], err)
+	}
+}
+
+// write runs f in one write transaction of s and commits it.
+func write(t *testing.T, s *Store, f func(tx *Tx) error) {
+	t.Helper()
+	tx, err := s.BeginWrite(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f(tx.(*Tx)); err != nil {
+		tx.Rollback()
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// staleEntries counts the index entries whose event is gone.
+func staleEntries(t *testing.T, s *Store) int64 {
+	t.Helper()
+	return queryCount(t, s, `SELECT count(*) FROM session_events x WHERE NOT EXISTS (SELECT 1 FROM events e
+		WHERE e.sequence = x.sequence AND e.agent_id = x.agent_id AND e.session_key = x.session_key)`)
+}
+
+// prunedStore returns a shared store (every append indexed at once) whose
+// sessions hold 10 events each, the oldest 6 of each pruned.
+func prunedStore(t *testing.T, sessions int) (*Store, []vigil.SessionRef) {
+	t.Helper()
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "vigil.db"), Options{Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	refs := make([]vigil.SessionRef, sessions)
+	for i := range refs {
+		refs[i] = vigil.SessionRef{AgentID: "a", Key: fmt.Sprintf("agent:a:s%d", i)}
+	}
+	for range 10 {
+		for _, ref := range refs {
+			appendEvents(t, s, ref, 1)
+		}
+	}
+	write(t, s, func(tx *Tx) error {
+		_, err := tx.PruneEvents(context.Background(), int64(6*sessions), math.MaxInt64, 6*sessions)
+		return err
+	})
+	return s, refs
+}
+
+// sweep sweeps s to the end, limit entries a write, and returns how many
+// entries it deleted in how many writes.
+func sweep(t *testing.T, s *Store, limit int) (deleted, writes int) {
+	t.Helper()
+	var after vigil.SessionRef
+	for done := false; !done; writes++ {
+		write(t, s, func(tx *Tx) (err error) {
+			var n int
+			n, after, done, err = tx.SweepIndex(context.Background(), after, limit)
+			deleted += n
+			return err
+		})
+	}
+	return deleted, writes
+}
+
+func TestPruningLeavesTheIndexEntriesOfItsEventsForTheSweep(t *testing.T) {
+	s, _ := prunedStore(t, 3)
+	if n := staleEntries(t, s); n != 18 {
+		t.Fatalf("%d index entries of pruned events after the prune, want the 18 pruned", n)
+	}
+}
+
+func TestReadsSkipTheIndexEntriesOfPrunedEvents(t *testing.T) {
+	s, refs := prunedStore(t, 3)
+	h, err := s.readHistory(context.Background(), refs[1], 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for _, e := range h.Events {
+		got = append(got, e.Sequence)
+	}
+	// Session 1 holds 2, 5, ..., 29: 2 to 17 are pruned.
+	if want := []int64{20, 23, 26, 29}; !reflect.DeepEqual(got, want) || h.EarliestRetained != 20 || h.Head != 29 ||
+		h.PrunedWatermark != 17 {
+		t.Fatalf("history: %v, earliest %d, head %d, pruned %d; want %v, 20, 29, 17", got, h.EarliestRetained, h.Head,
+			h.PrunedWatermark, want)
+	}
+}
+
+func TestASweepDeletesEveryIndexEntryOfPrunedEventsAcrossWrites(t *testing.T) {
+	s, _ := prunedStore(t, 5)
+	deleted, writes := sweep(t, s, 4)
+	if deleted != 30 || staleEntries(t, s) != 0 {
+		t.Fatalf("the sweep deleted %d entries and left %d, want all 30 pruned events' entries", deleted, staleEntries(t, s))
+	}
+	if writes < 30/4 {
+		t.Fatalf("the sweep took %d writes of at most 4 entries for 30 entries", writes)
+	}
+	if n := queryCount(t, s, `SELECT count(*) FROM session_events`); n != 20 {
+		t.Fatalf("the index holds %d entries after the sweep, want the 20 retained events'", n)
+	}
+	if again, _ := sweep(t, s, 4); again != 0 {
+		t.Fatalf("a second sweep deleted %d entries", again)
+	}
+}
+
+func TestDeletingASessionDeletesTheEntriesPruningLeft(t *testing.T) {
+	s, refs := prunedStore(t, 2)
+	write(t, s, func(tx *Tx) error { return tx.DeleteSession(context.Background(), refs[0]) })
+	if n := queryCount(t, s, `SELECT count(*) FROM session_events WHERE session_key = 'agent:a:s0'`); n != 0 {
+		t.Fatalf("the deleted session keeps %d index entries", n)
+	}
+}
+
+// The entry of an event deleted by anything but a prune goes with it, as
+// before, even at or below the pruned mark (where an embedder's statements
+// may move one): only a prune's deletions wait for the sweep.
+func TestAnEventDeletedByHandTakesItsIndexEntryWithIt(t *testing.T) {
+	// 1 to 12 pruned, their 12 entries left; 5 was s0's, 20 is s1's.
+	s, _ := prunedStore(t, 2)
+	for _, q := range []string{`UPDATE events SET sequence = 5 WHERE sequence = 20`, `DELETE FROM events WHERE sequence = 5`} {
+		if _, err := s.DB().ExecContext(context.Background(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := staleEntries(t, s); n != 12 {
+		t.Fatalf("%d index entries of no event after a deletion by hand, want the prune's 12", n)
+	}
+}
+
+// Prune sweeps after pruning: the entries its events left are gone when it
+// returns.
+func TestAPruneSweepsTheIndexEntriesOfWhatItPruned(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "vigil.db"), Options{Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	eng, err := vigil.Open(ctx, s, vigil.Options{MaxEvents: 10, PruneInterval: -1, PruneBatch: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	for i := range 40 {
+		if _, err := eng.Record(ctx, vigil.Record{Session: vigil.SessionRef{AgentID: "a", Key: fmt.Sprintf("agent:a:s%d", i%4)},
+			Kind: vigil.KindGoalChanged, ActorType: vigil.ActorHuman, Summary: "goal updated"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(t, s, func(tx *Tx) error { return tx.writeIndex() }) // every event indexed, so each pruned one leaves its entry
+	st, err := eng.Prune(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ByCount != 30 || st.SweptEntries != 30 || staleEntries(t, s) != 0 {
+		t.Fatalf("pruned %d, swept %d, %d stale entries left; want 30, 30, 0", st.ByCount, st.SweptEntries, staleEntries(t, s))
+	}
+}
+
+// Version 5 deleted every entry with its event: a database made by it has
+// no stale entry, and its later prunes leave theirs for the sweep.
+func TestMigrationSixStartsTheSweepAtThePrunedMark(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v5.db")
+	db, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=WAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, version := migrations, SchemaVersion
+	migrations, SchemaVersion = migrations[:5], 5
+	err = migrate(ctx, db, func() int64 { return 1 })
+	migrations, SchemaVersion = all, version
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Six events, indexed, and the oldest two pruned as version 5 did.
+	for _, q := range []string{
+		`WITH RECURSIVE n(s) AS (SELECT 1 UNION ALL SELECT s + 1 FROM n WHERE s < 6)
+			INSERT INTO events (sequence, agent_id, session_key, kind, actor_type, occurred_at, recorded_at, summary)
+			SELECT s, 'a', 'agent:a:main', 'goal_changed', 'human', 1, 1, 'goal updated' FROM n`,
+		`INSERT INTO session_events SELECT agent_id, session_key, sequence FROM events`,
+		`UPDATE sequence_floor SET indexed_through = 6, pruned = 2`,
+		`INSERT INTO session_heads VALUES ('a', 'agent:a:main', 2, 2)`,
+		`DELETE FROM events WHERE sequence <= 2`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+
+	s, err := Open(ctx, path, Options{Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if n := staleEntries(t, s); n != 0 {
+		t.Fatalf("%d stale entries right after the migration", n)
+	}
+	if m := queryCount(t, s, `SELECT index_swept FROM sequence_floor`); m != 2 {
+		t.Fatalf("index_swept is %d after the migration, want the pruned mark 2", m)
+	}
+	write(t, s, func(tx *Tx) error {
+		_, err := tx.PruneEvents(ctx, 4, math.MaxInt64, 10)
+		return err
+	})
+	if n := staleEntries(t, s); n != 2 {
+		t.Fatalf("%d stale entries after a prune of 2 events on the migrated database, want 2", n)
+	}
+	if deleted, _ := sweep(t, s, 10); deleted != 2 || staleEntries(t, s) != 0 {
+		t.Fatalf("the sweep deleted %d, left %d", deleted, staleEntries(t, s))
 	}
 }

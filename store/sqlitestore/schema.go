@@ -150,6 +150,24 @@ CREATE TRIGGER events_changed_in_index AFTER UPDATE OF agent_id, session_key, se
 		WHERE new.sequence <= (SELECT indexed_through FROM sequence_floor WHERE id = 1);
 END;
 `,
+	// 6: deleting a pruned event's index entry with the event wrote one
+	// index page per session in every pruning batch; pruning now leaves
+	// the entries of the events it deletes, and a sweep deletes them
+	// later, a range per session (see index.go). pruning is set while a
+	// prune deletes; index_swept is the pruned mark the last complete
+	// sweep reached (there were no stale entries before this version), and
+	// the entries of events at or below it still go with their events.
+	`
+ALTER TABLE sequence_floor ADD COLUMN index_swept INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sequence_floor ADD COLUMN pruning INTEGER NOT NULL DEFAULT 0;
+UPDATE sequence_floor SET index_swept = pruned;
+DROP TRIGGER events_deleted_from_index;
+CREATE TRIGGER events_deleted_from_index AFTER DELETE ON events
+	WHEN NOT (SELECT pruning AND old.sequence > index_swept FROM sequence_floor WHERE id = 1) BEGIN
+	DELETE FROM session_events
+		WHERE agent_id = old.agent_id AND session_key = old.session_key AND sequence = old.sequence;
+END;
+`,
 }
 
 // SchemaVersion is the schema version this build creates and understands.

@@ -559,7 +559,11 @@ var (
 )
 
 func historyQueryOf(tail string) string {
-	first := `(SELECT min(sequence) FROM session_events WHERE agent_id = ?1 AND session_key = ?2)`
+	// An entry counts with its event only: pruned events' entries stay
+	// until the sweep (index.go).
+	first := `(SELECT x.sequence FROM session_events x JOIN events e
+			ON e.sequence = x.sequence AND e.agent_id = x.agent_id AND e.session_key = x.session_key
+		WHERE x.agent_id = ?1 AND x.session_key = ?2 ORDER BY x.sequence LIMIT 1)`
 	last := `(SELECT max(sequence) FROM session_events WHERE agent_id = ?1 AND session_key = ?2)`
 	if tail != "" {
 		first = `coalesce(` + first + `, (SELECT min(sequence) FROM ` + tail + `))`
@@ -1049,9 +1053,11 @@ func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
 		sql  string
 		args []any
 	}{
-		// The index's entries go with the events (a trigger).
+		// The index's entries go with the events (a trigger)...
 		{`DELETE FROM events WHERE sequence IN
 			(SELECT sequence FROM session_events WHERE agent_id = ? AND session_key = ?)`, []any{ref.AgentID, ref.Key}},
+		// And the entries pruned events left for the sweep.
+		{`DELETE FROM session_events WHERE agent_id = ? AND session_key = ?`, []any{ref.AgentID, ref.Key}},
 		{`DELETE FROM session_heads WHERE agent_id = ? AND session_key = ?`, []any{ref.AgentID, ref.Key}},
 		{`DELETE FROM cursors WHERE target_agent = ? AND target_key = ?`, []any{ref.AgentID, ref.Key}},
 		{`DELETE FROM cursors WHERE watcher = ?`, []any{ref.Key}},
@@ -1113,11 +1119,15 @@ func (t *Tx) PruneEvents(ctx context.Context, maxSequence, recordedBefore int64,
 		head = max(head, excluded.head), pruned_watermark = max(pruned_watermark, excluded.pruned_watermark)`, last); err != nil {
 		return 0, fmt.Errorf("raise pruned watermarks: %w", err)
 	}
-	if _, err := t.c.exec(`UPDATE sequence_floor SET pruned = max(pruned, ?) WHERE id = 1`, last); err != nil {
+	// Their index entries stay, for the sweep (index.go): the trigger
+	// leaves them while pruning is set.
+	if _, err := t.c.exec(`UPDATE sequence_floor SET pruned = max(pruned, ?), pruning = 1 WHERE id = 1`, last); err != nil {
 		return 0, err
 	}
-	// The index's entries go with the events (a trigger).
 	if _, err := t.c.exec(`DELETE FROM events WHERE sequence <= ?`, last); err != nil {
+		return 0, err
+	}
+	if _, err := t.c.exec(`UPDATE sequence_floor SET pruning = 0 WHERE id = 1`); err != nil {
 		return 0, err
 	}
 	t.track(change{prunedTo: last})
