@@ -41,6 +41,7 @@ var rulesOnPostgreSQL = []func(*testing.T){
 	TestChildSpawnedSeedsParentCursorAndDoesNotNotify,
 	TestSpawnOverwritesAnEarlierCursor,
 	TestGoalChangedNotifiesWatchers,
+	TestRecordsOnSeveralTargetsInOneWriteNotifyEachTargetsWatchers,
 	TestRunAndCompactionEventsAreLogOnly,
 	TestSequenceIsGlobalAndVersionsAreSparse,
 	TestDedupeKeyReturnsFirstEventAndChangesNothing,

@@ -133,8 +133,11 @@ type Engine struct {
 
 	queues  *queues
 	notices noticeMemo
-	waker   *waker
-	stats   stats
+	// targetCursors is the running write's list of a target's cursors
+	// (Txn.cursorsOnTarget); writes run one at a time.
+	targetCursors []Cursor
+	waker         *waker
+	stats         stats
 
 	bgCtx    context.Context
 	bgCancel context.CancelFunc

@@ -94,6 +94,46 @@ func TestGoalChangedNotifiesWatchers(t *testing.T) {
 	}
 }
 
+// Records in one write each move their own target's watchers and queue
+// their own notices, however many there are.
+func TestRecordsOnSeveralTargetsInOneWriteNotifyEachTargetsWatchers(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	targets := []string{"agent:main:subagent:a", "agent:main:subagent:b", "agent:main:subagent:c"}
+	watchers := map[string][]string{
+		targets[0]: {"agent:w1:main", "agent:w2:main"},
+		targets[1]: {"agent:w3:main", "agent:w4:main", "agent:w5:main", "agent:w6:main"},
+		targets[2]: {"agent:w7:main"},
+	}
+	for target, ws := range watchers {
+		for _, w := range ws {
+			env.watch(w, target)
+		}
+	}
+	if err := env.eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
+		for _, target := range targets {
+			if _, err := txn.Record(ctx, vigil.Record{Session: vigil.MustRef(target), Kind: vigil.KindGoalChanged,
+				ActorType: vigil.ActorHuman, ActorID: "operator:ann"}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i, target := range targets {
+		for _, w := range watchers[target] {
+			seq := int64(i + 1)
+			// Each watched from before any event: it has seen up to 0.
+			if got, want := env.pending(w), []string{vigil.NoticeText(target, 0)}; !slices.Equal(got, want) {
+				t.Errorf("pending for %s = %q, want %q", w, got, want)
+			}
+			if got := env.cursor(w, target); got[2] != seq {
+				t.Errorf("cursor of %s on %s = %v, want material %d", w, target, got, seq)
+			}
+		}
+	}
+}
+
 func TestRunAndCompactionEventsAreLogOnly(t *testing.T) {
 	env := newEnv(t, vigil.Options{})
 	env.spawn(manager, child, "run-1")

@@ -108,7 +108,7 @@ func (t *Txn) record(ctx context.Context, ev, valid *Event, occurredAt time.Time
 			return Recorded{}, fmt.Errorf("lock session: %w", err)
 		}
 		var err error
-		if watchers, err = t.tx.CursorsOnTarget(ctx, target); err != nil {
+		if watchers, err = t.cursorsOnTarget(ctx, target); err != nil {
 			return Recorded{}, fmt.Errorf("read watchers: %w", err)
 		}
 	}
@@ -146,7 +146,8 @@ func (t *Txn) record(ctx context.Context, ev, valid *Event, occurredAt time.Time
 		// may have thousands of watchers).
 		moved := watchers[:0]
 		notices := e.notices.get(target)
-		queued := make([]watcherNotice, 0, len(watchers)+1)
+		list := noticeLists.Get().(*[]watcherNotice)
+		queued := (*list)[:0]
 		for _, c := range watchers {
 			if c.Watcher == ev.ActorID { // self-suppression: exact match
 				continue
@@ -168,9 +169,45 @@ func (t *Txn) record(ctx context.Context, ev, valid *Event, occurredAt time.Time
 			queued = append(queued, watcherNotice{c.Watcher, notices.of(c)})
 		}
 		e.notices.keep(target, notices)
-		t.AfterCommit(func() { e.enqueueNotices(queued) })
+		t.AfterCommit(func() {
+			defer recycleNotices(list, queued)
+			e.enqueueNotices(queued)
+		})
 	}
 	return Recorded{Event: *ev, Appended: true}, nil
+}
+
+// cursorsOnTarget lists target's cursors, into the engine's one list when
+// the store can (CursorsAppender): only the running write uses it, and a
+// record is done with it when it returns.
+func (t *Txn) cursorsOnTarget(ctx context.Context, target SessionRef) ([]Cursor, error) {
+	a, ok := t.tx.(CursorsAppender)
+	if !ok {
+		return t.tx.CursorsOnTarget(ctx, target)
+	}
+	cs, err := a.AppendCursorsOnTarget(ctx, t.e.targetCursors[:0], target)
+	if cap(cs) <= keptListMax {
+		t.e.targetCursors = cs
+	}
+	return cs, err
+}
+
+// noticeLists recycles the lists of notices records queue after commit,
+// for the reason CursorsAppender gives.
+var noticeLists = sync.Pool{New: func() any { return new([]watcherNotice) }}
+
+// keptListMax bounds the lists kept for reuse, in entries.
+const keptListMax = 4096
+
+// recycleNotices gives back list, last used as ns, once its notices are
+// queued.
+func recycleNotices(list *[]watcherNotice, ns []watcherNotice) {
+	if cap(ns) > keptListMax {
+		return
+	}
+	clear(ns)
+	*list = ns[:0]
+	noticeLists.Put(list)
 }
 
 // watcherNotice is a notice to queue for a watcher after commit.

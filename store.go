@@ -146,6 +146,16 @@ type MoveDeferrer interface {
 	MovesDurableThrough(ctx context.Context) (int64, error)
 }
 
+// CursorsAppender is implemented by a Tx that can list a target's cursors
+// into a slice the caller reuses: a record on a target with a thousand
+// watchers would otherwise make a new list of a thousand cursors, and the
+// collector's work for such garbage grows faster than the watchers.
+type CursorsAppender interface {
+	// AppendCursorsOnTarget appends to dst the cursors CursorsOnTarget
+	// would list, and returns the extended slice.
+	AppendCursorsOnTarget(ctx context.Context, dst []Cursor, target SessionRef) ([]Cursor, error)
+}
+
 // IndexSweeper is implemented by a Tx whose store leaves the entries that
 // pruned events had in a per-session index, to delete them later a range
 // at a time: readers skip them meanwhile. Prune sweeps after pruning, in

@@ -971,24 +971,31 @@ func (t *Tx) Version(ctx context.Context, ref vigil.SessionRef) (int64, error) {
 
 // CursorsOnTarget implements vigil.Tx.
 func (t *Tx) CursorsOnTarget(ctx context.Context, target vigil.SessionRef) ([]vigil.Cursor, error) {
+	return t.AppendCursorsOnTarget(ctx, nil, target)
+}
+
+// AppendCursorsOnTarget implements vigil.CursorsAppender.
+func (t *Tx) AppendCursorsOnTarget(ctx context.Context, dst []vigil.Cursor, target vigil.SessionRef) ([]vigil.Cursor, error) {
+	from := len(dst)
 	untouched := t.rowsUntouched(target)
-	cs, kept := []vigil.Cursor(nil), false
+	kept := false
 	if untouched {
-		cs, kept = t.s.watchers.get(target)
+		dst, kept = t.s.watchers.get(dst, target)
 	}
 	if !kept {
-		var err error
-		if cs, err = t.c.queryCursors(cursorsOnTargetQuery, target.AgentID, target.Key); err != nil {
-			return nil, err
+		cs, err := t.c.queryCursors(cursorsOnTargetQuery, target.AgentID, target.Key)
+		if err != nil {
+			return dst, err
 		}
 		if untouched {
 			t.s.watchers.keep(target, cs)
 		}
+		dst = append(dst, cs...)
 	}
-	for i := range cs {
-		cs[i] = t.overlay(cs[i])
+	for i := from; i < len(dst); i++ {
+		dst[i] = t.overlay(dst[i])
 	}
-	return cs, nil
+	return dst, nil
 }
 
 // Cursor implements vigil.Tx.

@@ -26,15 +26,15 @@ func newWatcherRows() *watcherRows {
 	return &watcherRows{byTarget: map[vigil.SessionRef][]vigil.Cursor{}}
 }
 
-// get returns a copy of target's rows, if kept.
-func (w *watcherRows) get(target vigil.SessionRef) ([]vigil.Cursor, bool) {
+// get appends a copy of target's rows to dst, if kept.
+func (w *watcherRows) get(dst []vigil.Cursor, target vigil.SessionRef) ([]vigil.Cursor, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	cs, ok := w.byTarget[target]
 	if !ok || w.off {
-		return nil, false
+		return dst, false
 	}
-	return append([]vigil.Cursor(nil), cs...), true
+	return append(dst, cs...), true
 }
 
 // keep stores target's rows as a transaction that wrote none of them read

@@ -18,7 +18,7 @@ import (
 // statements (one of them ending the transaction early, as SQLite does
 // when a statement is interrupted), rollbacks and commits did, a target's
 // cursors read through the kept rows are exactly what the file holds, with
-// the held moves over them.
+// the held moves over them, whether listed anew or appended to a list.
 func TestKeptWatcherRowsAnswerExactlyAsTheFile(t *testing.T) {
 	dir := t.TempDir()
 	run := 0
@@ -54,6 +54,17 @@ func TestKeptWatcherRowsAnswerExactlyAsTheFile(t *testing.T) {
 				slices.SortFunc(want, byWatcher)
 				if !reflect.DeepEqual(got, want) && (len(got) > 0 || len(want) > 0) {
 					rt.Fatalf("after %s, CursorsOnTarget(%s)\n kept: %+v\n file: %+v", what, target.Key, got, want)
+				}
+				// Appended to a list, the same cursors follow what it held.
+				held := vigil.Cursor{Watcher: "agent:held:main", LastSeen: 7}
+				appended, err := tx.AppendCursorsOnTarget(ctx, []vigil.Cursor{held}, target)
+				if err != nil {
+					rt.Fatal(err)
+				}
+				slices.SortFunc(appended[1:], byWatcher)
+				if appended[0] != held || !reflect.DeepEqual(appended[1:], got) && (len(got) > 0 || len(appended) > 1) {
+					rt.Fatalf("after %s, AppendCursorsOnTarget(%s) to one held cursor: %+v; CursorsOnTarget: %+v", what,
+						target.Key, appended, got)
 				}
 			}
 		}
