@@ -22,8 +22,8 @@ func runFanOut(ctx context.Context, e *env) error {
 	// Each round measures every size in turn, so a busy spell on the
 	// machine slows one round of each size rather than every round of
 	// one: the comparison between sizes is what this workload is for. It
-	// compares about a third of a microsecond a watcher against a fixed
-	// cost of about 12 µs an event, so one round's noise can decide the
+	// compares about a fifth of a microsecond a watcher against a fixed
+	// cost of about 10 µs an event, so one round's noise can decide the
 	// verdict: even --quick takes the best of three.
 	rounds := max(s.Rounds, fanOutMinRounds)
 	for r := range rounds {
