@@ -39,19 +39,7 @@ func checkSessionReads(t *testing.T, shared bool) {
 		}
 		defer func() { s.Close() }()
 		sessions := []vigil.SessionRef{{AgentID: "a", Key: "agent:a:main"}, {AgentID: "a", Key: "agent:a:t1"}, {AgentID: "b", Key: "agent:b:main"}}
-		write := func(f func(tx *Tx) error) {
-			tx, err := s.BeginWrite(ctx)
-			if err != nil {
-				rt.Fatal(err)
-			}
-			if err := f(tx.(*Tx)); err != nil {
-				tx.Rollback()
-				rt.Fatal(err)
-			}
-			if err := tx.Commit(); err != nil {
-				rt.Fatal(err)
-			}
-		}
+		write := func(f func(tx *Tx) error) { commitWrite(rt, s, f) }
 		appendSome := func(tx *Tx) error {
 			for range rapid.IntRange(1, 6).Draw(rt, "events") {
 				ref := rapid.SampledFrom(sessions).Draw(rt, "session")
@@ -259,23 +247,32 @@ func queryCount(t interface{ Fatal(...any) }, s *Store, q string) int64 {
 	return n
 }
 
+// openAtVersion creates a database at path with the schema of the given
+// version, as a build of that version made it, and opens it by hand.
+func openAtVersion(t *testing.T, path string, version int) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=WAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, current := migrations, SchemaVersion
+	migrations, SchemaVersion = migrations[:version], version
+	err = migrate(context.Background(), db, func() int64 { return 1 })
+	migrations, SchemaVersion = all, current
+	if err != nil {
+		db.Close()
+		t.Fatal(err)
+	}
+	return db
+}
+
 // A database made while the index was part of the events table keeps
 // every session's events readable: migration 5 fills the index's table
 // and marks it complete.
 func TestMigrationFiveIndexesTheEventsAlreadyStored(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "v4.db")
-	db, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=WAL")
-	if err != nil {
-		t.Fatal(err)
-	}
-	all, version := migrations, SchemaVersion
-	migrations, SchemaVersion = migrations[:4], 4
-	err = migrate(ctx, db, func() int64 { return 1 })
-	migrations, SchemaVersion = all, version
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openAtVersion(t, path, 4)
 	sessions := []vigil.SessionRef{{AgentID: "a", Key: "agent:a:main"}, {AgentID: "b", Key: "agent:b:main"}}
 	for seq := int64(1); seq <= 7; seq++ {
 		ref := sessions[seq%2]
@@ -459,8 +456,11 @@ func TestASharedStoreReadsEventsInsertedByHandThroughDB(t *testing.T) {
 	}
 }
 
-// write runs f in one write transaction of s and commits it.
-func write(t *testing.T, s *Store, f func(tx *Tx) error) {
+// commitWrite runs f in one write transaction of s and commits it.
+func commitWrite(t interface {
+	Helper()
+	Fatal(...any)
+}, s *Store, f func(tx *Tx) error) {
 	t.Helper()
 	tx, err := s.BeginWrite(context.Background())
 	if err != nil {
@@ -500,7 +500,7 @@ func prunedStore(t *testing.T, sessions int) (*Store, []vigil.SessionRef) {
 			appendEvents(t, s, ref, 1)
 		}
 	}
-	write(t, s, func(tx *Tx) error {
+	commitWrite(t, s, func(tx *Tx) error {
 		_, err := tx.PruneEvents(context.Background(), int64(6*sessions), math.MaxInt64, 6*sessions)
 		return err
 	})
@@ -513,7 +513,7 @@ func sweep(t *testing.T, s *Store, limit int) (deleted, writes int) {
 	t.Helper()
 	var after vigil.SessionRef
 	for done := false; !done; writes++ {
-		write(t, s, func(tx *Tx) (err error) {
+		commitWrite(t, s, func(tx *Tx) (err error) {
 			var n int
 			n, after, done, err = tx.SweepIndex(context.Background(), after, limit)
 			deleted += n
@@ -567,7 +567,7 @@ func TestASweepDeletesEveryIndexEntryOfPrunedEventsAcrossWrites(t *testing.T) {
 
 func TestDeletingASessionDeletesTheEntriesPruningLeft(t *testing.T) {
 	s, refs := prunedStore(t, 2)
-	write(t, s, func(tx *Tx) error { return tx.DeleteSession(context.Background(), refs[0]) })
+	commitWrite(t, s, func(tx *Tx) error { return tx.DeleteSession(context.Background(), refs[0]) })
 	if n := queryCount(t, s, `SELECT count(*) FROM session_events WHERE session_key = 'agent:a:s0'`); n != 0 {
 		t.Fatalf("the deleted session keeps %d index entries", n)
 	}
@@ -609,7 +609,7 @@ func TestAPruneSweepsTheIndexEntriesOfWhatItPruned(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write(t, s, func(tx *Tx) error { return tx.writeIndex() }) // every event indexed, so each pruned one leaves its entry
+	commitWrite(t, s, func(tx *Tx) error { return tx.writeIndex() }) // every event indexed, so each pruned one leaves its entry
 	st, err := eng.Prune(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -624,17 +624,7 @@ func TestAPruneSweepsTheIndexEntriesOfWhatItPruned(t *testing.T) {
 func TestMigrationSixStartsTheSweepAtThePrunedMark(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "v5.db")
-	db, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=WAL")
-	if err != nil {
-		t.Fatal(err)
-	}
-	all, version := migrations, SchemaVersion
-	migrations, SchemaVersion = migrations[:5], 5
-	err = migrate(ctx, db, func() int64 { return 1 })
-	migrations, SchemaVersion = all, version
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openAtVersion(t, path, 5)
 	// Six events, indexed, and the oldest two pruned as version 5 did.
 	for _, q := range []string{
 		`WITH RECURSIVE n(s) AS (SELECT 1 UNION ALL SELECT s + 1 FROM n WHERE s < 6)
@@ -662,7 +652,7 @@ func TestMigrationSixStartsTheSweepAtThePrunedMark(t *testing.T) {
 	if m := queryCount(t, s, `SELECT index_swept FROM sequence_floor`); m != 2 {
 		t.Fatalf("index_swept is %d after the migration, want the pruned mark 2", m)
 	}
-	write(t, s, func(tx *Tx) error {
+	commitWrite(t, s, func(tx *Tx) error {
 		_, err := tx.PruneEvents(ctx, 4, math.MaxInt64, 10)
 		return err
 	})
