@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,6 +68,10 @@ type SystemEvent struct {
 	// cursor whose L has since reached it was acknowledged by a turn that
 	// did not take this entry (Drain). noWatermark when unknown.
 	notified int64
+	// slot is a hash of a notice's queue slot (sameSlot), 0 when not
+	// computed: a watcher that never drains has a full queue, and each new
+	// notice is compared with all of it, mostly with other targets'.
+	slot uint64
 }
 
 // noWatermark marks a notice whose watermark no cursor can match.
@@ -88,6 +93,7 @@ func noticeFor(c Cursor) SystemEvent {
 type targetNotices struct {
 	target   *SessionRef
 	key      string
+	slot     uint64
 	lastSeen int64
 	text     string
 }
@@ -131,9 +137,26 @@ func (n *targetNotices) of(c Cursor) SystemEvent {
 	if n.target == nil {
 		t := c.Target
 		n.target, n.key = &t, NoticeContextKey(t.Key)
+		n.slot = noticeSlot(t, n.key)
 	}
 	if n.text == "" || c.LastSeen != n.lastSeen {
 		n.text, n.lastSeen = NoticeText(c.Target.Key, c.LastSeen), c.LastSeen
 	}
-	return SystemEvent{ContextKey: n.key, Text: n.text, Target: n.target, notified: c.Notified}
+	return SystemEvent{ContextKey: n.key, Text: n.text, Target: n.target, notified: c.Notified, slot: n.slot}
+}
+
+// slotSeed seeds the slot hashes, which live only in this process's memory.
+var slotSeed = maphash.MakeSeed()
+
+// noticeSlot is the slot hash of target's notices with context key key;
+// never 0, which means unknown.
+func noticeSlot(target SessionRef, key string) uint64 {
+	var h maphash.Hash
+	h.SetSeed(slotSeed)
+	h.WriteString(target.AgentID)
+	h.WriteByte(0)
+	h.WriteString(target.Key)
+	h.WriteByte(0)
+	h.WriteString(key)
+	return h.Sum64() | 1
 }

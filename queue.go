@@ -22,6 +22,9 @@ func newQueues(bound int) *queues {
 // slot is its (watcher, target) pair, so a newer text for the pair replaces
 // the older one; other events dedupe on context key plus text.
 func sameSlot(a, b SystemEvent) bool {
+	if a.slot != b.slot && a.slot != 0 && b.slot != 0 {
+		return false // different slots hash differently
+	}
 	if a.Target != nil || b.Target != nil {
 		return a.Target != nil && b.Target != nil && *a.Target == *b.Target && a.ContextKey == b.ContextKey
 	}
