@@ -174,14 +174,17 @@ func (e *Engine) Prune(ctx context.Context) (PruneStats, error) {
 	batch := e.opts.PruneBatch
 	cutoff := e.clk.Now().Add(-e.opts.Retention).UnixMilli()
 
-	loop := func(step func(context.Context, Tx) (int, error)) (int, error) {
+	// loop runs step, a write each, resting between them, until step
+	// reports no more to do, and adds up what it did.
+	loop := func(step func(context.Context, *Txn) (n int, more bool, err error)) (int, error) {
 		total := 0
 		for {
 			var n int
+			var more bool
 			start := time.Now()
 			err := e.Update(ctx, func(ctx context.Context, t *Txn) error {
 				var err error
-				n, err = step(ctx, t.tx)
+				n, more, err = step(ctx, t)
 				return err
 			})
 			if err != nil {
@@ -189,7 +192,7 @@ func (e *Engine) Prune(ctx context.Context) (PruneStats, error) {
 			}
 			st.Batches++
 			total += n
-			if n < batch {
+			if !more {
 				return total, nil
 			}
 			if err := clock.Sleep(ctx, time.Duration(float64(time.Since(start))*prunePace)); err != nil {
@@ -197,10 +200,18 @@ func (e *Engine) Prune(ctx context.Context) (PruneStats, error) {
 			}
 		}
 	}
+	// inBatches is a step that does batch at most: more is left if it did
+	// them all.
+	inBatches := func(f func(context.Context, Tx) (int, error)) func(context.Context, *Txn) (int, bool, error) {
+		return func(ctx context.Context, t *Txn) (int, bool, error) {
+			n, err := f(ctx, t.tx)
+			return n, n >= batch, err
+		}
+	}
 	var err error
-	if st.ByAge, err = loop(func(ctx context.Context, tx Tx) (int, error) {
+	if st.ByAge, err = loop(inBatches(func(ctx context.Context, tx Tx) (int, error) {
 		return tx.PruneEvents(ctx, math.MaxInt64, cutoff, batch)
-	}); err != nil {
+	})); err != nil {
 		return st, fmt.Errorf("prune by age: %w", err)
 	}
 	keepFrom, err := e.store.NthNewestSequence(ctx, e.opts.MaxEvents)
@@ -208,59 +219,34 @@ func (e *Engine) Prune(ctx context.Context) (PruneStats, error) {
 		return st, fmt.Errorf("prune by count: %w", err)
 	}
 	if keepFrom > 0 {
-		if st.ByCount, err = loop(func(ctx context.Context, tx Tx) (int, error) {
+		if st.ByCount, err = loop(inBatches(func(ctx context.Context, tx Tx) (int, error) {
 			return tx.PruneEvents(ctx, keepFrom-1, math.MaxInt64, batch)
-		}); err != nil {
+		})); err != nil {
 			return st, fmt.Errorf("prune by count: %w", err)
 		}
 	}
-	if st.SweptEntries, err = e.sweepIndex(ctx, batch*sweepPerBatch, &st); err != nil {
+	// The store's index sweep (IndexSweeper), if it has one, goes on from
+	// the session the last committed step reached.
+	var after SessionRef
+	if st.SweptEntries, err = loop(func(ctx context.Context, t *Txn) (int, bool, error) {
+		sw, ok := t.tx.(IndexSweeper)
+		if !ok {
+			return 0, false, nil
+		}
+		n, next, done, err := sw.SweepIndex(ctx, after, batch*sweepPerBatch)
+		t.AfterCommit(func() { after = next }) // the write may run again
+		return n, !done, err
+	}); err != nil {
 		return st, fmt.Errorf("sweep the index of pruned events: %w", err)
 	}
-	if st.ExpiredCursors, err = loop(func(ctx context.Context, tx Tx) (int, error) {
+	if st.ExpiredCursors, err = loop(inBatches(func(ctx context.Context, tx Tx) (int, error) {
 		return tx.ExpireCursors(ctx, cutoff, batch)
-	}); err != nil {
+	})); err != nil {
 		return st, fmt.Errorf("expire cursors: %w", err)
 	}
 	e.stats.prunedEvents.Add(int64(st.ByAge + st.ByCount))
 	e.stats.expiredCursors.Add(int64(st.ExpiredCursors))
 	return st, nil
-}
-
-// sweepIndex runs the store's index sweep (IndexSweeper), limit entries a
-// transaction, resting between them as pruning does. A store without one
-// costs one empty write.
-func (e *Engine) sweepIndex(ctx context.Context, limit int, st *PruneStats) (int, error) {
-	var after SessionRef
-	total := 0
-	for {
-		var n int
-		var next SessionRef
-		var done, sweeps bool
-		start := time.Now()
-		err := e.Update(ctx, func(ctx context.Context, t *Txn) error {
-			sw, ok := t.tx.(IndexSweeper)
-			if !ok {
-				return nil
-			}
-			sweeps = true
-			var err error
-			n, next, done, err = sw.SweepIndex(ctx, after, limit)
-			return err
-		})
-		if err != nil || !sweeps {
-			return total, err
-		}
-		st.Batches++
-		total += n
-		if done {
-			return total, nil
-		}
-		after = next // not inside the write: it may run again
-		if err := clock.Sleep(ctx, time.Duration(float64(time.Since(start))*prunePace)); err != nil {
-			return total, err
-		}
-	}
 }
 
 // sweepPerBatch is how many index entries a sweep deletes per pruned event
