@@ -102,14 +102,14 @@ func checkSessionReads(t *testing.T, shared bool) {
 			if !reflect.DeepEqual(vs, heads) {
 				rt.Fatalf("after %s, versions read together %v, one by one %v", what, vs, heads)
 			}
-			if n := queryCount(rt, s, `SELECT count(*) FROM session_events x LEFT JOIN events e ON e.sequence = x.sequence
-				WHERE (e.sequence IS NULL OR e.agent_id != x.agent_id OR e.session_key != x.session_key)
+			if n := queryCount(rt, s, `SELECT count(*) FROM `+indexEntries+` x LEFT JOIN events e ON e.sequence = x.sequence
+				WHERE (e.sequence IS NULL OR x.agent_id IS NULL OR e.agent_id != x.agent_id OR e.session_key != x.session_key)
 					AND x.sequence > (SELECT pruned FROM sequence_floor WHERE id = 1)
 				OR x.sequence > `+indexMarkQuery); n != 0 {
 				rt.Fatalf("after %s, the index holds %d entries of no event above the pruned mark, or above its mark", what, n)
 			}
 			if n := queryCount(rt, s, `SELECT count(*) FROM events e WHERE sequence <= `+indexMarkQuery+`
-				AND NOT EXISTS (SELECT 1 FROM session_events x WHERE x.agent_id = e.agent_id
+				AND NOT EXISTS (SELECT 1 FROM `+indexEntries+` x WHERE x.agent_id = e.agent_id
 					AND x.session_key = e.session_key AND x.sequence = e.sequence)`); n != 0 {
 				rt.Fatalf("after %s, %d events at or below the index's mark have no entry", what, n)
 			}
@@ -192,7 +192,7 @@ func checkSessionReads(t *testing.T, shared bool) {
 						break
 					}
 				}
-				if n := queryCount(rt, s, `SELECT count(*) FROM session_events x
+				if n := queryCount(rt, s, `SELECT count(*) FROM `+indexEntries+` x
 					WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.sequence = x.sequence
 						AND e.agent_id = x.agent_id AND e.session_key = x.session_key)`); done && n != 0 {
 					rt.Fatalf("a complete sweep left %d entries of no event", n)
@@ -289,7 +289,7 @@ func TestMigrationFiveIndexesTheEventsAlreadyStored(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if n := queryCount(t, s, `SELECT count(*) FROM session_events`); n != 7 {
+	if n := queryCount(t, s, `SELECT count(*) FROM session_index`); n != 7 {
 		t.Errorf("the index holds %d entries after the migration, want the 7 events", n)
 	}
 	if m := queryCount(t, s, `SELECT `+indexMarkQuery); m != 7 {
@@ -338,14 +338,14 @@ func TestAnExclusiveStoreWritesTheIndexOnceManyEventsGather(t *testing.T) {
 	}
 	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
 	appendEvents(t, s, ref, 3)
-	if n := queryCount(t, s, `SELECT count(*) FROM session_events`); n != 0 {
+	if n := queryCount(t, s, `SELECT count(*) FROM session_index`); n != 0 {
 		t.Fatalf("the index has %d entries right after the commit of 3 events", n)
 	}
 	if h, err := s.readHistory(context.Background(), ref, 0, 10); err != nil || len(h.Events) != 3 {
 		t.Fatalf("a read from the file finds %d events (%v), want the 3 above the index's mark", len(h.Events), err)
 	}
 	appendEvents(t, s, ref, indexMaxLag-3) // this commit brings the lag to indexMaxLag
-	if n := queryCount(t, s, `SELECT count(*) FROM session_events`); n != indexMaxLag {
+	if n := queryCount(t, s, `SELECT count(*) FROM session_index`); n != indexMaxLag {
 		t.Fatalf("the index has %d entries once %d events gathered, want them all", n, indexMaxLag)
 	}
 	appendEvents(t, s, ref, 1)
@@ -357,7 +357,7 @@ func TestAnExclusiveStoreWritesTheIndexOnceManyEventsGather(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if n := queryCount(t, s, `SELECT count(*) FROM session_events`); n != indexMaxLag+1 {
+	if n := queryCount(t, s, `SELECT count(*) FROM session_index`); n != indexMaxLag+1 {
 		t.Fatalf("after Close the index has %d entries, want %d", n, indexMaxLag+1)
 	}
 }
@@ -369,7 +369,7 @@ func TestASharedStoreIndexesEveryAppendAtOnce(t *testing.T) {
 	}
 	defer s.Close()
 	appendEvents(t, s, vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}, 2)
-	if n := queryCount(t, s, `SELECT count(*) FROM session_events`); n != 2 {
+	if n := queryCount(t, s, `SELECT count(*) FROM session_index`); n != 2 {
 		t.Fatalf("the index has %d entries after a shared store's commit of 2 events", n)
 	}
 }
@@ -475,10 +475,15 @@ func commitWrite(t interface {
 	}
 }
 
+// indexEntries is the session index with each entry's session spelled
+// out (NULL for a number no session has).
+const indexEntries = `(SELECT n.agent_id, n.session_key, x.sequence FROM session_index x
+	LEFT JOIN session_numbers n ON n.number = x.session)`
+
 // staleEntries counts the index entries whose event is gone.
 func staleEntries(t *testing.T, s *Store) int64 {
 	t.Helper()
-	return queryCount(t, s, `SELECT count(*) FROM session_events x WHERE NOT EXISTS (SELECT 1 FROM events e
+	return queryCount(t, s, `SELECT count(*) FROM `+indexEntries+` x WHERE NOT EXISTS (SELECT 1 FROM events e
 		WHERE e.sequence = x.sequence AND e.agent_id = x.agent_id AND e.session_key = x.session_key)`)
 }
 
@@ -557,7 +562,7 @@ func TestASweepDeletesEveryIndexEntryOfPrunedEventsAcrossWrites(t *testing.T) {
 	if writes < 30/4 {
 		t.Fatalf("the sweep took %d writes of at most 4 entries for 30 entries", writes)
 	}
-	if n := queryCount(t, s, `SELECT count(*) FROM session_events`); n != 20 {
+	if n := queryCount(t, s, `SELECT count(*) FROM session_index`); n != 20 {
 		t.Fatalf("the index holds %d entries after the sweep, want the 20 retained events'", n)
 	}
 	if again, _ := sweep(t, s, 4); again != 0 {
@@ -568,8 +573,11 @@ func TestASweepDeletesEveryIndexEntryOfPrunedEventsAcrossWrites(t *testing.T) {
 func TestDeletingASessionDeletesTheEntriesPruningLeft(t *testing.T) {
 	s, refs := prunedStore(t, 2)
 	commitWrite(t, s, func(tx *Tx) error { return tx.DeleteSession(context.Background(), refs[0]) })
-	if n := queryCount(t, s, `SELECT count(*) FROM session_events WHERE session_key = 'agent:a:s0'`); n != 0 {
+	if n := queryCount(t, s, `SELECT count(*) FROM `+indexEntries+` WHERE session_key = 'agent:a:s0' OR session_key IS NULL`); n != 0 {
 		t.Fatalf("the deleted session keeps %d index entries", n)
+	}
+	if n := queryCount(t, s, `SELECT count(*) FROM session_numbers WHERE session_key = 'agent:a:s0'`); n != 0 {
+		t.Fatal("the deleted session keeps its number")
 	}
 }
 
@@ -661,5 +669,61 @@ func TestMigrationSixStartsTheSweepAtThePrunedMark(t *testing.T) {
 	}
 	if deleted, _ := sweep(t, s, 10); deleted != 2 || staleEntries(t, s) != 0 {
 		t.Fatalf("the sweep deleted %d, left %d", deleted, staleEntries(t, s))
+	}
+}
+
+// Version 6 keyed the index by agent id and session key: migration 7
+// numbers the sessions, and every entry keeps its event, the stale ones
+// of pruned events too, for the sweep.
+func TestMigrationSevenNumbersTheSessionsOfTheIndex(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v6.db")
+	db := openAtVersion(t, path, 6)
+	// Seven events on two sessions, indexed; the oldest two pruned, as
+	// version 6 did, leaving their entries.
+	for _, q := range []string{
+		`WITH RECURSIVE n(s) AS (SELECT 1 UNION ALL SELECT s + 1 FROM n WHERE s < 7)
+			INSERT INTO events (sequence, agent_id, session_key, kind, actor_type, occurred_at, recorded_at, summary)
+			SELECT s, 'a', 'agent:a:s' || (s % 2), 'goal_changed', 'human', 1, 1, 'goal updated' FROM n`,
+		`INSERT INTO session_events SELECT agent_id, session_key, sequence FROM events`,
+		`UPDATE sequence_floor SET indexed_through = 7, pruned = 2, pruning = 1`,
+		`DELETE FROM events WHERE sequence <= 2`,
+		`UPDATE sequence_floor SET pruning = 0`,
+		`INSERT INTO session_heads VALUES ('a', 'agent:a:s0', 2, 2), ('a', 'agent:a:s1', 1, 1)`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+
+	s, err := Open(ctx, path, Options{Shared: true}) // every read from the index
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if n := queryCount(t, s, `SELECT count(*) FROM session_numbers`); n != 2 {
+		t.Errorf("%d sessions numbered, want 2", n)
+	}
+	if n := queryCount(t, s, `SELECT count(*) FROM session_index`); n != 7 {
+		t.Errorf("the index holds %d entries after the migration, want all 7", n)
+	}
+	for i, want := range [][]int64{{4, 6}, {3, 5, 7}} {
+		ref := vigil.SessionRef{AgentID: "a", Key: fmt.Sprintf("agent:a:s%d", i)}
+		h, err := s.History(ctx, ref, 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int64
+		for _, e := range h.Events {
+			got = append(got, e.Sequence)
+		}
+		if !reflect.DeepEqual(got, want) || h.EarliestRetained != want[0] || h.Head != want[len(want)-1] {
+			t.Errorf("history of %s after the migration: %v (earliest %d, head %d), want %v",
+				ref.Key, got, h.EarliestRetained, h.Head, want)
+		}
+	}
+	if deleted, _ := sweep(t, s, 10); deleted != 2 || staleEntries(t, s) != 0 {
+		t.Errorf("the sweep deleted %d entries and left %d stale, want the 2 pruned events' and none", deleted, staleEntries(t, s))
 	}
 }

@@ -77,6 +77,9 @@ type Store struct {
 	// knows what it lacks (nil for a shared store, which lacks nothing).
 	index *indexLag
 	tail  *unindexedTail
+	// numbered knows sessions the index numbered (nil for a shared
+	// store).
+	numbered *numberedSessions
 	// scanTail is set when reads must look above the index's mark: the
 	// store lets the index lag, or DB() was handed out. Otherwise every
 	// write brings the index up to date before it commits.
@@ -149,6 +152,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.moves = newHeldMoves()
 		s.watchers = newWatcherRows()
 		s.tail = newUnindexedTail()
+		s.numbered = newNumberedSessions()
 	}
 	// What a crash of an exclusive store left above the index's mark gets
 	// its entries: a shared store's reads count on there being none.
@@ -303,7 +307,7 @@ const (
 		notified = excluded.notified, material = excluded.material, updated_at = excluded.updated_at`
 	// A session's version: the larger of its newest event and its head.
 	// Versions of many sessions read the index's tail once for all.
-	indexedVersionOf = `coalesce((SELECT max(sequence) FROM session_events WHERE agent_id = ?1 AND session_key = ?2), 0),
+	indexedVersionOf = `coalesce((SELECT max(sequence) FROM session_index WHERE session = ` + sessionNumberOf + `), 0),
 	coalesce((SELECT head FROM session_heads WHERE agent_id = ?1 AND session_key = ?2), 0)`
 	versionQuery        = `SELECT max(coalesce((SELECT max(sequence) FROM ` + tailOfSession + `), 0), ` + indexedVersionOf + `)`
 	indexedVersionQuery = `SELECT max(` + indexedVersionOf + `)`
@@ -561,10 +565,10 @@ var (
 func historyQueryOf(tail string) string {
 	// An entry counts with its event only: pruned events' entries stay
 	// until the sweep (index.go).
-	first := `(SELECT x.sequence FROM session_events x JOIN events e
-			ON e.sequence = x.sequence AND e.agent_id = x.agent_id AND e.session_key = x.session_key
-		WHERE x.agent_id = ?1 AND x.session_key = ?2 ORDER BY x.sequence LIMIT 1)`
-	last := `(SELECT max(sequence) FROM session_events WHERE agent_id = ?1 AND session_key = ?2)`
+	first := `(SELECT x.sequence FROM session_index x JOIN events e
+			ON e.sequence = x.sequence AND e.agent_id = ?1 AND e.session_key = ?2
+		WHERE x.session = ` + sessionNumberOf + ` ORDER BY x.sequence LIMIT 1)`
+	last := `(SELECT max(sequence) FROM session_index WHERE session = ` + sessionNumberOf + `)`
 	if tail != "" {
 		first = `coalesce(` + first + `, (SELECT min(sequence) FROM ` + tail + `))`
 		last = `coalesce((SELECT max(sequence) FROM ` + tail + `), ` + last + `)`
@@ -575,9 +579,9 @@ func historyQueryOf(tail string) string {
 	UNION ALL
 	SELECT * FROM (SELECT NULL, NULL, NULL, NULL, e.sequence, e.session_id, e.kind, e.actor_type, e.actor_id,
 		e.run_id, e.occurred_at, e.recorded_at, e.summary, e.payload, e.dedupe_key
-		FROM session_events x JOIN events e
-			ON e.sequence = x.sequence AND e.agent_id = x.agent_id AND e.session_key = x.session_key
-		WHERE x.agent_id = ?1 AND x.session_key = ?2 AND x.sequence > ?3 ORDER BY x.sequence LIMIT ?4)`
+		FROM session_index x JOIN events e
+			ON e.sequence = x.sequence AND e.agent_id = ?1 AND e.session_key = ?2
+		WHERE x.session = ` + sessionNumberOf + ` AND x.sequence > ?3 ORDER BY x.sequence LIMIT ?4)`
 	if tail != "" {
 		q += `
 	UNION ALL
@@ -744,6 +748,9 @@ type Tx struct {
 	appended  int
 	indexed   bool
 	unindexed []tailEntry
+	// numbering are the sessions it numbered that memory did not know
+	// (numberedSessions), for memory to learn at commit.
+	numbering []vigil.SessionRef
 
 	// changes are what the store's memory of recent history learns at
 	// commit, in order; kept only when the store has that memory.
@@ -1056,15 +1063,21 @@ func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
 		return err
 	}
 	t.touchAll()
+	if t.s.numbered != nil { // its number goes too
+		t.s.numbered.forget(ref)
+		t.numbering = slices.DeleteFunc(t.numbering, func(r vigil.SessionRef) bool { return r == ref })
+	}
 	for _, q := range []struct {
 		sql  string
 		args []any
 	}{
 		// The index's entries go with the events (a trigger)...
 		{`DELETE FROM events WHERE sequence IN
-			(SELECT sequence FROM session_events WHERE agent_id = ? AND session_key = ?)`, []any{ref.AgentID, ref.Key}},
-		// And the entries pruned events left for the sweep.
-		{`DELETE FROM session_events WHERE agent_id = ? AND session_key = ?`, []any{ref.AgentID, ref.Key}},
+			(SELECT sequence FROM session_index WHERE session = ` + sessionNumberOf + `)`, []any{ref.AgentID, ref.Key}},
+		// And the entries pruned events left for the sweep, and the
+		// session's number.
+		{`DELETE FROM session_index WHERE session = ` + sessionNumberOf, []any{ref.AgentID, ref.Key}},
+		{`DELETE FROM session_numbers WHERE agent_id = ? AND session_key = ?`, []any{ref.AgentID, ref.Key}},
 		{`DELETE FROM session_heads WHERE agent_id = ? AND session_key = ?`, []any{ref.AgentID, ref.Key}},
 		{`DELETE FROM cursors WHERE target_agent = ? AND target_key = ?`, []any{ref.AgentID, ref.Key}},
 		{`DELETE FROM cursors WHERE watcher = ?`, []any{ref.Key}},
@@ -1214,6 +1227,14 @@ func (t *Tx) Commit() error {
 			// (a failed commit's is due already): make it the next
 			// commit's.
 			t.s.index.unknown()
+		}
+	}
+	if t.s.numbered != nil {
+		if err == nil && !t.opaque {
+			t.s.numbered.committed(t.numbering)
+		} else if err == nil {
+			// The embedder's statements may have deleted numbers.
+			t.s.numbered.reset()
 		}
 	}
 	if t.s.recent != nil {
