@@ -296,19 +296,27 @@ func TestMigrationFiveIndexesTheEventsAlreadyStored(t *testing.T) {
 		t.Errorf("the index's mark is %d after the migration, want 7", m)
 	}
 	for i, ref := range sessions {
-		h, err := s.History(ctx, ref, 0, 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []int64
-		for _, e := range h.Events {
-			got = append(got, e.Sequence)
-		}
+		got, h := historySequences(t, s, ref)
 		want := [][]int64{{2, 4, 6}, {1, 3, 5, 7}}[i]
 		if !reflect.DeepEqual(got, want) || h.Head != want[len(want)-1] {
 			t.Errorf("history of %s after the migration: %v (head %d), want %v", ref.Key, got, h.Head, want)
 		}
 	}
+}
+
+// historySequences reads ref's history (up to 10 events) and returns its
+// events' sequences with it.
+func historySequences(t *testing.T, s *Store, ref vigil.SessionRef) ([]int64, vigil.History) {
+	t.Helper()
+	h, err := s.History(context.Background(), ref, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []int64
+	for _, e := range h.Events {
+		seqs = append(seqs, e.Sequence)
+	}
+	return seqs, h
 }
 
 // appendEvents appends n events to ref in one write.
@@ -710,14 +718,7 @@ func TestMigrationSevenNumbersTheSessionsOfTheIndex(t *testing.T) {
 	}
 	for i, want := range [][]int64{{4, 6}, {3, 5, 7}} {
 		ref := vigil.SessionRef{AgentID: "a", Key: fmt.Sprintf("agent:a:s%d", i)}
-		h, err := s.History(ctx, ref, 0, 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []int64
-		for _, e := range h.Events {
-			got = append(got, e.Sequence)
-		}
+		got, h := historySequences(t, s, ref)
 		if !reflect.DeepEqual(got, want) || h.EarliestRetained != want[0] || h.Head != want[len(want)-1] {
 			t.Errorf("history of %s after the migration: %v (earliest %d, head %d), want %v",
 				ref.Key, got, h.EarliestRetained, h.Head, want)

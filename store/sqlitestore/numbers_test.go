@@ -28,6 +28,22 @@ func appendIn(tx *Tx, ref vigil.SessionRef) error {
 	return err
 }
 
+// recordAgain appends one event to ref and brings the index up to date,
+// in one write, and fails t unless the index then holds that event alone
+// for ref: what a session whose earlier number is gone must get.
+func recordAgain(t *testing.T, s *Store, ref vigil.SessionRef) {
+	t.Helper()
+	commitWrite(t, s, func(tx *Tx) error {
+		if err := appendIn(tx, ref); err != nil {
+			return err
+		}
+		return tx.writeIndex()
+	})
+	if n := indexedEvents(t, s, ref); n != 1 {
+		t.Fatalf("the index holds %d entries of the session recorded again, want its new event", n)
+	}
+}
+
 // indexedEvents counts ref's entries in the index.
 func indexedEvents(t *testing.T, s *Store, ref vigil.SessionRef) int64 {
 	t.Helper()
@@ -41,11 +57,7 @@ func TestASessionDeletedAndRecordedAgainIsIndexedAgain(t *testing.T) {
 	appendEvents(t, s, ref, 3)
 	commitWrite(t, s, func(tx *Tx) error { return tx.writeIndex() }) // numbers it
 	commitWrite(t, s, func(tx *Tx) error { return tx.DeleteSession(context.Background(), ref) })
-	appendEvents(t, s, ref, 2)
-	commitWrite(t, s, func(tx *Tx) error { return tx.writeIndex() })
-	if n := indexedEvents(t, s, ref); n != 2 {
-		t.Fatalf("the index holds %d entries of the session recorded again, want its 2 new events", n)
-	}
+	recordAgain(t, s, ref)
 }
 
 func TestASessionNumberedAndDeletedInOneWriteIsIndexedWhenRecordedAgain(t *testing.T) {
@@ -60,15 +72,7 @@ func TestASessionNumberedAndDeletedInOneWriteIsIndexedWhenRecordedAgain(t *testi
 		}
 		return tx.DeleteSession(context.Background(), ref)
 	})
-	commitWrite(t, s, func(tx *Tx) error {
-		if err := appendIn(tx, ref); err != nil {
-			return err
-		}
-		return tx.writeIndex()
-	})
-	if n := indexedEvents(t, s, ref); n != 1 {
-		t.Fatalf("the index holds %d entries of the session recorded again, want its new event", n)
-	}
+	recordAgain(t, s, ref)
 }
 
 // An embedder's statements may delete what the store numbered: it
@@ -95,15 +99,7 @@ func TestASessionWhoseNumberAnEmbedderDeletedIsIndexedWhenRecordedAgain(t *testi
 	// lies above its mark again.
 	appendEvents(t, s, other, 1)
 	commitWrite(t, s, func(tx *Tx) error { return tx.writeIndex() })
-	commitWrite(t, s, func(tx *Tx) error {
-		if err := appendIn(tx, ref); err != nil {
-			return err
-		}
-		return tx.writeIndex()
-	})
-	if n := indexedEvents(t, s, ref); n != 1 {
-		t.Fatalf("the index holds %d entries of the session recorded again, want its new event", n)
-	}
+	recordAgain(t, s, ref)
 	if h, err := s.readHistory(ctx, ref, 0, 10); err != nil || len(h.Events) != 1 {
 		t.Fatalf("history of the session recorded again: %d events (%v), want 1", len(h.Events), err)
 	}
@@ -123,9 +119,5 @@ func TestASessionWhoseEventsWentBeforeTheIndexWriteIsIndexedWhenRecordedAgain(t 
 	})
 	appendEvents(t, s, other, 1)
 	commitWrite(t, s, func(tx *Tx) error { return tx.writeIndex() })
-	appendEvents(t, s, ref, 1)
-	commitWrite(t, s, func(tx *Tx) error { return tx.writeIndex() })
-	if n := indexedEvents(t, s, ref); n != 1 {
-		t.Fatalf("the index holds %d entries of the session recorded again, want its new event", n)
-	}
+	recordAgain(t, s, ref)
 }
