@@ -128,24 +128,54 @@ func (l *indexLag) stopLagging() {
 // migration 7): NULL, which matches no entry, for a session without one.
 const sessionNumberOf = `(SELECT number FROM session_numbers WHERE agent_id = ?1 AND session_key = ?2)`
 
+// indexQuery writes the entries of every event above the index's mark
+// whose session has a number; numberQuery numbers those sessions first.
+const (
+	indexQuery = `INSERT OR IGNORE INTO session_index (session, sequence)
+		SELECT n.number, e.sequence FROM events e
+			JOIN session_numbers n ON n.agent_id = e.agent_id AND n.session_key = e.session_key
+		WHERE e.sequence > ` + indexMarkQuery + ` ORDER BY n.number, e.sequence`
+	numberQuery = `INSERT OR IGNORE INTO session_numbers (agent_id, session_key)
+		SELECT DISTINCT agent_id, session_key FROM events WHERE sequence > ` + indexMarkQuery
+)
+
 // writeIndex brings the session index up to date with every event the
 // transaction sees, numbering the sessions that have none yet. Entries go
 // in sorted, so each index page is visited once.
 func (t *Tx) writeIndex() error {
-	if err := t.numberSessions(); err != nil {
+	byMemory, err := t.numberSessions()
+	if err != nil {
 		return err
 	}
-	for _, q := range []string{
-		`INSERT OR IGNORE INTO session_index (session, sequence)
-		SELECT n.number, e.sequence FROM events e
-			JOIN session_numbers n ON n.agent_id = e.agent_id AND n.session_key = e.session_key
-		WHERE e.sequence > ` + indexMarkQuery + ` ORDER BY n.number, e.sequence`,
-		`UPDATE sequence_floor SET indexed_through =
-		max(indexed_through, coalesce((SELECT max(sequence) FROM events), 0)) WHERE id = 1`,
-	} {
-		if _, err := t.c.exec(q); err != nil {
+	n, err := t.c.exec(indexQuery)
+	if err != nil {
+		return fmt.Errorf("write session index: %w", err)
+	}
+	if byMemory {
+		// Memory vouched for every session's number. Were it wrong, the
+		// join would leave events out without a trace, so the entries
+		// are counted against the events (no entry lies above the mark
+		// before this): a slip costs two statements, never an entry.
+		var above int64
+		if _, err := t.c.queryRow(`SELECT count(*) FROM events WHERE sequence > `+indexMarkQuery, nil,
+			func(r rowValues) error {
+				above = r.int(0)
+				return nil
+			}); err != nil {
 			return fmt.Errorf("write session index: %w", err)
 		}
+		if n < above {
+			t.s.numbered.reset()
+			for _, q := range []string{numberQuery, indexQuery} {
+				if _, err := t.c.exec(q); err != nil {
+					return fmt.Errorf("write session index: %w", err)
+				}
+			}
+		}
+	}
+	if _, err := t.c.exec(`UPDATE sequence_floor SET indexed_through =
+		max(indexed_through, coalesce((SELECT max(sequence) FROM events), 0)) WHERE id = 1`); err != nil {
+		return fmt.Errorf("write session index: %w", err)
 	}
 	t.indexed, t.appended, t.unindexed = true, 0, t.unindexed[:0]
 	return nil
@@ -155,28 +185,60 @@ func (t *Tx) writeIndex() error {
 // index's mark that has none. A store that knows those sessions and which
 // are numbered (numberedSessions) numbers the others by name, so that it
 // learns at commit exactly what the file holds (the sessions above the
-// mark it knows may include some whose events are gone since); otherwise
-// the sessions are read from the events.
-func (t *Tx) numberSessions() error {
-	if t.s.numbered != nil && !t.opaque {
-		each := func(fn func(vigil.SessionRef)) bool { return t.s.tail.eachSession(t.unindexed, fn) }
-		if lacking, known := t.s.numbered.lacking(each); known {
-			for _, ref := range lacking {
-				if _, err := t.c.exec(`INSERT OR IGNORE INTO session_numbers (agent_id, session_key) VALUES (?, ?)`,
-					ref.AgentID, ref.Key); err != nil {
-					return fmt.Errorf("number session %s: %w", ref, err)
-				}
+// mark it knows may include some whose events are gone since), and
+// reports that memory vouched for them; otherwise the sessions are read
+// from the events.
+func (t *Tx) numberSessions() (byMemory bool, err error) {
+	if t.s.numbered == nil || t.opaque {
+		return false, t.numberFromEvents()
+	}
+	each := func(fn func(vigil.SessionRef)) bool {
+		if t.indexed {
+			// Only what this write appended since it brought the index
+			// up to date lies above the mark: not the sessions of the
+			// events memory knew before, one of which it may have
+			// deleted since.
+			for _, e := range t.unindexed {
+				fn(e.ref)
 			}
-			t.numbering = append(t.numbering, lacking...)
-			return nil
+			return true
+		}
+		return t.s.tail.eachSession(t.unindexed, fn)
+	}
+	lacking, known := t.s.numbered.lacking(each)
+	if !known {
+		return false, t.numberFromEvents()
+	}
+	for _, ref := range lacking {
+		if _, err := t.c.exec(`INSERT OR IGNORE INTO session_numbers (agent_id, session_key) VALUES (?, ?)`,
+			ref.AgentID, ref.Key); err != nil {
+			return false, fmt.Errorf("number session %s: %w", ref, err)
 		}
 	}
-	if _, err := t.c.exec(`INSERT OR IGNORE INTO session_numbers (agent_id, session_key)
-		SELECT DISTINCT agent_id, session_key FROM events WHERE sequence > ` + indexMarkQuery); err != nil {
+	t.numbering = append(t.numbering, lacking...)
+	return true, nil
+}
+
+func (t *Tx) numberFromEvents() error {
+	if _, err := t.c.exec(numberQuery); err != nil {
 		return fmt.Errorf("number sessions: %w", err)
 	}
 	return nil
 }
+
+// sweepNextQuery finds the first session after ?1, ?2 in key order whose
+// pruned watermark is above the last complete sweep's mark, with its
+// number (NULL for a session without entries). The number is looked up
+// for that one session, so the walk stays on session_heads' key whatever
+// statistics the planner has: as a join, with statistics gathered while
+// session_heads was small, it started from session_numbers and sorted
+// every candidate, once per session swept.
+const sweepNextQuery = `SELECT h.agent_id, h.session_key, h.pruned_watermark,
+		(SELECT n.number FROM session_numbers n WHERE n.agent_id = h.agent_id AND n.session_key = h.session_key)
+	FROM session_heads h
+	WHERE (h.agent_id, h.session_key) > (?1, ?2)
+		AND h.pruned_watermark > (SELECT index_swept FROM sequence_floor WHERE id = 1)
+	ORDER BY h.agent_id, h.session_key LIMIT 1`
 
 // Pruning leaves the index entries of the events it deletes: deleting
 // each with its event (the trigger on events does for other deletions)
@@ -209,13 +271,10 @@ func (t *Tx) SweepIndex(ctx context.Context, after vigil.SessionRef, limit int) 
 	for deleted < limit {
 		var next vigil.SessionRef
 		var watermark, number int64
-		// A session without a number has no entries.
-		found, err := t.c.queryRow(`SELECT h.agent_id, h.session_key, h.pruned_watermark, n.number FROM session_heads h
-				JOIN session_numbers n ON n.agent_id = h.agent_id AND n.session_key = h.session_key
-			WHERE (h.agent_id, h.session_key) > (?, ?)
-				AND h.pruned_watermark > (SELECT index_swept FROM sequence_floor WHERE id = 1)
-			ORDER BY h.agent_id, h.session_key LIMIT 1`, []any{after.AgentID, after.Key}, func(r rowValues) error {
-			next, watermark, number = vigil.SessionRef{AgentID: r.str(0), Key: r.str(1)}, r.int(2), r.int(3)
+		numbered := false
+		found, err := t.c.queryRow(sweepNextQuery, []any{after.AgentID, after.Key}, func(r rowValues) error {
+			next, watermark = vigil.SessionRef{AgentID: r.str(0), Key: r.str(1)}, r.int(2)
+			number, numbered = r.int(3), !r.isNull(3)
 			return nil
 		})
 		if err != nil {
@@ -226,6 +285,10 @@ func (t *Tx) SweepIndex(ctx context.Context, after vigil.SessionRef, limit int) 
 				return deleted, after, false, fmt.Errorf("sweep index: %w", err)
 			}
 			return deleted, after, true, nil
+		}
+		if !numbered { // no entries
+			after = next
+			continue
 		}
 		// The session's pruned events are at or below its watermark. An
 		// embedder's statements may have moved an event there: its entry

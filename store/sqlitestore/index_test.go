@@ -7,6 +7,7 @@ import (
 	"math"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	vigil "github.com/vigilhq/vigil"
@@ -682,7 +683,8 @@ func TestMigrationSixStartsTheSweepAtThePrunedMark(t *testing.T) {
 
 // Version 6 keyed the index by agent id and session key: migration 7
 // numbers the sessions, and every entry keeps its event, the stale ones
-// of pruned events too, for the sweep.
+// of pruned events too, for the sweep; Open then numbers and indexes what
+// lies above the mark.
 func TestMigrationSevenNumbersTheSessionsOfTheIndex(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "v6.db")
@@ -698,6 +700,10 @@ func TestMigrationSevenNumbersTheSessionsOfTheIndex(t *testing.T) {
 		`DELETE FROM events WHERE sequence <= 2`,
 		`UPDATE sequence_floor SET pruning = 0`,
 		`INSERT INTO session_heads VALUES ('a', 'agent:a:s0', 2, 2), ('a', 'agent:a:s1', 1, 1)`,
+		// And one event above the mark, on a session the index lacks, as
+		// a crash of an exclusive store leaves it.
+		`INSERT INTO events (sequence, agent_id, session_key, kind, actor_type, occurred_at, recorded_at, summary)
+			VALUES (8, 'a', 'agent:a:s2', 'goal_changed', 'human', 1, 1, 'goal updated')`,
 	} {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			t.Fatal(err)
@@ -710,13 +716,13 @@ func TestMigrationSevenNumbersTheSessionsOfTheIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if n := queryCount(t, s, `SELECT count(*) FROM session_numbers`); n != 2 {
-		t.Errorf("%d sessions numbered, want 2", n)
+	if n := queryCount(t, s, `SELECT count(*) FROM session_numbers`); n != 3 {
+		t.Errorf("%d sessions numbered, want 3", n)
 	}
-	if n := queryCount(t, s, `SELECT count(*) FROM session_index`); n != 7 {
-		t.Errorf("the index holds %d entries after the migration, want all 7", n)
+	if n := queryCount(t, s, `SELECT count(*) FROM session_index`); n != 8 {
+		t.Errorf("the index holds %d entries after the migration and Open, want all 8", n)
 	}
-	for i, want := range [][]int64{{4, 6}, {3, 5, 7}} {
+	for i, want := range [][]int64{{4, 6}, {3, 5, 7}, {8}} {
 		ref := vigil.SessionRef{AgentID: "a", Key: fmt.Sprintf("agent:a:s%d", i)}
 		got, h := historySequences(t, s, ref)
 		if !reflect.DeepEqual(got, want) || h.EarliestRetained != want[0] || h.Head != want[len(want)-1] {
@@ -726,5 +732,38 @@ func TestMigrationSevenNumbersTheSessionsOfTheIndex(t *testing.T) {
 	}
 	if deleted, _ := sweep(t, s, 10); deleted != 2 || staleEntries(t, s) != 0 {
 		t.Errorf("the sweep deleted %d entries and left %d stale, want the 2 pruned events' and none", deleted, staleEntries(t, s))
+	}
+}
+
+// Statistics gathered while session_heads was small must not turn the
+// sweep's walk over it into a scan and a sort per session.
+func TestTheSweepWalksSessionHeadsInKeyOrderWhateverTheStatistics(t *testing.T) {
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "vigil.db"), Options{Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 200 {
+		appendEvents(t, s, vigil.SessionRef{AgentID: "a", Key: fmt.Sprintf("agent:a:s%d", i)}, 2)
+	}
+	if _, err := s.DB().Exec(`ANALYZE`); err != nil { // before any prune: session_heads is empty
+		t.Fatal(err)
+	}
+	commitWrite(t, s, func(tx *Tx) error {
+		_, err := tx.PruneEvents(context.Background(), 200, math.MaxInt64, 200)
+		return err
+	})
+	var plan []string
+	if err := s.reading(context.Background(), func(c conn) error {
+		return c.query(`EXPLAIN QUERY PLAN `+sweepNextQuery, []any{"", ""}, func(r rowValues) error {
+			plan = append(plan, r.str(3))
+			return nil
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(plan, "; ")
+	if !strings.Contains(got, "SEARCH h USING PRIMARY KEY") || strings.Contains(got, "TEMP B-TREE") {
+		t.Fatalf("the sweep's next session is found by %q; want a search of session_heads by its key, with no sort", got)
 	}
 }

@@ -13,9 +13,12 @@ import (
 // statement that does so would look every event's session up.
 //
 // It may lack a numbered session, never hold one without a number: it
-// learns a session's number only from a commit that gave it, and forgets
-// it as soon as a write deletes it, or a commit ran an embedder's
-// statements. Another process cannot write the file meanwhile.
+// learns a session's number only from a commit that gave it, forgets it
+// as soon as a write deletes it, and forgets everything after a write
+// that ran an embedder's statements, however that write ended. Another
+// process cannot write the file meanwhile. Should it still be wrong, the
+// index write finds out (it counts its entries against the events) and
+// numbers from the events after all.
 type numberedSessions struct {
 	mu   sync.Mutex
 	refs map[vigil.SessionRef]struct{}

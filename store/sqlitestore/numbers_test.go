@@ -121,3 +121,112 @@ func TestASessionWhoseEventsWentBeforeTheIndexWriteIsIndexedWhenRecordedAgain(t 
 	commitWrite(t, s, func(tx *Tx) error { return tx.writeIndex() })
 	recordAgain(t, s, ref)
 }
+
+// memoryVouches reports whether s's memory holds ref as numbered.
+func memoryVouches(s *Store, ref vigil.SessionRef) bool {
+	lacking, _ := s.numbered.lacking(func(fn func(vigil.SessionRef)) bool {
+		fn(ref)
+		return true
+	})
+	return len(lacking) == 0
+}
+
+// When SQLite ended a write early, an embedder's later statements wrote
+// the file at once, whatever the write's end: memory forgets what it
+// knew.
+func TestAnEmbeddersStatementsAfterTheWriteEndedMakeMemoryForgetTheNumbers(t *testing.T) {
+	for _, end := range []string{"commit", "rollback"} {
+		t.Run(end, func(t *testing.T) {
+			s := openExclusive(t)
+			ctx := context.Background()
+			ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
+			appendEvents(t, s, ref, 1)
+			commitWrite(t, s, func(tx *Tx) error { return tx.writeIndex() }) // numbers it
+			w, err := s.BeginWrite(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tx := w.(*Tx)
+			for _, q := range []string{`ROLLBACK`, // as SQLite does after an I/O error
+				`DELETE FROM events WHERE session_key = 'agent:a:main'`,
+				`DELETE FROM session_numbers WHERE session_key = 'agent:a:main'`} {
+				if _, err := tx.Conn().ExecContext(ctx, q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if end == "commit" {
+				tx.Commit() // fails: the write ended
+			} else {
+				tx.Rollback()
+			}
+			if memoryVouches(s, ref) {
+				t.Fatal("memory still holds the number the embedder deleted")
+			}
+			recordAgain(t, s, ref)
+		})
+	}
+}
+
+// Memory that vouched wrongly for a session's number costs statements,
+// not entries.
+func TestAnIndexWriteNumbersASessionMemoryVouchedForWrongly(t *testing.T) {
+	s := openExclusive(t)
+	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
+	s.numbered.committed([]vigil.SessionRef{ref}) // the file has no number for it
+	recordAgain(t, s, ref)
+	if memoryVouches(s, ref) {
+		t.Fatal("memory kept vouching after it was found wrong")
+	}
+}
+
+// The sessions memory knew above the mark before a write indexed may
+// include one the write deleted since: a later index write in it
+// numbers only what it appended after.
+func TestDeletingASessionThenIndexingAgainInOneWriteLeavesItNoNumber(t *testing.T) {
+	s := openExclusive(t)
+	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
+	other := vigil.SessionRef{AgentID: "a", Key: "agent:a:other"}
+	appendEvents(t, s, ref, 2) // above the mark, in memory
+	commitWrite(t, s, func(tx *Tx) error {
+		if err := tx.DeleteSession(context.Background(), ref); err != nil {
+			return err
+		}
+		if err := appendIn(tx, other); err != nil {
+			return err
+		}
+		return tx.writeIndex()
+	})
+	if n := queryCount(t, s, `SELECT count(*) FROM session_numbers WHERE session_key = 'agent:a:main'`); n != 0 {
+		t.Fatal("the deleted session has a number again")
+	}
+	if n := indexedEvents(t, s, other); n != 1 {
+		t.Fatalf("the index holds %d entries of the session appended to after the deletion, want 1", n)
+	}
+}
+
+func TestASessionNumberIsNeverGivenAgain(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	s, err := Open(context.Background(), path, Options{Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"agent:a:1", "agent:a:2"} {
+		recordAgain(t, s, vigil.SessionRef{AgentID: "a", Key: key})
+	}
+	highest := queryCount(t, s, `SELECT max(number) FROM session_numbers`)
+	commitWrite(t, s, func(tx *Tx) error { // the session with the highest number goes
+		return tx.DeleteSession(context.Background(), vigil.SessionRef{AgentID: "a", Key: "agent:a:2"})
+	})
+	// A new connection, which has no memory of the numbers it gave.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(context.Background(), path, Options{Synchronous: "NORMAL"}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	recordAgain(t, s, vigil.SessionRef{AgentID: "a", Key: "agent:a:new"})
+	if n := queryCount(t, s, `SELECT number FROM session_numbers WHERE session_key = 'agent:a:new'`); n <= highest {
+		t.Fatalf("a new session got number %d; the deleted session had %d", n, highest)
+	}
+}

@@ -172,10 +172,12 @@ END;
 	// rather than by its agent id and key: an entry with two text columns
 	// took about twice as long to insert, more with more sessions, and
 	// filled twice the pages. A session gets its number when its first
-	// event is indexed (index.go), and keeps it until it is deleted.
+	// event is indexed (index.go), and keeps it until it is deleted; a
+	// number is never given again, so no entry a deletion missed can
+	// count for another session.
 	`
 CREATE TABLE session_numbers (
-	number      INTEGER PRIMARY KEY,
+	number      INTEGER PRIMARY KEY AUTOINCREMENT,
 	agent_id    TEXT    NOT NULL,
 	session_key TEXT    NOT NULL,
 	UNIQUE (agent_id, session_key)

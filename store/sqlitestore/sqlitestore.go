@@ -1230,11 +1230,13 @@ func (t *Tx) Commit() error {
 		}
 	}
 	if t.s.numbered != nil {
-		if err == nil && !t.opaque {
-			t.s.numbered.committed(t.numbering)
-		} else if err == nil {
-			// The embedder's statements may have deleted numbers.
+		if t.opaque {
+			// The embedder's statements may have deleted numbers, even
+			// if the commit failed: SQLite may have ended the
+			// transaction, and they then wrote the file at once.
 			t.s.numbered.reset()
+		} else if err == nil {
+			t.s.numbered.committed(t.numbering)
 		}
 	}
 	if t.s.recent != nil {
@@ -1282,6 +1284,9 @@ func (t *Tx) Rollback() error {
 	}
 	if t.s.tail != nil && (ended || t.opaque) {
 		t.s.tail.forget()
+	}
+	if t.s.numbered != nil && t.opaque {
+		t.s.numbered.reset() // as in Commit
 	}
 	if t.s.recent != nil {
 		if ended {
