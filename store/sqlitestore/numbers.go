@@ -78,7 +78,8 @@ func (n *numberedSessions) forget(ref vigil.SessionRef) {
 	n.mu.Unlock()
 }
 
-// reset drops everything, after a commit memory could not follow.
+// reset drops everything: after a write memory could not follow, or
+// once memory was found wrong.
 func (n *numberedSessions) reset() {
 	n.mu.Lock()
 	clear(n.refs)
