@@ -1229,16 +1229,7 @@ func (t *Tx) Commit() error {
 			t.s.index.unknown()
 		}
 	}
-	if t.s.numbered != nil {
-		if t.opaque {
-			// The embedder's statements may have deleted numbers, even
-			// if the commit failed: SQLite may have ended the
-			// transaction, and they then wrote the file at once.
-			t.s.numbered.reset()
-		} else if err == nil {
-			t.s.numbered.committed(t.numbering)
-		}
-	}
+	t.numberingEnded(err == nil)
 	if t.s.recent != nil {
 		if err == nil {
 			// Even an opaque transaction: its embedder's statements met
@@ -1285,9 +1276,7 @@ func (t *Tx) Rollback() error {
 	if t.s.tail != nil && (ended || t.opaque) {
 		t.s.tail.forget()
 	}
-	if t.s.numbered != nil && t.opaque {
-		t.s.numbered.reset() // as in Commit
-	}
+	t.numberingEnded(false)
 	if t.s.recent != nil {
 		if ended {
 			t.s.seq.forget()
@@ -1297,6 +1286,20 @@ func (t *Tx) Rollback() error {
 	}
 	t.end()
 	return err
+}
+
+// numberingEnded tells the memory of numbered sessions how the write
+// ended: it learns what a commit numbered, and forgets everything after
+// an embedder's statements, however the write ended (SQLite may have
+// ended the transaction, and they then wrote the file at once).
+func (t *Tx) numberingEnded(committed bool) {
+	switch {
+	case t.s.numbered == nil:
+	case t.opaque:
+		t.s.numbered.reset()
+	case committed:
+		t.s.numbered.committed(t.numbering)
+	}
 }
 
 // end hands the connection back, never inside a transaction.
