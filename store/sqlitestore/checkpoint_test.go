@@ -1,6 +1,11 @@
 package sqlitestore
 
 import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -30,5 +35,99 @@ func TestCheckpointsRestBrieflyOnlyWhileALongLogGrowsFast(t *testing.T) {
 	}
 	if got := restAfter(longLogFrames, 1, time.Microsecond); got >= checkpointEvery {
 		t.Errorf("a long log growing by a frame a microsecond: rest %v, want a brief one", got)
+	}
+}
+
+// countingFile counts the syncs the checkpointer asks of the database
+// file.
+type countingFile struct{ syncs atomic.Int64 }
+
+func (f *countingFile) Sync() error  { f.syncs.Add(1); return nil }
+func (f *countingFile) Close() error { return nil }
+
+// SQLite syncs the database file only after a pass that copied the whole
+// log, which a busy writer seldom lets a background pass do; the
+// checkpointer syncs it after passes that copied frames, so the pages
+// never pile up for the writer's backstop to sync.
+func TestACheckpointThatCopiedFramesSyncsTheDatabaseFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ckpt.db")
+	w := openDB("file:"+path+"?_journal_mode=WAL&_synchronous=FULL", nil)
+	defer w.Close()
+	if _, err := w.Exec(`CREATE TABLE t (x); INSERT INTO t VALUES (1), (2), (3)`); err != nil {
+		t.Fatal(err)
+	}
+	f := &countingFile{}
+	c := startCheckpointer(openDB("file:"+path+"?_journal_mode=WAL&_synchronous=FULL", nil), f)
+	defer c.close()
+	c.committed()
+	for deadline := time.Now().Add(10 * time.Second); f.syncs.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the pass copied the log's frames but never synced the database file")
+		}
+	}
+	var busy, log, done int64
+	if err := w.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &log, &done); err != nil {
+		t.Fatal(err)
+	}
+	if log == 0 || done != log {
+		t.Errorf("log %d frames, %d copied: the frames were not all copied", log, done)
+	}
+}
+
+// Closing a descriptor of the database file drops the process's locks on
+// it, SQLite's included. Several shared stores in one process may hold
+// one file, so a shared store opens no descriptor of its own and leaves
+// syncing to SQLite.
+func TestOnlyAStoreThatHoldsItsFileAloneSyncsIt(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("a store syncs its file itself only on Linux")
+	}
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	for _, shared := range []bool{false, true} {
+		s, err := Open(context.Background(), path, Options{Shared: shared})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.ckpt.file != nil; got == shared {
+			t.Errorf("shared %v: a file to sync: %v", shared, got)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The descriptor the checkpointer syncs goes with the store, once every
+// connection has closed.
+func TestClosingAStoreLeavesNoDescriptorOfItsFile(t *testing.T) {
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skip("no /proc/self/fd to count descriptors in")
+	}
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	open := func() int {
+		entries, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range entries {
+			if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && target == path {
+				n++
+			}
+		}
+		return n
+	}
+	s, err := Open(context.Background(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if open() == 0 {
+		t.Fatal("no descriptor of the file while the store is open")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := open(); n != 0 {
+		t.Errorf("%d descriptors of the file left after Close", n)
 	}
 }

@@ -137,13 +137,13 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	s, err := open(ctx, path, syncMode, opts)
+	exclusive := !opts.Shared && lock != nil
+	s, err := open(ctx, path, syncMode, exclusive, opts)
 	if err != nil {
 		lock.release()
 		return nil, err
 	}
 	s.lock = lock
-	exclusive := !opts.Shared && lock != nil
 	s.index = newIndexLag(exclusive)
 	s.scanTail.Store(exclusive)
 	if exclusive {
@@ -165,7 +165,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-func open(ctx context.Context, path, syncMode string, opts Options) (*Store, error) {
+func open(ctx context.Context, path, syncMode string, exclusive bool, opts Options) (*Store, error) {
 	dsn := func(extra ...string) string {
 		q := url.Values{}
 		q.Add("_busy_timeout", fmt.Sprint(opts.BusyTimeout.Milliseconds()))
@@ -201,7 +201,12 @@ func open(ctx context.Context, path, syncMode string, opts Options) (*Store, err
 	// the log may be reused only once what it held is durable in the file.
 	ckpt := openDB(dsn("_synchronous="+syncMode), nil)
 	ckpt.SetMaxOpenConns(1)
-	return &Store{write: write, read: read, ckpt: startCheckpointer(ckpt)}, nil
+	file, err := openSyncFile(path, exclusive)
+	if err != nil {
+		err = errors.Join(err, ckpt.Close(), read.Close(), write.Close())
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return &Store{write: write, read: read, ckpt: startCheckpointer(ckpt, file)}, nil
 }
 
 // readRetries bounds how often a cursor read starts again (readCursors).
@@ -245,7 +250,7 @@ func (s *Store) shutDown() error {
 		s.conns.Delete(k)
 		return true
 	})
-	err = errors.Join(err, s.read.Close(), s.write.Close(), s.lock.release())
+	err = errors.Join(err, s.read.Close(), s.write.Close(), s.ckpt.closeFile(), s.lock.release())
 	s.lock = nil
 	return err
 }
