@@ -78,6 +78,11 @@ func TestBenchPrintsATableOfEveryWorkload(t *testing.T) {
 	if !strings.Contains(out, "targets: ") {
 		t.Errorf("no targets summary in:\n%s", out)
 	}
+	// A stall during the prune is shown beside the disk's own, measured
+	// meanwhile.
+	if !strings.Contains(out, "the disk's longest bare fsync meanwhile: ") {
+		t.Errorf("the prune's stall row does not give the disk's own longest sync:\n%s", out)
+	}
 	for i := 1; i <= 7; i++ {
 		if !strings.Contains(errOut, "bench: ["+string(rune('0'+i))+"/7]") {
 			t.Errorf("no progress line for workload %d on standard error:\n%s", i, errOut)
