@@ -55,8 +55,8 @@ const (
 
 type checkpointer struct {
 	db *sql.DB
-	// file is the database file, open only to sync it; nil for a shared
-	// store (see openSyncFile).
+	// file is the database file, open only to sync it; nil unless the
+	// store holds the file alone on Linux (see openSyncFile).
 	file syncCloser
 	poke chan struct{}
 	stop chan struct{}
