@@ -133,10 +133,11 @@ func (c *checkpointer) run() {
 // next pass comes after a short rest: otherwise the log reaches the
 // backstop with an interval's worth of pages still to copy, and the commit
 // that crosses it copies them while producers wait (up to 50 ms in the
-// bench during a prune; 17 to 37 ms in most runs once passes kept up). A
-// long log with little to copy (a reader of another process holding it, or
-// a log copied whole that the next write will restart) gets the full
-// rest: a pass would find nothing, and each one syncs the database file.
+// bench during a prune; 17 to 37 ms in most runs once passes kept up,
+// before the checkpointer synced the file itself). A long log with little
+// to copy (a reader of another process holding it, or a log copied whole
+// that the next write will restart) gets the full rest: a pass would find
+// nothing to copy, and each pass syncs the log first.
 func restAfter(log, copied int64, since time.Duration) time.Duration {
 	if log >= longLogFrames && float64(copied) >= fastFramesPerSecond*since.Seconds() {
 		return checkpointEvery / 10
