@@ -3,7 +3,6 @@ package gateway
 import (
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -71,18 +70,16 @@ type Config struct {
 	Webhooks []WebhookConfig `json:"webhooks,omitempty"`
 }
 
-// LoadConfig reads a credentials file. Unknown fields are refused.
+// LoadConfig reads a credentials file, as strictly as a request: unknown
+// or duplicated fields and invalid UTF-8 are refused.
 func LoadConfig(path string) (Config, error) {
 	var c Config
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return c, fmt.Errorf("read config: %w", err)
 	}
-	defer f.Close()
-	dec := json.NewDecoder(f)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return c, fmt.Errorf("read config %s: %w", path, err)
+	if err := DecodeStrict(data, &c); err != nil {
+		return Config{}, fmt.Errorf("read config %s: %w", path, err)
 	}
 	return c, nil
 }

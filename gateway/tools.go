@@ -1,13 +1,9 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -67,59 +63,6 @@ func define[In, Out any](name string, forModels bool, description string, h func
 			return h(ctx, c, input)
 		},
 	}
-}
-
-// DecodeStrict decodes one JSON object into v, refusing unknown fields,
-// wrong types, trailing data and malformed or truncated JSON, with an error
-// (wrapping ErrInvalid) that names the field or the position.
-func DecodeStrict(raw []byte, v any) error {
-	if len(bytes.TrimSpace(raw)) == 0 {
-		raw = []byte("{}")
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return describeJSONError(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return invalid("unexpected data after the JSON object")
-	}
-	return nil
-}
-
-func describeJSONError(err error) error {
-	var syntax *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syntax):
-		return invalid("malformed JSON at byte %d: %v", syntax.Offset, err)
-	case errors.As(err, &typ):
-		field := typ.Field
-		if field == "" {
-			return invalid("the request must be a JSON object, not %s", typ.Value)
-		}
-		return invalid("field %s: expected %s, got %s", field, jsonType(typ.Type.String()), typ.Value)
-	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return invalid("truncated JSON: the object ends too early")
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return invalid("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
-	}
-	return invalid("%v", err)
-}
-
-func jsonType(goType string) string {
-	goType = strings.TrimPrefix(goType, "*")
-	switch {
-	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
-		return "an integer"
-	case goType == "string", strings.HasSuffix(goType, "ActorType"):
-		return "a string"
-	case goType == "bool":
-		return "true or false"
-	case strings.HasPrefix(goType, "[]"):
-		return "a list"
-	}
-	return goType
 }
 
 func newRegistry(g *Gateway) *Registry {
