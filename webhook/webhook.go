@@ -12,16 +12,35 @@
 //
 //	{"type":"wake","sessionKey":"agent:alpha:main","agentId":"alpha","deliveryId":"…","sentAt":1700000000000}
 //
-// with the headers
+// signed as the Standard Webhooks specification lays out, so a receiver can
+// check it with any library that implements that specification:
 //
 //	Content-Type: application/json
+//	webhook-id: <deliveryId>
+//	webhook-timestamp: <Unix seconds of this attempt>
+//	webhook-signature: v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">
+//
+// The HMAC key is the target's signing key (see SigningKey: a secret of the
+// form "whsec_<base64>" stands for the bytes it encodes, any other secret
+// for its own bytes). A target with PreviousSecrets gets one v1 signature
+// per secret, space-separated, so receivers can switch secrets without a
+// gap.
+//
+// For one transition period every delivery also carries the headers of the
+// scheme before it, which are deprecated and will be dropped:
+//
 //	Vigil-Delivery: <deliveryId>
-//	Vigil-Signature: sha256=<lowercase hex HMAC-SHA256 of the exact body, keyed with the target's secret>
+//	Vigil-Signature: sha256=<lowercase hex HMAC-SHA256 of the body alone, keyed with the secret's own bytes>
+//
+// That older signature covers the body only, so a captured delivery would
+// verify forever; the standard one binds the delivery id and the attempt's
+// time, and Verify refuses a timestamp outside its tolerance window.
 //
 // The deliveryId is the same on every attempt of one delivery, so a
-// receiver can drop repeats; sentAt (Unix milliseconds) is the time of the
-// attempt. Receivers check the signature with Verify against the raw body
-// before parsing it.
+// receiver can drop repeats; sentAt (Unix milliseconds) and
+// webhook-timestamp are the time of the attempt, so every attempt is
+// signed afresh. Receivers check the signature with Verify against the raw
+// body before parsing it.
 //
 // A 2xx answer is success. Network errors, 408, 429 and 5xx answers are
 // retried with exponential backoff (with jitter) up to MaxAttempts attempts
@@ -36,6 +55,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -63,16 +83,56 @@ const (
 	DefaultQueueSize   = 1024                   // deliveries waiting per agent
 	MaxDelay           = 30 * time.Second       // cap on any retry delay, Retry-After included
 	MinSecretLen       = 16                     // shortest accepted secret, in bytes
+	// MinStandardKeyLen is the shortest key a "whsec_" secret may encode,
+	// in bytes: the floor the Standard Webhooks specification sets.
+	MinStandardKeyLen = 24
+	// DefaultTolerance is how far a webhook-timestamp may lie from the
+	// receiver's clock, either way, when Verify is given no tolerance.
+	DefaultTolerance = 5 * time.Minute
 )
 
-// Header names.
+// Header names of the Standard Webhooks scheme.
+const (
+	HeaderID        = "webhook-id"
+	HeaderTimestamp = "webhook-timestamp"
+	HeaderStandard  = "webhook-signature"
+)
+
+// Header names of the scheme before it.
+//
+// Deprecated: kept for one transition period; verify HeaderStandard with
+// Verify instead.
 const (
 	HeaderDelivery  = "Vigil-Delivery"
 	HeaderSignature = "Vigil-Signature"
 )
 
-// signaturePrefix starts every signature header value.
-const signaturePrefix = "sha256="
+// StandardSecretPrefix starts a secret in the Standard Webhooks format:
+// the prefix, then the key in standard base64.
+const StandardSecretPrefix = "whsec_"
+
+const (
+	// signaturePrefix starts every legacy signature header value.
+	signaturePrefix = "sha256="
+	// standardVersion tags a Standard Webhooks HMAC-SHA256 signature.
+	standardVersion = "v1"
+)
+
+// Errors Verify wraps, so a receiver can tell why a delivery was refused.
+var (
+	// ErrMissingHeader: the webhook-id, webhook-timestamp or
+	// webhook-signature header is absent or empty.
+	ErrMissingHeader = errors.New("webhook: missing header")
+	// ErrTimestamp: webhook-timestamp is not an integer, or lies outside
+	// the tolerance window (a stale delivery, a replay, or a clock far off).
+	ErrTimestamp = errors.New("webhook: timestamp refused")
+	// ErrSignature: no v1 signature matches the id, timestamp and body
+	// under the secret.
+	ErrSignature = errors.New("webhook: no matching signature")
+	// ErrSecret: the secret is empty, or a "whsec_" secret is not valid
+	// base64 or encodes a key that is too short.
+	ErrSecret = errors.New("webhook: unusable secret")
+)
 
 // maxDrain is how much of a response body is read (and discarded) so the
 // connection can be reused.
@@ -81,9 +141,19 @@ const maxDrain = 64 << 10
 // Target is where an agent's wakes are POSTed.
 type Target struct {
 	URL string
-	// Secret keys the HMAC-SHA256 signature of each request body; at least
-	// MinSecretLen bytes. It is never logged.
+	// Secret signs each request; it is never logged. Either a Standard
+	// Webhooks secret ("whsec_" and the base64 of a key of at least
+	// MinStandardKeyLen bytes), whose decoded key signs, or any other
+	// string of at least MinSecretLen bytes, whose bytes are the key (that
+	// key's "whsec_" form, for a receiver's library, is StandardSecret).
+	// The deprecated Vigil-Signature header is always keyed with the
+	// string's own bytes, as before.
 	Secret string
+	// PreviousSecrets are secrets being retired, each checked as Secret
+	// is. While they are set, every delivery carries one more v1 signature
+	// per previous secret, so a receiver still configured with one of them
+	// keeps verifying until it has switched to Secret.
+	PreviousSecrets []string
 }
 
 // Options configure a Dispatcher. The zero value is ready to use.
@@ -104,8 +174,14 @@ type Options struct {
 	// arriving when its agent's queue is full is dropped. 0 or less means
 	// 1024.
 	QueueSize int
-	// Clock times the retry delays and stamps sentAt; nil means real time.
+	// Clock times the retry delays and stamps sentAt and
+	// webhook-timestamp; nil means real time.
 	Clock clock.Clock
+	// OmitLegacyHeaders stops sending the deprecated Vigil-Delivery and
+	// Vigil-Signature headers. The zero value keeps sending them, so
+	// receivers written for them keep working while they move to the
+	// standard headers.
+	OmitLegacyHeaders bool
 }
 
 // Stats counts outcomes since New.
@@ -125,6 +201,7 @@ type Dispatcher struct {
 	clk         clock.Clock
 	maxAttempts int
 	backoff     time.Duration
+	legacy      bool // send Vigil-Delivery and Vigil-Signature too
 
 	workers map[string]*worker // by normalised agent id; fixed after New
 
@@ -138,9 +215,10 @@ type Dispatcher struct {
 
 type worker struct {
 	agent  string
-	url    string // as given, for requests
-	logURL string // without password or query, for logs
-	secret []byte
+	url    string      // as given, for requests
+	logURL string      // without password or query, for logs
+	secret []byte      // the configured secret's own bytes: the legacy key
+	keys   [][]byte    // standard signing keys: Secret's, then each previous one's
 	queue  chan string // session keys
 	// dropStreak counts drops since the queue last accepted a wake, so a
 	// stuck receiver logs one warning per streak instead of one per wake.
@@ -169,14 +247,24 @@ func New(targets map[string]Target, opts Options) (*Dispatcher, error) {
 		if err != nil {
 			return nil, fmt.Errorf("webhook: agent %q: %w", agent, err)
 		}
-		if len(t.Secret) < MinSecretLen {
-			return nil, fmt.Errorf("webhook: agent %q: secret must be at least %d bytes, got %d", agent, MinSecretLen, len(t.Secret))
+		var keys [][]byte
+		for i, secret := range append([]string{t.Secret}, t.PreviousSecrets...) {
+			key, err := checkSecret(secret)
+			if err != nil {
+				what := "secret"
+				if i > 0 {
+					what = fmt.Sprintf("previous secret %d", i)
+				}
+				return nil, fmt.Errorf("webhook: agent %q: %s: %w", agent, what, err)
+			}
+			keys = append(keys, key)
 		}
 		workers[agent] = &worker{
 			agent:  agent,
 			url:    t.URL,
 			logURL: safeURL(u),
 			secret: []byte(t.Secret),
+			keys:   keys,
 			queue:  make(chan string, queueSize),
 		}
 	}
@@ -187,6 +275,7 @@ func New(targets map[string]Target, opts Options) (*Dispatcher, error) {
 		clk:         clock.Or(opts.Clock),
 		maxAttempts: opts.MaxAttempts,
 		backoff:     opts.Backoff,
+		legacy:      !opts.OmitLegacyHeaders,
 		workers:     workers,
 	}
 	if d.client == nil {
@@ -208,6 +297,19 @@ func New(targets map[string]Target, opts Options) (*Dispatcher, error) {
 		go d.run(w)
 	}
 	return d, nil
+}
+
+// checkSecret returns the standard signing key of a configured secret, or
+// why it cannot sign. Errors never quote the secret.
+func checkSecret(secret string) ([]byte, error) {
+	key, err := SigningKey(secret)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.HasPrefix(secret, StandardSecretPrefix) && len(secret) < MinSecretLen {
+		return nil, fmt.Errorf("must be at least %d bytes, got %d", MinSecretLen, len(secret))
+	}
+	return key, nil
 }
 
 func checkURL(raw string) (*url.URL, error) {
@@ -418,12 +520,13 @@ func errText(err error) string {
 
 // attempt sends one request.
 func (d *Dispatcher) attempt(w *worker, key, id string) attemptResult {
+	now := d.clk.Now()
 	body, err := json.Marshal(wakeBody{
 		Type:       "wake",
 		SessionKey: key,
 		AgentID:    w.agent,
 		DeliveryID: id,
-		SentAt:     d.clk.Now().UnixMilli(),
+		SentAt:     now.UnixMilli(),
 	})
 	if err != nil { // cannot happen: strings and an int
 		return attemptResult{err: err, retryAfter: -1}
@@ -434,8 +537,17 @@ func (d *Dispatcher) attempt(w *worker, key, id string) attemptResult {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "vigil-webhook")
-	req.Header.Set(HeaderDelivery, id)
-	req.Header.Set(HeaderSignature, Sign(w.secret, body))
+	// Set directly: the specification spells these names in lower case,
+	// and Set would canonicalise them on the wire (HTTP/1.1 names are
+	// case-insensitive, so either spelling verifies).
+	ts := strconv.FormatInt(now.Unix(), 10)
+	req.Header[HeaderID] = []string{id}
+	req.Header[HeaderTimestamp] = []string{ts}
+	req.Header[HeaderStandard] = []string{signatures(w.keys, id, ts, body)}
+	if d.legacy {
+		req.Header.Set(HeaderDelivery, id)
+		req.Header.Set(HeaderSignature, SignLegacy(w.secret, body))
+	}
 	resp, err := d.client.Do(req)
 	if err != nil {
 		return attemptResult{err: err, retryAfter: -1}
@@ -511,19 +623,174 @@ func newDeliveryID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// Sign returns the Vigil-Signature header value for body:
+// SigningKey returns the HMAC key a configured secret stands for: for a
+// secret "whsec_<base64>", the bytes the base64 encodes; for any other
+// secret, its own bytes. It fails (wrapping ErrSecret, never quoting the
+// secret) for an empty secret, or a "whsec_" secret that is not standard
+// base64 or encodes fewer than MinStandardKeyLen bytes.
+func SigningKey(secret string) ([]byte, error) {
+	encoded, ok := strings.CutPrefix(secret, StandardSecretPrefix)
+	if !ok {
+		if secret == "" {
+			return nil, fmt.Errorf("%w: empty", ErrSecret)
+		}
+		return []byte(secret), nil
+	}
+	key, err := base64.StdEncoding.DecodeString(encoded)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the part after %q is not standard base64", ErrSecret, StandardSecretPrefix)
+	}
+	if len(key) < MinStandardKeyLen {
+		return nil, fmt.Errorf("%w: a %q secret must encode at least %d bytes, got %d", ErrSecret, StandardSecretPrefix, MinStandardKeyLen, len(key))
+	}
+	return key, nil
+}
+
+// StandardSecret returns the "whsec_" form of a configured secret: what to
+// give a Standard Webhooks library on the receiving side. A secret already
+// in that form is returned as it is; any other is its bytes in base64
+// behind the prefix.
+func StandardSecret(secret string) string {
+	if strings.HasPrefix(secret, StandardSecretPrefix) {
+		return secret
+	}
+	return StandardSecretPrefix + base64.StdEncoding.EncodeToString([]byte(secret))
+}
+
+// Sign returns the webhook-signature header value of one attempt,
+// "v1,<base64 HMAC-SHA256 of id.timestamp.body>", keyed with secret's
+// signing key (see SigningKey), with timestamp in Unix seconds.
+func Sign(secret, id string, timestamp time.Time, body []byte) (string, error) {
+	key, err := SigningKey(secret)
+	if err != nil {
+		return "", err
+	}
+	return signatures([][]byte{key}, id, strconv.FormatInt(timestamp.Unix(), 10), body), nil
+}
+
+// signatures is the webhook-signature value: one v1 signature per key,
+// space-separated.
+func signatures(keys [][]byte, id, ts string, body []byte) string {
+	var b strings.Builder
+	for i, key := range keys {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(standardVersion + ",")
+		b.WriteString(base64.StdEncoding.EncodeToString(standardMAC(key, id, ts, body)))
+	}
+	return b.String()
+}
+
+// standardMAC is the HMAC-SHA256 of "id.ts.body" under key.
+func standardMAC(key []byte, id, ts string, body []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(id))
+	m.Write([]byte{'.'})
+	m.Write([]byte(ts))
+	m.Write([]byte{'.'})
+	m.Write(body)
+	return m.Sum(nil)
+}
+
+// Verify checks a delivery against the clock, as VerifyAt does at
+// time.Now().
+func Verify(secret string, header http.Header, body []byte, tolerance time.Duration) error {
+	return VerifyAt(secret, header, body, tolerance, time.Now())
+}
+
+// VerifyAt checks a delivery's Standard Webhooks headers against its raw
+// body as a receiver whose clock reads now. It returns nil only if
+//
+//   - webhook-id, webhook-timestamp and webhook-signature are all present;
+//   - webhook-timestamp, in Unix seconds, lies within tolerance of now,
+//     before or after (tolerance 0 or less means DefaultTolerance), so a
+//     delivery captured and replayed later than that is refused, whatever
+//     its signature;
+//   - one of the space-separated v1 signatures is the HMAC-SHA256 of
+//     "<id>.<timestamp>.<body>" under secret's signing key (see
+//     SigningKey). Entries of other versions are skipped. The comparison
+//     takes constant time.
+//
+// Otherwise the error wraps ErrMissingHeader, ErrTimestamp, ErrSignature or
+// ErrSecret. Within the window a receiver still sees every retry of a
+// delivery (each signed afresh with its own timestamp) and may see a replay:
+// it drops a webhook-id it has already handled, keeping the ids for at
+// least the tolerance window.
+func VerifyAt(secret string, header http.Header, body []byte, tolerance time.Duration, now time.Time) error {
+	key, err := SigningKey(secret)
+	if err != nil {
+		return err
+	}
+	id, ts, sigs := headerValue(header, HeaderID), headerValue(header, HeaderTimestamp), headerValue(header, HeaderStandard)
+	for _, h := range []struct{ name, value string }{{HeaderID, id}, {HeaderTimestamp, ts}, {HeaderStandard, sigs}} {
+		if h.value == "" {
+			return fmt.Errorf("%w: %s", ErrMissingHeader, h.name)
+		}
+	}
+	secs, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: %s %q is not an integer of Unix seconds", ErrTimestamp, HeaderTimestamp, ts)
+	}
+	if tolerance <= 0 {
+		tolerance = DefaultTolerance
+	}
+	// Compare in seconds: a far-off timestamp would overflow a Duration.
+	limit := int64(tolerance / time.Second)
+	switch age := now.Unix() - secs; {
+	case age > limit:
+		return fmt.Errorf("%w: %s is %ds old, beyond the tolerance of %v", ErrTimestamp, HeaderTimestamp, age, tolerance)
+	case -age > limit:
+		return fmt.Errorf("%w: %s is %ds ahead, beyond the tolerance of %v", ErrTimestamp, HeaderTimestamp, -age, tolerance)
+	}
+	want := standardMAC(key, id, ts, body)
+	for entry := range strings.FieldsSeq(sigs) {
+		version, encoded, ok := strings.Cut(entry, ",")
+		if !ok || version != standardVersion {
+			continue
+		}
+		got, err := base64.StdEncoding.DecodeString(encoded)
+		if err != nil {
+			continue // a malformed entry cannot match; others may
+		}
+		if hmac.Equal(got, want) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w for %s %q", ErrSignature, HeaderID, id)
+}
+
+// headerValue reads a header whether it was stored under the lower-case
+// name the specification uses or under its canonical form.
+func headerValue(h http.Header, name string) string {
+	if v := h.Get(name); v != "" {
+		return v
+	}
+	if vs := h[name]; len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
+}
+
+// SignLegacy returns the deprecated Vigil-Signature header value for body:
 // "sha256=" followed by the lowercase hex HMAC-SHA256 of body keyed with
 // secret.
-func Sign(secret, body []byte) string {
+//
+// Deprecated: it signs the body only, so a captured delivery verifies
+// forever; receivers verify the standard headers with Verify.
+func SignLegacy(secret, body []byte) string {
 	m := hmac.New(sha256.New, secret)
 	m.Write(body)
 	return signaturePrefix + hex.EncodeToString(m.Sum(nil))
 }
 
-// Verify reports whether signature (a Vigil-Signature header value) is the
-// signature of body under secret. The comparison takes constant time. An
-// empty secret verifies nothing.
-func Verify(secret, body []byte, signature string) bool {
+// VerifyLegacy reports whether signature (a Vigil-Signature header value)
+// is the signature of body under secret. The comparison takes constant
+// time. An empty secret verifies nothing.
+//
+// Deprecated: the signature covers the body only and never expires; use
+// Verify, which also binds the delivery id and refuses stale timestamps.
+func VerifyLegacy(secret, body []byte, signature string) bool {
 	if len(secret) == 0 {
 		return false
 	}

@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -272,7 +273,8 @@ func alphaTarget(url string) map[string]Target {
 func TestReceiverGetsSignedWakesItCanVerify(t *testing.T) {
 	srv, hits := newReceiver(t, answerStatus(http.StatusNoContent))
 	logs := newLogRecorder()
-	d := newDispatcher(t, alphaTarget(srv.URL), Options{Logger: logs.logger()})
+	clk := newRecClock()
+	d := newDispatcher(t, alphaTarget(srv.URL), Options{Logger: logs.logger(), Clock: clk})
 
 	wake(t, d, "agent:alpha:main")
 	h := recv(t, hits, "the wake")
@@ -280,21 +282,40 @@ func TestReceiverGetsSignedWakesItCanVerify(t *testing.T) {
 	if got := h.header.Get("Content-Type"); got != "application/json" {
 		t.Errorf("Content-Type = %q, want application/json", got)
 	}
+	if err := VerifyAt(testSecret, h.header, h.body, 0, clk.Now()); err != nil {
+		t.Errorf("VerifyAt refused the delivery: %v\nheaders %v\nbody %s", err, h.header, h.body)
+	}
+	if err := VerifyAt("another-secret-0123456789", h.header, h.body, 0, clk.Now()); !errors.Is(err, ErrSignature) {
+		t.Errorf("VerifyAt under another secret: %v, want ErrSignature", err)
+	}
+	id := h.decode(t).DeliveryID
+	if got := h.header.Get(HeaderID); got != id {
+		t.Errorf("webhook-id = %q, want the body's deliveryId %q", got, id)
+	}
+	if got, want := h.header.Get(HeaderTimestamp), fmt.Sprint(clk.Now().Unix()); got != want {
+		t.Errorf("webhook-timestamp = %q, want the attempt's time %s", got, want)
+	}
+	want, err := Sign(testSecret, id, clk.Now(), h.body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.header.Get(HeaderStandard); got != want {
+		t.Errorf("webhook-signature = %q, want Sign's %q", got, want)
+	}
+
+	// The deprecated headers still come, for receivers not yet moved.
 	sig := h.header.Get("Vigil-Signature")
 	if !hexSignature.MatchString(sig) {
 		t.Errorf("Vigil-Signature = %q, want sha256=<64 lowercase hex>", sig)
 	}
-	if !Verify([]byte(testSecret), h.body, sig) {
-		t.Errorf("Verify refused the signature %q of body %s", sig, h.body)
+	if !VerifyLegacy([]byte(testSecret), h.body, sig) {
+		t.Errorf("VerifyLegacy refused the signature %q of body %s", sig, h.body)
 	}
-	if sig != Sign([]byte(testSecret), h.body) {
-		t.Errorf("signature %q is not Sign of the body", sig)
+	if sig != SignLegacy([]byte(testSecret), h.body) {
+		t.Errorf("signature %q is not SignLegacy of the body", sig)
 	}
-	if Verify([]byte("another-secret-0123456789"), h.body, sig) {
-		t.Error("Verify accepted the signature under another secret")
-	}
-	if got, want := h.header.Get("Vigil-Delivery"), h.decode(t).DeliveryID; got != want {
-		t.Errorf("Vigil-Delivery = %q, want the body's deliveryId %q", got, want)
+	if got := h.header.Get("Vigil-Delivery"); got != id {
+		t.Errorf("Vigil-Delivery = %q, want the body's deliveryId %q", got, id)
 	}
 	logs.waitFor(t, msgDelivered, 1)
 	if got := d.Stats(); got != (Stats{Delivered: 1}) {
@@ -598,8 +619,8 @@ func TestStuckAgentDoesNotDelayAnotherAgent(t *testing.T) {
 		if got, want := h.decode(t).SessionKey, fmt.Sprintf("agent:beta:s%d", i); got != want {
 			t.Errorf("beta got %q, want %q", got, want)
 		}
-		if !Verify([]byte("beta-secret-0123456789abcdef"), h.body, h.header.Get("Vigil-Signature")) {
-			t.Errorf("beta's wake %d is not signed with beta's secret", i)
+		if err := Verify("beta-secret-0123456789abcdef", h.header, h.body, 0); err != nil {
+			t.Errorf("beta's wake %d is not signed with beta's secret: %v", i, err)
 		}
 	}
 	logs.waitFor(t, msgDelivered, 5)
@@ -705,15 +726,15 @@ func TestNewDefaultsToAClientWithATimeout(t *testing.T) {
 	wake(t, d, "agent:alpha:main") // no targets: ignored
 }
 
-func TestVerifyRefusesTamperedBodyOrSignature(t *testing.T) {
+func TestVerifyLegacyRefusesTamperedBodyOrSignature(t *testing.T) {
 	secret := []byte(testSecret)
 	body := []byte(`{"type":"wake","sessionKey":"agent:alpha:main","agentId":"alpha","deliveryId":"abc","sentAt":1}`)
-	sig := Sign(secret, body)
-	if !Verify(secret, body, sig) {
-		t.Fatal("Verify refused a good signature")
+	sig := SignLegacy(secret, body)
+	if !VerifyLegacy(secret, body, sig) {
+		t.Fatal("VerifyLegacy refused a good signature")
 	}
-	if !Verify(secret, body, "sha256="+strings.ToUpper(strings.TrimPrefix(sig, "sha256="))) {
-		t.Error("Verify refused the signature in upper-case hex")
+	if !VerifyLegacy(secret, body, "sha256="+strings.ToUpper(strings.TrimPrefix(sig, "sha256="))) {
+		t.Error("VerifyLegacy refused the signature in upper-case hex")
 	}
 	flipped := []byte(sig)
 	if flipped[len(flipped)-1] == '0' {
@@ -737,11 +758,11 @@ func TestVerifyRefusesTamperedBodyOrSignature(t *testing.T) {
 		{"signature not hex", secret, body, "sha256=" + strings.Repeat("zz", 32)},
 		{"empty signature", secret, body, ""},
 		{"other secret", []byte("another-secret-0123456789"), body, sig},
-		{"empty secret", nil, body, Sign(nil, body)},
+		{"empty secret", nil, body, SignLegacy(nil, body)},
 	}
 	for _, c := range cases {
-		if Verify(c.secret, c.body, c.sig) {
-			t.Errorf("%s: Verify accepted it", c.name)
+		if VerifyLegacy(c.secret, c.body, c.sig) {
+			t.Errorf("%s: VerifyLegacy accepted it", c.name)
 		}
 	}
 }
