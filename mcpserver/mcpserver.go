@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	vigil "github.com/vigilhq/vigil"
@@ -72,7 +73,10 @@ func toolHandler(g *gateway.Gateway, caller gateway.Caller, t *gateway.Tool) mcp
 		} else {
 			text, err := json.Marshal(out)
 			if err != nil {
-				return nil, fmt.Errorf("encode %s result: %w", t.Name, err)
+				// A result vigil cannot encode is its own fault, not the
+				// caller's: a JSON-RPC internal error, never code 0.
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
+					Message: fmt.Sprintf("internal error: encode the %s result: %v", t.Name, err)}
 			}
 			res.StructuredContent = out
 			res.Content = []mcp.Content{&mcp.TextContent{Text: string(text)}}
@@ -88,6 +92,38 @@ func toolError(err error) string {
 		return "internal error: the tool could not run; try again later"
 	}
 	return err.Error()
+}
+
+// rpcError turns a gateway error about the resource uri into a JSON-RPC
+// error with a standard code, so clients can branch on it:
+//
+//   - a resource that is not a session, or no such session: the SDK's
+//     resource-not-found error (-32602 invalid params, as the MCP
+//     specification settles it, with the URI in its data);
+//   - a malformed session key, or a session the caller may not reach:
+//     -32602 invalid params, the gateway's message saying what was wrong;
+//   - anything else: -32603 internal error, saying only what a caller can
+//     act on (the store is unavailable, or an internal failure).
+//
+// The data carries {"uri", "code"} with the gateway's error code, so a
+// client can tell a refusal from a typo without parsing the message.
+func rpcError(uri string, err error) error {
+	code := gateway.Code(err)
+	if code == gateway.CodeNotFound {
+		return mcp.ResourceNotFoundError(uri)
+	}
+	data, merr := json.Marshal(map[string]string{"uri": uri, "code": code})
+	if merr != nil { // cannot happen: two strings
+		data = nil
+	}
+	switch code {
+	case gateway.CodeInvalid, gateway.CodeForbidden, gateway.CodeUnauthenticated:
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error(), Data: data}
+	case gateway.CodeUnavailable:
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
+			Message: "unavailable: the store cannot be reached; try again", Data: data}
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: toolError(err), Data: data}
 }
 
 // deliverNotices drains the caller's queue: the lines go into the result,
@@ -117,14 +153,11 @@ func readSession(g *gateway.Gateway, caller gateway.Caller) mcp.ResourceHandler 
 		}
 		st, err := g.Status(ctx, caller, gateway.StatusInput{SessionKey: key})
 		if err != nil {
-			if gateway.Code(err) == gateway.CodeNotFound {
-				return nil, mcp.ResourceNotFoundError(req.Params.URI)
-			}
-			return nil, err
+			return nil, rpcError(req.Params.URI, err)
 		}
 		b, err := json.Marshal(st)
 		if err != nil {
-			return nil, err
+			return nil, rpcError(req.Params.URI, fmt.Errorf("encode the status of %s: %w", key, err))
 		}
 		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{
 			URI: req.Params.URI, MIMEType: "application/json", Text: string(b)}}}, nil
@@ -139,17 +172,19 @@ type subscriptions struct {
 	uris   map[string]int
 }
 
-// subscribe follows a session the caller may read, like reading it.
+// subscribe follows a session the caller may read, like reading it. A
+// session need not exist yet to be followed. Refusals are JSON-RPC errors
+// with standard codes (see rpcError).
 func (s *subscriptions) subscribe(_ context.Context, req *mcp.SubscribeRequest) error {
 	if !strings.HasPrefix(req.Params.URI, SessionURIPrefix) {
-		return fmt.Errorf("%q is not a vigil session resource", req.Params.URI)
+		return mcp.ResourceNotFoundError(req.Params.URI)
 	}
 	ref, err := vigil.Ref("", strings.TrimPrefix(req.Params.URI, SessionURIPrefix))
 	if err != nil {
-		return err
+		return rpcError(req.Params.URI, err)
 	}
 	if err := s.caller.Reach(ref); err != nil {
-		return err
+		return rpcError(req.Params.URI, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
