@@ -1,10 +1,14 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,7 +29,8 @@ type httpHandler struct {
 	ctx     context.Context
 	stream  *mcp.StreamableHTTPHandler
 
-	idle time.Duration // how long an unused MCP session and server live
+	idle  time.Duration // how long an unused MCP session and server live
+	retry []byte        // the SSE retry field put into each stream's first event; nil for none
 
 	mu        sync.Mutex
 	servers   map[string]*served // by identity: one per credential and acting session
@@ -45,26 +50,87 @@ type served struct {
 // Clients that come back later open a new session.
 const DefaultIdleTimeout = 30 * time.Minute
 
-type callerKey struct{}
+// Defaults of HTTPOptions.
+const (
+	// DefaultEventStoreBytes bounds the messages kept for resumption, over
+	// all MCP sessions of one handler.
+	DefaultEventStoreBytes = 8 << 20
+	// DefaultRetry is the reconnection delay streams advertise.
+	DefaultRetry = time.Second
+)
 
-// Handler serves MCP's streamable HTTP transport. Every request is
-// authenticated with resolve; an MCP session stays bound to the credential
-// and acting session that opened it, so nobody can ride on another
-// caller's session id. An MCP session idle for DefaultIdleTimeout is
-// closed, and an identity's server without sessions is dropped after as
-// long, so a gateway serving many short-lived sessions does not grow; all
-// of them end when ctx ends.
-func Handler(ctx context.Context, g *gateway.Gateway, resolve Resolver, log *slog.Logger) http.Handler {
-	return newHTTPHandler(ctx, g, resolve, log, DefaultIdleTimeout)
+// HTTPOptions configure NewHandler. The zero value is ready to use.
+type HTTPOptions struct {
+	// IdleTimeout is how long an MCP session may go without a request
+	// before it is closed, and how long an identity's server without
+	// sessions is kept; 0 or less means DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// EventStoreBytes bounds the memory kept for stream resumption: the
+	// messages sent on every stream, kept so a client that lost a stream
+	// can reconnect with Last-Event-ID and get what it missed. When more
+	// would be kept, the oldest messages of every stream are dropped
+	// first; resuming from before them is refused (400), and the client
+	// must call again. Closing or idling out an MCP session frees its
+	// messages. 0 means DefaultEventStoreBytes; less than 0 turns
+	// resumption off (no event ids, no priming event). Ignored when
+	// EventStore is set.
+	EventStoreBytes int
+	// EventStore, when set, keeps the streams' messages instead of an
+	// in-memory store bounded by EventStoreBytes; it bounds itself.
+	EventStore mcp.EventStore
+	// Retry is the SSE retry field each stream starts with: how long a
+	// client should wait before reconnecting a lost stream. 0 means
+	// DefaultRetry; less than 0 sends none. It is rounded to milliseconds.
+	Retry time.Duration
 }
 
-func newHTTPHandler(ctx context.Context, g *gateway.Gateway, resolve Resolver, log *slog.Logger, idle time.Duration) *httpHandler {
+type callerKey struct{}
+
+// Handler is NewHandler with the zero HTTPOptions.
+func Handler(ctx context.Context, g *gateway.Gateway, resolve Resolver, log *slog.Logger) http.Handler {
+	return NewHandler(ctx, g, resolve, log, HTTPOptions{})
+}
+
+// NewHandler serves MCP's streamable HTTP transport. Every request is
+// authenticated with resolve; an MCP session stays bound to the credential
+// and acting session that opened it, so nobody can ride on another
+// caller's session id. An MCP session idle for the idle timeout is closed,
+// and an identity's server without sessions is dropped after as long, so a
+// gateway serving many short-lived sessions does not grow; all of them end
+// when ctx ends.
+//
+// Streams are resumable (for protocol versions that have resumption,
+// 2025-11-25 and before): every SSE message has an event id, a POST's
+// stream opens with a priming event that has one, and each stream's first
+// event carries a retry field. A client whose stream broke sends a GET with
+// Last-Event-ID and gets every message after that id, then the rest live,
+// within the memory bound of opts.EventStoreBytes.
+func NewHandler(ctx context.Context, g *gateway.Gateway, resolve Resolver, log *slog.Logger, opts HTTPOptions) http.Handler {
+	return newHTTPHandler(ctx, g, resolve, log, opts)
+}
+
+func newHTTPHandler(ctx context.Context, g *gateway.Gateway, resolve Resolver, log *slog.Logger, opts HTTPOptions) *httpHandler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &httpHandler{g: g, resolve: resolve, log: log, ctx: ctx, idle: idle, servers: map[string]*served{},
+	idle := opts.IdleTimeout
+	if idle <= 0 {
+		idle = DefaultIdleTimeout
+	}
+	store := opts.EventStore
+	if store == nil && opts.EventStoreBytes >= 0 {
+		mem := mcp.NewMemoryEventStore(nil)
+		mem.SetMaxBytes(cmp.Or(opts.EventStoreBytes, DefaultEventStoreBytes))
+		store = mem
+	}
+	var retry []byte
+	if d := cmp.Or(opts.Retry, DefaultRetry); d > 0 {
+		retry = fmt.Appendf(nil, "retry: %d\n", d.Milliseconds())
+	}
+	h := &httpHandler{g: g, resolve: resolve, log: log, ctx: ctx, idle: idle, retry: retry, servers: map[string]*served{},
 		bindings: map[string]string{}, lastSweep: time.Now()}
-	h.stream = mcp.NewStreamableHTTPHandler(h.server, &mcp.StreamableHTTPOptions{Logger: log, SessionTimeout: idle})
+	h.stream = mcp.NewStreamableHTTPHandler(h.server, &mcp.StreamableHTTPOptions{Logger: log, SessionTimeout: idle,
+		EventStore: store})
 	return h
 }
 
@@ -151,7 +217,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	rec := &bindingRecorder{ResponseWriter: w, bind: func(sid string) {
+	rec := &bindingRecorder{ResponseWriter: w, retry: h.retry, bind: func(sid string) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		if _, ok := h.bindings[sid]; !ok {
@@ -161,11 +227,15 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.stream.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
 }
 
-// bindingRecorder notes the MCP session id a response hands out.
+// bindingRecorder notes the MCP session id a response hands out, and puts
+// the retry field into the first event of an event stream.
 type bindingRecorder struct {
 	http.ResponseWriter
 	bind  func(sid string)
 	noted bool
+	// retry is the "retry: N\n" line for the stream's first event, nil
+	// when none is sent or the body has begun.
+	retry []byte
 }
 
 func (b *bindingRecorder) note() {
@@ -182,10 +252,25 @@ func (b *bindingRecorder) WriteHeader(code int) {
 	b.ResponseWriter.WriteHeader(code)
 }
 
+// Write passes p on. The first write of an event stream gets the retry
+// line in front: the SDK writes each event whole, so the stream's first
+// write starts an event (the priming one, when there is one) and the line
+// becomes one of its fields. The SDK has no option for a retry field on
+// the priming event, which clients read to time their reconnection.
 func (b *bindingRecorder) Write(p []byte) (int, error) {
 	b.note()
-	return b.ResponseWriter.Write(p)
+	retry := b.retry
+	b.retry = nil
+	if retry == nil || len(p) == 0 || !strings.HasPrefix(b.Header().Get("Content-Type"), "text/event-stream") {
+		return b.ResponseWriter.Write(p)
+	}
+	// A fresh slice: retry's array is shared by every request.
+	n, err := b.ResponseWriter.Write(slices.Concat(retry, p))
+	return max(n-len(retry), 0), err
 }
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (b *bindingRecorder) Unwrap() http.ResponseWriter { return b.ResponseWriter }
 
 func (b *bindingRecorder) Flush() {
 	b.note()

@@ -44,7 +44,7 @@ func TestIdleMCPSessionsAndTheirServersAreDropped(t *testing.T) {
 	const idle = 300 * time.Millisecond
 	serveCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	h := newHTTPHandler(serveCtx, g, resolve, nil, idle)
+	h := newHTTPHandler(serveCtx, g, resolve, nil, HTTPOptions{IdleTimeout: idle})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 
