@@ -42,8 +42,9 @@ type liveGateway struct {
 	Hub *gateway.Hub
 }
 
-// startGateway serves a fresh gateway the way vigil serve wires it.
-func startGateway(t *testing.T) *liveGateway {
+// startGateway serves a fresh gateway the way vigil serve wires it; each
+// wake also goes to the onWake functions (a webhook dispatcher's Wake).
+func startGateway(t *testing.T, onWake ...func(string)) *liveGateway {
 	t.Helper()
 	ctx := context.Background()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -53,7 +54,13 @@ func startGateway(t *testing.T) *liveGateway {
 	}
 	t.Cleanup(func() { st.Close() })
 	hub := gateway.NewHub()
-	eng, err := vigil.Open(ctx, st, vigil.Options{Logger: quiet, OnWake: hub.Wake, OnNotice: hub.Notice, OnRecord: hub.Record})
+	wake := func(watcher string) {
+		hub.Wake(watcher)
+		for _, f := range onWake {
+			f(watcher)
+		}
+	}
+	eng, err := vigil.Open(ctx, st, vigil.Options{Logger: quiet, OnWake: wake, OnNotice: hub.Notice, OnRecord: hub.Record})
 	if err != nil {
 		t.Fatal(err)
 	}
