@@ -15,6 +15,12 @@ var (
 	ErrForbidden       = errors.New("permission denied")
 	ErrNotFound        = errors.New("not found")
 	ErrConflict        = errors.New("conflict")
+	// ErrTooMany is a caller over one of its own limits.
+	ErrTooMany = errors.New("too many requests")
+	// ErrUnavailable is a gateway that cannot serve the request now (its
+	// store failed, or it is at a gateway-wide limit); nothing was changed
+	// and the request may be retried.
+	ErrUnavailable = errors.New("unavailable")
 )
 
 // Error codes, as transports report them.
@@ -24,6 +30,7 @@ const (
 	CodeForbidden       = "permission_denied"
 	CodeNotFound        = "not_found"
 	CodeConflict        = "conflict"
+	CodeTooMany         = "too_many_requests"
 	CodeUnavailable     = "unavailable"
 	CodeInternal        = "internal"
 )
@@ -42,7 +49,9 @@ func Code(err error) string {
 		return CodeNotFound
 	case errors.Is(err, ErrConflict):
 		return CodeConflict
-	case errors.Is(err, vigil.ErrClosed):
+	case errors.Is(err, ErrTooMany):
+		return CodeTooMany
+	case errors.Is(err, ErrUnavailable), errors.Is(err, vigil.ErrClosed):
 		return CodeUnavailable
 	}
 	return CodeInternal

@@ -38,6 +38,8 @@ type Options struct {
 	// NewID makes the random part of session keys, incarnation ids, run
 	// ids and operation ids; nil means 16 random hex digits.
 	NewID func() string
+	// Limits bound open streams and waits; the zero value is the defaults.
+	Limits Limits
 }
 
 // Gateway serves sessions and the session tools.
@@ -52,6 +54,8 @@ type Gateway struct {
 	waiters map[vigil.SessionRef][]*waiter
 	closed  bool
 	done    chan struct{} // closed by Close: waiting turns end
+
+	holds holds
 }
 
 // waiter is a sessions_send waiting for the target's reply.
@@ -80,6 +84,7 @@ func New(eng *vigil.Engine, store Store, opts Options) *Gateway {
 	if opts.Hub == nil {
 		opts.Hub = NewHub()
 	}
+	opts.Limits = opts.Limits.withDefaults()
 	g := &Gateway{eng: eng, store: store, log: opts.Logger, opts: opts, waiters: map[vigil.SessionRef][]*waiter{},
 		done: make(chan struct{})}
 	g.tools = newRegistry(g)

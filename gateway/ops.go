@@ -249,6 +249,12 @@ func (g *Gateway) Send(ctx context.Context, c Caller, in SendInput) (SendOutput,
 	actorType, actorID := c.actor()
 	var w *waiter
 	if timeout > 0 {
+		// Admitted before the write, so a refused send stores nothing.
+		release, err := g.Hold(c, HoldWait)
+		if err != nil {
+			return SendOutput{}, err
+		}
+		defer release()
 		w = &waiter{done: make(chan sendOutcome, 1)}
 	}
 	var msgID int64
@@ -1188,6 +1194,12 @@ func (g *Gateway) Turn(ctx context.Context, c Caller, in TurnInput) (TurnOutput,
 	}
 	timer := time.NewTimer(time.Duration(wait) * time.Second)
 	defer timer.Stop()
+	var release func() // the hold of a parked turn, taken once it parks
+	defer func() {
+		if release != nil {
+			release()
+		}
+	}()
 	for {
 		// Listen before looking, so work that arrives in between is heard.
 		l := g.opts.Hub.Listen(ref.Key, 16)
@@ -1198,6 +1210,12 @@ func (g *Gateway) Turn(ctx context.Context, c Caller, in TurnInput) (TurnOutput,
 				out.TimedOut = true
 			}
 			return out, err
+		}
+		if release == nil {
+			if release, err = g.Hold(c, HoldWait); err != nil {
+				l.Close()
+				return TurnOutput{}, err
+			}
 		}
 		woken := false
 		for !woken {

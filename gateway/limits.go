@@ -1,0 +1,114 @@
+package gateway
+
+import (
+	"fmt"
+	"sync"
+)
+
+// Limits bound what callers hold open, so a flood of streams or long polls
+// wears down neither the process nor other callers. Each limit counts per
+// credential and across the gateway; 0 means the default, a negative value
+// means no limit.
+type Limits struct {
+	// Streams bounds open event streams (HTTP and MCP) in all; default 1024.
+	Streams int
+	// StreamsPerCredential bounds one credential's open streams; default 256.
+	StreamsPerCredential int
+	// Waits bounds parked turns and sends waiting for a reply, in all;
+	// default 1024.
+	Waits int
+	// WaitsPerCredential bounds one credential's waits; default 256.
+	WaitsPerCredential int
+}
+
+// Default limits.
+const (
+	DefaultMaxStreams              = 1024
+	DefaultMaxStreamsPerCredential = 256
+	DefaultMaxWaits                = 1024
+	DefaultMaxWaitsPerCredential   = 256
+)
+
+func orDefault(n, def int) int {
+	if n == 0 {
+		return def
+	}
+	return n
+}
+
+func (l Limits) withDefaults() Limits {
+	l.Streams = orDefault(l.Streams, DefaultMaxStreams)
+	l.StreamsPerCredential = orDefault(l.StreamsPerCredential, DefaultMaxStreamsPerCredential)
+	l.Waits = orDefault(l.Waits, DefaultMaxWaits)
+	l.WaitsPerCredential = orDefault(l.WaitsPerCredential, DefaultMaxWaitsPerCredential)
+	return l
+}
+
+// Hold is a kind of request held open.
+type Hold int
+
+const (
+	// HoldStream is an open event stream.
+	HoldStream Hold = iota
+	// HoldWait is a parked turn or a send waiting for its reply.
+	HoldWait
+)
+
+func (h Hold) String() string {
+	if h == HoldStream {
+		return "open event streams"
+	}
+	return "parked turns and waiting sends"
+}
+
+// holds counts what is held open, in all and per credential.
+type holds struct {
+	mu    sync.Mutex
+	total [2]int
+	per   [2]map[string]int
+}
+
+// Hold admits one more request of kind h for c, or refuses it: over the
+// credential's own limit with an error wrapping ErrTooMany, over the
+// gateway's with one wrapping ErrUnavailable; each names the limit. The
+// caller must call release exactly once when the request ends.
+func (g *Gateway) Hold(c Caller, h Hold) (release func(), err error) {
+	lim := g.opts.Limits
+	total, per := lim.Streams, lim.StreamsPerCredential
+	if h == HoldWait {
+		total, per = lim.Waits, lim.WaitsPerCredential
+	}
+	who := string(c.Principal.Role) + "|" + c.Principal.ID
+	hs := &g.holds
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	if hs.per[h] == nil {
+		hs.per[h] = map[string]int{}
+	}
+	if per >= 0 && hs.per[h][who] >= per {
+		return nil, fmt.Errorf("%w: this credential already holds %d %s, its limit; close one or raise the limit", ErrTooMany, per, h)
+	}
+	if total >= 0 && hs.total[h] >= total {
+		return nil, fmt.Errorf("%w: the gateway already holds %d %s, its limit; retry later", ErrUnavailable, total, h)
+	}
+	hs.total[h]++
+	hs.per[h][who]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			hs.mu.Lock()
+			defer hs.mu.Unlock()
+			hs.total[h]--
+			if hs.per[h][who]--; hs.per[h][who] == 0 {
+				delete(hs.per[h], who)
+			}
+		})
+	}, nil
+}
+
+// Held reports how many requests of kind h are held open now.
+func (g *Gateway) Held(h Hold) int {
+	g.holds.mu.Lock()
+	defer g.holds.mu.Unlock()
+	return g.holds.total[h]
+}
