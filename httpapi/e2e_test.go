@@ -48,12 +48,20 @@ type e2eServer struct {
 	URL   string
 	Eng   *vigil.Engine
 	Store *sqlitestore.Store
+	G     *gateway.Gateway
 }
 
 var e2eClient = &http.Client{Timeout: e2eHangGuard + 10*time.Second}
 
 // e2eStart serves a fresh gateway on a fresh database.
 func e2eStart(t *testing.T) *e2eServer {
+	t.Helper()
+	return e2eStartWith(t, true, nil)
+}
+
+// e2eStartWith is e2eStart with the test deployment's tokens or none, and
+// the options tune sets.
+func e2eStartWith(t *testing.T, tokens bool, tune func(*httpapi.Options, *gateway.Options)) *e2eServer {
 	t.Helper()
 	t.Parallel()
 	ctx := context.Background()
@@ -62,29 +70,42 @@ func e2eStart(t *testing.T) *e2eServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	eng, err := vigil.Open(ctx, store, vigil.Options{PruneInterval: -1})
+	hub := gateway.NewHub()
+	eng, err := vigil.Open(ctx, store, hub.Attach(vigil.Options{PruneInterval: -1}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { eng.Close() })
-	creds, err := gateway.NewCredentials(gateway.Config{Tokens: []gateway.TokenConfig{
-		{Token: e2eAdmin, Role: gateway.RoleAdmin, ID: "root"},
-		{Token: e2eOperator, Role: gateway.RoleOperator, ID: e2eOperatorID},
-		{Token: e2eMain, Role: gateway.RoleAgent, Agent: "main"},
-		{Token: e2eOps, Role: gateway.RoleAgent, Agent: "ops"},
-		{Token: e2eBoss, Role: gateway.RoleAgent, Agent: "boss", Allow: []string{"ops"}},
-	}}, "")
+	var conf gateway.Config
+	if tokens {
+		conf.Tokens = []gateway.TokenConfig{
+			{Token: e2eAdmin, Role: gateway.RoleAdmin, ID: "root"},
+			{Token: e2eOperator, Role: gateway.RoleOperator, ID: e2eOperatorID},
+			{Token: e2eMain, Role: gateway.RoleAgent, Agent: "main"},
+			{Token: e2eOps, Role: gateway.RoleAgent, Agent: "ops"},
+			{Token: e2eBoss, Role: gateway.RoleAgent, Agent: "boss", Allow: []string{"ops"}},
+		}
+	}
+	creds, err := gateway.NewCredentials(conf, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := metrics.New(eng)
-	g := gateway.New(eng, store, gateway.Options{ObserveDelta: m.ObserveDelta})
-	srv := httptest.NewServer(httpapi.New(g, httpapi.Options{Credentials: creds, Metrics: m}))
+	gopts := gateway.Options{ObserveDelta: m.ObserveDelta, Hub: hub}
+	hopts := httpapi.Options{Credentials: creds, Metrics: m}
+	if tune != nil {
+		tune(&hopts, &gopts)
+	}
+	g := gateway.New(eng, store, gopts)
+	h := httpapi.New(g, hopts)
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config = httpapi.NewServer(h, hopts, nil) // the timeouts vigil serve runs with
+	srv.Start()
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
 		srv.Close()
 	})
-	return &e2eServer{URL: srv.URL, Eng: eng, Store: store}
+	return &e2eServer{URL: srv.URL, Eng: eng, Store: store, G: g}
 }
 
 // e2eBody turns a request value into a body: strings and byte slices are
@@ -1449,7 +1470,7 @@ func TestE2EMetricsExposeEventsRecordedAndDeltaLatency(t *testing.T) {
 	s := e2eStart(t)
 	worker, _ := e2eStory(t, s)
 	e2eStatus(t, s, e2eMain, e2eManager, worker, 1)
-	code, body := e2eRequest(t, s, http.MethodGet, "/metrics", "", "", nil)
+	code, body := e2eRequest(t, s, http.MethodGet, "/metrics", "Bearer "+e2eOperator, "", nil)
 	if code != http.StatusOK {
 		t.Fatalf("GET /metrics: %d", code)
 	}

@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 
@@ -43,16 +44,44 @@ type Options struct {
 	// MCP sessions' background work stops when it is done (cancel it when
 	// shutdown begins). nil means they live as long as the process.
 	Context context.Context
+	// Timeouts bound slow clients; the zero value is the defaults.
+	Timeouts Timeouts
+	// RestrictHosts refuses requests whose Host is neither a loopback name
+	// nor one of AllowedHosts: set it when listening on loopback, where a
+	// page on a foreign name that resolves to loopback (DNS rebinding)
+	// could otherwise read the API's answers.
+	RestrictHosts bool
+	AllowedHosts  []string
+	// TrustedOrigins are web origins (scheme://host[:port]) whose pages may
+	// call the API from a browser; pages of every other origin are refused.
+	// The dashboard, served by the gateway itself, needs no entry.
+	TrustedOrigins []string
+	// OpenMetrics serves /metrics without a credential even when tokens
+	// are configured; otherwise an admin or operator token is needed.
+	OpenMetrics bool
 }
 
 type server struct {
-	g    *gateway.Gateway
-	opts Options
-	log  *slog.Logger
+	g     *gateway.Gateway
+	opts  Options
+	log   *slog.Logger
+	guard *guard
 }
 
-// New returns the gateway's HTTP handler.
+// New returns the gateway's HTTP handler. It refuses cross-origin browser
+// requests and, with RestrictHosts, foreign Host names; it bounds reading
+// each body and writing each response (see NewServer for the rest).
 func New(g *gateway.Gateway, opts Options) http.Handler {
+	h, err := NewHandler(g, opts)
+	if err != nil {
+		panic(err)
+	}
+	return h
+}
+
+// NewHandler is New, with an error for options that are not valid (a
+// malformed trusted origin).
+func NewHandler(g *gateway.Gateway, opts Options) (http.Handler, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -62,51 +91,146 @@ func New(g *gateway.Gateway, opts Options) http.Handler {
 	if opts.Context == nil {
 		opts.Context = context.Background()
 	}
-	s := &server{g: g, opts: opts, log: opts.Logger}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", s.healthz)
-	if opts.Metrics != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Metrics.Registry, promhttp.HandlerOpts{}))
+	opts.Timeouts = opts.Timeouts.withDefaults()
+	guard, err := newGuard(opts)
+	if err != nil {
+		return nil, err
 	}
-	mux.HandleFunc("GET /v1/tools", s.authed(s.listTools))
-	mux.HandleFunc("POST /v1/tools/{name}", s.authed(s.callTool))
-	mux.HandleFunc("POST /v1/sessions/{key}/turn", s.authed(s.sessionTool("session_turn")))
-	mux.HandleFunc("POST /v1/sessions/{key}/reply", s.authed(s.sessionTool("session_reply")))
-	mux.HandleFunc("GET /v1/sessions/{key}/events", s.authed(s.sessionEvents))
-	mux.HandleFunc("GET /v1/events", s.authed(s.logEvents))
-	mux.Handle("/mcp", mcpserver.Handler(opts.Context, g, s.resolve, opts.Logger))
-	// The dashboard page and its assets need no credential: they hold no
-	// data, and the page asks for a token before it calls the API.
+	s := &server{g: g, opts: opts, log: opts.Logger, guard: guard}
+	mux := http.NewServeMux()
+	// Routes without data: health, and the dashboard page and its assets
+	// (they need no credential: the page asks for a token before it calls
+	// the API).
+	mux.HandleFunc("GET /healthz", s.healthz)
 	page := dashboard.Handler()
 	mux.Handle("GET /{$}", page)
 	mux.Handle("GET "+dashboard.AssetPrefix, page)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
-	return s.count(mux)
+	// Routes that read or change data.
+	data := func(pattern string, h http.Handler) { mux.Handle(pattern, s.protect(h)) }
+	if opts.Metrics != nil {
+		data("GET /metrics", s.metrics(promhttp.HandlerFor(opts.Metrics.Registry, promhttp.HandlerOpts{})))
+	}
+	data("GET /v1/tools", s.authed(actingParams, s.listTools))
+	data("POST /v1/tools/{name}", s.authed(actingParams, s.callTool))
+	data("POST /v1/sessions/{key}/turn", s.authed(actingParams, s.sessionTool("session_turn")))
+	data("POST /v1/sessions/{key}/reply", s.authed(actingParams, s.sessionTool("session_reply")))
+	data("GET /v1/sessions/{key}/events", s.authed(actingParams, s.sessionEvents))
+	// On the log stream, ?session= is the stream's filter: only ?as= names
+	// the acting session there.
+	data("GET /v1/events", s.authed([]string{"as"}, s.logEvents))
+	data("/mcp", s.mcp(mcpserver.Handler(opts.Context, g, func(r *http.Request) (gateway.Caller, error) {
+		return s.resolve(r, actingParams)
+	}, opts.Logger)))
+	return s.count(s.deadlines(s.hosts(mux)), mux), nil
 }
 
+// actingParams are the query parameters, in order, that name the acting
+// session where a client cannot set the Vigil-Session header.
+var actingParams = []string{"as", "session"}
+
+// hosts refuses a request whose Host the guard does not accept, on every
+// route.
+func (s *server) hosts(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.guard.check(r, false); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// protect refuses a cross-origin browser request to a route with data.
+func (s *server) protect(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.guard.check(r, true); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// metrics serves /metrics to admins and operators when tokens are
+// configured, unless OpenMetrics keeps it open.
+func (s *server) metrics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.opts.OpenMetrics && !s.opts.Credentials.Empty() {
+			p, ok := s.principal(r)
+			if !ok {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="vigil"`)
+				s.fail(w, r, fmt.Errorf("%w: /metrics needs an admin or operator token", gateway.ErrUnauthenticated))
+				return
+			}
+			if p.Role != gateway.RoleAdmin && p.Role != gateway.RoleOperator {
+				s.fail(w, r, fmt.Errorf("%w: /metrics is for admin and operator tokens, not %s tokens", gateway.ErrForbidden, p.Role))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// mcp serves the MCP transport: its responses are held open (a tool call
+// may wait, and a GET is a stream), and a stream counts against the
+// caller's limits.
+func (s *server) mcp(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w = s.holdOpen(w)
+		if r.Method == http.MethodGet {
+			if c, err := s.resolve(r, actingParams); err == nil {
+				release, err := s.g.Hold(c, gateway.HoldStream)
+				if err != nil {
+					s.fail(w, r, err)
+					return
+				}
+				defer release()
+			} // an unauthenticated stream is refused by the MCP handler itself
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// statusClientGone is counted for a request whose client hung up before
+// it was answered (the status nginx logs for it); nothing is sent.
+const statusClientGone = 499
+
 // count records each request in the metrics under its route pattern.
-func (s *server) count(next *http.ServeMux) http.Handler {
+func (s *server) count(next http.Handler, mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 		next.ServeHTTP(rec, r)
 		if s.opts.Metrics != nil {
-			_, pattern := next.Handler(r)
-			s.opts.Metrics.CountRequest(pattern, rec.code)
+			code := rec.code
+			if !rec.wrote && r.Context().Err() != nil {
+				code = statusClientGone
+			}
+			_, pattern := mux.Handler(r)
+			s.opts.Metrics.CountRequest(pattern, code)
 		}
 	})
 }
 
 type statusRecorder struct {
 	http.ResponseWriter
-	code int
+	code  int
+	wrote bool
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
-	r.code = code
+	r.code, r.wrote = code, true
 	r.ResponseWriter.WriteHeader(code)
 }
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	r.wrote = true
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 func (r *statusRecorder) Flush() {
 	if f, ok := r.ResponseWriter.(http.Flusher); ok {
@@ -118,32 +242,37 @@ func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// authed resolves the caller (credential and acting session) before h.
-func (s *server) authed(h func(http.ResponseWriter, *http.Request, gateway.Caller)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		c, err := s.resolve(r)
+// authed resolves the caller (credential and acting session, which the
+// query parameters named by acting may give) before h.
+func (s *server) authed(acting []string, h func(http.ResponseWriter, *http.Request, gateway.Caller)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := s.resolve(r, acting)
 		if err != nil {
 			if gateway.Code(err) == gateway.CodeUnauthenticated {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="vigil"`)
 			}
-			s.fail(w, err)
+			s.fail(w, r, err)
 			return
 		}
 		h(w, r, c)
-	}
+	})
 }
 
 // resolve authenticates the request and decides who acts: the credential,
 // and the session named by the Vigil-Session header (or, where a client
-// cannot set headers, the session query parameter).
-func (s *server) resolve(r *http.Request) (gateway.Caller, error) {
+// cannot set headers, the first of the acting query parameters given).
+func (s *server) resolve(r *http.Request, acting []string) (gateway.Caller, error) {
 	p, ok := s.principal(r)
 	if !ok {
 		return gateway.Caller{}, fmt.Errorf("%w: a valid bearer token is required", gateway.ErrUnauthenticated)
 	}
 	session := strings.TrimSpace(r.Header.Get(SessionHeader))
-	if session == "" {
-		session = strings.TrimSpace(r.URL.Query().Get("session"))
+	q := r.URL.Query()
+	for _, name := range acting {
+		if session != "" {
+			break
+		}
+		session = strings.TrimSpace(q.Get(name))
 	}
 	return s.g.ResolveCaller(r.Context(), p, session)
 }
@@ -205,7 +334,7 @@ func (s *server) sessionTool(name string) func(http.ResponseWriter, *http.Reques
 		}
 		var in map[string]json.RawMessage
 		if err := gateway.DecodeStrict(body, &in); err != nil {
-			s.fail(w, err)
+			s.fail(w, r, err)
 			return
 		}
 		path := r.PathValue("key")
@@ -236,16 +365,24 @@ func (s *server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 				"the request body is larger than the limit of "+strconv.FormatInt(tooLarge.Limit, 10)+" bytes")
 			return nil, false
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			writeError(w, http.StatusRequestTimeout, "request_timeout",
+				"the request body did not arrive within "+s.opts.Timeouts.Body.String())
+			return nil, false
+		}
 		writeError(w, http.StatusBadRequest, gateway.CodeInvalid, "could not read the request body: "+err.Error())
 		return nil, false
 	}
 	return body, true
 }
 
+// call runs a tool. Its answer may wait (a long poll, a send awaiting a
+// reply), so the response is held open and only its write is bounded.
 func (s *server) call(w http.ResponseWriter, r *http.Request, c gateway.Caller, tool *gateway.Tool, body []byte) {
+	w = s.holdOpen(w)
 	out, err := tool.Call(r.Context(), c, body)
 	if err != nil {
-		s.fail(w, err)
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -257,17 +394,31 @@ var statusOf = map[string]int{
 	gateway.CodeForbidden:       http.StatusForbidden,
 	gateway.CodeNotFound:        http.StatusNotFound,
 	gateway.CodeConflict:        http.StatusConflict,
+	gateway.CodeTooMany:         http.StatusTooManyRequests,
 	gateway.CodeUnavailable:     http.StatusServiceUnavailable,
 	gateway.CodeInternal:        http.StatusInternalServerError,
 }
 
-// fail reports err; internal errors are logged and answered without detail.
-func (s *server) fail(w http.ResponseWriter, err error) {
+// fail reports err. A client that hung up is not an error: nothing is
+// sent, and the request is counted as 499. A store that failed is logged
+// and answered 503, naming the failure; anything else internal is logged
+// and answered without detail.
+func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil && s.opts.Context.Err() == nil {
+		s.log.Debug("the client went away before its answer", "path", r.URL.Path, "err", err)
+		return
+	}
 	code := gateway.Code(err)
 	msg := err.Error()
-	if code == gateway.CodeInternal {
-		s.log.Error("request failed", "err", err)
+	switch code {
+	case gateway.CodeUnavailable:
+		s.log.Warn("request failed: unavailable", "path", r.URL.Path, "err", err)
+	case gateway.CodeInternal:
+		s.log.Error("request failed", "path", r.URL.Path, "err", err)
 		msg = "internal error"
+	}
+	if code == gateway.CodeTooMany || code == gateway.CodeUnavailable {
+		w.Header().Set("Retry-After", "1")
 	}
 	writeError(w, statusOf[code], code, msg)
 }

@@ -76,13 +76,20 @@ func (s *sse) comment(text string) error {
 func (s *server) sessionEvents(w http.ResponseWriter, r *http.Request, c gateway.Caller) {
 	ref, err := vigil.Ref("", r.PathValue("key"))
 	if err != nil {
-		s.fail(w, fmt.Errorf("%w: %w", gateway.ErrInvalid, err))
+		s.fail(w, r, fmt.Errorf("%w: %w", gateway.ErrInvalid, err))
 		return
 	}
 	if err := c.Reach(ref); err != nil {
-		s.fail(w, err)
+		s.fail(w, r, err)
 		return
 	}
+	release, err := s.g.Hold(c, gateway.HoldStream)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	defer release()
+	w = s.holdOpen(w)
 	l := s.g.Hub().Listen(ref.Key, sessionStreamBuffer)
 	defer l.Close()
 	out, ok := startSSE(w)
@@ -156,20 +163,20 @@ func (s *server) logEvents(w http.ResponseWriter, r *http.Request, c gateway.Cal
 	if k := q.Get("session"); k != "" {
 		ref, err := vigil.Ref(q.Get("agent"), k)
 		if err != nil {
-			s.fail(w, fmt.Errorf("%w: session: %w", gateway.ErrInvalid, err))
+			s.fail(w, r, fmt.Errorf("%w: session: %w", gateway.ErrInvalid, err))
 			return
 		}
 		filterSession, filterAgent = ref.Key, ref.AgentID
 	} else if a := q.Get("agent"); a != "" {
 		id, err := sessionkey.ParseAgentID(a)
 		if err != nil {
-			s.fail(w, fmt.Errorf("%w: agent: %w", gateway.ErrInvalid, err))
+			s.fail(w, r, fmt.Errorf("%w: agent: %w", gateway.ErrInvalid, err))
 			return
 		}
 		filterAgent = id
 	}
 	if filterAgent != "" && !c.CanReach(filterAgent) {
-		s.fail(w, fmt.Errorf("%w: this credential cannot reach agent %q", gateway.ErrForbidden, filterAgent))
+		s.fail(w, r, fmt.Errorf("%w: this credential cannot reach agent %q", gateway.ErrForbidden, filterAgent))
 		return
 	}
 	after := int64(-1) // live only
@@ -180,7 +187,7 @@ func (s *server) logEvents(w http.ResponseWriter, r *http.Request, c gateway.Cal
 	if pos != "" {
 		n, err := strconv.ParseInt(strings.TrimSpace(pos), 10, 64)
 		if err != nil || n < 0 {
-			s.fail(w, fmt.Errorf("%w: the resume position %q must be an integer of at least 0", gateway.ErrInvalid, pos))
+			s.fail(w, r, fmt.Errorf("%w: the resume position %q must be an integer of at least 0", gateway.ErrInvalid, pos))
 			return
 		}
 		after = n
@@ -195,11 +202,18 @@ func (s *server) logEvents(w http.ResponseWriter, r *http.Request, c gateway.Cal
 		// listening; the catch-up below reads anything committed since.
 		horizon, err := eng.LogHorizon(r.Context())
 		if err != nil {
-			s.fail(w, fmt.Errorf("read the log horizon: %w", err))
+			s.fail(w, r, fmt.Errorf("read the log horizon: %w", err))
 			return
 		}
 		after = horizon
 	}
+	release, err := s.g.Hold(c, gateway.HoldStream)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	defer release()
+	w = s.holdOpen(w)
 	l := s.g.Hub().ListenLog(logStreamBuffer)
 	defer func() { l.Close() }()
 	out, ok := startSSE(w)

@@ -128,11 +128,8 @@ func demo(ctx context.Context, pace time.Duration, stdout io.Writer) (err error)
 	// The server's streams end when serveCtx does, at shutdown.
 	serveCtx, endStreams := context.WithCancel(context.Background())
 	defer endStreams()
-	srv := &http.Server{
-		Handler:           httpapi.New(g, httpapi.Options{Credentials: creds, Logger: quiet, Context: serveCtx}),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(quiet.Handler(), slog.LevelWarn),
-	}
+	hopts := httpapi.Options{Credentials: creds, Logger: quiet, Context: serveCtx, RestrictHosts: true}
+	srv := httpapi.NewServer(httpapi.New(g, hopts), hopts, quiet)
 	srv.RegisterOnShutdown(g.Close)
 	served := make(chan struct{})
 	go func() {

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	vigil "github.com/vigilhq/vigil"
@@ -57,54 +58,101 @@ func isLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// serveConfig is what `vigil serve` is told on its command line.
+type serveConfig struct {
+	db, addr, config, sync, adminToken string
+	http                               httpapi.Options
+	limits                             gateway.Limits
+}
+
+// listFlag is a flag that may be given more than once, or as a
+// comma-separated list.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	for _, part := range strings.Split(v, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			*l = append(*l, part)
+		}
+	}
+	return nil
+}
+
 func runServe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("vigil serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	db := fs.String("db", envOr(getenv, "VIGIL_DB", defaultDBPath(getenv)), "SQLite database file, or a postgres:// URL (env VIGIL_DB)")
-	addr := fs.String("addr", envOr(getenv, "VIGIL_ADDR", defaultAddr), "listen address (env VIGIL_ADDR)")
-	config := fs.String("config", getenv("VIGIL_CONFIG"), "credentials file (env VIGIL_CONFIG; VIGIL_ADMIN_TOKEN adds an admin token)")
-	sync := fs.String("synchronous", envOr(getenv, "VIGIL_SYNCHRONOUS", "FULL"), "SQLite synchronous setting: FULL (survives power loss) or NORMAL")
+	var cfg serveConfig
+	fs.StringVar(&cfg.db, "db", envOr(getenv, "VIGIL_DB", defaultDBPath(getenv)), "SQLite database file, or a postgres:// URL (env VIGIL_DB)")
+	fs.StringVar(&cfg.addr, "addr", envOr(getenv, "VIGIL_ADDR", defaultAddr), "listen address (env VIGIL_ADDR)")
+	fs.StringVar(&cfg.config, "config", getenv("VIGIL_CONFIG"), "credentials file (env VIGIL_CONFIG; VIGIL_ADMIN_TOKEN adds an admin token)")
+	fs.StringVar(&cfg.sync, "synchronous", envOr(getenv, "VIGIL_SYNCHRONOUS", "FULL"), "SQLite synchronous setting: FULL (survives power loss) or NORMAL")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
+	allowedHosts := listFlag{}
+	fs.Var(&allowedHosts, "allowed-host", "a host name requests may carry besides loopback ones, when listening on loopback (repeatable)")
+	trustedOrigins := listFlag{}
+	fs.Var(&trustedOrigins, "trusted-origin", "a web origin (scheme://host[:port]) whose pages may call the API from a browser (repeatable)")
+	fs.BoolVar(&cfg.http.OpenMetrics, "open-metrics", false, "serve /metrics without a token even when tokens are configured")
+	t := &cfg.http.Timeouts
+	fs.DurationVar(&t.Header, "header-timeout", httpapi.DefaultHeaderTimeout, "time a client has to send a request's headers")
+	fs.DurationVar(&t.Body, "body-timeout", httpapi.DefaultBodyTimeout, "time a client has to send a request's body")
+	fs.DurationVar(&t.Write, "write-timeout", httpapi.DefaultWriteTimeout, "time a client has to read a response, or each part of a stream")
+	fs.DurationVar(&t.Idle, "idle-timeout", httpapi.DefaultIdleTimeout, "how long an idle keep-alive connection stays open")
+	l := &cfg.limits
+	fs.IntVar(&l.Streams, "max-streams", gateway.DefaultMaxStreams, "open event streams in all (-1: no limit)")
+	fs.IntVar(&l.StreamsPerCredential, "max-streams-per-credential", gateway.DefaultMaxStreamsPerCredential, "open event streams per credential (-1: no limit)")
+	fs.IntVar(&l.Waits, "max-waits", gateway.DefaultMaxWaits, "parked turns and sends waiting for a reply, in all (-1: no limit)")
+	fs.IntVar(&l.WaitsPerCredential, "max-waits-per-credential", gateway.DefaultMaxWaitsPerCredential, "parked turns and waiting sends per credential (-1: no limit)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	for name, v := range map[string]int{"max-streams": l.Streams, "max-streams-per-credential": l.StreamsPerCredential,
+		"max-waits": l.Waits, "max-waits-per-credential": l.WaitsPerCredential} {
+		if v == 0 {
+			fmt.Fprintf(stderr, "vigil serve: --%s must be at least 1, or -1 for no limit\n", name)
+			return 2
+		}
+	}
+	cfg.http.AllowedHosts, cfg.http.TrustedOrigins = allowedHosts, trustedOrigins
+	cfg.adminToken = getenv("VIGIL_ADMIN_TOKEN")
 	var handler slog.Handler = slog.NewTextHandler(stderr, nil)
 	if *logFormat == "json" {
 		handler = slog.NewJSONHandler(stderr, nil)
 	}
 	log := slog.New(handler)
-	if err := serve(ctx, log, *db, *addr, *config, *sync, getenv("VIGIL_ADMIN_TOKEN")); err != nil {
+	if err := serve(ctx, log, cfg); err != nil {
 		log.Error("vigil serve failed", "err", err)
 		return 1
 	}
 	return 0
 }
 
-func serve(ctx context.Context, log *slog.Logger, dbPath, addr, configPath, sync, adminToken string) error {
-	var cfg gateway.Config
-	if configPath != "" {
+func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
+	var conf gateway.Config
+	if cfg.config != "" {
 		var err error
-		if cfg, err = gateway.LoadConfig(configPath); err != nil {
+		if conf, err = gateway.LoadConfig(cfg.config); err != nil {
 			return err
 		}
 	}
-	creds, err := gateway.NewCredentials(cfg, adminToken)
+	creds, err := gateway.NewCredentials(conf, cfg.adminToken)
 	if err != nil {
 		return fmt.Errorf("credentials: %w", err)
 	}
 	if creds.Empty() {
-		if !isLoopback(addr) {
-			return fmt.Errorf("refusing to listen on %s without credentials: configure tokens (--config or VIGIL_ADMIN_TOKEN) or listen on loopback", addr)
+		if !isLoopback(cfg.addr) {
+			return fmt.Errorf("refusing to listen on %s without credentials: configure tokens (--config or VIGIL_ADMIN_TOKEN) or listen on loopback", cfg.addr)
 		}
 		log.Warn("no tokens configured: every request acts as the local admin; listening on loopback only")
 	}
-	st, err := openStore(ctx, dbPath, sync)
+	st, err := openStore(ctx, cfg.db, cfg.sync)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	targets := map[string]webhook.Target{}
-	for _, w := range cfg.Webhooks {
+	for _, w := range conf.Webhooks {
 		if _, dup := targets[w.Agent]; dup {
 			return fmt.Errorf("webhooks: agent %q has two webhooks", w.Agent)
 		}
@@ -127,7 +175,7 @@ func serve(ctx context.Context, log *slog.Logger, dbPath, addr, configPath, sync
 	defer eng.Close()
 	m := metrics.New(eng)
 	log.Info("startup sweep done", "noticesQueued", eng.Stats().SweepRequeued)
-	g := gateway.New(eng, st, gateway.Options{Logger: log, ObserveDelta: m.ObserveDelta, Hub: hub})
+	g := gateway.New(eng, st, gateway.Options{Logger: log, ObserveDelta: m.ObserveDelta, Hub: hub, Limits: cfg.limits})
 	if shared {
 		// Other gateways may share the database: hear what they commit,
 		// so notices and messages stored there reach turns parked here.
@@ -135,7 +183,7 @@ func serve(ctx context.Context, log *slog.Logger, dbPath, addr, configPath, sync
 		defer stopFollowing() // deferred after eng.Close, so it runs first
 	}
 
-	ln, err := net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return err
 	}
@@ -143,16 +191,21 @@ func serve(ctx context.Context, log *slog.Logger, dbPath, addr, configPath, sync
 	// shutdown begins so in-flight requests can finish.
 	open, closeStreams := context.WithCancel(context.Background())
 	defer closeStreams()
-	srv := &http.Server{
-		Handler:           httpapi.New(g, httpapi.Options{Credentials: creds, Logger: log, Metrics: m, Context: open}),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	hopts := cfg.http
+	hopts.Credentials, hopts.Logger, hopts.Metrics, hopts.Context = creds, log, m, open
+	// On loopback, a foreign Host can only come from a page whose name was
+	// made to resolve to loopback: answer loopback names and those named.
+	hopts.RestrictHosts = isLoopback(cfg.addr)
+	h, err := httpapi.NewHandler(g, hopts)
+	if err != nil {
+		return err
 	}
+	srv := httpapi.NewServer(h, hopts, log)
 	srv.RegisterOnShutdown(func() {
 		g.Close() // waiting sends and turns answer at once instead of holding shutdown
 		closeStreams()
 	})
-	log.Info("vigil listening", "addr", ln.Addr().String(), "db", redactURL(dbPath))
+	log.Info("vigil listening", "addr", ln.Addr().String(), "db", redactURL(cfg.db))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

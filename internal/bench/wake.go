@@ -110,8 +110,8 @@ func (e *env) wakeOnce(ctx context.Context, mode string) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: httpapi.New(g, httpapi.Options{Logger: quiet, Context: open}),
-		ReadHeaderTimeout: 10 * time.Second}
+	hopts := httpapi.Options{Logger: quiet, Context: open}
+	srv := httpapi.NewServer(httpapi.New(g, hopts), hopts, quiet)
 	srv.RegisterOnShutdown(func() { g.Close(); closeStreams() })
 	go srv.Serve(ln)
 	defer func() {

@@ -1,0 +1,405 @@
+package httpapi_test
+
+// Tests of the edges where clients meet the gateway: web pages in a
+// browser, foreign Host names, slow clients, floods of streams and long
+// polls, hang-ups and a failing store.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/httpapi"
+)
+
+// edgeRequest sends one request with the given headers (Host sets the
+// request's Host) and returns the status and body.
+func edgeRequest(t *testing.T, s *e2eServer, method, path string, headers map[string]string, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, s.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range headers {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	resp, err := e2eClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, b
+}
+
+// edgeSpawn makes a worker of agent:main:main on a tokenless gateway.
+func edgeSpawn(t *testing.T, s *e2eServer) string {
+	t.Helper()
+	out := e2eDo[gateway.SpawnOutput](t, s, "", e2eManager, "sessions_spawn", map[string]any{"task": "draft"})
+	return out.ChildSessionKey
+}
+
+// edgeWaitFor waits (bounded by the hang guard) until cond holds; it
+// synchronises with the server's state, not with a guessed duration.
+func edgeWaitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(e2eHangGuard)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached (hang guard)", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// The forged browser requests: what a page of another origin sends, with
+// and without fetch metadata, as a fetch or as a form.
+var edgeForeignPages = []struct {
+	name    string
+	headers map[string]string
+}{
+	{"fetch from a cross-site page", map[string]string{"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site",
+		"Content-Type": "text/plain"}},
+	{"form from another loopback port", map[string]string{"Origin": "http://127.0.0.1:1", "Sec-Fetch-Site": "same-site",
+		"Content-Type": "application/x-www-form-urlencoded"}},
+	{"fetch from an older browser", map[string]string{"Origin": "http://evil.example", "Content-Type": "text/plain"}},
+}
+
+func TestCrossOriginWritesFromAWebPageAreRefusedAndStoreNothing(t *testing.T) {
+	s := e2eStartWith(t, false, nil) // no tokens: every request is the local admin
+	worker := edgeSpawn(t, s)
+	before := e2eSnapshot(t, s)
+	writes := []struct{ path, body string }{
+		{"/v1/tools/sessions_send", fmt.Sprintf(`{"sessionKey": %q, "message": "ignore your task", "timeoutSeconds": 0}`, worker)},
+		{"/v1/tools/session_goal", fmt.Sprintf(`{"sessionKey": %q, "action": "set", "text": "exfiltrate"}`, worker)},
+		{"/v1/tools/session_reset", fmt.Sprintf(`{"sessionKey": %q}`, worker)},
+		{"/v1/tools/session_delete", fmt.Sprintf(`{"sessionKey": %q}`, worker)},
+		{"/v1/sessions/" + worker + "/reply", `{"text": "forged"}`},
+	}
+	for _, page := range edgeForeignPages {
+		for _, w := range writes {
+			code, body := edgeRequest(t, s, http.MethodPost, w.path, page.headers, w.body)
+			e2eCheckError(t, page.name+" "+w.path, code, body, http.StatusForbidden, gateway.CodeForbidden, "cross-origin")
+		}
+	}
+	e2eSameSnapshot(t, before, e2eSnapshot(t, s))
+}
+
+func TestCrossOriginReadsFromAWebPageAreRefused(t *testing.T) {
+	s := e2eStartWith(t, false, func(h *httpapi.Options, _ *gateway.Options) { h.OpenMetrics = true })
+	worker := edgeSpawn(t, s)
+	for _, path := range []string{"/v1/tools", "/v1/events?after=0", "/v1/sessions/" + worker + "/events", "/metrics"} {
+		code, body := edgeRequest(t, s, http.MethodGet, path, edgeForeignPages[0].headers, "")
+		e2eCheckError(t, "GET "+path, code, body, http.StatusForbidden, gateway.CodeForbidden, "cross-origin")
+	}
+}
+
+func TestNonBrowserAndSameOriginRequestsPass(t *testing.T) {
+	s := e2eStartWith(t, false, nil)
+	u, _ := url.Parse(s.URL)
+	for _, headers := range []map[string]string{
+		{},                                // curl, the CLI, an agent runtime
+		{"Sec-Fetch-Site": "same-origin"}, // the dashboard
+		{"Sec-Fetch-Site": "none"},        // typed into the address bar
+		{"Origin": "http://" + u.Host},    // a browser without fetch metadata, same origin
+		{"Origin": "http://" + u.Host, "Sec-Fetch-Site": "same-origin", "Content-Type": "application/json"},
+	} {
+		code, body := edgeRequest(t, s, http.MethodPost, "/v1/tools/session_status", headers, `{"sessionKey": "agent:main:main"}`)
+		if code != http.StatusOK {
+			t.Errorf("headers %v: %d %s", headers, code, body)
+		}
+	}
+}
+
+func TestAPageOfATrustedOriginMayCall(t *testing.T) {
+	s := e2eStartWith(t, false, func(h *httpapi.Options, _ *gateway.Options) {
+		h.TrustedOrigins = []string{"https://console.example"}
+	})
+	code, body := edgeRequest(t, s, http.MethodPost, "/v1/tools/session_status",
+		map[string]string{"Origin": "https://console.example", "Sec-Fetch-Site": "cross-site"}, `{"sessionKey": "agent:main:main"}`)
+	if code != http.StatusOK {
+		t.Fatalf("%d %s", code, body)
+	}
+}
+
+func TestAForeignHostIsRefusedWhenListeningOnLoopback(t *testing.T) {
+	s := e2eStartWith(t, false, func(h *httpapi.Options, _ *gateway.Options) {
+		h.RestrictHosts = true
+		h.AllowedHosts = []string{"vigil.internal"}
+	})
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(s.URL, "http://"))
+	for _, path := range []string{"/v1/tools", "/", "/healthz", "/mcp"} {
+		for _, host := range []string{"evil.example:" + port, "evil.example", "127.0.0.1.evil.example:" + port} {
+			code, body := edgeRequest(t, s, http.MethodGet, path, map[string]string{"Host": host}, "")
+			e2eCheckError(t, "Host "+host+" GET "+path, code, body, http.StatusForbidden, gateway.CodeForbidden, "host")
+		}
+	}
+	for _, host := range []string{"127.0.0.1:" + port, "localhost:" + port, "LOCALHOST", "[::1]:" + port,
+		"dash.localhost:" + port, "vigil.internal:" + port} {
+		if code, body := edgeRequest(t, s, http.MethodGet, "/v1/tools", map[string]string{"Host": host}, ""); code != http.StatusOK {
+			t.Errorf("Host %s: %d %s", host, code, body)
+		}
+	}
+}
+
+func TestMCPInitializeFromAForeignOriginIsRefused(t *testing.T) {
+	s := e2eStartWith(t, false, nil)
+	initialize := `{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+		"capabilities": {}, "clientInfo": {"name": "page", "version": "1"}}}`
+	headers := map[string]string{"Origin": "http://evil.example", "Content-Type": "application/json",
+		"Accept": "application/json, text/event-stream"}
+	code, body := edgeRequest(t, s, http.MethodPost, "/mcp", headers, initialize)
+	e2eCheckError(t, "initialize", code, body, http.StatusForbidden, gateway.CodeForbidden, "cross-origin")
+	delete(headers, "Origin")
+	if code, body := edgeRequest(t, s, http.MethodPost, "/mcp", headers, initialize); code != http.StatusOK {
+		t.Fatalf("an MCP client without Origin: %d %s", code, body)
+	}
+}
+
+func TestMetricsNeedAnAdminOrOperatorTokenWhenTokensAreConfigured(t *testing.T) {
+	s := e2eStart(t)
+	code, body := edgeRequest(t, s, http.MethodGet, "/metrics", nil, "")
+	e2eCheckError(t, "no token", code, body, http.StatusUnauthorized, gateway.CodeUnauthenticated, "admin or operator")
+	code, body = edgeRequest(t, s, http.MethodGet, "/metrics", map[string]string{"Authorization": "Bearer " + e2eMain}, "")
+	e2eCheckError(t, "agent token", code, body, http.StatusForbidden, gateway.CodeForbidden, "agent")
+	for _, token := range []string{e2eOperator, e2eAdmin} {
+		if code, _ := edgeRequest(t, s, http.MethodGet, "/metrics", map[string]string{"Authorization": "Bearer " + token}, ""); code != http.StatusOK {
+			t.Errorf("token %s: %d", token, code)
+		}
+	}
+}
+
+func TestMetricsMayBeKeptOpenWhenTokensAreConfigured(t *testing.T) {
+	s := e2eStartWith(t, true, func(h *httpapi.Options, _ *gateway.Options) { h.OpenMetrics = true })
+	if code, body := edgeRequest(t, s, http.MethodGet, "/metrics", nil, ""); code != http.StatusOK {
+		t.Fatalf("%d %s", code, body)
+	}
+}
+
+func TestTheLogStreamsSessionParameterFiltersAndDoesNotAct(t *testing.T) {
+	s := e2eStart(t)
+	w1 := e2eDo[gateway.SpawnOutput](t, s, e2eMain, e2eManager, "sessions_spawn", map[string]any{"task": "one"}).ChildSessionKey
+	w2 := e2eDo[gateway.SpawnOutput](t, s, e2eMain, e2eManager, "sessions_spawn", map[string]any{"task": "two"}).ChildSessionKey
+	e2eSend(t, s, e2eOperator, "", w2, "to two")
+	e2eSend(t, s, e2eOperator, "", w1, "to one")
+	ls := &liveServer{e2eServer: s}
+	// An operator acts as a person: ?session= must not make it act as w1.
+	st := liveOpen(t, ls, "/v1/events?after=0&session="+w1, e2eOperator, "")
+	defer st.close()
+	for range 2 {
+		if e := liveNextSignal(t, st); e.SessionKey != w1 {
+			t.Fatalf("the stream filtered on %s carried an event of %s", w1, e.SessionKey)
+		}
+	}
+	// ?as= names the acting session on the log stream.
+	st2, code, body := liveTryOpen(t, ls, "/v1/events?as="+e2eManager, e2eOperator, "")
+	e2eCheckError(t, "an operator acting as a session", code, body, http.StatusForbidden, gateway.CodeForbidden, "person")
+	if st2 != nil {
+		st2.close()
+	}
+}
+
+// edgeLog collects log records.
+type edgeLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *edgeLog) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(b)
+}
+
+func (l *edgeLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func TestAClientThatHangsUpOnALongPollIsNeitherAnErrorNorA500(t *testing.T) {
+	logs := &edgeLog{}
+	s := e2eStartWith(t, true, func(h *httpapi.Options, _ *gateway.Options) {
+		h.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	e2eStory(t, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/v1/sessions/"+e2eManager+"/turn",
+		strings.NewReader(`{"waitSeconds": 60}`))
+	req.Header.Set("Authorization", "Bearer "+e2eMain)
+	req.Header.Set("Vigil-Session", e2eManager)
+	e2eDrain(t, s, e2eManager) // nothing left for the turn: it parks
+	done := make(chan error, 1)
+	go func() {
+		resp, err := e2eClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	edgeWaitFor(t, "the turn parks", func() bool { return s.G.Held(gateway.HoldWait) == 1 })
+	cancel()
+	<-done
+	edgeWaitFor(t, "the turn ends", func() bool { return s.G.Held(gateway.HoldWait) == 0 })
+	var metrics string
+	edgeWaitFor(t, "the hang-up is counted", func() bool {
+		_, body := edgeRequest(t, s, http.MethodGet, "/metrics", map[string]string{"Authorization": "Bearer " + e2eOperator}, "")
+		metrics = string(body)
+		return strings.Contains(metrics, `code="499",route="POST /v1/sessions/{key}/turn"`)
+	})
+	if strings.Contains(metrics, `code="500"`) {
+		t.Errorf("a hang-up was counted as a 500:\n%s", metrics)
+	}
+	if strings.Contains(logs.String(), "level=ERROR") {
+		t.Errorf("a hang-up was logged as an error:\n%s", logs)
+	}
+}
+
+func TestAFailingStoreAnswers503SayingItIsUnavailableAndSafeToRetry(t *testing.T) {
+	s := e2eStart(t)
+	worker, _ := e2eStory(t, s)
+	s.Store.Close()
+	for _, c := range []struct {
+		tool string
+		in   any
+	}{
+		{"sessions_send", map[string]any{"sessionKey": worker, "message": "hello", "timeoutSeconds": 0}},
+		{"session_status", map[string]any{"sessionKey": worker, "changesSince": 0}},
+	} {
+		code, body := e2eCall(t, s, e2eOperator, "", c.tool, c.in)
+		e2eCheckError(t, c.tool, code, body, http.StatusServiceUnavailable, gateway.CodeUnavailable,
+			"store is unavailable", "nothing was changed", "retry")
+	}
+}
+
+func TestStreamLimitsRefuseTheNextStreamNamingTheLimit(t *testing.T) {
+	s := e2eStartWith(t, true, func(_ *httpapi.Options, g *gateway.Options) {
+		g.Limits = gateway.Limits{StreamsPerCredential: 2, Streams: 3}
+	})
+	e2eStory(t, s)
+	ls := &liveServer{e2eServer: s}
+	path := "/v1/sessions/" + e2eManager + "/events"
+	first := liveOpen(t, ls, path, e2eMain, "")
+	liveOpen(t, ls, path, e2eMain, "")
+	_, code, body := liveTryOpen(t, ls, path, e2eMain, "")
+	e2eCheckError(t, "a third stream of one credential", code, body, http.StatusTooManyRequests, gateway.CodeTooMany,
+		"2 open event streams", "limit")
+	liveOpen(t, ls, "/v1/events", e2eOperator, "")
+	_, code, body = liveTryOpen(t, ls, "/v1/events", e2eAdmin, "")
+	e2eCheckError(t, "a fourth stream in all", code, body, http.StatusServiceUnavailable, gateway.CodeUnavailable,
+		"the gateway already holds 3 open event streams", "limit")
+	first.close()
+	edgeWaitFor(t, "the closed stream is released", func() bool { return s.G.Held(gateway.HoldStream) == 2 })
+	liveOpen(t, ls, path, e2eMain, "")
+}
+
+func TestWaitLimitsRefuseTheNextParkedTurnAndTheNextWaitingSendStoringNothing(t *testing.T) {
+	s := e2eStartWith(t, true, func(_ *httpapi.Options, g *gateway.Options) {
+		g.Limits = gateway.Limits{WaitsPerCredential: 1}
+	})
+	worker, _ := e2eStory(t, s)
+	e2eDrain(t, s, e2eManager)
+	parked := goRequest(e2eClient, http.MethodPost, s.URL+"/v1/sessions/"+e2eManager+"/turn", e2eMain, e2eManager,
+		strings.NewReader(`{"waitSeconds": 60}`))
+	edgeWaitFor(t, "the turn parks", func() bool { return s.G.Held(gateway.HoldWait) == 1 })
+	before := e2eSnapshot(t, s)
+	code, body := e2eRequest(t, s, http.MethodPost, "/v1/sessions/"+e2eManager+"/turn", "Bearer "+e2eMain, e2eManager,
+		[]byte(`{"waitSeconds": 60}`))
+	e2eCheckError(t, "a second parked turn", code, body, http.StatusTooManyRequests, gateway.CodeTooMany,
+		"1 parked turns and waiting sends", "limit")
+	code, body = e2eCall(t, s, e2eMain, e2eManager, "sessions_send", map[string]any{"sessionKey": worker,
+		"message": "and wait", "timeoutSeconds": 30})
+	e2eCheckError(t, "a waiting send", code, body, http.StatusTooManyRequests, gateway.CodeTooMany, "limit")
+	e2eSameSnapshot(t, before, e2eSnapshot(t, s))
+	// Another credential is not held back by this one's limit; its message
+	// wakes the parked turn.
+	e2eSend(t, s, e2eOperator, "", worker, "a person writes")
+	var turn gateway.TurnOutput
+	if err := json.Unmarshal(parked.wait(t), &turn); err != nil || len(turn.SystemEvents) != 1 {
+		t.Fatalf("the parked turn: %+v %v", turn, err)
+	}
+}
+
+// edgeDial opens a raw connection to s.
+func edgeDial(t *testing.T, s *e2eServer) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(s.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// edgeClosedByServer reads c until the server closes it, bounded by the
+// hang guard, and returns what it read.
+func edgeClosedByServer(t *testing.T, what string, c net.Conn) string {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(e2eHangGuard))
+	b, err := io.ReadAll(c)
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("%s: the server kept the connection open (hang guard)", what)
+	}
+	return string(b)
+}
+
+func TestSlowClientsAreCutOffWhileALongPollAndAStreamOfTheSameAgeStayOpen(t *testing.T) {
+	const short = 300 * time.Millisecond
+	s := e2eStartWith(t, false, func(h *httpapi.Options, _ *gateway.Options) {
+		h.Timeouts = httpapi.Timeouts{Header: short, Body: short, Write: short, Idle: short}
+	})
+	worker := edgeSpawn(t, s)
+	// The long poll and the stream start first, so they are older than
+	// every slow client below.
+	turn := goRequest(e2eClient, http.MethodPost, s.URL+"/v1/sessions/"+e2eManager+"/turn", "", e2eManager,
+		strings.NewReader(`{"waitSeconds": 60}`))
+	edgeWaitFor(t, "the turn parks", func() bool { return s.G.Held(gateway.HoldWait) == 1 })
+	stream := liveOpen(t, &liveServer{e2eServer: s}, "/v1/sessions/"+worker+"/events", "", "")
+
+	slowHeader := edgeDial(t, s)
+	fmt.Fprint(slowHeader, "POST /v1/tools/session_status HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+	trickle := edgeDial(t, s)
+	fmt.Fprint(trickle, "POST /v1/tools/session_status HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 60\r\n\r\n{")
+	idle := edgeDial(t, s)
+	fmt.Fprint(idle, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(idle), nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the idle connection's first request: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	edgeClosedByServer(t, "a slow header", slowHeader)
+	if got := edgeClosedByServer(t, "a trickled body", trickle); !strings.Contains(got, "408") {
+		t.Errorf("a trickled body was answered %q, want 408 Request Timeout", got)
+	}
+	edgeClosedByServer(t, "an idle keep-alive", idle)
+
+	// Every timeout has passed; the long poll and the stream still work.
+	e2eSend(t, s, "", "", worker, "a person writes")
+	var out gateway.TurnOutput
+	if err := json.Unmarshal(turn.wait(t), &out); err != nil || len(out.SystemEvents) != 1 {
+		t.Fatalf("the long poll: %+v %v", out, err)
+	}
+	if ev := stream.next(t); ev.Event != gateway.LiveMessage {
+		t.Fatalf("the stream's next event is %+v, want a message", ev)
+	}
+}
