@@ -99,6 +99,19 @@ func TestAVerifierFollowingTheSpecAcceptsTheDelivery(t *testing.T) {
 	}
 }
 
+func TestTheStandardFormOfEveryAcceptedSecretVerifies(t *testing.T) {
+	// The shortest plain secret New accepts encodes a key shorter than a
+	// configured whsec_ secret may have; receivers must still verify it.
+	shortest := testSecret[:MinSecretLen]
+	h, clk := captured(t, map[string]Target{"alpha": {Secret: shortest}}, Options{})
+	if err := VerifyAt(StandardSecret(shortest), h.header, h.body, 0, clk.Now()); err != nil {
+		t.Errorf("VerifyAt with the whsec_ form of a %d-byte secret: %v", MinSecretLen, err)
+	}
+	if _, err := SigningKey("whsec_"); !errors.Is(err, ErrSecret) {
+		t.Errorf("SigningKey of a bare prefix: %v, want ErrSecret", err)
+	}
+}
+
 func TestStandardSecretOfAPlainSecretEncodesItsBytes(t *testing.T) {
 	got := StandardSecret(testSecret)
 	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(got, "whsec_"))

@@ -306,8 +306,12 @@ func checkSecret(secret string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !strings.HasPrefix(secret, StandardSecretPrefix) && len(secret) < MinSecretLen {
-		return nil, fmt.Errorf("must be at least %d bytes, got %d", MinSecretLen, len(secret))
+	if !strings.HasPrefix(secret, StandardSecretPrefix) {
+		if len(secret) < MinSecretLen {
+			return nil, fmt.Errorf("must be at least %d bytes, got %d", MinSecretLen, len(secret))
+		}
+	} else if len(key) < MinStandardKeyLen {
+		return nil, fmt.Errorf("%w: a %q secret must encode at least %d bytes, got %d", ErrSecret, StandardSecretPrefix, MinStandardKeyLen, len(key))
 	}
 	return key, nil
 }
@@ -627,7 +631,9 @@ func newDeliveryID() string {
 // secret "whsec_<base64>", the bytes the base64 encodes; for any other
 // secret, its own bytes. It fails (wrapping ErrSecret, never quoting the
 // secret) for an empty secret, or a "whsec_" secret that is not standard
-// base64 or encodes fewer than MinStandardKeyLen bytes.
+// base64 or encodes no key. It sets no minimum length, so a receiver can
+// use the StandardSecret form of any secret vigil accepts; New enforces
+// MinSecretLen and MinStandardKeyLen on configured secrets.
 func SigningKey(secret string) ([]byte, error) {
 	encoded, ok := strings.CutPrefix(secret, StandardSecretPrefix)
 	if !ok {
@@ -640,8 +646,8 @@ func SigningKey(secret string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: the part after %q is not standard base64", ErrSecret, StandardSecretPrefix)
 	}
-	if len(key) < MinStandardKeyLen {
-		return nil, fmt.Errorf("%w: a %q secret must encode at least %d bytes, got %d", ErrSecret, StandardSecretPrefix, MinStandardKeyLen, len(key))
+	if len(key) == 0 {
+		return nil, fmt.Errorf("%w: %q and no key", ErrSecret, StandardSecretPrefix)
 	}
 	return key, nil
 }
