@@ -60,8 +60,11 @@ type TokenConfig struct {
 type WebhookConfig struct {
 	Agent string `json:"agent"`
 	URL   string `json:"url"`
-	// Secret keys the HMAC-SHA256 signature of each request body.
+	// Secret keys the HMAC-SHA256 signature of each delivery.
 	Secret string `json:"secret"`
+	// PreviousSecrets are secrets being retired: each delivery is signed
+	// with them too, until every receiver has the new one.
+	PreviousSecrets []string `json:"previousSecrets,omitempty"`
 }
 
 // Config is the gateway's configuration file: credentials and webhooks.

@@ -156,7 +156,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		if _, dup := targets[w.Agent]; dup {
 			return fmt.Errorf("webhooks: agent %q has two webhooks", w.Agent)
 		}
-		targets[w.Agent] = webhook.Target{URL: w.URL, Secret: w.Secret}
+		targets[w.Agent] = webhook.Target{URL: w.URL, Secret: w.Secret, PreviousSecrets: w.PreviousSecrets}
 	}
 	hooks, err := webhook.New(targets, webhook.Options{Logger: log})
 	if err != nil {

@@ -367,7 +367,7 @@ func TestServePostsSignedWakesToTheAgentsWebhook(t *testing.T) {
 	wakes := make(chan map[string]any, 10)
 	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if !webhook.Verify([]byte(secret), body, r.Header.Get(webhook.HeaderSignature)) {
+		if err := webhook.Verify(secret, r.Header, body, 0); err != nil {
 			http.Error(w, "bad signature", http.StatusUnauthorized)
 			return
 		}
