@@ -69,7 +69,8 @@ func startGateway(t *testing.T, tokens bool) *liveGateway {
 		}
 	}
 	gw := &liveGateway{tokens: tokens}
-	api := httpapi.New(g, httpapi.Options{Credentials: creds, Context: ctx})
+	// Hosts are restricted as vigil serve restricts them on loopback.
+	api := httpapi.New(g, httpapi.Options{Credentials: creds, Context: ctx, RestrictHosts: true})
 	gw.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gw.mu.Lock()
 		gw.requests = append(gw.requests, r.Method+" "+r.URL.Path)

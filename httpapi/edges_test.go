@@ -403,3 +403,58 @@ func TestSlowClientsAreCutOffWhileALongPollAndAStreamOfTheSameAgeStayOpen(t *tes
 		t.Fatalf("the stream's next event is %+v, want a message", ev)
 	}
 }
+
+// edgeMCP posts one JSON-RPC message to /mcp in the MCP session sid (""
+// to open one) and returns the answer's JSON (from its SSE data line) and
+// the session id.
+func edgeMCP(t *testing.T, s *e2eServer, sid, msg string) (string, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, s.URL+"/mcp?session="+e2eManager, strings.NewReader(msg))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	}
+	resp, err := e2eClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var answer string
+	liveParseSSE(resp.Body, func(ev liveSSE) bool {
+		if ev.Event == "message" && ev.Data != "" {
+			answer = ev.Data
+			return false
+		}
+		return true
+	})
+	if resp.StatusCode >= 300 {
+		t.Fatalf("POST /mcp %s: %d", msg, resp.StatusCode)
+	}
+	return answer, resp.Header.Get("Mcp-Session-Id")
+}
+
+func TestMCPToolArgumentsAreDecodedStrictly(t *testing.T) {
+	s := e2eStartWith(t, false, nil)
+	worker := edgeSpawn(t, s)
+	_, sid := edgeMCP(t, s, "", `{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+		"capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}`)
+	if sid == "" {
+		t.Fatal("no MCP session id")
+	}
+	edgeMCP(t, s, sid, `{"jsonrpc": "2.0", "method": "notifications/initialized"}`)
+	before := e2eSnapshot(t, s)
+	for i, c := range []struct{ args, want string }{
+		{fmt.Sprintf(`{"sessionKey": %q, "message": "one", "message": "two", "timeoutSeconds": 0}`, worker), "more than once"},
+		{fmt.Sprintf(`{"sessionKey": %q, "MESSAGE": "hi", "timeoutSeconds": 0}`, worker), "case-sensitive"},
+		{fmt.Sprintf("{\"sessionKey\": %q, \"message\": \"caf\xe9\", \"timeoutSeconds\": 0}", worker), "UTF-8"},
+	} {
+		answer, _ := edgeMCP(t, s, sid, fmt.Sprintf(`{"jsonrpc": "2.0", "id": %d, "method": "tools/call",
+			"params": {"name": "sessions_send", "arguments": %s}}`, i+2, c.args))
+		if !strings.Contains(answer, `"isError":true`) || !strings.Contains(answer, c.want) {
+			t.Errorf("arguments %q: answer %s, want a tool error saying %q", c.args, answer, c.want)
+		}
+	}
+	e2eSameSnapshot(t, before, e2eSnapshot(t, s))
+}
