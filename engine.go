@@ -76,10 +76,29 @@ type Options struct {
 	// MaxEvents is how many events the whole store keeps at most after
 	// pruning; 0 means 50,000.
 	MaxEvents int
-	// PruneInterval is the least time between automatic prunes, which run
-	// at Open and after records; 0 means one hour, negative turns automatic
-	// pruning off (Prune still works).
+	// PruneInterval is how long after the last automatic prune a record
+	// makes the next one due. Automatic prunes run at Open (after the
+	// sweep) and right after a record, appended or dropped as a duplicate,
+	// that comes more than PruneInterval after the last automatic prune
+	// began; an explicit Prune does not count. 0 means one hour, negative
+	// turns automatic pruning off (Prune still works).
 	PruneInterval time.Duration
+	// InlineMaintenance runs the engine's own upkeep inside the call that
+	// makes it due, on the caller's goroutine, instead of in the
+	// background: the startup prune before Open returns, an hourly prune
+	// before the Record (or Update) that made it due returns, and the
+	// sweep's rewrite of every cursor it re-notifies inside the sweep's
+	// own write. Each prune then happens at one exact point of the
+	// caller's sequence of calls, which a replay on a manual clock needs.
+	// Off (the default), that upkeep runs on goroutines of its own, in
+	// small paced writes, so producers never wait behind it.
+	InlineMaintenance bool
+	// NoStartupPrune leaves out the prune Open runs after the sweep, so no
+	// automatic prune has run yet when Open returns and the first record
+	// makes one due. For a store known to be new, with nothing to prune,
+	// whose hour should start with its first record (a replay's fresh
+	// store).
+	NoStartupPrune bool
 	// PruneBatch is how many rows one pruning transaction deletes at most;
 	// 0 means 100. Small batches keep the writer free for producers: a
 	// batch of old events touches about one page of the session index per
@@ -143,15 +162,21 @@ type Engine struct {
 	bgCancel context.CancelFunc
 	bg       sync.WaitGroup
 
-	pruneMu   sync.Mutex // held for a whole prune, so two never interleave
+	// pruneMu is held for a whole prune, sweep or touch of swept cursors,
+	// so that none of them interleaves with another: a prune must never
+	// expire a cursor the sweep re-notified but has not yet touched.
+	pruneMu   sync.Mutex
 	schedMu   sync.Mutex // guards lastPrune and pruneBusy
-	lastPrune time.Time
+	lastPrune time.Time  // when the last automatic prune began; zero if none has
 	pruneBusy bool
+	swept     sweptCursors
 }
 
 // Open starts an engine on store. Before it returns it runs the startup
-// sweep, so every pending notice recorded in cursors is queued again; then
-// (unless automatic pruning is off) it starts retention in the background.
+// sweep, so every pending notice recorded in cursors is queued again; then,
+// unless automatic pruning is off or NoStartupPrune is set, the startup
+// prune, which counts as the last automatic prune: in the background, or
+// before Open returns with InlineMaintenance.
 func Open(ctx context.Context, store Store, opts Options) (*Engine, error) {
 	opts = opts.withDefaults()
 	e := &Engine{
@@ -169,8 +194,8 @@ func Open(ctx context.Context, store Store, opts Options) (*Engine, error) {
 		e.Close()
 		return nil, fmt.Errorf("open engine: %w", err)
 	}
-	if opts.PruneInterval > 0 {
-		e.schedulePrune(true)
+	if opts.PruneInterval > 0 && !opts.NoStartupPrune {
+		e.autoPrune(e.clk.Now(), true)
 	}
 	return e, nil
 }
@@ -218,7 +243,10 @@ type Txn struct {
 	tx      Tx
 	now     time.Time
 	effects []func()
-	records int
+	records int // events appended
+	// logged counts the records that reached the log, appended or dropped
+	// as duplicates: each makes an hourly prune due.
+	logged int
 	// atEnd runs after every write of the transaction has run, in batch
 	// order: a read there sees what all of them wrote.
 	atEnd []func(context.Context) error
@@ -248,10 +276,17 @@ func (t *Txn) AfterCommit(f func()) { t.effects = append(t.effects, f) }
 func (e *Engine) Update(ctx context.Context, fn func(context.Context, *Txn) error) error {
 	op := e.writes.newOp(ctx, fn)
 	err := e.writes.run(op, e.runBatch)
+	// The op's Txn is the run that committed, if one did.
+	logged, at := op.run.logged, op.run.now
 	e.writes.release(op)
 	if p, ok := err.(*panicked); ok {
 		e.log.Error("write panicked", "panic", p.value, "stack", string(p.stack))
 		panic(p.value)
+	}
+	if err == nil && logged > 0 && e.opts.InlineMaintenance && e.opts.PruneInterval > 0 {
+		// After the write, outside the write queue: the prune's own
+		// writes go through it.
+		e.autoPrune(at, false)
 	}
 	return err
 }
@@ -360,14 +395,14 @@ func (e *Engine) runBatch(pending []*writeOp, more func() []*writeOp) {
 		}
 		e.stats.batches.Add(1)
 		e.stats.batchedWrites.Add(int64(len(pending)))
-		records := 0
+		logged := 0
 		for _, op := range pending {
 			// Counted before the write's hooks run and its caller hears:
 			// both may read Stats.
 			if n := op.txn.records; n > 0 {
 				e.stats.recorded.Add(int64(n))
-				records += n
 			}
+			logged += op.txn.logged
 			var failed error
 			for _, f := range op.txn.effects {
 				// Every effect runs: the queue must follow the cursors.
@@ -377,8 +412,8 @@ func (e *Engine) runBatch(pending []*writeOp, more func() []*writeOp) {
 			}
 			op.done <- failed
 		}
-		if records > 0 && e.opts.PruneInterval > 0 {
-			e.schedulePrune(false)
+		if logged > 0 && e.opts.PruneInterval > 0 && !e.opts.InlineMaintenance {
+			e.autoPrune(now, false)
 		}
 		return
 	}

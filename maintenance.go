@@ -1,10 +1,13 @@
 package vigil
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/vigilhq/vigil/clock"
@@ -20,6 +23,16 @@ const sweepLockWait = 30 * time.Second
 // safe to run again, since queued notices deduplicate. It returns how many
 // notices it queued.
 //
+// The sweep counts as an update of every cursor it re-notifies: each gets
+// UpdatedAt := the sweep's time, so a notice re-queued at a restart keeps
+// its cursor for the whole retention period from then on. The cursors the
+// sweep has to change anyway (N < M) are written in its own write; the
+// others only need the new time, and get it in small writes after Sweep
+// returns (inside it with InlineMaintenance), so a store with many pending
+// cursors starts without writing them all first. No prune expires a cursor
+// before it has its new time: every prune touches what the sweep left to
+// touch before it deletes anything.
+//
 // First, when the store holds cursor moves in memory (MoveDeferrer), it
 // applies again every material event whose moves the store may have lost
 // in a crash, so the cursors it sweeps are what the records made them.
@@ -27,43 +40,57 @@ const sweepLockWait = 30 * time.Second
 // Cursors of deleted watchers are deleted with them, so every cursor found
 // here belongs to a watcher that still exists.
 func (e *Engine) Sweep(ctx context.Context) (int, error) {
+	e.pruneMu.Lock()
+	defer e.pruneMu.Unlock()
+	unlock := func() {}
 	if l, ok := e.store.(MaintenanceLocker); ok {
 		// Wait a while for another process's prune or sweep to end, but not
 		// forever: sweeping alongside it is safe (the rows it writes are
 		// locked), only slower for both.
 		lockCtx, cancel := context.WithTimeout(ctx, sweepLockWait)
-		unlock, _, err := l.LockMaintenance(lockCtx, true)
+		u, _, err := l.LockMaintenance(lockCtx, true)
 		cancel()
 		switch {
 		case err == nil:
-			defer unlock()
+			unlock = u
 		case ctx.Err() != nil:
 			return 0, fmt.Errorf("sweep: take the maintenance lock: %w", ctx.Err())
 		default:
 			e.log.Warn("sweeping without the maintenance lock", "err", err)
 		}
 	}
+	handedOn := false
+	defer func() {
+		if !handedOn {
+			unlock()
+		}
+	}()
 	if err := e.replayMoves(ctx); err != nil {
 		return 0, fmt.Errorf("sweep: %w", err)
 	}
 	var n int
+	var later []cursorID
+	var at int64
 	err := e.Update(ctx, func(ctx context.Context, t *Txn) error {
 		pending, err := t.tx.PendingCursors(ctx)
 		if err != nil {
 			return err
 		}
 		n = len(pending)
-		now := t.now.UnixMilli()
-		var recovered []Cursor
+		at = t.now.UnixMilli()
+		later = later[:0] // the write may run again
+		var rewritten []Cursor
 		queued := make([]watcherNotice, 0, len(pending))
 		for _, c := range pending {
-			if c.Notified != c.Material {
-				c = c.recover(now)
-				recovered = append(recovered, c)
+			if c.Notified != c.Material || e.opts.InlineMaintenance {
+				c = c.recover(at)
+				rewritten = append(rewritten, c)
+			} else {
+				later = append(later, cursorID{c.Watcher, c.Target})
 			}
 			queued = append(queued, watcherNotice{c.Watcher, noticeFor(c)})
 		}
-		if err := t.tx.PutCursors(ctx, recovered); err != nil {
+		if err := t.tx.PutCursors(ctx, rewritten); err != nil {
 			return err
 		}
 		t.AfterCommit(func() { e.enqueueNotices(queued) })
@@ -73,7 +100,122 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("sweep: %w", err)
 	}
+	if len(later) > 0 {
+		// The maintenance lock stays held until they are touched, so no
+		// other process's prune expires one in between.
+		e.swept.set(at, later, unlock)
+		handedOn = true
+		e.bg.Add(1)
+		go func() {
+			defer e.bg.Done()
+			e.pruneMu.Lock()
+			defer e.pruneMu.Unlock()
+			if err := e.touchSwept(e.bgCtx); err != nil && e.bgCtx.Err() == nil && !errors.Is(err, ErrClosed) {
+				e.log.Error("touch the cursors the sweep re-notified", "err", err)
+			}
+		}()
+	}
 	return n, nil
+}
+
+// cursorID names a cursor.
+type cursorID struct {
+	watcher string
+	target  SessionRef
+}
+
+// sweptCursors are the cursors the last sweep re-notified without writing
+// them, which are still to get the sweep's time as UpdatedAt.
+type sweptCursors struct {
+	mu      sync.Mutex
+	at      int64 // the sweep's time, ms since epoch
+	cursors []cursorID
+	unlock  func() // releases the maintenance lock the sweep took, if any
+}
+
+// set replaces what is left to touch with the cursors of a newer sweep,
+// which lists every cursor still pending.
+func (s *sweptCursors) set(at int64, cursors []cursorID, unlock func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.unlock != nil {
+		s.unlock()
+	}
+	s.at, s.cursors, s.unlock = at, cursors, unlock
+}
+
+// take returns what is left to touch and forgets it.
+func (s *sweptCursors) take() (at int64, cursors []cursorID, unlock func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, cursors, unlock = s.at, s.cursors, s.unlock
+	s.cursors, s.unlock = nil, nil
+	if unlock == nil {
+		unlock = func() {}
+	}
+	return at, cursors, unlock
+}
+
+// putBack keeps cursors to touch at at, unless a newer sweep has listed
+// its own meanwhile.
+func (s *sweptCursors) putBack(at int64, cursors []cursorID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cursors == nil {
+		s.at, s.cursors = at, cursors
+	}
+}
+
+// touchSwept gives every cursor the last sweep left to touch the sweep's
+// time as UpdatedAt, in paced writes of PruneBatch cursors, unless the
+// cursor is gone or was updated since. Callers hold pruneMu. Whatever a
+// failure leaves untouched is kept for the next prune.
+func (e *Engine) touchSwept(ctx context.Context) error {
+	at, cursors, unlock := e.swept.take()
+	defer unlock()
+	if len(cursors) == 0 {
+		return nil
+	}
+	// In target order, so that the session locks of one write are taken
+	// in the same order by every writer that takes several.
+	slices.SortFunc(cursors, func(a, b cursorID) int {
+		if c := cmp.Compare(a.target.AgentID, b.target.AgentID); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.target.Key, b.target.Key); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.watcher, b.watcher)
+	})
+	left := cursors
+	var touched []Cursor
+	_, _, err := e.paced(ctx, func(ctx context.Context, t *Txn) (int, bool, error) {
+		batch := left[:min(len(left), e.opts.PruneBatch)]
+		touched = touched[:0]
+		for _, id := range batch {
+			if err := t.tx.LockSession(ctx, id.target); err != nil {
+				return 0, false, err
+			}
+			c, ok, err := t.tx.Cursor(ctx, id.watcher, id.target)
+			if err != nil {
+				return 0, false, err
+			}
+			if ok && c.UpdatedAt < at {
+				c.UpdatedAt = at
+				touched = append(touched, c)
+			}
+		}
+		if err := t.tx.PutCursors(ctx, touched); err != nil {
+			return 0, false, err
+		}
+		t.AfterCommit(func() { left = left[len(batch):] })
+		return len(touched), len(left) > len(batch), nil
+	})
+	if err != nil {
+		e.swept.putBack(at, left)
+		return fmt.Errorf("touch %d cursors the sweep re-notified: %w", len(left), err)
+	}
+	return nil
 }
 
 // replayPage is how many events one transaction of the replay reads.
@@ -155,11 +297,18 @@ type PruneStats struct {
 // Each session's pruned watermark is raised before its events go; state
 // versions never drop. It works in small transactions, so producers are
 // never held up for long. On a store shared by several processes
-// (MaintenanceLocker) only one prunes at a time; the others skip.
+// (MaintenanceLocker) only one prunes at a time; the others skip. Before
+// any of it, the cursors the last sweep re-notified get the sweep's time
+// if they do not have it yet (see Sweep), so none of them expires early.
 func (e *Engine) Prune(ctx context.Context) (PruneStats, error) {
 	e.pruneMu.Lock()
 	defer e.pruneMu.Unlock()
 	var st PruneStats
+	// Before the maintenance lock: the sweep's may still be held for
+	// these cursors, and is released once they are touched.
+	if err := e.touchSwept(ctx); err != nil {
+		return st, fmt.Errorf("prune: %w", err)
+	}
 	if l, ok := e.store.(MaintenanceLocker); ok {
 		unlock, held, err := l.LockMaintenance(ctx, false)
 		if err != nil {
@@ -174,31 +323,11 @@ func (e *Engine) Prune(ctx context.Context) (PruneStats, error) {
 	batch := e.opts.PruneBatch
 	cutoff := e.clk.Now().Add(-e.opts.Retention).UnixMilli()
 
-	// loop runs step, a write each, resting between them, until step
-	// reports no more to do, and adds up what it did.
+	// loop is paced, counting its writes in st.
 	loop := func(step func(context.Context, *Txn) (n int, more bool, err error)) (int, error) {
-		total := 0
-		for {
-			var n int
-			var more bool
-			start := time.Now()
-			err := e.Update(ctx, func(ctx context.Context, t *Txn) error {
-				var err error
-				n, more, err = step(ctx, t)
-				return err
-			})
-			if err != nil {
-				return total, err
-			}
-			st.Batches++
-			total += n
-			if !more {
-				return total, nil
-			}
-			if err := clock.Sleep(ctx, time.Duration(float64(time.Since(start))*prunePace)); err != nil {
-				return total, err
-			}
-		}
+		total, writes, err := e.paced(ctx, step)
+		st.Batches += writes
+		return total, err
 	}
 	// inBatches is a step that does batch at most: more is left if it did
 	// them all.
@@ -261,35 +390,74 @@ const sweepPerBatch = 10
 // went from 1.9 ms to 0.35 ms, for a prune half again as long.
 const prunePace = 0.5
 
-// schedulePrune starts a background prune when none is running and the
-// last one started at least PruneInterval ago (or always, at startup).
-func (e *Engine) schedulePrune(startup bool) {
-	now := e.clk.Now()
+// paced runs step, a write each, resting between them, until step
+// reports no more to do, and returns what the steps added up to and how
+// many writes committed.
+func (e *Engine) paced(ctx context.Context, step func(context.Context, *Txn) (n int, more bool, err error)) (total, writes int, err error) {
+	for {
+		var n int
+		var more bool
+		start := time.Now()
+		err := e.Update(ctx, func(ctx context.Context, t *Txn) error {
+			var err error
+			n, more, err = step(ctx, t)
+			return err
+		})
+		if err != nil {
+			return total, writes, err
+		}
+		writes++
+		total += n
+		if !more {
+			return total, writes, nil
+		}
+		if err := clock.Sleep(ctx, time.Duration(float64(time.Since(start))*prunePace)); err != nil {
+			return total, writes, err
+		}
+	}
+}
+
+// autoPrune runs an automatic prune at time now, if one is due: at
+// startup always, otherwise when more than PruneInterval has passed since
+// the last automatic prune began, and no automatic prune is running. It
+// prunes on the caller's goroutine with InlineMaintenance, otherwise on a
+// goroutine of its own.
+func (e *Engine) autoPrune(now time.Time, startup bool) {
 	e.schedMu.Lock()
-	if e.pruneBusy || (!startup && now.Sub(e.lastPrune) < e.opts.PruneInterval) {
+	// A zero lastPrune is no prune at all: any record makes one due.
+	if e.pruneBusy || (!startup && !e.lastPrune.IsZero() && now.Sub(e.lastPrune) <= e.opts.PruneInterval) {
 		e.schedMu.Unlock()
 		return
 	}
 	e.pruneBusy, e.lastPrune = true, now
 	e.schedMu.Unlock()
+	if e.opts.InlineMaintenance {
+		e.runAutoPrune()
+		return
+	}
 	e.bg.Add(1)
 	go func() {
 		defer e.bg.Done()
-		start := time.Now()
-		st, err := e.Prune(e.bgCtx)
-		e.schedMu.Lock()
-		e.pruneBusy = false
-		e.schedMu.Unlock()
-		if err != nil {
-			if e.bgCtx.Err() == nil && !errors.Is(err, ErrClosed) {
-				e.log.Error("prune failed", "err", err)
-			}
-			return
-		}
-		if st.ByAge+st.ByCount+st.SweptEntries+st.ExpiredCursors > 0 {
-			e.log.Info("pruned", "byAge", st.ByAge, "byCount", st.ByCount, "sweptEntries", st.SweptEntries,
-				"expiredCursors", st.ExpiredCursors,
-				"batches", st.Batches, "took", time.Since(start))
-		}
+		e.runAutoPrune()
 	}()
+}
+
+// runAutoPrune is one automatic prune, reported to the log.
+func (e *Engine) runAutoPrune() {
+	start := time.Now()
+	st, err := e.Prune(e.bgCtx)
+	e.schedMu.Lock()
+	e.pruneBusy = false
+	e.schedMu.Unlock()
+	if err != nil {
+		if e.bgCtx.Err() == nil && !errors.Is(err, ErrClosed) {
+			e.log.Error("prune failed", "err", err)
+		}
+		return
+	}
+	if st.ByAge+st.ByCount+st.SweptEntries+st.ExpiredCursors > 0 {
+		e.log.Info("pruned", "byAge", st.ByAge, "byCount", st.ByCount, "sweptEntries", st.SweptEntries,
+			"expiredCursors", st.ExpiredCursors,
+			"batches", st.Batches, "took", time.Since(start))
+	}
 }

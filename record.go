@@ -123,6 +123,7 @@ func (t *Txn) record(ctx context.Context, ev, valid *Event, occurredAt time.Time
 	if err != nil {
 		return Recorded{}, fmt.Errorf("append: %w", err)
 	}
+	t.logged++
 	if !appended {
 		t.AfterCommit(func() { e.stats.deduped.Add(1) })
 		return Recorded{Event: *ev}, nil
