@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -62,6 +63,28 @@ type checkpointer struct {
 	stop chan struct{}
 	done sync.WaitGroup
 	once sync.Once
+
+	// Counted so that a checkpointer that keeps failing is visible: its
+	// failures cost nothing at once (the writer's backstop copies the
+	// log), but a log that is never copied grows and slows every commit.
+	passes, failures, syncFailures atomic.Int64
+}
+
+// CheckpointStats count the background checkpointer's work since Open.
+type CheckpointStats struct {
+	Passes       int64 // checkpoint passes run, failed ones included
+	Failures     int64 // passes that failed, or found another connection checkpointing
+	SyncFailures int64 // syncs of the database file, after a pass, that failed
+}
+
+// CheckpointStats returns the background checkpointer's counters. They
+// stop moving once the store is closed.
+func (s *Store) CheckpointStats() CheckpointStats {
+	return s.ckpt.stats()
+}
+
+func (c *checkpointer) stats() CheckpointStats {
+	return CheckpointStats{Passes: c.passes.Load(), Failures: c.failures.Load(), SyncFailures: c.syncFailures.Load()}
 }
 
 // syncCloser is the database file as the checkpointer uses it.
@@ -101,7 +124,9 @@ func (c *checkpointer) run() {
 		// say) is retried after the next commit; the backstop covers the
 		// rest.
 		var busy, log, done int64
+		c.passes.Add(1)
 		if err := c.db.QueryRowContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &log, &done); err != nil || busy != 0 {
+			c.failures.Add(1)
 			log, done = 0, lastDone
 		}
 		copied := done - lastDone
@@ -111,8 +136,11 @@ func (c *checkpointer) run() {
 		unsynced = unsynced || copied > 0
 		if unsynced && c.file != nil && time.Since(lastSync) >= checkpointEvery {
 			// A failure here is SQLite's own sync's to report: on Linux a
-			// write error reaches every open descriptor of the file.
-			_ = c.file.Sync()
+			// write error reaches every open descriptor of the file. It is
+			// counted all the same, as the first sign of a failing disk.
+			if err := c.file.Sync(); err != nil {
+				c.syncFailures.Add(1)
+			}
 			unsynced, lastSync = false, time.Now()
 		}
 		now := time.Now()
