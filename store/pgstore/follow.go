@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/clock"
 )
 
 // Several gateway processes share one database, and each keeps the notice
@@ -165,7 +166,14 @@ type FollowOptions struct {
 	// OnConnect, when set, is called each time the listening connection
 	// is established and the rebuild after it is done.
 	OnConnect func()
-	Logger    *slog.Logger
+	// OnLost, when set, is called (on Follow's goroutine) each time the
+	// listening connection is lost or cannot be made, with the error and
+	// the wait before the next attempt; the wait has begun by then.
+	OnLost func(err error, wait time.Duration)
+	// Clock times the waits between attempts and how long each connection
+	// lasted; nil means the system clock.
+	Clock  clock.Clock
+	Logger *slog.Logger
 }
 
 // DefaultPollInterval is how often Follow rebuilds every queue without a
@@ -174,6 +182,20 @@ const DefaultPollInterval = 30 * time.Second
 
 // pingTimeout bounds the listening connection's answer at each poll.
 const pingTimeout = 5 * time.Second
+
+// The waits between attempts to connect the listener. The first after a
+// loss is reconnectFloor, and each attempt that fails doubles it, up to
+// reconnectCeiling, so a database that is down for long is not hammered.
+// A connection that listened and then lasted stableAfter shows that the
+// database was back: the outage that follows is a new one and starts again
+// from the floor. One lost sooner (a server that accepts connections and
+// drops them at once) counts as part of the same outage and keeps
+// doubling, so a flapping server costs at most one rebuild per wait.
+const (
+	reconnectFloor   = 100 * time.Millisecond
+	reconnectCeiling = 5 * time.Second
+	stableAfter      = time.Second
+)
 
 // caughtUp tells the embedder to re-read what announcements may have
 // missed.
@@ -192,9 +214,13 @@ func (s *Store) ListenerName() string { return "vigil listener " + s.origin }
 
 // Follow keeps f current with the changes other processes commit to the
 // database, until ctx ends; it then returns ctx's error. It reconnects
-// after losing its connection (waiting up to a few seconds between
-// attempts), and after every (re)connect, once it listens, it runs a full
-// Resync, so a change committed while it was not listening is not missed.
+// after losing its connection, and after every (re)connect, once it
+// listens, it runs a full Resync, so a change committed while it was not
+// listening is not missed. The first attempt after a loss waits 100ms and
+// each failed one doubles the wait, up to 5s; once a connection has
+// listened and lasted a second, the next loss waits 100ms again, so every
+// outage costs a delay of the order of its own length, whatever came
+// before it.
 func (s *Store) Follow(ctx context.Context, f Follower, opts FollowOptions) error {
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = DefaultPollInterval
@@ -203,27 +229,41 @@ func (s *Store) Follow(ctx context.Context, f Follower, opts FollowOptions) erro
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	clk := clock.Or(opts.Clock)
 	cfg := s.pool.Config().ConnConfig.Copy()
 	cfg.RuntimeParams["application_name"] = s.ListenerName()
-	backoff := 100 * time.Millisecond
+	wait := reconnectFloor
 	for {
-		err := s.listen(ctx, cfg, f, opts, log)
+		var upSince time.Time
+		err := s.listen(ctx, cfg, f, opts, log, func() { upSince = clk.Now() })
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		log.Warn("change listener lost its connection; reconnecting", "err", err, "in", backoff)
+		if !upSince.IsZero() && clk.Now().Sub(upSince) >= stableAfter {
+			wait = reconnectFloor
+		}
+		// The timer is set before anyone hears of the loss, so a caller
+		// that moves a manual clock on OnLost moves it past this wait.
+		due := make(chan struct{})
+		timer := clk.AfterFunc(wait, func() { close(due) })
+		log.Warn("change listener lost its connection; reconnecting", "err", err, "in", wait)
+		if opts.OnLost != nil {
+			opts.OnLost(err, wait)
+		}
 		select {
-		case <-time.After(backoff):
+		case <-due:
 		case <-ctx.Done():
+			timer.Stop()
 			return ctx.Err()
 		}
-		backoff = min(2*backoff, 5*time.Second)
+		wait = min(2*wait, reconnectCeiling)
 	}
 }
 
 // listen runs one connection's life: LISTEN, rebuild, then apply
 // notifications and polls until the connection fails or ctx ends.
-func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, f Follower, opts FollowOptions, log *slog.Logger) error {
+// It calls up once the connection listens and the rebuild is done.
+func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, f Follower, opts FollowOptions, log *slog.Logger, up func()) error {
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
@@ -236,6 +276,7 @@ func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, f Follower, opt
 		return fmt.Errorf("rebuild queues after connecting: %w", err)
 	}
 	caughtUp(ctx, opts)
+	up()
 	if opts.OnConnect != nil {
 		opts.OnConnect()
 	}
@@ -262,7 +303,7 @@ func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, f Follower, opt
 			nextPoll = time.Now().Add(opts.PollInterval)
 			continue
 		case err != nil:
-			return err
+			return fmt.Errorf("wait for notifications: %w", err)
 		}
 		var c change
 		if err := json.Unmarshal([]byte(n.Payload), &c); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/clock"
 	"github.com/vigilhq/vigil/store/pgstore"
 )
 
@@ -346,5 +348,84 @@ func TestAGatewayOpensAndPrunesWithAPoolOfOneConnection(t *testing.T) {
 	defer eng.Close()
 	if _, err := eng.Prune(ctx); err != nil {
 		t.Fatalf("prune with one pooled connection: %v", err)
+	}
+}
+
+// terminateListener ends the backend of s's listening connection, as a
+// server restart or a network cut would.
+func terminateListener(t *testing.T, s *pgstore.Store) {
+	t.Helper()
+	var killed bool
+	if err := s.Pool().QueryRow(t.Context(), `SELECT coalesce(bool_or(pg_terminate_backend(pid)), false)
+		FROM pg_stat_activity WHERE application_name = $1`, s.ListenerName()).Scan(&killed); err != nil || !killed {
+		t.Fatalf("terminate the listener's backend: %v, %v", killed, err)
+	}
+}
+
+func TestTheWaitBeforeReconnectingStartsAgainFromTheFloorAfterAConnectionThatLasted(t *testing.T) {
+	s := openFresh(t)
+	eng, err := vigil.Open(t.Context(), s, vigil.Options{PruneInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
+	connected := make(chan struct{}, 1)
+	lost := make(chan time.Duration, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Follow(ctx, eng, pgstore.FollowOptions{Clock: clk,
+			OnConnect: func() { connected <- struct{}{} },
+			OnLost:    func(_ error, wait time.Duration) { lost <- wait }})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != context.Canceled {
+			t.Errorf("Follow returned %v, want context.Canceled", err)
+		}
+	}()
+	next := func(what string) time.Duration {
+		t.Helper()
+		select {
+		case w := <-lost:
+			return w
+		case <-time.After(15 * time.Second):
+			t.Fatalf("timed out waiting until %s", what)
+			return 0
+		}
+	}
+	up := func(what string) {
+		t.Helper()
+		select {
+		case <-connected:
+		case <-time.After(15 * time.Second):
+			t.Fatalf("timed out waiting until %s", what)
+		}
+	}
+
+	up("the listener first connects")
+	// Connections dropped as soon as they listen, with no time passing in
+	// between, are one outage: each wait doubles, up to the ceiling.
+	var waits []time.Duration
+	for i := range 7 {
+		terminateListener(t, s)
+		w := next("the listener notices it is cut off")
+		waits = append(waits, w)
+		clk.Advance(w)
+		up("the listener reconnects after cut " + strconv.Itoa(i+1))
+	}
+	// This connection serves for a minute before the next outage.
+	clk.Advance(time.Minute)
+	terminateListener(t, s)
+	waits = append(waits, next("the listener notices the new outage"))
+	clk.Advance(waits[len(waits)-1])
+	up("the listener reconnects after the new outage")
+
+	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond,
+		1600 * time.Millisecond, 3200 * time.Millisecond, 5 * time.Second, 100 * time.Millisecond}
+	if !slices.Equal(waits, want) {
+		t.Fatalf("waits before reconnecting = %v, want %v: doubling within an outage, the floor again after a connection that lasted",
+			waits, want)
 	}
 }
