@@ -1,20 +1,29 @@
 // Package scenario replays scenario files (lists of operations on sessions)
 // against a fresh engine and prints one JSON line per operation. It backs
 // `vigil sim` and the scenario tests.
+//
+// Files are read by the strict rules of JSON v2 (see strict); output lines
+// are written with encoding/json, whose rules the engine's types are
+// tagged for.
 package scenario
 
 import (
 	"bytes"
 	"context"
-	"encoding/json"
+	stdjson "encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/clock"
 	"github.com/vigilhq/vigil/store/sqlitestore"
@@ -23,53 +32,176 @@ import (
 // Start is the virtual clock's reading when a scenario begins.
 var Start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// File is a scenario file.
+// File is a scenario file: a JSON array of ops, or an object with a
+// "description" and an "ops" array.
 type File struct {
-	Description string            `json:"description"`
-	Ops         []json.RawMessage `json:"ops"`
+	Description string           `json:"description"`
+	Ops         []jsontext.Value `json:"ops"`
 }
 
-// Parse decodes a scenario file, naming what is wrong with it.
+// strict are the decoding rules for everything read from a scenario file:
+// invalid UTF-8 and duplicate member names are refused (the JSON v2
+// defaults), names match their fields exactly (no case folding), and a
+// member no field names is refused.
+var strict = json.JoinOptions(
+	jsontext.AllowInvalidUTF8(false),
+	jsontext.AllowDuplicateNames(false),
+	json.MatchCaseInsensitiveNames(false),
+	json.RejectUnknownMembers(true),
+)
+
+// Parse decodes a scenario file, naming what is wrong with it. Every op
+// must be a JSON object; its fields are decoded when it runs (Step).
 func Parse(data []byte) (File, error) {
 	var f File
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		return File{}, fmt.Errorf("scenario is not a valid scenario file: %w", err)
+	var err error
+	switch kind := jsontext.Value(bytes.TrimLeft(data, " \t\r\n")).Kind(); kind {
+	case '[':
+		err = json.Unmarshal(data, &f.Ops, strict)
+	case '{':
+		err = json.Unmarshal(data, &f, strict)
+		if err == nil && f.Ops == nil {
+			return File{}, errors.New(`scenario has no "ops" list`)
+		}
+	default:
+		return File{}, errors.New(`scenario is neither a JSON array of ops nor an object with an "ops" list`)
 	}
-	if dec.More() {
-		return File{}, errors.New("scenario has data after its JSON object")
+	if err != nil {
+		return File{}, fmt.Errorf("scenario is not a valid scenario file: %s", describe(err, fieldsOf(File{})))
 	}
 	if f.Ops == nil {
-		return File{}, errors.New(`scenario has no "ops" list`)
+		f.Ops = []jsontext.Value{}
+	}
+	for i, raw := range f.Ops {
+		if raw.Kind() != '{' {
+			return File{}, fmt.Errorf("scenario op %d is %s, not a JSON object", i, raw)
+		}
 	}
 	return f, nil
 }
 
+// decodeStrict decodes one JSON object into v by the strict rules, with
+// an error that names the field at fault.
+func decodeStrict(raw []byte, v any) error {
+	if err := json.Unmarshal(raw, v, strict); err != nil {
+		return errors.New(describe(err, fieldsOf(v)))
+	}
+	return nil
+}
+
+// describe words a decoding error by the field it concerns: an unknown
+// name, with the field it differs from only in case if there is one, or
+// the field whose value is at fault.
+func describe(err error, fields []string) string {
+	var se *json.SemanticError
+	if errors.As(err, &se) && se.JSONPointer != "" {
+		name := se.JSONPointer.LastToken()
+		if errors.Is(se.Err, json.ErrUnknownName) {
+			for _, f := range fields {
+				if strings.EqualFold(f, name) {
+					return fmt.Sprintf("unknown field %q (names are case-sensitive: the field is %q)", name, f)
+				}
+			}
+			return fmt.Sprintf("unknown field %q", name)
+		}
+		got := kindName(se.JSONKind)
+		if len(se.JSONValue) > 0 {
+			got = string(se.JSONValue)
+		}
+		return fmt.Sprintf("field %q: got %s, want %s", string(se.JSONPointer), got, typeName(se.GoType))
+	}
+	var syn *jsontext.SyntacticError
+	if errors.As(err, &syn) && syn.JSONPointer != "" {
+		return fmt.Sprintf("field %q: %v", string(syn.JSONPointer), syn.Err)
+	}
+	return strings.TrimPrefix(strings.TrimPrefix(err.Error(), "json: "), "jsontext: ")
+}
+
+// kindName names a kind of JSON value.
+func kindName(k jsontext.Kind) string {
+	switch k {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case '0':
+		return "a number"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a value"
+}
+
+// typeName names the JSON a field of type t takes.
+func typeName(t reflect.Type) string {
+	if t == nil {
+		return "another value"
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return typeName(t.Elem())
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int64:
+		return "an integer"
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.String {
+			return "an array of strings"
+		}
+		return "an array"
+	case reflect.Struct:
+		return "an object"
+	}
+	return "another value"
+}
+
+// fieldsOf lists the JSON names of the fields of *v or v, a struct.
+func fieldsOf(v any) []string {
+	t := reflect.TypeOf(v)
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	var out []string
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // op is the union of every operation's fields.
 type op struct {
-	Op           string          `json:"op"`
-	Note         string          `json:"note,omitempty"`
-	Parent       string          `json:"parent"`
-	Child        string          `json:"child"`
-	RunID        string          `json:"runId"`
-	Session      string          `json:"session"`
-	ActorID      string          `json:"actorId"`
-	ActorType    string          `json:"actorType"`
-	Channel      string          `json:"channel"`
-	From         string          `json:"from"`
-	Summary      string          `json:"summary"`
-	Outcome      string          `json:"outcome"`
-	Requester    string          `json:"requester"`
-	OperationID  string          `json:"operationId"`
-	Watcher      string          `json:"watcher"`
-	Target       string          `json:"target"`
-	ChangesSince json.RawMessage `json:"changesSince"`
-	Limit        json.RawMessage `json:"limit"`
-	Sessions     []string        `json:"sessions"`
-	Ms           json.RawMessage `json:"ms"`
-	Count        *int            `json:"count"`
-	Do           json.RawMessage `json:"do"`
+	Op           string         `json:"op"`
+	Note         string         `json:"note"`
+	Parent       string         `json:"parent"`
+	Child        string         `json:"child"`
+	RunID        string         `json:"runId"`
+	Session      string         `json:"session"`
+	ActorID      string         `json:"actorId"`
+	ActorType    string         `json:"actorType"`
+	Channel      string         `json:"channel"`
+	From         string         `json:"from"`
+	Summary      string         `json:"summary"`
+	Outcome      string         `json:"outcome"`
+	Requester    string         `json:"requester"`
+	OperationID  string         `json:"operationId"`
+	Watcher      string         `json:"watcher"`
+	Target       string         `json:"target"`
+	ChangesSince jsontext.Value `json:"changesSince"`
+	Limit        jsontext.Value `json:"limit"`
+	Sessions     []string       `json:"sessions"`
+	Ms           jsontext.Value `json:"ms"`
+	Count        *int           `json:"count"`
+	Do           jsontext.Value `json:"do"`
 }
 
 // Options configure a Runner.
@@ -114,7 +246,7 @@ func NewRunnerWith(ctx context.Context, opts Options) (*Runner, error) {
 			return sqlitestore.Open(ctx, filepath.Join(dir, "sim.db"), sqlitestore.Options{Synchronous: "NORMAL"})
 		}
 	}
-	if err := r.open(ctx); err != nil {
+	if err := r.open(ctx, true); err != nil {
 		if r.dir != "" {
 			os.RemoveAll(r.dir)
 		}
@@ -123,12 +255,18 @@ func NewRunnerWith(ctx context.Context, opts Options) (*Runner, error) {
 	return r, nil
 }
 
-func (r *Runner) open(ctx context.Context) error {
+// open opens the store and an engine on it. Upkeep is inline, so each
+// automatic prune runs at one exact point of the scenario: after the
+// record (appended or dropped as a duplicate) that comes more than an hour
+// after the last one, and in the startup sweep of a restart. The first
+// open is of a new, empty store: it does not count as a prune, so the
+// scenario's first record prunes, as a process does that never swept.
+func (r *Runner) open(ctx context.Context, first bool) error {
 	st, err := r.openStore(ctx)
 	if err != nil {
 		return err
 	}
-	eng, err := vigil.Open(ctx, st, vigil.Options{Clock: r.clk, PruneInterval: -1})
+	eng, err := vigil.Open(ctx, st, vigil.Options{Clock: r.clk, InlineMaintenance: true, NoStartupPrune: first})
 	if err != nil {
 		st.Close()
 		return err
@@ -169,7 +307,7 @@ func RunWith(ctx context.Context, data []byte, w io.Writer, opts Options) error 
 		return err
 	}
 	defer r.Close()
-	enc := json.NewEncoder(w)
+	enc := stdjson.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	for i, raw := range f.Ops {
 		if err := enc.Encode(r.Step(ctx, i, raw)); err != nil {
@@ -179,14 +317,12 @@ func RunWith(ctx context.Context, data []byte, w io.Writer, opts Options) error 
 	return nil
 }
 
-// Step runs one op and returns its output line.
-func (r *Runner) Step(ctx context.Context, i int, raw json.RawMessage) Object {
+// Step runs one op and returns its output line. An op whose fields do not
+// decode by the strict rules runs not at all, and its line says why.
+func (r *Runner) Step(ctx context.Context, i int, raw jsontext.Value) Object {
 	var o op
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
 	out := Object{}.Set("i", i)
-	if err := dec.Decode(&o); err != nil {
+	if err := decodeStrict(raw, &o); err != nil {
 		return out.Set("op", o.Op).Set("error", fmt.Sprintf("op %d: %v", i, err))
 	}
 	out = out.Set("op", o.Op)
@@ -317,7 +453,7 @@ func (r *Runner) humanMessage(ctx context.Context, o op) (Object, error) {
 	if channel == "" {
 		channel = "test"
 	}
-	payload, _ := json.Marshal(map[string]string{"channel": channel})
+	payload, _ := stdjson.Marshal(map[string]string{"channel": channel})
 	res, err := r.engine.Record(ctx, vigil.Record{
 		Session: ref, Kind: vigil.KindHumanDirectMessage, ActorType: vigil.ActorHuman, ActorID: o.ActorID,
 		RunID: o.RunID, Summary: "human message via " + channel, Payload: payload, Parent: r.sessions[ref.Key],
@@ -393,7 +529,7 @@ func (r *Runner) runEnd(ctx context.Context, o op) (Object, error) {
 	}
 	if o.Outcome != vigil.OutcomeCompleted {
 		rec.Kind = vigil.KindRunFailed
-		rec.Payload, _ = json.Marshal(map[string]string{"outcome": o.Outcome})
+		rec.Payload, _ = stdjson.Marshal(map[string]string{"outcome": o.Outcome})
 	}
 	res, err := r.engine.Record(ctx, rec)
 	if err != nil {
@@ -451,15 +587,16 @@ func (r *Runner) drain(ctx context.Context, o op) (Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every notice the turn consumed counts as acknowledged, also one
+	// whose cursor is gone (its session was deleted or unwatched): the
+	// turn has read it, though no cursor was left to move.
 	var notices []vigil.SystemEvent
+	acked := []string{}
 	for _, e := range d.Events {
 		if e.IsNotice() {
 			notices = append(notices, e)
+			acked = append(acked, e.Target.Key)
 		}
-	}
-	acked := []string{}
-	for _, t := range d.Acknowledged {
-		acked = append(acked, t.Key)
 	}
 	return Object{}.Set("notices", texts(notices)).Set("acknowledged", acked).
 		Set("pendingAfter", texts(r.engine.Pending(watcher.Key))), nil
@@ -505,15 +642,14 @@ func (r *Runner) cursor(ctx context.Context, o op) (Object, error) {
 }
 
 // integer reads an optional field that must be a whole JSON number.
-func integer(field string, raw json.RawMessage) (int64, bool, error) {
-	if len(raw) == 0 || string(raw) == "null" {
+func integer(field string, raw jsontext.Value) (int64, bool, error) {
+	if len(raw) == 0 || raw.Kind() == 'n' {
 		return 0, false, nil
 	}
-	var n json.Number
-	if err := json.Unmarshal(raw, &n); err != nil {
+	if raw.Kind() != '0' {
 		return 0, false, fmt.Errorf("%s must be an integer, got %s", field, raw)
 	}
-	v, err := n.Int64()
+	v, err := strconv.ParseInt(string(raw), 10, 64)
 	if err != nil {
 		return 0, false, fmt.Errorf("%s must be an integer, got %s", field, raw)
 	}
@@ -579,16 +715,13 @@ func (r *Runner) versions(ctx context.Context, o op) (Object, error) {
 }
 
 // restart drops every in-memory queue by closing the engine and the store,
-// then reopens both: Open runs the startup sweep, then retention runs as it
-// does at startup.
+// then reopens both: Open runs the startup sweep and then the startup
+// prune, which counts as the last prune.
 func (r *Runner) restart(ctx context.Context) (Object, error) {
 	if err := r.shut(); err != nil {
 		return nil, err
 	}
-	if err := r.open(ctx); err != nil {
-		return nil, err
-	}
-	if _, err := r.engine.Prune(ctx); err != nil {
+	if err := r.open(ctx, false); err != nil {
 		return nil, err
 	}
 	pending := Object{}
@@ -643,11 +776,11 @@ func (r *Runner) repeat(ctx context.Context, o op) (Object, error) {
 	if len(o.Do) == 0 {
 		return nil, errors.New(`repeat needs a "do" op`)
 	}
+	if o.Do.Kind() != '{' {
+		return nil, fmt.Errorf(`"do" must be an op, got %s`, o.Do)
+	}
 	var inner op
-	dec := json.NewDecoder(bytes.NewReader(o.Do))
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
-	if err := dec.Decode(&inner); err != nil {
+	if err := decodeStrict(o.Do, &inner); err != nil {
 		return nil, fmt.Errorf("do: %w", err)
 	}
 	var last Object
@@ -698,11 +831,11 @@ func (o Object) MarshalJSON() ([]byte, error) {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		k, _ := json.Marshal(f.key)
+		k, _ := stdjson.Marshal(f.key)
 		b.Write(k)
 		b.WriteByte(':')
 		var v bytes.Buffer
-		enc := json.NewEncoder(&v)
+		enc := stdjson.NewEncoder(&v)
 		enc.SetEscapeHTML(false)
 		if err := enc.Encode(f.val); err != nil {
 			return nil, err

@@ -245,3 +245,124 @@ func checkRestartRequeues(t *testing.T, opts Options) {
 		t.Fatalf("the log after the restart = %v, want both events", last)
 	}
 }
+
+func TestAScenarioThatIsABareArrayOfOpsRuns(t *testing.T) {
+	var out bytes.Buffer
+	data := `[{"op": "watch", "watcher": "agent:main:coord", "target": "agent:main:dm:a"},
+		{"op": "human_message", "session": "agent:main:dm:a"}]`
+	if err := Run(context.Background(), []byte(data), &out); err != nil {
+		t.Fatalf("a bare array of ops was refused: %v", err)
+	}
+	lines := decodeLines(t, out.Bytes())
+	if len(lines) != 2 || lines[1].(map[string]any)["recorded"] != true {
+		t.Fatalf("output = %s", out.String())
+	}
+}
+
+func TestScenarioFilesAreDecodedStrictly(t *testing.T) {
+	for _, c := range []struct{ data, want string }{
+		{"{\"ops\": [{\"op\": \"peek\", \"watcher\": \"agent:a:\xff\"}]}", `invalid UTF-8`},
+		{"[{\"op\": \"peek\", \"watcher\": \"agent:a:\xc3\"}]", `invalid UTF-8`},
+		{`{"ops": [{"op": "peek", "watcher": "agent:a:main", "watcher": "agent:b:main"}]}`, `field "/ops/0/watcher": duplicate object member name`},
+		{`{"ops": [], "ops": []}`, `field "/ops": duplicate object member name`},
+		{`{"Ops": []}`, `unknown field "Ops" (names are case-sensitive: the field is "ops")`},
+		{`{"ops": {}}`, `field "/ops"`},
+		{`[{"op": "peek"}, 3]`, `op 1 is 3, not a JSON object`},
+		{`[{"op": "peek"}] []`, `after top-level value`},
+		{`"ops"`, `neither a JSON array of ops nor an object`},
+	} {
+		err := Run(context.Background(), []byte(c.data), &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("scenario %q: error %v, want it to say %q", c.data, err, c.want)
+		}
+	}
+}
+
+func TestAnOpWhoseFieldNamesDifferOnlyInCaseIsRefusedNamingTheField(t *testing.T) {
+	lines := runOps(t, `
+		{"op": "watch", "Watcher": "agent:main:coord", "target": "agent:main:dm:a"},
+		{"OP": "peek", "watcher": "agent:main:coord"},
+		{"op": "repeat", "count": 2, "do": {"op": "peek", "WATCHER": "agent:main:coord"}},
+		{"op": "status", "session": "agent:main:dm:a", "changesSince": "0"},
+		{"op": "cursor", "watcher": "agent:main:coord", "target": "agent:main:dm:a"}`)
+	for i, want := range map[int]string{
+		0: `unknown field "Watcher" (names are case-sensitive: the field is "watcher")`,
+		1: `unknown field "OP" (names are case-sensitive: the field is "op")`,
+		2: `unknown field "WATCHER"`,
+		3: `changesSince must be an integer, got "0"`,
+	} {
+		if got, _ := lines[i]["error"].(string); !strings.Contains(got, want) {
+			t.Errorf("op %d: error = %q, want it to say %q", i, got, want)
+		}
+	}
+	if c := lines[4]["cursor"]; c != nil {
+		t.Fatalf("the refused watch registered a cursor: %v", c)
+	}
+}
+
+func TestDrainReportsTheTargetOfEveryNoticeItConsumedAsAcknowledged(t *testing.T) {
+	lines := runOps(t, `
+		{"op": "watch", "watcher": "agent:main:coord", "target": "agent:main:dm:a"},
+		{"op": "watch", "watcher": "agent:main:coord", "target": "agent:main:dm:b"},
+		{"op": "human_message", "session": "agent:main:dm:a"},
+		{"op": "human_message", "session": "agent:main:dm:b"},
+		{"op": "delete", "session": "agent:main:dm:a"},
+		{"op": "drain", "watcher": "agent:main:coord"}`)
+	drain := lines[5]
+	acked := fmt.Sprint(drain["acknowledged"])
+	if acked != "[agent:main:dm:a agent:main:dm:b]" || len(drain["notices"].([]any)) != 2 {
+		t.Fatalf("drain = %v; want both notices consumed and both targets acknowledged, the deleted one too", drain)
+	}
+}
+
+func TestTheHourlyPruneRunsRightAfterTheRecordThatMakesItDue(t *testing.T) {
+	lines := runOps(t, `
+		{"op": "watch", "watcher": "agent:main:coord", "target": "agent:main:dm:a"},
+		{"op": "human_message", "session": "agent:main:dm:a"},
+		{"op": "advance_time", "ms": 2678400000},
+		{"op": "human_message", "session": "agent:main:dm:a"},
+		{"op": "status", "session": "agent:main:dm:a", "changesSince": 0}`)
+	status := lines[4]
+	events := status["events"].([]any)
+	if len(events) != 1 || events[0].(map[string]any)["sequence"] != float64(2) || status["historyGap"] != true {
+		t.Fatalf("status = %v; want only the second event: the record 31 days on prunes the first", status)
+	}
+}
+
+func TestARestartsSweepKeepsTheCursorsItRenotifies(t *testing.T) {
+	lines := runOps(t, `
+		{"op": "spawn", "parent": "agent:main:main", "child": "agent:main:subagent:c1"},
+		{"op": "human_message", "session": "agent:main:subagent:c1"},
+		{"op": "advance_time", "ms": 1728000000},
+		{"op": "restart"},
+		{"op": "advance_time", "ms": 1296000000},
+		{"op": "prune"},
+		{"op": "cursor", "watcher": "agent:main:main", "target": "agent:main:subagent:c1"}`)
+	c, _ := lines[6]["cursor"].(map[string]any)
+	if c == nil || c["lastSeenSequence"] != float64(1) || c["materialSequence"] != float64(2) {
+		t.Fatalf("cursor = %v; want it kept: the restart 15 days before the prune counts as its update", lines[6])
+	}
+}
+
+func TestARestartCountsAsThePruneTheHourRunsFrom(t *testing.T) {
+	// 1 at 0; the restart at 30 days less 30 minutes prunes nothing; the
+	// record an hour later is not more than an hour after it, so 1 stays;
+	// the next, a millisecond on, prunes it.
+	lines := runOps(t, `
+		{"op": "watch", "watcher": "agent:main:coord", "target": "agent:main:dm:a"},
+		{"op": "human_message", "session": "agent:main:dm:a"},
+		{"op": "advance_time", "ms": 2590200000},
+		{"op": "restart"},
+		{"op": "advance_time", "ms": 3600000},
+		{"op": "human_message", "session": "agent:main:dm:a"},
+		{"op": "status", "session": "agent:main:dm:a", "changesSince": 0},
+		{"op": "advance_time", "ms": 1},
+		{"op": "human_message", "session": "agent:main:dm:a"},
+		{"op": "status", "session": "agent:main:dm:a", "changesSince": 0}`)
+	if n := len(lines[6]["events"].([]any)); n != 2 {
+		t.Fatalf("status an hour after the restart = %v, want both events", lines[6])
+	}
+	if n := len(lines[9]["events"].([]any)); n != 2 || lines[9]["historyGap"] != true {
+		t.Fatalf("status more than an hour after the restart = %v, want the first event pruned", lines[9])
+	}
+}
