@@ -37,7 +37,10 @@ type Options struct {
 	// the local admin (the server must then listen on loopback only).
 	Credentials *gateway.Credentials
 	Logger      *slog.Logger
-	Metrics     *metrics.Metrics
+	// Metrics, when set, counts and times every request and serves GET
+	// /metrics; the handler adds the gateway's gauges to it, so a Metrics
+	// serves one handler.
+	Metrics *metrics.Metrics
 	// MaxBodyBytes bounds request bodies; 0 means 1 MiB.
 	MaxBodyBytes int64
 	// Context bounds what the handler keeps open: event streams end and
@@ -97,6 +100,11 @@ func NewHandler(g *gateway.Gateway, opts Options) (http.Handler, error) {
 		return nil, err
 	}
 	s := &server{g: g, opts: opts, log: opts.Logger, guard: guard}
+	if opts.Metrics != nil {
+		if err := opts.Metrics.RegisterGateway(g); err != nil {
+			return nil, err
+		}
+	}
 	mux := http.NewServeMux()
 	// Routes without data: health, and the dashboard page and its assets
 	// (they need no credential: the page asks for a token before it calls
@@ -114,9 +122,9 @@ func NewHandler(g *gateway.Gateway, opts Options) (http.Handler, error) {
 		data("GET /metrics", s.metrics(promhttp.HandlerFor(opts.Metrics.Registry, promhttp.HandlerOpts{})))
 	}
 	data("GET /v1/tools", s.authed(actingParams, s.listTools))
-	data("POST /v1/tools/{name}", s.authed(actingParams, s.callTool))
-	data("POST /v1/sessions/{key}/turn", s.authed(actingParams, s.sessionTool("session_turn")))
-	data("POST /v1/sessions/{key}/reply", s.authed(actingParams, s.sessionTool("session_reply")))
+	data("POST /v1/tools/{name}", s.toolLabel("", s.authed(actingParams, s.callTool)))
+	data("POST /v1/sessions/{key}/turn", s.toolLabel("session_turn", s.authed(actingParams, s.sessionTool("session_turn"))))
+	data("POST /v1/sessions/{key}/reply", s.toolLabel("session_reply", s.authed(actingParams, s.sessionTool("session_reply"))))
 	data("GET /v1/sessions/{key}/events", s.authed(actingParams, s.sessionEvents))
 	// On the log stream, ?session= is the stream's filter: only ?as= names
 	// the acting session there.
@@ -194,48 +202,39 @@ func (s *server) mcp(next http.Handler) http.Handler {
 	})
 }
 
-// statusClientGone is counted for a request whose client hung up before
-// it was answered (the status nginx logs for it); nothing is sent.
-const statusClientGone = 499
-
-// count records each request in the metrics under its route pattern.
+// count records each request in the metrics: filed under its route
+// pattern (a bounded set, whatever the path), and timed as a stream on
+// the routes that stream.
 func (s *server) count(next http.Handler, mux *http.ServeMux) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
-		next.ServeHTTP(rec, r)
-		if s.opts.Metrics != nil {
-			code := rec.code
-			if !rec.wrote && r.Context().Err() != nil {
-				code = statusClientGone
-			}
-			_, pattern := mux.Handler(r)
-			s.opts.Metrics.CountRequest(pattern, code)
-		}
+	if s.opts.Metrics == nil {
+		return next
+	}
+	return s.opts.Metrics.InstrumentHTTP(next, func(r *http.Request) metrics.Route {
+		_, pattern := mux.Handler(r)
+		return metrics.Route{Pattern: pattern, Stream: streamRoutes[pattern] || (pattern == "/mcp" && r.Method == http.MethodGet)}
 	})
 }
 
-type statusRecorder struct {
-	http.ResponseWriter
-	code  int
-	wrote bool
+// toolLabel names, in the metrics, the tool a request calls: name, or
+// when name is "" the tool the path's {name} names, if the registry has
+// it (the label comes from the registry, so its values stay bounded). It
+// runs before authentication, so refused calls are counted by tool too.
+func (s *server) toolLabel(name string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if name != "" {
+			metrics.SetTool(r.Context(), name)
+		} else if t, ok := s.g.Tools().Get(r.PathValue("name")); ok {
+			metrics.SetTool(r.Context(), t.Name)
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
-func (r *statusRecorder) WriteHeader(code int) {
-	r.code, r.wrote = code, true
-	r.ResponseWriter.WriteHeader(code)
-}
-
-func (r *statusRecorder) Write(b []byte) (int, error) {
-	r.wrote = true
-	return r.ResponseWriter.Write(b)
-}
-
-func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
-
-func (r *statusRecorder) Flush() {
-	if f, ok := r.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
+// streamRoutes are the patterns whose responses are event streams (MCP's
+// GET stream shares its pattern with MCP's calls).
+var streamRoutes = map[string]bool{
+	"GET /v1/events":                true,
+	"GET /v1/sessions/{key}/events": true,
 }
 
 func (s *server) healthz(w http.ResponseWriter, r *http.Request) {

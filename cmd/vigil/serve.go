@@ -174,6 +174,12 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	}
 	defer eng.Close()
 	m := metrics.New(eng)
+	if err := m.RegisterWebhooks(hooks); err != nil {
+		return err
+	}
+	if err := m.RegisterStore(st); err != nil {
+		return err
+	}
 	log.Info("startup sweep done", "noticesQueued", eng.Stats().SweepRequeued)
 	g := gateway.New(eng, st, gateway.Options{Logger: log, ObserveDelta: m.ObserveDelta, Hub: hub, Limits: cfg.limits})
 	if shared {

@@ -1,0 +1,81 @@
+package metrics
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/store/sqlitestore"
+	"github.com/vigilhq/vigil/webhook"
+)
+
+// RegisterGateway adds the gauges of what g holds open now: event streams
+// and waiting requests. Call it once per Metrics; a second gateway's
+// gauges would collide with the first's and are refused with an error.
+func (m *Metrics) RegisterGateway(g *gateway.Gateway) error {
+	streams := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "vigil_open_streams",
+		Help: "Event streams held open now: /v1/events, a session's /events and MCP's GET streams.",
+	}, func() float64 { return float64(g.Held(gateway.HoldStream)) })
+	waits := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "vigil_parked_requests",
+		Help: "Requests parked now: turns and session_wait calls waiting for work, " +
+			"and sessions_send calls waiting for their reply.",
+	}, func() float64 { return float64(g.Held(gateway.HoldWait)) })
+	return register(m.Registry, "gateway", streams, waits)
+}
+
+// webhookFamilies are the dispatcher's outcome counters.
+var webhookFamilies = []family[webhook.Stats]{
+	counter("vigil_webhook_deliveries_total", "Webhook deliveries the receiver answered with a 2xx status.",
+		func(s webhook.Stats) int64 { return s.Delivered }),
+	counter("vigil_webhook_retries_total", "Webhook delivery attempts after the first (a network error, 408, 429 or 5xx before).",
+		func(s webhook.Stats) int64 { return s.Retried }),
+	counter("vigil_webhook_failures_total", "Webhook deliveries given up: answered with a status not worth retrying, or out of attempts.",
+		func(s webhook.Stats) int64 { return s.Failed }),
+	counter("vigil_webhook_dropped_total", "Wakes dropped because their agent's delivery queue was full.",
+		func(s webhook.Stats) int64 { return s.Dropped }),
+}
+
+// RegisterWebhooks adds d's delivery counters. Call it once per Metrics.
+func (m *Metrics) RegisterWebhooks(d *webhook.Dispatcher) error {
+	return register(m.Registry, "webhooks", snapshotCollector[webhook.Stats]{d.Stats, webhookFamilies})
+}
+
+// checkpointFamilies are the SQLite store's checkpointer counters.
+var checkpointFamilies = []family[sqlitestore.CheckpointStats]{
+	counter("vigil_sqlite_checkpoints_total", "Background checkpoint passes of the SQLite store, failed ones included.",
+		func(s sqlitestore.CheckpointStats) int64 { return s.Passes }),
+	counter("vigil_sqlite_checkpoint_failures_total", "Background checkpoint passes that failed or found another connection checkpointing; "+
+		"the writer's own checkpoint copies the log meanwhile, at a cost to commits.",
+		func(s sqlitestore.CheckpointStats) int64 { return s.Failures }),
+	counter("vigil_sqlite_sync_failures_total", "Syncs of the SQLite database file after a checkpoint that failed.",
+		func(s sqlitestore.CheckpointStats) int64 { return s.SyncFailures }),
+}
+
+// checkpointing is a store with a background checkpointer (SQLite's).
+type checkpointing interface {
+	CheckpointStats() sqlitestore.CheckpointStats
+}
+
+// RegisterStore adds the store's own counters: a SQLite store's
+// checkpoints. A store without any (PostgreSQL's) adds nothing. Call it
+// once per Metrics.
+func (m *Metrics) RegisterStore(st vigil.Store) error {
+	c, ok := st.(checkpointing)
+	if !ok {
+		return nil
+	}
+	return register(m.Registry, "store", snapshotCollector[sqlitestore.CheckpointStats]{c.CheckpointStats, checkpointFamilies})
+}
+
+func register(r prometheus.Registerer, what string, cs ...prometheus.Collector) error {
+	for _, c := range cs {
+		if err := r.Register(c); err != nil {
+			return fmt.Errorf("register the %s metrics: %w", what, err)
+		}
+	}
+	return nil
+}
