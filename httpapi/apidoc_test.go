@@ -26,7 +26,7 @@ import (
 	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
-var docUpdate = flag.Bool("update", false, "rewrite the responses in docs/api.md with what the server answers")
+var docUpdate = flag.Bool("update", false, "rewrite the responses in docs/api.md, and docs/openapi.json, with what the server answers")
 
 const docPath = "../docs/api.md"
 

@@ -110,6 +110,12 @@ func NewHandler(g *gateway.Gateway, opts Options) (http.Handler, error) {
 	// (they need no credential: the page asks for a token before it calls
 	// the API).
 	mux.HandleFunc("GET /healthz", s.healthz)
+	// The API's description holds no data either.
+	spec, err := openAPIHandler(g.Tools())
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle("GET "+OpenAPIPath, spec)
 	page := dashboard.Handler()
 	mux.Handle("GET /{$}", page)
 	mux.Handle("GET "+dashboard.AssetPrefix, page)
