@@ -136,7 +136,7 @@ func TestBenchRefusesBadArguments(t *testing.T) {
 		{[]string{"--db", "vigil.db"}, 2, "postgres://"},
 		{[]string{"extra"}, 2, `unexpected argument "extra"`},
 		{[]string{"--only", "ceiling,nosuch"}, 1, `unknown workload "nosuch"`},
-		{[]string{"--frobnicate"}, 2, "flag provided but not defined"},
+		{[]string{"--frobnicate"}, 2, "unknown flag: --frobnicate"},
 	} {
 		code, out, errOut := runBenchCmd(t, nil, tc.args...)
 		if code != tc.code || out != "" || !strings.Contains(errOut, tc.want) {

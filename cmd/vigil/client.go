@@ -1,10 +1,10 @@
 package main
 
 // The client commands (sessions, status, send, ...): a command-line client
-// of a running gateway's HTTP API. This file holds what they share: flag
-// parsing with flags before or after the positional arguments, the HTTP
-// calls, the error messages and the reading of event streams. The commands
-// themselves are in client_commands.go.
+// of a running gateway's HTTP API. This file holds what they share: the
+// cobra command each becomes, how the gateway is found, the HTTP calls, the
+// error messages and the reading of event streams. The commands themselves
+// are in client_commands.go.
 
 import (
 	"bufio"
@@ -12,7 +12,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -24,6 +23,9 @@ import (
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/httpapi"
 	"github.com/vigilhq/vigil/sessionkey"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/vigilhq/vigil/clock"
 )
@@ -38,7 +40,7 @@ type cliCommand struct {
 	acting bool
 	// define adds the command's own flags and returns its action, which
 	// receives the positional arguments.
-	define func(fs *flag.FlagSet, c *cliClient) func(ctx context.Context, args []string) error
+	define func(fs *pflag.FlagSet, c *cliClient) func(ctx context.Context, args []string) error
 }
 
 // cliUsageError is a mistake on the command line: exit 2 with the usage.
@@ -59,130 +61,104 @@ func (e *cliExitError) Error() string { return e.msg }
 // cliClient is one client command's connection to the gateway and its
 // output.
 type cliClient struct {
-	cmd    string // "vigil status", for messages
-	base   string // the gateway's URL, without a trailing slash
-	token  string
-	as     string // the acting session (--as), if any
-	json   bool   // --json: raw response bodies
-	http   *http.Client
-	stdout io.Writer
-	stderr io.Writer
-	getenv func(string) string
+	cmd   string // "vigil status", for messages
+	base  string // the gateway's URL, without a trailing slash
+	token string
+	as    string // the acting session (--as), if any
+	json  bool   // --json, -o json or -o yaml: the answer as the gateway gave it
+	yaml  bool   // -o yaml: that answer as YAML
+	// session is the acting session the client config's context names,
+	// used when neither --as nor VIGIL_SESSION is given.
+	session string
+	http    *http.Client
+	stdin   io.Reader
+	stdout  io.Writer
+	stderr  io.Writer
+	getenv  func(string) string
 }
 
-// cliFindCommand returns the client command named name.
-func cliFindCommand(name string) (*cliCommand, bool) {
-	for i := range cliCommands {
-		if cliCommands[i].name == name {
-			return &cliCommands[i], true
+// cliCobra makes the cobra command of a client command: its own flags,
+// --as where it takes an acting session, and an action that runs with the
+// client the global flags, the environment and the client config resolve.
+func cliCobra(cmd *cliCommand, env *cliIO, g *cliGlobal) *cobra.Command {
+	c := &cliClient{cmd: "vigil " + cmd.name, stdin: env.stdin, stdout: env.stdout, stderr: env.stderr, getenv: env.getenv}
+	cc := &cobra.Command{
+		Use:   strings.TrimSpace(cmd.name + " " + strings.TrimSpace(strings.TrimSuffix(cmd.args, "[flags]"))),
+		Short: cmd.summary,
+		Long:  strings.TrimSpace(cmd.help),
+		Args:  cobra.ArbitraryArgs, // each action checks its own, naming what is missing
+	}
+	var as string
+	if cmd.acting {
+		cc.Flags().StringVar(&as, "as", "", "act as this session (env VIGIL_SESSION); without it, act as a person")
+		_ = cc.RegisterFlagCompletionFunc("as", cliCompleteKeys(env, g))
+	}
+	action := cmd.define(cc.Flags(), c)
+	for _, name := range []string{"from"} {
+		if cc.Flags().Lookup(name) != nil {
+			_ = cc.RegisterFlagCompletionFunc(name, cliCompleteKeys(env, g))
 		}
 	}
-	return nil, false
+	for name, words := range cliFlagWords {
+		if cc.Flags().Lookup(name) != nil {
+			_ = cc.RegisterFlagCompletionFunc(name, cliWords(words...))
+		}
+	}
+	cc.ValidArgsFunction = cliCompleteArgs(cmd, env, g)
+	cc.RunE = func(co *cobra.Command, args []string) error {
+		if err := c.connect(env, g); err != nil {
+			return err
+		}
+		c.as = as
+		if cmd.acting && !co.Flags().Changed("as") {
+			c.as = cliOr(env.getenv("VIGIL_SESSION"), c.session)
+		}
+		// A transport of its own, so nothing outlives the command.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		defer tr.CloseIdleConnections()
+		c.http = &http.Client{Transport: tr}
+		return action(co.Context(), args)
+	}
+	return cc
 }
 
-// cliFlagSet builds a command's flag set: the common flags (--addr,
-// --token, --json, and --as where the command takes an acting session)
-// and its own. It returns the action and the common flags' values.
-func cliFlagSet(cmd *cliCommand, c *cliClient, out io.Writer) (*flag.FlagSet, func(context.Context, []string) error, *cliCommonFlags) {
-	fs := flag.NewFlagSet("vigil "+cmd.name, flag.ContinueOnError)
-	fs.SetOutput(out)
-	common := &cliCommonFlags{}
-	fs.StringVar(&common.addr, "addr", "", "the gateway's address, host:port or a URL (env VIGIL_ADDR; default "+defaultAddr+")")
-	fs.StringVar(&common.token, "token", "", "the bearer token (env VIGIL_TOKEN)")
-	fs.BoolVar(&common.json, "json", false, "print the raw JSON of the response")
-	if cmd.acting {
-		fs.StringVar(&common.as, "as", "", "act as this session (env VIGIL_SESSION); without it, act as a person")
-	}
-	action := cmd.define(fs, c)
-	fs.Usage = func() {
-		fmt.Fprintf(out, "usage: vigil %s %s\n\n%s\n\nflags:\n", cmd.name, cmd.args, strings.TrimSpace(cmd.help))
-		fs.PrintDefaults()
-	}
-	return fs, action, common
+// cliFlagWords are the known values of flags, by flag name, for completion.
+var cliFlagWords = map[string][]string{
+	"kind":    {"main", "subagent", "other"},
+	"status":  {"active", "paused", "blocked", "complete"},
+	"outcome": {"completed", "error", "timeout", "cancelled"},
 }
 
-type cliCommonFlags struct {
-	addr, token, as string
-	json            bool
-}
-
-// runClient runs the client command cmd with its arguments.
-func runClient(ctx context.Context, cmd *cliCommand, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	c := &cliClient{cmd: "vigil " + cmd.name, stdout: stdout, stderr: stderr, getenv: getenv}
-	fs, action, common := cliFlagSet(cmd, c, stderr)
-	pos, err := cliParseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
+// connect resolves where and how c talks to the gateway: a flag, then the
+// environment, then the client config's context, then the default.
+func (c *cliClient) connect(env *cliIO, g *cliGlobal) error {
+	ctx, err := cliResolveContext(env, g)
 	if err != nil {
-		return 2 // the flag package has printed the problem and the usage
+		return err
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	addr := common.addr
-	if !set["addr"] {
-		addr = envOr(getenv, "VIGIL_ADDR", defaultAddr)
+	addr := g.addr
+	if !g.flags.Changed("addr") {
+		addr = cliOr(env.getenv("VIGIL_ADDR"), cliOr(ctx.Addr, defaultAddr))
 	}
 	if c.base, err = cliBaseURL(addr); err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", c.cmd, err)
-		return 2
+		return cliUsagef("%v", err)
 	}
-	c.token = common.token
-	if !set["token"] {
-		c.token = getenv("VIGIL_TOKEN")
+	c.token = g.token
+	if !g.flags.Changed("token") {
+		c.token = cliOr(env.getenv("VIGIL_TOKEN"), ctx.Token)
 	}
-	c.as = common.as
-	if cmd.acting && !set["as"] {
-		c.as = getenv("VIGIL_SESSION")
+	c.session = ctx.Session
+	switch g.output {
+	case "table":
+		c.json = g.json
+	case "json":
+		c.json = true
+	case "yaml":
+		c.json, c.yaml = true, true
+	default:
+		return cliUsagef("--output %q: use table, json or yaml", g.output)
 	}
-	c.json = common.json
-	// A transport of its own, so nothing outlives the command.
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	defer tr.CloseIdleConnections()
-	c.http = &http.Client{Transport: tr}
-
-	err = action(ctx, pos)
-	var usageErr *cliUsageError
-	var exitErr *cliExitError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &usageErr):
-		fmt.Fprintf(stderr, "%s: %s\n", c.cmd, usageErr.msg)
-		fs.Usage()
-		return 2
-	case errors.As(err, &exitErr):
-		if exitErr.msg != "" {
-			fmt.Fprintf(stderr, "%s: %s\n", c.cmd, exitErr.msg)
-		}
-		return 1
-	case ctx.Err() != nil:
-		fmt.Fprintf(stderr, "%s: interrupted\n", c.cmd)
-		return 1
-	}
-	fmt.Fprintf(stderr, "%s: %v\n", c.cmd, err)
-	return 1
-}
-
-// cliParseInterspersed parses flags wherever they stand among the
-// positional arguments, which it returns in order. After "--" everything is
-// positional.
-func cliParseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
+	return nil
 }
 
 // cliBaseURL turns --addr into the gateway's base URL: http unless the
@@ -356,19 +332,24 @@ func (c *cliClient) callPath(ctx context.Context, path, session string, in, out 
 	if err != nil {
 		return false, err
 	}
+	if err := json.Unmarshal(data, out); err != nil && !c.json {
+		return false, fmt.Errorf("the gateway answered something that is not the expected JSON: %w", err)
+	}
 	if c.json {
 		c.printRaw(data)
 		return true, nil
 	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return false, fmt.Errorf("the gateway answered something that is not the expected JSON: %w", err)
-	}
 	return false, nil
 }
 
-// printRaw writes a JSON body as one line.
+// printRaw writes a JSON body as one line, or as YAML with -o yaml.
 func (c *cliClient) printRaw(data []byte) {
 	data = bytes.TrimSpace(data)
+	if c.yaml {
+		if err := cliWriteYAML(c.stdout, data); err == nil {
+			return
+		}
+	}
 	c.stdout.Write(append(data[:len(data):len(data)], '\n'))
 }
 

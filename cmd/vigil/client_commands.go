@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
@@ -106,11 +107,7 @@ var cliCommands = []cliCommand{
 }
 
 // cliIsSet reports whether the flag name was given.
-func cliIsSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
-}
+func cliIsSet(fs *pflag.FlagSet, name string) bool { return fs.Changed(name) }
 
 // cliArgs checks the number of positional arguments.
 func cliArgs(args []string, names ...string) error {
@@ -157,7 +154,7 @@ func (c *cliClient) checkActing() error {
 // cliListPage is how many rows sessions asks for at a time.
 var cliListPage = gateway.MaxPageLimit
 
-func cliSessions(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) error {
+func cliSessions(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) error {
 	agent := fs.String("agent", "", "only sessions of this agent")
 	kind := fs.String("kind", "", "only sessions of this kind: main, subagent or other")
 	limit := fs.Int("limit", 0, "show at most N sessions (default: all)")
@@ -236,7 +233,7 @@ func cliSessions(fs *flag.FlagSet, c *cliClient) func(context.Context, []string)
 
 // --- status ---
 
-func cliStatus(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) error {
+func cliStatus(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) error {
 	since := fs.Int64("since", 0, "also list the changes after this state version")
 	limit := fs.Int("limit", 0, "with --since: at most this many changes (1-200, default 200)")
 	agent := fs.String("agent", "", "the owning agent, needed only for a bare key such as global")
@@ -310,7 +307,7 @@ func cliStatus(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) e
 
 // --- send ---
 
-func cliSend(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) error {
+func cliSend(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) error {
 	from := fs.String("from", "", "send as this session (default: as a person)")
 	watch := fs.Bool("watch", false, "after delivery, the sending session watches KEY (needs --from)")
 	timeout := fs.Int("timeout", gateway.DefaultSendWait, "seconds to wait for KEY's reply; 0 returns at once")
@@ -336,30 +333,39 @@ func cliSend(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) err
 			in.Watch = watch
 		}
 		var out gateway.SendOutput
-		if printed, err := c.tool(ctx, "sessions_send", *from, in, &out); printed || err != nil {
+		printed, err := c.tool(ctx, "sessions_send", *from, in, &out)
+		if err != nil {
 			return err
 		}
-		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(tw, "status\t%s\n", out.Status)
-		fmt.Fprintf(tw, "session\t%s\n", out.SessionKey)
-		fmt.Fprintf(tw, "message\t#%d\n", out.MessageID)
-		if out.Status == "ok" {
-			fmt.Fprintf(tw, "reply\t%s\n", out.Reply)
+		if !printed {
+			tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(tw, "status\t%s\n", out.Status)
+			fmt.Fprintf(tw, "session\t%s\n", out.SessionKey)
+			fmt.Fprintf(tw, "message\t#%d\n", out.MessageID)
+			if out.Status == "ok" {
+				fmt.Fprintf(tw, "reply\t%s\n", out.Reply)
+			}
+			if out.Error != "" {
+				fmt.Fprintf(tw, "error\t%s\n", out.Error)
+			}
+			if out.Watched != nil {
+				fmt.Fprintf(tw, "watched\t%s\n", cliYesNo(*out.Watched))
+			}
+			tw.Flush()
 		}
-		if out.Error != "" {
-			fmt.Fprintf(tw, "error\t%s\n", out.Error)
+		switch out.Status {
+		case "timeout":
+			return &cliExit{code: exitTimedOut, msg: fmt.Sprintf("the message was delivered, but %s did not reply in time", out.SessionKey)}
+		case "error":
+			return &cliExit{code: exitError, msg: cliOr(out.Error, "the send failed")}
 		}
-		if out.Watched != nil {
-			fmt.Fprintf(tw, "watched\t%s\n", cliYesNo(*out.Watched))
-		}
-		tw.Flush()
 		return nil
 	}
 }
 
 // --- spawn ---
 
-func cliSpawn(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) error {
+func cliSpawn(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) error {
 	label := fs.String("label", "", "a short name for the child, unique among its agent's sessions")
 	agent := fs.String("agent", "", "the agent the child belongs to (default: PARENT's)")
 	return func(ctx context.Context, args []string) error {
@@ -381,7 +387,7 @@ func cliSpawn(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) er
 
 // --- goal ---
 
-func cliGoal(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) error {
+func cliGoal(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) error {
 	status := fs.String("status", "", "with set: the goal's status (default active)")
 	agent := fs.String("agent", "", "the owning agent, needed only for a bare key")
 	return func(ctx context.Context, args []string) error {
@@ -460,7 +466,7 @@ func cliMessageLine(m *gateway.MessageView) string {
 	return b.String()
 }
 
-func cliTurn(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) error {
+func cliTurn(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) error {
 	wait := fs.Int("wait", gateway.DefaultTurnWait, "seconds to wait for work when there is none yet (0-60)")
 	return func(ctx context.Context, args []string) error {
 		if err := cliArgs(args, "KEY"); err != nil {
@@ -478,24 +484,29 @@ func cliTurn(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) err
 		if printed, err := c.callPath(ctx, cliSessionPath(key, "turn"), key, in, &out); printed || err != nil {
 			return err
 		}
-		if out.TimedOut {
-			c.printf("no work arrived\n")
-			return nil
-		}
-		for _, line := range out.SystemEvents {
-			c.printf("system   %s\n", line)
-		}
-		for i := range out.Messages {
-			c.printf("message  %s\n", cliMessageLine(&out.Messages[i]))
-		}
-		for _, line := range out.FollowUps {
-			c.printf("next     %s\n", line)
-		}
+		cliPrintTurn(c, out)
 		return nil
 	}
 }
 
-func cliReply(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) error {
+// cliPrintTurn prints what a turn took, one line each.
+func cliPrintTurn(c *cliClient, out gateway.TurnOutput) {
+	if out.TimedOut {
+		c.printf("no work arrived\n")
+		return
+	}
+	for _, line := range out.SystemEvents {
+		c.printf("system   %s\n", line)
+	}
+	for i := range out.Messages {
+		c.printf("message  %s\n", cliMessageLine(&out.Messages[i]))
+	}
+	for _, line := range out.FollowUps {
+		c.printf("next     %s\n", line)
+	}
+}
+
+func cliReply(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) error {
 	replyTo := fs.Int64("reply-to", 0, "the id of the message answered (default: the oldest waiting send's)")
 	return func(ctx context.Context, args []string) error {
 		if err := cliArgs(args, "KEY", "TEXT"); err != nil {
@@ -524,7 +535,7 @@ func cliReply(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) er
 
 // --- tail ---
 
-func cliTail(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) error {
+func cliTail(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) error {
 	since := fs.Int64("since", 0, "without KEY: first replay the events after this sequence")
 	return func(ctx context.Context, args []string) error {
 		if len(args) > 1 {
@@ -702,7 +713,7 @@ func (c *cliClient) tailSession(ctx context.Context, key string) error {
 
 // --- unwatch, reset, delete ---
 
-func cliUnwatch(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) error {
+func cliUnwatch(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) error {
 	agent := fs.String("agent", "", "the owning agent of KEY, needed only for a bare key")
 	return func(ctx context.Context, args []string) error {
 		if err := cliArgs(args, "KEY"); err != nil {
@@ -731,13 +742,13 @@ func cliUnwatch(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) 
 	}
 }
 
-func cliReset(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) error {
+func cliReset(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) error {
 	return cliSessionCommand(fs, c, "session_reset", func(out map[string]any) string {
 		return fmt.Sprintf("%s reset: new incarnation %s", out["sessionKey"], out["sessionId"])
 	})
 }
 
-func cliDelete(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) error {
+func cliDelete(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) error {
 	return cliSessionCommand(fs, c, "session_delete", func(out map[string]any) string {
 		return fmt.Sprintf("%s deleted", out["sessionKey"])
 	})
@@ -745,7 +756,7 @@ func cliDelete(fs *flag.FlagSet, c *cliClient) func(context.Context, []string) e
 
 // cliSessionCommand is a command that runs one tool on one session KEY and
 // prints one line about it.
-func cliSessionCommand(fs *flag.FlagSet, c *cliClient, tool string, line func(map[string]any) string) func(context.Context, []string) error {
+func cliSessionCommand(fs *pflag.FlagSet, c *cliClient, tool string, line func(map[string]any) string) func(context.Context, []string) error {
 	agent := fs.String("agent", "", "the owning agent, needed only for a bare key")
 	return func(ctx context.Context, args []string) error {
 		if err := cliArgs(args, "KEY"); err != nil {

@@ -12,7 +12,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,7 +27,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	vigil "github.com/vigilhq/vigil"
+
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
 	"github.com/vigilhq/vigil/store/sqlitestore"
@@ -49,51 +50,43 @@ const demoManager = "agent:main:main"
 // changesSince.
 var noticePattern = regexp.MustCompile(`^Session "([^"]+)" changed \(other actor\)\. Reconcile before acting: session_status sessionKey "([^"]+)" changesSince (\d+)\.$`)
 
-const demoUsage = `usage: vigil demo [--pace DURATION]
-
-Plays a short story against an in-process gateway (a real HTTP server on
+const demoLong = `Plays a short story against an in-process gateway (a real HTTP server on
 127.0.0.1, a temporary SQLite store, no tokens): a manager spawns two
 workers, a person writes straight into one of them, and the manager, parked
 on a long poll, is woken with exactly one notice and reconciles with
 session_status changesSince. Every step checks what it expects; the exit
 status is 0 only if the whole story went as told.
 
-flags:
-`
+flags:`
 
-// runDemo is "vigil demo".
+// runDemo is "vigil demo" with its arguments.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("vigil demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, demoUsage)
-		fs.PrintDefaults()
+	env := &cliIO{getenv: func(string) string { return "" }, stdin: strings.NewReader(""), stdout: stdout, stderr: stderr}
+	return runEnv(ctx, append([]string{"demo"}, args...), env)
+}
+
+// newDemoCmd is `vigil demo`.
+func newDemoCmd(env *cliIO) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "demo [--pace DURATION]",
+		Short: "play the session-state-awareness story against an in-process gateway, checking every step",
+		Long:  demoLong,
+		Args:  noArgs,
 	}
-	pace := fs.Duration("pace", 0, "pause between steps, for people watching (e.g. 400ms)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+	pace := cmd.Flags().Duration("pace", 0, "pause between steps, for people watching (e.g. 400ms)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if *pace < 0 {
+			return cliUsagef("--pace must not be negative, got %s", *pace)
 		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "vigil demo: unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return 2
-	}
-	if *pace < 0 {
-		fmt.Fprintf(stderr, "vigil demo: --pace must not be negative, got %s\n", *pace)
-		return 2
-	}
-	if err := demo(ctx, *pace, stdout); err != nil {
-		if ctx.Err() != nil {
-			fmt.Fprintln(stderr, "vigil demo: interrupted")
-			return 1
+		if err := demo(cmd.Context(), *pace, env.stdout); err != nil {
+			if cmd.Context().Err() != nil {
+				return &cliExit{code: exitError, msg: "interrupted"}
+			}
+			return &cliExit{code: exitError, msg: fmt.Sprintf("FAILED: %v", err)}
 		}
-		fmt.Fprintf(stderr, "vigil demo: FAILED: %v\n", err)
-		return 1
+		return nil
 	}
-	return 0
+	return cmd
 }
 
 // demo starts the gateway, plays the story and tears everything down.

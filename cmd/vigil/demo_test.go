@@ -157,16 +157,24 @@ func TestDemoFlags(t *testing.T) {
 		err  string
 	}{
 		{[]string{"extra"}, 2, `unexpected argument "extra"`},
-		{[]string{"--pace", "soon"}, 2, `invalid value "soon" for flag -pace`},
+		{[]string{"--pace", "soon"}, 2, `invalid argument "soon" for "--pace" flag`},
 		{[]string{"--pace", "-1s"}, 2, "--pace must not be negative"},
-		{[]string{"--nope"}, 2, "flag provided but not defined: -nope"},
-		{[]string{"-h"}, 0, "usage: vigil demo [--pace DURATION]"},
+		{[]string{"--nope"}, 2, "unknown flag: --nope"},
+		{[]string{"-h"}, 0, ""}, // the help goes to standard output: TestDemoHelpGoesToStandardOutput
 	} {
 		var out, errb bytes.Buffer
 		code := runDemo(context.Background(), tc.args, &out, &errb)
 		if code != tc.code || !strings.Contains(errb.String(), tc.err) {
 			t.Errorf("vigil demo %q: exit %d, stderr %q; want exit %d and %q", tc.args, code, errb.String(), tc.code, tc.err)
 		}
+	}
+}
+
+func TestDemoHelpGoesToStandardOutput(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := runDemo(context.Background(), []string{"--help"}, &out, &errb); code != 0 ||
+		!strings.Contains(out.String(), "usage: vigil demo [--pace DURATION]") || errb.Len() != 0 {
+		t.Errorf("vigil demo --help: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
 	}
 }
 

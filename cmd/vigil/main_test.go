@@ -49,9 +49,17 @@ func TestSimReportsAMissingFile(t *testing.T) {
 	}
 }
 
-func TestUnknownCommandShowsUsage(t *testing.T) {
-	code, _, errOut := runCmd(t, "", "frobnicate")
-	if code != 2 || !strings.Contains(errOut, `unknown command "frobnicate"`) || !strings.Contains(errOut, "usage:") {
+func TestAnUnknownCommandExits2PointingAtTheHelp(t *testing.T) {
+	code, out, errOut := runCmd(t, "", "frobnicate")
+	if code != 2 || out != "" || !strings.Contains(errOut, `unknown command "frobnicate"`) || !strings.Contains(errOut, "vigil --help") ||
+		strings.Contains(errOut, "client commands") {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestAMistypedCommandSuggestsTheNearestOne(t *testing.T) {
+	code, _, errOut := runCmd(t, "", "stauts")
+	if code != 2 || !strings.Contains(errOut, "Did you mean this?") || !strings.Contains(errOut, "status") {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,42 +14,54 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/mcpserver"
 )
 
-// runMCP serves MCP over standard input and output for one session: by
-// default as a bridge to a running gateway's /mcp endpoint, or with --db
-// on an embedded store of its own.
-func runMCP(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("vigil mcp", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	session := fs.String("session", getenv("VIGIL_SESSION"), "the session this MCP client acts as (env VIGIL_SESSION)")
-	addr := fs.String("addr", envOr(getenv, "VIGIL_ADDR", defaultAddr), "the gateway to connect to (env VIGIL_ADDR)")
-	token := fs.String("token", getenv("VIGIL_TOKEN"), "the gateway token (env VIGIL_TOKEN)")
-	db := fs.String("db", "", "serve from this SQLite file (or postgres:// URL) instead of a running gateway")
-	if err := fs.Parse(args); err != nil {
-		return 2
+// newMCPCmd is `vigil mcp`: MCP over standard input and output for one
+// session, by default as a bridge to a running gateway's /mcp endpoint, or
+// with --db on an embedded store of its own.
+func newMCPCmd(env *cliIO, g *cliGlobal) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "mcp --session KEY",
+		Short: "serve MCP over standard input/output acting as KEY, through a running gateway (or --db)",
+		Long: `Serve MCP over standard input and output for one session: a bridge to a running
+gateway's /mcp endpoint (at --addr, with --token, as the client commands find it), or,
+with --db, an engine of its own on that SQLite file (or postgres:// URL).`,
+		Args: noArgs,
 	}
-	if *session == "" {
-		fmt.Fprintln(stderr, "vigil mcp: --session is required: the session this client acts as, e.g. agent:main:main")
-		return 2
+	session := cmd.Flags().String("session", "", "the session this MCP client acts as (env VIGIL_SESSION)")
+	db := cmd.Flags().String("db", "", "serve from this SQLite file (or postgres:// URL) instead of a running gateway")
+	_ = cmd.RegisterFlagCompletionFunc("session", cliCompleteKeys(env, g))
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		c := &cliClient{}
+		if err := c.connect(env, g); err != nil {
+			return err
+		}
+		key := *session
+		if !cmd.Flags().Changed("session") {
+			key = cliOr(env.getenv("VIGIL_SESSION"), c.session)
+		}
+		if key == "" {
+			return cliUsagef("--session is required: the session this client acts as, e.g. agent:main:main")
+		}
+		log := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		transport := &mcp.IOTransport{Reader: io.NopCloser(env.stdin), Writer: nopWriteCloser{env.stdout}}
+		var err error
+		if *db != "" {
+			err = serveMCPEmbedded(cmd.Context(), log, *db, key, transport)
+		} else {
+			err = serveMCPBridge(cmd.Context(), log, c.base, c.token, key, transport)
+		}
+		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
+			return err
+		}
+		return nil
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	transport := &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}}
-	var err error
-	if *db != "" {
-		err = serveMCPEmbedded(ctx, log, *db, *session, transport)
-	} else {
-		err = serveMCPBridge(ctx, log, baseURL(*addr), *token, *session, transport)
-	}
-	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
-		fmt.Fprintf(stderr, "vigil mcp: %v\n", err)
-		return 1
-	}
-	return 0
+	return cmd
 }
 
 type nopWriteCloser struct{ io.Writer }

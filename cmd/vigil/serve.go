@@ -3,17 +3,16 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
@@ -65,34 +64,28 @@ type serveConfig struct {
 	limits                             gateway.Limits
 }
 
-// listFlag is a flag that may be given more than once, or as a
-// comma-separated list.
-type listFlag []string
-
-func (l *listFlag) String() string { return strings.Join(*l, ",") }
-
-func (l *listFlag) Set(v string) error {
-	for _, part := range strings.Split(v, ",") {
-		if part = strings.TrimSpace(part); part != "" {
-			*l = append(*l, part)
-		}
-	}
-	return nil
-}
-
-func runServe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("vigil serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// newServeCmd is `vigil serve`.
+func newServeCmd(env *cliIO, g *cliGlobal) *cobra.Command {
 	var cfg serveConfig
+	var logFormat string
+	var allowedHosts, trustedOrigins []string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "run the gateway (HTTP API, streams, MCP at /mcp, the dashboard)",
+		Long: `Run the gateway: the HTTP API, live streams, MCP at /mcp and the dashboard at /, on an
+embedded SQLite file (default ` + "`" + `~/.local/state/vigil/vigil.db` + "`" + `) or a postgres:// URL, listening on
+--addr (default ` + defaultAddr + `). Without tokens it listens on loopback only and every request
+is the local admin.`,
+		Args: noArgs,
+	}
+	getenv := env.getenv
+	fs := cmd.Flags()
 	fs.StringVar(&cfg.db, "db", envOr(getenv, "VIGIL_DB", defaultDBPath(getenv)), "SQLite database file, or a postgres:// URL (env VIGIL_DB)")
-	fs.StringVar(&cfg.addr, "addr", envOr(getenv, "VIGIL_ADDR", defaultAddr), "listen address (env VIGIL_ADDR)")
 	fs.StringVar(&cfg.config, "config", getenv("VIGIL_CONFIG"), "credentials file (env VIGIL_CONFIG; VIGIL_ADMIN_TOKEN adds an admin token)")
 	fs.StringVar(&cfg.sync, "synchronous", envOr(getenv, "VIGIL_SYNCHRONOUS", "FULL"), "SQLite synchronous setting: FULL (survives power loss) or NORMAL")
-	logFormat := fs.String("log-format", "text", "log format: text or json")
-	allowedHosts := listFlag{}
-	fs.Var(&allowedHosts, "allowed-host", "a host name requests may carry besides loopback ones, when listening on loopback (repeatable)")
-	trustedOrigins := listFlag{}
-	fs.Var(&trustedOrigins, "trusted-origin", "a web origin (scheme://host[:port]) whose pages may call the API from a browser (repeatable)")
+	fs.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	fs.StringSliceVar(&allowedHosts, "allowed-host", nil, "a host name requests may carry besides loopback ones, when listening on loopback (repeatable)")
+	fs.StringSliceVar(&trustedOrigins, "trusted-origin", nil, "a web origin (scheme://host[:port]) whose pages may call the API from a browser (repeatable)")
 	fs.BoolVar(&cfg.http.OpenMetrics, "open-metrics", false, "serve /metrics without a token even when tokens are configured")
 	t := &cfg.http.Timeouts
 	fs.DurationVar(&t.Header, "header-timeout", httpapi.DefaultHeaderTimeout, "time a client has to send a request's headers")
@@ -104,28 +97,40 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	fs.IntVar(&l.StreamsPerCredential, "max-streams-per-credential", gateway.DefaultMaxStreamsPerCredential, "open event streams per credential (-1: no limit)")
 	fs.IntVar(&l.Waits, "max-waits", gateway.DefaultMaxWaits, "parked turns and sends waiting for a reply, in all (-1: no limit)")
 	fs.IntVar(&l.WaitsPerCredential, "max-waits-per-credential", gateway.DefaultMaxWaitsPerCredential, "parked turns and waiting sends per credential (-1: no limit)")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	for name, v := range map[string]int{"max-streams": l.Streams, "max-streams-per-credential": l.StreamsPerCredential,
-		"max-waits": l.Waits, "max-waits-per-credential": l.WaitsPerCredential} {
-		if v == 0 {
-			fmt.Fprintf(stderr, "vigil serve: --%s must be at least 1, or -1 for no limit\n", name)
-			return 2
+	_ = cmd.RegisterFlagCompletionFunc("log-format", cliWords("text", "json"))
+	_ = cmd.RegisterFlagCompletionFunc("synchronous", cliWords("FULL", "NORMAL"))
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if g.flags.Changed("token") {
+			return cliUsagef("--token is for clients; the gateway's tokens come from --config or VIGIL_ADMIN_TOKEN")
 		}
+		cfg.addr = g.addr
+		if !g.flags.Changed("addr") {
+			cfg.addr = envOr(getenv, "VIGIL_ADDR", defaultAddr)
+		}
+		for name, v := range map[string]int{"max-streams": l.Streams, "max-streams-per-credential": l.StreamsPerCredential,
+			"max-waits": l.Waits, "max-waits-per-credential": l.WaitsPerCredential} {
+			if v == 0 {
+				return cliUsagef("--%s must be at least 1, or -1 for no limit", name)
+			}
+		}
+		cfg.http.AllowedHosts, cfg.http.TrustedOrigins = allowedHosts, trustedOrigins
+		cfg.adminToken = getenv("VIGIL_ADMIN_TOKEN")
+		var handler slog.Handler = slog.NewTextHandler(env.stderr, nil)
+		switch logFormat {
+		case "json":
+			handler = slog.NewJSONHandler(env.stderr, nil)
+		case "text":
+		default:
+			return cliUsagef("--log-format %q: use text or json", logFormat)
+		}
+		log := slog.New(handler)
+		if err := serve(cmd.Context(), log, cfg); err != nil {
+			log.Error("vigil serve failed", "err", err)
+			return &cliExit{code: exitError}
+		}
+		return nil
 	}
-	cfg.http.AllowedHosts, cfg.http.TrustedOrigins = allowedHosts, trustedOrigins
-	cfg.adminToken = getenv("VIGIL_ADMIN_TOKEN")
-	var handler slog.Handler = slog.NewTextHandler(stderr, nil)
-	if *logFormat == "json" {
-		handler = slog.NewJSONHandler(stderr, nil)
-	}
-	log := slog.New(handler)
-	if err := serve(ctx, log, cfg); err != nil {
-		log.Error("vigil serve failed", "err", err)
-		return 1
-	}
-	return 0
+	return cmd
 }
 
 func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {

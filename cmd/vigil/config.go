@@ -1,0 +1,389 @@
+package main
+
+// The client config: named contexts (a gateway's address, a token and an
+// optional acting session), one of them current, as kubectl keeps them.
+// `vigil config` reads and changes it; every client command uses the
+// current context (or --context NAME) where no flag or variable says
+// otherwise.
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+)
+
+// cliConfig is the client config file.
+type cliConfig struct {
+	CurrentContext string       `yaml:"current-context,omitempty" json:"currentContext,omitempty"`
+	Contexts       []cliContext `yaml:"contexts" json:"contexts"`
+}
+
+// cliContext is one gateway as the client reaches it.
+type cliContext struct {
+	Name    string `yaml:"name" json:"name"`
+	Addr    string `yaml:"addr,omitempty" json:"addr,omitempty"`
+	Token   string `yaml:"token,omitempty" json:"token,omitempty"`
+	Session string `yaml:"session,omitempty" json:"session,omitempty"`
+}
+
+// cliConfigPath is $VIGIL_CLIENT_CONFIG, or vigil/config.yaml in the
+// user's config directory.
+func cliConfigPath(getenv func(string) string) string {
+	if p := getenv("VIGIL_CLIENT_CONFIG"); p != "" {
+		return p
+	}
+	// Only the environment given is read, so a test never sees the user's
+	// own config.
+	dir := getenv("XDG_CONFIG_HOME")
+	if dir == "" {
+		home := getenv("HOME")
+		if home == "" {
+			return ""
+		}
+		dir = filepath.Join(home, ".config")
+	}
+	return filepath.Join(dir, "vigil", "config.yaml")
+}
+
+// cliLoadConfig reads the client config; a missing file is an empty one.
+func cliLoadConfig(getenv func(string) string) (cliConfig, string, error) {
+	path := cliConfigPath(getenv)
+	var cfg cliConfig
+	if path == "" {
+		return cfg, path, nil
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return cfg, path, nil
+	}
+	if err != nil {
+		return cfg, path, fmt.Errorf("read the client config: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return cfg, path, fmt.Errorf("read the client config %s: %w", path, err)
+	}
+	return cfg, path, nil
+}
+
+// save writes the config readable by its owner only: it holds tokens.
+func (cfg cliConfig) save(path string) error {
+	if path == "" {
+		return errors.New("no place for the client config: set VIGIL_CLIENT_CONFIG or HOME")
+	}
+	data, err := yaml.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("write the client config: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("write the client config: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write the client config: %w", err)
+	}
+	return nil
+}
+
+func (cfg *cliConfig) find(name string) int {
+	return slices.IndexFunc(cfg.Contexts, func(c cliContext) bool { return c.Name == name })
+}
+
+// cliResolveContext returns the context a command uses: --context, then
+// VIGIL_CONTEXT, then the config's current one; none is the empty context.
+func cliResolveContext(env *cliIO, g *cliGlobal) (cliContext, error) {
+	name := g.context
+	if name == "" {
+		name = env.getenv("VIGIL_CONTEXT")
+	}
+	cfg, path, err := cliLoadConfig(env.getenv)
+	if err != nil {
+		return cliContext{}, err
+	}
+	explicit := name != ""
+	if !explicit {
+		name = cfg.CurrentContext
+	}
+	if name == "" {
+		return cliContext{}, nil
+	}
+	i := cfg.find(name)
+	if i < 0 {
+		if explicit {
+			return cliContext{}, cliUsagef("no context named %q in %s (vigil config get-contexts lists them)", name, path)
+		}
+		return cliContext{}, fmt.Errorf("the current context %q is not in %s: vigil config use-context NAME picks another", name, path)
+	}
+	return cfg.Contexts[i], nil
+}
+
+// newConfigCmd is `vigil config`.
+func newConfigCmd(env *cliIO, g *cliGlobal) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "manage the client config: named contexts of a gateway's address and token",
+		Long: `Manage the client config (` + "`$VIGIL_CLIENT_CONFIG`" + `, or vigil/config.yaml in the user's config
+directory): named contexts, each a gateway's address, a token and optionally an acting
+session; client commands use the current one, or --context NAME (env VIGIL_CONTEXT).
+A flag or variable (--addr, VIGIL_ADDR, --token, VIGIL_TOKEN, --as, VIGIL_SESSION) still
+wins over the context.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	load := func() (cliConfig, string, error) { return cliLoadConfig(env.getenv) }
+	setCtx := &cobra.Command{
+		Use:   "set-context NAME [--addr A] [--token T] [--session KEY]",
+		Short: "create or change a context",
+		Args:  cobra.ExactArgs(1),
+	}
+	var session string
+	var use bool
+	setCtx.Flags().StringVar(&session, "session", "", "the session the context acts as, when a command takes --as")
+	setCtx.Flags().BoolVar(&use, "use", false, "also make it the current context")
+	setCtx.RunE = func(cmd *cobra.Command, args []string) error {
+		name := strings.TrimSpace(args[0])
+		if name == "" {
+			return cliUsagef("a context needs a name")
+		}
+		cfg, path, err := load()
+		if err != nil {
+			return err
+		}
+		i := cfg.find(name)
+		if i < 0 {
+			cfg.Contexts = append(cfg.Contexts, cliContext{Name: name})
+			i = len(cfg.Contexts) - 1
+		}
+		c := &cfg.Contexts[i]
+		if g.flags.Changed("addr") {
+			if _, err := cliBaseURL(g.addr); err != nil {
+				return cliUsagef("%v", err)
+			}
+			c.Addr = g.addr
+		}
+		if g.flags.Changed("token") {
+			c.Token = g.token
+		}
+		if cmd.Flags().Changed("session") {
+			if session != "" {
+				if err := cliCheckKey("--session", session); err != nil {
+					return cliUsagef("%v", err)
+				}
+			}
+			c.Session = session
+		}
+		if use || cfg.CurrentContext == "" {
+			cfg.CurrentContext = name
+		}
+		if err := cfg.save(path); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.stdout, "context %q saved in %s\n", name, path)
+		return nil
+	}
+	useCtx := &cobra.Command{
+		Use:               "use-context NAME",
+		Short:             "make NAME the current context",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: cliCompleteContexts(env),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, path, err := load()
+			if err != nil {
+				return err
+			}
+			if cfg.find(args[0]) < 0 {
+				return &cliExit{code: exitError, msg: fmt.Sprintf("no context named %q in %s", args[0], path)}
+			}
+			cfg.CurrentContext = args[0]
+			if err := cfg.save(path); err != nil {
+				return err
+			}
+			fmt.Fprintf(env.stdout, "switched to context %q\n", args[0])
+			return nil
+		},
+	}
+	deleteCtx := &cobra.Command{
+		Use:               "delete-context NAME",
+		Short:             "delete a context",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: cliCompleteContexts(env),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, path, err := load()
+			if err != nil {
+				return err
+			}
+			i := cfg.find(args[0])
+			if i < 0 {
+				return &cliExit{code: exitError, msg: fmt.Sprintf("no context named %q in %s", args[0], path)}
+			}
+			cfg.Contexts = slices.Delete(cfg.Contexts, i, i+1)
+			if cfg.CurrentContext == args[0] {
+				cfg.CurrentContext = ""
+			}
+			if err := cfg.save(path); err != nil {
+				return err
+			}
+			fmt.Fprintf(env.stdout, "deleted context %q\n", args[0])
+			return nil
+		},
+	}
+	getCtx := &cobra.Command{
+		Use:   "get-contexts",
+		Short: "list the contexts (tokens are not shown)",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, _, err := load()
+			if err != nil {
+				return err
+			}
+			shown := cliConfig{CurrentContext: cfg.CurrentContext, Contexts: []cliContext{}}
+			for _, c := range cfg.Contexts {
+				if c.Token != "" {
+					c.Token = "(set)"
+				}
+				shown.Contexts = append(shown.Contexts, c)
+			}
+			if g.json || g.output != "table" {
+				data, _ := json.Marshal(shown)
+				(&cliClient{stdout: env.stdout, yaml: g.output == "yaml"}).printRaw(data)
+				return nil
+			}
+			tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "CURRENT\tNAME\tADDR\tTOKEN\tSESSION")
+			for _, c := range shown.Contexts {
+				mark := ""
+				if c.Name == cfg.CurrentContext {
+					mark = "*"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", mark, c.Name, cliOr(c.Addr, defaultAddr), cliOr(c.Token, "-"), cliOr(c.Session, "-"))
+			}
+			return tw.Flush()
+		},
+	}
+	current := &cobra.Command{
+		Use:   "current-context",
+		Short: "print the current context's name",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, path, err := load()
+			if err != nil {
+				return err
+			}
+			if cfg.CurrentContext == "" {
+				return &cliExit{code: exitError, msg: "no current context in " + path}
+			}
+			fmt.Fprintln(env.stdout, cfg.CurrentContext)
+			return nil
+		},
+	}
+	cmd.AddCommand(setCtx, useCtx, deleteCtx, getCtx, current)
+	return cmd
+}
+
+// cliCompleteContexts completes the names of the config's contexts.
+func cliCompleteContexts(env *cliIO) cobra.CompletionFunc {
+	return func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		cfg, _, err := cliLoadConfig(env.getenv)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var names []cobra.Completion
+		for _, c := range cfg.Contexts {
+			names = append(names, c.Name)
+		}
+		return names, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// versionInfo is what `vigil version` reports, from the build's own
+// record (runtime/debug).
+type versionInfo struct {
+	Version   string `json:"version"`
+	Commit    string `json:"commit,omitempty"`
+	Modified  bool   `json:"modified,omitempty"`
+	GoVersion string `json:"goVersion"`
+}
+
+func buildVersion() versionInfo {
+	v := versionInfo{Version: "(devel)"}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return v
+	}
+	v.GoVersion = bi.GoVersion
+	if bi.Main.Version != "" {
+		v.Version = bi.Main.Version
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			v.Commit = s.Value
+		case "vcs.modified":
+			v.Modified = s.Value == "true"
+		}
+	}
+	return v
+}
+
+// versionLine is the one-line version.
+func versionLine() string {
+	v := buildVersion()
+	line := "vigil " + v.Version
+	if v.Commit != "" {
+		line += ", commit " + v.Commit
+		if v.Modified {
+			line += " (modified)"
+		}
+	} else {
+		line += ", commit unknown (built without version control information)"
+	}
+	return line + ", " + v.GoVersion
+}
+
+// newVersionCmd is `vigil version`.
+func newVersionCmd(env *cliIO, g *cliGlobal) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "print vigil's version, commit and Go version",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if g.json || g.output != "table" {
+				data, _ := json.Marshal(buildVersion())
+				(&cliClient{stdout: env.stdout, yaml: g.output == "yaml"}).printRaw(data)
+				return nil
+			}
+			fmt.Fprintln(env.stdout, versionLine())
+			return nil
+		},
+	}
+}
+
+// cliWriteYAML prints a JSON value as YAML.
+func cliWriteYAML(w io.Writer, data []byte) error {
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	out, err := yaml.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(out)
+	return err
+}

@@ -1,0 +1,199 @@
+package main
+
+// Tests of the command line's conventions: help and exit codes for every
+// command, global flags before the command, output formats, the version,
+// the client config's contexts, and the commands for every tool.
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	vigil "github.com/vigilhq/vigil"
+)
+
+// cliEveryCommand lists every command path of the tree, "serve" to
+// "config use-context".
+func cliEveryCommand(t *testing.T) [][]string {
+	t.Helper()
+	root, _ := newRoot(&cliIO{getenv: func(string) string { return "" }, stdin: strings.NewReader(""),
+		stdout: &strings.Builder{}, stderr: &strings.Builder{}})
+	var paths [][]string
+	var walk func(prefix []string, cmds []*cobra.Command)
+	walk = func(prefix []string, cmds []*cobra.Command) {
+		for _, c := range cmds {
+			if c.Hidden || c.Name() == "help" {
+				continue
+			}
+			p := append(append([]string(nil), prefix...), c.Name())
+			paths = append(paths, p)
+			walk(p, c.Commands())
+		}
+	}
+	walk(nil, root.Commands())
+	return paths
+}
+
+func TestEveryCommandsHelpExits0OnStandardOutput(t *testing.T) {
+	t.Parallel()
+	for _, path := range cliEveryCommand(t) {
+		for _, flag := range []string{"--help", "-h"} {
+			code, out, errOut := cliRun(t, cliEnv(nil), append(path, flag)...)
+			if code != 0 || errOut != "" || !strings.Contains(out, "usage: vigil "+strings.Join(path, " ")) {
+				t.Errorf("vigil %s %s: exit %d, stdout %q, stderr %q", strings.Join(path, " "), flag, code, out, errOut)
+			}
+		}
+	}
+}
+
+func TestEveryCommandRefusesAnUnknownFlagWithExit2AndItsUsage(t *testing.T) {
+	t.Parallel()
+	for _, path := range cliEveryCommand(t) {
+		code, out, errOut := cliRun(t, cliEnv(nil), append(path, "--no-such-flag")...)
+		if code != 2 || out != "" || !strings.Contains(errOut, "unknown flag: --no-such-flag") ||
+			!strings.Contains(errOut, "usage: vigil "+strings.Join(path, " ")) {
+			t.Errorf("vigil %s --no-such-flag: exit %d, stdout %q, stderr %q", strings.Join(path, " "), code, out, errOut)
+		}
+	}
+}
+
+func TestGlobalFlagsMayComeBeforeTheCommand(t *testing.T) {
+	t.Parallel()
+	g := cliStartGateway(t, nil, vigil.Options{})
+	cliSpawnChild(t, g, cliManager, "draft")
+	code, out, errOut := cliRun(t, cliEnv(nil), "--addr", g.Addr, "--json", "sessions")
+	var list struct {
+		Sessions []json.RawMessage `json:"sessions"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list.Sessions) != 2 {
+		t.Fatalf("vigil --addr A --json sessions: exit %d, %q %q", code, out, errOut)
+	}
+}
+
+func TestOutputFormatsTableJSONAndYAML(t *testing.T) {
+	t.Parallel()
+	g := cliStartGateway(t, nil, vigil.Options{})
+	child := cliSpawnChild(t, g, cliManager, "draft")
+	table := cliOK(t, g, "status", child)
+	asJSON := cliOK(t, g, "status", child, "-o", "json")
+	asYAML := cliOK(t, g, "status", child, "-o", "yaml")
+	if !strings.Contains(table, "version") || strings.HasPrefix(table, "{") {
+		t.Errorf("table: %q", table)
+	}
+	var st map[string]any
+	if err := json.Unmarshal([]byte(asJSON), &st); err != nil || st["sessionKey"] != child {
+		t.Errorf("json: %q %v", asJSON, err)
+	}
+	if !strings.Contains(asYAML, "sessionKey: "+child+"\n") || !strings.Contains(asYAML, "stateVersion: 1\n") {
+		t.Errorf("yaml: %q", asYAML)
+	}
+	if code, _, errOut := cliRun(t, cliEnv(g), "status", child, "-o", "xml"); code != 2 || !strings.Contains(errOut, "table, json or yaml") {
+		t.Errorf("-o xml: exit %d, %q", code, errOut)
+	}
+}
+
+func TestVersionPrintsTheModuleVersionAndCommit(t *testing.T) {
+	t.Parallel()
+	code, out, _ := cliRun(t, cliEnv(nil), "version")
+	if code != 0 || !strings.HasPrefix(out, "vigil ") || !strings.Contains(out, "commit") || !strings.Contains(out, "go1.") {
+		t.Fatalf("version: exit %d, %q", code, out)
+	}
+	code, out, _ = cliRun(t, cliEnv(nil), "version", "-o", "json")
+	var v versionInfo
+	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || v.Version == "" || v.GoVersion == "" {
+		t.Fatalf("version -o json: exit %d, %q", code, out)
+	}
+}
+
+func TestASendThatGetsNoReplyInTimeExits3(t *testing.T) {
+	t.Parallel()
+	g := cliStartGateway(t, nil, vigil.Options{})
+	child := cliSpawnChild(t, g, cliManager, "draft")
+	code, out, errOut := cliRun(t, cliEnv(g), "send", child, "anyone there?", "--timeout", "1")
+	if code != exitTimedOut || !strings.Contains(out, "timeout") || !strings.Contains(errOut, "did not reply in time") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+func TestContextsOfTheClientConfigNameTheGatewayAndToken(t *testing.T) {
+	t.Parallel()
+	g := cliStartGateway(t, nil, vigil.Options{})
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	env := cliEnv(nil, "VIGIL_CLIENT_CONFIG", cfg)
+	for _, args := range [][]string{
+		{"config", "set-context", "dead", "--addr", "127.0.0.1:1"},
+		{"config", "set-context", "local", "--addr", g.Addr, "--token", "a-token-of-some-length"},
+	} {
+		if code, _, errOut := cliRun(t, env, args...); code != 0 {
+			t.Fatalf("%q: exit %d: %s", args, code, errOut)
+		}
+	}
+	if info, err := os.Stat(cfg); err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("the config holds tokens: it must be its owner's only (%v, %v)", info.Mode(), err)
+	}
+	// The first context made is the current one: it cannot be reached.
+	if code, _, errOut := cliRun(t, env, "sessions"); code != 1 || !strings.Contains(errOut, "127.0.0.1:1") {
+		t.Fatalf("sessions on the dead context: exit %d, %q", code, errOut)
+	}
+	if code, _, _ := cliRun(t, env, "sessions", "--context", "local"); code != 0 {
+		t.Fatalf("--context local: exit %d", code)
+	}
+	if code, out, _ := cliRun(t, env, "config", "use-context", "local"); code != 0 || !strings.Contains(out, "local") {
+		t.Fatalf("use-context: exit %d, %q", code, out)
+	}
+	if code, out, _ := cliRun(t, env, "config", "current-context"); code != 0 || out != "local\n" {
+		t.Fatalf("current-context: exit %d, %q", code, out)
+	}
+	if code, _, _ := cliRun(t, env, "sessions"); code != 0 {
+		t.Fatalf("sessions on the current context: exit %d", code)
+	}
+	code, out, _ := cliRun(t, env, "config", "get-contexts")
+	if code != 0 || strings.Contains(out, "a-token-of-some-length") || !strings.Contains(out, "(set)") {
+		t.Fatalf("get-contexts shows tokens or nothing: exit %d, %q", code, out)
+	}
+	// A variable still wins over the context.
+	if code, _, _ := cliRun(t, cliEnv(nil, "VIGIL_CLIENT_CONFIG", cfg, "VIGIL_ADDR", "127.0.0.1:1"), "sessions"); code != 1 {
+		t.Fatalf("VIGIL_ADDR over the context: exit %d", code)
+	}
+	if code, _, errOut := cliRun(t, env, "sessions", "--context", "nowhere"); code != 2 || !strings.Contains(errOut, `no context named "nowhere"`) {
+		t.Fatalf("an unknown context: exit %d, %q", code, errOut)
+	}
+	if code, _, _ := cliRun(t, env, "config", "delete-context", "dead"); code != 0 {
+		t.Fatalf("delete-context: exit %d", code)
+	}
+}
+
+func TestCommandsForTheRemainingTools(t *testing.T) {
+	t.Parallel()
+	g := cliStartGateway(t, nil, vigil.Options{})
+	child := cliSpawnChild(t, g, cliManager, "draft")
+	cliOK(t, g, "send", child, "Use the revised figures", "--timeout", "0")
+	if out := cliOK(t, g, "pending", cliManager); !strings.Contains(out, `Session "`+child+`" changed (other actor)`) {
+		t.Errorf("pending: %q", out)
+	}
+	if out := cliOK(t, g, "history", child); !strings.Contains(out, "Use the revised figures") {
+		t.Errorf("history: %q", out)
+	}
+	if out := cliOK(t, g, "graph"); !strings.Contains(out, cliManager) || !strings.Contains(out, child) || !strings.Contains(out, "yes") {
+		t.Errorf("graph: %q", out)
+	}
+	if out := cliOK(t, g, "wait", "--as", cliManager, "--timeout", "0"); !strings.Contains(out, "changed (other actor)") {
+		t.Errorf("wait: %q", out)
+	}
+	if out := cliOK(t, g, "compact", child, "--operation", "op-1"); !strings.Contains(out, child) {
+		t.Errorf("compact: %q", out)
+	}
+	if out := cliOK(t, g, "call", "session_status", `{"sessionKey": "`+child+`"}`); !strings.Contains(out, `"stateVersion"`) {
+		t.Errorf("call: %q", out)
+	}
+	if out := cliOK(t, g, "call", "--list"); !strings.Contains(out, "sessions_graph") {
+		t.Errorf("call --list: %q", out)
+	}
+	if code, _, errOut := cliRun(t, cliEnv(g), "call", "session_status", "{not json"); code != 2 || !strings.Contains(errOut, "not valid JSON") {
+		t.Errorf("call with bad JSON: exit %d, %q", code, errOut)
+	}
+}

@@ -1,0 +1,351 @@
+package main
+
+// Client commands for the tools the core commands do not cover (pending,
+// history, graph, wait, run-end, compact), a generic call of any tool, and
+// the shell completion of session keys, which asks the gateway.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/vigilhq/vigil/gateway"
+)
+
+func init() {
+	cliCommands = append(cliCommands,
+		cliCommand{
+			name: "pending", args: "KEY [flags]", acting: true,
+			summary: "show a session's queued notices without consuming them",
+			help:    "Show session KEY's queued system events (its pending notices), oldest first, without consuming or acknowledging them.",
+			define:  cliPending,
+		},
+		cliCommand{
+			name: "history", args: "KEY [flags]", acting: true,
+			summary: "read a session's transcript, oldest first",
+			help: "Print session KEY's transcript, oldest first, one message a line:\n" +
+				"  #id  role actorType actorId  content\n" +
+				"--after ID continues after a message; --limit bounds the page.",
+			define: cliHistory,
+		},
+		cliCommand{
+			name: "graph", args: "[flags]", acting: true,
+			summary: "show the watch graph: every watcher's cursor on every target",
+			help: "Show the watch graph, one cursor a line: the watcher, the target, its L / N / M\n" +
+				"watermarks and whether a notice is pending.",
+			define: cliGraph,
+		},
+		cliCommand{
+			name: "wait", args: "--as KEY [flags]", acting: true,
+			summary: "wait for the acting session's work and take it, as a turn",
+			help: "Wait (up to --timeout seconds, default 30) until the acting session (--as, or\n" +
+				"VIGIL_SESSION) has a notice, a message or a wake, then take them as a turn does.",
+			define: cliWait,
+		},
+		cliCommand{
+			name: "run-end", args: "RUN OUTCOME [flags]", acting: true,
+			summary: "report how a child run ended (completed, error, timeout, cancelled)",
+			help:    "Report that child run RUN (the run id sessions_spawn gave) ended with OUTCOME: completed, error, timeout or cancelled.",
+			define:  cliRunEnd,
+		},
+		cliCommand{
+			name: "compact", args: "KEY [SUMMARY] [flags]", acting: true,
+			summary: "record a compaction of a session's transcript",
+			help: "Record that session KEY's transcript was compacted. With SUMMARY, the gateway replaces\n" +
+				"the older messages (up to --up-to) with it; without, it records a compaction the\n" +
+				"runtime did itself. --operation makes a retried report record nothing new.",
+			define: cliCompact,
+		},
+		cliCommand{
+			name: "call", args: "TOOL [JSON] [flags]", acting: true,
+			summary: "call any tool with a JSON input (- reads it from standard input)",
+			help: "Call the tool TOOL with the JSON object JSON (default {}; - reads standard input)\n" +
+				"and print its answer as JSON. vigil call --list lists the tools.",
+			define: cliCall,
+		},
+	)
+}
+
+func cliPending(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) error {
+	return func(ctx context.Context, args []string) error {
+		if err := cliArgs(args, "KEY"); err != nil {
+			return err
+		}
+		if err := cliCheckKey("KEY", args[0]); err != nil {
+			return err
+		}
+		var out gateway.PendingOutput
+		if printed, err := c.tool(ctx, "session_pending", c.as, gateway.PendingInput{SessionKey: args[0]}, &out); printed || err != nil {
+			return err
+		}
+		if len(out.Events) == 0 {
+			c.printf("nothing pending for %s\n", out.SessionKey)
+		}
+		for _, e := range out.Events {
+			c.printf("%s\n", e.Text)
+		}
+		return nil
+	}
+}
+
+func cliHistory(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) error {
+	after := fs.Int64("after", 0, "read messages after this id")
+	limit := fs.Int("limit", 0, "messages per page (1-200, default 50)")
+	agent := fs.String("agent", "", "the owning agent, needed only for a bare key")
+	return func(ctx context.Context, args []string) error {
+		if err := cliArgs(args, "KEY"); err != nil {
+			return err
+		}
+		if err := cliCheckRef("KEY", args[0], *agent); err != nil {
+			return err
+		}
+		in := gateway.HistoryInput{SessionKey: args[0], AgentID: *agent, AfterID: *after}
+		if cliIsSet(fs, "limit") {
+			in.Limit = limit
+		}
+		var out gateway.HistoryOutput
+		if printed, err := c.tool(ctx, "sessions_history", c.as, in, &out); printed || err != nil {
+			return err
+		}
+		for _, m := range out.Messages {
+			c.printf("#%d  %s %s %s  %s\n", m.ID, m.Role, cliOr(string(m.ActorType), "-"), cliOr(m.ActorID, "-"), m.Content)
+		}
+		if out.NextAfterID != 0 {
+			c.printf("more messages follow: run again with --after %d\n", out.NextAfterID)
+		}
+		return nil
+	}
+}
+
+func cliGraph(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) error {
+	agent := fs.String("agent", "", "only cursors on sessions of this agent")
+	return func(ctx context.Context, args []string) error {
+		if err := cliArgs(args); err != nil {
+			return err
+		}
+		var rows []gateway.GraphCursor
+		var raws []json.RawMessage
+		cursor := ""
+		for {
+			data, err := c.post(ctx, "/v1/tools/sessions_graph", c.as, gateway.GraphInput{AgentID: *agent, Cursor: cursor})
+			if err != nil {
+				return err
+			}
+			var page struct {
+				Cursors    []json.RawMessage `json:"cursors"`
+				NextCursor string            `json:"nextCursor"`
+			}
+			if err := json.Unmarshal(data, &page); err != nil {
+				return fmt.Errorf("the gateway answered something that is not a watch graph: %w", err)
+			}
+			for _, raw := range page.Cursors {
+				var gc gateway.GraphCursor
+				if err := json.Unmarshal(raw, &gc); err != nil {
+					return fmt.Errorf("the gateway answered a cursor that is not one: %w", err)
+				}
+				rows, raws = append(rows, gc), append(raws, raw)
+			}
+			if page.NextCursor == "" || len(page.Cursors) == 0 {
+				break
+			}
+			cursor = page.NextCursor
+		}
+		if c.json {
+			if raws == nil {
+				raws = []json.RawMessage{}
+			}
+			data, _ := json.Marshal(struct {
+				Cursors []json.RawMessage `json:"cursors"`
+			}{raws})
+			c.printRaw(data)
+			return nil
+		}
+		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "WATCHER\tTARGET\tL\tN\tM\tPENDING")
+		for _, r := range rows {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", r.Watcher, r.Target, r.LastSeen, r.Notified, r.Material, cliYesNo(r.Pending))
+		}
+		return tw.Flush()
+	}
+}
+
+func cliWait(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) error {
+	timeout := fs.Int("timeout", gateway.DefaultTurnWait, "seconds to wait for work (0-60)")
+	return func(ctx context.Context, args []string) error {
+		if err := cliArgs(args); err != nil {
+			return err
+		}
+		if c.as == "" {
+			return cliUsagef("--as KEY (or VIGIL_SESSION) is required: the session that waits")
+		}
+		if err := c.checkActing(); err != nil {
+			return err
+		}
+		var out gateway.TurnOutput
+		if printed, err := c.tool(ctx, "session_wait", c.as, gateway.WaitInput{TimeoutSeconds: timeout}, &out); printed || err != nil {
+			return err
+		}
+		cliPrintTurn(c, out)
+		return nil
+	}
+}
+
+func cliRunEnd(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) error {
+	return func(ctx context.Context, args []string) error {
+		if err := cliArgs(args, "RUN", "OUTCOME"); err != nil {
+			return err
+		}
+		var out gateway.RunEndOutput
+		if printed, err := c.tool(ctx, "run_end", c.as, gateway.RunEndInput{RunID: args[0], Outcome: args[1]}, &out); printed || err != nil {
+			return err
+		}
+		if out.Recorded {
+			c.printf("run %s of %s ended: %s\n", out.RunID, out.SessionKey, out.Outcome)
+		} else {
+			c.printf("run %s of %s had already ended: %s\n", out.RunID, out.SessionKey, out.Outcome)
+		}
+		return nil
+	}
+}
+
+func cliCompact(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) error {
+	upTo := fs.Int64("up-to", 0, "with SUMMARY: replace the messages up to this id (default: all)")
+	op := fs.String("operation", "", "an id for this compaction; repeating it records nothing new")
+	return func(ctx context.Context, args []string) error {
+		if len(args) == 0 || len(args) > 2 {
+			return cliArgs(args, "KEY", "SUMMARY")
+		}
+		if err := cliCheckKey("KEY", args[0]); err != nil {
+			return err
+		}
+		in := gateway.CompactInput{SessionKey: args[0], UpTo: *upTo, OperationID: *op}
+		if len(args) == 2 {
+			in.Summary = args[1]
+		}
+		var out gateway.CompactOutput
+		if printed, err := c.tool(ctx, "session_compact", c.as, in, &out); printed || err != nil {
+			return err
+		}
+		data, _ := json.Marshal(out)
+		c.printRaw(data)
+		return nil
+	}
+}
+
+func cliCall(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) error {
+	list := fs.Bool("list", false, "list the tools instead")
+	return func(ctx context.Context, args []string) error {
+		if *list {
+			if err := cliArgs(args); err != nil {
+				return err
+			}
+			resp, err := c.request(ctx, http.MethodGet, "/v1/tools", c.as, nil, nil)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			data, err := io.ReadAll(resp.Body)
+			if err != nil {
+				return fmt.Errorf("read the tool list: %w", err)
+			}
+			var out struct {
+				Tools []struct{ Name, Description string } `json:"tools"`
+			}
+			if err := json.Unmarshal(data, &out); err != nil || c.json {
+				c.printRaw(data)
+				return nil
+			}
+			tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+			for _, t := range out.Tools {
+				desc, _, _ := strings.Cut(t.Description, ". ")
+				fmt.Fprintf(tw, "%s\t%s\n", t.Name, desc)
+			}
+			return tw.Flush()
+		}
+		if len(args) == 0 || len(args) > 2 {
+			return cliArgs(args, "TOOL", "JSON")
+		}
+		body := []byte("{}")
+		if len(args) == 2 {
+			body = []byte(args[1])
+		}
+		if len(args) == 2 && args[1] == "-" {
+			var err error
+			if body, err = io.ReadAll(c.stdin); err != nil {
+				return fmt.Errorf("read the input: %w", err)
+			}
+		}
+		if !json.Valid(body) {
+			return cliUsagef("the input is not valid JSON: %s", strings.TrimSpace(string(body)))
+		}
+		resp, err := c.request(ctx, http.MethodPost, "/v1/tools/"+args[0], c.as, body, nil)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return fmt.Errorf("read the answer: %w", err)
+		}
+		c.printRaw(data)
+		return nil
+	}
+}
+
+// cliCompleteKeys completes session keys by asking the gateway the
+// command would talk to; when it cannot be reached, nothing is offered.
+func cliCompleteKeys(env *cliIO, g *cliGlobal) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, _ []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		c := &cliClient{stdout: io.Discard, stderr: io.Discard, getenv: env.getenv}
+		if c.connect(env, g) != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		c.http = &http.Client{Timeout: 2 * time.Second}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		limit := gateway.MaxPageLimit
+		data, err := c.post(ctx, "/v1/tools/sessions_list", "", gateway.ListInput{Limit: &limit})
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var out gateway.ListOutput
+		if json.Unmarshal(data, &out) != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var keys []cobra.Completion
+		for _, s := range out.Sessions {
+			if strings.HasPrefix(s.SessionKey, prefix) {
+				keys = append(keys, s.SessionKey)
+			}
+		}
+		return keys, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// cliCompleteArgs completes a client command's positional arguments: a
+// session key first (most commands), then what the command takes next.
+func cliCompleteArgs(cmd *cliCommand, env *cliIO, g *cliGlobal) cobra.CompletionFunc {
+	keys := cliCompleteKeys(env, g)
+	return func(co *cobra.Command, args []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		switch {
+		case cmd.name == "goal" && len(args) == 1:
+			return []cobra.Completion{"set", "edit", "status", "clear"}, cobra.ShellCompDirectiveNoFileComp
+		case cmd.name == "goal" && len(args) == 2 && args[1] == "status":
+			return cliFlagWords["status"], cobra.ShellCompDirectiveNoFileComp
+		case cmd.name == "run-end" && len(args) == 1:
+			return cliFlagWords["outcome"], cobra.ShellCompDirectiveNoFileComp
+		case len(args) == 0 && strings.HasPrefix(cmd.args, "KEY"), len(args) == 0 && strings.HasPrefix(cmd.args, "[KEY]"),
+			len(args) == 0 && strings.HasPrefix(cmd.args, "PARENT"):
+			return keys(co, args, prefix)
+		}
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+}
