@@ -639,3 +639,14 @@ func TestEveryControlHasAnAccessibleName(t *testing.T) {
 		t.Fatalf("controls without a name: %q", unnamed)
 	}
 }
+
+func TestTheWatchGraphNamesLabelledSessionsAndTimesShowTheirDate(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, false)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	waitText(t, ctx, "#graph", "writer", child)
+	waitFor(t, ctx, "a time with its date", `[...document.querySelectorAll('#sessions-body time')].length > 0 && `+
+		`[...document.querySelectorAll('#sessions-body time')].every(e => /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$/.test(e.textContent))`)
+}

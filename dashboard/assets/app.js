@@ -466,15 +466,33 @@ function closePage() {
 
 // ---- rendering ----
 
+// when shows a time with its date (local, year first, so it sorts and
+// reads the same everywhere); the title has the full local form.
 function when(ms) {
   if (!ms) return '—';
   const d = new Date(ms);
-  const today = d.toDateString() === new Date().toDateString();
-  return h('time', {datetime: d.toISOString(), title: d.toLocaleString()}, today ? d.toLocaleTimeString() : d.toLocaleString());
+  const pad = (n) => String(n).padStart(2, '0');
+  const text = d.getFullYear() + '-' + pad(d.getMonth() + 1) + '-' + pad(d.getDate()) + ' ' +
+    pad(d.getHours()) + ':' + pad(d.getMinutes()) + ':' + pad(d.getSeconds());
+  return h('time', {datetime: d.toISOString(), title: d.toLocaleString()}, text);
+}
+
+// labelOf is a session's label, when the sessions list knows one.
+function labelOf(agentId, key) {
+  const s = app.sessions.find((row) => row.sessionKey === key && (!agentId || row.agentId === agentId));
+  return s && s.label ? s.label : '';
 }
 
 function sessionLink(agentId, key) {
   return h('a', {href: sessionHref(agentId, key), class: 'key'}, key);
+}
+
+// graphLink is sessionLink for the watch graph, where a row of raw keys is
+// hard to read: the session's label, when it has one, comes first.
+function graphLink(agentId, key) {
+  const label = labelOf(agentId, key);
+  if (!label) return sessionLink(agentId, key);
+  return h('span', {class: 'labelled'}, h('span', {class: 'label'}, label), ' ', sessionLink(agentId, key));
 }
 
 function refOf(key) {
@@ -552,7 +570,7 @@ function cursorItem(c, side) {
     h('div', {class: 'edge'},
       h('span', {class: 'arrow', 'aria-hidden': 'true'}, side === 'watcher' ? '→' : '←'),
       h('span', {class: 'sr'}, side === 'watcher' ? 'watches ' : 'watched by '),
-      sessionLink(otherAgent, other),
+      graphLink(otherAgent, other),
       h('dl', {class: 'lnm'},
         h('dt', {title: 'last seen'}, 'L'), h('dd', {}, String(c.lastSeen)),
         h('dt', {title: 'notified'}, 'N'), h('dd', {}, String(c.notified)),
@@ -572,7 +590,7 @@ function renderGraph() {
     const list = byWatcher.get(w);
     const pending = list.filter((c) => c.pending).length;
     return h('li', {class: 'watcher' + (pending ? ' has-pending' : ''), 'data-watcher': w},
-      h('h3', {}, sessionLink(refOf(w), w), ' ', h('span', {class: 'muted'}, 'watches ' + list.length),
+      h('h3', {}, graphLink(refOf(w), w), ' ', h('span', {class: 'muted'}, 'watches ' + list.length),
         pending ? h('span', {class: 'badge pending'}, pending + ' pending') : null),
       h('ul', {}, list.map((c) => cursorItem(c, 'watcher'))));
   });
