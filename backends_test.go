@@ -113,6 +113,11 @@ var rulesOnPostgreSQL = []func(*testing.T){
 	TestTheStartupSweepCountsAsAnUpdateOfEveryCursorItRenotifies,
 	TestTheSweepsTouchInTheBackgroundLandsWithoutAPrune,
 	TestTouchingSweptCursorsNeverTurnsBackALaterUpdate,
+	// differences_test.go
+	TestADedupeKeyIsUniquePerSessionNotStoreWide,
+	TestResettingOrDeletingASessionEmptiesItsOwnQueueOfNotices,
+	TestANoticeForARecreatedCursorReplacesTheOlderOneInPlace,
+	TestPruningGoesByWhenAnEventWasRecordedNotWhenItOccurred,
 	// conflict_test.go
 	TestTransactionConflictsAreRetriedNotFailed,
 	TestEndlessConflictsFailTheWriteInTheEnd,
