@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/vigilhq/vigil/a2aserver"
 	"github.com/vigilhq/vigil/dashboard"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/internal/metrics"
@@ -116,6 +117,7 @@ func NewHandler(g *gateway.Gateway, opts Options) (http.Handler, error) {
 		return nil, err
 	}
 	mux.Handle("GET "+OpenAPIPath, spec)
+	mux.Handle("GET "+a2aserver.CardPath, a2aserver.CardHandler())
 	page := dashboard.Handler()
 	mux.Handle("GET /{$}", page)
 	mux.Handle("GET "+dashboard.AssetPrefix, page)
@@ -138,6 +140,9 @@ func NewHandler(g *gateway.Gateway, opts Options) (http.Handler, error) {
 	data("/mcp", s.mcp(mcpserver.Handler(opts.Context, g, func(r *http.Request) (gateway.Caller, error) {
 		return s.resolve(r, actingParams)
 	}, opts.Logger)))
+	data("POST "+a2aserver.Path, s.mcp(a2aserver.Handler(opts.Context, g, func(r *http.Request) (gateway.Caller, error) {
+		return s.resolve(r, actingParams)
+	}, a2aserver.Options{Logger: opts.Logger})))
 	return s.count(s.deadlines(s.hosts(mux)), mux), nil
 }
 

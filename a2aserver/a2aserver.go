@@ -1,0 +1,186 @@
+// Package a2aserver serves vigil's sessions over the Agent2Agent (A2A)
+// protocol, revision 0.3, with the official Go SDK's JSON-RPC binding. It
+// is a transport like mcpserver: every request runs as the caller the
+// HTTP layer resolved (credential and acting session) through the
+// gateway's operations, so an A2A caller can do nothing its credential
+// could not do over HTTP.
+//
+// The mapping (docs/a2a.md has it row by row):
+//
+//   - a task is a session: its id and its contextId are the session key;
+//   - message/send without a task is sessions_spawn (the text is the
+//     child's task), with a task it is sessions_send into that session;
+//   - tasks/get is session_status (metadata.changesSince asks for the
+//     exact delta);
+//   - message/stream and tasks/resubscribe carry, as status updates with
+//     stateVersion in their metadata, the notices vigil queues for the
+//     acting session about that task, and the task's replies; a
+//     resubscribe given the stateVersion it last saw is told when the
+//     session moved on meanwhile, and a stream that fell behind says so;
+//   - push-notification configs deliver the same updates as POSTs signed
+//     the Standard Webhooks way, with the config's token as the secret;
+//   - tasks/cancel is refused: vigil records sessions, it does not run
+//     them.
+package a2aserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2asrv"
+
+	"github.com/vigilhq/vigil/gateway"
+)
+
+// Path is where the JSON-RPC endpoint is served.
+const Path = "/a2a"
+
+// CardPath is where the public Agent Card is served: the well-known path
+// of protocol revision 0.3.
+const CardPath = a2asrv.WellKnownAgentCardPath
+
+// ProtocolVersion is the A2A revision vigil speaks, as its Agent Card
+// states it.
+const ProtocolVersion = "0.3.0"
+
+// Version is vigil's A2A binding version, reported in the Agent Card.
+const Version = "0.1.0"
+
+// MaxBodyBytes bounds a JSON-RPC request body.
+const MaxBodyBytes = 1 << 20
+
+// Resolver authenticates a request and decides who acts, exactly as every
+// other transport does.
+type Resolver func(*http.Request) (gateway.Caller, error)
+
+// Options configure the handler. The zero value is ready to use.
+type Options struct {
+	Logger *slog.Logger
+	// AllowPush decides whether caller may have vigil POST to u. A push
+	// config makes vigil send requests where the caller says, which no
+	// other transport lets a credential do, so nil allows it to admin
+	// credentials only.
+	AllowPush func(c gateway.Caller, u *url.URL) error
+	// Client POSTs push notifications; nil means a client with a 10 s
+	// timeout that follows no redirects.
+	Client *http.Client
+}
+
+type callerKey struct{}
+
+// Handler returns the JSON-RPC endpoint. Streams and push deliveries end
+// when ctx does. Every request is resolved first: one that carries no
+// valid credential is answered 401 before any method runs, one whose
+// acting session is not the credential's to act as is answered 403.
+func Handler(ctx context.Context, g *gateway.Gateway, resolve Resolver, opts Options) http.Handler {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.AllowPush == nil {
+		opts.AllowPush = adminsOnly
+	}
+	if opts.Client == nil {
+		opts.Client = &http.Client{Timeout: pushTimeout,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	h := &handler{ctx: ctx, g: g, log: opts.Logger, opts: opts}
+	h.push = newPushes(h)
+	rpc := a2asrv.NewJSONRPCHandler(h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := resolve(r)
+		if err != nil {
+			refuse(w, err)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		// The SDK's binding writes answers without a media type; a stream
+		// replaces this with its own.
+		w.Header().Set("Content-Type", "application/json")
+		rpc.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
+	})
+}
+
+// refuse answers a request that could not be resolved: the HTTP status
+// says why (as on vigil's HTTP API) and the body is a JSON-RPC error, so
+// either kind of client can read it.
+func refuse(w http.ResponseWriter, err error) {
+	status := http.StatusBadRequest
+	switch gateway.Code(err) {
+	case gateway.CodeUnauthenticated:
+		status = http.StatusUnauthorized
+		w.Header().Set("WWW-Authenticate", `Bearer realm="vigil"`)
+	case gateway.CodeForbidden:
+		status = http.StatusForbidden
+	case gateway.CodeNotFound:
+		status = http.StatusNotFound
+	case gateway.CodeUnavailable:
+		status = http.StatusServiceUnavailable
+	case gateway.CodeInternal:
+		status = http.StatusInternalServerError
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": nil,
+		"error": map[string]any{"code": -32600, "message": err.Error(), "data": map[string]string{"code": gateway.Code(err)}}})
+}
+
+// callerOf is the caller Handler resolved; a context without one (a
+// handler used outside Handler) acts as nobody and is refused.
+func callerOf(ctx context.Context) (gateway.Caller, error) {
+	c, ok := ctx.Value(callerKey{}).(gateway.Caller)
+	if !ok {
+		return gateway.Caller{}, fmt.Errorf("%w: no resolved caller", gateway.ErrUnauthenticated)
+	}
+	return c, nil
+}
+
+func adminsOnly(c gateway.Caller, u *url.URL) error {
+	if c.Principal.Role != gateway.RoleAdmin {
+		return fmt.Errorf("%w: push notifications make vigil POST to a URL of the caller's choosing, which only admin credentials may ask for",
+			gateway.ErrForbidden)
+	}
+	return nil
+}
+
+// rpcError words a gateway error as the A2A error a client can branch on;
+// the gateway's own message and code ride along in the error's data.
+func rpcError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var kind error
+	switch gateway.Code(err) {
+	case gateway.CodeNotFound:
+		kind = a2a.ErrTaskNotFound
+	case gateway.CodeInvalid:
+		kind = a2a.ErrInvalidParams
+	case gateway.CodeForbidden, gateway.CodeUnauthenticated, gateway.CodeConflict:
+		kind = a2a.ErrInvalidRequest
+	case gateway.CodeTooMany, gateway.CodeUnavailable:
+		kind = a2a.ErrServerError
+	default:
+		if isA2A(err) {
+			return err
+		}
+		return fmt.Errorf("%w: the request could not be served; try again later", a2a.ErrInternalError)
+	}
+	return fmt.Errorf("%s: %w", err.Error(), kind)
+}
+
+// isA2A reports whether err already is one of the protocol's errors.
+func isA2A(err error) bool {
+	for _, e := range []error{a2a.ErrTaskNotFound, a2a.ErrInvalidParams, a2a.ErrInvalidRequest, a2a.ErrTaskNotCancelable,
+		a2a.ErrUnsupportedContentType, a2a.ErrUnsupportedOperation, a2a.ErrPushNotificationNotSupported, a2a.ErrParseError,
+		a2a.ErrAuthenticatedExtendedCardNotConfigured, a2a.ErrServerError} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,264 @@
+package a2aserver_test
+
+// The story over A2A: every request goes through the SDK's JSON-RPC client
+// to a real HTTP server on vigil's handler, a gateway and a fresh SQLite
+// file.
+
+import (
+	"context"
+	"iter"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2aclient"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/a2aserver"
+	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/httpapi"
+	"github.com/vigilhq/vigil/store/sqlitestore"
+)
+
+const (
+	tokMain     = "a2a-agent-main-token-01"
+	tokOps      = "a2a-agent-ops-token-002"
+	tokOperator = "a2a-operator-token-0003"
+	manager     = "agent:main:main"
+)
+
+// hangGuard bounds every wait; nothing here should come near it.
+const hangGuard = 20 * time.Second
+
+type server struct {
+	URL string
+	Eng *vigil.Engine
+}
+
+func start(t *testing.T) *server {
+	t.Helper()
+	t.Parallel()
+	ctx := context.Background()
+	store, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "vigil.db"), sqlitestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	hub := gateway.NewHub()
+	eng, err := vigil.Open(ctx, store, hub.Attach(vigil.Options{PruneInterval: -1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	creds, err := gateway.NewCredentials(gateway.Config{Tokens: []gateway.TokenConfig{
+		{Token: tokMain, Role: gateway.RoleAgent, Agent: "main"},
+		{Token: tokOps, Role: gateway.RoleAgent, Agent: "ops"},
+		{Token: tokOperator, Role: gateway.RoleOperator, ID: "alice"},
+	}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gateway.New(eng, store, gateway.Options{Hub: hub})
+	hctx, cancel := context.WithCancel(ctx)
+	hopts := httpapi.Options{Credentials: creds, Context: hctx}
+	h := httpapi.New(g, hopts)
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config = httpapi.NewServer(h, hopts, nil)
+	srv.Start()
+	t.Cleanup(func() {
+		cancel()
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	return &server{URL: srv.URL, Eng: eng}
+}
+
+// headers adds a token and an acting session to every request.
+type headers struct {
+	token, session string
+}
+
+func (h headers) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+h.token)
+	if h.session != "" {
+		r.Header.Set(httpapi.SessionHeader, h.session)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func client(s *server, token, session string) a2aclient.Transport {
+	return a2aclient.NewJSONRPCTransport(s.URL+a2aserver.Path, &http.Client{Transport: headers{token, session}})
+}
+
+func text(s string) *a2a.Message {
+	return &a2a.Message{ID: a2a.NewMessageID(), Role: a2a.MessageRoleUser, Parts: a2a.ContentParts{a2a.TextPart{Text: s}}}
+}
+
+// next takes the stream's next event, failing on an error or its end.
+func next(t *testing.T, pull func() (a2a.Event, error, bool)) a2a.Event {
+	t.Helper()
+	ev, err, ok := pull()
+	if !ok || err != nil {
+		t.Fatalf("stream: ended %v, err %v", !ok, err)
+	}
+	return ev
+}
+
+func pullOf(seq iter.Seq2[a2a.Event, error]) (func() (a2a.Event, error, bool), func()) {
+	return iter.Pull2(seq)
+}
+
+func TestStoryOverA2A(t *testing.T) {
+	s := start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	coord := client(s, tokMain, manager)
+	// The coordinator spawns a worker and keeps the stream open.
+	pull, stop := pullOf(coord.SendStreamingMessage(ctx, &a2a.MessageSendParams{Message: text("summarise the quarterly report")}))
+	defer stop()
+	task, ok := next(t, pull).(*a2a.Task)
+	if !ok || !strings.HasPrefix(string(task.ID), "agent:main:subagent:") || task.ContextID != string(task.ID) ||
+		task.Metadata["spawned"] != true || task.Status.State != a2a.TaskStateWorking {
+		t.Fatalf("first event = %#v", task)
+	}
+	child := string(task.ID)
+	if v := task.Metadata[a2aserver.MetaStateVersion]; v != float64(1) {
+		t.Fatalf("stateVersion = %v, want 1", v)
+	}
+	// A person writes into the worker.
+	res, err := client(s, tokOperator, "").SendMessage(ctx, &a2a.MessageSendParams{Message: &a2a.Message{
+		ID: a2a.NewMessageID(), Role: a2a.MessageRoleUser, TaskID: a2a.TaskID(child),
+		Parts: a2a.ContentParts{a2a.TextPart{Text: "use the Q3 numbers, not Q2"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pt, ok := res.(*a2a.Task); !ok || pt.Metadata["sendStatus"] != "accepted" || pt.Metadata[a2aserver.MetaStateVersion] != float64(2) {
+		t.Fatalf("person's send = %#v", res)
+	}
+	// The coordinator is told: one status update, carrying the versions.
+	up, ok := next(t, pull).(*a2a.TaskStatusUpdateEvent)
+	if !ok || string(up.TaskID) != child || up.Metadata[a2aserver.MetaEvent] != "notice" ||
+		up.Metadata[a2aserver.MetaStateVersion] != float64(2) || up.Metadata[a2aserver.MetaChangesSince] != float64(1) ||
+		up.Metadata[a2aserver.MetaNotice] != vigil.NoticeText(child, 1) {
+		t.Fatalf("update = %#v", up)
+	}
+	// Told once: the queue holds that one notice.
+	if p := s.Eng.Pending(manager); len(p) != 1 {
+		t.Fatalf("pending = %+v", p)
+	}
+	// It reconciles exactly: the change is the person's message.
+	got, err := coord.GetTask(ctx, &a2a.TaskQueryParams{ID: a2a.TaskID(child), Metadata: map[string]any{a2aserver.MetaChangesSince: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, _ := got.Metadata[a2aserver.MetaStateChanges].(map[string]any)
+	evs, _ := sc["events"].([]any)
+	if len(evs) != 1 || sc["historyGap"] != false || sc["truncated"] != false {
+		t.Fatalf("stateChanges = %#v", got.Metadata)
+	}
+	e := evs[0].(map[string]any)
+	if e["kind"] != string(vigil.KindHumanDirectMessage) || e["actorType"] != string(vigil.ActorHuman) || e["actorId"] != "alice" ||
+		e["sequence"] != float64(2) {
+		t.Fatalf("change = %#v", e)
+	}
+}
+
+func TestCrossAgentAttemptsAreRefused(t *testing.T) {
+	s := start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	res, err := client(s, tokMain, manager).SendMessage(ctx, &a2a.MessageSendParams{Message: text("a task")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := string(res.(*a2a.Task).ID)
+	ops := client(s, tokOps, "")
+	if _, err := ops.GetTask(ctx, &a2a.TaskQueryParams{ID: a2a.TaskID(child)}); err == nil || !strings.Contains(err.Error(), "cannot reach") {
+		t.Fatalf("ops reading main's child: %v", err)
+	}
+	m := text("do something else")
+	m.TaskID = a2a.TaskID(child)
+	if _, err := ops.SendMessage(ctx, &a2a.MessageSendParams{Message: m}); err == nil || !strings.Contains(err.Error(), "cannot reach") {
+		t.Fatalf("ops writing into main's child: %v", err)
+	}
+	pull, stop := pullOf(ops.ResubscribeToTask(ctx, &a2a.TaskIDParams{ID: a2a.TaskID(child)}))
+	defer stop()
+	if _, err, _ := pull(); err == nil || !strings.Contains(err.Error(), "cannot reach") {
+		t.Fatalf("ops following main's child: %v", err)
+	}
+	// Acting as another agent's session is refused before any method runs.
+	if _, err := client(s, tokOps, manager).GetTask(ctx, &a2a.TaskQueryParams{ID: a2a.TaskID(child)}); err == nil {
+		t.Fatal("ops acting as main's session was not refused")
+	}
+	// And no push config lets an agent make vigil POST elsewhere.
+	_, err = client(s, tokMain, manager).SetTaskPushConfig(ctx, &a2a.TaskPushConfig{TaskID: a2a.TaskID(child),
+		Config: a2a.PushConfig{URL: "http://127.0.0.1:1/hook", Token: "a-secret-of-enough-length"}})
+	if err == nil || !strings.Contains(err.Error(), "admin") {
+		t.Fatalf("agent's push config: %v", err)
+	}
+}
+
+func TestResubscribeAfterAGapSaysSo(t *testing.T) {
+	s := start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	coord := client(s, tokMain, manager)
+	res, err := coord.SendMessage(ctx, &a2a.MessageSendParams{Message: text("a task")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := string(res.(*a2a.Task).ID)
+	m := text("a person's word")
+	m.TaskID = a2a.TaskID(child)
+	if _, err := client(s, tokOperator, "").SendMessage(ctx, &a2a.MessageSendParams{Message: m}); err != nil {
+		t.Fatal(err)
+	}
+	// The coordinator comes back having seen version 1.
+	pull, stop := pullOf(coord.ResubscribeToTask(ctx, &a2a.TaskIDParams{ID: a2a.TaskID(child),
+		Metadata: map[string]any{a2aserver.MetaStateVersion: 1}}))
+	defer stop()
+	if task, ok := next(t, pull).(*a2a.Task); !ok || task.Metadata[a2aserver.MetaStateVersion] != float64(2) {
+		t.Fatalf("first event = %#v", task)
+	}
+	gap, ok := next(t, pull).(*a2a.TaskStatusUpdateEvent)
+	if !ok || gap.Metadata[a2aserver.MetaGap] != true || gap.Metadata[a2aserver.MetaChangesSince] != float64(1) ||
+		gap.Metadata[a2aserver.MetaStateVersion] != float64(2) {
+		t.Fatalf("second event = %#v", gap)
+	}
+}
+
+func TestCancelIsRefusedAndTheCardNamesTheEndpoint(t *testing.T) {
+	s := start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	coord := client(s, tokMain, manager)
+	res, err := coord.SendMessage(ctx, &a2a.MessageSendParams{Message: text("a task")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coord.CancelTask(ctx, &a2a.TaskIDParams{ID: res.(*a2a.Task).ID}); err == nil || !strings.Contains(err.Error(), "cannot be canceled") {
+		t.Fatalf("cancel: %v", err)
+	}
+	resp, err := http.Get(s.URL + a2aserver.CardPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("card: %s", resp.Status)
+	}
+	// Without a credential the endpoint answers 401.
+	r, err := http.Post(s.URL+a2aserver.Path, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"x"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("unauthenticated: %s", r.Status)
+	}
+}
