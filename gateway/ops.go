@@ -59,6 +59,9 @@ type SpawnInput struct {
 	Task    string `json:"task" jsonschema:"the task for the new child session; it is the first message in the child's inbox"`
 	Label   string `json:"label,omitempty" jsonschema:"a short name for the child, unique among its agent's sessions"`
 	AgentID string `json:"agentId,omitempty" jsonschema:"the agent the child belongs to; defaults to the caller's agent"`
+	// The preconditions of a spawn are on its parent, the caller's session.
+	IfStateVersion *int64 `json:"ifStateVersion,omitempty" jsonschema:"apply only while the target's state version is still this one; else a conflict carries the current version"`
+	IfSynced       bool   `json:"ifSynced,omitempty" jsonschema:"apply only while you (a watcher of the target) have acknowledged all its changes; else a conflict carries your pending notice"`
 }
 
 // SpawnOutput is sessions_spawn's output.
@@ -94,7 +97,17 @@ func (g *Gateway) Spawn(ctx context.Context, c Caller, in SpawnInput) (SpawnOutp
 		return SpawnOutput{}, err
 	}
 	runID := "run-" + g.opts.NewID()
+	pre := Precondition{IfStateVersion: in.IfStateVersion, IfSynced: in.IfSynced}
+	if err := pre.validate(c); err != nil {
+		return SpawnOutput{}, err
+	}
+	if pre.IfSynced {
+		return SpawnOutput{}, invalid("ifSynced does not apply to a spawn: its target is your own session, which you do not watch")
+	}
 	err := g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
+		if err := g.checkPrecondition(ctx, txn, c, parent, pre); err != nil {
+			return err
+		}
 		if _, err := g.actingSession(ctx, txn, tx, parent); err != nil {
 			return err
 		}
@@ -151,6 +164,8 @@ type SendInput struct {
 	TimeoutSeconds *int   `json:"timeoutSeconds,omitempty" jsonschema:"how long to wait for the target's reply; default 30, 0 sends without waiting"`
 	Watch          *bool  `json:"watch,omitempty" jsonschema:"after delivery, watch the target: get one notice when someone else changes it"`
 	Channel        string `json:"channel,omitempty" jsonschema:"for a person's message: the channel it came through (default api)"`
+	IfStateVersion *int64 `json:"ifStateVersion,omitempty" jsonschema:"apply only while the target's state version is still this one; else a conflict carries the current version"`
+	IfSynced       bool   `json:"ifSynced,omitempty" jsonschema:"apply only while you (a watcher of the target) have acknowledged all its changes; else a conflict carries your pending notice"`
 }
 
 // SendOutput is sessions_send's output.
@@ -235,6 +250,10 @@ func (g *Gateway) Send(ctx context.Context, c Caller, in SendInput) (SendOutput,
 	} else if in.Channel != "" {
 		return SendOutput{}, invalid("channel is for a person's message; a session's message has none")
 	}
+	pre := Precondition{IfStateVersion: in.IfStateVersion, IfSynced: in.IfSynced}
+	if err := pre.validate(c); err != nil {
+		return SendOutput{}, err
+	}
 	target, err := g.resolveTarget(ctx, c, in)
 	if err != nil {
 		return SendOutput{}, err
@@ -260,6 +279,9 @@ func (g *Gateway) Send(ctx context.Context, c Caller, in SendInput) (SendOutput,
 	var msgID int64
 	wantWatch, watched := in.Watch != nil && *in.Watch, false
 	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
+		if err := g.checkPrecondition(ctx, txn, c, target, pre); err != nil {
+			return err
+		}
 		s, ok, err := tx.GetSession(ctx, target)
 		if err != nil {
 			return err
@@ -459,6 +481,10 @@ type StatusInput struct {
 	AgentID      string `json:"agentId,omitempty" jsonschema:"the owning agent, needed only for a bare key such as global"`
 	ChangesSince *int64 `json:"changesSince,omitempty" jsonschema:"a state version; the answer then lists the changes after it (use the number a notice gives)"`
 	Limit        *int   `json:"limit,omitempty" jsonschema:"at most this many changes (1-200, default 200)"`
+	// WaitForVersion makes status a fence: it answers once the state
+	// version is at least this one (on any gateway of a shared database).
+	WaitForVersion *int64 `json:"waitForVersion,omitempty" jsonschema:"answer once the state version is at least this one (a write you made elsewhere has landed), or at the timeout with timedOut"`
+	TimeoutSeconds *int   `json:"timeoutSeconds,omitempty" jsonschema:"with waitForVersion: how long to wait (0-60, default 30)"`
 }
 
 // GoalView is a goal as tools show it.
@@ -498,6 +524,8 @@ type StatusOutput struct {
 	UpdatedAt    int64         `json:"updatedAt,omitempty"`
 	StateVersion int64         `json:"stateVersion"`
 	StateChanges *StateChanges `json:"stateChanges,omitempty"`
+	// TimedOut is true when waitForVersion's version was not reached in time.
+	TimedOut bool `json:"timedOut,omitempty" jsonschema:"with waitForVersion: true when the version was not reached in time"`
 }
 
 // Status reads a session's facts, its state version and, with
@@ -517,7 +545,27 @@ func (g *Gateway) Status(ctx context.Context, c Caller, in StatusInput) (StatusO
 		}
 		limit = *in.Limit
 	}
+	if in.TimeoutSeconds != nil && in.WaitForVersion == nil {
+		return StatusOutput{}, invalid("timeoutSeconds goes with waitForVersion")
+	}
 	out := StatusOutput{SessionKey: ref.Key, AgentID: ref.AgentID}
+	if in.WaitForVersion != nil {
+		if *in.WaitForVersion < 0 {
+			return StatusOutput{}, invalid("waitForVersion must be an integer of at least 0, got %d", *in.WaitForVersion)
+		}
+		wait := DefaultFenceWait
+		if in.TimeoutSeconds != nil {
+			if *in.TimeoutSeconds < 0 || *in.TimeoutSeconds > MaxFenceWait {
+				return StatusOutput{}, invalid("timeoutSeconds must be an integer from 0 to %d, got %d", MaxFenceWait, *in.TimeoutSeconds)
+			}
+			wait = *in.TimeoutSeconds
+		}
+		_, reached, err := g.awaitVersion(ctx, c, ref, *in.WaitForVersion, time.Duration(wait)*time.Second)
+		if err != nil {
+			return StatusOutput{}, err
+		}
+		out.TimedOut = !reached
+	}
 	s, ok, err := g.store.Session(ctx, ref)
 	if err != nil {
 		return StatusOutput{}, err
@@ -747,11 +795,13 @@ func (g *Gateway) Unwatch(ctx context.Context, c Caller, in UnwatchInput) (Unwat
 
 // GoalInput is session_goal's input.
 type GoalInput struct {
-	SessionKey string `json:"sessionKey" jsonschema:"the session whose goal to change"`
-	AgentID    string `json:"agentId,omitempty" jsonschema:"the owning agent, needed only for a bare key"`
-	Action     string `json:"action" jsonschema:"set (create or replace), edit (the objective), status or clear"`
-	Objective  string `json:"objective,omitempty" jsonschema:"for set and edit: what the session is to achieve"`
-	Status     string `json:"status,omitempty" jsonschema:"for status (and optionally set): active, paused, blocked or complete"`
+	SessionKey     string `json:"sessionKey" jsonschema:"the session whose goal to change"`
+	AgentID        string `json:"agentId,omitempty" jsonschema:"the owning agent, needed only for a bare key"`
+	Action         string `json:"action" jsonschema:"set (create or replace), edit (the objective), status or clear"`
+	Objective      string `json:"objective,omitempty" jsonschema:"for set and edit: what the session is to achieve"`
+	Status         string `json:"status,omitempty" jsonschema:"for status (and optionally set): active, paused, blocked or complete"`
+	IfStateVersion *int64 `json:"ifStateVersion,omitempty" jsonschema:"apply only while the target's state version is still this one; else a conflict carries the current version"`
+	IfSynced       bool   `json:"ifSynced,omitempty" jsonschema:"apply only while you (a watcher of the target) have acknowledged all its changes; else a conflict carries your pending notice"`
 }
 
 // GoalOutput is session_goal's output.
@@ -797,9 +847,16 @@ func (g *Gateway) SetGoal(ctx context.Context, c Caller, in GoalInput) (GoalOutp
 	default:
 		return GoalOutput{}, invalid("action %q is not set, edit, status or clear", in.Action)
 	}
+	pre := Precondition{IfStateVersion: in.IfStateVersion, IfSynced: in.IfSynced}
+	if err := pre.validate(c); err != nil {
+		return GoalOutput{}, err
+	}
 	actorType, actorID := c.actor()
 	var out GoalOutput
 	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
+		if err := g.checkPrecondition(ctx, txn, c, ref, pre); err != nil {
+			return err
+		}
 		s, err := mustGet(ctx, tx, ref)
 		if err != nil {
 			return err
@@ -854,10 +911,12 @@ func (g *Gateway) SetGoal(ctx context.Context, c Caller, in GoalInput) (GoalOutp
 
 // --- session_reset / session_delete ---
 
-// SessionInput names one session.
+// SessionInput names one session to change.
 type SessionInput struct {
-	SessionKey string `json:"sessionKey" jsonschema:"the session"`
-	AgentID    string `json:"agentId,omitempty" jsonschema:"the owning agent, needed only for a bare key"`
+	SessionKey     string `json:"sessionKey" jsonschema:"the session"`
+	AgentID        string `json:"agentId,omitempty" jsonschema:"the owning agent, needed only for a bare key"`
+	IfStateVersion *int64 `json:"ifStateVersion,omitempty" jsonschema:"apply only while the target's state version is still this one; else a conflict carries the current version"`
+	IfSynced       bool   `json:"ifSynced,omitempty" jsonschema:"apply only while you (a watcher of the target) have acknowledged all its changes; else a conflict carries your pending notice"`
 }
 
 // ResetOutput is session_reset's output.
@@ -876,8 +935,15 @@ func (g *Gateway) Reset(ctx context.Context, c Caller, in SessionInput) (ResetOu
 	if err := c.reach(ref); err != nil {
 		return ResetOutput{}, err
 	}
+	pre := Precondition{IfStateVersion: in.IfStateVersion, IfSynced: in.IfSynced}
+	if err := pre.validate(c); err != nil {
+		return ResetOutput{}, err
+	}
 	var out ResetOutput
 	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
+		if err := g.checkPrecondition(ctx, txn, c, ref, pre); err != nil {
+			return err
+		}
 		s, err := mustGet(ctx, tx, ref)
 		if err != nil {
 			return err
@@ -915,7 +981,14 @@ func (g *Gateway) Delete(ctx context.Context, c Caller, in SessionInput) (Delete
 	if err := c.reach(ref); err != nil {
 		return DeleteOutput{}, err
 	}
+	pre := Precondition{IfStateVersion: in.IfStateVersion, IfSynced: in.IfSynced}
+	if err := pre.validate(c); err != nil {
+		return DeleteOutput{}, err
+	}
 	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
+		if err := g.checkPrecondition(ctx, txn, c, ref, pre); err != nil {
+			return err
+		}
 		if _, err := mustGet(ctx, tx, ref); err != nil {
 			return err
 		}
@@ -940,6 +1013,9 @@ func (g *Gateway) Delete(ctx context.Context, c Caller, in SessionInput) (Delete
 type RunEndInput struct {
 	RunID   string `json:"runId" jsonschema:"the run (from sessions_spawn)"`
 	Outcome string `json:"outcome" jsonschema:"completed, error, timeout or cancelled"`
+	// The preconditions of a run's end are on the run's session.
+	IfStateVersion *int64 `json:"ifStateVersion,omitempty" jsonschema:"apply only while the target's state version is still this one; else a conflict carries the current version"`
+	IfSynced       bool   `json:"ifSynced,omitempty" jsonschema:"apply only while you (a watcher of the target) have acknowledged all its changes; else a conflict carries your pending notice"`
 }
 
 // RunEndOutput is run_end's output.
@@ -967,6 +1043,10 @@ func (g *Gateway) EndRun(ctx context.Context, c Caller, in RunEndInput) (RunEndO
 	if in.RunID == "" {
 		return RunEndOutput{}, invalid("runId is required")
 	}
+	pre := Precondition{IfStateVersion: in.IfStateVersion, IfSynced: in.IfSynced}
+	if err := pre.validate(c); err != nil {
+		return RunEndOutput{}, err
+	}
 	var out RunEndOutput
 	err := g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
 		run, ok, err := tx.GetRun(ctx, in.RunID)
@@ -977,6 +1057,9 @@ func (g *Gateway) EndRun(ctx context.Context, c Caller, in RunEndInput) (RunEndO
 			return fmt.Errorf("%w: run %q", ErrNotFound, in.RunID)
 		}
 		if err := c.reach(run.Session); err != nil {
+			return err
+		}
+		if err := g.checkPrecondition(ctx, txn, c, run.Session, pre); err != nil {
 			return err
 		}
 		// A session ends only its own run or one it asked for; people and

@@ -430,21 +430,34 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if code == gateway.CodeTooMany || code == gateway.CodeUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeError(w, statusOf[code], code, msg)
+	detail := ErrorDetail{Code: code, Message: msg}
+	var conflict *gateway.ConflictError
+	if errors.As(err, &conflict) {
+		detail.StateVersion, detail.Notice = &conflict.StateVersion, conflict.Notice
+	}
+	writeJSON(w, statusOf[code], ErrorBody{Error: detail})
 }
 
 // ErrorBody is the shape of every error response.
 type ErrorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is what an error response says. A refused precondition
+// (code conflict) also carries what the caller needs to reconcile.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// StateVersion is the target's state version when a precondition
+	// failed.
+	StateVersion *int64 `json:"stateVersion,omitempty"`
+	// Notice is the caller's pending notice about the target, when an
+	// ifSynced precondition failed and one is queued.
+	Notice string `json:"notice,omitempty"`
 }
 
 func writeError(w http.ResponseWriter, status int, code, message string) {
-	var b ErrorBody
-	b.Error.Code, b.Error.Message = code, message
-	writeJSON(w, status, b)
+	writeJSON(w, status, ErrorBody{Error: ErrorDetail{Code: code, Message: message}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -237,6 +237,8 @@ func cliStatus(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) 
 	since := fs.Int64("since", 0, "also list the changes after this state version")
 	limit := fs.Int("limit", 0, "with --since: at most this many changes (1-200, default 200)")
 	agent := fs.String("agent", "", "the owning agent, needed only for a bare key such as global")
+	waitFor := fs.Int64("wait-for", 0, "answer once the state version is at least this one (a fence), or at --timeout (then exit 3)")
+	timeout := fs.Int("timeout", gateway.DefaultFenceWait, "with --wait-for: seconds to wait (0-60)")
 	return func(ctx context.Context, args []string) error {
 		if err := cliArgs(args, "KEY"); err != nil {
 			return err
@@ -249,6 +251,11 @@ func cliStatus(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) 
 			return err
 		}
 		in := gateway.StatusInput{SessionKey: key, AgentID: *agent}
+		if cliIsSet(fs, "wait-for") {
+			in.WaitForVersion, in.TimeoutSeconds = waitFor, timeout
+		} else if cliIsSet(fs, "timeout") {
+			return cliUsagef("--timeout goes with --wait-for")
+		}
 		if cliIsSet(fs, "since") {
 			in.ChangesSince = since
 		}
@@ -259,49 +266,61 @@ func cliStatus(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) 
 			in.Limit = limit
 		}
 		var out gateway.StatusOutput
-		if printed, err := c.tool(ctx, "session_status", c.as, in, &out); printed || err != nil {
+		printed, err := c.tool(ctx, "session_status", c.as, in, &out)
+		if err != nil {
 			return err
 		}
-		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(tw, "session\t%s\n", out.SessionKey)
-		fmt.Fprintf(tw, "agent\t%s\n", out.AgentID)
-		if !out.Exists {
-			fmt.Fprintf(tw, "exists\tno (never created, or deleted)\n")
-		} else {
-			fmt.Fprintf(tw, "kind\t%s\n", out.Kind)
-			fmt.Fprintf(tw, "incarnation\t%s\n", out.SessionID)
-			if out.Label != "" {
-				fmt.Fprintf(tw, "label\t%s\n", out.Label)
-			}
-			fmt.Fprintf(tw, "parent\t%s\n", cliOr(out.SpawnedBy, "-"))
-			if out.Goal != nil {
-				fmt.Fprintf(tw, "goal\t%s (%s)\n", out.Goal.Objective, out.Goal.Status)
-			} else {
-				fmt.Fprintf(tw, "goal\t-\n")
-			}
-			fmt.Fprintf(tw, "created\t%s\n", cliTime(out.CreatedAt))
-			fmt.Fprintf(tw, "updated\t%s\n", cliTime(out.UpdatedAt))
+		if !printed {
+			cliPrintStatus(c, out, *since)
 		}
-		fmt.Fprintf(tw, "version\t%d\n", out.StateVersion)
-		tw.Flush()
-		if sc := out.StateChanges; sc != nil {
-			if len(sc.Events) == 0 {
-				c.printf("\nno changes since %d\n", *since)
-			} else {
-				c.printf("\nchanges since %d:\n", *since)
-			}
-			for _, e := range sc.Events {
-				c.printf("#%d  %s %s  %s\n", e.Sequence, e.ActorType, cliOr(e.ActorID, "-"), e.Summary)
-			}
-			if sc.Truncated {
-				c.printf("more changes follow: run again with --since %d\n", sc.NextChangesSince)
-			}
-			if sc.HistoryGap {
-				c.printf("warning: history gap: retention removed changes after version %d (the earliest kept is #%d); "+
-					"re-read the session instead of trusting this list\n", *since, sc.EarliestAvailableSequence)
-			}
+		if out.TimedOut {
+			return &cliExit{code: exitTimedOut, msg: fmt.Sprintf("%s did not reach state version %d in time (it is at %d)",
+				out.SessionKey, *waitFor, out.StateVersion)}
 		}
 		return nil
+	}
+}
+
+// cliPrintStatus prints a session's status as a table, and its changes.
+func cliPrintStatus(c *cliClient, out gateway.StatusOutput, since int64) {
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "session\t%s\n", out.SessionKey)
+	fmt.Fprintf(tw, "agent\t%s\n", out.AgentID)
+	if !out.Exists {
+		fmt.Fprintf(tw, "exists\tno (never created, or deleted)\n")
+	} else {
+		fmt.Fprintf(tw, "kind\t%s\n", out.Kind)
+		fmt.Fprintf(tw, "incarnation\t%s\n", out.SessionID)
+		if out.Label != "" {
+			fmt.Fprintf(tw, "label\t%s\n", out.Label)
+		}
+		fmt.Fprintf(tw, "parent\t%s\n", cliOr(out.SpawnedBy, "-"))
+		if out.Goal != nil {
+			fmt.Fprintf(tw, "goal\t%s (%s)\n", out.Goal.Objective, out.Goal.Status)
+		} else {
+			fmt.Fprintf(tw, "goal\t-\n")
+		}
+		fmt.Fprintf(tw, "created\t%s\n", cliTime(out.CreatedAt))
+		fmt.Fprintf(tw, "updated\t%s\n", cliTime(out.UpdatedAt))
+	}
+	fmt.Fprintf(tw, "version\t%d\n", out.StateVersion)
+	tw.Flush()
+	if sc := out.StateChanges; sc != nil {
+		if len(sc.Events) == 0 {
+			c.printf("\nno changes since %d\n", since)
+		} else {
+			c.printf("\nchanges since %d:\n", since)
+		}
+		for _, e := range sc.Events {
+			c.printf("#%d  %s %s  %s\n", e.Sequence, e.ActorType, cliOr(e.ActorID, "-"), e.Summary)
+		}
+		if sc.Truncated {
+			c.printf("more changes follow: run again with --since %d\n", sc.NextChangesSince)
+		}
+		if sc.HistoryGap {
+			c.printf("warning: history gap: retention removed changes after version %d (the earliest kept is #%d); "+
+				"re-read the session instead of trusting this list\n", since, sc.EarliestAvailableSequence)
+		}
 	}
 }
 
@@ -312,6 +331,7 @@ func cliSend(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) er
 	watch := fs.Bool("watch", false, "after delivery, the sending session watches KEY (needs --from)")
 	timeout := fs.Int("timeout", gateway.DefaultSendWait, "seconds to wait for KEY's reply; 0 returns at once")
 	channel := fs.String("channel", "", "a person's message: the channel it came through (default api)")
+	pre := cliPreconditions(fs, "KEY")
 	return func(ctx context.Context, args []string) error {
 		if err := cliArgs(args, "KEY", "MESSAGE"); err != nil {
 			return err
@@ -326,6 +346,7 @@ func cliSend(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) er
 			}
 		}
 		in := gateway.SendInput{SessionKey: key, Message: msg, Channel: *channel}
+		in.IfStateVersion, in.IfSynced = pre()
 		if cliIsSet(fs, "timeout") {
 			in.TimeoutSeconds = timeout
 		}
@@ -368,6 +389,7 @@ func cliSend(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) er
 func cliSpawn(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) error {
 	label := fs.String("label", "", "a short name for the child, unique among its agent's sessions")
 	agent := fs.String("agent", "", "the agent the child belongs to (default: PARENT's)")
+	ifVersion := fs.Int64("if-version", 0, "spawn only while PARENT's state version is still this one (exit 4 if it moved)")
 	return func(ctx context.Context, args []string) error {
 		if err := cliArgs(args, "PARENT", "TASK"); err != nil {
 			return err
@@ -377,6 +399,9 @@ func cliSpawn(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) e
 		}
 		var out gateway.SpawnOutput
 		in := gateway.SpawnInput{Task: args[1], Label: *label, AgentID: *agent}
+		if fs.Changed("if-version") {
+			in.IfStateVersion = ifVersion
+		}
 		if printed, err := c.tool(ctx, "sessions_spawn", args[0], in, &out); printed || err != nil {
 			return err
 		}
@@ -389,6 +414,7 @@ func cliSpawn(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) e
 
 func cliGoal(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) error {
 	status := fs.String("status", "", "with set: the goal's status (default active)")
+	pre := cliPreconditions(fs, "KEY")
 	agent := fs.String("agent", "", "the owning agent, needed only for a bare key")
 	return func(ctx context.Context, args []string) error {
 		if len(args) < 2 {
@@ -396,6 +422,7 @@ func cliGoal(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) er
 		}
 		key, action := args[0], args[1]
 		in := gateway.GoalInput{SessionKey: key, AgentID: *agent, Action: action}
+		in.IfStateVersion, in.IfSynced = pre()
 		switch action {
 		case "set", "edit":
 			if err := cliArgs(args, "KEY", action, "OBJECTIVE"); err != nil {
@@ -754,10 +781,24 @@ func cliDelete(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) 
 	})
 }
 
+// cliPreconditions adds --if-version and --if-synced to a command that
+// changes a session, and returns what they say once parsed.
+func cliPreconditions(fs *pflag.FlagSet, target string) func() (*int64, bool) {
+	version := fs.Int64("if-version", 0, "change only while "+target+"'s state version is still this one (exit 4 if it moved)")
+	synced := fs.Bool("if-synced", false, "change only while the acting session has acknowledged every change of "+target+" (exit 4 if not)")
+	return func() (*int64, bool) {
+		if !fs.Changed("if-version") {
+			return nil, *synced
+		}
+		return version, *synced
+	}
+}
+
 // cliSessionCommand is a command that runs one tool on one session KEY and
 // prints one line about it.
 func cliSessionCommand(fs *pflag.FlagSet, c *cliClient, tool string, line func(map[string]any) string) func(context.Context, []string) error {
 	agent := fs.String("agent", "", "the owning agent, needed only for a bare key")
+	pre := cliPreconditions(fs, "KEY")
 	return func(ctx context.Context, args []string) error {
 		if err := cliArgs(args, "KEY"); err != nil {
 			return err
@@ -770,6 +811,7 @@ func cliSessionCommand(fs *pflag.FlagSet, c *cliClient, tool string, line func(m
 		}
 		var out map[string]any
 		in := gateway.SessionInput{SessionKey: args[0], AgentID: *agent}
+		in.IfStateVersion, in.IfSynced = pre()
 		if printed, err := c.tool(ctx, tool, c.as, in, &out); printed || err != nil {
 			return err
 		}

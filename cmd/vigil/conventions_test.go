@@ -197,3 +197,32 @@ func TestCommandsForTheRemainingTools(t *testing.T) {
 		t.Errorf("call with bad JSON: exit %d, %q", code, errOut)
 	}
 }
+
+func TestAChangeWhosePreconditionFailedExits4WithWhatToDo(t *testing.T) {
+	t.Parallel()
+	g := cliStartGateway(t, nil, vigil.Options{})
+	child := cliSpawnChild(t, g, cliManager, "draft") // version 1
+	cliOK(t, g, "send", child, "a person writes", "--timeout", "0")
+	code, _, errOut := cliRun(t, cliEnv(g), "goal", child, "set", "ship it", "--if-version", "1")
+	if code != exitConflict || !strings.Contains(errOut, "not 1") || !strings.Contains(errOut, "changesSince 1") {
+		t.Fatalf("a stale goal: exit %d, %q", code, errOut)
+	}
+	code, _, errOut = cliRun(t, cliEnv(g), "send", child, "go on", "--timeout", "0", "--if-synced", "--from", cliManager)
+	if code != exitConflict || !strings.Contains(errOut, "acknowledged") {
+		t.Fatalf("an unsynced send: exit %d, %q", code, errOut)
+	}
+	cliOK(t, g, "goal", child, "set", "ship it", "--if-version", "2")
+}
+
+func TestAFenceThatIsNotReachedExits3(t *testing.T) {
+	t.Parallel()
+	g := cliStartGateway(t, nil, vigil.Options{})
+	child := cliSpawnChild(t, g, cliManager, "draft")
+	if out := cliOK(t, g, "status", child, "--wait-for", "1", "--timeout", "0"); !strings.Contains(out, "version") {
+		t.Fatalf("a reached fence: %q", out)
+	}
+	code, _, errOut := cliRun(t, cliEnv(g), "status", child, "--wait-for", "9", "--timeout", "0")
+	if code != exitTimedOut || !strings.Contains(errOut, "did not reach state version 9") {
+		t.Fatalf("an unreached fence: exit %d, %q", code, errOut)
+	}
+}

@@ -199,12 +199,15 @@ func cliWait(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) er
 }
 
 func cliRunEnd(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) error {
+	pre := cliPreconditions(fs, "the run's session")
 	return func(ctx context.Context, args []string) error {
 		if err := cliArgs(args, "RUN", "OUTCOME"); err != nil {
 			return err
 		}
+		in := gateway.RunEndInput{RunID: args[0], Outcome: args[1]}
+		in.IfStateVersion, in.IfSynced = pre()
 		var out gateway.RunEndOutput
-		if printed, err := c.tool(ctx, "run_end", c.as, gateway.RunEndInput{RunID: args[0], Outcome: args[1]}, &out); printed || err != nil {
+		if printed, err := c.tool(ctx, "run_end", c.as, in, &out); printed || err != nil {
 			return err
 		}
 		if out.Recorded {

@@ -1,0 +1,157 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	vigil "github.com/vigilhq/vigil"
+)
+
+// ErrPrecondition is wrapped by the error of a change refused because its
+// precondition no longer held; it also wraps ErrConflict. errors.As with a
+// *ConflictError gives what the caller needs to reconcile.
+var ErrPrecondition = errors.New("precondition failed")
+
+// ConflictError is a change refused because the target moved on since the
+// caller looked: nothing was changed.
+type ConflictError struct {
+	Target vigil.SessionRef
+	// StateVersion is the target's state version when the change was
+	// refused.
+	StateVersion int64
+	// Notice is, for ifSynced, the caller's pending notice about the
+	// target (empty when none is queued, e.g. after a restart).
+	Notice string
+	msg    string
+}
+
+func (e *ConflictError) Error() string { return e.msg }
+
+// Is makes the error match ErrConflict and ErrPrecondition.
+func (e *ConflictError) Is(target error) bool {
+	return target == ErrConflict || target == ErrPrecondition
+}
+
+// Precondition is an optional condition on a change, checked in the same
+// write transaction as the change: the change happens only while it holds.
+type Precondition struct {
+	// IfStateVersion applies the change only while the target's state
+	// version is still this one.
+	IfStateVersion *int64
+	// IfSynced applies the change only while the caller (a watcher of the
+	// target) has acknowledged every change of it: its cursor's material
+	// watermark equals what it has seen.
+	IfSynced bool
+}
+
+func (p Precondition) empty() bool { return p.IfStateVersion == nil && !p.IfSynced }
+
+// validate checks the precondition before any write.
+func (p Precondition) validate(c Caller) error {
+	if p.IfStateVersion != nil && *p.IfStateVersion < 0 {
+		return invalid("ifStateVersion must be an integer of at least 0, got %d", *p.IfStateVersion)
+	}
+	if p.IfSynced && c.Session == nil {
+		return invalid("ifSynced needs an acting session: the watcher whose view of the target must be current")
+	}
+	return nil
+}
+
+// check holds the target's lock and refuses the write with a
+// *ConflictError when p does not hold. Called inside the write, before it
+// changes anything, so the check and the change see the same state.
+func (g *Gateway) checkPrecondition(ctx context.Context, txn *vigil.Txn, c Caller, target vigil.SessionRef, p Precondition) error {
+	if p.empty() {
+		return nil
+	}
+	tx := txn.Store()
+	if err := tx.LockSession(ctx, target); err != nil {
+		return err
+	}
+	version, err := tx.Version(ctx, target)
+	if err != nil {
+		return err
+	}
+	if p.IfStateVersion != nil && version != *p.IfStateVersion {
+		return &ConflictError{Target: target, StateVersion: version, msg: fmt.Sprintf(
+			"conflict: %s is at state version %d, not %d: nothing was changed; reconcile with session_status "+
+				"sessionKey %q changesSince %d, then retry with ifStateVersion %d",
+			target, version, *p.IfStateVersion, target.Key, *p.IfStateVersion, version)}
+	}
+	if p.IfSynced {
+		cur, ok, err := tx.Cursor(ctx, c.Session.Key, target)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return invalid("ifSynced: %s does not watch %s (spawn it, or send with watch: true first)", c.Session.Key, target)
+		}
+		if cur.Material != cur.LastSeen {
+			notice := ""
+			for _, e := range g.eng.Pending(c.Session.Key) {
+				if e.Target != nil && *e.Target == target {
+					notice = e.Text
+				}
+			}
+			return &ConflictError{Target: target, StateVersion: version, Notice: notice, msg: fmt.Sprintf(
+				"conflict: %s changed after what %s has acknowledged (seen up to %d, changed at %d): nothing was changed; "+
+					"take your turn or reconcile with session_status sessionKey %q changesSince %d, then retry",
+				target, c.Session.Key, cur.LastSeen, cur.Material, target.Key, cur.LastSeen)}
+		}
+	}
+	return nil
+}
+
+// Fence bounds.
+const (
+	DefaultFenceWait = 30 // seconds
+	MaxFenceWait     = 60
+)
+
+// fenceRecheck is how often a fence reads the version again even when no
+// event was heard: a nudge from another gateway can be lost.
+const fenceRecheck = time.Second
+
+// awaitVersion waits until ref's state version is at least v, or until
+// wait ends; it reports the version last read and whether it was reached.
+// Any commit that moves ref's version, here or (on a shared database) in
+// another gateway, ends the wait.
+func (g *Gateway) awaitVersion(ctx context.Context, c Caller, ref vigil.SessionRef, v int64, wait time.Duration) (int64, bool, error) {
+	l := g.opts.Hub.ListenLog(64) // listen before reading, so no commit slips between
+	defer func() { l.Close() }()
+	version, err := g.eng.Version(ctx, ref)
+	if err != nil || version >= v || wait <= 0 {
+		return version, err == nil && version >= v, err
+	}
+	release, err := g.Hold(c, HoldWait)
+	if err != nil {
+		return version, false, err
+	}
+	defer release()
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	tick := time.NewTicker(fenceRecheck)
+	defer tick.Stop()
+	for {
+		select {
+		case e, ok := <-l.C:
+			if !ok { // fell behind: listen again, and read below
+				l = g.opts.Hub.ListenLog(64)
+			} else if e.Sequence != 0 && (e.SessionKey != ref.Key || e.AgentID != ref.AgentID) {
+				continue // another session's event; a nudge (sequence 0) reads again
+			}
+		case <-tick.C:
+		case <-deadline.C:
+			return version, false, nil
+		case <-ctx.Done():
+			return version, false, ctx.Err()
+		case <-g.done:
+			return version, false, nil
+		}
+		if version, err = g.eng.Version(ctx, ref); err != nil || version >= v {
+			return version, err == nil, err
+		}
+	}
+}

@@ -1,0 +1,331 @@
+package gateway_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/internal/pgtest"
+	"github.com/vigilhq/vigil/store/pgstore"
+)
+
+// backend opens a gateway on one of the two stores; the PostgreSQL one
+// on a fresh schema, which it returns so another gateway can share it.
+type backend struct {
+	name string
+	open func(t *testing.T) (*gateway.Gateway, string)
+}
+
+var backends = []backend{
+	{"sqlite", func(t *testing.T) (*gateway.Gateway, string) {
+		path := filepath.Join(t.TempDir(), "v.db")
+		return gatewayOnFile(t, path), path
+	}},
+	{"postgres", func(t *testing.T) (*gateway.Gateway, string) {
+		schema := pgtest.FreshSchema(t)
+		return gatewayOnPostgres(t, schema), schema
+	}},
+}
+
+func gatewayOnPostgres(t *testing.T, schema string) *gateway.Gateway {
+	t.Helper()
+	st, err := pgstore.Open(ctx, pgtest.URL(), pgstore.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := gateway.NewHub()
+	hub.ShareStore()
+	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{PruneInterval: -1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gateway.New(eng, st, gateway.Options{Hub: hub})
+	followCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		st.Follow(followCtx, eng, pgstore.FollowOptions{OnAppended: g.EventsAppendedElsewhere})
+	}()
+	t.Cleanup(func() { stop(); <-done; g.Close(); eng.Close(); st.Close() })
+	return g
+}
+
+// preconditionWorld is a manager that spawned a worker, and a person.
+type preconditionWorld struct {
+	g               *gateway.Gateway
+	manager, person gateway.Caller
+	worker          vigil.SessionRef
+	runID           string
+}
+
+func newPreconditionWorld(t *testing.T, g *gateway.Gateway) *preconditionWorld {
+	t.Helper()
+	w := &preconditionWorld{g: g}
+	w.manager = caller(t, g, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main")
+	w.person = caller(t, g, person, "")
+	sp, err := g.Spawn(ctx, w.manager, gateway.SpawnInput{Task: "draft"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.worker, w.runID = vigil.MustRef(sp.ChildSessionKey), sp.RunID
+	return w
+}
+
+func (w *preconditionWorld) version(t *testing.T, ref vigil.SessionRef) int64 {
+	t.Helper()
+	v, err := w.g.Engine().Version(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// personWrites is the concurrent writer: a person's message into the
+// worker, which moves its version and leaves the manager a notice.
+func (w *preconditionWorld) personWrites(t *testing.T) {
+	t.Helper()
+	zero := 0
+	if _, err := w.g.Send(ctx, w.person, gateway.SendInput{SessionKey: w.worker.Key, Message: "a person writes",
+		TimeoutSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// snapshot is what the changing tools could have changed.
+func (w *preconditionWorld) snapshot(t *testing.T) string {
+	t.Helper()
+	st, err := w.g.Status(ctx, w.person, gateway.StatusInput{SessionKey: w.worker.Key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := w.g.History(ctx, w.person, gateway.HistoryInput{SessionKey: w.worker.Key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := w.g.List(ctx, w.person, gateway.ListInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	b.WriteString(st.SessionID + "|" + st.Kind)
+	if st.Goal != nil {
+		b.WriteString("|goal " + st.Goal.Objective)
+	}
+	for _, m := range h.Messages {
+		b.WriteString("|" + m.Content)
+	}
+	for _, s := range list.Sessions {
+		b.WriteString("|" + s.SessionKey)
+	}
+	return b.String()
+}
+
+// changingTools are the tools that change a session, each run by the
+// manager with a precondition on its target (the worker; for a spawn, the
+// manager itself).
+var changingTools = []struct {
+	name   string
+	target func(w *preconditionWorld) vigil.SessionRef
+	run    func(w *preconditionWorld, p gateway.Precondition) error
+}{
+	{"sessions_send", worker, func(w *preconditionWorld, p gateway.Precondition) error {
+		zero := 0
+		_, err := w.g.Send(ctx, w.manager, gateway.SendInput{SessionKey: w.worker.Key, Message: "go on", TimeoutSeconds: &zero,
+			IfStateVersion: p.IfStateVersion, IfSynced: p.IfSynced})
+		return err
+	}},
+	{"session_goal", worker, func(w *preconditionWorld, p gateway.Precondition) error {
+		_, err := w.g.SetGoal(ctx, w.manager, gateway.GoalInput{SessionKey: w.worker.Key, Action: "set", Objective: "ship",
+			IfStateVersion: p.IfStateVersion, IfSynced: p.IfSynced})
+		return err
+	}},
+	{"session_reset", worker, func(w *preconditionWorld, p gateway.Precondition) error {
+		_, err := w.g.Reset(ctx, w.manager, gateway.SessionInput{SessionKey: w.worker.Key,
+			IfStateVersion: p.IfStateVersion, IfSynced: p.IfSynced})
+		return err
+	}},
+	{"session_delete", worker, func(w *preconditionWorld, p gateway.Precondition) error {
+		_, err := w.g.Delete(ctx, w.manager, gateway.SessionInput{SessionKey: w.worker.Key,
+			IfStateVersion: p.IfStateVersion, IfSynced: p.IfSynced})
+		return err
+	}},
+	{"run_end", worker, func(w *preconditionWorld, p gateway.Precondition) error {
+		_, err := w.g.EndRun(ctx, w.manager, gateway.RunEndInput{RunID: w.runID, Outcome: "error",
+			IfStateVersion: p.IfStateVersion, IfSynced: p.IfSynced})
+		return err
+	}},
+	{"sessions_spawn", func(w *preconditionWorld) vigil.SessionRef { return *w.manager.Session },
+		func(w *preconditionWorld, p gateway.Precondition) error {
+			_, err := w.g.Spawn(ctx, w.manager, gateway.SpawnInput{Task: "another", IfStateVersion: p.IfStateVersion})
+			return err
+		}},
+}
+
+func worker(w *preconditionWorld) vigil.SessionRef { return w.worker }
+
+func TestAChangeWhoseStateVersionMovedSinceTheCallerLookedIsRefusedStoringNothing(t *testing.T) {
+	for _, b := range backends {
+		for _, tool := range changingTools {
+			t.Run(b.name+"/"+tool.name, func(t *testing.T) {
+				g, _ := b.open(t)
+				w := newPreconditionWorld(t, g)
+				target := tool.target(w)
+				seen := w.version(t, target) // the caller's read
+				if tool.name == "sessions_spawn" {
+					// The concurrent writer moves the manager itself.
+					if _, err := g.SetGoal(ctx, w.person, gateway.GoalInput{SessionKey: "agent:main:main", Action: "set",
+						Objective: "changed behind its back"}); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					w.personWrites(t)
+				}
+				before := w.snapshot(t)
+				err := tool.run(w, gateway.Precondition{IfStateVersion: &seen})
+				var conflict *gateway.ConflictError
+				if !errors.As(err, &conflict) || !errors.Is(err, gateway.ErrConflict) || !errors.Is(err, gateway.ErrPrecondition) {
+					t.Fatalf("the stale write answered %v, want a conflict", err)
+				}
+				now := w.version(t, target)
+				if conflict.StateVersion != now || now == seen || gateway.Code(err) != gateway.CodeConflict {
+					t.Fatalf("conflict carries version %d, the target is at %d (the caller saw %d)", conflict.StateVersion, now, seen)
+				}
+				if after := w.snapshot(t); after != before {
+					t.Fatalf("a refused write changed what is stored:\nbefore %s\nafter  %s", before, after)
+				}
+				// Reconciled, the same write succeeds.
+				if err := tool.run(w, gateway.Precondition{IfStateVersion: &now}); err != nil {
+					t.Fatalf("the same write at the current version: %v", err)
+				}
+			})
+		}
+	}
+}
+
+func TestAChangeByAWatcherWithAnUnacknowledgedChangeIsRefusedWithItsNotice(t *testing.T) {
+	for _, b := range backends {
+		for _, tool := range changingTools {
+			if tool.name == "sessions_spawn" {
+				continue // a spawn's target is the caller's own session, which it does not watch
+			}
+			t.Run(b.name+"/"+tool.name, func(t *testing.T) {
+				g, _ := b.open(t)
+				w := newPreconditionWorld(t, g)
+				w.personWrites(t) // between the manager's last turn and its write
+				before := w.snapshot(t)
+				err := tool.run(w, gateway.Precondition{IfSynced: true})
+				var conflict *gateway.ConflictError
+				if !errors.As(err, &conflict) {
+					t.Fatalf("the unsynced write answered %v, want a conflict", err)
+				}
+				if !strings.Contains(conflict.Notice, `Session "`+w.worker.Key+`" changed (other actor)`) {
+					t.Fatalf("the conflict carries notice %q", conflict.Notice)
+				}
+				if after := w.snapshot(t); after != before {
+					t.Fatalf("a refused write changed what is stored:\nbefore %s\nafter  %s", before, after)
+				}
+				if _, err := g.Turn(ctx, w.manager, gateway.TurnInput{SessionKey: "agent:main:main"}); err != nil {
+					t.Fatal(err)
+				}
+				if err := tool.run(w, gateway.Precondition{IfSynced: true}); err != nil {
+					t.Fatalf("the same write after the turn: %v", err)
+				}
+			})
+		}
+	}
+}
+
+func TestIfSyncedIsRefusedForACallerThatDoesNotWatchTheTarget(t *testing.T) {
+	g, _ := newGateway(t)
+	w := newPreconditionWorld(t, g)
+	zero := 0
+	_, err := g.Send(ctx, w.person, gateway.SendInput{SessionKey: w.worker.Key, Message: "x", TimeoutSeconds: &zero, IfSynced: true})
+	if gateway.Code(err) != gateway.CodeInvalid || !strings.Contains(err.Error(), "acting session") {
+		t.Fatalf("a person with ifSynced: %v", err)
+	}
+	sibling, err := g.Spawn(ctx, w.manager, gateway.SpawnInput{Task: "another"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := caller(t, g, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, sibling.ChildSessionKey)
+	_, err = g.Send(ctx, other, gateway.SendInput{SessionKey: w.worker.Key, Message: "x", TimeoutSeconds: &zero, IfSynced: true})
+	if gateway.Code(err) != gateway.CodeInvalid || !strings.Contains(err.Error(), "does not watch") {
+		t.Fatalf("a non-watcher with ifSynced: %v", err)
+	}
+	neg := int64(-1)
+	if _, err := g.Send(ctx, w.person, gateway.SendInput{SessionKey: w.worker.Key, Message: "x", TimeoutSeconds: &zero,
+		IfStateVersion: &neg}); gateway.Code(err) != gateway.CodeInvalid {
+		t.Fatalf("ifStateVersion -1: %v", err)
+	}
+}
+
+func TestTheFenceAnswersOnceTheVersionIsReachedOnAnotherGatewayOfTheDatabase(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			a, where := b.open(t)
+			var other *gateway.Gateway
+			if b.name == "postgres" {
+				other = gatewayOnPostgres(t, where)
+			} else {
+				other = a // a SQLite file has one gateway
+			}
+			w := newPreconditionWorld(t, a)
+			target := w.version(t, w.worker) + 1
+			thirty := 30
+			fenced := make(chan gateway.StatusOutput, 1)
+			go func() {
+				out, err := a.Status(ctx, w.person, gateway.StatusInput{SessionKey: w.worker.Key, WaitForVersion: &target,
+					TimeoutSeconds: &thirty})
+				if err != nil {
+					t.Error(err)
+				}
+				fenced <- out
+			}()
+			waitHeld(t, a, 1)
+			zero := 0
+			if _, err := other.Send(ctx, caller(t, other, person, ""), gateway.SendInput{SessionKey: w.worker.Key,
+				Message: "written through the other gateway", TimeoutSeconds: &zero}); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case out := <-fenced:
+				if out.TimedOut || out.StateVersion < target {
+					t.Fatalf("the fence answered %+v, want version >= %d", out, target)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("the fence did not answer (hang guard)")
+			}
+		})
+	}
+}
+
+func TestTheFenceTimesOutCleanlyWhenTheVersionIsNotReached(t *testing.T) {
+	g, _ := newGateway(t)
+	w := newPreconditionWorld(t, g)
+	far := w.version(t, w.worker) + 100
+	zero := 0
+	out, err := g.Status(ctx, w.person, gateway.StatusInput{SessionKey: w.worker.Key, WaitForVersion: &far, TimeoutSeconds: &zero})
+	if err != nil || !out.TimedOut || out.StateVersion != w.version(t, w.worker) {
+		t.Fatalf("an unreached fence: %+v, %v", out, err)
+	}
+	if _, err := g.Status(ctx, w.person, gateway.StatusInput{SessionKey: w.worker.Key, TimeoutSeconds: &zero}); gateway.Code(err) != gateway.CodeInvalid {
+		t.Fatalf("timeoutSeconds without waitForVersion: %v", err)
+	}
+}
+
+// waitHeld waits until the gateway holds n waits: the fence is listening.
+func waitHeld(t *testing.T, g *gateway.Gateway, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for g.Held(gateway.HoldWait) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d waits held, want %d (hang guard)", g.Held(gateway.HoldWait), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
