@@ -27,7 +27,13 @@ type httpHandler struct {
 	resolve Resolver
 	log     *slog.Logger
 	ctx     context.Context
-	stream  *mcp.StreamableHTTPHandler
+	// stream serves the revisions with sessions (2025-11-25 and before):
+	// initialize, an Mcp-Session-Id, a standalone GET stream, resumption.
+	stream *mcp.StreamableHTTPHandler
+	// stateless serves 2026-07-28 and later, which have no sessions: each
+	// request stands alone, and subscriptions/listen keeps its own stream
+	// open. The SDK serves those revisions only from a stateless handler.
+	stateless *mcp.StreamableHTTPHandler
 
 	idle  time.Duration // how long an unused MCP session and server live
 	retry []byte        // the SSE retry field put into each stream's first event; nil for none
@@ -131,7 +137,20 @@ func newHTTPHandler(ctx context.Context, g *gateway.Gateway, resolve Resolver, l
 		bindings: map[string]string{}, lastSweep: time.Now()}
 	h.stream = mcp.NewStreamableHTTPHandler(h.server, &mcp.StreamableHTTPOptions{Logger: log, SessionTimeout: idle,
 		EventStore: store})
+	h.stateless = mcp.NewStreamableHTTPHandler(h.server, &mcp.StreamableHTTPOptions{Logger: log, Stateless: true})
 	return h
+}
+
+// firstStatelessRevision is the first protocol revision without sessions.
+// Revisions are dates, so they order as strings.
+const firstStatelessRevision = "2026-07-28"
+
+// isStateless reports whether r speaks a revision without sessions: those
+// name their revision in the Mcp-Protocol-Version header of every request,
+// while a client of an older one may leave it out until initialize has
+// settled the version.
+func isStateless(r *http.Request) bool {
+	return r.Header.Get("Mcp-Protocol-Version") >= firstStatelessRevision
 }
 
 func identity(c gateway.Caller) string {
@@ -203,6 +222,13 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, code, err.Error())
 		return
 	}
+	ctx := context.WithValue(r.Context(), callerKey{}, c)
+	if isStateless(r) {
+		// No MCP session to bind, and no stream to resume: the retry field
+		// would promise a reconnection these revisions do not have.
+		h.stateless.ServeHTTP(w, r.WithContext(ctx))
+		return
+	}
 	id := identity(c)
 	if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
 		h.mu.Lock()
@@ -224,7 +250,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.bindings[sid] = id
 		}
 	}}
-	h.stream.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
+	h.stream.ServeHTTP(rec, r.WithContext(ctx))
 }
 
 // bindingRecorder notes the MCP session id a response hands out, and puts

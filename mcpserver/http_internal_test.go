@@ -49,10 +49,12 @@ func TestIdleMCPSessionsAndTheirServersAreDropped(t *testing.T) {
 	defer srv.Close()
 
 	// Two agents open a session each and then go quiet without closing it.
+	// Only revisions up to 2025-11-25 have MCP sessions to go idle.
 	for _, agent := range []string{"a", "b"} {
 		client := mcp.NewClient(&mcp.Implementation{Name: "idle-test", Version: "1"}, nil)
 		if _, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL,
-			HTTPClient: &http.Client{Transport: agentHeader{agent}}, MaxRetries: -1}, nil); err != nil {
+			HTTPClient: &http.Client{Transport: agentHeader{agent}}, MaxRetries: -1},
+			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -5,6 +5,7 @@ package mcpserver_test
 // SDK's own client. Helpers are prefixed live.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -15,6 +16,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -101,6 +103,24 @@ func (lg *liveGateway) dialURL(t *testing.T, endpoint, token, session string, op
 		HTTPClient: &http.Client{Transport: liveHeaders{token: token, session: session}},
 		MaxRetries: -1,
 	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs, nil
+}
+
+// dialRevision opens an MCP session over streamable HTTP on one protocol
+// revision.
+func (lg *liveGateway) dialRevision(t *testing.T, token, session, revision string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), liveHangGuard)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "live-test", Version: "1"}, opts).Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint:   lg.URL + "/mcp",
+		HTTPClient: &http.Client{Transport: liveHeaders{token: token, session: session}},
+		MaxRetries: -1,
+	}, &mcp.ClientSessionOptions{ProtocolVersion: revision})
 	if err != nil {
 		return nil, err
 	}
@@ -469,9 +489,82 @@ func TestHTTPACallerActsOnlyAsItsOwnAgent(t *testing.T) {
 	if _, err := manager.ReadResource(ctx, &mcp.ReadResourceParams{URI: mcpserver.SessionURIPrefix + liveOpsMain}); err == nil {
 		t.Error("agent main read agent ops's session resource")
 	}
-	if err := manager.Subscribe(ctx, &mcp.SubscribeParams{URI: mcpserver.SessionURIPrefix + liveOpsMain}); err == nil {
-		t.Error("agent main subscribed to agent ops's session resource: it would hear when ops's sessions change")
+	// Following it is refused on both revisions: resources/subscribe on
+	// 2025-11-25, subscriptions/listen (whose answer the SDK client does
+	// not wait for, so it is read off the wire) on 2026-07-28.
+	legacy, err := lg.dialRevision(t, liveMainToken, liveManager, revision20251125, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if err := legacy.Subscribe(ctx, &mcp.SubscribeParams{URI: mcpserver.SessionURIPrefix + liveOpsMain}); err == nil ||
+		!strings.Contains(err.Error(), "permission denied") {
+		t.Errorf("agent main subscribing to agent ops's session resource on 2025-11-25: %v, want permission denied", err)
+	}
+	if msg := liveListen(t, lg.URL, liveMainToken, liveManager, mcpserver.SessionURIPrefix+liveOpsMain); msg.Error == nil ||
+		msg.Error.Code != -32602 || !strings.Contains(string(msg.Error.Data), gateway.CodeForbidden) {
+		t.Errorf("agent main listening to agent ops's session resource on 2026-07-28 was answered %+v, want -32602 %s",
+			msg, gateway.CodeForbidden)
+	}
+}
+
+// liveWireMessage is a JSON-RPC message as it crossed the wire.
+type liveWireMessage struct {
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Error  *struct {
+		Code    int             `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
+	} `json:"error"`
+}
+
+// liveListen sends a 2026-07-28 subscriptions/listen for uri and returns
+// the first message it answers: its stream's acknowledgement, or the
+// refusal.
+func liveListen(t *testing.T, base, token, session, uri string) liveWireMessage {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":[` +
+		strconv.Quote(uri) + `]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
+		`"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`
+	ctx, cancel := context.WithTimeout(context.Background(), liveHangGuard)
+	defer cancel() // ends a listen that was accepted
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/mcp", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Vigil-Session", session)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", revision20260728)
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("subscriptions/listen: %v", err)
+	}
+	defer resp.Body.Close()
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		// A refusal before the stream opens is answered as plain JSON.
+		var msg liveWireMessage
+		if err := json.NewDecoder(resp.Body).Decode(&msg); err != nil {
+			t.Fatalf("subscriptions/listen answered %s: %v", resp.Status, err)
+		}
+		return msg
+	}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var msg liveWireMessage
+		if err := json.Unmarshal([]byte(data), &msg); err != nil {
+			t.Fatalf("subscriptions/listen sent %q: %v", data, err)
+		}
+		return msg
+	}
+	t.Fatalf("subscriptions/listen answered %s with no message (%v)", resp.Status, sc.Err())
+	return liveWireMessage{}
 }
 
 const liveInitialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",` +
@@ -640,11 +733,16 @@ func TestHTTPSessionResourcesReadAndNotify(t *testing.T) {
 	t.Parallel()
 	lg := liveStart(t)
 	updated := make(chan string, 16)
-	manager := lg.connect(t, liveMainToken, liveManager, &mcp.ClientOptions{
+	// On 2025-11-25, whose resources/subscribe is answered once the server
+	// follows the URI; revisions_test.go has 2026-07-28's listen.
+	manager, err := lg.dialRevision(t, liveMainToken, liveManager, revision20251125, &mcp.ClientOptions{
 		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
 			updated <- req.Params.URI
 		},
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	sp, _ := liveOK[gateway.SpawnOutput](t, manager, "sessions_spawn", map[string]any{"task": "draft"})
 	child := sp.ChildSessionKey
 	uri := mcpserver.SessionURIPrefix + child
