@@ -185,7 +185,10 @@ const pingTimeout = 5 * time.Second
 
 // The waits between attempts to connect the listener. The first after a
 // loss is reconnectFloor, and each attempt that fails doubles it, up to
-// reconnectCeiling, so a database that is down for long is not hammered.
+// reconnectCeiling, so a database that is down for long is not hammered;
+// the ceiling is also the longest a gateway stays deaf once the database
+// is back, and one refused connection every two seconds per gateway costs
+// a server nothing.
 // A connection that listened and then lasted stableAfter shows that the
 // database was back: the outage that follows is a new one and starts again
 // from the floor. One lost sooner (a server that accepts connections and
@@ -193,7 +196,7 @@ const pingTimeout = 5 * time.Second
 // doubling, so a flapping server costs at most one rebuild per wait.
 const (
 	reconnectFloor   = 100 * time.Millisecond
-	reconnectCeiling = 5 * time.Second
+	reconnectCeiling = 2 * time.Second
 	stableAfter      = time.Second
 )
 
@@ -217,10 +220,11 @@ func (s *Store) ListenerName() string { return "vigil listener " + s.origin }
 // after losing its connection, and after every (re)connect, once it
 // listens, it runs a full Resync, so a change committed while it was not
 // listening is not missed. The first attempt after a loss waits 100ms and
-// each failed one doubles the wait, up to 5s; once a connection has
-// listened and lasted a second, the next loss waits 100ms again, so every
-// outage costs a delay of the order of its own length, whatever came
-// before it.
+// each failed one doubles the wait, up to 2s; once a connection has
+// listened and lasted a second, the next loss waits 100ms again. So once
+// the database is back, the listener is deaf for at most about as long as
+// the outage lasted, and never more than 2s, however many outages came
+// before.
 func (s *Store) Follow(ctx context.Context, f Follower, opts FollowOptions) error {
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = DefaultPollInterval

@@ -423,7 +423,7 @@ func TestTheWaitBeforeReconnectingStartsAgainFromTheFloorAfterAConnectionThatLas
 	up("the listener reconnects after the new outage")
 
 	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond,
-		1600 * time.Millisecond, 3200 * time.Millisecond, 5 * time.Second, 100 * time.Millisecond}
+		1600 * time.Millisecond, 2 * time.Second, 2 * time.Second, 100 * time.Millisecond}
 	if !slices.Equal(waits, want) {
 		t.Fatalf("waits before reconnecting = %v, want %v: doubling within an outage, the floor again after a connection that lasted",
 			waits, want)
