@@ -10,15 +10,17 @@
 //
 // It starts two `vigil serve` processes on loopback, on a fresh schema of
 // the database, and restarts the server with pg_ctlcluster (restart, fast
-// stop and start, immediate stop and start) while a coordinator's turns
-// are parked on gateway A and people send into its children through
-// gateway B. It prints a summary and exits 1 when a check fails. Before
+// stop and start, immediate stop and start, twice each), then cuts only
+// the gateways' connections with the server up (the shortest blip, which
+// must cost the shortest deafness however many outages came before),
+// while a coordinator's turns are parked on gateway A and people send
+// into its children through gateway B. It prints a summary and exits 1 when a check fails. Before
 // the first outage it times the same crossing under the same load, as the
 // figure to read the others against.
 //
 // The bound (-bound, 10s) is the sum of what a crossing may wait for on a
 // busy two-core machine: the listener's wait between attempts to
-// reconnect, which is as long as the outage and at most 5s, then its
+// reconnect, which is as long as the outage and at most 2s, then its
 // reconnection and rebuild of every queue, then the notice's own way,
 // which the writes of the two gateways on the same cursors can hold up by
 // a second or more each time PostgreSQL has to break a deadlock between
@@ -93,7 +95,8 @@ func main() {
 	flag.StringVar(&cfg.vigil, "vigil", "", "the vigil binary to run (default: built from this checkout)")
 	flag.StringVar(&cfg.db, "db", envOr("VIGIL_TEST_POSTGRES", defaultURL), "the PostgreSQL database (loopback only)")
 	flag.StringVar(&cfg.cluster, "cluster", "", "the pg_ctlcluster version to restart (default: the only one in /etc/postgresql)")
-	flag.StringVar(&outages, "outages", "restart,fast,immediate,restart,fast,immediate", "the outages, in order: restart, fast or immediate")
+	flag.StringVar(&outages, "outages", "restart,fast,immediate,restart,fast,immediate,terminate",
+		"the outages, in order: restart, fast, immediate (pg_ctlcluster) or terminate (the gateways' connections only); none for the load alone")
 	flag.DurationVar(&cfg.bound, "bound", 10*time.Second, "the longest a notice may take to cross between gateways after an outage")
 	flag.DurationVar(&cfg.budget, "budget", 2*time.Minute, "the whole drill's time limit")
 	flag.IntVar(&cfg.rate, "rate", 50, "people's sends a second through gateway B, at most")
@@ -137,8 +140,8 @@ func skip(format string, args ...any) error {
 
 func run(ctx context.Context, cfg config) error {
 	for _, o := range cfg.outages {
-		if o != "restart" && o != "fast" && o != "immediate" {
-			return fmt.Errorf("unknown outage %q: want restart, fast or immediate", o)
+		if o != "restart" && o != "fast" && o != "immediate" && o != "terminate" {
+			return fmt.Errorf("unknown outage %q: want restart, fast, immediate or terminate", o)
 		}
 	}
 	base, err := url.Parse(cfg.db)
@@ -345,6 +348,26 @@ func (s *server) ensureUp() {
 	}
 }
 
+// terminateDrill ends every connection of the drill's gateways.
+func (s *server) terminateDrill(ctx context.Context) error {
+	conn, err := s.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))
+		FROM pg_stat_activity
+		WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
+		  AND (application_name = $1 OR application_name LIKE 'vigil listener %')`, appName).Scan(&n); err != nil {
+		return fmt.Errorf("terminate the gateways' connections: %w", err)
+	}
+	if n == 0 {
+		return errors.New("terminate the gateways' connections: there were none")
+	}
+	return nil
+}
+
 func (s *server) dropSchema(schema string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -359,10 +382,15 @@ func (s *server) dropSchema(schema string) error {
 
 // takeDown takes the server down the given way and starts it again; it
 // returns once pg_ctlcluster is done, which is some time after the server
-// accepts connections again.
+// accepts connections again. A terminate is the shortest of blips: the
+// server stays up and only the drill's connections are cut, as a proxy
+// or a network cut would.
 func (s *server) takeDown(ctx context.Context, kind string, down time.Duration) error {
-	if kind == "restart" {
+	switch kind {
+	case "restart":
 		return s.ctl("restart")
+	case "terminate":
+		return s.terminateDrill(ctx)
 	}
 	if err := s.ctl("stop", "-m", kind); err != nil {
 		return err
@@ -512,6 +540,28 @@ func (g *gatewayProc) alive() bool {
 
 // listenerConnects counts the times the gateway's listener connected.
 func (g *gatewayProc) listenerConnects() int { return strings.Count(g.log.String(), listenerUp) }
+
+var logTime = regexp.MustCompile(`^time=(\S+) `)
+
+// listenerBack returns the time the gateway logged its nth connection of
+// the change listener (counting from 1), from its log line.
+func (g *gatewayProc) listenerBack(n int) (time.Time, bool) {
+	for _, line := range strings.Split(g.log.String(), "\n") {
+		if !strings.Contains(line, listenerUp) {
+			continue
+		}
+		if n--; n > 0 {
+			continue
+		}
+		m := logTime.FindStringSubmatch(line)
+		if m == nil {
+			return time.Time{}, false
+		}
+		t, err := time.Parse(time.RFC3339Nano, m[1])
+		return t, err == nil
+	}
+	return time.Time{}, false
+}
 
 // metric reads one unlabelled counter from g's /metrics, or "?".
 func (d *drill) metric(g *gatewayProc, name string) string {
@@ -810,10 +860,11 @@ func (d *drill) load(ctx context.Context) <-chan error {
 
 // outageReport is what one outage cost.
 type outageReport struct {
-	kind            string
-	down            time.Duration
-	backA, backB    time.Duration
-	crossBA, crossA time.Duration // B→A and A→B
+	kind             string
+	down             time.Duration
+	backA, backB     time.Duration // acknowledging a write again
+	listenA, listenB time.Duration // the change listener connected again
+	crossBA, crossA  time.Duration // B→A and A→B
 }
 
 func (d *drill) outages(ctx context.Context) ([]outageReport, error) {
@@ -847,9 +898,13 @@ func (d *drill) outages(ctx context.Context) ([]outageReport, error) {
 			}
 		default:
 		}
-		if others, err := d.pg.others(ctx); err != nil || len(others) > 0 {
-			return report, fmt.Errorf("before outage %d: other clients joined the server (%s, %v); stopping so as not to take it from under them",
-				i+1, strings.Join(others, ", "), err)
+		others, err := d.pg.others(ctx)
+		if err != nil {
+			return report, fmt.Errorf("before outage %d: %w", i+1, err)
+		}
+		if len(others) > 0 {
+			return report, fmt.Errorf("before outage %d: other clients joined the server (%s); stopping so as not to take it from under them",
+				i+1, strings.Join(others, ", "))
 		}
 		r := outageReport{kind: kind}
 		began := time.Now()
@@ -880,9 +935,22 @@ func (d *drill) outages(ctx context.Context) ([]outageReport, error) {
 		if err := finish(); err != nil {
 			return report, fmt.Errorf("outage %d (%s): %w", i+1, kind, err)
 		}
+		// The notices crossed, so both listeners have connected again:
+		// for the (i+2)th time, counting the first.
+		for _, l := range []struct {
+			g   *gatewayProc
+			out *time.Duration
+		}{{d.a, &r.listenA}, {d.b, &r.listenB}} {
+			at, ok := l.g.listenerBack(i + 2)
+			if !ok {
+				return report, fmt.Errorf("after outage %d (%s): gateway %s did not log its listener's return", i+1, kind, l.g.name)
+			}
+			*l.out = max(0, at.Sub(up)) // it may beat the drill's own poll
+		}
 		report = append(report, r)
-		fmt.Printf("outage %d %-9s server gone %5.2fs; answering again after A %5.2fs B %5.2fs; notice B→A %5.2fs, A→B %5.2fs\n",
-			i+1, kind, r.down.Seconds(), r.backA.Seconds(), r.backB.Seconds(), r.crossBA.Seconds(), r.crossA.Seconds())
+		fmt.Printf("outage %d %-9s outage lasted %4.2fs; then writes acknowledged after A %4.2fs B %4.2fs, listeners back after A %5.2fs B %5.2fs; notice B→A %4.2fs, A→B %4.2fs\n",
+			i+1, kind, r.down.Seconds(), r.backA.Seconds(), r.backB.Seconds(), r.listenA.Seconds(), r.listenB.Seconds(),
+			r.crossBA.Seconds(), r.crossA.Seconds())
 		if err := sleep(ctx, d.cfg.steady); err != nil {
 			return report, err
 		}
@@ -1065,17 +1133,18 @@ func (d *drill) summary(report []outageReport, lost []string) error {
 	noReply := d.noReply
 	d.mu.Unlock()
 
-	var worst time.Duration
+	var worst, deaf time.Duration
 	for _, r := range report {
 		worst = max(worst, r.backA, r.backB)
+		deaf = max(deaf, r.listenA, r.listenB)
 	}
 	fmt.Printf("sends: %d acknowledged (load, health checks and probes), %d refused while the server was away (%s), %d without an answer\n",
 		acked, refused, strings.Join(codes, ", "), noReply)
 	fmt.Printf("coordinator turns on A: %d, %d of them with notices; write conflicts retried: A %s, B %s\n",
 		d.turns.Load(), d.notices.Load(), d.metric(d.a, "vigil_write_conflicts_total"), d.metric(d.b, "vigil_write_conflicts_total"))
 	fmt.Printf("lost: %d of the acknowledged sends missing from the store\n", len(lost))
-	fmt.Printf("gateways: both still running, never restarted; listener connections A %d, B %d; slowest to answer again %.2fs\n",
-		d.a.listenerConnects(), d.b.listenerConnects(), worst.Seconds())
+	fmt.Printf("gateways: both still running, never restarted; listener connections A %d, B %d; slowest to acknowledge a write again %.2fs, listener slowest back %.2fs\n",
+		d.a.listenerConnects(), d.b.listenerConnects(), worst.Seconds(), deaf.Seconds())
 	var errs []error
 	if len(lost) > 0 {
 		errs = append(errs, fmt.Errorf("%d acknowledged sends are not in the store:\n  %s", len(lost), strings.Join(lost, "\n  ")))
