@@ -15,8 +15,8 @@ import (
 // Kind is the type of a signal-log event.
 type Kind string
 
-// The six kinds of event. Only human_direct_message and goal_changed are
-// material: they move watchers' cursors and queue notices.
+// The kinds of event. human_direct_message, goal_changed and session_reset
+// are material: they move watchers' cursors and queue notices.
 const (
 	KindHumanDirectMessage Kind = "human_direct_message"
 	KindGoalChanged        Kind = "goal_changed"
@@ -24,6 +24,10 @@ const (
 	KindRunCompleted       Kind = "run_completed"
 	KindRunFailed          Kind = "run_failed"
 	KindCompacted          Kind = "compacted"
+	// KindSessionReset is a session given a new incarnation by someone: its
+	// watchers must learn that what they knew of it no longer holds. The
+	// gateway records it; the engine's own ResetSession does not.
+	KindSessionReset Kind = "session_reset"
 )
 
 var defaultSummaries = map[Kind]string{
@@ -33,13 +37,16 @@ var defaultSummaries = map[Kind]string{
 	KindRunCompleted:       "child run completed",
 	KindRunFailed:          "child run failed",
 	KindCompacted:          "session compacted",
+	KindSessionReset:       "session reset",
 }
 
-// Valid reports whether k is one of the six kinds.
+// Valid reports whether k is one of the kinds.
 func (k Kind) Valid() bool { _, ok := defaultSummaries[k]; return ok }
 
 // Material reports whether an event of this kind notifies watchers.
-func (k Kind) Material() bool { return k == KindHumanDirectMessage || k == KindGoalChanged }
+func (k Kind) Material() bool {
+	return k == KindHumanDirectMessage || k == KindGoalChanged || k == KindSessionReset
+}
 
 // ActorType says who caused an event.
 type ActorType string

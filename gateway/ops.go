@@ -925,8 +925,10 @@ type ResetOutput struct {
 	SessionID  string `json:"sessionId" jsonschema:"the new incarnation id"`
 }
 
-// Reset gives the session a new incarnation id and drops the cursors it
-// holds as a watcher (with its queued notices). Its transcript and log stay.
+// Reset gives the session a new incarnation id, drops the cursors it holds
+// as a watcher (with its queued notices) and records session_reset, which
+// notifies its watchers (but the one who reset it). Its transcript and log
+// stay.
 func (g *Gateway) Reset(ctx context.Context, c Caller, in SessionInput) (ResetOutput, error) {
 	ref, err := parseRef("sessionKey", in.SessionKey, in.AgentID)
 	if err != nil {
@@ -952,7 +954,14 @@ func (g *Gateway) Reset(ctx context.Context, c Caller, in SessionInput) (ResetOu
 		if err := tx.PutSession(ctx, s); err != nil {
 			return err
 		}
+		// The session drops what it watched (its own cursors), and its
+		// watchers are told, once, that it was reset: in one write.
 		if err := txn.ResetSession(ctx, ref); err != nil {
+			return err
+		}
+		actorType, actorID := c.actor()
+		if _, err := txn.Record(ctx, vigil.Record{Session: ref, SessionID: s.SessionID, Kind: vigil.KindSessionReset,
+			ActorType: actorType, ActorID: actorID, Parent: liveParent(ctx, tx, s)}); err != nil {
 			return err
 		}
 		txn.AfterCommit(func() { g.failWaiters(ref, "the session was reset") })

@@ -1278,7 +1278,7 @@ func TestE2EUnknownToolIs404(t *testing.T) {
 
 // ---- 6. Reset, delete, run end, compaction ----
 
-func TestE2EResetGivesANewSessionIDAndKeepsTheSessionsLog(t *testing.T) {
+func TestE2EResetGivesANewSessionIDKeepsTheLogAndRecordsTheReset(t *testing.T) {
 	s := e2eStart(t)
 	e2eStory(t, s)
 	e2eDo[gateway.GoalOutput](t, s, e2eOperator, "", "session_goal",
@@ -1293,16 +1293,22 @@ func TestE2EResetGivesANewSessionIDAndKeepsTheSessionsLog(t *testing.T) {
 	if after.SessionID != out.SessionID {
 		t.Fatalf("status sessionId %q, reset said %q", after.SessionID, out.SessionID)
 	}
-	if after.StateVersion != before.StateVersion || !reflect.DeepEqual(after.StateChanges, before.StateChanges) ||
-		len(after.StateChanges.Events) != 1 {
-		t.Fatalf("log changed by reset:\nbefore %+v\nafter %+v", before.StateChanges, after.StateChanges)
+	// The log keeps what it had, and gains the reset, attributed to the
+	// person who made it.
+	if n := len(after.StateChanges.Events); n != 2 || after.StateVersion <= before.StateVersion ||
+		!reflect.DeepEqual(after.StateChanges.Events[:1], before.StateChanges.Events) {
+		t.Fatalf("the log after a reset:\nbefore %+v\nafter %+v", before.StateChanges, after.StateChanges)
+	}
+	if e := after.StateChanges.Events[1]; e.Kind != vigil.KindSessionReset || e.ActorType != vigil.ActorHuman ||
+		e.ActorID != e2eOperatorID || e.Summary != "session reset" || e.Sequence != after.StateVersion {
+		t.Fatalf("the reset's event: %+v", e)
 	}
 	if h := e2eHistory(t, s, e2eManager); !reflect.DeepEqual(h, beforeHistory) {
 		t.Fatalf("transcript changed by reset: %+v -> %+v", beforeHistory, h)
 	}
 }
 
-func TestE2EResetDropsOnlyTheCursorsTheSessionHolds(t *testing.T) {
+func TestE2EResetDropsTheCursorsTheSessionHoldsAndTellsItsWatchersOnce(t *testing.T) {
 	s := e2eStart(t)
 	worker, _ := e2eStory(t, s)
 	// The worker watches its manager.
@@ -1318,9 +1324,13 @@ func TestE2EResetDropsOnlyTheCursorsTheSessionHolds(t *testing.T) {
 		t.Fatalf("the manager's cursor survived its reset: %+v", c)
 	}
 	e2eCheckPending(t, s, e2eManager, nil)
-	if c, ok := e2eCursor(t, s, worker, e2eManager); !ok || c != held {
-		t.Fatalf("the worker's cursor on the manager = %+v, %v; want %+v", c, ok, held)
+	// The worker's cursor on the manager stays, and since a person reset
+	// the manager behind the worker's back, the worker is told once.
+	c, ok := e2eCursor(t, s, worker, e2eManager)
+	if !ok || c.LastSeen != held.LastSeen || c.Material <= held.Material || c.Notified != c.Material {
+		t.Fatalf("the worker's cursor on the manager = %+v, %v; was %+v", c, ok, held)
 	}
+	e2eCheckPending(t, s, worker, e2eNotices(e2eManager, held.LastSeen))
 }
 
 func TestE2EDeleteRemovesTranscriptEventsHeadAndEveryCursor(t *testing.T) {
