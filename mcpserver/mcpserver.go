@@ -42,6 +42,7 @@ func New(ctx context.Context, g *gateway.Gateway, caller gateway.Caller, log *sl
 		Logger:             log,
 		SubscribeHandler:   subs.subscribe,
 		UnsubscribeHandler: subs.unsubscribe,
+		SetCacheable:       uncacheable,
 	})
 	for _, t := range g.Tools().List() {
 		if !t.ForModels {
@@ -59,6 +60,15 @@ func New(ctx context.Context, g *gateway.Gateway, caller gateway.Caller, log *sl
 	}, readSession(g, caller))
 	go subs.notify(ctx, g, srv)
 	return srv
+}
+
+// uncacheable marks every cacheable result (2026-07-28 lists, reads and
+// server/discover) as stale at once and for the caller alone: each is what
+// one credential may see now, and a session's status moves with every
+// change, so no cache, shared or the client's own, may answer for vigil.
+func uncacheable(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
+	c.TTLMs = 0
+	c.CacheScope = "private"
 }
 
 // toolHandler runs a registry tool as the caller, then appends and

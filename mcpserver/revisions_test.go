@@ -9,10 +9,12 @@ package mcpserver_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -298,5 +300,30 @@ func TestEachRevisionRefusesAnotherAgentsSessionsOverHTTP(t *testing.T) {
 				t.Fatalf("reading another agent's session: %v", err)
 			}
 		})
+	}
+}
+
+// TestResultsOn20260728AreNeverCachedForOthers: every cacheable result is
+// for the caller alone and stale at once, so neither a shared cache nor
+// the client's own serves a session's status after it moved, or to
+// another credential.
+func TestResultsOn20260728AreNeverCachedForOthers(t *testing.T) {
+	t.Parallel()
+	lg := liveStart(t)
+	uri := mcpserver.SessionURIPrefix + liveManager
+	for _, c := range []struct{ method, name, params string }{
+		{"server/discover", "", ""},
+		{"tools/list", "", ""},
+		{"resources/templates/list", "", ""},
+		{"resources/read", uri, `"uri":` + strconv.Quote(uri)},
+	} {
+		msg := live2026(t, lg.URL, liveMainToken, liveManager, c.method, c.name, c.params)
+		var got struct {
+			TTLMs      *int   `json:"ttlMs"`
+			CacheScope string `json:"cacheScope"`
+		}
+		if msg.Error != nil || json.Unmarshal(msg.Result, &got) != nil || got.TTLMs == nil || *got.TTLMs != 0 || got.CacheScope != "private" {
+			t.Errorf("%s answered %s %+v: want ttlMs 0 and cacheScope private", c.method, msg.Result, msg.Error)
+		}
 	}
 }

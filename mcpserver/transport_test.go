@@ -511,6 +511,7 @@ func TestHTTPACallerActsOnlyAsItsOwnAgent(t *testing.T) {
 type liveWireMessage struct {
 	Method string          `json:"method"`
 	Params json.RawMessage `json:"params"`
+	Result json.RawMessage `json:"result"`
 	Error  *struct {
 		Code    int             `json:"code"`
 		Message string          `json:"message"`
@@ -523,8 +524,20 @@ type liveWireMessage struct {
 // refusal.
 func liveListen(t *testing.T, base, token, session, uri string) liveWireMessage {
 	t.Helper()
-	body := `{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":[` +
-		strconv.Quote(uri) + `]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
+	return live2026(t, base, token, session, "subscriptions/listen", "",
+		`"notifications":{"resourceSubscriptions":[`+strconv.Quote(uri)+`]}`)
+}
+
+// live2026 sends one 2026-07-28 request, params being the members of its
+// params besides _meta and name its Mcp-Name header (none when ""), and
+// returns the first message it answers.
+func live2026(t *testing.T, base, token, session, method, name, params string) liveWireMessage {
+	t.Helper()
+	if params != "" {
+		params += ","
+	}
+	body := `{"jsonrpc":"2.0","id":7,"method":` + strconv.Quote(method) + `,"params":{` + params +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
 		`"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`
 	ctx, cancel := context.WithTimeout(context.Background(), liveHangGuard)
 	defer cancel() // ends a listen that was accepted
@@ -537,17 +550,20 @@ func liveListen(t *testing.T, base, token, session, uri string) liveWireMessage 
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Mcp-Protocol-Version", revision20260728)
-	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	req.Header.Set("Mcp-Method", method)
+	if name != "" {
+		req.Header.Set("Mcp-Name", name)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("subscriptions/listen: %v", err)
+		t.Fatalf("%s: %v", method, err)
 	}
 	defer resp.Body.Close()
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 		// A refusal before the stream opens is answered as plain JSON.
 		var msg liveWireMessage
 		if err := json.NewDecoder(resp.Body).Decode(&msg); err != nil {
-			t.Fatalf("subscriptions/listen answered %s: %v", resp.Status, err)
+			t.Fatalf("%s answered %s: %v", method, resp.Status, err)
 		}
 		return msg
 	}
@@ -559,11 +575,11 @@ func liveListen(t *testing.T, base, token, session, uri string) liveWireMessage 
 		}
 		var msg liveWireMessage
 		if err := json.Unmarshal([]byte(data), &msg); err != nil {
-			t.Fatalf("subscriptions/listen sent %q: %v", data, err)
+			t.Fatalf("%s sent %q: %v", method, data, err)
 		}
 		return msg
 	}
-	t.Fatalf("subscriptions/listen answered %s with no message (%v)", resp.Status, sc.Err())
+	t.Fatalf("%s answered %s with no message (%v)", method, resp.Status, sc.Err())
 	return liveWireMessage{}
 }
 
