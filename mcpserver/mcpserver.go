@@ -43,6 +43,10 @@ func New(ctx context.Context, g *gateway.Gateway, caller gateway.Caller, log *sl
 		SubscribeHandler:   subs.subscribe,
 		UnsubscribeHandler: subs.unsubscribe,
 		SetCacheable:       uncacheable,
+		// The SDK answers prompts/list whatever the server has, so the
+		// capabilities say prompts, of which vigil has none: a client on
+		// 2026-07-28 is told what it may ask. Logging is the SDK's default.
+		Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Prompts: &mcp.PromptCapabilities{}},
 	})
 	for _, t := range g.Tools().List() {
 		if !t.ForModels {

@@ -327,3 +327,21 @@ func TestResultsOn20260728AreNeverCachedForOthers(t *testing.T) {
 		}
 	}
 }
+
+// TestEachRevisionIsToldWhatTheServerAnswers: the capabilities name every
+// kind of request the server answers, prompts included (it has none), so a
+// client that asks only for what is declared misses nothing.
+func TestEachRevisionIsToldWhatTheServerAnswers(t *testing.T) {
+	eachRevisionAndTransport(t, func(t *testing.T, lg *liveGateway, rc *revisionClient) {
+		caps := rc.cs.InitializeResult().Capabilities
+		if caps == nil || caps.Tools == nil || caps.Resources == nil || !caps.Resources.Subscribe || caps.Prompts == nil || caps.Logging == nil {
+			t.Fatalf("capabilities %+v", caps)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), liveHangGuard)
+		defer cancel()
+		prompts, err := rc.cs.ListPrompts(ctx, nil)
+		if err != nil || len(prompts.Prompts) != 0 {
+			t.Fatalf("prompts/list: %+v, %v", prompts, err)
+		}
+	})
+}
