@@ -7,15 +7,18 @@
 #     pinned; the suite needs Node 22 or newer, so the machine's own Node is
 #     not used), the TypeScript SDK's newest releases (@modelcontextprotocol/sdk,
 #     whose newest revision is 2025-11-25, and @modelcontextprotocol/client,
-#     which speaks 2026-07-28) and the conformance suite (pinned).
+#     which speaks 2026-07-28) and the conformance suite, pinned twice: its
+#     newest release (scenarios of 2025-06-18 and 2025-11-25) and the
+#     pre-release that has 2026-07-28's scenarios.
 #  2. Starts `vigil serve` on free loopback ports with scratch SQLite files:
 #     one with tokens for the story, one without (the suite sends none).
 #  3. Tells the seed's story (internal/mcpinterop/story.mjs) with a client
 #     on 2026-07-28 and one on 2025-11-25, each over streamable HTTP and over
 #     stdio (`vigil mcp` relaying to the gateway).
-#  4. Runs the suite's server scenarios against /mcp, prints a table of
-#     every check, and fails on any failing check of a scenario that applies
-#     to vigil (docs/mcp.md, "Conformance", says which do not, and why).
+#  4. Runs the suite's server scenarios against /mcp, the release's and the
+#     pre-release's 2026-07-28 ones, prints a table of every check, and fails
+#     on any failing check that applies to vigil (docs/mcp.md,
+#     "Conformance", says which do not, and why).
 #
 # Environment: VIGIL_BIN (a built vigil; built here when unset),
 # XDG_CACHE_HOME (the cache's parent, default ~/.cache), VIGIL_MCP_SDK_VERSION
@@ -27,6 +30,7 @@ cd "$(dirname "$0")/.."
 
 node_version=24.22.3
 conformance_version=0.1.16
+conformance_next_version=0.2.0-alpha.12
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/vigil-ci"
 
 work=$(mktemp -d)
@@ -63,10 +67,14 @@ if [ ! -x "$mods/node_modules/.bin/conformance" ] || [ ! -d "$mods/node_modules/
   npm_install "$mods" "@modelcontextprotocol/sdk@$sdk_version" "@modelcontextprotocol/client@$client_version" \
     "@modelcontextprotocol/conformance@$conformance_version"
 fi
+next="$cache/mcp-conformance-$conformance_next_version"
+if [ ! -x "$next/node_modules/.bin/conformance" ]; then
+  npm_install "$next" "@modelcontextprotocol/conformance@$conformance_next_version"
+fi
 # The story imports the SDK by name: it runs from beside the node_modules.
 cp internal/mcpinterop/story.mjs "$mods/story.mjs"
 echo "node $(node --version), @modelcontextprotocol/sdk $sdk_version, @modelcontextprotocol/client $client_version," \
-  "@modelcontextprotocol/conformance $conformance_version"
+  "@modelcontextprotocol/conformance $conformance_version and $conformance_next_version"
 
 # -- 2. the gateways
 bin=${VIGIL_BIN:-}
@@ -128,44 +136,69 @@ for i in "${!stories[@]}"; do
 done
 
 # -- 4. the conformance suite
-echo "-- conformance suite $conformance_version (server scenarios) against /mcp"
-# The suite exits non-zero when any check fails, the fixture scenarios'
-# included; the verdict is the table's, below.
-timeout 300 "$mods/node_modules/.bin/conformance" server --url "http://127.0.0.1:$suite_port/mcp" \
-  -o "$work/conformance" >"$work/conformance.log" 2>&1 || true
-# Scenarios that test the suite's own fixtures (tools, prompts, resources
-# and completions that only its reference server has) do not apply.
-applicable="server-initialize logging-set-level ping tools-list resources-list prompts-list server-sse-multiple-streams dns-rebinding-protection"
-if ! python3 - "$work/conformance" "$applicable" <<'EOF'; then
+# table DIR SCENARIO... prints every check the suite wrote under DIR and
+# fails on a failing one that applies: every check of the scenarios named,
+# and in any scenario the check that vigil's messages match the protocol's
+# schema (wire-schema-valid). The other scenarios test the suite's own
+# fixtures (tools, prompts, resources and completions only its reference
+# server has), as do the checks it says it could not test for want of its
+# diagnostic tools ("Not testable: ...").
+table() {
+  python3 - "$@" <<'EOF'
 import json, pathlib, sys
-root, applicable = pathlib.Path(sys.argv[1]), sys.argv[2].split()
-seen, failed = set(), 0
-rows = []
+root, applicable = pathlib.Path(sys.argv[1]), sys.argv[2:]
+seen, failed, rows = set(), 0, []
 for checks in sorted(root.glob("*/checks.json")):
+    # DIR/server-<scenario>-<timestamp with six hyphens>/checks.json
     scenario = checks.parent.name.removeprefix("server-").rsplit("-", 6)[0]
-    applies = scenario in applicable
     seen.add(scenario)
     for c in json.loads(checks.read_text()):
         if c["status"] == "INFO":
             continue
+        message = c.get("errorMessage") or ""
+        applies = (scenario in applicable or c["id"] == "wire-schema-valid") and not message.startswith("Not testable")
         bad = applies and c["status"] == "FAILURE"
         failed += bad
-        note = "" if applies else "n/a: the suite's fixture"
-        if bad:
-            note = c.get("errorMessage", "")
-        rows.append((scenario, c["id"], c["status"], note))
-width = max(len(r[0]) for r in rows) if rows else 10
-widthc = max(len(r[1]) for r in rows) if rows else 10
+        rows.append((scenario, c["id"], c["status"], message[:100] if bad else ("" if applies else "n/a: the suite's fixture")))
+w0 = max([len(r[0]) for r in rows] + [10])
+w1 = max([len(r[1]) for r in rows] + [10])
 for r in rows:
-    print(f"{r[0]:<{width}}  {r[1]:<{widthc}}  {r[2]:<8}  {r[3]}")
+    print(f"{r[0]:<{w0}}  {r[1]:<{w1}}  {r[2]:<8}  {r[3]}")
 missing = [s for s in applicable if s not in seen]
 for s in missing:
-    print(f"{s:<{width}}  (did not run)")
+    print(f"{s:<{w0}}  (did not run)")
 print(f"applicable checks failed: {failed}; applicable scenarios missing: {len(missing)}")
 sys.exit(1 if failed or missing else 0)
 EOF
+}
+suite_url="http://127.0.0.1:$suite_port/mcp"
+# The suite exits non-zero when any check fails, the fixture scenarios'
+# included; the verdict is the table's.
+echo "-- conformance suite $conformance_version (server scenarios of 2025-06-18 and 2025-11-25) against /mcp"
+timeout 300 "$mods/node_modules/.bin/conformance" server --url "$suite_url" \
+  -o "$work/conformance" >"$work/conformance.log" 2>&1 || true
+if ! table "$work/conformance" server-initialize logging-set-level ping tools-list resources-list prompts-list \
+  server-sse-multiple-streams dns-rebinding-protection; then
   status=1
   tail -n 40 "$work/conformance.log"
+fi
+echo "-- conformance suite $conformance_next_version (server scenarios of 2026-07-28) against /mcp"
+{
+  timeout 300 "$next/node_modules/.bin/conformance" server --url "$suite_url" --spec-version 2026-07-28 \
+    -o "$work/conformance-next" || true
+  # Scenarios of 2026-07-28 that the pre-release keeps out of that run,
+  # run one by one.
+  for scenario in server-stateless caching http-header-validation http-custom-header-server-validation \
+    sep-2164-resource-not-found; do
+    timeout 120 "$next/node_modules/.bin/conformance" server --url "$suite_url" --scenario "$scenario" \
+      -o "$work/conformance-next" || true
+  done
+} >"$work/conformance-next.log" 2>&1
+if ! table "$work/conformance-next" tools-list resources-list prompts-list server-sse-multiple-streams \
+  dns-rebinding-protection server-stateless caching http-header-validation http-custom-header-server-validation \
+  sep-2164-resource-not-found; then
+  status=1
+  tail -n 40 "$work/conformance-next.log"
 fi
 
 echo "-- the story per revision and transport"
