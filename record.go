@@ -31,6 +31,9 @@ type Recorded struct {
 // wants it has it. Invalid input is refused before anything is stored.
 func (e *Engine) Record(ctx context.Context, r Record) (Recorded, error) {
 	valid, err := r.validate()
+	if err != nil {
+		err = fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
 	var res Recorded
 	if err == nil {
 		w := recordWrites.Get().(*recordWrite)
@@ -79,7 +82,7 @@ func (w *recordWrite) run(ctx context.Context, t *Txn) error {
 func (t *Txn) Record(ctx context.Context, r Record) (Recorded, error) {
 	valid, err := r.validate()
 	if err != nil {
-		return Recorded{}, err
+		return Recorded{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	var ev Event
 	return t.record(ctx, &ev, &valid, r.OccurredAt, r.Parent)

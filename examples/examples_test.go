@@ -34,7 +34,10 @@ const hangGuard = 60 * time.Second
 const (
 	mainToken = "example-agent-main-token" // agent main: the manager and its workers
 	annToken  = "example-operator-ann-tok" // ann, a person
-	manager   = "agent:main:main"
+	// extToken is a runtime that keeps agent ext's sessions itself, with
+	// the right to record what people do in its channels.
+	extToken = "example-agent-ext-runtime"
+	manager  = "agent:main:main"
 )
 
 type liveGateway struct {
@@ -69,6 +72,7 @@ func startGateway(t *testing.T, onWake ...func(string)) *liveGateway {
 	creds, err := gateway.NewCredentials(gateway.Config{Tokens: []gateway.TokenConfig{
 		{Token: mainToken, Role: gateway.RoleAgent, Agent: "main"},
 		{Token: annToken, Role: gateway.RoleOperator, ID: "ann"},
+		{Token: extToken, Role: gateway.RoleAgent, Agent: "ext", RecordHuman: true},
 	}}, "")
 	if err != nil {
 		t.Fatal(err)
@@ -406,5 +410,27 @@ func TestPythonRuntimeGivesUp(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "[runtime] giving up after 1 failed turns: ") || stderr.String() != "" {
 		t.Errorf("runtime without a gateway:\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
+	}
+}
+
+func TestPythonBesideItsOwnRuntimeRecordsAPersonsMessageAndTheCoordinatorIsToldOnce(t *testing.T) {
+	python3(t)
+	gw := startGateway(t)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "python3", filepath.Join("python-beside", "beside.py"), "--addr", gw.URL, "--token", extToken)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("beside.py: %v\n%s", err, out)
+	}
+	worker := "agent:ext:subagent:research-1"
+	for _, want := range []string{
+		`coordinator sees: Session "` + worker + `" changed (other actor). Reconcile before acting: session_status sessionKey "` +
+			worker + `" changesSince 1.`,
+		"change #2: human_direct_message by human telegram:42: human message via telegram",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("beside.py did not print %q:\n%s", want, out)
+		}
 	}
 }

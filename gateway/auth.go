@@ -33,6 +33,10 @@ type Principal struct {
 	ID string
 	// Allow lists other agents an agent credential may reach.
 	Allow []string
+	// RecordHuman lets an agent credential attribute an event it records
+	// (session_record) to a person: a runtime reporting what a person did
+	// in its own channel. Without it an agent cannot pass as a person.
+	RecordHuman bool
 }
 
 // Credentials holds the configured tokens, kept only as SHA-256 hashes.
@@ -54,6 +58,9 @@ type TokenConfig struct {
 	ID    string   `json:"id,omitempty"`
 	Agent string   `json:"agent,omitempty"`
 	Allow []string `json:"allow,omitempty"`
+	// RecordHuman is the agent's right to record events of a human actor
+	// with session_record.
+	RecordHuman bool `json:"recordHuman,omitempty"`
 }
 
 // WebhookConfig names where an agent's wakes are POSTed.
@@ -105,6 +112,9 @@ func NewCredentials(c Config, adminToken string) (*Credentials, error) {
 			if p.ID == "" {
 				return nil, fmt.Errorf("token %d: an %s token needs an id (the person it stands for)", i+1, t.Role)
 			}
+			if t.RecordHuman {
+				return nil, fmt.Errorf("token %d: recordHuman is a right of agent tokens; an %s token is a person already", i+1, t.Role)
+			}
 		case RoleAgent:
 			id := t.Agent
 			if id == "" {
@@ -115,6 +125,7 @@ func NewCredentials(c Config, adminToken string) (*Credentials, error) {
 				return nil, fmt.Errorf("token %d: %w", i+1, err)
 			}
 			p.ID = agent
+			p.RecordHuman = t.RecordHuman
 			for _, a := range t.Allow {
 				allowed, err := sessionkey.ParseAgentID(a)
 				if err != nil {

@@ -107,6 +107,9 @@ func newRegistry(g *Gateway) *Registry {
 		define("run_end", false, "Report that a child's run ended, with its outcome (completed, error, timeout or cancelled).", g.EndRun),
 		define("session_compact", false, "Replace the older part of a session's transcript with a summary, or report a compaction "+
 			"the runtime did itself.", g.Compact),
+		define("session_record", false, "Record an event of a session your runtime keeps itself (its transcript and store are "+
+			"yours): a person's message seen in your channel, a goal change, a run's end. Its watchers get their notices "+
+			"and reconcile with session_status exactly as for a hosted session.", g.RecordElsewhere),
 	} {
 		r.tools = append(r.tools, t)
 		r.byName[t.Name] = t

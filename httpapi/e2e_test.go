@@ -33,6 +33,9 @@ const (
 	e2eMain     = "e2e-agent-main-token-03"
 	e2eOps      = "e2e-agent-ops-token-004"
 	e2eBoss     = "e2e-agent-boss-token-05"
+	// e2eRuntime is a runtime that keeps agent ext's sessions itself and
+	// may record what people do in its channels.
+	e2eRuntime = "e2e-agent-runtime-tok-6"
 
 	e2eOperatorID = "alice"
 
@@ -84,6 +87,7 @@ func e2eStartWith(t *testing.T, tokens bool, tune func(*httpapi.Options, *gatewa
 			{Token: e2eMain, Role: gateway.RoleAgent, Agent: "main"},
 			{Token: e2eOps, Role: gateway.RoleAgent, Agent: "ops"},
 			{Token: e2eBoss, Role: gateway.RoleAgent, Agent: "boss", Allow: []string{"ops"}},
+			{Token: e2eRuntime, Role: gateway.RoleAgent, Agent: "ext", RecordHuman: true},
 		}
 	}
 	creds, err := gateway.NewCredentials(conf, "")
@@ -1066,6 +1070,7 @@ var e2eStringField = map[string]string{
 	"session_delete":   "sessionKey",
 	"run_end":          "outcome",
 	"session_compact":  "summary",
+	"session_record":   "sessionKey",
 }
 
 // e2eBadInput checks that one request is refused as described and that it
@@ -1518,7 +1523,7 @@ func TestE2EToolListHasEveryToolWithInputAndOutputSchemas(t *testing.T) {
 			}
 		}
 	}
-	want := []string{"run_end", "session_compact", "session_delete", "session_goal", "session_pending", "session_reply",
+	want := []string{"run_end", "session_compact", "session_delete", "session_goal", "session_pending", "session_record", "session_reply",
 		"session_reset", "session_status", "session_turn", "session_wait", "sessions_graph", "sessions_history", "sessions_list", "sessions_send", "sessions_spawn", "sessions_unwatch"}
 	slices.Sort(names)
 	if !slices.Equal(names, want) {

@@ -65,6 +65,15 @@ func init() {
 			define: cliCompact,
 		},
 		cliCommand{
+			name: "record", args: "KEY KIND [flags]", acting: true,
+			summary: "record an event of a session your runtime keeps itself",
+			help: "Record an event of KIND (human_direct_message, goal_changed, session_reset, child_spawned,\n" +
+				"run_completed, run_failed, compacted) for session KEY, which your runtime keeps (vigil does\n" +
+				"not host it). Its watchers get their notices as for a hosted session. A person's event\n" +
+				"(--actor-type human) needs a credential with the recordHuman right.",
+			define: cliRecord,
+		},
+		cliCommand{
 			name: "call", args: "TOOL [JSON] [flags]", acting: true,
 			summary: "call any tool with a JSON input (- reads it from standard input)",
 			help: "Call the tool TOOL with the JSON object JSON (default {}; - reads standard input)\n" +
@@ -239,6 +248,47 @@ func cliCompact(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string)
 		}
 		data, _ := json.Marshal(out)
 		c.printRaw(data)
+		return nil
+	}
+}
+
+func cliRecord(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) error {
+	actorType := fs.String("actor-type", "", "human, agent or system (default: agent for an agent token, human for a person)")
+	actorID := fs.String("actor-id", "", "who acted: a session key of your agent, or a person's handle in your channel")
+	summary := fs.String("summary", "", "one line, never message content (default: the kind's)")
+	payload := fs.String("payload", "", "a small JSON object")
+	dedupe := fs.String("dedupe-key", "", "recording the same key on the same session again changes nothing")
+	parent := fs.String("parent", "", "the session's parent, a watcher")
+	runID := fs.String("run", "", "the run the event is about")
+	return func(ctx context.Context, args []string) error {
+		if err := cliArgs(args, "KEY", "KIND"); err != nil {
+			return err
+		}
+		if err := cliCheckKey("KEY", args[0]); err != nil {
+			return err
+		}
+		in := map[string]any{"sessionKey": args[0], "kind": args[1]}
+		for name, v := range map[string]string{"actorType": *actorType, "actorId": *actorID, "summary": *summary,
+			"dedupeKey": *dedupe, "parent": *parent, "runId": *runID} {
+			if v != "" {
+				in[name] = v
+			}
+		}
+		if *payload != "" {
+			if !json.Valid([]byte(*payload)) {
+				return cliUsagef("--payload is not valid JSON: %s", *payload)
+			}
+			in["payload"] = json.RawMessage(*payload)
+		}
+		var out gateway.RecordOutput
+		if printed, err := c.tool(ctx, "session_record", c.as, in, &out); printed || err != nil {
+			return err
+		}
+		if out.Recorded {
+			c.printf("recorded #%d on %s (state version %d)\n", out.Sequence, out.SessionKey, out.StateVersion)
+		} else {
+			c.printf("nothing recorded on %s: %s\n", out.SessionKey, out.Reason)
+		}
 		return nil
 	}
 }

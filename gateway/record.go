@@ -1,0 +1,151 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/sessionkey"
+)
+
+// RecordInput is session_record's input: an event of a session that lives
+// in another runtime, which keeps its own transcripts and store.
+type RecordInput struct {
+	SessionKey string          `json:"sessionKey" jsonschema:"the session, kept by your runtime (not hosted by this gateway)"`
+	AgentID    string          `json:"agentId,omitempty" jsonschema:"the owning agent, needed only for a bare key"`
+	Kind       vigil.Kind      `json:"kind" jsonschema:"human_direct_message, goal_changed, session_reset, child_spawned, run_completed, run_failed or compacted"`
+	ActorType  vigil.ActorType `json:"actorType,omitempty" jsonschema:"human, agent or system; default: agent for an agent credential, human for a person"`
+	ActorID    string          `json:"actorId,omitempty" jsonschema:"who acted: for an agent, a session key of its agent (default the acting session); for a human, their handle in your channel"`
+	RunID      string          `json:"runId,omitempty"`
+	Summary    string          `json:"summary,omitempty" jsonschema:"one line, at most 200 characters, never message content (default: the kind's)"`
+	Payload    json.RawMessage `json:"payload,omitempty" jsonschema:"a small JSON object, at most 4 KiB"`
+	DedupeKey  string          `json:"dedupeKey,omitempty" jsonschema:"recording the same key on the same session again changes nothing"`
+	OccurredAt int64           `json:"occurredAt,omitempty" jsonschema:"when it happened, ms since the epoch (clamped to the last 24 hours; default now)"`
+	Parent     string          `json:"parent,omitempty" jsonschema:"the session's parent: a watcher (for child_spawned, the one whose cursor is seeded)"`
+}
+
+// RecordOutput is session_record's output.
+type RecordOutput struct {
+	SessionKey string `json:"sessionKey"`
+	// Recorded is false when the dedupe key was already recorded, or for a
+	// human message to a session nobody watches (sessions stay write-free).
+	Recorded     bool   `json:"recorded"`
+	Sequence     int64  `json:"sequence,omitempty" jsonschema:"the event's sequence (the earlier one's, for a repeated dedupe key)"`
+	StateVersion int64  `json:"stateVersion"`
+	Reason       string `json:"reason,omitempty" jsonschema:"why nothing was recorded"`
+}
+
+// RecordElsewhere records an event of a session vigil does not host, with
+// the same validation, watchers, notices, wakes and reconciliation as a
+// hosted session's. The actor comes from the credential: an agent records
+// as a session of its own agent, and as a person only with the
+// RecordHuman right; a person records as a person.
+func (g *Gateway) RecordElsewhere(ctx context.Context, c Caller, in RecordInput) (RecordOutput, error) {
+	ref, err := parseRef("sessionKey", in.SessionKey, in.AgentID)
+	if err != nil {
+		return RecordOutput{}, err
+	}
+	if err := c.reach(ref); err != nil {
+		return RecordOutput{}, err
+	}
+	if !in.Kind.Valid() {
+		return RecordOutput{}, invalid("kind %q is not one of human_direct_message, goal_changed, session_reset, "+
+			"child_spawned, run_completed, run_failed or compacted", in.Kind)
+	}
+	actorType, actorID, err := c.recordActor(in.ActorType, in.ActorID)
+	if err != nil {
+		return RecordOutput{}, err
+	}
+	if in.Parent != "" {
+		k, err := sessionkey.Parse(in.Parent)
+		if err != nil {
+			return RecordOutput{}, invalid("parent: %v", err)
+		}
+		if !k.Qualified() {
+			return RecordOutput{}, invalid("parent %q is not agent-qualified: only such sessions watch", k)
+		}
+		if !c.Principal.canReach(k.AgentID()) {
+			return RecordOutput{}, fmt.Errorf("%w: a credential of agent %q cannot make %s a watcher", ErrForbidden, c.Principal.ID, k)
+		}
+		in.Parent = k.String()
+	}
+	if _, hosted, err := g.store.Session(ctx, ref); err != nil {
+		return RecordOutput{}, fmt.Errorf("read session %s: %w", ref, err)
+	} else if hosted {
+		return RecordOutput{}, invalid("session %s is hosted by this gateway: change it with its own tools "+
+			"(sessions_send, session_goal, session_reset, ...), which keep its transcript and its log together", ref)
+	}
+	rec := vigil.Record{Session: ref, Kind: in.Kind, ActorType: actorType, ActorID: actorID, RunID: in.RunID,
+		Summary: in.Summary, Payload: in.Payload, DedupeKey: in.DedupeKey, Parent: in.Parent}
+	if in.OccurredAt != 0 {
+		rec.OccurredAt = time.UnixMilli(in.OccurredAt)
+	}
+	res, err := g.eng.Record(ctx, rec)
+	if err != nil {
+		return RecordOutput{}, fmt.Errorf("record on %s: %w", ref, err)
+	}
+	out := RecordOutput{SessionKey: ref.Key, Recorded: res.Appended, Sequence: res.Event.Sequence}
+	switch {
+	case res.Skipped:
+		out.Reason = "a human message to a session nobody watches is not recorded"
+	case !res.Appended:
+		out.Reason = "this dedupe key was recorded already"
+	}
+	if out.StateVersion, err = g.eng.Version(ctx, ref); err != nil {
+		return RecordOutput{}, fmt.Errorf("read the version of %s: %w", ref, err)
+	}
+	return out, nil
+}
+
+// recordActor decides who an event recorded by c is attributed to.
+func (c Caller) recordActor(actorType vigil.ActorType, actorID string) (vigil.ActorType, string, error) {
+	p := c.Principal
+	if actorType == "" {
+		actorType = vigil.ActorHuman
+		if p.Role == RoleAgent || c.Session != nil {
+			actorType = vigil.ActorAgent
+		}
+	}
+	switch actorType {
+	case vigil.ActorAgent:
+		if actorID == "" && c.Session != nil {
+			actorID = c.Session.Key
+		}
+		if actorID == "" {
+			return "", "", invalid("actorId is required for an agent actor: the session that acted")
+		}
+		k, err := sessionkey.Parse(actorID)
+		if err != nil {
+			return "", "", invalid("actorId: %v", err)
+		}
+		if !k.Qualified() {
+			return "", "", invalid("actorId %q of an agent actor must be an agent-qualified session key", k)
+		}
+		switch p.Role {
+		case RoleOperator:
+			return "", "", fmt.Errorf("%w: an operator is a person: it records as a human, not as session %s", ErrForbidden, k)
+		case RoleAgent:
+			if k.AgentID() != p.ID {
+				return "", "", fmt.Errorf("%w: a credential of agent %q cannot record as %s", ErrForbidden, p.ID, k)
+			}
+		}
+		return vigil.ActorAgent, k.String(), nil
+	case vigil.ActorHuman:
+		if p.Role == RoleAgent && !p.RecordHuman {
+			return "", "", fmt.Errorf("%w: this agent credential may not attribute events to a person "+
+				"(give its token \"recordHuman\": true in the config)", ErrForbidden)
+		}
+		if actorID == "" {
+			if p.Role == RoleAgent {
+				return "", "", invalid("actorId is required for a human actor: who the person is in your channel")
+			}
+			actorID = p.ID
+		}
+		return vigil.ActorHuman, actorID, nil
+	case vigil.ActorSystem:
+		return vigil.ActorSystem, actorID, nil
+	}
+	return "", "", invalid("actorType %q is not human, agent or system", actorType)
+}
