@@ -238,11 +238,11 @@ func TestHTTPListsTheModelToolsWithTheirSchemas(t *testing.T) {
 	want := map[string][]string{
 		"sessions_list":    {"agentId", "cursor", "kind", "limit"},
 		"sessions_history": {"afterId", "agentId", "limit", "sessionKey"},
-		"sessions_send":    {"agentId", "channel", "label", "message", "sessionKey", "timeoutSeconds", "watch"},
-		"sessions_spawn":   {"agentId", "label", "task"},
-		"session_status":   {"agentId", "changesSince", "limit", "sessionKey"},
+		"sessions_send":    {"agentId", "channel", "ifStateVersion", "ifSynced", "label", "message", "sessionKey", "timeoutSeconds", "watch"},
+		"sessions_spawn":   {"agentId", "ifStateVersion", "ifSynced", "label", "task"},
+		"session_status":   {"agentId", "changesSince", "limit", "sessionKey", "timeoutSeconds", "waitForVersion"},
 		"sessions_unwatch": {"agentId", "sessionKey"},
-		"session_goal":     {"action", "agentId", "objective", "sessionKey", "status"},
+		"session_goal":     {"action", "agentId", "ifStateVersion", "ifSynced", "objective", "sessionKey", "status"},
 		"session_wait":     {"timeoutSeconds"},
 	}
 	var names []string
