@@ -458,3 +458,38 @@ func TestMCPToolArgumentsAreDecodedStrictly(t *testing.T) {
 	}
 	e2eSameSnapshot(t, before, e2eSnapshot(t, s))
 }
+
+func TestAnIdleLogStreamGetsBookmarksOfItsPositionAndResumesFromOne(t *testing.T) {
+	s := e2eStartWith(t, true, func(h *httpapi.Options, _ *gateway.Options) { h.BookmarkInterval = 20 * time.Millisecond })
+	worker, _ := e2eStory(t, s)
+	ls := &liveServer{e2eServer: s}
+	st := liveOpen(t, ls, "/v1/events", e2eOperator, "")
+	head := e2eVersion(t, s, worker)
+	ev := st.next(t)
+	if ev.Event != "bookmark" || ev.ID != fmt.Sprint(head) {
+		t.Fatalf("the idle stream's first event: %+v, want a bookmark at %d", ev, head)
+	}
+	if b := liveData[httpapi.Bookmark](t, ev); b.Sequence == nil || *b.Sequence != head {
+		t.Fatalf("bookmark %+v, want sequence %d", b, head)
+	}
+	st.close()
+	// What is recorded after the bookmark arrives once on a stream resumed
+	// from it.
+	e2eSend(t, s, e2eOperator, "", worker, "after the bookmark")
+	resumed := liveOpen(t, ls, "/v1/events", e2eOperator, ev.ID)
+	got := liveNextSignal(t, resumed)
+	if got.Sequence != head+1 || got.SessionKey != worker {
+		t.Fatalf("the resumed stream's first event: %+v, want #%d", got, head+1)
+	}
+}
+
+func TestAnIdleSessionStreamGetsBookmarksOfTheStateVersion(t *testing.T) {
+	s := e2eStartWith(t, true, func(h *httpapi.Options, _ *gateway.Options) { h.BookmarkInterval = 20 * time.Millisecond })
+	worker, _ := e2eStory(t, s)
+	st := liveOpen(t, &liveServer{e2eServer: s}, "/v1/sessions/"+worker+"/events", e2eOperator, "")
+	ev := st.next(t)
+	b := liveData[httpapi.Bookmark](t, ev)
+	if ev.Event != "bookmark" || b.StateVersion == nil || *b.StateVersion != e2eVersion(t, s, worker) {
+		t.Fatalf("the idle session stream's first event: %+v (%+v)", ev, b)
+	}
+}

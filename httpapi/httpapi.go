@@ -15,6 +15,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -63,6 +64,9 @@ type Options struct {
 	// OpenMetrics serves /metrics without a credential even when tokens
 	// are configured; otherwise an admin or operator token is needed.
 	OpenMetrics bool
+	// BookmarkInterval is how often an idle event stream says where it
+	// stands; 0 means DefaultBookmarkInterval, a negative value none.
+	BookmarkInterval time.Duration
 }
 
 type server struct {
@@ -96,6 +100,9 @@ func NewHandler(g *gateway.Gateway, opts Options) (http.Handler, error) {
 		opts.Context = context.Background()
 	}
 	opts.Timeouts = opts.Timeouts.withDefaults()
+	if opts.BookmarkInterval == 0 {
+		opts.BookmarkInterval = DefaultBookmarkInterval
+	}
 	guard, err := newGuard(opts)
 	if err != nil {
 		return nil, err

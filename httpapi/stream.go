@@ -17,6 +17,29 @@ import (
 // clients can tell a quiet stream from a dead one.
 const keepalive = 15 * time.Second
 
+// DefaultBookmarkInterval is how often an idle stream says where it stands.
+const DefaultBookmarkInterval = 30 * time.Second
+
+// Bookmark is the event an idle stream sends at the bookmark interval: the
+// log's position it has reached (the log stream, whose id line carries the
+// same position, so a reconnect resumes there), or the session's state
+// version (a session's stream). A quiet target is told apart from a dead
+// connection, and nothing needs re-reading on reconnect.
+type Bookmark struct {
+	Sequence     *int64 `json:"sequence,omitempty"`
+	StateVersion *int64 `json:"stateVersion,omitempty"`
+}
+
+// bookmarks returns the channel of the bookmark ticks (nil when bookmarks
+// are off) and the function that stops them.
+func (s *server) bookmarks() (<-chan time.Time, func()) {
+	if s.opts.BookmarkInterval < 0 {
+		return nil, func() {}
+	}
+	t := time.NewTicker(s.opts.BookmarkInterval)
+	return t.C, t.Stop
+}
+
 // Buffers of live listeners. A stream that falls this far behind is cut
 // loose (the log stream catches up from the store; a session stream tells
 // its client to reconnect), so it never slows recording.
@@ -98,6 +121,9 @@ func (s *server) sessionEvents(w http.ResponseWriter, r *http.Request, c gateway
 	}
 	tick := time.NewTicker(keepalive)
 	defer tick.Stop()
+	marks, stopMarks := s.bookmarks()
+	defer stopMarks()
+	quiet := true // nothing sent since the last bookmark
 	for {
 		select {
 		case ev, ok := <-l.C:
@@ -109,6 +135,20 @@ func (s *server) sessionEvents(w http.ResponseWriter, r *http.Request, c gateway
 				continue // for waiting turns only
 			}
 			if out.send("", ev.Type, ev) != nil {
+				return
+			}
+			quiet = false
+		case <-marks:
+			if !quiet {
+				quiet = true
+				continue
+			}
+			v, err := s.g.Engine().Version(r.Context(), ref)
+			if err != nil {
+				s.log.Warn("session stream: read the state version", "session", ref.String(), "err", err)
+				continue
+			}
+			if out.send("", "bookmark", Bookmark{StateVersion: &v}) != nil {
 				return
 			}
 		case <-tick.C:
@@ -249,8 +289,19 @@ func (s *server) logEvents(w http.ResponseWriter, r *http.Request, c gateway.Cal
 	}
 	tick := time.NewTicker(keepalive)
 	defer tick.Stop()
+	marks, stopMarks := s.bookmarks()
+	defer stopMarks()
+	mark := int64(-1) // the position of the last bookmark or event sent
 	for {
 		select {
+		case <-marks:
+			if after == mark {
+				continue
+			}
+			if err := out.send(strconv.FormatInt(after, 10), "bookmark", Bookmark{Sequence: &after}); err != nil {
+				return
+			}
+			mark = after
 		case e, ok := <-l.C:
 			if !ok {
 				// Fell behind: listen again and fill the hole from the store.

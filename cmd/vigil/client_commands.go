@@ -675,6 +675,11 @@ func (c *cliClient) tailLog(ctx context.Context, after int64) error {
 				if n, err := strconv.ParseInt(ev.id, 10, 64); err == nil && n > after {
 					after = n
 				}
+			case "bookmark":
+				// An idle stream's position: a reconnect resumes there.
+				if n, err := strconv.ParseInt(ev.id, 10, 64); err == nil && n > after {
+					after = n
+				}
 			case "history_gap":
 				gap = &httpapi.HistoryGap{}
 				json.Unmarshal([]byte(ev.data), gap)
@@ -702,6 +707,9 @@ func (c *cliClient) tailSession(ctx context.Context, key string) error {
 	return c.follow(ctx, func(onOpen func()) (bool, error) {
 		var bad error
 		err := c.stream(ctx, cliSessionPath(key, "events"), c.as, nil, onOpen, func(ev cliSSEEvent) bool {
+			if ev.event == "bookmark" {
+				return false // the stream is alive and the session quiet: nothing to show
+			}
 			if c.json {
 				c.printRaw([]byte(ev.data))
 				return false

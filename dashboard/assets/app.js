@@ -247,6 +247,7 @@ async function followLog(gen) {
         },
         event(type, data) {
           if (type === 'signal') onSignal(data);
+          else if (type === 'bookmark') onBookmark(data);
           else if (type === 'history_gap') gap = true;
         },
       });
@@ -264,6 +265,15 @@ async function followLog(gen) {
     setLive('off');
     await sleep(backoff(failures++));
   }
+}
+
+// onBookmark notes where an idle log stream stands: a reconnect resumes
+// there, and the live indicator says when the gateway last spoke.
+function onBookmark(b) {
+  if (typeof b.sequence === 'number') app.lastSeq = b.sequence;
+  const live = $('live');
+  live.title = 'Live: the log is at #' + b.sequence + ' (as of ' + new Date().toLocaleTimeString() + ')';
+  live.dataset.bookmark = String(b.sequence);
 }
 
 function onSignal(e) {
