@@ -343,19 +343,39 @@ func (g *Gateway) Send(ctx context.Context, c Caller, in SendInput) (SendOutput,
 	defer timer.Stop()
 	select {
 	case res := <-w.done:
-		if res.err != "" {
-			out.Status, out.Error = "error", res.err
-		} else {
-			out.Status, out.Reply = "ok", res.reply.Content
-		}
+		settle(&out, res)
 	case <-timer.C:
-		g.dropWaiter(target, w)
-		out.Status = "timeout"
+		testHookSendGivesUp()
+		if g.dropWaiter(target, w) {
+			out.Status = "timeout"
+			break
+		}
+		// The reply was handed over as the timer fired (its Reply answered
+		// delivered): it is in done, and the send must report it.
+		settle(&out, <-w.done)
 	case <-ctx.Done():
-		g.dropWaiter(target, w)
-		out.Status = "timeout"
+		testHookSendGivesUp()
+		if g.dropWaiter(target, w) {
+			out.Status = "timeout"
+			break
+		}
+		settle(&out, <-w.done)
 	}
 	return out, nil
+}
+
+// testHookSendGivesUp runs when a waiting send stops waiting (its timer
+// fired, or its caller left), before it gives up its place; tests use it
+// to force a reply into that moment.
+var testHookSendGivesUp = func() {}
+
+// settle puts what a waiting send received into its answer.
+func settle(out *SendOutput, res sendOutcome) {
+	if res.err != "" {
+		out.Status, out.Error = "error", res.err
+	} else {
+		out.Status, out.Reply = "ok", res.reply.Content
+	}
 }
 
 func (g *Gateway) addWaiter(target vigil.SessionRef, messageID int64, w *waiter) {
@@ -369,19 +389,25 @@ func (g *Gateway) addWaiter(target vigil.SessionRef, messageID int64, w *waiter)
 	g.waiters[target] = append(g.waiters[target], w)
 }
 
-func (g *Gateway) dropWaiter(target vigil.SessionRef, w *waiter) {
+// dropWaiter removes w from the sends waiting on target. It reports false
+// when w was no longer there: a reply or a failure was handed to it, and
+// is in w.done.
+func (g *Gateway) dropWaiter(target vigil.SessionRef, w *waiter) bool {
 	g.waitMu.Lock()
 	defer g.waitMu.Unlock()
 	list := g.waiters[target]
+	found := false
 	for i, o := range list {
 		if o == w {
 			g.waiters[target] = append(list[:i:i], list[i+1:]...)
+			found = true
 			break
 		}
 	}
 	if len(g.waiters[target]) == 0 {
 		delete(g.waiters, target)
 	}
+	return found
 }
 
 // answer hands a reply to the send waiting for it: the one whose message it

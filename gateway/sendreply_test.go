@@ -1,0 +1,58 @@
+package gateway_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/gateway"
+)
+
+// A reply handed over at the very moment its send stops waiting is the
+// send's answer: Reply says delivered, so Send must not say timeout.
+func TestAReplyHandedOverAsTheSendGivesUpIsTheSendsAnswer(t *testing.T) {
+	g, _ := newGateway(t)
+	manager := caller(t, g, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main")
+	sp, err := g.Spawn(ctx, manager, gateway.SpawnInput{Task: "draft"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker := caller(t, g, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, sp.ChildSessionKey)
+	target := vigil.MustRef(sp.ChildSessionKey)
+
+	sendCtx, giveUp := context.WithCancel(ctx)
+	delivered := make(chan bool, 1)
+	restore := gateway.SetTestHookSendGivesUp(func() {
+		out, err := g.Reply(ctx, worker, gateway.ReplyInput{SessionKey: sp.ChildSessionKey, Text: "just in time"})
+		if err != nil {
+			t.Error(err)
+		}
+		delivered <- out.Delivered
+	})
+	defer restore()
+	sent := make(chan gateway.SendOutput, 1)
+	go func() {
+		thirty := 30
+		out, err := g.Send(sendCtx, manager, gateway.SendInput{SessionKey: sp.ChildSessionKey, Message: "status?",
+			TimeoutSeconds: &thirty})
+		if err != nil {
+			t.Error(err)
+		}
+		sent <- out
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for g.WaitingSends(target) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the send never waited (hang guard)")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	giveUp() // the send stops waiting; the hook replies in that moment
+	if !<-delivered {
+		t.Fatal("the reply was not handed to the waiting send")
+	}
+	if out := <-sent; out.Status != "ok" || out.Reply != "just in time" {
+		t.Fatalf("the send answered %+v, though its reply was delivered", out)
+	}
+}
