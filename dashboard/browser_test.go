@@ -650,3 +650,29 @@ func TestTheWatchGraphNamesLabelledSessionsAndTimesShowTheirDate(t *testing.T) {
 	waitFor(t, ctx, "a time with its date", `[...document.querySelectorAll('#sessions-body time')].length > 0 && `+
 		`[...document.querySelectorAll('#sessions-body time')].every(e => /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$/.test(e.textContent))`)
 }
+
+func TestAGoalSavedAfterSomeoneElseChangedTheSessionIsRefusedAndSaysSo(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	tool[gateway.GoalOutput](t, gw, manager, "session_goal", map[string]any{"sessionKey": child, "action": "set", "objective": "Q3 report"})
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	run(t, ctx, "start editing the goal",
+		chromedp.WaitVisible(chromedp.CSS(`#timeline li.event[data-kind="goal_changed"][data-actor-type="agent"]`)),
+		chromedp.Evaluate[chromedp.Void](`(() => { const e = document.getElementById('goal-objective');
+			e.value = ''; e.dispatchEvent(new Event('input', {bubbles: true})); })()`),
+		chromedp.SendKeys(chromedp.ID("goal-objective"), "the person's objective"),
+	)
+	// Meanwhile the manager changes the goal behind the person's back.
+	tool[gateway.GoalOutput](t, gw, manager, "session_goal", map[string]any{"sessionKey": child, "action": "edit", "objective": "the manager's objective"})
+	// The page hears of it (its timeline shows the edit) while the form
+	// keeps the person's text; saving must still be refused.
+	waitText(t, ctx, "#timeline", "goal objective changed")
+	run(t, ctx, "save", chromedp.Click(chromedp.ID("goal-save")))
+	waitText(t, ctx, "#goal-error", "changed this session while you were editing", "Nothing was saved")
+	st := tool[gateway.StatusOutput](t, gw, "", "session_status", map[string]any{"sessionKey": child})
+	if st.Goal == nil || st.Goal.Objective != "the manager's objective" {
+		t.Fatalf("the stale edit overwrote the goal: %+v", st.Goal)
+	}
+}

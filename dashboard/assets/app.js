@@ -67,7 +67,12 @@ async function call(tool, input) {
     signOut('The gateway no longer accepts this token. Sign in again.');
     throw new AuthError('unauthenticated');
   }
-  if (!res.ok) throw new Error((body.error && body.error.message) || 'HTTP ' + res.status);
+  if (!res.ok) {
+    const err = new Error((body.error && body.error.message) || 'HTTP ' + res.status);
+    err.code = body.error && body.error.code;
+    err.stateVersion = body.error && body.error.stateVersion;
+    throw err;
+  }
   return body;
 }
 
@@ -719,17 +724,30 @@ async function saveGoal(ev) {
   }
   const ref = {sessionKey: p.key, agentId: p.agentId};
   const goal = p.status.goal;
+  // The person decided on what the page showed when they began: the first
+  // write applies only while the session is still at that version, so an
+  // edit made meanwhile by someone else is not silently overwritten.
+  const seen = {ifStateVersion: p.goalDirty && p.editBase !== undefined ? p.editBase : p.status.stateVersion};
   await busy($('goal-save'), async () => {
     try {
       if (!goal) {
-        await call('session_goal', Object.assign({action: 'set', objective, status}, ref));
+        await call('session_goal', Object.assign({action: 'set', objective, status}, ref, seen));
       } else {
-        if (objective !== goal.objective) await call('session_goal', Object.assign({action: 'edit', objective}, ref));
-        if (status !== goal.status) await call('session_goal', Object.assign({action: 'status', status}, ref));
+        const writes = [];
+        if (objective !== goal.objective) writes.push({action: 'edit', objective});
+        if (status !== goal.status) writes.push({action: 'status', status});
+        for (const [i, w] of writes.entries()) await call('session_goal', Object.assign(w, ref, i === 0 ? seen : {}));
       }
       p.goalDirty = false;
       schedule('page', 'sessions');
     } catch (e) {
+      if (e.code === 'conflict') {
+        showError('goal-error', new Error('Someone changed this session while you were editing (it is now at version ' +
+          e.stateVersion + '). Nothing was saved: look at the latest changes, then save again.'));
+        p.goalDirty = false;
+        schedule('page-full');
+        return;
+      }
       showError('goal-error', e);
     }
   });
@@ -796,6 +814,9 @@ document.addEventListener('DOMContentLoaded', () => {
   });
   $('goal-form').addEventListener('submit', saveGoal);
   $('goal-form').addEventListener('input', () => {
+    // The version the person started from: a save applies only while the
+    // session is still there, whatever the page has redrawn since.
+    if (app.page && !app.page.goalDirty && app.page.status) app.page.editBase = app.page.status.stateVersion;
     if (app.page) app.page.goalDirty = true;
   });
   $('goal-clear').addEventListener('click', clearGoal);
