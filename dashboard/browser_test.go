@@ -442,6 +442,19 @@ func TestTheManagersTurnThroughTheAPIClearsTheNoticeInTheWatchGraph(t *testing.T
 	)
 }
 
+// editGoal types a new objective into the session page's goal form, once
+// the agent's goal shows, without saving it.
+func editGoal(t *testing.T, ctx context.Context, objective string) {
+	t.Helper()
+	run(t, ctx, "edit the goal",
+		chromedp.WaitVisible(chromedp.CSS(`#timeline li.event[data-kind="goal_changed"][data-actor-type="agent"]`)),
+		// Cleared as typing would clear it, so the page knows it is being edited.
+		chromedp.Evaluate[chromedp.Void](`(() => { const e = document.getElementById('goal-objective');
+			e.value = ''; e.dispatchEvent(new Event('input', {bubbles: true})); })()`),
+		chromedp.SendKeys(chromedp.ID("goal-objective"), objective),
+	)
+}
+
 func TestAGoalEditFromThePageShowsInTheTimelineWithActorHuman(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, true)
@@ -449,14 +462,8 @@ func TestAGoalEditFromThePageShowsInTheTimelineWithActorHuman(t *testing.T) {
 	tool[gateway.GoalOutput](t, gw, manager, "session_goal", map[string]any{"sessionKey": child, "action": "set", "objective": "Q3 report"})
 	ctx := newTab(t)
 	open(t, ctx, gw, sessionHash(child))
-	run(t, ctx, "edit the goal",
-		chromedp.WaitVisible(chromedp.CSS(`#timeline li.event[data-kind="goal_changed"][data-actor-type="agent"]`)),
-		// Cleared as typing would clear it, so the page knows it is being edited.
-		chromedp.Evaluate[chromedp.Void](`(() => { const e = document.getElementById('goal-objective');
-			e.value = ''; e.dispatchEvent(new Event('input', {bubbles: true})); })()`),
-		chromedp.SendKeys(chromedp.ID("goal-objective"), "Q3 report with the revised figures"),
-		chromedp.Click(chromedp.ID("goal-save")),
-	)
+	editGoal(t, ctx, "Q3 report with the revised figures")
+	run(t, ctx, "save the goal", chromedp.Click(chromedp.ID("goal-save")))
 	waitText(t, ctx, `#timeline li.event[data-kind="goal_changed"][data-actor-type="human"]`,
 		"human", operatorID, "goal objective changed")
 	st := tool[gateway.StatusOutput](t, gw, "", "session_status", map[string]any{"sessionKey": child})
@@ -658,12 +665,7 @@ func TestAGoalSavedAfterSomeoneElseChangedTheSessionIsRefusedAndSaysSo(t *testin
 	tool[gateway.GoalOutput](t, gw, manager, "session_goal", map[string]any{"sessionKey": child, "action": "set", "objective": "Q3 report"})
 	ctx := newTab(t)
 	open(t, ctx, gw, sessionHash(child))
-	run(t, ctx, "start editing the goal",
-		chromedp.WaitVisible(chromedp.CSS(`#timeline li.event[data-kind="goal_changed"][data-actor-type="agent"]`)),
-		chromedp.Evaluate[chromedp.Void](`(() => { const e = document.getElementById('goal-objective');
-			e.value = ''; e.dispatchEvent(new Event('input', {bubbles: true})); })()`),
-		chromedp.SendKeys(chromedp.ID("goal-objective"), "the person's objective"),
-	)
+	editGoal(t, ctx, "the person's objective")
 	// Meanwhile the manager changes the goal behind the person's back.
 	tool[gateway.GoalOutput](t, gw, manager, "session_goal", map[string]any{"sessionKey": child, "action": "edit", "objective": "the manager's objective"})
 	// The page hears of it (its timeline shows the edit) while the form

@@ -54,6 +54,17 @@ type sse struct {
 	f http.Flusher
 }
 
+// holdStream admits one more stream for c (answering a refusal itself)
+// and holds the response open.
+func (s *server) holdStream(w http.ResponseWriter, r *http.Request, c gateway.Caller) (http.ResponseWriter, func(), bool) {
+	release, err := s.g.Hold(c, gateway.HoldStream)
+	if err != nil {
+		s.fail(w, r, err)
+		return w, nil, false
+	}
+	return s.holdOpen(w), release, true
+}
+
 func startSSE(w http.ResponseWriter) (*sse, bool) {
 	f, ok := w.(http.Flusher)
 	if !ok {
@@ -106,13 +117,11 @@ func (s *server) sessionEvents(w http.ResponseWriter, r *http.Request, c gateway
 		s.fail(w, r, err)
 		return
 	}
-	release, err := s.g.Hold(c, gateway.HoldStream)
-	if err != nil {
-		s.fail(w, r, err)
+	w, release, ok := s.holdStream(w, r, c)
+	if !ok {
 		return
 	}
 	defer release()
-	w = s.holdOpen(w)
 	l := s.g.Hub().Listen(ref.Key, sessionStreamBuffer)
 	defer l.Close()
 	out, ok := startSSE(w)
@@ -247,13 +256,11 @@ func (s *server) logEvents(w http.ResponseWriter, r *http.Request, c gateway.Cal
 		}
 		after = horizon
 	}
-	release, err := s.g.Hold(c, gateway.HoldStream)
-	if err != nil {
-		s.fail(w, r, err)
+	w, release, ok := s.holdStream(w, r, c)
+	if !ok {
 		return
 	}
 	defer release()
-	w = s.holdOpen(w)
 	l := s.g.Hub().ListenLog(logStreamBuffer)
 	defer func() { l.Close() }()
 	out, ok := startSSE(w)

@@ -197,52 +197,44 @@ wins over the context.`,
 		fmt.Fprintf(env.stdout, "context %q saved in %s\n", name, path)
 		return nil
 	}
-	useCtx := &cobra.Command{
-		Use:               "use-context NAME",
-		Short:             "make NAME the current context",
-		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: cliCompleteContexts(env),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, path, err := load()
-			if err != nil {
-				return err
-			}
-			if cfg.find(args[0]) < 0 {
-				return &cliExit{code: exitError, msg: fmt.Sprintf("no context named %q in %s", args[0], path)}
-			}
-			cfg.CurrentContext = args[0]
-			if err := cfg.save(path); err != nil {
-				return err
-			}
-			fmt.Fprintf(env.stdout, "switched to context %q\n", args[0])
-			return nil
-		},
+	// onContext is a command on one named context: change does the change
+	// and says what it did; the config is saved after.
+	onContext := func(use, short string, change func(cfg *cliConfig, i int) string) *cobra.Command {
+		return &cobra.Command{
+			Use:               use,
+			Short:             short,
+			Args:              cobra.ExactArgs(1),
+			ValidArgsFunction: cliCompleteContexts(env),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				cfg, path, err := load()
+				if err != nil {
+					return err
+				}
+				i := cfg.find(args[0])
+				if i < 0 {
+					return &cliExit{code: exitError, msg: fmt.Sprintf("no context named %q in %s", args[0], path)}
+				}
+				said := change(&cfg, i)
+				if err := cfg.save(path); err != nil {
+					return err
+				}
+				fmt.Fprintln(env.stdout, said)
+				return nil
+			},
+		}
 	}
-	deleteCtx := &cobra.Command{
-		Use:               "delete-context NAME",
-		Short:             "delete a context",
-		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: cliCompleteContexts(env),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, path, err := load()
-			if err != nil {
-				return err
-			}
-			i := cfg.find(args[0])
-			if i < 0 {
-				return &cliExit{code: exitError, msg: fmt.Sprintf("no context named %q in %s", args[0], path)}
-			}
-			cfg.Contexts = slices.Delete(cfg.Contexts, i, i+1)
-			if cfg.CurrentContext == args[0] {
-				cfg.CurrentContext = ""
-			}
-			if err := cfg.save(path); err != nil {
-				return err
-			}
-			fmt.Fprintf(env.stdout, "deleted context %q\n", args[0])
-			return nil
-		},
-	}
+	useCtx := onContext("use-context NAME", "make NAME the current context", func(cfg *cliConfig, i int) string {
+		cfg.CurrentContext = cfg.Contexts[i].Name
+		return fmt.Sprintf("switched to context %q", cfg.CurrentContext)
+	})
+	deleteCtx := onContext("delete-context NAME", "delete a context", func(cfg *cliConfig, i int) string {
+		name := cfg.Contexts[i].Name
+		cfg.Contexts = slices.Delete(cfg.Contexts, i, i+1)
+		if cfg.CurrentContext == name {
+			cfg.CurrentContext = ""
+		}
+		return fmt.Sprintf("deleted context %q", name)
+	})
 	getCtx := &cobra.Command{
 		Use:   "get-contexts",
 		Short: "list the contexts (tokens are not shown)",
