@@ -1193,3 +1193,57 @@ func TestLiveStalledLogReaderDoesNotSlowRecording(t *testing.T) {
 		t.Fatalf("stalled stream delivered events up to %d, want up to %d", want-1, head)
 	}
 }
+
+func TestLiveASessionStreamCutAndResumedWithLastEventIDGetsEveryChangeOnceInOrder(t *testing.T) {
+	s := liveStart(t, vigil.Options{})
+	child := liveSpawn(t, s, e2eMain, e2eManager, "draft").ChildSessionKey
+	path := "/v1/sessions/" + child + "/events"
+	st := liveOpen(t, s, path, e2eOperator, "")
+	livePersonWrites(t, s, child, "one")
+	var last liveSSE
+	for last.Event != "signal" { // the message's live event may come first
+		last = st.next(t)
+	}
+	if last.ID == "" {
+		t.Fatalf("a signal event without a position: %+v", last)
+	}
+	st.close()
+	// Changes made while no one listens...
+	livePersonWrites(t, s, child, "two")
+	livePersonWrites(t, s, child, "three")
+	want := e2eEvents(t, s.e2eServer, child, 1)
+	// ...arrive once each, in order, on the resumed stream.
+	resumed := liveOpen(t, s, path, e2eOperator, last.ID)
+	var got []string
+	for len(got) < len(want)-1 {
+		if ev := resumed.next(t); ev.Event == "signal" {
+			got = append(got, ev.ID)
+		}
+	}
+	for i, e := range want[1:] {
+		if got[i] != fmt.Sprint(e.Sequence) {
+			t.Fatalf("resumed after #%s: %v, want the sequences of %+v", last.ID, got, want[1:])
+		}
+	}
+}
+
+func TestLiveASessionStreamResumedFromAPrunedPositionSaysHistoryGap(t *testing.T) {
+	s := liveStart(t, vigil.Options{MaxEvents: 2})
+	child := liveSpawn(t, s, e2eMain, e2eManager, "draft").ChildSessionKey
+	for _, m := range []string{"one", "two", "three"} {
+		livePersonWrites(t, s, child, m)
+	}
+	if _, err := s.Eng.Prune(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := liveOpen(t, s, "/v1/sessions/"+child+"/events", e2eOperator, "1")
+	ev := st.next(t)
+	if ev.Event != "history_gap" {
+		t.Fatalf("resumed from a pruned position: %+v, want history_gap", ev)
+	}
+	gap := liveData[httpapi.SessionGap](t, ev)
+	if gap.Requested != 1 || gap.EarliestAvailableSequence <= 2 {
+		t.Fatalf("gap %+v", gap)
+	}
+	st.ended(t)
+}

@@ -104,9 +104,40 @@ func (s *sse) comment(text string) error {
 	return nil
 }
 
-// sessionEvents streams one session's wakes, notices, messages and replies
-// as they happen. A client that falls behind gets a "lagged" event and the
-// stream ends: it should reconnect and take a turn to catch up.
+// SessionGap is the last event of a session's stream whose position was
+// pruned: the changes after it are no longer all there.
+type SessionGap struct {
+	Requested                 int64  `json:"requested"`
+	EarliestAvailableSequence int64  `json:"earliestAvailableSequence"`
+	Message                   string `json:"message"`
+}
+
+// resumePosition reads where a stream resumes: Last-Event-ID, or ?after=N;
+// given reports whether either was.
+func resumePosition(r *http.Request) (pos int64, given bool, err error) {
+	v := r.Header.Get("Last-Event-ID")
+	if v == "" {
+		v = r.URL.Query().Get("after")
+	}
+	if v == "" {
+		return 0, false, nil
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < 0 {
+		return 0, false, fmt.Errorf("%w: the resume position %q must be an integer of at least 0", gateway.ErrInvalid, v)
+	}
+	return n, true, nil
+}
+
+// sessionEvents streams one session as things happen: its signal-log
+// events (as agents see them, each with its sequence as the SSE id, so the
+// stream's position is the session's state version), and its wakes,
+// notices, messages and replies. With Last-Event-ID (or ?after=N) it first
+// sends every retained event after that version, so a client that
+// reconnects misses no change and sees none twice; if some were pruned it
+// gets one history_gap event instead and the stream ends. A client that
+// falls behind the live events gets a "lagged" event and the stream ends:
+// it should reconnect and take a turn to catch up.
 func (s *server) sessionEvents(w http.ResponseWriter, r *http.Request, c gateway.Caller) {
 	ref, err := vigil.Ref("", r.PathValue("key"))
 	if err != nil {
@@ -117,15 +148,57 @@ func (s *server) sessionEvents(w http.ResponseWriter, r *http.Request, c gateway
 		s.fail(w, r, err)
 		return
 	}
+	pos, resume, err := resumePosition(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	w, release, ok := s.holdStream(w, r, c)
 	if !ok {
 		return
 	}
 	defer release()
+	// Listen before reading, so nothing committed in between is missed.
 	l := s.g.Hub().Listen(ref.Key, sessionStreamBuffer)
 	defer l.Close()
+	changes := s.g.Hub().ListenLog(logStreamBuffer)
+	defer func() { changes.Close() }()
+	eng := s.g.Engine()
+	if !resume {
+		if pos, err = eng.Version(r.Context(), ref); err != nil {
+			s.fail(w, r, fmt.Errorf("read the state version of %s: %w", ref, err))
+			return
+		}
+	}
 	out, ok := startSSE(w)
 	if !ok {
+		return
+	}
+	// catchUp sends the session's events after pos.
+	catchUp := func() bool {
+		for {
+			d, err := eng.ChangesSince(r.Context(), ref, pos, 0)
+			if err != nil {
+				s.log.Warn("session stream: read the changes", "session", ref.String(), "err", err)
+				return false
+			}
+			if d.HistoryGap {
+				out.send("", "history_gap", SessionGap{Requested: pos, EarliestAvailableSequence: d.EarliestAvailableSequence,
+					Message: "changes after the requested version were pruned; re-read the session"})
+				return false
+			}
+			for _, e := range d.Events {
+				if out.send(strconv.FormatInt(e.Sequence, 10), "signal", e.ForAgent()) != nil {
+					return false
+				}
+				pos = e.Sequence
+			}
+			if !d.Truncated {
+				return true
+			}
+		}
+	}
+	if !catchUp() {
 		return
 	}
 	tick := time.NewTicker(keepalive)
@@ -147,21 +220,33 @@ func (s *server) sessionEvents(w http.ResponseWriter, r *http.Request, c gateway
 				return
 			}
 			quiet = false
+		case e, ok := <-changes.C:
+			if !ok { // fell behind: listen again, and read on from the store
+				changes = s.g.Hub().ListenLog(logStreamBuffer)
+			} else if e.Sequence != 0 && (e.SessionKey != ref.Key || e.AgentID != ref.AgentID || e.Sequence <= pos) {
+				continue // another session's, or sent already; a nudge (0) reads on
+			}
+			before := pos
+			if !catchUp() {
+				return
+			}
+			quiet = quiet && pos == before
 		case <-marks:
 			if !quiet {
 				quiet = true
 				continue
 			}
-			v, err := s.g.Engine().Version(r.Context(), ref)
-			if err != nil {
-				s.log.Warn("session stream: read the state version", "session", ref.String(), "err", err)
-				continue
-			}
-			if out.send("", "bookmark", Bookmark{StateVersion: &v}) != nil {
+			v := pos
+			if out.send(strconv.FormatInt(v, 10), "bookmark", Bookmark{StateVersion: &v}) != nil {
 				return
 			}
 		case <-tick.C:
 			if out.comment("keepalive") != nil {
+				return
+			}
+			// A nudge can be missed (another process's announcement lost
+			// with its connection): read on now and then regardless.
+			if !catchUp() {
 				return
 			}
 		case <-r.Context().Done():
@@ -229,16 +314,12 @@ func (s *server) logEvents(w http.ResponseWriter, r *http.Request, c gateway.Cal
 		return
 	}
 	after := int64(-1) // live only
-	pos := r.Header.Get("Last-Event-ID")
-	if pos == "" {
-		pos = q.Get("after")
+	n, given, err := resumePosition(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
-	if pos != "" {
-		n, err := strconv.ParseInt(strings.TrimSpace(pos), 10, 64)
-		if err != nil || n < 0 {
-			s.fail(w, r, fmt.Errorf("%w: the resume position %q must be an integer of at least 0", gateway.ErrInvalid, pos))
-			return
-		}
+	if given {
 		after = n
 	}
 	match := func(e vigil.Event) bool {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
 )
@@ -709,6 +710,27 @@ func (c *cliClient) tailSession(ctx context.Context, key string) error {
 		err := c.stream(ctx, cliSessionPath(key, "events"), c.as, nil, onOpen, func(ev cliSSEEvent) bool {
 			if ev.event == "bookmark" {
 				return false // the stream is alive and the session quiet: nothing to show
+			}
+			if ev.event == "history_gap" {
+				if c.json {
+					c.printRaw([]byte(ev.data))
+				} else {
+					var gap httpapi.SessionGap
+					json.Unmarshal([]byte(ev.data), &gap)
+					c.printf("history gap: changes after version %d were pruned (the earliest kept is #%d): %s\n",
+						gap.Requested, gap.EarliestAvailableSequence, gap.Message)
+				}
+				bad = &cliExitError{}
+				return true
+			}
+			if ev.event == "signal" && !c.json {
+				var e vigil.AgentEvent
+				if err := json.Unmarshal([]byte(ev.data), &e); err != nil {
+					bad = fmt.Errorf("the gateway sent a signal event that is not one: %w", err)
+					return true
+				}
+				c.printf("%-8s #%d %s %s %s %s\n", "signal", e.Sequence, e.Kind, e.ActorType, cliOr(e.ActorID, "-"), e.Summary)
+				return false
 			}
 			if c.json {
 				c.printRaw([]byte(ev.data))
