@@ -833,12 +833,13 @@ func TestLiveSessionStreamThatFallsBehindGetsLaggedAndEnds(t *testing.T) {
 	s := liveStart(t, vigil.Options{})
 	conn, resp := liveStalled(t, s, "/v1/sessions/"+e2eManager+"/events", e2eMain)
 	// Big messages fill the sockets until the stream's writes back up (the
-	// server writes nothing more to it over several sends); then more
-	// messages than its listener buffers (256) make it fall behind.
+	// server writes nothing more to it over many sends: a handler that was
+	// only slow to run would have written by then); then more messages
+	// than its listener buffers (256) make it fall behind.
 	big := strings.Repeat("x", 60<<10)
 	var sent []int64
 	still, last := 0, s.streamBytes.Load()
-	for i := 0; still < 5; i++ {
+	for i := 0; still < 20; i++ {
 		if i == 1000 {
 			t.Fatal("the stream's writes never backed up")
 		}
