@@ -6,6 +6,8 @@ package a2aserver_test
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 	"iter"
 	"net/http"
 	"net/http/httptest"
@@ -22,12 +24,14 @@ import (
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
 	"github.com/vigilhq/vigil/store/sqlitestore"
+	"github.com/vigilhq/vigil/webhook"
 )
 
 const (
 	tokMain     = "a2a-agent-main-token-01"
 	tokOps      = "a2a-agent-ops-token-002"
 	tokOperator = "a2a-operator-token-0003"
+	tokAdmin    = "a2a-admin-token-000004"
 	manager     = "agent:main:main"
 )
 
@@ -58,6 +62,7 @@ func start(t *testing.T) *server {
 		{Token: tokMain, Role: gateway.RoleAgent, Agent: "main"},
 		{Token: tokOps, Role: gateway.RoleAgent, Agent: "ops"},
 		{Token: tokOperator, Role: gateway.RoleOperator, ID: "alice"},
+		{Token: tokAdmin, Role: gateway.RoleAdmin, ID: "root"},
 	}}, "")
 	if err != nil {
 		t.Fatal(err)
@@ -260,5 +265,53 @@ func TestCancelIsRefusedAndTheCardNamesTheEndpoint(t *testing.T) {
 	r.Body.Close()
 	if r.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("unauthenticated: %s", r.Status)
+	}
+}
+
+func TestAPushConfigDeliversEachUpdateSignedAsStandardWebhooks(t *testing.T) {
+	s := start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	const secret = "a-push-secret-of-some-length"
+	got := make(chan *a2a.Task, 4)
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if err := webhook.Verify(secret, r.Header, body, 0); err != nil {
+			t.Errorf("a push delivery does not verify: %v", err)
+			http.Error(w, "bad signature", http.StatusUnauthorized)
+			return
+		}
+		var task a2a.Task
+		if err := json.Unmarshal(body, &task); err != nil {
+			t.Errorf("a push delivery is not a task: %v", err)
+		}
+		got <- &task
+	}))
+	defer receiver.Close()
+	res, err := client(s, tokMain, manager).SendMessage(ctx, &a2a.MessageSendParams{Message: text("a task")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := res.(*a2a.Task).ID
+	cfg, err := client(s, tokAdmin, "").SetTaskPushConfig(ctx, &a2a.TaskPushConfig{TaskID: child,
+		Config: a2a.PushConfig{URL: receiver.URL + "/hook", Token: secret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Config.Token != "" {
+		t.Fatalf("the push config's secret was shown back: %+v", cfg.Config)
+	}
+	m := text("a person writes")
+	m.TaskID = child
+	if _, err := client(s, tokOperator, "").SendMessage(ctx, &a2a.MessageSendParams{Message: m}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case task := <-got:
+		if task.ID != child {
+			t.Fatalf("a push of task %s, want %s", task.ID, child)
+		}
+	case <-ctx.Done():
+		t.Fatal("no push delivery arrived (hang guard)")
 	}
 }
