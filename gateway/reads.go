@@ -1,0 +1,297 @@
+package gateway
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/sessionkey"
+)
+
+// --- session_status ---
+
+// StatusInput is session_status's input.
+type StatusInput struct {
+	SessionKey   string `json:"sessionKey" jsonschema:"the session to look at"`
+	AgentID      string `json:"agentId,omitempty" jsonschema:"the owning agent, needed only for a bare key such as global"`
+	ChangesSince *int64 `json:"changesSince,omitempty" jsonschema:"a state version; the answer then lists the changes after it (use the number a notice gives)"`
+	Limit        *int   `json:"limit,omitempty" jsonschema:"at most this many changes (1-200, default 200)"`
+	// WaitForVersion makes status a fence: it answers once the state
+	// version is at least this one (on any gateway of a shared database).
+	WaitForVersion *int64 `json:"waitForVersion,omitempty" jsonschema:"answer once the state version is at least this one (a write you made elsewhere has landed), or at the timeout with timedOut"`
+	TimeoutSeconds *int   `json:"timeoutSeconds,omitempty" jsonschema:"with waitForVersion: how long to wait (0-60, default 30)"`
+}
+
+// GoalView is a goal as tools show it.
+type GoalView struct {
+	Objective string `json:"objective"`
+	Status    string `json:"status"`
+	UpdatedAt int64  `json:"updatedAt"`
+}
+
+func goalView(g *Goal) *GoalView {
+	if g == nil {
+		return nil
+	}
+	return &GoalView{Objective: g.Objective, Status: g.Status, UpdatedAt: g.UpdatedAt}
+}
+
+// StateChanges is the delta part of session_status.
+type StateChanges struct {
+	Events                    []vigil.AgentEvent `json:"events"`
+	Truncated                 bool               `json:"truncated"`
+	NextChangesSince          int64              `json:"nextChangesSince"`
+	EarliestAvailableSequence int64              `json:"earliestAvailableSequence"`
+	HistoryGap                bool               `json:"historyGap" jsonschema:"true when history after changesSince was pruned: re-read the whole session instead of trusting the delta"`
+}
+
+// StatusOutput is session_status's output.
+type StatusOutput struct {
+	SessionKey   string        `json:"sessionKey"`
+	AgentID      string        `json:"agentId"`
+	Exists       bool          `json:"exists" jsonschema:"false when the session does not exist (or was deleted)"`
+	SessionID    string        `json:"sessionId,omitempty"`
+	Kind         string        `json:"kind,omitempty"`
+	Label        string        `json:"label,omitempty"`
+	SpawnedBy    string        `json:"spawnedBy,omitempty"`
+	Goal         *GoalView     `json:"goal,omitempty"`
+	CreatedAt    int64         `json:"createdAt,omitempty"`
+	UpdatedAt    int64         `json:"updatedAt,omitempty"`
+	StateVersion int64         `json:"stateVersion"`
+	StateChanges *StateChanges `json:"stateChanges,omitempty"`
+	// TimedOut is true when waitForVersion's version was not reached in time.
+	TimedOut bool `json:"timedOut,omitempty" jsonschema:"with waitForVersion: true when the version was not reached in time"`
+}
+
+// Status reads a session's facts, its state version and, with
+// changesSince, the exact delta. It never acknowledges anything.
+func (g *Gateway) Status(ctx context.Context, c Caller, in StatusInput) (StatusOutput, error) {
+	ref, err := parseRef("sessionKey", in.SessionKey, in.AgentID)
+	if err != nil {
+		return StatusOutput{}, err
+	}
+	if err := c.reach(ref); err != nil {
+		return StatusOutput{}, err
+	}
+	limit := 0
+	if in.Limit != nil {
+		if *in.Limit < 1 {
+			return StatusOutput{}, invalid("limit must be an integer of at least 1, got %d", *in.Limit)
+		}
+		limit = *in.Limit
+	}
+	if in.TimeoutSeconds != nil && in.WaitForVersion == nil {
+		return StatusOutput{}, invalid("timeoutSeconds goes with waitForVersion")
+	}
+	out := StatusOutput{SessionKey: ref.Key, AgentID: ref.AgentID}
+	if in.WaitForVersion != nil {
+		if *in.WaitForVersion < 0 {
+			return StatusOutput{}, invalid("waitForVersion must be an integer of at least 0, got %d", *in.WaitForVersion)
+		}
+		wait := DefaultFenceWait
+		if in.TimeoutSeconds != nil {
+			if *in.TimeoutSeconds < 0 || *in.TimeoutSeconds > MaxFenceWait {
+				return StatusOutput{}, invalid("timeoutSeconds must be an integer from 0 to %d, got %d", MaxFenceWait, *in.TimeoutSeconds)
+			}
+			wait = *in.TimeoutSeconds
+		}
+		_, reached, err := g.awaitVersion(ctx, c, ref, *in.WaitForVersion, time.Duration(wait)*time.Second)
+		if err != nil {
+			return StatusOutput{}, err
+		}
+		out.TimedOut = !reached
+	}
+	s, ok, err := g.store.Session(ctx, ref)
+	if err != nil {
+		return StatusOutput{}, err
+	}
+	if ok {
+		out.Exists, out.SessionID, out.Kind, out.Label, out.SpawnedBy = true, s.SessionID, s.Kind, s.Label, s.SpawnedBy
+		out.Goal, out.CreatedAt, out.UpdatedAt = goalView(s.Goal), s.CreatedAt, s.UpdatedAt
+	}
+	if in.ChangesSince == nil {
+		if out.StateVersion, err = g.eng.Version(ctx, ref); err != nil {
+			return StatusOutput{}, err
+		}
+		return out, nil
+	}
+	start := time.Now()
+	d, err := g.eng.ChangesSince(ctx, ref, *in.ChangesSince, limit)
+	if err != nil {
+		return StatusOutput{}, err
+	}
+	if g.opts.ObserveDelta != nil {
+		g.opts.ObserveDelta(time.Since(start))
+	}
+	events := make([]vigil.AgentEvent, 0, len(d.Events))
+	for _, e := range d.Events {
+		events = append(events, e.ForAgent())
+	}
+	out.StateVersion = d.StateVersion
+	out.StateChanges = &StateChanges{Events: events, Truncated: d.Truncated, NextChangesSince: d.NextChangesSince,
+		EarliestAvailableSequence: d.EarliestAvailableSequence, HistoryGap: d.HistoryGap}
+	return out, nil
+}
+
+// --- sessions_list ---
+
+// ListInput is sessions_list's input.
+type ListInput struct {
+	AgentID string `json:"agentId,omitempty" jsonschema:"only sessions of this agent"`
+	Kind    string `json:"kind,omitempty" jsonschema:"only sessions of this kind: main, subagent or other"`
+	Cursor  string `json:"cursor,omitempty" jsonschema:"nextCursor of the previous page"`
+	Limit   *int   `json:"limit,omitempty" jsonschema:"rows per page (1-200, default 50)"`
+}
+
+// SessionRow is one sessions_list row.
+type SessionRow struct {
+	SessionKey   string    `json:"sessionKey"`
+	AgentID      string    `json:"agentId"`
+	SessionID    string    `json:"sessionId"`
+	Kind         string    `json:"kind"`
+	Label        string    `json:"label,omitempty"`
+	SpawnedBy    string    `json:"spawnedBy,omitempty"`
+	Goal         *GoalView `json:"goal,omitempty"`
+	StateVersion int64     `json:"stateVersion,omitempty" jsonschema:"the session's state version, when it has logged changes"`
+	CreatedAt    int64     `json:"createdAt"`
+	UpdatedAt    int64     `json:"updatedAt"`
+}
+
+// ListOutput is sessions_list's output.
+type ListOutput struct {
+	Sessions   []SessionRow `json:"sessions"`
+	NextCursor string       `json:"nextCursor,omitempty"`
+}
+
+// List pages through the sessions the caller may reach.
+func (g *Gateway) List(ctx context.Context, c Caller, in ListInput) (ListOutput, error) {
+	limit, err := pageLimit(in.Limit)
+	if err != nil {
+		return ListOutput{}, err
+	}
+	f := ListFilter{Limit: limit + 1}
+	if in.AgentID != "" {
+		if f.AgentID, err = sessionkey.ParseAgentID(in.AgentID); err != nil {
+			return ListOutput{}, invalid("agentId: %v", err)
+		}
+		if err := c.reach(vigil.SessionRef{AgentID: f.AgentID}); err != nil {
+			return ListOutput{}, err
+		}
+	}
+	switch in.Kind {
+	case "", KindMain, KindSubAgent, KindOther:
+		f.Kind = in.Kind
+	default:
+		return ListOutput{}, invalid("kind %q is not main, subagent or other", in.Kind)
+	}
+	if in.Cursor != "" {
+		agent, key, ok := strings.Cut(in.Cursor, "|")
+		if !ok {
+			return ListOutput{}, invalid("cursor %q is not a cursor this tool returned", in.Cursor)
+		}
+		f.After = vigil.SessionRef{AgentID: agent, Key: key}
+	}
+	out := ListOutput{Sessions: []SessionRow{}}
+	for {
+		rows, err := g.store.ListSessions(ctx, f)
+		if err != nil {
+			return ListOutput{}, err
+		}
+		refs := make([]vigil.SessionRef, 0, len(rows))
+		for _, s := range rows {
+			refs = append(refs, s.Ref)
+		}
+		versions, err := g.eng.Versions(ctx, refs)
+		if err != nil {
+			return ListOutput{}, err
+		}
+		for _, s := range rows {
+			f.After = s.Ref
+			if !c.Principal.canReach(s.Ref.AgentID) {
+				continue
+			}
+			if len(out.Sessions) == limit {
+				out.NextCursor = out.Sessions[limit-1].AgentID + "|" + out.Sessions[limit-1].SessionKey
+				return out, nil
+			}
+			out.Sessions = append(out.Sessions, SessionRow{SessionKey: s.Ref.Key, AgentID: s.Ref.AgentID,
+				SessionID: s.SessionID, Kind: s.Kind, Label: s.Label, SpawnedBy: s.SpawnedBy, Goal: goalView(s.Goal),
+				StateVersion: versions[s.Ref], CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt})
+		}
+		if len(rows) < f.Limit {
+			return out, nil
+		}
+	}
+}
+
+// --- sessions_history ---
+
+// HistoryInput is sessions_history's input.
+type HistoryInput struct {
+	SessionKey string `json:"sessionKey" jsonschema:"the session whose transcript to read"`
+	AgentID    string `json:"agentId,omitempty" jsonschema:"the owning agent, needed only for a bare key"`
+	AfterID    int64  `json:"afterId,omitempty" jsonschema:"read messages after this id (nextAfterId of the previous page)"`
+	Limit      *int   `json:"limit,omitempty" jsonschema:"messages per page (1-200, default 50)"`
+}
+
+// MessageView is a transcript message as tools show it.
+type MessageView struct {
+	ID        int64           `json:"id"`
+	Role      string          `json:"role"`
+	ActorType vigil.ActorType `json:"actorType"`
+	ActorID   string          `json:"actorId,omitempty"`
+	Channel   string          `json:"channel,omitempty"`
+	Content   string          `json:"content"`
+	ReplyTo   int64           `json:"replyTo,omitempty"`
+	CreatedAt int64           `json:"createdAt"`
+}
+
+func messageView(m Message) MessageView {
+	return MessageView{ID: m.ID, Role: m.Role, ActorType: m.ActorType, ActorID: m.ActorID, Channel: m.Channel,
+		Content: m.Content, ReplyTo: m.ReplyTo, CreatedAt: m.CreatedAt}
+}
+
+// HistoryOutput is sessions_history's output.
+type HistoryOutput struct {
+	SessionKey  string        `json:"sessionKey"`
+	Messages    []MessageView `json:"messages"`
+	Truncated   bool          `json:"truncated"`
+	NextAfterID int64         `json:"nextAfterId,omitempty"`
+}
+
+// History pages through a session's transcript.
+func (g *Gateway) History(ctx context.Context, c Caller, in HistoryInput) (HistoryOutput, error) {
+	ref, err := parseRef("sessionKey", in.SessionKey, in.AgentID)
+	if err != nil {
+		return HistoryOutput{}, err
+	}
+	if err := c.reach(ref); err != nil {
+		return HistoryOutput{}, err
+	}
+	limit, err := pageLimit(in.Limit)
+	if err != nil {
+		return HistoryOutput{}, err
+	}
+	if in.AfterID < 0 {
+		return HistoryOutput{}, invalid("afterId must be at least 0")
+	}
+	if _, err := g.session(ctx, ref); err != nil {
+		return HistoryOutput{}, err
+	}
+	msgs, err := g.store.Messages(ctx, ref, in.AfterID, limit+1)
+	if err != nil {
+		return HistoryOutput{}, err
+	}
+	out := HistoryOutput{SessionKey: ref.Key, Messages: []MessageView{}}
+	if len(msgs) > limit {
+		msgs, out.Truncated = msgs[:limit], true
+	}
+	for _, m := range msgs {
+		out.Messages = append(out.Messages, messageView(m))
+	}
+	if len(msgs) > 0 {
+		out.NextAfterID = msgs[len(msgs)-1].ID
+	}
+	return out, nil
+}

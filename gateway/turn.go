@@ -1,0 +1,293 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/sessionkey"
+)
+
+// --- session_pending ---
+
+// PendingInput is session_pending's input.
+type PendingInput struct {
+	SessionKey string `json:"sessionKey" jsonschema:"the session whose queue to look at"`
+}
+
+// SystemEventView is a queued system event as tools show it.
+type SystemEventView struct {
+	Text       string `json:"text"`
+	ContextKey string `json:"contextKey"`
+	// Target is the session a stale-state notice is about.
+	Target string `json:"target,omitempty"`
+}
+
+// PendingOutput is session_pending's output.
+type PendingOutput struct {
+	SessionKey string            `json:"sessionKey"`
+	Events     []SystemEventView `json:"events"`
+}
+
+// Pending shows a session's queued system events (its pending notices)
+// without consuming or acknowledging them.
+func (g *Gateway) Pending(ctx context.Context, c Caller, in PendingInput) (PendingOutput, error) {
+	ref, err := parseRef("sessionKey", in.SessionKey, "")
+	if err != nil {
+		return PendingOutput{}, err
+	}
+	if err := c.ownOrPerson(ref, "look at the queue of"); err != nil {
+		return PendingOutput{}, err
+	}
+	out := PendingOutput{SessionKey: ref.Key, Events: []SystemEventView{}}
+	for _, e := range g.eng.Pending(ref.Key) {
+		v := SystemEventView{Text: e.Text, ContextKey: e.ContextKey}
+		if e.Target != nil {
+			v.Target = e.Target.Key
+		}
+		out.Events = append(out.Events, v)
+	}
+	return out, nil
+}
+
+func (g *Gateway) publishMessage(typ string, m Message) {
+	v := messageView(m)
+	g.opts.Hub.Publish(LiveEvent{Type: typ, Session: m.Session.Key, Message: &v})
+}
+
+// --- session_turn ---
+
+// Turn limits.
+const (
+	DefaultTurnWait = 30
+	MaxTurnWait     = 60
+)
+
+// TurnInput is session_turn's input.
+type TurnInput struct {
+	SessionKey  string `json:"sessionKey" jsonschema:"the session taking its turn (the caller's own)"`
+	WaitSeconds *int   `json:"waitSeconds,omitempty" jsonschema:"how long to wait for work when there is none yet (0-60, default 30)"`
+}
+
+// TurnOutput is what one turn consumed.
+type TurnOutput struct {
+	TurnID     string `json:"turnId,omitempty" jsonschema:"identifies the turn; empty when no work arrived"`
+	SessionKey string `json:"sessionKey"`
+	// SystemEvents are the lines to put in the session's next prompt,
+	// oldest first: stale-state notices among them.
+	SystemEvents []string `json:"systemEvents"`
+	// Messages are the inbound messages not seen by an earlier turn.
+	Messages []MessageView `json:"messages"`
+	// Acknowledged are the targets whose notices this turn acknowledged.
+	Acknowledged []string `json:"acknowledged"`
+	// FollowUps are notices the acknowledgements opened again, queued for
+	// the next turn, because more changes arrived after the notice.
+	FollowUps []string `json:"followUps"`
+	TimedOut  bool     `json:"timedOut" jsonschema:"true when the wait ended with no work"`
+}
+
+// Turn takes the session's turn: it waits (up to waitSeconds) until the
+// session has work, then consumes its queued system events, acknowledging
+// the notices among them, and its unread inbound messages. A wake or a new
+// message ends the wait; a notice for a sub-agent does not (sub-agents are
+// never woken), but a turn finds any notice already queued.
+func (g *Gateway) Turn(ctx context.Context, c Caller, in TurnInput) (TurnOutput, error) {
+	ref, err := parseRef("sessionKey", in.SessionKey, "")
+	if err != nil {
+		return TurnOutput{}, err
+	}
+	if c.Principal.Role != RoleAdmin && (c.Session == nil || *c.Session != ref) {
+		return TurnOutput{}, fmt.Errorf("%w: only %s itself may take its turn", ErrForbidden, ref)
+	}
+	wait := DefaultTurnWait
+	if in.WaitSeconds != nil {
+		if *in.WaitSeconds < 0 || *in.WaitSeconds > MaxTurnWait {
+			return TurnOutput{}, invalid("waitSeconds must be an integer from 0 to %d, got %d", MaxTurnWait, *in.WaitSeconds)
+		}
+		wait = *in.WaitSeconds
+	}
+	timer := time.NewTimer(time.Duration(wait) * time.Second)
+	defer timer.Stop()
+	var release func() // the hold of a parked turn, taken once it parks
+	defer func() {
+		if release != nil {
+			release()
+		}
+	}()
+	for {
+		// Listen before looking, so work that arrives in between is heard.
+		l := g.opts.Hub.Listen(ref.Key, 16)
+		out, took, err := g.takeTurn(ctx, ref)
+		if err != nil || took || wait == 0 {
+			l.Close()
+			if !took && err == nil {
+				out.TimedOut = true
+			}
+			return out, err
+		}
+		if release == nil {
+			if release, err = g.Hold(c, HoldWait); err != nil {
+				l.Close()
+				return TurnOutput{}, err
+			}
+		}
+		woken := false
+		for !woken {
+			select {
+			case ev, ok := <-l.C:
+				if ok && ev.Type != LiveRecheck {
+					woken = ev.Type == LiveWake || ev.Type == LiveMessage
+					break
+				}
+				if ok { // look again, as after being cut loose
+					if woken, err = g.wakeWorthy(ctx, ref); err != nil {
+						l.Close()
+						return TurnOutput{}, err
+					}
+					break
+				}
+				// Cut loose after a burst: listen again, and end the wait only
+				// for what would have woken it (a sub-agent's notices never do).
+				l = g.opts.Hub.Listen(ref.Key, 16)
+				if woken, err = g.wakeWorthy(ctx, ref); err != nil {
+					l.Close()
+					return TurnOutput{}, err
+				}
+			case <-timer.C:
+				l.Close()
+				return TurnOutput{SessionKey: ref.Key, SystemEvents: []string{}, Messages: []MessageView{},
+					Acknowledged: []string{}, FollowUps: []string{}, TimedOut: true}, nil
+			case <-ctx.Done():
+				l.Close()
+				return TurnOutput{}, ctx.Err()
+			case <-g.done:
+				l.Close()
+				return TurnOutput{SessionKey: ref.Key, SystemEvents: []string{}, Messages: []MessageView{},
+					Acknowledged: []string{}, FollowUps: []string{}, TimedOut: true}, nil
+			}
+		}
+		l.Close()
+	}
+}
+
+// takeTurn consumes the session's work, if it has any.
+func (g *Gateway) takeTurn(ctx context.Context, ref vigil.SessionRef) (TurnOutput, bool, error) {
+	out := TurnOutput{SessionKey: ref.Key, SystemEvents: []string{}, Messages: []MessageView{},
+		Acknowledged: []string{}, FollowUps: []string{}}
+	unread, err := g.hasUnread(ctx, ref)
+	if err != nil {
+		return out, false, err
+	}
+	if !unread && len(g.eng.Pending(ref.Key)) == 0 {
+		return out, false, nil
+	}
+	d, err := g.eng.Drain(ctx, ref.Key)
+	if err != nil {
+		return out, false, err
+	}
+	for _, e := range d.Events {
+		out.SystemEvents = append(out.SystemEvents, e.Text)
+	}
+	for _, t := range d.Acknowledged {
+		out.Acknowledged = append(out.Acknowledged, t.Key)
+	}
+	for _, f := range d.FollowUps {
+		out.FollowUps = append(out.FollowUps, f.Text)
+	}
+	out.TurnID = "turn-" + g.opts.NewID()
+	if !unread {
+		// Nothing was unread a moment ago, so the inbox needs no write (a
+		// commit, and at synchronous=FULL an fsync, saved per turn). A
+		// message arriving since wakes the next turn, which reads it.
+		return out, true, nil
+	}
+	// The notices are acknowledged now, so the turn must be answered: the
+	// inbox read runs even if the caller has gone, and if it fails the turn
+	// still returns its notices (the messages stay unread for the next).
+	err = g.write(context.WithoutCancel(ctx), func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
+		out.Messages = out.Messages[:0]
+		s, ok, err := tx.GetSession(ctx, ref)
+		if err != nil || !ok {
+			return err
+		}
+		for {
+			msgs, err := tx.MessagesAfter(ctx, ref, s.InboxSeen, MaxPageLimit)
+			if err != nil {
+				return err
+			}
+			for _, m := range msgs {
+				if m.Role == RoleUser {
+					out.Messages = append(out.Messages, messageView(m))
+				}
+				s.InboxSeen = m.ID
+			}
+			if len(msgs) < MaxPageLimit {
+				break
+			}
+		}
+		return tx.PutSession(ctx, s)
+	})
+	if err != nil {
+		g.log.Error("turn: read inbox", "session", ref.String(), "err", err)
+		out.Messages = out.Messages[:0]
+	}
+	return out, true, nil
+}
+
+// wakeWorthy reports whether the session has work that wakes it: unread
+// messages, or, unless it is a sub-agent, queued system events.
+func (g *Gateway) wakeWorthy(ctx context.Context, ref vigil.SessionRef) (bool, error) {
+	if !sessionkey.IsSubAgent(ref.Key) && len(g.eng.Pending(ref.Key)) > 0 {
+		return true, nil
+	}
+	return g.hasUnread(ctx, ref)
+}
+
+// hasUnread reports whether the session has inbound messages no turn has
+// consumed.
+func (g *Gateway) hasUnread(ctx context.Context, ref vigil.SessionRef) (bool, error) {
+	s, ok, err := g.store.Session(ctx, ref)
+	if err != nil || !ok {
+		return false, err
+	}
+	after := s.InboxSeen
+	for {
+		msgs, err := g.store.Messages(ctx, ref, after, MaxPageLimit)
+		if err != nil {
+			return false, err
+		}
+		for _, m := range msgs {
+			if m.Role == RoleUser {
+				return true, nil
+			}
+		}
+		if len(msgs) < MaxPageLimit {
+			return false, nil
+		}
+		after = msgs[len(msgs)-1].ID
+	}
+}
+
+// --- session_wait ---
+
+// WaitInput is session_wait's input.
+type WaitInput struct {
+	TimeoutSeconds *int `json:"timeoutSeconds,omitempty" jsonschema:"how long to wait (0-60, default 30)"`
+}
+
+// Wait is session_turn for the caller's own session: it blocks until the
+// session has a notice, a message or a wake (or the timeout passes), then
+// returns them as a turn does, consuming and acknowledging them.
+func (g *Gateway) Wait(ctx context.Context, c Caller, in WaitInput) (TurnOutput, error) {
+	if c.Session == nil {
+		return TurnOutput{}, fmt.Errorf("%w: waiting needs an acting session", ErrForbidden)
+	}
+	if in.TimeoutSeconds != nil && (*in.TimeoutSeconds < 0 || *in.TimeoutSeconds > MaxTurnWait) {
+		return TurnOutput{}, invalid("timeoutSeconds must be an integer from 0 to %d, got %d", MaxTurnWait, *in.TimeoutSeconds)
+	}
+	return g.Turn(ctx, c, TurnInput{SessionKey: c.Session.Key, WaitSeconds: in.TimeoutSeconds})
+}
+
+// liveParent is the session's parent key when that parent still exists: a
+// deleted parent watches nothing, and must not get a cursor back.
