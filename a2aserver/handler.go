@@ -13,6 +13,7 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/sessions"
 )
 
 // Metadata keys vigil reads from requests and writes into tasks and
@@ -225,7 +226,7 @@ func (h *handler) task(ctx context.Context, c gateway.Caller, key string, since 
 // sense (it takes turns until it is deleted), so its task is working,
 // unless its goal is blocked, which is input the session waits for.
 func stateOf(st gateway.StatusOutput) a2a.TaskState {
-	if st.Goal != nil && st.Goal.Status == gateway.GoalBlocked {
+	if st.Goal != nil && st.Goal.Status == sessions.GoalBlocked {
 		return a2a.TaskStateInputRequired
 	}
 	return a2a.TaskStateWorking

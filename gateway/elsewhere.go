@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/sessions"
 )
 
 // Several gateways can share one database. What one of them commits
@@ -30,12 +31,12 @@ func (g *Gateway) MessageArrived(ctx context.Context, session vigil.SessionRef, 
 	}
 	m := msgs[0]
 	switch m.Role {
-	case RoleAssistant:
+	case sessions.RoleAssistant:
 		if m.ReplyTo != 0 {
 			g.answer(session, m)
 		}
 		g.publishMessage(LiveReply, m)
-	case RoleUser:
+	case sessions.RoleUser:
 		g.publishMessage(LiveMessage, m)
 	}
 	return nil
@@ -73,7 +74,7 @@ func (g *Gateway) recheckWaiters(ctx context.Context) error {
 			return fmt.Errorf("recheck replies of %s: %w", target, err)
 		}
 		for _, m := range msgs {
-			if m.Role == RoleAssistant && m.ReplyTo != 0 {
+			if m.Role == sessions.RoleAssistant && m.ReplyTo != 0 {
 				g.answer(target, m)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/sessionkey"
+	"github.com/vigilhq/vigil/sessions"
 )
 
 // Errors callers branch on; every error the gateway returns for a caller's
@@ -14,7 +15,7 @@ var (
 	ErrUnauthenticated = errors.New("unauthenticated")
 	ErrForbidden       = errors.New("permission denied")
 	ErrNotFound        = errors.New("not found")
-	ErrConflict        = errors.New("conflict")
+	ErrConflict        = sessions.ErrConflict
 	// ErrTooMany is a caller over one of its own limits.
 	ErrTooMany = errors.New("too many requests")
 	// ErrUnavailable is a gateway that cannot serve the request now (its

@@ -9,7 +9,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +17,7 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/sessionkey"
+	"github.com/vigilhq/vigil/sessions"
 )
 
 // DefaultMaxSendTimeout caps how long sessions_send waits for a reply.
@@ -45,7 +45,7 @@ type Options struct {
 // Gateway serves sessions and the session tools.
 type Gateway struct {
 	eng   *vigil.Engine
-	store Store
+	store sessions.Store
 	log   *slog.Logger
 	opts  Options
 	tools *Registry
@@ -65,13 +65,12 @@ type waiter struct {
 }
 
 type sendOutcome struct {
-	reply Message
+	reply sessions.Message
 	err   string
 }
 
-// New returns a gateway on an engine whose store also implements Store
-// (its transactions implement Tx).
-func New(eng *vigil.Engine, store Store, opts Options) *Gateway {
+// New returns a gateway on an engine and the sessions of the same store.
+func New(eng *vigil.Engine, store sessions.Store, opts Options) *Gateway {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -120,13 +119,9 @@ func (g *Gateway) Hub() *Hub { return g.opts.Hub }
 func (g *Gateway) Tools() *Registry { return g.tools }
 
 // write runs fn as one engine write with the gateway's transaction.
-func (g *Gateway) write(ctx context.Context, fn func(ctx context.Context, txn *vigil.Txn, tx Tx) error) error {
+func (g *Gateway) write(ctx context.Context, fn func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error) error {
 	return g.eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
-		tx, ok := txn.Store().(Tx)
-		if !ok {
-			return errors.New("the store does not hold sessions")
-		}
-		return fn(ctx, txn, tx)
+		return fn(ctx, txn, g.store.SessionTx(txn.Store()))
 	})
 }
 
@@ -140,11 +135,11 @@ func kindOf(key string) string {
 	k := sessionkey.MustParse(key)
 	switch k.Kind() {
 	case sessionkey.Main:
-		return KindMain
+		return sessions.KindMain
 	case sessionkey.SubAgent:
-		return KindSubAgent
+		return sessions.KindSubAgent
 	}
-	return KindOther
+	return sessions.KindOther
 }
 
 // parseRef validates a session reference from a request.
@@ -196,21 +191,21 @@ func (g *Gateway) ResolveCaller(ctx context.Context, p Principal, sessionKey str
 }
 
 // session reads a committed session, failing with ErrNotFound.
-func (g *Gateway) session(ctx context.Context, ref vigil.SessionRef) (Session, error) {
+func (g *Gateway) session(ctx context.Context, ref vigil.SessionRef) (sessions.Session, error) {
 	s, ok, err := g.store.Session(ctx, ref)
 	if err != nil {
-		return Session{}, fmt.Errorf("read session %s: %w", ref, err)
+		return sessions.Session{}, fmt.Errorf("read session %s: %w", ref, err)
 	}
 	if !ok {
-		return Session{}, fmt.Errorf("%w: session %s", ErrNotFound, ref)
+		return sessions.Session{}, fmt.Errorf("%w: session %s", ErrNotFound, ref)
 	}
 	return s, nil
 }
 
 // actingSession reads the acting session inside a write, creating it when
 // it is an agent's main session seen for the first time.
-func (g *Gateway) actingSession(ctx context.Context, txn *vigil.Txn, tx Tx, ref vigil.SessionRef) (Session, error) {
-	if kindOf(ref.Key) == KindMain {
+func (g *Gateway) actingSession(ctx context.Context, txn *vigil.Txn, tx sessions.Tx, ref vigil.SessionRef) (sessions.Session, error) {
+	if kindOf(ref.Key) == sessions.KindMain {
 		return g.ensureSession(ctx, txn, tx, ref)
 	}
 	return mustGet(ctx, tx, ref)
@@ -218,18 +213,18 @@ func (g *Gateway) actingSession(ctx context.Context, txn *vigil.Txn, tx Tx, ref 
 
 // ensureSession returns the session, creating it (without a parent) when
 // missing.
-func (g *Gateway) ensureSession(ctx context.Context, txn *vigil.Txn, tx Tx, ref vigil.SessionRef) (Session, error) {
+func (g *Gateway) ensureSession(ctx context.Context, txn *vigil.Txn, tx sessions.Tx, ref vigil.SessionRef) (sessions.Session, error) {
 	s, ok, err := tx.GetSession(ctx, ref)
 	if err != nil || ok {
 		return s, err
 	}
 	now := txn.Now().UnixMilli()
-	s = Session{Ref: ref, SessionID: g.opts.NewID(), Kind: kindOf(ref.Key), CreatedAt: now, UpdatedAt: now}
+	s = sessions.Session{Ref: ref, SessionID: g.opts.NewID(), Kind: kindOf(ref.Key), CreatedAt: now, UpdatedAt: now}
 	return s, tx.PutSession(ctx, s)
 }
 
 // mustGet reads a session inside a write, failing with ErrNotFound.
-func mustGet(ctx context.Context, tx Tx, ref vigil.SessionRef) (Session, error) {
+func mustGet(ctx context.Context, tx sessions.Tx, ref vigil.SessionRef) (sessions.Session, error) {
 	s, ok, err := tx.GetSession(ctx, ref)
 	if err != nil {
 		return s, err

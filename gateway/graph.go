@@ -7,6 +7,7 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/sessionkey"
+	"github.com/vigilhq/vigil/sessions"
 )
 
 // --- sessions_graph ---
@@ -48,7 +49,7 @@ func (g *Gateway) Graph(ctx context.Context, c Caller, in GraphInput) (GraphOutp
 	if err != nil {
 		return GraphOutput{}, err
 	}
-	f := ListFilter{Limit: limit + 1}
+	f := sessions.ListFilter{Limit: limit + 1}
 	if in.AgentID != "" {
 		if f.AgentID, err = sessionkey.ParseAgentID(in.AgentID); err != nil {
 			return GraphOutput{}, invalid("agentId: %v", err)

@@ -11,6 +11,7 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/sessionkey"
+	"github.com/vigilhq/vigil/sessions"
 )
 
 // Limits on what requests may carry.
@@ -103,7 +104,7 @@ func (g *Gateway) Spawn(ctx context.Context, c Caller, in SpawnInput) (SpawnOutp
 	if pre.IfSynced {
 		return SpawnOutput{}, invalid("ifSynced does not apply to a spawn: its target is your own session, which you do not watch")
 	}
-	err := g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
+	err := g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
 		if err := g.checkPrecondition(ctx, txn, c, parent, pre); err != nil {
 			return err
 		}
@@ -111,7 +112,7 @@ func (g *Gateway) Spawn(ctx context.Context, c Caller, in SpawnInput) (SpawnOutp
 			return err
 		}
 		now := txn.Now().UnixMilli()
-		s := Session{Ref: child, SessionID: g.opts.NewID(), Kind: KindSubAgent, Label: in.Label, SpawnedBy: parent.Key,
+		s := sessions.Session{Ref: child, SessionID: g.opts.NewID(), Kind: sessions.KindSubAgent, Label: in.Label, SpawnedBy: parent.Key,
 			CreatedAt: now, UpdatedAt: now}
 		if err := tx.PutSession(ctx, s); err != nil {
 			return err
@@ -121,10 +122,10 @@ func (g *Gateway) Spawn(ctx context.Context, c Caller, in SpawnInput) (SpawnOutp
 			Parent: parent.Key}); err != nil {
 			return err
 		}
-		if err := tx.PutRun(ctx, Run{RunID: runID, Session: child, Requester: parent.Key, StartedAt: now}); err != nil {
+		if err := tx.PutRun(ctx, sessions.Run{RunID: runID, Session: child, Requester: parent.Key, StartedAt: now}); err != nil {
 			return err
 		}
-		task := Message{Session: child, Role: RoleUser, ActorType: vigil.ActorAgent, ActorID: parent.Key,
+		task := sessions.Message{Session: child, Role: sessions.RoleUser, ActorType: vigil.ActorAgent, ActorID: parent.Key,
 			Content: in.Task, CreatedAt: now}
 		var err error
 		if task.ID, err = tx.AppendMessage(ctx, task); err != nil {
@@ -205,7 +206,7 @@ type GoalOutput struct {
 
 func checkStatus(status string) error {
 	switch status {
-	case GoalActive, GoalPaused, GoalBlocked, GoalComplete:
+	case sessions.GoalActive, sessions.GoalPaused, sessions.GoalBlocked, sessions.GoalComplete:
 		return nil
 	}
 	return invalid("status %q is not active, paused, blocked or complete", status)
@@ -245,7 +246,7 @@ func (g *Gateway) SetGoal(ctx context.Context, c Caller, in GoalInput) (GoalOutp
 	}
 	actorType, actorID := c.actor()
 	var out GoalOutput
-	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
+	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
 		if err := g.checkPrecondition(ctx, txn, c, ref, pre); err != nil {
 			return err
 		}
@@ -263,9 +264,9 @@ func (g *Gateway) SetGoal(ctx context.Context, c Caller, in GoalInput) (GoalOutp
 			}
 			status := in.Status
 			if status == "" {
-				status = GoalActive
+				status = sessions.GoalActive
 			}
-			s.Goal = &Goal{Objective: in.Objective, Status: status, UpdatedAt: now}
+			s.Goal = &sessions.Goal{Objective: in.Objective, Status: status, UpdatedAt: now}
 		case "edit", "status", "clear":
 			if s.Goal == nil {
 				return fmt.Errorf("%w: session %s has no goal to %s", ErrNotFound, ref, in.Action)
@@ -273,10 +274,10 @@ func (g *Gateway) SetGoal(ctx context.Context, c Caller, in GoalInput) (GoalOutp
 			switch in.Action {
 			case "edit":
 				summary = "goal objective changed"
-				s.Goal = &Goal{Objective: in.Objective, Status: s.Goal.Status, UpdatedAt: now}
+				s.Goal = &sessions.Goal{Objective: in.Objective, Status: s.Goal.Status, UpdatedAt: now}
 			case "status":
 				summary = "goal status changed to " + in.Status
-				s.Goal = &Goal{Objective: s.Goal.Objective, Status: in.Status, UpdatedAt: now}
+				s.Goal = &sessions.Goal{Objective: s.Goal.Objective, Status: in.Status, UpdatedAt: now}
 			case "clear":
 				summary = "goal cleared"
 				s.Goal = nil
@@ -334,7 +335,7 @@ func (g *Gateway) Reset(ctx context.Context, c Caller, in SessionInput) (ResetOu
 		return ResetOutput{}, err
 	}
 	var out ResetOutput
-	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
+	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
 		if err := g.checkPrecondition(ctx, txn, c, ref, pre); err != nil {
 			return err
 		}
@@ -386,7 +387,7 @@ func (g *Gateway) Delete(ctx context.Context, c Caller, in SessionInput) (Delete
 	if err := pre.validate(c); err != nil {
 		return DeleteOutput{}, err
 	}
-	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
+	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
 		if err := g.checkPrecondition(ctx, txn, c, ref, pre); err != nil {
 			return err
 		}
@@ -449,7 +450,7 @@ func (g *Gateway) EndRun(ctx context.Context, c Caller, in RunEndInput) (RunEndO
 		return RunEndOutput{}, err
 	}
 	var out RunEndOutput
-	err := g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
+	err := g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
 		run, ok, err := tx.GetRun(ctx, in.RunID)
 		if err != nil {
 			return err
@@ -539,7 +540,7 @@ func (g *Gateway) Compact(ctx context.Context, c Caller, in CompactInput) (Compa
 		return CompactOutput{}, err
 	}
 	var out CompactOutput
-	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
+	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
 		s, err := mustGet(ctx, tx, ref)
 		if err != nil {
 			return err
@@ -551,7 +552,7 @@ func (g *Gateway) Compact(ctx context.Context, c Caller, in CompactInput) (Compa
 			if upTo == 0 {
 				upTo = math.MaxInt64
 			}
-			if out.Replaced, err = tx.CompactMessages(ctx, ref, upTo, Message{ActorType: vigil.ActorSystem,
+			if out.Replaced, err = tx.CompactMessages(ctx, ref, upTo, sessions.Message{ActorType: vigil.ActorSystem,
 				Content: in.Summary, CreatedAt: now}); err != nil {
 				return err
 			}
@@ -578,7 +579,7 @@ func (g *Gateway) Compact(ctx context.Context, c Caller, in CompactInput) (Compa
 	return out, nil
 }
 
-func liveParent(ctx context.Context, tx Tx, s Session) string {
+func liveParent(ctx context.Context, tx sessions.Tx, s sessions.Session) string {
 	if s.SpawnedBy == "" {
 		return ""
 	}

@@ -7,6 +7,7 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/sessionkey"
+	"github.com/vigilhq/vigil/sessions"
 )
 
 // --- session_status ---
@@ -30,7 +31,7 @@ type GoalView struct {
 	UpdatedAt int64  `json:"updatedAt"`
 }
 
-func goalView(g *Goal) *GoalView {
+func goalView(g *sessions.Goal) *GoalView {
 	if g == nil {
 		return nil
 	}
@@ -170,7 +171,7 @@ func (g *Gateway) List(ctx context.Context, c Caller, in ListInput) (ListOutput,
 	if err != nil {
 		return ListOutput{}, err
 	}
-	f := ListFilter{Limit: limit + 1}
+	f := sessions.ListFilter{Limit: limit + 1}
 	if in.AgentID != "" {
 		if f.AgentID, err = sessionkey.ParseAgentID(in.AgentID); err != nil {
 			return ListOutput{}, invalid("agentId: %v", err)
@@ -180,7 +181,7 @@ func (g *Gateway) List(ctx context.Context, c Caller, in ListInput) (ListOutput,
 		}
 	}
 	switch in.Kind {
-	case "", KindMain, KindSubAgent, KindOther:
+	case "", sessions.KindMain, sessions.KindSubAgent, sessions.KindOther:
 		f.Kind = in.Kind
 	default:
 		return ListOutput{}, invalid("kind %q is not main, subagent or other", in.Kind)
@@ -247,7 +248,7 @@ type MessageView struct {
 	CreatedAt int64           `json:"createdAt"`
 }
 
-func messageView(m Message) MessageView {
+func messageView(m sessions.Message) MessageView {
 	return MessageView{ID: m.ID, Role: m.Role, ActorType: m.ActorType, ActorID: m.ActorID, Channel: m.Channel,
 		Content: m.Content, ReplyTo: m.ReplyTo, CreatedAt: m.CreatedAt}
 }

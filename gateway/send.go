@@ -8,6 +8,7 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/sessionkey"
+	"github.com/vigilhq/vigil/sessions"
 )
 
 // --- sessions_send ---
@@ -135,7 +136,7 @@ func (g *Gateway) Send(ctx context.Context, c Caller, in SendInput) (SendOutput,
 	}
 	var msgID int64
 	wantWatch, watched := in.Watch != nil && *in.Watch, false
-	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
+	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
 		if err := g.checkPrecondition(ctx, txn, c, target, pre); err != nil {
 			return err
 		}
@@ -144,7 +145,7 @@ func (g *Gateway) Send(ctx context.Context, c Caller, in SendInput) (SendOutput,
 			return err
 		}
 		if !ok {
-			if kindOf(target.Key) != KindMain {
+			if kindOf(target.Key) != sessions.KindMain {
 				return fmt.Errorf("%w: session %s", ErrNotFound, target)
 			}
 			if s, err = g.ensureSession(ctx, txn, tx, target); err != nil {
@@ -152,7 +153,7 @@ func (g *Gateway) Send(ctx context.Context, c Caller, in SendInput) (SendOutput,
 			}
 		}
 		now := txn.Now().UnixMilli()
-		m := Message{Session: target, Role: RoleUser, ActorType: actorType, ActorID: actorID, Channel: channel,
+		m := sessions.Message{Session: target, Role: sessions.RoleUser, ActorType: actorType, ActorID: actorID, Channel: channel,
 			Content: in.Message, CreatedAt: now}
 		if msgID, err = tx.AppendMessage(ctx, m); err != nil {
 			return err
@@ -269,7 +270,7 @@ func (g *Gateway) dropWaiter(target vigil.SessionRef, w *waiter) bool {
 
 // answer hands a reply to the send waiting for it: the one whose message it
 // answers, or the oldest. It reports whether a send received it.
-func (g *Gateway) answer(target vigil.SessionRef, reply Message) bool {
+func (g *Gateway) answer(target vigil.SessionRef, reply sessions.Message) bool {
 	g.waitMu.Lock()
 	defer g.waitMu.Unlock()
 	list := g.waiters[target]
@@ -328,13 +329,13 @@ func (g *Gateway) Reply(ctx context.Context, c Caller, in ReplyInput) (ReplyOutp
 		return ReplyOutput{}, invalid("replyTo must be a message id")
 	}
 	var out ReplyOutput
-	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
+	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
 		s, err := mustGet(ctx, tx, ref)
 		if err != nil {
 			return err
 		}
 		now := txn.Now().UnixMilli()
-		m := Message{Session: ref, Role: RoleAssistant, ActorType: vigil.ActorAgent, ActorID: ref.Key,
+		m := sessions.Message{Session: ref, Role: sessions.RoleAssistant, ActorType: vigil.ActorAgent, ActorID: ref.Key,
 			Content: in.Text, ReplyTo: in.ReplyTo, CreatedAt: now}
 		if m.ID, err = tx.AppendMessage(ctx, m); err != nil {
 			return err

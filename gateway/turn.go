@@ -7,6 +7,7 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/sessionkey"
+	"github.com/vigilhq/vigil/sessions"
 )
 
 // --- session_pending ---
@@ -51,7 +52,7 @@ func (g *Gateway) Pending(ctx context.Context, c Caller, in PendingInput) (Pendi
 	return out, nil
 }
 
-func (g *Gateway) publishMessage(typ string, m Message) {
+func (g *Gateway) publishMessage(typ string, m sessions.Message) {
 	v := messageView(m)
 	g.opts.Hub.Publish(LiveEvent{Type: typ, Session: m.Session.Key, Message: &v})
 }
@@ -205,7 +206,7 @@ func (g *Gateway) takeTurn(ctx context.Context, ref vigil.SessionRef) (TurnOutpu
 	// The notices are acknowledged now, so the turn must be answered: the
 	// inbox read runs even if the caller has gone, and if it fails the turn
 	// still returns its notices (the messages stay unread for the next).
-	err = g.write(context.WithoutCancel(ctx), func(ctx context.Context, txn *vigil.Txn, tx Tx) error {
+	err = g.write(context.WithoutCancel(ctx), func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
 		out.Messages = out.Messages[:0]
 		s, ok, err := tx.GetSession(ctx, ref)
 		if err != nil || !ok {
@@ -217,7 +218,7 @@ func (g *Gateway) takeTurn(ctx context.Context, ref vigil.SessionRef) (TurnOutpu
 				return err
 			}
 			for _, m := range msgs {
-				if m.Role == RoleUser {
+				if m.Role == sessions.RoleUser {
 					out.Messages = append(out.Messages, messageView(m))
 				}
 				s.InboxSeen = m.ID
@@ -258,7 +259,7 @@ func (g *Gateway) hasUnread(ctx context.Context, ref vigil.SessionRef) (bool, er
 			return false, err
 		}
 		for _, m := range msgs {
-			if m.Role == RoleUser {
+			if m.Role == sessions.RoleUser {
 				return true, nil
 			}
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
 	"github.com/vigilhq/vigil/internal/metrics"
+	"github.com/vigilhq/vigil/sessions"
 	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
@@ -495,7 +496,7 @@ func TestE2EOperatorGoalChangeNotifiesTheManager(t *testing.T) {
 	e2eCheckPending(t, s, e2eManager, nil)
 	goal := e2eDo[gateway.GoalOutput](t, s, e2eOperator, "", "session_goal",
 		map[string]any{"sessionKey": worker, "action": "set", "objective": "ship the Q3 summary"})
-	if goal.StateVersion != 3 || goal.Goal == nil || goal.Goal.Status != gateway.GoalActive {
+	if goal.StateVersion != 3 || goal.Goal == nil || goal.Goal.Status != sessions.GoalActive {
 		t.Fatalf("goal = %+v", goal)
 	}
 	e2eCheckPending(t, s, e2eManager, e2eNotices(worker, 2))
@@ -676,7 +677,7 @@ func TestE2ESendWaitsForAndReturnsTheTargetsReply(t *testing.T) {
 	call := e2eGo(s, e2eMain, e2eManager, "sessions_send",
 		map[string]any{"sessionKey": worker, "message": "how far along are you?", "timeoutSeconds": 30})
 	msg := e2eWaitForMessage(t, s, worker, "how far along are you?")
-	if msg.ActorType != vigil.ActorAgent || msg.ActorID != e2eManager || msg.Role != gateway.RoleUser {
+	if msg.ActorType != vigil.ActorAgent || msg.ActorID != e2eManager || msg.Role != sessions.RoleUser {
 		t.Fatalf("delivered message = %+v", msg)
 	}
 	rep := e2eDo[gateway.ReplyOutput](t, s, e2eMain, worker, "session_reply",
@@ -774,7 +775,7 @@ func TestE2EReplyWithReplyToAnswersThatExactSend(t *testing.T) {
 	}
 	var replyTos []int64
 	for _, m := range e2eHistory(t, s, worker) {
-		if m.Role == gateway.RoleAssistant {
+		if m.Role == sessions.RoleAssistant {
 			replyTos = append(replyTos, m.ReplyTo)
 		}
 	}
@@ -876,7 +877,7 @@ func TestE2EAllowListEntryLetsAnAgentReadAndChangeAnotherAgentsSessions(t *testi
 		http.StatusForbidden, gateway.CodeForbidden, "itself")
 	g := e2eDo[gateway.GoalOutput](t, s, e2eBoss, e2eBossKey, "session_goal",
 		map[string]any{"sessionKey": e2eOpsMain, "action": "status", "status": "blocked"})
-	if g.Goal == nil || g.Goal.Status != gateway.GoalBlocked || g.StateVersion <= v {
+	if g.Goal == nil || g.Goal.Status != sessions.GoalBlocked || g.StateVersion <= v {
 		t.Fatalf("goal = %+v", g)
 	}
 	sp := e2eDo[gateway.SpawnOutput](t, s, e2eBoss, e2eBossKey, "sessions_spawn", map[string]any{"task": "help ops", "agentId": "ops"})
@@ -1447,7 +1448,7 @@ func TestE2ECompactReplacesOlderMessagesWithTheSummary(t *testing.T) {
 		t.Fatalf("compact = %+v", out)
 	}
 	after := e2eHistory(t, s, worker)
-	if len(after) != 2 || after[0].Role != gateway.RoleSummary || after[0].Content != "task: Q3 summary; use Q3 numbers" ||
+	if len(after) != 2 || after[0].Role != sessions.RoleSummary || after[0].Content != "task: Q3 summary; use Q3 numbers" ||
 		after[0].ActorType != vigil.ActorSystem || after[1] != h[2] {
 		t.Fatalf("history after compaction = %+v", after)
 	}

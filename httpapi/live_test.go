@@ -28,6 +28,7 @@ import (
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
+	"github.com/vigilhq/vigil/sessions"
 	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
@@ -637,7 +638,7 @@ func TestLiveSpawnedChildsFirstTurnReturnsItsTaskOnceAndItsReplyCompletesAWaitin
 		t.Fatalf("child's first turn messages = %+v, want the task", first.Messages)
 	}
 	task := first.Messages[0]
-	if task.Content != "summarise the quarterly report" || task.Role != gateway.RoleUser ||
+	if task.Content != "summarise the quarterly report" || task.Role != sessions.RoleUser ||
 		task.ActorType != vigil.ActorAgent || task.ActorID != e2eManager {
 		t.Fatalf("task message = %+v", task)
 	}
@@ -809,7 +810,7 @@ func TestLiveSessionStreamShowsNoticeWakeMessageAndReplyOfAMainWatcher(t *testin
 		map[string]any{"sessionKey": e2eManager, "message": "what is the plan?", "channel": "web", "timeoutSeconds": 0})
 	m := liveNextLive(t, stream, gateway.LiveMessage, e2eManager)
 	if m.Message == nil || m.Message.ID != sent.MessageID || m.Message.Content != "what is the plan?" ||
-		m.Message.Role != gateway.RoleUser || m.Message.ActorType != vigil.ActorHuman || m.Message.Channel != "web" {
+		m.Message.Role != sessions.RoleUser || m.Message.ActorType != vigil.ActorHuman || m.Message.Channel != "web" {
 		t.Fatalf("message event = %+v / %+v", m, m.Message)
 	}
 
@@ -819,7 +820,7 @@ func TestLiveSessionStreamShowsNoticeWakeMessageAndReplyOfAMainWatcher(t *testin
 		t.Fatalf("reply: status %d, body %s", code, body)
 	}
 	r := liveNextLive(t, stream, gateway.LiveReply, e2eManager)
-	if r.Message == nil || r.Message.Content != "ship on Friday" || r.Message.Role != gateway.RoleAssistant ||
+	if r.Message == nil || r.Message.Content != "ship on Friday" || r.Message.Role != sessions.RoleAssistant ||
 		r.Message.ReplyTo != sent.MessageID {
 		t.Fatalf("reply event = %+v / %+v", r, r.Message)
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	vigil "github.com/vigilhq/vigil"
-	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/sessions"
 	"github.com/vigilhq/vigil/store/pgstore"
 	"github.com/vigilhq/vigil/store/sqlitestore"
 )
@@ -18,7 +18,7 @@ import (
 // gateway's, on one database.
 type sessionStore interface {
 	vigil.Store
-	gateway.Store
+	sessions.Store
 }
 
 // isPostgresURL reports whether a --db value names a PostgreSQL database.

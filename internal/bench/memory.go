@@ -15,7 +15,7 @@ import (
 	"time"
 
 	vigil "github.com/vigilhq/vigil"
-	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/sessions"
 )
 
 // runMemory measures the peak resident memory of a real `vigil serve`
@@ -71,13 +71,13 @@ func runMemory(ctx context.Context, e *env) error {
 // nine sub-agents each) and cursors cursors (every session watching the
 // next cursors/sessions sessions), then one person's message on every
 // session, so every cursor is pending. It returns the watchers.
-func fillSessions(ctx context.Context, st *scratch, sessions, cursors int) ([]string, error) {
+func fillSessions(ctx context.Context, st *scratch, nSessions, cursors int) ([]string, error) {
 	eng, err := engine(ctx, st, vigil.Options{})
 	if err != nil {
 		return nil, err
 	}
 	defer eng.Close()
-	keys := make([]string, sessions)
+	keys := make([]string, nSessions)
 	for i := range keys {
 		if i%10 == 0 {
 			keys[i] = fmt.Sprintf("agent:m%d:main", i/10)
@@ -86,25 +86,25 @@ func fillSessions(ctx context.Context, st *scratch, sessions, cursors int) ([]st
 		}
 	}
 	now := time.Now().UnixMilli()
-	if err := inBatches(ctx, eng, sessions, 2000, func(ctx context.Context, txn *vigil.Txn, i int) error {
-		s := gateway.Session{Ref: vigil.MustRef(keys[i]), SessionID: fmt.Sprintf("bench-%d", i), Kind: gateway.KindMain,
+	if err := inBatches(ctx, eng, nSessions, 2000, func(ctx context.Context, txn *vigil.Txn, i int) error {
+		s := sessions.Session{Ref: vigil.MustRef(keys[i]), SessionID: fmt.Sprintf("bench-%d", i), Kind: sessions.KindMain,
 			CreatedAt: now, UpdatedAt: now}
 		if i%10 != 0 {
-			s.Kind, s.SpawnedBy = gateway.KindSubAgent, keys[i-i%10]
+			s.Kind, s.SpawnedBy = sessions.KindSubAgent, keys[i-i%10]
 		}
-		return txn.Store().(gateway.Tx).PutSession(ctx, s)
+		return txn.Store().(sessions.Tx).PutSession(ctx, s)
 	}); err != nil {
 		return nil, err
 	}
-	per := max(1, cursors/sessions)
+	per := max(1, cursors/nSessions)
 	if err := inBatches(ctx, eng, cursors, 5000, func(ctx context.Context, txn *vigil.Txn, i int) error {
-		w := (i / per) % sessions
-		_, err := txn.Watch(ctx, keys[w], vigil.MustRef(keys[(w+1+i%per)%sessions]))
+		w := (i / per) % nSessions
+		_, err := txn.Watch(ctx, keys[w], vigil.MustRef(keys[(w+1+i%per)%nSessions]))
 		return err
 	}); err != nil {
 		return nil, err
 	}
-	if err := inBatches(ctx, eng, sessions, 1000, func(ctx context.Context, txn *vigil.Txn, i int) error {
+	if err := inBatches(ctx, eng, nSessions, 1000, func(ctx context.Context, txn *vigil.Txn, i int) error {
 		_, err := txn.Record(ctx, humanMessage(vigil.MustRef(keys[i])))
 		return err
 	}); err != nil {

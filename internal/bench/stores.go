@@ -13,7 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	vigil "github.com/vigilhq/vigil"
-	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/sessions"
 	"github.com/vigilhq/vigil/store/pgstore"
 	"github.com/vigilhq/vigil/store/sqlitestore"
 )
@@ -21,7 +21,7 @@ import (
 // store is what a gateway runs on: the engine's storage and the gateway's.
 type store interface {
 	vigil.Store
-	gateway.Store
+	sessions.Store
 }
 
 // scratch is a fresh, empty store for one measurement.

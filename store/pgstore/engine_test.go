@@ -9,6 +9,7 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/sessions"
 	"github.com/vigilhq/vigil/store/pgstore"
 )
 
@@ -149,7 +150,7 @@ func TestGatewayOnPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(h.Messages) != 1 || h.Messages[0].Role != gateway.RoleSummary || h.Messages[0].ID != sent.MessageID {
+	if len(h.Messages) != 1 || h.Messages[0].Role != sessions.RoleSummary || h.Messages[0].ID != sent.MessageID {
 		t.Errorf("transcript after compaction = %+v, want one summary with id %d", h.Messages, sent.MessageID)
 	}
 	list, err := g.List(ctx, person, gateway.ListInput{})
@@ -191,23 +192,23 @@ func TestGatewayRowsRoundTrip(t *testing.T) {
 	child := vigil.SessionRef{AgentID: "alpha", Key: "agent:alpha:subagent:x"}
 	bare := vigil.SessionRef{AgentID: "beta", Key: "global"}
 	now := time.Now().UnixMilli()
-	full := gateway.Session{Ref: child, SessionID: "inc-1", Kind: gateway.KindSubAgent, Label: "scout", SpawnedBy: alphaMain.Key,
-		Goal: &gateway.Goal{Objective: "find it", Status: gateway.GoalActive, UpdatedAt: now}, InboxSeen: 3, CreatedAt: now, UpdatedAt: now + 1}
-	plain := gateway.Session{Ref: bare, SessionID: "inc-2", Kind: gateway.KindOther, CreatedAt: now, UpdatedAt: now}
+	full := sessions.Session{Ref: child, SessionID: "inc-1", Kind: sessions.KindSubAgent, Label: "scout", SpawnedBy: alphaMain.Key,
+		Goal: &sessions.Goal{Objective: "find it", Status: sessions.GoalActive, UpdatedAt: now}, InboxSeen: 3, CreatedAt: now, UpdatedAt: now + 1}
+	plain := sessions.Session{Ref: bare, SessionID: "inc-2", Kind: sessions.KindOther, CreatedAt: now, UpdatedAt: now}
 
 	txw, err := s.BeginWrite(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx := txw.(gateway.Tx)
+	tx := txw.(sessions.Tx)
 	defer tx.Rollback()
-	for _, sess := range []gateway.Session{full, plain} {
+	for _, sess := range []sessions.Session{full, plain} {
 		if err := tx.PutSession(ctx, sess); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := tx.PutSession(ctx, gateway.Session{Ref: vigil.SessionRef{AgentID: "alpha", Key: "agent:alpha:other"},
-		SessionID: "x", Kind: gateway.KindOther, Label: "scout"}); !errors.Is(err, gateway.ErrConflict) {
+	if err := tx.PutSession(ctx, sessions.Session{Ref: vigil.SessionRef{AgentID: "alpha", Key: "agent:alpha:other"},
+		SessionID: "x", Kind: sessions.KindOther, Label: "scout"}); !errors.Is(err, gateway.ErrConflict) {
 		t.Errorf("PutSession with a taken label: %v, want ErrConflict", err)
 	}
 	if got, ok, err := tx.GetSession(ctx, child); err != nil || !ok || !sameSession(got, full) {
@@ -215,7 +216,7 @@ func TestGatewayRowsRoundTrip(t *testing.T) {
 	}
 	var ids []int64
 	for i, content := range []string{"one", "two", "three"} {
-		id, err := tx.AppendMessage(ctx, gateway.Message{Session: child, Role: gateway.RoleUser, ActorType: vigil.ActorHuman,
+		id, err := tx.AppendMessage(ctx, sessions.Message{Session: child, Role: sessions.RoleUser, ActorType: vigil.ActorHuman,
 			ActorID: "ops", Channel: "api", Content: content, ReplyTo: int64(i), CreatedAt: now})
 		if err != nil {
 			t.Fatal(err)
@@ -225,13 +226,13 @@ func TestGatewayRowsRoundTrip(t *testing.T) {
 	if !slices.IsSorted(ids) || ids[0] == ids[1] {
 		t.Errorf("message ids %v are not increasing", ids)
 	}
-	if n, err := tx.CompactMessages(ctx, child, ids[1], gateway.Message{ActorType: vigil.ActorSystem, Content: "sum", CreatedAt: now}); err != nil || n != 2 {
+	if n, err := tx.CompactMessages(ctx, child, ids[1], sessions.Message{ActorType: vigil.ActorSystem, Content: "sum", CreatedAt: now}); err != nil || n != 2 {
 		t.Errorf("CompactMessages = %d, %v; want 2", n, err)
 	}
-	if err := tx.PutRun(ctx, gateway.Run{RunID: "r1", Session: child, Requester: alphaMain.Key, StartedAt: now}); err != nil {
+	if err := tx.PutRun(ctx, sessions.Run{RunID: "r1", Session: child, Requester: alphaMain.Key, StartedAt: now}); err != nil {
 		t.Fatal(err)
 	}
-	if err := tx.PutRun(ctx, gateway.Run{RunID: "r1", Session: child, Requester: alphaMain.Key, StartedAt: now, EndedAt: now + 5, Outcome: "timeout"}); err != nil {
+	if err := tx.PutRun(ctx, sessions.Run{RunID: "r1", Session: child, Requester: alphaMain.Key, StartedAt: now, EndedAt: now + 5, Outcome: "timeout"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -254,21 +255,21 @@ func TestGatewayRowsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(msgs) != 2 || msgs[0].ID != ids[1] || msgs[0].Role != gateway.RoleSummary || msgs[0].Content != "sum" ||
+	if len(msgs) != 2 || msgs[0].ID != ids[1] || msgs[0].Role != sessions.RoleSummary || msgs[0].Content != "sum" ||
 		msgs[1].ID != ids[2] || msgs[1].Content != "three" || msgs[1].ActorID != "ops" || msgs[1].Channel != "api" || msgs[1].ReplyTo != 2 {
 		t.Errorf("Messages after compaction = %+v", msgs)
 	}
 	if r, ok, err := s.Run(ctx, "r1"); err != nil || !ok || r.EndedAt != now+5 || r.Outcome != "timeout" || r.Requester != alphaMain.Key || r.Session != child {
 		t.Errorf("Run = %+v, %v, %v", r, ok, err)
 	}
-	all, err := s.ListSessions(ctx, gateway.ListFilter{Limit: 10})
+	all, err := s.ListSessions(ctx, sessions.ListFilter{Limit: 10})
 	if err != nil || len(all) != 2 || all[0].Ref != child || all[1].Ref != bare {
 		t.Errorf("ListSessions = %+v, %v; want alpha's then beta's", all, err)
 	}
-	if page, err := s.ListSessions(ctx, gateway.ListFilter{After: child, Limit: 10}); err != nil || len(page) != 1 || page[0].Ref != bare {
+	if page, err := s.ListSessions(ctx, sessions.ListFilter{After: child, Limit: 10}); err != nil || len(page) != 1 || page[0].Ref != bare {
 		t.Errorf("ListSessions after %s = %+v, %v", child, page, err)
 	}
-	if page, err := s.ListSessions(ctx, gateway.ListFilter{AgentID: "beta", Kind: gateway.KindOther, Limit: 10}); err != nil || len(page) != 1 {
+	if page, err := s.ListSessions(ctx, sessions.ListFilter{AgentID: "beta", Kind: sessions.KindOther, Limit: 10}); err != nil || len(page) != 1 {
 		t.Errorf("ListSessions(beta, other) = %+v, %v", page, err)
 	}
 
@@ -276,7 +277,7 @@ func TestGatewayRowsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx = txw.(gateway.Tx)
+	tx = txw.(sessions.Tx)
 	defer tx.Rollback()
 	if err := tx.DeleteSessionRow(ctx, child); err != nil {
 		t.Fatal(err)
@@ -295,7 +296,7 @@ func TestGatewayRowsRoundTrip(t *testing.T) {
 	}
 }
 
-func sameSession(a, b gateway.Session) bool {
+func sameSession(a, b sessions.Session) bool {
 	if (a.Goal == nil) != (b.Goal == nil) || (a.Goal != nil && *a.Goal != *b.Goal) {
 		return false
 	}

@@ -1,5 +1,5 @@
 // Package pgstore is vigil's PostgreSQL store: vigil.Store and
-// gateway.Store on one database, through a pgx connection pool, for
+// sessions.Store on one database, through a pgx connection pool, for
 // deployments where several gateway processes share one database.
 //
 // Unlike SQLite, PostgreSQL runs write transactions concurrently, so a
@@ -44,7 +44,7 @@ type Options struct {
 	Schema string
 }
 
-// Store is a vigil.Store and gateway.Store on a PostgreSQL database.
+// Store is a vigil.Store and sessions.Store on a PostgreSQL database.
 type Store struct {
 	pool *pgxpool.Pool
 	// markerHi and markerLo are the advisory lock namespaces (first keys)

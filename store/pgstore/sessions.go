@@ -9,25 +9,29 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	vigil "github.com/vigilhq/vigil"
-	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/sessions"
 )
 
 var (
-	_ gateway.Store = (*Store)(nil)
-	_ gateway.Tx    = (*Tx)(nil)
+	_ sessions.Store = (*Store)(nil)
+	_ sessions.Tx    = (*Tx)(nil)
 )
+
+// SessionTx implements sessions.Store: every write transaction this store
+// begins holds its session writes too.
+func (s *Store) SessionTx(tx vigil.Tx) sessions.Tx { return tx.(*Tx) }
 
 const sessionColumns = `agent_id, session_key, session_id, kind, coalesce(label, ''), coalesce(spawned_by, ''),
 	goal_objective, goal_status, goal_updated_at, inbox_seen, created_at, updated_at`
 
-func scanSession(r pgx.Row) (gateway.Session, error) {
-	var s gateway.Session
+func scanSession(r pgx.Row) (sessions.Session, error) {
+	var s sessions.Session
 	var objective, status *string
 	var goalAt *int64
 	err := r.Scan(&s.Ref.AgentID, &s.Ref.Key, &s.SessionID, &s.Kind, &s.Label, &s.SpawnedBy,
 		&objective, &status, &goalAt, &s.InboxSeen, &s.CreatedAt, &s.UpdatedAt)
 	if err == nil && status != nil {
-		g := &gateway.Goal{Status: *status}
+		g := &sessions.Goal{Status: *status}
 		if objective != nil {
 			g.Objective = *objective
 		}
@@ -39,10 +43,10 @@ func scanSession(r pgx.Row) (gateway.Session, error) {
 	return s, err
 }
 
-func getSession(row pgx.Row) (gateway.Session, bool, error) {
+func getSession(row pgx.Row) (sessions.Session, bool, error) {
 	s, err := scanSession(row)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return gateway.Session{}, false, nil
+		return sessions.Session{}, false, nil
 	}
 	return s, err == nil, wrap(err)
 }
@@ -50,8 +54,8 @@ func getSession(row pgx.Row) (gateway.Session, bool, error) {
 const messageColumns = `id, agent_id, session_key, role, actor_type, coalesce(actor_id, ''), coalesce(channel, ''),
 	content, coalesce(reply_to, 0), created_at`
 
-func scanMessage(r pgx.Row) (gateway.Message, error) {
-	var m gateway.Message
+func scanMessage(r pgx.Row) (sessions.Message, error) {
+	var m sessions.Message
 	var actor string
 	err := r.Scan(&m.ID, &m.Session.AgentID, &m.Session.Key, &m.Role, &actor, &m.ActorID, &m.Channel,
 		&m.Content, &m.ReplyTo, &m.CreatedAt)
@@ -61,30 +65,30 @@ func scanMessage(r pgx.Row) (gateway.Message, error) {
 
 const runColumns = `run_id, agent_id, session_key, coalesce(requester, ''), started_at, coalesce(ended_at, 0), coalesce(outcome, '')`
 
-func scanRun(r pgx.Row) (gateway.Run, bool, error) {
-	var run gateway.Run
+func scanRun(r pgx.Row) (sessions.Run, bool, error) {
+	var run sessions.Run
 	err := r.Scan(&run.RunID, &run.Session.AgentID, &run.Session.Key, &run.Requester, &run.StartedAt, &run.EndedAt, &run.Outcome)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return gateway.Run{}, false, nil
+		return sessions.Run{}, false, nil
 	}
 	return run, err == nil, wrap(err)
 }
 
 const sessionQuery = `SELECT ` + sessionColumns + ` FROM sessions WHERE agent_id = $1 AND session_key = $2`
 
-// Session implements gateway.Store.
-func (s *Store) Session(ctx context.Context, ref vigil.SessionRef) (gateway.Session, bool, error) {
+// Session implements sessions.Store.
+func (s *Store) Session(ctx context.Context, ref vigil.SessionRef) (sessions.Session, bool, error) {
 	return getSession(s.pool.QueryRow(ctx, sessionQuery, ref.AgentID, ref.Key))
 }
 
-// SessionByLabel implements gateway.Store.
-func (s *Store) SessionByLabel(ctx context.Context, agentID, label string) (gateway.Session, bool, error) {
+// SessionByLabel implements sessions.Store.
+func (s *Store) SessionByLabel(ctx context.Context, agentID, label string) (sessions.Session, bool, error) {
 	return getSession(s.pool.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions
 		WHERE agent_id = $1 AND label = $2`, agentID, label))
 }
 
-// ListSessions implements gateway.Store.
-func (s *Store) ListSessions(ctx context.Context, f gateway.ListFilter) ([]gateway.Session, error) {
+// ListSessions implements sessions.Store.
+func (s *Store) ListSessions(ctx context.Context, f sessions.ListFilter) ([]sessions.Session, error) {
 	var where []string
 	var args []any
 	arg := func(v any) string {
@@ -110,7 +114,7 @@ func (s *Store) ListSessions(ctx context.Context, f gateway.ListFilter) ([]gatew
 		return nil, wrap(err)
 	}
 	defer rows.Close()
-	var out []gateway.Session
+	var out []sessions.Session
 	for rows.Next() {
 		sess, err := scanSession(rows)
 		if err != nil {
@@ -121,27 +125,27 @@ func (s *Store) ListSessions(ctx context.Context, f gateway.ListFilter) ([]gatew
 	return out, wrap(rows.Err())
 }
 
-// Messages implements gateway.Store.
-func (s *Store) Messages(ctx context.Context, ref vigil.SessionRef, afterID int64, limit int) ([]gateway.Message, error) {
+// Messages implements sessions.Store.
+func (s *Store) Messages(ctx context.Context, ref vigil.SessionRef, afterID int64, limit int) ([]sessions.Message, error) {
 	return readMessages(ctx, s.pool, ref, afterID, limit)
 }
 
-// MessagesAfter implements gateway.Tx.
-func (t *Tx) MessagesAfter(ctx context.Context, ref vigil.SessionRef, afterID int64, limit int) ([]gateway.Message, error) {
+// MessagesAfter implements sessions.Tx.
+func (t *Tx) MessagesAfter(ctx context.Context, ref vigil.SessionRef, afterID int64, limit int) ([]sessions.Message, error) {
 	if err := t.flushLocks(ctx); err != nil {
 		return nil, err
 	}
 	return readMessages(ctx, t.tx, ref, afterID, limit)
 }
 
-func readMessages(ctx context.Context, q querier, ref vigil.SessionRef, afterID int64, limit int) ([]gateway.Message, error) {
+func readMessages(ctx context.Context, q querier, ref vigil.SessionRef, afterID int64, limit int) ([]sessions.Message, error) {
 	rows, err := q.Query(ctx, `SELECT `+messageColumns+` FROM messages
 		WHERE agent_id = $1 AND session_key = $2 AND id > $3 ORDER BY id LIMIT $4`, ref.AgentID, ref.Key, afterID, sqlLimit(limit))
 	if err != nil {
 		return nil, wrap(err)
 	}
 	defer rows.Close()
-	var out []gateway.Message
+	var out []sessions.Message
 	for rows.Next() {
 		m, err := scanMessage(rows)
 		if err != nil {
@@ -152,21 +156,21 @@ func readMessages(ctx context.Context, q querier, ref vigil.SessionRef, afterID 
 	return out, wrap(rows.Err())
 }
 
-// Run implements gateway.Store.
-func (s *Store) Run(ctx context.Context, runID string) (gateway.Run, bool, error) {
+// Run implements sessions.Store.
+func (s *Store) Run(ctx context.Context, runID string) (sessions.Run, bool, error) {
 	return scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE run_id = $1`, runID))
 }
 
-// GetSession implements gateway.Tx.
-func (t *Tx) GetSession(ctx context.Context, ref vigil.SessionRef) (gateway.Session, bool, error) {
+// GetSession implements sessions.Tx.
+func (t *Tx) GetSession(ctx context.Context, ref vigil.SessionRef) (sessions.Session, bool, error) {
 	if err := t.flushLocks(ctx); err != nil {
-		return gateway.Session{}, false, err
+		return sessions.Session{}, false, err
 	}
 	return getSession(t.tx.QueryRow(ctx, sessionQuery, ref.AgentID, ref.Key))
 }
 
-// PutSession implements gateway.Tx.
-func (t *Tx) PutSession(ctx context.Context, s gateway.Session) error {
+// PutSession implements sessions.Tx.
+func (t *Tx) PutSession(ctx context.Context, s sessions.Session) error {
 	if err := t.flushLocks(ctx); err != nil {
 		return err
 	}
@@ -204,10 +208,10 @@ func (t *Tx) PutSession(ctx context.Context, s gateway.Session) error {
 }
 
 func labelConflict(label, other string) error {
-	return fmt.Errorf("%w: label %q is already used by %s", gateway.ErrConflict, label, other)
+	return fmt.Errorf("%w: label %q is already used by %s", sessions.ErrConflict, label, other)
 }
 
-// DeleteSessionRow implements gateway.Tx.
+// DeleteSessionRow implements sessions.Tx.
 func (t *Tx) DeleteSessionRow(ctx context.Context, ref vigil.SessionRef) error {
 	if err := t.flushLocks(ctx); err != nil {
 		return err
@@ -223,14 +227,14 @@ func (t *Tx) DeleteSessionRow(ctx context.Context, ref vigil.SessionRef) error {
 	return wrap(t.tx.SendBatch(ctx, b).Close())
 }
 
-// AppendMessage implements gateway.Tx.
+// AppendMessage implements sessions.Tx.
 //
 // A new id comes from a sequence, after the session's head lock (see
 // Append): per session, messages then commit in id order, so a reader
 // paging a transcript by id (a turn consuming its inbox after InboxSeen)
 // never skips one that commits late. A message given its id (a compaction
 // summary taking the place of older ones) takes no number and no lock.
-func (t *Tx) AppendMessage(ctx context.Context, m gateway.Message) (int64, error) {
+func (t *Tx) AppendMessage(ctx context.Context, m sessions.Message) (int64, error) {
 	if err := t.flushLocks(ctx); err != nil {
 		return 0, err
 	}
@@ -262,8 +266,8 @@ func (t *Tx) AppendMessage(ctx context.Context, m gateway.Message) (int64, error
 	return id, wrap(br.Close())
 }
 
-// CompactMessages implements gateway.Tx.
-func (t *Tx) CompactMessages(ctx context.Context, ref vigil.SessionRef, upTo int64, summary gateway.Message) (int, error) {
+// CompactMessages implements sessions.Tx.
+func (t *Tx) CompactMessages(ctx context.Context, ref vigil.SessionRef, upTo int64, summary sessions.Message) (int, error) {
 	if err := t.flushLocks(ctx); err != nil {
 		return 0, err
 	}
@@ -282,15 +286,15 @@ func (t *Tx) CompactMessages(ctx context.Context, ref vigil.SessionRef, upTo int
 	}
 	// The summary takes the id of the newest message it replaces, so it
 	// sits where they were in the transcript's order.
-	summary.ID, summary.Session, summary.Role = *last, ref, gateway.RoleSummary
+	summary.ID, summary.Session, summary.Role = *last, ref, sessions.RoleSummary
 	if _, err := t.AppendMessage(ctx, summary); err != nil {
 		return 0, err
 	}
 	return int(tag.RowsAffected()), nil
 }
 
-// PutRun implements gateway.Tx.
-func (t *Tx) PutRun(ctx context.Context, r gateway.Run) error {
+// PutRun implements sessions.Tx.
+func (t *Tx) PutRun(ctx context.Context, r sessions.Run) error {
 	if err := t.flushLocks(ctx); err != nil {
 		return err
 	}
@@ -301,10 +305,10 @@ func (t *Tx) PutRun(ctx context.Context, r gateway.Run) error {
 	return wrap(err)
 }
 
-// GetRun implements gateway.Tx.
-func (t *Tx) GetRun(ctx context.Context, runID string) (gateway.Run, bool, error) {
+// GetRun implements sessions.Tx.
+func (t *Tx) GetRun(ctx context.Context, runID string) (sessions.Run, bool, error) {
 	if err := t.flushLocks(ctx); err != nil {
-		return gateway.Run{}, false, err
+		return sessions.Run{}, false, err
 	}
 	return scanRun(t.tx.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE run_id = $1`, runID))
 }

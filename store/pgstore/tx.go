@@ -23,7 +23,7 @@ func (s *Store) BeginWrite(ctx context.Context) (vigil.Tx, error) {
 	return &Tx{s: s, tx: tx, ctx: ctx, watchers: map[string]struct{}{}, locked: map[vigil.SessionRef]bool{}}, nil
 }
 
-// Tx is a write transaction; it implements vigil.Tx and gateway.Tx.
+// Tx is a write transaction; it implements vigil.Tx and sessions.Tx.
 type Tx struct {
 	s   *Store
 	tx  pgx.Tx

@@ -6,28 +6,32 @@ import (
 	"strings"
 
 	vigil "github.com/vigilhq/vigil"
-	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/sessions"
 )
 
 var (
-	_ gateway.Store = (*Store)(nil)
-	_ gateway.Tx    = (*Tx)(nil)
+	_ sessions.Store = (*Store)(nil)
+	_ sessions.Tx    = (*Tx)(nil)
 )
+
+// SessionTx implements sessions.Store: every write transaction this store
+// begins holds its session writes too.
+func (s *Store) SessionTx(tx vigil.Tx) sessions.Tx { return tx.(*Tx) }
 
 const sessionColumns = `agent_id, session_key, session_id, kind, coalesce(label, ''), coalesce(spawned_by, ''),
 	goal_objective, goal_status, goal_updated_at, inbox_seen, created_at, updated_at`
 
-func sessionAt(r rowValues) gateway.Session {
-	s := gateway.Session{Ref: vigil.SessionRef{AgentID: r.str(0), Key: r.str(1)}, SessionID: r.str(2), Kind: r.str(3),
+func sessionAt(r rowValues) sessions.Session {
+	s := sessions.Session{Ref: vigil.SessionRef{AgentID: r.str(0), Key: r.str(1)}, SessionID: r.str(2), Kind: r.str(3),
 		Label: r.str(4), SpawnedBy: r.str(5), InboxSeen: r.int(9), CreatedAt: r.int(10), UpdatedAt: r.int(11)}
 	if !r.isNull(7) {
-		s.Goal = &gateway.Goal{Objective: r.str(6), Status: r.str(7), UpdatedAt: r.int(8)}
+		s.Goal = &sessions.Goal{Objective: r.str(6), Status: r.str(7), UpdatedAt: r.int(8)}
 	}
 	return s
 }
 
-func (c conn) getSession(q string, args ...any) (gateway.Session, bool, error) {
-	var s gateway.Session
+func (c conn) getSession(q string, args ...any) (sessions.Session, bool, error) {
+	var s sessions.Session
 	ok, err := c.queryRow(q, args, func(r rowValues) error {
 		s = sessionAt(r)
 		return nil
@@ -38,18 +42,18 @@ func (c conn) getSession(q string, args ...any) (gateway.Session, bool, error) {
 const messageColumns = `id, agent_id, session_key, role, actor_type, coalesce(actor_id, ''), coalesce(channel, ''),
 	content, coalesce(reply_to, 0), created_at`
 
-func messageAt(r rowValues) gateway.Message {
-	return gateway.Message{ID: r.int(0), Session: vigil.SessionRef{AgentID: r.str(1), Key: r.str(2)}, Role: r.str(3),
+func messageAt(r rowValues) sessions.Message {
+	return sessions.Message{ID: r.int(0), Session: vigil.SessionRef{AgentID: r.str(1), Key: r.str(2)}, Role: r.str(3),
 		ActorType: vigil.ActorType(r.str(4)), ActorID: r.str(5), Channel: r.str(6), Content: r.str(7),
 		ReplyTo: r.int(8), CreatedAt: r.int(9)}
 }
 
 const runColumns = `run_id, agent_id, session_key, coalesce(requester, ''), started_at, coalesce(ended_at, 0), coalesce(outcome, '')`
 
-func (c conn) getRun(runID string) (gateway.Run, bool, error) {
-	var run gateway.Run
+func (c conn) getRun(runID string) (sessions.Run, bool, error) {
+	var run sessions.Run
 	ok, err := c.queryRow(`SELECT `+runColumns+` FROM runs WHERE run_id = ?`, []any{runID}, func(r rowValues) error {
-		run = gateway.Run{RunID: r.str(0), Session: vigil.SessionRef{AgentID: r.str(1), Key: r.str(2)},
+		run = sessions.Run{RunID: r.str(0), Session: vigil.SessionRef{AgentID: r.str(1), Key: r.str(2)},
 			Requester: r.str(3), StartedAt: r.int(4), EndedAt: r.int(5), Outcome: r.str(6)}
 		return nil
 	})
@@ -58,9 +62,9 @@ func (c conn) getRun(runID string) (gateway.Run, bool, error) {
 
 const sessionByRefQuery = `SELECT ` + sessionColumns + ` FROM sessions WHERE agent_id = ? AND session_key = ?`
 
-// Session implements gateway.Store.
-func (s *Store) Session(ctx context.Context, ref vigil.SessionRef) (gateway.Session, bool, error) {
-	var sess gateway.Session
+// Session implements sessions.Store.
+func (s *Store) Session(ctx context.Context, ref vigil.SessionRef) (sessions.Session, bool, error) {
+	var sess sessions.Session
 	var ok bool
 	err := s.reading(ctx, func(c conn) error {
 		var err error
@@ -70,9 +74,9 @@ func (s *Store) Session(ctx context.Context, ref vigil.SessionRef) (gateway.Sess
 	return sess, ok, err
 }
 
-// SessionByLabel implements gateway.Store.
-func (s *Store) SessionByLabel(ctx context.Context, agentID, label string) (gateway.Session, bool, error) {
-	var sess gateway.Session
+// SessionByLabel implements sessions.Store.
+func (s *Store) SessionByLabel(ctx context.Context, agentID, label string) (sessions.Session, bool, error) {
+	var sess sessions.Session
 	var ok bool
 	err := s.reading(ctx, func(c conn) error {
 		var err error
@@ -82,8 +86,8 @@ func (s *Store) SessionByLabel(ctx context.Context, agentID, label string) (gate
 	return sess, ok, err
 }
 
-// ListSessions implements gateway.Store.
-func (s *Store) ListSessions(ctx context.Context, f gateway.ListFilter) ([]gateway.Session, error) {
+// ListSessions implements sessions.Store.
+func (s *Store) ListSessions(ctx context.Context, f sessions.ListFilter) ([]sessions.Session, error) {
 	var where []string
 	var args []any
 	if f.AgentID != "" {
@@ -104,7 +108,7 @@ func (s *Store) ListSessions(ctx context.Context, f gateway.ListFilter) ([]gatew
 	}
 	q += " ORDER BY agent_id, session_key LIMIT ?"
 	args = append(args, f.Limit)
-	var out []gateway.Session
+	var out []sessions.Session
 	err := s.reading(ctx, func(c conn) error {
 		return c.query(q, args, func(r rowValues) error {
 			out = append(out, sessionAt(r))
@@ -114,9 +118,9 @@ func (s *Store) ListSessions(ctx context.Context, f gateway.ListFilter) ([]gatew
 	return out, err
 }
 
-// Messages implements gateway.Store.
-func (s *Store) Messages(ctx context.Context, ref vigil.SessionRef, afterID int64, limit int) ([]gateway.Message, error) {
-	var out []gateway.Message
+// Messages implements sessions.Store.
+func (s *Store) Messages(ctx context.Context, ref vigil.SessionRef, afterID int64, limit int) ([]sessions.Message, error) {
+	var out []sessions.Message
 	err := s.reading(ctx, func(c conn) error {
 		var err error
 		out, err = c.messages(ref, afterID, limit)
@@ -125,13 +129,13 @@ func (s *Store) Messages(ctx context.Context, ref vigil.SessionRef, afterID int6
 	return out, err
 }
 
-// MessagesAfter implements gateway.Tx.
-func (t *Tx) MessagesAfter(ctx context.Context, ref vigil.SessionRef, afterID int64, limit int) ([]gateway.Message, error) {
+// MessagesAfter implements sessions.Tx.
+func (t *Tx) MessagesAfter(ctx context.Context, ref vigil.SessionRef, afterID int64, limit int) ([]sessions.Message, error) {
 	return t.c.messages(ref, afterID, limit)
 }
 
-func (c conn) messages(ref vigil.SessionRef, afterID int64, limit int) ([]gateway.Message, error) {
-	var out []gateway.Message
+func (c conn) messages(ref vigil.SessionRef, afterID int64, limit int) ([]sessions.Message, error) {
+	var out []sessions.Message
 	err := c.query(`SELECT `+messageColumns+` FROM messages
 		WHERE agent_id = ? AND session_key = ? AND id > ? ORDER BY id LIMIT ?`, []any{ref.AgentID, ref.Key, afterID, limit},
 		func(r rowValues) error {
@@ -141,9 +145,9 @@ func (c conn) messages(ref vigil.SessionRef, afterID int64, limit int) ([]gatewa
 	return out, err
 }
 
-// Run implements gateway.Store.
-func (s *Store) Run(ctx context.Context, runID string) (gateway.Run, bool, error) {
-	var run gateway.Run
+// Run implements sessions.Store.
+func (s *Store) Run(ctx context.Context, runID string) (sessions.Run, bool, error) {
+	var run sessions.Run
 	var ok bool
 	err := s.reading(ctx, func(c conn) error {
 		var err error
@@ -153,13 +157,13 @@ func (s *Store) Run(ctx context.Context, runID string) (gateway.Run, bool, error
 	return run, ok, err
 }
 
-// GetSession implements gateway.Tx.
-func (t *Tx) GetSession(ctx context.Context, ref vigil.SessionRef) (gateway.Session, bool, error) {
+// GetSession implements sessions.Tx.
+func (t *Tx) GetSession(ctx context.Context, ref vigil.SessionRef) (sessions.Session, bool, error) {
 	return t.c.getSession(sessionByRefQuery, ref.AgentID, ref.Key)
 }
 
-// PutSession implements gateway.Tx.
-func (t *Tx) PutSession(ctx context.Context, s gateway.Session) error {
+// PutSession implements sessions.Tx.
+func (t *Tx) PutSession(ctx context.Context, s sessions.Session) error {
 	var objective, status any
 	var goalAt any
 	if s.Goal != nil {
@@ -176,7 +180,7 @@ func (t *Tx) PutSession(ctx context.Context, s gateway.Session) error {
 			return err
 		}
 		if found {
-			return fmt.Errorf("%w: label %q is already used by %s", gateway.ErrConflict, s.Label, other)
+			return fmt.Errorf("%w: label %q is already used by %s", sessions.ErrConflict, s.Label, other)
 		}
 	}
 	_, err := t.c.exec(`INSERT INTO sessions (agent_id, session_key, session_id, kind, label, spawned_by,
@@ -191,7 +195,7 @@ func (t *Tx) PutSession(ctx context.Context, s gateway.Session) error {
 	return err
 }
 
-// DeleteSessionRow implements gateway.Tx.
+// DeleteSessionRow implements sessions.Tx.
 func (t *Tx) DeleteSessionRow(ctx context.Context, ref vigil.SessionRef) error {
 	for _, q := range []string{
 		`DELETE FROM sessions WHERE agent_id = ? AND session_key = ?`,
@@ -205,16 +209,16 @@ func (t *Tx) DeleteSessionRow(ctx context.Context, ref vigil.SessionRef) error {
 	return nil
 }
 
-// AppendMessage implements gateway.Tx.
-func (t *Tx) AppendMessage(ctx context.Context, m gateway.Message) (int64, error) {
+// AppendMessage implements sessions.Tx.
+func (t *Tx) AppendMessage(ctx context.Context, m sessions.Message) (int64, error) {
 	_, id, err := t.c.execID(`INSERT INTO messages (id, agent_id, session_key, role, actor_type, actor_id,
 		channel, content, reply_to, created_at) VALUES (nullif(?, 0), ?, ?, ?, ?, nullif(?, ''), nullif(?, ''), ?, nullif(?, 0), ?)`,
 		m.ID, m.Session.AgentID, m.Session.Key, m.Role, string(m.ActorType), m.ActorID, m.Channel, m.Content, m.ReplyTo, m.CreatedAt)
 	return id, err
 }
 
-// CompactMessages implements gateway.Tx.
-func (t *Tx) CompactMessages(ctx context.Context, ref vigil.SessionRef, upTo int64, summary gateway.Message) (int, error) {
+// CompactMessages implements sessions.Tx.
+func (t *Tx) CompactMessages(ctx context.Context, ref vigil.SessionRef, upTo int64, summary sessions.Message) (int, error) {
 	var last int64
 	var some bool
 	if _, err := t.c.queryRow(`SELECT max(id) FROM messages WHERE agent_id = ? AND session_key = ? AND id <= ?`,
@@ -233,15 +237,15 @@ func (t *Tx) CompactMessages(ctx context.Context, ref vigil.SessionRef, upTo int
 	}
 	// The summary takes the id of the newest message it replaces, so it
 	// sits where they were in the transcript's order.
-	summary.ID, summary.Session, summary.Role = last, ref, gateway.RoleSummary
+	summary.ID, summary.Session, summary.Role = last, ref, sessions.RoleSummary
 	if _, err := t.AppendMessage(ctx, summary); err != nil {
 		return 0, err
 	}
 	return int(n), nil
 }
 
-// PutRun implements gateway.Tx.
-func (t *Tx) PutRun(ctx context.Context, r gateway.Run) error {
+// PutRun implements sessions.Tx.
+func (t *Tx) PutRun(ctx context.Context, r sessions.Run) error {
 	_, err := t.c.exec(`INSERT INTO runs (run_id, agent_id, session_key, requester, started_at, ended_at, outcome)
 		VALUES (?, ?, ?, nullif(?, ''), ?, nullif(?, 0), nullif(?, ''))
 		ON CONFLICT (run_id) DO UPDATE SET ended_at = excluded.ended_at, outcome = excluded.outcome`,
@@ -249,7 +253,7 @@ func (t *Tx) PutRun(ctx context.Context, r gateway.Run) error {
 	return err
 }
 
-// GetRun implements gateway.Tx.
-func (t *Tx) GetRun(ctx context.Context, runID string) (gateway.Run, bool, error) {
+// GetRun implements sessions.Tx.
+func (t *Tx) GetRun(ctx context.Context, runID string) (sessions.Run, bool, error) {
 	return t.c.getRun(runID)
 }

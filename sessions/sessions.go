@@ -1,8 +1,19 @@
-package gateway
+// Package sessions holds the sessions vigil hosts (their rows, transcripts,
+// goals and child runs) as a backend stores them, and the storage contract
+// the gateway asks of a backend. It imports only the engine, so the stores
+// depend on it and never on the gateway above them.
+package sessions
 
 import (
+	"errors"
+
 	vigil "github.com/vigilhq/vigil"
 )
+
+// ErrConflict is what a backend wraps when a write would break a rule of
+// the stored data (a label already taken); the gateway reports it as a
+// conflict.
+var ErrConflict = errors.New("conflict")
 
 // Session kinds.
 const (
@@ -19,7 +30,7 @@ const (
 	GoalComplete = "complete"
 )
 
-// Session is a session the gateway owns.
+// Session is a session vigil hosts.
 type Session struct {
 	Ref vigil.SessionRef
 	// SessionID is the incarnation id; it changes on reset.

@@ -1,4 +1,4 @@
-package gateway
+package sessions
 
 import (
 	"context"
@@ -7,10 +7,13 @@ import (
 )
 
 // Store is the storage the gateway needs besides the engine's. A backend
-// implements it next to vigil.Store on the same database, and its write
-// transaction (the vigil.Tx the engine hands out) implements Tx, so a
-// session change and its event commit together.
+// implements it next to vigil.Store on the same database, and SessionTx
+// gives the session writes of each write transaction it hands the engine,
+// so a session change and its event commit together.
 type Store interface {
+	// SessionTx is tx, a write transaction this backend began for the
+	// engine, with its session writes: they commit or roll back with tx.
+	SessionTx(tx vigil.Tx) Tx
 	// Session reads one session.
 	Session(ctx context.Context, ref vigil.SessionRef) (Session, bool, error)
 	// SessionByLabel finds an agent's session by its label.
