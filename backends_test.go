@@ -74,6 +74,15 @@ var rulesOnPostgreSQL = []func(*testing.T){
 	TestUnwatchRemovesCursorAndQueuedNotice,
 	TestIdleCursorsExpireAtPruning,
 	TestBareTargetsOfDifferentAgentsAreDistinct,
+	// tombstone_test.go
+	TestDeletingAWatchedSessionTellsEachWatcherOnce,
+	TestTheDeletionNoticeSurvivesARestartUntilDrained,
+	TestADeletionByTheWatcherItselfTellsItNothing,
+	TestWatchingTheDeletedKeyAgainSupersedesItsDeletionNotice,
+	TestUnwatchingADeletedSessionDropsItsDeletionNotice,
+	TestAWatchersResetDropsTheDeletionNoticesItWasOwed,
+	TestAnUndrainedDeletionNoticeExpiresLikeAnIdleCursor,
+	TestADeletionNoticeIsDeliveredByOneGatewayOnly,
 	// notice_test.go
 	TestTwentyRapidChangesProduceOneNotice,
 	TestNoticeTextIsStableWhilePending,

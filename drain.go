@@ -61,6 +61,22 @@ func (e *Engine) Drain(ctx context.Context, watcher string) (Drained, error) {
 			if err != nil {
 				return err
 			}
+			if ev.deleted || !ok {
+				// The target was deleted by someone else: the turn that
+				// deletes the tombstone delivers the notice, once. Without
+				// one, another turn told the watcher, or it watched anew.
+				n, err := t.tx.DeleteTombstones(ctx, watcher, &target)
+				if err != nil {
+					return err
+				}
+				if n > 0 {
+					d.Events = append(d.Events, deletedNotice(target))
+					continue
+				}
+				if ev.deleted {
+					continue
+				}
+			}
 			if !ok {
 				// Unwatched or deleted meanwhile: the notice is still
 				// delivered (reconciling shows the session gone) but

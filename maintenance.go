@@ -93,6 +93,16 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 		if err := t.tx.PutCursors(ctx, rewritten); err != nil {
 			return err
 		}
+		gone, m, err := t.tombstoneNotices(ctx, nil)
+		if err != nil {
+			return err
+		}
+		for w, ns := range gone {
+			for _, ev := range ns {
+				queued = append(queued, watcherNotice{w, ev})
+			}
+		}
+		n += m
 		t.AfterCommit(func() { e.enqueueNotices(queued) })
 		t.AfterCommit(func() { e.stats.sweepRequeued.Add(int64(n)) })
 		return nil
@@ -281,6 +291,9 @@ func (e *Engine) replayMoves(ctx context.Context) error {
 // PruneStats reports one prune.
 type PruneStats struct {
 	ByAge, ByCount, ExpiredCursors int
+	// ExpiredTombstones counts the tombstones deleted unconsumed after as
+	// long as an idle cursor lives.
+	ExpiredTombstones int
 	// SweptEntries counts the index entries of pruned events deleted
 	// after the events (IndexSweeper).
 	SweptEntries int
@@ -373,6 +386,13 @@ func (e *Engine) Prune(ctx context.Context) (PruneStats, error) {
 	})); err != nil {
 		return st, fmt.Errorf("expire cursors: %w", err)
 	}
+	// A tombstone is owed for as long as the cursor it replaced would
+	// have lived idle.
+	if st.ExpiredTombstones, err = loop(inBatches(func(ctx context.Context, tx Tx) (int, error) {
+		return tx.ExpireTombstones(ctx, cutoff, batch)
+	})); err != nil {
+		return st, fmt.Errorf("expire tombstones: %w", err)
+	}
 	e.stats.prunedEvents.Add(int64(st.ByAge + st.ByCount))
 	e.stats.expiredCursors.Add(int64(st.ExpiredCursors))
 	return st, nil
@@ -455,9 +475,9 @@ func (e *Engine) runAutoPrune() {
 		}
 		return
 	}
-	if st.ByAge+st.ByCount+st.SweptEntries+st.ExpiredCursors > 0 {
+	if st.ByAge+st.ByCount+st.SweptEntries+st.ExpiredCursors+st.ExpiredTombstones > 0 {
 		e.log.Info("pruned", "byAge", st.ByAge, "byCount", st.ByCount, "sweptEntries", st.SweptEntries,
-			"expiredCursors", st.ExpiredCursors,
+			"expiredCursors", st.ExpiredCursors, "expiredTombstones", st.ExpiredTombstones,
 			"batches", st.Batches, "took", time.Since(start))
 	}
 }

@@ -72,6 +72,9 @@ type SystemEvent struct {
 	// computed: a watcher that never drains has a full queue, and each new
 	// notice is compared with all of it, mostly with other targets'.
 	slot uint64
+	// deleted marks a tombstone's notice: the target was deleted, and the
+	// turn that consumes the notice deletes the tombstone.
+	deleted bool
 }
 
 // noWatermark marks a notice whose watermark no cursor can match.

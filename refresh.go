@@ -70,6 +70,13 @@ func (e *Engine) rebuild(ctx context.Context, keys []string) error {
 			for _, c := range pending {
 				want[c.Watcher] = append(want[c.Watcher], noticeFor(c))
 			}
+			gone, _, err := t.tombstoneNotices(ctx, keys)
+			if err != nil {
+				return err
+			}
+			for w, ns := range gone {
+				want[w] = append(want[w], ns...)
+			}
 			watchers := keys
 			if watchers == nil {
 				watchers = e.queues.watchers()

@@ -120,6 +120,19 @@ type Tx interface {
 	// ExpireCursors deletes up to limit cursors last updated before
 	// updatedBefore and returns how many it deleted.
 	ExpireCursors(ctx context.Context, updatedBefore int64, limit int) (int, error)
+	// PutTombstones stores, durably, that each of watchers is owed one
+	// notice that target was deleted, as of at (ms since epoch). A watcher
+	// already owed one about target keeps a single tombstone, at at.
+	PutTombstones(ctx context.Context, target SessionRef, watchers []string, at int64) error
+	// Tombstones lists the tombstones of the given watchers, or of every
+	// watcher when watchers is nil. It only reads and never locks.
+	Tombstones(ctx context.Context, watchers []string) ([]Tombstone, error)
+	// DeleteTombstones deletes watcher's tombstone on target, or every one
+	// of watcher's when target is nil, and returns how many it deleted.
+	DeleteTombstones(ctx context.Context, watcher string, target *SessionRef) (int, error)
+	// ExpireTombstones deletes up to limit tombstones made before
+	// madeBefore and returns how many it deleted.
+	ExpireTombstones(ctx context.Context, madeBefore int64, limit int) (int, error)
 	Commit() error
 	Rollback() error
 }

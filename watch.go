@@ -81,6 +81,11 @@ func (t *Txn) Watch(ctx context.Context, watcher string, target SessionRef) (Cur
 	if err != nil {
 		return Cursor{}, err
 	}
+	// Watching a target anew supersedes a tombstone of its deleted
+	// namesake: the watcher has moved on.
+	if err := t.forgetTombstones(ctx, w, &target); err != nil {
+		return Cursor{}, err
+	}
 	c = seeded(w, target, v, t.now.UnixMilli())
 	// A notice still queued for the pair (its old cursor expired) stays,
 	// but no longer speaks for the new cursor's watermarks.
@@ -99,6 +104,9 @@ func (e *Engine) Unwatch(ctx context.Context, watcher string, target SessionRef)
 	err = e.Update(ctx, func(ctx context.Context, t *Txn) error {
 		var err error
 		if existed, err = t.tx.DeleteCursor(ctx, w, target); err != nil {
+			return err
+		}
+		if err := t.forgetTombstones(ctx, w, &target); err != nil {
 			return err
 		}
 		t.AfterCommit(func() { e.queues.removeTarget(w, target) })
@@ -149,6 +157,9 @@ func (t *Txn) ResetSession(ctx context.Context, ref SessionRef) error {
 	if _, err := t.tx.DeleteWatcherCursors(ctx, ref.Key); err != nil {
 		return fmt.Errorf("reset %s: %w", ref, err)
 	}
+	if err := t.forgetTombstones(ctx, ref.Key, nil); err != nil {
+		return fmt.Errorf("reset %s: %w", ref, err)
+	}
 	t.AfterCommit(func() { t.e.queues.clear(ref.Key) })
 	return nil
 }
@@ -170,6 +181,9 @@ func (t *Txn) DeleteSession(ctx context.Context, ref SessionRef) error {
 		return err
 	}
 	if err := t.tx.DeleteSession(ctx, ref); err != nil {
+		return fmt.Errorf("delete %s: %w", ref, err)
+	}
+	if err := t.forgetTombstones(ctx, ref.Key, nil); err != nil {
 		return fmt.Errorf("delete %s: %w", ref, err)
 	}
 	if strings.HasPrefix(ref.Key, "agent:") {

@@ -397,7 +397,13 @@ func (g *Gateway) Delete(ctx context.Context, c Caller, in SessionInput) (Delete
 		if err := tx.DeleteSessionRow(ctx, ref); err != nil {
 			return err
 		}
-		if err := txn.DeleteSession(ctx, ref); err != nil {
+		// Its watchers are told once, durably; the acting session, if it
+		// watched, deleted it itself and is told nothing.
+		by := ""
+		if c.Session != nil {
+			by = c.Session.Key
+		}
+		if _, err := txn.RemoveSession(ctx, ref, by); err != nil {
 			return err
 		}
 		txn.AfterCommit(func() { g.failWaiters(ref, "the session was deleted") })

@@ -1369,12 +1369,14 @@ func TestE2EDeleteRemovesTranscriptEventsHeadAndEveryCursor(t *testing.T) {
 		http.StatusNotFound, gateway.CodeNotFound, worker)
 }
 
-func TestE2EDeleteKeepsANoticeAlreadyQueuedAboutTheSession(t *testing.T) {
+func TestE2EDeleteByAPersonReplacesAQueuedNoticeWithTheDeletionNotice(t *testing.T) {
 	s := e2eStart(t)
 	worker, _ := e2eStory(t, s)
-	e2eDo[gateway.DeleteOutput](t, s, e2eOperator, "", "session_delete", map[string]any{"sessionKey": worker})
 	e2eCheckPending(t, s, e2eManager, e2eNotices(worker, 1))
-	// Reconciling it shows the session gone.
+	e2eDo[gateway.DeleteOutput](t, s, e2eOperator, "", "session_delete", map[string]any{"sessionKey": worker})
+	e2eCheckPending(t, s, e2eManager, []gateway.SystemEventView{{Text: vigil.DeletedNoticeText(worker),
+		ContextKey: vigil.NoticeContextKey(worker), Target: worker}})
+	// Doing what it says shows the session gone.
 	st := e2eStatus(t, s, e2eMain, e2eManager, worker, 1)
 	if st.Exists || st.StateVersion != 0 || len(st.StateChanges.Events) != 0 {
 		t.Fatalf("reconcile = %+v", st)

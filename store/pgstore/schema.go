@@ -125,6 +125,16 @@ CREATE TABLE runs (
 );
 CREATE INDEX runs_by_session ON runs (agent_id, session_key);
 `,
+	// 3: what watchers are owed about sessions deleted under them.
+	`
+CREATE TABLE tombstones (
+	watcher      text COLLATE "C" NOT NULL,
+	target_agent text COLLATE "C" NOT NULL,
+	target_key   text COLLATE "C" NOT NULL,
+	made_at      bigint NOT NULL,
+	PRIMARY KEY (watcher, target_agent, target_key)
+);
+`,
 }
 
 // SchemaVersion is the schema version this build creates and understands.

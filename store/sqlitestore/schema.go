@@ -213,6 +213,16 @@ CREATE TRIGGER events_changed_in_index AFTER UPDATE OF agent_id, session_key, se
 			AND new.sequence <= (SELECT indexed_through FROM sequence_floor WHERE id = 1);
 END;
 `,
+	// 8: what watchers are owed about sessions deleted under them.
+	`
+CREATE TABLE tombstones (
+	watcher      TEXT    NOT NULL,
+	target_agent TEXT    NOT NULL,
+	target_key   TEXT    NOT NULL,
+	made_at      INTEGER NOT NULL,
+	PRIMARY KEY (watcher, target_agent, target_key)
+) WITHOUT ROWID;
+`,
 }
 
 // SchemaVersion is the schema version this build creates and understands.

@@ -1,0 +1,98 @@
+package gateway_test
+
+import (
+	"path/filepath"
+	"slices"
+	"testing"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/store/sqlitestore"
+)
+
+// reopenable is a gateway on a file that a test closes and opens again, as
+// a restart of `vigil serve` would.
+type reopenable struct {
+	path  string
+	g     *gateway.Gateway
+	close func()
+}
+
+func (r *reopenable) open(t *testing.T) *gateway.Gateway {
+	t.Helper()
+	st, err := sqlitestore.Open(ctx, r.path, sqlitestore.Options{Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := gateway.NewHub()
+	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{PruneInterval: -1}))
+	if err != nil {
+		st.Close()
+		t.Fatal(err)
+	}
+	r.g = gateway.New(eng, st, gateway.Options{Hub: hub})
+	r.close = func() { r.g.Close(); eng.Close(); st.Close() }
+	return r.g
+}
+
+func (r *reopenable) restart(t *testing.T) *gateway.Gateway {
+	t.Helper()
+	r.close()
+	return r.open(t)
+}
+
+func turnEvents(t *testing.T, g *gateway.Gateway, c gateway.Caller, key string) []string {
+	t.Helper()
+	zero := 0
+	out, err := g.Turn(ctx, c, gateway.TurnInput{SessionKey: key, WaitSeconds: &zero})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.SystemEvents
+}
+
+func TestAWatcherOfASessionAPersonDeletedIsToldOnceAcrossARestart(t *testing.T) {
+	r := &reopenable{path: filepath.Join(t.TempDir(), "v.db")}
+	g := r.open(t)
+	t.Cleanup(func() { r.close() })
+	agent := gateway.Principal{Role: gateway.RoleAgent, ID: "main"}
+	sp, err := g.Spawn(ctx, caller(t, g, agent, ""), gateway.SpawnInput{Task: "draft"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Delete(ctx, caller(t, g, person, ""), gateway.SessionInput{SessionKey: sp.ChildSessionKey}); err != nil {
+		t.Fatal(err)
+	}
+	g = r.restart(t)
+	manager := caller(t, g, agent, "")
+	want := []string{vigil.DeletedNoticeText(sp.ChildSessionKey)}
+	if got := turnEvents(t, g, manager, "agent:main:main"); !slices.Equal(got, want) {
+		t.Fatalf("the watcher's turn after a restart = %q, want the deletion notice", got)
+	}
+	if got := turnEvents(t, g, manager, "agent:main:main"); len(got) != 0 {
+		t.Fatalf("the next turn = %q, want nothing", got)
+	}
+	g = r.restart(t)
+	if got := turnEvents(t, g, caller(t, g, agent, ""), "agent:main:main"); len(got) != 0 {
+		t.Fatalf("a turn after another restart = %q, want nothing: the notice was drained", got)
+	}
+	st, err := g.Status(ctx, caller(t, g, person, ""), gateway.StatusInput{SessionKey: sp.ChildSessionKey})
+	if err != nil || st.Exists {
+		t.Fatalf("status of the deleted session = %+v, %v; want exists false, as the notice says", st, err)
+	}
+}
+
+func TestASessionDeletingItsOwnChildIsNotToldOfIt(t *testing.T) {
+	g, eng := newGateway(t)
+	manager := caller(t, g, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "")
+	sp, err := g.Spawn(ctx, manager, gateway.SpawnInput{Task: "draft"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Delete(ctx, manager, gateway.SessionInput{SessionKey: sp.ChildSessionKey}); err != nil {
+		t.Fatal(err)
+	}
+	if p := eng.Pending("agent:main:main"); len(p) != 0 {
+		t.Fatalf("the deleting session was told of its own deletion: %v", p)
+	}
+}

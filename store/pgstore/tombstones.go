@@ -1,0 +1,96 @@
+package pgstore
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	vigil "github.com/vigilhq/vigil"
+)
+
+// The tombstone writes name their watchers among those Commit announces:
+// another gateway's queue of each holds, or drops, the notice a tombstone
+// stands for.
+
+// PutTombstones implements vigil.Tx.
+func (t *Tx) PutTombstones(ctx context.Context, target vigil.SessionRef, watchers []string, at int64) error {
+	if err := t.flushLocks(ctx); err != nil {
+		return err
+	}
+	for _, w := range watchers {
+		t.watchers[w] = struct{}{}
+	}
+	_, err := t.tx.Exec(ctx, `INSERT INTO tombstones (watcher, target_agent, target_key, made_at)
+		SELECT w, $2, $3, $4 FROM unnest($1::text[]) AS w
+		ON CONFLICT (watcher, target_agent, target_key) DO UPDATE SET made_at = excluded.made_at`,
+		watchers, target.AgentID, target.Key, at)
+	return wrap(err)
+}
+
+// Tombstones implements vigil.Tx.
+func (t *Tx) Tombstones(ctx context.Context, watchers []string) ([]vigil.Tombstone, error) {
+	if err := t.flushLocks(ctx); err != nil {
+		return nil, err
+	}
+	const q = `SELECT watcher, target_agent, target_key, made_at FROM tombstones`
+	var rows pgx.Rows
+	var err error
+	if watchers == nil {
+		rows, err = t.tx.Query(ctx, q+` ORDER BY watcher, target_agent, target_key`)
+	} else {
+		rows, err = t.tx.Query(ctx, q+` WHERE watcher = ANY($1) ORDER BY watcher, target_agent, target_key`, watchers)
+	}
+	if err != nil {
+		return nil, wrap(err)
+	}
+	defer rows.Close()
+	var out []vigil.Tombstone
+	for rows.Next() {
+		var ts vigil.Tombstone
+		if err := rows.Scan(&ts.Watcher, &ts.Target.AgentID, &ts.Target.Key, &ts.At); err != nil {
+			return nil, wrap(err)
+		}
+		out = append(out, ts)
+	}
+	return out, wrap(rows.Err())
+}
+
+// DeleteTombstones implements vigil.Tx.
+func (t *Tx) DeleteTombstones(ctx context.Context, watcher string, target *vigil.SessionRef) (int, error) {
+	if err := t.flushLocks(ctx); err != nil {
+		return 0, err
+	}
+	var tag interface{ RowsAffected() int64 }
+	var err error
+	if target == nil {
+		tag, err = t.tx.Exec(ctx, `DELETE FROM tombstones WHERE watcher = $1`, watcher)
+	} else {
+		tag, err = t.tx.Exec(ctx, `DELETE FROM tombstones WHERE watcher = $1 AND target_agent = $2 AND target_key = $3`,
+			watcher, target.AgentID, target.Key)
+	}
+	if err != nil {
+		return 0, wrap(err)
+	}
+	n := int(tag.RowsAffected())
+	if n > 0 {
+		t.watchers[watcher] = struct{}{}
+	}
+	return n, nil
+}
+
+// ExpireTombstones implements vigil.Tx.
+func (t *Tx) ExpireTombstones(ctx context.Context, madeBefore int64, limit int) (int, error) {
+	if err := t.flushLocks(ctx); err != nil {
+		return 0, err
+	}
+	if limit <= 0 {
+		return 0, nil
+	}
+	expired := 0
+	rows, err := t.tx.Query(ctx, `DELETE FROM tombstones WHERE (watcher, target_agent, target_key) IN (
+		SELECT watcher, target_agent, target_key FROM tombstones WHERE made_at < $1 LIMIT $2) RETURNING watcher`,
+		madeBefore, limit)
+	if err := t.noteWatchers(rows, err, &expired); err != nil {
+		return 0, err
+	}
+	return expired, nil
+}

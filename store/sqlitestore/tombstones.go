@@ -1,0 +1,65 @@
+package sqlitestore
+
+import (
+	"context"
+	"strings"
+
+	vigil "github.com/vigilhq/vigil"
+)
+
+// PutTombstones implements vigil.Tx.
+func (t *Tx) PutTombstones(ctx context.Context, target vigil.SessionRef, watchers []string, at int64) error {
+	for _, w := range watchers {
+		if _, err := t.c.exec(`INSERT INTO tombstones (watcher, target_agent, target_key, made_at) VALUES (?, ?, ?, ?)
+			ON CONFLICT (watcher, target_agent, target_key) DO UPDATE SET made_at = excluded.made_at`,
+			w, target.AgentID, target.Key, at); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Tombstones implements vigil.Tx.
+func (t *Tx) Tombstones(ctx context.Context, watchers []string) ([]vigil.Tombstone, error) {
+	const q = `SELECT watcher, target_agent, target_key, made_at FROM tombstones`
+	var out []vigil.Tombstone
+	row := func(r rowValues) error {
+		out = append(out, vigil.Tombstone{Watcher: r.str(0),
+			Target: vigil.SessionRef{AgentID: r.str(1), Key: r.str(2)}, At: r.int(3)})
+		return nil
+	}
+	if watchers == nil {
+		return out, t.c.query(q+` ORDER BY watcher, target_agent, target_key`, nil, row)
+	}
+	for len(watchers) > 0 {
+		chunk := watchers[:min(len(watchers), pendingChunk)]
+		watchers = watchers[len(chunk):]
+		args := make([]any, len(chunk))
+		for i, w := range chunk {
+			args[i] = w
+		}
+		marks := strings.TrimSuffix(strings.Repeat("?,", len(chunk)), ",")
+		if err := t.c.query(q+` WHERE watcher IN (`+marks+`) ORDER BY watcher, target_agent, target_key`, args, row); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// DeleteTombstones implements vigil.Tx.
+func (t *Tx) DeleteTombstones(ctx context.Context, watcher string, target *vigil.SessionRef) (int, error) {
+	if target == nil {
+		n, err := t.c.exec(`DELETE FROM tombstones WHERE watcher = ?`, watcher)
+		return int(n), err
+	}
+	n, err := t.c.exec(`DELETE FROM tombstones WHERE watcher = ? AND target_agent = ? AND target_key = ?`,
+		watcher, target.AgentID, target.Key)
+	return int(n), err
+}
+
+// ExpireTombstones implements vigil.Tx.
+func (t *Tx) ExpireTombstones(ctx context.Context, madeBefore int64, limit int) (int, error) {
+	n, err := t.c.exec(`DELETE FROM tombstones WHERE (watcher, target_agent, target_key) IN (
+		SELECT watcher, target_agent, target_key FROM tombstones WHERE made_at < ? LIMIT ?)`, madeBefore, limit)
+	return int(n), err
+}
