@@ -40,7 +40,16 @@ type Options struct {
 	NewID func() string
 	// Limits bound open streams and waits; the zero value is the defaults.
 	Limits Limits
+	// BookmarkInterval is how long a listener with nothing to hear waits
+	// before it is told where it stands (a parked turn ends with its
+	// session's state version); 0 means DefaultBookmarkInterval, a
+	// negative value never.
+	BookmarkInterval time.Duration
 }
+
+// DefaultBookmarkInterval is how often an idle listener is told where it
+// stands.
+const DefaultBookmarkInterval = 30 * time.Second
 
 // Gateway serves sessions and the session tools.
 type Gateway struct {
@@ -84,6 +93,9 @@ func New(eng *vigil.Engine, store sessions.Store, opts Options) *Gateway {
 		opts.Hub = NewHub()
 	}
 	opts.Limits = opts.Limits.withDefaults()
+	if opts.BookmarkInterval == 0 {
+		opts.BookmarkInterval = DefaultBookmarkInterval
+	}
 	g := &Gateway{eng: eng, store: store, log: opts.Logger, opts: opts, waiters: map[vigil.SessionRef][]*waiter{},
 		done: make(chan struct{})}
 	g.tools = newRegistry(g)

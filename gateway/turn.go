@@ -86,13 +86,24 @@ type TurnOutput struct {
 	// the next turn, because more changes arrived after the notice.
 	FollowUps []string `json:"followUps"`
 	TimedOut  bool     `json:"timedOut" jsonschema:"true when the wait ended with no work"`
+	// Bookmark is where the session stood when a wait ended with no work:
+	// a runtime tells a quiet session apart from a dead connection, and
+	// calls again.
+	Bookmark *TurnBookmark `json:"bookmark,omitempty" jsonschema:"set when the wait ended with no work: the session's position then"`
+}
+
+// TurnBookmark is a parked turn's position: its session's state version.
+type TurnBookmark struct {
+	StateVersion int64 `json:"stateVersion"`
 }
 
 // Turn takes the session's turn: it waits (up to waitSeconds) until the
 // session has work, then consumes its queued system events, acknowledging
 // the notices among them, and its unread inbound messages. A wake or a new
 // message ends the wait; a notice for a sub-agent does not (sub-agents are
-// never woken), but a turn finds any notice already queued.
+// never woken), but a turn finds any notice already queued. A wait ends by
+// the bookmark interval at the latest; one that ends with no work is timed
+// out and carries the session's state version as its bookmark.
 func (g *Gateway) Turn(ctx context.Context, c Caller, in TurnInput) (TurnOutput, error) {
 	ref, err := parseRef("sessionKey", in.SessionKey, "")
 	if err != nil {
@@ -108,7 +119,11 @@ func (g *Gateway) Turn(ctx context.Context, c Caller, in TurnInput) (TurnOutput,
 		}
 		wait = *in.WaitSeconds
 	}
-	timer := time.NewTimer(time.Duration(wait) * time.Second)
+	d := time.Duration(wait) * time.Second
+	if b := g.opts.BookmarkInterval; b > 0 && b < d {
+		d = b
+	}
+	timer := time.NewTimer(d)
 	defer timer.Stop()
 	var release func() // the hold of a parked turn, taken once it parks
 	defer func() {
@@ -123,7 +138,7 @@ func (g *Gateway) Turn(ctx context.Context, c Caller, in TurnInput) (TurnOutput,
 		if err != nil || took || wait == 0 {
 			l.Close()
 			if !took && err == nil {
-				out.TimedOut = true
+				return g.idleTurn(ctx, ref)
 			}
 			return out, err
 		}
@@ -157,8 +172,7 @@ func (g *Gateway) Turn(ctx context.Context, c Caller, in TurnInput) (TurnOutput,
 				}
 			case <-timer.C:
 				l.Close()
-				return TurnOutput{SessionKey: ref.Key, SystemEvents: []string{}, Messages: []MessageView{},
-					Acknowledged: []string{}, FollowUps: []string{}, TimedOut: true}, nil
+				return g.idleTurn(ctx, ref)
 			case <-ctx.Done():
 				l.Close()
 				return TurnOutput{}, ctx.Err()
@@ -170,6 +184,17 @@ func (g *Gateway) Turn(ctx context.Context, c Caller, in TurnInput) (TurnOutput,
 		}
 		l.Close()
 	}
+}
+
+// idleTurn is the answer of a turn whose wait ended with no work: timed
+// out, with the session's position.
+func (g *Gateway) idleTurn(ctx context.Context, ref vigil.SessionRef) (TurnOutput, error) {
+	v, err := g.eng.Version(ctx, ref)
+	if err != nil {
+		return TurnOutput{}, fmt.Errorf("turn of %s: read its state version: %w", ref, err)
+	}
+	return TurnOutput{SessionKey: ref.Key, SystemEvents: []string{}, Messages: []MessageView{},
+		Acknowledged: []string{}, FollowUps: []string{}, TimedOut: true, Bookmark: &TurnBookmark{StateVersion: v}}, nil
 }
 
 // takeTurn consumes the session's work, if it has any.
