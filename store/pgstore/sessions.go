@@ -248,6 +248,12 @@ func (t *Tx) AppendMessage(ctx context.Context, m sessions.Message) (int64, erro
 			nullif($9::bigint, 0), $10)
 		RETURNING id`,
 		m.ID, m.Session.AgentID, m.Session.Key, m.Role, string(m.ActorType), m.ActorID, m.Channel, m.Content, m.ReplyTo, m.CreatedAt)
+	if m.ID != 0 {
+		// A given id moves the sequence past it, so later new ids stay
+		// above every earlier one. The sequence is not transactional:
+		// a rollback leaves it raised, which only skips numbers.
+		b.Queue(`SELECT setval('message_ids', $1) WHERE $1 > (SELECT last_value FROM message_ids)`, m.ID)
+	}
 	br := t.tx.SendBatch(ctx, b)
 	defer br.Close()
 	if lock {
@@ -259,6 +265,11 @@ func (t *Tx) AppendMessage(ctx context.Context, m sessions.Message) (int64, erro
 	var id int64
 	if err := br.QueryRow().Scan(&id); err != nil {
 		return 0, wrap(err)
+	}
+	if m.ID != 0 {
+		if _, err := br.Exec(); err != nil {
+			return 0, wrap(fmt.Errorf("move the message id sequence past %d: %w", m.ID, err))
+		}
 	}
 	if m.ID == 0 {
 		t.messages = append(t.messages, Arrival{Session: m.Session, MessageID: id})
