@@ -41,7 +41,7 @@ func Run(t *testing.T, open func(t *testing.T) vigil.Store) {
 // with others of its concern: append.go (sequences, fields, dedupe),
 // history.go (history and log reads), session.go (versions and deleting a
 // session), maintenance.go (pruning, expiry), tx.go (rollback, isolation),
-// cursors.go and moves.go.
+// cursors.go, moves.go and tombstones.go.
 var behaviours = []struct {
 	name string
 	run  func(t *testing.T, s vigil.Store)
@@ -84,6 +84,9 @@ var behaviours = []struct {
 	{"PendingCursorsListsOnlyMaterialAboveLastSeen", testPendingCursors},
 	{"PendingCursorsOfListsOnlyTheGivenWatchers", testPendingCursorsOf},
 	{"ExpireCursors", testExpireCursors},
+	{"TombstonesPutListDelete", testTombstonesPutListDelete},
+	{"TombstonesRollBackWithTheirTransaction", testTombstonesRollBack},
+	{"ExpireTombstones", testExpireTombstones},
 	{"MovedCursorsAreSeenByEveryRead", testMovesSeenByEveryRead},
 	{"MovesRollBackWithTheirTransaction", testMovesRollBack},
 	{"AWriteOrDeleteAfterAMoveWins", testWriteAfterMove},

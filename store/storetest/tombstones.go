@@ -1,0 +1,115 @@
+package storetest
+
+// Tombstones: what a watcher is owed about a session deleted under it.
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	vigil "github.com/vigilhq/vigil"
+)
+
+func tombstones(t *testing.T, s vigil.Store, watchers []string) []vigil.Tombstone {
+	t.Helper()
+	var out []vigil.Tombstone
+	update(t, s, func(ctx context.Context, tx vigil.Tx) {
+		var err error
+		if out, err = tx.Tombstones(ctx, watchers); err != nil {
+			t.Fatalf("Tombstones(%v): %v", watchers, err)
+		}
+	})
+	slices.SortFunc(out, func(a, b vigil.Tombstone) int {
+		return cmp.Or(strings.Compare(a.Watcher, b.Watcher), strings.Compare(a.Target.AgentID, b.Target.AgentID),
+			strings.Compare(a.Target.Key, b.Target.Key))
+	})
+	return out
+}
+
+func putTombstones(t *testing.T, s vigil.Store, target vigil.SessionRef, at int64, watchers ...string) {
+	t.Helper()
+	update(t, s, func(ctx context.Context, tx vigil.Tx) {
+		if err := tx.PutTombstones(ctx, target, watchers, at); err != nil {
+			t.Fatalf("PutTombstones(%s, %v): %v", target, watchers, err)
+		}
+	})
+}
+
+func wantTombstones(t *testing.T, what string, got []vigil.Tombstone, want ...vigil.Tombstone) {
+	t.Helper()
+	if !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
+		t.Errorf("%s = %+v, want %+v", what, got, want)
+	}
+}
+
+func testTombstonesPutListDelete(t *testing.T, s vigil.Store) {
+	wantTombstones(t, "Tombstones of an empty store", tombstones(t, s, nil))
+	putTombstones(t, s, alphaChild, 10, alphaMain.Key, betaMain.Key)
+	putTombstones(t, s, alphaGlobal, 20, alphaMain.Key)
+	// The same pair again keeps one tombstone, at the newer time.
+	putTombstones(t, s, alphaChild, 30, betaMain.Key)
+	all := []vigil.Tombstone{
+		{Watcher: alphaMain.Key, Target: alphaChild, At: 10},
+		{Watcher: alphaMain.Key, Target: alphaGlobal, At: 20},
+		{Watcher: betaMain.Key, Target: alphaChild, At: 30},
+	}
+	wantTombstones(t, "Tombstones(nil)", tombstones(t, s, nil), all...)
+	wantTombstones(t, "Tombstones of beta", tombstones(t, s, []string{betaMain.Key}), all[2])
+	wantTombstones(t, "Tombstones of nobody", tombstones(t, s, []string{gammaOther.Key}))
+
+	update(t, s, func(ctx context.Context, tx vigil.Tx) {
+		n, err := tx.DeleteTombstones(ctx, alphaMain.Key, &alphaChild)
+		if err != nil || n != 1 {
+			t.Fatalf("DeleteTombstones(alpha, child) = %d, %v; want 1", n, err)
+		}
+		if n, err := tx.DeleteTombstones(ctx, alphaMain.Key, &alphaChild); err != nil || n != 0 {
+			t.Fatalf("DeleteTombstones of a deleted one = %d, %v; want 0", n, err)
+		}
+		// A bare key of another agent is another target.
+		if n, err := tx.DeleteTombstones(ctx, alphaMain.Key, &betaGlobal); err != nil || n != 0 {
+			t.Fatalf("DeleteTombstones(alpha, beta's global) = %d, %v; want 0", n, err)
+		}
+	})
+	wantTombstones(t, "Tombstones after deleting one", tombstones(t, s, nil), all[1], all[2])
+	update(t, s, func(ctx context.Context, tx vigil.Tx) {
+		if n, err := tx.DeleteTombstones(ctx, betaMain.Key, nil); err != nil || n != 1 {
+			t.Fatalf("DeleteTombstones(beta, all) = %d, %v; want 1", n, err)
+		}
+	})
+	wantTombstones(t, "Tombstones after deleting beta's", tombstones(t, s, nil), all[1])
+}
+
+func testTombstonesRollBack(t *testing.T, s vigil.Store) {
+	ctx := t.Context()
+	tx, err := s.BeginWrite(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.PutTombstones(ctx, alphaChild, []string{alphaMain.Key}, 10); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := tx.Tombstones(ctx, nil); err != nil || len(got) != 1 {
+		t.Fatalf("Tombstones in the writing transaction = %+v, %v; want its own write", got, err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	wantTombstones(t, "Tombstones after a rollback", tombstones(t, s, nil))
+}
+
+func testExpireTombstones(t *testing.T, s vigil.Store) {
+	putTombstones(t, s, alphaChild, 10, alphaMain.Key, betaMain.Key, gammaOther.Key)
+	putTombstones(t, s, alphaGlobal, 50, alphaMain.Key)
+	update(t, s, func(ctx context.Context, tx vigil.Tx) {
+		if n, err := tx.ExpireTombstones(ctx, 20, 2); err != nil || n != 2 {
+			t.Fatalf("ExpireTombstones(20, limit 2) = %d, %v; want 2", n, err)
+		}
+		if n, err := tx.ExpireTombstones(ctx, 20, 10); err != nil || n != 1 {
+			t.Fatalf("ExpireTombstones(20) again = %d, %v; want the last old one", n, err)
+		}
+	})
+	wantTombstones(t, "Tombstones after expiry", tombstones(t, s, nil),
+		vigil.Tombstone{Watcher: alphaMain.Key, Target: alphaGlobal, At: 50})
+}
