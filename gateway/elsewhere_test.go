@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 	"time"
@@ -51,15 +52,23 @@ func TestRecheckReturnsAParkedTurnWhoseMessageWasStoredElsewhere(t *testing.T) {
 		}
 		turned <- out
 	}()
-	time.Sleep(100 * time.Millisecond) // let the turn park
+	hang, cancel := context.WithTimeout(ctx, 10*time.Second) // a hang guard, not a timing
+	defer cancel()
+	if err := b.AwaitHeld(hang, gateway.HoldWait, 1); err != nil { // the turn has parked
+		t.Fatal(err)
+	}
 	if _, err := a.Send(ctx, caller(t, a, person, ""), gateway.SendInput{SessionKey: sp.ChildSessionKey,
 		Message: "stop and summarise", TimeoutSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
+	// Nothing tells b of a's commit but the recheck: the turn is parked still.
 	select {
 	case out := <-turned:
 		t.Fatalf("the turn returned %+v before any recheck; it cannot have heard of the message", out)
-	case <-time.After(100 * time.Millisecond):
+	default:
+	}
+	if n := b.Held(gateway.HoldWait); n != 1 {
+		t.Fatalf("%d waits held before the recheck, want the parked turn", n)
 	}
 	if err := b.Recheck(ctx); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/clock"
 	"github.com/vigilhq/vigil/sessionkey"
 	"github.com/vigilhq/vigil/sessions"
 )
@@ -45,6 +46,10 @@ type Options struct {
 	// session's state version); 0 means DefaultBookmarkInterval, a
 	// negative value never.
 	BookmarkInterval time.Duration
+	// Clock times the gateway's waits (turns, sends awaiting a reply,
+	// fences); nil means the system clock. Pass the engine's, so one
+	// manual clock drives both in tests.
+	Clock clock.Clock
 }
 
 // DefaultBookmarkInterval is how often an idle listener is told where it
@@ -54,6 +59,7 @@ const DefaultBookmarkInterval = 30 * time.Second
 // Gateway serves sessions and the session tools.
 type Gateway struct {
 	eng   *vigil.Engine
+	clk   clock.Clock
 	store sessions.Store
 	log   *slog.Logger
 	opts  Options
@@ -64,7 +70,8 @@ type Gateway struct {
 	closed  bool
 	done    chan struct{} // closed by Close: waiting turns end
 
-	holds holds
+	holds   holds
+	changes changes
 }
 
 // waiter is a sessions_send waiting for the target's reply.
@@ -96,7 +103,7 @@ func New(eng *vigil.Engine, store sessions.Store, opts Options) *Gateway {
 	if opts.BookmarkInterval == 0 {
 		opts.BookmarkInterval = DefaultBookmarkInterval
 	}
-	g := &Gateway{eng: eng, store: store, log: opts.Logger, opts: opts, waiters: map[vigil.SessionRef][]*waiter{},
+	g := &Gateway{eng: eng, clk: clock.Or(opts.Clock), store: store, log: opts.Logger, opts: opts, waiters: map[vigil.SessionRef][]*waiter{},
 		done: make(chan struct{})}
 	g.tools = newRegistry(g)
 	return g
@@ -135,6 +142,14 @@ func (g *Gateway) write(ctx context.Context, fn func(ctx context.Context, txn *v
 	return g.eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
 		return fn(ctx, txn, g.store.SessionTx(txn.Store()))
 	})
+}
+
+// after returns a channel that is closed once d has passed on the
+// gateway's clock, and the function that cancels it.
+func (g *Gateway) after(d time.Duration) (<-chan struct{}, func()) {
+	c := make(chan struct{})
+	t := g.clk.AfterFunc(d, func() { close(c) })
+	return c, func() { t.Stop() }
 }
 
 func randomID() string {

@@ -68,6 +68,33 @@ type holds struct {
 	per   [2]map[string]int
 }
 
+// changes tells whoever watches that something they wait on changed (a
+// request parked or ended, a send began or stopped waiting), so a test
+// can wait for it without polling.
+type changes struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// next is closed by the next note.
+func (c *changes) next() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ch == nil {
+		c.ch = make(chan struct{})
+	}
+	return c.ch
+}
+
+func (c *changes) note() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ch != nil {
+		close(c.ch)
+		c.ch = nil
+	}
+}
+
 // Hold admits one more request of kind h for c, or refuses it: over the
 // credential's own limit with an error wrapping ErrTooMany, over the
 // gateway's with one wrapping ErrUnavailable; each names the limit. The
@@ -93,6 +120,7 @@ func (g *Gateway) Hold(c Caller, h Hold) (release func(), err error) {
 	}
 	hs.total[h]++
 	hs.per[h][who]++
+	g.changes.note()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -102,6 +130,7 @@ func (g *Gateway) Hold(c Caller, h Hold) (release func(), err error) {
 			if hs.per[h][who]--; hs.per[h][who] == 0 {
 				delete(hs.per[h], who)
 			}
+			g.changes.note()
 		})
 	}, nil
 }

@@ -130,10 +130,10 @@ func (g *Gateway) awaitVersion(ctx context.Context, c Caller, ref vigil.SessionR
 		return version, false, err
 	}
 	defer release()
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	tick := time.NewTicker(fenceRecheck)
-	defer tick.Stop()
+	deadline, stop := g.after(wait)
+	defer stop()
+	tick, stopTick := g.after(fenceRecheck)
+	defer func() { stopTick() }()
 	for {
 		select {
 		case e, ok := <-l.C:
@@ -142,8 +142,9 @@ func (g *Gateway) awaitVersion(ctx context.Context, c Caller, ref vigil.SessionR
 			} else if e.Sequence != 0 && (e.SessionKey != ref.Key || e.AgentID != ref.AgentID) {
 				continue // another session's event; a nudge (sequence 0) reads again
 			}
-		case <-tick.C:
-		case <-deadline.C:
+		case <-tick:
+			tick, stopTick = g.after(fenceRecheck)
+		case <-deadline:
 			return version, false, nil
 		case <-ctx.Done():
 			return version, false, ctx.Err()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/clock"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/internal/pgtest"
 	"github.com/vigilhq/vigil/store/pgstore"
@@ -318,14 +319,44 @@ func TestTheFenceTimesOutCleanlyWhenTheVersionIsNotReached(t *testing.T) {
 	}
 }
 
+func TestAParkedFenceTimesOutAtItsTimeoutOnTheGatewaysClock(t *testing.T) {
+	clk := clock.NewManual(time.Now())
+	g := gatewayWith(t, gateway.Options{Clock: clk})
+	w := newPreconditionWorld(t, g)
+	far := w.version(t, w.worker) + 100
+	answered := make(chan gateway.StatusOutput, 1)
+	go func() {
+		longest := gateway.MaxFenceWait
+		out, err := g.Status(ctx, w.person, gateway.StatusInput{SessionKey: w.worker.Key, WaitForVersion: &far, TimeoutSeconds: &longest})
+		if err != nil {
+			t.Error(err)
+		}
+		answered <- out
+	}()
+	waitHeld(t, g, 1)
+	clk.Advance(time.Duration(gateway.MaxFenceWait-1) * time.Second) // its rechecks, a second apart, find nothing
+	select {
+	case out := <-answered:
+		t.Fatalf("the fence answered %+v before its timeout", out)
+	default:
+	}
+	clk.Advance(time.Second)
+	select {
+	case out := <-answered:
+		if !out.TimedOut || out.StateVersion != w.version(t, w.worker) {
+			t.Fatalf("the fence at its timeout = %+v, want timed out at the current version", out)
+		}
+	case <-time.After(20 * time.Second): // shorter than the timeout: only the gateway's clock can end it
+		t.Fatal("the fence did not time out on the gateway's clock")
+	}
+}
+
 // waitHeld waits until the gateway holds n waits: the fence is listening.
 func waitHeld(t *testing.T, g *gateway.Gateway, n int) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for g.Held(gateway.HoldWait) != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d waits held, want %d (hang guard)", g.Held(gateway.HoldWait), n)
-		}
-		time.Sleep(time.Millisecond)
+	hang, cancel := context.WithTimeout(ctx, 20*time.Second) // a hang guard, not a timing
+	defer cancel()
+	if err := g.AwaitHeld(hang, gateway.HoldWait, n); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -197,12 +197,12 @@ func (g *Gateway) Send(ctx context.Context, c Caller, in SendInput) (SendOutput,
 	if w == nil {
 		return out, nil
 	}
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
+	expired, stop := g.after(timeout)
+	defer stop()
 	select {
 	case res := <-w.done:
 		settle(&out, res)
-	case <-timer.C:
+	case <-expired:
 		testHookSendGivesUp()
 		if g.dropWaiter(target, w) {
 			out.Status = "timeout"
@@ -245,6 +245,7 @@ func (g *Gateway) addWaiter(target vigil.SessionRef, messageID int64, w *waiter)
 	}
 	w.messageID = messageID
 	g.waiters[target] = append(g.waiters[target], w)
+	g.changes.note()
 }
 
 // dropWaiter removes w from the sends waiting on target. It reports false

@@ -41,12 +41,10 @@ func TestAReplyHandedOverAsTheSendGivesUpIsTheSendsAnswer(t *testing.T) {
 		}
 		sent <- out
 	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for g.WaitingSends(target) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the send never waited (hang guard)")
-		}
-		time.Sleep(time.Millisecond)
+	hang, cancel := context.WithTimeout(ctx, 20*time.Second) // a hang guard, not a timing
+	defer cancel()
+	if err := g.AwaitWaitingSends(hang, target, 1); err != nil {
+		t.Fatal(err)
 	}
 	giveUp() // the send stops waiting; the hook replies in that moment
 	if !<-delivered {

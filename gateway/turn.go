@@ -123,8 +123,8 @@ func (g *Gateway) Turn(ctx context.Context, c Caller, in TurnInput) (TurnOutput,
 	if b := g.opts.BookmarkInterval; b > 0 && b < d {
 		d = b
 	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
+	expired, stop := g.after(d)
+	defer stop()
 	var release func() // the hold of a parked turn, taken once it parks
 	defer func() {
 		if release != nil {
@@ -170,7 +170,7 @@ func (g *Gateway) Turn(ctx context.Context, c Caller, in TurnInput) (TurnOutput,
 					l.Close()
 					return TurnOutput{}, err
 				}
-			case <-timer.C:
+			case <-expired:
 				l.Close()
 				return g.idleTurn(ctx, ref)
 			case <-ctx.Done():

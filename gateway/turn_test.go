@@ -7,6 +7,7 @@ import (
 	"time"
 
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/clock"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/store/sqlitestore"
 )
@@ -29,7 +30,8 @@ func gatewayWith(t *testing.T, opts gateway.Options) *gateway.Gateway {
 }
 
 func TestAParkedTurnWithNothingToDoEndsAtTheBookmarkIntervalWithItsStateVersion(t *testing.T) {
-	g := gatewayWith(t, gateway.Options{BookmarkInterval: 10 * time.Millisecond})
+	clk := clock.NewManual(time.Now())
+	g := gatewayWith(t, gateway.Options{BookmarkInterval: 30 * time.Second, Clock: clk})
 	manager := caller(t, g, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "")
 	if _, err := g.Spawn(ctx, manager, gateway.SpawnInput{Task: "draft"}); err != nil {
 		t.Fatal(err)
@@ -38,14 +40,26 @@ func TestAParkedTurnWithNothingToDoEndsAtTheBookmarkIntervalWithItsStateVersion(
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The wait asked for is the longest there is; only the bookmark
-	// interval can end it before the test's own deadline.
-	long := gateway.MaxTurnWait
-	tctx, cancel := context.WithTimeout(ctx, time.Duration(long/2)*time.Second)
+	turned := make(chan gateway.TurnOutput, 1)
+	go func() {
+		long := gateway.MaxTurnWait
+		out, err := g.Turn(ctx, manager, gateway.TurnInput{SessionKey: "agent:main:main", WaitSeconds: &long})
+		if err != nil {
+			t.Error(err)
+		}
+		turned <- out
+	}()
+	hang, cancel := context.WithTimeout(ctx, 20*time.Second) // a hang guard, not a timing
 	defer cancel()
-	out, err := g.Turn(tctx, manager, gateway.TurnInput{SessionKey: "agent:main:main", WaitSeconds: &long})
-	if err != nil {
-		t.Fatalf("turn: %v (the bookmark interval did not end the wait)", err)
+	if err := g.AwaitHeld(hang, gateway.HoldWait, 1); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(30 * time.Second) // the bookmark interval, well short of the wait asked for
+	var out gateway.TurnOutput
+	select {
+	case out = <-turned:
+	case <-time.After(20 * time.Second): // shorter than the interval: only the gateway's clock can end it
+		t.Fatal("the turn did not end on the gateway's clock")
 	}
 	if !out.TimedOut || out.Bookmark == nil || out.Bookmark.StateVersion != v || out.TurnID != "" {
 		t.Fatalf("turn = %+v, bookmark %+v; want timed out with bookmark stateVersion %d", out, out.Bookmark, v)
