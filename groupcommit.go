@@ -68,6 +68,9 @@ type writeQueue struct {
 	// being committed (some may have been answered without joining it).
 	lastBatch int
 	spare     sync.Pool // of *writeOp, see newOp
+	// grew, once a test waiting for writes to queue has set it, is
+	// broadcast whenever a write joins the queue.
+	grew *sync.Cond
 }
 
 // commitFunc commits a batch. Once it has run the batch's writes it may
@@ -87,6 +90,9 @@ func (q *writeQueue) run(op *writeOp, commit commitFunc) error {
 		return err
 	}
 	q.queue = append(q.queue, op)
+	if q.grew != nil {
+		q.grew.Broadcast()
+	}
 	if !q.leading {
 		q.leading = true
 		op.leader = true

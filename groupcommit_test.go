@@ -38,14 +38,18 @@ func answer(batch []*writeOp) {
 // waitQueued waits until n writes are queued behind the running batch.
 func waitQueued(t *testing.T, q *writeQueue, n int) {
 	t.Helper()
-	for {
-		q.mu.Lock()
-		l := len(q.queue)
-		q.mu.Unlock()
-		if l == n {
-			return
-		}
-		time.Sleep(time.Millisecond)
+	q.awaitQueued(n)
+}
+
+// awaitQueued blocks until n writes are queued.
+func (q *writeQueue) awaitQueued(n int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.grew == nil {
+		q.grew = sync.NewCond(&q.mu)
+	}
+	for len(q.queue) != n {
+		q.grew.Wait()
 	}
 }
 
@@ -62,10 +66,11 @@ func TestALoneWriteCommitsOnItsCallersGoroutine(t *testing.T) {
 	}
 }
 
-// holdFirst returns a commit whose first batch waits for release, and the
-// sizes of the batches committed.
-func holdFirst() (commit commitFunc, release chan struct{}, sizes func() []int) {
-	release = make(chan struct{})
+// holdFirst returns a commit whose first batch waits for release, the
+// channel closed once that batch has begun, and the sizes of the batches
+// committed.
+func holdFirst() (commit commitFunc, release, started chan struct{}, sizes func() []int) {
+	release, started = make(chan struct{}), make(chan struct{})
 	var mu sync.Mutex
 	var got []int
 	first := true
@@ -76,6 +81,7 @@ func holdFirst() (commit commitFunc, release chan struct{}, sizes func() []int) 
 		got = append(got, len(batch))
 		mu.Unlock()
 		if wait {
+			close(started)
 			<-release
 		}
 		answer(batch)
@@ -85,17 +91,15 @@ func holdFirst() (commit commitFunc, release chan struct{}, sizes func() []int) 
 		defer mu.Unlock()
 		return append([]int(nil), got...)
 	}
-	return commit, release, sizes
+	return commit, release, started, sizes
 }
 
 func TestWritesQueuedDuringATransactionShareTheNextUpToMaxBatch(t *testing.T) {
 	q := newWriteQueue(4)
-	commit, release, sizes := holdFirst()
+	commit, release, started, sizes := holdFirst()
 	var wg sync.WaitGroup
 	wg.Go(func() { q.run(newOp(context.Background()), commit) })
-	for len(sizes()) == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	<-started
 	for range 6 {
 		wg.Go(func() {
 			if err := q.run(newOp(context.Background()), commit); err != nil {
@@ -113,12 +117,10 @@ func TestWritesQueuedDuringATransactionShareTheNextUpToMaxBatch(t *testing.T) {
 
 func TestAWriteWhoseContextEndsWhileQueuedNeverRuns(t *testing.T) {
 	q := newWriteQueue(8)
-	commit, release, sizes := holdFirst()
+	commit, release, started, sizes := holdFirst()
 	var wg sync.WaitGroup
 	wg.Go(func() { q.run(newOp(context.Background()), commit) })
-	for len(sizes()) == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	<-started
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- q.run(newOp(ctx), commit) }()
@@ -137,7 +139,7 @@ func TestAWriteWhoseContextEndsWhileQueuedNeverRuns(t *testing.T) {
 
 func TestCloseWaitsForQueuedWritesThenRefusesNewOnes(t *testing.T) {
 	q := newWriteQueue(8)
-	commit, release, sizes := holdFirst()
+	commit, release, started, sizes := holdFirst()
 	var wg sync.WaitGroup
 	write := func() {
 		if err := q.run(newOp(context.Background()), commit); err != nil {
@@ -145,9 +147,7 @@ func TestCloseWaitsForQueuedWritesThenRefusesNewOnes(t *testing.T) {
 		}
 	}
 	wg.Go(write)
-	for len(sizes()) == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	<-started
 	wg.Go(write)
 	wg.Go(write)
 	waitQueued(t, q, 2)

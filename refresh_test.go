@@ -213,10 +213,10 @@ func TestADrainSharingABatchWithARefreshLeavesNothingQueued(t *testing.T) {
 	<-held
 	refreshed := make(chan error, 1)
 	go func() { refreshed <- env.eng.Refresh(ctx, []string{manager}) }()
-	time.Sleep(50 * time.Millisecond) // let the refresh queue first; either order must pass
+	env.eng.AwaitQueuedWrites(1) // the refresh is queued first
 	drained := make(chan vigil.Drained, 1)
 	go func() { drained <- env.drain(manager) }()
-	time.Sleep(50 * time.Millisecond)
+	env.eng.AwaitQueuedWrites(2)
 	close(release)
 	if err := <-refreshed; err != nil {
 		t.Fatal(err)
