@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"sync"
 )
@@ -133,6 +134,29 @@ func (g *Gateway) Hold(c Caller, h Hold) (release func(), err error) {
 			g.changes.note()
 		})
 	}, nil
+}
+
+// AwaitHeld blocks until exactly n requests of kind h are held open (for
+// a wait: a turn, a send or a fence has parked, listening), or ctx ends.
+func (g *Gateway) AwaitHeld(ctx context.Context, h Hold, n int) error {
+	return g.await(ctx, func() bool { return g.Held(h) == n },
+		func() string { return fmt.Sprintf("%d %s held, want %d", g.Held(h), h, n) })
+}
+
+// await blocks until done holds, looking again at every change noted, or
+// until ctx ends; the error says what state reports.
+func (g *Gateway) await(ctx context.Context, done func() bool, state func() string) error {
+	for {
+		next := g.changes.next() // before looking, so no change slips between
+		if done() {
+			return nil
+		}
+		select {
+		case <-next:
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", state(), ctx.Err())
+		}
+	}
 }
 
 // Held reports how many requests of kind h are held open now.

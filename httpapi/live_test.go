@@ -42,8 +42,7 @@ const liveHangGuard = 15 * time.Second
 // hub, plus counts of what the server is doing.
 type liveServer struct {
 	*e2eServer
-	// turns counts POST .../turn requests in flight.
-	turns atomic.Int64
+	g *gateway.Gateway
 	// streamBytes counts the bytes the server wrote to event streams.
 	streamBytes atomic.Int64
 }
@@ -107,13 +106,9 @@ func liveStartSerial(t *testing.T, opts vigil.Options) *liveServer {
 		t.Fatal(err)
 	}
 	g := gateway.New(eng, store, gateway.Options{Hub: hub})
-	s := &liveServer{}
+	s := &liveServer{g: g}
 	api := httpapi.New(g, httpapi.Options{Credentials: creds})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/turn") {
-			s.turns.Add(1)
-			defer s.turns.Add(-1)
-		}
 		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/events") {
 			w = &liveCountingWriter{ResponseWriter: w, n: &s.streamBytes}
 		}
@@ -128,19 +123,15 @@ func liveStartSerial(t *testing.T, opts vigil.Options) *liveServer {
 	return s
 }
 
-// liveWaitForTurn waits until n turn requests are being handled, then a
-// while longer (the handler needs microseconds) so the turn has surely had
-// its first look and is listening for work.
-func liveWaitForTurn(t *testing.T, s *liveServer, n int64) {
+// liveWaitForTurn waits until n turns have parked: each has had its first
+// look and is listening for work.
+func liveWaitForTurn(t *testing.T, s *liveServer, n int) {
 	t.Helper()
-	deadline := time.Now().Add(liveHangGuard)
-	for s.turns.Load() < n {
-		if time.Now().After(deadline) {
-			t.Fatal("the turn request never reached the server (hang guard)")
-		}
-		time.Sleep(time.Millisecond)
+	hang, cancel := context.WithTimeout(context.Background(), liveHangGuard)
+	defer cancel()
+	if err := s.g.AwaitHeld(hang, gateway.HoldWait, n); err != nil {
+		t.Fatalf("the turn never parked (hang guard): %v", err)
 	}
-	time.Sleep(200 * time.Millisecond)
 }
 
 func liveAuth(token string) string {
