@@ -25,6 +25,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
 )
 
@@ -440,6 +441,20 @@ func TestTheManagersTurnThroughTheAPIClearsTheNoticeInTheWatchGraph(t *testing.T
 		chromedp.WaitVisible(cursor("#graph", manager, child, ":not(.pending)")),
 		chromedp.WaitNotPresent(chromedp.CSS("#graph li.cursor.pending")),
 	)
+}
+
+func TestTheManagersPageShowsOnceThatAPersonDeletedItsChild(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(manager))
+	run(t, ctx, "see the manager's empty queue", chromedp.WaitVisible(chromedp.ID("queued-empty")))
+	tool[gateway.DeleteOutput](t, gw, "", "session_delete", map[string]any{"sessionKey": child})
+	waitText(t, ctx, `#queued li.queued-event.deleted[data-target="`+child+`"]`, vigil.DeletedNoticeText(child))
+	takeTurn(t, gw, manager)
+	run(t, ctx, "see the queue empty once the manager's turn consumed the notice",
+		chromedp.WaitNotPresent(chromedp.CSS("#queued li.queued-event")))
 }
 
 // editGoal types a new objective into the session page's goal form, once

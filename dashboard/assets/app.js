@@ -304,7 +304,7 @@ async function followSession(p) {
         },
         event(type) {
           if (type === 'message' || type === 'reply') schedule('page');
-          else if (type === 'notice' || type === 'wake') schedule('graph');
+          else if (type === 'notice' || type === 'wake') schedule('graph', 'page');
         },
       });
     } catch (e) {
@@ -406,13 +406,18 @@ async function loadPage(full) {
       if (!hist.truncated) break;
     }
   }
+  // A session that can watch (an agent's) has a queue of its own.
+  let queued = [];
+  if (status.exists && p.key.startsWith('agent:')) {
+    queued = (await call('session_pending', {sessionKey: p.key})).events;
+  }
   if (app.page !== p) return;
   if (!full && status.stateChanges.historyGap) {
     // Retention removed events after where the page stood: read it afresh.
     schedule('page-full');
     return;
   }
-  const json = JSON.stringify(status);
+  const json = JSON.stringify([status, queued]);
   if (!full && events.length === 0 && messages.length === 0 && json === p.drawn) return;
   p.drawn = json;
   if (full || !status.exists) {
@@ -420,6 +425,7 @@ async function loadPage(full) {
     p.messages = [];
   }
   p.status = status;
+  p.queued = queued;
   p.events.push(...events);
   p.messages.push(...messages);
   p.since = since;
@@ -685,6 +691,14 @@ function renderPage() {
     h('p', {class: 'summary'}, h('span', {class: 'kind'}, e.kind), ' ', e.summary))));
   if (p.gap) $('timeline').append(h('li', {class: 'gap'}, 'Older changes were removed by retention.'));
   $('timeline-empty').hidden = events.length > 0;
+
+  const canWatch = st.exists && p.key.startsWith('agent:');
+  $('queued-card').hidden = !canWatch;
+  $('queued').replaceChildren(...(p.queued || []).map((e) => h('li',
+    {class: 'queued-event' + (e.text.includes(' was deleted (') ? ' deleted' : ''), 'data-target': e.target || ''},
+    e.target ? h('div', {class: 'meta'}, sessionLink(refOf(e.target) || st.agentId, e.target)) : null,
+    h('p', {class: 'notice'}, e.text))));
+  $('queued-empty').hidden = !canWatch || (p.queued || []).length > 0;
   renderPageGraph();
 }
 
