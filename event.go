@@ -147,6 +147,12 @@ type Event struct {
 // Session returns the event's session identity.
 func (e Event) Session() SessionRef { return SessionRef{AgentID: e.AgentID, Key: e.SessionKey} }
 
+// movesCursorOf reports whether a material event moves watcher's cursor on
+// its session: every watcher's but its actor's (self-suppression, by exact
+// key: another session of the same agent is another actor). Recording and
+// the crash replay of cursor moves both ask here.
+func (e *Event) movesCursorOf(watcher string) bool { return watcher != e.ActorID }
+
 // AgentEvent is the shape of an event shown to agents: no session key,
 // agent id or incarnation id, and a payload reduced to outcome, channel and
 // turns.
