@@ -268,7 +268,7 @@ func (e *Engine) replayMoves(ctx context.Context) error {
 				}
 				moved := cs[:0]
 				for _, c := range cs {
-					if c.Watcher != ev.ActorID && c.Material < ev.Sequence {
+					if ev.movesCursorOf(c.Watcher) && c.Material < ev.Sequence {
 						moved = append(moved, c.markMaterial(ev.Sequence, ev.RecordedAt))
 					}
 				}

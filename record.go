@@ -153,7 +153,7 @@ func (t *Txn) record(ctx context.Context, ev, valid *Event, occurredAt time.Time
 		list := noticeLists.Get().(*[]watcherNotice)
 		queued := (*list)[:0]
 		for _, c := range watchers {
-			if c.Watcher == ev.ActorID { // self-suppression: exact match
+			if !ev.movesCursorOf(c.Watcher) {
 				continue
 			}
 			c = c.markMaterial(ev.Sequence, nowMs)
@@ -165,7 +165,7 @@ func (t *Txn) record(ctx context.Context, ev, valid *Event, occurredAt time.Time
 		}
 		// The parent watches even before it holds a cursor. Creating one
 		// is not a move: a replay of the event could not know the parent.
-		if parentWatches && !parentHasCursor && parentKey.String() != ev.ActorID {
+		if parentWatches && !parentHasCursor && ev.movesCursorOf(parentKey.String()) {
 			c := Cursor{Watcher: parentKey.String(), Target: target}.markMaterial(ev.Sequence, nowMs)
 			if err := t.tx.PutCursor(ctx, c); err != nil {
 				return Recorded{}, fmt.Errorf("create the parent's cursor: %w", err)
