@@ -151,6 +151,18 @@ var rulesOnPostgreSQL = []func(*testing.T){
 	// stats_test.go
 	TestAnEventIsCountedBeforeItsHooksRun,
 	TestARecordIsCountedByTheTimeItReturns,
+	TestACursorIsPendingFromAMaterialEventUntilItsWatcherAcknowledgesAll,
+	TestTheActorsOwnChangeLeavesItsCursorAcknowledged,
+	TestAParentsFirstCursorIsCreatedPending,
+	TestASpawnSeedReplacesAPendingCursorWithAnAcknowledgedOne,
+	TestOpenCountsTheUnacknowledgedCursorsTheStoreHolds,
+	TestUnwatchTakesItsPendingCursorOut,
+	TestAResetTakesOutThePendingCursorsTheSessionHolds,
+	TestDeletingASessionTakesOutEveryPendingCursorNamingIt,
+	TestAPruneThatExpiresPendingCursorsCountsThemOut,
+	TestThePendingCountFollowsTheStoreThroughEveryKindOfChange,
+	TestThePendingCountHoldsUnderConcurrentWritesSharingTransactions,
+	TestAResyncCountsWhatAnotherProcessChanged,
 }
 
 // sqliteOnly are the tests that open a store through newTestDB but run on

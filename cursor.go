@@ -21,6 +21,11 @@ type Cursor struct {
 // Pending reports whether a notice is outstanding for this cursor.
 func (c Cursor) Pending() bool { return c.Notified != c.LastSeen }
 
+// unacknowledged reports whether the watcher has not yet acknowledged the
+// target's newest material event (M > L): what the sweep re-notifies and
+// Stats.PendingCursors counts.
+func (c Cursor) unacknowledged() bool { return c.Material > c.LastSeen }
+
 // seeded is a cursor whose three watermarks all stand at v.
 func seeded(watcher string, target SessionRef, v, now int64) Cursor {
 	return Cursor{Watcher: watcher, Target: target, LastSeen: v, Notified: v, Material: v, UpdatedAt: now}

@@ -96,10 +96,12 @@ func (e *Engine) Drain(ctx context.Context, watcher string) (Drained, error) {
 			}
 			d.Events = append(d.Events, ev)
 			d.Acknowledged = append(d.Acknowledged, target)
+			was := c
 			c, reopen := c.acknowledge(t.now.UnixMilli())
 			if err := t.tx.PutCursor(ctx, c); err != nil {
 				return err
 			}
+			t.changedCursor(was, c)
 			if reopen {
 				f := noticeFor(c)
 				d.FollowUps = append(d.FollowUps, f)

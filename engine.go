@@ -247,6 +247,15 @@ type Txn struct {
 	// logged counts the records that reached the log, appended or dropped
 	// as duplicates: each makes an hourly prune due.
 	logged int
+	// pending is how much this write changed the number of unacknowledged
+	// cursors (Stats.PendingCursors); once countedPending has run, since
+	// then, with pendingBase the number it read. pendingAtEnd is a number
+	// read after every write of the transaction had run.
+	pending      int64
+	pendingBase  int64
+	pendingRead  bool
+	pendingAtEnd int64
+	pendingEnd   bool
 	// atEnd runs after every write of the transaction has run, in batch
 	// order: a read there sees what all of them wrote.
 	atEnd []func(context.Context) error
@@ -264,6 +273,51 @@ func (t *Txn) Now() time.Time { return t.now }
 
 // AfterCommit registers f to run after the transaction commits.
 func (t *Txn) AfterCommit(f func()) { t.effects = append(t.effects, f) }
+
+// countedPending notes that n cursors are unacknowledged as this write
+// sees the store now: at commit the count becomes n plus what the write
+// changes from here on. Writes commit one batch at a time and are counted
+// in batch order, so the writes before it in its batch are in n and the
+// ones after it add to it.
+func (t *Txn) countedPending(n int) {
+	t.pendingBase, t.pending, t.pendingRead = int64(n), 0, true
+}
+
+// countedPendingAtEnd is countedPending for a number read at the end of
+// the transaction (atEnd), which every write of it is in.
+func (t *Txn) countedPendingAtEnd(n int) { t.pendingAtEnd, t.pendingEnd = int64(n), true }
+
+// countPending applies a committed batch's changes to the count of
+// unacknowledged cursors, in batch order.
+func (e *Engine) countPending(ops []*writeOp) {
+	end := int64(-1)
+	for _, op := range ops {
+		t := op.txn
+		switch {
+		case t.pendingRead:
+			e.stats.pendingCursors.Store(t.pendingBase + t.pending)
+		case t.pending != 0:
+			e.stats.pendingCursors.Add(t.pending)
+		}
+		if t.pendingEnd {
+			end = t.pendingAtEnd
+		}
+	}
+	if end >= 0 {
+		e.stats.pendingCursors.Store(end)
+	}
+}
+
+// changedCursor counts a change of one cursor from before to after, or its
+// creation (before is the zero Cursor) or deletion (after is).
+func (t *Txn) changedCursor(before, after Cursor) {
+	switch b, a := before.unacknowledged(), after.unacknowledged(); {
+	case a && !b:
+		t.pending++
+	case b && !a:
+		t.pending--
+	}
+}
 
 // Update runs fn as one write. fn may run more than once (if another write
 // sharing its transaction fails, the others are retried), so it must not
@@ -395,6 +449,7 @@ func (e *Engine) runBatch(pending []*writeOp, more func() []*writeOp) {
 		}
 		e.stats.batches.Add(1)
 		e.stats.batchedWrites.Add(int64(len(pending)))
+		e.countPending(pending) // before any write's hooks run, as records are
 		logged := 0
 		for _, op := range pending {
 			// Counted before the write's hooks run and its caller hears:

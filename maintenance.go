@@ -77,6 +77,7 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 			return err
 		}
 		n = len(pending)
+		t.countedPending(n)
 		at = t.now.UnixMilli()
 		later = later[:0] // the write may run again
 		var rewritten []Cursor
@@ -269,7 +270,9 @@ func (e *Engine) replayMoves(ctx context.Context) error {
 				moved := cs[:0]
 				for _, c := range cs {
 					if ev.movesCursorOf(c.Watcher) && c.Material < ev.Sequence {
-						moved = append(moved, c.markMaterial(ev.Sequence, ev.RecordedAt))
+						m := c.markMaterial(ev.Sequence, ev.RecordedAt)
+						t.changedCursor(c, m)
+						moved = append(moved, m)
 					}
 				}
 				if err := t.tx.PutCursors(ctx, moved); err != nil {
@@ -381,9 +384,14 @@ func (e *Engine) Prune(ctx context.Context) (PruneStats, error) {
 	}); err != nil {
 		return st, fmt.Errorf("sweep the index of pruned events: %w", err)
 	}
-	if st.ExpiredCursors, err = loop(inBatches(func(ctx context.Context, tx Tx) (int, error) {
+	st.ExpiredCursors, err = loop(inBatches(func(ctx context.Context, tx Tx) (int, error) {
 		return tx.ExpireCursors(ctx, cutoff, batch)
-	})); err != nil {
+	}))
+	if st.ExpiredCursors > 0 {
+		// The store does not say which of them were unacknowledged.
+		err = errors.Join(err, e.recountPending(ctx))
+	}
+	if err != nil {
 		return st, fmt.Errorf("expire cursors: %w", err)
 	}
 	// A tombstone is owed for as long as the cursor it replaced would
@@ -396,6 +404,20 @@ func (e *Engine) Prune(ctx context.Context) (PruneStats, error) {
 	e.stats.prunedEvents.Add(int64(st.ByAge + st.ByCount))
 	e.stats.expiredCursors.Add(int64(st.ExpiredCursors))
 	return st, nil
+}
+
+// recountPending reads from the store how many cursors are unacknowledged,
+// for Stats.PendingCursors, in one write: no write of this engine moves
+// the count between the read and its commit.
+func (e *Engine) recountPending(ctx context.Context) error {
+	return e.Update(ctx, func(ctx context.Context, t *Txn) error {
+		cs, err := t.tx.PendingCursorsOf(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("count the unacknowledged cursors: %w", err)
+		}
+		t.countedPending(len(cs))
+		return nil
+	})
 }
 
 // sweepPerBatch is how many index entries a sweep deletes per pruned event

@@ -140,9 +140,17 @@ func (t *Txn) record(ctx context.Context, ev, valid *Event, occurredAt time.Time
 	parentWatches := parentKey.Qualified() && !(parentKey.String() == target.Key && parentKey.AgentID() == target.AgentID)
 	switch {
 	case ev.Kind == KindChildSpawned && parentWatches:
-		if err := t.tx.PutCursor(ctx, seeded(parentKey.String(), target, ev.Sequence, nowMs)); err != nil {
+		// The seed replaces any earlier cursor of the pair, which may
+		// have been unacknowledged.
+		old, _, err := t.tx.Cursor(ctx, parentKey.String(), target)
+		if err != nil {
+			return Recorded{}, fmt.Errorf("read parent cursor: %w", err)
+		}
+		c := seeded(parentKey.String(), target, ev.Sequence, nowMs)
+		if err := t.tx.PutCursor(ctx, c); err != nil {
 			return Recorded{}, fmt.Errorf("seed parent cursor: %w", err)
 		}
+		t.changedCursor(old, c)
 	case ev.Kind.Material():
 		parentHasCursor := hasWatcher(watchers, parentKey.String())
 		// The watchers' cursors are this write's own copies: they are
@@ -155,6 +163,9 @@ func (t *Txn) record(ctx context.Context, ev, valid *Event, occurredAt time.Time
 		for _, c := range watchers {
 			if !ev.movesCursorOf(c.Watcher) {
 				continue
+			}
+			if !c.unacknowledged() { // it is from now on
+				t.pending++
 			}
 			c = c.markMaterial(ev.Sequence, nowMs)
 			moved = append(moved, c)
@@ -170,6 +181,7 @@ func (t *Txn) record(ctx context.Context, ev, valid *Event, occurredAt time.Time
 			if err := t.tx.PutCursor(ctx, c); err != nil {
 				return Recorded{}, fmt.Errorf("create the parent's cursor: %w", err)
 			}
+			t.pending++
 			queued = append(queued, watcherNotice{c.Watcher, notices.of(c)})
 		}
 		e.notices.keep(target, notices)

@@ -66,6 +66,9 @@ func (e *Engine) rebuild(ctx context.Context, keys []string) error {
 			if err != nil {
 				return err
 			}
+			if keys == nil { // every one of them: on a shared store, others' writes too
+				t.countedPendingAtEnd(len(pending))
+			}
 			want := map[string][]SystemEvent{}
 			for _, c := range pending {
 				want[c.Watcher] = append(want[c.Watcher], noticeFor(c))

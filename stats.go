@@ -9,6 +9,8 @@ type stats struct {
 	movesReplayed                              atomic.Int64
 	prunedEvents, expiredCursors, storeErrors  atomic.Int64
 	batches, batchedWrites, conflicts          atomic.Int64
+	// pendingCursors is kept by the writes, at commit (Txn.pending).
+	pendingCursors atomic.Int64
 }
 
 // Stats are the engine's counters since Open.
@@ -31,6 +33,13 @@ type Stats struct {
 	BatchedWrites  int64 // writes committed in them (group commit packs several per batch)
 	Conflicts      int64 // transactions run again after a conflict with another process
 	QueueDepth     int64 // entries queued now, across all sessions
+	// PendingCursors is the number of cursors now whose watcher has not
+	// acknowledged the newest material event on its target (M > L). It is
+	// kept in memory: read from the store by each sweep, each Resync and
+	// each prune that expires cursors, and moved by this engine's writes
+	// as they commit. Writes of other processes sharing the store reach it
+	// only at the next of those reads.
+	PendingCursors int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -44,6 +53,6 @@ func (e *Engine) Stats() Stats {
 		MovesReplayed: s.movesReplayed.Load(), PrunedEvents: s.prunedEvents.Load(),
 		ExpiredCursors: s.expiredCursors.Load(), StoreErrors: s.storeErrors.Load(),
 		Batches: s.batches.Load(), BatchedWrites: s.batchedWrites.Load(), Conflicts: s.conflicts.Load(),
-		QueueDepth: int64(e.queues.depth()),
+		QueueDepth: int64(e.queues.depth()), PendingCursors: s.pendingCursors.Load(),
 	}
 }

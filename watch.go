@@ -102,10 +102,18 @@ func (e *Engine) Unwatch(ctx context.Context, watcher string, target SessionRef)
 	}
 	var existed bool
 	err = e.Update(ctx, func(ctx context.Context, t *Txn) error {
-		var err error
+		// The session's lock before its cursor's row (Tx.LockSession).
+		if err := t.tx.LockSession(ctx, target); err != nil {
+			return err
+		}
+		old, _, err := t.tx.Cursor(ctx, w, target)
+		if err != nil {
+			return err
+		}
 		if existed, err = t.tx.DeleteCursor(ctx, w, target); err != nil {
 			return err
 		}
+		t.changedCursor(old, Cursor{})
 		if err := t.forgetTombstones(ctx, w, &target); err != nil {
 			return err
 		}
@@ -154,9 +162,14 @@ func (t *Txn) ResetSession(ctx context.Context, ref SessionRef) error {
 	if !strings.HasPrefix(ref.Key, "agent:") {
 		return nil // a bare session never watches
 	}
+	held, err := t.tx.PendingCursorsOf(ctx, []string{ref.Key})
+	if err != nil {
+		return fmt.Errorf("reset %s: %w", ref, err)
+	}
 	if _, err := t.tx.DeleteWatcherCursors(ctx, ref.Key); err != nil {
 		return fmt.Errorf("reset %s: %w", ref, err)
 	}
+	t.pending -= int64(len(held))
 	if err := t.forgetTombstones(ctx, ref.Key, nil); err != nil {
 		return fmt.Errorf("reset %s: %w", ref, err)
 	}
@@ -180,9 +193,14 @@ func (t *Txn) DeleteSession(ctx context.Context, ref SessionRef) error {
 	if err != nil {
 		return err
 	}
+	gone, err := t.unacknowledgedOf(ctx, ref)
+	if err != nil {
+		return fmt.Errorf("delete %s: %w", ref, err)
+	}
 	if err := t.tx.DeleteSession(ctx, ref); err != nil {
 		return fmt.Errorf("delete %s: %w", ref, err)
 	}
+	t.pending -= int64(gone)
 	if err := t.forgetTombstones(ctx, ref.Key, nil); err != nil {
 		return fmt.Errorf("delete %s: %w", ref, err)
 	}
@@ -190,4 +208,28 @@ func (t *Txn) DeleteSession(ctx context.Context, ref SessionRef) error {
 		t.AfterCommit(func() { t.e.queues.clear(ref.Key) })
 	}
 	return nil
+}
+
+// unacknowledgedOf counts the unacknowledged cursors DeleteSession deletes
+// with ref: those on it and those its key holds.
+func (t *Txn) unacknowledgedOf(ctx context.Context, ref SessionRef) (int, error) {
+	// The session's lock before its cursors' rows (Tx.LockSession).
+	if err := t.tx.LockSession(ctx, ref); err != nil {
+		return 0, err
+	}
+	held, err := t.tx.PendingCursorsOf(ctx, []string{ref.Key})
+	if err != nil {
+		return 0, err
+	}
+	on, err := t.tx.CursorsOnTarget(ctx, ref)
+	if err != nil {
+		return 0, err
+	}
+	n := len(held)
+	for _, c := range on {
+		if c.unacknowledged() && c.Watcher != ref.Key { // else among held
+			n++
+		}
+	}
+	return n, nil
 }

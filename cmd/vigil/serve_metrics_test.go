@@ -27,6 +27,7 @@ func TestServeExportsItsGatewayWebhookStoreAndBuildMetrics(t *testing.T) {
 	for _, want := range []string{
 		"\nvigil_open_streams 0\n",
 		"\nvigil_parked_requests 0\n",
+		"\nvigil_pending_cursors 0\n",
 		"\nvigil_webhook_deliveries_total 0\n",
 		"\nvigil_webhook_failures_total 0\n",
 		"\nvigil_sqlite_checkpoint_failures_total ",

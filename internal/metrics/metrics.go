@@ -95,6 +95,8 @@ var engineFamilies = []family[vigil.Stats]{
 	counter("vigil_batched_writes_total", "Writes committed in those transactions.", func(s vigil.Stats) int64 { return s.BatchedWrites }),
 	counter("vigil_write_conflicts_total", "Write transactions run again after a conflict with another process.", func(s vigil.Stats) int64 { return s.Conflicts }),
 	gauge("vigil_queue_depth", "Notices (system events) queued now for delivery, over all sessions.", func(s vigil.Stats) int64 { return s.QueueDepth }),
+	gauge("vigil_pending_cursors", "Cursors whose watcher has not acknowledged the newest material event on its target (M > L).",
+		func(s vigil.Stats) int64 { return s.PendingCursors }),
 }
 
 // family is one metric without labels whose value is read from a

@@ -148,6 +148,29 @@ func TestARefusedRecordMovesTheRecordFailures(t *testing.T) {
 	}
 }
 
+func TestPendingCursorsIsTheEnginesCountOfUnacknowledgedCursors(t *testing.T) {
+	eng, _ := openEngine(t)
+	m := New(eng)
+	ctx := context.Background()
+	target := vigil.MustRef("agent:main:subagent:alpha")
+	if _, err := eng.Watch(ctx, "agent:main:main", target); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Record(ctx, vigil.Record{Session: target, Kind: vigil.KindHumanDirectMessage,
+		ActorType: vigil.ActorHuman, ActorID: "telegram:42"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := value(t, m.Registry, "vigil_pending_cursors", nil); got != 1 {
+		t.Errorf("vigil_pending_cursors = %v after a message to a watched session, want 1", got)
+	}
+	if _, err := eng.Drain(ctx, "agent:main:main"); err != nil {
+		t.Fatal(err)
+	}
+	if got := value(t, m.Registry, "vigil_pending_cursors", nil); got != 0 {
+		t.Errorf("vigil_pending_cursors = %v after the watcher's turn, want 0", got)
+	}
+}
+
 // logSignal is a slog handler that reports each record's message on a
 // channel, so a test can wait for an outcome the dispatcher logs right
 // after counting it.
