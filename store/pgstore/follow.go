@@ -119,20 +119,14 @@ func (t *Tx) payloads() []string {
 	return out
 }
 
-// announce queues the transaction's notifications.
-func (t *Tx) announce(ctx context.Context) error {
+// queueAnnouncements queues the transaction's notifications at the end of
+// b, and returns how many it queued.
+func (t *Tx) queueAnnouncements(b *pgx.Batch) int {
 	ps := t.payloads()
-	if len(ps) == 0 {
-		return nil
-	}
-	b := &pgx.Batch{}
 	for _, p := range ps {
 		b.Queue(`SELECT pg_notify($1, $2)`, t.s.channel, p)
 	}
-	if err := t.tx.SendBatch(ctx, b).Close(); err != nil {
-		return wrap(fmt.Errorf("announce changes: %w", err))
-	}
-	return nil
+	return len(ps)
 }
 
 // Follower is what Follow keeps current: a *vigil.Engine on this store.

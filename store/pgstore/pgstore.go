@@ -12,6 +12,11 @@
 //   - The cross-session Log reads only below a horizon under which every
 //     number handed out belongs to a finished transaction (log.go).
 //
+// A write transaction sends its statements in as few round trips as the
+// engine's answers allow: a record costs one (its target's cursors, read
+// under the target's lock), and the events and cursor writes of a whole
+// group-commit batch go in one statement per table with COMMIT (batch.go).
+//
 // A deadlock or serialization failure between concurrent transactions is
 // returned wrapping vigil.ErrRetryable (IsRetryable reports it), and the
 // engine then runs the whole write again.
@@ -42,6 +47,10 @@ type Options struct {
 	// it when missing and sets it as the pool's search_path. Empty means
 	// the URL's or server's search_path, unchanged.
 	Schema string
+
+	// tracer, when set, sees every statement of the pool (tests count
+	// round trips with it).
+	tracer pgx.QueryTracer
 }
 
 // Store is a vigil.Store and sessions.Store on a PostgreSQL database.
@@ -80,6 +89,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	rp["default_transaction_isolation"] = "read committed"
 	if opts.Schema != "" {
 		rp["search_path"] = pgx.Identifier{opts.Schema}.Sanitize()
+	}
+	if opts.tracer != nil {
+		cfg.ConnConfig.Tracer = opts.tracer
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -216,11 +228,15 @@ func scanCursor(row pgx.Row) (vigil.Cursor, error) {
 }
 
 func collectCursors(rows pgx.Rows, err error) ([]vigil.Cursor, error) {
+	return appendCursors(nil, rows, err)
+}
+
+// appendCursors appends the cursors rows holds to out.
+func appendCursors(out []vigil.Cursor, rows pgx.Rows, err error) ([]vigil.Cursor, error) {
 	if err != nil {
 		return nil, wrap(err)
 	}
 	defer rows.Close()
-	var out []vigil.Cursor
 	for rows.Next() {
 		c, err := scanCursor(rows)
 		if err != nil {

@@ -8,26 +8,36 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	vigil "github.com/vigilhq/vigil"
 )
 
 // BeginWrite implements vigil.Store: a READ COMMITTED transaction on one
 // pooled connection. Writers from other Store instances and processes run
 // concurrently with it; the row locks described at Append keep them apart
-// where they touch the same session.
+// where they touch the same session. The transaction begins with its first
+// statement (batch.go), on the connection taken here.
 func (s *Store) BeginWrite(ctx context.Context) (vigil.Tx, error) {
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, wrap(err)
 	}
-	return &Tx{s: s, tx: tx, ctx: ctx, watchers: map[string]struct{}{}, locked: map[vigil.SessionRef]bool{}}, nil
+	t := &Tx{s: s, conn: conn, ctx: ctx, watchers: map[string]struct{}{}, locked: map[vigil.SessionRef]bool{}}
+	t.tx = txConn{t}
+	return t, nil
 }
 
 // Tx is a write transaction; it implements vigil.Tx and sessions.Tx.
 type Tx struct {
-	s   *Store
-	tx  pgx.Tx
+	s    *Store
+	conn *pgxpool.Conn
+	// tx sends a statement after everything the transaction has queued
+	// (batch.go).
+	tx  txConn
 	ctx context.Context
+	// begun is set once BEGIN is sent, ended once the transaction is
+	// committed or rolled back and conn is released.
+	begun, ended bool
 
 	// published is set once the transaction holds its sequence marker
 	// (log.go), which must happen before its first nextval.
@@ -41,59 +51,37 @@ type Tx struct {
 	// also announced at Commit.
 	messages []Arrival
 	// locked are the sessions whose head row this transaction holds;
-	// pending are those LockSession asked for that are not taken yet.
+	// pending are those asked for that are not taken yet (batch.go).
 	locked  map[vigil.SessionRef]bool
 	pending []vigil.SessionRef
+	// held are the writes not sent yet (batch.go).
+	held heldWrites
+	// spare, when not 0, is a sequence number taken after spareFor's lock,
+	// and after every number this transaction used: the next append to
+	// spareFor takes it (see number).
+	spare    int64
+	spareFor vigil.SessionRef
 }
+
+var (
+	_ vigil.Tx              = (*Tx)(nil)
+	_ vigil.CursorsAppender = (*Tx)(nil)
+)
 
 // LockSession implements vigil.Tx with the session's head row lock
 // (lockHead), taken once per transaction. The lock is taken before the
-// transaction's next statement, in the same round trip when that is a
-// cursor read (the engine locks a session to read its cursors next).
+// transaction's next statement, in the same round trip (the engine locks
+// a session to read its cursors next).
 func (t *Tx) LockSession(ctx context.Context, ref vigil.SessionRef) error {
-	if t.locked[ref] || slices.Contains(t.pending, ref) {
-		return nil
-	}
-	t.pending = append(t.pending, ref)
+	t.lock(ref)
 	return nil
 }
 
-// queueLocks queues the pending locks at the start of b.
-func (t *Tx) queueLocks(b *pgx.Batch) {
-	for _, ref := range t.pending {
-		b.Queue(lockHead, ref.AgentID, ref.Key)
-	}
-}
-
-// takeLocks reads the results of the locks queueLocks queued.
-func (t *Tx) takeLocks(br pgx.BatchResults) error {
-	pending := t.pending
-	t.pending = nil
-	for _, ref := range pending {
-		if _, err := br.Exec(); err != nil {
-			return wrap(fmt.Errorf("lock head of %s: %w", ref, err))
-		}
-		t.locked[ref] = true
-	}
-	return nil
-}
-
-// flushLocks takes the pending locks now.
-func (t *Tx) flushLocks(ctx context.Context) error {
-	if len(t.pending) == 0 {
-		return nil
-	}
-	b := &pgx.Batch{}
-	t.queueLocks(b)
-	br := t.tx.SendBatch(ctx, b)
-	if err := t.takeLocks(br); err != nil {
-		br.Close()
-		return err
-	}
-	return wrap(br.Close())
-}
-
-var _ vigil.Tx = (*Tx)(nil)
+// flushLocks is called by the statements of this package before they
+// send anything. It has nothing left to do: whatever the transaction
+// queued, locks and held writes, goes first in the round trip of the next
+// statement sent through t.tx.
+func (t *Tx) flushLocks(ctx context.Context) error { return nil }
 
 // lockHead locks the session's head row, creating it when missing, and
 // holds the lock until the transaction ends. An upsert rather than SELECT
@@ -104,22 +92,28 @@ var _ vigil.Tx = (*Tx)(nil)
 const lockHead = `INSERT INTO session_heads (agent_id, session_key, head, pruned_watermark) VALUES ($1, $2, 0, 0)
 	ON CONFLICT (agent_id, session_key) DO UPDATE SET head = session_heads.head`
 
-// appendEvent takes the next number in VALUES, so a row that ON CONFLICT
-// drops (a dedupe key already present on the session) has used it up all
-// the same: numbers are never reused, and a session's or the store's
+// nextNumber takes the next sequence number.
+const nextNumber = `SELECT nextval('event_sequence')`
+
+// appendEvent appends an event with a dedupe key, with the number $13 when
+// it is given and the next one otherwise: a row that ON CONFLICT drops (the
+// key is already present on the session) has used its number up all the
+// same, so numbers are never reused, and a session's or the store's
 // sequences may be sparse.
 const appendEvent = `INSERT INTO events (sequence, agent_id, session_key, session_id, kind, actor_type, actor_id,
 		run_id, occurred_at, recorded_at, summary, payload, dedupe_key)
-	VALUES (nextval('event_sequence'), $1, $2, nullif($3, ''), $4, $5, nullif($6, ''), nullif($7, ''), $8, $9, $10, $11,
-		nullif($12, ''))
+	VALUES (coalesce($13::bigint, nextval('event_sequence')), $1, $2, nullif($3, ''), $4, $5, nullif($6, ''),
+		nullif($7, ''), $8, $9, $10, $11, nullif($12, ''))
 	ON CONFLICT (agent_id, session_key, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
 	RETURNING sequence`
 
 // Append implements vigil.Tx.
 //
-// Per session, commit order equals sequence order. Append first locks the
-// session's head row (lockHead), and only then takes a number, in the same
-// pipeline. Of two transactions appending to one session, the second waits
+// Per session, commit order equals sequence order. Append takes its number
+// only once the transaction holds the session's head row lock (lockHead):
+// in the same pipeline, after the lock, or earlier in the transaction, in
+// the round trip that read the session's cursors under that lock (see
+// number). Of two transactions appending to one session, the second waits
 // for the lock until the first has ended, so it takes all its numbers for
 // that session after the first took all of its own, and commits after the
 // first committed (a transaction holds its locks to its end). PostgreSQL
@@ -129,107 +123,186 @@ const appendEvent = `INSERT INTO events (sequence, agent_id, session_key, sessio
 // sees a prefix, in sequence order, of what the session will ever hold: a
 // caller that saw sequence s never later finds a smaller one appear for
 // that session, and paging after the last sequence seen skips nothing.
+// Within a transaction, appends get increasing numbers in call order.
 //
 // This says nothing about different sessions, whose transactions take
 // numbers and commit in any order; the whole-store Log needs more, and
-// gets it from the marker that the first Append of each transaction
-// publishes before its first nextval (log.go).
+// gets it from the marker that each transaction publishes before its
+// first nextval (log.go).
 //
-// Locking also serialises dedupe: two transactions recording the same key
-// on a session meet at the lock, and the second's insert, in a statement
-// that starts after the first committed, finds the first's row.
+// An event without a dedupe key is appended for sure once it has its
+// number, so its row is held and written with the transaction's other
+// events in one statement (batch.go). One with a key is inserted at once,
+// to know whether it was a drop. Locking also serialises dedupe: two
+// transactions recording the same key on a session meet at the lock, and
+// the second's insert, in a statement that starts after the first
+// committed, finds the first's row.
 func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
-	if err := t.flushLocks(ctx); err != nil {
-		return false, err
-	}
 	var payload *string
 	if len(e.Payload) > 0 {
 		p := string(e.Payload)
 		payload = &p
 	}
-	b := &pgx.Batch{}
-	publish := !t.published
-	if publish {
-		b.Queue(publishMarker, t.s.markerHi, t.s.markerLo)
+	if e.DedupeKey != "" {
+		return t.appendDeduped(ctx, e, payload)
 	}
-	lock := !t.locked[e.Session()]
-	if lock {
-		b.Queue(lockHead, e.AgentID, e.SessionKey)
-	}
-	b.Queue(appendEvent, e.AgentID, e.SessionKey, e.SessionID, string(e.Kind), string(e.ActorType), e.ActorID,
-		e.RunID, e.OccurredAt, e.RecordedAt, e.Summary, payload, e.DedupeKey)
-	seq, appended, err := func() (int64, bool, error) {
-		br := t.tx.SendBatch(ctx, b)
-		defer br.Close()
-		if publish {
-			if _, err := br.Exec(); err != nil {
-				return 0, false, fmt.Errorf("publish sequence marker: %w", err)
-			}
-		}
-		if lock {
-			if _, err := br.Exec(); err != nil {
-				return 0, false, fmt.Errorf("lock head of %s: %w", e.Session(), err)
-			}
-		}
-		var seq int64
-		err := br.QueryRow().Scan(&seq)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return 0, false, br.Close()
-		}
-		if err != nil {
-			return 0, false, err
-		}
-		return seq, true, br.Close()
-	}()
+	seq, err := t.number(ctx, e.Session())
 	if err != nil {
+		return false, err
+	}
+	e.Sequence = seq
+	t.held.addEvent(e, payload)
+	return true, nil
+}
+
+// number returns the number for the next append to ref: the spare one,
+// taken after ref's lock and after every number used so far, or else a
+// new one, after ref's lock, in a round trip of its own.
+func (t *Tx) number(ctx context.Context, ref vigil.SessionRef) (int64, error) {
+	if t.spare != 0 && t.spareFor == ref {
+		seq := t.spare
+		t.spare = 0
+		return seq, nil
+	}
+	t.spare = 0 // a number taken now is above it
+	t.lock(ref)
+	b := &pgx.Batch{}
+	publish := t.queueMarker(b)
+	b.Queue(nextNumber)
+	br := t.send(ctx, b, false)
+	defer br.Close()
+	if err := t.readMarker(br, publish); err != nil {
+		return 0, err
+	}
+	var seq int64
+	if err := br.QueryRow().Scan(&seq); err != nil {
+		return 0, wrap(fmt.Errorf("take a sequence number: %w", err))
+	}
+	return seq, wrap(br.Close())
+}
+
+// queueMarker queues the transaction's sequence marker (log.go) when it
+// has none yet, and reports whether it did.
+func (t *Tx) queueMarker(b *pgx.Batch) bool {
+	if t.published {
+		return false
+	}
+	b.Queue(publishMarker, t.s.markerHi, t.s.markerLo)
+	return true
+}
+
+// readMarker reads the result of the marker queueMarker queued, if it did.
+func (t *Tx) readMarker(br pgx.BatchResults, queued bool) error {
+	if !queued {
+		return nil
+	}
+	if _, err := br.Exec(); err != nil {
+		return wrap(fmt.Errorf("publish sequence marker: %w", err))
+	}
+	// A Log reader may stop below this transaction from now on, whether or
+	// not it appends: announce it either way, so readers read on once it
+	// ends.
+	t.published, t.appended = true, true
+	return nil
+}
+
+// appendDeduped appends e, which has a dedupe key, or reads the event
+// stored with that key, in one round trip.
+func (t *Tx) appendDeduped(ctx context.Context, e *vigil.Event, payload *string) (bool, error) {
+	ref := e.Session()
+	var spare *int64
+	if t.spare != 0 && t.spareFor == ref {
+		n := t.spare
+		spare = &n
+	}
+	t.spare = 0
+	t.lock(ref)
+	b := &pgx.Batch{}
+	publish := t.queueMarker(b)
+	b.Queue(appendEvent, e.AgentID, e.SessionKey, e.SessionID, string(e.Kind), string(e.ActorType), e.ActorID,
+		e.RunID, e.OccurredAt, e.RecordedAt, e.Summary, payload, e.DedupeKey, spare)
+	// Sees the row just inserted, or the one that made the insert a drop.
+	b.Queue(`SELECT `+eventColumns+` FROM events e WHERE agent_id = $1 AND session_key = $2 AND dedupe_key = $3`,
+		e.AgentID, e.SessionKey, e.DedupeKey)
+	br := t.send(ctx, b, false)
+	defer br.Close()
+	if err := t.readMarker(br, publish); err != nil {
+		return false, err
+	}
+	var seq int64
+	err := br.QueryRow().Scan(&seq)
+	appended := err == nil
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return false, wrap(fmt.Errorf("append event with dedupe key %q: %w", e.DedupeKey, err))
+	}
+	stored, err := scanEvent(br.QueryRow())
+	if err != nil {
+		return false, wrap(fmt.Errorf("read event with dedupe key %q: %w", e.DedupeKey, err))
+	}
+	if err := br.Close(); err != nil {
 		return false, wrap(err)
 	}
-	// A marker was published (so a Log reader may have stopped below this
-	// transaction) whether or not the row was appended: announce it either
-	// way, so readers read on once it ends.
-	t.published, t.appended = true, true
-	t.locked[e.Session()] = true
 	if appended {
 		e.Sequence = seq
 		return true, nil
 	}
-	prior, err := scanEvent(t.tx.QueryRow(ctx, `SELECT `+eventColumns+` FROM events e
-		WHERE agent_id = $1 AND session_key = $2 AND dedupe_key = $3`, e.AgentID, e.SessionKey, e.DedupeKey))
-	if err != nil {
-		return false, wrap(fmt.Errorf("read event with dedupe key %q: %w", e.DedupeKey, err))
-	}
-	*e = prior
+	*e = stored
 	return false, nil
 }
 
 // Version implements vigil.Tx.
 func (t *Tx) Version(ctx context.Context, ref vigil.SessionRef) (int64, error) {
-	if err := t.flushLocks(ctx); err != nil {
-		return 0, err
-	}
+	b := &pgx.Batch{}
+	b.Queue(versionQuery, ref.AgentID, ref.Key)
+	br := t.send(ctx, b, t.held.eventsOn(ref))
+	defer br.Close()
 	var v int64
-	err := t.tx.QueryRow(ctx, versionQuery, ref.AgentID, ref.Key).Scan(&v)
-	return v, wrap(err)
+	if err := br.QueryRow().Scan(&v); err != nil {
+		return 0, wrap(err)
+	}
+	return v, wrap(br.Close())
 }
 
-// CursorsOnTarget implements vigil.Tx. The rows stay locked until the
-// transaction ends, in watcher order (so two transactions lock them in the
-// same order): a record in another process waits here for a drain of the
-// same cursor to commit and then reads its result, rather than writing
-// back a cursor computed from the state before the drain.
+// CursorsOnTarget implements vigil.Tx.
 func (t *Tx) CursorsOnTarget(ctx context.Context, target vigil.SessionRef) ([]vigil.Cursor, error) {
+	return t.AppendCursorsOnTarget(ctx, nil, target)
+}
+
+// AppendCursorsOnTarget implements vigil.CursorsAppender. The rows stay
+// locked until the transaction ends, in watcher order (so two transactions
+// lock them in the same order): a record in another process waits here
+// for a drain of the same cursor to commit and then reads its result,
+// rather than writing back a cursor computed from the state before the
+// drain.
+//
+// A record reads its target's cursors right before it appends to it, so
+// once the transaction holds its marker (a record before this one
+// appended), the same round trip takes a spare number for that append:
+// after the target's lock, as Append requires. A record that then appends
+// nothing (a human message nobody watches) leaves a gap in the sequence,
+// which is allowed.
+func (t *Tx) AppendCursorsOnTarget(ctx context.Context, dst []vigil.Cursor, target vigil.SessionRef) ([]vigil.Cursor, error) {
 	b := &pgx.Batch{}
-	t.queueLocks(b)
 	b.Queue(`SELECT `+cursorColumns+` FROM cursors
 		WHERE target_agent = $1 AND target_key = $2 ORDER BY watcher FOR UPDATE`, target.AgentID, target.Key)
-	br := t.tx.SendBatch(ctx, b)
-	defer br.Close()
-	if err := t.takeLocks(br); err != nil {
-		return nil, err
+	spare := t.published && t.willHold(target)
+	if spare {
+		t.spare = 0
+		b.Queue(nextNumber)
 	}
-	cs, err := collectCursors(br.Query())
+	br := t.send(ctx, b, t.held.cursorsOn(target))
+	defer br.Close()
+	rows, err := br.Query()
+	cs, err := appendCursors(dst, rows, err)
 	if err != nil {
 		return nil, err
+	}
+	if spare {
+		var seq int64
+		if err := br.QueryRow().Scan(&seq); err != nil {
+			return nil, wrap(fmt.Errorf("take a sequence number: %w", err))
+		}
+		t.spare, t.spareFor = seq, target
 	}
 	return cs, wrap(br.Close())
 }
@@ -238,13 +311,9 @@ func (t *Tx) CursorsOnTarget(ctx context.Context, target vigil.SessionRef) ([]vi
 // ends, as in CursorsOnTarget.
 func (t *Tx) Cursor(ctx context.Context, watcher string, target vigil.SessionRef) (vigil.Cursor, bool, error) {
 	b := &pgx.Batch{}
-	t.queueLocks(b)
 	b.Queue(cursorQuery+` FOR UPDATE`, target.AgentID, target.Key, watcher)
-	br := t.tx.SendBatch(ctx, b)
+	br := t.send(ctx, b, t.held.cursorsOn(target))
 	defer br.Close()
-	if err := t.takeLocks(br); err != nil {
-		return vigil.Cursor{}, false, err
-	}
 	c, ok, err := getCursor(br.QueryRow())
 	if err != nil {
 		return vigil.Cursor{}, false, err
@@ -252,56 +321,30 @@ func (t *Tx) Cursor(ctx context.Context, watcher string, target vigil.SessionRef
 	return c, ok, wrap(br.Close())
 }
 
-// PutCursor implements vigil.Tx.
+// PutCursor implements vigil.Tx. The write is held (batch.go).
 func (t *Tx) PutCursor(ctx context.Context, c vigil.Cursor) error {
-	if err := t.flushLocks(ctx); err != nil {
-		return err
-	}
 	t.watchers[c.Watcher] = struct{}{}
-	_, err := t.tx.Exec(ctx, `INSERT INTO cursors (`+cursorColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)
-		ON CONFLICT (target_agent, target_key, watcher) DO UPDATE SET last_seen = excluded.last_seen,
-		notified = excluded.notified, material = excluded.material, updated_at = excluded.updated_at`,
-		c.Target.AgentID, c.Target.Key, c.Watcher, c.LastSeen, c.Notified, c.Material, c.UpdatedAt)
-	return wrap(err)
+	t.held.addCursors([]vigil.Cursor{c})
+	return nil
 }
 
 // MoveCursors implements vigil.Tx: the moves are written with the
 // transaction, as every write here is, since other processes read them.
 func (t *Tx) MoveCursors(ctx context.Context, cs []vigil.Cursor) error { return t.PutCursors(ctx, cs) }
 
-// PutCursors implements vigil.Tx in one statement, whatever the number of
-// cursors: on a server each statement is a round trip.
+// PutCursors implements vigil.Tx. The writes are held (batch.go), and
+// then written with the transaction's other cursor writes in one
+// statement: on a server each statement is a round trip.
 func (t *Tx) PutCursors(ctx context.Context, cs []vigil.Cursor) error {
-	if err := t.flushLocks(ctx); err != nil {
-		return err
-	}
-	if len(cs) == 0 {
-		return nil
-	}
-	if len(cs) == 1 {
-		return t.PutCursor(ctx, cs[0])
-	}
-	n := len(cs)
-	agents, keys, watchers := make([]string, n), make([]string, n), make([]string, n)
-	l, nn, m, at := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-	for i, c := range cs {
+	for _, c := range cs {
 		t.watchers[c.Watcher] = struct{}{}
-		agents[i], keys[i], watchers[i] = c.Target.AgentID, c.Target.Key, c.Watcher
-		l[i], nn[i], m[i], at[i] = c.LastSeen, c.Notified, c.Material, c.UpdatedAt
 	}
-	_, err := t.tx.Exec(ctx, `INSERT INTO cursors (`+cursorColumns+`)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], $6::int8[], $7::int8[])
-		ON CONFLICT (target_agent, target_key, watcher) DO UPDATE SET last_seen = excluded.last_seen,
-		notified = excluded.notified, material = excluded.material, updated_at = excluded.updated_at`,
-		agents, keys, watchers, l, nn, m, at)
-	return wrap(err)
+	t.held.addCursors(cs)
+	return nil
 }
 
 // DeleteCursor implements vigil.Tx.
 func (t *Tx) DeleteCursor(ctx context.Context, watcher string, target vigil.SessionRef) (bool, error) {
-	if err := t.flushLocks(ctx); err != nil {
-		return false, err
-	}
 	t.watchers[watcher] = struct{}{}
 	tag, err := t.tx.Exec(ctx, `DELETE FROM cursors WHERE watcher = $1 AND target_agent = $2 AND target_key = $3`,
 		watcher, target.AgentID, target.Key)
@@ -313,9 +356,6 @@ func (t *Tx) DeleteCursor(ctx context.Context, watcher string, target vigil.Sess
 
 // DeleteWatcherCursors implements vigil.Tx.
 func (t *Tx) DeleteWatcherCursors(ctx context.Context, watcher string) (int, error) {
-	if err := t.flushLocks(ctx); err != nil {
-		return 0, err
-	}
 	t.watchers[watcher] = struct{}{}
 	tag, err := t.tx.Exec(ctx, `DELETE FROM cursors WHERE watcher = $1`, watcher)
 	if err != nil {
@@ -327,21 +367,18 @@ func (t *Tx) DeleteWatcherCursors(ctx context.Context, watcher string) (int, err
 // DeleteSession implements vigil.Tx. It takes the session's head lock
 // first, so an append to the session committing meanwhile elsewhere is
 // either deleted too (the deletes below start after it committed) or comes
-// after the delete.
+// after the delete. The writes this transaction holds go before the
+// deletes, which therefore delete them too.
 func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
-	if err := t.flushLocks(ctx); err != nil {
-		return err
-	}
+	t.lock(ref)
 	b := &pgx.Batch{}
-	b.Queue(lockHead, ref.AgentID, ref.Key)
-	t.locked[ref] = true
 	b.Queue(`DELETE FROM events WHERE agent_id = $1 AND session_key = $2`, ref.AgentID, ref.Key)
 	b.Queue(`DELETE FROM session_heads WHERE agent_id = $1 AND session_key = $2`, ref.AgentID, ref.Key)
 	b.Queue(`DELETE FROM cursors WHERE target_agent = $1 AND target_key = $2 RETURNING watcher`, ref.AgentID, ref.Key)
 	b.Queue(`DELETE FROM cursors WHERE watcher = $1`, ref.Key)
 	br := t.tx.SendBatch(ctx, b)
 	defer br.Close()
-	for range 3 {
+	for range 2 {
 		if _, err := br.Exec(); err != nil {
 			return wrap(err)
 		}
@@ -381,18 +418,12 @@ func (t *Tx) noteWatchers(rows pgx.Rows, err error, n *int) error {
 // PendingCursors implements vigil.Tx. The rows stay locked until the
 // transaction ends (the sweep writes them back), in a fixed order.
 func (t *Tx) PendingCursors(ctx context.Context) ([]vigil.Cursor, error) {
-	if err := t.flushLocks(ctx); err != nil {
-		return nil, err
-	}
 	return collectCursors(t.tx.Query(ctx, `SELECT `+cursorColumns+` FROM cursors WHERE material > last_seen
 		ORDER BY watcher, target_agent, target_key FOR UPDATE`))
 }
 
 // PendingCursorsOf implements vigil.Tx.
 func (t *Tx) PendingCursorsOf(ctx context.Context, watchers []string) ([]vigil.Cursor, error) {
-	if err := t.flushLocks(ctx); err != nil {
-		return nil, err
-	}
 	if watchers == nil {
 		return collectCursors(t.tx.Query(ctx, `SELECT `+cursorColumns+` FROM cursors WHERE material > last_seen
 			ORDER BY watcher, target_agent, target_key`))
@@ -413,9 +444,6 @@ func (t *Tx) PendingCursorsOf(ctx context.Context, watchers []string) ([]vigil.C
 // creates it, DeleteSession removes it with the events), and a session
 // deleted meanwhile must not get its head back.
 func (t *Tx) PruneEvents(ctx context.Context, maxSequence, recordedBefore int64, limit int) (int, error) {
-	if err := t.flushLocks(ctx); err != nil {
-		return 0, err
-	}
 	if limit <= 0 {
 		return 0, nil
 	}
@@ -484,9 +512,6 @@ func (t *Tx) PruneEvents(ctx context.Context, maxSequence, recordedBefore int64,
 
 // ExpireCursors implements vigil.Tx.
 func (t *Tx) ExpireCursors(ctx context.Context, updatedBefore int64, limit int) (int, error) {
-	if err := t.flushLocks(ctx); err != nil {
-		return 0, err
-	}
 	if limit <= 0 {
 		return 0, nil
 	}
@@ -500,24 +525,67 @@ func (t *Tx) ExpireCursors(ctx context.Context, updatedBefore int64, limit int) 
 	return expired, nil
 }
 
-// Commit implements vigil.Tx. It first announces the transaction's cursor
-// changes and appends (follow.go); PostgreSQL delivers the notifications
-// only if the transaction commits, and only once it has.
+// Commit implements vigil.Tx. The held writes, the announcements of the
+// transaction's cursor changes and appends (follow.go) and COMMIT go in
+// one round trip; PostgreSQL delivers the notifications only if the
+// transaction commits, and only once it has.
 func (t *Tx) Commit() error {
-	t.pending = nil // a lock nothing reads under would end at once
-	if err := t.announce(t.ctx); err != nil {
-		_ = t.Rollback()
-		return err
+	if t.ended {
+		return pgx.ErrTxClosed
 	}
-	return wrap(t.tx.Commit(t.ctx))
+	t.pending = nil // a lock nothing reads under would end at once
+	t.spare = 0
+	if !t.begun && t.held.empty() && len(t.watchers) == 0 && len(t.messages) == 0 {
+		return t.Rollback() // nothing was sent: nothing to commit
+	}
+	b := &pgx.Batch{}
+	n := t.queueAnnouncements(b)
+	b.Queue(`COMMIT`)
+	err := func() error {
+		br := t.send(t.ctx, b, true)
+		defer br.Close()
+		for range n {
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("announce changes: %w", err)
+			}
+		}
+		tag, err := br.Exec()
+		if err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+		if tag.String() == "ROLLBACK" {
+			return pgx.ErrTxCommitRollback
+		}
+		return br.Close()
+	}()
+	if err != nil {
+		_ = t.Rollback()
+		return wrap(err)
+	}
+	t.end()
+	return nil
 }
 
 // Rollback implements vigil.Tx. Rolling back a transaction that already
 // ended does nothing, so a deferred Rollback after Commit is harmless.
 func (t *Tx) Rollback() error {
-	err := t.tx.Rollback(context.WithoutCancel(t.ctx))
-	if errors.Is(err, pgx.ErrTxClosed) {
+	if t.ended {
 		return nil
 	}
+	defer t.end()
+	t.held = heldWrites{}
+	if !t.begun || t.conn.Conn().PgConn().TxStatus() == 'I' {
+		return nil
+	}
+	_, err := t.conn.Exec(context.WithoutCancel(t.ctx), `ROLLBACK`)
 	return wrap(err)
+}
+
+// end gives the connection back to the pool, which closes it instead if
+// it is not idle.
+func (t *Tx) end() {
+	if !t.ended {
+		t.ended = true
+		t.conn.Release()
+	}
 }

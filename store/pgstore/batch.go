@@ -1,0 +1,335 @@
+package pgstore
+
+// Round trips.
+//
+// On a server every statement sent on its own is a round trip, and the
+// engine's group commit runs many writes in one transaction: sent one
+// statement at a time, a batch of 64 records cost about 200 round trips.
+// A transaction here therefore queues what it can and sends it with the
+// next statement that needs an answer, in one pipeline:
+//
+//   - BEGIN goes with the transaction's first statement, and COMMIT with
+//     its last writes and its notifications.
+//   - Session locks (LockSession) go with the next statement.
+//   - Writes whose outcome the engine does not read back (appended events
+//     once their number is known, cursor writes) are held in memory and
+//     sent as one multi-row statement per table: at Commit, or before the
+//     first statement that might read what they change. A statement sent
+//     through t.tx (txConn) may read anything and goes after all of them;
+//     the few statements of Tx that know what they read (a target's
+//     cursors, a session's version) go after only the writes they could
+//     see.
+//
+// Everything stays in the one transaction: the order of the statements
+// changes, never what commits together. A held write that fails (it
+// cannot, short of the connection or the server failing) fails the
+// statement it is sent with, or Commit.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	vigil "github.com/vigilhq/vigil"
+)
+
+// beginQuery begins every write transaction (see BeginWrite).
+const beginQuery = `BEGIN ISOLATION LEVEL READ COMMITTED`
+
+// send sends b on the transaction's connection after what the transaction
+// has queued: BEGIN if it has not begun, the held writes when writes is
+// set, and the pending locks. It reads the results of those itself and
+// returns b's results, which the caller reads and closes; a failure among
+// the queued statements is b's failure.
+func (t *Tx) send(ctx context.Context, b *pgx.Batch, writes bool) pgx.BatchResults {
+	if t.ended {
+		return pgx.FailedBatchResults(b, pgx.ErrTxClosed)
+	}
+	all := b
+	var reads []func(pgx.BatchResults) error
+	if !t.begun || (writes && !t.held.empty()) || len(t.pending) > 0 {
+		all = &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(b.QueuedQueries)+8)}
+		if !t.begun {
+			all.Queue(beginQuery)
+			reads = append(reads, execRead("begin transaction"))
+			t.begun = true
+		}
+		if writes {
+			reads = t.held.queue(all, reads)
+		}
+		reads = t.queueLocks(all, reads)
+		all.QueuedQueries = append(all.QueuedQueries, b.QueuedQueries...)
+	}
+	br := t.conn.Conn().SendBatch(ctx, all)
+	for _, read := range reads {
+		if err := read(br); err != nil {
+			br.Close()
+			return pgx.FailedBatchResults(b, err)
+		}
+	}
+	return br
+}
+
+// execRead reads one result, naming what failed.
+func execRead(what string) func(pgx.BatchResults) error {
+	return func(br pgx.BatchResults) error {
+		if _, err := br.Exec(); err != nil {
+			return wrap(fmt.Errorf("%s: %w", what, err))
+		}
+		return nil
+	}
+}
+
+// txConn is the transaction as a connection, for statements that do not
+// say what they read: each goes after everything the transaction has
+// queued, held writes included, in the same round trip. It has the
+// methods of pgx.Tx that the store's statements use.
+type txConn struct{ t *Tx }
+
+// SendBatch sends b after everything queued.
+func (c txConn) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	return c.t.send(ctx, b, true)
+}
+
+// Exec runs one statement after everything queued.
+func (c txConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	br := c.SendBatch(ctx, b)
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag, err
+}
+
+// Query runs one query after everything queued. The rows must be closed,
+// as always.
+func (c txConn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	br := c.SendBatch(ctx, b)
+	rows, err := br.Query()
+	if err != nil {
+		br.Close()
+		return rows, err
+	}
+	return &batchRows{Rows: rows, br: br}, nil
+}
+
+// QueryRow runs one query after everything queued and scans its first row.
+func (c txConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	rows, err := c.Query(ctx, sql, args...)
+	return &batchRow{rows: rows, err: err}
+}
+
+// batchRows are the rows of a query sent in a batch: closing them ends the
+// batch, which frees the connection.
+type batchRows struct {
+	pgx.Rows
+	br  pgx.BatchResults
+	err error
+}
+
+// Next ends the batch after the last row, so that Err then tells how the
+// whole batch went.
+func (r *batchRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.Close()
+	return false
+}
+
+func (r *batchRows) Close() {
+	if r.br == nil {
+		return
+	}
+	r.Rows.Close()
+	r.err = r.br.Close()
+	r.br = nil
+}
+
+func (r *batchRows) Err() error {
+	if err := r.Rows.Err(); err != nil {
+		return err
+	}
+	return r.err
+}
+
+// batchRow is QueryRow's answer, as pgx's own: no row is pgx.ErrNoRows.
+type batchRow struct {
+	rows pgx.Rows
+	err  error
+}
+
+func (r *batchRow) Scan(dest ...any) error {
+	if r.err != nil {
+		if r.rows != nil {
+			r.rows.Close()
+		}
+		return r.err
+	}
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		r.rows.Close()
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	if err := r.rows.Scan(dest...); err != nil {
+		return err
+	}
+	r.rows.Close()
+	return r.rows.Err()
+}
+
+// lock asks for ref's head lock, taken with the next statement.
+func (t *Tx) lock(ref vigil.SessionRef) {
+	if !t.locked[ref] && !slices.Contains(t.pending, ref) {
+		t.pending = append(t.pending, ref)
+	}
+}
+
+// willHold reports whether ref's lock is held, or taken before the next
+// statement.
+func (t *Tx) willHold(ref vigil.SessionRef) bool {
+	return t.locked[ref] || slices.Contains(t.pending, ref)
+}
+
+// queueLocks queues the pending locks at the end of b and appends the
+// reads of their results to reads.
+func (t *Tx) queueLocks(b *pgx.Batch, reads []func(pgx.BatchResults) error) []func(pgx.BatchResults) error {
+	for _, ref := range t.pending {
+		b.Queue(lockHead, ref.AgentID, ref.Key)
+		reads = append(reads, func(br pgx.BatchResults) error {
+			if _, err := br.Exec(); err != nil {
+				return wrap(fmt.Errorf("lock head of %s: %w", ref, err))
+			}
+			t.locked[ref] = true
+			return nil
+		})
+	}
+	t.pending = nil
+	return reads
+}
+
+// heldWrites are the writes a transaction holds until a statement that
+// might read them, or Commit (see the top of this file).
+type heldWrites struct {
+	events  heldEvents
+	cursors []vigil.Cursor
+	// cursorAt indexes cursors by (target, watcher): a later write of the
+	// same cursor replaces the earlier one, since one statement cannot
+	// change a row twice.
+	cursorAt map[cursorKey]int
+	// targets are the targets of cursors.
+	targets map[vigil.SessionRef]struct{}
+}
+
+type cursorKey struct {
+	target  vigil.SessionRef
+	watcher string
+}
+
+// heldEvents are appended events without a dedupe key, whose numbers are
+// taken (Tx.number): columns, as the insert takes them.
+type heldEvents struct {
+	seqs, occurred, recorded                                  []int64
+	agents, keys, sessionIDs, kinds, actorTypes, actors, runs []string
+	summaries                                                 []string
+	payloads                                                  []*string
+	sessions                                                  map[vigil.SessionRef]struct{}
+}
+
+func (h *heldWrites) empty() bool { return len(h.events.seqs) == 0 && len(h.cursors) == 0 }
+
+func (h *heldWrites) addEvent(e *vigil.Event, payload *string) {
+	ev := &h.events
+	ev.seqs = append(ev.seqs, e.Sequence)
+	ev.agents = append(ev.agents, e.AgentID)
+	ev.keys = append(ev.keys, e.SessionKey)
+	ev.sessionIDs = append(ev.sessionIDs, e.SessionID)
+	ev.kinds = append(ev.kinds, string(e.Kind))
+	ev.actorTypes = append(ev.actorTypes, string(e.ActorType))
+	ev.actors = append(ev.actors, e.ActorID)
+	ev.runs = append(ev.runs, e.RunID)
+	ev.occurred = append(ev.occurred, e.OccurredAt)
+	ev.recorded = append(ev.recorded, e.RecordedAt)
+	ev.summaries = append(ev.summaries, e.Summary)
+	ev.payloads = append(ev.payloads, payload)
+	if ev.sessions == nil {
+		ev.sessions = map[vigil.SessionRef]struct{}{}
+	}
+	ev.sessions[e.Session()] = struct{}{}
+}
+
+func (h *heldWrites) addCursors(cs []vigil.Cursor) {
+	if h.cursorAt == nil {
+		h.cursorAt = map[cursorKey]int{}
+		h.targets = map[vigil.SessionRef]struct{}{}
+	}
+	for _, c := range cs {
+		k := cursorKey{c.Target, c.Watcher}
+		if i, ok := h.cursorAt[k]; ok {
+			h.cursors[i] = c
+			continue
+		}
+		h.cursorAt[k] = len(h.cursors)
+		h.cursors = append(h.cursors, c)
+		h.targets[c.Target] = struct{}{}
+	}
+}
+
+// eventsOn reports whether an event of ref is held.
+func (h *heldWrites) eventsOn(ref vigil.SessionRef) bool {
+	_, ok := h.events.sessions[ref]
+	return ok
+}
+
+// cursorsOn reports whether a cursor on target is held.
+func (h *heldWrites) cursorsOn(target vigil.SessionRef) bool {
+	_, ok := h.targets[target]
+	return ok
+}
+
+// insertEvents inserts held events. The numbers were taken after the
+// session's lock (Tx.number), so the row can come later in the
+// transaction: what commits is the same.
+const insertEvents = `INSERT INTO events (sequence, agent_id, session_key, session_id, kind, actor_type, actor_id,
+		run_id, occurred_at, recorded_at, summary, payload)
+	SELECT s, a, k, nullif(si, ''), kd, at, nullif(ai, ''), nullif(ri, ''), o, r, sm, p
+	FROM unnest($1::int8[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+		$9::int8[], $10::int8[], $11::text[], $12::text[]) AS u(s, a, k, si, kd, at, ai, ri, o, r, sm, p)`
+
+// upsertCursors creates or replaces cursors, each named once.
+const upsertCursors = `INSERT INTO cursors (` + cursorColumns + `)
+	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], $6::int8[], $7::int8[])
+	ON CONFLICT (target_agent, target_key, watcher) DO UPDATE SET last_seen = excluded.last_seen,
+	notified = excluded.notified, material = excluded.material, updated_at = excluded.updated_at`
+
+// queue queues the held writes at the end of b, appends the reads of their
+// results to reads, and forgets them: whatever the outcome, they are the
+// transaction's from then on.
+func (h *heldWrites) queue(b *pgx.Batch, reads []func(pgx.BatchResults) error) []func(pgx.BatchResults) error {
+	if ev := &h.events; len(ev.seqs) > 0 {
+		b.Queue(insertEvents, ev.seqs, ev.agents, ev.keys, ev.sessionIDs, ev.kinds, ev.actorTypes, ev.actors, ev.runs,
+			ev.occurred, ev.recorded, ev.summaries, ev.payloads)
+		reads = append(reads, execRead(fmt.Sprintf("append %d events", len(ev.seqs))))
+	}
+	if n := len(h.cursors); n > 0 {
+		agents, keys, watchers := make([]string, n), make([]string, n), make([]string, n)
+		l, nn, m, at := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+		for i, c := range h.cursors {
+			agents[i], keys[i], watchers[i] = c.Target.AgentID, c.Target.Key, c.Watcher
+			l[i], nn[i], m[i], at[i] = c.LastSeen, c.Notified, c.Material, c.UpdatedAt
+		}
+		b.Queue(upsertCursors, agents, keys, watchers, l, nn, m, at)
+		reads = append(reads, execRead(fmt.Sprintf("write %d cursors", n)))
+	}
+	*h = heldWrites{}
+	return reads
+}

@@ -1,0 +1,170 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/internal/pgtest"
+)
+
+// roundTrips counts the round trips of a pool: each statement sent on its
+// own and each batch is one.
+type roundTrips struct{ n atomic.Int64 }
+
+func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// openCounted opens an engine on a fresh schema whose store counts its
+// round trips, with watchers watchers on each of targets targets.
+func openCounted(t testing.TB, targets, watchers int) (*vigil.Engine, *roundTrips, []vigil.SessionRef) {
+	t.Helper()
+	ctx := context.Background()
+	rt := &roundTrips{}
+	s, err := Open(ctx, pgtest.URL()+"&application_name=rtcount", Options{Schema: pgtest.FreshSchema(t), tracer: rt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	eng, err := vigil.Open(ctx, s, vigil.Options{PruneInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	refs := make([]vigil.SessionRef, targets)
+	for i := range refs {
+		refs[i] = vigil.MustRef(fmt.Sprintf("agent:rt:subagent:t%d", i))
+	}
+	if err := eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
+		for _, ref := range refs {
+			for w := range watchers {
+				if _, err := txn.Watch(ctx, fmt.Sprintf("agent:rt:w%d", w), ref); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return eng, rt, refs
+}
+
+func humanMessage(target vigil.SessionRef) vigil.Record {
+	return vigil.Record{Session: target, Kind: vigil.KindHumanDirectMessage, ActorType: vigil.ActorHuman,
+		ActorID: "telegram:42", Summary: "human message via telegram", Payload: []byte(`{"channel":"telegram"}`)}
+}
+
+// A write recording on many watched targets costs one round trip per
+// record (reading the target's cursors under its lock), plus one to begin
+// numbering and one to commit: the appends and cursor moves are written
+// at commit in one statement per table.
+func TestAWriteOfManyRecordsTakesARoundTripPerRecord(t *testing.T) {
+	pgtest.Require(t)
+	const n = 20
+	eng, rt, refs := openCounted(t, n, 2)
+	ctx := t.Context()
+	record := func() {
+		t.Helper()
+		if err := eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
+			for _, ref := range refs {
+				if _, err := txn.Record(ctx, humanMessage(ref)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record() // prepares the statements on the connection
+	before := rt.n.Load()
+	record()
+	if got := rt.n.Load() - before; got > n+2 {
+		t.Errorf("%d records in one write took %d round trips, want at most %d", n, got, n+2)
+	}
+}
+
+// BenchmarkRecord64Producers records human messages from 64 goroutines on
+// 100 targets with 2 watchers each, as vigil bench does.
+func BenchmarkRecord64Producers(b *testing.B) {
+	pgtest.Require(b)
+	eng, rt, refs := openCounted(b, 100, 2)
+	ctx := context.Background()
+	var next atomic.Int64
+	before := rt.n.Load()
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	selfBefore := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	pgBefore := pgCPU(b)
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	per := b.N / 64
+	for range 64 {
+		wg.Go(func() {
+			for range per {
+				i := next.Add(1)
+				if _, err := eng.Record(ctx, humanMessage(refs[i%int64(len(refs))])); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	done := next.Load()
+	b.ReportMetric(float64(done)/b.Elapsed().Seconds(), "events/s")
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	self := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64(self-selfBefore)/float64(done)/1e3, "go-us/event")
+	b.ReportMetric(float64(pgCPU(b)-pgBefore)/float64(done)/1e3, "pg-us/event")
+	b.ReportMetric(float64(rt.n.Load()-before)/float64(done), "roundtrips/event")
+}
+
+// pgCPU sums the processor time of the server processes serving this
+// test's pools.
+func pgCPU(t testing.TB) time.Duration {
+	conn := pgtest.Connect(t)
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(context.Background(), `SELECT pid FROM pg_stat_activity WHERE application_name = 'rtcount'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total time.Duration
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		s, _ := strconv.ParseInt(f[12], 10, 64)
+		total += time.Duration(u+s) * 10 * time.Millisecond
+	}
+	return total
+}
