@@ -10,7 +10,8 @@ package pgstore
 //
 //   - BEGIN goes with the transaction's first statement, and COMMIT with
 //     its last writes and its notifications.
-//   - Session locks (LockSession) go with the next statement.
+//   - Session locks (LockSession) go with the next statement, in session
+//     order (see Locks below).
 //   - Writes whose outcome the engine does not read back (appended events
 //     once their number is known, cursor writes) are held in memory and
 //     sent as one multi-row statement per table: at Commit, or before the
@@ -26,7 +27,9 @@ package pgstore
 // statement it is sent with, or Commit.
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -187,6 +190,41 @@ func (r *batchRow) Scan(dest ...any) error {
 	return r.rows.Err()
 }
 
+// Locks, and the order they are taken in.
+//
+// Group commit runs many writes in one transaction, each locking the
+// sessions it writes as it comes: one gateway's batch may lock A then B
+// while another's locks B then A, and two transactions waiting for each
+// other wait until PostgreSQL's deadlock check (deadlock_timeout, a second
+// by default) aborts one. A transaction cannot know its sessions in
+// advance, so it keeps to one order where it can and never waits out of it:
+//
+//   - Locks queued together are taken in session order (agent, then key).
+//   - A lock on a session ordered after every one the transaction holds
+//     waits as long as it takes: its holder never waits for ours in turn,
+//     since that would be out of order for it.
+//   - A lock on a session ordered before one it holds waits at most
+//     outOfOrderWait. When that is not enough the transaction fails
+//     retryable (the engine runs the batch again), and the store notes
+//     every session it held or wanted: the next transaction the store
+//     begins locks them first, in order, so the batch run again waits in
+//     order instead.
+//
+// Two transactions thus never wait for each other in a cycle of head
+// locks; the one that would close the cycle gives up within milliseconds.
+
+// outOfOrderWait bounds the wait for a lock taken out of session order:
+// far below deadlock_timeout's default (1s), and long enough for a holder
+// that is about to commit.
+const outOfOrderWait = "10ms"
+
+// lockNotAvailable is the SQLSTATE of a lock wait that timed out.
+const lockNotAvailable = "55P03"
+
+func compareRefs(a, b vigil.SessionRef) int {
+	return cmp.Or(cmp.Compare(a.AgentID, b.AgentID), cmp.Compare(a.Key, b.Key))
+}
+
 // lock asks for ref's head lock, taken with the next statement.
 func (t *Tx) lock(ref vigil.SessionRef) {
 	if !t.locked[ref] && !slices.Contains(t.pending, ref) {
@@ -200,21 +238,80 @@ func (t *Tx) willHold(ref vigil.SessionRef) bool {
 	return t.locked[ref] || slices.Contains(t.pending, ref)
 }
 
-// queueLocks queues the pending locks at the end of b and appends the
-// reads of their results to reads.
+// queueLocks queues the pending locks at the end of b, in session order,
+// and appends the reads of their results to reads.
 func (t *Tx) queueLocks(b *pgx.Batch, reads []func(pgx.BatchResults) error) []func(pgx.BatchResults) error {
-	for _, ref := range t.pending {
+	if len(t.pending) == 0 {
+		return reads
+	}
+	refs := t.pending
+	t.pending = nil
+	slices.SortFunc(refs, compareRefs)
+	var top *vigil.SessionRef
+	for ref := range t.locked {
+		if top == nil || compareRefs(ref, *top) > 0 {
+			top = &ref
+		}
+	}
+	early := 0 // refs[:early] are ordered before a held lock
+	if top != nil {
+		early, _ = slices.BinarySearchFunc(refs, *top, compareRefs)
+	}
+	if early > 0 {
+		b.Queue(`SET LOCAL lock_timeout = '` + outOfOrderWait + `'`)
+		reads = append(reads, execRead("bound the wait for a lock out of order"))
+	}
+	for i, ref := range refs {
+		if i == early && early > 0 {
+			b.Queue(`SET LOCAL lock_timeout TO DEFAULT`)
+			reads = append(reads, execRead("restore the lock timeout"))
+		}
 		b.Queue(lockHead, ref.AgentID, ref.Key)
+		inOrder := i >= early
 		reads = append(reads, func(br pgx.BatchResults) error {
 			if _, err := br.Exec(); err != nil {
+				var pgErr *pgconn.PgError
+				if !inOrder && errors.As(err, &pgErr) && pgErr.Code == lockNotAvailable {
+					t.s.relockFirst(t.lockSet(refs))
+					err = &conflictError{err}
+				}
 				return wrap(fmt.Errorf("lock head of %s: %w", ref, err))
 			}
 			t.locked[ref] = true
 			return nil
 		})
 	}
-	t.pending = nil
+	if early == len(refs) {
+		b.Queue(`SET LOCAL lock_timeout TO DEFAULT`)
+		reads = append(reads, execRead("restore the lock timeout"))
+	}
 	return reads
+}
+
+// lockSet is every session the transaction holds or asked for, sorted.
+func (t *Tx) lockSet(asked []vigil.SessionRef) []vigil.SessionRef {
+	refs := slices.Clone(asked)
+	for ref := range t.locked {
+		refs = append(refs, ref)
+	}
+	slices.SortFunc(refs, compareRefs)
+	return slices.Compact(refs)
+}
+
+// relockFirst notes sessions for the next transaction to lock first.
+func (s *Store) relockFirst(refs []vigil.SessionRef) {
+	s.relock.Lock()
+	defer s.relock.Unlock()
+	s.relock.refs = refs
+}
+
+// takeRelock returns, and forgets, the sessions noted by relockFirst.
+func (s *Store) takeRelock() []vigil.SessionRef {
+	s.relock.Lock()
+	defer s.relock.Unlock()
+	refs := s.relock.refs
+	s.relock.refs = nil
+	return refs
 }
 
 // heldWrites are the writes a transaction holds until a statement that

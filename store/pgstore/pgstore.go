@@ -16,10 +16,15 @@
 // engine's answers allow: a record costs one (its target's cursors, read
 // under the target's lock), and the events and cursor writes of a whole
 // group-commit batch go in one statement per table with COMMIT (batch.go).
+// Sessions are locked in one order where the transaction can, and a lock
+// it would wait for out of that order is given up within milliseconds
+// (batch.go), so two processes' batches do not wait for PostgreSQL's
+// deadlock check.
 //
-// A deadlock or serialization failure between concurrent transactions is
-// returned wrapping vigil.ErrRetryable (IsRetryable reports it), and the
-// engine then runs the whole write again.
+// A deadlock or serialization failure between concurrent transactions, or
+// a lock given up out of order, is returned wrapping vigil.ErrRetryable
+// (IsRetryable reports it), and the engine then runs the whole write
+// again.
 //
 // Every table lives in one PostgreSQL schema: Options.Schema, or the first
 // schema of the connection's search_path when it is empty. The schema is
@@ -33,6 +38,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/url"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -67,6 +73,12 @@ type Store struct {
 	// maintenanceKey is the advisory lock of pruning and the startup
 	// sweep (maintenance.go).
 	maintenanceKey int64
+	// relock holds the sessions the next transaction locks first, in
+	// order: those of a batch that gave up a lock out of order (batch.go).
+	relock struct {
+		sync.Mutex
+		refs []vigil.SessionRef
+	}
 }
 
 var (

@@ -1,7 +1,6 @@
 package pgstore
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +23,9 @@ func (s *Store) BeginWrite(ctx context.Context) (vigil.Tx, error) {
 	}
 	t := &Tx{s: s, conn: conn, ctx: ctx, watchers: map[string]struct{}{}, locked: map[vigil.SessionRef]bool{}}
 	t.tx = txConn{t}
+	// A batch that gave up on a lock out of order runs again in this
+	// transaction: it takes its locks in order first (batch.go).
+	t.pending = s.takeRelock()
 	return t, nil
 }
 
@@ -71,7 +73,8 @@ var (
 // LockSession implements vigil.Tx with the session's head row lock
 // (lockHead), taken once per transaction. The lock is taken before the
 // transaction's next statement, in the same round trip (the engine locks
-// a session to read its cursors next).
+// a session to read its cursors next), and locks asked for together are
+// taken in session order (batch.go).
 func (t *Tx) LockSession(ctx context.Context, ref vigil.SessionRef) error {
 	t.lock(ref)
 	return nil
@@ -483,9 +486,7 @@ func (t *Tx) PruneEvents(ctx context.Context, maxSequence, recordedBefore int64,
 	for ref := range pruned {
 		refs = append(refs, ref)
 	}
-	slices.SortFunc(refs, func(a, b vigil.SessionRef) int {
-		return cmp.Or(cmp.Compare(a.AgentID, b.AgentID), cmp.Compare(a.Key, b.Key))
-	})
+	slices.SortFunc(refs, compareRefs)
 	b := &pgx.Batch{}
 	for _, ref := range refs {
 		b.Queue(`UPDATE session_heads SET head = greatest(head, $3), pruned_watermark = greatest(pruned_watermark, $3)
