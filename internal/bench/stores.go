@@ -54,20 +54,31 @@ func label(sync, rest string) string {
 // open returns a fresh store: a new SQLite file with the given synchronous
 // setting, or a new schema in the PostgreSQL database.
 func (e *env) open(ctx context.Context, name, sync string) (*scratch, error) {
-	if !e.pg {
-		path := e.path(name)
-		st, err := sqlitestore.Open(ctx, path, sqlitestore.Options{Synchronous: sync})
-		if err != nil {
-			return nil, err
-		}
-		return &scratch{store: st, sqlite: st, url: path, close: func() error {
-			err := st.Close()
-			for _, suffix := range []string{"", "-wal", "-shm"} {
-				os.Remove(path + suffix)
-			}
-			return err
-		}}, nil
+	if e.pg {
+		return e.openPG(ctx)
 	}
+	return e.openSQLite(ctx, name, sync)
+}
+
+// openSQLite returns a new SQLite file with the given synchronous setting,
+// whatever store the run is on.
+func (e *env) openSQLite(ctx context.Context, name, sync string) (*scratch, error) {
+	path := e.path(name)
+	st, err := sqlitestore.Open(ctx, path, sqlitestore.Options{Synchronous: sync})
+	if err != nil {
+		return nil, err
+	}
+	return &scratch{store: st, sqlite: st, url: path, close: func() error {
+		err := st.Close()
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			os.Remove(path + suffix)
+		}
+		return err
+	}}, nil
+}
+
+// openPG returns a new schema in the run's PostgreSQL database (--db).
+func (e *env) openPG(ctx context.Context) (*scratch, error) {
 	b := make([]byte, 6)
 	rand.Read(b)
 	schema := "vigil_bench_" + hex.EncodeToString(b)
