@@ -11,11 +11,13 @@ import (
 	"github.com/vigilhq/vigil/internal/bench"
 )
 
-const benchLong = `Measures vigil on this machine: bare inserts (the ceiling), records with 1,
-8 and 64 producers, fan-out, deltas, the startup sweep, pruning, wake latency
-over HTTP and the memory of a loaded gateway. Every figure comes with a
-baseline measured in the same run and the ratio between them. Progress goes
-to standard error, the table (or --json) to standard output.`
+const benchLong = `Measures vigil on this machine: the store's ceilings, records with 1, 8 and
+64 producers, fan-out, deltas, the startup sweep, pruning, wake latency over
+HTTP, the memory of a loaded gateway, the calls a second of vigil serve
+from 1, 8 and 64 clients, and (with --db) 1, 2 and 4 gateways on one
+PostgreSQL database. Every figure comes with a baseline measured in the
+same run and the ratio between them. Progress goes to standard error, the
+table (or --json) to standard output.`
 
 // benchCommand runs `vigil bench`; adjust, when set, changes the
 // configuration after the flags are read (tests shrink the sizes).
@@ -34,7 +36,7 @@ func newBenchCmd(env *cliIO, g *cliGlobal) *cobra.Command {
 		Args:  noArgs,
 	}
 	fs := cmd.Flags()
-	db := fs.String("db", "", "run the store workloads on this PostgreSQL database (postgres://...), in scratch schemas it drops afterwards; default: scratch SQLite files")
+	db := fs.String("db", "", "run the store workloads on this PostgreSQL database (postgres://...), in scratch schemas it drops afterwards, and the gateways workload; default: scratch SQLite files")
 	quick := fs.Bool("quick", false, "smaller sizes and one short round each: under a minute")
 	only := fs.String("only", "", "comma-separated workloads to run: "+strings.Join(bench.Workloads, ","))
 	dir := fs.String("dir", "", "directory for scratch files (default: a new temporary directory, removed afterwards)")

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vigilhq/vigil/internal/bench"
+	"github.com/vigilhq/vigil/internal/pgtest"
 )
 
 // benchTiny shrinks every workload to a size that runs in seconds: the
@@ -25,6 +27,8 @@ func benchTiny(bin string) func(*bench.Config) {
 			PruneRows:   52_000,
 			WakeNotices: 10, WakeWatchers: 5,
 			MemorySessions: 100, MemoryCursors: 1000,
+			HTTPClients: []int{1, 4}, HTTPSessions: 20,
+			Gateways: []int{1, 2}, GatewayClients: 4,
 		}
 		c.Executable = bin
 	}
@@ -65,6 +69,9 @@ func TestBenchPrintsATableOfEveryWorkload(t *testing.T) {
 		}
 	}
 	for _, w := range bench.Workloads {
+		if w == "gateways" {
+			continue // it needs --db
+		}
 		if rows[w] == 0 {
 			t.Errorf("no %s row in the table:\n%s", w, out)
 		}
@@ -83,10 +90,117 @@ func TestBenchPrintsATableOfEveryWorkload(t *testing.T) {
 	if !strings.Contains(out, "the disk's longest bare fsync meanwhile: ") {
 		t.Errorf("the prune's stall row does not give the disk's own longest sync:\n%s", out)
 	}
-	for i := 1; i <= 7; i++ {
-		if !strings.Contains(errOut, "bench: ["+string(rune('0'+i))+"/7]") {
+	steps := len(bench.Workloads) - 1 // ceiling and record run as one
+	for i := 1; i <= steps; i++ {
+		if !strings.Contains(errOut, fmt.Sprintf("bench: [%d/%d]", i, steps)) {
 			t.Errorf("no progress line for workload %d on standard error:\n%s", i, errOut)
 		}
+	}
+}
+
+// benchJSON runs vigil bench with --json and the given arguments at the
+// tiny sizes, and returns its report.
+func benchJSON(t *testing.T, args ...string) bench.Report {
+	t.Helper()
+	code, out, errOut := runBenchCmd(t, benchTiny(gatewayBinary(t)), append([]string{"--json"}, args...)...)
+	if code != 0 {
+		t.Fatalf("vigil bench %v: exit %d\nstderr:\n%s", args, code, errOut)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("standard output is not one JSON report: %v\n%s", err, out)
+	}
+	return rep
+}
+
+// byCase indexes a report's results of one workload by case.
+func byCase(rep bench.Report, workload string) map[string]bench.Result {
+	m := map[string]bench.Result{}
+	for _, r := range rep.Results {
+		if r.Workload == workload {
+			m[r.Case] = r
+		}
+	}
+	return m
+}
+
+func TestBenchHTTPMeasuresEachCallAtEachClientCountAgainstHealthz(t *testing.T) {
+	rows := byCase(benchJSON(t, "--only", "http"), "http")
+	for _, store := range []string{"SQLite FULL", "SQLite NORMAL"} {
+		for _, op := range []string{"sessions_send", "turn", "session_status"} {
+			for _, clients := range []string{"1 client", "4 clients"} {
+				name := store + ", " + op + ", " + clients
+				r, ok := rows[name]
+				if !ok {
+					t.Errorf("no row %q in %v", name, rows)
+					continue
+				}
+				if r.Unit != "req/s" || r.Value <= 0 || r.Baseline == nil || r.Baseline.What != "/healthz, "+clients ||
+					r.Baseline.Value <= 0 || r.Baseline.Ratio <= 0 || !strings.Contains(r.Note, "p99") {
+					t.Errorf("row %q is not a rate against /healthz with its latencies: %+v %+v", name, r, r.Baseline)
+				}
+			}
+		}
+	}
+	r, ok := rows["SQLite FULL, sessions_send, 1 client, against the engine"]
+	if !ok || r.Baseline == nil || !strings.HasPrefix(r.Baseline.What, "record FULL, 1 producer") || r.Target == nil {
+		t.Errorf("no row comparing one client's sends with the engine's one-producer record: %+v", r)
+	}
+}
+
+func TestBenchGatewaysSkipsWithoutADatabase(t *testing.T) {
+	code, out, errOut := runBenchCmd(t, benchTiny(gatewayBinary(t)), "--only", "gateways")
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", code, errOut)
+	}
+	if !strings.Contains(errOut, "gateways: skipped") || strings.Contains(out, "\ngateways ") {
+		t.Errorf("without --db the gateways workload should skip and report nothing:\nstdout:\n%s\nstderr:\n%s", out, errOut)
+	}
+}
+
+func TestBenchGatewaysOnPostgreSQLReportTheSumAndEachProcessCPU(t *testing.T) {
+	pgtest.Require(t)
+	rows := byCase(benchJSON(t, "--db", pgtest.URL(), "--only", "gateways"), "gateways")
+	one, two := rows["1 gateway, sessions_send, 4 clients in all"], rows["2 gateways, sessions_send, 4 clients in all"]
+	if one.Value <= 0 || one.Baseline == nil || !strings.HasPrefix(one.Baseline.What, "/healthz") {
+		t.Errorf("one gateway's row is not a rate against its /healthz: %+v", rows)
+	}
+	if two.Value <= 0 || two.Baseline == nil || two.Baseline.Value != one.Value || two.Target == nil {
+		t.Errorf("two gateways' row is not compared with one gateway's: %+v", rows)
+	}
+	if !strings.Contains(two.Note, "gateways ") || strings.Count(strings.SplitN(two.Note, ",", 2)[0], "+") != 1 ||
+		!strings.Contains(two.Note, "machine ") {
+		t.Errorf("two gateways' note does not give each gateway's and the machine's CPU: %q", two.Note)
+	}
+}
+
+func TestBenchHTTPOnPostgreSQLIsComparedWithSQLite(t *testing.T) {
+	pgtest.Require(t)
+	rows := byCase(benchJSON(t, "--db", pgtest.URL(), "--only", "http"), "http")
+	if _, ok := rows["PostgreSQL, sessions_send, 4 clients"]; !ok {
+		t.Errorf("no PostgreSQL sends in %v", rows)
+	}
+	r, ok := rows["PostgreSQL against SQLite, sessions_send, 4 clients"]
+	if !ok || r.Baseline == nil || r.Baseline.What != "SQLite FULL, sessions_send, 4 clients" || r.Baseline.Ratio <= 0 {
+		t.Errorf("PostgreSQL's sends are not compared with SQLite's of the same run: %+v", rows)
+	}
+}
+
+func TestBenchRecordOnPostgreSQLIsComparedWithBatchedCeilings(t *testing.T) {
+	pgtest.Require(t)
+	rep := benchJSON(t, "--db", pgtest.URL(), "--only", "record")
+	records := byCase(rep, "record")
+	for name, want := range map[string]string{
+		"1 producer":  "ceiling 1 event alone: one insert, committed",
+		"4 producers": "ceiling 4 events/commit with heads and cursors, batched",
+	} {
+		r := records[name]
+		if r.Baseline == nil || r.Baseline.What != want || r.Baseline.Value <= 0 {
+			t.Errorf("record, %s: baseline %+v, want %q", name, r.Baseline, want)
+		}
+	}
+	if _, ok := byCase(rep, "ceiling")["100 rows/commit, COPY"]; !ok {
+		t.Errorf("no bulk ceiling by COPY in %v", byCase(rep, "ceiling"))
 	}
 }
 
@@ -153,5 +267,20 @@ func TestBenchIsACommand(t *testing.T) {
 	code, _, errOut := runCmd(t, "", "bench", "--db", "nope")
 	if code != 2 || !strings.Contains(errOut, "vigil bench") {
 		t.Fatalf("vigil bench --db nope: exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestBenchRecordAtOneProducerIsComparedWithTheLeastWorkOfADurableEvent(t *testing.T) {
+	records := byCase(benchJSON(t, "--only", "record"), "record")
+	for name, want := range map[string]string{
+		"FULL, 1 producer":    "ceiling FULL, 1 event alone: a log page written and synced",
+		"NORMAL, 1 producer":  "ceiling NORMAL, 1 event alone: a log page written",
+		"FULL, 4 producers":   "ceiling FULL, 4 rows/commit",
+		"NORMAL, 4 producers": "ceiling NORMAL, 4 rows/commit",
+	} {
+		r := records[name]
+		if r.Baseline == nil || r.Baseline.What != want || r.Baseline.Value <= 0 {
+			t.Errorf("record, %s: baseline %+v, want %q", name, r.Baseline, want)
+		}
 	}
 }

@@ -1,8 +1,9 @@
 // Package bench measures vigil on the machine it runs on: how fast it
 // records, what fan-out costs, how fast it answers a delta, how long the
 // startup sweep and pruning take, how quickly a watcher learns of a change
-// over HTTP, and how much memory a loaded gateway holds. `vigil bench` is
-// its command.
+// over HTTP, how much memory a loaded gateway holds, how many calls a
+// second the real `vigil serve` answers, and how several gateways on one
+// PostgreSQL database add up. `vigil bench` is its command.
 //
 // Machines are shared and noisy, so every figure comes with a baseline
 // measured in the same run (the same store inserting bare rows, a one-row
@@ -51,6 +52,15 @@ type Sizes struct {
 	WakeNotices, WakeWatchers int
 	// MemorySessions and MemoryCursors shape the memory workload.
 	MemorySessions, MemoryCursors int
+	// HTTPClients are the concurrent clients of the http workload, and
+	// HTTPSessions how many watched sessions (each with its watcher) its
+	// calls and the gateways workload's go to.
+	HTTPClients  []int
+	HTTPSessions int
+	// Gateways are the gateway counts of the gateways workload, and
+	// GatewayClients the clients spread over them.
+	Gateways       []int
+	GatewayClients int
 }
 
 // Full is what `vigil bench` runs by default: the sizes the targets are
@@ -66,6 +76,8 @@ func Full() Sizes {
 		PruneRows:   1_000_000,
 		WakeNotices: 1000, WakeWatchers: 100,
 		MemorySessions: 10_000, MemoryCursors: 100_000,
+		HTTPClients: []int{1, 8, 64}, HTTPSessions: 1000,
+		Gateways: []int{1, 2, 4}, GatewayClients: 64,
 	}
 }
 
@@ -82,6 +94,8 @@ func Quick() Sizes {
 		PruneRows:   200_000,
 		WakeNotices: 300, WakeWatchers: 50,
 		MemorySessions: 2000, MemoryCursors: 20_000,
+		HTTPClients: []int{1, 8, 64}, HTTPSessions: 500,
+		Gateways: []int{1, 2, 4}, GatewayClients: 64,
 	}
 }
 
@@ -96,15 +110,15 @@ type Config struct {
 	Dir string
 	// Only, when not empty, names the workloads to run.
 	Only []string
-	// Executable is the vigil binary the memory workload starts as
-	// `vigil serve`; "" skips that workload.
+	// Executable is the vigil binary the memory, http and gateways
+	// workloads start as `vigil serve`; "" skips those workloads.
 	Executable string
 	// Progress receives one line per workload as it runs; nil discards.
 	Progress io.Writer
 }
 
 // Workloads are the workload names, in the order they run.
-var Workloads = []string{"ceiling", "record", "fanout", "delta", "sweep", "prune", "wake", "memory"}
+var Workloads = []string{"ceiling", "record", "fanout", "delta", "sweep", "prune", "wake", "memory", "http", "gateways"}
 
 // Report is what a run measured.
 type Report struct {
@@ -210,13 +224,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		{"prune", runPrune},
 		{"wake", runWake},
 		{"memory", runMemory},
+		{"http", runHTTP},
+		{"gateways", runGateways},
 	}
 	for i, s := range steps {
 		if !e.wants(s.name) && !(s.name == "ceiling" && e.wants("record")) {
 			continue
 		}
-		if s.name == "memory" && cfg.Executable == "" {
-			e.progress("[%d/%d] memory: skipped (no vigil executable to start)", i+1, len(steps))
+		if (s.name == "memory" || s.name == "http" || s.name == "gateways") && cfg.Executable == "" {
+			e.progress("[%d/%d] %s: skipped (no vigil executable to start)", i+1, len(steps), s.name)
 			continue
 		}
 		start := time.Now()
@@ -279,6 +295,12 @@ func describe(name string, s Sizes) string {
 		return fmt.Sprintf("wake latency: %s notices over HTTP to %d watchers", count(s.WakeNotices), s.WakeWatchers)
 	case "memory":
 		return fmt.Sprintf("memory: vigil serve with %s sessions and %s cursors", count(s.MemorySessions), count(s.MemoryCursors))
+	case "http":
+		return fmt.Sprintf("http: vigil serve, sessions_send, turns and session_status from %s clients against /healthz, %s watched sessions",
+			joinInts(s.HTTPClients, "/"), count(s.HTTPSessions))
+	case "gateways":
+		return fmt.Sprintf("gateways: %s vigil serve processes on one PostgreSQL schema, %d clients sending",
+			joinInts(s.Gateways, "/"), s.GatewayClients)
 	}
 	return name
 }

@@ -1,15 +1,11 @@
 package bench
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"time"
@@ -120,70 +116,12 @@ func fillSessions(ctx context.Context, st *scratch, nSessions, cursors int) ([]s
 func (e *env) serveChild(ctx context.Context, db string, watchers []string) (float64, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, e.cfg.Executable, "serve", "--db", db, "--addr", "127.0.0.1:0", "--log-format", "json")
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "VIGIL_") { // no tokens, config or database of the user's
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	stderr, err := cmd.StderrPipe()
+	p, err := e.startServe(ctx, db, serveOptions{})
 	if err != nil {
 		return 0, 0, err
 	}
-	if err := cmd.Start(); err != nil {
-		return 0, 0, err
-	}
-	stopped := false
-	stop := func() error {
-		if stopped {
-			return nil
-		}
-		stopped = true
-		cmd.Process.Signal(os.Interrupt)
-		t := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
-		defer t.Stop()
-		return cmd.Wait()
-	}
-	defer stop()
-
-	addr, queued := make(chan string, 1), 0
-	lines := bufio.NewScanner(stderr)
-	var tail []string
-	go func() {
-		for lines.Scan() {
-			var rec struct {
-				Msg           string `json:"msg"`
-				Addr          string `json:"addr"`
-				NoticesQueued int    `json:"noticesQueued"`
-			}
-			line := lines.Text()
-			if json.Unmarshal([]byte(line), &rec) != nil {
-				continue
-			}
-			switch rec.Msg {
-			case "startup sweep done":
-				queued = rec.NoticesQueued
-			case "vigil listening":
-				addr <- rec.Addr
-			}
-			if len(tail) < 20 {
-				tail = append(tail, line)
-			}
-		}
-		io.Copy(io.Discard, stderr)
-		close(addr)
-	}()
-	var a string
-	select {
-	case a = <-addr:
-	case <-ctx.Done():
-		return 0, 0, ctx.Err()
-	}
-	if a == "" {
-		stop()
-		return 0, 0, fmt.Errorf("vigil serve exited before listening: %s", strings.Join(tail, "\n"))
-	}
-	ws := &wakeServer{base: "http://" + a, client: &http.Client{}}
+	defer p.stop()
+	ws := &wakeServer{base: "http://" + p.addr, client: &http.Client{}}
 	for i, w := range watchers {
 		if i == 1000 {
 			break
@@ -195,17 +133,14 @@ func (e *env) serveChild(ctx context.Context, db string, watchers []string) (flo
 	if err := ws.post(ctx, "/v1/tools/sessions_list", "", map[string]int{"limit": 200}, nil); err != nil {
 		return 0, 0, err
 	}
-	peak, err := peakRSS(cmd.Process.Pid)
+	peak, err := peakRSS(p.pid())
 	if err != nil {
 		return 0, 0, err
 	}
-	if err := stop(); err != nil {
-		var exit *exec.ExitError
-		if !errors.As(err, &exit) {
-			return 0, 0, err
-		}
+	if err := p.stop(); err != nil {
+		return 0, 0, err
 	}
-	return peak, queued, nil
+	return peak, p.queued, nil
 }
 
 // peakRSS reads a process's peak resident set size (VmHWM) in MiB.

@@ -1,0 +1,96 @@
+package bench
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"testing"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/httpapi"
+	"github.com/vigilhq/vigil/internal/metrics"
+	"github.com/vigilhq/vigil/store/sqlitestore"
+)
+
+// inProcessGateway serves the HTTP API on a loopback port from this
+// process, put together as `vigil serve` puts it together (cmd/vigil's
+// serve: the engine on the hub, metrics, the credentials of the http
+// workload, host checks on loopback, logs as JSON, here discarded),
+// so that a CPU profile of the test binary shows the gateway's path. It
+// returns the address.
+func inProcessGateway(tb testing.TB, sync string) string {
+	tb.Helper()
+	ctx := context.Background()
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	st, err := sqlitestore.Open(ctx, filepath.Join(tb.TempDir(), "vigil.db"), sqlitestore.Options{Synchronous: sync})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { st.Close() })
+	hub := gateway.NewHub()
+	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{Logger: log}))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { eng.Close() })
+	m := metrics.New(eng)
+	if err := m.RegisterStore(st); err != nil {
+		tb.Fatal(err)
+	}
+	g := gateway.New(eng, st, gateway.Options{Logger: log, ObserveDelta: m.ObserveDelta, Hub: hub})
+	creds, err := gateway.NewCredentials(gateway.Config{Tokens: []gateway.TokenConfig{
+		{Token: operatorToken, Role: gateway.RoleOperator, ID: "bench-person"},
+		{Token: adminToken, Role: gateway.RoleAdmin, ID: "bench-admin"},
+	}}, "")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	open, closeStreams := context.WithCancel(context.Background())
+	hopts := httpapi.Options{Credentials: creds, Logger: log, Metrics: m, Context: open, RestrictHosts: true}
+	h, err := httpapi.NewHandler(g, hopts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := httpapi.NewServer(h, hopts, log)
+	srv.RegisterOnShutdown(func() { g.Close(); closeStreams() })
+	go srv.Serve(ln)
+	tb.Cleanup(func() { srv.Shutdown(context.Background()); closeStreams() })
+	return ln.Addr().String()
+}
+
+// BenchmarkHTTPSend is the http workload's sessions_send from 64 clients,
+// against a gateway in this process, for profiling the send's path:
+//
+//	go test -run X -bench HTTPSend -cpuprofile cpu.out ./internal/bench
+//
+// The clients run in the same process; their part of the profile is under
+// drive.
+func BenchmarkHTTPSend(b *testing.B) {
+	for _, sync := range []string{"FULL", "NORMAL"} {
+		b.Run(sync, func(b *testing.B) {
+			addr := inProcessGateway(b, sync)
+			cs, err := dialAll([]string{addr}, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer closeAll(cs)
+			f, err := spawnFleet(context.Background(), cs, 1000)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			p, err := drive(context.Background(), cs, 0, int64(b.N), f.sendOp)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(p.rate(), "req/s")
+		})
+	}
+}
