@@ -36,11 +36,14 @@ type NoticeView struct {
 // publisher (the engine's writer, or its wake goroutines): each listener
 // has a bounded buffer, and a listener that falls behind is marked lagged
 // and stops receiving; its reader must start over (re-check the session's
-// state) rather than slow anyone down.
+// state) rather than slow anyone down. Appended events are offered only to
+// the listeners of their session and to those of the whole log, so a
+// write costs nothing for the streams of other sessions.
 type Hub struct {
-	mu       sync.Mutex // guards sessions, log, shared and listeners' fields
+	mu       sync.Mutex // guards sessions, log, logOf, shared and listeners' fields
 	sessions map[string]map[*Listener]struct{}
-	log      map[*LogListener]struct{}
+	log      map[*LogListener]struct{}            // listeners of the whole log
+	logOf    map[string]map[*LogListener]struct{} // listeners of one session's events, by session key
 	shared   bool
 }
 
@@ -54,17 +57,22 @@ func (h *Hub) ShareStore() {
 	h.shared = true
 }
 
-// Nudge tells every log listener to read on from the store. A listener
+// Nudge tells every log listener, of the whole log or of one session, to
+// read on from the store: events were appended that the hub did not see
+// (another process's), and it cannot tell whose they are. A listener
 // with something already buffered will read on anyway and gets nothing
 // more, so nudges never make a listener lag.
 func (h *Hub) Nudge() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.nudgeLocked()
+	nudge(h.log)
+	for _, ls := range h.logOf {
+		nudge(ls)
+	}
 }
 
-func (h *Hub) nudgeLocked() {
-	for l := range h.log {
+func nudge(ls map[*LogListener]struct{}) {
+	for l := range ls {
 		select {
 		case l.C <- vigil.Event{}:
 		default:
@@ -75,7 +83,8 @@ func (h *Hub) nudgeLocked() {
 // NewHub returns an empty hub. Attach it to the engine's options and pass it
 // to gateway.Options.
 func NewHub() *Hub {
-	return &Hub{sessions: map[string]map[*Listener]struct{}{}, log: map[*LogListener]struct{}{}}
+	return &Hub{sessions: map[string]map[*Listener]struct{}{}, log: map[*LogListener]struct{}{},
+		logOf: map[string]map[*LogListener]struct{}{}}
 }
 
 // Listener receives one session's live events.
@@ -166,9 +175,11 @@ func (h *Hub) Notice(watcher string, n vigil.SystemEvent) {
 	h.Publish(LiveEvent{Type: LiveNotice, Session: watcher, Notice: v})
 }
 
-// LogListener receives every appended event.
+// LogListener receives appended events: every one (Hub.ListenLog), or one
+// session's (Hub.ListenSessionLog).
 type LogListener struct {
-	hub *Hub
+	hub     *Hub
+	session string // "" for the whole log
 	// C delivers events in commit order; it is closed when the listener
 	// lags or is closed. An event with Sequence 0 is a nudge: events were
 	// appended that only the store can give in order (Hub.ShareStore), so
@@ -178,12 +189,38 @@ type LogListener struct {
 	closed bool
 }
 
-// ListenLog subscribes to appended events with a buffer of size.
+// ListenLog subscribes to every appended event with a buffer of size.
 func (h *Hub) ListenLog(size int) *LogListener {
 	l := &LogListener{hub: h, C: make(chan vigil.Event, size)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.log[l] = struct{}{}
+	return l
+}
+
+// LogListeners counts the listeners of appended events now, of the whole
+// log and of single sessions.
+func (h *Hub) LogListeners() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := len(h.log)
+	for _, ls := range h.logOf {
+		n += len(ls)
+	}
+	return n
+}
+
+// ListenSessionLog subscribes to the events appended to one session (by
+// its key), and to nudges, with a buffer of size. It is offered nothing of
+// other sessions.
+func (h *Hub) ListenSessionLog(session string, size int) *LogListener {
+	l := &LogListener{hub: h, session: session, C: make(chan vigil.Event, size)}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.logOf[session] == nil {
+		h.logOf[session] = map[*LogListener]struct{}{}
+	}
+	h.logOf[session][l] = struct{}{}
 	return l
 }
 
@@ -207,18 +244,36 @@ func (h *Hub) dropLogLocked(l *LogListener) {
 	}
 	l.closed = true
 	close(l.C)
-	delete(h.log, l)
+	if l.session == "" {
+		delete(h.log, l)
+		return
+	}
+	delete(h.logOf[l.session], l)
+	if len(h.logOf[l.session]) == 0 {
+		delete(h.logOf, l.session)
+	}
 }
 
-// Record is vigil.Options.OnRecord.
+// Record is vigil.Options.OnRecord. It offers ev to the listeners of the
+// whole log and to those of ev's session, and to no one else: on a shared
+// store as a nudge, since only the store orders this process's events
+// among the others'.
 func (h *Hub) Record(ev vigil.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.shared {
-		h.nudgeLocked()
+		nudge(h.log)
+		nudge(h.logOf[ev.SessionKey])
 		return
 	}
-	for l := range h.log {
+	h.offerLocked(h.log, ev)
+	h.offerLocked(h.logOf[ev.SessionKey], ev)
+}
+
+// offerLocked delivers ev to each of ls without blocking, dropping those
+// that fell behind.
+func (h *Hub) offerLocked(ls map[*LogListener]struct{}, ev vigil.Event) {
+	for l := range ls {
 		select {
 		case l.C <- ev:
 		default:
