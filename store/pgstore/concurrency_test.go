@@ -327,6 +327,10 @@ func TestLogDoesNotOvertakeAnOpenWriter(t *testing.T) {
 	if err := t1.PutCursor(ctx, vigil.Cursor{Watcher: betaMain.Key, Target: alphaMain, UpdatedAt: 1}); err != nil {
 		t.Fatal(err)
 	}
+	// Reading the cursor back sends the write the transaction held.
+	if _, ok, err := t1.Cursor(ctx, betaMain.Key, alphaMain); err != nil || !ok {
+		t.Fatalf("Cursor after PutCursor = %v, %v; want it found", ok, err)
+	}
 	t2 := begin(t, s)
 	low := mustAppend(t, t2, storetest.GoalEvent(betaMain, ""))
 	high := mustAppend(t, t1, storetest.GoalEvent(alphaMain, ""))
