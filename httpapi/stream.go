@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -12,10 +14,6 @@ import (
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/sessionkey"
 )
-
-// keepalive is how often an idle stream writes a comment, so proxies and
-// clients can tell a quiet stream from a dead one.
-const keepalive = 15 * time.Second
 
 // DefaultBookmarkInterval is how often an idle stream says where it stands.
 const DefaultBookmarkInterval = 30 * time.Second
@@ -30,24 +28,20 @@ type Bookmark struct {
 	StateVersion *int64 `json:"stateVersion,omitempty"`
 }
 
-// bookmarks returns the channel of the bookmark ticks (nil when bookmarks
-// are off) and the function that stops them.
-func (s *server) bookmarks() (<-chan time.Time, func()) {
-	if s.opts.BookmarkInterval < 0 {
-		return nil, func() {}
-	}
-	t := time.NewTicker(s.opts.BookmarkInterval)
-	return t.C, t.Stop
+// streamContext is a stream's request context, also ended when the server
+// shuts down.
+func (s *server) streamContext(r *http.Request) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(r.Context())
+	stop := context.AfterFunc(s.opts.Context, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
-// Buffers of live listeners. A stream that falls this far behind is cut
-// loose (the log stream catches up from the store; a session stream tells
-// its client to reconnect), so it never slows recording.
-const (
-	sessionStreamBuffer = 256
-	logStreamBuffer     = 1024
-	logCatchUpPage      = 500
-)
+// keepalive is a stream's reader's Tick: a comment every
+// gateway.FollowReadOn (15 s), so proxies and clients can tell a quiet
+// stream from a dead one.
+func keepalive(out *sse) func() error {
+	return func() error { return out.comment("keepalive") }
+}
 
 type sse struct {
 	w http.ResponseWriter
@@ -158,102 +152,49 @@ func (s *server) sessionEvents(w http.ResponseWriter, r *http.Request, c gateway
 		return
 	}
 	defer release()
-	// Listen before reading, so nothing committed in between is missed.
-	l := s.g.Hub().Listen(ref.Key, sessionStreamBuffer)
-	defer l.Close()
-	changes := s.g.Hub().ListenLog(logStreamBuffer)
-	defer func() { changes.Close() }()
-	eng := s.g.Engine()
-	if !resume {
-		if pos, err = eng.Version(r.Context(), ref); err != nil {
-			s.fail(w, r, fmt.Errorf("read the state version of %s: %w", ref, err))
-			return
-		}
+	ctx, cancel := s.streamContext(r)
+	defer cancel()
+	after := int64(-1) // from the session's current version
+	if resume {
+		after = pos
 	}
+	f, err := s.g.Follow(ctx, gateway.FollowOptions{Session: &ref, After: after, Live: true,
+		BookmarkInterval: s.opts.BookmarkInterval})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	defer f.Close()
 	out, ok := startSSE(w)
 	if !ok {
 		return
 	}
-	// catchUp sends the session's events after pos.
-	catchUp := func() bool {
-		for {
-			d, err := eng.ChangesSince(r.Context(), ref, pos, 0)
-			if err != nil {
-				s.log.Warn("session stream: read the changes", "session", ref.String(), "err", err)
-				return false
-			}
-			if d.HistoryGap {
-				out.send("", "history_gap", SessionGap{Requested: pos, EarliestAvailableSequence: d.EarliestAvailableSequence,
-					Message: "changes after the requested version were pruned; re-read the session"})
-				return false
-			}
-			for _, e := range d.Events {
-				if out.send(strconv.FormatInt(e.Sequence, 10), "signal", e.ForAgent()) != nil {
-					return false
+	err = f.Run(ctx, gateway.FollowReader{
+		Events: func(events []vigil.Event) error {
+			for _, e := range events {
+				if err := out.send(strconv.FormatInt(e.Sequence, 10), "signal", e.ForAgent()); err != nil {
+					return err
 				}
-				pos = e.Sequence
 			}
-			if !d.Truncated {
-				return true
-			}
-		}
-	}
-	if !catchUp() {
-		return
-	}
-	tick := time.NewTicker(keepalive)
-	defer tick.Stop()
-	marks, stopMarks := s.bookmarks()
-	defer stopMarks()
-	quiet := true // nothing sent since the last bookmark
-	for {
-		select {
-		case ev, ok := <-l.C:
-			if !ok {
-				out.send("", "lagged", map[string]string{"message": "this stream fell behind and was closed; reconnect and take a turn"})
-				return
-			}
-			if ev.Type == gateway.LiveRecheck {
-				continue // for waiting turns only
-			}
-			if out.send("", ev.Type, ev) != nil {
-				return
-			}
-			quiet = false
-		case e, ok := <-changes.C:
-			if !ok { // fell behind: listen again, and read on from the store
-				changes = s.g.Hub().ListenLog(logStreamBuffer)
-			} else if e.Sequence != 0 && (e.SessionKey != ref.Key || e.AgentID != ref.AgentID || e.Sequence <= pos) {
-				continue // another session's, or sent already; a nudge (0) reads on
-			}
-			before := pos
-			if !catchUp() {
-				return
-			}
-			quiet = quiet && pos == before
-		case <-marks:
-			if !quiet {
-				quiet = true
-				continue
-			}
-			v := pos
-			if out.send(strconv.FormatInt(v, 10), "bookmark", Bookmark{StateVersion: &v}) != nil {
-				return
-			}
-		case <-tick.C:
-			if out.comment("keepalive") != nil {
-				return
-			}
-			// A nudge can be missed (another process's announcement lost
-			// with its connection): read on now and then regardless.
-			if !catchUp() {
-				return
-			}
-		case <-r.Context().Done():
-			return
-		case <-s.opts.Context.Done(): // the server is shutting down
-			return
-		}
+			return nil
+		},
+		Live: func(ev gateway.LiveEvent) error { return out.send("", ev.Type, ev) },
+		Bookmark: func(v int64) error {
+			return out.send(strconv.FormatInt(v, 10), "bookmark", Bookmark{StateVersion: &v})
+		},
+		Tick: keepalive(out),
+		ReadError: func(err error) error {
+			s.log.Warn("session stream: read the changes", "session", ref.String(), "err", err)
+			return err
+		},
+	})
+	var gap *gateway.HistoryGapError
+	switch {
+	case errors.As(err, &gap):
+		out.send("", "history_gap", SessionGap{Requested: gap.Requested, EarliestAvailableSequence: gap.EarliestAvailableSequence,
+			Message: "changes after the requested version were pruned; re-read the session"})
+	case errors.Is(err, gateway.ErrFellBehind):
+		out.send("", "lagged", map[string]string{"message": "this stream fell behind and was closed; reconnect and take a turn"})
 	}
 }
 
@@ -326,105 +267,45 @@ func (s *server) logEvents(w http.ResponseWriter, r *http.Request, c gateway.Cal
 		return c.CanReach(e.AgentID) && (filterAgent == "" || e.AgentID == filterAgent) &&
 			(filterSession == "" || e.SessionKey == filterSession)
 	}
-	eng := s.g.Engine()
-	if after < 0 {
-		// Live from now: start at the log's horizon, read before
-		// listening; the catch-up below reads anything committed since.
-		horizon, err := eng.LogHorizon(r.Context())
-		if err != nil {
-			s.fail(w, r, fmt.Errorf("read the log horizon: %w", err))
-			return
-		}
-		after = horizon
-	}
 	w, release, ok := s.holdStream(w, r, c)
 	if !ok {
 		return
 	}
 	defer release()
-	l := s.g.Hub().ListenLog(logStreamBuffer)
-	defer func() { l.Close() }()
+	ctx, cancel := s.streamContext(r)
+	defer cancel()
+	// Live only (after < 0) starts at the log's horizon.
+	f, err := s.g.Follow(ctx, gateway.FollowOptions{After: after, Match: match, BookmarkInterval: s.opts.BookmarkInterval})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	defer f.Close()
 	out, ok := startSSE(w)
 	if !ok {
 		return
 	}
-	// catchUp replays retained events after `after` from the store.
-	catchUp := func() bool {
-		for {
-			page, err := eng.Log(r.Context(), after, logCatchUpPage)
-			if err != nil {
-				s.log.Error("event stream: read log", "err", err)
-				return false
-			}
-			if after < page.PrunedWatermark {
-				out.send("", "history_gap", HistoryGap{Requested: after, PrunedWatermark: page.PrunedWatermark,
-					Message: "events after the requested position were pruned; re-read the sessions you follow"})
-				return false
-			}
-			for _, e := range page.Events {
-				if match(e) && out.send(strconv.FormatInt(e.Sequence, 10), "signal", logEvent(e)) != nil {
-					return false
+	err = f.Run(ctx, gateway.FollowReader{
+		Events: func(events []vigil.Event) error {
+			for _, e := range events {
+				if err := out.send(strconv.FormatInt(e.Sequence, 10), "signal", logEvent(e)); err != nil {
+					return err
 				}
-				after = e.Sequence
 			}
-			if len(page.Events) < logCatchUpPage {
-				return true
-			}
-		}
-	}
-	if !catchUp() {
-		return
-	}
-	tick := time.NewTicker(keepalive)
-	defer tick.Stop()
-	marks, stopMarks := s.bookmarks()
-	defer stopMarks()
-	mark := int64(-1) // the position of the last bookmark or event sent
-	for {
-		select {
-		case <-marks:
-			if after == mark {
-				continue
-			}
-			if err := out.send(strconv.FormatInt(after, 10), "bookmark", Bookmark{Sequence: &after}); err != nil {
-				return
-			}
-			mark = after
-		case e, ok := <-l.C:
-			if !ok {
-				// Fell behind: listen again and fill the hole from the store.
-				l = s.g.Hub().ListenLog(logStreamBuffer)
-				if !catchUp() {
-					return
-				}
-				continue
-			}
-			if e.Sequence == 0 { // a nudge: the store has events to read on
-				if !catchUp() {
-					return
-				}
-				continue
-			}
-			if e.Sequence <= after {
-				continue // already sent during catch-up
-			}
-			after = e.Sequence
-			if match(e) && out.send(strconv.FormatInt(e.Sequence, 10), "signal", logEvent(e)) != nil {
-				return
-			}
-		case <-tick.C:
-			if out.comment("keepalive") != nil {
-				return
-			}
-			// A nudge can be missed (another process's announcement lost
-			// with its connection): read on now and then regardless.
-			if !catchUp() {
-				return
-			}
-		case <-r.Context().Done():
-			return
-		case <-s.opts.Context.Done(): // the server is shutting down
-			return
-		}
+			return nil
+		},
+		Bookmark: func(seq int64) error {
+			return out.send(strconv.FormatInt(seq, 10), "bookmark", Bookmark{Sequence: &seq})
+		},
+		Tick: keepalive(out),
+		ReadError: func(err error) error {
+			s.log.Error("event stream: read log", "err", err)
+			return err
+		},
+	})
+	var gap *gateway.HistoryGapError
+	if errors.As(err, &gap) {
+		out.send("", "history_gap", HistoryGap{Requested: gap.Requested, PrunedWatermark: gap.PrunedWatermark,
+			Message: "events after the requested position were pruned; re-read the sessions you follow"})
 	}
 }
