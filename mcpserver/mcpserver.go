@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -28,13 +27,19 @@ const Version = "0.1.0"
 // SessionURIPrefix starts every session resource's URI.
 const SessionURIPrefix = "vigil://session/"
 
+// BookmarkMetaKey names, in the _meta of a notifications/resources/updated,
+// a bookmark: {"stateVersion": V}, the followed session's state version
+// when it was quiet for the gateway's bookmark interval. A client that does
+// not know the key reads the resource again and finds that version.
+const BookmarkMetaKey = "io.github.vigilhq/bookmark"
+
 // New returns an MCP server acting as caller on g. Its session resources
 // report changes to subscribers until ctx ends.
 func New(ctx context.Context, g *gateway.Gateway, caller gateway.Caller, log *slog.Logger) *mcp.Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	subs := &subscriptions{caller: caller, uris: map[string]int{}}
+	subs := &subscriptions{g: g, caller: caller, log: log, ctx: ctx, follows: map[string]*follow{}}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "vigil", Version: Version}, &mcp.ServerOptions{
 		Instructions: "vigil tells you when someone else changed a session you depend on. When a tool result ends " +
 			"with a \"System:\" line saying a session changed, call session_status with the changesSince number it " +
@@ -48,12 +53,13 @@ func New(ctx context.Context, g *gateway.Gateway, caller gateway.Caller, log *sl
 		// 2026-07-28 is told what it may ask. Logging is the SDK's default.
 		Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Prompts: &mcp.PromptCapabilities{}},
 	})
+	subs.srv = srv
 	for _, t := range g.Tools().List() {
 		if !t.ForModels {
 			continue
 		}
 		srv.AddTool(&mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema,
-			OutputSchema: t.OutputSchema}, toolHandler(g, caller, t))
+			OutputSchema: t.OutputSchema}, toolHandler(g, caller, t, log))
 	}
 	srv.AddResourceTemplate(&mcp.ResourceTemplate{
 		Name:        "session",
@@ -62,7 +68,6 @@ func New(ctx context.Context, g *gateway.Gateway, caller gateway.Caller, log *sl
 		MIMEType:    "application/json",
 		URITemplate: SessionURIPrefix + "{+sessionKey}", // reserved expansion: keys contain ':'
 	}, readSession(g, caller))
-	go subs.notify(ctx, g, srv)
 	return srv
 }
 
@@ -77,7 +82,7 @@ func uncacheable(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
 
 // toolHandler runs a registry tool as the caller, then appends and
 // acknowledges the caller's queued system events.
-func toolHandler(g *gateway.Gateway, caller gateway.Caller, t *gateway.Tool) mcp.ToolHandler {
+func toolHandler(g *gateway.Gateway, caller gateway.Caller, t *gateway.Tool, log *slog.Logger) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		res := &mcp.CallToolResult{}
 		out, err := t.Call(ctx, caller, req.Params.Arguments)
@@ -95,7 +100,7 @@ func toolHandler(g *gateway.Gateway, caller gateway.Caller, t *gateway.Tool) mcp
 			res.StructuredContent = out
 			res.Content = []mcp.Content{&mcp.TextContent{Text: string(text)}}
 		}
-		res.Content = append(res.Content, deliverNotices(ctx, g, caller)...)
+		res.Content = append(res.Content, deliverNotices(ctx, g, caller, log)...)
 		return res, nil
 	}
 }
@@ -144,13 +149,20 @@ func rpcError(uri string, err error) error {
 // and handing them over counts as the turn that consumed them, so notices
 // are acknowledged (with one follow-up for interleaved changes) and never
 // delivered twice.
-func deliverNotices(ctx context.Context, g *gateway.Gateway, caller gateway.Caller) []mcp.Content {
+func deliverNotices(ctx context.Context, g *gateway.Gateway, caller gateway.Caller, log *slog.Logger) []mcp.Content {
 	if caller.Session == nil {
 		return nil
 	}
 	d, err := g.Engine().Drain(ctx, caller.Session.Key)
 	if err != nil {
-		return nil // the events were put back; the next result carries them
+		// The notices stay queued: a later result carries them, so the
+		// call itself has not failed.
+		if ctx.Err() != nil {
+			log.Debug("mcp: the client went away before its notices were handed over", "session", caller.Session.Key, "err", err)
+			return nil
+		}
+		log.Warn("mcp: hand the notices over with a tool result", "session", caller.Session.Key, "err", err)
+		return nil
 	}
 	var out []mcp.Content
 	for _, e := range d.Events {
@@ -178,120 +190,136 @@ func readSession(g *gateway.Gateway, caller gateway.Caller) mcp.ResourceHandler 
 	}
 }
 
-// subscriptions counts subscribers per session URI, so only sessions
-// someone follows cost a notification.
+// subscriptions follows, for each session URI subscribed to, the session's
+// log, and tells its subscribers when its state version moves and, when it
+// was quiet for the bookmark interval, where it stands. A server follows
+// nothing while nobody subscribes.
 type subscriptions struct {
+	g      *gateway.Gateway
 	caller gateway.Caller
-	mu     sync.Mutex
-	uris   map[string]int
+	log    *slog.Logger
+	ctx    context.Context // bounds every follow
+	srv    *mcp.Server     // set by New before it serves
+
+	mu      sync.Mutex
+	follows map[string]*follow // by URI
+}
+
+// follow is one session's follower and the MCP sessions subscribed to it.
+type follow struct {
+	sessions map[*mcp.ServerSession]bool
+	stop     context.CancelFunc
+	done     chan struct{} // closed once the follower has stopped
 }
 
 // subscribe follows a session the caller may read, like reading it. A
 // session need not exist yet to be followed. Refusals are JSON-RPC errors
-// with standard codes (see rpcError).
-func (s *subscriptions) subscribe(_ context.Context, req *mcp.SubscribeRequest) error {
-	if !strings.HasPrefix(req.Params.URI, SessionURIPrefix) {
-		return mcp.ResourceNotFoundError(req.Params.URI)
+// with standard codes (see rpcError). The session is followed once this
+// returns, so no change after the answer goes unnoticed.
+func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	uri := req.Params.URI
+	if !strings.HasPrefix(uri, SessionURIPrefix) {
+		return mcp.ResourceNotFoundError(uri)
 	}
-	ref, err := vigil.Ref("", strings.TrimPrefix(req.Params.URI, SessionURIPrefix))
+	ref, err := vigil.Ref("", strings.TrimPrefix(uri, SessionURIPrefix))
 	if err != nil {
-		return rpcError(req.Params.URI, err)
+		return rpcError(uri, err)
 	}
 	if err := s.caller.Reach(ref); err != nil {
-		return rpcError(req.Params.URI, err)
+		return rpcError(uri, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.uris[req.Params.URI]++
+	if fw, ok := s.follows[uri]; ok {
+		fw.sessions[req.Session] = true
+		return nil
+	}
+	f, err := s.g.Follow(ctx, gateway.FollowOptions{Session: &ref, After: -1})
+	if err != nil {
+		return rpcError(uri, fmt.Errorf("follow %s: %w", ref, err))
+	}
+	followCtx, stop := context.WithCancel(s.ctx)
+	fw := &follow{sessions: map[*mcp.ServerSession]bool{req.Session: true}, stop: stop, done: make(chan struct{})}
+	s.follows[uri] = fw
+	go s.run(followCtx, uri, fw, f)
 	return nil
 }
 
+// unsubscribe stops following a session once no MCP session of this
+// server follows it; it returns when the follower has stopped, so nothing
+// is sent for it after the answer.
 func (s *subscriptions) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.uris[req.Params.URI]--; s.uris[req.Params.URI] <= 0 {
-		delete(s.uris, req.Params.URI)
+	fw, ok := s.follows[req.Params.URI]
+	stopped := false
+	if ok {
+		delete(fw.sessions, req.Session)
+		stopped = s.dropIfUnfollowedLocked(req.Params.URI, fw)
+	}
+	s.mu.Unlock()
+	if stopped {
+		<-fw.done
 	}
 	return nil
 }
 
-func (s *subscriptions) followed(uri string) bool {
+// dropIfUnfollowedLocked stops fw once no MCP session follows it, and
+// reports whether it did.
+func (s *subscriptions) dropIfUnfollowedLocked(uri string, fw *follow) bool {
+	if len(fw.sessions) > 0 {
+		return false
+	}
+	fw.stop()
+	if s.follows[uri] == fw {
+		delete(s.follows, uri)
+	}
+	return true
+}
+
+// pruneEnded forgets the MCP sessions of fw that have ended without
+// unsubscribing (the SDK forgets their subscriptions), and stops fw when
+// none is left.
+func (s *subscriptions) pruneEnded(uri string, fw *follow) {
+	live := map[*mcp.ServerSession]bool{}
+	for ss := range s.srv.Sessions() {
+		live[ss] = true
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.uris[uri] > 0
-}
-
-func (s *subscriptions) all() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]string, 0, len(s.uris))
-	for u := range s.uris {
-		out = append(out, u)
-	}
-	return out
-}
-
-// notify tells subscribers when a session's state version moves: each
-// appended event moves its session's version.
-func (s *subscriptions) notify(ctx context.Context, g *gateway.Gateway, srv *mcp.Server) {
-	updated := func(key string) {
-		if uri := SessionURIPrefix + key; s.followed(uri) {
-			srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri})
+	for ss := range fw.sessions {
+		if !live[ss] {
+			delete(fw.sessions, ss)
 		}
 	}
-	eng := g.Engine()
-	after, _ := eng.LogHorizon(ctx) // on failure, from the start: more hints, none lost
-	// A nudge can be missed (another process's announcement lost with its
-	// connection): read on now and then regardless.
-	tick := time.NewTicker(readOnInterval)
-	defer tick.Stop()
-	for {
-		l := g.Hub().ListenLog(256)
-		for open := true; open; {
-			select {
-			case e, ok := <-l.C:
-				switch {
-				case !ok:
-					open = false // fell behind: assume everything followed moved
-					for _, uri := range s.all() {
-						srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri})
-					}
-				case e.Sequence == 0:
-					// A nudge: another process appended; the store has the
-					// events in order. A failed read is retried at the next.
-					after, _ = readOn(ctx, eng, after, updated)
-				default:
-					after = max(after, e.Sequence)
-					updated(e.SessionKey)
-				}
-			case <-tick.C:
-				after, _ = readOn(ctx, eng, after, updated)
-			case <-ctx.Done():
-				l.Close()
-				return
-			}
-		}
-	}
+	s.dropIfUnfollowedLocked(uri, fw)
 }
 
-// readOnInterval is how often the notify loop reads the log without a
-// nudge.
-const readOnInterval = 15 * time.Second
-
-// readOn calls updated with the session of every event after `after`, and
-// returns the position it read up to (also when a read fails).
-func readOn(ctx context.Context, eng *vigil.Engine, after int64, updated func(key string)) (int64, error) {
-	for {
-		page, err := eng.Log(ctx, after, 500)
-		if err != nil {
-			return after, err
-		}
-		for _, e := range page.Events {
-			updated(e.SessionKey)
-			after = e.Sequence
-		}
-		if len(page.Events) < 500 {
-			return after, nil
-		}
+// run tells uri's subscribers what f hears until ctx ends: an update for
+// each change (a batch read at once is one update), a bookmark for each
+// quiet interval. A failed read is logged and counted, and tried again at
+// the next change or tick; a pruned position is an update too, since the
+// session moved.
+func (s *subscriptions) run(ctx context.Context, uri string, fw *follow, f *gateway.Follower) {
+	defer close(fw.done)
+	defer f.Close()
+	updated := func(meta mcp.Meta) {
+		// The SDK logs a notification it could not send; it returns no error.
+		s.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri, Meta: meta})
+	}
+	err := f.Run(ctx, gateway.FollowReader{
+		Events: func([]vigil.Event) error { updated(nil); return nil },
+		Bookmark: func(v int64) error {
+			updated(mcp.Meta{BookmarkMetaKey: map[string]any{"stateVersion": v}})
+			return nil
+		},
+		Tick: func() error { s.pruneEnded(uri, fw); return nil },
+		ReadError: func(err error) error {
+			s.log.Warn("mcp: follow a subscribed session", "uri", uri, "err", err)
+			return nil
+		},
+		Gap: func(*gateway.HistoryGapError) error { updated(nil); return nil },
+	})
+	if ctx.Err() == nil {
+		s.log.Error("mcp: a subscribed session is no longer followed", "uri", uri, "err", err)
 	}
 }
