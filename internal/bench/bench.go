@@ -235,6 +235,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			e.progress("[%d/%d] %s: skipped (no vigil executable to start)", i+1, len(steps), s.name)
 			continue
 		}
+		if s.name == "gateways" && !e.pg {
+			e.progress("[%d/%d] gateways: skipped (several gateways share a PostgreSQL database: give --db)", i+1, len(steps))
+			continue
+		}
 		start := time.Now()
 		e.progress("[%d/%d] %s ...", i+1, len(steps), describe(s.name, cfg.Sizes))
 		if err := s.run(ctx, e); err != nil {
@@ -280,7 +284,7 @@ func (e *env) wants(w string) bool {
 func describe(name string, s Sizes) string {
 	switch name {
 	case "ceiling":
-		return fmt.Sprintf("ceiling and record: bare inserts and records on %d targets x %d watchers, %s producers, %d x %v rounds",
+		return fmt.Sprintf("ceiling and record: the store's ceilings, and records on %d targets x %d watchers, %s producers, %d x %v rounds",
 			s.Targets, s.WatchersPerTarget, joinInts(s.Producers, "/"), s.Rounds, s.Round)
 	case "fanout":
 		return fmt.Sprintf("fan-out: one target with %s watchers", joinInts(s.FanOut, "/"))

@@ -15,12 +15,9 @@ import (
 // gateways' throughput, and, over the best round, the processor time each
 // gateway used, the PostgreSQL server's (its processes, when this machine
 // runs it) and the whole machine's, so that a reader can tell whether the
-// sum stopped growing because the processors were full. It needs --db.
+// sum stopped growing because the processors were full. It runs only on
+// PostgreSQL (--db).
 func runGateways(ctx context.Context, e *env) error {
-	if !e.pg {
-		e.progress("  gateways: skipped (several gateways share a PostgreSQL database: give --db)")
-		return nil
-	}
 	s := e.cfg.Sizes
 	st, err := e.openPG(ctx)
 	if err != nil {

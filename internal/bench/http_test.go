@@ -12,25 +12,37 @@ import (
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
 	"github.com/vigilhq/vigil/internal/metrics"
+	"github.com/vigilhq/vigil/internal/pgtest"
+	"github.com/vigilhq/vigil/store/pgstore"
 	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
 // inProcessGateway serves the HTTP API on a loopback port from this
 // process, put together as `vigil serve` puts it together (cmd/vigil's
 // serve: the engine on the hub, metrics, the credentials of the http
-// workload, host checks on loopback, logs as JSON, here discarded),
-// so that a CPU profile of the test binary shows the gateway's path. It
+// workload, host checks on loopback, logs as JSON, here discarded), on a
+// SQLite file at sync, or on a fresh PostgreSQL schema when sync is "", so
+// that a CPU profile of the test binary shows the gateway's path. It
 // returns the address.
 func inProcessGateway(tb testing.TB, sync string) string {
 	tb.Helper()
 	ctx := context.Background()
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	st, err := sqlitestore.Open(ctx, filepath.Join(tb.TempDir(), "vigil.db"), sqlitestore.Options{Synchronous: sync})
+	var st store
+	var err error
+	if sync == "" {
+		st, err = pgstore.Open(ctx, pgtest.URL(), pgstore.Options{Schema: pgtest.FreshSchema(tb)})
+	} else {
+		st, err = sqlitestore.Open(ctx, filepath.Join(tb.TempDir(), "vigil.db"), sqlitestore.Options{Synchronous: sync})
+	}
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { st.Close() })
 	hub := gateway.NewHub()
+	if sync == "" {
+		hub.ShareStore()
+	}
 	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{Logger: log}))
 	if err != nil {
 		tb.Fatal(err)
@@ -65,32 +77,43 @@ func inProcessGateway(tb testing.TB, sync string) string {
 	return ln.Addr().String()
 }
 
-// BenchmarkHTTPSend is the http workload's sessions_send from 64 clients,
-// against a gateway in this process, for profiling the send's path:
+// BenchmarkHTTP is the http workload's sessions_send, and its /healthz,
+// from 64 clients, against a gateway in this process, for profiling the
+// send's path:
 //
-//	go test -run X -bench HTTPSend -cpuprofile cpu.out ./internal/bench
+//	go test -run X -bench 'HTTP/send/FULL' -cpuprofile cpu.out ./internal/bench
 //
 // The clients run in the same process; their part of the profile is under
-// drive.
-func BenchmarkHTTPSend(b *testing.B) {
-	for _, sync := range []string{"FULL", "NORMAL"} {
-		b.Run(sync, func(b *testing.B) {
-			addr := inProcessGateway(b, sync)
-			cs, err := dialAll([]string{addr}, 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer closeAll(cs)
-			f, err := spawnFleet(context.Background(), cs, 1000)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ResetTimer()
-			p, err := drive(context.Background(), cs, 0, int64(b.N), f.sendOp)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ReportMetric(p.rate(), "req/s")
-		})
+// drive. PostgreSQL's cases need the test server (internal/pgtest).
+func BenchmarkHTTP(b *testing.B) {
+	for _, sync := range []string{"FULL", "NORMAL", ""} {
+		name := sync
+		if sync == "" {
+			name = "PostgreSQL"
+		}
+		for _, op := range []string{"send", "healthz"} {
+			b.Run(op+"/"+name, func(b *testing.B) {
+				addr := inProcessGateway(b, sync)
+				cs, err := dialAll([]string{addr}, 64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer closeAll(cs)
+				call := func(c *conn, _ int64) error { _, err := c.ok(healthz); return err }
+				if op == "send" {
+					f, err := spawnFleet(context.Background(), cs, 1000)
+					if err != nil {
+						b.Fatal(err)
+					}
+					call = f.sendOp
+				}
+				b.ResetTimer()
+				p, err := drive(context.Background(), cs, 0, int64(b.N), call)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(p.rate(), "req/s")
+			})
+		}
 	}
 }

@@ -120,29 +120,49 @@ func (e *env) recordRun(ctx context.Context, mode string, producers, targets, wa
 		return 0, 0, err
 	}
 	defer st.close()
-	return recordOn(ctx, st, producers, targets, watchers, d)
-}
-
-// recordOn is recordRun on a fresh store of the caller's.
-func recordOn(ctx context.Context, st *scratch, producers, targets, watchers int, d time.Duration) (rate, perBatch float64, err error) {
-	eng, err := engine(ctx, st, vigil.Options{})
+	r, err := newRecorder(ctx, st, targets, watchers)
 	if err != nil {
 		return 0, 0, err
 	}
-	defer eng.Close()
+	defer r.close()
+	return r.run(ctx, producers, d)
+}
+
+// recorder is an engine on a store of the caller's, with targets each
+// watched by the same watchers, ready to record on them.
+type recorder struct {
+	eng     *vigil.Engine
+	records []vigil.Record
+}
+
+func newRecorder(ctx context.Context, st *scratch, targets, watchers int) (*recorder, error) {
+	eng, err := engine(ctx, st, vigil.Options{})
+	if err != nil {
+		return nil, err
+	}
 	if err := inBatches(ctx, eng, targets*watchers, 1000, func(ctx context.Context, txn *vigil.Txn, i int) error {
 		_, err := txn.Watch(ctx, watcherKey(i%watchers), targetRef(i/watchers))
 		return err
 	}); err != nil {
-		return 0, 0, err
+		eng.Close()
+		return nil, err
 	}
-	records := make([]vigil.Record, targets)
-	for i := range records {
-		records[i] = humanMessage(targetRef(i))
+	r := &recorder{eng: eng, records: make([]vigil.Record, targets)}
+	for i := range r.records {
+		r.records[i] = humanMessage(targetRef(i))
 	}
+	return r, nil
+}
+
+func (r *recorder) close() error { return r.eng.Close() }
+
+// run records from producers producers for d, and returns events/s and
+// the writes group commit packed into each transaction.
+func (r *recorder) run(ctx context.Context, producers int, d time.Duration) (rate, perBatch float64, err error) {
+	eng, targets := r.eng, int64(len(r.records))
 	before := eng.Stats()
 	n, el, err := produce(ctx, producers, d, func(i int64) error {
-		_, err := eng.Record(ctx, records[i%int64(targets)])
+		_, err := eng.Record(ctx, r.records[i%targets])
 		return err
 	})
 	if err != nil {
