@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -42,6 +44,41 @@ type httpHandler struct {
 	servers   map[string]*served // by identity: one per credential and acting session
 	bindings  map[string]string  // MCP session id -> the identity that opened it
 	lastSweep time.Time
+
+	// requests are the contexts of the requests being served, by the
+	// number each carries in requestHeader (see requestContext).
+	requests  sync.Map // string -> context.Context
+	requestNo atomic.Uint64
+}
+
+// requestHeader carries, from ServeHTTP to the handlers of the messages a
+// request brings, the number under which the request's context waits: the
+// SDK gives a handler the request's header, not its context. Whatever a
+// client sends in it is replaced.
+const requestHeader = "Vigil-Internal-Request"
+
+// requestContext is the context of the HTTP request that carried a
+// message, while that request is served.
+func (h *httpHandler) requestContext(extra *mcp.RequestExtra) (context.Context, bool) {
+	if extra == nil || extra.Header == nil {
+		return nil, false
+	}
+	ctx, ok := h.requests.Load(extra.Header.Get(requestHeader))
+	if !ok {
+		return nil, false
+	}
+	return ctx.(context.Context), true
+}
+
+// withRequestNumber returns r with a header of its own that carries a new
+// number, under which r's context is kept until the returned func is
+// called.
+func (h *httpHandler) withRequestNumber(r *http.Request) (*http.Request, func()) {
+	n := strconv.FormatUint(h.requestNo.Add(1), 10)
+	r = r.Clone(r.Context()) // the header is r's own to change
+	r.Header.Set(requestHeader, n)
+	h.requests.Store(n, r.Context())
+	return r, func() { h.requests.Delete(n) }
 }
 
 // served is one identity's MCP server and what stops its background work.
@@ -172,7 +209,7 @@ func (h *httpHandler) server(r *http.Request) *mcp.Server {
 		return s.srv
 	}
 	ctx, stop := context.WithCancel(h.ctx)
-	s := &served{srv: New(ctx, h.g, c, h.log), stop: stop, lastUsed: time.Now()}
+	s := &served{srv: newServer(ctx, h.g, c, h.log, serverOptions{requestContext: h.requestContext}), stop: stop, lastUsed: time.Now()}
 	h.servers[id] = s
 	return s.srv
 }
@@ -222,6 +259,8 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, code, err.Error())
 		return
 	}
+	r, done := h.withRequestNumber(r)
+	defer done()
 	ctx := context.WithValue(r.Context(), callerKey{}, c)
 	if isStateless(r) {
 		// No MCP session to bind, and no stream to resume: the retry field

@@ -19,6 +19,7 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/internal/metrics"
 )
 
 // Version is reported to clients.
@@ -36,6 +37,18 @@ const BookmarkMetaKey = "io.github.vigilhq/bookmark"
 // New returns an MCP server acting as caller on g. Its session resources
 // report changes to subscribers until ctx ends.
 func New(ctx context.Context, g *gateway.Gateway, caller gateway.Caller, log *slog.Logger) *mcp.Server {
+	return newServer(ctx, g, caller, log, serverOptions{})
+}
+
+// serverOptions are what a transport adds to a server.
+type serverOptions struct {
+	// requestContext returns the context of the HTTP request that carried
+	// a message, when there is one: the SDK runs handlers on a context of
+	// its own, and the request metrics are labelled through the request's.
+	requestContext func(*mcp.RequestExtra) (context.Context, bool)
+}
+
+func newServer(ctx context.Context, g *gateway.Gateway, caller gateway.Caller, log *slog.Logger, opts serverOptions) *mcp.Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -68,7 +81,29 @@ func New(ctx context.Context, g *gateway.Gateway, caller gateway.Caller, log *sl
 		MIMEType:    "application/json",
 		URITemplate: SessionURIPrefix + "{+sessionKey}", // reserved expansion: keys contain ':'
 	}, readSession(g, caller))
+	if opts.requestContext != nil {
+		srv.AddReceivingMiddleware(labelTools(g, opts.requestContext))
+	}
 	return srv
+}
+
+// labelTools names, in the HTTP request metrics, the tool each tools/call
+// runs, so MCP's calls are counted and timed per tool as the HTTP API's
+// are (under the /mcp route). Only names of the registry's model tools
+// become labels: anything else stays unlabelled, as the SDK refuses it.
+func labelTools(g *gateway.Gateway, requestContext func(*mcp.RequestExtra) (context.Context, bool)) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && method == "tools/call" {
+				if t, ok := g.Tools().Get(p.Name); ok && t.ForModels {
+					if rctx, ok := requestContext(req.GetExtra()); ok {
+						metrics.SetTool(rctx, t.Name)
+					}
+				}
+			}
+			return next(ctx, method, req)
+		}
+	}
 }
 
 // uncacheable marks every cacheable result (2026-07-28 lists, reads and
@@ -162,6 +197,7 @@ func deliverNotices(ctx context.Context, g *gateway.Gateway, caller gateway.Call
 			return nil
 		}
 		log.Warn("mcp: hand the notices over with a tool result", "session", caller.Session.Key, "err", err)
+		metrics.CountError(metrics.WhereMCPDrain)
 		return nil
 	}
 	var out []mcp.Content
@@ -199,7 +235,7 @@ type subscriptions struct {
 	caller gateway.Caller
 	log    *slog.Logger
 	ctx    context.Context // bounds every follow
-	srv    *mcp.Server     // set by New before it serves
+	srv    *mcp.Server     // set by newServer before it serves
 
 	mu      sync.Mutex
 	follows map[string]*follow // by URI
@@ -315,6 +351,7 @@ func (s *subscriptions) run(ctx context.Context, uri string, fw *follow, f *gate
 		Tick: func() error { s.pruneEnded(uri, fw); return nil },
 		ReadError: func(err error) error {
 			s.log.Warn("mcp: follow a subscribed session", "uri", uri, "err", err)
+			metrics.CountError(metrics.WhereMCPFollow)
 			return nil
 		},
 		Gap: func(*gateway.HistoryGapError) error { updated(nil); return nil },

@@ -25,7 +25,8 @@ type Metrics struct {
 
 // New registers the engine's counters (read from Engine.Stats at scrape
 // time, so the engine keeps one set of numbers), the HTTP request
-// metrics, vigil_build_info and the Go runtime's and process's metrics.
+// metrics, vigil_errors_total, vigil_build_info and the Go runtime's and
+// process's metrics.
 func New(eng *vigil.Engine) *Metrics {
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
@@ -40,6 +41,7 @@ func New(eng *vigil.Engine) *Metrics {
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.delta, snapshotCollector[vigil.Stats]{eng.Stats, engineFamilies}, buildInfo(info))
 	m.http.register(m.Registry)
+	registerErrors(m.Registry)
 	return m
 }
 
