@@ -64,7 +64,9 @@ func tailOfList(param string) string {
 // indexLag counts the committed events the index lacks, to decide when a
 // commit brings it up to date. Reads never consult it: it only paces
 // writes, so a count that is off (after a failed commit, say) costs a
-// longer tail for a while, nothing more.
+// longer tail for a while, nothing more. Off, it lets nothing lag: every
+// write that appends brings the index up to date, so nothing stays above
+// the mark.
 type indexLag struct {
 	mu      sync.Mutex
 	events  int
@@ -72,12 +74,21 @@ type indexLag struct {
 	lagging bool      // false: every write that appends brings the index up to date
 }
 
-func newIndexLag(lagging bool) *indexLag { return &indexLag{lagging: lagging} }
+func newIndexLag() *indexLag { return &indexLag{lagging: true} }
+
+// committing brings the index up to date when it is due: a store that
+// does not lag leaves nothing above the mark, so its readers need not
+// look there. Nothing is new since the write last brought the index up
+// to date, unless it appended since or an embedder's statements ran.
+func (l *indexLag) committing(t *Tx, now time.Time) error {
+	if (t.appended > 0 || !t.indexed || t.opaque) && l.due(t.appended, t.opaque, now) {
+		return t.writeIndex()
+	}
+	return nil
+}
 
 // due reports whether a commit that appended appended events, and ran an
-// embedder's statements if opaque, should bring the index up to date. A
-// store that does not lag leaves nothing above the mark: its readers do
-// not look there.
+// embedder's statements if opaque, should bring the index up to date.
 func (l *indexLag) due(appended int, opaque bool, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -87,41 +98,42 @@ func (l *indexLag) due(appended int, opaque bool, now time.Time) bool {
 	return l.events+appended >= indexMaxLag || (l.events > 0 && now.Sub(l.oldest) >= indexMaxAge)
 }
 
-// committed follows a commit: with indexed set, the index went up to date
-// in it, before its last appended events.
-func (l *indexLag) committed(indexed bool, appended int, now time.Time) {
+// ended counts what a commit left unindexed (with indexed set, the index
+// went up to date in it, before its last appended events). After a write
+// the store cannot follow, a lagging index is due at the next commit.
+func (l *indexLag) ended(t *Tx, e txEnd) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if indexed {
-		l.events = 0
+	if e.committed {
+		if t.indexed {
+			l.events = 0
+		}
+		if t.appended > 0 && l.events == 0 {
+			l.oldest = e.now
+		}
+		l.events += t.appended
 	}
-	if appended > 0 && l.events == 0 {
-		l.oldest = now
+	if !e.followed && l.lagging {
+		l.events = max(l.events, indexMaxLag)
 	}
-	l.events += appended
 }
 
-// unknown follows a write whose outcome the store cannot know: the next
-// commit brings the index up to date.
-func (l *indexLag) unknown() {
+// bypass brings the index up to date, for the embedder's statements to
+// meet a whole index.
+func (l *indexLag) bypass(t *Tx) error {
+	if !t.indexed {
+		return t.writeIndex()
+	}
+	return nil
+}
+
+// turnOff makes every later write that appends bring the index up to
+// date, and reports whether committed events lack their entries.
+func (l *indexLag) turnOff() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.events = max(l.events, indexMaxLag)
-}
-
-// lags reports whether committed events lack their entries.
-func (l *indexLag) lags() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.events > 0
-}
-
-// stopLagging makes every later write that appends bring the index up to
-// date.
-func (l *indexLag) stopLagging() {
-	l.mu.Lock()
 	l.lagging = false
-	l.mu.Unlock()
+	return l.events > 0
 }
 
 // sessionNumberOf is the index's number for the session ?1, ?2 (see
@@ -189,7 +201,7 @@ func (t *Tx) writeIndex() error {
 // reports that memory vouched for them; otherwise the sessions are read
 // from the events.
 func (t *Tx) numberSessions() (byMemory bool, err error) {
-	if t.s.numbered == nil || t.opaque {
+	if t.opaque {
 		return false, t.numberFromEvents()
 	}
 	each := func(fn func(vigil.SessionRef)) bool {

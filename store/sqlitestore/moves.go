@@ -125,34 +125,58 @@ func (m *heldMoves) isHolding() bool {
 	return m.holding
 }
 
-// stopHolding makes every later move be written at once.
-func (m *heldMoves) stopHolding() {
-	m.mu.Lock()
-	m.holding = false
-	m.mu.Unlock()
+// committing writes the held moves when they are due.
+func (m *heldMoves) committing(t *Tx, now time.Time) error {
+	if m.due(now) {
+		return t.writeMoves()
+	}
+	return nil
 }
 
-// apply brings memory in line with a transaction that committed: with
-// written set, every move held before it is in the file now; dropped keys
-// had their rows written or deleted; moved are its own held moves.
-func (m *heldMoves) apply(written bool, dropped map[cursorKey]struct{}, moved map[cursorKey]vigil.Cursor, now time.Time) {
+// ended brings memory in line with a transaction that committed, even one
+// that ran an embedder's statements (they met every held move in the
+// file): if it wrote the held moves, every move held before it is in the
+// file now; the keys it dropped had their rows written or deleted; and
+// its own moves are held from now on. A write that did not commit changed
+// none of them.
+func (m *heldMoves) ended(t *Tx, e txEnd) {
+	if !e.committed {
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if (written || len(dropped) > 0) && len(m.byKey) > 0 {
+	if (t.movesWritten || len(t.dropped) > 0) && len(m.byKey) > 0 {
 		m.gen++
 	}
-	if written {
+	if t.movesWritten {
 		clear(m.byKey)
 	}
-	for k := range dropped {
+	for k := range t.dropped {
 		delete(m.byKey, k)
 	}
 	if len(m.byKey) == 0 {
-		m.oldest = now
+		m.oldest = e.now
 	}
-	for k, c := range moved {
+	for k, c := range t.moved {
 		m.byKey[k] = c
 	}
+}
+
+// bypass writes every held move, for the embedder's statements to meet.
+func (m *heldMoves) bypass(t *Tx) error {
+	if t.holdsMoves() {
+		return t.writeMoves()
+	}
+	return nil
+}
+
+// turnOff makes every later move be written at once, and reports whether
+// moves are held.
+func (m *heldMoves) turnOff() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.holding = false
+	return len(m.byKey) > 0
 }
 
 // overlay returns c as this transaction sees it: its own move, or else a
@@ -162,7 +186,7 @@ func (t *Tx) overlay(c vigil.Cursor) vigil.Cursor {
 	if m, ok := t.moved[k]; ok {
 		return m
 	}
-	if t.movesWritten || t.s.moves == nil {
+	if t.movesWritten {
 		return c
 	}
 	if _, ok := t.dropped[k]; ok {
@@ -178,9 +202,6 @@ func (t *Tx) overlay(c vigil.Cursor) vigil.Cursor {
 // the move held for it and the target's kept rows are stale from then on.
 func (t *Tx) rowWritten(k cursorKey) {
 	t.touch(k.target)
-	if t.s.moves == nil {
-		return
-	}
 	delete(t.moved, k)
 	if t.dropped == nil {
 		t.dropped = map[cursorKey]struct{}{}
@@ -191,7 +212,7 @@ func (t *Tx) rowWritten(k cursorKey) {
 // MoveCursors implements vigil.Tx: in a store with its file to itself the
 // moves are held in memory from the commit on (see heldMoves).
 func (t *Tx) MoveCursors(ctx context.Context, cs []vigil.Cursor) error {
-	if t.s.moves == nil || t.opaque || !t.s.moves.isHolding() {
+	if t.opaque || !t.s.moves.isHolding() {
 		return t.PutCursors(ctx, cs)
 	}
 	if t.moved == nil {
@@ -206,7 +227,7 @@ func (t *Tx) MoveCursors(ctx context.Context, cs []vigil.Cursor) error {
 // holdsMoves reports whether any move is held, in memory or by t, that
 // the file does not have.
 func (t *Tx) holdsMoves() bool {
-	return len(t.moved) > 0 || (t.s.moves != nil && !t.movesWritten && t.s.moves.count() > 0)
+	return len(t.moved) > 0 || (!t.movesWritten && t.s.moves.count() > 0)
 }
 
 // writeMoves writes every move held in memory or by this transaction, and
@@ -216,7 +237,7 @@ func (t *Tx) holdsMoves() bool {
 // same, so the replay at the next Open starts from it.
 func (t *Tx) writeMoves() error {
 	var cs []vigil.Cursor
-	if t.s.moves != nil && !t.movesWritten {
+	if !t.movesWritten {
 		for _, c := range t.s.moves.all() {
 			if _, ok := t.dropped[keyOf(c)]; !ok {
 				if _, ok := t.moved[keyOf(c)]; !ok {

@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"sync"
+	"time"
 
 	vigil "github.com/vigilhq/vigil"
 )
@@ -22,6 +23,7 @@ import (
 type numberedSessions struct {
 	mu   sync.Mutex
 	refs map[vigil.SessionRef]struct{}
+	off  bool
 }
 
 // numberedMax bounds the memory: past it, memory starts again from
@@ -38,6 +40,9 @@ func newNumberedSessions() *numberedSessions {
 func (n *numberedSessions) lacking(each func(func(vigil.SessionRef)) bool) ([]vigil.SessionRef, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.off {
+		return nil, false
+	}
 	var refs []vigil.SessionRef
 	var seen map[vigil.SessionRef]struct{}
 	known := each(func(ref vigil.SessionRef) {
@@ -56,7 +61,19 @@ func (n *numberedSessions) lacking(each func(func(vigil.SessionRef)) bool) ([]vi
 	return refs, known
 }
 
-// committed learns the sessions a commit numbered.
+func (n *numberedSessions) committing(*Tx, time.Time) error { return nil }
+
+// ended learns the sessions a commit numbered, and forgets everything
+// after a write it cannot follow.
+func (n *numberedSessions) ended(t *Tx, e txEnd) {
+	switch {
+	case e.committed && e.followed:
+		n.committed(t.numbering)
+	case !e.followed:
+		n.reset()
+	}
+}
+
 func (n *numberedSessions) committed(refs []vigil.SessionRef) {
 	if len(refs) == 0 {
 		return
@@ -69,6 +86,17 @@ func (n *numberedSessions) committed(refs []vigil.SessionRef) {
 	for _, ref := range refs {
 		n.refs[ref] = struct{}{}
 	}
+}
+
+func (n *numberedSessions) bypass(*Tx) error { return nil }
+
+// turnOff makes every index write number sessions from the events.
+func (n *numberedSessions) turnOff() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.off = true
+	clear(n.refs)
+	return false
 }
 
 // forget drops ref, whose number a write is deleting.

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"time"
 
 	vigil "github.com/vigilhq/vigil"
 )
@@ -124,6 +125,9 @@ type fillToken struct {
 func (r *recentEvents) beginFill(ref vigil.SessionRef) fillToken {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.off {
+		return fillToken{}
+	}
 	e := r.entries[ref]
 	if e == nil {
 		e = &recentEntry{ref: ref}
@@ -137,7 +141,7 @@ func (r *recentEvents) beginFill(ref vigil.SessionRef) fillToken {
 func (r *recentEvents) abandon(t fillToken) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e := t.e; r.entries[e.ref] == e && !e.ready {
+	if e := t.e; e != nil && r.entries[e.ref] == e && !e.ready {
 		delete(r.entries, e.ref)
 	}
 }
@@ -150,7 +154,7 @@ func (r *recentEvents) fill(t fillToken, after int64, limit int, h vigil.History
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e := t.e
-	if r.entries[e.ref] != e {
+	if e == nil || r.entries[e.ref] != e {
 		return
 	}
 	if r.off || e.gen != t.gen || r.epoch != t.epoch || limit <= 0 || len(h.Events) >= limit {
@@ -285,12 +289,28 @@ func (r *recentEvents) deleted(ref vigil.SessionRef) {
 	}
 }
 
+func (r *recentEvents) committing(*Tx, time.Time) error { return nil }
+
+// ended applies what a commit it can follow changed, and forgets
+// everything after one it cannot.
+func (r *recentEvents) ended(t *Tx, e txEnd) {
+	switch {
+	case e.committed && e.followed:
+		r.apply(t.changes)
+	case !e.followed:
+		r.reset()
+	}
+}
+
+func (r *recentEvents) bypass(*Tx) error { return nil }
+
 // turnOff forgets everything and answers nothing from now on.
-func (r *recentEvents) turnOff() {
+func (r *recentEvents) turnOff() bool {
 	r.mu.Lock()
 	r.off = true
 	r.mu.Unlock()
 	r.reset()
+	return false
 }
 
 // reset forgets everything.
@@ -305,8 +325,7 @@ func (r *recentEvents) reset() {
 
 // lastSequence remembers, for a store that holds its file alone, the last
 // sequence a committed write handed out, so the next write need not read
-// it from the file (a statement in every transaction). It is nil for a
-// shared store; its methods then do nothing.
+// it from the file (a statement in every transaction).
 type lastSequence struct {
 	mu    sync.Mutex
 	known bool
@@ -316,40 +335,33 @@ type lastSequence struct {
 
 // get returns the last sequence and whether it is known.
 func (l *lastSequence) get() (int64, bool) {
-	if l == nil {
-		return 0, false
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.last, l.known && !l.off
 }
 
-// set records the last sequence of a committed write.
-func (l *lastSequence) set(last int64) {
-	if l == nil {
-		return
-	}
+func (l *lastSequence) committing(*Tx, time.Time) error { return nil }
+
+// ended learns the last sequence of a commit it can follow (when the
+// write read it), and makes the next write read it from the file after
+// one it cannot.
+func (l *lastSequence) ended(t *Tx, e txEnd) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.last, l.known = last, true
+	switch {
+	case e.committed && e.followed && t.seqLoaded:
+		l.last, l.known = t.seq, true
+	case !e.followed:
+		l.known = false
+	}
 }
 
-// forget makes the next write read the sequence from the file.
-func (l *lastSequence) forget() {
-	if l == nil {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.known = false
-}
+func (l *lastSequence) bypass(*Tx) error { return nil }
 
 // turnOff makes every write read the sequence from the file from now on.
-func (l *lastSequence) turnOff() {
-	if l == nil {
-		return
-	}
+func (l *lastSequence) turnOff() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.off = true
+	return false
 }

@@ -66,19 +66,19 @@ type Store struct {
 	read  *sql.DB
 	ckpt  *checkpointer
 	lock  *fileLock
-	// recent and seq are nil for a shared store: another process's
-	// commits would not reach them.
-	recent *recentEvents
-	seq    *lastSequence
-	moves  *heldMoves
-	// watchers is nil for a shared store too.
+	// exclusive is set when the store holds its file alone.
+	exclusive bool
+	// The mirrors of the file's state (memory.go), off for a shared
+	// store: another process's commits would not reach them.
+	recent   *recentEvents
+	seq      *lastSequence
+	moves    *heldMoves
 	watchers *watcherRows
 	// index paces writes of the session index (see index.go), and tail
-	// knows what it lacks (nil for a shared store, which lacks nothing).
+	// knows what it lacks.
 	index *indexLag
 	tail  *unindexedTail
-	// numbered knows sessions the index numbered (nil for a shared
-	// store).
+	// numbered knows sessions the index numbered.
 	numbered *numberedSessions
 	// scanTail is set when reads must look above the index's mark: the
 	// store lets the index lag, or DB() was handed out. Otherwise every
@@ -143,16 +143,17 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		lock.release()
 		return nil, err
 	}
-	s.lock = lock
-	s.index = newIndexLag(exclusive)
+	s.lock, s.exclusive = lock, exclusive
 	s.scanTail.Store(exclusive)
-	if exclusive {
-		s.recent = newRecentEvents(recentMaxBytes, recentPerEntry)
-		s.seq = &lastSequence{}
-		s.moves = newHeldMoves()
-		s.watchers = newWatcherRows()
-		s.tail = newUnindexedTail()
-		s.numbered = newNumberedSessions()
+	s.recent = newRecentEvents(recentMaxBytes, recentPerEntry)
+	s.seq = &lastSequence{}
+	s.moves = newHeldMoves()
+	s.watchers = newWatcherRows()
+	s.index = newIndexLag()
+	s.tail = newUnindexedTail()
+	s.numbered = newNumberedSessions()
+	if !exclusive {
+		s.turnOff()
 	}
 	// What a crash of an exclusive store left above the index's mark gets
 	// its entries: a shared store's reads count on there being none.
@@ -224,7 +225,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	var err error
-	if s.moves != nil {
+	if s.exclusive {
 		// Bounded: a write connection someone never handed back must not
 		// hold Close forever.
 		ctx, cancel := context.WithTimeout(context.Background(), closeWriteWait)
@@ -238,10 +239,7 @@ func (s *Store) Close() error {
 func (s *Store) shutDown() error {
 	s.closed.Store(true)
 	s.shut.Store(true)
-	if s.recent != nil {
-		s.recent.turnOff() // reads after Close fail, as the file's do
-		s.tail.turnOff()
-	}
+	s.turnOff() // reads after Close fail, as the file's do
 	err := s.ckpt.close()
 	// Finalize the kept statements first: a connection with live
 	// statements cannot close.
@@ -264,19 +262,20 @@ func (s *Store) shutDown() error {
 // Close tries again).
 func (s *Store) DB() *sql.DB {
 	s.scanTail.Store(true) // its statements may add events above the mark
-	if s.recent != nil {
-		s.recent.turnOff()
-		s.seq.turnOff()
-		s.moves.stopHolding()
-		s.watchers.turnOff()
-		s.tail.turnOff()
-		lags := s.index.lags()
-		s.index.stopLagging()
-		if s.moves.count() > 0 || lags {
-			s.writeHeld(context.Background(), true)
-		}
+	if s.turnOff() {
+		s.writeHeld(context.Background(), true)
 	}
 	return s.write
+}
+
+// turnOff turns every mirror off, and reports whether one holds what the
+// file lacks.
+func (s *Store) turnOff() bool {
+	unwritten := false
+	for _, m := range s.mirrors() {
+		unwritten = m.turnOff() || unwritten
+	}
+	return unwritten
 }
 
 const eventColumns = `sequence, agent_id, session_key, coalesce(session_id, ''), kind, actor_type,
@@ -408,18 +407,16 @@ func (s *Store) snapshot(ctx context.Context, fn func(c conn) error) error {
 // Versions implements vigil.Reader.
 func (s *Store) Versions(ctx context.Context, refs []vigil.SessionRef) (map[vigil.SessionRef]int64, error) {
 	out := make(map[vigil.SessionRef]int64, len(refs))
-	if s.recent != nil {
-		var rest []vigil.SessionRef
-		for _, r := range refs {
-			if v, ok := s.recent.version(r); ok {
-				out[r] = v
-			} else {
-				rest = append(rest, r)
-			}
+	var rest []vigil.SessionRef
+	for _, r := range refs {
+		if v, ok := s.recent.version(r); ok {
+			out[r] = v
+		} else {
+			rest = append(rest, r)
 		}
-		if refs = rest; len(refs) == 0 {
-			return out, ctx.Err()
-		}
+	}
+	if refs = rest; len(refs) == 0 {
+		return out, ctx.Err()
 	}
 	err := s.readVersions(ctx, refs, out)
 	return out, err
@@ -464,9 +461,6 @@ func readIndexedVersions(c conn, refs []vigil.SessionRef, tail, out map[vigil.Se
 
 // History implements vigil.Reader.
 func (s *Store) History(ctx context.Context, ref vigil.SessionRef, after int64, limit int) (vigil.History, error) {
-	if s.recent == nil {
-		return s.readHistory(ctx, ref, after, limit)
-	}
 	if err := ctx.Err(); err != nil {
 		return vigil.History{}, err
 	}
@@ -614,17 +608,14 @@ func (s *Store) Cursor(ctx context.Context, watcher string, target vigil.Session
 // commit).
 func (s *Store) readCursors(ctx context.Context, q string, args ...any) ([]vigil.Cursor, error) {
 	for attempt := 0; ; attempt++ {
-		var gen uint64
-		if s.moves != nil {
-			gen = s.moves.generation()
-		}
+		gen := s.moves.generation()
 		var out []vigil.Cursor
 		err := s.reading(ctx, func(c conn) error {
 			var err error
 			out, err = c.queryCursors(q, args...)
 			return err
 		})
-		if err != nil || s.moves == nil {
+		if err != nil {
 			return out, err
 		}
 		for i := range out {
@@ -698,9 +689,7 @@ func (s *Store) BeginWrite(ctx context.Context) (vigil.Tx, error) {
 	t := &Tx{s: s, c: c, tx: sc, unindexed: s.spare.unindexed, changes: s.spare.changes, args: s.spare.args}
 	s.spare = txBuffers{}
 	t.c.tx = t
-	if s.seq != nil {
-		t.seq, t.seqLoaded = s.seq.get()
-	}
+	t.seq, t.seqLoaded = s.seq.get()
 	return t, nil
 }
 
@@ -749,7 +738,7 @@ type Tx struct {
 
 	// appended counts the events the transaction appended since it last
 	// brought the session index up to date (indexed); unindexed are they,
-	// kept when the store knows its index's tail.
+	// for the memory of the index's tail.
 	appended  int
 	indexed   bool
 	unindexed []tailEntry
@@ -758,7 +747,7 @@ type Tx struct {
 	numbering []vigil.SessionRef
 
 	// changes are what the store's memory of recent history learns at
-	// commit, in order; kept only when the store has that memory.
+	// commit, in order.
 	changes []change
 	// opaque is set once an embedder's statements ran in the transaction:
 	// the memory cannot follow them.
@@ -791,13 +780,9 @@ type change struct {
 	deleted  *vigil.SessionRef
 }
 
-// track notes a change for the commit, when the store keeps history in
-// memory.
-func (t *Tx) track(c change) {
-	if t.s.recent != nil {
-		t.changes = append(t.changes, c)
-	}
-}
+// track notes a change for the memory of recent history to follow at
+// commit.
+func (t *Tx) track(c change) { t.changes = append(t.changes, c) }
 
 // Conn returns the connection the transaction runs on, for embedders whose
 // tables share the database: statements run on it belong to the
@@ -833,28 +818,23 @@ func (t *Tx) Exec(query string, args ...any) (int64, error) {
 }
 
 // bypassed notes that an embedder's statements run in the transaction.
-// They may append events or raise the sequence floor, so the next Append
-// reads the last sequence from the file again, and the memory of recent
-// history forgets at commit.
+// Before the first, every mirror makes ready for them (the statements
+// meet in the file what memory held, and reads stop trusting what they
+// may change), and the mirrors forget what they may have changed when the
+// transaction ends. They may append events or raise the sequence floor,
+// so the next Append reads the last sequence from the file again.
 func (t *Tx) bypassed() error {
 	if t.done {
 		return sql.ErrTxDone
 	}
-	t.touchAll()
-	if !t.opaque && t.s.tail != nil {
-		// Reads stop trusting the tail's memory at once: the embedder's
-		// statements may even commit at once (see Conn).
-		t.s.tail.forget()
+	if !t.opaque {
+		for _, m := range t.s.mirrors() {
+			if err := m.bypass(t); err != nil && t.failed == nil {
+				t.failed = err
+			}
+		}
+		t.opaque = true
 	}
-	if !t.opaque && t.failed == nil && t.holdsMoves() {
-		// The embedder's statements meet every cursor move in the file.
-		t.failed = t.writeMoves()
-	}
-	if !t.opaque && t.failed == nil && !t.indexed {
-		// And a whole session index.
-		t.failed = t.writeIndex()
-	}
-	t.opaque = true
 	t.reread = true
 	return t.failed
 }
@@ -874,13 +854,9 @@ func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
 	}
 	if n == 1 {
 		t.appended++
-		if t.s.tail != nil {
-			t.unindexed = append(t.unindexed, tailEntry{e.Session(), e.Sequence})
-		}
-		if t.s.recent != nil {
-			// Its payload is copied only if memory keeps it.
-			t.track(change{appended: true, event: *e})
-		}
+		t.unindexed = append(t.unindexed, tailEntry{e.Session(), e.Sequence})
+		// Its payload is copied only if memory keeps it.
+		t.track(change{appended: true, event: *e})
 		return true, nil
 	}
 	t.floorDirty = true // the number is used up with no event to show for it
@@ -1068,10 +1044,9 @@ func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
 		return err
 	}
 	t.touchAll()
-	if t.s.numbered != nil { // its number goes too
-		t.s.numbered.forget(ref)
-		t.numbering = slices.DeleteFunc(t.numbering, func(r vigil.SessionRef) bool { return r == ref })
-	}
+	// Its number goes too.
+	t.s.numbered.forget(ref)
+	t.numbering = slices.DeleteFunc(t.numbering, func(r vigil.SessionRef) bool { return r == ref })
 	for _, q := range []struct {
 		sql  string
 		args []any
@@ -1191,70 +1166,22 @@ func (t *Tx) Commit() error {
 		if t.failed != nil {
 			return t.failed
 		}
-		if t.s.moves != nil && t.s.moves.due(now) {
-			if err := t.writeMoves(); err != nil {
-				return err
-			}
-		}
-		// Nothing new since this write brought the index up to date,
-		// unless an embedder's statements ran.
-		if (t.appended > 0 || !t.indexed || t.opaque) && t.s.index.due(t.appended, t.opaque, now) {
-			if err := t.writeIndex(); err != nil {
-				return err
-			}
-		}
 		if t.floorDirty {
 			if err := t.raiseFloor(); err != nil {
 				return err
 			}
 		}
-		if t.s.tail != nil {
-			t.s.tail.committing(t.unindexed)
+		for _, m := range t.s.mirrors() {
+			if err := m.committing(t, now); err != nil {
+				return err
+			}
 		}
 		_, err := t.c.exec(`COMMIT`)
 		return err
 	}()
 	// Before the connection goes back: the next write's changes must
 	// reach memory after these.
-	if err == nil {
-		t.s.index.committed(t.indexed, t.appended, now)
-	} else {
-		t.s.index.unknown()
-	}
-	if t.s.tail != nil {
-		if err == nil && !t.opaque {
-			t.s.tail.committed(t.indexed, t.unindexed)
-		} else {
-			t.s.tail.forget()
-		}
-		if err == nil && t.opaque {
-			// Memory knows the tail again from the next index write
-			// (a failed commit's is due already): make it the next
-			// commit's.
-			t.s.index.unknown()
-		}
-	}
-	t.numberingEnded(err == nil)
-	if t.s.recent != nil {
-		if err == nil {
-			// Even an opaque transaction: its embedder's statements met
-			// every held move in the file.
-			t.s.moves.apply(t.movesWritten, t.dropped, t.moved, now)
-			t.s.watchers.committed(t.touched, t.touchedAll)
-		}
-		if err == nil && !t.opaque {
-			t.s.recent.apply(t.changes)
-			if t.seqLoaded {
-				t.s.seq.set(t.seq)
-			}
-		} else {
-			t.s.watchers.committed(t.touched, true)
-			t.s.seq.forget()
-			// An embedder's statements, or whatever a failed COMMIT
-			// left: the memory cannot know, so it forgets.
-			t.s.recent.reset()
-		}
-	}
+	t.ending(txEnd{committed: err == nil, followed: err == nil && !t.opaque, now: now})
 	t.end()
 	if err == nil {
 		t.s.ckpt.committed()
@@ -1275,36 +1202,9 @@ func (t *Tx) Rollback() error {
 	if !ended {
 		_, err = t.c.exec(`ROLLBACK`)
 	}
-	if ended {
-		t.s.index.unknown()
-	}
-	if t.s.tail != nil && (ended || t.opaque) {
-		t.s.tail.forget()
-	}
-	t.numberingEnded(false)
-	if t.s.recent != nil {
-		if ended {
-			t.s.seq.forget()
-			t.s.recent.reset()
-		}
-		t.s.watchers.committed(t.touched, t.touchedAll || ended)
-	}
+	t.ending(txEnd{followed: !ended && !t.opaque, now: time.Now()})
 	t.end()
 	return err
-}
-
-// numberingEnded tells the memory of numbered sessions how the write
-// ended: it learns what a commit numbered, and forgets everything after
-// an embedder's statements, however the write ended (SQLite may have
-// ended the transaction, and they then wrote the file at once).
-func (t *Tx) numberingEnded(committed bool) {
-	switch {
-	case t.s.numbered == nil:
-	case t.opaque:
-		t.s.numbered.reset()
-	case committed:
-		t.s.numbered.committed(t.numbering)
-	}
 }
 
 // end hands the connection back, never inside a transaction.

@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"strconv"
 	"sync"
+	"time"
 
 	vigil "github.com/vigilhq/vigil"
 )
@@ -57,16 +58,13 @@ func newUnindexedTail() *unindexedTail {
 // list returns ref's sequences above the mark as a JSON array, with
 // those of own (a write's events not yet committed) too, and the stamp to
 // check with unchanged once the read is done; or false when memory does
-// not know them. A nil tail knows nothing.
+// not know them.
 func (m *unindexedTail) list(ref vigil.SessionRef, own []tailEntry) (string, uint64, bool) {
 	return m.listOf([]vigil.SessionRef{ref}, own)
 }
 
 // listOf is list for the events of every ref in one array.
 func (m *unindexedTail) listOf(refs []vigil.SessionRef, own []tailEntry) (string, uint64, bool) {
-	if m == nil {
-		return "", 0, false
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.known {
@@ -95,9 +93,6 @@ func (m *unindexedTail) listOf(refs []vigil.SessionRef, own []tailEntry) (string
 // own's too (at least once each), or reports false when memory does not
 // know them.
 func (m *unindexedTail) eachSession(own []tailEntry, fn func(vigil.SessionRef)) bool {
-	if m == nil {
-		return false
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.known {
@@ -121,13 +116,14 @@ func (m *unindexedTail) unchanged(stamp uint64) bool {
 	return m.started == stamp
 }
 
-// committing marks a commit that appended appended as under way, just
-// before it is made. It keeps appended until the commit is done.
-func (m *unindexedTail) committing(appended []tailEntry) {
+// committing marks t's commit as under way, just before it is made: its
+// appends are pending until the commit is done.
+func (m *unindexedTail) committing(t *Tx, _ time.Time) error {
 	m.mu.Lock()
 	m.started++
-	m.pending = appended
+	m.pending = t.unindexed
 	m.mu.Unlock()
+	return nil
 }
 
 // doneLocked ends the commit under way, or counts one if none was marked.
@@ -138,8 +134,19 @@ func (m *unindexedTail) doneLocked() {
 	m.finished, m.pending = m.started, nil
 }
 
-// committed follows a commit that memory can follow: indexed says it
-// brought the index up to date, and appended are its events since.
+// ended follows a commit memory can follow: if it brought the index up to
+// date, only its events appended since lie above the mark. Memory forgets
+// after a write it cannot follow, and is unknown until a later commit
+// brings the index up to date.
+func (m *unindexedTail) ended(t *Tx, e txEnd) {
+	switch {
+	case e.committed && e.followed:
+		m.committed(t.indexed, t.unindexed)
+	case !e.followed:
+		m.forget()
+	}
+}
+
 func (m *unindexedTail) committed(indexed bool, appended []tailEntry) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -162,7 +169,13 @@ func (m *unindexedTail) committed(indexed bool, appended []tailEntry) {
 	}
 }
 
-// forget follows a commit memory cannot follow.
+// bypass stops reads trusting memory at once: the embedder's statements
+// may even commit at once (see Tx.Conn).
+func (m *unindexedTail) bypass(*Tx) error {
+	m.forget()
+	return nil
+}
+
 func (m *unindexedTail) forget() {
 	m.mu.Lock()
 	m.doneLocked()
@@ -177,10 +190,11 @@ func (m *unindexedTail) forgetLocked() {
 
 // turnOff makes memory unknown for good. A read that took its list
 // before starts again: statements through DB() move no stamp.
-func (m *unindexedTail) turnOff() {
+func (m *unindexedTail) turnOff() bool {
 	m.mu.Lock()
 	m.off = true
 	m.doneLocked()
 	m.forgetLocked()
 	m.mu.Unlock()
+	return false
 }

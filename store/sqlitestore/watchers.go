@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"sync"
+	"time"
 
 	vigil "github.com/vigilhq/vigil"
 )
@@ -53,38 +54,45 @@ func (w *watcherRows) keep(target vigil.SessionRef, cs []vigil.Cursor) {
 	w.byTarget[target] = append([]vigil.Cursor(nil), cs...)
 }
 
-// committed drops what a committed transaction changed. It is also what a
-// transaction that ended otherwise drops: SQLite may have rolled it back
-// on its own, and the store's later statements then wrote the file at
-// once.
-func (w *watcherRows) committed(targets map[vigil.SessionRef]struct{}, all bool) {
+func (w *watcherRows) committing(*Tx, time.Time) error { return nil }
+
+// ended drops the rows of the targets a transaction wrote, and every row
+// after one it cannot follow. It drops them however the transaction
+// ended: SQLite may have rolled it back on its own, and the store's later
+// statements then wrote the file at once.
+func (w *watcherRows) ended(t *Tx, e txEnd) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if all {
+	if t.touchedAll || !e.followed {
 		clear(w.byTarget)
 		w.rows = 0
 		return
 	}
-	for t := range targets {
-		w.rows -= len(w.byTarget[t])
-		delete(w.byTarget, t)
+	for target := range t.touched {
+		w.rows -= len(w.byTarget[target])
+		delete(w.byTarget, target)
 	}
 }
 
+// bypass notes that the embedder's statements may write any target's
+// rows.
+func (w *watcherRows) bypass(t *Tx) error {
+	t.touchAll()
+	return nil
+}
+
 // turnOff stops keeping rows for good.
-func (w *watcherRows) turnOff() {
+func (w *watcherRows) turnOff() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.off = true
 	clear(w.byTarget)
 	w.rows = 0
+	return false
 }
 
 // touch notes that t wrote rows of target.
 func (t *Tx) touch(target vigil.SessionRef) {
-	if t.s.watchers == nil {
-		return
-	}
 	if t.touched == nil {
 		t.touched = map[vigil.SessionRef]struct{}{}
 	}
@@ -97,7 +105,7 @@ func (t *Tx) touchAll() { t.touchedAll = true }
 // rowsUntouched reports whether t has written none of target's rows, so
 // what it reads of them is what is committed.
 func (t *Tx) rowsUntouched(target vigil.SessionRef) bool {
-	if t.s.watchers == nil || t.touchedAll {
+	if t.touchedAll {
 		return false
 	}
 	_, ok := t.touched[target]
