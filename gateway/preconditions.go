@@ -119,7 +119,7 @@ const fenceRecheck = time.Second
 // Any commit that moves ref's version, here or (on a shared database) in
 // another gateway, ends the wait.
 func (g *Gateway) awaitVersion(ctx context.Context, c Caller, ref vigil.SessionRef, v int64, wait time.Duration) (int64, bool, error) {
-	l := g.opts.Hub.ListenLog(64) // listen before reading, so no commit slips between
+	l := g.opts.Hub.ListenSessionLog(ref.Key, 64) // listen before reading, so no commit slips between
 	defer func() { l.Close() }()
 	version, err := g.eng.Version(ctx, ref)
 	if err != nil || version >= v || wait <= 0 {
@@ -138,7 +138,7 @@ func (g *Gateway) awaitVersion(ctx context.Context, c Caller, ref vigil.SessionR
 		select {
 		case e, ok := <-l.C:
 			if !ok { // fell behind: listen again, and read below
-				l = g.opts.Hub.ListenLog(64)
+				l = g.opts.Hub.ListenSessionLog(ref.Key, 64)
 			} else if e.Sequence != 0 && (e.SessionKey != ref.Key || e.AgentID != ref.AgentID) {
 				continue // another session's event; a nudge (sequence 0) reads again
 			}

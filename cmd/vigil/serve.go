@@ -87,7 +87,7 @@ is the local admin.`,
 	fs.StringSliceVar(&allowedHosts, "allowed-host", nil, "a host name requests may carry besides loopback ones, when listening on loopback (repeatable)")
 	fs.StringSliceVar(&trustedOrigins, "trusted-origin", nil, "a web origin (scheme://host[:port]) whose pages may call the API from a browser (repeatable)")
 	fs.BoolVar(&cfg.http.OpenMetrics, "open-metrics", false, "serve /metrics without a token even when tokens are configured")
-	fs.DurationVar(&cfg.http.BookmarkInterval, "bookmark-interval", httpapi.DefaultBookmarkInterval, "how often an idle event stream or parked turn says where it stands (negative: never)")
+	fs.DurationVar(&cfg.http.BookmarkInterval, "bookmark-interval", httpapi.DefaultBookmarkInterval, "how often an idle event stream, MCP subscription or parked turn says where it stands (negative: never)")
 	t := &cfg.http.Timeouts
 	fs.DurationVar(&t.Header, "header-timeout", httpapi.DefaultHeaderTimeout, "time a client has to send a request's headers")
 	fs.DurationVar(&t.Body, "body-timeout", httpapi.DefaultBodyTimeout, "time a client has to send a request's body")
