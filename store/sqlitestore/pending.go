@@ -21,21 +21,29 @@ func (t *Tx) PendingCursorsOf(ctx context.Context, watchers []string) ([]vigil.C
 		return collectCursors(t.tx.QueryContext(ctx, q))
 	}
 	var out []vigil.Cursor
-	for len(watchers) > 0 {
-		chunk := watchers[:min(len(watchers), pendingChunk)]
-		watchers = watchers[len(chunk):]
-		args := make([]any, len(chunk))
-		for i, w := range chunk {
-			args[i] = w
-		}
-		marks := strings.TrimSuffix(strings.Repeat("?,", len(chunk)), ",")
-		cs, err := collectCursors(t.tx.QueryContext(ctx, q+` AND watcher IN (`+marks+`)`, args...))
-		if err != nil {
-			return nil, err
-		}
+	err := inChunks(watchers, func(in string, args []any) error {
+		cs, err := collectCursors(t.tx.QueryContext(ctx, q+` AND watcher `+in, args...))
 		out = append(out, cs...)
+		return err
+	})
+	return out, err
+}
+
+// inChunks calls f for each chunk of at most pendingChunk of keys, with
+// the chunk's "IN (?, ...)" clause and its arguments.
+func inChunks(keys []string, f func(in string, args []any) error) error {
+	for len(keys) > 0 {
+		chunk := keys[:min(len(keys), pendingChunk)]
+		keys = keys[len(chunk):]
+		args := make([]any, len(chunk))
+		for i, k := range chunk {
+			args[i] = k
+		}
+		if err := f(`IN (`+strings.TrimSuffix(strings.Repeat("?,", len(chunk)), ",")+`)`, args); err != nil {
+			return err
+		}
 	}
-	return out, nil
+	return nil
 }
 
 // PutCursors implements vigil.Tx. SQLite runs in process: one statement a

@@ -2,7 +2,6 @@ package sqlitestore
 
 import (
 	"context"
-	"strings"
 
 	vigil "github.com/vigilhq/vigil"
 )
@@ -31,19 +30,10 @@ func (t *Tx) Tombstones(ctx context.Context, watchers []string) ([]vigil.Tombsto
 	if watchers == nil {
 		return out, t.c.query(q+` ORDER BY watcher, target_agent, target_key`, nil, row)
 	}
-	for len(watchers) > 0 {
-		chunk := watchers[:min(len(watchers), pendingChunk)]
-		watchers = watchers[len(chunk):]
-		args := make([]any, len(chunk))
-		for i, w := range chunk {
-			args[i] = w
-		}
-		marks := strings.TrimSuffix(strings.Repeat("?,", len(chunk)), ",")
-		if err := t.c.query(q+` WHERE watcher IN (`+marks+`) ORDER BY watcher, target_agent, target_key`, args, row); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	err := inChunks(watchers, func(in string, args []any) error {
+		return t.c.query(q+` WHERE watcher `+in+` ORDER BY watcher, target_agent, target_key`, args, row)
+	})
+	return out, err
 }
 
 // DeleteTombstones implements vigil.Tx.
