@@ -11,12 +11,15 @@ import (
 // database (one scratch schema), as a deployment that outgrew one gateway
 // runs them: GatewayClients clients spread evenly over 1, 2 and 4
 // gateways (Sizes.Gateways), each client a person sending into watched
-// sessions (the http workload's sessions_send). It reports the sum of the
-// gateways' throughput, and, over the best round, the processor time each
-// gateway used, the PostgreSQL server's (its processes, when this machine
-// runs it) and the whole machine's, so that a reader can tell whether the
-// sum stopped growing because the processors were full. It runs only on
-// PostgreSQL (--db).
+// sessions (the http workload's sessions_send), each gateway's clients
+// into a share of the sessions of its own, as when each session is routed
+// to one gateway (sends to one session through two gateways would also
+// measure how long each waits for the other's lock on it). It reports the
+// sum of the gateways' throughput, and, over the best round, the processor
+// time each gateway used, the PostgreSQL server's (its processes, when
+// this machine runs it) and the whole machine's, so that a reader can tell
+// whether the sum stopped growing because the processors were full. It
+// runs only on PostgreSQL (--db).
 func runGateways(ctx context.Context, e *env) error {
 	s := e.cfg.Sizes
 	st, err := e.openPG(ctx)
@@ -73,7 +76,7 @@ func runGateways(ctx context.Context, e *env) error {
 					l.hz = max(l.hz, h.rate())
 				}
 				w := watchCPU(pids...)
-				p, err := drive(ctx, cs, s.Round, 0, f.sendOp)
+				p, err := drive(ctx, cs, s.Round, 0, f.sendsByGateway(n))
 				if err != nil {
 					return l, fmt.Errorf("sessions_send: %w", err)
 				}
@@ -127,6 +130,10 @@ func cpuNote(u cpuUse, measured bool, cpus float64) string {
 	if u.pgSeen {
 		pg = fmt.Sprintf("PostgreSQL %.2f", u.pg)
 	}
-	return fmt.Sprintf("cores busy: gateways %s, %s, clients %.2f; machine %.2f of %.0f", strings.Join(gw, "+"), pg,
-		u.self, u.machine, cpus)
+	others := u.machine - u.self - u.pg
+	for _, c := range u.procs {
+		others -= c
+	}
+	return fmt.Sprintf("cores busy: gateways %s, %s, clients %.2f, other processes %.2f; machine %.2f of %.0f",
+		strings.Join(gw, "+"), pg, u.self, max(others, 0), u.machine, cpus)
 }

@@ -135,6 +135,15 @@ func (f *fleet) sendOp(c *conn, i int64) error {
 	return err
 }
 
+// sendsByGateway returns sessions_send calls that, over gateways
+// gateways, send from each gateway's clients only into its own share of
+// the children (those whose index is the gateway's modulo gateways), as a
+// deployment that routes each session to one gateway would.
+func (f *fleet) sendsByGateway(gateways int) func(c *conn, i int64) error {
+	n := int64(gateways)
+	return func(c *conn, i int64) error { return f.sendOp(c, i-i%n+int64(c.gw)) }
+}
+
 // statusOp is a person's session_status of the i-th child, in turn.
 func (f *fleet) statusOp(c *conn, i int64) error {
 	_, err := c.ok(&call{method: http.MethodPost, path: "/v1/tools/session_status", token: operatorToken,
@@ -284,7 +293,7 @@ func (e *env) httpOnce(ctx context.Context, hs httpStore) (map[int]float64, erro
 		for _, op := range httpOps {
 			o := ops[op]
 			note := fmt.Sprintf("p50 %s, p99 %s (%s)", value(percentile(o.lat, 50), "s"), value(percentile(o.lat, 99), "s"), hzLat)
-			if o.writes > 0 && o.commits > 0 {
+			if op != "session_status" && o.commits > 0 {
 				note += fmt.Sprintf("; %.2f engine writes a call, %.1f a commit", float64(o.writes)/float64(o.calls),
 					float64(o.writes)/float64(o.commits))
 			}

@@ -23,6 +23,9 @@ import (
 // several times this.
 type conn struct {
 	addr string
+	// gw is the index, in the addresses dialAll was given, of the
+	// gateway this connection calls.
+	gw   int
 	c    net.Conn
 	r    *bufio.Reader
 	req  []byte
@@ -111,7 +114,7 @@ func (c *conn) close() {
 func dialAll(addrs []string, n int) ([]*conn, error) {
 	cs := make([]*conn, n)
 	for i := range cs {
-		cs[i] = &conn{addr: addrs[i%len(addrs)]}
+		cs[i] = &conn{addr: addrs[i%len(addrs)], gw: i % len(addrs)}
 		if _, err := cs[i].ok(&call{method: http.MethodGet, path: "/healthz"}); err != nil {
 			closeAll(cs)
 			return nil, err
