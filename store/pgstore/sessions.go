@@ -238,11 +238,12 @@ func (t *Tx) AppendMessage(ctx context.Context, m sessions.Message) (int64, erro
 	if err := t.flushLocks(ctx); err != nil {
 		return 0, err
 	}
-	b := &pgx.Batch{}
-	lock := m.ID == 0 && !t.locked[m.Session]
-	if lock {
-		b.Queue(lockHead, m.Session.AgentID, m.Session.Key)
+	if m.ID == 0 {
+		// The head lock goes out with the insert, in session order with
+		// any others pending, as every writer of the session takes it.
+		t.lock(m.Session)
 	}
+	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO messages (id, agent_id, session_key, role, actor_type, actor_id, channel, content, reply_to, created_at)
 		VALUES (coalesce(nullif($1::bigint, 0), nextval('message_ids')), $2, $3, $4, $5, nullif($6, ''), nullif($7, ''), $8,
 			nullif($9::bigint, 0), $10)
@@ -256,12 +257,6 @@ func (t *Tx) AppendMessage(ctx context.Context, m sessions.Message) (int64, erro
 	}
 	br := t.tx.SendBatch(ctx, b)
 	defer br.Close()
-	if lock {
-		if _, err := br.Exec(); err != nil {
-			return 0, wrap(fmt.Errorf("lock head of %s: %w", m.Session, err))
-		}
-		t.locked[m.Session] = true
-	}
 	var id int64
 	if err := br.QueryRow().Scan(&id); err != nil {
 		return 0, wrap(err)
