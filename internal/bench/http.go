@@ -258,7 +258,9 @@ func (e *env) httpOnce(ctx context.Context, hs httpStore) (map[int]float64, erro
 					p, err = drive(ctx, clients, blk, 0, f.sendOp)
 					sent = p.n
 				case "turn":
-					p, err = drive(ctx, clients, 0, min(sent, int64(len(f.parents))), f.turnOp)
+					// One turn for each parent whose child the send block
+					// reached (a send block makes a call on every client).
+					p, err = drive(ctx, clients, 0, max(1, min(sent, int64(len(f.parents)))), f.turnOp)
 				case "session_status":
 					p, err = drive(ctx, clients, blk, 0, f.statusOp)
 				}
