@@ -155,86 +155,17 @@ const (
 // transaction sees, numbering the sessions that have none yet. Entries go
 // in sorted, so each index page is visited once.
 func (t *Tx) writeIndex() error {
-	byMemory, err := t.numberSessions()
-	if err != nil {
-		return err
+	if _, err := t.c.exec(numberQuery); err != nil {
+		return fmt.Errorf("number sessions: %w", err)
 	}
-	n, err := t.c.exec(indexQuery)
-	if err != nil {
+	if _, err := t.c.exec(indexQuery); err != nil {
 		return fmt.Errorf("write session index: %w", err)
-	}
-	if byMemory {
-		// Memory vouched for every session's number. Were it wrong, the
-		// join would leave events out without a trace, so the entries
-		// are counted against the events (no entry lies above the mark
-		// before this): a slip costs two statements, never an entry.
-		var above int64
-		if _, err := t.c.queryRow(`SELECT count(*) FROM events WHERE sequence > `+indexMarkQuery, nil,
-			func(r rowValues) error {
-				above = r.int(0)
-				return nil
-			}); err != nil {
-			return fmt.Errorf("write session index: %w", err)
-		}
-		if n < above {
-			t.s.numbered.reset()
-			for _, q := range []string{numberQuery, indexQuery} {
-				if _, err := t.c.exec(q); err != nil {
-					return fmt.Errorf("write session index: %w", err)
-				}
-			}
-		}
 	}
 	if _, err := t.c.exec(`UPDATE sequence_floor SET indexed_through =
 		max(indexed_through, coalesce((SELECT max(sequence) FROM events), 0)) WHERE id = 1`); err != nil {
 		return fmt.Errorf("write session index: %w", err)
 	}
 	t.indexed, t.appended, t.unindexed = true, 0, t.unindexed[:0]
-	return nil
-}
-
-// numberSessions gives a number to each session of the events above the
-// index's mark that has none. A store that knows those sessions and which
-// are numbered (numberedSessions) numbers the others by name, so that it
-// learns at commit exactly what the file holds (the sessions above the
-// mark it knows may include some whose events are gone since), and
-// reports that memory vouched for them; otherwise the sessions are read
-// from the events.
-func (t *Tx) numberSessions() (byMemory bool, err error) {
-	if t.opaque {
-		return false, t.numberFromEvents()
-	}
-	each := func(fn func(vigil.SessionRef)) bool {
-		if t.indexed {
-			// Only what this write appended since it brought the index
-			// up to date lies above the mark: not the sessions of the
-			// events memory knew before, one of which it may have
-			// deleted since.
-			for _, e := range t.unindexed {
-				fn(e.ref)
-			}
-			return true
-		}
-		return t.s.tail.eachSession(t.unindexed, fn)
-	}
-	lacking, known := t.s.numbered.lacking(each)
-	if !known {
-		return false, t.numberFromEvents()
-	}
-	for _, ref := range lacking {
-		if _, err := t.c.exec(`INSERT OR IGNORE INTO session_numbers (agent_id, session_key) VALUES (?, ?)`,
-			ref.AgentID, ref.Key); err != nil {
-			return false, fmt.Errorf("number session %s: %w", ref, err)
-		}
-	}
-	t.numbering = append(t.numbering, lacking...)
-	return true, nil
-}
-
-func (t *Tx) numberFromEvents() error {
-	if _, err := t.c.exec(numberQuery); err != nil {
-		return fmt.Errorf("number sessions: %w", err)
-	}
 	return nil
 }
 

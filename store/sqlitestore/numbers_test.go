@@ -9,8 +9,7 @@ import (
 	vigil "github.com/vigilhq/vigil"
 )
 
-// openExclusive opens a store with its file to itself, which knows the
-// sessions it numbered.
+// openExclusive opens a store with its file to itself.
 func openExclusive(t *testing.T) *Store {
 	t.Helper()
 	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "vigil.db"), Options{Synchronous: "NORMAL"})
@@ -105,9 +104,8 @@ func TestASessionWhoseNumberAnEmbedderDeletedIsIndexedWhenRecordedAgain(t *testi
 	}
 }
 
-// Memory's list of the sessions above the index's mark may name one whose
-// events are gone: that one gets its number too, or memory would think it
-// numbered when the file holds no number.
+// A session whose events were pruned before the index was written, and
+// so never got a number, gets one when it is recorded again.
 func TestASessionWhoseEventsWentBeforeTheIndexWriteIsIndexedWhenRecordedAgain(t *testing.T) {
 	s := openExclusive(t)
 	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
@@ -122,19 +120,10 @@ func TestASessionWhoseEventsWentBeforeTheIndexWriteIsIndexedWhenRecordedAgain(t 
 	recordAgain(t, s, ref)
 }
 
-// memoryVouches reports whether s's memory holds ref as numbered.
-func memoryVouches(s *Store, ref vigil.SessionRef) bool {
-	lacking, _ := s.numbered.lacking(func(fn func(vigil.SessionRef)) bool {
-		fn(ref)
-		return true
-	})
-	return len(lacking) == 0
-}
-
 // When SQLite ended a write early, an embedder's later statements wrote
-// the file at once, whatever the write's end: memory forgets what it
-// knew.
-func TestAnEmbeddersStatementsAfterTheWriteEndedMakeMemoryForgetTheNumbers(t *testing.T) {
+// the file at once, whatever the write's end: a session whose number they
+// deleted is numbered again.
+func TestASessionWhoseNumberAnEmbedderDeletedAfterTheWriteEndedIsIndexedWhenRecordedAgain(t *testing.T) {
 	for _, end := range []string{"commit", "rollback"} {
 		t.Run(end, func(t *testing.T) {
 			s := openExclusive(t)
@@ -159,34 +148,18 @@ func TestAnEmbeddersStatementsAfterTheWriteEndedMakeMemoryForgetTheNumbers(t *te
 			} else {
 				tx.Rollback()
 			}
-			if memoryVouches(s, ref) {
-				t.Fatal("memory still holds the number the embedder deleted")
-			}
 			recordAgain(t, s, ref)
 		})
 	}
 }
 
-// Memory that vouched wrongly for a session's number costs statements,
-// not entries.
-func TestAnIndexWriteNumbersASessionMemoryVouchedForWrongly(t *testing.T) {
-	s := openExclusive(t)
-	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
-	s.numbered.committed([]vigil.SessionRef{ref}) // the file has no number for it
-	recordAgain(t, s, ref)
-	if memoryVouches(s, ref) {
-		t.Fatal("memory kept vouching after it was found wrong")
-	}
-}
-
-// The sessions memory knew above the mark before a write indexed may
-// include one the write deleted since: a later index write in it
-// numbers only what it appended after.
+// A write that deletes a session it had not indexed, then appends and
+// indexes, numbers only the sessions of what it appended.
 func TestDeletingASessionThenIndexingAgainInOneWriteLeavesItNoNumber(t *testing.T) {
 	s := openExclusive(t)
 	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
 	other := vigil.SessionRef{AgentID: "a", Key: "agent:a:other"}
-	appendEvents(t, s, ref, 2) // above the mark, in memory
+	appendEvents(t, s, ref, 2) // above the mark
 	commitWrite(t, s, func(tx *Tx) error {
 		if err := tx.DeleteSession(context.Background(), ref); err != nil {
 			return err

@@ -71,15 +71,12 @@ type Store struct {
 	// The mirrors of the file's state (memory.go), off for a shared
 	// store: another process's commits would not reach them.
 	recent   *recentEvents
-	seq      *lastSequence
 	moves    *heldMoves
 	watchers *watcherRows
 	// index paces writes of the session index (see index.go), and tail
 	// knows what it lacks.
 	index *indexLag
 	tail  *unindexedTail
-	// numbered knows sessions the index numbered.
-	numbered *numberedSessions
 	// scanTail is set when reads must look above the index's mark: the
 	// store lets the index lag, or DB() was handed out. Otherwise every
 	// write brings the index up to date before it commits.
@@ -146,12 +143,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s.lock, s.exclusive = lock, exclusive
 	s.scanTail.Store(exclusive)
 	s.recent = newRecentEvents(recentMaxBytes, recentPerEntry)
-	s.seq = &lastSequence{}
 	s.moves = newHeldMoves()
 	s.watchers = newWatcherRows()
 	s.index = newIndexLag()
 	s.tail = newUnindexedTail()
-	s.numbered = newNumberedSessions()
 	if !exclusive {
 		s.turnOff()
 	}
@@ -689,7 +684,6 @@ func (s *Store) BeginWrite(ctx context.Context) (vigil.Tx, error) {
 	t := &Tx{s: s, c: c, tx: sc, unindexed: s.spare.unindexed, changes: s.spare.changes, args: s.spare.args}
 	s.spare = txBuffers{}
 	t.c.tx = t
-	t.seq, t.seqLoaded = s.seq.get()
 	return t, nil
 }
 
@@ -742,9 +736,6 @@ type Tx struct {
 	appended  int
 	indexed   bool
 	unindexed []tailEntry
-	// numbering are the sessions it numbered that memory did not know
-	// (numberedSessions), for memory to learn at commit.
-	numbering []vigil.SessionRef
 
 	// changes are what the store's memory of recent history learns at
 	// commit, in order.
@@ -923,7 +914,7 @@ func appendStatement(e *vigil.Event, args []any) (string, []any) {
 }
 
 // loadSequence makes t.seq the last sequence used up, reading it from the
-// file unless the store remembers it.
+// file once a transaction (and again after an embedder's statements).
 func (t *Tx) loadSequence() error {
 	if t.seqLoaded && !t.reread {
 		return nil
@@ -1044,9 +1035,6 @@ func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
 		return err
 	}
 	t.touchAll()
-	// Its number goes too.
-	t.s.numbered.forget(ref)
-	t.numbering = slices.DeleteFunc(t.numbering, func(r vigil.SessionRef) bool { return r == ref })
 	for _, q := range []struct {
 		sql  string
 		args []any

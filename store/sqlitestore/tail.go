@@ -89,26 +89,6 @@ func (m *unindexedTail) listOf(refs []vigil.SessionRef, own []tailEntry) (string
 	return string(append(b, ']')), m.started, true
 }
 
-// eachSession calls fn with the session of every event above the mark,
-// own's too (at least once each), or reports false when memory does not
-// know them.
-func (m *unindexedTail) eachSession(own []tailEntry, fn func(vigil.SessionRef)) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !m.known {
-		return false
-	}
-	for ref := range m.bySession {
-		fn(ref)
-	}
-	for _, entries := range [][]tailEntry{m.pending, own} {
-		for _, e := range entries {
-			fn(e.ref)
-		}
-	}
-	return true
-}
-
 // unchanged reports whether no commit began since list returned stamp.
 func (m *unindexedTail) unchanged(stamp uint64) bool {
 	m.mu.Lock()
