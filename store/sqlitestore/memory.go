@@ -11,10 +11,9 @@ import "time"
 // needs nothing more than to end through Commit or Rollback; a new mirror
 // needs only to be listed in mirrors.
 //
-// A mirror that is off keeps nothing and answers nothing: every read and
-// write then goes to the file. A shared store's mirrors are off from Open
-// (other processes write the file), and DB and Close turn them off for
-// good.
+// A mirror that is off takes nothing new in: reads and writes go to the
+// file. A shared store's mirrors are off from Open (other processes write
+// the file), and DB and Close turn them off for good.
 type mirror interface {
 	// committing runs just before t's COMMIT: a mirror whose memory is due
 	// to be written writes it in t.
