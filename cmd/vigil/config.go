@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -313,9 +314,15 @@ type versionInfo struct {
 }
 
 func buildVersion() versionInfo {
-	v := versionInfo{Version: "(devel)"}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
+	bi, _ := debug.ReadBuildInfo() // nil without build information: reported as (devel)
+	return versionOf(bi)
+}
+
+// versionOf reads a build's record: the module's version and the
+// revision the build tool stamped (none with -buildvcs=false).
+func versionOf(bi *debug.BuildInfo) versionInfo {
+	v := versionInfo{Version: "(devel)", GoVersion: runtime.Version()}
+	if bi == nil {
 		return v
 	}
 	v.GoVersion = bi.GoVersion
@@ -334,8 +341,9 @@ func buildVersion() versionInfo {
 }
 
 // versionLine is the one-line version.
-func versionLine() string {
-	v := buildVersion()
+func versionLine() string { return versionInfoLine(buildVersion()) }
+
+func versionInfoLine(v versionInfo) string {
 	line := "vigil " + v.Version
 	if v.Commit != "" {
 		line += ", commit " + v.Commit
