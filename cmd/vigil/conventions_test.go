@@ -119,7 +119,7 @@ func TestVersionOfAStampedBuildNamesItsCommit(t *testing.T) {
 	if got, want := versionInfoLine(versionOf(bi)), "vigil v1.2.3, commit "+rev+" (modified), go1.26.8"; got != want {
 		t.Errorf("version line %q, want %q", got, want)
 	}
-	if got, want := versionInfoLine(versionOf(nil)), "vigil (devel), commit unknown (built without version control information), " + runtime.Version(); got != want {
+	if got, want := versionInfoLine(versionOf(nil)), "vigil (devel), commit unknown (built without version control information), "+runtime.Version(); got != want {
 		t.Errorf("without build information: %q, want %q", got, want)
 	}
 }
