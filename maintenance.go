@@ -238,13 +238,22 @@ const replayPage = 1000
 // past the event (it was written, or made later). Cursors a record
 // created are written at once by every store, so only moves are replayed.
 func (e *Engine) replayMoves(ctx context.Context) error {
-	d, ok := e.store.(MoveDeferrer)
-	if !ok {
-		return nil
-	}
-	after, err := d.MovesDurableThrough(ctx)
+	after, deferred := int64(0), false
+	err := e.Update(ctx, func(ctx context.Context, t *Txn) error {
+		d, ok := t.tx.(MoveDeferrer)
+		if !ok {
+			return nil
+		}
+		var err error
+		after, err = d.MovesDurableThrough(ctx)
+		deferred = err == nil
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("read how far cursor moves are written: %w", err)
+	}
+	if !deferred {
+		return nil
 	}
 	for {
 		page, err := e.store.Log(ctx, after, replayPage)
@@ -263,7 +272,7 @@ func (e *Engine) replayMoves(ctx context.Context) error {
 				if err := t.tx.LockSession(ctx, target); err != nil {
 					return err
 				}
-				cs, err := t.tx.CursorsOnTarget(ctx, target)
+				cs, err := t.tx.CursorsOnTarget(ctx, nil, target)
 				if err != nil {
 					return err
 				}

@@ -171,7 +171,7 @@ func (t *Txn) record(ctx context.Context, ev, valid *Event, occurredAt time.Time
 			moved = append(moved, c)
 			queued = append(queued, watcherNotice{c.Watcher, notices.of(c)})
 		}
-		if err := t.tx.MoveCursors(ctx, moved); err != nil {
+		if err := t.moveCursors(ctx, moved); err != nil {
 			return Recorded{}, fmt.Errorf("move cursors of %d watchers: %w", len(moved), err)
 		}
 		// The parent watches even before it holds a cursor. Creating one
@@ -193,23 +193,27 @@ func (t *Txn) record(ctx context.Context, ev, valid *Event, occurredAt time.Time
 	return Recorded{Event: *ev, Appended: true}, nil
 }
 
-// cursorsOnTarget lists target's cursors, into the engine's one list when
-// the store can (CursorsAppender): only the running write uses it, and a
-// record is done with it when it returns.
+// cursorsOnTarget lists target's cursors into the engine's one list: only
+// the running write uses it, and a record is done with it when it returns.
 func (t *Txn) cursorsOnTarget(ctx context.Context, target SessionRef) ([]Cursor, error) {
-	a, ok := t.tx.(CursorsAppender)
-	if !ok {
-		return t.tx.CursorsOnTarget(ctx, target)
-	}
-	cs, err := a.AppendCursorsOnTarget(ctx, t.e.targetCursors[:0], target)
+	cs, err := t.tx.CursorsOnTarget(ctx, t.e.targetCursors[:0], target)
 	if cap(cs) <= keptListMax {
 		t.e.targetCursors = cs
 	}
 	return cs, err
 }
 
+// moveCursors writes the cursors a record moved, through the store's
+// MoveDeferrer when it has one.
+func (t *Txn) moveCursors(ctx context.Context, cs []Cursor) error {
+	if d, ok := t.tx.(MoveDeferrer); ok {
+		return d.MoveCursors(ctx, cs)
+	}
+	return t.tx.PutCursors(ctx, cs)
+}
+
 // noticeLists recycles the lists of notices records queue after commit,
-// for the reason CursorsAppender gives.
+// for the reason Tx.CursorsOnTarget takes a list.
 var noticeLists = sync.Pool{New: func() any { return new([]watcherNotice) }}
 
 // keptListMax bounds the lists kept for reuse, in entries.

@@ -74,9 +74,12 @@ type Tx interface {
 	LockSession(ctx context.Context, ref SessionRef) error
 	// Version is the session's state version as this transaction sees it.
 	Version(ctx context.Context, ref SessionRef) (int64, error)
-	// CursorsOnTarget lists the cursors watching target. The list is the
-	// caller's to change.
-	CursorsOnTarget(ctx context.Context, target SessionRef) ([]Cursor, error)
+	// CursorsOnTarget appends to dst the cursors watching target and
+	// returns the extended slice, the caller's to change. The engine passes
+	// a list it reuses: a record on a target with a thousand watchers would
+	// otherwise make a new list of a thousand cursors, and the collector's
+	// work for such garbage grows faster than the watchers.
+	CursorsOnTarget(ctx context.Context, dst []Cursor, target SessionRef) ([]Cursor, error)
 	// Cursor reads one cursor. CursorsOnTarget and Cursor read rows the
 	// caller may write back: a backend whose writers run concurrently
 	// locks them until the transaction ends, so two writers never update a
@@ -88,12 +91,6 @@ type Tx interface {
 	// distinct (watcher, target) pairs, in as few round trips as the
 	// backend can.
 	PutCursors(ctx context.Context, cs []Cursor) error
-	// MoveCursors writes cursors that a material event appended in this
-	// transaction moved: each of cs exists already, names a distinct
-	// (watcher, target) pair, and has that event's sequence as Material.
-	// A store may hold such writes in memory for a while (MoveDeferrer);
-	// every read sees them from the commit on all the same.
-	MoveCursors(ctx context.Context, cs []Cursor) error
 	// DeleteCursor deletes one cursor and reports whether it existed.
 	DeleteCursor(ctx context.Context, watcher string, target SessionRef) (bool, error)
 	// DeleteWatcherCursors deletes every cursor held by watcher.
@@ -149,24 +146,21 @@ type MaintenanceLocker interface {
 	LockMaintenance(ctx context.Context, wait bool) (unlock func(), ok bool, err error)
 }
 
-// MoveDeferrer is implemented by a Store whose MoveCursors may keep moves
-// in memory and write them later. A crash loses the moves not yet written
-// but never their events, so the engine rebuilds them at Open by applying
-// the material events after MovesDurableThrough to the cursors again.
+// MoveDeferrer is implemented by a Tx that may keep in memory, for a
+// while, the cursor moves of the events it appends, and write them later:
+// without it, the engine writes moves with PutCursors. A crash loses the
+// moves not yet written but never their events, so the startup sweep
+// rebuilds them by applying the material events after MovesDurableThrough
+// to the cursors again.
 type MoveDeferrer interface {
+	// MoveCursors writes cursors that a material event appended in this
+	// transaction moved: each of cs exists already, names a distinct
+	// (watcher, target) pair, and has that event's sequence as Material.
+	// Every read sees them from the commit on, written or not.
+	MoveCursors(ctx context.Context, cs []Cursor) error
 	// MovesDurableThrough is a sequence such that the cursor moves of
 	// every event at or below it are written.
 	MovesDurableThrough(ctx context.Context) (int64, error)
-}
-
-// CursorsAppender is implemented by a Tx that can list a target's cursors
-// into a slice the caller reuses: a record on a target with a thousand
-// watchers would otherwise make a new list of a thousand cursors, and the
-// collector's work for such garbage grows faster than the watchers.
-type CursorsAppender interface {
-	// AppendCursorsOnTarget appends to dst the cursors CursorsOnTarget
-	// would list, and returns the extended slice.
-	AppendCursorsOnTarget(ctx context.Context, dst []Cursor, target SessionRef) ([]Cursor, error)
 }
 
 // IndexSweeper is implemented by a Tx whose store leaves the entries that

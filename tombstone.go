@@ -46,7 +46,7 @@ func (t *Txn) RemoveSession(ctx context.Context, ref SessionRef, by string) ([]s
 	if err := t.tx.LockSession(ctx, ref); err != nil {
 		return nil, fmt.Errorf("delete %s: %w", ref, err)
 	}
-	cs, err := t.tx.CursorsOnTarget(ctx, ref)
+	cs, err := t.tx.CursorsOnTarget(ctx, nil, ref)
 	if err != nil {
 		return nil, fmt.Errorf("delete %s: read its watchers: %w", ref, err)
 	}

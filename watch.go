@@ -221,7 +221,7 @@ func (t *Txn) unacknowledgedOf(ctx context.Context, ref SessionRef) (int, error)
 	if err != nil {
 		return 0, err
 	}
-	on, err := t.tx.CursorsOnTarget(ctx, ref)
+	on, err := t.tx.CursorsOnTarget(ctx, nil, ref)
 	if err != nil {
 		return 0, err
 	}

@@ -65,10 +65,7 @@ type Tx struct {
 	spareFor vigil.SessionRef
 }
 
-var (
-	_ vigil.Tx              = (*Tx)(nil)
-	_ vigil.CursorsAppender = (*Tx)(nil)
-)
+var _ vigil.Tx = (*Tx)(nil)
 
 // LockSession implements vigil.Tx with the session's head row lock
 // (lockHead), taken once per transaction. The lock is taken before the
@@ -266,12 +263,7 @@ func (t *Tx) Version(ctx context.Context, ref vigil.SessionRef) (int64, error) {
 	return v, wrap(br.Close())
 }
 
-// CursorsOnTarget implements vigil.Tx.
-func (t *Tx) CursorsOnTarget(ctx context.Context, target vigil.SessionRef) ([]vigil.Cursor, error) {
-	return t.AppendCursorsOnTarget(ctx, nil, target)
-}
-
-// AppendCursorsOnTarget implements vigil.CursorsAppender. The rows stay
+// CursorsOnTarget implements vigil.Tx. The rows stay
 // locked until the transaction ends, in watcher order (so two transactions
 // lock them in the same order): a record in another process waits here
 // for a drain of the same cursor to commit and then reads its result,
@@ -284,7 +276,7 @@ func (t *Tx) CursorsOnTarget(ctx context.Context, target vigil.SessionRef) ([]vi
 // after the target's lock, as Append requires. A record that then appends
 // nothing (a human message nobody watches) leaves a gap in the sequence,
 // which is allowed.
-func (t *Tx) AppendCursorsOnTarget(ctx context.Context, dst []vigil.Cursor, target vigil.SessionRef) ([]vigil.Cursor, error) {
+func (t *Tx) CursorsOnTarget(ctx context.Context, dst []vigil.Cursor, target vigil.SessionRef) ([]vigil.Cursor, error) {
 	b := &pgx.Batch{}
 	b.Queue(`SELECT `+cursorColumns+` FROM cursors
 		WHERE target_agent = $1 AND target_key = $2 ORDER BY watcher FOR UPDATE`, target.AgentID, target.Key)
@@ -330,10 +322,6 @@ func (t *Tx) PutCursor(ctx context.Context, c vigil.Cursor) error {
 	t.held.addCursors([]vigil.Cursor{c})
 	return nil
 }
-
-// MoveCursors implements vigil.Tx: the moves are written with the
-// transaction, as every write here is, since other processes read them.
-func (t *Tx) MoveCursors(ctx context.Context, cs []vigil.Cursor) error { return t.PutCursors(ctx, cs) }
 
 // PutCursors implements vigil.Tx. The writes are held (batch.go), and
 // then written with the transaction's other cursor writes in one

@@ -209,7 +209,7 @@ func (t *Tx) rowWritten(k cursorKey) {
 	t.dropped[k] = struct{}{}
 }
 
-// MoveCursors implements vigil.Tx: in a store with its file to itself the
+// MoveCursors implements vigil.MoveDeferrer: in a store with its file to itself the
 // moves are held in memory from the commit on (see heldMoves).
 func (t *Tx) MoveCursors(ctx context.Context, cs []vigil.Cursor) error {
 	if t.opaque || !t.s.moves.isHolding() {
@@ -266,16 +266,16 @@ func (t *Tx) writeMoves() error {
 }
 
 // MovesDurableThrough implements vigil.MoveDeferrer.
-func (s *Store) MovesDurableThrough(ctx context.Context) (int64, error) {
+func (t *Tx) MovesDurableThrough(ctx context.Context) (int64, error) {
 	var n int64
-	err := s.reading(ctx, func(c conn) error {
-		_, err := c.queryRow(`SELECT moves_through FROM sequence_floor WHERE id = 1`, nil, func(r rowValues) error {
-			n = r.int(0)
-			return nil
-		})
-		return err
+	_, err := t.c.queryRow(`SELECT moves_through FROM sequence_floor WHERE id = 1`, nil, func(r rowValues) error {
+		n = r.int(0)
+		return nil
 	})
-	return n, err
+	if err != nil {
+		return 0, fmt.Errorf("read how far cursor moves are written: %w", err)
+	}
+	return n, nil
 }
 
 // writeHeld brings the session index up to date and, with moves set,

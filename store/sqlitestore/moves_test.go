@@ -45,7 +45,7 @@ func moveOne(t *testing.T, s vigil.Store, target vigil.SessionRef, cs ...vigil.C
 	for i := range cs {
 		cs[i].Notified, cs[i].Material = ev.Sequence, ev.Sequence
 	}
-	if err := tx.MoveCursors(ctx, cs); err != nil {
+	if err := tx.(vigil.MoveDeferrer).MoveCursors(ctx, cs); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -71,7 +71,12 @@ func putCursor(t *testing.T, s vigil.Store, c vigil.Cursor) {
 
 func movesThrough(t *testing.T, s *sqlitestore.Store) int64 {
 	t.Helper()
-	n, err := s.MovesDurableThrough(t.Context())
+	tx, err := s.BeginWrite(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	n, err := tx.(vigil.MoveDeferrer).MovesDurableThrough(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -949,12 +949,7 @@ func (t *Tx) Version(ctx context.Context, ref vigil.SessionRef) (int64, error) {
 }
 
 // CursorsOnTarget implements vigil.Tx.
-func (t *Tx) CursorsOnTarget(ctx context.Context, target vigil.SessionRef) ([]vigil.Cursor, error) {
-	return t.AppendCursorsOnTarget(ctx, nil, target)
-}
-
-// AppendCursorsOnTarget implements vigil.CursorsAppender.
-func (t *Tx) AppendCursorsOnTarget(ctx context.Context, dst []vigil.Cursor, target vigil.SessionRef) ([]vigil.Cursor, error) {
+func (t *Tx) CursorsOnTarget(ctx context.Context, dst []vigil.Cursor, target vigil.SessionRef) ([]vigil.Cursor, error) {
 	from := len(dst)
 	untouched := t.rowsUntouched(target)
 	kept := false

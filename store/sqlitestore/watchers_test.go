@@ -44,7 +44,7 @@ func TestKeptWatcherRowsAnswerExactlyAsTheFile(t *testing.T) {
 		}
 		check := func(tx *Tx, what string) {
 			for _, target := range targets {
-				got, err := tx.CursorsOnTarget(ctx, target)
+				got, err := tx.CursorsOnTarget(ctx, nil, target)
 				if err != nil {
 					rt.Fatal(err)
 				}
@@ -57,7 +57,7 @@ func TestKeptWatcherRowsAnswerExactlyAsTheFile(t *testing.T) {
 				}
 				// Appended to a list, the same cursors follow what it held.
 				held := vigil.Cursor{Watcher: "agent:held:main", LastSeen: 7}
-				appended, err := tx.AppendCursorsOnTarget(ctx, []vigil.Cursor{held}, target)
+				appended, err := tx.CursorsOnTarget(ctx, []vigil.Cursor{held}, target)
 				if err != nil {
 					rt.Fatal(err)
 				}
@@ -92,7 +92,7 @@ func TestKeptWatcherRowsAnswerExactlyAsTheFile(t *testing.T) {
 						ActorType: vigil.ActorAgent, Summary: "goal updated"}
 					if _, err = tx.Append(ctx, &ev); err == nil {
 						var cs []vigil.Cursor
-						if cs, err = tx.CursorsOnTarget(ctx, target); err == nil {
+						if cs, err = tx.CursorsOnTarget(ctx, nil, target); err == nil {
 							for j := range cs {
 								cs[j].Material, cs[j].UpdatedAt = ev.Sequence, ev.Sequence
 							}

@@ -92,7 +92,7 @@ func cursorsOnTarget(t *testing.T, s vigil.Store, target vigil.SessionRef) []vig
 	var cs []vigil.Cursor
 	update(t, s, func(ctx context.Context, tx vigil.Tx) {
 		var err error
-		if cs, err = tx.CursorsOnTarget(ctx, target); err != nil {
+		if cs, err = tx.CursorsOnTarget(ctx, nil, target); err != nil {
 			t.Fatalf("CursorsOnTarget(%s): %v", target, err)
 		}
 	})

@@ -160,7 +160,7 @@ func testDeleteSession(t *testing.T, s vigil.Store) {
 		if v := txVersion(t, ctx, tx, x); v != 0 {
 			t.Errorf("Tx.Version after DeleteSession = %d, want 0", v)
 		}
-		cs, err := tx.CursorsOnTarget(ctx, x)
+		cs, err := tx.CursorsOnTarget(ctx, nil, x)
 		if err != nil || len(cs) != 0 {
 			t.Errorf("Tx.CursorsOnTarget after DeleteSession = %s, %v; want none", fmtCursors(cs), err)
 		}

@@ -150,7 +150,7 @@ func testTxOwnWrites(t *testing.T, s vigil.Store) {
 		if err != nil || !ok || got != c1 {
 			t.Errorf("Tx.Cursor after PutCursor = %+v, %v, %v; want %+v", got, ok, err, c1)
 		}
-		cs, err := tx.CursorsOnTarget(ctx, alphaMain)
+		cs, err := tx.CursorsOnTarget(ctx, nil, alphaMain)
 		if err != nil {
 			t.Fatal(err)
 		}
