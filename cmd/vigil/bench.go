@@ -40,26 +40,42 @@ func newBenchCmd(env *cliIO, g *cliGlobal) *cobra.Command {
 	quick := fs.Bool("quick", false, "smaller sizes and one short round each: under a minute")
 	only := fs.String("only", "", "comma-separated workloads to run: "+strings.Join(bench.Workloads, ","))
 	dir := fs.String("dir", "", "directory for scratch files (default: a new temporary directory, removed afterwards)")
+	serve := fs.String("serve", "", "the `PATH` of the vigil binary the memory, http and gateways workloads start as vigil serve (default: this one), to measure another build under the same load")
 	_ = cmd.RegisterFlagCompletionFunc("only", cliWords(bench.Workloads...))
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		return runBenchWith(cmd.Context(), *db, *quick, *only, *dir, g.json || g.output == "json", env)
+		return runBenchWith(cmd.Context(), benchFlags{db: *db, quick: *quick, only: *only, dir: *dir, serve: *serve}, g.json || g.output == "json", env)
 	}
 	return cmd
 }
 
-func runBenchWith(ctx context.Context, db string, quick bool, only, dir string, asJSON bool, env *cliIO) error {
-	if db != "" && !isPostgresURL(db) {
+// benchFlags are `vigil bench`'s own flags.
+type benchFlags struct {
+	db, only, dir, serve string
+	quick                bool
+}
+
+func runBenchWith(ctx context.Context, f benchFlags, asJSON bool, env *cliIO) error {
+	if f.db != "" && !isPostgresURL(f.db) {
 		return cliUsagef("--db must be a postgres:// URL (SQLite runs on scratch files by default)")
 	}
-	cfg := bench.Config{Sizes: bench.Full(), DB: db, Dir: dir, Progress: env.stderr}
-	if quick {
+	cfg := bench.Config{Sizes: bench.Full(), DB: f.db, Dir: f.dir, Progress: env.stderr}
+	if f.quick {
 		cfg.Sizes = bench.Quick()
 	}
-	if only != "" {
-		cfg.Only = strings.Split(only, ",")
+	if f.only != "" {
+		cfg.Only = strings.Split(f.only, ",")
 	}
-	if exe, err := os.Executable(); err == nil {
-		cfg.Executable = exe
+	switch {
+	case f.serve != "":
+		info, err := os.Stat(f.serve)
+		if err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
+			return cliUsagef("--serve %s: not an executable file", f.serve)
+		}
+		cfg.Executable = f.serve
+	default:
+		if exe, err := os.Executable(); err == nil {
+			cfg.Executable = exe
+		}
 	}
 	if env.benchAdjust != nil {
 		env.benchAdjust(&cfg)

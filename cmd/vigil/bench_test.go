@@ -251,11 +251,27 @@ func TestBenchRefusesBadArguments(t *testing.T) {
 		{[]string{"extra"}, 2, `unexpected argument "extra"`},
 		{[]string{"--only", "ceiling,nosuch"}, 1, `unknown workload "nosuch"`},
 		{[]string{"--frobnicate"}, 2, "unknown flag: --frobnicate"},
+		{[]string{"--serve", "/no/such/vigil"}, 2, "--serve /no/such/vigil: not an executable file"},
 	} {
 		code, out, errOut := runBenchCmd(t, nil, tc.args...)
 		if code != tc.code || out != "" || !strings.Contains(errOut, tc.want) {
 			t.Errorf("vigil bench %v: exit %d, stdout %q, stderr %q; want exit %d and %q", tc.args, code, out, errOut, tc.code, tc.want)
 		}
+	}
+}
+
+// --serve names the binary the serving workloads start: one that exits at
+// once fails the workload, where this build's serve would have run it.
+func TestBenchServesWithTheBinaryNamedByServe(t *testing.T) {
+	tiny := benchTiny("")
+	sizesOnly := func(c *bench.Config) {
+		exe := c.Executable
+		tiny(c)
+		c.Executable = exe
+	}
+	code, out, errOut := runBenchCmd(t, sizesOnly, "--serve", "/bin/false", "--only", "memory")
+	if code != 1 || out != "" || !strings.Contains(errOut, "vigil serve exited before listening") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
 
