@@ -19,6 +19,13 @@ type writeOp struct {
 	leader bool
 	txn    *Txn
 	run    Txn // what txn points to (one allocation for both)
+	// locks, when set, is the first thing the write does: lock target
+	// (Tx.LockSession). Engine.Record's writes say so; opaque ones cannot.
+	locks  bool
+	target SessionRef
+	// batch, when set, holds the sessions the write's batch locks before
+	// its first record runs (see batchLocks).
+	batch *batchLocks
 }
 
 // errLead tells a queued op's caller to commit the next batches. It never
@@ -68,6 +75,8 @@ type writeQueue struct {
 	// being committed (some may have been answered without joining it).
 	lastBatch int
 	spare     sync.Pool // of *writeOp, see newOp
+	// locks serves the batch being committed (only the leader uses it).
+	locks batchLocks
 	// grew, once a test waiting for writes to queue has set it, is
 	// broadcast whenever a write joins the queue.
 	grew *sync.Cond
@@ -152,7 +161,8 @@ func (q *writeQueue) lead(commit commitFunc) {
 	if yield {
 		runtime.Gosched()
 	}
-	commit(q.take(true), func() []*writeOp { return q.take(false) })
+	commit(q.locks.plan(q.take(true)), func() []*writeOp { return q.take(false) })
+	q.locks.reset()
 
 	q.mu.Lock()
 	defer q.mu.Unlock()

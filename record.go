@@ -38,7 +38,7 @@ func (e *Engine) Record(ctx context.Context, r Record) (Recorded, error) {
 	if err == nil {
 		w := recordWrites.Get().(*recordWrite)
 		w.valid, w.occurredAt, w.parent = valid, r.OccurredAt, r.Parent
-		err = e.Update(ctx, w.fn)
+		err = e.updateRecord(ctx, w)
 		res = w.res
 		*w = recordWrite{fn: w.fn}
 		recordWrites.Put(w)
@@ -51,6 +51,30 @@ func (e *Engine) Record(ctx context.Context, r Record) (Recorded, error) {
 	return res, nil
 }
 
+// updateRecord runs w as Update runs a write, telling the write queue the
+// session the record locks first, if it locks one: a batch locks its
+// records' targets together (batchLocks).
+func (e *Engine) updateRecord(ctx context.Context, w *recordWrite) error {
+	op := e.writes.newOp(ctx, w.fn)
+	if w.valid.Kind.Material() {
+		op.locks, op.target = true, w.valid.Session()
+	}
+	w.op = op
+	err := e.writes.run(op, e.runBatch)
+	w.op = nil
+	// What follows is Update's, after its write.
+	logged, at := op.run.logged, op.run.now
+	e.writes.release(op)
+	if p, ok := err.(*panicked); ok {
+		e.log.Error("write panicked", "panic", p.value, "stack", string(p.stack))
+		panic(p.value)
+	}
+	if err == nil && logged > 0 && e.opts.InlineMaintenance && e.opts.PruneInterval > 0 {
+		e.autoPrune(at, false)
+	}
+	return err
+}
+
 // recordWrite is one Engine.Record's write: what it records and the
 // outcome of its latest run, in one place (rather than a copy of each)
 // that is used again once the write is done.
@@ -60,6 +84,8 @@ type recordWrite struct {
 	parent     string
 	res        Recorded
 	fn         func(context.Context, *Txn) error // run, bound once
+	// op is the write queue's op running the record, while it runs.
+	op *writeOp
 }
 
 // recordWrites may serve every engine, unlike the write queue's ops: a
@@ -71,6 +97,11 @@ var recordWrites = sync.Pool{New: func() any {
 }}
 
 func (w *recordWrite) run(ctx context.Context, t *Txn) error {
+	if b := w.op.batch; b != nil {
+		if err := b.take(ctx, t.tx); err != nil {
+			return err
+		}
+	}
 	var err error
 	w.res, err = t.record(ctx, &w.res.Event, &w.valid, w.occurredAt, w.parent)
 	return err

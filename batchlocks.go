@@ -1,0 +1,89 @@
+package vigil
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+)
+
+// batchLocks are the sessions a batch's records will lock, locked
+// together before the first of those records runs. A record locks its
+// target before reading the target's cursors (Txn.record), so a batch of
+// records would otherwise lock its targets one at a time, in the order
+// the writes queued, each lock followed by a read that must be answered
+// before the next record can run. Taken together, and in session order,
+// the locks can go to the store at once: a backend on a server sends
+// them, and whatever each record then reads, in one round trip, and two
+// batches wanting the same sessions ask for them in the same order.
+//
+// Only the sessions the batch's records lock anyway are locked, and only
+// in the batch's first attempt: a batch run again may have lost a write,
+// and its records then lock their targets themselves, as always.
+type batchLocks struct {
+	want  []lockWant // sorted by session
+	taken bool
+}
+
+// lockWant is one record's target, with its caller's context: a write
+// whose caller has given up is left out of the batch, and its target too.
+type lockWant struct {
+	ref SessionRef
+	ctx context.Context
+}
+
+// plan takes note of the targets of batch's records and returns batch.
+// With fewer than two records there is nothing to take together.
+func (b *batchLocks) plan(batch []*writeOp) []*writeOp {
+	b.reset()
+	for _, op := range batch {
+		if op.locks {
+			b.want = append(b.want, lockWant{op.target, op.ctx})
+		}
+	}
+	if len(b.want) < 2 {
+		b.reset()
+		return batch
+	}
+	slices.SortStableFunc(b.want, func(x, y lockWant) int { return compareRefs(x.ref, y.ref) })
+	for _, op := range batch {
+		if op.locks {
+			op.batch = b
+		}
+	}
+	return batch
+}
+
+// reset forgets the last batch, and the contexts of its writes.
+func (b *batchLocks) reset() {
+	clear(b.want)
+	b.want, b.taken = b.want[:0], false
+}
+
+// take locks, once per batch, every planned session that a write still
+// wanted may lock: a write whose context is done by now may have been
+// left out, and locking its target could give the store a session the
+// batch never writes. A write that is kept all the same locks its own
+// target when it runs.
+func (b *batchLocks) take(ctx context.Context, tx Tx) error {
+	if b.taken {
+		return nil
+	}
+	b.taken = true
+	var last *SessionRef
+	for i, w := range b.want {
+		if w.ctx.Err() != nil || (last != nil && *last == w.ref) {
+			continue
+		}
+		if err := tx.LockSession(ctx, w.ref); err != nil {
+			return fmt.Errorf("lock %s with the batch's other sessions: %w", w.ref, err)
+		}
+		last = &b.want[i].ref
+	}
+	return nil
+}
+
+// compareRefs orders sessions by agent, then key.
+func compareRefs(a, b SessionRef) int {
+	return cmp.Or(cmp.Compare(a.AgentID, b.AgentID), cmp.Compare(a.Key, b.Key))
+}
