@@ -3,7 +3,9 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"runtime"
 	"sync"
@@ -52,7 +54,15 @@ const (
 	// walSizeLimit is what the log file is truncated to after it has been
 	// checkpointed and restarted.
 	walSizeLimit = 64 << 20
+	// failureLogEvery is the least time between two log lines about one
+	// kind of failure: a failing disk fails every pass, up to ten a
+	// second, and the counters already say how often.
+	failureLogEvery = time.Minute
 )
+
+// errCheckpointBusy is a pass that found another connection (of another
+// process, for a shared store) checkpointing, and so copied nothing.
+var errCheckpointBusy = errors.New("another connection is checkpointing")
 
 type checkpointer struct {
 	db *sql.DB
@@ -68,19 +78,49 @@ type checkpointer struct {
 	// failures cost nothing at once (the writer's backstop copies the
 	// log), but a log that is never copied grows and slows every commit.
 	passes, failures, syncFailures atomic.Int64
+	// And logged, with the error the counters cannot hold. Used only on
+	// the checkpointer's goroutine.
+	passLog, syncLog failureLog
 }
 
-// CheckpointStats count the background checkpointer's work since Open.
+// failureLog logs one kind of failure: the first at once, later ones at
+// most once every failureLogEvery, each line with the number of failures
+// since the line before (itself included). A failure after a quiet spell
+// is logged with the failures that led up to it.
+type failureLog struct {
+	log      *slog.Logger
+	msg      string
+	last     time.Time // of the last line; zero before the first
+	unlogged int64
+}
+
+func (f *failureLog) failed(now time.Time, err error) {
+	f.unlogged++
+	if !f.last.IsZero() && now.Sub(f.last) < failureLogEvery {
+		return
+	}
+	f.log.Warn(f.msg, "err", err, "failures", f.unlogged)
+	f.last, f.unlogged = now, 0
+}
+
+// CheckpointStats count, since Open, the work that brings the database
+// file up to date behind the writer: the background checkpointer's, and
+// DB()'s write of what the store held in memory.
 type CheckpointStats struct {
 	Passes       int64 // checkpoint passes run, failed ones included
 	Failures     int64 // passes that failed, or found another connection checkpointing
 	SyncFailures int64 // syncs of the database file, after a pass, that failed
+	// HeldWriteFailures are DB()'s writes of the cursor moves and session
+	// index held in memory that failed (Close tries again).
+	HeldWriteFailures int64
 }
 
-// CheckpointStats returns the background checkpointer's counters. They
-// stop moving once the store is closed.
+// CheckpointStats returns the store's checkpoint counters. They stop
+// moving once the store is closed.
 func (s *Store) CheckpointStats() CheckpointStats {
-	return s.ckpt.stats()
+	st := s.ckpt.stats()
+	st.HeldWriteFailures = s.heldWriteFailures.Load()
+	return st
 }
 
 func (c *checkpointer) stats() CheckpointStats {
@@ -93,8 +133,13 @@ type syncCloser interface {
 	Close() error
 }
 
-func startCheckpointer(db *sql.DB, file syncCloser) *checkpointer {
-	c := &checkpointer{db: db, file: file, poke: make(chan struct{}, 1), stop: make(chan struct{})}
+// startCheckpointer starts checkpointing db's log, syncing file (when not
+// nil) after passes that copied frames; it logs its failures to log.
+func startCheckpointer(db *sql.DB, file syncCloser, log *slog.Logger) *checkpointer {
+	c := &checkpointer{db: db, file: file, poke: make(chan struct{}, 1), stop: make(chan struct{}),
+		passLog: failureLog{log: log, msg: "sqlite: a background checkpoint failed; the writer's own checkpoint copies the log meanwhile, " +
+			"at a cost to commits"},
+		syncLog: failureLog{log: log, msg: "sqlite: a sync of the database file after a checkpoint failed; the disk may be failing"}}
 	c.done.Add(1)
 	go c.run()
 	return c
@@ -125,8 +170,13 @@ func (c *checkpointer) run() {
 		// rest.
 		var busy, log, done int64
 		c.passes.Add(1)
-		if err := c.db.QueryRowContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &log, &done); err != nil || busy != 0 {
+		err := c.db.QueryRowContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &log, &done)
+		if err == nil && busy != 0 {
+			err = errCheckpointBusy
+		}
+		if err != nil {
 			c.failures.Add(1)
+			c.passLog.failed(time.Now(), fmt.Errorf("checkpoint: %w", err))
 			log, done = 0, lastDone
 		}
 		copied := done - lastDone
@@ -140,6 +190,7 @@ func (c *checkpointer) run() {
 			// counted all the same, as the first sign of a failing disk.
 			if err := c.file.Sync(); err != nil {
 				c.syncFailures.Add(1)
+				c.syncLog.failed(time.Now(), fmt.Errorf("sync the database file: %w", err))
 			}
 			unsynced, lastSync = false, time.Now()
 		}

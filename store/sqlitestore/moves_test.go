@@ -1,12 +1,17 @@
 package sqlitestore_test
 
 import (
+	"bytes"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/store/sqlitestore"
@@ -277,22 +282,94 @@ func TestASharedStoreRecordsThatItsMovesAreWritten(t *testing.T) {
 }
 
 // A write transaction left open past Close runs nothing more: the file is
-// no longer the store's. (Close waits its bound for the writer first.)
+// no longer the store's. (Close waits its bound for the writer first: the
+// store is opened in a synctest bubble, so that bound passes on the
+// bubble's clock, at once, when nothing else can happen. The directory is
+// made outside, as its cleanup outlives the bubble.)
 func TestAWriteLeftOpenPastCloseRunsNothingMore(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "vigil.db")
-	s, err := sqlitestore.Open(t.Context(), path, sqlitestore.Options{})
+	synctest.Test(t, func(t *testing.T) {
+		s, err := sqlitestore.Open(t.Context(), path, sqlitestore.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := s.BeginWrite(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err == nil {
+			t.Fatal("Close succeeded in writing with the writer held by an open transaction")
+		}
+		if err := tx.PutCursor(t.Context(), vigil.Cursor{Watcher: watcher, Target: alphaMain}); err == nil {
+			t.Fatal("a statement ran in a write left open past Close")
+		}
+		tx.Rollback()
+	})
+}
+
+// logBuffer is a log the store writes to while the test reads it.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// dbWhileTheFileIsLocked has DB() write a held move while another
+// connection holds the file's write lock, longer than the store's busy
+// timeout: the write fails. It returns the store, its log and the move's
+// sequence; the lock is released when it returns.
+func dbWhileTheFileIsLocked(t *testing.T, path string) (*sqlitestore.Store, *logBuffer, int64) {
+	t.Helper()
+	logs := &logBuffer{}
+	s := open(t, path, sqlitestore.Options{BusyTimeout: time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	putCursor(t, s, vigil.Cursor{Watcher: watcher, Target: alphaMain})
+	seq := moveOne(t, s, alphaMain, vigil.Cursor{Watcher: watcher, Target: alphaMain})
+	other, err := sql.Open("sqlite3", "file:"+path+"?_txlock=immediate")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx, err := s.BeginWrite(t.Context())
+	defer other.Close()
+	holder, err := other.Begin() // BEGIN IMMEDIATE: the write lock, until it ends
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(); err == nil {
-		t.Fatal("Close succeeded in writing with the writer held by an open transaction")
+	defer holder.Rollback()
+	s.DB()
+	return s, logs, seq
+}
+
+// DB() writes what memory holds before it hands the pool out; nobody is
+// there to be told when that write fails, so the store logs and counts it.
+func TestAFailedWriteOfTheHeldMovesByDBIsLoggedAndCounted(t *testing.T) {
+	s, logs, _ := dbWhileTheFileIsLocked(t, filepath.Join(t.TempDir(), "vigil.db"))
+	if got := s.CheckpointStats().HeldWriteFailures; got != 1 {
+		t.Errorf("HeldWriteFailures = %d, want 1", got)
 	}
-	if err := tx.PutCursor(t.Context(), vigil.Cursor{Watcher: watcher, Target: alphaMain}); err == nil {
-		t.Fatal("a statement ran in a write left open past Close")
+	if got := logs.String(); !strings.Contains(got, "level=ERROR") || !strings.Contains(got, "held in memory") ||
+		!strings.Contains(got, "database is locked") {
+		t.Errorf("logged %q, want an error saying the held moves were not written, and why", got)
 	}
-	tx.Rollback()
+}
+
+// What DB() failed to write, Close writes.
+func TestCloseWritesTheHeldMovesDBFailedToWrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	s, _, seq := dbWhileTheFileIsLocked(t, path)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if m := fileCursorM(t, path, watcher, alphaMain); m != seq {
+		t.Fatalf("after Close the file has M=%d, want the move DB() failed to write, %d", m, seq)
+	}
 }

@@ -21,6 +21,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"slices"
 	"strings"
@@ -52,6 +53,10 @@ type Options struct {
 	// Tx.MoveCursors), and the cursor rows of targets lately recorded on
 	// are kept in memory.
 	Shared bool
+	// Logger receives the failures no caller is there to be told of: the
+	// background checkpoints' (rate-limited) and that of the write DB()
+	// makes; nil discards them.
+	Logger *slog.Logger
 }
 
 // readCacheKiB is each reader's page cache. SQLite's default (2 MiB) holds
@@ -66,6 +71,9 @@ type Store struct {
 	read  *sql.DB
 	ckpt  *checkpointer
 	lock  *fileLock
+	log   *slog.Logger
+	// heldWriteFailures counts DB()'s failed writes of what memory held.
+	heldWriteFailures atomic.Int64
 	// exclusive is set when the store holds its file alone.
 	exclusive bool
 	// The mirrors of the file's state (memory.go), off for a shared
@@ -126,6 +134,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	if opts.ReadConns <= 0 {
 		opts.ReadConns = 4
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	lock, err := acquireLock(path, !opts.Shared)
 	if err != nil {
@@ -202,7 +213,7 @@ func open(ctx context.Context, path, syncMode string, exclusive bool, opts Optio
 		err = errors.Join(err, ckpt.Close(), read.Close(), write.Close())
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	return &Store{write: write, read: read, ckpt: startCheckpointer(ckpt, file)}, nil
+	return &Store{write: write, read: read, ckpt: startCheckpointer(ckpt, file, opts.Logger), log: opts.Logger}, nil
 }
 
 // readRetries bounds how often a cursor read starts again (readCursors).
@@ -253,12 +264,18 @@ func (s *Store) shutDown() error {
 // store, so from the first call on the store answers every read from the
 // file, as a shared store does, and writes cursor moves and the session
 // index at once (the ones held in memory and the index's lag first, so the
-// embedder's statements meet them in the file; should that write fail,
-// Close tries again).
+// embedder's statements meet them in the file). Should that write fail,
+// the embedder's statements meet the file without them: the failure is
+// logged and counted (CheckpointStats.HeldWriteFailures), and Close tries
+// again.
 func (s *Store) DB() *sql.DB {
 	s.scanTail.Store(true) // its statements may add events above the mark
 	if s.turnOff() {
-		s.writeHeld(context.Background(), true)
+		if err := s.writeHeld(context.Background(), true); err != nil {
+			s.heldWriteFailures.Add(1)
+			s.log.Error("sqlite: DB could not write the cursor moves and session index held in memory; "+
+				"statements run through it meet the file without them, and Close tries again", "err", err)
+		}
 	}
 	return s.write
 }
