@@ -10,7 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
+	"testing/synctest"
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/store/sqlitestore"
@@ -328,18 +328,35 @@ func TestALinkToAnExclusiveStoresFileIsRefused(t *testing.T) {
 }
 
 // An open waits a moment for a holder on its way out, as a restart's new
-// process meets the old one exiting.
+// process meets the old one exiting. In a synctest bubble the open's
+// retries wait on the bubble's clock, so once every goroutine is blocked
+// the open is known to have found the lock held and to be waiting: the
+// holder closes only then, and the open's patience passes on no real
+// clock. The directory is made outside, as its cleanup outlives the
+// bubble.
 func TestAnOpenWaitsForAHolderThatIsClosing(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "vigil.db")
-	first, err := sqlitestore.Open(t.Context(), path, sqlitestore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		time.Sleep(100 * time.Millisecond)
-		first.Close()
-	}()
-	open(t, path, sqlitestore.Options{})
+	synctest.Test(t, func(t *testing.T) {
+		first, err := sqlitestore.Open(t.Context(), path, sqlitestore.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opened := make(chan error, 1)
+		go func() {
+			s, err := sqlitestore.Open(t.Context(), path, sqlitestore.Options{})
+			if err == nil {
+				err = s.Close()
+			}
+			opened <- err
+		}()
+		synctest.Wait()
+		if err := first.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-opened; err != nil {
+			t.Fatalf("the open that waited for the holder: %v", err)
+		}
+	})
 }
 
 // Append leaves an empty optional column out of its statement: each
