@@ -77,7 +77,7 @@ func baseURL(addr string) string {
 
 // serveMCPEmbedded runs engine, gateway and MCP server in this process.
 func serveMCPEmbedded(ctx context.Context, log *slog.Logger, dbPath, session string, t mcp.Transport) error {
-	st, err := openStore(ctx, dbPath, "")
+	st, err := openStore(ctx, dbPath, "", log)
 	if err != nil {
 		return err
 	}

@@ -152,7 +152,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		}
 		log.Warn("no tokens configured: every request acts as the local admin; listening on loopback only")
 	}
-	st, err := openStore(ctx, cfg.db, cfg.sync)
+	st, err := openStore(ctx, cfg.db, cfg.sync, log)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -28,8 +29,10 @@ func isPostgresURL(db string) bool {
 
 // openStore opens the database a --db value names: a postgres:// URL
 // (optionally with schema=NAME for vigil's tables), or else a SQLite file
-// (its directory created if needed). synchronous applies to SQLite only.
-func openStore(ctx context.Context, db, synchronous string) (sessionStore, error) {
+// (its directory created if needed). synchronous applies to SQLite only,
+// as does log, which hears of the failures a SQLite store's background
+// work has no caller to return to.
+func openStore(ctx context.Context, db, synchronous string, log *slog.Logger) (sessionStore, error) {
 	if isPostgresURL(db) {
 		// A schema=NAME parameter is vigil's, not the server's: it keeps
 		// vigil's tables in their own schema.
@@ -50,7 +53,7 @@ func openStore(ctx context.Context, db, synchronous string) (sessionStore, error
 	if err := os.MkdirAll(filepath.Dir(db), 0o700); err != nil {
 		return nil, fmt.Errorf("create database directory: %w", err)
 	}
-	st, err := sqlitestore.Open(ctx, db, sqlitestore.Options{Synchronous: synchronous})
+	st, err := sqlitestore.Open(ctx, db, sqlitestore.Options{Synchronous: synchronous, Logger: log})
 	if err != nil {
 		return nil, err
 	}
