@@ -62,16 +62,23 @@ func (c conn) getRun(runID string) (sessions.Run, bool, error) {
 
 const sessionByRefQuery = `SELECT ` + sessionColumns + ` FROM sessions WHERE agent_id = ? AND session_key = ?`
 
-// Session implements sessions.Store.
+// Session implements sessions.Store. A store with the file to itself
+// answers from the rows it keeps when it can (sessionrows.go).
 func (s *Store) Session(ctx context.Context, ref vigil.SessionRef) (sessions.Session, bool, error) {
-	var sess sessions.Session
-	var ok bool
+	row, kept, gen := s.rows.committed(ref)
+	if kept {
+		return row.s, row.exists, ctx.Err()
+	}
 	err := s.reading(ctx, func(c conn) error {
 		var err error
-		sess, ok, err = c.getSession(sessionByRefQuery, ref.AgentID, ref.Key)
+		row.s, row.exists, err = c.getSession(sessionByRefQuery, ref.AgentID, ref.Key)
 		return err
 	})
-	return sess, ok, err
+	if err != nil {
+		return sessions.Session{}, false, err
+	}
+	s.rows.keep(ref, row, gen)
+	return row.s, row.exists, nil
 }
 
 // SessionByLabel implements sessions.Store.
@@ -159,7 +166,14 @@ func (s *Store) Run(ctx context.Context, runID string) (sessions.Run, bool, erro
 
 // GetSession implements sessions.Tx.
 func (t *Tx) GetSession(ctx context.Context, ref vigil.SessionRef) (sessions.Session, bool, error) {
-	return t.c.getSession(sessionByRefQuery, ref.AgentID, ref.Key)
+	if row, ok := t.s.rows.inTx(t, ref); ok {
+		return row.s, row.exists, nil
+	}
+	sess, ok, err := t.c.getSession(sessionByRefQuery, ref.AgentID, ref.Key)
+	if err == nil {
+		t.s.rows.keepInTx(t, ref, sessionRow{s: sess, exists: ok})
+	}
+	return sess, ok, err
 }
 
 // PutSession implements sessions.Tx.
@@ -183,6 +197,10 @@ func (t *Tx) PutSession(ctx context.Context, s sessions.Session) error {
 			return fmt.Errorf("%w: label %q is already used by %s", sessions.ErrConflict, s.Label, other)
 		}
 	}
+	// What the row becomes: s, but an existing row keeps its created_at
+	// (the upsert leaves it), so memory knows the row only when it knows
+	// whether one was there.
+	before, known := t.s.rows.inTx(t, s.Ref)
 	_, err := t.c.exec(`INSERT INTO sessions (agent_id, session_key, session_id, kind, label, spawned_by,
 		goal_objective, goal_status, goal_updated_at, inbox_seen, created_at, updated_at)
 		VALUES (?, ?, ?, ?, nullif(?, ''), nullif(?, ''), ?, ?, ?, ?, ?, ?)
@@ -192,7 +210,15 @@ func (t *Tx) PutSession(ctx context.Context, s sessions.Session) error {
 		inbox_seen = excluded.inbox_seen, updated_at = excluded.updated_at`,
 		s.Ref.AgentID, s.Ref.Key, s.SessionID, s.Kind, s.Label, s.SpawnedBy, objective, status, goalAt,
 		s.InboxSeen, s.CreatedAt, s.UpdatedAt)
-	return err
+	if err != nil {
+		return err
+	}
+	after := sessionRow{s: s, exists: true}
+	if before.exists {
+		after.s.CreatedAt = before.s.CreatedAt
+	}
+	t.s.rows.change(t, s.Ref, after, known)
+	return nil
 }
 
 // DeleteSessionRow implements sessions.Tx.
@@ -206,6 +232,7 @@ func (t *Tx) DeleteSessionRow(ctx context.Context, ref vigil.SessionRef) error {
 			return err
 		}
 	}
+	t.s.rows.change(t, ref, sessionRow{}, true)
 	return nil
 }
 

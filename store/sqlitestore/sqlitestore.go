@@ -81,6 +81,7 @@ type Store struct {
 	recent   *recentEvents
 	moves    *heldMoves
 	watchers *watcherRows
+	rows     *sessionRows
 	// index paces writes of the session index (see index.go), and tail
 	// knows what it lacks.
 	index *indexLag
@@ -156,6 +157,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s.recent = newRecentEvents(recentMaxBytes, recentPerEntry)
 	s.moves = newHeldMoves()
 	s.watchers = newWatcherRows()
+	s.rows = newSessionRows()
 	s.index = newIndexLag()
 	s.tail = newUnindexedTail()
 	if !exclusive {
