@@ -46,6 +46,8 @@ func writeTx(ctx context.Context, s vigil.Store, refs []vigil.SessionRef, rollba
 				if ok {
 					got[ref] = append(got[ref], e.Sequence)
 				}
+				// Jitter, to vary the interleavings: the checks hold for
+				// any order, so none depends on it.
 				time.Sleep(time.Duration(rng.IntN(400)) * time.Microsecond)
 			}
 			if rollback {

@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -35,7 +36,13 @@ type gatewayOn struct {
 
 func startGateway(t *testing.T, schema string, follow bool) *gatewayOn {
 	t.Helper()
-	g := &gatewayOn{store: open(t, schema)}
+	return startGatewayOn(t, open(t, schema), follow)
+}
+
+// startGatewayOn is startGateway on a store the test opened.
+func startGatewayOn(t *testing.T, st *pgstore.Store, follow bool) *gatewayOn {
+	t.Helper()
+	g := &gatewayOn{store: st}
 	eng, err := vigil.Open(context.Background(), g.store, vigil.Options{PruneInterval: -1, OnWake: func(w string) {
 		g.mu.Lock()
 		defer g.mu.Unlock()
@@ -98,6 +105,8 @@ func (g *gatewayOn) queued(watcher string) []string {
 	return out
 }
 
+// waitUntil polls cond until it holds: the pause only spaces the looks,
+// and the deadline only bounds a failure, so neither orders anything.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
@@ -256,7 +265,8 @@ func texts(evs []vigil.SystemEvent) []string {
 func TestAWatchRacingARecordThroughAnotherGatewayNeverMissesTheChange(t *testing.T) {
 	schema := freshSchema(t)
 	a := startGateway(t, schema, false)
-	b := startGateway(t, schema, false)
+	bName := fmt.Sprintf("vigil-test-b-%d", time.Now().UnixNano())
+	b := startGatewayOn(t, openNamed(t, schema, bName), false)
 	const target = "agent:main:dm:bob"
 	goal := func(eng *vigil.Engine) {
 		if _, err := eng.Record(context.Background(), vigil.Record{Session: vigil.MustRef(target), Kind: vigil.KindGoalChanged,
@@ -285,7 +295,7 @@ func TestAWatchRacingARecordThroughAnotherGatewayNeverMissesTheChange(t *testing
 		goal(b.eng)
 		close(recorded)
 	}()
-	time.Sleep(100 * time.Millisecond) // let B's record reach the session's lock
+	awaitLockWait(t, bName) // B's record waits for the session's lock
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
