@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -46,8 +47,6 @@ const (
 	// crashFirstLineTimeout bounds the child's start-up (a -race binary
 	// opening the store and running the sweep).
 	crashFirstLineTimeout = 20 * time.Second
-	// crashChildLifetime is how long an unkilled child keeps recording.
-	crashChildLifetime = 30 * time.Second
 
 	crashLinePrefix = "CRASHREC"
 )
@@ -247,7 +246,12 @@ func crashChild(path string) {
 			}
 		})
 	}
-	time.Sleep(crashChildLifetime)
+	// Recording goes on until the kill. The parent holds the other end of
+	// stdin open until then; should the parent die first, the end closes
+	// and the child stops on its own.
+	if _, err := io.Copy(io.Discard, os.Stdin); err != nil {
+		crashChildFail("read stdin: %v", err)
+	}
 	close(stop)
 	wg.Wait()
 	eng.Close()
@@ -362,6 +366,11 @@ func crashRunChild(t *testing.T, path string, round int, seed uint64, rng *rand.
 		crashEnvDB+"="+path, crashEnvRound+"="+strconv.Itoa(round), crashEnvSeed+"="+strconv.FormatUint(seed, 10))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
+	// The child records while its stdin is open; Wait closes it, after
+	// the kill.
+	if _, err := cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

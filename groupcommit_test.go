@@ -184,7 +184,9 @@ func TestEveryConcurrentWriteIsAnsweredOnce(t *testing.T) {
 			seen[op]++
 		}
 		mu.Unlock()
-		time.Sleep(20 * time.Microsecond) // a transaction takes a while
+		// A transaction takes a while, so writes queue behind it; the
+		// checks hold for any interleaving, so none depends on it.
+		time.Sleep(20 * time.Microsecond)
 		answer(batch)
 	}
 	var wg sync.WaitGroup

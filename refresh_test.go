@@ -17,7 +17,8 @@ import (
 const other = "agent:main:dm:bob"
 
 // waitFor polls cond until it holds, failing t after a generous while:
-// wakes run on their own goroutines.
+// wakes run on their own goroutines. The pause only spaces the looks; the
+// wait ends on cond, so it orders nothing.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)

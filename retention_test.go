@@ -127,7 +127,7 @@ func TestPruningRunsAtStartupAndAtMostHourlyAfterRecords(t *testing.T) {
 		if got := eng.Stats().PrunedEvents; got != 1 {
 			t.Fatalf("pruned %d exactly an hour after the last prune, want none: only more than an hour makes one due", got)
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // virtual time
 		record()
 		if got := eng.Stats().PrunedEvents; got != 5 {
 			t.Fatalf("pruned %d after the hour, want the record to trigger a prune down to 1", got)
