@@ -11,7 +11,9 @@ package pgstore
 //   - BEGIN goes with the transaction's first statement, and COMMIT with
 //     its last writes and its notifications.
 //   - Session locks (LockSession) go with the next statement, in session
-//     order (see Locks below).
+//     order (see Locks below). Several that go together also read their
+//     sessions' cursors and take as many sequence numbers, for the
+//     records that lock them (see Reading ahead below).
 //   - Writes whose outcome the engine does not read back (appended events
 //     once their number is known, cursor writes) are held in memory and
 //     sent as one multi-row statement per table: at Commit, or before the
@@ -52,6 +54,9 @@ func (t *Tx) send(ctx context.Context, b *pgx.Batch, writes bool) pgx.BatchResul
 	}
 	all := b
 	var reads []func(pgx.BatchResults) error
+	if !writes && t.readsAhead() && t.held.cursorsOnAny(t.ahead) {
+		writes = true // the cursors read ahead must include them
+	}
 	if !t.begun || (writes && !t.held.empty()) || len(t.pending) > 0 {
 		all = &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(b.QueuedQueries)+8)}
 		if !t.begun {
@@ -91,9 +96,12 @@ func execRead(what string) func(pgx.BatchResults) error {
 // methods of pgx.Tx that the store's statements use.
 type txConn struct{ t *Tx }
 
-// SendBatch sends b after everything queued.
+// SendBatch sends b after everything queued. Its statements may change
+// any cursor, so the cursors read ahead are forgotten.
 func (c txConn) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	return c.t.send(ctx, b, true)
+	br := c.t.send(ctx, b, true)
+	clear(c.t.known)
+	return br
 }
 
 // Exec runs one statement after everything queued.
@@ -227,7 +235,7 @@ func compareRefs(a, b vigil.SessionRef) int {
 
 // lock asks for ref's head lock, taken with the next statement.
 func (t *Tx) lock(ref vigil.SessionRef) {
-	if !t.locked[ref] && !slices.Contains(t.pending, ref) {
+	if !t.willHold(ref) {
 		t.pending = append(t.pending, ref)
 	}
 }
@@ -235,17 +243,21 @@ func (t *Tx) lock(ref vigil.SessionRef) {
 // willHold reports whether ref's lock is held, or taken before the next
 // statement.
 func (t *Tx) willHold(ref vigil.SessionRef) bool {
-	return t.locked[ref] || slices.Contains(t.pending, ref)
+	return t.locked[ref] > 0 || slices.Contains(t.pending, ref)
 }
 
 // queueLocks queues the pending locks at the end of b, in session order,
-// and appends the reads of their results to reads.
+// then what they read ahead, and appends the reads of their results to
+// reads.
 func (t *Tx) queueLocks(b *pgx.Batch, reads []func(pgx.BatchResults) error) []func(pgx.BatchResults) error {
 	if len(t.pending) == 0 {
 		return reads
 	}
 	refs := t.pending
+	ahead := t.readsAhead()
 	t.pending = nil
+	t.rounds++
+	round := t.rounds
 	slices.SortFunc(refs, compareRefs)
 	var top *vigil.SessionRef
 	for ref := range t.locked {
@@ -260,32 +272,55 @@ func (t *Tx) queueLocks(b *pgx.Batch, reads []func(pgx.BatchResults) error) []fu
 	if early > 0 {
 		b.Queue(`SET LOCAL lock_timeout = '` + outOfOrderWait + `'`)
 		reads = append(reads, execRead("bound the wait for a lock out of order"))
-	}
-	for i, ref := range refs {
-		if i == early && early > 0 {
-			b.Queue(`SET LOCAL lock_timeout TO DEFAULT`)
-			reads = append(reads, execRead("restore the lock timeout"))
-		}
-		b.Queue(lockHead, ref.AgentID, ref.Key)
-		inOrder := i >= early
-		reads = append(reads, func(br pgx.BatchResults) error {
-			if _, err := br.Exec(); err != nil {
-				var pgErr *pgconn.PgError
-				if !inOrder && errors.As(err, &pgErr) && pgErr.Code == lockNotAvailable {
-					t.s.relockFirst(t.lockSet(refs))
-					err = &conflictError{err}
-				}
-				return wrap(fmt.Errorf("lock head of %s: %w", ref, err))
-			}
-			t.locked[ref] = true
-			return nil
-		})
-	}
-	if early == len(refs) {
+		reads = t.queueLockGroup(b, reads, refs, refs[:early], false, round)
 		b.Queue(`SET LOCAL lock_timeout TO DEFAULT`)
 		reads = append(reads, execRead("restore the lock timeout"))
 	}
+	if early < len(refs) {
+		reads = t.queueLockGroup(b, reads, refs, refs[early:], true, round)
+	}
+	if ahead {
+		reads = t.queueReadAhead(b, reads, round)
+	}
 	return reads
+}
+
+// lockHeads is lockHead for several sessions, locked in the order given
+// (WITH ORDINALITY): session order, as the statements of one each would.
+const lockHeads = `INSERT INTO session_heads (agent_id, session_key, head, pruned_watermark)
+	SELECT a, k, 0, 0 FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(a, k, i) ORDER BY i
+	ON CONFLICT (agent_id, session_key) DO UPDATE SET head = session_heads.head`
+
+// queueLockGroup queues the locks of group, in one statement: those of
+// round (refs) ordered after every lock the transaction holds when
+// inOrder is set, else those ordered before one.
+func (t *Tx) queueLockGroup(b *pgx.Batch, reads []func(pgx.BatchResults) error, refs, group []vigil.SessionRef, inOrder bool, round int) []func(pgx.BatchResults) error {
+	var what string
+	if len(group) == 1 {
+		b.Queue(lockHead, group[0].AgentID, group[0].Key)
+		what = fmt.Sprintf("lock head of %s", group[0])
+	} else {
+		agents, keys := make([]string, len(group)), make([]string, len(group))
+		for i, ref := range group {
+			agents[i], keys[i] = ref.AgentID, ref.Key
+		}
+		b.Queue(lockHeads, agents, keys)
+		what = fmt.Sprintf("lock heads of %d sessions from %s", len(group), group[0])
+	}
+	return append(reads, func(br pgx.BatchResults) error {
+		if _, err := br.Exec(); err != nil {
+			var pgErr *pgconn.PgError
+			if !inOrder && errors.As(err, &pgErr) && pgErr.Code == lockNotAvailable {
+				t.s.relockFirst(t.lockSet(refs))
+				err = &conflictError{err}
+			}
+			return wrap(fmt.Errorf("%s: %w", what, err))
+		}
+		for _, ref := range group {
+			t.locked[ref] = round
+		}
+		return nil
+	})
 }
 
 // lockSet is every session the transaction holds or asked for, sorted.
@@ -296,6 +331,123 @@ func (t *Tx) lockSet(asked []vigil.SessionRef) []vigil.SessionRef {
 	}
 	slices.SortFunc(refs, compareRefs)
 	return slices.Compact(refs)
+}
+
+// Reading ahead.
+//
+// A record locks its target, reads the target's cursors under the lock,
+// and then appends to it, and the engine cannot compute its cursor moves
+// before the read is answered: one round trip per record. The engine
+// locks the targets of a batch's records together before the first of
+// them runs (LockSession, once each), so when several locks asked for by
+// LockSession go out together, the same round trip also reads every one
+// of those sessions' cursors, FOR UPDATE as CursorsOnTarget reads them,
+// after the transaction's held writes to them, and takes one sequence
+// number for each session, after all the locks. The records then run
+// without a round trip of their own:
+//
+//   - CursorsOnTarget answers from what was read, until the transaction
+//     writes a cursor of that target (a second record on it then reads
+//     again, seeing the first one's moves), and any statement sent
+//     through t.tx forgets everything read.
+//   - Append and its dedupe take the numbers in call order, ascending,
+//     for any session whose lock came at or before the round that took
+//     them: every number is still taken after its session's lock and
+//     after every number used before it. A number taken otherwise (for a
+//     session locked later) is above them, so the rest are dropped;
+//     numbers never used are gaps, which the sequence allows.
+//
+// Locks taken for other reasons (LockSession of a write that reads
+// nothing after, an append's own lock, the locks a batch run again takes
+// first) read nothing ahead when fewer than two LockSession calls go
+// together.
+
+// readAhead reads the cursors of several targets in one statement.
+const readAhead = `SELECT ` + cursorColumns + ` FROM cursors c
+	JOIN unnest($1::text[], $2::text[]) AS u(a, k) ON c.target_agent = u.a AND c.target_key = u.k
+	ORDER BY c.target_agent, c.target_key, c.watcher FOR UPDATE OF c`
+
+// takeNumbers takes $1 sequence numbers.
+const takeNumbers = `SELECT nextval('event_sequence') FROM generate_series(1, $1::int)`
+
+// readsAhead reports whether the pending locks read ahead when they go.
+func (t *Tx) readsAhead() bool { return len(t.ahead) >= 2 }
+
+// queueReadAhead queues the reads of the ahead sessions' cursors and
+// their numbers, after the locks of round, and appends the reads of their
+// results to reads.
+func (t *Tx) queueReadAhead(b *pgx.Batch, reads []func(pgx.BatchResults) error, round int) []func(pgx.BatchResults) error {
+	refs := t.ahead
+	t.ahead = nil
+	agents, keys := make([]string, len(refs)), make([]string, len(refs))
+	for i, ref := range refs {
+		agents[i], keys[i] = ref.AgentID, ref.Key
+	}
+	b.Queue(readAhead, agents, keys)
+	reads = append(reads, func(br pgx.BatchResults) error {
+		rows, err := br.Query()
+		cs, err := appendCursors(nil, rows, err)
+		if err != nil {
+			return fmt.Errorf("read the cursors of %d sessions: %w", len(refs), err)
+		}
+		if t.known == nil {
+			t.known = make(map[vigil.SessionRef][]vigil.Cursor, len(refs))
+		}
+		for _, ref := range refs {
+			t.known[ref] = nil
+		}
+		for i := 0; i < len(cs); {
+			j := i + 1
+			for j < len(cs) && cs[j].Target == cs[i].Target {
+				j++
+			}
+			t.known[cs[i].Target] = cs[i:j:j]
+			i = j
+		}
+		return nil
+	})
+	if !t.published {
+		b.Queue(publishMarker, t.s.markerHi, t.s.markerLo)
+		reads = append(reads, func(br pgx.BatchResults) error {
+			if _, err := br.Exec(); err != nil {
+				return wrap(fmt.Errorf("publish sequence marker: %w", err))
+			}
+			t.published, t.appended = true, true // as readMarker
+			return nil
+		})
+	}
+	b.Queue(takeNumbers, len(refs))
+	return append(reads, func(br pgx.BatchResults) error {
+		rows, err := br.Query()
+		if err != nil {
+			return wrap(fmt.Errorf("take %d sequence numbers: %w", len(refs), err))
+		}
+		seqs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return wrap(fmt.Errorf("take %d sequence numbers: %w", len(refs), err))
+		}
+		slices.Sort(seqs)
+		t.spares, t.sparesRound = seqs, round
+		return nil
+	})
+}
+
+// hasSpare reports whether a spare number may go to ref.
+func (t *Tx) hasSpare(ref vigil.SessionRef) bool {
+	r := t.locked[ref]
+	return len(t.spares) > 0 && r > 0 && r <= t.sparesRound
+}
+
+// takeSpare returns the next spare number, if it may go to ref. If not,
+// it drops the spare numbers: the caller takes a new one, above them.
+func (t *Tx) takeSpare(ref vigil.SessionRef) (int64, bool) {
+	if !t.hasSpare(ref) {
+		t.spares = nil
+		return 0, false
+	}
+	seq := t.spares[0]
+	t.spares = t.spares[1:]
+	return seq, true
 }
 
 // relockFirst notes sessions for the next transaction to lock first.
@@ -391,6 +543,14 @@ func (h *heldWrites) eventsOn(ref vigil.SessionRef) bool {
 func (h *heldWrites) cursorsOn(target vigil.SessionRef) bool {
 	_, ok := h.targets[target]
 	return ok
+}
+
+// cursorsOnAny reports whether a cursor on any of targets is held.
+func (h *heldWrites) cursorsOnAny(targets []vigil.SessionRef) bool {
+	if len(h.targets) == 0 {
+		return false
+	}
+	return slices.ContainsFunc(targets, h.cursorsOn)
 }
 
 // insertEvents inserts held events. The numbers were taken after the

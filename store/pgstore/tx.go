@@ -21,7 +21,7 @@ func (s *Store) BeginWrite(ctx context.Context) (vigil.Tx, error) {
 	if err != nil {
 		return nil, wrap(err)
 	}
-	t := &Tx{s: s, conn: conn, ctx: ctx, watchers: map[string]struct{}{}, locked: map[vigil.SessionRef]bool{}}
+	t := &Tx{s: s, conn: conn, ctx: ctx, watchers: map[string]struct{}{}, locked: map[vigil.SessionRef]int{}}
 	t.tx = txConn{t}
 	// A batch that gave up on a lock out of order runs again in this
 	// transaction: it takes its locks in order first (batch.go).
@@ -52,17 +52,25 @@ type Tx struct {
 	// messages are the transcript messages this transaction appended,
 	// also announced at Commit.
 	messages []Arrival
-	// locked are the sessions whose head row this transaction holds;
-	// pending are those asked for that are not taken yet (batch.go).
-	locked  map[vigil.SessionRef]bool
+	// locked are the sessions whose head row this transaction holds, each
+	// with the round of locks (batch.go) that took it; pending are those
+	// asked for that are not taken yet, and ahead those of pending that
+	// LockSession asked for (batch.go); rounds counts the rounds sent.
+	locked  map[vigil.SessionRef]int
 	pending []vigil.SessionRef
+	ahead   []vigil.SessionRef
+	rounds  int
 	// held are the writes not sent yet (batch.go).
 	held heldWrites
-	// spare, when not 0, is a sequence number taken after spareFor's lock,
-	// and after every number this transaction used: the next append to
-	// spareFor takes it (see number).
-	spare    int64
-	spareFor vigil.SessionRef
+	// spares are sequence numbers, ascending, taken after every lock of
+	// the rounds up to sparesRound and after every number this
+	// transaction used: the next appends to those sessions take them, in
+	// call order (see number).
+	spares      []int64
+	sparesRound int
+	// known are target cursors read ahead, under their target's lock, as
+	// the transaction's next statements would read them (batch.go).
+	known map[vigil.SessionRef][]vigil.Cursor
 }
 
 var _ vigil.Tx = (*Tx)(nil)
@@ -71,9 +79,16 @@ var _ vigil.Tx = (*Tx)(nil)
 // (lockHead), taken once per transaction. The lock is taken before the
 // transaction's next statement, in the same round trip (the engine locks
 // a session to read its cursors next), and locks asked for together are
-// taken in session order (batch.go).
+// taken in session order (batch.go). When several go out together, the
+// same round trip reads their sessions' cursors, locking them as
+// CursorsOnTarget does, and takes a sequence number for each: the
+// transaction then answers CursorsOnTarget and Append on those sessions
+// without another round trip, until it writes what it read.
 func (t *Tx) LockSession(ctx context.Context, ref vigil.SessionRef) error {
-	t.lock(ref)
+	if !t.willHold(ref) {
+		t.lock(ref)
+		t.ahead = append(t.ahead, ref)
+	}
 	return nil
 }
 
@@ -155,16 +170,13 @@ func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
 	return true, nil
 }
 
-// number returns the number for the next append to ref: the spare one,
+// number returns the number for the next append to ref: a spare one,
 // taken after ref's lock and after every number used so far, or else a
 // new one, after ref's lock, in a round trip of its own.
 func (t *Tx) number(ctx context.Context, ref vigil.SessionRef) (int64, error) {
-	if t.spare != 0 && t.spareFor == ref {
-		seq := t.spare
-		t.spare = 0
+	if seq, ok := t.takeSpare(ref); ok {
 		return seq, nil
 	}
-	t.spare = 0 // a number taken now is above it
 	t.lock(ref)
 	b := &pgx.Batch{}
 	publish := t.queueMarker(b)
@@ -211,11 +223,9 @@ func (t *Tx) readMarker(br pgx.BatchResults, queued bool) error {
 func (t *Tx) appendDeduped(ctx context.Context, e *vigil.Event, payload *string) (bool, error) {
 	ref := e.Session()
 	var spare *int64
-	if t.spare != 0 && t.spareFor == ref {
-		n := t.spare
+	if n, ok := t.takeSpare(ref); ok {
 		spare = &n
 	}
-	t.spare = 0
 	t.lock(ref)
 	b := &pgx.Batch{}
 	publish := t.queueMarker(b)
@@ -272,17 +282,30 @@ func (t *Tx) Version(ctx context.Context, ref vigil.SessionRef) (int64, error) {
 //
 // A record reads its target's cursors right before it appends to it, so
 // once the transaction holds its marker (a record before this one
-// appended), the same round trip takes a spare number for that append:
-// after the target's lock, as Append requires. A record that then appends
-// nothing (a human message nobody watches) leaves a gap in the sequence,
-// which is allowed.
+// appended), the same round trip takes a spare number for that append,
+// unless one is spare already: after the target's lock, as Append
+// requires. A record that then appends nothing (a human message nobody
+// watches) leaves a gap in the sequence, which is allowed.
+//
+// The cursors of a target locked with others (LockSession) were read
+// with the lock, and are answered from that read until the transaction
+// writes a cursor of the target.
 func (t *Tx) CursorsOnTarget(ctx context.Context, dst []vigil.Cursor, target vigil.SessionRef) ([]vigil.Cursor, error) {
+	if t.readsAhead() && slices.Contains(t.ahead, target) {
+		br := t.send(ctx, &pgx.Batch{}, false) // sends the locks, which read ahead
+		if err := br.Close(); err != nil {
+			return nil, wrap(err)
+		}
+	}
+	if cs, ok := t.known[target]; ok {
+		return append(dst, cs...), nil
+	}
 	b := &pgx.Batch{}
 	b.Queue(`SELECT `+cursorColumns+` FROM cursors
 		WHERE target_agent = $1 AND target_key = $2 ORDER BY watcher FOR UPDATE`, target.AgentID, target.Key)
-	spare := t.published && t.willHold(target)
+	spare := t.published && t.willHold(target) && !t.hasSpare(target)
 	if spare {
-		t.spare = 0
+		t.spares = nil // the number taken now is above them
 		b.Queue(nextNumber)
 	}
 	br := t.send(ctx, b, t.held.cursorsOn(target))
@@ -297,7 +320,8 @@ func (t *Tx) CursorsOnTarget(ctx context.Context, dst []vigil.Cursor, target vig
 		if err := br.QueryRow().Scan(&seq); err != nil {
 			return nil, wrap(fmt.Errorf("take a sequence number: %w", err))
 		}
-		t.spare, t.spareFor = seq, target
+		// Taken after the round that locked target, if it was pending.
+		t.spares, t.sparesRound = append(t.spares[:0], seq), t.rounds
 	}
 	return cs, wrap(br.Close())
 }
@@ -319,6 +343,7 @@ func (t *Tx) Cursor(ctx context.Context, watcher string, target vigil.SessionRef
 // PutCursor implements vigil.Tx. The write is held (batch.go).
 func (t *Tx) PutCursor(ctx context.Context, c vigil.Cursor) error {
 	t.watchers[c.Watcher] = struct{}{}
+	delete(t.known, c.Target)
 	t.held.addCursors([]vigil.Cursor{c})
 	return nil
 }
@@ -329,6 +354,7 @@ func (t *Tx) PutCursor(ctx context.Context, c vigil.Cursor) error {
 func (t *Tx) PutCursors(ctx context.Context, cs []vigil.Cursor) error {
 	for _, c := range cs {
 		t.watchers[c.Watcher] = struct{}{}
+		delete(t.known, c.Target)
 	}
 	t.held.addCursors(cs)
 	return nil
@@ -522,8 +548,8 @@ func (t *Tx) Commit() error {
 	if t.ended {
 		return pgx.ErrTxClosed
 	}
-	t.pending = nil // a lock nothing reads under would end at once
-	t.spare = 0
+	t.pending, t.ahead = nil, nil // a lock nothing reads under would end at once
+	t.spares = nil
 	if !t.begun && t.held.empty() && len(t.watchers) == 0 && len(t.messages) == 0 {
 		return t.Rollback() // nothing was sent: nothing to commit
 	}
