@@ -7,19 +7,22 @@ import (
 	"slices"
 )
 
-// batchLocks are the sessions a batch's records will lock, locked
-// together before the first of those records runs. A record locks its
-// target before reading the target's cursors (Txn.record), so a batch of
-// records would otherwise lock its targets one at a time, in the order
+// batchLocks are the sessions a group of a batch's records will lock,
+// locked together before the first of those records runs. A record locks
+// its target before reading the target's cursors (Txn.record), so a batch
+// of records would otherwise lock its targets one at a time, in the order
 // the writes queued, each lock followed by a read that must be answered
 // before the next record can run. Taken together, and in session order,
 // the locks can go to the store at once: a backend on a server sends
 // them, and whatever each record then reads, in one round trip, and two
 // batches wanting the same sessions ask for them in the same order.
 //
-// Only the sessions the batch's records lock anyway are locked, and only
-// in the batch's first attempt: a batch run again may have lost a write,
-// and its records then lock their targets themselves, as always.
+// A group is what the batch takes from the queue at once: the writes
+// queued when it starts, then each handful that joins while it runs (see
+// commitFunc), since with many producers most of a batch joins that way.
+// Only the sessions the group's records lock anyway are locked, and only
+// once: a batch run again may have lost a write after the group's first
+// record ran, and its records then lock their targets themselves.
 type batchLocks struct {
 	want  []lockWant // sorted by session
 	taken bool
@@ -32,26 +35,40 @@ type lockWant struct {
 	ctx context.Context
 }
 
-// plan takes note of the targets of batch's records and returns batch.
-// With fewer than two records there is nothing to take together.
-func (b *batchLocks) plan(batch []*writeOp) []*writeOp {
-	b.reset()
-	for _, op := range batch {
+// plan notes the targets of the records among ops, a group the batch
+// takes, and returns ops. With fewer than two records there is nothing
+// to take together.
+func (q *writeQueue) plan(ops []*writeOp) []*writeOp {
+	n := 0
+	for _, op := range ops {
 		if op.locks {
-			b.want = append(b.want, lockWant{op.target, op.ctx})
+			n++
 		}
 	}
-	if len(b.want) < 2 {
-		b.reset()
-		return batch
+	if n < 2 {
+		return ops
 	}
-	slices.SortStableFunc(b.want, func(x, y lockWant) int { return compareRefs(x.ref, y.ref) })
-	for _, op := range batch {
+	if q.planned == len(q.locks) {
+		q.locks = append(q.locks, &batchLocks{})
+	}
+	b := q.locks[q.planned]
+	q.planned++
+	for _, op := range ops {
 		if op.locks {
+			b.want = append(b.want, lockWant{op.target, op.ctx})
 			op.batch = b
 		}
 	}
-	return batch
+	slices.SortStableFunc(b.want, func(x, y lockWant) int { return compareRefs(x.ref, y.ref) })
+	return ops
+}
+
+// forgetPlans forgets the groups of the batch just committed.
+func (q *writeQueue) forgetPlans() {
+	for _, b := range q.locks[:q.planned] {
+		b.reset()
+	}
+	q.planned = 0
 }
 
 // reset forgets the last batch, and the contexts of its writes.

@@ -75,8 +75,10 @@ type writeQueue struct {
 	// being committed (some may have been answered without joining it).
 	lastBatch int
 	spare     sync.Pool // of *writeOp, see newOp
-	// locks serves the batch being committed (only the leader uses it).
-	locks batchLocks
+	// locks serve the batch being committed, one for each group of writes
+	// it takes (only the leader uses them); planned counts those in use.
+	locks   []*batchLocks
+	planned int
 	// grew, once a test waiting for writes to queue has set it, is
 	// broadcast whenever a write joins the queue.
 	grew *sync.Cond
@@ -161,8 +163,8 @@ func (q *writeQueue) lead(commit commitFunc) {
 	if yield {
 		runtime.Gosched()
 	}
-	commit(q.locks.plan(q.take(true)), func() []*writeOp { return q.take(false) })
-	q.locks.reset()
+	commit(q.plan(q.take(true)), func() []*writeOp { return q.plan(q.take(false)) })
+	q.forgetPlans()
 
 	q.mu.Lock()
 	defer q.mu.Unlock()
