@@ -202,7 +202,11 @@ func open(ctx context.Context, path, syncMode string, exclusive bool, opts Optio
 		write.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	read := openDB(dsn("_query_only=1", fmt.Sprintf("_cache_size=-%d", readCacheKiB)), nil)
+	// A reader connection serves one read at a time, and its statements
+	// watch no context, so nothing calls into it from another thread:
+	// SQLite's connection mutex, taken on every call for every column of
+	// every row, is left out.
+	read := openDB(dsn("_query_only=1", "_mutex=no", fmt.Sprintf("_cache_size=-%d", readCacheKiB)), nil)
 	read.SetMaxOpenConns(opts.ReadConns)
 	read.SetMaxIdleConns(opts.ReadConns)
 	// A checkpoint syncs the log and the database file as its connection's
@@ -326,7 +330,7 @@ const (
 	// A session's version: the larger of its newest event and its head.
 	// Versions of many sessions read the index's tail once for all.
 	indexedVersionOf = `coalesce((SELECT max(sequence) FROM session_index WHERE session = ` + sessionNumberOf + `), 0),
-	coalesce((SELECT head FROM session_heads WHERE agent_id = ?1 AND session_key = ?2), 0)`
+	coalesce((SELECT head FROM session_heads WHERE agent_id = +?1 AND session_key = +?2), 0)`
 	versionQuery        = `SELECT max(coalesce((SELECT max(sequence) FROM ` + tailOfSession + `), 0), ` + indexedVersionOf + `)`
 	indexedVersionQuery = `SELECT max(` + indexedVersionOf + `)`
 	tailVersionsQuery   = `SELECT agent_id, session_key, max(sequence) FROM events WHERE sequence > ` + indexMarkQuery + `
@@ -535,6 +539,8 @@ func (s *Store) readAboveMark(refs []vigil.SessionRef, byList func(list string) 
 // queryHistory runs one of the history queries with its arguments.
 func (s *Store) queryHistory(ctx context.Context, ref vigil.SessionRef, limit int, q string, args []any) (vigil.History, error) {
 	var h vigil.History
+	buf := historyBuffers.Get().(*[]vigil.Event)
+	evs := (*buf)[:0]
 	// One statement is one snapshot, so bounds and events agree without an
 	// explicit read transaction (which would cost two more statements).
 	err := s.reading(ctx, func(c conn) error {
@@ -543,13 +549,23 @@ func (s *Store) queryHistory(ctx context.Context, ref vigil.SessionRef, limit in
 				h.EarliestRetained, h.Head, h.PrunedWatermark = r.int(0), max(r.int(1), r.int(2)), r.int(3)
 				return nil
 			}
-			h.Events = append(h.Events, vigil.Event{Sequence: r.int(4), AgentID: ref.AgentID, SessionKey: ref.Key,
+			evs = append(evs, vigil.Event{Sequence: r.int(4), AgentID: ref.AgentID, SessionKey: ref.Key,
 				SessionID: r.str(5), Kind: vigil.Kind(r.str(6)), ActorType: vigil.ActorType(r.str(7)), ActorID: r.str(8),
 				RunID: r.str(9), OccurredAt: r.int(10), RecordedAt: r.int(11), Summary: r.str(12),
-				Payload: r.bytes(13), DedupeKey: r.str(14)})
+				Payload: ownedBlob(r, 13), DedupeKey: r.str(14)})
 			return nil
 		})
 	})
+	// The caller gets the events in memory of their exact size: grown by
+	// appending, a delta of 100 events allocated two and a half times that.
+	if len(evs) > 0 {
+		h.Events = slices.Clone(evs)
+	}
+	clear(evs)
+	if cap(evs) <= historyBufferMax {
+		*buf = evs[:0]
+		historyBuffers.Put(buf)
+	}
 	// SQLite emits a compound select's parts in order, but does not promise
 	// it; the contract does. Sorting sorted events is one pass. Each of the
 	// indexed events and the tail is limited: together they may hold more.
@@ -560,13 +576,33 @@ func (s *Store) queryHistory(ctx context.Context, ref vigil.SessionRef, limit in
 	return h, err
 }
 
+// historyBuffers hold the events of a history read as they arrive, for
+// reuse by the next; one that grew beyond historyBufferMax events is left
+// to the collector.
+var historyBuffers = sync.Pool{New: func() any { return new([]vigil.Event) }}
+
+const historyBufferMax = 1024
+
+// ownedBlob reads a BLOB column (the payload, cast to one) without copying
+// it: the driver hands each row's BLOB values over in memory of their own,
+// where a TEXT value would need copying into a []byte. An empty BLOB reads
+// as empty, not nil, as an empty TEXT value did.
+func ownedBlob(r rowValues, i int) []byte {
+	if b, ok := r[i].([]byte); ok {
+		return b
+	}
+	return r.bytes(i)
+}
+
 // historyQuery reads a session's bounds (one row whose sequence column is
 // NULL) and its events after ?3, at most ?4 indexed ones and at most ?4
 // from the unindexed tail, one row per event, in one statement. A compound
 // select needs no sort of the whole result, as an outer join with ORDER BY
 // did. The session's key columns are the caller's, so they are not read
 // back, and nullable columns come back as NULL, which the driver hands over
-// without a copy. historyOfListQuery looks the tail up by the numbers in
+// without a copy; the payload comes back as a BLOB, which needs no copy
+// either (ownedBlob). Bound values are written +?N (see index.go).
+// historyOfListQuery looks the tail up by the numbers in
 // ?5 (unindexedTail) instead of scanning it, and historyIndexedQuery has no
 // tail, for a store that keeps none (scanTail).
 var (
@@ -579,7 +615,7 @@ func historyQueryOf(tail string) string {
 	// An entry counts with its event only: pruned events' entries stay
 	// until the sweep (index.go).
 	first := `(SELECT x.sequence FROM session_index x JOIN events e
-			ON e.sequence = x.sequence AND e.agent_id = ?1 AND e.session_key = ?2
+			ON e.sequence = x.sequence AND e.agent_id = +?1 AND e.session_key = +?2
 		WHERE x.session = ` + sessionNumberOf + ` ORDER BY x.sequence LIMIT 1)`
 	last := `(SELECT max(sequence) FROM session_index WHERE session = ` + sessionNumberOf + `)`
 	if tail != "" {
@@ -588,19 +624,19 @@ func historyQueryOf(tail string) string {
 	}
 	q := `SELECT ` + first + `, ` + last + `, h.head, h.pruned_watermark,
 		NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-		FROM (SELECT 1) LEFT JOIN session_heads h ON h.agent_id = ?1 AND h.session_key = ?2
+		FROM (SELECT 1) LEFT JOIN session_heads h ON h.agent_id = +?1 AND h.session_key = +?2
 	UNION ALL
 	SELECT * FROM (SELECT NULL, NULL, NULL, NULL, e.sequence, e.session_id, e.kind, e.actor_type, e.actor_id,
-		e.run_id, e.occurred_at, e.recorded_at, e.summary, e.payload, e.dedupe_key
+		e.run_id, e.occurred_at, e.recorded_at, e.summary, CAST(e.payload AS BLOB), e.dedupe_key
 		FROM session_index x JOIN events e
-			ON e.sequence = x.sequence AND e.agent_id = ?1 AND e.session_key = ?2
-		WHERE x.session = ` + sessionNumberOf + ` AND x.sequence > ?3 ORDER BY x.sequence LIMIT ?4)`
+			ON e.sequence = x.sequence AND e.agent_id = +?1 AND e.session_key = +?2
+		WHERE x.session = ` + sessionNumberOf + ` AND x.sequence > +?3 ORDER BY x.sequence LIMIT +?4)`
 	if tail != "" {
 		q += `
 	UNION ALL
 	SELECT * FROM (SELECT NULL, NULL, NULL, NULL, sequence, session_id, kind, actor_type, actor_id, run_id,
-		occurred_at, recorded_at, summary, payload, dedupe_key
-		FROM ` + tail + ` AND sequence > ?3 ORDER BY sequence LIMIT ?4)`
+		occurred_at, recorded_at, summary, CAST(payload AS BLOB), dedupe_key
+		FROM ` + tail + ` AND sequence > +?3 ORDER BY sequence LIMIT +?4)`
 	}
 	return q
 }
@@ -677,7 +713,7 @@ func (s *Store) Log(ctx context.Context, after int64, limit int) (vigil.LogPage,
 		}); err != nil {
 			return err
 		}
-		return c.query(`SELECT `+eventColumns+` FROM events WHERE sequence > ? ORDER BY sequence LIMIT ?`,
+		return c.query(`SELECT `+eventColumns+` FROM events WHERE sequence > ? ORDER BY sequence LIMIT +?`,
 			[]any{after, limit}, func(r rowValues) error {
 				p.Events = append(p.Events, eventAt(r, 0))
 				return nil
