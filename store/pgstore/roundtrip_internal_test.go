@@ -168,3 +168,83 @@ func pgCPU(t testing.TB) time.Duration {
 	}
 	return total
 }
+
+// lockAll locks refs as the engine's group commit locks the targets of a
+// batch's records, before the first of them runs.
+func lockAll(ctx context.Context, txn *vigil.Txn, refs []vigil.SessionRef) error {
+	for _, ref := range refs {
+		if err := txn.Store().LockSession(ctx, ref); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Records on sessions locked together take no round trip of their own:
+// the locks, every target's cursors and the sequence numbers go in one
+// round trip, the appends and cursor moves with the commit in another.
+func TestRecordsOnSessionsLockedTogetherShareTheirRoundTrips(t *testing.T) {
+	pgtest.Require(t)
+	const n = 20
+	eng, rt, refs := openCounted(t, n, 2)
+	ctx := t.Context()
+	record := func() {
+		t.Helper()
+		if err := eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
+			if err := lockAll(ctx, txn, refs); err != nil {
+				return err
+			}
+			for _, ref := range refs {
+				if _, err := txn.Record(ctx, humanMessage(ref)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record() // prepares the statements on the connection
+	before := rt.n.Load()
+	record()
+	if got := rt.n.Load() - before; got > 2 {
+		t.Errorf("%d records on sessions locked together took %d round trips (%.2f per record), want at most 2",
+			n, got, float64(got)/n)
+	}
+}
+
+// A second record on a target locked with others, in the same
+// transaction, starts from the cursors the first one moved, not from
+// those read with the lock: the watcher's notified watermark stays at the
+// first event, which it has not been told about yet, and only its
+// material watermark moves on.
+func TestASecondRecordOnATargetLockedWithOthersSeesTheFirstsMoves(t *testing.T) {
+	pgtest.Require(t)
+	eng, _, refs := openCounted(t, 2, 1)
+	ctx := t.Context()
+	var first, second vigil.Recorded
+	if err := eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
+		if err := lockAll(ctx, txn, refs); err != nil {
+			return err
+		}
+		var err error
+		if first, err = txn.Record(ctx, humanMessage(refs[0])); err != nil {
+			return err
+		}
+		second, err = txn.Record(ctx, humanMessage(refs[0]))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !first.Appended || !second.Appended || second.Event.Sequence <= first.Event.Sequence {
+		t.Fatalf("records %+v then %+v: want both appended, in order", first, second)
+	}
+	c, ok, err := eng.Cursor(ctx, "agent:rt:w0", refs[0])
+	if err != nil || !ok {
+		t.Fatalf("cursor: %v, found %v", err, ok)
+	}
+	if c.Notified != first.Event.Sequence || c.Material != second.Event.Sequence {
+		t.Errorf("cursor notified %d, material %d; want notified %d (the first event) and material %d (the second)",
+			c.Notified, c.Material, first.Event.Sequence, second.Event.Sequence)
+	}
+}
