@@ -178,6 +178,25 @@ func (t *Tx) GetSession(ctx context.Context, ref vigil.SessionRef) (sessions.Ses
 
 // PutSession implements sessions.Tx.
 func (t *Tx) PutSession(ctx context.Context, s sessions.Session) error {
+	// What the row becomes: s, but an existing row keeps its created_at
+	// (the upsert leaves it), so memory knows the row only when it knows
+	// whether one was there.
+	before, known := t.s.rows.inTx(t, s.Ref)
+	if known && before.exists && sameButCounters(before.s, s) {
+		// A send, a reply or a turn changes only these of a row it read;
+		// the rest, the label among it, is in the file already.
+		if s.InboxSeen == before.s.InboxSeen && s.UpdatedAt == before.s.UpdatedAt {
+			return nil
+		}
+		if _, err := t.c.exec(`UPDATE sessions SET inbox_seen = ?, updated_at = ? WHERE agent_id = ? AND session_key = ?`,
+			s.InboxSeen, s.UpdatedAt, s.Ref.AgentID, s.Ref.Key); err != nil {
+			return err
+		}
+		after := before
+		after.s.InboxSeen, after.s.UpdatedAt = s.InboxSeen, s.UpdatedAt
+		t.s.rows.change(t, s.Ref, after, true)
+		return nil
+	}
 	var objective, status any
 	var goalAt any
 	if s.Goal != nil {
@@ -197,10 +216,6 @@ func (t *Tx) PutSession(ctx context.Context, s sessions.Session) error {
 			return fmt.Errorf("%w: label %q is already used by %s", sessions.ErrConflict, s.Label, other)
 		}
 	}
-	// What the row becomes: s, but an existing row keeps its created_at
-	// (the upsert leaves it), so memory knows the row only when it knows
-	// whether one was there.
-	before, known := t.s.rows.inTx(t, s.Ref)
 	_, err := t.c.exec(`INSERT INTO sessions (agent_id, session_key, session_id, kind, label, spawned_by,
 		goal_objective, goal_status, goal_updated_at, inbox_seen, created_at, updated_at)
 		VALUES (?, ?, ?, ?, nullif(?, ''), nullif(?, ''), ?, ?, ?, ?, ?, ?)
@@ -219,6 +234,19 @@ func (t *Tx) PutSession(ctx context.Context, s sessions.Session) error {
 	}
 	t.s.rows.change(t, s.Ref, after, known)
 	return nil
+}
+
+// sameButCounters reports whether storing b over the row a leaves every
+// column but inbox_seen and updated_at as it is (created_at is never
+// replaced).
+func sameButCounters(a, b sessions.Session) bool {
+	if a.Ref != b.Ref || a.SessionID != b.SessionID || a.Kind != b.Kind || a.Label != b.Label || a.SpawnedBy != b.SpawnedBy {
+		return false
+	}
+	if a.Goal == nil || b.Goal == nil {
+		return a.Goal == nil && b.Goal == nil
+	}
+	return *a.Goal == *b.Goal
 }
 
 // DeleteSessionRow implements sessions.Tx.
