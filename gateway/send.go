@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -165,7 +164,9 @@ func (g *Gateway) Send(ctx context.Context, c Caller, in SendInput) (SendOutput,
 			return err
 		}
 		if actorType == vigil.ActorHuman {
-			payload, _ := json.Marshal(map[string]string{"channel": channel})
+			// The channel matched channelPattern, so it needs no escaping:
+			// these are the bytes json.Marshal would give, without its map.
+			payload := []byte(`{"channel":"` + channel + `"}`)
 			if _, err := txn.Record(ctx, vigil.Record{Session: target, SessionID: s.SessionID,
 				Kind: vigil.KindHumanDirectMessage, ActorType: vigil.ActorHuman, ActorID: actorID,
 				Summary: "human message via " + channel, Payload: payload, Parent: liveParent(ctx, tx, s)}); err != nil {
