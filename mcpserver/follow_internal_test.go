@@ -71,7 +71,8 @@ func heard(req *mcp.ResourceUpdatedNotificationRequest) string {
 // will for now (what a client of 2026-07-28 hears is said " on a
 // listen"). The directory is made outside the bubble (its cleanup outlives
 // it); the store is opened inside, so that its goroutines and timers
-// belong to the bubble.
+// belong to the bubble. A test's time.Sleep there moves the bubble's
+// clock and waits out nothing real; expect's synctest.Wait is what orders.
 func inBubble(t *testing.T, f func(b bubble)) {
 	for _, revision := range []string{"2026-07-28", rawProtocol} {
 		t.Run(revision, func(t *testing.T) { inBubbleOn(t, revision, f) })
