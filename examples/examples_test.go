@@ -174,7 +174,8 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// waitFor waits (up to the hang guard) until the output contains s.
+// waitFor waits (up to the hang guard) until the output contains s. The
+// runtime is another process; the pause only spaces the looks.
 func waitFor(t *testing.T, out *syncBuffer, s string) {
 	t.Helper()
 	deadline := time.Now().Add(hangGuard)

@@ -146,7 +146,7 @@ func docAwaitDelivery(t *testing.T, srv *httptest.Server, ex docExample, answere
 				return
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // spaces the looks; the message ends the wait
 	}
 	t.Fatalf("%s:%d: the background message never arrived", docPath, ex.line)
 }

@@ -407,7 +407,8 @@ func (a *e2eAsync) wait(t *testing.T) []byte {
 }
 
 // e2eWaitForMessage polls the target's transcript until a message with the
-// content shows, and returns it.
+// content shows, and returns it. The pause only spaces the looks; the
+// wait ends on the message, so it orders nothing.
 func e2eWaitForMessage(t *testing.T, s *e2eServer, key, content string) gateway.MessageView {
 	t.Helper()
 	deadline := time.Now().Add(e2eHangGuard)

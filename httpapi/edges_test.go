@@ -59,7 +59,8 @@ func edgeSpawn(t *testing.T, s *e2eServer) string {
 }
 
 // edgeWaitFor waits (bounded by the hang guard) until cond holds; it
-// synchronises with the server's state, not with a guessed duration.
+// synchronises with the server's state, not with a guessed duration: the
+// pause only spaces the looks.
 func edgeWaitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(e2eHangGuard)

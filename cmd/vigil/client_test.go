@@ -493,7 +493,9 @@ func TestCLISendWaitsForTheReply(t *testing.T) {
 	out := cliOK(t, g, "turn", cliManager, "--wait", "20")
 	m := cliMustMatch(t, "turn", out, `^message  #(\d+) agent agent:ops:main: How far along are you\?$`)
 	// Replying to that message completes the send. (Until the send has
-	// registered as waiting, a reply is only stored.)
+	// registered as waiting, a reply is only stored, so the test replies
+	// until one is delivered: the send runs in another process, and the
+	// answer, not the pause between tries, ends the loop.)
 	deadline := time.Now().Add(cliHangGuard)
 	for {
 		out = cliOK(t, g, "reply", cliManager, "Half done.", "--reply-to", m[1])

@@ -148,6 +148,8 @@ func callAsync[T any](t *testing.T, p *gatewayProcess, session, tool string, in 
 	return out
 }
 
+// eventually polls cond until it holds; the gateways are other processes.
+// The pause only spaces the looks: cond ends the wait.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(serveHangGuard)

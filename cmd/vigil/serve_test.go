@@ -297,7 +297,7 @@ func TestServeShutdownEndsWaitingSendsAtOnce(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the message never arrived (hang guard)")
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // spaces the looks; the message ends the wait
 	}
 	if code := r.stop(t); code != 0 {
 		t.Fatalf("exit %d:\n%s", code, r.stderr.String())
