@@ -28,6 +28,23 @@ func newOp(ctx context.Context) *writeOp {
 	return &writeOp{ctx: ctx, done: make(chan error, 1)}
 }
 
+// awaitClosing waits until close has marked q closed. It polls: the pause
+// only lets close run, and the deadline only bounds a failure.
+func awaitClosing(t *testing.T, q *writeQueue) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; runtime.Gosched() {
+		q.mu.Lock()
+		closed := q.closed
+		q.mu.Unlock()
+		if closed {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("close never marked the queue closed")
+		}
+	}
+}
+
 // answer is a commit that answers every write with nil.
 func answer(batch []*writeOp) {
 	for _, op := range batch {
@@ -156,10 +173,14 @@ func TestCloseWaitsForQueuedWritesThenRefusesNewOnes(t *testing.T) {
 		q.close()
 		close(closed)
 	}()
+	// Once close has marked the queue closed it waits for the batch in
+	// flight, which waits for release: had it returned by then, it would
+	// not have waited.
+	awaitClosing(t, q)
 	select {
 	case <-closed:
 		t.Fatal("close returned while writes were queued")
-	case <-time.After(20 * time.Millisecond):
+	default:
 	}
 	close(release)
 	<-closed

@@ -267,7 +267,8 @@ func logSequences(t *testing.T, s vigil.Store, after int64) []int64 {
 // end; an append to another session does not.
 func TestAppendWaitsForTheSessionsOpenWriter(t *testing.T) {
 	schema := freshSchema(t)
-	s1, s2 := open(t, schema), open(t, schema)
+	secondName := fmt.Sprintf("vigil-test-second-%d", time.Now().UnixNano())
+	s1, s2 := open(t, schema), openNamed(t, schema, secondName)
 	t1 := begin(t, s1)
 	first := mustAppend(t, t1, storetest.GoalEvent(alphaMain, ""))
 
@@ -297,10 +298,11 @@ func TestAppendWaitsForTheSessionsOpenWriter(t *testing.T) {
 		}
 		second = e.Sequence
 	}()
+	awaitLockWait(t, secondName) // the second append waits for a lock
 	select {
 	case <-done:
 		t.Fatal("an append to a session with an open writer did not wait for it")
-	case <-time.After(300 * time.Millisecond):
+	default:
 	}
 	if err := t1.Commit(); err != nil {
 		t.Fatal(err)
