@@ -1,0 +1,187 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/httpapi"
+	"github.com/vigilhq/vigil/internal/metrics"
+	"github.com/vigilhq/vigil/store/sqlitestore"
+)
+
+// hotGateway is the handler vigil serve runs (tokens, metrics, a hub), on
+// a SQLite file with n watched children, each spawned by an agent's main
+// session, as the http workload of vigil bench has them.
+type hotGateway struct {
+	h        http.Handler
+	children []string
+}
+
+func newHotGateway(b *testing.B, synchronous string, n int) *hotGateway {
+	b.Helper()
+	ctx := context.Background()
+	store, err := sqlitestore.Open(ctx, filepath.Join(b.TempDir(), "vigil.db"), sqlitestore.Options{Synchronous: synchronous})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { store.Close() })
+	hub := gateway.NewHub()
+	eng, err := vigil.Open(ctx, store, hub.Attach(vigil.Options{PruneInterval: -1}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { eng.Close() })
+	creds, err := gateway.NewCredentials(gateway.Config{Tokens: []gateway.TokenConfig{
+		{Token: e2eAdmin, Role: gateway.RoleAdmin, ID: "root"},
+		{Token: e2eOperator, Role: gateway.RoleOperator, ID: e2eOperatorID},
+	}}, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := metrics.New(eng)
+	g := gateway.New(eng, store, gateway.Options{ObserveDelta: m.ObserveDelta, Hub: hub})
+	b.Cleanup(g.Close)
+	hopts := httpapi.Options{Credentials: creds, Metrics: m, RestrictHosts: true}
+	hg := &hotGateway{h: httpapi.New(g, hopts)}
+	for i := range n {
+		parent := fmt.Sprintf("agent:hb%d:main", i)
+		code, body := hg.call("/v1/tools/sessions_spawn", e2eAdmin, parent, []byte(`{"task":"bench"}`))
+		if code != http.StatusOK {
+			b.Fatalf("spawn: %d %s", code, body)
+		}
+		var out gateway.SpawnOutput
+		if err := json.Unmarshal(body, &out); err != nil {
+			b.Fatal(err)
+		}
+		hg.children = append(hg.children, out.ChildSessionKey)
+	}
+	return hg
+}
+
+// cpuTime is the processor time the process has used, user and system.
+func cpuTime(b *testing.B) time.Duration {
+	var u syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
+}
+
+// timeCPU reports the processor time each call took, which other work on
+// a shared machine disturbs far less than the time between calls.
+func timeCPU(b *testing.B) func() {
+	b.ResetTimer()
+	start := cpuTime(b)
+	return func() {
+		b.StopTimer()
+		b.ReportMetric(float64((cpuTime(b)-start).Microseconds())/float64(b.N), "cpu-µs/op")
+	}
+}
+
+func (hg *hotGateway) call(path, token, session string, body []byte) (int, []byte) {
+	r := httptest.NewRequest(http.MethodPost, "http://127.0.0.1:7317"+path, bytes.NewReader(body))
+	r.Header.Set("Authorization", "Bearer "+token)
+	r.Header.Set("Content-Type", "application/json")
+	if session != "" {
+		r.Header.Set(httpapi.SessionHeader, session)
+	}
+	w := httptest.NewRecorder()
+	hg.h.ServeHTTP(w, r)
+	return w.Code, w.Body.Bytes()
+}
+
+func (hg *hotGateway) bodies(b *testing.B, in func(child string) any) [][]byte {
+	out := make([][]byte, len(hg.children))
+	for i, c := range hg.children {
+		var err error
+		if out[i], err = json.Marshal(in(c)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return out
+}
+
+func benchmarkSend(b *testing.B, synchronous string) {
+	hg := newHotGateway(b, synchronous, 64)
+	zero := 0
+	bodies := hg.bodies(b, func(c string) any { return gateway.SendInput{SessionKey: c, Message: "bench", TimeoutSeconds: &zero} })
+	b.ReportAllocs()
+	defer timeCPU(b)()
+	for i := range b.N {
+		if code, body := hg.call("/v1/tools/sessions_send", e2eOperator, "", bodies[i%len(bodies)]); code != http.StatusOK {
+			b.Fatalf("send: %d %s", code, body)
+		}
+	}
+}
+
+// BenchmarkSendNormal is a person's sessions_send into a watched session,
+// through the whole handler, on SQLite NORMAL (no fsync per commit).
+func BenchmarkSendNormal(b *testing.B) { benchmarkSend(b, "NORMAL") }
+
+// BenchmarkSendFull is BenchmarkSendNormal on SQLite FULL.
+func BenchmarkSendFull(b *testing.B) { benchmarkSend(b, "FULL") }
+
+// BenchmarkStatus is a person's session_status of a watched session.
+func BenchmarkStatus(b *testing.B) {
+	hg := newHotGateway(b, "NORMAL", 64)
+	bodies := hg.bodies(b, func(c string) any { return gateway.StatusInput{SessionKey: c} })
+	b.ReportAllocs()
+	defer timeCPU(b)()
+	for i := range b.N {
+		if code, body := hg.call("/v1/tools/session_status", e2eOperator, "", bodies[i%len(bodies)]); code != http.StatusOK {
+			b.Fatalf("status: %d %s", code, body)
+		}
+	}
+}
+
+// BenchmarkStatusParallel is BenchmarkStatus from 32 callers a processor
+// at once.
+func BenchmarkStatusParallel(b *testing.B) {
+	hg := newHotGateway(b, "NORMAL", 64)
+	bodies := hg.bodies(b, func(c string) any { return gateway.StatusInput{SessionKey: c} })
+	b.ReportAllocs()
+	b.SetParallelism(32)
+	var next atomic.Int64
+	defer timeCPU(b)()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := next.Add(1)
+			if code, body := hg.call("/v1/tools/session_status", e2eOperator, "", bodies[i%int64(len(bodies))]); code != http.StatusOK {
+				b.Errorf("status: %d %s", code, body)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkSendParallel is BenchmarkSendFull from 32 callers a processor
+// at once.
+func BenchmarkSendParallel(b *testing.B) {
+	hg := newHotGateway(b, "FULL", 64)
+	zero := 0
+	bodies := hg.bodies(b, func(c string) any { return gateway.SendInput{SessionKey: c, Message: "bench", TimeoutSeconds: &zero} })
+	b.ReportAllocs()
+	b.SetParallelism(32)
+	var next atomic.Int64
+	defer timeCPU(b)()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := next.Add(1)
+			if code, body := hg.call("/v1/tools/sessions_send", e2eOperator, "", bodies[i%int64(len(bodies))]); code != http.StatusOK {
+				b.Errorf("send: %d %s", code, body)
+				return
+			}
+		}
+	})
+}
