@@ -65,9 +65,12 @@ const sessionByRefQuery = `SELECT ` + sessionColumns + ` FROM sessions WHERE age
 // Session implements sessions.Store. A store with the file to itself
 // answers from the rows it keeps when it can (sessionrows.go).
 func (s *Store) Session(ctx context.Context, ref vigil.SessionRef) (sessions.Session, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return sessions.Session{}, false, err
+	}
 	row, kept, gen := s.rows.committed(ref)
 	if kept {
-		return row.s, row.exists, ctx.Err()
+		return row.s, row.exists, nil
 	}
 	err := s.reading(ctx, func(c conn) error {
 		var err error
