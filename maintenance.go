@@ -79,9 +79,21 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 		n = len(pending)
 		t.countedPending(n)
 		at = t.now.UnixMilli()
-		later = later[:0] // the write may run again
+		// Sized for what they will hold: grown by appending, the lists of
+		// 500,000 pending cursors allocated several times their size.
+		stale := 0
+		for _, c := range pending {
+			if c.Notified != c.Material || e.opts.InlineMaintenance {
+				stale++
+			}
+		}
+		later = slices.Grow(later[:0], len(pending)-stale) // the write may run again
 		var rewritten []Cursor
+		if stale > 0 {
+			rewritten = make([]Cursor, 0, stale)
+		}
 		queued := make([]watcherNotice, 0, len(pending))
+		notices := sharedNotices{}
 		for _, c := range pending {
 			if c.Notified != c.Material || e.opts.InlineMaintenance {
 				c = c.recover(at)
@@ -89,7 +101,7 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 			} else {
 				later = append(later, cursorID{c.Watcher, c.Target})
 			}
-			queued = append(queued, watcherNotice{c.Watcher, noticeFor(c)})
+			queued = append(queued, watcherNotice{c.Watcher, notices.of(c)})
 		}
 		if err := t.tx.PutCursors(ctx, rewritten); err != nil {
 			return err
