@@ -1,0 +1,190 @@
+package vigil_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/store/sqlitestore"
+)
+
+// callLog is a store that notes, in order, the sessions its transactions
+// lock and the targets whose cursors they read.
+type callLog struct {
+	vigil.Store
+	mu    sync.Mutex
+	calls []string
+}
+
+func (s *callLog) BeginWrite(ctx context.Context) (vigil.Tx, error) {
+	tx, err := s.Store.BeginWrite(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &loggedTx{Tx: tx, log: s}, nil
+}
+
+func (s *callLog) note(call string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, call)
+}
+
+// take returns the calls noted so far and forgets them.
+func (s *callLog) take() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	calls := s.calls
+	s.calls = nil
+	return calls
+}
+
+type loggedTx struct {
+	vigil.Tx
+	log *callLog
+}
+
+func (t *loggedTx) LockSession(ctx context.Context, ref vigil.SessionRef) error {
+	t.log.note("lock " + ref.Key)
+	return t.Tx.LockSession(ctx, ref)
+}
+
+func (t *loggedTx) CursorsOnTarget(ctx context.Context, dst []vigil.Cursor, target vigil.SessionRef) ([]vigil.Cursor, error) {
+	t.log.note("read " + target.Key)
+	return t.Tx.CursorsOnTarget(ctx, dst, target)
+}
+
+// openLogged opens an engine on a fresh SQLite store whose calls are
+// noted.
+func openLogged(t *testing.T) (*vigil.Engine, *callLog) {
+	t.Helper()
+	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "vigil.db"), sqlitestore.Options{Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &callLog{Store: st}
+	eng, err := vigil.Open(ctx, log, vigil.Options{PruneInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		st.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		eng.Close()
+		st.Close()
+	})
+	return eng, log
+}
+
+// holdWrites commits a write that waits until release is called, so that
+// the writes queued meanwhile join one batch behind it.
+func holdWrites(t *testing.T, eng *vigil.Engine) (release func()) {
+	t.Helper()
+	started, released, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- eng.Update(ctx, func(context.Context, *vigil.Txn) error {
+			close(started)
+			<-released
+			return nil
+		})
+	}()
+	<-started
+	return func() {
+		close(released)
+		if err := <-done; err != nil {
+			t.Errorf("the write held: %v", err)
+		}
+	}
+}
+
+func goalOn(key string) vigil.Record {
+	return vigil.Record{Session: vigil.MustRef(key), Kind: vigil.KindGoalChanged, ActorType: vigil.ActorHuman, ActorID: "operator:ann"}
+}
+
+// recordQueued records r behind the held write, as the n-th write queued,
+// and returns once it is queued; its outcome goes to errs, and wg is done
+// once it is.
+func recordQueued(t *testing.T, eng *vigil.Engine, ctx context.Context, r vigil.Record, n int, wg *sync.WaitGroup, errs chan<- error) {
+	t.Helper()
+	wg.Go(func() {
+		_, err := eng.Record(ctx, r)
+		errs <- err
+	})
+	eng.AwaitQueuedWrites(n)
+}
+
+// The records of a batch lock their targets together, in session order,
+// before the first of them reads a target's cursors; a record of a kind
+// that moves no cursor locks nothing, and neither does the batch for it.
+func TestABatchLocksItsRecordsTargetsTogetherInSessionOrder(t *testing.T) {
+	eng, log := openLogged(t)
+	release := holdWrites(t, eng)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for i, r := range []vigil.Record{
+		goalOn("agent:main:subagent:c"),
+		goalOn("agent:main:subagent:a"),
+		{Session: vigil.MustRef("agent:main:subagent:d"), Kind: vigil.KindRunCompleted, ActorType: vigil.ActorSystem, RunID: "r1"},
+		goalOn("agent:main:subagent:b"),
+	} {
+		recordQueued(t, eng, ctx, r, i+1, &wg, errs)
+	}
+	log.take()
+	release()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("record: %v", err)
+		}
+	}
+	calls := log.take()
+	want := []string{"lock agent:main:subagent:a", "lock agent:main:subagent:b", "lock agent:main:subagent:c"}
+	if len(calls) < len(want) || !slices.Equal(calls[:len(want)], want) {
+		t.Fatalf("the batch's calls began %q, want %q first", calls, want)
+	}
+	if slices.Contains(calls, "lock agent:main:subagent:d") {
+		t.Errorf("the batch's calls %q lock the target of a record that moves no cursor", calls)
+	}
+}
+
+// A record whose caller gave up while it was queued is left out of the
+// batch, and its target is not locked with the others'.
+func TestABatchDoesNotLockTheTargetOfARecordItsCallerGaveUp(t *testing.T) {
+	eng, log := openLogged(t)
+	release := holdWrites(t, eng)
+	var wg sync.WaitGroup
+	errs, gaveUpErr := make(chan error, 2), make(chan error, 1)
+	recordQueued(t, eng, ctx, goalOn("agent:main:subagent:a"), 1, &wg, errs)
+	gaveUp, cancel := context.WithCancel(ctx)
+	recordQueued(t, eng, gaveUp, goalOn("agent:main:subagent:b"), 2, &wg, gaveUpErr)
+	recordQueued(t, eng, ctx, goalOn("agent:main:subagent:c"), 3, &wg, errs)
+	cancel()
+	// Its caller has the answer only once the record has left the queue.
+	if err := <-gaveUpErr; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the record given up: %v, want %v", err, context.Canceled)
+	}
+	log.take()
+	release()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("record: %v", err)
+		}
+	}
+	calls := log.take()
+	if got := strings.Join(calls, ", "); strings.Contains(got, "subagent:b") {
+		t.Errorf("the batch's calls %q name the target of the record given up", calls)
+	}
+	want := []string{"lock agent:main:subagent:a", "lock agent:main:subagent:c"}
+	if len(calls) < len(want) || !slices.Equal(calls[:len(want)], want) {
+		t.Errorf("the batch's calls began %q, want %q first", calls, want)
+	}
+}
