@@ -255,6 +255,9 @@ func (t *Tx) queueLocks(b *pgx.Batch, reads []func(pgx.BatchResults) error) []fu
 	}
 	refs := t.pending
 	ahead := t.readsAhead()
+	if !ahead {
+		t.ahead = t.ahead[:0] // they go now, reading nothing ahead
+	}
 	t.pending = nil
 	t.rounds++
 	round := t.rounds
