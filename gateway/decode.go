@@ -27,21 +27,37 @@ var strict = jsonv2.JoinOptions(
 // unknown fields, fields whose names differ only in case, duplicate fields,
 // invalid UTF-8, wrong types, trailing data and malformed or truncated JSON
 // are refused with an error (wrapping ErrInvalid) that names the field or
-// the position. An empty input is the empty object.
+// the position. An empty input is the empty object. When the input breaks
+// several rules, a syntactic one (malformed, truncated, duplicated, invalid
+// UTF-8, trailing data) is reported before any about types or names. On an
+// error, v may hold part of the input.
 func DecodeStrict(raw []byte, v any) error {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		raw = []byte("{}")
 	}
-	// Check the syntax of the whole input first, so truncated or malformed
-	// JSON is reported as such rather than as whatever member came first.
+	// One pass decides a valid input: the decoder reads every byte of it
+	// under the same options a separate syntax check would use, so an input
+	// it accepts has no syntax error left to report.
+	err := jsonv2.Unmarshal(raw, v, strict)
+	if err == nil {
+		return nil
+	}
+	// The decode stops at its first error, which may be a member's type or
+	// name while the JSON breaks later on: the syntax of the whole input is
+	// checked only then, so truncated or malformed JSON is reported as such
+	// rather than as whatever member came first.
+	if serr := checkSyntax(raw); serr != nil {
+		return describeJSONError(serr, v)
+	}
+	return describeJSONError(err, v)
+}
+
+// checkSyntax reads the whole input as one JSON value under the strict
+// rules, decoding it into nothing of the caller's. It runs only for input
+// already refused, so its copy of the value costs a valid call nothing.
+func checkSyntax(raw []byte) error {
 	var whole jsontext.Value
-	if err := jsonv2.Unmarshal(raw, &whole, strict); err != nil {
-		return describeJSONError(err, v)
-	}
-	if err := jsonv2.Unmarshal(whole, v, strict); err != nil {
-		return describeJSONError(err, v)
-	}
-	return nil
+	return jsonv2.Unmarshal(raw, &whole, strict)
 }
 
 func describeJSONError(err error, v any) error {
