@@ -71,6 +71,14 @@ type Tx interface {
 	// it first (the engine does), and Append takes it too, so writers in
 	// different processes meet here, in one order: the session's lock, then
 	// its cursor rows. A store with a single writer may do nothing.
+	//
+	// The engine locks the targets of the records a batch takes together,
+	// in session order (agent, then key), before the first of those
+	// records runs, and each record then locks its own target again before
+	// reading its cursors: locks asked for together may be taken, and what
+	// the records will read of those sessions read ahead, at once. Only
+	// the targets of records that move cursors are locked so, exactly
+	// those the records would lock anyway.
 	LockSession(ctx context.Context, ref SessionRef) error
 	// Version is the session's state version as this transaction sees it.
 	Version(ctx context.Context, ref SessionRef) (int64, error)
