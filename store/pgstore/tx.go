@@ -127,8 +127,8 @@ const appendEvent = `INSERT INTO events (sequence, agent_id, session_key, sessio
 // Per session, commit order equals sequence order. Append takes its number
 // only once the transaction holds the session's head row lock (lockHead):
 // in the same pipeline, after the lock, or earlier in the transaction, in
-// the round trip that read the session's cursors under that lock (see
-// number). Of two transactions appending to one session, the second waits
+// the round trip that read the session's cursors under that lock or that
+// took it with others (see number, and Reading ahead in batch.go). Of two transactions appending to one session, the second waits
 // for the lock until the first has ended, so it takes all its numbers for
 // that session after the first took all of its own, and commits after the
 // first committed (a transaction holds its locks to its end). PostgreSQL
