@@ -269,10 +269,28 @@ func (t *Tx) DeleteSessionRow(ctx context.Context, ref vigil.SessionRef) error {
 
 // AppendMessage implements sessions.Tx.
 func (t *Tx) AppendMessage(ctx context.Context, m sessions.Message) (int64, error) {
-	_, id, err := t.c.execID(`INSERT INTO messages (id, agent_id, session_key, role, actor_type, actor_id,
-		channel, content, reply_to, created_at) VALUES (nullif(?, 0), ?, ?, ?, ?, nullif(?, ''), nullif(?, ''), ?, nullif(?, 0), ?)`,
-		m.ID, m.Session.AgentID, m.Session.Key, m.Role, string(m.ActorType), m.ActorID, m.Channel, m.Content, m.ReplyTo, m.CreatedAt)
-	return id, err
+	// The empty values are bound as NULL here rather than turned into NULL
+	// by the statement: SQL functions run on the writer, once per message.
+	var id, actorID, channel, replyTo any
+	if m.ID != 0 {
+		id = m.ID
+	}
+	if m.ActorID != "" {
+		actorID = m.ActorID
+	}
+	if m.Channel != "" {
+		channel = m.Channel
+	}
+	if m.ReplyTo != 0 {
+		replyTo = m.ReplyTo
+	}
+	_, newID, err := t.c.execID(`INSERT INTO messages (id, agent_id, session_key, role, actor_type, actor_id,
+		channel, content, reply_to, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		id, m.Session.AgentID, m.Session.Key, m.Role, string(m.ActorType), actorID, channel, m.Content, replyTo, m.CreatedAt)
+	if err != nil {
+		return 0, fmt.Errorf("append a message to %s: %w", m.Session, err)
+	}
+	return newID, nil
 }
 
 // CompactMessages implements sessions.Tx.
