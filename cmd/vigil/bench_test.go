@@ -204,6 +204,45 @@ func TestBenchRecordOnPostgreSQLIsComparedWithBatchedCeilings(t *testing.T) {
 	}
 }
 
+// With their large sizes set, delta measures the larger store's reads from
+// memory against their p99 target, and memory the larger database
+// against its own.
+func TestBenchLargeSizesHaveTheirOwnCasesAndTargets(t *testing.T) {
+	tiny := benchTiny(gatewayBinary(t))
+	code, out, errOut := runBenchCmd(t, func(c *bench.Config) {
+		tiny(c)
+		c.DeltaLargeRows, c.MemoryLargeSessions, c.MemoryLargeCursors = 4000, 200, 2000
+	}, "--json", "--only", "delta,memory")
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", code, errOut)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	for workload, want := range map[string]map[string]string{
+		"delta": {
+			"100 events back, 4,000 events, p99":    "<= 500.0 µs",
+			"100 events back, 4,000 events, median": "<= 100.0 µs",
+			"100 events back, from the file, p99":   "<= 1.00 ms",
+		},
+		"memory": {
+			"vigil serve, 100 sessions, 1,000 cursors": "< 200 MiB",
+			"vigil serve, 200 sessions, 2,000 cursors": "<= 256 MiB",
+		},
+	} {
+		got := byCase(rep, workload)
+		for c, target := range want {
+			if r, ok := got[c]; !ok || r.Target == nil || r.Target.Text != target {
+				t.Errorf("%s %q: %+v, want target %q (cases: %v)", workload, c, r, target, got)
+			}
+		}
+	}
+	if _, ok := byCase(rep, "delta")["100 events back, 4,000 events, from the file, median"]; ok {
+		t.Error("the large store is read from the file too; only from memory was asked")
+	}
+}
+
 func TestBenchJSONHasTheReportFields(t *testing.T) {
 	code, out, errOut := runBenchCmd(t, benchTiny(""), "--json", "--only", "delta,sweep")
 	if code != 0 {

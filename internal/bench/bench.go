@@ -42,7 +42,9 @@ type Sizes struct {
 	// FanOut are the watcher counts of the fan-out workload.
 	FanOut []int
 	// DeltaRows, DeltaSessions and DeltaSamples shape the delta workload.
-	DeltaRows, DeltaSessions, DeltaSamples int
+	// DeltaLargeRows, when not 0, is a second store size whose reads from
+	// memory it measures too: what a large store's tail latency is.
+	DeltaRows, DeltaSessions, DeltaSamples, DeltaLargeRows int
 	// Sweep are the pending-cursor counts of the sweep workload.
 	Sweep []int
 	// PruneRows is how many events the prune workload starts with; it
@@ -50,8 +52,11 @@ type Sizes struct {
 	PruneRows int
 	// WakeNotices and WakeWatchers shape the wake latency workload.
 	WakeNotices, WakeWatchers int
-	// MemorySessions and MemoryCursors shape the memory workload.
-	MemorySessions, MemoryCursors int
+	// MemorySessions and MemoryCursors shape the memory workload;
+	// MemoryLargeSessions and MemoryLargeCursors, when not 0, a second,
+	// larger database it measures too.
+	MemorySessions, MemoryCursors           int
+	MemoryLargeSessions, MemoryLargeCursors int
 	// HTTPClients are the concurrent clients of the http workload, and
 	// HTTPSessions how many watched sessions (each with its watcher) its
 	// calls and the gateways workload's go to.
@@ -71,11 +76,12 @@ func Full() Sizes {
 		Producers: []int{1, 8, 64}, BulkRows: 10_000,
 		Targets: 100, WatchersPerTarget: 2,
 		FanOut:    []int{1, 10, 100, 1000},
-		DeltaRows: 50_000, DeltaSessions: 1000, DeltaSamples: 20_000,
+		DeltaRows: 50_000, DeltaSessions: 1000, DeltaSamples: 20_000, DeltaLargeRows: 500_000,
 		Sweep:       []int{10_000, 100_000},
 		PruneRows:   1_000_000,
 		WakeNotices: 1000, WakeWatchers: 100,
 		MemorySessions: 10_000, MemoryCursors: 100_000,
+		MemoryLargeSessions: 50_000, MemoryLargeCursors: 500_000,
 		HTTPClients: []int{1, 8, 64}, HTTPSessions: 1000,
 		Gateways: []int{1, 2, 4}, GatewayClients: 64,
 	}
@@ -289,8 +295,12 @@ func describe(name string, s Sizes) string {
 	case "fanout":
 		return fmt.Sprintf("fan-out: one target with %s watchers", joinInts(s.FanOut, "/"))
 	case "delta":
+		rows := count(s.DeltaRows)
+		if s.DeltaLargeRows > 0 {
+			rows += " and " + count(s.DeltaLargeRows)
+		}
 		return fmt.Sprintf("delta: changesSince over %s rows in %s sessions, %s samples each",
-			count(s.DeltaRows), count(s.DeltaSessions), count(s.DeltaSamples))
+			rows, count(s.DeltaSessions), count(s.DeltaSamples))
 	case "sweep":
 		return fmt.Sprintf("sweep: startup with %s pending cursors", joinInts(s.Sweep, "/"))
 	case "prune":
@@ -298,7 +308,11 @@ func describe(name string, s Sizes) string {
 	case "wake":
 		return fmt.Sprintf("wake latency: %s notices over HTTP to %d watchers", count(s.WakeNotices), s.WakeWatchers)
 	case "memory":
-		return fmt.Sprintf("memory: vigil serve with %s sessions and %s cursors", count(s.MemorySessions), count(s.MemoryCursors))
+		line := fmt.Sprintf("memory: vigil serve with %s sessions and %s cursors", count(s.MemorySessions), count(s.MemoryCursors))
+		if s.MemoryLargeSessions > 0 {
+			line += fmt.Sprintf(", then %s and %s", count(s.MemoryLargeSessions), count(s.MemoryLargeCursors))
+		}
+		return line
 	case "http":
 		return fmt.Sprintf("http: vigil serve, sessions_send, turns and session_status from %s clients against /healthz, %s watched sessions",
 			joinInts(s.HTTPClients, "/"), count(s.HTTPSessions))
