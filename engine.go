@@ -328,7 +328,13 @@ func (t *Txn) changedCursor(before, after Cursor) {
 // if fn had run on its goroutine; the transaction does not commit when fn
 // panics, and the other writes sharing it carry on.
 func (e *Engine) Update(ctx context.Context, fn func(context.Context, *Txn) error) error {
-	op := e.writes.newOp(ctx, fn)
+	return e.runWrite(e.writes.newOp(ctx, fn))
+}
+
+// runWrite runs op through the write queue and answers for it as Update
+// does: a panic in the write reaches its caller, and with inline
+// maintenance a write that logged an event may prune.
+func (e *Engine) runWrite(op *writeOp) error {
 	err := e.writes.run(op, e.runBatch)
 	// The op's Txn is the run that committed, if one did.
 	logged, at := op.run.logged, op.run.now

@@ -60,19 +60,8 @@ func (e *Engine) updateRecord(ctx context.Context, w *recordWrite) error {
 		op.locks, op.target = true, w.valid.Session()
 	}
 	w.op = op
-	err := e.writes.run(op, e.runBatch)
-	w.op = nil
-	// What follows is Update's, after its write.
-	logged, at := op.run.logged, op.run.now
-	e.writes.release(op)
-	if p, ok := err.(*panicked); ok {
-		e.log.Error("write panicked", "panic", p.value, "stack", string(p.stack))
-		panic(p.value)
-	}
-	if err == nil && logged > 0 && e.opts.InlineMaintenance && e.opts.PruneInterval > 0 {
-		e.autoPrune(at, false)
-	}
-	return err
+	defer func() { w.op = nil }()
+	return e.runWrite(op)
 }
 
 // recordWrite is one Engine.Record's write: what it records and the
