@@ -135,16 +135,7 @@ func TestABatchLocksItsRecordsTargetsTogetherInSessionOrder(t *testing.T) {
 	} {
 		recordQueued(t, eng, ctx, r, i+1, &wg, errs)
 	}
-	log.take()
-	release()
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatalf("record: %v", err)
-		}
-	}
-	calls := log.take()
+	calls := batchCalls(t, log, release, &wg, errs)
 	want := []string{"lock agent:main:subagent:a", "lock agent:main:subagent:b", "lock agent:main:subagent:c"}
 	if len(calls) < len(want) || !slices.Equal(calls[:len(want)], want) {
 		t.Fatalf("the batch's calls began %q, want %q first", calls, want)
@@ -170,6 +161,20 @@ func TestABatchDoesNotLockTheTargetOfARecordItsCallerGaveUp(t *testing.T) {
 	if err := <-gaveUpErr; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the record given up: %v, want %v", err, context.Canceled)
 	}
+	calls := batchCalls(t, log, release, &wg, errs)
+	if got := strings.Join(calls, ", "); strings.Contains(got, "subagent:b") {
+		t.Errorf("the batch's calls %q name the target of the record given up", calls)
+	}
+	want := []string{"lock agent:main:subagent:a", "lock agent:main:subagent:c"}
+	if len(calls) < len(want) || !slices.Equal(calls[:len(want)], want) {
+		t.Errorf("the batch's calls began %q, want %q first", calls, want)
+	}
+}
+
+// batchCalls lets the held records run as one batch and returns the store
+// calls the batch made; every record must succeed.
+func batchCalls(t *testing.T, log *callLog, release func(), wg *sync.WaitGroup, errs chan error) []string {
+	t.Helper()
 	log.take()
 	release()
 	wg.Wait()
@@ -179,12 +184,5 @@ func TestABatchDoesNotLockTheTargetOfARecordItsCallerGaveUp(t *testing.T) {
 			t.Fatalf("record: %v", err)
 		}
 	}
-	calls := log.take()
-	if got := strings.Join(calls, ", "); strings.Contains(got, "subagent:b") {
-		t.Errorf("the batch's calls %q name the target of the record given up", calls)
-	}
-	want := []string{"lock agent:main:subagent:a", "lock agent:main:subagent:c"}
-	if len(calls) < len(want) || !slices.Equal(calls[:len(want)], want) {
-		t.Errorf("the batch's calls began %q, want %q first", calls, want)
-	}
+	return log.take()
 }
