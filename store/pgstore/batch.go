@@ -15,13 +15,14 @@ package pgstore
 //     sessions' cursors and take as many sequence numbers, for the
 //     records that lock them (see Reading ahead below).
 //   - Writes whose outcome the engine does not read back (appended events
-//     once their number is known, cursor writes) are held in memory and
+//     once their number is known, cursor writes, session rows without a
+//     label, transcript messages once their id is known) are held in memory and
 //     sent as one multi-row statement per table: at Commit, or before the
 //     first statement that might read what they change. A statement sent
 //     through t.tx (txConn) may read anything and goes after all of them;
 //     the few statements of Tx that know what they read (a target's
-//     cursors, a session's version) go after only the writes they could
-//     see.
+//     cursors, a session's version, a session's row) go after only the
+//     writes they could see.
 //
 // Everything stays in the one transaction: the order of the statements
 // changes, never what commits together. A held write that fails (it
@@ -38,6 +39,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/sessions"
 )
 
 // beginQuery begins every write transaction (see BeginWrite).
@@ -97,10 +99,12 @@ func execRead(what string) func(pgx.BatchResults) error {
 type txConn struct{ t *Tx }
 
 // SendBatch sends b after everything queued. Its statements may change
-// any cursor, so the cursors read ahead are forgotten.
+// any cursor or session row, so the cursors and rows read ahead are
+// forgotten.
 func (c txConn) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	br := c.t.send(ctx, b, true)
 	clear(c.t.known)
+	clear(c.t.sessionsRead)
 	return br
 }
 
@@ -472,8 +476,15 @@ func (s *Store) takeRelock() []vigil.SessionRef {
 // heldWrites are the writes a transaction holds until a statement that
 // might read them, or Commit (see the top of this file).
 type heldWrites struct {
-	events  heldEvents
-	cursors []vigil.Cursor
+	events heldEvents
+	// sessions are session rows to upsert, each named once, and sessionAt
+	// indexes them: a later write of the same row replaces the earlier
+	// one. Only rows without a label are held: no other row can refuse
+	// them (see Tx.PutSession).
+	sessions  []sessions.Session
+	sessionAt map[vigil.SessionRef]int
+	messages  heldMessages
+	cursors   []vigil.Cursor
 	// cursorAt indexes cursors by (target, watcher): a later write of the
 	// same cursor replaces the earlier one, since one statement cannot
 	// change a row twice.
@@ -497,7 +508,54 @@ type heldEvents struct {
 	sessions                                                  map[vigil.SessionRef]struct{}
 }
 
-func (h *heldWrites) empty() bool { return len(h.events.seqs) == 0 && len(h.cursors) == 0 }
+// heldMessages are appended transcript messages whose ids are taken
+// (Tx.AppendMessage): columns, as the insert takes them.
+type heldMessages struct {
+	ids, replyTo, created                             []int64
+	agents, keys, roles, actorTypes, actors, channels []string
+	contents                                          []string
+}
+
+func (h *heldWrites) empty() bool {
+	return len(h.events.seqs) == 0 && len(h.cursors) == 0 && len(h.sessions) == 0 && len(h.messages.ids) == 0
+}
+
+// addSession holds the upsert of s. A second write of a row held already
+// replaces the first, keeping the first's creation time: the upserts one
+// after the other would leave that one on a row they created, and keep
+// the stored one on a row that exists.
+func (h *heldWrites) addSession(s sessions.Session) {
+	if i, ok := h.sessionAt[s.Ref]; ok {
+		s.CreatedAt = h.sessions[i].CreatedAt
+		h.sessions[i] = s
+		return
+	}
+	if h.sessionAt == nil {
+		h.sessionAt = map[vigil.SessionRef]int{}
+	}
+	h.sessionAt[s.Ref] = len(h.sessions)
+	h.sessions = append(h.sessions, s)
+}
+
+// sessionOn reports whether a write of ref's session row is held.
+func (h *heldWrites) sessionOn(ref vigil.SessionRef) bool {
+	_, ok := h.sessionAt[ref]
+	return ok
+}
+
+func (h *heldWrites) addMessage(m sessions.Message) {
+	hm := &h.messages
+	hm.ids = append(hm.ids, m.ID)
+	hm.agents = append(hm.agents, m.Session.AgentID)
+	hm.keys = append(hm.keys, m.Session.Key)
+	hm.roles = append(hm.roles, m.Role)
+	hm.actorTypes = append(hm.actorTypes, string(m.ActorType))
+	hm.actors = append(hm.actors, m.ActorID)
+	hm.channels = append(hm.channels, m.Channel)
+	hm.contents = append(hm.contents, m.Content)
+	hm.replyTo = append(hm.replyTo, m.ReplyTo)
+	hm.created = append(hm.created, m.CreatedAt)
+}
 
 func (h *heldWrites) addEvent(e *vigil.Event, payload *string) {
 	ev := &h.events
@@ -571,10 +629,50 @@ const upsertCursors = `INSERT INTO cursors (` + cursorColumns + `)
 	ON CONFLICT (target_agent, target_key, watcher) DO UPDATE SET last_seen = excluded.last_seen,
 	notified = excluded.notified, material = excluded.material, updated_at = excluded.updated_at`
 
+// upsertSessions creates or replaces session rows without a label, each
+// named once, as PutSession's own statement does.
+const upsertSessions = `INSERT INTO sessions (agent_id, session_key, session_id, kind, label, spawned_by,
+		goal_objective, goal_status, goal_updated_at, inbox_seen, created_at, updated_at)
+	SELECT a, k, si, kd, NULL, nullif(sb, ''), o, st, ga, ib, c, u
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int8[],
+		$9::int8[], $10::int8[], $11::int8[]) AS u(a, k, si, kd, sb, o, st, ga, ib, c, u)
+	ON CONFLICT (agent_id, session_key) DO UPDATE SET session_id = excluded.session_id, kind = excluded.kind,
+		label = excluded.label, spawned_by = excluded.spawned_by, goal_objective = excluded.goal_objective,
+		goal_status = excluded.goal_status, goal_updated_at = excluded.goal_updated_at,
+		inbox_seen = excluded.inbox_seen, updated_at = excluded.updated_at`
+
+// insertMessages inserts held messages. Their ids were taken after their
+// session's lock (Tx.AppendMessage), so the rows can come later in the
+// transaction: what commits is the same.
+const insertMessages = `INSERT INTO messages (id, agent_id, session_key, role, actor_type, actor_id, channel, content,
+		reply_to, created_at)
+	SELECT i, a, k, r, at, nullif(ai, ''), nullif(ch, ''), c, nullif(rt, 0), ca
+	FROM unnest($1::int8[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+		$9::int8[], $10::int8[]) AS u(i, a, k, r, at, ai, ch, c, rt, ca)`
+
 // queue queues the held writes at the end of b, appends the reads of their
 // results to reads, and forgets them: whatever the outcome, they are the
 // transaction's from then on.
 func (h *heldWrites) queue(b *pgx.Batch, reads []func(pgx.BatchResults) error) []func(pgx.BatchResults) error {
+	if n := len(h.sessions); n > 0 {
+		agents, keys, ids, kinds, spawnedBy := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		objectives, statuses := make([]*string, n), make([]*string, n)
+		goalAt, inboxSeen, created, updated := make([]*int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+		for i, s := range h.sessions {
+			agents[i], keys[i], ids[i], kinds[i], spawnedBy[i] = s.Ref.AgentID, s.Ref.Key, s.SessionID, s.Kind, s.SpawnedBy
+			if s.Goal != nil {
+				objectives[i], statuses[i], goalAt[i] = &s.Goal.Objective, &s.Goal.Status, &s.Goal.UpdatedAt
+			}
+			inboxSeen[i], created[i], updated[i] = s.InboxSeen, s.CreatedAt, s.UpdatedAt
+		}
+		b.Queue(upsertSessions, agents, keys, ids, kinds, spawnedBy, objectives, statuses, goalAt, inboxSeen, created, updated)
+		reads = append(reads, execRead(fmt.Sprintf("write %d sessions from %s", n, h.sessions[0].Ref)))
+	}
+	if hm := &h.messages; len(hm.ids) > 0 {
+		b.Queue(insertMessages, hm.ids, hm.agents, hm.keys, hm.roles, hm.actorTypes, hm.actors, hm.channels, hm.contents,
+			hm.replyTo, hm.created)
+		reads = append(reads, execRead(fmt.Sprintf("append %d messages", len(hm.ids))))
+	}
 	if ev := &h.events; len(ev.seqs) > 0 {
 		b.Queue(insertEvents, ev.seqs, ev.agents, ev.keys, ev.sessionIDs, ev.kinds, ev.actorTypes, ev.actors, ev.runs,
 			ev.occurred, ev.recorded, ev.summaries, ev.payloads)

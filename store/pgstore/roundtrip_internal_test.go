@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/internal/pgtest"
+	"github.com/vigilhq/vigil/sessions"
 )
 
 // roundTrips counts the round trips of a pool: each statement sent on its
@@ -246,5 +247,167 @@ func TestASecondRecordOnATargetLockedWithOthersSeesTheFirstsMoves(t *testing.T) 
 	if c.Notified != first.Event.Sequence || c.Material != second.Event.Sequence {
 		t.Errorf("cursor notified %d, material %d; want notified %d (the first event) and material %d (the second)",
 			c.Notified, c.Material, first.Event.Sequence, second.Event.Sequence)
+	}
+}
+
+// openSends opens an engine as openCounted does, whose n targets are
+// children spawned by a main session each, as a person's sends find them.
+func openSends(t testing.TB, n int) (*vigil.Engine, *roundTrips, []vigil.SessionRef) {
+	t.Helper()
+	eng, rt, refs := openCounted(t, n, 2)
+	if err := eng.Update(t.Context(), func(ctx context.Context, txn *vigil.Txn) error {
+		tx := txn.Store().(*Tx)
+		for i, ref := range refs {
+			parent := vigil.MustRef(fmt.Sprintf("agent:rt:p%d", i))
+			for _, s := range []sessions.Session{
+				{Ref: parent, SessionID: "sp", Kind: sessions.KindMain, CreatedAt: 1, UpdatedAt: 1},
+				{Ref: ref, SessionID: "sc", Kind: sessions.KindSubAgent, SpawnedBy: parent.Key, CreatedAt: 1, UpdatedAt: 1},
+			} {
+				if err := tx.PutSession(ctx, s); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return eng, rt, refs
+}
+
+// personSend makes the store calls of a person's sessions_send to target
+// (gateway/send.go), in its order: the target's row read, the message
+// appended, the row written back, the parent's row read, and the record.
+func personSend(ctx context.Context, txn *vigil.Txn, target vigil.SessionRef, now int64) error {
+	tx := txn.Store().(*Tx)
+	s, ok, err := tx.GetSession(ctx, target)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("no session %s", target)
+	}
+	m := sessions.Message{Session: target, Role: sessions.RoleUser, ActorType: vigil.ActorHuman, ActorID: "api:op",
+		Channel: "api", Content: "hello", CreatedAt: now}
+	if _, err := tx.AppendMessage(ctx, m); err != nil {
+		return err
+	}
+	s.UpdatedAt = now
+	if err := tx.PutSession(ctx, s); err != nil {
+		return err
+	}
+	parent := ""
+	if p, err := vigil.Ref("", s.SpawnedBy); err == nil {
+		if _, ok, err := tx.GetSession(ctx, p); err != nil {
+			return err
+		} else if ok {
+			parent = s.SpawnedBy
+		}
+	}
+	_, err = txn.Record(ctx, vigil.Record{Session: target, SessionID: s.SessionID, Kind: vigil.KindHumanDirectMessage,
+		ActorType: vigil.ActorHuman, ActorID: "api:op", Summary: "human message via api",
+		Payload: []byte(`{"channel":"api"}`), Parent: parent})
+	return err
+}
+
+// A batch of a person's sends to watched children costs about two round
+// trips a send: the target's row with its parent's, and the message id
+// with the target's cursors. The session rows, messages, events and
+// cursor moves are written with the commit.
+func TestAPersonsSendCostsTwoRoundTrips(t *testing.T) {
+	pgtest.Require(t)
+	const n = 20
+	eng, rt, refs := openSends(t, n)
+	ctx := t.Context()
+	send := func(now int64) {
+		t.Helper()
+		if err := eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
+			for _, ref := range refs {
+				if err := personSend(ctx, txn, ref, now); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(2) // prepares the statements on the connection
+	before := rt.n.Load()
+	send(3)
+	if got := rt.n.Load() - before; got > 2*n+2 {
+		t.Errorf("%d sends in one write took %d round trips (%.2f per send), want at most %d",
+			n, got, float64(got)/n, 2*n+2)
+	} else {
+		t.Logf("%d sends in one write took %d round trips (%.2f per send)", n, got, float64(got)/n)
+	}
+}
+
+// A session row written twice in one transaction, the first time new,
+// commits with the first write's creation time, as the two upserts one
+// after the other would leave it.
+func TestASessionRowWrittenTwiceInATransactionKeepsItsFirstCreationTime(t *testing.T) {
+	pgtest.Require(t)
+	eng, _, refs := openCounted(t, 1, 0)
+	ctx := t.Context()
+	ref := refs[0]
+	if err := eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
+		tx := txn.Store().(*Tx)
+		for _, at := range []int64{5, 7} {
+			if err := tx.PutSession(ctx, sessions.Session{Ref: ref, SessionID: "s", Kind: sessions.KindSubAgent,
+				CreatedAt: at, UpdatedAt: at}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var s sessions.Session
+	var ok bool
+	err := eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
+		var err error
+		s, ok, err = txn.Store().(*Tx).GetSession(ctx, ref)
+		return err
+	})
+	if err != nil || !ok {
+		t.Fatalf("session: %v, found %v", err, ok)
+	}
+	if s.CreatedAt != 5 || s.UpdatedAt != 7 {
+		t.Errorf("created %d, updated %d; want created 5 (the first write) and updated 7 (the second)", s.CreatedAt, s.UpdatedAt)
+	}
+}
+
+// A parent's row read with its child's is not answered from that read
+// once the transaction has written the parent: the read sees the write.
+func TestAParentReadWithItsChildSeesTheTransactionsLaterWriteOfIt(t *testing.T) {
+	pgtest.Require(t)
+	eng, _, refs := openSends(t, 1)
+	ctx := t.Context()
+	if err := eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
+		tx := txn.Store().(*Tx)
+		child, _, err := tx.GetSession(ctx, refs[0])
+		if err != nil {
+			return err
+		}
+		pref := vigil.MustRef(child.SpawnedBy)
+		parent, ok, err := tx.GetSession(ctx, pref)
+		if err != nil || !ok {
+			return fmt.Errorf("parent %s: %v, found %v", pref, err, ok)
+		}
+		parent.UpdatedAt = 9
+		if err := tx.PutSession(ctx, parent); err != nil {
+			return err
+		}
+		again, _, err := tx.GetSession(ctx, pref)
+		if err != nil {
+			return err
+		}
+		if again.UpdatedAt != 9 {
+			t.Errorf("parent read after its write has updated_at %d, want 9", again.UpdatedAt)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

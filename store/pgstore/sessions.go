@@ -161,18 +161,100 @@ func (s *Store) Run(ctx context.Context, runID string) (sessions.Run, bool, erro
 	return scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE run_id = $1`, runID))
 }
 
-// GetSession implements sessions.Tx.
+// sessionWithParent reads a session's row and its parent's, the session
+// its spawned_by names (as vigil.Ref parses a qualified key, whose second
+// part is its agent): a send records the parent with the target's event.
+const sessionWithParent = `SELECT ` + sessionColumns + ` FROM sessions WHERE (agent_id, session_key) IN (
+	SELECT $1::text, $2::text
+	UNION ALL
+	SELECT split_part(spawned_by, ':', 2), spawned_by FROM sessions
+	WHERE agent_id = $1 AND session_key = $2 AND spawned_by IS NOT NULL)`
+
+// sessionRead is a session row read in the transaction, or its absence.
+type sessionRead struct {
+	s  sessions.Session
+	ok bool
+}
+
+// GetSession implements sessions.Tx. It reads after the held write of
+// the row, if there is one, and before the transaction's other held
+// writes, which it cannot see.
+//
+// The same round trip reads the row of the session's parent, which the
+// transaction then answers from, as from a statement sent a little
+// earlier, until it writes that row or sends a statement through t.tx.
 func (t *Tx) GetSession(ctx context.Context, ref vigil.SessionRef) (sessions.Session, bool, error) {
-	if err := t.flushLocks(ctx); err != nil {
-		return sessions.Session{}, false, err
+	if r, ok := t.sessionsRead[ref]; ok {
+		return r.s, r.ok, nil
 	}
-	return getSession(t.tx.QueryRow(ctx, sessionQuery, ref.AgentID, ref.Key))
+	b := &pgx.Batch{}
+	b.Queue(sessionWithParent, ref.AgentID, ref.Key)
+	br := t.send(ctx, b, t.held.sessionOn(ref))
+	defer br.Close()
+	rows, err := br.Query()
+	if err != nil {
+		return sessions.Session{}, false, wrap(fmt.Errorf("read session %s: %w", ref, err))
+	}
+	var found sessionRead
+	var parent *sessionRead
+	for rows.Next() {
+		s, err := scanSession(rows)
+		if err != nil {
+			return sessions.Session{}, false, wrap(fmt.Errorf("read session %s: %w", ref, err))
+		}
+		if s.Ref == ref {
+			found = sessionRead{s, true}
+		} else {
+			parent = &sessionRead{s, true}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return sessions.Session{}, false, wrap(fmt.Errorf("read session %s: %w", ref, err))
+	}
+	if err := br.Close(); err != nil {
+		return sessions.Session{}, false, wrap(fmt.Errorf("read session %s: %w", ref, err))
+	}
+	if found.ok && found.s.SpawnedBy != "" {
+		if p, ok := parentRead(found.s.SpawnedBy); ok {
+			if parent == nil {
+				parent = &sessionRead{}
+			}
+			if parent.ok && parent.s.Ref != p {
+				parent = nil // not the session the key names
+			}
+			if parent != nil && !t.held.sessionOn(p) {
+				if t.sessionsRead == nil {
+					t.sessionsRead = map[vigil.SessionRef]sessionRead{}
+				}
+				t.sessionsRead[p] = *parent
+			}
+		}
+	}
+	return found.s, found.ok, nil
+}
+
+// parentRead returns the session that spawnedBy names, if
+// sessionWithParent looked for exactly that row.
+func parentRead(spawnedBy string) (vigil.SessionRef, bool) {
+	p, err := vigil.Ref("", spawnedBy)
+	if err != nil || p.Key != spawnedBy {
+		return vigil.SessionRef{}, false
+	}
+	parts := strings.SplitN(spawnedBy, ":", 3)
+	return p, len(parts) > 1 && parts[1] == p.AgentID
 }
 
 // PutSession implements sessions.Tx.
+//
+// A row without a label cannot conflict with another, so its write is
+// held (batch.go) and sent with the next statement that could read it,
+// or at Commit. A label must be checked against the agent's other
+// sessions, which takes a round trip and an answer.
 func (t *Tx) PutSession(ctx context.Context, s sessions.Session) error {
-	if err := t.flushLocks(ctx); err != nil {
-		return err
+	delete(t.sessionsRead, s.Ref)
+	if s.Label == "" {
+		t.held.addSession(s)
+		return nil
 	}
 	var objective, status *string
 	var goalAt *int64
@@ -232,44 +314,66 @@ func (t *Tx) DeleteSessionRow(ctx context.Context, ref vigil.SessionRef) error {
 // A new id comes from a sequence, after the session's head lock (see
 // Append): per session, messages then commit in id order, so a reader
 // paging a transcript by id (a turn consuming its inbox after InboxSeen)
-// never skips one that commits late. A message given its id (a compaction
-// summary taking the place of older ones) takes no number and no lock.
+// never skips one that commits late. The id is taken in the round trip
+// that takes the lock, or after it; the message, whose insert cannot
+// fail once it has its id, is then held (batch.go) until a statement
+// that could read it, or Commit. For a person's message the same round
+// trip reads what the record on the session that follows it would read
+// (queueRecordAhead). A message given its id (a compaction summary
+// taking the place of older ones) takes no number and no lock, and is
+// written at once.
 func (t *Tx) AppendMessage(ctx context.Context, m sessions.Message) (int64, error) {
-	if err := t.flushLocks(ctx); err != nil {
-		return 0, err
+	if m.ID != 0 {
+		return m.ID, t.putMessage(ctx, m)
 	}
-	if m.ID == 0 {
-		// The head lock goes out with the insert, in session order with
-		// any others pending, as every writer of the session takes it.
-		t.lock(m.Session)
+	// The head lock goes out with the statement, in session order with
+	// any others pending, as every writer of the session takes it.
+	t.lock(m.Session)
+	b := &pgx.Batch{}
+	b.Queue(`SELECT nextval('message_ids')`)
+	// A person's message is recorded on its session next (a person's
+	// send): what that record reads goes in this round trip too.
+	var recordAhead func(pgx.BatchResults) error
+	if _, known := t.known[m.Session]; m.ActorType == vigil.ActorHuman && !known {
+		recordAhead = t.queueRecordAhead(b, m.Session)
 	}
+	br := t.send(ctx, b, recordAhead != nil && t.held.cursorsOn(m.Session))
+	var id int64
+	err := br.QueryRow().Scan(&id)
+	if err == nil && recordAhead != nil {
+		err = recordAhead(br)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, wrap(fmt.Errorf("take a message id for %s: %w", m.Session, err))
+	}
+	m.ID = id
+	t.held.addMessage(m)
+	t.messages = append(t.messages, Arrival{Session: m.Session, MessageID: id})
+	return id, nil
+}
+
+// putMessage writes m with the id it has.
+func (t *Tx) putMessage(ctx context.Context, m sessions.Message) error {
 	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO messages (id, agent_id, session_key, role, actor_type, actor_id, channel, content, reply_to, created_at)
-		VALUES (coalesce(nullif($1::bigint, 0), nextval('message_ids')), $2, $3, $4, $5, nullif($6, ''), nullif($7, ''), $8,
-			nullif($9::bigint, 0), $10)
-		RETURNING id`,
+		VALUES ($1, $2, $3, $4, $5, nullif($6, ''), nullif($7, ''), $8, nullif($9::bigint, 0), $10)`,
 		m.ID, m.Session.AgentID, m.Session.Key, m.Role, string(m.ActorType), m.ActorID, m.Channel, m.Content, m.ReplyTo, m.CreatedAt)
-	if m.ID != 0 {
-		// A given id moves the sequence past it, so later new ids stay
-		// above every earlier one. The sequence is not transactional:
-		// a rollback leaves it raised, which only skips numbers.
-		b.Queue(`SELECT setval('message_ids', $1) WHERE $1 > (SELECT last_value FROM message_ids)`, m.ID)
-	}
+	// A given id moves the sequence past it, so later new ids stay above
+	// every earlier one. The sequence is not transactional: a rollback
+	// leaves it raised, which only skips numbers.
+	b.Queue(`SELECT setval('message_ids', $1) WHERE $1 > (SELECT last_value FROM message_ids)`, m.ID)
 	br := t.tx.SendBatch(ctx, b)
 	defer br.Close()
-	var id int64
-	if err := br.QueryRow().Scan(&id); err != nil {
-		return 0, wrap(err)
+	if _, err := br.Exec(); err != nil {
+		return wrap(fmt.Errorf("append message %d to %s: %w", m.ID, m.Session, err))
 	}
-	if m.ID != 0 {
-		if _, err := br.Exec(); err != nil {
-			return 0, wrap(fmt.Errorf("move the message id sequence past %d: %w", m.ID, err))
-		}
+	if _, err := br.Exec(); err != nil {
+		return wrap(fmt.Errorf("move the message id sequence past %d: %w", m.ID, err))
 	}
-	if m.ID == 0 {
-		t.messages = append(t.messages, Arrival{Session: m.Session, MessageID: id})
-	}
-	return id, wrap(br.Close())
+	return wrap(br.Close())
 }
 
 // CompactMessages implements sessions.Tx.

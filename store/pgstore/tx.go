@@ -71,6 +71,9 @@ type Tx struct {
 	// known are target cursors read ahead, under their target's lock, as
 	// the transaction's next statements would read them (batch.go).
 	known map[vigil.SessionRef][]vigil.Cursor
+	// sessionsRead are session rows read with another (GetSession), as
+	// the transaction's next statements would read them.
+	sessionsRead map[vigil.SessionRef]sessionRead
 }
 
 var _ vigil.Tx = (*Tx)(nil)
@@ -301,8 +304,7 @@ func (t *Tx) CursorsOnTarget(ctx context.Context, dst []vigil.Cursor, target vig
 		return append(dst, cs...), nil
 	}
 	b := &pgx.Batch{}
-	b.Queue(`SELECT `+cursorColumns+` FROM cursors
-		WHERE target_agent = $1 AND target_key = $2 ORDER BY watcher FOR UPDATE`, target.AgentID, target.Key)
+	b.Queue(cursorsOnTarget, target.AgentID, target.Key)
 	spare := t.published && t.willHold(target) && !t.hasSpare(target)
 	if spare {
 		t.spares = nil // the number taken now is above them
@@ -324,6 +326,52 @@ func (t *Tx) CursorsOnTarget(ctx context.Context, dst []vigil.Cursor, target vig
 		t.spares, t.sparesRound = append(t.spares[:0], seq), t.rounds
 	}
 	return cs, wrap(br.Close())
+}
+
+// cursorsOnTarget reads a target's cursors as CursorsOnTarget does.
+const cursorsOnTarget = `SELECT ` + cursorColumns + ` FROM cursors
+	WHERE target_agent = $1 AND target_key = $2 ORDER BY watcher FOR UPDATE`
+
+// queueRecordAhead queues, for a statement that goes after ref's lock,
+// what the record on ref that comes next would send: the read of its
+// cursors, as CursorsOnTarget reads them, and a sequence number for its
+// event unless one is spare for ref already. It returns the reading of
+// their results, after which the transaction answers that record's
+// CursorsOnTarget and Append without a round trip. A number the record
+// does not use is a gap, which the sequence allows.
+func (t *Tx) queueRecordAhead(b *pgx.Batch, ref vigil.SessionRef) func(pgx.BatchResults) error {
+	b.Queue(cursorsOnTarget, ref.AgentID, ref.Key)
+	number := !t.hasSpare(ref)
+	publish := false
+	if number {
+		publish = t.queueMarker(b)
+		b.Queue(nextNumber)
+	}
+	return func(br pgx.BatchResults) error {
+		rows, err := br.Query()
+		cs, err := appendCursors(nil, rows, err)
+		if err != nil {
+			return fmt.Errorf("read the cursors of %s: %w", ref, err)
+		}
+		if t.known == nil {
+			t.known = map[vigil.SessionRef][]vigil.Cursor{}
+		}
+		t.known[ref] = cs
+		if !number {
+			return nil
+		}
+		if err := t.readMarker(br, publish); err != nil {
+			return err
+		}
+		var seq int64
+		if err := br.QueryRow().Scan(&seq); err != nil {
+			return wrap(fmt.Errorf("take a sequence number: %w", err))
+		}
+		// Taken after every round of locks sent so far, ref's included,
+		// and above any spare number, which it replaces.
+		t.spares, t.sparesRound = append(t.spares[:0], seq), t.rounds
+		return nil
+	}
 }
 
 // Cursor implements vigil.Tx; the row stays locked until the transaction
