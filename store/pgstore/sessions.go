@@ -332,9 +332,10 @@ func (t *Tx) AppendMessage(ctx context.Context, m sessions.Message) (int64, erro
 	b := &pgx.Batch{}
 	b.Queue(`SELECT nextval('message_ids')`)
 	// A person's message is recorded on its session next (a person's
-	// send): what that record reads goes in this round trip too.
+	// send): what that record reads goes in this round trip too, unless
+	// the locks sent with it read ahead themselves.
 	var recordAhead func(pgx.BatchResults) error
-	if _, known := t.known[m.Session]; m.ActorType == vigil.ActorHuman && !known {
+	if _, known := t.known[m.Session]; m.ActorType == vigil.ActorHuman && !known && !t.readsAhead() {
 		recordAhead = t.queueRecordAhead(b, m.Session)
 	}
 	br := t.send(ctx, b, recordAhead != nil && t.held.cursorsOn(m.Session))

@@ -335,13 +335,15 @@ const cursorsOnTarget = `SELECT ` + cursorColumns + ` FROM cursors
 // queueRecordAhead queues, for a statement that goes after ref's lock,
 // what the record on ref that comes next would send: the read of its
 // cursors, as CursorsOnTarget reads them, and a sequence number for its
-// event unless one is spare for ref already. It returns the reading of
-// their results, after which the transaction answers that record's
-// CursorsOnTarget and Append without a round trip. A number the record
-// does not use is a gap, which the sequence allows.
+// event unless numbers are spare already (they are kept for the records
+// of the sessions locked with them). It returns the reading of their
+// results, after which the transaction answers that record's
+// CursorsOnTarget, and its Append when it took a number, without a round
+// trip. A number the record does not use is a gap, which the sequence
+// allows.
 func (t *Tx) queueRecordAhead(b *pgx.Batch, ref vigil.SessionRef) func(pgx.BatchResults) error {
 	b.Queue(cursorsOnTarget, ref.AgentID, ref.Key)
-	number := !t.hasSpare(ref)
+	number := len(t.spares) == 0
 	publish := false
 	if number {
 		publish = t.queueMarker(b)
@@ -367,8 +369,7 @@ func (t *Tx) queueRecordAhead(b *pgx.Batch, ref vigil.SessionRef) func(pgx.Batch
 		if err := br.QueryRow().Scan(&seq); err != nil {
 			return wrap(fmt.Errorf("take a sequence number: %w", err))
 		}
-		// Taken after every round of locks sent so far, ref's included,
-		// and above any spare number, which it replaces.
+		// Taken after every round of locks sent so far, ref's included.
 		t.spares, t.sparesRound = append(t.spares[:0], seq), t.rounds
 		return nil
 	}
