@@ -411,3 +411,29 @@ func TestAParentReadWithItsChildSeesTheTransactionsLaterWriteOfIt(t *testing.T) 
 		t.Fatal(err)
 	}
 }
+
+// A label that a held write takes off one session is free for another in
+// the same transaction: the check of the label goes after the held write.
+func TestALabelAHeldWriteTakesOffIsFreeForAnotherSessionInTheSameTransaction(t *testing.T) {
+	pgtest.Require(t)
+	eng, _, refs := openCounted(t, 2, 0)
+	ctx := t.Context()
+	put := func(tx *Tx, ref vigil.SessionRef, label string) error {
+		return tx.PutSession(ctx, sessions.Session{Ref: ref, SessionID: "s", Kind: sessions.KindSubAgent, Label: label,
+			CreatedAt: 1, UpdatedAt: 1})
+	}
+	if err := eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
+		return put(txn.Store().(*Tx), refs[0], "x")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
+		tx := txn.Store().(*Tx)
+		if err := put(tx, refs[0], ""); err != nil {
+			return err
+		}
+		return put(tx, refs[1], "x")
+	}); err != nil {
+		t.Fatalf("moving the label from %s to %s in one transaction: %v", refs[0], refs[1], err)
+	}
+}
