@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -174,7 +175,9 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	if shared {
 		hub.ShareStore() // other gateways may append to the same log
 	}
+	restoreGC := sweepGC()
 	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{Logger: log, OnWake: hooks.Wake}))
+	restoreGC()
 	if err != nil {
 		return err
 	}
@@ -277,4 +280,24 @@ func follow(st *pgstore.Store, eng *vigil.Engine, g *gateway.Gateway, log *slog.
 		cancel()
 		<-done
 	}
+}
+
+// sweepGCPercent is the collector's target while the startup sweep runs.
+// The sweep reads every pending cursor and queues a notice for each: the
+// heap that lives on grows by a burst, and at its default target the
+// collector lets the burst's garbage (the lists read) pile up to as much
+// again before it runs. With 50,000 sessions and 500,000 pending cursors
+// the process peaked at 222 or 253 to 261 MiB, depending on when the
+// collector happened to run; at this target, at 230 to 237 MiB. Collecting
+// sooner costs the sweep some processor time, once, at startup.
+const sweepGCPercent = 50
+
+// sweepGC lowers the collector's target for the startup sweep, unless the
+// operator set GOGC, and returns what restores it.
+func sweepGC() (restore func()) {
+	if os.Getenv("GOGC") != "" {
+		return func() {}
+	}
+	old := debug.SetGCPercent(sweepGCPercent)
+	return func() { debug.SetGCPercent(old) }
 }
