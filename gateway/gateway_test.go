@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	vigil "github.com/vigilhq/vigil"
@@ -89,5 +90,34 @@ func TestAnAgentSeesOnlyItsOwnSessionsQueue(t *testing.T) {
 	}
 	if _, err := g.Pending(ctx, caller(t, g, person, ""), gateway.PendingInput{SessionKey: "agent:main:main"}); err != nil {
 		t.Fatalf("a person could not look at a queue: %v", err)
+	}
+}
+
+// Text with a NUL character is refused as invalid, naming the field,
+// before anything is stored: PostgreSQL's text cannot hold it, so every
+// store refuses it alike.
+func TestTextWithANULCharacterIsRefusedStoringNothing(t *testing.T) {
+	g, eng := newGateway(t)
+	manager := caller(t, g, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "")
+	sp, err := g.Spawn(ctx, manager, gateway.SpawnInput{Task: "draft"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := vigil.MustRef(sp.ChildSessionKey)
+	before, err := eng.Version(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := 0
+	_, err = g.Send(ctx, caller(t, g, person, ""), gateway.SendInput{SessionKey: sp.ChildSessionKey,
+		Message: "use the\x00new figures", TimeoutSeconds: &zero})
+	if !errors.Is(err, gateway.ErrInvalid) || !strings.Contains(err.Error(), "message contains a NUL character") {
+		t.Fatalf("a message with a NUL character: %v, want it refused as invalid", err)
+	}
+	if _, err := g.Spawn(ctx, manager, gateway.SpawnInput{Task: "a\x00b"}); !errors.Is(err, gateway.ErrInvalid) {
+		t.Fatalf("a task with a NUL character: %v, want it refused as invalid", err)
+	}
+	if after, err := eng.Version(ctx, target); err != nil || after != before {
+		t.Fatalf("the refused send moved the session from %d to %d (%v)", before, after, err)
 	}
 }

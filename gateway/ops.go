@@ -38,6 +38,10 @@ func checkText(field, s string, maxBytes int, required bool) error {
 		return invalid("%s is %d bytes, more than %d", field, len(s), maxBytes)
 	case !utf8.ValidString(s):
 		return invalid("%s is not valid UTF-8", field)
+	case strings.IndexByte(s, 0) >= 0:
+		// PostgreSQL's text cannot hold it, and SQLite's C string
+		// functions stop at it: refused alike on every store.
+		return invalid("%s contains a NUL character (\\u0000)", field)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -251,6 +252,13 @@ func parentRead(spawnedBy string) (vigil.SessionRef, bool) {
 // or at Commit. A label must be checked against the agent's other
 // sessions, which takes a round trip and an answer.
 func (t *Tx) PutSession(ctx context.Context, s sessions.Session) error {
+	fields := []string{s.SessionID, s.Kind, s.Label, s.SpawnedBy}
+	if s.Goal != nil {
+		fields = append(fields, s.Goal.Objective, s.Goal.Status)
+	}
+	if err := storableText("session "+s.Ref.Key, fields...); err != nil {
+		return err
+	}
 	delete(t.sessionsRead, s.Ref)
 	if s.Label == "" {
 		t.held.addSession(s)
@@ -323,6 +331,9 @@ func (t *Tx) DeleteSessionRow(ctx context.Context, ref vigil.SessionRef) error {
 // taking the place of older ones) takes no number and no lock, and is
 // written at once.
 func (t *Tx) AppendMessage(ctx context.Context, m sessions.Message) (int64, error) {
+	if err := storableText("message to "+m.Session.Key, m.Role, m.ActorID, m.Channel, m.Content); err != nil {
+		return 0, err
+	}
 	if m.ID != 0 {
 		return m.ID, t.putMessage(ctx, m)
 	}
@@ -422,4 +433,20 @@ func (t *Tx) GetRun(ctx context.Context, runID string) (sessions.Run, bool, erro
 		return sessions.Run{}, false, err
 	}
 	return scanRun(t.tx.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE run_id = $1`, runID))
+}
+
+// storableText refuses, at the call, text that PostgreSQL's text type
+// would refuse: a write held for later (batch.go) must not fail, since it
+// fails the statement it goes out with, or the commit, and so writes that
+// share its transaction but not its fault.
+func storableText(what string, fields ...string) error {
+	for _, f := range fields {
+		switch {
+		case !utf8.ValidString(f):
+			return fmt.Errorf("%s: text is not valid UTF-8", what)
+		case strings.IndexByte(f, 0) >= 0:
+			return fmt.Errorf("%s: text contains a NUL character, which PostgreSQL cannot store", what)
+		}
+	}
+	return nil
 }
