@@ -101,6 +101,10 @@ type Store struct {
 	// shut is set once Close no longer writes: a write transaction left
 	// open past it runs nothing more.
 	shut atomic.Bool
+	// readsMu is held shared by every read on a reader connection and
+	// whole by Close while it finalizes their statements: a statement
+	// finalized under a running read crashed the process.
+	readsMu sync.RWMutex
 }
 
 var _ vigil.Store = (*Store)(nil)
@@ -254,12 +258,15 @@ func (s *Store) shutDown() error {
 	s.turnOff() // reads after Close fail, as the file's do
 	err := s.ckpt.close()
 	// Finalize the kept statements first: a connection with live
-	// statements cannot close.
+	// statements cannot close. Reads still running finish first, and later
+	// ones find the store shut.
+	s.readsMu.Lock()
 	s.conns.Range(func(k, v any) bool {
 		v.(*connState).close()
 		s.conns.Delete(k)
 		return true
 	})
+	s.readsMu.Unlock()
 	err = errors.Join(err, s.read.Close(), s.write.Close(), s.ckpt.closeFile(), s.lock.release())
 	s.lock = nil
 	return err
@@ -394,6 +401,11 @@ func (c conn) getCursor(q string, args ...any) (vigil.Cursor, bool, error) {
 func (s *Store) reading(ctx context.Context, fn func(c conn) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	s.readsMu.RLock()
+	defer s.readsMu.RUnlock()
+	if s.shut.Load() {
+		return errClosed
 	}
 	sc, err := s.read.Conn(ctx)
 	if err != nil {
