@@ -150,19 +150,7 @@ func BenchmarkStatus(b *testing.B) {
 func BenchmarkStatusParallel(b *testing.B) {
 	hg := newHotGateway(b, "NORMAL", 64)
 	bodies := hg.bodies(b, func(c string) any { return gateway.StatusInput{SessionKey: c} })
-	b.ReportAllocs()
-	b.SetParallelism(32)
-	var next atomic.Int64
-	defer timeCPU(b)()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			i := next.Add(1)
-			if code, body := hg.call("/v1/tools/session_status", e2eOperator, "", bodies[i%int64(len(bodies))]); code != http.StatusOK {
-				b.Errorf("status: %d %s", code, body)
-				return
-			}
-		}
-	})
+	hg.callParallel(b, "/v1/tools/session_status", bodies)
 }
 
 // BenchmarkSendParallel is BenchmarkSendFull from 32 callers a processor
@@ -171,6 +159,12 @@ func BenchmarkSendParallel(b *testing.B) {
 	hg := newHotGateway(b, "FULL", 64)
 	zero := 0
 	bodies := hg.bodies(b, func(c string) any { return gateway.SendInput{SessionKey: c, Message: "bench", TimeoutSeconds: &zero} })
+	hg.callParallel(b, "/v1/tools/sessions_send", bodies)
+}
+
+// callParallel calls path as the operator from 32 callers a processor,
+// with the bodies in turn, and times the processor.
+func (hg *hotGateway) callParallel(b *testing.B, path string, bodies [][]byte) {
 	b.ReportAllocs()
 	b.SetParallelism(32)
 	var next atomic.Int64
@@ -178,8 +172,8 @@ func BenchmarkSendParallel(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			i := next.Add(1)
-			if code, body := hg.call("/v1/tools/sessions_send", e2eOperator, "", bodies[i%int64(len(bodies))]); code != http.StatusOK {
-				b.Errorf("send: %d %s", code, body)
+			if code, body := hg.call(path, e2eOperator, "", bodies[i%int64(len(bodies))]); code != http.StatusOK {
+				b.Errorf("%s: %d %s", path, code, body)
 				return
 			}
 		}

@@ -84,24 +84,15 @@ func TestAWriteOfManyRecordsTakesARoundTripPerRecord(t *testing.T) {
 	pgtest.Require(t)
 	const n = 20
 	eng, rt, refs := openCounted(t, n, 2)
-	ctx := t.Context()
-	record := func() {
-		t.Helper()
-		if err := eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
-			for _, ref := range refs {
-				if _, err := txn.Record(ctx, humanMessage(ref)); err != nil {
-					return err
-				}
+	got := roundTripsOfWrite(t, eng, rt, func(ctx context.Context, txn *vigil.Txn) error {
+		for _, ref := range refs {
+			if _, err := txn.Record(ctx, humanMessage(ref)); err != nil {
+				return err
 			}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
 		}
-	}
-	record() // prepares the statements on the connection
-	before := rt.n.Load()
-	record()
-	if got := rt.n.Load() - before; got > n+2 {
+		return nil
+	})
+	if got > n+2 {
 		t.Errorf("%d records in one write took %d round trips, want at most %d", n, got, n+2)
 	}
 }
@@ -188,27 +179,18 @@ func TestRecordsOnSessionsLockedTogetherShareTheirRoundTrips(t *testing.T) {
 	pgtest.Require(t)
 	const n = 20
 	eng, rt, refs := openCounted(t, n, 2)
-	ctx := t.Context()
-	record := func() {
-		t.Helper()
-		if err := eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
-			if err := lockAll(ctx, txn, refs); err != nil {
+	got := roundTripsOfWrite(t, eng, rt, func(ctx context.Context, txn *vigil.Txn) error {
+		if err := lockAll(ctx, txn, refs); err != nil {
+			return err
+		}
+		for _, ref := range refs {
+			if _, err := txn.Record(ctx, humanMessage(ref)); err != nil {
 				return err
 			}
-			for _, ref := range refs {
-				if _, err := txn.Record(ctx, humanMessage(ref)); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
 		}
-	}
-	record() // prepares the statements on the connection
-	before := rt.n.Load()
-	record()
-	if got := rt.n.Load() - before; got > 2 {
+		return nil
+	})
+	if got > 2 {
 		t.Errorf("%d records on sessions locked together took %d round trips (%.2f per record), want at most 2",
 			n, got, float64(got)/n)
 	}
@@ -436,4 +418,18 @@ func TestALabelAHeldWriteTakesOffIsFreeForAnotherSessionInTheSameTransaction(t *
 	}); err != nil {
 		t.Fatalf("moving the label from %s to %s in one transaction: %v", refs[0], refs[1], err)
 	}
+}
+
+// roundTripsOfWrite runs write twice, the first time to prepare its
+// statements on the connection, and returns the round trips of the second.
+func roundTripsOfWrite(t *testing.T, eng *vigil.Engine, rt *roundTrips, write func(context.Context, *vigil.Txn) error) int64 {
+	t.Helper()
+	if err := eng.Update(t.Context(), write); err != nil {
+		t.Fatal(err)
+	}
+	before := rt.n.Load()
+	if err := eng.Update(t.Context(), write); err != nil {
+		t.Fatal(err)
+	}
+	return rt.n.Load() - before
 }
