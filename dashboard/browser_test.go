@@ -673,6 +673,19 @@ func TestTheWatchGraphNamesLabelledSessionsAndTimesShowTheirDate(t *testing.T) {
 		`[...document.querySelectorAll('#sessions-body time')].every(e => /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$/.test(e.textContent))`)
 }
 
+// A part of the page that failed to load is read again: the watch graph
+// shows once the gateway answers, and the error banner goes.
+func TestAPartThatFailedToLoadIsReadAgain(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, false)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	gw.failNext("/v1/tools/sessions_graph")
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	waitText(t, ctx, "#graph", "writer", child)
+	waitFor(t, ctx, "the error banner to go", `document.getElementById('banner').hidden`)
+}
+
 func TestAGoalSavedAfterSomeoneElseChangedTheSessionIsRefusedAndSaysSo(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, true)

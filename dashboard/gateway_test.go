@@ -41,6 +41,19 @@ type liveGateway struct {
 
 	mu       sync.Mutex
 	requests []string // "METHOD /path" of every request, in arrival order
+	// failing holds paths whose next request is answered 503, once.
+	failing map[string]bool
+}
+
+// failNext makes the next request to path fail as a gateway whose store
+// blipped would answer it.
+func (gw *liveGateway) failNext(path string) {
+	gw.mu.Lock()
+	defer gw.mu.Unlock()
+	if gw.failing == nil {
+		gw.failing = map[string]bool{}
+	}
+	gw.failing[path] = true
 }
 
 // startGateway serves a fresh gateway. With tokens it has an operator, the
@@ -74,7 +87,15 @@ func startGateway(t *testing.T, tokens bool) *liveGateway {
 	gw.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gw.mu.Lock()
 		gw.requests = append(gw.requests, r.Method+" "+r.URL.Path)
+		fail := gw.failing[r.URL.Path]
+		delete(gw.failing, r.URL.Path)
 		gw.mu.Unlock()
+		if fail {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, `{"error": {"code": "unavailable", "message": "store: the disk blipped"}}`)
+			return
+		}
 		api.ServeHTTP(w, r)
 	}))
 	gw.URL = gw.srv.URL

@@ -332,6 +332,12 @@ async function poll(gen) {
 const wanted = new Set();
 let refreshTimer = null;
 let refreshing = false;
+// retryDelay is how long a refresh that failed waits before it tries
+// again: doubled after each failure up to a limit, reset by a success, so
+// a gateway that blipped is read again soon and one that is down is not
+// asked ever faster.
+let retryDelay = 0;
+const RETRY_FIRST = 1000, RETRY_MAX = 30000;
 
 // schedule asks for parts of the page to be reloaded soon; bursts of
 // changes are folded into one reload.
@@ -354,7 +360,19 @@ async function refresh() {
   const results = await Promise.allSettled(jobs);
   refreshing = false;
   const failed = results.find((r) => r.status === 'rejected' && !(r.reason instanceof AuthError) && r.reason.name !== 'AbortError');
-  if (failed) showBanner('Could not refresh: ' + failed.reason.message, 'error');
+  if (failed) {
+    showBanner('Could not refresh: ' + failed.reason.message + ' (trying again)', 'error');
+    // What did not load is asked for again; a part that did load is read
+    // again too, and drawn only if it changed.
+    for (const part of parts) wanted.add(part);
+    retryDelay = Math.min(retryDelay ? retryDelay * 2 : RETRY_FIRST, RETRY_MAX);
+    if (!refreshTimer) refreshTimer = setTimeout(refresh, retryDelay);
+    return;
+  }
+  if (retryDelay) {
+    retryDelay = 0;
+    hideBanner();
+  }
   if (wanted.size && !refreshTimer) refreshTimer = setTimeout(refresh, 60);
 }
 
