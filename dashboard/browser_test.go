@@ -686,6 +686,18 @@ func TestAPartThatFailedToLoadIsReadAgain(t *testing.T) {
 	waitFor(t, ctx, "the error banner to go", `document.getElementById('banner').hidden`)
 }
 
+// The watch graph names a session by its label even when the graph
+// arrived before the list of sessions that carries the labels.
+func TestTheWatchGraphNamesLabelledSessionsThatArriveAfterIt(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, false)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	gw.failNext("/v1/tools/sessions_list") // the graph is drawn first
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	waitText(t, ctx, "#graph", "writer", child)
+}
+
 func TestAGoalSavedAfterSomeoneElseChangedTheSessionIsRefusedAndSaysSo(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, true)

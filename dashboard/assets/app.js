@@ -385,7 +385,13 @@ async function loadSessions() {
   app.sessions = sessions;
   renderAgentFilter();
   renderSessions();
-  if (app.page) renderFacts();
+  // The graph names sessions by their labels, which come with the list:
+  // drawn before the list arrived, it is drawn again.
+  renderGraph();
+  if (app.page) {
+    renderFacts();
+    renderPageGraph();
+  }
 }
 
 async function loadGraph() {
