@@ -65,21 +65,29 @@ func e2eStart(t *testing.T) *e2eServer {
 
 // e2eStartWith is e2eStart with the test deployment's tokens or none, and
 // the options tune sets.
-func e2eStartWith(t *testing.T, tokens bool, tune func(*httpapi.Options, *gateway.Options)) *e2eServer {
-	t.Helper()
-	t.Parallel()
+// e2eEngine opens a fresh SQLite store at synchronous ("" for the
+// default) and an engine on it attached to a new hub, closed when tb ends.
+func e2eEngine(tb testing.TB, synchronous string) (*sqlitestore.Store, *vigil.Engine, *gateway.Hub) {
+	tb.Helper()
 	ctx := context.Background()
-	store, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "vigil.db"), sqlitestore.Options{})
+	store, err := sqlitestore.Open(ctx, filepath.Join(tb.TempDir(), "vigil.db"), sqlitestore.Options{Synchronous: synchronous})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { store.Close() })
+	tb.Cleanup(func() { store.Close() })
 	hub := gateway.NewHub()
 	eng, err := vigil.Open(ctx, store, hub.Attach(vigil.Options{PruneInterval: -1}))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { eng.Close() })
+	tb.Cleanup(func() { eng.Close() })
+	return store, eng, hub
+}
+
+func e2eStartWith(t *testing.T, tokens bool, tune func(*httpapi.Options, *gateway.Options)) *e2eServer {
+	t.Helper()
+	t.Parallel()
+	store, eng, hub := e2eEngine(t, "")
 	var conf gateway.Config
 	if tokens {
 		conf.Tokens = []gateway.TokenConfig{

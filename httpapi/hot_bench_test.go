@@ -2,22 +2,18 @@ package httpapi_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
-	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
 	"github.com/vigilhq/vigil/internal/metrics"
-	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
 // hotGateway is the handler vigil serve runs (tokens, metrics, a hub), on
@@ -30,18 +26,7 @@ type hotGateway struct {
 
 func newHotGateway(b *testing.B, synchronous string, n int) *hotGateway {
 	b.Helper()
-	ctx := context.Background()
-	store, err := sqlitestore.Open(ctx, filepath.Join(b.TempDir(), "vigil.db"), sqlitestore.Options{Synchronous: synchronous})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { store.Close() })
-	hub := gateway.NewHub()
-	eng, err := vigil.Open(ctx, store, hub.Attach(vigil.Options{PruneInterval: -1}))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { eng.Close() })
+	store, eng, hub := e2eEngine(b, synchronous)
 	creds, err := gateway.NewCredentials(gateway.Config{Tokens: []gateway.TokenConfig{
 		{Token: e2eAdmin, Role: gateway.RoleAdmin, ID: "root"},
 		{Token: e2eOperator, Role: gateway.RoleOperator, ID: e2eOperatorID},
