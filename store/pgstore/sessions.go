@@ -252,12 +252,8 @@ func parentRead(spawnedBy string) (vigil.SessionRef, bool) {
 // or at Commit. A label must be checked against the agent's other
 // sessions, which takes a round trip and an answer.
 func (t *Tx) PutSession(ctx context.Context, s sessions.Session) error {
-	fields := []string{s.SessionID, s.Kind, s.Label, s.SpawnedBy}
-	if s.Goal != nil {
-		fields = append(fields, s.Goal.Objective, s.Goal.Status)
-	}
-	if err := storableText("session "+s.Ref.Key, fields...); err != nil {
-		return err
+	if err := storableSession(s); err != nil {
+		return fmt.Errorf("session %s: %w", s.Ref.Key, err)
 	}
 	delete(t.sessionsRead, s.Ref)
 	if s.Label == "" {
@@ -331,8 +327,8 @@ func (t *Tx) DeleteSessionRow(ctx context.Context, ref vigil.SessionRef) error {
 // taking the place of older ones) takes no number and no lock, and is
 // written at once.
 func (t *Tx) AppendMessage(ctx context.Context, m sessions.Message) (int64, error) {
-	if err := storableText("message to "+m.Session.Key, m.Role, m.ActorID, m.Channel, m.Content); err != nil {
-		return 0, err
+	if err := storableText(m.Role, m.ActorID, m.Channel, m.Content); err != nil {
+		return 0, fmt.Errorf("message to %s: %w", m.Session.Key, err)
 	}
 	if m.ID != 0 {
 		return m.ID, t.putMessage(ctx, m)
@@ -435,17 +431,28 @@ func (t *Tx) GetRun(ctx context.Context, runID string) (sessions.Run, bool, erro
 	return scanRun(t.tx.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE run_id = $1`, runID))
 }
 
-// storableText refuses, at the call, text that PostgreSQL's text type
-// would refuse: a write held for later (batch.go) must not fail, since it
-// fails the statement it goes out with, or the commit, and so writes that
-// share its transaction but not its fault.
-func storableText(what string, fields ...string) error {
+// storableSession refuses, at the call, a session row with text that
+// PostgreSQL's text type would refuse: a write held for later (batch.go)
+// must not fail, since it fails the statement it goes out with, or the
+// commit, and so writes that share its transaction but not its fault.
+func storableSession(s sessions.Session) error {
+	if s.Goal != nil {
+		if err := storableText(s.Goal.Objective, s.Goal.Status); err != nil {
+			return err
+		}
+	}
+	return storableText(s.SessionID, s.Kind, s.Label, s.SpawnedBy)
+}
+
+// storableText refuses any of fields that PostgreSQL's text type would
+// refuse, for the reason storableSession gives.
+func storableText(fields ...string) error {
 	for _, f := range fields {
 		switch {
 		case !utf8.ValidString(f):
-			return fmt.Errorf("%s: text is not valid UTF-8", what)
+			return errors.New("text is not valid UTF-8")
 		case strings.IndexByte(f, 0) >= 0:
-			return fmt.Errorf("%s: text contains a NUL character, which PostgreSQL cannot store", what)
+			return errors.New("text contains a NUL character, which PostgreSQL cannot store")
 		}
 	}
 	return nil
