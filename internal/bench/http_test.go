@@ -77,9 +77,9 @@ func inProcessGateway(tb testing.TB, sync string) string {
 	return ln.Addr().String()
 }
 
-// BenchmarkHTTP is the http workload's sessions_send, and its /healthz,
-// from 64 clients, against a gateway in this process, for profiling the
-// send's path:
+// BenchmarkHTTP is the http workload's sessions_send and session_status,
+// and its /healthz, from 64 clients, against a gateway in this process,
+// for profiling their paths:
 //
 //	go test -run X -bench 'HTTP/send/FULL' -cpuprofile cpu.out ./internal/bench
 //
@@ -91,7 +91,7 @@ func BenchmarkHTTP(b *testing.B) {
 		if sync == "" {
 			name = "PostgreSQL"
 		}
-		for _, op := range []string{"send", "healthz"} {
+		for _, op := range []string{"send", "status", "healthz"} {
 			b.Run(op+"/"+name, func(b *testing.B) {
 				addr := inProcessGateway(b, sync)
 				cs, err := dialAll([]string{addr}, 64)
@@ -100,12 +100,15 @@ func BenchmarkHTTP(b *testing.B) {
 				}
 				defer closeAll(cs)
 				call := func(c *conn, _ int64) error { _, err := c.ok(healthz); return err }
-				if op == "send" {
+				if op != "healthz" {
 					f, err := spawnFleet(context.Background(), cs, 1000)
 					if err != nil {
 						b.Fatal(err)
 					}
 					call = f.sendOp
+					if op == "status" {
+						call = f.statusOp
+					}
 				}
 				b.ResetTimer()
 				p, err := drive(context.Background(), cs, 0, int64(b.N), call)

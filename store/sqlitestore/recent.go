@@ -34,6 +34,14 @@ type recentEvents struct {
 	// off is set for good once writes may bypass the store (DB) or the
 	// store is closed: every read then goes to the file.
 	off bool
+	// versions holds the state versions of sessions with no entry, as a
+	// read of versions from the file (fillVersion) or an evicted entry
+	// left them, raised by every later append: status checks ask for a
+	// session's version far more often than for its events, and from the
+	// file a version costs a read transaction. Pruning never lowers a
+	// version, so only a deletion drops one. At most maxVersions.
+	versions    map[vigil.SessionRef]int64
+	maxVersions int
 }
 
 // recentEntry holds one session's bounds and every retained event with a
@@ -51,13 +59,16 @@ type recentEntry struct {
 
 // Defaults: enough for every busy session of a large gateway's recent
 // traffic, and each session's last full delta page (DefaultDeltaLimit).
+// recentMaxVersions is about 5 MiB of versions at most.
 const (
-	recentMaxBytes = 32 << 20
-	recentPerEntry = 512
+	recentMaxBytes    = 32 << 20
+	recentPerEntry    = 512
+	recentMaxVersions = 1 << 16
 )
 
-func newRecentEvents(maxBytes, perEntry int) *recentEvents {
-	return &recentEvents{entries: make(map[vigil.SessionRef]*recentEntry), maxBytes: maxBytes, perEntry: perEntry}
+func newRecentEvents(maxBytes, perEntry, maxVersions int) *recentEvents {
+	return &recentEvents{entries: make(map[vigil.SessionRef]*recentEntry), maxBytes: maxBytes, perEntry: perEntry,
+		versions: make(map[vigil.SessionRef]int64), maxVersions: maxVersions}
 }
 
 // entryBytes estimates what an entry costs beyond its events (the map
@@ -104,14 +115,33 @@ func cloneEvents(evs []vigil.Event) []vigil.Event {
 	return out
 }
 
-// version returns the session's state version when an entry holds it.
+// version returns the session's state version when the memory holds it.
 func (r *recentEvents) version(ref vigil.SessionRef) (int64, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e := r.entries[ref]; !r.off && e != nil && e.ready {
+	if r.off {
+		return 0, false
+	}
+	if e := r.entries[ref]; e != nil && e.ready {
 		return e.h.Head, true
 	}
-	return 0, false
+	v, ok := r.versions[ref]
+	return v, ok
+}
+
+// keepVersion remembers a session's version, forgetting another's when
+// the memory is full.
+func (r *recentEvents) keepVersion(ref vigil.SessionRef, v int64) {
+	if r.maxVersions <= 0 {
+		return
+	}
+	if _, ok := r.versions[ref]; !ok && len(r.versions) >= r.maxVersions {
+		for k := range r.versions {
+			delete(r.versions, k)
+			break
+		}
+	}
+	r.versions[ref] = v
 }
 
 // fillToken says what a read from the file started from.
@@ -146,6 +176,23 @@ func (r *recentEvents) abandon(t fillToken) {
 	}
 }
 
+// fillVersion keeps a version a read from the file returned, unless a
+// commit to the session, or any drop, since beginFill made it possibly
+// stale. The read's placeholder goes either way, unless another read
+// filled it meanwhile.
+func (r *recentEvents) fillVersion(t fillToken, v int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := t.e
+	if e == nil || r.entries[e.ref] != e || e.ready {
+		return
+	}
+	delete(r.entries, e.ref)
+	if !r.off && e.gen == t.gen && r.epoch == t.epoch {
+		r.keepVersion(e.ref, v)
+	}
+}
+
 // fill keeps what a read from the file returned: every retained event
 // after after, unless the read hit its limit. A commit to the session, or
 // any drop, since beginFill makes the read possibly stale, and it is not
@@ -176,6 +223,7 @@ func (r *recentEvents) fill(t fillToken, after int64, limit int, h vigil.History
 	if !e.ready {
 		e.ready = true
 		e.elem = r.lru.PushFront(e)
+		delete(r.versions, e.ref) // the entry holds it now
 	} else {
 		r.lru.MoveToFront(e.elem)
 	}
@@ -202,7 +250,11 @@ func (r *recentEvents) apply(cs []change) {
 
 // appended applies a committed append.
 func (r *recentEvents) appended(ev vigil.Event) {
-	e := r.entries[ev.Session()]
+	ref := ev.Session()
+	if v, ok := r.versions[ref]; ok && ev.Sequence > v {
+		r.versions[ref] = ev.Sequence
+	}
+	e := r.entries[ref]
 	if e == nil {
 		return
 	}
@@ -256,7 +308,9 @@ func (r *recentEvents) evict() {
 		if back == nil {
 			return
 		}
-		r.drop(back.Value.(*recentEntry))
+		e := back.Value.(*recentEntry)
+		r.drop(e)
+		r.keepVersion(e.ref, e.h.Head)
 	}
 }
 
@@ -287,6 +341,7 @@ func (r *recentEvents) deleted(ref vigil.SessionRef) {
 	if e := r.entries[ref]; e != nil {
 		r.drop(e)
 	}
+	delete(r.versions, ref)
 }
 
 func (r *recentEvents) committing(*Tx, time.Time) error { return nil }
@@ -319,6 +374,7 @@ func (r *recentEvents) reset() {
 	defer r.mu.Unlock()
 	r.epoch++
 	clear(r.entries)
+	clear(r.versions)
 	r.lru.Init()
 	r.bytes = 0
 }

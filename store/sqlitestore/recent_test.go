@@ -14,9 +14,9 @@ import (
 )
 
 // Whatever the mix of appends, dedupe hits, prunes, deletions, rollbacks
-// and reads, a read answered from memory is exactly the read from the
-// file. Entries are kept tiny, so trimming and eviction happen all the
-// time.
+// and reads, a read of history or of versions answered from memory is
+// exactly the read from the file. Entries and the versions kept are few,
+// so trimming and eviction happen all the time.
 func TestRecentHistoryAnswersExactlyAsTheFile(t *testing.T) {
 	dir := t.TempDir()
 	run := 0
@@ -28,7 +28,8 @@ func TestRecentHistoryAnswersExactlyAsTheFile(t *testing.T) {
 			rt.Fatal(err)
 		}
 		defer s.Close()
-		s.recent = newRecentEvents(rapid.IntRange(0, 4000).Draw(rt, "maxBytes"), rapid.IntRange(1, 6).Draw(rt, "perEntry"))
+		s.recent = newRecentEvents(rapid.IntRange(0, 4000).Draw(rt, "maxBytes"), rapid.IntRange(1, 6).Draw(rt, "perEntry"),
+			rapid.IntRange(0, 3).Draw(rt, "maxVersions"))
 
 		refs := []vigil.SessionRef{
 			{AgentID: "a", Key: "agent:a:main"}, {AgentID: "a", Key: "agent:a:subagent:x"}, {AgentID: "b", Key: "agent:b:main"},
@@ -56,6 +57,19 @@ func TestRecentHistoryAnswersExactlyAsTheFile(t *testing.T) {
 			vs, err := s.Versions(ctx, []vigil.SessionRef{ref})
 			if err != nil || vs[ref] != want.Head {
 				rt.Fatalf("Versions(%s) = %v, %v; want %d", ref.Key, vs, err, want.Head)
+			}
+		}
+		checkVersions := func(refs []vigil.SessionRef) {
+			got, err := s.Versions(ctx, refs)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			want := map[vigil.SessionRef]int64{}
+			if err := s.readVersions(ctx, refs, want); err != nil {
+				rt.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				rt.Fatalf("Versions(%v)\n from memory: %v\n from file:   %v", refs, got, want)
 			}
 		}
 		write := func(commit bool, fn func(tx vigil.Tx) error) {
@@ -109,10 +123,13 @@ func TestRecentHistoryAnswersExactlyAsTheFile(t *testing.T) {
 				})
 			case 5:
 				write(rapid.Bool().Draw(rt, "commitDelete"), func(tx vigil.Tx) error { return tx.DeleteSession(ctx, ref) })
+			case 6:
+				checkVersions(rapid.SliceOfNDistinct(rapid.SampledFrom(refs), 1, len(refs), rapid.ID).Draw(rt, "versionsOf"))
 			default:
 				check(ref, rapid.Int64Range(0, last+1).Draw(rt, "after"), rapid.IntRange(-1, 8).Draw(rt, "limit"))
 			}
 		}
+		checkVersions(refs)
 		for _, ref := range refs {
 			check(ref, 0, 1000)
 		}
@@ -122,7 +139,7 @@ func TestRecentHistoryAnswersExactlyAsTheFile(t *testing.T) {
 // A read from the file that a commit to its session overlapped is not
 // kept: the commit's event would be missing from memory.
 func TestRecentHistoryKeepsNoReadThatACommitOverlapped(t *testing.T) {
-	r := newRecentEvents(1<<20, 100)
+	r := newRecentEvents(1<<20, 100, 100)
 	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
 	tok := r.beginFill(ref)
 	r.apply([]change{{appended: true, event: vigil.Event{Sequence: 7, AgentID: "a", SessionKey: ref.Key}}})
@@ -143,7 +160,7 @@ func TestRecentHistoryKeepsNoReadThatACommitOverlapped(t *testing.T) {
 // stays within it.
 func TestEmptyAnswersStayWithinTheMemoryBudget(t *testing.T) {
 	const budget = 10_000
-	r := newRecentEvents(budget, 10)
+	r := newRecentEvents(budget, 10, 100)
 	for i := range 5_000 {
 		ref := vigil.SessionRef{AgentID: "a", Key: fmt.Sprintf("agent:a:subagent:s%d", i)}
 		r.fill(r.beginFill(ref), 0, 10, vigil.History{})

@@ -158,7 +158,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	s.lock, s.exclusive = lock, exclusive
 	s.scanTail.Store(exclusive)
-	s.recent = newRecentEvents(recentMaxBytes, recentPerEntry)
+	s.recent = newRecentEvents(recentMaxBytes, recentPerEntry, recentMaxVersions)
 	s.moves = newHeldMoves()
 	s.watchers = newWatcherRows()
 	s.rows = newSessionRows()
@@ -448,7 +448,18 @@ func (s *Store) Versions(ctx context.Context, refs []vigil.SessionRef) (map[vigi
 	if refs = rest; len(refs) == 0 {
 		return out, ctx.Err()
 	}
+	fills := make([]fillToken, len(refs))
+	for i, r := range refs {
+		fills[i] = s.recent.beginFill(r)
+	}
 	err := s.readVersions(ctx, refs, out)
+	for i, r := range refs {
+		if v, ok := out[r]; ok && err == nil {
+			s.recent.fillVersion(fills[i], v)
+		} else {
+			s.recent.abandon(fills[i])
+		}
+	}
 	return out, err
 }
 
