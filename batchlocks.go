@@ -7,8 +7,9 @@ import (
 	"slices"
 )
 
-// batchLocks are the sessions a group of a batch's records will lock,
-// locked together before the first of those records runs. A record locks
+// batchLocks are the sessions a group of a batch's records and writes on
+// a target (Engine.UpdateOn) will lock, locked together before the first
+// of those writes runs. A record locks
 // its target before reading the target's cursors (Txn.record), so a batch
 // of records would otherwise lock its targets one at a time, in the order
 // the writes queued, each lock followed by a read that must be answered
@@ -20,24 +21,48 @@ import (
 // A group is what the batch takes from the queue at once: the writes
 // queued when it starts, then each handful that joins while it runs (see
 // commitFunc), since with many producers most of a batch joins that way.
-// Only the sessions the group's records lock anyway are locked, and only
+// Only the sessions the group's writes lock anyway are locked, and only
 // once: a batch run again may have lost a write after the group's first
-// record ran, and its records then lock their targets themselves.
+// write ran, and its writes then lock their targets themselves.
 type batchLocks struct {
 	want  []lockWant // sorted by session
 	taken bool
 }
 
-// lockWant is one record's target, with its caller's context: a write
+// lockWant is one write's target, with its caller's context: a write
 // whose caller has given up is left out of the batch, and its target too.
+// onTarget is set for a write run by Engine.UpdateOn.
 type lockWant struct {
-	ref SessionRef
-	ctx context.Context
+	ref      SessionRef
+	ctx      context.Context
+	onTarget bool
 }
 
-// plan notes the targets of the records among ops, a group the batch
-// takes, and returns ops. With fewer than two records there is nothing
-// to take together.
+// TargetLocker is implemented by a Tx that can read ahead, with the
+// locks a batch takes together, what the writes run by Engine.UpdateOn
+// read next of their targets, as records have their targets' cursors
+// read ahead (see Tx.LockSession). The engine locks the target of such a
+// write with LockTarget instead of LockSession, once per batch and again
+// before the write runs; what a store reads ahead for it is between the
+// store and the callers of UpdateOn.
+type TargetLocker interface {
+	// LockTarget does what LockSession does, for the target of a write
+	// run by Engine.UpdateOn.
+	LockTarget(ctx context.Context, ref SessionRef) error
+}
+
+// lockTarget locks the target of a write run by Engine.UpdateOn.
+func lockTarget(ctx context.Context, tx Tx, ref SessionRef) error {
+	if l, ok := tx.(TargetLocker); ok {
+		return l.LockTarget(ctx, ref)
+	}
+	return tx.LockSession(ctx, ref)
+}
+
+// plan notes the targets of the writes among ops that lock one first, a
+// group the batch takes, and returns ops. With fewer than two there is
+// nothing to take together (a lone write on a target locks it itself,
+// before it runs).
 func (q *writeQueue) plan(ops []*writeOp) []*writeOp {
 	n := 0
 	for _, op := range ops {
@@ -55,7 +80,7 @@ func (q *writeQueue) plan(ops []*writeOp) []*writeOp {
 	q.planned++
 	for _, op := range ops {
 		if op.locks {
-			b.want = append(b.want, lockWant{op.target, op.ctx})
+			b.want = append(b.want, lockWant{op.target, op.ctx, op.onTarget})
 			op.batch = b
 		}
 	}
@@ -81,21 +106,33 @@ func (b *batchLocks) reset() {
 // wanted may lock: a write whose context is done by now may have been
 // left out, and locking its target could give the store a session the
 // batch never writes. A write that is kept all the same locks its own
-// target when it runs.
+// target when it runs. A session that a write on a target wants is
+// locked as its target (TargetLocker), whatever else wants it.
 func (b *batchLocks) take(ctx context.Context, tx Tx) error {
 	if b.taken {
 		return nil
 	}
 	b.taken = true
-	var last *SessionRef
-	for i, w := range b.want {
-		if w.ctx.Err() != nil || (last != nil && *last == w.ref) {
+	for i := 0; i < len(b.want); {
+		ref := b.want[i].ref
+		live, onTarget := false, false
+		for ; i < len(b.want) && b.want[i].ref == ref; i++ {
+			if w := b.want[i]; w.ctx.Err() == nil {
+				live, onTarget = true, onTarget || w.onTarget
+			}
+		}
+		var err error
+		switch {
+		case !live:
 			continue
+		case onTarget:
+			err = lockTarget(ctx, tx, ref)
+		default:
+			err = tx.LockSession(ctx, ref)
 		}
-		if err := tx.LockSession(ctx, w.ref); err != nil {
-			return fmt.Errorf("lock %s with the batch's other sessions: %w", w.ref, err)
+		if err != nil {
+			return fmt.Errorf("lock %s with the batch's other sessions: %w", ref, err)
 		}
-		last = &b.want[i].ref
 	}
 	return nil
 }

@@ -56,6 +56,12 @@ func (t *loggedTx) LockSession(ctx context.Context, ref vigil.SessionRef) error 
 	return t.Tx.LockSession(ctx, ref)
 }
 
+// LockTarget makes the engine's calls for writes on a target tell.
+func (t *loggedTx) LockTarget(ctx context.Context, ref vigil.SessionRef) error {
+	t.log.note("lock target " + ref.Key)
+	return t.Tx.LockSession(ctx, ref)
+}
+
 func (t *loggedTx) CursorsOnTarget(ctx context.Context, dst []vigil.Cursor, target vigil.SessionRef) ([]vigil.Cursor, error) {
 	t.log.note("read " + target.Key)
 	return t.Tx.CursorsOnTarget(ctx, dst, target)
@@ -185,4 +191,41 @@ func batchCalls(t *testing.T, log *callLog, release func(), wg *sync.WaitGroup, 
 		}
 	}
 	return log.take()
+}
+
+// The targets of writes on a target (UpdateOn) are locked with those of
+// the batch's records, in session order, through the store's LockTarget.
+func TestABatchLocksTheTargetsOfWritesOnATargetWithItsRecords(t *testing.T) {
+	eng, log := openLogged(t)
+	release := holdWrites(t, eng)
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	recordQueued(t, eng, ctx, goalOn("agent:main:subagent:c"), 1, &wg, errs)
+	wg.Go(func() {
+		errs <- eng.UpdateOn(ctx, vigil.MustRef("agent:main:subagent:b"), func(context.Context, *vigil.Txn) error { return nil })
+	})
+	eng.AwaitQueuedWrites(2)
+	recordQueued(t, eng, ctx, goalOn("agent:main:subagent:a"), 3, &wg, errs)
+	calls := batchCalls(t, log, release, &wg, errs)
+	want := []string{"lock agent:main:subagent:a", "lock target agent:main:subagent:b", "lock agent:main:subagent:c"}
+	if len(calls) < len(want) || !slices.Equal(calls[:len(want)], want) {
+		t.Fatalf("the batch's calls began %q, want %q first", calls, want)
+	}
+}
+
+// A write on a target alone in its batch finds its target locked when it
+// runs.
+func TestAWriteOnATargetRunsWithItsTargetLocked(t *testing.T) {
+	eng, log := openLogged(t)
+	target := vigil.MustRef("agent:main:subagent:a")
+	var before []string
+	if err := eng.UpdateOn(ctx, target, func(context.Context, *vigil.Txn) error {
+		before = log.take()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"lock target " + target.Key}; !slices.Equal(before, want) {
+		t.Errorf("before the write ran, the store was called %q, want %q", before, want)
+	}
 }

@@ -331,6 +331,19 @@ func (e *Engine) Update(ctx context.Context, fn func(context.Context, *Txn) erro
 	return e.runWrite(e.writes.newOp(ctx, fn))
 }
 
+// UpdateOn runs fn as Update does, as a write on target: target is
+// locked (Tx.LockSession) before fn runs, so fn finds its lock held. A
+// batch locks the targets of the writes it takes together with those of
+// its records, in session order, before the first of them runs (see
+// batchLocks), through the store's TargetLocker when it has one, which
+// may read with the locks what such writes read next of their targets.
+// fn may lock and write other sessions too, as with Update.
+func (e *Engine) UpdateOn(ctx context.Context, target SessionRef, fn func(context.Context, *Txn) error) error {
+	op := e.writes.newOp(ctx, fn)
+	op.locks, op.onTarget, op.target = true, true, target
+	return e.runWrite(op)
+}
+
 // runWrite runs op through the write queue and answers for it as Update
 // does: a panic in the write reaches its caller, and with inline
 // maintenance a write that logged an event may prune.
@@ -415,7 +428,7 @@ func (e *Engine) runBatch(pending []*writeOp, more func() []*writeOp) {
 			clear(op.run.atEnd)
 			op.run = Txn{e: e, tx: tx, now: now, effects: op.run.effects[:0], atEnd: op.run.atEnd[:0]}
 			op.txn = &op.run
-			if err := guard(func() error { return op.fn(op.ctx, op.txn) }); err != nil {
+			if err := guard(func() error { return op.exec(op.txn) }); err != nil {
 				failed, failErr = i, err
 			}
 		}

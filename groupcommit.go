@@ -3,6 +3,7 @@ package vigil
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 )
@@ -20,12 +21,34 @@ type writeOp struct {
 	txn    *Txn
 	run    Txn // what txn points to (one allocation for both)
 	// locks, when set, is the first thing the write does: lock target
-	// (Tx.LockSession). Engine.Record's writes say so; opaque ones cannot.
-	locks  bool
-	target SessionRef
+	// (Tx.LockSession). Engine.Record's writes say so, and so do the
+	// writes of Engine.UpdateOn, which have onTarget set: the engine
+	// locks their target itself before they run (exec).
+	locks    bool
+	onTarget bool
+	target   SessionRef
 	// batch, when set, holds the sessions the write's batch locks before
-	// its first record runs (see batchLocks).
+	// the first of its writes that lock one runs (see batchLocks).
 	batch *batchLocks
+}
+
+// exec runs the op's write in t, after the locks it wants taken first:
+// its batch's, by the first of the batch's writes to run, and, for a
+// write run by Engine.UpdateOn, its target's own, which a batch run
+// again (whose locks were taken together in the run before) leaves to
+// each write.
+func (op *writeOp) exec(t *Txn) error {
+	if b := op.batch; b != nil {
+		if err := b.take(op.ctx, t.tx); err != nil {
+			return err
+		}
+	}
+	if op.onTarget {
+		if err := lockTarget(op.ctx, t.tx, op.target); err != nil {
+			return fmt.Errorf("lock %s: %w", op.target, err)
+		}
+	}
+	return op.fn(op.ctx, t)
 }
 
 // errLead tells a queued op's caller to commit the next batches. It never

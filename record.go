@@ -59,8 +59,6 @@ func (e *Engine) updateRecord(ctx context.Context, w *recordWrite) error {
 	if w.valid.Kind.Material() {
 		op.locks, op.target = true, w.valid.Session()
 	}
-	w.op = op
-	defer func() { w.op = nil }()
 	return e.runWrite(op)
 }
 
@@ -73,8 +71,6 @@ type recordWrite struct {
 	parent     string
 	res        Recorded
 	fn         func(context.Context, *Txn) error // run, bound once
-	// op is the write queue's op running the record, while it runs.
-	op *writeOp
 }
 
 // recordWrites may serve every engine, unlike the write queue's ops: a
@@ -86,11 +82,6 @@ var recordWrites = sync.Pool{New: func() any {
 }}
 
 func (w *recordWrite) run(ctx context.Context, t *Txn) error {
-	if b := w.op.batch; b != nil {
-		if err := b.take(ctx, t.tx); err != nil {
-			return err
-		}
-	}
 	var err error
 	w.res, err = t.record(ctx, &w.res.Event, &w.valid, w.occurredAt, w.parent)
 	return err
