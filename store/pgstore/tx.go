@@ -193,6 +193,8 @@ func (t *Tx) number(ctx context.Context, ref vigil.SessionRef) (int64, error) {
 	if err := br.QueryRow().Scan(&seq); err != nil {
 		return 0, wrap(fmt.Errorf("take a sequence number: %w", err))
 	}
+	// Locks sent with it may have read ahead numbers, below this one.
+	t.spares = nil
 	return seq, wrap(br.Close())
 }
 
@@ -254,6 +256,9 @@ func (t *Tx) appendDeduped(ctx context.Context, e *vigil.Event, payload *string)
 	}
 	if err := br.Close(); err != nil {
 		return false, wrap(err)
+	}
+	if spare == nil {
+		t.spares = nil // as in number
 	}
 	if appended {
 		e.Sequence = seq
