@@ -56,8 +56,8 @@ func (t *Tx) send(ctx context.Context, b *pgx.Batch, writes bool) pgx.BatchResul
 	}
 	all := b
 	var reads []func(pgx.BatchResults) error
-	if !writes && t.readsAhead() && t.held.cursorsOnAny(t.ahead) {
-		writes = true // the cursors read ahead must include them
+	if !writes && t.readsAhead() && (t.held.cursorsOnAny(t.ahead) || t.held.sessionsOnAny(t.targets)) {
+		writes = true // the cursors and rows read ahead must include them
 	}
 	if !t.begun || (writes && !t.held.empty()) || len(t.pending) > 0 {
 		all = &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(b.QueuedQueries)+8)}
@@ -368,6 +368,19 @@ func (t *Tx) lockSet(asked []vigil.SessionRef) []vigil.SessionRef {
 // nothing after, an append's own lock, the locks a batch run again takes
 // first) read nothing ahead when fewer than two LockSession calls go
 // together.
+//
+// Sessions locked by LockTarget (the targets of the gateway's sends,
+// which the engine locks with the batch's other sessions) are read
+// ahead even alone, and further: the same round trip reads their rows
+// and their parents' rows, as GetSession reads them, after the held
+// writes of those rows, and takes one message id for each, after all
+// the locks. GetSession answers from those rows until the transaction
+// writes the row or sends a statement through t.tx, and AppendMessage
+// takes the ids as Append takes the numbers: in call order, for any
+// session locked at or before the round that took them, the rest
+// dropped once an id is taken otherwise. Only LockTarget asks for this,
+// so a batch of records alone reads no rows and takes no ids: the
+// round trip of their locks stays as it was.
 
 // readAhead reads the cursors of several targets in one statement.
 const readAhead = `SELECT ` + cursorColumns + ` FROM cursors c
@@ -378,12 +391,24 @@ const readAhead = `SELECT ` + cursorColumns + ` FROM cursors c
 const takeNumbers = `SELECT nextval('event_sequence') FROM generate_series(1, $1::int)`
 
 // readsAhead reports whether the pending locks read ahead when they go.
-func (t *Tx) readsAhead() bool { return len(t.ahead) >= 2 }
+func (t *Tx) readsAhead() bool { return len(t.ahead) >= 2 || len(t.targets) > 0 }
 
 // queueReadAhead queues the reads of the ahead sessions' cursors and
-// their numbers, after the locks of round, and appends the reads of their
-// results to reads.
+// their numbers, and of the targets' rows and their message ids, after
+// the locks of round, and appends the reads of their results to reads.
 func (t *Tx) queueReadAhead(b *pgx.Batch, reads []func(pgx.BatchResults) error, round int) []func(pgx.BatchResults) error {
+	if len(t.ahead) > 0 {
+		reads = t.queueCursorsAhead(b, reads, round)
+	}
+	if len(t.targets) > 0 {
+		reads = t.queueTargetsAhead(b, reads, round)
+	}
+	return reads
+}
+
+// queueCursorsAhead queues the reads of the ahead sessions' cursors and
+// their numbers, as queueReadAhead does.
+func (t *Tx) queueCursorsAhead(b *pgx.Batch, reads []func(pgx.BatchResults) error, round int) []func(pgx.BatchResults) error {
 	refs := t.ahead
 	t.ahead = nil
 	agents, keys := make([]string, len(refs)), make([]string, len(refs))
@@ -437,6 +462,95 @@ func (t *Tx) queueReadAhead(b *pgx.Batch, reads []func(pgx.BatchResults) error, 
 		t.spares, t.sparesRound = seqs, round
 		return nil
 	})
+}
+
+// sessionsWithParents reads sessions' rows and their parents', as
+// sessionWithParent reads one.
+const sessionsWithParents = `SELECT ` + sessionColumns + ` FROM sessions WHERE (agent_id, session_key) IN (
+	SELECT a, k FROM unnest($1::text[], $2::text[]) AS u(a, k)
+	UNION ALL
+	SELECT split_part(s.spawned_by, ':', 2), s.spawned_by FROM sessions s
+	JOIN unnest($1::text[], $2::text[]) AS u(a, k) ON s.agent_id = u.a AND s.session_key = u.k
+	WHERE s.spawned_by IS NOT NULL)`
+
+// takeMessageIDs takes $1 message ids.
+const takeMessageIDs = `SELECT nextval('message_ids') FROM generate_series(1, $1::int)`
+
+// queueTargetsAhead queues the reads of the targets' rows, with their
+// parents', and their message ids, as queueReadAhead does.
+func (t *Tx) queueTargetsAhead(b *pgx.Batch, reads []func(pgx.BatchResults) error, round int) []func(pgx.BatchResults) error {
+	refs := t.targets
+	t.targets = nil
+	agents, keys := make([]string, len(refs)), make([]string, len(refs))
+	for i, ref := range refs {
+		agents[i], keys[i] = ref.AgentID, ref.Key
+	}
+	b.Queue(sessionsWithParents, agents, keys)
+	reads = append(reads, func(br pgx.BatchResults) error {
+		rows, err := br.Query()
+		if err != nil {
+			return wrap(fmt.Errorf("read the rows of %d sessions: %w", len(refs), err))
+		}
+		found := make(map[vigil.SessionRef]sessions.Session, 2*len(refs))
+		for rows.Next() {
+			s, err := scanSession(rows)
+			if err != nil {
+				rows.Close()
+				return wrap(fmt.Errorf("read the rows of %d sessions: %w", len(refs), err))
+			}
+			found[s.Ref] = s
+		}
+		if err := rows.Err(); err != nil {
+			return wrap(fmt.Errorf("read the rows of %d sessions: %w", len(refs), err))
+		}
+		for _, ref := range refs {
+			s, ok := found[ref]
+			t.readSession(ref, s, ok)
+			if !ok || s.SpawnedBy == "" {
+				continue
+			}
+			if p, ok := parentRead(s.SpawnedBy); ok && !t.held.sessionOn(p) {
+				ps, ok := found[p]
+				t.readSession(p, ps, ok)
+			}
+		}
+		return nil
+	})
+	b.Queue(takeMessageIDs, len(refs))
+	return append(reads, func(br pgx.BatchResults) error {
+		rows, err := br.Query()
+		if err != nil {
+			return wrap(fmt.Errorf("take %d message ids: %w", len(refs), err))
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return wrap(fmt.Errorf("take %d message ids: %w", len(refs), err))
+		}
+		slices.Sort(ids)
+		t.messageIDs, t.messageIDsRound = ids, round
+		return nil
+	})
+}
+
+// readSession notes a session's row read in the transaction, or its
+// absence, for GetSession to answer from.
+func (t *Tx) readSession(ref vigil.SessionRef, s sessions.Session, ok bool) {
+	if t.sessionsRead == nil {
+		t.sessionsRead = map[vigil.SessionRef]sessionRead{}
+	}
+	t.sessionsRead[ref] = sessionRead{s, ok}
+}
+
+// takeMessageID returns the next spare message id, if it may go to ref,
+// as takeSpare returns numbers.
+func (t *Tx) takeMessageID(ref vigil.SessionRef) (int64, bool) {
+	if r := t.locked[ref]; len(t.messageIDs) == 0 || r == 0 || r > t.messageIDsRound {
+		t.messageIDs = nil
+		return 0, false
+	}
+	id := t.messageIDs[0]
+	t.messageIDs = t.messageIDs[1:]
+	return id, true
 }
 
 // hasSpare reports whether a spare number may go to ref.
@@ -604,6 +718,15 @@ func (h *heldWrites) eventsOn(ref vigil.SessionRef) bool {
 func (h *heldWrites) cursorsOn(target vigil.SessionRef) bool {
 	_, ok := h.targets[target]
 	return ok
+}
+
+// sessionsOnAny reports whether a write of any of refs' session rows is
+// held.
+func (h *heldWrites) sessionsOnAny(refs []vigil.SessionRef) bool {
+	if len(h.sessionAt) == 0 {
+		return false
+	}
+	return slices.ContainsFunc(refs, h.sessionOn)
 }
 
 // cursorsOnAny reports whether a cursor on any of targets is held.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -432,4 +433,223 @@ func roundTripsOfWrite(t *testing.T, eng *vigil.Engine, rt *roundTrips, write fu
 		t.Fatal(err)
 	}
 	return rt.n.Load() - before
+}
+
+// lockTargets locks refs as the engine's group commit locks the targets
+// of a batch's sends (Engine.UpdateOn), before the first of them runs.
+func lockTargets(ctx context.Context, txn *vigil.Txn, refs []vigil.SessionRef) error {
+	for _, ref := range refs {
+		if err := txn.Store().(*Tx).LockTarget(ctx, ref); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Sends to targets locked together take no round trip of their own: the
+// locks, the targets' rows and their parents', their cursors, the
+// message ids and the sequence numbers go in one round trip, the writes
+// with the commit in another.
+func TestSendsToTargetsLockedTogetherShareTheirRoundTrips(t *testing.T) {
+	pgtest.Require(t)
+	const n = 20
+	eng, rt, refs := openSends(t, n)
+	now := int64(2)
+	got := roundTripsOfWrite(t, eng, rt, func(ctx context.Context, txn *vigil.Txn) error {
+		now++
+		if err := lockTargets(ctx, txn, refs); err != nil {
+			return err
+		}
+		for _, ref := range refs {
+			if err := personSend(ctx, txn, ref, now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if got > 2 {
+		t.Errorf("%d sends to targets locked together took %d round trips, want at most 2", n, got)
+	}
+}
+
+// waitingCtx reports, by closing waiting, the first time a write asks
+// for its Done channel: the write queue asks once the write is queued,
+// to wait for its answer or its caller's giving up.
+type waitingCtx struct {
+	context.Context
+	once    sync.Once
+	waiting chan struct{}
+}
+
+func (c *waitingCtx) Done() <-chan struct{} {
+	c.once.Do(func() { close(c.waiting) })
+	return c.Context.Done()
+}
+
+// A batch of a person's sends, as the engine batches them (Engine.
+// UpdateOn), costs two round trips in all, however many sends it holds:
+// one for the targets' locks and what the sends read, one for the commit.
+func TestABatchOfAPersonsSendsCostsTwoRoundTrips(t *testing.T) {
+	pgtest.Require(t)
+	const n = 20
+	eng, rt, refs := openSends(t, n)
+	batch := func(now int64) int64 {
+		t.Helper()
+		started, released, held := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+		go func() {
+			held <- eng.Update(t.Context(), func(context.Context, *vigil.Txn) error {
+				close(started)
+				<-released
+				return nil
+			})
+		}()
+		<-started
+		errs := make(chan error, n)
+		for _, ref := range refs {
+			ctx := &waitingCtx{Context: t.Context(), waiting: make(chan struct{})}
+			go func() {
+				errs <- eng.UpdateOn(ctx, ref, func(ctx context.Context, txn *vigil.Txn) error {
+					return personSend(ctx, txn, ref, now)
+				})
+			}()
+			<-ctx.waiting
+		}
+		before := rt.n.Load()
+		close(released)
+		for range n {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := <-held; err != nil {
+			t.Fatal(err)
+		}
+		return rt.n.Load() - before
+	}
+	batch(2) // prepares the statements on the connection
+	if got := batch(3); got > 2 {
+		t.Errorf("a batch of %d sends took %d round trips, want at most 2", n, got)
+	}
+}
+
+// A person's send alone in its batch (Engine.UpdateOn) costs two round
+// trips: its target's lock with everything the send reads, and the
+// commit.
+func TestALonePersonsSendCostsTwoRoundTrips(t *testing.T) {
+	pgtest.Require(t)
+	eng, rt, refs := openSends(t, 1)
+	send := func(now int64) {
+		t.Helper()
+		if err := eng.UpdateOn(t.Context(), refs[0], func(ctx context.Context, txn *vigil.Txn) error {
+			return personSend(ctx, txn, refs[0], now)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(2) // prepares the statements on the connection
+	before := rt.n.Load()
+	send(3)
+	if got := rt.n.Load() - before; got > 2 {
+		t.Errorf("a lone send took %d round trips, want at most 2", got)
+	}
+}
+
+// appendHello appends a person's message to ref and returns its id.
+func appendHello(ctx context.Context, tx *Tx, ref vigil.SessionRef) (int64, error) {
+	return tx.AppendMessage(ctx, sessions.Message{Session: ref, Role: sessions.RoleUser, ActorType: vigil.ActorHuman,
+		ActorID: "api:op", Channel: "api", Content: "hello", CreatedAt: 1})
+}
+
+// Message ids taken with the targets' locks go to the messages in the
+// order they are appended, each above every id the transaction used
+// before: above one taken before the locks, and, once a message to a
+// session locked later took an id of its own, above that one too.
+func TestMessageIDsTakenWithTheLocksRiseInTheOrderMessagesAreAppended(t *testing.T) {
+	pgtest.Require(t)
+	eng, _, refs := openCounted(t, 4, 0)
+	var ids []int64
+	if err := eng.Update(t.Context(), func(ctx context.Context, txn *vigil.Txn) error {
+		tx := txn.Store().(*Tx)
+		ids = ids[:0]
+		for _, ref := range []vigil.SessionRef{refs[3], refs[1], refs[2], refs[0], refs[0]} {
+			if ref == refs[1] { // after the first message: lock the targets
+				if err := lockTargets(ctx, txn, refs[:2]); err != nil {
+					return err
+				}
+			}
+			id, err := appendHello(ctx, tx, ref)
+			if err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.IsSorted(ids) || len(slices.Compact(slices.Clone(ids))) != len(ids) {
+		t.Errorf("message ids in the order appended %v, want them rising", ids)
+	}
+}
+
+// A target's row read with its lock is the row as the transaction wrote
+// it, and so is its parent's.
+func TestATargetsRowReadWithItsLockSeesTheTransactionsWritesOfIt(t *testing.T) {
+	pgtest.Require(t)
+	eng, _, refs := openSends(t, 1)
+	if err := eng.Update(t.Context(), func(ctx context.Context, txn *vigil.Txn) error {
+		tx := txn.Store().(*Tx)
+		child, _, err := tx.GetSession(ctx, refs[0])
+		if err != nil {
+			return err
+		}
+		parent, _, err := tx.GetSession(ctx, vigil.MustRef(child.SpawnedBy))
+		if err != nil {
+			return err
+		}
+		child.UpdatedAt, parent.UpdatedAt = 9, 10
+		for _, s := range []sessions.Session{child, parent} {
+			if err := tx.PutSession(ctx, s); err != nil {
+				return err
+			}
+		}
+		if err := lockTargets(ctx, txn, refs); err != nil {
+			return err
+		}
+		for _, want := range []sessions.Session{child, parent} {
+			got, ok, err := tx.GetSession(ctx, want.Ref)
+			if err != nil || !ok {
+				return fmt.Errorf("read %s again: %v, found %v", want.Ref, err, ok)
+			}
+			if got.UpdatedAt != want.UpdatedAt {
+				t.Errorf("%s read with its lock has updated_at %d, want %d", want.Ref, got.UpdatedAt, want.UpdatedAt)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A target with no row is read as missing with its lock, and a row the
+// transaction then writes is read as written.
+func TestATargetWithNoRowIsReadAsMissingUntilTheTransactionWritesIt(t *testing.T) {
+	pgtest.Require(t)
+	eng, _, refs := openCounted(t, 1, 0)
+	if err := eng.UpdateOn(t.Context(), refs[0], func(ctx context.Context, txn *vigil.Txn) error {
+		tx := txn.Store().(*Tx)
+		if _, ok, err := tx.GetSession(ctx, refs[0]); err != nil || ok {
+			return fmt.Errorf("read %s before it has a row: %v, found %v", refs[0], err, ok)
+		}
+		if err := tx.PutSession(ctx, sessions.Session{Ref: refs[0], SessionID: "s", Kind: sessions.KindSubAgent,
+			CreatedAt: 1, UpdatedAt: 1}); err != nil {
+			return err
+		}
+		if _, ok, err := tx.GetSession(ctx, refs[0]); err != nil || !ok {
+			return fmt.Errorf("read %s after writing it: %v, found %v", refs[0], err, ok)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 }

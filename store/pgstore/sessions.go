@@ -184,7 +184,12 @@ type sessionRead struct {
 // The same round trip reads the row of the session's parent, which the
 // transaction then answers from, as from a statement sent a little
 // earlier, until it writes that row or sends a statement through t.tx.
+// The row of a session whose lock LockTarget asked for is read with the
+// lock, and answered from that read likewise (batch.go).
 func (t *Tx) GetSession(ctx context.Context, ref vigil.SessionRef) (sessions.Session, bool, error) {
+	if err := t.sendAhead(ctx, ref, t.targets); err != nil {
+		return sessions.Session{}, false, fmt.Errorf("read session %s: %w", ref, err)
+	}
 	if r, ok := t.sessionsRead[ref]; ok {
 		return r.s, r.ok, nil
 	}
@@ -224,10 +229,7 @@ func (t *Tx) GetSession(ctx context.Context, ref vigil.SessionRef) (sessions.Ses
 				parent = nil // not the session the key names
 			}
 			if parent != nil && !t.held.sessionOn(p) {
-				if t.sessionsRead == nil {
-					t.sessionsRead = map[vigil.SessionRef]sessionRead{}
-				}
-				t.sessionsRead[p] = *parent
+				t.readSession(p, parent.s, parent.ok)
 			}
 		}
 	}
@@ -323,15 +325,27 @@ func (t *Tx) DeleteSessionRow(ctx context.Context, ref vigil.SessionRef) error {
 // fail once it has its id, is then held (batch.go) until a statement
 // that could read it, or Commit. For a person's message the same round
 // trip reads what the record on the session that follows it would read
-// (queueRecordAhead). A message given its id (a compaction summary
-// taking the place of older ones) takes no number and no lock, and is
-// written at once.
+// (queueRecordAhead). A session locked with LockTarget has its id taken
+// in the round trip of its lock, with the others of that round (batch.go):
+// the message then takes a spare id, after its session's lock and above
+// every id this transaction used, and sends nothing. A message given its
+// id (a compaction summary taking the place of older ones) takes no
+// number and no lock, and is written at once.
 func (t *Tx) AppendMessage(ctx context.Context, m sessions.Message) (int64, error) {
 	if err := storableText(m.Role, m.ActorID, m.Channel, m.Content); err != nil {
 		return 0, fmt.Errorf("message to %s: %w", m.Session.Key, err)
 	}
 	if m.ID != 0 {
 		return m.ID, t.putMessage(ctx, m)
+	}
+	if err := t.sendAhead(ctx, m.Session, t.targets); err != nil {
+		return 0, fmt.Errorf("take a message id for %s: %w", m.Session, err)
+	}
+	if id, ok := t.takeMessageID(m.Session); ok {
+		m.ID = id
+		t.held.addMessage(m)
+		t.messages = append(t.messages, Arrival{Session: m.Session, MessageID: id})
+		return id, nil
 	}
 	// The head lock goes out with the statement, in session order with
 	// any others pending, as every writer of the session takes it.
@@ -357,6 +371,8 @@ func (t *Tx) AppendMessage(ctx context.Context, m sessions.Message) (int64, erro
 	if err != nil {
 		return 0, wrap(fmt.Errorf("take a message id for %s: %w", m.Session, err))
 	}
+	// Locks sent with it may have taken ids ahead, below this one.
+	t.messageIDs = nil
 	m.ID = id
 	t.held.addMessage(m)
 	t.messages = append(t.messages, Arrival{Session: m.Session, MessageID: id})
@@ -375,6 +391,9 @@ func (t *Tx) putMessage(ctx context.Context, m sessions.Message) error {
 	b.Queue(`SELECT setval('message_ids', $1) WHERE $1 > (SELECT last_value FROM message_ids)`, m.ID)
 	br := t.tx.SendBatch(ctx, b)
 	defer br.Close()
+	// Spare ids, taken earlier or by locks sent with it, may be below the
+	// one given, and later messages must be above it.
+	t.messageIDs = nil
 	if _, err := br.Exec(); err != nil {
 		return wrap(fmt.Errorf("append message %d to %s: %w", m.ID, m.Session, err))
 	}

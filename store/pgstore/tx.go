@@ -60,6 +60,9 @@ type Tx struct {
 	pending []vigil.SessionRef
 	ahead   []vigil.SessionRef
 	rounds  int
+	// targets are the sessions LockTarget asked for whose rows the next
+	// round of locks reads, with a message id for each (batch.go).
+	targets []vigil.SessionRef
 	// held are the writes not sent yet (batch.go).
 	held heldWrites
 	// spares are sequence numbers, ascending, taken after every lock of
@@ -68,6 +71,12 @@ type Tx struct {
 	// call order (see number).
 	spares      []int64
 	sparesRound int
+	// messageIDs are spare message ids, as spares are sequence numbers:
+	// ascending, taken after every lock of the rounds up to
+	// messageIDsRound and after every message id this transaction used
+	// (see AppendMessage).
+	messageIDs      []int64
+	messageIDsRound int
 	// known are target cursors read ahead, under their target's lock, as
 	// the transaction's next statements would read them (batch.go).
 	known map[vigil.SessionRef][]vigil.Cursor
@@ -93,6 +102,32 @@ func (t *Tx) LockSession(ctx context.Context, ref vigil.SessionRef) error {
 		t.ahead = append(t.ahead, ref)
 	}
 	return nil
+}
+
+// LockTarget implements vigil.TargetLocker: LockSession, for a session
+// that a gateway write on it (a send) reads and appends a message to
+// next. The round trip that takes the lock, when it reads ahead, also
+// reads the session's row and its parent's, as GetSession reads them,
+// and takes a message id for it after the lock: the write's GetSession,
+// the parent's, and its AppendMessage are then answered without a round
+// trip of their own. Records lock with LockSession, so a batch of records
+// alone reads no session rows and takes no message ids; a write that
+// appends no message leaves its id unused, a gap, which message ids
+// allow. A session whose lock is held already reads nothing ahead.
+func (t *Tx) LockTarget(ctx context.Context, ref vigil.SessionRef) error {
+	if t.locked[ref] == 0 && !slices.Contains(t.targets, ref) {
+		t.targets = append(t.targets, ref)
+	}
+	return t.LockSession(ctx, ref)
+}
+
+// sendAhead sends the pending locks now, if they read ahead what a
+// statement on ref is about to ask, so that it is answered from them.
+func (t *Tx) sendAhead(ctx context.Context, ref vigil.SessionRef, reads []vigil.SessionRef) error {
+	if !t.readsAhead() || !slices.Contains(reads, ref) {
+		return nil
+	}
+	return wrap(t.send(ctx, &pgx.Batch{}, false).Close())
 }
 
 // flushLocks is called by the statements of this package before they
@@ -299,11 +334,8 @@ func (t *Tx) Version(ctx context.Context, ref vigil.SessionRef) (int64, error) {
 // with the lock, and are answered from that read until the transaction
 // writes a cursor of the target.
 func (t *Tx) CursorsOnTarget(ctx context.Context, dst []vigil.Cursor, target vigil.SessionRef) ([]vigil.Cursor, error) {
-	if t.readsAhead() && slices.Contains(t.ahead, target) {
-		br := t.send(ctx, &pgx.Batch{}, false) // sends the locks, which read ahead
-		if err := br.Close(); err != nil {
-			return nil, wrap(err)
-		}
+	if err := t.sendAhead(ctx, target, t.ahead); err != nil {
+		return nil, err
 	}
 	if cs, ok := t.known[target]; ok {
 		return append(dst, cs...), nil
@@ -602,8 +634,8 @@ func (t *Tx) Commit() error {
 	if t.ended {
 		return pgx.ErrTxClosed
 	}
-	t.pending, t.ahead = nil, nil // a lock nothing reads under would end at once
-	t.spares = nil
+	t.pending, t.ahead, t.targets = nil, nil, nil // a lock nothing reads under would end at once
+	t.spares, t.messageIDs = nil, nil
 	if !t.begun && t.held.empty() && len(t.watchers) == 0 && len(t.messages) == 0 {
 		return t.Rollback() // nothing was sent: nothing to commit
 	}
