@@ -137,11 +137,27 @@ func (g *Gateway) Hub() *Hub { return g.opts.Hub }
 // Tools returns the tool registry.
 func (g *Gateway) Tools() *Registry { return g.tools }
 
+// gatewayWrite is a write with the gateway's transaction.
+type gatewayWrite func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error
+
 // write runs fn as one engine write with the gateway's transaction.
-func (g *Gateway) write(ctx context.Context, fn func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error) error {
-	return g.eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
+func (g *Gateway) write(ctx context.Context, fn gatewayWrite) error {
+	return g.eng.Update(ctx, g.withTx(fn))
+}
+
+// writeOn runs fn as write does, as a change of target: the engine locks
+// target before fn runs, with the other sessions its batch locks
+// (Engine.UpdateOn), and a store may read what fn reads of it with the
+// lock.
+func (g *Gateway) writeOn(ctx context.Context, target vigil.SessionRef, fn gatewayWrite) error {
+	return g.eng.UpdateOn(ctx, target, g.withTx(fn))
+}
+
+// withTx is fn as an engine write.
+func (g *Gateway) withTx(fn gatewayWrite) func(context.Context, *vigil.Txn) error {
+	return func(ctx context.Context, txn *vigil.Txn) error {
 		return fn(ctx, txn, g.store.SessionTx(txn.Store()))
-	})
+	}
 }
 
 // after returns a channel that is closed once d has passed on the

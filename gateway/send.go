@@ -135,7 +135,9 @@ func (g *Gateway) Send(ctx context.Context, c Caller, in SendInput) (SendOutput,
 	}
 	var msgID int64
 	wantWatch, watched := in.Watch != nil && *in.Watch, false
-	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
+	// On the target: its lock goes with the batch's other locks, and a
+	// store that reads ahead answers the reads below from that round trip.
+	err = g.writeOn(ctx, target, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
 		if err := g.checkPrecondition(ctx, txn, c, target, pre); err != nil {
 			return err
 		}
