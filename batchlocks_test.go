@@ -229,3 +229,24 @@ func TestAWriteOnATargetRunsWithItsTargetLocked(t *testing.T) {
 		t.Errorf("before the write ran, the store was called %q, want %q", before, want)
 	}
 }
+
+// A session that a record and a write on it both want is locked by the
+// batch as the write's target.
+func TestABatchLocksASessionARecordAndAWriteOnItBothWantAsTheWritesTarget(t *testing.T) {
+	eng, log := openLogged(t)
+	release := holdWrites(t, eng)
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	target := vigil.MustRef("agent:main:subagent:b")
+	recordQueued(t, eng, ctx, goalOn(target.Key), 1, &wg, errs)
+	wg.Go(func() {
+		errs <- eng.UpdateOn(ctx, target, func(context.Context, *vigil.Txn) error { return nil })
+	})
+	eng.AwaitQueuedWrites(2)
+	recordQueued(t, eng, ctx, goalOn("agent:main:subagent:a"), 3, &wg, errs)
+	calls := batchCalls(t, log, release, &wg, errs)
+	want := []string{"lock agent:main:subagent:a", "lock target " + target.Key}
+	if len(calls) < len(want) || !slices.Equal(calls[:len(want)], want) {
+		t.Fatalf("the batch's calls began %q, want %q first", calls, want)
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/sessions"
 	"github.com/vigilhq/vigil/store/pgstore"
 	"github.com/vigilhq/vigil/store/storetest"
 )
@@ -412,5 +413,56 @@ func TestIsRetryableClassifiesConflicts(t *testing.T) {
 		if got := pgstore.IsRetryable(tc.err); got != tc.want {
 			t.Errorf("IsRetryable(%v) = %v, want %v", tc.err, got, tc.want)
 		}
+	}
+}
+
+// A message id taken with a send target's lock (LockTarget) is taken
+// once the session's open writer has ended, so it is above the ids that
+// writer took after the locking began: the transcript commits in id order.
+func TestAMessageIDTakenWithATargetsLockWaitsForTheSessionsOpenWriter(t *testing.T) {
+	schema := freshSchema(t)
+	secondName := fmt.Sprintf("vigil-test-second-%d", time.Now().UnixNano())
+	s1, s2 := open(t, schema), openNamed(t, schema, secondName)
+	ctx := t.Context()
+	message := func(tx vigil.Tx) (int64, error) {
+		return tx.(sessions.Tx).AppendMessage(ctx, sessions.Message{Session: alphaMain, Role: sessions.RoleUser,
+			ActorType: vigil.ActorHuman, ActorID: "api:op", Channel: "api", Content: "hello", CreatedAt: 1})
+	}
+	t1 := begin(t, s1)
+	if err := t1.LockSession(ctx, alphaMain); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := t1.Version(ctx, alphaMain); err != nil { // sends the lock
+		t.Fatal(err)
+	}
+
+	t2 := begin(t, s2)
+	var second int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := t2.(vigil.TargetLocker).LockTarget(ctx, alphaMain); err != nil {
+			t.Errorf("LockTarget: %v", err)
+			return
+		}
+		var err error
+		if second, err = message(t2); err != nil {
+			t.Errorf("second message: %v", err)
+		}
+	}()
+	awaitLockWait(t, secondName) // the second writer waits for the lock
+	first, err := message(t1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := t1.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if err := t2.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if second <= first {
+		t.Errorf("the waiting writer's message got id %d, not above the first writer's %d", second, first)
 	}
 }
