@@ -125,15 +125,17 @@ func (g *Gateway) awaitVersion(ctx context.Context, c Caller, ref vigil.SessionR
 	if err != nil || version >= v || wait <= 0 {
 		return version, err == nil && version >= v, err
 	}
+	// The timers start before the wait is held, so a wait that shows as
+	// held (to a test's clock, say) already counts down.
+	deadline, stop := g.after(wait)
+	defer stop()
+	tick, stopTick := g.after(fenceRecheck)
+	defer func() { stopTick() }()
 	release, err := g.Hold(c, HoldWait)
 	if err != nil {
 		return version, false, err
 	}
 	defer release()
-	deadline, stop := g.after(wait)
-	defer stop()
-	tick, stopTick := g.after(fenceRecheck)
-	defer func() { stopTick() }()
 	for {
 		select {
 		case e, ok := <-l.C:
