@@ -448,20 +448,7 @@ func (t *Tx) queueCursorsAhead(b *pgx.Batch, reads []func(pgx.BatchResults) erro
 			return nil
 		})
 	}
-	b.Queue(takeNumbers, len(refs))
-	return append(reads, func(br pgx.BatchResults) error {
-		rows, err := br.Query()
-		if err != nil {
-			return wrap(fmt.Errorf("take %d sequence numbers: %w", len(refs), err))
-		}
-		seqs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
-			return wrap(fmt.Errorf("take %d sequence numbers: %w", len(refs), err))
-		}
-		slices.Sort(seqs)
-		t.spares, t.sparesRound = seqs, round
-		return nil
-	})
+	return queueSpareIDs(b, reads, takeNumbers, "sequence numbers", len(refs), &t.spares, round)
 }
 
 // sessionsWithParents reads sessions' rows and their parents', as
@@ -516,20 +503,7 @@ func (t *Tx) queueTargetsAhead(b *pgx.Batch, reads []func(pgx.BatchResults) erro
 		}
 		return nil
 	})
-	b.Queue(takeMessageIDs, len(refs))
-	return append(reads, func(br pgx.BatchResults) error {
-		rows, err := br.Query()
-		if err != nil {
-			return wrap(fmt.Errorf("take %d message ids: %w", len(refs), err))
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
-			return wrap(fmt.Errorf("take %d message ids: %w", len(refs), err))
-		}
-		slices.Sort(ids)
-		t.messageIDs, t.messageIDsRound = ids, round
-		return nil
-	})
+	return queueSpareIDs(b, reads, takeMessageIDs, "message ids", len(refs), &t.messageIDs, round)
 }
 
 // readSession notes a session's row read in the transaction, or its
@@ -541,34 +515,58 @@ func (t *Tx) readSession(ref vigil.SessionRef, s sessions.Session, ok bool) {
 	t.sessionsRead[ref] = sessionRead{s, ok}
 }
 
-// takeMessageID returns the next spare message id, if it may go to ref,
-// as takeSpare returns numbers.
-func (t *Tx) takeMessageID(ref vigil.SessionRef) (int64, bool) {
-	if r := t.locked[ref]; len(t.messageIDs) == 0 || r == 0 || r > t.messageIDsRound {
-		t.messageIDs = nil
+// spareIDs are ids of one sequence taken ahead (event numbers, message
+// ids), ascending, after every lock of the rounds up to round and after
+// every id of that sequence the transaction used: each may go, in call
+// order, to a session locked in one of those rounds, since any other
+// writer of it then took its ids before.
+type spareIDs struct {
+	ids   []int64
+	round int
+}
+
+// may reports whether the next spare id may go to a session locked in
+// round locked (0: not locked).
+func (s *spareIDs) may(locked int) bool { return len(s.ids) > 0 && locked > 0 && locked <= s.round }
+
+// take returns the next spare id, if it may go to a session locked in
+// round locked. If not, it drops them all: the caller takes a new id,
+// above them.
+func (s *spareIDs) take(locked int) (int64, bool) {
+	if !s.may(locked) {
+		s.drop()
 		return 0, false
 	}
-	id := t.messageIDs[0]
-	t.messageIDs = t.messageIDs[1:]
+	id := s.ids[0]
+	s.ids = s.ids[1:]
 	return id, true
 }
 
-// hasSpare reports whether a spare number may go to ref.
-func (t *Tx) hasSpare(ref vigil.SessionRef) bool {
-	r := t.locked[ref]
-	return len(t.spares) > 0 && r > 0 && r <= t.sparesRound
-}
+// set keeps ids, taken after the locks of round, as the spare ones.
+func (s *spareIDs) set(ids []int64, round int) { s.ids, s.round = ids, round }
 
-// takeSpare returns the next spare number, if it may go to ref. If not,
-// it drops the spare numbers: the caller takes a new one, above them.
-func (t *Tx) takeSpare(ref vigil.SessionRef) (int64, bool) {
-	if !t.hasSpare(ref) {
-		t.spares = nil
-		return 0, false
-	}
-	seq := t.spares[0]
-	t.spares = t.spares[1:]
-	return seq, true
+// drop forgets the spare ids: one taken otherwise is above them.
+func (s *spareIDs) drop() { s.ids = nil }
+
+// queueSpareIDs queues q, which takes n ids of one sequence (what names
+// them), and appends to reads the reading of its result into s, as ids
+// taken after the locks of round.
+func queueSpareIDs(b *pgx.Batch, reads []func(pgx.BatchResults) error, q, what string, n int, s *spareIDs,
+	round int) []func(pgx.BatchResults) error {
+	b.Queue(q, n)
+	return append(reads, func(br pgx.BatchResults) error {
+		rows, err := br.Query()
+		if err != nil {
+			return wrap(fmt.Errorf("take %d %s: %w", n, what, err))
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return wrap(fmt.Errorf("take %d %s: %w", n, what, err))
+		}
+		slices.Sort(ids)
+		s.set(ids, round)
+		return nil
+	})
 }
 
 // relockFirst notes sessions for the next transaction to lock first.

@@ -341,7 +341,7 @@ func (t *Tx) AppendMessage(ctx context.Context, m sessions.Message) (int64, erro
 	if err := t.sendAhead(ctx, m.Session, t.targets); err != nil {
 		return 0, fmt.Errorf("take a message id for %s: %w", m.Session, err)
 	}
-	if id, ok := t.takeMessageID(m.Session); ok {
+	if id, ok := t.messageIDs.take(t.locked[m.Session]); ok {
 		m.ID = id
 		t.held.addMessage(m)
 		t.messages = append(t.messages, Arrival{Session: m.Session, MessageID: id})
@@ -372,7 +372,7 @@ func (t *Tx) AppendMessage(ctx context.Context, m sessions.Message) (int64, erro
 		return 0, wrap(fmt.Errorf("take a message id for %s: %w", m.Session, err))
 	}
 	// Locks sent with it may have taken ids ahead, below this one.
-	t.messageIDs = nil
+	t.messageIDs.drop()
 	m.ID = id
 	t.held.addMessage(m)
 	t.messages = append(t.messages, Arrival{Session: m.Session, MessageID: id})
@@ -393,7 +393,7 @@ func (t *Tx) putMessage(ctx context.Context, m sessions.Message) error {
 	defer br.Close()
 	// Spare ids, taken earlier or by locks sent with it, may be below the
 	// one given, and later messages must be above it.
-	t.messageIDs = nil
+	t.messageIDs.drop()
 	if _, err := br.Exec(); err != nil {
 		return wrap(fmt.Errorf("append message %d to %s: %w", m.ID, m.Session, err))
 	}

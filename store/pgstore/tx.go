@@ -65,18 +65,10 @@ type Tx struct {
 	targets []vigil.SessionRef
 	// held are the writes not sent yet (batch.go).
 	held heldWrites
-	// spares are sequence numbers, ascending, taken after every lock of
-	// the rounds up to sparesRound and after every number this
-	// transaction used: the next appends to those sessions take them, in
-	// call order (see number).
-	spares      []int64
-	sparesRound int
-	// messageIDs are spare message ids, as spares are sequence numbers:
-	// ascending, taken after every lock of the rounds up to
-	// messageIDsRound and after every message id this transaction used
-	// (see AppendMessage).
-	messageIDs      []int64
-	messageIDsRound int
+	// spares are sequence numbers taken ahead, for the next appends to
+	// the sessions locked with them (see number); messageIDs are message
+	// ids likewise, for the next messages (see AppendMessage).
+	spares, messageIDs spareIDs
 	// known are target cursors read ahead, under their target's lock, as
 	// the transaction's next statements would read them (batch.go).
 	known map[vigil.SessionRef][]vigil.Cursor
@@ -212,7 +204,7 @@ func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
 // taken after ref's lock and after every number used so far, or else a
 // new one, after ref's lock, in a round trip of its own.
 func (t *Tx) number(ctx context.Context, ref vigil.SessionRef) (int64, error) {
-	if seq, ok := t.takeSpare(ref); ok {
+	if seq, ok := t.spares.take(t.locked[ref]); ok {
 		return seq, nil
 	}
 	t.lock(ref)
@@ -229,7 +221,7 @@ func (t *Tx) number(ctx context.Context, ref vigil.SessionRef) (int64, error) {
 		return 0, wrap(fmt.Errorf("take a sequence number: %w", err))
 	}
 	// Locks sent with it may have read ahead numbers, below this one.
-	t.spares = nil
+	t.spares.drop()
 	return seq, wrap(br.Close())
 }
 
@@ -263,7 +255,7 @@ func (t *Tx) readMarker(br pgx.BatchResults, queued bool) error {
 func (t *Tx) appendDeduped(ctx context.Context, e *vigil.Event, payload *string) (bool, error) {
 	ref := e.Session()
 	var spare *int64
-	if n, ok := t.takeSpare(ref); ok {
+	if n, ok := t.spares.take(t.locked[ref]); ok {
 		spare = &n
 	}
 	t.lock(ref)
@@ -293,7 +285,7 @@ func (t *Tx) appendDeduped(ctx context.Context, e *vigil.Event, payload *string)
 		return false, wrap(err)
 	}
 	if spare == nil {
-		t.spares = nil // as in number
+		t.spares.drop() // as in number
 	}
 	if appended {
 		e.Sequence = seq
@@ -342,9 +334,9 @@ func (t *Tx) CursorsOnTarget(ctx context.Context, dst []vigil.Cursor, target vig
 	}
 	b := &pgx.Batch{}
 	b.Queue(cursorsOnTarget, target.AgentID, target.Key)
-	spare := t.published && t.willHold(target) && !t.hasSpare(target)
+	spare := t.published && t.willHold(target) && !t.spares.may(t.locked[target])
 	if spare {
-		t.spares = nil // the number taken now is above them
+		t.spares.drop() // the number taken now is above them
 		b.Queue(nextNumber)
 	}
 	br := t.send(ctx, b, t.held.cursorsOn(target))
@@ -360,7 +352,7 @@ func (t *Tx) CursorsOnTarget(ctx context.Context, dst []vigil.Cursor, target vig
 			return nil, wrap(fmt.Errorf("take a sequence number: %w", err))
 		}
 		// Taken after the round that locked target, if it was pending.
-		t.spares, t.sparesRound = append(t.spares[:0], seq), t.rounds
+		t.spares.set(append(t.spares.ids[:0], seq), t.rounds)
 	}
 	return cs, wrap(br.Close())
 }
@@ -380,7 +372,7 @@ const cursorsOnTarget = `SELECT ` + cursorColumns + ` FROM cursors
 // allows.
 func (t *Tx) queueRecordAhead(b *pgx.Batch, ref vigil.SessionRef) func(pgx.BatchResults) error {
 	b.Queue(cursorsOnTarget, ref.AgentID, ref.Key)
-	number := len(t.spares) == 0
+	number := len(t.spares.ids) == 0
 	publish := false
 	if number {
 		publish = t.queueMarker(b)
@@ -407,7 +399,7 @@ func (t *Tx) queueRecordAhead(b *pgx.Batch, ref vigil.SessionRef) func(pgx.Batch
 			return wrap(fmt.Errorf("take a sequence number: %w", err))
 		}
 		// Taken after every round of locks sent so far, ref's included.
-		t.spares, t.sparesRound = append(t.spares[:0], seq), t.rounds
+		t.spares.set(append(t.spares.ids[:0], seq), t.rounds)
 		return nil
 	}
 }
@@ -635,7 +627,8 @@ func (t *Tx) Commit() error {
 		return pgx.ErrTxClosed
 	}
 	t.pending, t.ahead, t.targets = nil, nil, nil // a lock nothing reads under would end at once
-	t.spares, t.messageIDs = nil, nil
+	t.spares.drop()
+	t.messageIDs.drop()
 	if !t.begun && t.held.empty() && len(t.watchers) == 0 && len(t.messages) == 0 {
 		return t.Rollback() // nothing was sent: nothing to commit
 	}
