@@ -307,10 +307,7 @@ func (t *Tx) queueLockGroup(b *pgx.Batch, reads []func(pgx.BatchResults) error, 
 		b.Queue(lockHead, group[0].AgentID, group[0].Key)
 		what = fmt.Sprintf("lock head of %s", group[0])
 	} else {
-		agents, keys := make([]string, len(group)), make([]string, len(group))
-		for i, ref := range group {
-			agents[i], keys[i] = ref.AgentID, ref.Key
-		}
+		agents, keys := refColumns(group)
 		b.Queue(lockHeads, agents, keys)
 		what = fmt.Sprintf("lock heads of %d sessions from %s", len(group), group[0])
 	}
@@ -411,10 +408,7 @@ func (t *Tx) queueReadAhead(b *pgx.Batch, reads []func(pgx.BatchResults) error, 
 func (t *Tx) queueCursorsAhead(b *pgx.Batch, reads []func(pgx.BatchResults) error, round int) []func(pgx.BatchResults) error {
 	refs := t.ahead
 	t.ahead = nil
-	agents, keys := make([]string, len(refs)), make([]string, len(refs))
-	for i, ref := range refs {
-		agents[i], keys[i] = ref.AgentID, ref.Key
-	}
+	agents, keys := refColumns(refs)
 	b.Queue(readAhead, agents, keys)
 	reads = append(reads, func(br pgx.BatchResults) error {
 		rows, err := br.Query()
@@ -468,10 +462,7 @@ const takeMessageIDs = `SELECT nextval('message_ids') FROM generate_series(1, $1
 func (t *Tx) queueTargetsAhead(b *pgx.Batch, reads []func(pgx.BatchResults) error, round int) []func(pgx.BatchResults) error {
 	refs := t.targets
 	t.targets = nil
-	agents, keys := make([]string, len(refs)), make([]string, len(refs))
-	for i, ref := range refs {
-		agents[i], keys[i] = ref.AgentID, ref.Key
-	}
+	agents, keys := refColumns(refs)
 	b.Queue(sessionsWithParents, agents, keys)
 	reads = append(reads, func(br pgx.BatchResults) error {
 		rows, err := br.Query()
@@ -811,4 +802,14 @@ func (h *heldWrites) queue(b *pgx.Batch, reads []func(pgx.BatchResults) error) [
 	}
 	*h = heldWrites{}
 	return reads
+}
+
+// refColumns splits refs into their agents and keys, the two arrays the
+// statements that take many sessions unnest.
+func refColumns(refs []vigil.SessionRef) (agents, keys []string) {
+	agents, keys = make([]string, len(refs)), make([]string, len(refs))
+	for i, ref := range refs {
+		agents[i], keys[i] = ref.AgentID, ref.Key
+	}
+	return agents, keys
 }

@@ -293,10 +293,7 @@ func (s *Store) Versions(ctx context.Context, refs []vigil.SessionRef) (map[vigi
 	if len(refs) == 0 {
 		return out, nil
 	}
-	agents, keys := make([]string, len(refs)), make([]string, len(refs))
-	for i, r := range refs {
-		agents[i], keys[i] = r.AgentID, r.Key
-	}
+	agents, keys := refColumns(refs)
 	rows, err := s.pool.Query(ctx, `SELECT r.a, r.k, greatest(coalesce(h.head, 0),
 		coalesce((SELECT max(e.sequence) FROM events e WHERE e.agent_id = r.a AND e.session_key = r.k), 0))
 		FROM unnest($1::text[], $2::text[]) AS r(a, k)
