@@ -140,9 +140,16 @@ func (f *fleet) sendOp(c *conn, i int64) error {
 // the children (those whose index is the gateway's modulo gateways), as a
 // deployment that routes each session to one gateway would.
 func (f *fleet) sendsByGateway(gateways int) func(c *conn, i int64) error {
-	n := int64(gateways)
-	return func(c *conn, i int64) error { return f.sendOp(c, i-i%n+int64(c.gw)) }
+	return func(c *conn, i int64) error { return f.sendOp(c, shareIndex(i, gateways, c.gw)) }
 }
+
+// shareIndex is the child that the i-th call of drive sends to, from a
+// client of gateway gw of gateways: the i-th of that gateway's share, so
+// that calls taken one after the other, which run at the same time, go
+// to different children, as with one gateway: two sends into one
+// session in one batch take turns on its lock, and the second reads
+// nothing ahead, which is another load than the one measured here.
+func shareIndex(i int64, gateways, gw int) int64 { return i*int64(gateways) + int64(gw) }
 
 // statusOp is a person's session_status of the i-th child, in turn.
 func (f *fleet) statusOp(c *conn, i int64) error {
