@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,6 +29,12 @@ import (
 //   - Follow holds one connection per process that LISTENs, and on each
 //     notification from another process asks the engine to rebuild those
 //     watchers' queues from the durable cursor rows (vigil.Engine.Refresh).
+//     It reads notifications as they come and applies them on a goroutine
+//     of its own: those heard while one is being applied are applied
+//     together, with one Refresh of every watcher they name, so a busy
+//     gateway elsewhere costs a follower one rebuild per rebuild's time,
+//     not one per commit, and the listening connection is never left
+//     unread.
 //
 // Notifications are hints: one lost while the connection was down is made
 // good by a full rebuild (vigil.Engine.Resync) after every (re)connect, and
@@ -143,19 +150,24 @@ type FollowOptions struct {
 	// PollInterval is how often a full Resync runs even when no
 	// notification arrives; 0 means DefaultPollInterval.
 	PollInterval time.Duration
-	// OnAppended, when set, is called (on Follow's goroutine) after another
-	// process committed events, so live readers of the whole log can catch
-	// up from the store. It must return quickly.
+	// The callbacks below but OnLost run one at a time, on the goroutine
+	// that applies what Follow hears (or, after connecting, on Follow's
+	// own before that goroutine starts), each after the rebuild of the
+	// queues it follows.
+
+	// OnAppended, when set, is called after another process committed
+	// events, so live readers of the whole log can catch up from the
+	// store. It must return quickly.
 	OnAppended func()
-	// OnMessages, when set, is called (on Follow's goroutine) with the
-	// transcript messages another process appended, in commit order. It
-	// must return quickly.
+	// OnMessages, when set, is called with the transcript messages
+	// another process appended, in commit order. It must return quickly.
 	OnMessages func(ctx context.Context, arrivals []Arrival)
-	// OnResync, when set, is called (on Follow's goroutine) after each
-	// full rebuild: after (re)connecting and on every poll. Anything the
-	// embedder keeps from announcements (waiting sends, say) re-reads the
-	// store here, since announcements made while the connection was down
-	// are lost.
+	// OnResync, when set, is called after each full rebuild: after
+	// (re)connecting, on every poll, and when more news arrived than
+	// Follow holds (maxHeard). Anything the embedder keeps from
+	// announcements (waiting sends, say) re-reads the store here, since
+	// announcements made while the connection was down, or dropped, are
+	// lost.
 	OnResync func(ctx context.Context)
 	// OnConnect, when set, is called each time the listening connection
 	// is established and the rebuild after it is done.
@@ -258,9 +270,11 @@ func (s *Store) Follow(ctx context.Context, f Follower, opts FollowOptions) erro
 	}
 }
 
-// listen runs one connection's life: LISTEN, rebuild, then apply
-// notifications and polls until the connection fails or ctx ends.
-// It calls up once the connection listens and the rebuild is done.
+// listen runs one connection's life: LISTEN, rebuild, then read
+// notifications and polls until the connection fails or ctx ends, while
+// a goroutine of its own applies what was read (news). It calls up once
+// the connection listens and the rebuild is done, and returns once
+// everything read has been applied or ctx has ended.
 func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, f Follower, opts FollowOptions, log *slog.Logger, up func()) error {
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
@@ -278,6 +292,22 @@ func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, f Follower, opt
 	if opts.OnConnect != nil {
 		opts.OnConnect()
 	}
+	heard := newNews()
+	applied := make(chan struct{})
+	go func() {
+		defer close(applied)
+		for {
+			h, ok := heard.take(ctx)
+			if !ok {
+				return
+			}
+			h.apply(ctx, f, opts, log)
+		}
+	}()
+	defer func() {
+		heard.close()
+		<-applied
+	}()
 	nextPoll := time.Now().Add(opts.PollInterval)
 	for {
 		wait, cancel := context.WithDeadline(ctx, nextPoll)
@@ -294,10 +324,7 @@ func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, f Follower, opt
 			if err != nil {
 				return fmt.Errorf("listening connection does not answer: %w", err)
 			}
-			if err := f.Resync(ctx); err != nil {
-				log.Error("safety poll: rebuild queues", "err", err)
-			}
-			caughtUp(ctx, opts)
+			heard.resync()
 			nextPoll = time.Now().Add(opts.PollInterval)
 			continue
 		case err != nil:
@@ -308,28 +335,141 @@ func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, f Follower, opt
 			log.Warn("ignoring a malformed change notification", "err", err)
 			continue
 		}
-		if c.Origin == s.origin {
-			continue
+		if c.Origin != s.origin {
+			heard.add(c)
 		}
-		if len(c.Watchers) > 0 {
-			if err := f.Refresh(ctx, c.Watchers); err != nil && ctx.Err() == nil {
-				// The next poll rebuilds everything; until then the
-				// watchers' queues may be stale, so say so.
-				log.Error("refresh queues after a change elsewhere", "watchers", len(c.Watchers), "err", err)
-			}
+	}
+}
+
+// maxHeard bounds what news holds, in watchers and messages: past it,
+// the news is dropped for a full rebuild (Resync, then OnResync), which
+// makes good for any news, as after a lost connection.
+const maxHeard = 10000
+
+// news is what the listener read and has not applied yet: the changes of
+// any number of notifications, merged, or a full rebuild, which stands
+// for every change.
+type news struct {
+	mu    sync.Mutex
+	ready chan struct{} // holds a token while there is something to take
+	heard heard
+	// closed is set once the listener stops reading; what it holds is
+	// still taken.
+	closed bool
+}
+
+// heard is news taken at once, to be applied together.
+type heard struct {
+	watchers map[string]struct{}
+	appended bool
+	messages []Arrival // in commit order
+	full     bool      // a full rebuild, for a poll or dropped news
+}
+
+func newNews() *news { return &news{ready: make(chan struct{}, 1)} }
+
+// add merges a notification's change into the news.
+func (n *news) add(c change) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	h := &n.heard
+	h.appended = h.appended || c.Appended
+	if !h.full {
+		if h.watchers == nil {
+			h.watchers = map[string]struct{}{}
 		}
-		if c.Appended && opts.OnAppended != nil {
-			opts.OnAppended()
+		for _, w := range c.Watchers {
+			h.watchers[w] = struct{}{}
 		}
-		if len(c.Messages) > 0 && opts.OnMessages != nil {
-			as := make([]Arrival, 0, len(c.Messages))
-			for _, m := range c.Messages {
-				if a, ok := m.decode(); ok {
-					as = append(as, a)
-				}
-			}
-			opts.OnMessages(ctx, as)
+	}
+	for _, m := range c.Messages {
+		if a, ok := m.decode(); ok {
+			h.messages = append(h.messages, a)
 		}
+	}
+	if len(h.watchers) > maxHeard || len(h.messages) > maxHeard {
+		h.watchers, h.messages, h.full = nil, nil, true
+	}
+	n.signal()
+}
+
+// resync asks for a full rebuild.
+func (n *news) resync() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.heard.full, n.heard.watchers = true, nil
+	n.signal()
+}
+
+// close tells the applier that nothing more comes once it has taken what
+// there is.
+func (n *news) close() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.closed = true
+	n.signal()
+}
+
+func (n *news) signal() {
+	select {
+	case n.ready <- struct{}{}:
+	default:
+	}
+}
+
+// take waits for news and returns all of it. It returns false once the
+// news is closed and empty, or ctx has ended.
+func (n *news) take(ctx context.Context) (heard, bool) {
+	for {
+		n.mu.Lock()
+		h, closed := n.heard, n.closed
+		n.heard = heard{}
+		n.mu.Unlock()
+		if !h.empty() {
+			return h, true
+		}
+		if closed {
+			return heard{}, false
+		}
+		select {
+		case <-n.ready:
+		case <-ctx.Done():
+			return heard{}, false
+		}
+	}
+}
+
+func (h *heard) empty() bool {
+	return len(h.watchers) == 0 && !h.appended && len(h.messages) == 0 && !h.full
+}
+
+// apply rebuilds the queues the news changed, then tells the embedder.
+func (h *heard) apply(ctx context.Context, f Follower, opts FollowOptions, log *slog.Logger) {
+	switch {
+	case h.full:
+		if err := f.Resync(ctx); err != nil && ctx.Err() == nil {
+			log.Error("rebuild every queue", "err", err)
+		}
+	case len(h.watchers) > 0:
+		ws := make([]string, 0, len(h.watchers))
+		for w := range h.watchers {
+			ws = append(ws, w)
+		}
+		slices.Sort(ws)
+		if err := f.Refresh(ctx, ws); err != nil && ctx.Err() == nil {
+			// The next poll rebuilds everything; until then the
+			// watchers' queues may be stale, so say so.
+			log.Error("refresh queues after a change elsewhere", "watchers", len(ws), "err", err)
+		}
+	}
+	if (h.appended || h.full) && opts.OnAppended != nil {
+		opts.OnAppended()
+	}
+	if len(h.messages) > 0 && opts.OnMessages != nil {
+		opts.OnMessages(ctx, h.messages)
+	}
+	if h.full && opts.OnResync != nil {
+		opts.OnResync(ctx)
 	}
 }
 

@@ -1,0 +1,144 @@
+package pgstore
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"maps"
+	"slices"
+	"testing"
+
+	vigil "github.com/vigilhq/vigil"
+)
+
+func arrivalOf(key string, id int64) arrival { return arrival{"main", key, float64(id)} }
+
+func TestNewsHeardBeforeItIsTakenIsTakenTogether(t *testing.T) {
+	n := newNews()
+	n.add(change{Watchers: []string{"agent:a:main", "agent:b:main"}, Messages: []arrival{arrivalOf("agent:main:main", 1)}})
+	n.add(change{Watchers: []string{"agent:b:main", "agent:c:main"}, Appended: true,
+		Messages: []arrival{arrivalOf("agent:main:main", 2), arrivalOf("agent:main:main", 3)}})
+	h, ok := n.take(t.Context())
+	if !ok {
+		t.Fatal("take found nothing")
+	}
+	if got := slices.Sorted(maps.Keys(h.watchers)); !slices.Equal(got, []string{"agent:a:main", "agent:b:main", "agent:c:main"}) {
+		t.Errorf("watchers = %q, want each named once", got)
+	}
+	if !h.appended || h.full {
+		t.Errorf("appended = %v, full = %v; want appended, not a full rebuild", h.appended, h.full)
+	}
+	var ids []int64
+	for _, m := range h.messages {
+		ids = append(ids, m.MessageID)
+	}
+	if !slices.Equal(ids, []int64{1, 2, 3}) {
+		t.Errorf("message ids = %v, want 1, 2, 3 in commit order", ids)
+	}
+}
+
+func TestNewsNamingMoreThanItHoldsBecomesAFullRebuild(t *testing.T) {
+	n := newNews()
+	ms := make([]arrival, maxHeard+1)
+	for i := range ms {
+		ms[i] = arrivalOf("agent:main:main", int64(i+1))
+	}
+	n.add(change{Watchers: []string{"agent:a:main"}, Messages: ms})
+	h, _ := n.take(t.Context())
+	if !h.full || len(h.watchers) != 0 || len(h.messages) != 0 {
+		t.Fatalf("full = %v with %d watchers and %d messages, want a full rebuild holding nothing", h.full, len(h.watchers), len(h.messages))
+	}
+}
+
+func TestAPollWithNewsWaitingRebuildsEverythingAndKeepsTheMessages(t *testing.T) {
+	n := newNews()
+	n.add(change{Watchers: []string{"agent:a:main"}, Messages: []arrival{arrivalOf("agent:main:main", 7)}})
+	n.resync()
+	h, _ := n.take(t.Context())
+	if !h.full || len(h.watchers) != 0 {
+		t.Errorf("full = %v with %d watchers, want a full rebuild instead of the refresh", h.full, len(h.watchers))
+	}
+	if len(h.messages) != 1 || h.messages[0].MessageID != 7 {
+		t.Errorf("messages = %+v, want message 7 still delivered", h.messages)
+	}
+}
+
+func TestClosedNewsIsTakenBeforeTheApplierStops(t *testing.T) {
+	n := newNews()
+	n.add(change{Watchers: []string{"agent:a:main"}})
+	n.close()
+	if h, ok := n.take(t.Context()); !ok || len(h.watchers) != 1 {
+		t.Fatalf("take = %+v, %v; want the news heard before closing", h, ok)
+	}
+	if _, ok := n.take(t.Context()); ok {
+		t.Fatal("take after the last news of closed news returned more")
+	}
+}
+
+func TestAMalformedArrivalIsLeftOut(t *testing.T) {
+	n := newNews()
+	n.add(change{Messages: []arrival{{"main", "agent:main:main", -1.0}, {"main", 5.0, 3.0}}})
+	n.close()
+	if h, ok := n.take(t.Context()); ok {
+		t.Fatalf("take = %+v, want nothing from arrivals that do not decode", h)
+	}
+}
+
+// callLog is a Follower that notes what it is asked, with the callbacks.
+type callLog struct{ calls []string }
+
+func (c *callLog) Refresh(_ context.Context, ws []string) error {
+	c.calls = append(c.calls, "refresh "+join(ws))
+	return nil
+}
+
+func (c *callLog) Resync(context.Context) error {
+	c.calls = append(c.calls, "resync")
+	return nil
+}
+
+func join(ws []string) string {
+	out := ""
+	for i, w := range ws {
+		if i > 0 {
+			out += ","
+		}
+		out += w
+	}
+	return out
+}
+
+func (c *callLog) options() FollowOptions {
+	return FollowOptions{
+		OnAppended: func() { c.calls = append(c.calls, "appended") },
+		OnMessages: func(_ context.Context, as []Arrival) {
+			for _, a := range as {
+				c.calls = append(c.calls, "message "+a.Session.Key)
+			}
+		},
+		OnResync: func(context.Context) { c.calls = append(c.calls, "on resync") },
+	}
+}
+
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func TestAppliedNewsRefreshesItsWatchersOnceBeforeTellingTheEmbedder(t *testing.T) {
+	c := &callLog{}
+	h := heard{watchers: map[string]struct{}{"agent:b:main": {}, "agent:a:main": {}}, appended: true,
+		messages: []Arrival{{Session: vigil.MustRef("agent:main:main"), MessageID: 4}}}
+	h.apply(t.Context(), c, c.options(), discard)
+	want := []string{"refresh agent:a:main,agent:b:main", "appended", "message agent:main:main"}
+	if !slices.Equal(c.calls, want) {
+		t.Fatalf("calls = %q, want %q", c.calls, want)
+	}
+}
+
+func TestAFullRebuildResyncsInsteadOfRefreshingAndSaysSo(t *testing.T) {
+	c := &callLog{}
+	h := heard{full: true}
+	h.apply(t.Context(), c, c.options(), discard)
+	want := []string{"resync", "appended", "on resync"}
+	if !slices.Equal(c.calls, want) {
+		t.Fatalf("calls = %q, want %q", c.calls, want)
+	}
+}
