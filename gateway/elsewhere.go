@@ -20,8 +20,14 @@ import (
 // answers (replyTo) completes a sessions_send waiting here for it; a reply
 // without replyTo only ever answers sends waiting on the gateway that
 // stored it, so one reply never completes two sends. A message deleted
-// meanwhile is ignored.
+// meanwhile is ignored, and so is one that nobody here could be waiting
+// for: with no listener on the session and no send waiting on it, it is
+// not read at all, so a gateway pays for others' messages only where it
+// has someone to give them to.
 func (g *Gateway) MessageArrived(ctx context.Context, session vigil.SessionRef, id int64) error {
+	if !g.opts.Hub.Listened(session.Key) && !g.awaited(session) {
+		return nil
+	}
 	msgs, err := g.store.Messages(ctx, session, id-1, 1)
 	if err != nil {
 		return fmt.Errorf("read message %d of %s: %w", id, session, err)

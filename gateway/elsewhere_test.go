@@ -3,11 +3,13 @@ package gateway_test
 import (
 	"context"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/sessions"
 	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
@@ -15,6 +17,14 @@ import (
 // file stand for two processes on one database: nothing tells either what
 // the other writes.
 func gatewayOnFile(t *testing.T, path string) *gateway.Gateway {
+	t.Helper()
+	g, _ := countedGatewayOnFile(t, path)
+	return g
+}
+
+// countedGatewayOnFile is gatewayOnFile, with the transcript reads of its
+// gateway counted.
+func countedGatewayOnFile(t *testing.T, path string) (*gateway.Gateway, *messageReads) {
 	t.Helper()
 	st, err := sqlitestore.Open(ctx, path, sqlitestore.Options{Synchronous: "NORMAL", Shared: true})
 	if err != nil {
@@ -25,9 +35,75 @@ func gatewayOnFile(t *testing.T, path string) *gateway.Gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := gateway.New(eng, st, gateway.Options{Hub: hub})
+	reads := &messageReads{Store: st}
+	g := gateway.New(eng, reads, gateway.Options{Hub: hub})
 	t.Cleanup(func() { g.Close(); eng.Close(); st.Close() })
-	return g
+	return g, reads
+}
+
+// messageReads counts the transcript reads made through a store.
+type messageReads struct {
+	sessions.Store
+	n atomic.Int32
+}
+
+func (m *messageReads) Messages(ctx context.Context, ref vigil.SessionRef, afterID int64, limit int) ([]sessions.Message, error) {
+	m.n.Add(1)
+	return m.Store.Messages(ctx, ref, afterID, limit)
+}
+
+// sentElsewhere has a person send into a child spawned on a, and returns
+// the child and the message's id, of which b has heard nothing.
+func sentElsewhere(t *testing.T, a *gateway.Gateway) (vigil.SessionRef, int64) {
+	t.Helper()
+	manager := caller(t, a, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "")
+	sp, err := a.Spawn(ctx, manager, gateway.SpawnInput{Task: "draft"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := 0
+	out, err := a.Send(ctx, caller(t, a, person, ""), gateway.SendInput{SessionKey: sp.ChildSessionKey,
+		Message: "stop and summarise", TimeoutSeconds: &zero})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vigil.MustRef(sp.ChildSessionKey), out.MessageID
+}
+
+func TestAMessageStoredElsewhereIsNotReadWhenNobodyHereListensOrWaits(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v.db")
+	a := gatewayOnFile(t, path)
+	b, reads := countedGatewayOnFile(t, path)
+	child, id := sentElsewhere(t, a)
+	if err := b.MessageArrived(ctx, child, id); err != nil {
+		t.Fatal(err)
+	}
+	if n := reads.n.Load(); n != 0 {
+		t.Fatalf("%d transcript reads for a message nobody on this gateway listens to or waits for, want 0", n)
+	}
+}
+
+func TestAMessageStoredElsewhereReachesTheSessionsListenersHere(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v.db")
+	a := gatewayOnFile(t, path)
+	b, reads := countedGatewayOnFile(t, path)
+	child, id := sentElsewhere(t, a)
+	l := b.Hub().Listen(child.Key, 4)
+	defer l.Close()
+	if err := b.MessageArrived(ctx, child, id); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-l.C:
+		if ev.Type != gateway.LiveMessage || ev.Message == nil || ev.Message.Content != "stop and summarise" {
+			t.Fatalf("live event = %+v, want the message", ev)
+		}
+	default:
+		t.Fatal("the session's listener heard nothing of the message")
+	}
+	if n := reads.n.Load(); n != 1 {
+		t.Fatalf("%d transcript reads, want the one that read the message", n)
+	}
 }
 
 func TestRecheckReturnsAParkedTurnWhoseMessageWasStoredElsewhere(t *testing.T) {

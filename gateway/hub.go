@@ -136,6 +136,16 @@ func (h *Hub) dropLocked(l *Listener) {
 	}
 }
 
+// Listened reports whether anyone listens to the session's live events.
+// Every listener listens before it looks at the store (a turn, a stream),
+// so news of a session nobody listens to yet can be dropped: whoever
+// listens later finds it in the store.
+func (h *Hub) Listened(session string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.sessions[session]) > 0
+}
+
 // Publish delivers ev to the session's listeners without blocking.
 func (h *Hub) Publish(ev LiveEvent) {
 	h.mu.Lock()

@@ -291,6 +291,13 @@ func (g *Gateway) answer(target vigil.SessionRef, reply sessions.Message) bool {
 	return false
 }
 
+// awaited reports whether a send here waits for a reply from target.
+func (g *Gateway) awaited(target vigil.SessionRef) bool {
+	g.waitMu.Lock()
+	defer g.waitMu.Unlock()
+	return len(g.waiters[target]) > 0
+}
+
 // failWaiters ends every send waiting on target with an error.
 func (g *Gateway) failWaiters(target vigil.SessionRef, why string) {
 	g.waitMu.Lock()
