@@ -62,7 +62,7 @@ func (e *Engine) Resync(ctx context.Context) error {
 func (e *Engine) rebuild(ctx context.Context, keys []string) error {
 	return e.Update(ctx, func(ctx context.Context, t *Txn) error {
 		t.atEnd = append(t.atEnd, func(ctx context.Context) error {
-			pending, err := t.tx.PendingCursorsOf(ctx, keys)
+			pending, ts, err := t.owedTo(ctx, keys)
 			if err != nil {
 				return err
 			}
@@ -73,11 +73,7 @@ func (e *Engine) rebuild(ctx context.Context, keys []string) error {
 			for _, c := range pending {
 				want[c.Watcher] = append(want[c.Watcher], noticeFor(c))
 			}
-			gone, _, err := t.tombstoneNotices(ctx, keys)
-			if err != nil {
-				return err
-			}
-			for w, ns := range gone {
+			for w, ns := range noticesOfTombstones(ts) {
 				want[w] = append(want[w], ns...)
 			}
 			watchers := keys
@@ -100,6 +96,23 @@ func (e *Engine) rebuild(ctx context.Context, keys []string) error {
 		})
 		return nil
 	})
+}
+
+// owedTo reads the pending cursors and the tombstones of watchers (every
+// watcher when nil), in one go when the store can (OwedReader).
+func (t *Txn) owedTo(ctx context.Context, watchers []string) ([]Cursor, []Tombstone, error) {
+	if r, ok := t.tx.(OwedReader); ok {
+		return r.OwedTo(ctx, watchers)
+	}
+	cs, err := t.tx.PendingCursorsOf(ctx, watchers)
+	if err != nil {
+		return nil, nil, err
+	}
+	ts, err := t.tx.Tombstones(ctx, watchers)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read tombstones: %w", err)
+	}
+	return cs, ts, nil
 }
 
 // deletedTargets lists, per watcher, the targets of queued notices that

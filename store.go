@@ -192,3 +192,13 @@ type HorizonReader interface {
 	// whole log starting after it misses nothing committed later.
 	LogHorizon(ctx context.Context) (int64, error)
 }
+
+// OwedReader is implemented by a Tx that reads in one go what a rebuild
+// of watchers' queues reads (Engine.Refresh and Resync): their pending
+// cursors, as PendingCursorsOf lists them, and their tombstones, as
+// Tombstones lists them. A rebuild shares its batch with other writes,
+// so on a server the round trip it saves is one every write of that
+// batch waits for.
+type OwedReader interface {
+	OwedTo(ctx context.Context, watchers []string) ([]Cursor, []Tombstone, error)
+}

@@ -98,9 +98,14 @@ func (t *Txn) tombstoneNotices(ctx context.Context, watchers []string) (map[stri
 	if err != nil {
 		return nil, 0, fmt.Errorf("read tombstones: %w", err)
 	}
+	return noticesOfTombstones(ts), len(ts), nil
+}
+
+// noticesOfTombstones are the queued notices of tombstones, by watcher.
+func noticesOfTombstones(ts []Tombstone) map[string][]SystemEvent {
 	out := make(map[string][]SystemEvent, len(ts))
 	for _, ts := range ts {
 		out[ts.Watcher] = append(out[ts.Watcher], deletedNotice(ts.Target))
 	}
-	return out, len(ts), nil
+	return out
 }

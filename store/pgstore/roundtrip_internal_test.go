@@ -653,3 +653,22 @@ func TestATargetWithNoRowIsReadAsMissingUntilTheTransactionWritesIt(t *testing.T
 		t.Fatal(err)
 	}
 }
+
+// A refresh shares its batch with other writes, which wait for its reads:
+// the watchers' pending cursors and tombstones go in one round trip, with
+// the transaction's begin, and the commit is the other.
+func TestARefreshReadsItsWatchersCursorsAndTombstonesInOneRoundTrip(t *testing.T) {
+	pgtest.Require(t)
+	eng, rt, _ := openCounted(t, 3, 2)
+	watchers := []string{"agent:rt:w0", "agent:rt:w1"}
+	if err := eng.Refresh(t.Context(), watchers); err != nil { // prepares the statements
+		t.Fatal(err)
+	}
+	before := rt.n.Load()
+	if err := eng.Refresh(t.Context(), watchers); err != nil {
+		t.Fatal(err)
+	}
+	if got := rt.n.Load() - before; got > 2 {
+		t.Errorf("a refresh of %d watchers took %d round trips, want at most 2", len(watchers), got)
+	}
+}

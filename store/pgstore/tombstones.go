@@ -28,17 +28,21 @@ func (t *Tx) PutTombstones(ctx context.Context, target vigil.SessionRef, watcher
 
 // Tombstones implements vigil.Tx.
 func (t *Tx) Tombstones(ctx context.Context, watchers []string) ([]vigil.Tombstone, error) {
-	if err := t.flushLocks(ctx); err != nil {
+	b := &pgx.Batch{}
+	queueOfWatchers(b, tombstonesOf, watchers)
+	br := t.tx.SendBatch(ctx, b)
+	defer br.Close()
+	ts, err := collectTombstones(br.Query())
+	if err != nil {
 		return nil, err
 	}
-	const q = `SELECT watcher, target_agent, target_key, made_at FROM tombstones`
-	var rows pgx.Rows
-	var err error
-	if watchers == nil {
-		rows, err = t.tx.Query(ctx, q+` ORDER BY watcher, target_agent, target_key`)
-	} else {
-		rows, err = t.tx.Query(ctx, q+` WHERE watcher = ANY($1) ORDER BY watcher, target_agent, target_key`, watchers)
-	}
+	return ts, wrap(br.Close())
+}
+
+// tombstonesOf selects every tombstone (queueOfWatchers narrows it).
+const tombstonesOf = `SELECT watcher, target_agent, target_key, made_at FROM tombstones WHERE true`
+
+func collectTombstones(rows pgx.Rows, err error) ([]vigil.Tombstone, error) {
 	if err != nil {
 		return nil, wrap(err)
 	}

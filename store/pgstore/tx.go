@@ -519,12 +519,49 @@ func (t *Tx) PendingCursors(ctx context.Context) ([]vigil.Cursor, error) {
 
 // PendingCursorsOf implements vigil.Tx.
 func (t *Tx) PendingCursorsOf(ctx context.Context, watchers []string) ([]vigil.Cursor, error) {
-	if watchers == nil {
-		return collectCursors(t.tx.Query(ctx, `SELECT `+cursorColumns+` FROM cursors WHERE material > last_seen
-			ORDER BY watcher, target_agent, target_key`))
+	b := &pgx.Batch{}
+	queueOfWatchers(b, pendingOf, watchers)
+	br := t.tx.SendBatch(ctx, b)
+	defer br.Close()
+	cs, err := collectCursors(br.Query())
+	if err != nil {
+		return nil, err
 	}
-	return collectCursors(t.tx.Query(ctx, `SELECT `+cursorColumns+` FROM cursors
-		WHERE watcher = ANY($1) AND material > last_seen ORDER BY watcher, target_agent, target_key`, watchers))
+	return cs, wrap(br.Close())
+}
+
+// OwedTo implements vigil.OwedReader: PendingCursorsOf and Tombstones in
+// one round trip.
+func (t *Tx) OwedTo(ctx context.Context, watchers []string) ([]vigil.Cursor, []vigil.Tombstone, error) {
+	b := &pgx.Batch{}
+	queueOfWatchers(b, pendingOf, watchers)
+	queueOfWatchers(b, tombstonesOf, watchers)
+	br := t.tx.SendBatch(ctx, b)
+	defer br.Close()
+	cs, err := collectCursors(br.Query())
+	if err != nil {
+		return nil, nil, fmt.Errorf("read pending cursors: %w", err)
+	}
+	ts, err := collectTombstones(br.Query())
+	if err != nil {
+		return nil, nil, fmt.Errorf("read tombstones: %w", err)
+	}
+	return cs, ts, wrap(br.Close())
+}
+
+// pendingOf selects the pending cursors (queueOfWatchers narrows it).
+const pendingOf = `SELECT ` + cursorColumns + ` FROM cursors WHERE material > last_seen`
+
+// queueOfWatchers queues query, which has a WHERE clause, ordered by
+// watcher and target, for every watcher when watchers is nil, else for
+// the watchers given.
+func queueOfWatchers(b *pgx.Batch, query string, watchers []string) {
+	const order = ` ORDER BY watcher, target_agent, target_key`
+	if watchers == nil {
+		b.Queue(query + order)
+		return
+	}
+	b.Queue(query+` AND watcher = ANY($1)`+order, watchers)
 }
 
 // PruneEvents implements vigil.Tx.

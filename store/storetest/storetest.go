@@ -86,6 +86,7 @@ var behaviours = []struct {
 	{"ExpireCursors", testExpireCursors},
 	{"TombstonesPutListDelete", testTombstonesPutListDelete},
 	{"TombstonesRollBackWithTheirTransaction", testTombstonesRollBack},
+	{"OwedToReadsWhatPendingCursorsOfAndTombstonesRead", testOwedTo},
 	{"ExpireTombstones", testExpireTombstones},
 	{"MovedCursorsAreSeenByEveryRead", testMovesSeenByEveryRead},
 	{"MovesRollBackWithTheirTransaction", testMovesRollBack},

@@ -113,3 +113,47 @@ func testExpireTombstones(t *testing.T, s vigil.Store) {
 	wantTombstones(t, "Tombstones after expiry", tombstones(t, s, nil),
 		vigil.Tombstone{Watcher: alphaMain.Key, Target: alphaGlobal, At: 50})
 }
+
+// A store that reads what watchers are owed in one go (vigil.OwedReader)
+// reads exactly what its two reads would, its own writes included.
+func testOwedTo(t *testing.T, s vigil.Store) {
+	owes := false
+	update(t, s, func(_ context.Context, tx vigil.Tx) { _, owes = tx.(vigil.OwedReader) })
+	if !owes {
+		t.Skip("the store reads cursors and tombstones apart")
+	}
+	putCursors(t, s, cursor(alphaMain.Key, betaMain, 3, 5, 5, 10), cursor(alphaMain.Key, gammaOther, 5, 5, 5, 10),
+		cursor(betaMain.Key, alphaMain, 0, 2, 4, 10))
+	putTombstones(t, s, alphaChild, 10, alphaMain.Key, betaMain.Key)
+	putTombstones(t, s, alphaGlobal, 20, gammaOther.Key)
+	check := func(ctx context.Context, tx vigil.Tx, what string) {
+		t.Helper()
+		r := tx.(vigil.OwedReader)
+		for _, ws := range [][]string{nil, {alphaMain.Key}, {betaMain.Key, gammaOther.Key}, {}, {"agent:nobody:main"}} {
+			cs, ts, err := r.OwedTo(ctx, ws)
+			if err != nil {
+				t.Fatalf("%s: OwedTo(%q): %v", what, ws, err)
+			}
+			wantCs, err := tx.PendingCursorsOf(ctx, ws)
+			if err != nil {
+				t.Fatalf("%s: PendingCursorsOf(%q): %v", what, ws, err)
+			}
+			wantTs, err := tx.Tombstones(ctx, ws)
+			if err != nil {
+				t.Fatalf("%s: Tombstones(%q): %v", what, ws, err)
+			}
+			wantCursors(t, what+": OwedTo's cursors", cs, false, wantCs...)
+			wantTombstones(t, what+": OwedTo's tombstones", ts, wantTs...)
+		}
+	}
+	update(t, s, func(ctx context.Context, tx vigil.Tx) { check(ctx, tx, "as stored") })
+	update(t, s, func(ctx context.Context, tx vigil.Tx) {
+		if err := tx.PutCursor(ctx, cursor(alphaMain.Key, betaMain, 5, 5, 5, 20)); err != nil {
+			t.Fatalf("PutCursor: %v", err)
+		}
+		if err := tx.PutTombstones(ctx, betaGlobal, []string{alphaMain.Key}, 30); err != nil {
+			t.Fatalf("PutTombstones: %v", err)
+		}
+		check(ctx, tx, "after writes in the same transaction")
+	})
+}
