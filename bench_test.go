@@ -21,8 +21,14 @@ import (
 // benchEngine opens an engine with real time on a fresh store.
 func benchEngine(b *testing.B, sync string) (*vigil.Engine, *sqlitestore.Store) {
 	b.Helper()
+	return benchEngineAt(b, filepath.Join(b.TempDir(), "bench.db"), sync)
+}
+
+// benchEngineAt is benchEngine on the store at path.
+func benchEngineAt(b *testing.B, path, sync string) (*vigil.Engine, *sqlitestore.Store) {
+	b.Helper()
 	ctx := context.Background()
-	st, err := sqlitestore.Open(ctx, filepath.Join(b.TempDir(), "bench.db"), sqlitestore.Options{Synchronous: sync})
+	st, err := sqlitestore.Open(ctx, path, sqlitestore.Options{Synchronous: sync})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -107,8 +113,13 @@ func benchRecord(b *testing.B, eng *vigil.Engine, producers, targets, watchers i
 // 1,000 sessions, a fifth of which get four fifths of the events: from
 // exactly 100 events back in a busy session, and a session's last 5
 // events.
+//
+// The fromFile cases read the same file through a store opened as shared
+// (as several processes open one), so that every delta is read from the
+// file, as the first read of a session is.
 func BenchmarkChangesSince(b *testing.B) {
-	eng, _ := benchEngine(b, "NORMAL")
+	path := filepath.Join(b.TempDir(), "bench.db")
+	eng, st := benchEngineAt(b, path, "NORMAL")
 	ctx := context.Background()
 	const sessions, events = 1000, 50_000
 	refs := make([]vigil.SessionRef, sessions)
@@ -147,16 +158,45 @@ func BenchmarkChangesSince(b *testing.B) {
 			any = append(any, i)
 		}
 	}
+	// A file serves one store at a time: the cases from memory go first.
+	var shared *sqlitestore.Store
+	var fromFile *vigil.Engine
+	openShared := func(b *testing.B) {
+		eng.Close()
+		st.Close()
+		var err error
+		if shared, err = sqlitestore.Open(ctx, path, sqlitestore.Options{Shared: true}); err != nil {
+			b.Fatal(err)
+		}
+		if fromFile, err = vigil.Open(ctx, shared, vigil.Options{PruneInterval: -1}); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	b.Cleanup(func() {
+		if fromFile != nil {
+			fromFile.Close()
+			shared.Close()
+		}
+	})
 	for _, c := range []struct {
 		name     string
+		file     bool
 		sessions []int
 		back     int
-	}{{"back100", busy, 100}, {"last5", any, 5}} {
+	}{{"back100", false, busy, 100}, {"last5", false, any, 5}, {"fromFile/back100", true, busy, 100}, {"fromFile/last5", true, any, 5}} {
 		b.Run(c.name, func(b *testing.B) {
+			e := eng
+			if c.file {
+				if fromFile == nil {
+					openShared(b)
+				}
+				e = fromFile
+			}
 			for b.Loop() {
 				s := c.sessions[rng.IntN(len(c.sessions))]
 				seqs := perSession[s]
-				d, err := eng.ChangesSince(ctx, refs[s], seqs[len(seqs)-c.back-1], 0)
+				d, err := e.ChangesSince(ctx, refs[s], seqs[len(seqs)-c.back-1], 0)
 				if err != nil || len(d.Events) != c.back {
 					b.Fatalf("delta: %d events, %v; want %d", len(d.Events), err, c.back)
 				}
