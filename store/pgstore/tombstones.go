@@ -28,15 +28,7 @@ func (t *Tx) PutTombstones(ctx context.Context, target vigil.SessionRef, watcher
 
 // Tombstones implements vigil.Tx.
 func (t *Tx) Tombstones(ctx context.Context, watchers []string) ([]vigil.Tombstone, error) {
-	b := &pgx.Batch{}
-	queueOfWatchers(b, tombstonesOf, watchers)
-	br := t.tx.SendBatch(ctx, b)
-	defer br.Close()
-	ts, err := collectTombstones(br.Query())
-	if err != nil {
-		return nil, err
-	}
-	return ts, wrap(br.Close())
+	return ofWatchers(ctx, t, tombstonesOf, watchers, collectTombstones)
 }
 
 // tombstonesOf selects every tombstone (queueOfWatchers narrows it).

@@ -519,15 +519,7 @@ func (t *Tx) PendingCursors(ctx context.Context) ([]vigil.Cursor, error) {
 
 // PendingCursorsOf implements vigil.Tx.
 func (t *Tx) PendingCursorsOf(ctx context.Context, watchers []string) ([]vigil.Cursor, error) {
-	b := &pgx.Batch{}
-	queueOfWatchers(b, pendingOf, watchers)
-	br := t.tx.SendBatch(ctx, b)
-	defer br.Close()
-	cs, err := collectCursors(br.Query())
-	if err != nil {
-		return nil, err
-	}
-	return cs, wrap(br.Close())
+	return ofWatchers(ctx, t, pendingOf, watchers, collectCursors)
 }
 
 // OwedTo implements vigil.OwedReader: PendingCursorsOf and Tombstones in
@@ -551,6 +543,20 @@ func (t *Tx) OwedTo(ctx context.Context, watchers []string) ([]vigil.Cursor, []v
 
 // pendingOf selects the pending cursors (queueOfWatchers narrows it).
 const pendingOf = `SELECT ` + cursorColumns + ` FROM cursors WHERE material > last_seen`
+
+// ofWatchers runs query for watchers (queueOfWatchers) and collects its
+// rows.
+func ofWatchers[T any](ctx context.Context, t *Tx, query string, watchers []string, collect func(pgx.Rows, error) ([]T, error)) ([]T, error) {
+	b := &pgx.Batch{}
+	queueOfWatchers(b, query, watchers)
+	br := t.tx.SendBatch(ctx, b)
+	defer br.Close()
+	out, err := collect(br.Query())
+	if err != nil {
+		return nil, err
+	}
+	return out, wrap(br.Close())
+}
 
 // queueOfWatchers queues query, which has a WHERE clause, ordered by
 // watcher and target, for every watcher when watchers is nil, else for
