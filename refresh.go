@@ -106,7 +106,7 @@ func (t *Txn) owedTo(ctx context.Context, watchers []string) ([]Cursor, []Tombst
 	}
 	cs, err := t.tx.PendingCursorsOf(ctx, watchers)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("read pending cursors: %w", err)
 	}
 	ts, err := t.tx.Tombstones(ctx, watchers)
 	if err != nil {

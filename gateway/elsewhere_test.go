@@ -158,3 +158,51 @@ func TestRecheckReturnsAParkedTurnWhoseMessageWasStoredElsewhere(t *testing.T) {
 		t.Fatal("the parked turn did not look again after the recheck")
 	}
 }
+
+func TestAReplyStoredElsewhereCompletesTheSendWaitingHere(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v.db")
+	a := gatewayOnFile(t, path)
+	b, reads := countedGatewayOnFile(t, path)
+	manager := caller(t, b, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main")
+	sp, err := b.Spawn(ctx, manager, gateway.SpawnInput{Task: "draft"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := vigil.MustRef(sp.ChildSessionKey)
+	sent := make(chan gateway.SendOutput, 1)
+	go func() {
+		thirty := 30
+		out, err := b.Send(ctx, manager, gateway.SendInput{SessionKey: sp.ChildSessionKey, Message: "status?", TimeoutSeconds: &thirty})
+		if err != nil {
+			t.Error(err)
+		}
+		sent <- out
+	}()
+	hang, cancel := context.WithTimeout(ctx, 20*time.Second) // a hang guard, not a timing
+	defer cancel()
+	if err := b.AwaitWaitingSends(hang, target, 1); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := reads.Store.Messages(ctx, target, 0, 10)
+	if err != nil || len(msgs) == 0 {
+		t.Fatalf("the waiting send's message: %v, %v", msgs, err)
+	}
+	worker := caller(t, a, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, sp.ChildSessionKey)
+	reply, err := a.Reply(ctx, worker, gateway.ReplyInput{SessionKey: sp.ChildSessionKey, Text: "on it",
+		ReplyTo: msgs[len(msgs)-1].ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nobody on b listens to the session: only the waiting send wants it.
+	if err := b.MessageArrived(ctx, target, reply.MessageID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case out := <-sent:
+		if out.Status != "ok" || out.Reply != "on it" {
+			t.Fatalf("the send answered %+v, want the reply stored through the other gateway", out)
+		}
+	case <-hang.Done():
+		t.Fatal("the waiting send did not get the reply stored elsewhere")
+	}
+}

@@ -38,7 +38,8 @@ import (
 //
 // Notifications are hints: one lost while the connection was down is made
 // good by a full rebuild (vigil.Engine.Resync) after every (re)connect, and
-// by a slow safety poll.
+// by a slow safety poll; more news at once than Follow holds (maxHeard)
+// becomes a full rebuild too.
 
 // maxPayload keeps a notification below PostgreSQL's 8000-byte limit.
 const maxPayload = 7000
@@ -273,8 +274,10 @@ func (s *Store) Follow(ctx context.Context, f Follower, opts FollowOptions) erro
 // listen runs one connection's life: LISTEN, rebuild, then read
 // notifications and polls until the connection fails or ctx ends, while
 // a goroutine of its own applies what was read (news). It calls up once
-// the connection listens and the rebuild is done, and returns once
-// everything read has been applied or ctx has ended.
+// the connection listens and the rebuild is done. When the connection
+// fails it drops the rebuilds not applied yet (the next connection's
+// rebuild does them) and returns once the messages read are handed on;
+// when ctx ends, at once.
 func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, f Follower, opts FollowOptions, log *slog.Logger, up func()) error {
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
@@ -305,6 +308,9 @@ func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, f Follower, opt
 		}
 	}()
 	defer func() {
+		if ctx.Err() == nil {
+			heard.forgetRebuilds()
+		}
 		heard.close()
 		<-applied
 	}()
@@ -341,9 +347,11 @@ func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, f Follower, opt
 	}
 }
 
-// maxHeard bounds what news holds, in watchers and messages: past it,
-// the news is dropped for a full rebuild (Resync, then OnResync), which
-// makes good for any news, as after a lost connection.
+// maxHeard bounds what news holds, in watchers and in messages: past it,
+// the watchers (or the messages) are dropped for a full rebuild (Resync,
+// then OnResync), which makes good for them as after a lost connection:
+// queues rebuilt, parked turns and waiting sends looking at the store
+// again; a live stream of a session misses the dropped messages.
 const maxHeard = 10000
 
 // news is what the listener read and has not applied yet: the changes of
@@ -387,10 +395,26 @@ func (n *news) add(c change) {
 			h.messages = append(h.messages, a)
 		}
 	}
-	if len(h.watchers) > maxHeard || len(h.messages) > maxHeard {
-		h.watchers, h.messages, h.full = nil, nil, true
+	if len(h.watchers) > maxHeard {
+		h.watchers, h.full = nil, true
+	}
+	if len(h.messages) > maxHeard {
+		h.messages, h.full = nil, true
+	}
+	if h.full {
+		h.watchers = nil
 	}
 	n.signal()
+}
+
+// forgetRebuilds drops the rebuilds the news holds, and keeps its
+// messages: the listener lost its connection, and the full rebuild after
+// reconnecting (Follow) does what they would, with OnAppended and
+// OnResync, without making the listener wait for them first.
+func (n *news) forgetRebuilds() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.heard.watchers, n.heard.full, n.heard.appended = nil, false, false
 }
 
 // resync asks for a full rebuild.

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -37,7 +38,7 @@ func TestNewsHeardBeforeItIsTakenIsTakenTogether(t *testing.T) {
 	}
 }
 
-func TestNewsNamingMoreThanItHoldsBecomesAFullRebuild(t *testing.T) {
+func TestNewsNamingMoreMessagesThanItHoldsBecomesAFullRebuild(t *testing.T) {
 	n := newNews()
 	ms := make([]arrival, maxHeard+1)
 	for i := range ms {
@@ -47,6 +48,37 @@ func TestNewsNamingMoreThanItHoldsBecomesAFullRebuild(t *testing.T) {
 	h, _ := n.take(t.Context())
 	if !h.full || len(h.watchers) != 0 || len(h.messages) != 0 {
 		t.Fatalf("full = %v with %d watchers and %d messages, want a full rebuild holding nothing", h.full, len(h.watchers), len(h.messages))
+	}
+}
+
+func TestNewsNamingMoreWatchersThanItHoldsRebuildsEverythingAndKeepsTheMessages(t *testing.T) {
+	n := newNews()
+	ws := make([]string, maxHeard+1)
+	for i := range ws {
+		ws[i] = fmt.Sprintf("agent:w%d:main", i)
+	}
+	n.add(change{Watchers: ws, Messages: []arrival{arrivalOf("agent:main:main", 9)}})
+	h, _ := n.take(t.Context())
+	if !h.full || len(h.watchers) != 0 {
+		t.Errorf("full = %v with %d watchers, want a full rebuild instead of the refresh", h.full, len(h.watchers))
+	}
+	if len(h.messages) != 1 || h.messages[0].MessageID != 9 {
+		t.Errorf("messages = %+v, want message 9 still delivered", h.messages)
+	}
+}
+
+func TestNewsOfALostConnectionKeepsOnlyItsMessages(t *testing.T) {
+	n := newNews()
+	n.add(change{Watchers: []string{"agent:a:main"}, Appended: true, Messages: []arrival{arrivalOf("agent:main:main", 4)}})
+	n.resync()
+	n.forgetRebuilds()
+	n.close()
+	h, ok := n.take(t.Context())
+	if !ok || h.full || h.appended || len(h.watchers) != 0 {
+		t.Fatalf("take = %+v, %v; want no rebuild: the reconnect's rebuild does it", h, ok)
+	}
+	if len(h.messages) != 1 || h.messages[0].MessageID != 4 {
+		t.Fatalf("messages = %+v, want message 4 still delivered", h.messages)
 	}
 }
 

@@ -146,7 +146,18 @@ func testOwedTo(t *testing.T, s vigil.Store) {
 			wantTombstones(t, what+": OwedTo's tombstones", ts, wantTs...)
 		}
 	}
-	update(t, s, func(ctx context.Context, tx vigil.Tx) { check(ctx, tx, "as stored") })
+	update(t, s, func(ctx context.Context, tx vigil.Tx) {
+		check(ctx, tx, "as stored")
+		cs, ts, err := tx.(vigil.OwedReader).OwedTo(ctx, []string{alphaMain.Key})
+		if err != nil {
+			t.Fatalf("OwedTo(alpha): %v", err)
+		}
+		wantCursors(t, "OwedTo(alpha)'s cursors", cs, false, cursor(alphaMain.Key, betaMain, 3, 5, 5, 10))
+		wantTombstones(t, "OwedTo(alpha)'s tombstones", ts, vigil.Tombstone{Watcher: alphaMain.Key, Target: alphaChild, At: 10})
+		if cs, ts, err = tx.(vigil.OwedReader).OwedTo(ctx, nil); err != nil || len(cs) != 2 || len(ts) != 3 {
+			t.Fatalf("OwedTo(nil) = %d cursors, %d tombstones, %v; want the 2 pending and all 3", len(cs), len(ts), err)
+		}
+	})
 	update(t, s, func(ctx context.Context, tx vigil.Tx) {
 		if err := tx.PutCursor(ctx, cursor(alphaMain.Key, betaMain, 5, 5, 5, 20)); err != nil {
 			t.Fatalf("PutCursor: %v", err)
