@@ -59,12 +59,7 @@ func TestNewsNamingMoreWatchersThanItHoldsRebuildsEverythingAndKeepsTheMessages(
 	}
 	n.add(change{Watchers: ws, Messages: []arrival{arrivalOf("agent:main:main", 9)}})
 	h, _ := n.take(t.Context())
-	if !h.full || len(h.watchers) != 0 {
-		t.Errorf("full = %v with %d watchers, want a full rebuild instead of the refresh", h.full, len(h.watchers))
-	}
-	if len(h.messages) != 1 || h.messages[0].MessageID != 9 {
-		t.Errorf("messages = %+v, want message 9 still delivered", h.messages)
-	}
+	wantFullRebuildDelivering(t, h, 9)
 }
 
 func TestNewsOfALostConnectionKeepsOnlyItsMessages(t *testing.T) {
@@ -77,9 +72,7 @@ func TestNewsOfALostConnectionKeepsOnlyItsMessages(t *testing.T) {
 	if !ok || h.full || h.appended || len(h.watchers) != 0 {
 		t.Fatalf("take = %+v, %v; want no rebuild: the reconnect's rebuild does it", h, ok)
 	}
-	if len(h.messages) != 1 || h.messages[0].MessageID != 4 {
-		t.Fatalf("messages = %+v, want message 4 still delivered", h.messages)
-	}
+	wantDelivering(t, h, 4)
 }
 
 func TestAPollWithNewsWaitingRebuildsEverythingAndKeepsTheMessages(t *testing.T) {
@@ -87,12 +80,7 @@ func TestAPollWithNewsWaitingRebuildsEverythingAndKeepsTheMessages(t *testing.T)
 	n.add(change{Watchers: []string{"agent:a:main"}, Messages: []arrival{arrivalOf("agent:main:main", 7)}})
 	n.resync()
 	h, _ := n.take(t.Context())
-	if !h.full || len(h.watchers) != 0 {
-		t.Errorf("full = %v with %d watchers, want a full rebuild instead of the refresh", h.full, len(h.watchers))
-	}
-	if len(h.messages) != 1 || h.messages[0].MessageID != 7 {
-		t.Errorf("messages = %+v, want message 7 still delivered", h.messages)
-	}
+	wantFullRebuildDelivering(t, h, 7)
 }
 
 func TestClosedNewsIsTakenBeforeTheApplierStops(t *testing.T) {
@@ -172,5 +160,23 @@ func TestAFullRebuildResyncsInsteadOfRefreshingAndSaysSo(t *testing.T) {
 	want := []string{"resync", "appended", "on resync"}
 	if !slices.Equal(c.calls, want) {
 		t.Fatalf("calls = %q, want %q", c.calls, want)
+	}
+}
+
+// wantFullRebuildDelivering checks that h is a full rebuild, instead of
+// any refresh, that still hands on message id alone.
+func wantFullRebuildDelivering(t *testing.T, h heard, id int64) {
+	t.Helper()
+	if !h.full || len(h.watchers) != 0 {
+		t.Errorf("full = %v with %d watchers, want a full rebuild instead of the refresh", h.full, len(h.watchers))
+	}
+	wantDelivering(t, h, id)
+}
+
+// wantDelivering checks that h hands on message id alone.
+func wantDelivering(t *testing.T, h heard, id int64) {
+	t.Helper()
+	if len(h.messages) != 1 || h.messages[0].MessageID != id {
+		t.Errorf("messages = %+v, want message %d still delivered", h.messages, id)
 	}
 }
