@@ -31,11 +31,25 @@ func TestAReplyHandedOverAsTheSendGivesUpIsTheSendsAnswer(t *testing.T) {
 		delivered <- out.Delivered
 	})
 	defer restore()
+	sent := sendWaiting(t, sendCtx, g, manager, target)
+	giveUp() // the send stops waiting; the hook replies in that moment
+	if !<-delivered {
+		t.Fatal("the reply was not handed to the waiting send")
+	}
+	if out := <-sent; out.Status != "ok" || out.Reply != "just in time" {
+		t.Fatalf("the send answered %+v, though its reply was delivered", out)
+	}
+}
+
+// sendWaiting has c send "status?" into target through g, waiting up to
+// 30 s for the reply, and returns once the send waits; the channel gets
+// its answer.
+func sendWaiting(t *testing.T, sendCtx context.Context, g *gateway.Gateway, c gateway.Caller, target vigil.SessionRef) <-chan gateway.SendOutput {
+	t.Helper()
 	sent := make(chan gateway.SendOutput, 1)
 	go func() {
 		thirty := 30
-		out, err := g.Send(sendCtx, manager, gateway.SendInput{SessionKey: sp.ChildSessionKey, Message: "status?",
-			TimeoutSeconds: &thirty})
+		out, err := g.Send(sendCtx, c, gateway.SendInput{SessionKey: target.Key, Message: "status?", TimeoutSeconds: &thirty})
 		if err != nil {
 			t.Error(err)
 		}
@@ -46,11 +60,5 @@ func TestAReplyHandedOverAsTheSendGivesUpIsTheSendsAnswer(t *testing.T) {
 	if err := g.AwaitWaitingSends(hang, target, 1); err != nil {
 		t.Fatal(err)
 	}
-	giveUp() // the send stops waiting; the hook replies in that moment
-	if !<-delivered {
-		t.Fatal("the reply was not handed to the waiting send")
-	}
-	if out := <-sent; out.Status != "ok" || out.Reply != "just in time" {
-		t.Fatalf("the send answered %+v, though its reply was delivered", out)
-	}
+	return sent
 }

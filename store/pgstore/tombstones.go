@@ -34,6 +34,7 @@ func (t *Tx) Tombstones(ctx context.Context, watchers []string) ([]vigil.Tombsto
 // tombstonesOf selects every tombstone (queueOfWatchers narrows it).
 const tombstonesOf = `SELECT watcher, target_agent, target_key, made_at FROM tombstones WHERE true`
 
+// collectTombstones reads the tombstones rows holds.
 func collectTombstones(rows pgx.Rows, err error) ([]vigil.Tombstone, error) {
 	if err != nil {
 		return nil, wrap(err)
