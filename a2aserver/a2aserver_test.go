@@ -315,3 +315,31 @@ func TestAPushConfigDeliversEachUpdateSignedAsStandardWebhooks(t *testing.T) {
 		t.Fatal("no push delivery arrived (hang guard)")
 	}
 }
+
+func TestResubscribeUnderADifferentlyCasedTaskIDHearsLaterChanges(t *testing.T) {
+	s := start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	res, err := client(s, tokMain, manager).SendMessage(ctx, &a2a.MessageSendParams{Message: text("a task")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := string(res.(*a2a.Task).ID)
+	// A person follows the worker, naming it in capitals: a session key is
+	// case-insensitive, so this is the same task.
+	person := client(s, tokOperator, "")
+	pull, stop := pullOf(person.ResubscribeToTask(ctx, &a2a.TaskIDParams{ID: a2a.TaskID(strings.ToUpper(child))}))
+	defer stop()
+	if task, ok := next(t, pull).(*a2a.Task); !ok || string(task.ID) != child {
+		t.Fatalf("first event = %#v", task)
+	}
+	m := text("a person's word")
+	m.TaskID = a2a.TaskID(child)
+	if _, err := person.SendMessage(ctx, &a2a.MessageSendParams{Message: m}); err != nil {
+		t.Fatal(err)
+	}
+	up, ok := next(t, pull).(*a2a.TaskStatusUpdateEvent)
+	if !ok || string(up.TaskID) != child || up.Metadata[a2aserver.MetaStateVersion] != float64(2) {
+		t.Fatalf("update = %#v", up)
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/sessionkey"
 	"github.com/vigilhq/vigil/sessions"
 )
 
@@ -365,6 +366,12 @@ func (h *handler) OnResubscribeToTask(ctx context.Context, id *a2a.TaskIDParams)
 // read, so nothing that happens after the task's version is missed.
 func (h *handler) follow(ctx context.Context, c gateway.Caller, key string, seen *int64, edit func(*a2a.Task),
 	emit func(a2a.Event) bool, fail func(error)) {
+	// The hub knows a session by its canonical key; a task id differing in
+	// case or spaces names the same session and must hear its events. A key
+	// that does not parse is refused by the task read below.
+	if k, err := sessionkey.Parse(key); err == nil {
+		key = k.String()
+	}
 	hub := h.g.Hub()
 	listen := func() (own, target *gateway.Listener) {
 		if c.Session != nil {
@@ -384,7 +391,6 @@ func (h *handler) follow(ctx context.Context, c gateway.Caller, key string, seen
 		fail(err)
 		return
 	}
-	key = st.SessionKey // canonical
 	ref := vigil.SessionRef{AgentID: st.AgentID, Key: st.SessionKey}
 	if edit != nil {
 		edit(t)
