@@ -290,7 +290,19 @@ const versionQuery = `SELECT greatest(
 // Versions implements vigil.Reader, in one statement and so one snapshot.
 func (s *Store) Versions(ctx context.Context, refs []vigil.SessionRef) (map[vigil.SessionRef]int64, error) {
 	out := make(map[vigil.SessionRef]int64, len(refs))
-	if len(refs) == 0 {
+	switch len(refs) {
+	case 0:
+		return out, nil
+	case 1:
+		// The statement over arrays is planned anew on every run, which
+		// took about 120 µs of the server's time against some 20 µs to
+		// run it; one session's, with plain parameters, plans in a few.
+		// A status check reads one session's version.
+		var v int64
+		if err := s.pool.QueryRow(ctx, versionQuery, refs[0].AgentID, refs[0].Key).Scan(&v); err != nil {
+			return nil, wrap(err)
+		}
+		out[refs[0]] = v
 		return out, nil
 	}
 	agents, keys := refColumns(refs)

@@ -66,6 +66,13 @@ func testVersion(t *testing.T, s vigil.Store) {
 	if len(vs) != len(want) {
 		t.Errorf("Versions returned %d entries, want %d: %v", len(vs), len(want), vs)
 	}
+	// One session at a time too: a store may read one session's version
+	// by another path.
+	for r, w := range want {
+		if v := version(t, s, r); v != w {
+			t.Errorf("Versions of %s alone = %d, want %d", r, v, w)
+		}
+	}
 	if h := fullHistory(t, s, alphaMain); h.Head != seqs[2] {
 		t.Errorf("History Head = %d, want %d", h.Head, seqs[2])
 	}
