@@ -114,6 +114,17 @@ func next(t *testing.T, pull func() (a2a.Event, error, bool)) a2a.Event {
 	return ev
 }
 
+// spawnWorker has coord send a task, which spawns a worker, and returns
+// the worker's task id (its session key).
+func spawnWorker(ctx context.Context, t *testing.T, coord a2aclient.Transport) string {
+	t.Helper()
+	res, err := coord.SendMessage(ctx, &a2a.MessageSendParams{Message: text("a task")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(res.(*a2a.Task).ID)
+}
+
 func pullOf(seq iter.Seq2[a2a.Event, error]) (func() (a2a.Event, error, bool), func()) {
 	return iter.Pull2(seq)
 }
@@ -177,11 +188,7 @@ func TestCrossAgentAttemptsAreRefused(t *testing.T) {
 	s := start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
-	res, err := client(s, tokMain, manager).SendMessage(ctx, &a2a.MessageSendParams{Message: text("a task")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	child := string(res.(*a2a.Task).ID)
+	child := spawnWorker(ctx, t, client(s, tokMain, manager))
 	ops := client(s, tokOps, "")
 	if _, err := ops.GetTask(ctx, &a2a.TaskQueryParams{ID: a2a.TaskID(child)}); err == nil || !strings.Contains(err.Error(), "cannot reach") {
 		t.Fatalf("ops reading main's child: %v", err)
@@ -201,7 +208,7 @@ func TestCrossAgentAttemptsAreRefused(t *testing.T) {
 		t.Fatal("ops acting as main's session was not refused")
 	}
 	// And no push config lets an agent make vigil POST elsewhere.
-	_, err = client(s, tokMain, manager).SetTaskPushConfig(ctx, &a2a.TaskPushConfig{TaskID: a2a.TaskID(child),
+	_, err := client(s, tokMain, manager).SetTaskPushConfig(ctx, &a2a.TaskPushConfig{TaskID: a2a.TaskID(child),
 		Config: a2a.PushConfig{URL: "http://127.0.0.1:1/hook", Token: "a-secret-of-enough-length"}})
 	if err == nil || !strings.Contains(err.Error(), "admin") {
 		t.Fatalf("agent's push config: %v", err)
@@ -213,11 +220,7 @@ func TestResubscribeAfterAGapSaysSo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	coord := client(s, tokMain, manager)
-	res, err := coord.SendMessage(ctx, &a2a.MessageSendParams{Message: text("a task")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	child := string(res.(*a2a.Task).ID)
+	child := spawnWorker(ctx, t, coord)
 	m := text("a person's word")
 	m.TaskID = a2a.TaskID(child)
 	if _, err := client(s, tokOperator, "").SendMessage(ctx, &a2a.MessageSendParams{Message: m}); err != nil {
@@ -288,11 +291,7 @@ func TestAPushConfigDeliversEachUpdateSignedAsStandardWebhooks(t *testing.T) {
 		got <- &task
 	}))
 	defer receiver.Close()
-	res, err := client(s, tokMain, manager).SendMessage(ctx, &a2a.MessageSendParams{Message: text("a task")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	child := res.(*a2a.Task).ID
+	child := a2a.TaskID(spawnWorker(ctx, t, client(s, tokMain, manager)))
 	cfg, err := client(s, tokAdmin, "").SetTaskPushConfig(ctx, &a2a.TaskPushConfig{TaskID: child,
 		Config: a2a.PushConfig{URL: receiver.URL + "/hook", Token: secret}})
 	if err != nil {
@@ -320,11 +319,7 @@ func TestResubscribeUnderADifferentlyCasedTaskIDHearsLaterChanges(t *testing.T) 
 	s := start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
-	res, err := client(s, tokMain, manager).SendMessage(ctx, &a2a.MessageSendParams{Message: text("a task")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	child := string(res.(*a2a.Task).ID)
+	child := spawnWorker(ctx, t, client(s, tokMain, manager))
 	// A person follows the worker, naming it in capitals: a session key is
 	// case-insensitive, so this is the same task.
 	person := client(s, tokOperator, "")
