@@ -294,10 +294,11 @@ func (s *Store) Versions(ctx context.Context, refs []vigil.SessionRef) (map[vigi
 	case 0:
 		return out, nil
 	case 1:
-		// The statement over arrays is planned anew on every run, which
-		// took about 120 µs of the server's time against some 20 µs to
-		// run it; one session's, with plain parameters, plans in a few.
-		// A status check reads one session's version.
+		// The server plans the statement over arrays anew on every run,
+		// at several times the cost of running it; with plain parameters
+		// it plans in a few microseconds. Every status check reads one
+		// session's version (docs/performance.md, "A status check's
+		// version read").
 		var v int64
 		if err := s.pool.QueryRow(ctx, versionQuery, refs[0].AgentID, refs[0].Key).Scan(&v); err != nil {
 			return nil, wrap(err)
