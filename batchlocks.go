@@ -7,9 +7,9 @@ import (
 	"slices"
 )
 
-// batchLocks are the sessions a group of a batch's records and writes on
-// a target (Engine.UpdateOn) will lock, locked together before the first
-// of those writes runs. A record locks
+// batchLocks are the sessions a group of a batch's records, turns
+// (Engine.Drain) and writes on a target (Engine.UpdateOn) will lock,
+// locked together before the first of those writes runs. A record locks
 // its target before reading the target's cursors (Txn.record), so a batch
 // of records would otherwise lock its targets one at a time, in the order
 // the writes queued, each lock followed by a read that must be answered
@@ -21,8 +21,8 @@ import (
 // A group is what the batch takes from the queue at once: the writes
 // queued when it starts, then each handful that joins while it runs (see
 // commitFunc), since with many producers most of a batch joins that way.
-// Only the sessions the group's writes lock anyway are locked, and only
-// once: a batch run again may have lost a write after the group's first
+// Only the sessions the group's writes lock anyway are locked (a turn's
+// as its queue stood when it was called), and only once: a batch run again may have lost a write after the group's first
 // write ran, and its writes then lock their targets themselves.
 type batchLocks struct {
 	want  []lockWant // sorted by session

@@ -3,6 +3,7 @@ package vigil_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -65,6 +66,11 @@ func (t *loggedTx) LockTarget(ctx context.Context, ref vigil.SessionRef) error {
 func (t *loggedTx) CursorsOnTarget(ctx context.Context, dst []vigil.Cursor, target vigil.SessionRef) ([]vigil.Cursor, error) {
 	t.log.note("read " + target.Key)
 	return t.Tx.CursorsOnTarget(ctx, dst, target)
+}
+
+func (t *loggedTx) Cursor(ctx context.Context, watcher string, target vigil.SessionRef) (vigil.Cursor, bool, error) {
+	t.log.note("cursor " + watcher + " on " + target.Key)
+	return t.Tx.Cursor(ctx, watcher, target)
 }
 
 // openLogged opens an engine on a fresh SQLite store whose calls are
@@ -246,6 +252,42 @@ func TestABatchLocksASessionARecordAndAWriteOnItBothWantAsTheWritesTarget(t *tes
 	recordQueued(t, eng, ctx, goalOn("agent:main:subagent:a"), 3, &wg, errs)
 	calls := batchCalls(t, log, release, &wg, errs)
 	want := []string{"lock agent:main:subagent:a", "lock target " + target.Key}
+	if len(calls) < len(want) || !slices.Equal(calls[:len(want)], want) {
+		t.Fatalf("the batch's calls began %q, want %q first", calls, want)
+	}
+}
+
+// The turns of a batch lock the targets of their notices together, in
+// session order, before the first of them reads its cursor, as records
+// lock theirs.
+func TestABatchLocksTheTargetsOfItsTurnsNoticesTogether(t *testing.T) {
+	eng, log := openLogged(t)
+	watchers := map[string]string{"agent:a:main": "agent:a:subagent:y", "agent:b:main": "agent:b:subagent:x"}
+	for w, target := range watchers {
+		if _, err := eng.Watch(ctx, w, vigil.MustRef(target)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := eng.Record(ctx, goalOn(target)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release := holdWrites(t, eng)
+	var wg sync.WaitGroup
+	errs := make(chan error, len(watchers))
+	n := 0
+	for w := range watchers {
+		wg.Go(func() {
+			d, err := eng.Drain(ctx, w)
+			if err == nil && len(d.Acknowledged) != 1 {
+				err = fmt.Errorf("the turn of %s acknowledged %v, want its one notice", w, d.Acknowledged)
+			}
+			errs <- err
+		})
+		n++
+		eng.AwaitQueuedWrites(n)
+	}
+	calls := batchCalls(t, log, release, &wg, errs)
+	want := []string{"lock agent:a:subagent:y", "lock agent:b:subagent:x"}
 	if len(calls) < len(want) || !slices.Equal(calls[:len(want)], want) {
 		t.Fatalf("the batch's calls began %q, want %q first", calls, want)
 	}

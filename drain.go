@@ -43,7 +43,7 @@ func (e *Engine) Drain(ctx context.Context, watcher string) (Drained, error) {
 	var d Drained
 	var entries []SystemEvent
 	taken := false
-	err = e.Update(ctx, func(ctx context.Context, t *Txn) error {
+	write := func(ctx context.Context, t *Txn) error {
 		if !taken { // a retried transaction keeps what the first try took
 			entries, taken = e.queues.take(watcher), true
 		}
@@ -114,7 +114,19 @@ func (e *Engine) Drain(ctx context.Context, watcher string) (Drained, error) {
 		n := int64(len(d.Acknowledged))
 		t.AfterCommit(func() { e.stats.noticesAcked.Add(n) })
 		return nil
-	})
+	}
+	op := e.writes.newOp(ctx, write)
+	if target, ok := e.queues.firstNoticeTarget(watcher); ok {
+		// The write locks the target of its first notice before reading
+		// its cursor. Told so, a batch locks it with the sessions of its
+		// other writes (batchLocks), and a store on a server reads the
+		// cursors in the round trip that takes the locks, so turns that
+		// share a batch do not each wait for a round trip of their own.
+		// Should the queue change before the write takes it, the lock
+		// is one more session the batch holds until it commits.
+		op.locks, op.target = true, target
+	}
+	err = e.runWrite(op)
 	if err != nil {
 		if taken {
 			e.queues.restore(watcher, entries)

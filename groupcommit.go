@@ -21,7 +21,8 @@ type writeOp struct {
 	txn    *Txn
 	run    Txn // what txn points to (one allocation for both)
 	// locks, when set, is the first thing the write does: lock target
-	// (Tx.LockSession). Engine.Record's writes say so, and so do the
+	// (Tx.LockSession). Engine.Record's writes say so, a turn's
+	// (Engine.Drain) for the target of its first notice, and so do the
 	// writes of Engine.UpdateOn, which have onTarget set: the engine
 	// locks their target itself before they run (exec).
 	locks    bool

@@ -124,6 +124,19 @@ func (q *queues) peek(watcher string) []SystemEvent {
 	return append([]SystemEvent(nil), q.m[watcher]...)
 }
 
+// firstNoticeTarget returns the target of the watcher's oldest queued
+// notice, if it has one.
+func (q *queues) firstNoticeTarget(watcher string) (SessionRef, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, ev := range q.m[watcher] {
+		if ev.IsNotice() {
+			return *ev.Target, true
+		}
+	}
+	return SessionRef{}, false
+}
+
 // restore puts back entries a failed drain took, ahead of anything queued
 // since, except where a newer entry already holds the same slot.
 func (q *queues) restore(watcher string, entries []SystemEvent) {

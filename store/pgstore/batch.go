@@ -350,10 +350,11 @@ func (t *Tx) lockSet(asked []vigil.SessionRef) []vigil.SessionRef {
 // number for each session, after all the locks. The records then run
 // without a round trip of their own:
 //
-//   - CursorsOnTarget answers from what was read, until the transaction
-//     writes a cursor of that target (a second record on it then reads
-//     again, seeing the first one's moves), and any statement sent
-//     through t.tx forgets everything read.
+//   - CursorsOnTarget, and Cursor for one watcher's (a turn acknowledging
+//     its notice reads it), answer from what was read, until the
+//     transaction writes a cursor of that target (a second record on it
+//     then reads again, seeing the first one's moves), and any statement
+//     sent through t.tx forgets everything read.
 //   - Append and its dedupe take the numbers in call order, ascending,
 //     for any session whose lock came at or before the round that took
 //     them: every number is still taken after its session's lock and

@@ -532,6 +532,65 @@ func TestABatchOfAPersonsSendsCostsTwoRoundTrips(t *testing.T) {
 	}
 }
 
+// A batch of turns, each acknowledging its watcher's one notice, costs
+// two round trips in all, however many it holds: one for the notices'
+// targets' locks with their cursors, one for the commit.
+func TestABatchOfTurnsCostsTwoRoundTrips(t *testing.T) {
+	pgtest.Require(t)
+	const n = 20
+	eng, rt, refs := openCounted(t, n, 0)
+	watcher := func(i int) string { return fmt.Sprintf("agent:rt:w%d", i) }
+	for i, ref := range refs {
+		if _, err := eng.Watch(t.Context(), watcher(i), ref); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batch := func() int64 {
+		t.Helper()
+		for _, ref := range refs {
+			if _, err := eng.Record(t.Context(), humanMessage(ref)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		started, released, held := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+		go func() {
+			held <- eng.Update(t.Context(), func(context.Context, *vigil.Txn) error {
+				close(started)
+				<-released
+				return nil
+			})
+		}()
+		<-started
+		errs := make(chan error, n)
+		for i := range refs {
+			ctx := &waitingCtx{Context: t.Context(), waiting: make(chan struct{})}
+			go func() {
+				d, err := eng.Drain(ctx, watcher(i))
+				if err == nil && len(d.Acknowledged) != 1 {
+					err = fmt.Errorf("the turn of %s acknowledged %v, want its one notice", watcher(i), d.Acknowledged)
+				}
+				errs <- err
+			}()
+			<-ctx.waiting
+		}
+		before := rt.n.Load()
+		close(released)
+		for range n {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := <-held; err != nil {
+			t.Fatal(err)
+		}
+		return rt.n.Load() - before
+	}
+	batch() // prepares the statements on the connection
+	if got := batch(); got > 2 {
+		t.Errorf("a batch of %d turns took %d round trips, want at most 2", n, got)
+	}
+}
+
 // A person's send alone in its batch (Engine.UpdateOn) costs two round
 // trips: its target's lock with everything the send reads, and the
 // commit.

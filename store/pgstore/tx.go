@@ -407,6 +407,21 @@ func (t *Tx) queueRecordAhead(b *pgx.Batch, ref vigil.SessionRef) func(pgx.Batch
 // Cursor implements vigil.Tx; the row stays locked until the transaction
 // ends, as in CursorsOnTarget.
 func (t *Tx) Cursor(ctx context.Context, watcher string, target vigil.SessionRef) (vigil.Cursor, bool, error) {
+	// A target whose cursors were read with its lock (Reading ahead, in
+	// batch.go) is answered from them, as CursorsOnTarget is: they were
+	// read as this reads, after the transaction's writes to them, and are
+	// forgotten at its next write to one.
+	if err := t.sendAhead(ctx, target, t.ahead); err != nil {
+		return vigil.Cursor{}, false, err
+	}
+	if cs, ok := t.known[target]; ok {
+		for _, c := range cs {
+			if c.Watcher == watcher {
+				return c, true, nil
+			}
+		}
+		return vigil.Cursor{}, false, nil
+	}
 	b := &pgx.Batch{}
 	b.Queue(cursorQuery+` FOR UPDATE`, target.AgentID, target.Key, watcher)
 	br := t.send(ctx, b, t.held.cursorsOn(target))
