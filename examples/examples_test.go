@@ -187,6 +187,20 @@ func waitFor(t *testing.T, out *syncBuffer, s string) {
 	}
 }
 
+// waitParked waits (up to the hang guard) until a turn of session is
+// parked on the gateway: its listener is the first thing a turn sets up.
+// The pause only spaces the looks.
+func waitParked(t *testing.T, gw *liveGateway, session string) {
+	t.Helper()
+	deadline := time.Now().Add(hangGuard)
+	for !gw.Hub.Listened(session) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no turn of %s was parked", session)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // startRuntime runs runtime.py as session with the agent token.
 func startRuntime(t *testing.T, ctx context.Context, gw *liveGateway, session string, extra ...string) (*exec.Cmd, *syncBuffer, *syncBuffer) {
 	t.Helper()
@@ -361,6 +375,11 @@ func TestPythonRuntimeStopsOnInterrupt(t *testing.T) {
 	defer cancel()
 	cmd, stdout, stderr := startRuntime(t, ctx, gw, manager, "--wait", "60")
 	waitFor(t, stdout, "[runtime] attached to "+manager)
+	// Interrupted before its turn is parked, the runtime may still be in
+	// its first call's lazy imports, where Python drops a KeyboardInterrupt
+	// ("Exception ignored in ... _get_module_lock"); a person presses
+	// Ctrl-C at a runtime that waits.
+	waitParked(t, gw, manager)
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
