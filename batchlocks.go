@@ -36,6 +36,7 @@ type lockWant struct {
 	ref      SessionRef
 	ctx      context.Context
 	onTarget bool
+	reads    bool // for a write that appends to none of its sessions
 }
 
 // TargetLocker is implemented by a Tx that can read ahead, with the
@@ -49,6 +50,26 @@ type TargetLocker interface {
 	// LockTarget does what LockSession does, for the target of a write
 	// run by Engine.UpdateOn.
 	LockTarget(ctx context.Context, ref SessionRef) error
+}
+
+// ReadLocker is implemented by a Tx that reads ahead, with the locks a
+// batch takes together, what the writes locking a session read next (see
+// Tx.LockSession) and takes as well what a record on it appends with (a
+// sequence number): a turn (Engine.Drain) reads the cursors of its
+// notices' targets and appends to none, and the engine locks those with
+// LockToRead, so that the batch's turns leave the sequence as it was.
+type ReadLocker interface {
+	// LockToRead does what LockSession does, for a session the write
+	// reads and appends nothing to.
+	LockToRead(ctx context.Context, ref SessionRef) error
+}
+
+// lockToRead locks a session a write reads and appends nothing to.
+func lockToRead(ctx context.Context, tx Tx, ref SessionRef) error {
+	if l, ok := tx.(ReadLocker); ok {
+		return l.LockToRead(ctx, ref)
+	}
+	return tx.LockSession(ctx, ref)
 }
 
 // lockTarget locks the target of a write run by Engine.UpdateOn.
@@ -67,7 +88,7 @@ func (q *writeQueue) plan(ops []*writeOp) []*writeOp {
 	n := 0
 	for _, op := range ops {
 		if op.locks {
-			n++
+			n += 1 + len(op.then)
 		}
 	}
 	if n < 2 {
@@ -80,7 +101,10 @@ func (q *writeQueue) plan(ops []*writeOp) []*writeOp {
 	q.planned++
 	for _, op := range ops {
 		if op.locks {
-			b.want = append(b.want, lockWant{op.target, op.ctx, op.onTarget})
+			b.want = append(b.want, lockWant{op.target, op.ctx, op.onTarget, op.reads})
+			for _, ref := range op.then {
+				b.want = append(b.want, lockWant{ref, op.ctx, false, op.reads})
+			}
 			op.batch = b
 		}
 	}
@@ -107,7 +131,9 @@ func (b *batchLocks) reset() {
 // left out, and locking its target could give the store a session the
 // batch never writes. A write that is kept all the same locks its own
 // target when it runs. A session that a write on a target wants is
-// locked as its target (TargetLocker), whatever else wants it.
+// locked as its target (TargetLocker), whatever else wants it; one that
+// only writes appending nothing to it want is locked to read
+// (ReadLocker).
 func (b *batchLocks) take(ctx context.Context, tx Tx) error {
 	if b.taken {
 		return nil
@@ -115,10 +141,10 @@ func (b *batchLocks) take(ctx context.Context, tx Tx) error {
 	b.taken = true
 	for i := 0; i < len(b.want); {
 		ref := b.want[i].ref
-		live, onTarget := false, false
+		live, onTarget, reads := false, false, true
 		for ; i < len(b.want) && b.want[i].ref == ref; i++ {
 			if w := b.want[i]; w.ctx.Err() == nil {
-				live, onTarget = true, onTarget || w.onTarget
+				live, onTarget, reads = true, onTarget || w.onTarget, reads && w.reads
 			}
 		}
 		var err error
@@ -127,6 +153,8 @@ func (b *batchLocks) take(ctx context.Context, tx Tx) error {
 			continue
 		case onTarget:
 			err = lockTarget(ctx, tx, ref)
+		case reads:
+			err = lockToRead(ctx, tx, ref)
 		default:
 			err = tx.LockSession(ctx, ref)
 		}

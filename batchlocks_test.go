@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/internal/enginetest"
 	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
@@ -57,6 +58,12 @@ func (t *loggedTx) LockSession(ctx context.Context, ref vigil.SessionRef) error 
 	return t.Tx.LockSession(ctx, ref)
 }
 
+// LockToRead makes the engine's calls for a turn's targets tell.
+func (t *loggedTx) LockToRead(ctx context.Context, ref vigil.SessionRef) error {
+	t.log.note("lock to read " + ref.Key)
+	return t.Tx.LockSession(ctx, ref)
+}
+
 // LockTarget makes the engine's calls for writes on a target tell.
 func (t *loggedTx) LockTarget(ctx context.Context, ref vigil.SessionRef) error {
 	t.log.note("lock target " + ref.Key)
@@ -94,27 +101,6 @@ func openLogged(t *testing.T) (*vigil.Engine, *callLog) {
 	return eng, log
 }
 
-// holdWrites commits a write that waits until release is called, so that
-// the writes queued meanwhile join one batch behind it.
-func holdWrites(t *testing.T, eng *vigil.Engine) (release func()) {
-	t.Helper()
-	started, released, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-	go func() {
-		done <- eng.Update(ctx, func(context.Context, *vigil.Txn) error {
-			close(started)
-			<-released
-			return nil
-		})
-	}()
-	<-started
-	return func() {
-		close(released)
-		if err := <-done; err != nil {
-			t.Errorf("the write held: %v", err)
-		}
-	}
-}
-
 func goalOn(key string) vigil.Record {
 	return vigil.Record{Session: vigil.MustRef(key), Kind: vigil.KindGoalChanged, ActorType: vigil.ActorHuman, ActorID: "operator:ann"}
 }
@@ -136,7 +122,7 @@ func recordQueued(t *testing.T, eng *vigil.Engine, ctx context.Context, r vigil.
 // that moves no cursor locks nothing, and neither does the batch for it.
 func TestABatchLocksItsRecordsTargetsTogetherInSessionOrder(t *testing.T) {
 	eng, log := openLogged(t)
-	release := holdWrites(t, eng)
+	release := enginetest.HoldWrites(t, eng)
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	for i, r := range []vigil.Record{
@@ -161,7 +147,7 @@ func TestABatchLocksItsRecordsTargetsTogetherInSessionOrder(t *testing.T) {
 // batch, and its target is not locked with the others'.
 func TestABatchDoesNotLockTheTargetOfARecordItsCallerGaveUp(t *testing.T) {
 	eng, log := openLogged(t)
-	release := holdWrites(t, eng)
+	release := enginetest.HoldWrites(t, eng)
 	var wg sync.WaitGroup
 	errs, gaveUpErr := make(chan error, 2), make(chan error, 1)
 	recordQueued(t, eng, ctx, goalOn("agent:main:subagent:a"), 1, &wg, errs)
@@ -203,7 +189,7 @@ func batchCalls(t *testing.T, log *callLog, release func(), wg *sync.WaitGroup, 
 // the batch's records, in session order, through the store's LockTarget.
 func TestABatchLocksTheTargetsOfWritesOnATargetWithItsRecords(t *testing.T) {
 	eng, log := openLogged(t)
-	release := holdWrites(t, eng)
+	release := enginetest.HoldWrites(t, eng)
 	var wg sync.WaitGroup
 	errs := make(chan error, 3)
 	recordQueued(t, eng, ctx, goalOn("agent:main:subagent:c"), 1, &wg, errs)
@@ -240,7 +226,7 @@ func TestAWriteOnATargetRunsWithItsTargetLocked(t *testing.T) {
 // batch as the write's target.
 func TestABatchLocksASessionARecordAndAWriteOnItBothWantAsTheWritesTarget(t *testing.T) {
 	eng, log := openLogged(t)
-	release := holdWrites(t, eng)
+	release := enginetest.HoldWrites(t, eng)
 	var wg sync.WaitGroup
 	errs := make(chan error, 3)
 	target := vigil.MustRef("agent:main:subagent:b")
@@ -271,7 +257,7 @@ func TestABatchLocksTheTargetsOfItsTurnsNoticesTogether(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	release := holdWrites(t, eng)
+	release := enginetest.HoldWrites(t, eng)
 	var wg sync.WaitGroup
 	errs := make(chan error, len(watchers))
 	n := 0
@@ -287,8 +273,64 @@ func TestABatchLocksTheTargetsOfItsTurnsNoticesTogether(t *testing.T) {
 		eng.AwaitQueuedWrites(n)
 	}
 	calls := batchCalls(t, log, release, &wg, errs)
-	want := []string{"lock agent:a:subagent:y", "lock agent:b:subagent:x"}
+	want := []string{"lock to read agent:a:subagent:y", "lock to read agent:b:subagent:x"}
 	if len(calls) < len(want) || !slices.Equal(calls[:len(want)], want) {
 		t.Fatalf("the batch's calls began %q, want %q first", calls, want)
+	}
+}
+
+// A turn with notices of several targets locks them together, in session
+// order, before it reads the first cursor: through the store's
+// LockToRead, since a turn appends nothing to them.
+func TestATurnLocksTheTargetsOfAllItsNoticesTogether(t *testing.T) {
+	eng, log := openLogged(t)
+	const watcher = "agent:a:main"
+	targets := []string{"agent:a:subagent:z", "agent:a:subagent:x", "agent:a:subagent:y"}
+	for _, target := range targets {
+		if _, err := eng.Watch(ctx, watcher, vigil.MustRef(target)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := eng.Record(ctx, goalOn(target)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log.take()
+	d, err := eng.Drain(ctx, watcher)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Acknowledged) != len(targets) {
+		t.Fatalf("the turn acknowledged %v, want its %d notices", d.Acknowledged, len(targets))
+	}
+	calls := log.take()
+	want := []string{"lock to read agent:a:subagent:x", "lock to read agent:a:subagent:y", "lock to read agent:a:subagent:z"}
+	if len(calls) < len(want) || !slices.Equal(calls[:len(want)], want) {
+		t.Fatalf("the turn's calls began %q, want %q first", calls, want)
+	}
+}
+
+// A session that a record and a turn of one batch both lock is locked as
+// the record locks it: the record appends to it.
+func TestABatchLocksASessionARecordAndATurnBothWantForTheRecord(t *testing.T) {
+	eng, log := openLogged(t)
+	const watcher, target = "agent:a:main", "agent:a:subagent:x"
+	if _, err := eng.Watch(ctx, watcher, vigil.MustRef(target)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Record(ctx, goalOn(target)); err != nil {
+		t.Fatal(err)
+	}
+	release := enginetest.HoldWrites(t, eng)
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	wg.Go(func() {
+		_, err := eng.Drain(ctx, watcher)
+		errs <- err
+	})
+	eng.AwaitQueuedWrites(1)
+	recordQueued(t, eng, ctx, goalOn(target), 2, &wg, errs)
+	calls := batchCalls(t, log, release, &wg, errs)
+	if len(calls) == 0 || calls[0] != "lock "+target {
+		t.Fatalf("the batch's calls began %q, want %q first", calls, "lock "+target)
 	}
 }

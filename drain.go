@@ -116,15 +116,16 @@ func (e *Engine) Drain(ctx context.Context, watcher string) (Drained, error) {
 		return nil
 	}
 	op := e.writes.newOp(ctx, write)
-	if target, ok := e.queues.firstNoticeTarget(watcher); ok {
-		// The write locks the target of its first notice before reading
-		// its cursor. Told so, a batch locks it with the sessions of its
-		// other writes (batchLocks), and a store on a server reads the
-		// cursors in the round trip that takes the locks, so turns that
-		// share a batch do not each wait for a round trip of their own.
-		// Should the queue change before the write takes it, the lock
-		// is one more session the batch holds until it commits.
-		op.locks, op.target = true, target
+	if targets := e.queues.noticeTargets(watcher); len(targets) > 0 {
+		// The write locks the targets of its notices, one before reading
+		// each one's cursor. Told so, a batch locks them with the
+		// sessions of its other writes (batchLocks), and a store on a
+		// server reads their cursors in the round trip that takes the
+		// locks, so neither a turn with many notices nor turns sharing a
+		// batch wait for a round trip a notice. Should the queue change
+		// before the write takes it, a target it no longer has is one more
+		// session the batch holds until it commits.
+		op.locks, op.target, op.then, op.reads = true, targets[0], targets[1:], true
 	}
 	err = e.runWrite(op)
 	if err != nil {

@@ -21,13 +21,18 @@ type writeOp struct {
 	txn    *Txn
 	run    Txn // what txn points to (one allocation for both)
 	// locks, when set, is the first thing the write does: lock target
-	// (Tx.LockSession). Engine.Record's writes say so, a turn's
-	// (Engine.Drain) for the target of its first notice, and so do the
-	// writes of Engine.UpdateOn, which have onTarget set: the engine
+	// (Tx.LockSession), then each session of then, the sessions it
+	// locks next (it may read between). Engine.Record's writes say so,
+	// a turn's (Engine.Drain) for the targets of its notices, and so do
+	// the writes of Engine.UpdateOn, which have onTarget set: the engine
 	// locks their target itself before they run (exec).
 	locks    bool
 	onTarget bool
 	target   SessionRef
+	then     []SessionRef
+	// reads is set for a write that locks its sessions to read their
+	// cursors and appends to none of them (a turn): see ReadLocker.
+	reads bool
 	// batch, when set, holds the sessions the write's batch locks before
 	// the first of its writes that lock one runs (see batchLocks).
 	batch *batchLocks

@@ -124,17 +124,18 @@ func (q *queues) peek(watcher string) []SystemEvent {
 	return append([]SystemEvent(nil), q.m[watcher]...)
 }
 
-// firstNoticeTarget returns the target of the watcher's oldest queued
-// notice, if it has one.
-func (q *queues) firstNoticeTarget(watcher string) (SessionRef, bool) {
+// noticeTargets returns the targets of the watcher's queued notices,
+// oldest first (a queue holds at most one notice a target).
+func (q *queues) noticeTargets(watcher string) []SessionRef {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	var refs []SessionRef
 	for _, ev := range q.m[watcher] {
 		if ev.IsNotice() {
-			return *ev.Target, true
+			refs = append(refs, *ev.Target)
 		}
 	}
-	return SessionRef{}, false
+	return refs
 }
 
 // restore puts back entries a failed drain took, ahead of anything queued

@@ -260,7 +260,7 @@ func (t *Tx) queueLocks(b *pgx.Batch, reads []func(pgx.BatchResults) error) []fu
 	refs := t.pending
 	ahead := t.readsAhead()
 	if !ahead {
-		t.ahead = t.ahead[:0] // they go now, reading nothing ahead
+		t.ahead, t.toRead = t.ahead[:0], t.toRead[:0] // they go now, reading nothing ahead
 	}
 	t.pending = nil
 	t.rounds++
@@ -408,7 +408,13 @@ func (t *Tx) queueReadAhead(b *pgx.Batch, reads []func(pgx.BatchResults) error, 
 // their numbers, as queueReadAhead does.
 func (t *Tx) queueCursorsAhead(b *pgx.Batch, reads []func(pgx.BatchResults) error, round int) []func(pgx.BatchResults) error {
 	refs := t.ahead
-	t.ahead = nil
+	appends := len(refs)
+	for _, ref := range refs {
+		if slices.Contains(t.toRead, ref) {
+			appends--
+		}
+	}
+	t.ahead, t.toRead = nil, nil
 	agents, keys := refColumns(refs)
 	b.Queue(readAhead, agents, keys)
 	reads = append(reads, func(br pgx.BatchResults) error {
@@ -433,6 +439,9 @@ func (t *Tx) queueCursorsAhead(b *pgx.Batch, reads []func(pgx.BatchResults) erro
 		}
 		return nil
 	})
+	if appends == 0 {
+		return reads // turns alone: nothing will append to these
+	}
 	if !t.published {
 		b.Queue(publishMarker, t.s.markerHi, t.s.markerLo)
 		reads = append(reads, func(br pgx.BatchResults) error {
@@ -443,7 +452,7 @@ func (t *Tx) queueCursorsAhead(b *pgx.Batch, reads []func(pgx.BatchResults) erro
 			return nil
 		})
 	}
-	return queueSpareIDs(b, reads, takeNumbers, "sequence numbers", len(refs), &t.spares, round)
+	return queueSpareIDs(b, reads, takeNumbers, "sequence numbers", appends, &t.spares, round)
 }
 
 // sessionsWithParents reads sessions' rows and their parents', as

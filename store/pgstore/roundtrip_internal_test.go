@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/internal/enginetest"
 	"github.com/vigilhq/vigil/internal/pgtest"
 	"github.com/vigilhq/vigil/sessions"
 )
@@ -495,15 +496,7 @@ func TestABatchOfAPersonsSendsCostsTwoRoundTrips(t *testing.T) {
 	eng, rt, refs := openSends(t, n)
 	batch := func(now int64) int64 {
 		t.Helper()
-		started, released, held := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-		go func() {
-			held <- eng.Update(t.Context(), func(context.Context, *vigil.Txn) error {
-				close(started)
-				<-released
-				return nil
-			})
-		}()
-		<-started
+		release := enginetest.HoldWrites(t, eng)
 		errs := make(chan error, n)
 		for _, ref := range refs {
 			ctx := &waitingCtx{Context: t.Context(), waiting: make(chan struct{})}
@@ -515,14 +508,11 @@ func TestABatchOfAPersonsSendsCostsTwoRoundTrips(t *testing.T) {
 			<-ctx.waiting
 		}
 		before := rt.n.Load()
-		close(released)
+		release()
 		for range n {
 			if err := <-errs; err != nil {
 				t.Fatal(err)
 			}
-		}
-		if err := <-held; err != nil {
-			t.Fatal(err)
 		}
 		return rt.n.Load() - before
 	}
@@ -532,6 +522,62 @@ func TestABatchOfAPersonsSendsCostsTwoRoundTrips(t *testing.T) {
 	}
 }
 
+// watchEach has a watcher of its own watch each of refs, and returns them.
+func watchEach(t *testing.T, eng *vigil.Engine, refs []vigil.SessionRef) []string {
+	t.Helper()
+	watchers := make([]string, len(refs))
+	for i, ref := range refs {
+		watchers[i] = fmt.Sprintf("agent:rt:w%d", i)
+		if _, err := eng.Watch(t.Context(), watchers[i], ref); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return watchers
+}
+
+// recordOnEach records a person's message on each of refs and returns the
+// last one's sequence.
+func recordOnEach(t *testing.T, eng *vigil.Engine, refs []vigil.SessionRef) int64 {
+	t.Helper()
+	var last int64
+	for _, ref := range refs {
+		r, err := eng.Record(t.Context(), humanMessage(ref))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = r.Event.Sequence
+	}
+	return last
+}
+
+// turnsInOneBatch runs a turn of each watcher, all in one batch, each
+// acknowledging the notices it holds (want of them), and returns the
+// round trips the batch took.
+func turnsInOneBatch(t *testing.T, eng *vigil.Engine, rt *roundTrips, watchers []string, want int) int64 {
+	t.Helper()
+	release := enginetest.HoldWrites(t, eng)
+	errs := make(chan error, len(watchers))
+	for _, w := range watchers {
+		ctx := &waitingCtx{Context: t.Context(), waiting: make(chan struct{})}
+		go func() {
+			d, err := eng.Drain(ctx, w)
+			if err == nil && len(d.Acknowledged) != want {
+				err = fmt.Errorf("the turn of %s acknowledged %v, want %d notices", w, d.Acknowledged, want)
+			}
+			errs <- err
+		}()
+		<-ctx.waiting
+	}
+	before := rt.n.Load()
+	release()
+	for range watchers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	return rt.n.Load() - before
+}
+
 // A batch of turns, each acknowledging its watcher's one notice, costs
 // two round trips in all, however many it holds: one for the notices'
 // targets' locks with their cursors, one for the commit.
@@ -539,55 +585,47 @@ func TestABatchOfTurnsCostsTwoRoundTrips(t *testing.T) {
 	pgtest.Require(t)
 	const n = 20
 	eng, rt, refs := openCounted(t, n, 0)
-	watcher := func(i int) string { return fmt.Sprintf("agent:rt:w%d", i) }
-	for i, ref := range refs {
-		if _, err := eng.Watch(t.Context(), watcher(i), ref); err != nil {
-			t.Fatal(err)
-		}
-	}
-	batch := func() int64 {
-		t.Helper()
-		for _, ref := range refs {
-			if _, err := eng.Record(t.Context(), humanMessage(ref)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		started, released, held := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-		go func() {
-			held <- eng.Update(t.Context(), func(context.Context, *vigil.Txn) error {
-				close(started)
-				<-released
-				return nil
-			})
-		}()
-		<-started
-		errs := make(chan error, n)
-		for i := range refs {
-			ctx := &waitingCtx{Context: t.Context(), waiting: make(chan struct{})}
-			go func() {
-				d, err := eng.Drain(ctx, watcher(i))
-				if err == nil && len(d.Acknowledged) != 1 {
-					err = fmt.Errorf("the turn of %s acknowledged %v, want its one notice", watcher(i), d.Acknowledged)
-				}
-				errs <- err
-			}()
-			<-ctx.waiting
-		}
-		before := rt.n.Load()
-		close(released)
-		for range n {
-			if err := <-errs; err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := <-held; err != nil {
-			t.Fatal(err)
-		}
-		return rt.n.Load() - before
-	}
-	batch() // prepares the statements on the connection
-	if got := batch(); got > 2 {
+	watchers := watchEach(t, eng, refs)
+	recordOnEach(t, eng, refs)
+	turnsInOneBatch(t, eng, rt, watchers, 1) // prepares the statements on the connection
+	recordOnEach(t, eng, refs)
+	if got := turnsInOneBatch(t, eng, rt, watchers, 1); got > 2 {
 		t.Errorf("a batch of %d turns took %d round trips, want at most 2", n, got)
+	}
+}
+
+// A turn acknowledging notices of many targets costs two round trips, as
+// a coordinator's turn after a dozen workers changed: one for the
+// targets' locks with their cursors, one for the commit.
+func TestATurnWithNoticesOfManyTargetsCostsTwoRoundTrips(t *testing.T) {
+	pgtest.Require(t)
+	const n = 12
+	eng, rt, refs := openCounted(t, n, 0)
+	watcher := []string{"agent:rt:main"}
+	for _, ref := range refs {
+		if _, err := eng.Watch(t.Context(), watcher[0], ref); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recordOnEach(t, eng, refs)
+	turnsInOneBatch(t, eng, rt, watcher, n) // prepares the statements on the connection
+	recordOnEach(t, eng, refs)
+	if got := turnsInOneBatch(t, eng, rt, watcher, n); got > 2 {
+		t.Errorf("a turn with notices of %d targets took %d round trips, want at most 2", n, got)
+	}
+}
+
+// A batch of turns takes no sequence number: the record after it has the
+// number after the record before it.
+func TestABatchOfTurnsLeavesTheSequenceAsItWas(t *testing.T) {
+	pgtest.Require(t)
+	const n = 4
+	eng, rt, refs := openCounted(t, n, 0)
+	watchers := watchEach(t, eng, refs)
+	last := recordOnEach(t, eng, refs)
+	turnsInOneBatch(t, eng, rt, watchers, 1)
+	if next := recordOnEach(t, eng, refs[:1]); next != last+1 {
+		t.Errorf("the record after a batch of %d turns has sequence %d, want %d", n, next, last+1)
 	}
 }
 

@@ -61,8 +61,11 @@ type Tx struct {
 	ahead   []vigil.SessionRef
 	rounds  int
 	// targets are the sessions LockTarget asked for whose rows the next
-	// round of locks reads, with a message id for each (batch.go).
+	// round of locks reads, with a message id for each (batch.go);
+	// toRead those of ahead that LockToRead asked for, which take no
+	// sequence number.
 	targets []vigil.SessionRef
+	toRead  []vigil.SessionRef
 	// held are the writes not sent yet (batch.go).
 	held heldWrites
 	// spares are sequence numbers taken ahead, for the next appends to
@@ -94,6 +97,19 @@ func (t *Tx) LockSession(ctx context.Context, ref vigil.SessionRef) error {
 		t.ahead = append(t.ahead, ref)
 	}
 	return nil
+}
+
+// LockToRead implements vigil.ReadLocker: LockSession, for a session
+// whose cursors a write reads next and to which it appends nothing (a
+// turn acknowledging its notice). Its cursors are read ahead as
+// LockSession's are, but no sequence number is taken for it, so a batch
+// of turns leaves the sequence as it was. A session locked already, or
+// asked for by LockSession, is left as it is.
+func (t *Tx) LockToRead(ctx context.Context, ref vigil.SessionRef) error {
+	if !t.willHold(ref) {
+		t.toRead = append(t.toRead, ref)
+	}
+	return t.LockSession(ctx, ref)
 }
 
 // LockTarget implements vigil.TargetLocker: LockSession, for a session
