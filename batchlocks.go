@@ -22,8 +22,9 @@ import (
 // queued when it starts, then each handful that joins while it runs (see
 // commitFunc), since with many producers most of a batch joins that way.
 // Only the sessions the group's writes lock anyway are locked (a turn's
-// as its queue stood when it was called), and only once: a batch run again may have lost a write after the group's first
-// write ran, and its writes then lock their targets themselves.
+// as its queue stood when it was called), and only once: a batch run
+// again may have lost a write after the group's first write ran, and its
+// writes then lock their targets themselves.
 type batchLocks struct {
 	want  []lockWant // sorted by session
 	taken bool
@@ -132,7 +133,7 @@ func (b *batchLocks) reset() {
 // batch never writes. A write that is kept all the same locks its own
 // target when it runs. A session that a write on a target wants is
 // locked as its target (TargetLocker), whatever else wants it; one that
-// only writes appending nothing to it want is locked to read
+// only turns want, which append nothing to it, is locked to read
 // (ReadLocker).
 func (b *batchLocks) take(ctx context.Context, tx Tx) error {
 	if b.taken {

@@ -347,8 +347,9 @@ func (t *Tx) lockSet(asked []vigil.SessionRef) []vigil.SessionRef {
 // LockSession go out together, the same round trip also reads every one
 // of those sessions' cursors, FOR UPDATE as CursorsOnTarget reads them,
 // after the transaction's held writes to them, and takes one sequence
-// number for each session, after all the locks. The records then run
-// without a round trip of their own:
+// number for each session, after all the locks, but for those
+// LockToRead asked for (a turn's targets: it appends nothing). The
+// records and turns then run without a round trip of their own:
 //
 //   - CursorsOnTarget, and Cursor for one watcher's (a turn acknowledging
 //     its notice reads it), answer from what was read, until the
