@@ -769,3 +769,79 @@ func TestARefreshReadsItsWatchersCursorsAndTombstonesInOneRoundTrip(t *testing.T
 		t.Errorf("a refresh of %d watchers took %d round trips, want at most 2", len(watchers), got)
 	}
 }
+
+// Turns acknowledging while producers record on their targets, in batches
+// that mix them, lose no acknowledgement and take no sequence number: once
+// the producers stop and the watcher has taken its last turns, it has
+// acknowledged every event of every target, and the newest event's number
+// is the count of events recorded.
+func TestTurnsAmongRecordsLoseNothingAndTakeNoNumbers(t *testing.T) {
+	pgtest.Require(t)
+	const targets, producers, each, watcher = 10, 8, 25, "agent:rt:main"
+	eng, _, refs := openCounted(t, targets, 0)
+	for _, ref := range refs {
+		if _, err := eng.Watch(t.Context(), watcher, ref); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, producers+1)
+	stop := make(chan struct{})
+	for p := range producers {
+		wg.Go(func() {
+			for i := range each {
+				if _, err := eng.Record(t.Context(), humanMessage(refs[(p+i)%targets])); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	turns := make(chan int, 1)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				turns <- n
+				return
+			default:
+			}
+			if _, err := eng.Drain(t.Context(), watcher); err != nil {
+				errs <- err
+			}
+			n++
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	t.Logf("%d turns ran while the producers recorded", <-turns)
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// Each turn's acknowledgements open at most one follow-up a target.
+	for range 2 {
+		if _, err := eng.Drain(t.Context(), watcher); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var newest int64
+	for _, ref := range refs {
+		v, err := eng.Version(t.Context(), ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		newest = max(newest, v)
+		c, ok, err := eng.Cursor(t.Context(), watcher, ref)
+		if err != nil || !ok {
+			t.Fatalf("cursor on %s: %v %v", ref, ok, err)
+		}
+		if c.LastSeen != v || c.Pending() {
+			t.Errorf("cursor on %s = %+v, want everything up to %d acknowledged", ref, c, v)
+		}
+	}
+	if want := int64(producers * each); newest != want {
+		t.Errorf("the newest event is number %d, want %d (one for each event recorded)", newest, want)
+	}
+}
