@@ -73,14 +73,16 @@ type Tx interface {
 	// its cursor rows. A store with a single writer may do nothing.
 	//
 	// The engine locks the targets of the records a batch takes together,
-	// and those of its writes on a target (Engine.UpdateOn, through
-	// TargetLocker when the store has it), in session order (agent, then
-	// key), before the first of those writes runs, and each write then
-	// locks its own target again before it reads: locks asked for together
-	// may be taken, and what the writes will read of those sessions read
-	// ahead, at once. Only the targets of records that move cursors and of
-	// writes on a target are locked so, exactly those the writes would
-	// lock anyway.
+	// those of its turns' notices (Engine.Drain, through ReadLocker when
+	// the store has it) and those of its writes on a target
+	// (Engine.UpdateOn, through TargetLocker when the store has it), in
+	// session order (agent, then key), before the first of those writes
+	// runs, and each write then locks its own target again before it
+	// reads: locks asked for together may be taken, and what the writes
+	// will read of those sessions read ahead, at once. Only the targets of
+	// records that move cursors, of turns' notices and of writes on a
+	// target are locked so, exactly those the writes would lock anyway (a
+	// turn's as its queue stood when it was called).
 	LockSession(ctx context.Context, ref SessionRef) error
 	// Version is the session's state version as this transaction sees it.
 	Version(ctx context.Context, ref SessionRef) (int64, error)
