@@ -114,6 +114,14 @@ func next(t *testing.T, pull func() (a2a.Event, error, bool)) a2a.Event {
 	return ev
 }
 
+// guarded is a context for one test's calls, ended by the hang guard or
+// the test's end.
+func guarded(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), hangGuard)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // spawnWorker has coord send a task, which spawns a worker, and returns
 // the worker's task id (its session key).
 func spawnWorker(ctx context.Context, t *testing.T, coord a2aclient.Transport) string {
@@ -131,8 +139,7 @@ func pullOf(seq iter.Seq2[a2a.Event, error]) (func() (a2a.Event, error, bool), f
 
 func TestStoryOverA2A(t *testing.T) {
 	s := start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
-	defer cancel()
+	ctx := guarded(t)
 	coord := client(s, tokMain, manager)
 	// The coordinator spawns a worker and keeps the stream open.
 	pull, stop := pullOf(coord.SendStreamingMessage(ctx, &a2a.MessageSendParams{Message: text("summarise the quarterly report")}))
@@ -186,8 +193,7 @@ func TestStoryOverA2A(t *testing.T) {
 
 func TestCrossAgentAttemptsAreRefused(t *testing.T) {
 	s := start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
-	defer cancel()
+	ctx := guarded(t)
 	child := spawnWorker(ctx, t, client(s, tokMain, manager))
 	ops := client(s, tokOps, "")
 	if _, err := ops.GetTask(ctx, &a2a.TaskQueryParams{ID: a2a.TaskID(child)}); err == nil || !strings.Contains(err.Error(), "cannot reach") {
@@ -217,8 +223,7 @@ func TestCrossAgentAttemptsAreRefused(t *testing.T) {
 
 func TestResubscribeAfterAGapSaysSo(t *testing.T) {
 	s := start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
-	defer cancel()
+	ctx := guarded(t)
 	coord := client(s, tokMain, manager)
 	child := spawnWorker(ctx, t, coord)
 	m := text("a person's word")
@@ -242,8 +247,7 @@ func TestResubscribeAfterAGapSaysSo(t *testing.T) {
 
 func TestCancelIsRefusedAndTheCardNamesTheEndpoint(t *testing.T) {
 	s := start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
-	defer cancel()
+	ctx := guarded(t)
 	coord := client(s, tokMain, manager)
 	res, err := coord.SendMessage(ctx, &a2a.MessageSendParams{Message: text("a task")})
 	if err != nil {
@@ -273,8 +277,7 @@ func TestCancelIsRefusedAndTheCardNamesTheEndpoint(t *testing.T) {
 
 func TestAPushConfigDeliversEachUpdateSignedAsStandardWebhooks(t *testing.T) {
 	s := start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
-	defer cancel()
+	ctx := guarded(t)
 	const secret = "a-push-secret-of-some-length"
 	got := make(chan *a2a.Task, 4)
 	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -317,8 +320,7 @@ func TestAPushConfigDeliversEachUpdateSignedAsStandardWebhooks(t *testing.T) {
 
 func TestResubscribeUnderADifferentlyCasedTaskIDHearsLaterChanges(t *testing.T) {
 	s := start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
-	defer cancel()
+	ctx := guarded(t)
 	child := spawnWorker(ctx, t, client(s, tokMain, manager))
 	// A person follows the worker, naming it in capitals: a session key is
 	// case-insensitive, so this is the same task.
