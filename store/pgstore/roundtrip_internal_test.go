@@ -771,11 +771,12 @@ func TestARefreshReadsItsWatchersCursorsAndTombstonesInOneRoundTrip(t *testing.T
 }
 
 // Turns acknowledging while producers record on their targets, in batches
-// that mix them, lose no acknowledgement and take no sequence number: once
-// the producers stop and the watcher has taken its last turns, it has
-// acknowledged every event of every target, and the newest event's number
-// is the count of events recorded.
-func TestTurnsAmongRecordsLoseNothingAndTakeNoNumbers(t *testing.T) {
+// that mix them, lose no acknowledgement: once the producers stop and the
+// watcher has taken its last turns, it has acknowledged every event of
+// every target. (The sequence may skip numbers here, as it may with
+// records alone: a batch drops the numbers it took ahead when a session
+// locked later appends first.)
+func TestTurnsAmongRecordsLoseNoAcknowledgement(t *testing.T) {
 	pgtest.Require(t)
 	const targets, producers, each, watcher = 10, 8, 25, "agent:rt:main"
 	eng, _, refs := openCounted(t, targets, 0)
@@ -826,13 +827,11 @@ func TestTurnsAmongRecordsLoseNothingAndTakeNoNumbers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var newest int64
 	for _, ref := range refs {
 		v, err := eng.Version(t.Context(), ref)
 		if err != nil {
 			t.Fatal(err)
 		}
-		newest = max(newest, v)
 		c, ok, err := eng.Cursor(t.Context(), watcher, ref)
 		if err != nil || !ok {
 			t.Fatalf("cursor on %s: %v %v", ref, ok, err)
@@ -840,8 +839,5 @@ func TestTurnsAmongRecordsLoseNothingAndTakeNoNumbers(t *testing.T) {
 		if c.LastSeen != v || c.Pending() {
 			t.Errorf("cursor on %s = %+v, want everything up to %d acknowledged", ref, c, v)
 		}
-	}
-	if want := int64(producers * each); newest != want {
-		t.Errorf("the newest event is number %d, want %d (one for each event recorded)", newest, want)
 	}
 }
