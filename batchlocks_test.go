@@ -243,6 +243,17 @@ func TestABatchLocksASessionARecordAndAWriteOnItBothWantAsTheWritesTarget(t *tes
 	}
 }
 
+// queueNotice has watcher watch target and queues it a notice of target.
+func queueNotice(t *testing.T, eng *vigil.Engine, watcher, target string) {
+	t.Helper()
+	if _, err := eng.Watch(ctx, watcher, vigil.MustRef(target)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Record(ctx, goalOn(target)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // The turns of a batch lock the targets of their notices together, in
 // session order, before the first of them reads its cursor, as records
 // lock theirs.
@@ -250,12 +261,7 @@ func TestABatchLocksTheTargetsOfItsTurnsNoticesTogether(t *testing.T) {
 	eng, log := openLogged(t)
 	watchers := map[string]string{"agent:a:main": "agent:a:subagent:y", "agent:b:main": "agent:b:subagent:x"}
 	for w, target := range watchers {
-		if _, err := eng.Watch(ctx, w, vigil.MustRef(target)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := eng.Record(ctx, goalOn(target)); err != nil {
-			t.Fatal(err)
-		}
+		queueNotice(t, eng, w, target)
 	}
 	release := enginetest.HoldWrites(t, eng)
 	var wg sync.WaitGroup
@@ -287,12 +293,7 @@ func TestATurnLocksTheTargetsOfAllItsNoticesTogether(t *testing.T) {
 	const watcher = "agent:a:main"
 	targets := []string{"agent:a:subagent:z", "agent:a:subagent:x", "agent:a:subagent:y"}
 	for _, target := range targets {
-		if _, err := eng.Watch(ctx, watcher, vigil.MustRef(target)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := eng.Record(ctx, goalOn(target)); err != nil {
-			t.Fatal(err)
-		}
+		queueNotice(t, eng, watcher, target)
 	}
 	log.take()
 	d, err := eng.Drain(ctx, watcher)
@@ -314,12 +315,7 @@ func TestATurnLocksTheTargetsOfAllItsNoticesTogether(t *testing.T) {
 func TestABatchLocksASessionARecordAndATurnBothWantForTheRecord(t *testing.T) {
 	eng, log := openLogged(t)
 	const watcher, target = "agent:a:main", "agent:a:subagent:x"
-	if _, err := eng.Watch(ctx, watcher, vigil.MustRef(target)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := eng.Record(ctx, goalOn(target)); err != nil {
-		t.Fatal(err)
-	}
+	queueNotice(t, eng, watcher, target)
 	release := enginetest.HoldWrites(t, eng)
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)

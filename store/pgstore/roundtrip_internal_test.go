@@ -496,25 +496,11 @@ func TestABatchOfAPersonsSendsCostsTwoRoundTrips(t *testing.T) {
 	eng, rt, refs := openSends(t, n)
 	batch := func(now int64) int64 {
 		t.Helper()
-		release := enginetest.HoldWrites(t, eng)
-		errs := make(chan error, n)
-		for _, ref := range refs {
-			ctx := &waitingCtx{Context: t.Context(), waiting: make(chan struct{})}
-			go func() {
-				errs <- eng.UpdateOn(ctx, ref, func(ctx context.Context, txn *vigil.Txn) error {
-					return personSend(ctx, txn, ref, now)
-				})
-			}()
-			<-ctx.waiting
-		}
-		before := rt.n.Load()
-		release()
-		for range n {
-			if err := <-errs; err != nil {
-				t.Fatal(err)
-			}
-		}
-		return rt.n.Load() - before
+		return inOneBatch(t, eng, rt, n, func(ctx context.Context, i int) error {
+			return eng.UpdateOn(ctx, refs[i], func(ctx context.Context, txn *vigil.Txn) error {
+				return personSend(ctx, txn, refs[i], now)
+			})
+		})
 	}
 	batch(2) // prepares the statements on the connection
 	if got := batch(3); got > 2 {
@@ -550,32 +536,40 @@ func recordOnEach(t *testing.T, eng *vigil.Engine, refs []vigil.SessionRef) int6
 	return last
 }
 
-// turnsInOneBatch runs a turn of each watcher, all in one batch, each
-// acknowledging the notices it holds (want of them), and returns the
-// round trips the batch took.
-func turnsInOneBatch(t *testing.T, eng *vigil.Engine, rt *roundTrips, watchers []string, want int) int64 {
+// inOneBatch runs n writes, write(ctx, i) for each i, all queued behind a
+// held write so that they share one batch, and returns the round trips
+// the batch took. Each write must succeed.
+func inOneBatch(t *testing.T, eng *vigil.Engine, rt *roundTrips, n int, write func(ctx context.Context, i int) error) int64 {
 	t.Helper()
 	release := enginetest.HoldWrites(t, eng)
-	errs := make(chan error, len(watchers))
-	for _, w := range watchers {
+	errs := make(chan error, n)
+	for i := range n {
 		ctx := &waitingCtx{Context: t.Context(), waiting: make(chan struct{})}
-		go func() {
-			d, err := eng.Drain(ctx, w)
-			if err == nil && len(d.Acknowledged) != want {
-				err = fmt.Errorf("the turn of %s acknowledged %v, want %d notices", w, d.Acknowledged, want)
-			}
-			errs <- err
-		}()
+		go func() { errs <- write(ctx, i) }()
 		<-ctx.waiting
 	}
 	before := rt.n.Load()
 	release()
-	for range watchers {
+	for range n {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
 	}
 	return rt.n.Load() - before
+}
+
+// turnsInOneBatch runs a turn of each watcher, all in one batch, each
+// acknowledging the notices it holds (want of them), and returns the
+// round trips the batch took.
+func turnsInOneBatch(t *testing.T, eng *vigil.Engine, rt *roundTrips, watchers []string, want int) int64 {
+	t.Helper()
+	return inOneBatch(t, eng, rt, len(watchers), func(ctx context.Context, i int) error {
+		d, err := eng.Drain(ctx, watchers[i])
+		if err == nil && len(d.Acknowledged) != want {
+			err = fmt.Errorf("the turn of %s acknowledged %v, want %d notices", watchers[i], d.Acknowledged, want)
+		}
+		return err
+	})
 }
 
 // A batch of turns, each acknowledging its watcher's one notice, costs
