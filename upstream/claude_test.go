@@ -197,6 +197,7 @@ func TestMalformedLinesAreRefusedByEveryFormat(t *testing.T) {
 		{"a row cut short", `{"type":"user","message":{"role":"user","content":"half`},
 		{"a JSON array", `[{"type":"user"}]`},
 		{"a JSON string", `"hello"`},
+		{"JSON null", `null`},
 		{"invalid UTF-8 inside a string", "{\"type\":\"user\",\"message\":{\"role\":\"user\",\"content\":\"caf\xe9\"}}"},
 		{"a member given twice", `{"type":"assistant","type":"user","message":{"role":"user","content":"hi"}}`},
 		{"a member given twice deep inside", `{"type":"user","message":{"role":"user","content":"hi","content":"ho"}}`},

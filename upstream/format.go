@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -145,15 +146,14 @@ func Formats() []string {
 
 // decodeRow decodes a line into v, a struct whose fields are all
 // jsontext.Value. This is the one place a line's syntax is judged: the
-// decoder reads every byte of it (refusing invalid UTF-8, duplicate member
-// names, trailing data), and with only raw fields the one shape it can
-// refuse is a line that is not an object.
+// decoder reads every byte of it, refusing invalid UTF-8, repeated member
+// names and trailing data. (A JSON null would decode into a struct as
+// nothing, so the object is asked for first.)
 func decodeRow(line []byte, v any) error {
+	if jsontext.Value(bytes.Trim(line, " \t\r\n")).Kind() != '{' {
+		return fmt.Errorf("%w: not a JSON object", ErrMalformed)
+	}
 	if err := json.Unmarshal(line, v); err != nil {
-		var sem *json.SemanticError
-		if errors.As(err, &sem) && sem.JSONPointer == "" {
-			return fmt.Errorf("%w: not a JSON object", ErrMalformed)
-		}
 		return fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	return nil
