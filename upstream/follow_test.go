@@ -118,7 +118,7 @@ func TestALineFinishedWhileTheCheckReadsIsLeftWholeForTheNextCheck(t *testing.T)
 		if err != nil {
 			return nil, err
 		}
-		return &hookedFile{File: fh, before: func() { tr.write(second[25:] + "\n" + third + "\n") }}, nil
+		return &hookedFile{File: fh, at: m.Offset, before: func() { tr.write(second[25:] + "\n" + third + "\n") }}, nil
 	}
 
 	r := check(t, f, m)
@@ -359,7 +359,7 @@ func TestAFileRewrittenInPlaceWhileTheCheckReadsIsCaught(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		return &hookedFile{File: fh, before: func() {
+		return &hookedFile{File: fh, at: m.Offset, before: func() {
 			// Truncated and rewritten under the open handle, longer than before.
 			if err := os.WriteFile(path, []byte(strings.Join(other, "\n")+"\n"), 0o600); err != nil {
 				t.Error(err)

@@ -133,16 +133,17 @@ func texts(turns []Turn) []string {
 	return out
 }
 
-// hookedFile runs before on its first ReadAt: a writer appending or
-// rewriting the file while a check reads it.
+// hookedFile runs before when a read at offset at begins, once: a writer
+// appending to or rewriting the file while a check reads it.
 type hookedFile struct {
 	*os.File
+	at     int64
 	before func()
 	read   *int64 // bytes read, when counting
 }
 
 func (h *hookedFile) ReadAt(p []byte, off int64) (int, error) {
-	if h.before != nil {
+	if h.before != nil && off == h.at {
 		before := h.before
 		h.before = nil
 		before()
