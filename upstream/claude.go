@@ -23,7 +23,9 @@ import (
 //
 // A slash command or a "!" shell command the person typed is a user row of
 // its own ("<command-name>…", "<bash-input>…") and counts as a turn; the
-// output Claude Code records after it does not.
+// output Claude Code records after it does not. Feedback typed while
+// refusing a tool call is recorded inside that call's tool result and is
+// not reported, as in the reference.
 type claudeFormat struct{}
 
 func (claudeFormat) Name() string { return Claude }

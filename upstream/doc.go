@@ -40,8 +40,8 @@
 //
 // Bounded reads. A check reads at most the scan limit (Follower.MaxScan,
 // 1 MiB unless set) of bytes after the marker, plus at most 8 KiB before
-// it to compare fingerprints; Start reads at most the scan limit plus
-// 8 KiB. Only bytes present when the check began are read: what is
+// it to compare fingerprints; Start reads at most one byte more than
+// that. Only bytes present when the check began are read: what is
 // appended meanwhile waits for the next check.
 //
 // No skipped bytes. The marker moves only past complete lines, each of

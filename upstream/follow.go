@@ -55,7 +55,8 @@ type Follower struct {
 	Roots []string
 	// Clock stamps Marker.Linked; nil means the real clock.
 	Clock clock.Clock
-	// Open opens a transcript for reading; nil means os.Open.
+	// Open opens a transcript for reading; nil means opening it read-only
+	// without waiting (a named pipe at the path must not hang a check).
 	Open func(path string) (File, error)
 }
 
@@ -447,7 +448,7 @@ func (f Follower) open(path string) (File, error) {
 	if f.Open != nil {
 		return f.Open(path)
 	}
-	fh, err := os.Open(path)
+	fh, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
