@@ -76,10 +76,10 @@ func TestEchoesOfTheSessionsOwnMessagesAreDroppedButPassed(t *testing.T) {
 
 func TestNormalizeTrimsAndCollapsesWhiteSpaceAsJavaScriptDoes(t *testing.T) {
 	for in, want := range map[string]string{
-		"  run\tthe \n\n tests ":   "run the tests",
+		"  run\tthe \n\n tests ":      "run the tests",
 		"\uFEFFa\u00A0b\u2028c\u3000": "a b c",
-		"a\u0085b":                     "a\u0085b", // NEL is not white space to JavaScript
-		"":                             "",
+		"a\u0085b":                    "a\u0085b", // NEL is not white space to JavaScript
+		"":                            "",
 	} {
 		if got := Normalize(in); got != want {
 			t.Errorf("Normalize(%q) = %q, want %q", in, got, want)
