@@ -16,8 +16,9 @@ import (
 // followed as it is (a stored one damaged, or one built by hand).
 var ErrInvalidMarker = errors.New("invalid upstream marker")
 
-// A Marker is where a follower stands in one transcript file: every byte
-// before Offset has been classified, and Offset is the start of a line.
+// A Marker is where a follower stands in one transcript file: Offset is
+// the start of a line, and every byte before it is either history that was
+// there when the link was made or was classified by a check.
 // It is a plain value that marshals to JSON, for a store to keep beside
 // the link it belongs to; Start makes the first one and every Check
 // returns the next.
@@ -26,7 +27,8 @@ type Marker struct {
 	Format string `json:"format"`
 	// Path is the transcript file, absolute and clean.
 	Path string `json:"path"`
-	// Offset is the byte offset just after the last classified line.
+	// Offset is the byte offset just after the last line behind the
+	// follower.
 	Offset int64 `json:"offset"`
 	// Head and Tail fingerprint the first and the last up to 4 KiB before
 	// Offset (both empty at offset 0): a check compares them with the file
@@ -44,9 +46,10 @@ type Marker struct {
 // Source identifies what the marker's offsets count in: this link, in
 // this generation of the file. It is 16 hex digits, the same for every
 // marker a link's checks return until the file is replaced, and different
-// for another link or generation, so `<Source>:<Offset>` never names two
-// different stretches of a transcript (the reference's dedupe key for a
-// human turn is `upstream:<session>:<source hash>:<offset>`).
+// for another generation or for a link made at another instant, so
+// `<Source>:<Offset>` never names two different stretches of a transcript
+// (the reference's dedupe key for a human turn is
+// `upstream:<session>:<source hash>:<offset>`).
 func (m Marker) Source() string {
 	h := sha256.New()
 	for _, part := range []string{m.Format, m.Path, strconv.FormatInt(m.Linked.UnixNano(), 10), strconv.Itoa(m.Generation)} {
