@@ -76,6 +76,7 @@ func baseURL(addr string) string {
 }
 
 // serveMCPEmbedded runs engine, gateway and MCP server in this process.
+// On a PostgreSQL database it hears what other gateways commit there.
 func serveMCPEmbedded(ctx context.Context, log *slog.Logger, dbPath, session string, t mcp.Transport) error {
 	st, err := openStore(ctx, dbPath, "", log)
 	if err != nil {
@@ -83,6 +84,7 @@ func serveMCPEmbedded(ctx context.Context, log *slog.Logger, dbPath, session str
 	}
 	defer st.Close()
 	hub := gateway.NewHub()
+	ps := shareStore(st, hub)
 	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{Logger: log}))
 	if err != nil {
 		return err
@@ -90,6 +92,11 @@ func serveMCPEmbedded(ctx context.Context, log *slog.Logger, dbPath, session str
 	defer eng.Close()
 	g := gateway.New(eng, st, gateway.Options{Logger: log, Hub: hub})
 	defer g.Close()
+	if ps != nil {
+		// Gateways on the same database: what they commit reaches this
+		// session's turns and subscriptions, as it does `vigil serve`'s.
+		defer follow(ps, eng, g, log)() // stops first, before the gateway closes
+	}
 	caller, err := g.ResolveCaller(ctx, gateway.LocalPrincipal, session)
 	if err != nil {
 		return err

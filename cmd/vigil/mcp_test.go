@@ -437,3 +437,22 @@ func mcpCheckInstructionsAndResources(t *testing.T, cs *mcp.ClientSession, updat
 		}
 	}
 }
+
+// `vigil mcp --db postgres://...` is a gateway on that database like any
+// other: a notice recorded through another gateway, here a `vigil serve`
+// process, reaches its session while it runs.
+func TestMCPOnPostgreSQLHearsANoticeRecordedByAnotherGateway(t *testing.T) {
+	db := servePostgresURL(t)
+	bin := gatewayBinary(t)
+	other := startGatewayProcess(t, bin, db)
+	cs, stderr := mcpStart(t, bin, mcpEnv(), nil, "mcp", "--db", db, "--session", mcpManager)
+	sp, _ := mcpOK[gateway.SpawnOutput](t, cs, "sessions_spawn", map[string]any{"task": "write the report"})
+	child := sp.ChildSessionKey
+	// A person writes into the child through the other gateway.
+	callOK[gateway.SendOutput](t, other.serveRun, "", "", "sessions_send",
+		map[string]any{"sessionKey": child, "message": "use the new template", "channel": "web", "timeoutSeconds": 0})
+	turn, _ := mcpOK[gateway.TurnOutput](t, cs, "session_wait", map[string]any{"timeoutSeconds": 15})
+	if want := []string{vigil.NoticeText(child, 1)}; turn.TimedOut || !slices.Equal(turn.SystemEvents, want) {
+		t.Fatalf("session_wait through vigil mcp got %+v, want exactly %q\nstderr:\n%s", turn, want, stderr.String())
+	}
+}

@@ -171,10 +171,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	}
 	defer hooks.Close() // after the engine has closed: no more wakes come
 	hub := gateway.NewHub()
-	ps, shared := st.(*pgstore.Store)
-	if shared {
-		hub.ShareStore() // other gateways may append to the same log
-	}
+	ps := shareStore(st, hub)
 	restoreGC := sweepGC()
 	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{Logger: log, OnWake: hooks.Wake}))
 	restoreGC()
@@ -192,7 +189,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	log.Info("startup sweep done", "noticesQueued", eng.Stats().SweepRequeued)
 	g := gateway.New(eng, st, gateway.Options{Logger: log, ObserveDelta: m.ObserveDelta, Hub: hub, Limits: cfg.limits,
 		BookmarkInterval: cfg.http.BookmarkInterval})
-	if shared {
+	if ps != nil {
 		// Other gateways may share the database: hear what they commit,
 		// so notices and messages stored there reach turns parked here.
 		stopFollowing := follow(ps, eng, g, log)
@@ -248,6 +245,19 @@ func redactURL(db string) string {
 		}
 	}
 	return db
+}
+
+// shareStore readies hub for st when other gateways may append to it (a
+// PostgreSQL database), and returns that store, to follow once the
+// gateway is made; nil when st is this process's own. Call it before the
+// engine opens.
+func shareStore(st sessionStore, hub *gateway.Hub) *pgstore.Store {
+	ps, shared := st.(*pgstore.Store)
+	if !shared {
+		return nil
+	}
+	hub.ShareStore() // other gateways may append to the same log
+	return ps
 }
 
 // follow keeps eng's queues and g's waiting turns, sends and streams
