@@ -456,3 +456,39 @@ func TestMCPOnPostgreSQLHearsANoticeRecordedByAnotherGateway(t *testing.T) {
 		t.Fatalf("session_wait through vigil mcp got %+v, want exactly %q\nstderr:\n%s", turn, want, stderr.String())
 	}
 }
+
+func TestServeBoundsMCPSessionsAsItsFlagsSay(t *testing.T) {
+	t.Parallel()
+	r := runServeAsync(t, nil, "--db", filepath.Join(t.TempDir(), "vigil.db"), "--addr", "127.0.0.1:0",
+		"--max-mcp-sessions-per-credential", "1", "--mcp-idle-timeout", "300ms")
+	r.awaitListening(t)
+	initialize := func() (int, http.Header, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, "http://"+r.addr+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize",`+
+			`"params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := (&http.Client{Timeout: mcpHangGuard}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, string(body)
+	}
+	if code, h, body := initialize(); code != http.StatusOK || h.Get("Mcp-Session-Id") == "" {
+		t.Fatalf("the first initialize: %d %v %s", code, h, body)
+	}
+	if code, h, body := initialize(); code != http.StatusTooManyRequests || h.Get("Retry-After") == "" ||
+		!strings.Contains(body, "1 open MCP sessions, its limit") {
+		t.Fatalf("the second initialize: %d %v %s; want 429 naming the limit, with Retry-After", code, h, body)
+	}
+	// The first session, never closed, idles out and gives its place back.
+	eventually(t, "an initialize is admitted once the first session idled out", func() bool {
+		code, _, _ := initialize()
+		return code == http.StatusOK
+	})
+}
