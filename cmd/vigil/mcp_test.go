@@ -492,3 +492,71 @@ func TestServeBoundsMCPSessionsAsItsFlagsSay(t *testing.T) {
 		return code == http.StatusOK
 	})
 }
+
+// A call the stdio client of the relay cancels, or leaves by hanging up,
+// is cancelled on the gateway at once: its wait gives its slot back long
+// before its own timeout.
+func TestMCPRelayCancelsADroppedCallOnTheGatewayAtOnce(t *testing.T) {
+	bin := gatewayBinary(t)
+	for _, drop := range []string{"cancelled by the client", "client hangs up"} {
+		t.Run(drop, func(t *testing.T) {
+			t.Parallel()
+			g := mcpGateway(t)
+			ctx, cancel := context.WithTimeout(context.Background(), mcpHangGuard)
+			defer cancel()
+			// The relay, with its standard input a pipe of the test's: the
+			// SDK client's Close would wait for the call first.
+			cmd := exec.Command(bin, "mcp", "--session", mcpManager, "--addr", g.Addr, "--token", mcpMainToken)
+			cmd.Env, cmd.Stderr = mcpEnv(), &syncBuffer{}
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			t.Cleanup(func() {
+				cmd.Process.Kill()
+				<-exited
+			})
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "1"}, nil).Connect(ctx,
+				&mcp.IOTransport{Reader: stdout, Writer: stdin}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sp, _ := mcpOK[gateway.SpawnOutput](t, cs, "sessions_spawn", map[string]any{"task": "draft"})
+			callCtx, cancelCall := context.WithCancel(ctx)
+			defer cancelCall()
+			go cs.CallTool(callCtx, &mcp.CallToolParams{Name: "sessions_send",
+				Arguments: map[string]any{"sessionKey": sp.ChildSessionKey, "message": "which figures?", "timeoutSeconds": 300}})
+			if err := g.gw.AwaitHeld(ctx, gateway.HoldWait, 1); err != nil {
+				t.Fatalf("the send never waited: %v", err)
+			}
+			if drop == "cancelled by the client" {
+				cancelCall() // the client sends notifications/cancelled
+			} else {
+				stdin.Close()
+			}
+			if err := g.gw.AwaitHeld(ctx, gateway.HoldWait, 0); err != nil {
+				t.Fatalf("the gateway kept the dropped call's slot: %v\nstderr:\n%s", err, cmd.Stderr)
+			}
+			if drop == "client hangs up" {
+				select {
+				case err := <-exited:
+					exited <- err // for the cleanup
+					if err != nil {
+						t.Errorf("the relay exited with %v once its client hung up\nstderr:\n%s", err, cmd.Stderr)
+					}
+				case <-ctx.Done():
+					t.Fatalf("the relay did not exit once its client hung up (hang guard)\nstderr:\n%s", cmd.Stderr)
+				}
+			}
+		})
+	}
+}
