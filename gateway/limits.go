@@ -6,8 +6,8 @@ import (
 	"sync"
 )
 
-// Limits bound what callers hold open, so a flood of streams or long polls
-// wears down neither the process nor other callers. Each limit counts per
+// Limits bound what callers hold open, so a flood of streams, long polls
+// or MCP sessions wears down neither the process nor other callers. Each limit counts per
 // credential and across the gateway; 0 means the default, a negative value
 // means no limit.
 type Limits struct {
@@ -20,14 +20,22 @@ type Limits struct {
 	Waits int
 	// WaitsPerCredential bounds one credential's waits; default 256.
 	WaitsPerCredential int
+	// MCPSessions bounds open MCP sessions (each opened by an initialize
+	// and held until it is closed or idles out), in all; default 1024.
+	MCPSessions int
+	// MCPSessionsPerCredential bounds one credential's open MCP sessions;
+	// default 256.
+	MCPSessionsPerCredential int
 }
 
 // Default limits.
 const (
-	DefaultMaxStreams              = 1024
-	DefaultMaxStreamsPerCredential = 256
-	DefaultMaxWaits                = 1024
-	DefaultMaxWaitsPerCredential   = 256
+	DefaultMaxStreams                  = 1024
+	DefaultMaxStreamsPerCredential     = 256
+	DefaultMaxWaits                    = 1024
+	DefaultMaxWaitsPerCredential       = 256
+	DefaultMaxMCPSessions              = 1024
+	DefaultMaxMCPSessionsPerCredential = 256
 )
 
 func orDefault(n, def int) int {
@@ -42,10 +50,12 @@ func (l Limits) withDefaults() Limits {
 	l.StreamsPerCredential = orDefault(l.StreamsPerCredential, DefaultMaxStreamsPerCredential)
 	l.Waits = orDefault(l.Waits, DefaultMaxWaits)
 	l.WaitsPerCredential = orDefault(l.WaitsPerCredential, DefaultMaxWaitsPerCredential)
+	l.MCPSessions = orDefault(l.MCPSessions, DefaultMaxMCPSessions)
+	l.MCPSessionsPerCredential = orDefault(l.MCPSessionsPerCredential, DefaultMaxMCPSessionsPerCredential)
 	return l
 }
 
-// Hold is a kind of request held open.
+// Hold is a kind of thing a caller holds open.
 type Hold int
 
 const (
@@ -53,20 +63,37 @@ const (
 	HoldStream Hold = iota
 	// HoldWait is a parked turn or a send waiting for its reply.
 	HoldWait
+	// HoldMCPSession is an open MCP session.
+	HoldMCPSession
+	holdKinds
 )
 
 func (h Hold) String() string {
-	if h == HoldStream {
+	switch h {
+	case HoldStream:
 		return "open event streams"
+	case HoldWait:
+		return "parked turns and waiting sends"
 	}
-	return "parked turns and waiting sends"
+	return "open MCP sessions"
+}
+
+// of returns the gateway's and the credential's limit of kind h.
+func (l Limits) of(h Hold) (total, per int) {
+	switch h {
+	case HoldStream:
+		return l.Streams, l.StreamsPerCredential
+	case HoldWait:
+		return l.Waits, l.WaitsPerCredential
+	}
+	return l.MCPSessions, l.MCPSessionsPerCredential
 }
 
 // holds counts what is held open, in all and per credential.
 type holds struct {
 	mu    sync.Mutex
-	total [2]int
-	per   [2]map[string]int
+	total [holdKinds]int
+	per   [holdKinds]map[string]int
 }
 
 // changes tells whoever watches that something they wait on changed (a
@@ -101,11 +128,7 @@ func (c *changes) note() {
 // gateway's with one wrapping ErrUnavailable; each names the limit. The
 // caller must call release exactly once when the request ends.
 func (g *Gateway) Hold(c Caller, h Hold) (release func(), err error) {
-	lim := g.opts.Limits
-	total, per := lim.Streams, lim.StreamsPerCredential
-	if h == HoldWait {
-		total, per = lim.Waits, lim.WaitsPerCredential
-	}
+	total, per := g.opts.Limits.of(h)
 	who := string(c.Principal.Role) + "|" + c.Principal.ID
 	hs := &g.holds
 	hs.mu.Lock()

@@ -67,6 +67,9 @@ type Options struct {
 	// BookmarkInterval is how often an idle event stream says where it
 	// stands; 0 means DefaultBookmarkInterval, a negative value none.
 	BookmarkInterval time.Duration
+	// MCPIdleTimeout is how long an MCP session may go without a request
+	// before it is closed; 0 means mcpserver.DefaultIdleTimeout.
+	MCPIdleTimeout time.Duration
 }
 
 type server struct {
@@ -144,9 +147,9 @@ func NewHandler(g *gateway.Gateway, opts Options) (http.Handler, error) {
 	// On the log stream, ?session= is the stream's filter: only ?as= names
 	// the acting session there.
 	data("GET /v1/events", s.authed([]string{"as"}, s.logEvents))
-	data("/mcp", s.mcp(mcpserver.Handler(opts.Context, g, func(r *http.Request) (gateway.Caller, error) {
+	data("/mcp", s.mcp(mcpserver.NewHandler(opts.Context, g, func(r *http.Request) (gateway.Caller, error) {
 		return s.resolve(r, actingParams)
-	}, opts.Logger)))
+	}, opts.Logger, mcpserver.HTTPOptions{IdleTimeout: opts.MCPIdleTimeout})))
 	data("POST "+a2aserver.Path, s.mcp(a2aserver.Handler(opts.Context, g, func(r *http.Request) (gateway.Caller, error) {
 		return s.resolve(r, actingParams)
 	}, a2aserver.Options{Logger: opts.Logger})))

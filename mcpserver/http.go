@@ -29,6 +29,9 @@ type httpHandler struct {
 	resolve Resolver
 	log     *slog.Logger
 	ctx     context.Context
+	// srv serves every caller: each request it handles is told its
+	// caller through the request it came in (see origin).
+	srv *mcp.Server
 	// stream serves the revisions with sessions (2025-11-25 and before):
 	// initialize, an Mcp-Session-Id, a standalone GET stream, resumption.
 	stream *mcp.StreamableHTTPHandler
@@ -37,61 +40,97 @@ type httpHandler struct {
 	// open. The SDK serves those revisions only from a stateless handler.
 	stateless *mcp.StreamableHTTPHandler
 
-	idle  time.Duration // how long an unused MCP session and server live
+	idle  time.Duration // how long an MCP session may go without a request
 	retry []byte        // the SSE retry field put into each stream's first event; nil for none
 
-	mu        sync.Mutex
-	servers   map[string]*served // by identity: one per credential and acting session
-	bindings  map[string]string  // MCP session id -> the identity that opened it
-	lastSweep time.Time
-
-	// requests are the contexts of the requests being served, by the
-	// number each carries in requestHeader (see requestContext).
-	requests  sync.Map // string -> context.Context
+	// requests are the requests being served, by the number each carries
+	// in requestHeader (see origin).
+	requests  sync.Map // string -> *request
 	requestNo atomic.Uint64
+
+	mu       sync.Mutex          // guards sessions, closed and every session's fields
+	sessions map[string]*session // the open MCP sessions, by id
+	closed   bool                // ctx has ended: no session opens any more
+}
+
+// request is an HTTP request being served: who sent it, and its context,
+// which ends when the client hangs up or the request is done.
+type request struct {
+	ctx    context.Context
+	caller gateway.Caller
+	// opened is the MCP session an initialize in the request opened.
+	opened atomic.Pointer[mcp.ServerSession]
+}
+
+// session is an open MCP session: who opened it, its place in the
+// gateway's count, and what closes it once idle.
+type session struct {
+	id       string
+	identity string
+	ss       *mcp.ServerSession // nil until its initialize has been answered
+	release  func()             // gives its place in the count back
+	active   int                // requests on it being served, its GET stream included
+	idle     *time.Timer        // closes it once idle; stopped while active
+	gone     bool               // closed, or being closed, and forgotten
 }
 
 // requestHeader carries, from ServeHTTP to the handlers of the messages a
-// request brings, the number under which the request's context waits: the
-// SDK gives a handler the request's header, not its context. Whatever a
-// client sends in it is replaced.
+// request brings, the number under which the request waits: the SDK gives
+// a handler the request's header, not its context. Whatever a client
+// sends in it is replaced.
 const requestHeader = "Vigil-Internal-Request"
 
-// requestContext is the context of the HTTP request that carried a
+// origin is the caller and the context of the HTTP request that carried a
 // message, while that request is served.
-func (h *httpHandler) requestContext(extra *mcp.RequestExtra) (context.Context, bool) {
+func (h *httpHandler) origin(extra *mcp.RequestExtra) (gateway.Caller, context.Context, bool) {
+	req, ok := h.request(extra)
+	if !ok {
+		return gateway.Caller{}, nil, false
+	}
+	return req.caller, req.ctx, true
+}
+
+func (h *httpHandler) request(extra *mcp.RequestExtra) (*request, bool) {
 	if extra == nil || extra.Header == nil {
 		return nil, false
 	}
-	ctx, ok := h.requests.Load(extra.Header.Get(requestHeader))
+	req, ok := h.requests.Load(extra.Header.Get(requestHeader))
 	if !ok {
 		return nil, false
 	}
-	return ctx.(context.Context), true
+	return req.(*request), true
 }
 
-// withRequestNumber returns r with a header of its own that carries a new
-// number, under which r's context is kept until the returned func is
-// called.
-func (h *httpHandler) withRequestNumber(r *http.Request) (*http.Request, func()) {
+// withRequest returns r with a header of its own that carries a new
+// number, under which r and its caller c are kept until the returned func
+// is called.
+func (h *httpHandler) withRequest(r *http.Request, c gateway.Caller) (*http.Request, *request, func()) {
 	n := strconv.FormatUint(h.requestNo.Add(1), 10)
 	r = r.Clone(r.Context()) // the header is r's own to change
 	r.Header.Set(requestHeader, n)
-	h.requests.Store(n, r.Context())
-	return r, func() { h.requests.Delete(n) }
+	req := &request{ctx: r.Context(), caller: c}
+	h.requests.Store(n, req)
+	return r, req, func() { h.requests.Delete(n) }
 }
 
-// served is one identity's MCP server and what stops its background work.
-type served struct {
-	srv      *mcp.Server
-	stop     context.CancelFunc
-	lastUsed time.Time
+// noteInitialize keeps, for the request that carried it, the MCP session
+// an initialize opened.
+func (h *httpHandler) noteInitialize(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "initialize" {
+			if r, ok := h.request(req.GetExtra()); ok {
+				if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
+					r.opened.Store(ss)
+				}
+			}
+		}
+		return next(ctx, method, req)
+	}
 }
 
 // DefaultIdleTimeout is how long an MCP session may go without a request
-// before it is closed; a server without sessions is dropped after as long.
-// Clients that come back later open a new session.
-const DefaultIdleTimeout = 30 * time.Minute
+// before it is closed. Clients that come back later open a new session.
+const DefaultIdleTimeout = 5 * time.Minute
 
 // Defaults of HTTPOptions.
 const (
@@ -104,9 +143,9 @@ const (
 
 // HTTPOptions configure NewHandler. The zero value is ready to use.
 type HTTPOptions struct {
-	// IdleTimeout is how long an MCP session may go without a request
-	// before it is closed, and how long an identity's server without
-	// sessions is kept; 0 or less means DefaultIdleTimeout.
+	// IdleTimeout is how long an MCP session may go with no request being
+	// served (an open GET stream is one) before it is closed; 0 or less
+	// means DefaultIdleTimeout.
 	IdleTimeout time.Duration
 	// EventStoreBytes bounds the memory kept for stream resumption: the
 	// messages sent on every stream, kept so a client that lost a stream
@@ -127,8 +166,6 @@ type HTTPOptions struct {
 	Retry time.Duration
 }
 
-type callerKey struct{}
-
 // Handler is NewHandler with the zero HTTPOptions.
 func Handler(ctx context.Context, g *gateway.Gateway, resolve Resolver, log *slog.Logger) http.Handler {
 	return NewHandler(ctx, g, resolve, log, HTTPOptions{})
@@ -137,10 +174,18 @@ func Handler(ctx context.Context, g *gateway.Gateway, resolve Resolver, log *slo
 // NewHandler serves MCP's streamable HTTP transport. Every request is
 // authenticated with resolve; an MCP session stays bound to the credential
 // and acting session that opened it, so nobody can ride on another
-// caller's session id. An MCP session idle for the idle timeout is closed,
-// and an identity's server without sessions is dropped after as long, so a
-// gateway serving many short-lived sessions does not grow; all of them end
-// when ctx ends.
+// caller's session id.
+//
+// MCP sessions are held like streams: each initialize that opens one is
+// admitted by the gateway's MCP session limits (per credential and in all;
+// see gateway.Limits) or refused with 429 or 503, naming the limit, with
+// Retry-After. A session is closed, and its place and memory given back,
+// when its client sends DELETE or once no request of it has been served for
+// the idle timeout; all of them when ctx ends.
+//
+// A request that ends before its answer (the client hung up, or its
+// stream broke) cancels the work it asked for at once, as
+// notifications/cancelled does.
 //
 // Streams are resumable (for protocol versions that have resumption,
 // 2025-11-25 and before): every SSE message has an event id, a POST's
@@ -170,11 +215,15 @@ func newHTTPHandler(ctx context.Context, g *gateway.Gateway, resolve Resolver, l
 	if d := cmp.Or(opts.Retry, DefaultRetry); d > 0 {
 		retry = fmt.Appendf(nil, "retry: %d\n", d.Milliseconds())
 	}
-	h := &httpHandler{g: g, resolve: resolve, log: log, ctx: ctx, idle: idle, retry: retry, servers: map[string]*served{},
-		bindings: map[string]string{}, lastSweep: time.Now()}
-	h.stream = mcp.NewStreamableHTTPHandler(h.server, &mcp.StreamableHTTPOptions{Logger: log, SessionTimeout: idle,
-		EventStore: store})
-	h.stateless = mcp.NewStreamableHTTPHandler(h.server, &mcp.StreamableHTTPOptions{Logger: log, Stateless: true})
+	h := &httpHandler{g: g, resolve: resolve, log: log, ctx: ctx, idle: idle, retry: retry, sessions: map[string]*session{}}
+	h.srv = newServer(ctx, g, log, h.origin)
+	h.srv.AddReceivingMiddleware(h.noteInitialize)
+	server := func(*http.Request) *mcp.Server { return h.srv }
+	// The SDK's own idle timeout is left off: it counts only POSTs, and a
+	// session whose client listens on its GET stream is not idle.
+	h.stream = mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{Logger: log, EventStore: store})
+	h.stateless = mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{Logger: log, Stateless: true})
+	context.AfterFunc(ctx, h.closeAll)
 	return h
 }
 
@@ -198,123 +247,214 @@ func identity(c gateway.Caller) string {
 	return id
 }
 
-// server returns the caller's MCP server, made on first use.
-func (h *httpHandler) server(r *http.Request) *mcp.Server {
-	c := r.Context().Value(callerKey{}).(gateway.Caller)
-	id := identity(c)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if s, ok := h.servers[id]; ok {
-		s.lastUsed = time.Now()
-		return s.srv
-	}
-	ctx, stop := context.WithCancel(h.ctx)
-	s := &served{srv: newServer(ctx, h.g, c, h.log, serverOptions{requestContext: h.requestContext}), stop: stop, lastUsed: time.Now()}
-	h.servers[id] = s
-	return s.srv
-}
-
-// sweepIdle drops the bindings of MCP sessions that have ended and the
-// servers that have had no session for the idle time. It runs at most once
-// per idle period. Called with h.mu held.
-func (h *httpHandler) sweepIdle(now time.Time) {
-	if now.Sub(h.lastSweep) < h.idle {
-		return
-	}
-	h.lastSweep = now
-	live := map[string]bool{}
-	for id, s := range h.servers {
-		n := 0
-		for ss := range s.srv.Sessions() {
-			live[ss.ID()] = true
-			n++
-		}
-		if n == 0 && now.Sub(s.lastUsed) >= h.idle {
-			s.stop()
-			delete(h.servers, id)
-		}
-	}
-	for sid := range h.bindings {
-		if !live[sid] {
-			delete(h.bindings, sid)
-		}
-	}
-}
-
 func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h.mu.Lock()
-	h.sweepIdle(time.Now())
-	h.mu.Unlock()
 	c, err := h.resolve(r)
 	if err != nil {
-		code := gateway.Code(err)
-		status := map[string]int{gateway.CodeInvalid: http.StatusBadRequest, gateway.CodeUnauthenticated: http.StatusUnauthorized,
-			gateway.CodeForbidden: http.StatusForbidden, gateway.CodeNotFound: http.StatusNotFound}[code]
-		if status == 0 {
-			status = http.StatusInternalServerError
-		}
-		if status == http.StatusUnauthorized {
+		if gateway.Code(err) == gateway.CodeUnauthenticated {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="vigil"`)
 		}
-		writeError(w, status, code, err.Error())
+		fail(w, err)
 		return
 	}
-	r, done := h.withRequestNumber(r)
+	r, req, done := h.withRequest(r, c)
 	defer done()
-	ctx := context.WithValue(r.Context(), callerKey{}, c)
 	if isStateless(r) {
 		// No MCP session to bind, and no stream to resume: the retry field
 		// would promise a reconnection these revisions do not have.
-		h.stateless.ServeHTTP(w, r.WithContext(ctx))
+		h.stateless.ServeHTTP(w, r)
 		return
 	}
-	id := identity(c)
-	if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
-		h.mu.Lock()
-		bound, ok := h.bindings[sid]
-		if ok && bound == id && r.Method == http.MethodDelete {
-			delete(h.bindings, sid) // only its owner ends a session
-		}
-		h.mu.Unlock()
-		if ok && bound != id {
-			writeError(w, http.StatusForbidden, gateway.CodeForbidden,
-				"this MCP session was opened by another credential or acting session")
+	sid := r.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		if r.Method == http.MethodPost {
+			h.open(w, r, req)
 			return
 		}
+		h.stream.ServeHTTP(w, r) // the SDK refuses a GET or DELETE without a session
+		return
 	}
-	rec := &bindingRecorder{ResponseWriter: w, retry: h.retry, bind: func(sid string) {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		if _, ok := h.bindings[sid]; !ok {
-			h.bindings[sid] = id
-		}
-	}}
-	h.stream.ServeHTTP(rec, r.WithContext(ctx))
+	h.mu.Lock()
+	s, ok := h.sessions[sid]
+	if ok && s.identity != identity(c) {
+		h.mu.Unlock()
+		fail(w, fmt.Errorf("%w: this MCP session was opened by another credential or acting session", gateway.ErrForbidden))
+		return
+	}
+	if ok {
+		h.busyLocked(s)
+	}
+	h.mu.Unlock()
+	if !ok {
+		// Closed, idled out or never opened: the SDK answers 404, and the
+		// client opens a new session.
+		h.stream.ServeHTTP(w, r)
+		return
+	}
+	ans := &answer{ResponseWriter: w, retry: h.retry}
+	h.stream.ServeHTTP(ans, r)
+	h.mu.Lock()
+	if r.Method == http.MethodDelete && ans.status == http.StatusNoContent {
+		// Only its owner gets here, and the SDK has closed it.
+		h.forgetLocked(s)
+		h.mu.Unlock()
+		s.release()
+		return
+	}
+	h.doneLocked(s)
+	h.mu.Unlock()
 }
 
-// bindingRecorder notes the MCP session id a response hands out, and puts
-// the retry field into the first event of an event stream.
-type bindingRecorder struct {
+// open serves a POST that opens an MCP session, if the gateway's limits
+// admit one more for the caller. The session is bound to its opener as
+// the answer hands its id out, before the client can use it.
+func (h *httpHandler) open(w http.ResponseWriter, r *http.Request, req *request) {
+	h.mu.Lock()
+	closed := h.closed
+	h.mu.Unlock()
+	if closed {
+		fail(w, fmt.Errorf("%w: the gateway is shutting down", gateway.ErrUnavailable))
+		return
+	}
+	release, err := h.g.Hold(req.caller, gateway.HoldMCPSession)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	var s *session
+	ans := &answer{ResponseWriter: w, retry: h.retry, onHeader: func(hd http.Header) {
+		if sid := hd.Get("Mcp-Session-Id"); sid != "" {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			s = &session{id: sid, identity: identity(req.caller), release: release, active: 1}
+			h.sessions[sid] = s
+		}
+	}}
+	h.stream.ServeHTTP(ans, r)
+	ss := req.opened.Load()
+	// The SDK closes a session whose first request did not initialize it.
+	alive := ss != nil && ss.InitializeParams() != nil
+	h.mu.Lock()
+	if s == nil || s.gone || !alive {
+		if s != nil && !s.gone {
+			h.forgetLocked(s)
+		}
+		h.mu.Unlock()
+		if alive {
+			ss.Close() // ctx ended meanwhile
+		}
+		release()
+		return
+	}
+	s.ss = ss
+	h.doneLocked(s)
+	h.mu.Unlock()
+}
+
+// busyLocked notes a request on s: it is not idle while one is served.
+func (h *httpHandler) busyLocked(s *session) {
+	s.active++
+	if s.idle != nil {
+		s.idle.Stop()
+	}
+}
+
+// doneLocked notes the end of a request on s, and starts its idle timer
+// when it was the last.
+func (h *httpHandler) doneLocked(s *session) {
+	s.active--
+	if s.active > 0 || s.gone {
+		return
+	}
+	if s.idle == nil {
+		s.idle = time.AfterFunc(h.idle, func() { h.expire(s) })
+		return
+	}
+	s.idle.Reset(h.idle)
+}
+
+// forgetLocked drops s from the open sessions. Whoever calls it closes s
+// and then gives its place back, once: a session being opened is closed
+// and given back by open.
+func (h *httpHandler) forgetLocked(s *session) {
+	s.gone = true
+	if s.idle != nil {
+		s.idle.Stop()
+	}
+	delete(h.sessions, s.id)
+}
+
+// expire closes s if it is still idle: a request may have come in as its
+// timer fired.
+func (h *httpHandler) expire(s *session) {
+	h.mu.Lock()
+	if s.gone || s.active > 0 {
+		h.mu.Unlock()
+		return
+	}
+	h.forgetLocked(s)
+	h.mu.Unlock()
+	s.ss.Close()
+	s.release()
+}
+
+// closeAll closes every session, once ctx has ended.
+func (h *httpHandler) closeAll() {
+	h.mu.Lock()
+	h.closed = true
+	var open []*session
+	for _, s := range h.sessions {
+		h.forgetLocked(s)
+		if s.ss != nil {
+			open = append(open, s)
+		}
+	}
+	h.mu.Unlock()
+	for _, s := range open {
+		s.ss.Close()
+		s.release()
+	}
+}
+
+// fail answers an error before the SDK sees the request: the HTTP API's
+// status and body for its code, and Retry-After for a limit.
+func fail(w http.ResponseWriter, err error) {
+	code := gateway.Code(err)
+	status := map[string]int{gateway.CodeInvalid: http.StatusBadRequest, gateway.CodeUnauthenticated: http.StatusUnauthorized,
+		gateway.CodeForbidden: http.StatusForbidden, gateway.CodeNotFound: http.StatusNotFound,
+		gateway.CodeTooMany: http.StatusTooManyRequests, gateway.CodeUnavailable: http.StatusServiceUnavailable}[code]
+	if status == 0 {
+		status = http.StatusInternalServerError
+	}
+	if code == gateway.CodeTooMany || code == gateway.CodeUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeError(w, status, code, err.Error())
+}
+
+// answer notes the status of a response and hands its header to
+// onHeader before it is written, and puts the retry field into the first
+// event of an event stream.
+type answer struct {
 	http.ResponseWriter
-	bind  func(sid string)
-	noted bool
+	onHeader func(http.Header)
+	status   int // 0 until the header is written
 	// retry is the "retry: N\n" line for the stream's first event, nil
 	// when none is sent or the body has begun.
 	retry []byte
 }
 
-func (b *bindingRecorder) note() {
-	if !b.noted {
-		b.noted = true
-		if sid := b.Header().Get("Mcp-Session-Id"); sid != "" {
-			b.bind(sid)
+func (a *answer) note(status int) {
+	if a.status == 0 {
+		a.status = status
+		if a.onHeader != nil {
+			a.onHeader(a.Header())
 		}
 	}
 }
 
-func (b *bindingRecorder) WriteHeader(code int) {
-	b.note()
-	b.ResponseWriter.WriteHeader(code)
+func (a *answer) WriteHeader(code int) {
+	a.note(code)
+	a.ResponseWriter.WriteHeader(code)
 }
 
 // Write passes p on. The first write of an event stream gets the retry
@@ -322,24 +462,24 @@ func (b *bindingRecorder) WriteHeader(code int) {
 // write starts an event (the priming one, when there is one) and the line
 // becomes one of its fields. The SDK has no option for a retry field on
 // the priming event, which clients read to time their reconnection.
-func (b *bindingRecorder) Write(p []byte) (int, error) {
-	b.note()
-	retry := b.retry
-	b.retry = nil
-	if retry == nil || len(p) == 0 || !strings.HasPrefix(b.Header().Get("Content-Type"), "text/event-stream") {
-		return b.ResponseWriter.Write(p)
+func (a *answer) Write(p []byte) (int, error) {
+	a.note(http.StatusOK)
+	retry := a.retry
+	a.retry = nil
+	if retry == nil || len(p) == 0 || !strings.HasPrefix(a.Header().Get("Content-Type"), "text/event-stream") {
+		return a.ResponseWriter.Write(p)
 	}
 	// A fresh slice: retry's array is shared by every request.
-	n, err := b.ResponseWriter.Write(slices.Concat(retry, p))
+	n, err := a.ResponseWriter.Write(slices.Concat(retry, p))
 	return max(n-len(retry), 0), err
 }
 
 // Unwrap lets http.ResponseController reach the connection's writer.
-func (b *bindingRecorder) Unwrap() http.ResponseWriter { return b.ResponseWriter }
+func (a *answer) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
-func (b *bindingRecorder) Flush() {
-	b.note()
-	if f, ok := b.ResponseWriter.(http.Flusher); ok {
+func (a *answer) Flush() {
+	a.note(http.StatusOK)
+	if f, ok := a.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
 }

@@ -84,86 +84,140 @@ type pipeAddr struct{}
 func (pipeAddr) Network() string { return "pipe" }
 func (pipeAddr) String() string  { return "pipe" }
 
-// The idle timeout passes on a synctest bubble's clock: the MCP sessions'
-// own timeout (the SDK's) and the handler's sweep both read it, so the
-// test waits out no real time. The directory is made outside the bubble
-// (its cleanup outlives it); the store and the HTTP server and clients
-// are made inside, so that their goroutines and timers belong to it.
-func TestIdleMCPSessionsAndTheirServersAreDropped(t *testing.T) {
+// bubbleHTTP serves a handler of an MCP gateway over in-memory pipes, all
+// made in the calling synctest bubble (the directory outside it, since
+// its cleanup outlives it), and returns the handler and its clients'
+// transport; everything is closed when the bubble's test ends. Agents are
+// named by the X-Agent header (agentVia).
+func bubbleHTTP(t *testing.T, dir string, opts HTTPOptions) (*httpHandler, *gateway.Gateway, *http.Transport) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlitestore.Open(ctx, filepath.Join(dir, "v.db"), sqlitestore.Options{Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := gateway.NewHub()
+	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{PruneInterval: -1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gateway.New(eng, st, gateway.Options{Hub: hub})
+	resolve := func(r *http.Request) (gateway.Caller, error) {
+		return g.ResolveCaller(r.Context(), gateway.Principal{Role: gateway.RoleAgent, ID: r.Header.Get("X-Agent")}, "")
+	}
+	serveCtx, stop := context.WithCancel(ctx)
+	h := newHTTPHandler(serveCtx, g, resolve, nil, opts)
+	l := newPipeListener()
+	srv := &http.Server{Handler: h}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	transport := &http.Transport{DialContext: l.dial}
+	t.Cleanup(func() {
+		srv.Close()
+		if err := <-served; err != http.ErrServerClosed {
+			t.Errorf("Serve returned %v, want http.ErrServerClosed", err)
+		}
+		transport.CloseIdleConnections()
+		stop()
+		g.Close()
+		eng.Close()
+		st.Close()
+	})
+	return h, g, transport
+}
+
+// bubbleURL is where bubbleHTTP's handler answers.
+const bubbleURL = "http://vigil.test/"
+
+// openSessions reports the MCP sessions open on h: those it knows of,
+// those the gateway counts, and those the SDK serves.
+func openSessions(h *httpHandler, g *gateway.Gateway) (known, counted, served int) {
+	h.mu.Lock()
+	known = len(h.sessions)
+	h.mu.Unlock()
+	for range h.srv.Sessions() {
+		served++
+	}
+	return known, g.Held(gateway.HoldMCPSession), served
+}
+
+// The idle timeout passes on a synctest bubble's clock, so the test waits
+// out no real time.
+func TestAnIdleMCPSessionIsClosedAndGivesItsPlaceBack(t *testing.T) {
 	dir := t.TempDir()
 	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
-		st, err := sqlitestore.Open(ctx, filepath.Join(dir, "v.db"), sqlitestore.Options{Synchronous: "NORMAL"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		hub := gateway.NewHub()
-		eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{PruneInterval: -1}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		g := gateway.New(eng, st, gateway.Options{Hub: hub})
-		defer func() { g.Close(); eng.Close(); st.Close() }()
-
-		resolve := func(r *http.Request) (gateway.Caller, error) {
-			return g.ResolveCaller(r.Context(), gateway.Principal{Role: gateway.RoleAgent, ID: r.Header.Get("X-Agent")}, "")
-		}
 		const idle = 300 * time.Millisecond
-		serveCtx, stop := context.WithCancel(ctx)
-		defer stop()
-		h := newHTTPHandler(serveCtx, g, resolve, nil, HTTPOptions{IdleTimeout: idle})
-		l := newPipeListener()
-		srv := &http.Server{Handler: h}
-		served := make(chan error, 1)
-		go func() { served <- srv.Serve(l) }()
-		transport := &http.Transport{DialContext: l.dial}
-		const url = "http://vigil.test/"
-		defer func() {
-			srv.Close()
-			if err := <-served; err != http.ErrServerClosed {
-				t.Errorf("Serve returned %v, want http.ErrServerClosed", err)
-			}
-			transport.CloseIdleConnections()
-		}()
-
-		// Two agents open a session each and then go quiet without closing it.
-		// Only revisions up to 2025-11-25 have MCP sessions to go idle.
+		h, g, transport := bubbleHTTP(t, dir, HTTPOptions{IdleTimeout: idle})
+		// Two agents open a session each and then go quiet without closing
+		// it. Only revisions up to 2025-11-25 have MCP sessions to go idle.
+		var sessions []*mcp.ClientSession
 		for _, agent := range []string{"a", "b"} {
 			client := mcp.NewClient(&mcp.Implementation{Name: "idle-test", Version: "1"}, nil)
-			cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url,
-				HTTPClient: &http.Client{Transport: agentVia{agent, transport}}, MaxRetries: -1},
+			cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: bubbleURL,
+				HTTPClient: &http.Client{Transport: agentVia{agent, transport}}, MaxRetries: -1, DisableStandaloneSSE: true},
 				&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			// Only once the test is over: closing would end the session.
 			defer cs.Close()
+			sessions = append(sessions, cs)
 		}
-		sizes := func() (servers, bindings int) {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			return len(h.servers), len(h.bindings)
+		synctest.Wait()
+		if k, c, s := openSessions(h, g); k != 2 || c != 2 || s != 2 {
+			t.Fatalf("after two sessions: %d known, %d counted, %d served; want 2 of each", k, c, s)
 		}
-		if s, b := sizes(); s != 2 || b != 2 {
-			t.Fatalf("after two sessions: %d servers, %d bindings; want 2 and 2", s, b)
+		// Just short of the idle timeout, a call keeps b's session open.
+		time.Sleep(idle - time.Millisecond)
+		if _, err := sessions[1].ListTools(context.Background(), nil); err != nil {
+			t.Fatal(err)
 		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if k, c, s := openSessions(h, g); k != 1 || c != 1 || s != 1 {
+			t.Fatalf("a's session idle, b's just used: %d known, %d counted, %d served; want 1 of each", k, c, s)
+		}
+		time.Sleep(idle)
+		synctest.Wait()
+		if k, c, s := openSessions(h, g); k != 0 || c != 0 || s != 0 {
+			t.Fatalf("both idle: %d known, %d counted, %d served; want none", k, c, s)
+		}
+		// Its client is told the session is gone.
+		if _, err := sessions[0].ListTools(context.Background(), nil); err == nil {
+			t.Error("a call on an idled-out session was answered")
+		}
+	})
+}
 
-		sweeper := &http.Client{Transport: transport}
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			// Any request lets the handler sweep.
-			resp, err := sweeper.Get(url)
-			if err == nil {
-				resp.Body.Close()
-			}
-			if s, b := sizes(); s == 0 && b == 0 {
-				return
-			}
-			if time.Now().After(deadline) {
-				s, b := sizes()
-				t.Fatalf("idle sessions never dropped: %d servers, %d bindings left", s, b)
-			}
-			time.Sleep(idle / 2) // the bubble's clock
+// A client listening on its session's GET stream is not idle, however
+// long it makes no call.
+func TestAnMCPSessionWithItsStreamOpenDoesNotIdleOut(t *testing.T) {
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		const idle = 300 * time.Millisecond
+		h, g, transport := bubbleHTTP(t, dir, HTTPOptions{IdleTimeout: idle})
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "idle-test", Version: "1"}, nil).Connect(context.Background(),
+			&mcp.StreamableClientTransport{Endpoint: bubbleURL, HTTPClient: &http.Client{Transport: agentVia{"a", transport}}, MaxRetries: -1},
+			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // its GET stream is open
+		time.Sleep(10 * idle)
+		synctest.Wait()
+		if k, c, s := openSessions(h, g); k != 1 || c != 1 || s != 1 {
+			t.Fatalf("ten idle timeouts with the stream open: %d known, %d counted, %d served; want 1 of each", k, c, s)
+		}
+		if _, err := cs.ListTools(context.Background(), nil); err != nil {
+			t.Fatalf("a call after ten idle timeouts with the stream open: %v", err)
+		}
+		// Closed by its client (DELETE), it gives its place back at once.
+		if err := cs.Close(); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if k, c, s := openSessions(h, g); k != 0 || c != 0 || s != 0 {
+			t.Fatalf("closed by its client: %d known, %d counted, %d served; want none", k, c, s)
 		}
 	})
 }

@@ -37,22 +37,30 @@ const BookmarkMetaKey = "io.github.vigilhq/bookmark"
 // New returns an MCP server acting as caller on g. Its session resources
 // report changes to subscribers until ctx ends.
 func New(ctx context.Context, g *gateway.Gateway, caller gateway.Caller, log *slog.Logger) *mcp.Server {
-	return newServer(ctx, g, caller, log, serverOptions{})
+	return newServer(ctx, g, log, func(*mcp.RequestExtra) (gateway.Caller, context.Context, bool) {
+		return caller, context.Background(), true
+	})
 }
 
-// serverOptions are what a transport adds to a server.
-type serverOptions struct {
-	// requestContext returns the context of the HTTP request that carried
-	// a message, when there is one: the SDK runs handlers on a context of
-	// its own, and the request metrics are labelled through the request's.
-	requestContext func(*mcp.RequestExtra) (context.Context, bool)
+// origin tells a server who sent a request message, and gives the context
+// of what carried it (over HTTP, the request that brought the message),
+// which ends when the carrier does; ok is false once the carrier has
+// ended. The SDK runs handlers on contexts of its own, which neither know
+// the caller nor end when a client hangs up.
+type origin func(extra *mcp.RequestExtra) (c gateway.Caller, carrier context.Context, ok bool)
+
+type callerKey struct{}
+
+// callerOf is the caller a request handler serves, as origin told it.
+func callerOf(ctx context.Context) gateway.Caller {
+	return ctx.Value(callerKey{}).(gateway.Caller)
 }
 
-func newServer(ctx context.Context, g *gateway.Gateway, caller gateway.Caller, log *slog.Logger, opts serverOptions) *mcp.Server {
+func newServer(ctx context.Context, g *gateway.Gateway, log *slog.Logger, from origin) *mcp.Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	subs := &subscriptions{g: g, caller: caller, log: log, ctx: ctx, follows: map[string]*follow{}}
+	subs := &subscriptions{g: g, log: log, ctx: ctx, follows: map[string]*follow{}}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "vigil", Version: Version}, &mcp.ServerOptions{
 		Instructions: "vigil tells you when someone else changed a session you depend on. When a tool result ends " +
 			"with a \"System:\" line saying a session changed, call session_status with the changesSince number it " +
@@ -72,7 +80,7 @@ func newServer(ctx context.Context, g *gateway.Gateway, caller gateway.Caller, l
 			continue
 		}
 		srv.AddTool(&mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema,
-			OutputSchema: t.OutputSchema}, toolHandler(g, caller, t, log))
+			OutputSchema: t.OutputSchema}, toolHandler(g, t, log))
 	}
 	srv.AddResourceTemplate(&mcp.ResourceTemplate{
 		Name:        "session",
@@ -80,31 +88,50 @@ func newServer(ctx context.Context, g *gateway.Gateway, caller gateway.Caller, l
 		Description: "A session's status: its facts and state version. Subscribe to hear when its state version moves.",
 		MIMEType:    "application/json",
 		URITemplate: SessionURIPrefix + "{+sessionKey}", // reserved expansion: keys contain ':'
-	}, readSession(g, caller))
-	if opts.requestContext != nil {
-		srv.AddReceivingMiddleware(labelTools(g, opts.requestContext))
-	}
+	}, readSession(g))
+	srv.AddReceivingMiddleware(fromCarrier(g, from))
 	return srv
 }
 
-// labelTools names, in the HTTP request metrics, the tool each tools/call
-// runs, so MCP's calls are counted and timed per tool as the HTTP API's
-// are (under the /mcp route). Only names of the registry's model tools
-// become labels: anything else stays unlabelled, as the SDK refuses it.
-func labelTools(g *gateway.Gateway, requestContext func(*mcp.RequestExtra) (context.Context, bool)) mcp.Middleware {
+// fromCarrier runs each request's handler as the caller that sent it, and
+// ends the handler's context when the request's carrier ends: a client
+// that hangs up, or whose stream breaks, cancels what it asked for at
+// once, as notifications/cancelled does, so a waiting send or turn frees
+// its slot and stops. It also names, in the HTTP request metrics, the tool
+// each tools/call runs, so MCP's calls are counted and timed per tool as
+// the HTTP API's are (under the /mcp route); only names of the registry's
+// model tools become labels. Notifications pass untouched: no caller acts
+// in them, and their carrier is answered before they are handled.
+func fromCarrier(g *gateway.Gateway, from origin) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if strings.HasPrefix(method, "notifications/") {
+				return next(ctx, method, req)
+			}
+			c, carrier, ok := from(req.GetExtra())
+			if !ok {
+				return nil, errCancelled
+			}
 			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && method == "tools/call" {
 				if t, ok := g.Tools().Get(p.Name); ok && t.ForModels {
-					if rctx, ok := requestContext(req.GetExtra()); ok {
-						metrics.SetTool(rctx, t.Name)
-					}
+					metrics.SetTool(carrier, t.Name)
 				}
 			}
+			ctx, cancel := context.WithCancel(context.WithValue(ctx, callerKey{}, c))
+			defer cancel()
+			defer context.AfterFunc(carrier, cancel)()
 			return next(ctx, method, req)
 		}
 	}
 }
+
+// errCancelled answers a request cancelled before it was done. Nobody may
+// read it (the client has gone or has given up on it), but a client that
+// resumes a broken stream gets it in place of the answer.
+var errCancelled = &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
+	Message: "cancelled: the request was cancelled, or its connection closed, before it was done; " +
+		"what it had done by then stays done",
+	Data: json.RawMessage(`{"code":"cancelled"}`)}
 
 // uncacheable marks every cacheable result (2026-07-28 lists, reads and
 // server/discover) as stale at once and for the caller alone: each is what
@@ -116,11 +143,16 @@ func uncacheable(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
 }
 
 // toolHandler runs a registry tool as the caller, then appends and
-// acknowledges the caller's queued system events.
-func toolHandler(g *gateway.Gateway, caller gateway.Caller, t *gateway.Tool, log *slog.Logger) mcp.ToolHandler {
+// acknowledges the caller's queued system events. A call cancelled before
+// it is done hands no notices over: they stay queued for a later result.
+func toolHandler(g *gateway.Gateway, t *gateway.Tool, log *slog.Logger) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		caller := callerOf(ctx)
 		res := &mcp.CallToolResult{}
 		out, err := t.Call(ctx, caller, req.Params.Arguments)
+		if ctx.Err() != nil {
+			return nil, errCancelled
+		}
 		if err != nil {
 			res.IsError = true
 			res.Content = []mcp.Content{&mcp.TextContent{Text: toolError(err)}}
@@ -207,8 +239,9 @@ func deliverNotices(ctx context.Context, g *gateway.Gateway, caller gateway.Call
 	return out
 }
 
-func readSession(g *gateway.Gateway, caller gateway.Caller) mcp.ResourceHandler {
+func readSession(g *gateway.Gateway) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		caller := callerOf(ctx)
 		key, ok := strings.CutPrefix(req.Params.URI, SessionURIPrefix)
 		if !ok {
 			return nil, mcp.ResourceNotFoundError(req.Params.URI)
@@ -229,13 +262,13 @@ func readSession(g *gateway.Gateway, caller gateway.Caller) mcp.ResourceHandler 
 // subscriptions follows, for each session URI subscribed to, the session's
 // log, and tells its subscribers when its state version moves and, when it
 // was quiet for the bookmark interval, where it stands. A server follows
-// nothing while nobody subscribes.
+// nothing while nobody subscribes, and each session once, whoever follows
+// it: every subscriber passed the access check when it subscribed.
 type subscriptions struct {
-	g      *gateway.Gateway
-	caller gateway.Caller
-	log    *slog.Logger
-	ctx    context.Context // bounds every follow
-	srv    *mcp.Server     // set by newServer before it serves
+	g   *gateway.Gateway
+	log *slog.Logger
+	ctx context.Context // bounds every follow
+	srv *mcp.Server     // set by newServer before it serves
 
 	mu      sync.Mutex
 	follows map[string]*follow // by URI
@@ -261,7 +294,7 @@ func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 	if err != nil {
 		return rpcError(uri, err)
 	}
-	if err := s.caller.Reach(ref); err != nil {
+	if err := callerOf(ctx).Reach(ref); err != nil {
 		return rpcError(uri, err)
 	}
 	s.mu.Lock()

@@ -36,6 +36,12 @@ func connect(t *testing.T, g *gateway.Gateway, session string) *mcp.ClientSessio
 
 func newGateway(t *testing.T) *gateway.Gateway {
 	t.Helper()
+	return newGatewayWith(t, gateway.Limits{})
+}
+
+// newGatewayWith is newGateway with limits of the test's.
+func newGatewayWith(t *testing.T, limits gateway.Limits) *gateway.Gateway {
+	t.Helper()
 	ctx := context.Background()
 	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "v.db"), sqlitestore.Options{Synchronous: "NORMAL"})
 	if err != nil {
@@ -46,7 +52,7 @@ func newGateway(t *testing.T) *gateway.Gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := gateway.New(eng, st, gateway.Options{Hub: hub})
+	g := gateway.New(eng, st, gateway.Options{Hub: hub, Limits: limits})
 	t.Cleanup(func() { g.Close(); eng.Close(); st.Close() })
 	return g
 }

@@ -1,7 +1,7 @@
 package mcpserver
 
-// What MCP adds to the gateway's metrics: tool calls by tool, and the
-// errors it deals with without failing a call.
+// What MCP adds to the gateway's metrics: tool calls by tool, open MCP
+// sessions, and the errors it deals with without failing a call.
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ import (
 )
 
 // series is the value of the series of family name whose labels include
-// want (a histogram's count), and how many such series there are.
+// want (a histogram's count), summed, and how many such series there are.
 func series(t *testing.T, g prometheus.Gatherer, name string, want map[string]string) (value float64, n int) {
 	t.Helper()
 	mfs, err := g.Gather()
@@ -47,6 +47,8 @@ func series(t *testing.T, g prometheus.Gatherer, name string, want map[string]st
 			switch {
 			case m.GetCounter() != nil:
 				value += m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				value += m.GetGauge().GetValue()
 			case m.GetHistogram() != nil:
 				value += float64(m.GetHistogram().GetSampleCount())
 			}
@@ -177,4 +179,37 @@ func TestNoticesThatCannotBeHandedOverAreLoggedAndCounted(t *testing.T) {
 	if got := logs.String(); !strings.Contains(got, "hand the notices over") || !strings.Contains(got, "agent:main:main") {
 		t.Errorf("the log does not say which notices could not be handed over:\n%s", got)
 	}
+}
+
+func TestOpenMCPSessionsAreAGauge(t *testing.T) {
+	g := edgeGateway(t)
+	m := metrics.New(g.Engine())
+	if err := m.RegisterGateway(g); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), edgeHangGuard)
+	defer cancel()
+	resolve := func(r *http.Request) (gateway.Caller, error) {
+		return g.ResolveCaller(r.Context(), gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "")
+	}
+	srv := httptest.NewServer(newHTTPHandler(ctx, g, resolve, nil, HTTPOptions{}))
+	defer srv.Close()
+	open := func(want float64, after string) {
+		t.Helper()
+		if v, _ := series(t, m.Registry, "vigil_open_mcp_sessions", nil); v != want {
+			t.Errorf("vigil_open_mcp_sessions = %v %s, want %v", v, after, want)
+		}
+	}
+	open(0, "before any session")
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "metrics-test", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: srv.URL, MaxRetries: -1, DisableStandaloneSSE: true},
+		&mcp.ClientSessionOptions{ProtocolVersion: rawProtocol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open(1, "with a session open")
+	if err := cs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	open(0, "once it is closed")
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
 )
 
@@ -133,16 +134,42 @@ func waitReturned(t *testing.T, returned <-chan string, step string) {
 	}
 }
 
+// rawInitialize opens an MCP session by hand.
+func (c *rawMCP) initialize(ctx context.Context) {
+	c.t.Helper()
+	resp := c.request(ctx, http.MethodPost, "initialize", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+
+		rawProtocol+`","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`, nil)
+	c.sid = resp.Header.Get("Mcp-Session-Id")
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || c.sid == "" {
+		c.t.Fatalf("initialize: %d, session id %q", resp.StatusCode, c.sid)
+	}
+	resp = c.request(ctx, http.MethodPost, "initialized", `{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}`, nil)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		c.t.Fatalf("initialized: %d", resp.StatusCode)
+	}
+}
+
+// nextData reads events from r until one carries data.
+func nextData(t *testing.T, r *bufio.Reader) sseEvent {
+	t.Helper()
+	for {
+		e, err := readEvent(r)
+		if err != nil {
+			t.Fatalf("the stream ended before a message: %v", err)
+		}
+		if e.data != "" {
+			return e
+		}
+	}
+}
+
 func TestAStreamCutAndResumedWithLastEventIDRedeliversWhatItMissed(t *testing.T) {
 	g := edgeGateway(t)
-	manager := agentCaller(t, g, "main", "agent:main:main")
 	ctx, cancel := context.WithTimeout(context.Background(), edgeHangGuard)
 	defer cancel()
-	child, err := g.Spawn(ctx, manager, gateway.SpawnInput{Task: "draft"})
-	if err != nil {
-		t.Fatal(err)
-	}
-
 	store := &recordingStore{MemoryEventStore: mcp.NewMemoryEventStore(nil), stored: make(chan string, 64)}
 	resolve := func(r *http.Request) (gateway.Caller, error) {
 		return g.ResolveCaller(r.Context(), gateway.Principal{Role: gateway.RoleAgent, ID: r.Header.Get("X-Agent")}, r.Header.Get("Vigil-Session"))
@@ -155,95 +182,135 @@ func TestAStreamCutAndResumedWithLastEventIDRedeliversWhatItMissed(t *testing.T)
 	}))
 	defer srv.Close()
 	c := &rawMCP{t: t, url: srv.URL}
+	c.initialize(ctx)
+	resp := c.request(ctx, http.MethodPost, "subscribe",
+		`{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"`+SessionURIPrefix+`agent:main:main"}}`, nil)
+	if e := nextData(t, bufio.NewReader(resp.Body)); !strings.Contains(e.data, `"result"`) {
+		t.Fatalf("resources/subscribe answered %s", e.data)
+	}
+	resp.Body.Close()
 
-	resp := c.request(ctx, http.MethodPost, "initialize", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+
-		rawProtocol+`","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`, nil)
-	c.sid = resp.Header.Get("Mcp-Session-Id")
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || c.sid == "" {
-		t.Fatalf("initialize: %d, session id %q", resp.StatusCode, c.sid)
+	// The session's stream (a GET) hears the first change.
+	listenCtx, cut := context.WithCancel(ctx)
+	defer cut()
+	resp = c.request(listenCtx, http.MethodGet, "listen", "", map[string]string{"Accept": "text/event-stream"})
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || !strings.HasPrefix(ct, "text/event-stream") {
+		t.Fatalf("GET: %d %s", resp.StatusCode, ct)
 	}
-	resp = c.request(ctx, http.MethodPost, "initialized", `{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}`, nil)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("initialized: %d", resp.StatusCode)
+	ref := vigil.MustRef("agent:main:main")
+	change := func() {
+		if _, err := g.Engine().Record(ctx, vigil.Record{Session: ref, Kind: vigil.KindCompacted, ActorType: vigil.ActorSystem}); err != nil {
+			t.Fatal(err)
+		}
 	}
+	change()
+	stream := bufio.NewReader(resp.Body)
+	first, err := readEvent(stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.retry != "1500" {
+		t.Errorf("the stream's first event's retry field = %q, want 1500 (milliseconds)", first.retry)
+	}
+	if first.data == "" { // a priming event
+		first = nextData(t, stream)
+	}
+	if !first.hasID || !strings.Contains(first.data, "notifications/resources/updated") {
+		t.Fatalf("the stream's first message = %+v, want an update with an id", first)
+	}
+	streamID, _, _ := strings.Cut(first.id, "_")
+
+	// The stream breaks; while none is open the session changes again, and
+	// the update goes into the store only.
+	cut()
+	resp.Body.Close()
+	waitReturned(t, returned, "listen")
+	change()
+	for stored := ""; stored != streamID; { // earlier requests' answers were stored too
+		select {
+		case stored = <-store.stored:
+		case <-ctx.Done():
+			t.Fatal("the second update was never stored")
+		}
+	}
+
+	// The client comes back with the last id it saw and gets the update.
+	resp = c.request(ctx, http.MethodGet, "resume", "", map[string]string{"Last-Event-ID": first.id, "Accept": "text/event-stream"})
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		t.Fatalf("GET with Last-Event-ID %s: %d %s", first.id, resp.StatusCode, body)
+	}
+	missed := nextData(t, bufio.NewReader(resp.Body))
+	if got, _, _ := strings.Cut(missed.id, "_"); !missed.hasID || got != streamID || missed.id == first.id {
+		t.Errorf("the redelivered event's id %q, want a later id on stream %q", missed.id, streamID)
+	}
+	if !strings.Contains(missed.data, "notifications/resources/updated") {
+		t.Fatalf("the redelivered message = %s, want the update missed", missed.data)
+	}
+}
+
+// A call whose stream breaks is cancelled then and there (its client may
+// have gone for good, and it would hold its slot); a client that does come
+// back with Last-Event-ID is told so.
+func TestACallWhoseStreamBreaksIsCancelledAndResumingSaysSo(t *testing.T) {
+	g := edgeGateway(t)
+	ctx, cancel := context.WithTimeout(context.Background(), edgeHangGuard)
+	defer cancel()
+	store := &recordingStore{MemoryEventStore: mcp.NewMemoryEventStore(nil), stored: make(chan string, 64)}
+	resolve := func(r *http.Request) (gateway.Caller, error) {
+		return g.ResolveCaller(r.Context(), gateway.Principal{Role: gateway.RoleAgent, ID: r.Header.Get("X-Agent")}, r.Header.Get("Vigil-Session"))
+	}
+	h := newHTTPHandler(ctx, g, resolve, nil, HTTPOptions{EventStore: store})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	c := &rawMCP{t: t, url: srv.URL}
+	c.initialize(ctx)
 
 	// A call that parks until the manager is woken.
 	callCtx, cut := context.WithCancel(ctx)
 	defer cut()
-	resp = c.request(callCtx, http.MethodPost, "wait",
+	resp := c.request(callCtx, http.MethodPost, "wait",
 		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"session_wait","arguments":{"timeoutSeconds":60}}}`, nil)
-	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || !strings.HasPrefix(ct, "text/event-stream") {
-		t.Fatalf("tools/call: %d %s", resp.StatusCode, ct)
-	}
 	prime, err := readEvent(bufio.NewReader(resp.Body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !prime.hasID || prime.id == "" || prime.data != "" {
+	if !prime.hasID || prime.data != "" {
 		t.Fatalf("the stream's first event = %+v, want a priming event: an id and no data", prime)
 	}
-	if prime.retry != "1500" {
-		t.Errorf("the priming event's retry field = %q, want 1500 (milliseconds)", prime.retry)
-	}
 	streamID, _, _ := strings.Cut(prime.id, "_")
-
-	// The stream breaks while the call is parked.
+	if err := g.AwaitHeld(ctx, gateway.HoldWait, 1); err != nil {
+		t.Fatal(err)
+	}
 	cut()
 	resp.Body.Close()
-	waitReturned(t, returned, "wait")
-
-	// While no stream is open, a person writes into the child: the
-	// manager is woken and the call answers, into the store only.
-	person, err := g.ResolveCaller(ctx, gateway.LocalPrincipal, "")
-	if err != nil {
-		t.Fatal(err)
+	if err := g.AwaitHeld(ctx, gateway.HoldWait, 0); err != nil {
+		t.Fatalf("the parked call kept its slot after its stream broke: %v", err)
 	}
-	if _, err := g.Send(ctx, person, gateway.SendInput{SessionKey: child.ChildSessionKey, Message: "the figures changed",
-		TimeoutSeconds: new(int)}); err != nil {
-		t.Fatal(err)
-	}
-	for stored := ""; stored != streamID; { // earlier requests' answers were stored too
+	for stored := ""; stored != streamID; {
 		select {
 		case stored = <-store.stored:
 		case <-ctx.Done():
 			t.Fatal("the call's answer was never stored")
 		}
 	}
-
-	// The client comes back with the last id it saw and gets the answer.
 	resp = c.request(ctx, http.MethodGet, "resume", "", map[string]string{"Last-Event-ID": prime.id, "Accept": "text/event-stream"})
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(resp.Body)
-		t.Fatalf("GET with Last-Event-ID %s: %d %s", prime.id, resp.StatusCode, body)
-	}
-	r := bufio.NewReader(resp.Body)
-	var missed sseEvent
-	for missed.data == "" {
-		if missed, err = readEvent(r); err != nil {
-			t.Fatalf("the resumed stream ended before the missed answer: %v", err)
-		}
-	}
-	if got, _, _ := strings.Cut(missed.id, "_"); !missed.hasID || got != streamID || missed.id == prime.id {
-		t.Errorf("the redelivered event's id %q, want a later id on stream %q", missed.id, streamID)
-	}
 	var answer struct {
-		ID     int `json:"id"`
-		Result struct {
-			IsError           bool               `json:"isError"`
-			StructuredContent gateway.TurnOutput `json:"structuredContent"`
-		} `json:"result"`
+		ID    int `json:"id"`
+		Error struct {
+			Code    int               `json:"code"`
+			Message string            `json:"message"`
+			Data    map[string]string `json:"data"`
+		} `json:"error"`
 	}
+	missed := nextData(t, bufio.NewReader(resp.Body))
 	if err := json.Unmarshal([]byte(missed.data), &answer); err != nil {
 		t.Fatalf("the redelivered event %q: %v", missed.data, err)
 	}
-	turn := answer.Result.StructuredContent
-	if answer.ID != 7 || answer.Result.IsError || turn.TimedOut || len(turn.SystemEvents) != 1 ||
-		!strings.Contains(turn.SystemEvents[0], child.ChildSessionKey) {
-		t.Fatalf("the redelivered answer = %s, want session_wait's wake with the child's notice", missed.data)
+	if answer.ID != 7 || answer.Error.Data["code"] != "cancelled" || !strings.HasPrefix(answer.Error.Message, "cancelled") {
+		t.Fatalf("the redelivered answer = %s, want the call's cancellation", missed.data)
 	}
 }
 

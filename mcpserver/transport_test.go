@@ -49,7 +49,14 @@ type liveGateway struct {
 
 func liveStart(t *testing.T) *liveGateway {
 	t.Helper()
-	g := newGateway(t) // engine with a hub: wakes, notices and records reach it
+	return liveStartWith(t, gateway.Limits{}, httpapi.Options{})
+}
+
+// liveStartWith is liveStart with limits and HTTP options of the test's
+// (its credentials and context are liveStart's).
+func liveStartWith(t *testing.T, limits gateway.Limits, opts httpapi.Options) *liveGateway {
+	t.Helper()
+	g := newGatewayWith(t, limits) // engine with a hub: wakes, notices and records reach it
 	creds, err := gateway.NewCredentials(gateway.Config{Tokens: []gateway.TokenConfig{
 		{Token: liveMainToken, Role: gateway.RoleAgent, Agent: "main"},
 		{Token: liveOpsToken, Role: gateway.RoleAgent, Agent: "ops"},
@@ -59,7 +66,8 @@ func liveStart(t *testing.T) *liveGateway {
 		t.Fatal(err)
 	}
 	open, closeStreams := context.WithCancel(context.Background())
-	srv := httptest.NewServer(httpapi.New(g, httpapi.Options{Credentials: creds, Context: open}))
+	opts.Credentials, opts.Context = creds, open
+	srv := httptest.NewServer(httpapi.New(g, opts))
 	t.Cleanup(func() {
 		g.Close()
 		closeStreams()

@@ -47,6 +47,7 @@ type cliGateway struct {
 	Addr string // host:port, without a scheme
 	srv  *httptest.Server
 	eng  *vigil.Engine
+	gw   *gateway.Gateway
 
 	mu     sync.Mutex
 	seen   []cliSeen
@@ -87,7 +88,7 @@ func cliStartGateway(t *testing.T, creds *gateway.Credentials, opts vigil.Option
 	t.Cleanup(func() { eng.Close() })
 	gw := gateway.New(eng, store, gateway.Options{Hub: hub})
 	h := httpapi.New(gw, httpapi.Options{Credentials: creds})
-	g := &cliGateway{eng: eng, opened: make(chan string, 64)}
+	g := &cliGateway{eng: eng, gw: gw, opened: make(chan string, 64)}
 	g.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.mu.Lock()
 		g.seen = append(g.seen, cliSeen{r.Method, r.URL.Path, r.Header.Get("Last-Event-ID")})

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +19,7 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/httpapi"
 	"github.com/vigilhq/vigil/mcpserver"
 )
 
@@ -76,6 +78,7 @@ func baseURL(addr string) string {
 }
 
 // serveMCPEmbedded runs engine, gateway and MCP server in this process.
+// On a PostgreSQL database it hears what other gateways commit there.
 func serveMCPEmbedded(ctx context.Context, log *slog.Logger, dbPath, session string, t mcp.Transport) error {
 	st, err := openStore(ctx, dbPath, "", log)
 	if err != nil {
@@ -83,6 +86,7 @@ func serveMCPEmbedded(ctx context.Context, log *slog.Logger, dbPath, session str
 	}
 	defer st.Close()
 	hub := gateway.NewHub()
+	ps := shareStore(st, hub)
 	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{Logger: log}))
 	if err != nil {
 		return err
@@ -90,6 +94,11 @@ func serveMCPEmbedded(ctx context.Context, log *slog.Logger, dbPath, session str
 	defer eng.Close()
 	g := gateway.New(eng, st, gateway.Options{Logger: log, Hub: hub})
 	defer g.Close()
+	if ps != nil {
+		// Gateways on the same database: what they commit reaches this
+		// session's turns and subscriptions, as it does `vigil serve`'s.
+		defer follow(ps, eng, g, log)() // stops first, before the gateway closes
+	}
 	caller, err := g.ResolveCaller(ctx, gateway.LocalPrincipal, session)
 	if err != nil {
 		return err
@@ -116,9 +125,12 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // serveMCPBridge relays a stdio MCP client to the gateway's /mcp endpoint:
 // the same instructions, tools (with their notices) and resources as a
-// client of /mcp gets. Resource subscriptions are served here, from the
-// gateway's log stream, which resumes by sequence after a dropped
-// connection, so no state-version move is missed.
+// client of /mcp gets. Resource subscriptions are served here, each from
+// the session's stream on the gateway, which resumes by state version
+// after a dropped connection (so no move is missed) and says where a
+// quiet session stands at the gateway's bookmark interval. A call the
+// stdio client cancels, or leaves by hanging up, is cancelled on the
+// gateway at once: its request there ends with it.
 func serveMCPBridge(ctx context.Context, log *slog.Logger, base, token, session string, t mcp.Transport) error {
 	httpClient := &http.Client{Transport: headerTransport{token: token, session: session}}
 	client := mcp.NewClient(&mcp.Implementation{Name: "vigil-mcp-bridge", Version: mcpserver.Version}, nil)
@@ -129,26 +141,26 @@ func serveMCPBridge(ctx context.Context, log *slog.Logger, base, token, session 
 		return fmt.Errorf("cannot reach vigil at %s (is `vigil serve` running, and are the token and session right?): %w", base, err)
 	}
 	defer remote.Close()
-	subs := &bridgeSubscriptions{uris: map[string]bool{}}
+	followCtx, stopFollowing := context.WithCancel(ctx)
+	defer stopFollowing()
+	subs := &bridgeFollows{client: httpClient, base: base, log: log, ctx: followCtx, follows: map[string]*bridgeFollow{}}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "vigil", Version: mcpserver.Version}, &mcp.ServerOptions{
 		Logger:       log,
 		Instructions: remote.InitializeResult().Instructions,
 		SubscribeHandler: func(ctx context.Context, req *mcp.SubscribeRequest) error {
-			// Follow at once (a client may act before this handler
-			// returns), and drop it again if the gateway's access rules,
-			// applied by reading it, refuse it.
-			subs.set(req.Params.URI, true)
+			// Reading it applies the gateway's access rules, and refuses
+			// with the errors a client of /mcp gets.
 			if _, err := remote.ReadResource(ctx, &mcp.ReadResourceParams{URI: req.Params.URI}); err != nil {
-				subs.set(req.Params.URI, false)
 				return err
 			}
-			return nil
+			return subs.subscribe(req.Params.URI)
 		},
 		UnsubscribeHandler: func(_ context.Context, req *mcp.UnsubscribeRequest) error {
-			subs.set(req.Params.URI, false)
+			subs.unsubscribe(req.Params.URI)
 			return nil
 		},
 	})
+	subs.srv = srv
 	tools, err := remote.ListTools(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("list the gateway's tools: %w", err)
@@ -168,87 +180,108 @@ func serveMCPBridge(ctx context.Context, log *slog.Logger, base, token, session 
 			return remote.ReadResource(ctx, &mcp.ReadResourceParams{URI: req.Params.URI})
 		})
 	}
-	followCtx, stopFollowing := context.WithCancel(ctx)
-	defer stopFollowing()
-	// Open the log stream before serving: once its headers arrive the
-	// gateway is listening, so no change after a subscription is missed.
-	first, err := openLog(followCtx, httpClient, base, "")
-	if err != nil {
-		return fmt.Errorf("follow the gateway's log: %w", err)
-	}
-	go followLog(followCtx, log, httpClient, base, first, func(sessionKey string) {
-		if uri := mcpserver.SessionURIPrefix + sessionKey; subs.has(uri) {
-			srv.ResourceUpdated(followCtx, &mcp.ResourceUpdatedNotificationParams{URI: uri})
-		}
-	})
 	return srv.Run(ctx, t)
 }
 
-type bridgeSubscriptions struct {
-	mu   sync.Mutex
-	uris map[string]bool
+// bridgeFollows follows, for each session URI the stdio client subscribes
+// to, the session's stream on the gateway, and tells the client what it
+// hears: an update when the session moves, a bookmark when it was quiet.
+type bridgeFollows struct {
+	client *http.Client
+	base   string
+	log    *slog.Logger
+	ctx    context.Context // bounds every follow
+	srv    *mcp.Server     // set before it serves
+
+	mu      sync.Mutex // held while a stream opens, so a URI is followed once
+	follows map[string]*bridgeFollow
 }
 
-func (b *bridgeSubscriptions) set(uri string, on bool) {
+// bridgeFollow is one session's stream being read.
+type bridgeFollow struct {
+	subscribers int // subscriptions to its URI (each 2026-07-28 listen naming it is one)
+	stop        context.CancelFunc
+	done        chan struct{} // closed once it has stopped
+}
+
+// subscribe follows uri's session; it returns once the gateway streams
+// it, so no change after the answer is missed.
+func (b *bridgeFollows) subscribe(uri string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if on {
-		b.uris[uri] = true
-	} else {
-		delete(b.uris, uri)
+	if f, ok := b.follows[uri]; ok {
+		f.subscribers++
+		return nil
 	}
+	key := strings.TrimPrefix(uri, mcpserver.SessionURIPrefix)
+	ctx, stop := context.WithCancel(b.ctx)
+	resp, err := b.open(ctx, key, "")
+	if err != nil {
+		stop()
+		return fmt.Errorf("follow %s on the gateway: %w", uri, err)
+	}
+	f := &bridgeFollow{subscribers: 1, stop: stop, done: make(chan struct{})}
+	b.follows[uri] = f
+	go b.run(ctx, uri, key, resp, f)
+	return nil
 }
 
-func (b *bridgeSubscriptions) has(uri string) bool {
+// unsubscribe stops following uri once nobody subscribes to it; it
+// returns when its stream is closed, so nothing is sent for it after the
+// answer.
+func (b *bridgeFollows) unsubscribe(uri string) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.uris[uri]
+	f, ok := b.follows[uri]
+	if ok {
+		f.subscribers--
+	}
+	if !ok || f.subscribers > 0 {
+		b.mu.Unlock()
+		return
+	}
+	delete(b.follows, uri)
+	b.mu.Unlock()
+	f.stop()
+	<-f.done
 }
 
-// openLog opens the gateway's log stream, resuming after last when set.
-func openLog(ctx context.Context, client *http.Client, base, last string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/events", nil)
+// open opens key's stream on the gateway, resuming after the state
+// version last when it is set.
+func (b *bridgeFollows) open(ctx context.Context, key, last string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.base+"/v1/sessions/"+url.PathEscape(key)+"/events", nil)
 	if err != nil {
 		return nil, err
 	}
+	req.Header.Set("Accept", "text/event-stream")
 	if last != "" {
 		req.Header.Set("Last-Event-ID", last)
 	}
-	resp, err := client.Do(req)
+	resp, err := b.client.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		resp.Body.Close()
+		defer resp.Body.Close()
+		var e httpapi.ErrorBody
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
+			return nil, fmt.Errorf("the gateway answered %s: %s", resp.Status, e.Error.Message)
+		}
 		return nil, fmt.Errorf("the gateway answered %s", resp.Status)
 	}
 	return resp, nil
 }
 
-// followLog reads the gateway's log stream until ctx ends, calling moved
-// with the session of every event, and resumes after the last sequence
-// seen when the connection drops.
-func followLog(ctx context.Context, log *slog.Logger, client *http.Client, base string, resp *http.Response, moved func(sessionKey string)) {
+// run reads uri's stream until ctx ends, and opens it again, from where
+// it was, when it breaks.
+func (b *bridgeFollows) run(ctx context.Context, uri, key string, resp *http.Response, f *bridgeFollow) {
+	defer close(f.done)
 	last := ""
 	delay := time.Second
 	for {
 		if resp != nil {
 			delay = time.Second
-			sc := bufio.NewScanner(resp.Body)
-			sc.Buffer(nil, 1<<20)
-			for sc.Scan() {
-				line := sc.Text()
-				if id, ok := strings.CutPrefix(line, "id: "); ok {
-					last = id
-				} else if data, ok := strings.CutPrefix(line, "data: "); ok {
-					var e struct {
-						SessionKey string `json:"sessionKey"`
-					}
-					if json.Unmarshal([]byte(data), &e) == nil && e.SessionKey != "" {
-						moved(e.SessionKey)
-					}
-				}
-			}
+			last = b.read(ctx, uri, resp, last)
 			resp.Body.Close()
 		}
 		select {
@@ -258,8 +291,72 @@ func followLog(ctx context.Context, log *slog.Logger, client *http.Client, base 
 			delay = min(2*delay, 30*time.Second)
 		}
 		var err error
-		if resp, err = openLog(ctx, client, base, last); err != nil && ctx.Err() == nil {
-			log.Warn("log stream unavailable; retrying", "err", err)
+		if resp, err = b.open(ctx, key, last); err != nil && ctx.Err() == nil {
+			b.log.Warn("a subscribed session's stream is unavailable; retrying", "uri", uri, "err", err)
 		}
 	}
+}
+
+// read tells the client what one connection of uri's stream says, and
+// returns where the stream stands: the state version to resume after, or
+// "" to start again from the current one. The changes of a batch the
+// gateway sent at once make one update.
+func (b *bridgeFollows) read(ctx context.Context, uri string, resp *http.Response, last string) string {
+	r := bufio.NewReader(resp.Body)
+	var id, event, data string
+	moved := false
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			if moved {
+				b.updated(ctx, uri, nil)
+			}
+			return last
+		}
+		line = strings.TrimRight(line, "\r\n")
+		if line != "" {
+			field, value, _ := strings.Cut(line, ":")
+			value = strings.TrimPrefix(value, " ")
+			switch field {
+			case "id":
+				id = value
+			case "event":
+				event = value
+			case "data":
+				data = value
+			}
+			continue
+		}
+		if id != "" {
+			last = id
+		}
+		switch event {
+		case "signal":
+			moved = true
+		case "bookmark":
+			var bm httpapi.Bookmark
+			if json.Unmarshal([]byte(data), &bm) == nil && bm.StateVersion != nil {
+				if moved {
+					b.updated(ctx, uri, nil)
+					moved = false
+				}
+				b.updated(ctx, uri, mcp.Meta{mcpserver.BookmarkMetaKey: map[string]any{"stateVersion": *bm.StateVersion}})
+			}
+		case "history_gap":
+			// Changes were pruned before they could be read: the session
+			// moved, and its stream starts again from where it is now.
+			moved, last = true, ""
+		}
+		if moved && r.Buffered() == 0 {
+			b.updated(ctx, uri, nil)
+			moved = false
+		}
+		id, event, data = "", "", ""
+	}
+}
+
+// updated tells the client that uri moved, or with meta where it stands.
+func (b *bridgeFollows) updated(ctx context.Context, uri string, meta mcp.Meta) {
+	// The SDK logs a notification it could not send; it returns no error.
+	b.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri, Meta: meta})
 }

@@ -26,6 +26,7 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/mcpserver"
 	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
@@ -436,4 +437,165 @@ func mcpCheckInstructionsAndResources(t *testing.T, cs *mcp.ClientSession, updat
 			t.Fatal("no notifications/resources/updated after the child changed (hang guard)")
 		}
 	}
+}
+
+// A call the stdio client of the relay cancels, or leaves by hanging up,
+// is cancelled on the gateway at once: its wait gives its slot back long
+// before its own timeout.
+func TestMCPRelayCancelsADroppedCallOnTheGatewayAtOnce(t *testing.T) {
+	bin := gatewayBinary(t)
+	for _, drop := range []string{"cancelled by the client", "client hangs up"} {
+		t.Run(drop, func(t *testing.T) {
+			t.Parallel()
+			g := mcpGateway(t)
+			ctx, cancel := context.WithTimeout(context.Background(), mcpHangGuard)
+			defer cancel()
+			// The relay, with its standard input a pipe of the test's: the
+			// SDK client's Close would wait for the call first.
+			cmd := exec.Command(bin, "mcp", "--session", mcpManager, "--addr", g.Addr, "--token", mcpMainToken)
+			cmd.Env, cmd.Stderr = mcpEnv(), &syncBuffer{}
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			t.Cleanup(func() {
+				cmd.Process.Kill()
+				<-exited
+			})
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "1"}, nil).Connect(ctx,
+				&mcp.IOTransport{Reader: stdout, Writer: stdin}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sp, _ := mcpOK[gateway.SpawnOutput](t, cs, "sessions_spawn", map[string]any{"task": "draft"})
+			callCtx, cancelCall := context.WithCancel(ctx)
+			defer cancelCall()
+			go cs.CallTool(callCtx, &mcp.CallToolParams{Name: "sessions_send",
+				Arguments: map[string]any{"sessionKey": sp.ChildSessionKey, "message": "which figures?", "timeoutSeconds": 300}})
+			if err := g.gw.AwaitHeld(ctx, gateway.HoldWait, 1); err != nil {
+				t.Fatalf("the send never waited: %v", err)
+			}
+			if drop == "cancelled by the client" {
+				cancelCall() // the client sends notifications/cancelled
+			} else {
+				stdin.Close()
+			}
+			if err := g.gw.AwaitHeld(ctx, gateway.HoldWait, 0); err != nil {
+				t.Fatalf("the gateway kept the dropped call's slot: %v\nstderr:\n%s", err, cmd.Stderr)
+			}
+			if drop == "client hangs up" {
+				select {
+				case err := <-exited:
+					exited <- err // for the cleanup
+					if err != nil {
+						t.Errorf("the relay exited with %v once its client hung up\nstderr:\n%s", err, cmd.Stderr)
+					}
+				case <-ctx.Done():
+					t.Fatalf("the relay did not exit once its client hung up (hang guard)\nstderr:\n%s", cmd.Stderr)
+				}
+			}
+		})
+	}
+}
+
+// Through the relay a subscription says where a quiet session stands at
+// the gateway's bookmark interval, as over /mcp.
+func TestMCPRelaySendsBookmarksForAQuietSubscribedSession(t *testing.T) {
+	t.Parallel()
+	r := runServeAsync(t, nil, "--db", filepath.Join(t.TempDir(), "vigil.db"), "--addr", "127.0.0.1:0", "--bookmark-interval", "200ms")
+	r.awaitListening(t)
+	heard := make(chan mcp.Meta, 16)
+	cs, _ := mcpStart(t, gatewayBinary(t), mcpEnv(), &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+		heard <- req.Params.Meta
+	}}, "mcp", "--session", mcpManager, "--addr", r.addr)
+	sp, _ := mcpOK[gateway.SpawnOutput](t, cs, "sessions_spawn", map[string]any{"task": "draft"})
+	uri := mcpserver.SessionURIPrefix + sp.ChildSessionKey
+	ctx, cancel := context.WithTimeout(context.Background(), mcpHangGuard)
+	defer cancel()
+	res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st gateway.StatusOutput
+	if err := json.Unmarshal([]byte(res.Contents[0].Text), &st); err != nil || st.StateVersion == 0 {
+		t.Fatalf("the child's status %s: %v", res.Contents[0].Text, err)
+	}
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // and again at the next quiet interval
+		select {
+		case meta := <-heard:
+			b, ok := meta[mcpserver.BookmarkMetaKey].(map[string]any)
+			if !ok || b["stateVersion"] != float64(st.StateVersion) {
+				t.Fatalf("the quiet child's subscription heard _meta %v, want a bookmark at state version %d", meta, st.StateVersion)
+			}
+		case <-ctx.Done():
+			t.Fatal("no bookmark for the quiet child's subscription (hang guard)")
+		}
+	}
+}
+
+// `vigil mcp --db postgres://...` is a gateway on that database like any
+// other: a notice recorded through another gateway, here a `vigil serve`
+// process, reaches its session while it runs.
+func TestMCPOnPostgreSQLHearsANoticeRecordedByAnotherGateway(t *testing.T) {
+	db := servePostgresURL(t)
+	bin := gatewayBinary(t)
+	other := startGatewayProcess(t, bin, db)
+	cs, stderr := mcpStart(t, bin, mcpEnv(), nil, "mcp", "--db", db, "--session", mcpManager)
+	sp, _ := mcpOK[gateway.SpawnOutput](t, cs, "sessions_spawn", map[string]any{"task": "write the report"})
+	child := sp.ChildSessionKey
+	// A person writes into the child through the other gateway.
+	callOK[gateway.SendOutput](t, other.serveRun, "", "", "sessions_send",
+		map[string]any{"sessionKey": child, "message": "use the new template", "channel": "web", "timeoutSeconds": 0})
+	turn, _ := mcpOK[gateway.TurnOutput](t, cs, "session_wait", map[string]any{"timeoutSeconds": 15})
+	if want := []string{vigil.NoticeText(child, 1)}; turn.TimedOut || !slices.Equal(turn.SystemEvents, want) {
+		t.Fatalf("session_wait through vigil mcp got %+v, want exactly %q\nstderr:\n%s", turn, want, stderr.String())
+	}
+}
+
+func TestServeBoundsMCPSessionsAsItsFlagsSay(t *testing.T) {
+	t.Parallel()
+	r := runServeAsync(t, nil, "--db", filepath.Join(t.TempDir(), "vigil.db"), "--addr", "127.0.0.1:0",
+		"--max-mcp-sessions-per-credential", "1", "--mcp-idle-timeout", "300ms")
+	r.awaitListening(t)
+	initialize := func() (int, http.Header, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, "http://"+r.addr+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize",`+
+			`"params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := (&http.Client{Timeout: mcpHangGuard}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, string(body)
+	}
+	if code, h, body := initialize(); code != http.StatusOK || h.Get("Mcp-Session-Id") == "" {
+		t.Fatalf("the first initialize: %d %v %s", code, h, body)
+	}
+	if code, h, body := initialize(); code != http.StatusTooManyRequests || h.Get("Retry-After") == "" ||
+		!strings.Contains(body, "1 open MCP sessions, its limit") {
+		t.Fatalf("the second initialize: %d %v %s; want 429 naming the limit, with Retry-After", code, h, body)
+	}
+	// The first session, never closed, idles out and gives its place back.
+	eventually(t, "an initialize is admitted once the first session idled out", func() bool {
+		code, _, _ := initialize()
+		return code == http.StatusOK
+	})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
 	"github.com/vigilhq/vigil/internal/metrics"
+	"github.com/vigilhq/vigil/mcpserver"
 	"github.com/vigilhq/vigil/store/pgstore"
 	"github.com/vigilhq/vigil/webhook"
 )
@@ -99,6 +100,9 @@ is the local admin.`,
 	fs.IntVar(&l.StreamsPerCredential, "max-streams-per-credential", gateway.DefaultMaxStreamsPerCredential, "open event streams per credential (-1: no limit)")
 	fs.IntVar(&l.Waits, "max-waits", gateway.DefaultMaxWaits, "parked turns and sends waiting for a reply, in all (-1: no limit)")
 	fs.IntVar(&l.WaitsPerCredential, "max-waits-per-credential", gateway.DefaultMaxWaitsPerCredential, "parked turns and waiting sends per credential (-1: no limit)")
+	fs.IntVar(&l.MCPSessions, "max-mcp-sessions", gateway.DefaultMaxMCPSessions, "open MCP sessions in all (-1: no limit)")
+	fs.IntVar(&l.MCPSessionsPerCredential, "max-mcp-sessions-per-credential", gateway.DefaultMaxMCPSessionsPerCredential, "open MCP sessions per credential (-1: no limit)")
+	fs.DurationVar(&cfg.http.MCPIdleTimeout, "mcp-idle-timeout", mcpserver.DefaultIdleTimeout, "how long an MCP session may go without a request before it is closed")
 	_ = cmd.RegisterFlagCompletionFunc("log-format", cliWords("text", "json"))
 	_ = cmd.RegisterFlagCompletionFunc("synchronous", cliWords("FULL", "NORMAL"))
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -110,10 +114,14 @@ is the local admin.`,
 			cfg.addr = envOr(getenv, "VIGIL_ADDR", defaultAddr)
 		}
 		for name, v := range map[string]int{"max-streams": l.Streams, "max-streams-per-credential": l.StreamsPerCredential,
-			"max-waits": l.Waits, "max-waits-per-credential": l.WaitsPerCredential} {
+			"max-waits": l.Waits, "max-waits-per-credential": l.WaitsPerCredential,
+			"max-mcp-sessions": l.MCPSessions, "max-mcp-sessions-per-credential": l.MCPSessionsPerCredential} {
 			if v == 0 {
 				return cliUsagef("--%s must be at least 1, or -1 for no limit", name)
 			}
+		}
+		if cfg.http.MCPIdleTimeout <= 0 {
+			return cliUsagef("--mcp-idle-timeout must be more than 0")
 		}
 		cfg.http.AllowedHosts, cfg.http.TrustedOrigins = allowedHosts, trustedOrigins
 		cfg.adminToken = getenv("VIGIL_ADMIN_TOKEN")
@@ -171,10 +179,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	}
 	defer hooks.Close() // after the engine has closed: no more wakes come
 	hub := gateway.NewHub()
-	ps, shared := st.(*pgstore.Store)
-	if shared {
-		hub.ShareStore() // other gateways may append to the same log
-	}
+	ps := shareStore(st, hub)
 	restoreGC := sweepGC()
 	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{Logger: log, OnWake: hooks.Wake}))
 	restoreGC()
@@ -192,7 +197,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	log.Info("startup sweep done", "noticesQueued", eng.Stats().SweepRequeued)
 	g := gateway.New(eng, st, gateway.Options{Logger: log, ObserveDelta: m.ObserveDelta, Hub: hub, Limits: cfg.limits,
 		BookmarkInterval: cfg.http.BookmarkInterval})
-	if shared {
+	if ps != nil {
 		// Other gateways may share the database: hear what they commit,
 		// so notices and messages stored there reach turns parked here.
 		stopFollowing := follow(ps, eng, g, log)
@@ -248,6 +253,19 @@ func redactURL(db string) string {
 		}
 	}
 	return db
+}
+
+// shareStore readies hub for st when other gateways may append to it (a
+// PostgreSQL database), and returns that store, to follow once the
+// gateway is made; nil when st is this process's own. Call it before the
+// engine opens.
+func shareStore(st sessionStore, hub *gateway.Hub) *pgstore.Store {
+	ps, shared := st.(*pgstore.Store)
+	if !shared {
+		return nil
+	}
+	hub.ShareStore() // other gateways may append to the same log
+	return ps
 }
 
 // follow keeps eng's queues and g's waiting turns, sends and streams

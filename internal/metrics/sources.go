@@ -11,8 +11,8 @@ import (
 	"github.com/vigilhq/vigil/webhook"
 )
 
-// RegisterGateway adds the gauges of what g holds open now: event streams
-// and waiting requests. Call it once per Metrics; a second gateway's
+// RegisterGateway adds the gauges of what g holds open now: event streams,
+// waiting requests and MCP sessions. Call it once per Metrics; a second gateway's
 // gauges would collide with the first's and are refused with an error.
 func (m *Metrics) RegisterGateway(g *gateway.Gateway) error {
 	streams := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -24,7 +24,11 @@ func (m *Metrics) RegisterGateway(g *gateway.Gateway) error {
 		Help: "Requests parked now: turns and session_wait calls waiting for work, " +
 			"and sessions_send calls waiting for their reply.",
 	}, func() float64 { return float64(g.Held(gateway.HoldWait)) })
-	return register(m.Registry, "gateway", streams, waits)
+	sessions := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "vigil_open_mcp_sessions",
+		Help: "MCP sessions open now: opened by an initialize on /mcp, not yet closed or idled out.",
+	}, func() float64 { return float64(g.Held(gateway.HoldMCPSession)) })
+	return register(m.Registry, "gateway", streams, waits, sessions)
 }
 
 // webhookFamilies are the dispatcher's outcome counters.
