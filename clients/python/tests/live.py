@@ -198,3 +198,4 @@ class Proxy:
                 s.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+            s.close()

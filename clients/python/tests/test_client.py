@@ -275,17 +275,17 @@ class Errors(unittest.TestCase):
         limited = Gateway("--max-waits", "1", "--max-waits-per-credential", "1")
         self.addCleanup(limited.stop)
         main = as_(MAIN, url=limited.url)
-        parked = threading.Thread(target=lambda: main.session_turn("agent:main:main", wait_seconds=5))
+        parked = threading.Thread(target=lambda: main.session_turn("agent:main:main", wait_seconds=2))
         parked.start()
         self.addCleanup(parked.join)
         limited.wait_for_metric("vigil_parked_requests", 1, ADMIN)
         # The parked turn holds the only wait: the same credential is told
         # of its own limit, another of the gateway's.
         with self.assertRaises(vc.TooManyRequestsError) as e:
-            main.session_turn("agent:main:main", wait_seconds=5)
+            main.session_turn("agent:main:main", wait_seconds=2)
         self.assertEqual((e.exception.status, e.exception.retry_after), (429, 1.0))
         with self.assertRaises(vc.UnavailableError) as e:
-            as_(ADMIN, "agent:ops:main", url=limited.url).session_wait(timeout_seconds=5)
+            as_(ADMIN, "agent:ops:main", url=limited.url).session_wait(timeout_seconds=2)
         self.assertEqual((e.exception.status, e.exception.retry_after), (503, 1.0))
 
     def test_an_unreachable_gateway_is_a_transport_error(self) -> None:
