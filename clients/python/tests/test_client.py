@@ -373,6 +373,7 @@ class Streams(unittest.TestCase):
 
         srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Pruned)
         threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.server_close)
         self.addCleanup(srv.shutdown)
         with Client(f"http://127.0.0.1:{srv.server_address[1]}").events(after=1) as stream:
             events = iter(stream)
