@@ -1,0 +1,189 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// SessionHeader names the session a request acts as.
+const SessionHeader = "Vigil-Session"
+
+// maxAnswer bounds an answer read into memory: the gateway's largest (a
+// page of 200 messages of at most 64 KiB each, escaped) stays well under it.
+const maxAnswer = 64 << 20
+
+// Client calls one gateway. It is safe for concurrent use; its methods
+// take a context that bounds the call (and, for a stream, ends it).
+type Client struct {
+	base    *url.URL
+	token   string
+	session string
+	http    *http.Client
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithToken sends token as the bearer credential. A gateway without tokens
+// (vigil serve on loopback) needs none: every request is its local admin.
+func WithToken(token string) Option { return func(c *Client) { c.token = token } }
+
+// WithSession acts as the session key (the Vigil-Session header). Without
+// it an operator or admin acts as a person, an agent token as its agent's
+// main session.
+func WithSession(key string) Option { return func(c *Client) { c.session = key } }
+
+// WithHTTPClient sends requests with hc instead of http.DefaultClient. Its
+// Timeout, if any, must be longer than the longest wait asked for (a turn
+// waits up to 60 s, a send up to 300 s) and bounds streams too: prefer
+// contexts.
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = hc } }
+
+// New returns a client of the gateway at baseURL, such as
+// http://127.0.0.1:7317 (a path, as behind a proxy, is kept).
+func New(baseURL string, opts ...Option) (*Client, error) {
+	u, err := url.Parse(strings.TrimSpace(baseURL))
+	if err != nil {
+		return nil, fmt.Errorf("vigil: base URL %q: %w", baseURL, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("vigil: base URL %q: want http(s)://host[:port]", baseURL)
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	u.RawQuery, u.Fragment = "", ""
+	c := &Client{base: u, http: http.DefaultClient}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
+}
+
+// As returns a copy of c acting as the session key ("" acts as a person,
+// or an agent token's main session).
+func (c *Client) As(key string) *Client {
+	cc := *c
+	cc.session = key
+	return &cc
+}
+
+// Session is the session c acts as, or "".
+func (c *Client) Session() string { return c.session }
+
+// endpoint is the URL of path (escaped, starting with a slash) and query.
+func (c *Client) endpoint(path string, query url.Values) string {
+	target := c.base.String() + path
+	if len(query) > 0 {
+		target += "?" + query.Encode()
+	}
+	return target
+}
+
+// request builds a request acting as session.
+func (c *Client) request(ctx context.Context, method, target, session string, body []byte) (*http.Request, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if session != "" {
+		req.Header.Set(SessionHeader, session)
+	}
+	return req, nil
+}
+
+// do sends one request and decodes a 200 answer into out; any other answer
+// is an *APIError (or *ConflictError).
+func (c *Client) do(ctx context.Context, op, method, path, session string, in, out any) error {
+	var body []byte
+	if in != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return fmt.Errorf("vigil: %s: encode the input: %w", op, err)
+		}
+	}
+	req, err := c.request(ctx, method, c.endpoint(path, nil), session, body)
+	if err != nil {
+		return fmt.Errorf("vigil: %s: %w", op, err)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("vigil: %s: %w", op, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		return fmt.Errorf("vigil: %s: read the answer: %w", op, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return errorFrom(op, resp, data)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("vigil: %s: the answer is not the expected JSON: %w", op, err)
+	}
+	return nil
+}
+
+// Call calls any tool by name with in (any value that encodes to the
+// tool's input object) and decodes its output into out (nil to drop it).
+// The typed methods are this for each tool.
+func (c *Client) Call(ctx context.Context, tool string, in, out any) error {
+	if tool == "" || strings.ContainsAny(tool, "/?#%") {
+		return invalid(tool, "tool name %q is not a tool's name", tool)
+	}
+	if in == nil {
+		in = struct{}{}
+	}
+	return c.do(ctx, tool, http.MethodPost, "/v1/tools/"+tool, c.session, in, out)
+}
+
+func call[Out any](ctx context.Context, c *Client, tool string, in any) (*Out, error) {
+	out := new(Out)
+	if err := c.Call(ctx, tool, in, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// sessionPath is a session's route: /v1/sessions/{key}/<verb>.
+func sessionPath(op, key, verb string) (string, error) {
+	if strings.TrimSpace(key) == "" {
+		return "", invalid(op, "sessionKey is required")
+	}
+	return "/v1/sessions/" + url.PathEscape(key) + "/" + verb, nil
+}
+
+// Health reports whether the gateway is up (GET /healthz).
+func (c *Client) Health(ctx context.Context) error {
+	return c.do(ctx, "healthz", http.MethodGet, "/healthz", "", nil, nil)
+}
+
+// Tools lists every tool of the gateway with its input and output JSON
+// schemas (GET /v1/tools).
+func (c *Client) Tools(ctx context.Context) ([]ToolInfo, error) {
+	var out struct {
+		Tools []ToolInfo `json:"tools"`
+	}
+	if err := c.do(ctx, "list tools", http.MethodGet, "/v1/tools", c.session, nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Tools, nil
+}

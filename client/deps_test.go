@@ -1,0 +1,27 @@
+package client_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// The client is for programs that are not the server: importing it must
+// not bring in the gateway, the engine, a store or cgo.
+func TestTheClientImportsNothingOfTheServerAndNoCgo(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("go", "list", "-deps", "github.com/vigilhq/vigil/client")
+	cmd.Env = append(cmd.Environ(), "CGO_ENABLED=0")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if strings.HasPrefix(pkg, "github.com/vigilhq/vigil") && pkg != "github.com/vigilhq/vigil/client" {
+			t.Errorf("the client imports %s", pkg)
+		}
+		if pkg == "runtime/cgo" || pkg == "C" {
+			t.Errorf("the client needs cgo (%s)", pkg)
+		}
+	}
+}

@@ -1,0 +1,43 @@
+// Package client is a Go client of a vigil gateway's HTTP API (`vigil
+// serve`): every session tool with typed inputs and outputs, the turn long
+// poll and reply of an agent runtime, and the two event streams, which
+// resume where they stopped after a dropped connection.
+//
+// It imports nothing of the server (no gateway, engine, store or cgo), so
+// a runtime, a bridge or a test harness can use it on its own.
+//
+// # Who acts
+//
+// A Client carries a bearer token ([WithToken]) and, optionally, the
+// session it acts as ([WithSession], sent as the Vigil-Session header).
+// Without a session an operator or admin token acts as a person, and an
+// agent token as its agent's main session. [Client.As] gives a copy acting
+// as another session. [Client.Turn] and [Client.Reply] always act as the
+// session whose turn or reply it is, since only that session (or an admin)
+// may take them.
+//
+// # Errors
+//
+// Every error answer of the gateway is an [*APIError] carrying the HTTP
+// status, the gateway's code and its message, which names the field or
+// rule at fault; errors.Is matches it against [ErrInvalidArgument],
+// [ErrNotFound], [ErrConflict] and the other code errors. A refused
+// precondition (ifStateVersion, ifSynced) is a [*ConflictError] with the
+// target's current state version and, for ifSynced, the caller's pending
+// notice: reconcile with [Client.Status] and ChangesSince, then retry with
+// the new version. Answers 429 and 503 carry the gateway's Retry-After.
+// A request that could not be sent or whose answer did not arrive returns
+// the transport's error, wrapped with what was asked.
+//
+// # Streams
+//
+// [Client.Events] follows the signal log and [Client.SessionEvents] one
+// session, as range-over-func sequences of [Event]s. When the connection
+// drops (a network error, the gateway restarting, nothing heard for the
+// idle timeout), the stream reconnects with Last-Event-ID set to the last
+// position it saw, so no change is missed and none is seen twice, and
+// reports the reconnection as a [Resumed] event. Bookmarks of a quiet
+// stream arrive as [Bookmark] events, and a position whose history was
+// pruned as a [HistoryGap] event, after which the stream goes on with
+// every event still retained. Cancel the context to stop a stream.
+package client

@@ -1,0 +1,138 @@
+package client
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The gateway's error codes, one per kind of refusal; errors.Is matches an
+// [*APIError] against them by its code.
+var (
+	ErrInvalidArgument  = errors.New("invalid_argument")  // 400: the message names the field or rule
+	ErrUnauthenticated  = errors.New("unauthenticated")   // 401: missing or wrong token
+	ErrPermissionDenied = errors.New("permission_denied") // 403
+	ErrNotFound         = errors.New("not_found")         // 404: no such session, run or tool
+	ErrRequestTimeout   = errors.New("request_timeout")   // 408
+	ErrConflict         = errors.New("conflict")          // 409: see ConflictError
+	ErrPayloadTooLarge  = errors.New("payload_too_large") // 413
+	ErrTooManyRequests  = errors.New("too_many_requests") // 429: this credential's limit; see APIError.RetryAfter
+	ErrInternal         = errors.New("internal")          // 500
+	ErrUnavailable      = errors.New("unavailable")       // 503: safe to retry; see APIError.RetryAfter
+)
+
+var codeErrors = map[string]error{}
+
+func init() {
+	for _, e := range []error{ErrInvalidArgument, ErrUnauthenticated, ErrPermissionDenied, ErrNotFound,
+		ErrRequestTimeout, ErrConflict, ErrPayloadTooLarge, ErrTooManyRequests, ErrInternal, ErrUnavailable} {
+		codeErrors[e.Error()] = e
+	}
+}
+
+// APIError is an error answer of the gateway. A refused request changed
+// nothing stored.
+type APIError struct {
+	// StatusCode is the HTTP status, Code the gateway's code for it
+	// (invalid_argument, not_found, ...; empty when the answer was not the
+	// gateway's JSON, as from a proxy), Message what the gateway said.
+	StatusCode int
+	Code       string
+	Message    string
+	// RetryAfter is the wait the gateway asked for before trying again
+	// (answers 429 and 503), or 0.
+	RetryAfter time.Duration
+	// Op is what was asked: the tool's name, or the route.
+	Op string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("vigil: %s: %s", e.Op, e.Message)
+}
+
+// Is matches the code errors (ErrNotFound, ...) by the error's code.
+func (e *APIError) Is(target error) bool {
+	return e.Code != "" && codeErrors[e.Code] == target
+}
+
+// ConflictError is a 409 answer: a precondition (ifStateVersion,
+// ifSynced) was refused, or a label or compaction was already taken.
+// Nothing was changed.
+type ConflictError struct {
+	*APIError
+	// Precondition is true when a precondition was refused; StateVersion
+	// is then the target's state version at the refusal. Reconcile with
+	// Status (ChangesSince the version you acted on), decide again, and
+	// retry with IfStateVersion set to StateVersion.
+	Precondition bool
+	StateVersion int64
+	// Notice is, for ifSynced, the caller's pending notice about the
+	// target (empty when none is queued).
+	Notice string
+}
+
+// Unwrap gives the *APIError, so errors.As and errors.Is see it.
+func (e *ConflictError) Unwrap() error { return e.APIError }
+
+// errorBody is the shape of every error answer.
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code         string `json:"code"`
+	Message      string `json:"message"`
+	StateVersion *int64 `json:"stateVersion,omitempty"`
+	Notice       string `json:"notice,omitempty"`
+}
+
+// errorFrom turns an answer that is not 200 into an *APIError or a
+// *ConflictError.
+func errorFrom(op string, resp *http.Response, body []byte) error {
+	e := &APIError{Op: op, StatusCode: resp.StatusCode, RetryAfter: retryAfter(resp.Header.Get("Retry-After"))}
+	var b errorBody
+	if json.Unmarshal(body, &b) != nil || b.Error.Code == "" {
+		text := strings.TrimSpace(string(body))
+		if len(text) > 200 {
+			text = text[:200] + "…"
+		}
+		if text == "" {
+			text = http.StatusText(resp.StatusCode)
+		}
+		e.Message = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, text)
+		return e
+	}
+	e.Code, e.Message = b.Error.Code, b.Error.Message
+	if resp.StatusCode == http.StatusConflict {
+		c := &ConflictError{APIError: e, Notice: b.Error.Notice}
+		if b.Error.StateVersion != nil {
+			c.Precondition, c.StateVersion = true, *b.Error.StateVersion
+		}
+		return c
+	}
+	return e
+}
+
+// retryAfter reads a Retry-After header: seconds, or an HTTP date.
+func retryAfter(v string) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(0, time.Until(t))
+	}
+	return 0
+}
+
+// invalid is a mistake the client catches before sending anything.
+func invalid(op, format string, args ...any) error {
+	return &APIError{Op: op, StatusCode: 0, Code: ErrInvalidArgument.Error(), Message: fmt.Sprintf(format, args...)}
+}

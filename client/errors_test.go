@@ -1,0 +1,177 @@
+package client_test
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vigilhq/vigil/client"
+	"github.com/vigilhq/vigil/gateway"
+)
+
+// checkAPIError checks that err is the gateway's answer status with code,
+// matched by errors.Is to want, and that its message says each of says.
+func checkAPIError(t *testing.T, what string, err error, status int, want error, says ...string) *client.APIError {
+	t.Helper()
+	var ae *client.APIError
+	if !errors.As(err, &ae) {
+		t.Fatalf("%s: error %v (%T), want an *APIError", what, err, err)
+	}
+	if ae.StatusCode != status || !errors.Is(err, want) {
+		t.Fatalf("%s: %+v, want status %d and code %v", what, ae, status, want)
+	}
+	for _, s := range says {
+		if !strings.Contains(ae.Message, s) {
+			t.Errorf("%s: message %q does not say %q", what, ae.Message, s)
+		}
+	}
+	return ae
+}
+
+func TestABadInputIsAnInvalidArgumentNamingTheField(t *testing.T) {
+	gw := startGateway(t, nil)
+	c := connect(t, gw, mainToken, manager)
+	_, err := c.Status(bounded(t), client.StatusInput{SessionKey: manager, ChangesSince: new(int64(-1))})
+	checkAPIError(t, "changesSince -1", err, http.StatusBadRequest, client.ErrInvalidArgument, "changesSince", "at least 0")
+	_, err = c.Status(bounded(t), client.StatusInput{SessionKey: "agent::main"})
+	checkAPIError(t, "a malformed key", err, http.StatusBadRequest, client.ErrInvalidArgument, "sessionKey", "empty part")
+	var out any
+	err = c.Call(bounded(t), "session_status", map[string]any{"sessionKey": manager, "since": 3}, &out)
+	checkAPIError(t, "an unknown field", err, http.StatusBadRequest, client.ErrInvalidArgument, `unknown field "since"`)
+}
+
+func TestATurnWithoutASessionKeyIsRefusedBeforeAnythingIsSent(t *testing.T) {
+	gw := startGateway(t, nil)
+	_, err := connect(t, gw, mainToken, "").Turn(bounded(t), client.TurnInput{})
+	if !errors.Is(err, client.ErrInvalidArgument) || !strings.Contains(err.Error(), "sessionKey") {
+		t.Fatalf("a turn without a key: %v", err)
+	}
+}
+
+func TestAWrongTokenIsUnauthenticated(t *testing.T) {
+	gw := startGateway(t, nil)
+	_, err := connect(t, gw, "not-a-real-token-at-all", "").List(bounded(t), client.ListInput{})
+	checkAPIError(t, "a wrong token", err, http.StatusUnauthorized, client.ErrUnauthenticated, "bearer token")
+}
+
+func TestReachingAnotherAgentsSessionIsPermissionDenied(t *testing.T) {
+	gw := startGateway(t, nil)
+	_, err := connect(t, gw, opsToken, "").Status(bounded(t), client.StatusInput{SessionKey: manager})
+	checkAPIError(t, "ops reaching main", err, http.StatusForbidden, client.ErrPermissionDenied, `agent "ops"`, manager)
+}
+
+func TestAnUnknownRunOrToolIsNotFound(t *testing.T) {
+	gw := startGateway(t, nil)
+	c := connect(t, gw, mainToken, manager)
+	_, err := c.EndRun(bounded(t), client.RunEndInput{RunID: "run-nope", Outcome: client.OutcomeCompleted})
+	checkAPIError(t, "an unknown run", err, http.StatusNotFound, client.ErrNotFound)
+	err = c.Call(bounded(t), "sessions_teleport", nil, nil)
+	checkAPIError(t, "an unknown tool", err, http.StatusNotFound, client.ErrNotFound, "sessions_teleport")
+}
+
+func TestAStaleIfStateVersionIsAConflictCarryingTheCurrentVersion(t *testing.T) {
+	gw := startGateway(t, nil)
+	worker, _ := spawnWorker(t, gw, "")
+	ctx := bounded(t)
+	must(connect(t, gw, operatorToken, "").Send(ctx, client.SendInput{SessionKey: worker, Message: "a person writes", TimeoutSeconds: new(0)}))(t)
+	mgr := connect(t, gw, mainToken, manager)
+	_, err := mgr.Goal(ctx, client.GoalInput{SessionKey: worker, Action: client.GoalSet, Objective: "mine", IfStateVersion: new(int64(1))})
+	var conflict *client.ConflictError
+	if !errors.As(err, &conflict) {
+		t.Fatalf("a stale write: %v (%T), want a *ConflictError", err, err)
+	}
+	if !conflict.Precondition || conflict.StateVersion != 2 || conflict.StatusCode != http.StatusConflict ||
+		!errors.Is(err, client.ErrConflict) || !strings.Contains(conflict.Message, "changesSince 1") {
+		t.Fatalf("conflict %+v (%+v)", conflict, conflict.APIError)
+	}
+	// Nothing was changed, and the retry with the current version passes.
+	if st := must(mgr.Status(ctx, client.StatusInput{SessionKey: worker}))(t); st.Goal != nil || st.StateVersion != 2 {
+		t.Fatalf("after the refusal: %+v", st)
+	}
+	must(mgr.Goal(ctx, client.GoalInput{SessionKey: worker, Action: client.GoalSet, Objective: "mine", IfStateVersion: new(conflict.StateVersion)}))(t)
+}
+
+func TestAnIfSyncedWriteWithANoticePendingIsAConflictCarryingTheNotice(t *testing.T) {
+	gw := startGateway(t, nil)
+	worker, _ := spawnWorker(t, gw, "")
+	ctx := bounded(t)
+	must(connect(t, gw, operatorToken, "").Send(ctx, client.SendInput{SessionKey: worker, Message: "a person writes", TimeoutSeconds: new(0)}))(t)
+	_, err := connect(t, gw, mainToken, manager).Send(ctx, client.SendInput{SessionKey: worker, Message: "go on", TimeoutSeconds: new(0), IfSynced: true})
+	var conflict *client.ConflictError
+	if !errors.As(err, &conflict) || !conflict.Precondition || conflict.StateVersion != 2 || conflict.Notice != noticeText(worker, 1) {
+		t.Fatalf("an unsynced write: %v (%+v)", err, conflict)
+	}
+}
+
+func TestALabelInUseIsAConflictWithoutAPrecondition(t *testing.T) {
+	gw := startGateway(t, nil)
+	spawnWorker(t, gw, "writer")
+	_, err := connect(t, gw, mainToken, manager).Spawn(bounded(t), client.SpawnInput{Task: "again", Label: "writer"})
+	var conflict *client.ConflictError
+	if !errors.As(err, &conflict) || conflict.Precondition || !strings.Contains(conflict.Message, "writer") {
+		t.Fatalf("a label in use: %v (%+v)", err, conflict)
+	}
+}
+
+func TestABodyOverTheLimitIsPayloadTooLarge(t *testing.T) {
+	gw := startGateway(t, nil)
+	_, err := connect(t, gw, operatorToken, "").Send(bounded(t), client.SendInput{SessionKey: manager, Message: strings.Repeat("x", 2<<20)})
+	checkAPIError(t, "a 2 MiB message", err, http.StatusRequestEntityTooLarge, client.ErrPayloadTooLarge, "larger than the limit")
+}
+
+func TestACredentialAtItsWaitLimitIsTooManyRequestsWithRetryAfter(t *testing.T) {
+	gw := startGateway(t, func(tn *tuning) { tn.gateway.Limits = gateway.Limits{WaitsPerCredential: 1} })
+	ctx := bounded(t)
+	c := connect(t, gw, mainToken, "")
+	parked := make(chan error, 1)
+	go func() {
+		_, err := c.Turn(ctx, client.TurnInput{SessionKey: manager, WaitSeconds: new(60)})
+		parked <- err
+	}()
+	for gw.G.Held(gateway.HoldWait) != 1 { // the first turn parks
+		select {
+		case err := <-parked:
+			t.Fatalf("the first turn ended: %v", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	_, err := c.Turn(ctx, client.TurnInput{SessionKey: manager, WaitSeconds: new(60)})
+	ae := checkAPIError(t, "a second parked turn", err, http.StatusTooManyRequests, client.ErrTooManyRequests, "limit")
+	if ae.RetryAfter != time.Second {
+		t.Errorf("Retry-After %s, want 1s", ae.RetryAfter)
+	}
+	gw.G.Close() // ends the parked turn
+	<-parked
+}
+
+func TestAFailingStoreIsUnavailableWithRetryAfter(t *testing.T) {
+	gw := startGateway(t, nil)
+	gw.Store.Close()
+	_, err := connect(t, gw, operatorToken, "").Status(bounded(t), client.StatusInput{SessionKey: manager, ChangesSince: new(int64(0))})
+	ae := checkAPIError(t, "a closed store", err, http.StatusServiceUnavailable, client.ErrUnavailable, "store is unavailable", "retry")
+	if ae.RetryAfter != time.Second {
+		t.Errorf("Retry-After %s, want 1s", ae.RetryAfter)
+	}
+}
+
+func TestAnUnreachableGatewayIsATransportErrorNamingTheTool(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c, err := client.New("http://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.List(bounded(t), client.ListInput{})
+	var ae *client.APIError
+	if err == nil || errors.As(err, &ae) || !strings.Contains(err.Error(), "sessions_list") {
+		t.Fatalf("a closed port: %v, want a transport error naming sessions_list", err)
+	}
+}

@@ -1,0 +1,111 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+
+	"github.com/vigilhq/vigil/client"
+)
+
+// A manager spawns a worker, a person writes into the worker, and the
+// manager, on its next turn, gets exactly one notice and catches up with
+// the exact changes.
+func Example() {
+	ctx := context.Background()
+	base := startVigil() // vigil serve's address, such as http://127.0.0.1:7317
+
+	manager, err := client.New(base, client.WithSession("agent:main:main"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	person, _ := client.New(base) // no acting session: a person
+
+	spawned, err := manager.Spawn(ctx, client.SpawnInput{Task: "Draft the Q3 report", Label: "writer"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	worker := spawned.ChildSessionKey
+	if _, err := person.Send(ctx, client.SendInput{SessionKey: worker, Message: "Use the revised figures", TimeoutSeconds: new(0)}); err != nil {
+		log.Fatal(err)
+	}
+
+	turn, err := manager.Turn(ctx, client.TurnInput{SessionKey: "agent:main:main", WaitSeconds: new(5)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, line := range turn.SystemEvents {
+		fmt.Println(line)
+	}
+	status, err := manager.Status(ctx, client.StatusInput{SessionKey: worker, ChangesSince: new(int64(1))})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, e := range status.StateChanges.Events {
+		fmt.Printf("version %d: %s by %s %s (%s)\n", e.Sequence, e.Kind, e.ActorType, e.ActorID, e.Summary)
+	}
+	// Output:
+	// Session "agent:main:subagent:0000000000000001" changed (other actor). Reconcile before acting: session_status sessionKey "agent:main:subagent:0000000000000001" changesSince 1.
+	// version 2: human_direct_message by human local (human message via api)
+}
+
+// A write made only while the session is still at the version the caller
+// read: when someone changed it meanwhile, the gateway refuses it with the
+// current version, and nothing is changed.
+func ExampleConflictError() {
+	ctx := context.Background()
+	base := startVigil()
+	manager, _ := client.New(base, client.WithSession("agent:main:main"))
+	person, _ := client.New(base)
+	spawned, _ := manager.Spawn(ctx, client.SpawnInput{Task: "Draft the Q3 report"})
+	worker := spawned.ChildSessionKey
+	_, _ = person.Goal(ctx, client.GoalInput{SessionKey: worker, Action: client.GoalSet, Objective: "Q3 with revised figures"})
+
+	_, err := manager.Goal(ctx, client.GoalInput{SessionKey: worker, Action: client.GoalSet, Objective: "Q3 draft",
+		IfStateVersion: new(int64(1))})
+	var conflict *client.ConflictError
+	if errors.As(err, &conflict) {
+		fmt.Println("refused; the worker is at version", conflict.StateVersion)
+		status, _ := manager.Status(ctx, client.StatusInput{SessionKey: worker, ChangesSince: new(int64(1))})
+		fmt.Println("changed since 1:", status.StateChanges.Events[0].Kind, "by", status.StateChanges.Events[0].ActorType)
+	}
+	// Output:
+	// refused; the worker is at version 2
+	// changed since 1: goal_changed by human
+}
+
+// Following the signal log from its start. After a dropped connection the
+// stream resumes after the last event it gave, and says so with a Resumed
+// event; a HistoryGap means events were pruned before they could be read.
+func ExampleClient_Events() {
+	base := startVigil()
+	manager, _ := client.New(base, client.WithSession("agent:main:main"))
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	spawned, _ := manager.Spawn(ctx, client.SpawnInput{Task: "Draft the Q3 report"})
+	person, _ := client.New(base)
+	_, _ = person.Send(ctx, client.SendInput{SessionKey: spawned.ChildSessionKey, Message: "Use the revised figures", TimeoutSeconds: new(0)})
+
+	seen := 0
+	for ev, err := range manager.Events(ctx, client.EventsOptions{After: new(int64(0))}) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		switch ev := ev.(type) {
+		case client.LogEvent:
+			fmt.Printf("#%d %s by %s\n", ev.Sequence, ev.Kind, ev.ActorType)
+			seen++
+		case client.Resumed:
+			fmt.Println("reconnected after", ev.Position)
+		case client.HistoryGap:
+			fmt.Println("pruned up to", ev.ResumeAfter, "- re-read what you follow")
+		}
+		if seen == 2 {
+			break // ends the stream
+		}
+	}
+	// Output:
+	// #1 child_spawned by agent
+	// #2 human_direct_message by human
+}

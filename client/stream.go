@@ -1,0 +1,446 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	sse "github.com/tmaxmax/go-sse"
+)
+
+// Event is one item of a stream: an [AgentEvent] (a change of the
+// session a session stream follows), a [LogEvent] (an event of the signal
+// log), a [LiveEvent] (a wake, notice, message or reply of the session),
+// a [Bookmark], a [HistoryGap], a [Lagged] or a [Resumed]. Switch on its
+// type; kinds a later gateway adds may appear, so keep a default case.
+type Event interface{ isEvent() }
+
+func (AgentEvent) isEvent() {}
+func (LogEvent) isEvent()   {}
+func (LiveEvent) isEvent()  {}
+func (Bookmark) isEvent()   {}
+func (HistoryGap) isEvent() {}
+func (Lagged) isEvent()     {}
+func (Resumed) isEvent()    {}
+
+// LogEvent is an event of the signal log, as GET /v1/events gives it.
+type LogEvent struct {
+	Sequence   int64          `json:"sequence"` // the log's global sequence
+	SessionKey string         `json:"sessionKey"`
+	AgentID    string         `json:"agentId"`
+	SessionID  string         `json:"sessionId,omitempty"`
+	Kind       Kind           `json:"kind"`
+	ActorType  ActorType      `json:"actorType"`
+	ActorID    string         `json:"actorId,omitempty"`
+	RunID      string         `json:"runId,omitempty"`
+	OccurredAt int64          `json:"occurredAt"`
+	RecordedAt int64          `json:"recordedAt"`
+	Summary    string         `json:"summary"`
+	Payload    map[string]any `json:"payload,omitempty"`
+}
+
+// The types of a LiveEvent.
+const (
+	LiveWake    = "wake"    // the session has work: take a turn
+	LiveNotice  = "notice"  // a notice entered its queue (sub-agents get these without a wake)
+	LiveMessage = "message" // a message arrived in its inbox
+	LiveReply   = "reply"   // the session replied
+)
+
+// LiveEvent is something happening to the session a session stream
+// follows. Live events are not replayed after a reconnection: on a
+// [Resumed] event, take a turn to catch up.
+type LiveEvent struct {
+	Type       string       `json:"type"`
+	SessionKey string       `json:"sessionKey"`
+	Notice     *NoticeView  `json:"notice,omitempty"`
+	Message    *MessageView `json:"message,omitempty"`
+}
+
+// NoticeView is a stale-state notice: its text and the session it is
+// about.
+type NoticeView struct {
+	Text   string `json:"text"`
+	Target string `json:"target"`
+}
+
+// Bookmark is a quiet stream saying where it stands: the log's sequence
+// (a log stream), or the session's state version (a session stream). The
+// stream resumes from it after a drop.
+type Bookmark struct {
+	Position int64
+}
+
+// HistoryGap says that events after the position the stream resumed from
+// were pruned: what the caller built from the stream may miss changes,
+// so re-read what it follows (Status, History). The stream then goes on
+// with every event still retained, after ResumeAfter.
+type HistoryGap struct {
+	// Requested is the position the stream asked to resume after.
+	Requested int64 `json:"requested"`
+	// PrunedWatermark is, on a log stream, the log's pruned watermark.
+	PrunedWatermark int64 `json:"prunedWatermark,omitempty"`
+	// EarliestAvailableSequence is, on a session stream, the session's
+	// lowest retained version.
+	EarliestAvailableSequence int64  `json:"earliestAvailableSequence,omitempty"`
+	Message                   string `json:"message"`
+	// ResumeAfter is where the stream goes on from.
+	ResumeAfter int64 `json:"-"`
+}
+
+// Lagged says a session stream fell behind the session's live events and
+// the gateway cut it. The stream reconnects at once from its position (no
+// change is lost); live events of the gap are: take a turn.
+type Lagged struct {
+	Message string `json:"message"`
+}
+
+// Resumed says the stream reconnected after its connection dropped. With
+// Positioned it resumed after Position, so no change was missed; live
+// events (a session's wakes, notices, messages, replies) of the outage
+// were, so a runtime takes a turn. Without Positioned the stream had
+// seen no position yet and started again live.
+type Resumed struct {
+	Position   int64
+	Positioned bool
+	// Cause is why the previous connection ended.
+	Cause error
+}
+
+// EventsOptions are the options of the log stream.
+type EventsOptions struct {
+	// After resumes after this log sequence: every retained event after
+	// it comes first. nil starts live.
+	After *int64
+	// Session and Agent filter: only that session's events (Agent names
+	// the owner of a bare key), or only that agent's.
+	Session, Agent string
+	// IdleTimeout is how long the stream may stay silent before it is
+	// taken for dead and reconnected; 0 means 45 s (the gateway sends a
+	// keepalive every 15 s).
+	IdleTimeout time.Duration
+}
+
+// SessionEventsOptions are the options of a session's stream.
+type SessionEventsOptions struct {
+	// After resumes after this state version: every retained change after
+	// it comes first. nil starts from the session's current version.
+	After *int64
+	// IdleTimeout is as in EventsOptions.
+	IdleTimeout time.Duration
+}
+
+const (
+	defaultIdleTimeout = 45 * time.Second
+	firstRetryDelay    = 100 * time.Millisecond
+	maxRetryDelay      = 5 * time.Second
+	maxEventSize       = 4 << 20 // a message event holds up to 64 KiB of text, escaped
+)
+
+// Events follows the signal log (GET /v1/events): every event the
+// credential may reach, as [LogEvent]s, and [Bookmark]s while it is quiet.
+// It reconnects after a drop from the last position it saw ([Resumed]),
+// and after a [HistoryGap] goes on from the oldest retained event. The
+// sequence ends when ctx is done, or with an error that reconnecting
+// cannot mend (a refused credential, a bad filter).
+func (c *Client) Events(ctx context.Context, opts EventsOptions) iter.Seq2[Event, error] {
+	q := url.Values{}
+	if opts.Session != "" {
+		q.Set("session", opts.Session)
+	}
+	if opts.Agent != "" {
+		q.Set("agent", opts.Agent)
+	}
+	return c.follow(ctx, follow{op: "log events", path: "/v1/events", query: q, after: opts.After,
+		idle: opts.IdleTimeout, decode: decodeLog})
+}
+
+// SessionEvents follows one session (GET /v1/sessions/{key}/events): its
+// changes as [AgentEvent]s (Sequence is its state version), its
+// [LiveEvent]s, and [Bookmark]s while it is quiet. It reconnects as
+// Events does, and after a [Lagged] at once.
+func (c *Client) SessionEvents(ctx context.Context, key string, opts SessionEventsOptions) iter.Seq2[Event, error] {
+	path, err := sessionPath("session events", key, "events")
+	if err != nil {
+		return func(yield func(Event, error) bool) { yield(nil, err) }
+	}
+	return c.follow(ctx, follow{op: "session events", path: path, after: opts.After,
+		idle: opts.IdleTimeout, decode: decodeSession})
+}
+
+// follow is what a stream is asked to do.
+type follow struct {
+	op, path string
+	query    url.Values
+	after    *int64
+	idle     time.Duration
+	// decode turns one server-sent event into an Event (nil to skip it).
+	decode func(typ string, data []byte) (Event, error)
+}
+
+// streamEnd is why one connection of a stream ended.
+type streamEnd struct {
+	gap    *HistoryGap // the gateway sent history_gap
+	lagged bool        // the gateway sent lagged
+	err    error       // the connection failed, or nil when the gateway closed it
+	heard  bool        // an event arrived on it
+}
+
+func (c *Client) follow(ctx context.Context, f follow) iter.Seq2[Event, error] {
+	if f.idle <= 0 {
+		f.idle = defaultIdleTimeout
+	}
+	return func(yield func(Event, error) bool) {
+		var pos int64
+		positioned := f.after != nil
+		if positioned {
+			pos = *f.after
+		}
+		delay := firstRetryDelay
+		var cause error
+		reconnecting := false
+		for ctx.Err() == nil {
+			resp, err := c.open(ctx, f, pos, positioned)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				if !retryable(err) {
+					yield(nil, err)
+					return
+				}
+				cause = err
+				wait := delay
+				if ae := (*APIError)(nil); errors.As(err, &ae) && ae.RetryAfter > 0 {
+					wait = ae.RetryAfter
+				}
+				delay = min(2*delay, maxRetryDelay)
+				if !sleep(ctx, wait) {
+					return
+				}
+				reconnecting = true
+				continue
+			}
+			if reconnecting {
+				if !yield(Resumed{Position: pos, Positioned: positioned, Cause: cause}, nil) {
+					resp.Body.Close()
+					return
+				}
+				reconnecting = false
+			}
+			end, stop := c.read(ctx, f, resp, &pos, &positioned, yield)
+			if stop || ctx.Err() != nil {
+				return
+			}
+			if end.heard {
+				delay = firstRetryDelay
+			}
+			switch {
+			case end.gap != nil:
+				if end.gap.ResumeAfter <= end.gap.Requested && positioned {
+					yield(nil, fmt.Errorf("vigil: %s: history gap after %d, and nothing retained to resume from", f.op, end.gap.Requested))
+					return
+				}
+				pos, positioned = end.gap.ResumeAfter, true
+				continue // at once: the retained events are there
+			case end.lagged:
+				continue
+			}
+			cause = end.err
+			if cause == nil {
+				cause = fmt.Errorf("vigil: %s: the gateway closed the stream", f.op)
+			}
+			reconnecting = true
+			if !sleep(ctx, delay) {
+				return
+			}
+			delay = min(2*delay, maxRetryDelay)
+		}
+	}
+}
+
+// open starts one connection of a stream.
+func (c *Client) open(ctx context.Context, f follow, pos int64, positioned bool) (*http.Response, error) {
+	req, err := c.request(ctx, http.MethodGet, c.endpoint(f.path, f.query), c.session, nil)
+	if err != nil {
+		return nil, fmt.Errorf("vigil: %s: %w", f.op, err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if positioned {
+		req.Header.Set("Last-Event-ID", strconv.FormatInt(pos, 10))
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("vigil: %s: %w", f.op, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return nil, errorFrom(f.op, resp, data)
+	}
+	return resp, nil
+}
+
+// read yields the events of one connection until it ends; stop reports
+// that the caller stopped the sequence.
+func (c *Client) read(ctx context.Context, f follow, resp *http.Response, pos *int64, positioned *bool,
+	yield func(Event, error) bool) (end streamEnd, stop bool) {
+	// The connection is cut when ctx ends or nothing arrives for the idle
+	// timeout (the gateway writes a keepalive every 15 s).
+	conn, cancel := context.WithCancel(ctx)
+	defer cancel()
+	idle := time.AfterFunc(f.idle, cancel)
+	defer idle.Stop()
+	stopConn := context.AfterFunc(conn, func() { resp.Body.Close() })
+	defer stopConn()
+	defer resp.Body.Close()
+	body := &watchdog{r: resp.Body, touch: func() { idle.Reset(f.idle) }}
+events:
+	for ev, err := range sse.Read(body, &sse.ReadConfig{MaxEventSize: maxEventSize}) {
+		if err != nil {
+			end.err = err
+			break
+		}
+		if ev.LastEventID != "" {
+			if n, err := strconv.ParseInt(ev.LastEventID, 10, 64); err == nil {
+				*pos, *positioned = n, true
+			}
+		}
+		switch ev.Type {
+		case "history_gap":
+			var gap HistoryGap
+			if err := json.Unmarshal([]byte(ev.Data), &gap); err != nil {
+				end.err = fmt.Errorf("vigil: %s: history_gap: %w", f.op, err)
+				break events
+			}
+			if gap.PrunedWatermark > 0 {
+				gap.ResumeAfter = gap.PrunedWatermark
+			} else {
+				gap.ResumeAfter = max(gap.EarliestAvailableSequence-1, 0)
+			}
+			end.gap = &gap
+			return end, !yield(gap, nil)
+		case "lagged":
+			var l Lagged
+			_ = json.Unmarshal([]byte(ev.Data), &l) // the event itself is what matters
+			end.lagged = true
+			return end, !yield(l, nil)
+		}
+		e, err := f.decode(ev.Type, []byte(ev.Data))
+		if err != nil {
+			end.err = fmt.Errorf("vigil: %s: %w", f.op, err)
+			break
+		}
+		end.heard = true
+		if e != nil && !yield(e, nil) {
+			return end, true
+		}
+	}
+	if end.err == nil && conn.Err() != nil && ctx.Err() == nil {
+		end.err = fmt.Errorf("vigil: %s: nothing heard for %s", f.op, f.idle)
+	}
+	return end, false
+}
+
+// bookmarkData is a bookmark event's data: one of the two positions.
+type bookmarkData struct {
+	Sequence     *int64 `json:"sequence,omitempty"`
+	StateVersion *int64 `json:"stateVersion,omitempty"`
+}
+
+func decodeBookmark(data []byte) (Event, error) {
+	var b bookmarkData
+	if err := json.Unmarshal(data, &b); err != nil {
+		return nil, fmt.Errorf("bookmark: %w", err)
+	}
+	switch {
+	case b.Sequence != nil:
+		return Bookmark{Position: *b.Sequence}, nil
+	case b.StateVersion != nil:
+		return Bookmark{Position: *b.StateVersion}, nil
+	}
+	return nil, errors.New("bookmark: no position")
+}
+
+func decodeLog(typ string, data []byte) (Event, error) {
+	switch typ {
+	case "signal":
+		var e LogEvent
+		if err := json.Unmarshal(data, &e); err != nil {
+			return nil, fmt.Errorf("signal: %w", err)
+		}
+		return e, nil
+	case "bookmark":
+		return decodeBookmark(data)
+	}
+	return nil, nil // a type this client does not know
+}
+
+func decodeSession(typ string, data []byte) (Event, error) {
+	switch typ {
+	case "signal":
+		var e AgentEvent
+		if err := json.Unmarshal(data, &e); err != nil {
+			return nil, fmt.Errorf("signal: %w", err)
+		}
+		return e, nil
+	case "bookmark":
+		return decodeBookmark(data)
+	case LiveWake, LiveNotice, LiveMessage, LiveReply:
+		var e LiveEvent
+		if err := json.Unmarshal(data, &e); err != nil {
+			return nil, fmt.Errorf("%s: %w", typ, err)
+		}
+		return e, nil
+	}
+	return nil, nil
+}
+
+// watchdog calls touch whenever bytes arrive.
+type watchdog struct {
+	r     io.Reader
+	touch func()
+}
+
+func (w *watchdog) Read(p []byte) (int, error) {
+	n, err := w.r.Read(p)
+	if n > 0 {
+		w.touch()
+	}
+	return n, err
+}
+
+// retryable reports whether a stream whose connection failed with err is
+// worth opening again: a transport failure, a gateway at a limit or
+// restarting is; a refused request is not.
+func retryable(err error) bool {
+	var ae *APIError
+	if !errors.As(err, &ae) {
+		return true
+	}
+	switch ae.StatusCode {
+	case http.StatusRequestTimeout, http.StatusTooManyRequests, http.StatusInternalServerError,
+		http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// sleep waits d or until ctx ends; it reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

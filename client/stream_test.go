@@ -1,0 +1,272 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"net/http"
+	"testing"
+	"time"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/client"
+)
+
+// stream reads a stream one event at a time.
+type stream struct {
+	next func() (client.Event, error, bool)
+	stop func()
+}
+
+func pull(t *testing.T, seq iter.Seq2[client.Event, error]) *stream {
+	next, stop := iter.Pull2(seq)
+	t.Cleanup(stop)
+	return &stream{next: next, stop: stop}
+}
+
+// event is the stream's next event; the stream must not end or fail.
+func (s *stream) event(t *testing.T) client.Event {
+	t.Helper()
+	ev, err, ok := s.next()
+	if !ok || err != nil {
+		t.Fatalf("the stream ended (%v) where an event was due", err)
+	}
+	return ev
+}
+
+// pulled is one step of a stream.
+type pulled struct {
+	ev  client.Event
+	err error
+	ok  bool
+}
+
+// ahead asks for the stream's next event in the background: a stream
+// only reads (and reconnects) while it is asked for an event. Use the
+// stream again only after receiving from the channel.
+func (s *stream) ahead() <-chan pulled {
+	ch := make(chan pulled, 1)
+	go func() {
+		ev, err, ok := s.next()
+		ch <- pulled{ev, err, ok}
+	}()
+	return ch
+}
+
+// resumed checks that p, the first step after a cut, is the stream
+// saying it resumed after position.
+func resumed(t *testing.T, p pulled, position int64) {
+	t.Helper()
+	r, ok := p.ev.(client.Resumed)
+	if !p.ok || p.err != nil || !ok || !r.Positioned || r.Position != position || r.Cause == nil {
+		t.Fatalf("after the cut: %+v, want Resumed after %d with its cause", p, position)
+	}
+}
+
+// nextOf skips to the stream's next event of type T.
+func nextOf[T client.Event](t *testing.T, s *stream) T {
+	t.Helper()
+	for {
+		if e, ok := s.event(t).(T); ok {
+			return e
+		}
+	}
+}
+
+// personWrites has a person write into key.
+func personWrites(t *testing.T, gw *testGateway, key, message string) {
+	t.Helper()
+	must(connect(t, gw, operatorToken, "").Send(bounded(t), client.SendInput{SessionKey: key, Message: message, TimeoutSeconds: new(0)}))(t)
+}
+
+func TestALogStreamCutAndResumedGetsEveryEventOnceInOrder(t *testing.T) {
+	gw := startGateway(t, nil)
+	worker, _ := spawnWorker(t, gw, "")
+	cut := newCuttable()
+	c := connect(t, gw, adminToken, "", client.WithHTTPClient(&http.Client{Transport: cut}))
+	st := pull(t, c.Events(bounded(t), client.EventsOptions{After: new(int64(0))}))
+	if e := nextOf[client.LogEvent](t, st); e.Sequence != 1 || e.Kind != client.KindChildSpawned || e.SessionKey != worker {
+		t.Fatalf("the replayed event: %+v", e)
+	}
+	release := cut.cutAndHold()
+	next := st.ahead()
+	// The stream asks again from where it was; while that request is held,
+	// a person writes twice.
+	if id := <-cut.resumes; id != "1" {
+		t.Fatalf("the stream resumed with Last-Event-ID %q, want 1", id)
+	}
+	personWrites(t, gw, worker, "one")
+	personWrites(t, gw, worker, "two")
+	release()
+	resumed(t, <-next, 1)
+	for _, want := range []int64{2, 3} {
+		if e := nextOf[client.LogEvent](t, st); e.Sequence != want || e.Kind != client.KindHumanDirectMessage || e.ActorID != operatorID {
+			t.Fatalf("resumed: %+v, want #%d, the person's message", e, want)
+		}
+	}
+}
+
+func TestASessionStreamCutAndResumedGetsEveryChangeOnceAndSaysToTakeATurn(t *testing.T) {
+	gw := startGateway(t, nil)
+	worker, _ := spawnWorker(t, gw, "")
+	cut := newCuttable()
+	c := connect(t, gw, operatorToken, "", client.WithHTTPClient(&http.Client{Transport: cut}))
+	personWrites(t, gw, worker, "one")
+	st := pull(t, c.SessionEvents(bounded(t), worker, client.SessionEventsOptions{After: new(int64(1))}))
+	if e := nextOf[client.AgentEvent](t, st); e.Sequence != 2 || e.Kind != client.KindHumanDirectMessage {
+		t.Fatalf("the first change: %+v", e)
+	}
+	release := cut.cutAndHold()
+	next := st.ahead()
+	if id := <-cut.resumes; id != "2" {
+		t.Fatalf("the stream resumed with Last-Event-ID %q, want 2", id)
+	}
+	personWrites(t, gw, worker, "two")
+	personWrites(t, gw, worker, "three")
+	release()
+	p := <-next
+	for { // live events read before the cut may come first
+		if _, live := p.ev.(client.LiveEvent); !live {
+			break
+		}
+		ev, err, ok := st.next()
+		p = pulled{ev, err, ok}
+	}
+	resumed(t, p, 2)
+	for _, want := range []int64{3, 4} {
+		if e := nextOf[client.AgentEvent](t, st); e.Sequence != want {
+			t.Fatalf("resumed: %+v, want version %d", e, want)
+		}
+	}
+}
+
+func TestASessionStreamCarriesTheManagersNoticeAndWake(t *testing.T) {
+	gw := startGateway(t, func(tn *tuning) { tn.http.BookmarkInterval = 20 * time.Millisecond })
+	worker, _ := spawnWorker(t, gw, "")
+	st := pull(t, connect(t, gw, mainToken, manager).SessionEvents(bounded(t), manager, client.SessionEventsOptions{}))
+	nextOf[client.Bookmark](t, st) // the stream is open
+	personWrites(t, gw, worker, "one")
+	var seen []string
+	for len(seen) < 2 {
+		e := nextOf[client.LiveEvent](t, st)
+		seen = append(seen, e.Type)
+		if e.Type == client.LiveNotice && (e.Notice == nil || e.Notice.Text != noticeText(worker, 1) || e.Notice.Target != worker) {
+			t.Fatalf("the notice: %+v", e.Notice)
+		}
+	}
+	if seen[0] != client.LiveNotice || seen[1] != client.LiveWake {
+		t.Fatalf("live events %v, want notice then wake", seen)
+	}
+}
+
+func TestAQuietLogStreamGivesBookmarksAndResumesFromOne(t *testing.T) {
+	gw := startGateway(t, func(tn *tuning) { tn.http.BookmarkInterval = 20 * time.Millisecond })
+	worker, _ := spawnWorker(t, gw, "")
+	cut := newCuttable()
+	c := connect(t, gw, operatorToken, "", client.WithHTTPClient(&http.Client{Transport: cut}))
+	st := pull(t, c.Events(bounded(t), client.EventsOptions{}))
+	if b, ok := st.event(t).(client.Bookmark); !ok || b.Position != 1 {
+		t.Fatalf("the quiet stream's first event: %+v, want a bookmark at 1", b)
+	}
+	release := cut.cutAndHold()
+	next := st.ahead()
+	if id := <-cut.resumes; id != "1" {
+		t.Fatalf("resumed with Last-Event-ID %q, want the bookmark's 1", id)
+	}
+	personWrites(t, gw, worker, "while away")
+	release()
+	p := <-next
+	for { // more bookmarks read before the cut may come first
+		if _, mark := p.ev.(client.Bookmark); !mark {
+			break
+		}
+		ev, err, ok := st.next()
+		p = pulled{ev, err, ok}
+	}
+	resumed(t, p, 1)
+	if e := nextOf[client.LogEvent](t, st); e.Sequence != 2 {
+		t.Fatalf("after the bookmark: %+v", e)
+	}
+}
+
+func TestAQuietSessionStreamGivesBookmarksOfItsStateVersion(t *testing.T) {
+	gw := startGateway(t, func(tn *tuning) { tn.http.BookmarkInterval = 20 * time.Millisecond })
+	worker, _ := spawnWorker(t, gw, "")
+	personWrites(t, gw, worker, "one")
+	st := pull(t, connect(t, gw, operatorToken, "").SessionEvents(bounded(t), worker, client.SessionEventsOptions{}))
+	if b := nextOf[client.Bookmark](t, st); b.Position != 2 {
+		t.Fatalf("bookmark %+v, want the state version 2", b)
+	}
+}
+
+// pruned is a gateway that keeps 3 events, with a worker whose versions
+// 1 to 3 were pruned and 4 to 6 are retained.
+func pruned(t *testing.T) (*testGateway, string) {
+	gw := startGateway(t, func(tn *tuning) { tn.engine = vigil.Options{PruneInterval: -1, MaxEvents: 3} })
+	worker, _ := spawnWorker(t, gw, "")
+	for _, m := range []string{"one", "two", "three", "four", "five"} {
+		personWrites(t, gw, worker, m)
+	}
+	if st, err := gw.Eng.Prune(context.Background()); err != nil || st.ByCount != 3 {
+		t.Fatalf("prune: %+v %v", st, err)
+	}
+	return gw, worker
+}
+
+func TestALogStreamFromAPrunedPositionReportsTheGapThenGivesWhatIsRetained(t *testing.T) {
+	gw, _ := pruned(t)
+	st := pull(t, connect(t, gw, adminToken, "").Events(bounded(t), client.EventsOptions{After: new(int64(1))}))
+	gap, ok := st.event(t).(client.HistoryGap)
+	if !ok || gap.Requested != 1 || gap.PrunedWatermark != 3 || gap.ResumeAfter != 3 || gap.Message == "" {
+		t.Fatalf("first event %+v, want the history gap after 1 up to 3", gap)
+	}
+	for _, want := range []int64{4, 5, 6} {
+		if e := nextOf[client.LogEvent](t, st); e.Sequence != want {
+			t.Fatalf("after the gap: %+v, want #%d", e, want)
+		}
+	}
+}
+
+func TestASessionStreamFromAPrunedVersionReportsTheGapThenGivesWhatIsRetained(t *testing.T) {
+	gw, worker := pruned(t)
+	st := pull(t, connect(t, gw, operatorToken, "").SessionEvents(bounded(t), worker, client.SessionEventsOptions{After: new(int64(1))}))
+	gap, ok := st.event(t).(client.HistoryGap)
+	if !ok || gap.Requested != 1 || gap.EarliestAvailableSequence != 4 || gap.ResumeAfter != 3 {
+		t.Fatalf("first event %+v, want the history gap after 1 (4 is the earliest kept)", gap)
+	}
+	for _, want := range []int64{4, 5, 6} {
+		if e := nextOf[client.AgentEvent](t, st); e.Sequence != want {
+			t.Fatalf("after the gap: %+v, want version %d", e, want)
+		}
+	}
+}
+
+func TestAStreamTheGatewayRefusesEndsWithTheError(t *testing.T) {
+	gw := startGateway(t, nil)
+	st := pull(t, connect(t, gw, opsToken, "").SessionEvents(bounded(t), manager, client.SessionEventsOptions{}))
+	_, err, ok := st.next()
+	if !ok || !errors.Is(err, client.ErrPermissionDenied) {
+		t.Fatalf("a refused stream: %v %v", err, ok)
+	}
+	if _, _, ok := st.next(); ok {
+		t.Fatal("the refused stream went on")
+	}
+}
+
+func TestAStreamEndsWhenItsContextEnds(t *testing.T) {
+	gw := startGateway(t, func(tn *tuning) { tn.http.BookmarkInterval = 20 * time.Millisecond })
+	ctx, cancel := context.WithCancel(bounded(t))
+	st := pull(t, connect(t, gw, adminToken, "").Events(ctx, client.EventsOptions{}))
+	nextOf[client.Bookmark](t, st)
+	cancel()
+	for {
+		ev, err, ok := st.next()
+		if !ok {
+			return
+		}
+		if err != nil {
+			t.Fatalf("a stream stopped by its context yielded %v", err)
+		}
+		_ = ev // a bookmark already read from the connection may still come
+	}
+}

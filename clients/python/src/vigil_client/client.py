@@ -1,0 +1,439 @@
+"""The client: one method per tool, the turn and reply of a runtime, and
+the two event streams."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import threading
+import urllib.parse
+from typing import Any, Iterator, Optional
+
+from . import types as t
+from .errors import APIError, InvalidArgumentError, TransportError, error_from
+
+SESSION_HEADER = "Vigil-Session"
+
+#: How long a call may take beyond any wait it asks for.
+_MARGIN = 30.0
+
+
+def _input(**fields: Any) -> dict[str, Any]:
+    """A tool's input: the given fields under their wire names."""
+    return {t.camel(k): v for k, v in fields.items() if v is not None}
+
+
+class Client:
+    """A client of one gateway (``vigil serve``).
+
+    ``token`` is the bearer credential (a gateway without tokens needs
+    none); ``session`` the session the client acts as (the Vigil-Session
+    header): without one an operator or admin token acts as a person, an
+    agent token as its agent's main session. ``timeout`` bounds a call, in
+    seconds, beyond any wait it asks for. A Client is safe to share between
+    threads: each call has its own connection.
+    """
+
+    def __init__(self, base_url: str = "http://127.0.0.1:7317", *, token: Optional[str] = None,
+                 session: Optional[str] = None, timeout: float = 30.0):
+        u = urllib.parse.urlsplit(base_url.strip())
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ValueError(f"vigil: base URL {base_url!r}: want http(s)://host[:port]")
+        self._scheme, self._host, self._port = u.scheme, u.hostname, u.port
+        self._prefix = u.path.rstrip("/")
+        self.base_url = base_url
+        self.token, self.session, self.timeout = token, session, timeout
+
+    def as_session(self, key: Optional[str]) -> "Client":
+        """A copy acting as the session key (None: a person, or an agent
+        token's main session)."""
+        return Client(self.base_url, token=self.token, session=key, timeout=self.timeout)
+
+    # ---- plumbing ----
+
+    def _connect(self, timeout: float) -> http.client.HTTPConnection:
+        if self._scheme == "https":
+            return http.client.HTTPSConnection(self._host, self._port, timeout=timeout)
+        return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+
+    def _headers(self, session: Optional[str], body: bool) -> dict[str, str]:
+        h = {"Accept": "application/json"}
+        if body:
+            h["Content-Type"] = "application/json"
+        if self.token:
+            h["Authorization"] = "Bearer " + self.token
+        if session:
+            h[SESSION_HEADER] = session
+        return h
+
+    def _request(self, op: str, method: str, path: str, session: Optional[str], body: Any = None,
+                 wait: float = 0.0) -> Any:
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        conn = self._connect(self.timeout + wait)
+        try:
+            try:
+                conn.request(method, self._prefix + path, body=data, headers=self._headers(session, data is not None))
+                resp = conn.getresponse()
+                raw = resp.read()
+            except (OSError, http.client.HTTPException) as e:
+                raise TransportError(f"vigil: {op}: {e}") from e
+            if resp.status != 200:
+                raise error_from(op, resp.status, raw, resp.getheader("Retry-After"))
+            try:
+                return json.loads(raw.decode("utf-8"))
+            except ValueError as e:
+                raise TransportError(f"vigil: {op}: the answer is not JSON: {e}") from e
+        finally:
+            conn.close()
+
+    def call(self, tool: str, input: Optional[dict[str, Any]] = None, *, wait: float = 0.0) -> dict[str, Any]:
+        """Calls any tool by name with its input (wire names) and returns its
+        output as decoded JSON. ``wait`` is how long the call may wait on
+        purpose (a long poll), added to the timeout."""
+        if not tool or any(ch in tool for ch in "/?#%"):
+            raise InvalidArgumentError(tool, 0, "invalid_argument", f"{tool!r} is not a tool's name")
+        return self._request(tool, "POST", "/v1/tools/" + tool, self.session, input or {}, wait)
+
+    def _session_path(self, op: str, key: str, verb: str) -> str:
+        if not key or not key.strip():
+            raise InvalidArgumentError(op, 0, "invalid_argument", "session_key is required")
+        return "/v1/sessions/" + urllib.parse.quote(key, safe=":") + "/" + verb
+
+    def health(self) -> None:
+        """Raises unless the gateway answers GET /healthz."""
+        self._request("healthz", "GET", "/healthz", None)
+
+    def tools(self) -> list[dict[str, Any]]:
+        """Every tool with its description and input and output JSON schemas."""
+        return self._request("list tools", "GET", "/v1/tools", self.session)["tools"]
+
+    # ---- the tools ----
+
+    def sessions_list(self, *, agent_id: Optional[str] = None, kind: Optional[str] = None,
+                      cursor: Optional[str] = None, limit: Optional[int] = None) -> t.ListOutput:
+        """The sessions the caller may reach, a page at a time."""
+        return t.decode(t.ListOutput, self.call("sessions_list", _input(agent_id=agent_id, kind=kind, cursor=cursor, limit=limit)))
+
+    def sessions_history(self, session_key: str, *, agent_id: Optional[str] = None, after_id: Optional[int] = None,
+                         limit: Optional[int] = None) -> t.HistoryOutput:
+        """A session's transcript, oldest first."""
+        return t.decode(t.HistoryOutput, self.call("sessions_history", _input(
+            session_key=session_key, agent_id=agent_id, after_id=after_id, limit=limit)))
+
+    def sessions_send(self, session_key: Optional[str] = None, *, message: str, label: Optional[str] = None,
+                      agent_id: Optional[str] = None, timeout_seconds: Optional[int] = None,
+                      watch: Optional[bool] = None, channel: Optional[str] = None,
+                      if_state_version: Optional[int] = None, if_synced: Optional[bool] = None) -> t.SendOutput:
+        """A message to a session (by key, label or agent) and, unless
+        timeout_seconds is 0, the wait for its reply. Without an acting
+        session the message is a person's."""
+        wait = 30 if timeout_seconds is None else timeout_seconds
+        return t.decode(t.SendOutput, self.call("sessions_send", _input(
+            session_key=session_key, label=label, agent_id=agent_id, message=message,
+            timeout_seconds=timeout_seconds, watch=watch, channel=channel,
+            if_state_version=if_state_version, if_synced=if_synced), wait=wait))
+
+    def sessions_spawn(self, task: str, *, label: Optional[str] = None, agent_id: Optional[str] = None,
+                       if_state_version: Optional[int] = None, if_synced: Optional[bool] = None) -> t.SpawnOutput:
+        """A child of the acting session; the caller becomes its parent."""
+        return t.decode(t.SpawnOutput, self.call("sessions_spawn", _input(
+            task=task, label=label, agent_id=agent_id, if_state_version=if_state_version, if_synced=if_synced)))
+
+    def session_status(self, session_key: str, *, agent_id: Optional[str] = None,
+                       changes_since: Optional[int] = None, limit: Optional[int] = None,
+                       wait_for_version: Optional[int] = None, timeout_seconds: Optional[int] = None) -> t.StatusOutput:
+        """A session's facts and state version; with changes_since, the exact
+        changes after that version. Acknowledges nothing."""
+        wait = 0 if wait_for_version is None else (30 if timeout_seconds is None else timeout_seconds)
+        return t.decode(t.StatusOutput, self.call("session_status", _input(
+            session_key=session_key, agent_id=agent_id, changes_since=changes_since, limit=limit,
+            wait_for_version=wait_for_version, timeout_seconds=timeout_seconds), wait=wait))
+
+    def sessions_unwatch(self, session_key: str, *, agent_id: Optional[str] = None) -> t.UnwatchOutput:
+        """The acting session stops watching a session."""
+        return t.decode(t.UnwatchOutput, self.call("sessions_unwatch", _input(session_key=session_key, agent_id=agent_id)))
+
+    def session_goal(self, session_key: str, action: str, *, agent_id: Optional[str] = None,
+                     objective: Optional[str] = None, status: Optional[str] = None,
+                     if_state_version: Optional[int] = None, if_synced: Optional[bool] = None) -> t.GoalOutput:
+        """Set, edit, change the status of, or clear a session's goal."""
+        return t.decode(t.GoalOutput, self.call("session_goal", _input(
+            session_key=session_key, agent_id=agent_id, action=action, objective=objective, status=status,
+            if_state_version=if_state_version, if_synced=if_synced)))
+
+    def session_wait(self, *, timeout_seconds: Optional[int] = None) -> t.TurnOutput:
+        """The model-facing form of a turn, for the acting session."""
+        wait = 30 if timeout_seconds is None else timeout_seconds
+        return t.decode(t.TurnOutput, self.call("session_wait", _input(timeout_seconds=timeout_seconds), wait=wait))
+
+    def session_pending(self, session_key: str) -> t.PendingOutput:
+        """A session's queued notices, without consuming them."""
+        return t.decode(t.PendingOutput, self.call("session_pending", _input(session_key=session_key)))
+
+    def sessions_graph(self, *, agent_id: Optional[str] = None, cursor: Optional[str] = None,
+                       limit: Optional[int] = None) -> t.GraphOutput:
+        """Who watches whom, with each cursor's versions and pending notice."""
+        return t.decode(t.GraphOutput, self.call("sessions_graph", _input(agent_id=agent_id, cursor=cursor, limit=limit)))
+
+    def session_turn(self, session_key: str, *, wait_seconds: Optional[int] = None) -> t.TurnOutput:
+        """Takes a session's turn (POST /v1/sessions/{key}/turn), acting as the
+        session itself: waits up to wait_seconds (0-60, default 30) for
+        work, then consumes its queued notices (acknowledging them) and
+        unread messages. Not idempotent: a runtime that loses the answer
+        re-reads what it follows."""
+        path = self._session_path("session_turn", session_key, "turn")
+        wait = 30 if wait_seconds is None else wait_seconds
+        body = _input(session_key=session_key, wait_seconds=wait_seconds)
+        return t.decode(t.TurnOutput, self._request("session_turn", "POST", path, session_key, body, wait))
+
+    def session_reply(self, session_key: str, text: str, *, reply_to: Optional[int] = None) -> t.ReplyOutput:
+        """Answers as a session (POST /v1/sessions/{key}/reply), acting as the
+        session itself; completes the send waiting for it."""
+        path = self._session_path("session_reply", session_key, "reply")
+        body = _input(session_key=session_key, text=text, reply_to=reply_to)
+        return t.decode(t.ReplyOutput, self._request("session_reply", "POST", path, session_key, body))
+
+    def session_reset(self, session_key: str, *, agent_id: Optional[str] = None,
+                      if_state_version: Optional[int] = None, if_synced: Optional[bool] = None) -> t.ResetOutput:
+        """A new incarnation of the session; its watchers are told."""
+        return t.decode(t.ResetOutput, self.call("session_reset", _input(
+            session_key=session_key, agent_id=agent_id, if_state_version=if_state_version, if_synced=if_synced)))
+
+    def session_delete(self, session_key: str, *, agent_id: Optional[str] = None,
+                       if_state_version: Optional[int] = None, if_synced: Optional[bool] = None) -> t.DeleteOutput:
+        """Deletes the session with its transcript, log and cursors."""
+        return t.decode(t.DeleteOutput, self.call("session_delete", _input(
+            session_key=session_key, agent_id=agent_id, if_state_version=if_state_version, if_synced=if_synced)))
+
+    def run_end(self, run_id: str, outcome: str, *, if_state_version: Optional[int] = None,
+                if_synced: Optional[bool] = None) -> t.RunEndOutput:
+        """A child's run ended: completed, error, timeout or cancelled."""
+        return t.decode(t.RunEndOutput, self.call("run_end", _input(
+            run_id=run_id, outcome=outcome, if_state_version=if_state_version, if_synced=if_synced)))
+
+    def session_compact(self, session_key: str, *, summary: Optional[str] = None,
+                        up_to_message_id: Optional[int] = None, operation_id: Optional[str] = None) -> t.CompactOutput:
+        """A summary replaces the older messages, or a compaction the runtime
+        did itself is recorded."""
+        return t.decode(t.CompactOutput, self.call("session_compact", _input(
+            session_key=session_key, summary=summary, up_to_message_id=up_to_message_id, operation_id=operation_id)))
+
+    def session_record(self, session_key: str, kind: str, *, agent_id: Optional[str] = None,
+                       actor_type: Optional[str] = None, actor_id: Optional[str] = None, run_id: Optional[str] = None,
+                       summary: Optional[str] = None, payload: Optional[dict[str, Any]] = None,
+                       dedupe_key: Optional[str] = None, occurred_at: Optional[int] = None,
+                       parent: Optional[str] = None) -> t.RecordOutput:
+        """Records an event of a session your runtime keeps itself; its
+        watchers get their notices as for a hosted session."""
+        return t.decode(t.RecordOutput, self.call("session_record", _input(
+            session_key=session_key, agent_id=agent_id, kind=kind, actor_type=actor_type, actor_id=actor_id,
+            run_id=run_id, summary=summary, payload=payload, dedupe_key=dedupe_key, occurred_at=occurred_at,
+            parent=parent)))
+
+    # ---- streams ----
+
+    def events(self, *, after: Optional[int] = None, session: Optional[str] = None, agent: Optional[str] = None,
+               idle_timeout: float = 45.0) -> "Stream":
+        """Follows the signal log (GET /v1/events): LogEvents and Bookmarks;
+        from after (a log sequence) if given, else live. session and agent
+        filter."""
+        query = {k: v for k, v in (("session", session), ("agent", agent)) if v}
+        path = "/v1/events" + ("?" + urllib.parse.urlencode(query) if query else "")
+        return Stream(self, "log events", path, after, idle_timeout, _decode_log)
+
+    def session_events(self, session_key: str, *, after: Optional[int] = None,
+                       idle_timeout: float = 45.0) -> "Stream":
+        """Follows one session (GET /v1/sessions/{key}/events): its changes as
+        AgentEvents, its LiveEvents and Bookmarks; from after (a state
+        version) if given, else from its current version."""
+        path = self._session_path("session events", session_key, "events")
+        return Stream(self, "session events", path, after, idle_timeout, _decode_session)
+
+
+def _decode_bookmark(data: dict[str, Any]) -> t.Bookmark:
+    return t.Bookmark(position=data.get("sequence", data.get("stateVersion", 0)))
+
+
+def _decode_log(typ: str, data: dict[str, Any]) -> Optional[t.Event]:
+    if typ == "signal":
+        return t.decode(t.LogEvent, data)
+    if typ == "bookmark":
+        return _decode_bookmark(data)
+    return None
+
+
+def _decode_session(typ: str, data: dict[str, Any]) -> Optional[t.Event]:
+    if typ == "signal":
+        return t.decode(t.AgentEvent, data)
+    if typ == "bookmark":
+        return _decode_bookmark(data)
+    if typ in ("wake", "notice", "message", "reply"):
+        return t.decode(t.LiveEvent, data)
+    return None
+
+
+_FIRST_DELAY, _MAX_DELAY = 0.1, 5.0
+
+
+class _Closed(Exception):
+    pass
+
+
+class Stream:
+    """An event stream: iterate it for events. After a dropped connection
+    (a network error, the gateway restarting, nothing heard for
+    idle_timeout seconds) it reconnects with Last-Event-ID set to the last
+    position it saw and yields Resumed; after a HistoryGap it goes on with
+    every retained event. close(), from any thread, ends it promptly; so
+    does leaving a ``with`` block. An error reconnecting cannot mend (a
+    refused credential, a bad filter) is raised from the iteration.
+    """
+
+    def __init__(self, client: Client, op: str, path: str, after: Optional[int], idle_timeout: float, decode):
+        self._client, self._op, self._path, self._idle, self._decode = client, op, path, idle_timeout, decode
+        #: The last position seen (a log sequence or a state version), or None.
+        self.position: Optional[int] = after
+        self._closed = threading.Event()
+        self._lock = threading.Lock()
+        self._conn: Optional[http.client.HTTPConnection] = None
+
+    def __enter__(self) -> "Stream":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Ends the stream, also while another thread waits on it."""
+        self._closed.set()
+        with self._lock:
+            conn = self._conn
+        if conn is not None and conn.sock is not None:
+            try:
+                conn.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def __iter__(self) -> Iterator[t.Event]:
+        delay, cause, reconnecting = _FIRST_DELAY, None, False
+        try:
+            while not self._closed.is_set():
+                try:
+                    resp = self._open()
+                except APIError as e:
+                    if self._closed.is_set():
+                        return
+                    if e.status not in (408, 429) and e.status < 500:
+                        raise
+                    cause, reconnecting = e, True
+                    if self._closed.wait(e.retry_after or delay):
+                        return
+                    delay = min(2 * delay, _MAX_DELAY)
+                    continue
+                except TransportError as e:
+                    if self._closed.is_set():
+                        return
+                    cause, reconnecting = e, True
+                    if self._closed.wait(delay):
+                        return
+                    delay = min(2 * delay, _MAX_DELAY)
+                    continue
+                if reconnecting:
+                    yield t.Resumed(position=self.position, cause=cause)
+                    reconnecting = False
+                end = yield from self._read(resp)
+                if self._closed.is_set():
+                    return
+                if end.get("heard"):
+                    delay = _FIRST_DELAY
+                if "gap" in end:
+                    self.position = end["gap"].resume_after
+                    continue
+                if end.get("lagged"):
+                    continue
+                cause = end.get("error") or TransportError(f"vigil: {self._op}: the gateway closed the stream")
+                reconnecting = True
+                if self._closed.wait(delay):
+                    return
+                delay = min(2 * delay, _MAX_DELAY)
+        finally:
+            self._drop()
+
+    def _drop(self) -> None:
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def _open(self) -> http.client.HTTPResponse:
+        c = self._client
+        conn = c._connect(self._idle)
+        headers = c._headers(c.session, False)
+        headers["Accept"] = "text/event-stream"
+        if self.position is not None:
+            headers["Last-Event-ID"] = str(self.position)
+        with self._lock:
+            self._conn = conn
+        try:
+            conn.request("GET", c._prefix + self._path, headers=headers)
+            resp = conn.getresponse()
+        except (OSError, http.client.HTTPException) as e:
+            self._drop()
+            raise TransportError(f"vigil: {self._op}: {e}") from e
+        if resp.status != 200:
+            body = resp.read()
+            self._drop()
+            raise error_from(self._op, resp.status, body, resp.getheader("Retry-After"))
+        return resp
+
+    def _read(self, resp: http.client.HTTPResponse):
+        """Yields the events of one connection; returns why it ended."""
+        end: dict[str, Any] = {}
+        typ, data, last_id = "", [], None
+        try:
+            while True:
+                line = resp.readline()
+                if not line:
+                    break  # the gateway closed the stream
+                text = line.decode("utf-8").rstrip("\r\n")
+                if text == "":
+                    if data or typ:
+                        if last_id is not None and last_id.isdigit():
+                            self.position = int(last_id)
+                        ev = self._dispatch(typ or "message", "\n".join(data), end)
+                        if ev is not None:
+                            yield ev
+                        if "gap" in end or end.get("lagged"):
+                            return end
+                    typ, data = "", []
+                    continue
+                if text.startswith(":"):
+                    continue
+                name, _, value = text.partition(":")
+                value = value[1:] if value.startswith(" ") else value
+                if name == "event":
+                    typ = value
+                elif name == "data":
+                    data.append(value)
+                elif name == "id" and "\0" not in value:
+                    last_id = value
+        except (OSError, http.client.HTTPException, ValueError) as e:
+            end["error"] = TransportError(f"vigil: {self._op}: {e}")
+        finally:
+            self._drop()
+        return end
+
+    def _dispatch(self, typ: str, raw: str, end: dict[str, Any]) -> Optional[t.Event]:
+        data = json.loads(raw) if raw else {}
+        if typ == "history_gap":
+            gap = t.decode(t.HistoryGap, data)
+            gap.resume_after = gap.pruned_watermark if gap.pruned_watermark > 0 else max(gap.earliest_available_sequence - 1, 0)
+            end["gap"] = gap
+            return gap
+        if typ == "lagged":
+            end["lagged"] = True
+            return t.decode(t.Lagged, data)
+        ev = self._decode(typ, data)
+        end["heard"] = True
+        return ev

@@ -1,0 +1,124 @@
+"""The errors a call may raise.
+
+Every error answer of the gateway is an :class:`APIError`, of the subclass
+for its code (``NotFoundError`` for not_found, ...). A refused
+precondition is a :class:`ConflictError` carrying the target's current
+state version and, for ``if_synced``, the caller's pending notice. A
+request that could not be sent, or whose answer did not arrive, is a
+:class:`TransportError`.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import time
+from typing import Optional
+
+
+class VigilError(Exception):
+    """Every error of this package."""
+
+
+class TransportError(VigilError):
+    """The gateway could not be reached, or the connection failed."""
+
+
+class APIError(VigilError):
+    """An error answer of the gateway; nothing stored was changed.
+
+    ``status`` is the HTTP status, ``code`` the gateway's code (empty when
+    the answer was not the gateway's JSON), ``message`` what it said (it
+    names the field or rule at fault), ``retry_after`` the seconds the
+    gateway asked to wait (answers 429 and 503), ``op`` what was asked.
+    """
+
+    code_name = ""
+
+    def __init__(self, op: str, status: int, code: str, message: str, retry_after: Optional[float] = None):
+        super().__init__(f"vigil: {op}: {message}")
+        self.op, self.status, self.code, self.message, self.retry_after = op, status, code, message, retry_after
+
+
+class InvalidArgumentError(APIError):
+    code_name = "invalid_argument"
+
+
+class UnauthenticatedError(APIError):
+    code_name = "unauthenticated"
+
+
+class PermissionDeniedError(APIError):
+    code_name = "permission_denied"
+
+
+class NotFoundError(APIError):
+    code_name = "not_found"
+
+
+class RequestTimeoutError(APIError):
+    code_name = "request_timeout"
+
+
+class ConflictError(APIError):
+    """A 409: a precondition was refused (``precondition`` is then True and
+    ``state_version`` the target's version), or a label or compaction was
+    already taken. Reconcile with session_status(changes_since=...), decide
+    again, and retry with if_state_version=state_version."""
+
+    code_name = "conflict"
+
+    def __init__(self, op: str, status: int, code: str, message: str, retry_after: Optional[float] = None,
+                 state_version: Optional[int] = None, notice: str = ""):
+        super().__init__(op, status, code, message, retry_after)
+        self.precondition = state_version is not None
+        self.state_version = state_version or 0
+        self.notice = notice
+
+
+class PayloadTooLargeError(APIError):
+    code_name = "payload_too_large"
+
+
+class TooManyRequestsError(APIError):
+    code_name = "too_many_requests"
+
+
+class InternalError(APIError):
+    code_name = "internal"
+
+
+class UnavailableError(APIError):
+    code_name = "unavailable"
+
+
+_BY_CODE = {c.code_name: c for c in (InvalidArgumentError, UnauthenticatedError, PermissionDeniedError,
+                                     NotFoundError, RequestTimeoutError, ConflictError, PayloadTooLargeError,
+                                     TooManyRequestsError, InternalError, UnavailableError)}
+
+
+def _retry_after(value: Optional[str]) -> Optional[float]:
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def error_from(op: str, status: int, body: bytes, retry_after_header: Optional[str]) -> APIError:
+    """The error of an answer that is not 200."""
+    retry = _retry_after(retry_after_header)
+    try:
+        detail = json.loads(body.decode("utf-8"))["error"]
+        code, message = detail["code"], detail["message"]
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        text = body.decode("utf-8", "replace").strip()[:200] or "no body"
+        return APIError(op, status, "", f"HTTP {status}: {text}", retry)
+    if status == 409:
+        return ConflictError(op, status, code, message, retry, detail.get("stateVersion"), detail.get("notice", ""))
+    return _BY_CODE.get(code, APIError)(op, status, code, message, retry)

@@ -1,0 +1,459 @@
+"""The Python client against a live vigil serve (see live.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import http.server
+import inspect
+import itertools
+import json
+import threading
+import unittest
+from pathlib import Path
+
+import vigil_client as vc
+from vigil_client import types as t
+from vigil_client.client import Client
+
+from live import ADMIN, MAIN, MANAGER, OPERATOR, OPERATOR_ID, OPS, REPO, RUNTIME, Gateway, Proxy, notice_text
+
+gateway: Gateway
+_names = itertools.count(1)
+
+
+def setUpModule() -> None:
+    global gateway
+    gateway = Gateway("--bookmark-interval", "200ms")
+
+
+def tearDownModule() -> None:
+    gateway.stop()
+
+
+def manager_key() -> str:
+    """The main session of an agent of the test's own (an admin acts as
+    it), so tests sharing the gateway do not see each other's notices."""
+    return f"agent:m{next(_names)}:main"
+
+
+def agent_of(key: str) -> str:
+    return key.split(":")[1]
+
+
+def as_(token: str, session: str | None = None, url: str | None = None) -> Client:
+    return Client(url or gateway.url, token=token, session=session, timeout=20)
+
+
+def spawn(manager: str, label: str | None = None) -> tuple[str, str, int]:
+    """A worker of manager: its key, its run and its state version (versions
+    are positions in the gateway's one log, shared by every test; the tests
+    run one at a time, so each change a test makes is the next one)."""
+    out = as_(ADMIN if manager != MANAGER else MAIN, manager).sessions_spawn("draft the report", label=label)
+    return out.child_session_key, out.run_id, as_(ADMIN).session_status(out.child_session_key).state_version
+
+
+def person_writes(key: str, message: str) -> None:
+    as_(OPERATOR).sessions_send(key, message=message, timeout_seconds=0)
+
+
+def first(stream, cls):
+    """The stream's next event of type cls."""
+    for ev in stream:
+        if isinstance(ev, cls):
+            return ev
+    raise AssertionError(f"the stream ended before a {cls.__name__}")
+
+
+class TheStory(unittest.TestCase):
+    """The story every client of the repository tells: a manager spawns a
+    worker, a person writes into it, the manager gets exactly one notice
+    and reconciles with changes_since, a stale write gets the typed
+    conflict with the current version, a stream resumes after a drop."""
+
+    def test_the_story_of_a_manager_a_worker_and_a_person(self) -> None:
+        manager = MANAGER
+        mgr = as_(MAIN, manager)
+        proxy = Proxy(gateway.url)
+        self.addCleanup(proxy.close)
+        with as_(OPERATOR, url=proxy.url).events(after=0) as log:
+            worker, _, v = spawn(manager, "writer")
+            person_writes(worker, "Use the revised figures")
+
+            turn = mgr.session_turn(manager, wait_seconds=5)
+            self.assertEqual(turn.system_events, [notice_text(worker, v)])
+            self.assertEqual(turn.acknowledged, [worker])
+            again = mgr.session_turn(manager, wait_seconds=0)
+            self.assertEqual(again.system_events, [])
+            self.assertTrue(again.timed_out)
+
+            status = mgr.session_status(worker, changes_since=v)
+            self.assertEqual(status.state_version, v + 1)
+            [change] = status.state_changes.events
+            self.assertEqual((change.kind, change.actor_type, change.actor_id),
+                             ("human_direct_message", "human", OPERATOR_ID))
+
+            with self.assertRaises(vc.ConflictError) as refused:
+                mgr.session_goal(worker, "set", objective="old plan", if_state_version=v)
+            self.assertTrue(refused.exception.precondition)
+            self.assertEqual(refused.exception.state_version, v + 1)
+
+            # The log, cut after the person's message, resumes after it.
+            events = iter(log)
+            got = []
+            for ev in events:
+                if isinstance(ev, t.LogEvent) and ev.session_key == worker:
+                    got.append(ev.sequence)
+                    if len(got) == 2:
+                        break
+            self.assertEqual(len(got), 2)
+            proxy.cut_and_hold()
+            resume = {}
+            reader = threading.Thread(target=lambda: resume.update(ev=next(events)))
+            reader.start()
+            self.assertEqual(proxy.resumed_with(), str(got[-1]))
+            mgr.session_goal(worker, "set", objective="revised plan", if_state_version=refused.exception.state_version)
+            proxy.release()
+            reader.join(20)
+            self.assertIsInstance(resume.get("ev"), t.Resumed)
+            self.assertEqual(resume["ev"].position, got[-1])
+            after = first(events, t.LogEvent)
+            self.assertEqual((after.sequence, after.kind), (got[-1] + 1, "goal_changed"))
+
+
+class Tools(unittest.TestCase):
+    def test_a_spawned_worker_is_listed_with_its_parent_and_transcript(self) -> None:
+        manager = manager_key()
+        worker, _, v = spawn(manager, "writer")
+        rows = as_(ADMIN, manager).sessions_list(agent_id=agent_of(manager), kind="subagent").sessions
+        [row] = [r for r in rows if r.session_key == worker]
+        self.assertEqual((row.label, row.spawned_by, row.state_version), ("writer", manager, v))
+        hist = as_(ADMIN, manager).sessions_history(worker)
+        self.assertEqual([m.content for m in hist.messages], ["draft the report"])
+
+    def test_the_graph_and_pending_show_the_managers_notice(self) -> None:
+        manager = manager_key()
+        worker, _, v = spawn(manager)
+        person_writes(worker, "one")
+        cursors = [c for c in as_(OPERATOR).sessions_graph(agent_id=agent_of(manager)).cursors if c.target == worker]
+        self.assertEqual(len(cursors), 1)
+        self.assertEqual((cursors[0].watcher, cursors[0].pending, cursors[0].notice),
+                         (manager, True, notice_text(worker, v)))
+        pending = as_(ADMIN, manager).session_pending(manager)
+        self.assertEqual([(e.text, e.target) for e in pending.events], [(notice_text(worker, v), worker)])
+
+    def test_a_send_waits_for_the_reply_the_worker_gives_on_its_turn(self) -> None:
+        manager = manager_key()
+        worker, _, v = spawn(manager)
+        rt = as_(ADMIN)
+        self.assertEqual([m.content for m in rt.session_turn(worker, wait_seconds=0).messages], ["draft the report"])
+        replies = []
+
+        def answer() -> None:
+            turn = rt.session_turn(worker, wait_seconds=30)
+            replies.append(rt.session_reply(worker, "half done", reply_to=turn.messages[0].id))
+
+        th = threading.Thread(target=answer)
+        th.start()
+        sent = as_(ADMIN, manager).sessions_send(worker, message="how far along?", timeout_seconds=15)
+        th.join(20)
+        self.assertEqual((sent.status, sent.reply), ("ok", "half done"))
+        self.assertTrue(replies[0].delivered)
+
+    def test_goal_changes_by_a_person_notify_the_manager_once(self) -> None:
+        manager = manager_key()
+        worker, _, v = spawn(manager)
+        person = as_(OPERATOR)
+        out = person.session_goal(worker, "set", objective="Q3 report")
+        self.assertEqual((out.goal.objective, out.goal.status, out.state_version), ("Q3 report", "active", v + 1))
+        person.session_goal(worker, "edit", objective="Q3 report, revised")
+        mgr = as_(ADMIN, manager)
+        mgr.session_goal(worker, "status", status="blocked")
+        self.assertIsNone(mgr.session_goal(worker, "clear").goal)
+        turn = mgr.session_wait(timeout_seconds=0)
+        self.assertEqual(turn.system_events, [notice_text(worker, v)])
+
+    def test_unwatching_drops_the_notice_and_the_next_ones(self) -> None:
+        manager = manager_key()
+        worker, _, v = spawn(manager)
+        ops = as_(ADMIN, "agent:ops:main")
+        self.assertTrue(ops.sessions_send(worker, message="ping", timeout_seconds=0, watch=True).watched)
+        person_writes(worker, "one")
+        self.assertTrue(ops.sessions_unwatch(worker).unwatched)
+        person_writes(worker, "two")
+        self.assertEqual(ops.session_pending("agent:ops:main").events, [])
+
+    def test_a_runs_end_a_compaction_a_reset_and_a_delete_are_recorded(self) -> None:
+        manager = manager_key()
+        worker, run, v = spawn(manager)
+        mgr = as_(ADMIN, manager)
+        ended = mgr.run_end(run, "timeout")
+        self.assertEqual((ended.recorded, ended.session_key), (True, worker))
+        compacted = mgr.as_session(worker).session_compact(worker, summary="asked for a draft", operation_id="c1")
+        self.assertEqual((compacted.replaced, compacted.recorded), (1, True))
+        self.assertTrue(as_(OPERATOR).session_reset(worker).session_id)
+        status = mgr.session_status(worker, changes_since=v)
+        self.assertEqual([e.kind for e in status.state_changes.events], ["run_failed", "compacted", "session_reset"])
+        self.assertEqual(status.state_changes.events[0].payload, {"outcome": "timeout"})
+        self.assertTrue(as_(OPERATOR).session_delete(worker).deleted)
+        gone = mgr.session_status(worker)
+        self.assertEqual((gone.exists, gone.state_version), (False, 0))
+
+    def test_a_recorded_message_of_a_session_elsewhere_notifies_its_watcher(self) -> None:
+        rt = as_(RUNTIME, "agent:ext:main")
+        worker = f"agent:ext:subagent:w{next(_names)}"
+        v = rt.session_record(worker, "child_spawned", parent="agent:ext:main").state_version
+        rec = rt.session_record(worker, "human_direct_message", actor_type="human", actor_id="bob",
+                                payload={"channel": "slack"}, dedupe_key="m-1")
+        self.assertEqual((rec.recorded, rec.state_version), (True, v + 1))
+        self.assertFalse(rt.session_record(worker, "human_direct_message", actor_type="human", actor_id="bob",
+                                           dedupe_key="m-1").recorded)
+        [change] = rt.session_status(worker, changes_since=v).state_changes.events
+        self.assertEqual((change.actor_id, change.payload), ("bob", {"channel": "slack"}))
+        self.assertIn(notice_text(worker, v), [e.text for e in rt.session_pending("agent:ext:main").events])
+
+    def test_call_reaches_a_tool_by_name_and_tools_lists_them_all(self) -> None:
+        admin = as_(ADMIN)
+        admin.health()
+        names = {tool["name"] for tool in admin.tools()}
+        self.assertEqual(names, set(TOOL_TYPES))
+        self.assertFalse(admin.call("session_status", {"sessionKey": "agent:main:nobody"})["exists"])
+
+
+class Errors(unittest.TestCase):
+    def test_bad_input_is_an_invalid_argument_naming_the_field(self) -> None:
+        with self.assertRaises(vc.InvalidArgumentError) as e:
+            as_(MAIN).session_status("agent:main:main", changes_since=-1)
+        self.assertEqual((e.exception.status, e.exception.code), (400, "invalid_argument"))
+        self.assertIn("changesSince", e.exception.message)
+        with self.assertRaises(vc.InvalidArgumentError) as e:
+            as_(MAIN).call("session_status", {"sessionKey": "agent:main:main", "since": 3})
+        self.assertIn('unknown field "since"', e.exception.message)
+
+    def test_a_turn_without_a_key_is_refused_before_anything_is_sent(self) -> None:
+        with self.assertRaises(vc.InvalidArgumentError):
+            as_(MAIN).session_turn("")
+
+    def test_a_wrong_token_is_unauthenticated(self) -> None:
+        with self.assertRaises(vc.UnauthenticatedError) as e:
+            as_("not-a-real-token-at-all").sessions_list()
+        self.assertEqual(e.exception.status, 401)
+
+    def test_reaching_another_agents_session_is_permission_denied(self) -> None:
+        with self.assertRaises(vc.PermissionDeniedError) as e:
+            as_(OPS).session_status("agent:main:main")
+        self.assertIn('agent "ops"', e.exception.message)
+
+    def test_an_unknown_run_or_tool_is_not_found(self) -> None:
+        with self.assertRaises(vc.NotFoundError):
+            as_(MAIN).run_end("run-nope", "completed")
+        with self.assertRaises(vc.NotFoundError):
+            as_(MAIN).call("sessions_teleport")
+
+    def test_an_if_synced_write_with_a_notice_pending_carries_the_notice(self) -> None:
+        manager = manager_key()
+        worker, _, v = spawn(manager)
+        person_writes(worker, "one")
+        with self.assertRaises(vc.ConflictError) as e:
+            as_(ADMIN, manager).sessions_send(worker, message="go on", timeout_seconds=0, if_synced=True)
+        self.assertEqual((e.exception.precondition, e.exception.state_version, e.exception.notice),
+                         (True, v + 1, notice_text(worker, v)))
+
+    def test_a_label_in_use_is_a_conflict_without_a_precondition(self) -> None:
+        manager = manager_key()
+        label = f"writer{next(_names)}"
+        spawn(manager, label)
+        with self.assertRaises(vc.ConflictError) as e:
+            as_(ADMIN, manager).sessions_spawn("again", label=label)
+        self.assertFalse(e.exception.precondition)
+
+    def test_a_body_over_the_limit_is_payload_too_large(self) -> None:
+        with self.assertRaises(vc.PayloadTooLargeError) as e:
+            as_(OPERATOR).sessions_send("agent:main:main", message="x" * (2 << 20))
+        self.assertEqual(e.exception.status, 413)
+
+    def test_limits_are_too_many_requests_or_unavailable_with_retry_after(self) -> None:
+        limited = Gateway("--max-waits", "1", "--max-waits-per-credential", "1")
+        self.addCleanup(limited.stop)
+        main = as_(MAIN, url=limited.url)
+        parked = threading.Thread(target=lambda: main.session_turn("agent:main:main", wait_seconds=2))
+        parked.start()
+        self.addCleanup(parked.join)
+        limited.wait_for_metric("vigil_parked_requests", 1, ADMIN)
+        # The parked turn holds the only wait: the same credential is told
+        # of its own limit, another of the gateway's.
+        with self.assertRaises(vc.TooManyRequestsError) as e:
+            main.session_turn("agent:main:main", wait_seconds=2)
+        self.assertEqual((e.exception.status, e.exception.retry_after), (429, 1.0))
+        with self.assertRaises(vc.UnavailableError) as e:
+            as_(ADMIN, "agent:ops:main", url=limited.url).session_wait(timeout_seconds=2)
+        self.assertEqual((e.exception.status, e.exception.retry_after), (503, 1.0))
+
+    def test_an_unreachable_gateway_is_a_transport_error(self) -> None:
+        from live import free_port
+        with self.assertRaises(vc.TransportError):
+            Client(f"http://127.0.0.1:{free_port()}").sessions_list()
+
+
+class Streams(unittest.TestCase):
+    def test_a_session_stream_cut_and_resumed_gets_every_change_once(self) -> None:
+        manager = manager_key()
+        worker, _, v = spawn(manager)
+        person_writes(worker, "one")
+        proxy = Proxy(gateway.url)
+        self.addCleanup(proxy.close)
+        with as_(OPERATOR, url=proxy.url).session_events(worker, after=v) as stream:
+            events = iter(stream)
+            self.assertEqual(first(events, t.AgentEvent).sequence, v + 1)
+            proxy.cut_and_hold()
+            got = {}
+            reader = threading.Thread(target=lambda: got.update(ev=first(events, t.Resumed)))
+            reader.start()
+            self.assertEqual(proxy.resumed_with(), str(v + 1))
+            person_writes(worker, "two")
+            person_writes(worker, "three")
+            proxy.release()
+            reader.join(20)
+            self.assertEqual(got["ev"].position, v + 1)
+            self.assertEqual([first(events, t.AgentEvent).sequence for _ in range(2)], [v + 2, v + 3])
+
+    def test_a_session_stream_carries_the_managers_notice_and_wake(self) -> None:
+        manager = manager_key()
+        worker, _, v = spawn(manager)
+        with as_(ADMIN, manager).session_events(manager) as stream:
+            events = iter(stream)
+            first(events, t.Bookmark)  # the stream is open
+            person_writes(worker, "one")
+            notice = first(events, t.LiveEvent)
+            self.assertEqual((notice.type, notice.notice.text, notice.notice.target),
+                             ("notice", notice_text(worker, v), worker))
+            self.assertEqual(first(events, t.LiveEvent).type, "wake")
+
+    def test_a_quiet_session_stream_gives_bookmarks_of_its_state_version(self) -> None:
+        manager = manager_key()
+        worker, _, v = spawn(manager)
+        person_writes(worker, "one")
+        with as_(OPERATOR).session_events(worker) as stream:
+            self.assertEqual(first(stream, t.Bookmark).position, v + 1)
+
+    def test_a_refused_stream_raises_the_error(self) -> None:
+        with self.assertRaises(vc.PermissionDeniedError):
+            with as_(OPS).session_events("agent:main:main") as stream:
+                next(iter(stream))
+
+    def test_close_from_another_thread_ends_a_waiting_stream(self) -> None:
+        stream = as_(ADMIN).events()
+        events = iter(stream)
+        first(events, t.Bookmark)
+        threading.Timer(0.05, stream.close).start()
+        self.assertEqual([e for e in events if not isinstance(e, t.Bookmark)], [])
+
+    def test_a_history_gap_is_reported_and_the_stream_goes_on_after_the_watermark(self) -> None:
+        # vigil serve keeps 50,000 events and has no retention flag, so the
+        # gap comes from a server that sends what the gateway sends for a
+        # pruned position (httpapi/stream.go), then the retained events.
+        asked = []
+
+        class Pruned(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                asked.append(self.headers.get("Last-Event-ID"))
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                if len(asked) == 1:
+                    gap = {"requested": 1, "prunedWatermark": 3, "message": "events after the requested position were pruned"}
+                    self.wfile.write(b": connected\n\nevent: history_gap\ndata: " + json.dumps(gap).encode() + b"\n\n")
+                else:
+                    sig = {"sequence": 4, "sessionKey": "agent:main:main", "agentId": "main", "kind": "goal_changed",
+                           "actorType": "human", "occurredAt": 1, "recordedAt": 1, "summary": "goal updated"}
+                    self.wfile.write(b": connected\n\nid: 4\nevent: signal\ndata: " + json.dumps(sig).encode() + b"\n\n")
+                self.wfile.flush()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Pruned)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.server_close)
+        self.addCleanup(srv.shutdown)
+        with Client(f"http://127.0.0.1:{srv.server_address[1]}").events(after=1) as stream:
+            events = iter(stream)
+            gap = next(events)
+            self.assertIsInstance(gap, t.HistoryGap)
+            self.assertEqual((gap.requested, gap.pruned_watermark, gap.resume_after), (1, 3, 3))
+            self.assertEqual(first(events, t.LogEvent).sequence, 4)
+        self.assertEqual(asked[:2], ["1", "3"])
+
+
+# The tools' input parameters and output types, checked against the
+# published OpenAPI document (docs/openapi.json) so they cannot drift.
+TOOL_TYPES = {
+    "sessions_list": (Client.sessions_list, t.ListOutput),
+    "sessions_history": (Client.sessions_history, t.HistoryOutput),
+    "sessions_send": (Client.sessions_send, t.SendOutput),
+    "sessions_spawn": (Client.sessions_spawn, t.SpawnOutput),
+    "session_status": (Client.session_status, t.StatusOutput),
+    "sessions_unwatch": (Client.sessions_unwatch, t.UnwatchOutput),
+    "session_goal": (Client.session_goal, t.GoalOutput),
+    "session_wait": (Client.session_wait, t.TurnOutput),
+    "session_pending": (Client.session_pending, t.PendingOutput),
+    "sessions_graph": (Client.sessions_graph, t.GraphOutput),
+    "session_turn": (Client.session_turn, t.TurnOutput),
+    "session_reply": (Client.session_reply, t.ReplyOutput),
+    "session_reset": (Client.session_reset, t.ResetOutput),
+    "session_delete": (Client.session_delete, t.DeleteOutput),
+    "run_end": (Client.run_end, t.RunEndOutput),
+    "session_compact": (Client.session_compact, t.CompactOutput),
+    "session_record": (Client.session_record, t.RecordOutput),
+}
+
+
+class Types(unittest.TestCase):
+    def _schemas(self) -> dict:
+        doc = json.loads((REPO / "docs" / "openapi.json").read_text())
+        return doc["components"]["schemas"]
+
+    def _fields(self, cls) -> set[str]:
+        return {t.camel(f.name) for f in dataclasses.fields(cls) if f.init}
+
+    def test_every_tool_has_the_documents_inputs_and_outputs(self) -> None:
+        schemas = self._schemas()
+        documented = {n.removesuffix("Input") for n in schemas if n.endswith("Input") and "ByKey" not in n}
+        camel = {"".join(p.capitalize() for p in name.split("_")): name for name in TOOL_TYPES}
+        self.assertEqual(documented, set(camel))
+        for base, name in camel.items():
+            method, out = TOOL_TYPES[name]
+            params = {t.camel(p) for p in inspect.signature(method).parameters if p != "self"}
+            with self.subTest(tool=name):
+                self.assertEqual(params, set(schemas[base + "Input"]["properties"]))
+                self.assertEqual(self._fields(out), set(schemas[base + "Output"]["properties"]))
+
+    def test_nested_types_have_the_documents_fields(self) -> None:
+        s = self._schemas()
+        props = lambda schema: schema["properties"]  # noqa: E731
+        status = props(s["SessionStatusOutput"])
+        turn = props(s["SessionTurnOutput"])
+        for cls, schema in [
+            (t.GoalView, status["goal"]),
+            (t.StateChanges, status["stateChanges"]),
+            (t.AgentEvent, props(status["stateChanges"])["events"]["items"]),
+            (t.SessionRow, props(s["SessionsListOutput"])["sessions"]["items"]),
+            (t.MessageView, turn["messages"]["items"]),
+            (t.TurnBookmark, turn["bookmark"]),
+            (t.SystemEventView, props(s["SessionPendingOutput"])["events"]["items"]),
+            (t.GraphCursor, props(s["SessionsGraphOutput"])["cursors"]["items"]),
+        ]:
+            with self.subTest(type=cls.__name__):
+                self.assertEqual(self._fields(cls), set(props(schema)))
+
+    def test_the_streams_events_have_the_documents_fields(self) -> None:
+        doc = json.loads((REPO / "docs" / "openapi.json").read_text())
+        log = doc["paths"]["/v1/events"]["get"]["responses"]["200"]["content"]["text/event-stream"]["x-vigil-events"]
+        session = doc["paths"]["/v1/sessions/{key}/events"]["get"]["responses"]["200"]["content"]["text/event-stream"]["x-vigil-events"]
+        by_event = {e: group["data"] for group in log + session for e in group["events"]}
+        self.assertEqual(self._fields(t.LogEvent), set(by_event["signal"]["properties"]))
+        self.assertEqual(self._fields(t.LiveEvent), set(by_event["wake"]["properties"]))
+        self.assertTrue(set(by_event["history_gap"]["properties"]) <= self._fields(t.HistoryGap))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,89 @@
+/** The gateway's error codes. */
+export type ErrorCode =
+  | "invalid_argument"
+  | "unauthenticated"
+  | "permission_denied"
+  | "not_found"
+  | "request_timeout"
+  | "conflict"
+  | "payload_too_large"
+  | "too_many_requests"
+  | "internal"
+  | "unavailable";
+
+/** Every error of this package. */
+export class VigilError extends Error {
+  override name = "VigilError";
+}
+
+/** The gateway could not be reached, or the connection failed. */
+export class TransportError extends VigilError {
+  override name = "TransportError";
+}
+
+/**
+ * An error answer of the gateway; nothing stored was changed. `code` is the
+ * gateway's code ("" when the answer was not its JSON, as from a proxy),
+ * `message` names the field or rule at fault, `retryAfter` is the seconds
+ * the gateway asked to wait (answers 429 and 503), `op` what was asked.
+ */
+export class APIError extends VigilError {
+  override name = "APIError";
+  constructor(
+    readonly op: string,
+    readonly status: number,
+    readonly code: ErrorCode | "",
+    readonly detail: string,
+    readonly retryAfter?: number,
+  ) {
+    super(`vigil: ${op}: ${detail}`);
+  }
+}
+
+/**
+ * A 409: a precondition (ifStateVersion, ifSynced) was refused, with
+ * `precondition` true and `stateVersion` the target's version then, or a
+ * label or compaction was already taken. Reconcile with session_status
+ * changesSince, decide again, and retry with ifStateVersion = stateVersion.
+ * `notice` is, for ifSynced, the caller's pending notice.
+ */
+export class ConflictError extends APIError {
+  override name = "ConflictError";
+  readonly precondition: boolean;
+  readonly stateVersion: number;
+  readonly notice: string;
+  constructor(op: string, status: number, detail: string, stateVersion: number | undefined, notice: string | undefined) {
+    super(op, status, "conflict", detail);
+    this.precondition = stateVersion !== undefined && stateVersion !== null;
+    this.stateVersion = stateVersion ?? 0;
+    this.notice = notice ?? "";
+  }
+}
+
+function retryAfter(header: string | null): number | undefined {
+  if (!header) return undefined;
+  const v = header.trim();
+  if (/^\d+$/.test(v)) return Number(v);
+  const when = Date.parse(v);
+  return Number.isNaN(when) ? undefined : Math.max(0, (when - Date.now()) / 1000);
+}
+
+/** The error of an answer that is not 200. */
+export async function errorFrom(op: string, resp: Response): Promise<APIError> {
+  const text = await resp.text().catch(() => "");
+  const retry = retryAfter(resp.headers.get("Retry-After"));
+  let detail: { code?: unknown; message?: unknown; stateVersion?: number; notice?: string } | undefined;
+  try {
+    detail = (JSON.parse(text) as { error?: typeof detail }).error;
+  } catch {
+    detail = undefined;
+  }
+  if (!detail || typeof detail.code !== "string" || typeof detail.message !== "string") {
+    const shown = text.trim().slice(0, 200) || resp.statusText;
+    return new APIError(op, resp.status, "", `HTTP ${resp.status}: ${shown}`, retry);
+  }
+  if (resp.status === 409) {
+    return new ConflictError(op, resp.status, detail.message, detail.stateVersion, detail.notice);
+  }
+  return new APIError(op, resp.status, detail.code as ErrorCode, detail.message, retry);
+}

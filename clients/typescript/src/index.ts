@@ -1,0 +1,409 @@
+/**
+ * A client of a vigil gateway's HTTP API (`vigil serve`): every session
+ * tool, typed from the published OpenAPI document; the turn and reply of an
+ * agent runtime; and the two event streams, which resume with Last-Event-ID
+ * after a dropped connection and report bookmarks and history gaps.
+ */
+import type { components, paths } from "./openapi.js";
+import { APIError, TransportError, errorFrom } from "./errors.js";
+import { readEvents, type ServerSentEvent } from "./sse.js";
+
+export { APIError, ConflictError, TransportError, VigilError, type ErrorCode } from "./errors.js";
+
+type Schemas = components["schemas"];
+type ToolPath = Extract<keyof paths, `/v1/tools/${string}`>;
+
+/** The name of every tool of the gateway. */
+export type ToolName = ToolPath extends `/v1/tools/${infer N}` ? N : never;
+/** A tool's input, as the OpenAPI document describes it. */
+export type ToolInput<N extends ToolName> = NonNullable<
+  paths[`/v1/tools/${N}`]["post"]["requestBody"]
+>["content"]["application/json"];
+/** A tool's output, as the OpenAPI document describes it. */
+export type ToolOutput<N extends ToolName> =
+  paths[`/v1/tools/${N}`]["post"]["responses"][200]["content"]["application/json"];
+
+export type StatusOutput = ToolOutput<"session_status">;
+export type TurnOutput = ToolOutput<"session_turn">;
+/** A change of one session as agents see it (never message content). */
+export type AgentEvent = NonNullable<NonNullable<StatusOutput["stateChanges"]>["events"]>[number];
+export type MessageView = NonNullable<TurnOutput["messages"]>[number];
+export type ErrorBody = Schemas["Error"];
+
+/** An event of the signal log, as GET /v1/events gives it. */
+export interface LogEvent {
+  sequence: number;
+  sessionKey: string;
+  agentId: string;
+  sessionId?: string;
+  kind: string;
+  actorType: string;
+  actorId?: string;
+  runId?: string;
+  occurredAt: number;
+  recordedAt: number;
+  summary: string;
+  payload?: Record<string, unknown>;
+}
+
+/** A wake, notice, message or reply of the session a stream follows. */
+export interface LiveEvent {
+  type: "wake" | "notice" | "message" | "reply";
+  sessionKey: string;
+  notice?: { text: string; target: string };
+  message?: MessageView;
+}
+
+/**
+ * One item of a stream. `resumed` says the stream reconnected after a drop
+ * (after `position`, or live when it had none yet): live events of the
+ * outage were missed, so a runtime takes a turn. `history_gap` says events
+ * after `requested` were pruned: re-read what you follow; the stream goes
+ * on after `resumeAfter` with every event still retained.
+ */
+export type StreamEvent =
+  | { type: "signal"; event: LogEvent }
+  | { type: "change"; event: AgentEvent }
+  | { type: "live"; event: LiveEvent }
+  | { type: "bookmark"; position: number }
+  | {
+      type: "history_gap";
+      requested: number;
+      prunedWatermark?: number;
+      earliestAvailableSequence?: number;
+      message: string;
+      resumeAfter: number;
+    }
+  | { type: "lagged"; message: string }
+  | { type: "resumed"; position: number | null; cause: unknown };
+
+export interface ClientOptions {
+  /** The bearer credential; a gateway without tokens needs none. */
+  token?: string;
+  /**
+   * The session the client acts as (the Vigil-Session header). Without one
+   * an operator or admin token acts as a person, an agent token as its
+   * agent's main session.
+   */
+  session?: string;
+  /** The fetch to use; the platform's by default. */
+  fetch?: typeof fetch;
+}
+
+export interface StreamOptions {
+  /** Resume after this position: every retained event after it comes first. */
+  after?: number;
+  /** Stops the stream. */
+  signal?: AbortSignal;
+  /** Seconds of silence after which the connection is taken for dead; 45 by default. */
+  idleTimeout?: number;
+}
+
+export const SESSION_HEADER = "Vigil-Session";
+
+const FIRST_DELAY = 100;
+const MAX_DELAY = 5000;
+
+/** The client's method for each tool: tsc fails when the document gains a tool the client lacks. */
+const methodOf: Record<ToolName, keyof VigilClient> = {
+  sessions_list: "sessionsList",
+  sessions_history: "sessionsHistory",
+  sessions_send: "sessionsSend",
+  sessions_spawn: "sessionsSpawn",
+  session_status: "sessionStatus",
+  sessions_unwatch: "sessionsUnwatch",
+  session_goal: "sessionGoal",
+  session_wait: "sessionWait",
+  session_pending: "sessionPending",
+  sessions_graph: "sessionsGraph",
+  session_turn: "sessionTurn",
+  session_reply: "sessionReply",
+  session_reset: "sessionReset",
+  session_delete: "sessionDelete",
+  run_end: "runEnd",
+  session_compact: "sessionCompact",
+  session_record: "sessionRecord",
+};
+export const toolMethods: Readonly<Record<ToolName, keyof VigilClient>> = methodOf;
+
+/**
+ * A client of one gateway. Each tool is a method named for it in camelCase
+ * (session_status is sessionStatus), taking the tool's input and returning
+ * its output; `call` reaches any tool by name. Every call takes an optional
+ * AbortSignal.
+ */
+export class VigilClient {
+  readonly baseUrl: string;
+  readonly token: string | undefined;
+  readonly session: string | undefined;
+  private readonly fetch: typeof fetch;
+
+  constructor(baseUrl = "http://127.0.0.1:7317", options: ClientOptions = {}) {
+    const u = new URL(baseUrl);
+    if (u.protocol !== "http:" && u.protocol !== "https:") {
+      throw new TypeError(`vigil: base URL ${baseUrl}: want http(s)://host[:port]`);
+    }
+    this.baseUrl = u.origin + u.pathname.replace(/\/+$/, "");
+    this.token = options.token;
+    this.session = options.session;
+    this.fetch = options.fetch ?? globalThis.fetch;
+  }
+
+  /** A copy acting as the session key (undefined: a person, or an agent token's main session). */
+  as(session: string | undefined): VigilClient {
+    const opts: ClientOptions = { fetch: this.fetch };
+    if (this.token !== undefined) opts.token = this.token;
+    if (session !== undefined) opts.session = session;
+    return new VigilClient(this.baseUrl, opts);
+  }
+
+  private headers(session: string | undefined, body: boolean): Record<string, string> {
+    const h: Record<string, string> = { Accept: "application/json" };
+    if (body) h["Content-Type"] = "application/json";
+    if (this.token) h["Authorization"] = `Bearer ${this.token}`;
+    if (session) h[SESSION_HEADER] = session;
+    return h;
+  }
+
+  private async request<T>(op: string, method: string, path: string, session: string | undefined, body?: unknown, signal?: AbortSignal): Promise<T> {
+    let resp: Response;
+    try {
+      const init: RequestInit = { method, headers: this.headers(session, body !== undefined) };
+      if (body !== undefined) init.body = JSON.stringify(body);
+      if (signal) init.signal = signal;
+      resp = await this.fetch(this.baseUrl + path, init);
+    } catch (e) {
+      if (signal?.aborted) throw e;
+      throw new TransportError(`vigil: ${op}: ${(e as Error).message}`, { cause: e });
+    }
+    if (resp.status !== 200) throw await errorFrom(op, resp);
+    try {
+      return (await resp.json()) as T;
+    } catch (e) {
+      throw new TransportError(`vigil: ${op}: the answer is not JSON: ${(e as Error).message}`, { cause: e });
+    }
+  }
+
+  /** Calls any tool by name. */
+  call<N extends ToolName>(tool: N, input: ToolInput<N>, signal?: AbortSignal): Promise<ToolOutput<N>> {
+    if (!tool || /[/?#%]/.test(tool)) {
+      return Promise.reject(new APIError(tool, 0, "invalid_argument", `${JSON.stringify(tool)} is not a tool's name`));
+    }
+    return this.request(tool, "POST", `/v1/tools/${tool}`, this.session, input ?? {}, signal);
+  }
+
+  private sessionPath(op: string, key: string, verb: string): string {
+    if (!key || !key.trim()) throw new APIError(op, 0, "invalid_argument", "sessionKey is required");
+    return `/v1/sessions/${encodeURIComponent(key).replaceAll("%3A", ":")}/${verb}`;
+  }
+
+  /** Resolves when the gateway answers GET /healthz. */
+  async health(signal?: AbortSignal): Promise<void> {
+    await this.request("healthz", "GET", "/healthz", undefined, undefined, signal);
+  }
+
+  /** Every tool with its description and input and output JSON schemas. */
+  async tools(signal?: AbortSignal): Promise<NonNullable<Schemas["ToolList"]["tools"]>> {
+    const out = await this.request<Schemas["ToolList"]>("list tools", "GET", "/v1/tools", this.session, undefined, signal);
+    return out.tools ?? [];
+  }
+
+  /** sessions_list: the sessions the caller may reach, a page at a time. */
+  sessionsList(input: ToolInput<"sessions_list"> = {}, signal?: AbortSignal) { return this.call("sessions_list", input, signal); }
+  /** sessions_history: a session's transcript, oldest first. */
+  sessionsHistory(input: ToolInput<"sessions_history">, signal?: AbortSignal) { return this.call("sessions_history", input, signal); }
+  /** sessions_send: a message and, unless timeoutSeconds is 0, the wait for the reply; without an acting session, a person's. */
+  sessionsSend(input: ToolInput<"sessions_send">, signal?: AbortSignal) { return this.call("sessions_send", input, signal); }
+  /** sessions_spawn: a child of the acting session, which becomes its parent. */
+  sessionsSpawn(input: ToolInput<"sessions_spawn">, signal?: AbortSignal) { return this.call("sessions_spawn", input, signal); }
+  /** session_status: facts and state version; with changesSince, the exact changes after it. */
+  sessionStatus(input: ToolInput<"session_status">, signal?: AbortSignal) { return this.call("session_status", input, signal); }
+  /** sessions_unwatch: the acting session stops watching a session. */
+  sessionsUnwatch(input: ToolInput<"sessions_unwatch">, signal?: AbortSignal) { return this.call("sessions_unwatch", input, signal); }
+  /** session_goal: set, edit, change the status of, or clear a goal. */
+  sessionGoal(input: ToolInput<"session_goal">, signal?: AbortSignal) { return this.call("session_goal", input, signal); }
+  /** session_wait: the model-facing form of a turn, for the acting session. */
+  sessionWait(input: ToolInput<"session_wait"> = {}, signal?: AbortSignal) { return this.call("session_wait", input, signal); }
+  /** session_pending: a session's queued notices, not consumed. */
+  sessionPending(input: ToolInput<"session_pending">, signal?: AbortSignal) { return this.call("session_pending", input, signal); }
+  /** sessions_graph: who watches whom, with versions and pending notices. */
+  sessionsGraph(input: ToolInput<"sessions_graph"> = {}, signal?: AbortSignal) { return this.call("sessions_graph", input, signal); }
+  /** session_reset: a new incarnation; its watchers are told. */
+  sessionReset(input: ToolInput<"session_reset">, signal?: AbortSignal) { return this.call("session_reset", input, signal); }
+  /** session_delete: the session with its transcript, log and cursors. */
+  sessionDelete(input: ToolInput<"session_delete">, signal?: AbortSignal) { return this.call("session_delete", input, signal); }
+  /** run_end: a child's run ended with its outcome. */
+  runEnd(input: ToolInput<"run_end">, signal?: AbortSignal) { return this.call("run_end", input, signal); }
+  /** session_compact: a summary replaces older messages, or a runtime's own compaction is recorded. */
+  sessionCompact(input: ToolInput<"session_compact">, signal?: AbortSignal) { return this.call("session_compact", input, signal); }
+  /** session_record: an event of a session your runtime keeps itself. */
+  sessionRecord(input: ToolInput<"session_record">, signal?: AbortSignal) { return this.call("session_record", input, signal); }
+
+  /**
+   * Takes a session's turn (POST /v1/sessions/{key}/turn), acting as the
+   * session itself: waits up to waitSeconds (0-60, default 30) for work,
+   * then consumes its queued notices (acknowledging them) and unread
+   * messages. Not idempotent: a runtime that loses the answer re-reads what
+   * it follows.
+   */
+  sessionTurn(input: ToolInput<"session_turn">, signal?: AbortSignal): Promise<TurnOutput> {
+    return this.request("session_turn", "POST", this.sessionPath("session_turn", input.sessionKey, "turn"), input.sessionKey, input, signal);
+  }
+
+  /** Answers as a session (POST /v1/sessions/{key}/reply), acting as it; completes the send waiting for it. */
+  sessionReply(input: ToolInput<"session_reply">, signal?: AbortSignal): Promise<ToolOutput<"session_reply">> {
+    return this.request("session_reply", "POST", this.sessionPath("session_reply", input.sessionKey, "reply"), input.sessionKey, input, signal);
+  }
+
+  /**
+   * Follows the signal log (GET /v1/events): `signal` and `bookmark` events,
+   * from `after` (a log sequence) if given, else live. `session` and `agent`
+   * filter.
+   */
+  events(options: StreamOptions & { session?: string; agent?: string } = {}): AsyncIterable<StreamEvent> {
+    const q = new URLSearchParams();
+    if (options.session) q.set("session", options.session);
+    if (options.agent) q.set("agent", options.agent);
+    const path = "/v1/events" + (q.size ? `?${q}` : "");
+    return this.follow("log events", path, options, (type, data) => {
+      if (type === "signal") return { type: "signal", event: data as LogEvent };
+      if (type === "bookmark") return { type: "bookmark", position: bookmark(data) };
+      return undefined;
+    });
+  }
+
+  /**
+   * Follows one session (GET /v1/sessions/{key}/events): its changes
+   * (`change`), its `live` events and `bookmark`s, from `after` (a state
+   * version) if given, else from its current version.
+   */
+  sessionEvents(sessionKey: string, options: StreamOptions = {}): AsyncIterable<StreamEvent> {
+    const path = this.sessionPath("session events", sessionKey, "events");
+    return this.follow("session events", path, options, (type, data) => {
+      if (type === "signal") return { type: "change", event: data as AgentEvent };
+      if (type === "bookmark") return { type: "bookmark", position: bookmark(data) };
+      if (type === "wake" || type === "notice" || type === "message" || type === "reply") {
+        return { type: "live", event: data as LiveEvent };
+      }
+      return undefined;
+    });
+  }
+
+  private async *follow(
+    op: string,
+    path: string,
+    options: StreamOptions,
+    decode: (type: string, data: unknown) => StreamEvent | undefined,
+  ): AsyncGenerator<StreamEvent> {
+    const stop = options.signal;
+    const idle = (options.idleTimeout ?? 45) * 1000;
+    let position: number | null = options.after ?? null;
+    let delay = FIRST_DELAY;
+    let cause: unknown;
+    let reconnecting = false;
+    while (!stop?.aborted) {
+      const conn = new AbortController();
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      // A consumer that stops reading leaves this generator suspended, so
+      // the stop itself ends the connection and its watchdog.
+      const onStop = () => {
+        clearTimeout(timer);
+        conn.abort(stop?.reason);
+      };
+      stop?.addEventListener("abort", onStop, { once: true });
+      const touch = () => {
+        clearTimeout(timer);
+        if (conn.signal.aborted) return;
+        timer = setTimeout(() => conn.abort(new TransportError(`vigil: ${op}: nothing heard for ${idle / 1000}s`)), idle);
+      };
+      let end: { gap?: number; lagged?: boolean; error?: unknown; heard?: boolean } = {};
+      try {
+        let resp: Response;
+        try {
+          const headers = this.headers(this.session, false);
+          headers["Accept"] = "text/event-stream";
+          if (position !== null) headers["Last-Event-ID"] = String(position);
+          touch();
+          resp = await this.fetch(this.baseUrl + path, { headers, signal: conn.signal });
+        } catch (e) {
+          if (stop?.aborted) return;
+          throw new TransportError(`vigil: ${op}: ${(e as Error).message}`, { cause: e });
+        }
+        if (resp.status !== 200) throw await errorFrom(op, resp);
+        if (reconnecting) {
+          yield { type: "resumed", position, cause };
+          reconnecting = false;
+        }
+        try {
+          for await (const ev of readEvents(resp.body!, touch)) {
+            const parsed = this.dispatch(ev, decode);
+            if (ev.id !== undefined && /^\d+$/.test(ev.id)) position = Number(ev.id);
+            if (!parsed) continue;
+            if (parsed.type === "history_gap") {
+              end.gap = parsed.resumeAfter;
+              yield parsed;
+              break;
+            }
+            if (parsed.type === "lagged") {
+              end.lagged = true;
+              yield parsed;
+              break;
+            }
+            end.heard = true;
+            yield parsed;
+          }
+        } catch (e) {
+          end.error = conn.signal.reason instanceof TransportError ? conn.signal.reason : e;
+        }
+      } catch (e) {
+        if (stop?.aborted) return;
+        if (e instanceof APIError && e.status !== 408 && e.status !== 429 && e.status < 500) throw e;
+        end = { error: e };
+      } finally {
+        clearTimeout(timer);
+        stop?.removeEventListener("abort", onStop);
+        conn.abort();
+      }
+      if (stop?.aborted) return;
+      if (end.heard) delay = FIRST_DELAY;
+      if (end.gap !== undefined) {
+        position = end.gap;
+        continue;
+      }
+      if (end.lagged) continue;
+      cause = end.error ?? new TransportError(`vigil: ${op}: the gateway closed the stream`);
+      reconnecting = true;
+      const wait = cause instanceof APIError && cause.retryAfter ? cause.retryAfter * 1000 : delay;
+      delay = Math.min(2 * delay, MAX_DELAY);
+      await sleep(wait, stop);
+    }
+  }
+
+  private dispatch(ev: ServerSentEvent, decode: (type: string, data: unknown) => StreamEvent | undefined): StreamEvent | undefined {
+    const data: unknown = ev.data ? JSON.parse(ev.data) : {};
+    if (ev.event === "history_gap") {
+      const g = data as { requested: number; prunedWatermark?: number; earliestAvailableSequence?: number; message: string };
+      const resumeAfter = g.prunedWatermark ? g.prunedWatermark : Math.max((g.earliestAvailableSequence ?? 0) - 1, 0);
+      return { type: "history_gap", ...g, resumeAfter };
+    }
+    if (ev.event === "lagged") return { type: "lagged", message: (data as { message?: string }).message ?? "" };
+    return decode(ev.event, data);
+  }
+}
+
+function bookmark(data: unknown): number {
+  const b = data as { sequence?: number; stateVersion?: number };
+  return b.sequence ?? b.stateVersion ?? 0;
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener("abort", done, { once: true });
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    }
+  });
+}

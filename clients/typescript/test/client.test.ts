@@ -1,0 +1,395 @@
+// The TypeScript client against a live vigil serve (see live.ts).
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+
+import { APIError, ConflictError, TransportError, VigilClient, toolMethods, type StreamEvent } from "../src/index.js";
+import { ADMIN, Gateway, MAIN, MANAGER, OPERATOR, OPERATOR_ID, OPS, Proxy, REPO, RUNTIME, noticeText } from "./live.js";
+
+let gateway: Gateway;
+let names = 0;
+
+before(async () => {
+  gateway = await Gateway.start("--bookmark-interval", "200ms");
+});
+after(async () => {
+  await gateway.stop();
+});
+
+const as = (token: string, session?: string, url?: string) =>
+  new VigilClient(url ?? gateway.url, session === undefined ? { token } : { token, session });
+
+/** The main session of an agent of the test's own (an admin acts as it). */
+const managerKey = () => `agent:m${++names}:main`;
+const agentOf = (key: string) => key.split(":")[1]!;
+
+/**
+ * A worker of manager: its key, run and state version (versions are
+ * positions in the gateway's one log; tests run one at a time, so each
+ * change a test makes is the next one).
+ */
+async function spawnWorker(manager: string, label?: string) {
+  const c = as(manager === MANAGER ? MAIN : ADMIN, manager);
+  const out = await c.sessionsSpawn(label ? { task: "draft the report", label } : { task: "draft the report" });
+  const v = (await as(ADMIN).sessionStatus({ sessionKey: out.childSessionKey })).stateVersion;
+  return { worker: out.childSessionKey, run: out.runId, v };
+}
+
+const personWrites = (key: string, message: string) =>
+  as(OPERATOR).sessionsSend({ sessionKey: key, message, timeoutSeconds: 0 });
+
+/** The stream's next event of the given type. */
+async function next<T extends StreamEvent["type"]>(it: AsyncIterator<StreamEvent>, type: T): Promise<Extract<StreamEvent, { type: T }>> {
+  for (;;) {
+    const r = await it.next();
+    if (r.done) throw new Error(`the stream ended before a ${type}`);
+    if (r.value.type === type) return r.value as Extract<StreamEvent, { type: T }>;
+  }
+}
+
+async function rejects<E>(p: Promise<unknown>, cls: new (...a: never[]) => E): Promise<E> {
+  try {
+    await p;
+  } catch (e) {
+    assert.ok(e instanceof cls, `got ${String(e)}, want a ${cls.name}`);
+    return e;
+  }
+  assert.fail(`resolved, want a ${cls.name}`);
+}
+
+describe("the story", () => {
+  // The story every client of the repository tells: a manager spawns a
+  // worker, a person writes into it, the manager gets exactly one notice
+  // and reconciles with changesSince, a stale write gets the typed conflict
+  // with the current version, and a stream resumes after a drop.
+  test("a manager hears once, reconciles, has a stale write refused, and its stream resumes after a drop", async () => {
+    const proxy = await Proxy.start(gateway.url);
+    const stop = new AbortController();
+    try {
+      const mgr = as(MAIN, MANAGER);
+      const log = as(OPERATOR, undefined, proxy.url).events({ after: 0, signal: stop.signal })[Symbol.asyncIterator]();
+      const { worker, v } = await spawnWorker(MANAGER, "writer");
+      await personWrites(worker, "Use the revised figures");
+
+      const turn = await mgr.sessionTurn({ sessionKey: MANAGER, waitSeconds: 5 });
+      assert.deepEqual(turn.systemEvents, [noticeText(worker, v)]);
+      assert.deepEqual(turn.acknowledged, [worker]);
+      const again = await mgr.sessionTurn({ sessionKey: MANAGER, waitSeconds: 0 });
+      assert.deepEqual([again.systemEvents, again.timedOut], [[], true]);
+
+      const status = await mgr.sessionStatus({ sessionKey: worker, changesSince: v });
+      assert.equal(status.stateVersion, v + 1);
+      const changes = status.stateChanges?.events ?? [];
+      assert.deepEqual(changes.map((e) => [e.kind, e.actorType, e.actorId]), [["human_direct_message", "human", OPERATOR_ID]]);
+
+      const refused = await rejects(mgr.sessionGoal({ sessionKey: worker, action: "set", objective: "old plan", ifStateVersion: v }), ConflictError);
+      assert.deepEqual([refused.precondition, refused.stateVersion, refused.status], [true, v + 1, 409]);
+
+      // The log, cut after the person's message, resumes after it.
+      let last = 0;
+      while (last !== v + 1) {
+        const s = await next(log, "signal");
+        if (s.event.sessionKey === worker) last = s.event.sequence;
+      }
+      proxy.cutAndHold();
+      const resumed = next(log, "resumed");
+      assert.equal(await proxy.resumedWith(), String(v + 1));
+      await mgr.sessionGoal({ sessionKey: worker, action: "set", objective: "revised plan", ifStateVersion: refused.stateVersion });
+      proxy.release();
+      assert.equal((await resumed).position, v + 1);
+      const after = await next(log, "signal");
+      assert.deepEqual([after.event.sequence, after.event.kind], [v + 2, "goal_changed"]);
+    } finally {
+      stop.abort();
+      await proxy.close();
+    }
+  });
+});
+
+describe("tools", () => {
+  test("a spawned worker is listed with its parent and transcript", async () => {
+    const manager = managerKey();
+    const { worker, v } = await spawnWorker(manager, "writer");
+    const rows = (await as(ADMIN, manager).sessionsList({ agentId: agentOf(manager), kind: "subagent" })).sessions ?? [];
+    assert.deepEqual(rows.map((r) => [r.sessionKey, r.label, r.spawnedBy, r.stateVersion]), [[worker, "writer", manager, v]]);
+    const hist = await as(ADMIN, manager).sessionsHistory({ sessionKey: worker });
+    assert.deepEqual((hist.messages ?? []).map((m) => m.content), ["draft the report"]);
+  });
+
+  test("the graph and pending show the manager's notice", async () => {
+    const manager = managerKey();
+    const { worker, v } = await spawnWorker(manager);
+    await personWrites(worker, "one");
+    const cursors = (await as(OPERATOR).sessionsGraph({ agentId: agentOf(manager) })).cursors ?? [];
+    assert.deepEqual(cursors.map((c) => [c.watcher, c.pending, c.notice]), [[manager, true, noticeText(worker, v)]]);
+    const pending = await as(ADMIN, manager).sessionPending({ sessionKey: manager });
+    assert.deepEqual((pending.events ?? []).map((e) => [e.text, e.target]), [[noticeText(worker, v), worker]]);
+  });
+
+  test("a send waits for the reply the worker gives on its turn", async () => {
+    const manager = managerKey();
+    const { worker } = await spawnWorker(manager);
+    const rt = as(ADMIN);
+    assert.deepEqual(((await rt.sessionTurn({ sessionKey: worker, waitSeconds: 0 })).messages ?? []).map((m) => m.content), ["draft the report"]);
+    const answered = (async () => {
+      const turn = await rt.sessionTurn({ sessionKey: worker, waitSeconds: 30 });
+      return rt.sessionReply({ sessionKey: worker, text: "half done", replyTo: turn.messages![0]!.id });
+    })();
+    const sent = await as(ADMIN, manager).sessionsSend({ sessionKey: worker, message: "how far along?", timeoutSeconds: 15 });
+    assert.deepEqual([sent.status, sent.reply], ["ok", "half done"]);
+    assert.equal((await answered).delivered, true);
+  });
+
+  test("goal changes by a person notify the manager once", async () => {
+    const manager = managerKey();
+    const { worker, v } = await spawnWorker(manager);
+    const set = await as(OPERATOR).sessionGoal({ sessionKey: worker, action: "set", objective: "Q3 report" });
+    assert.deepEqual([set.goal?.objective, set.goal?.status, set.stateVersion], ["Q3 report", "active", v + 1]);
+    await as(OPERATOR).sessionGoal({ sessionKey: worker, action: "edit", objective: "Q3 report, revised" });
+    const mgr = as(ADMIN, manager);
+    await mgr.sessionGoal({ sessionKey: worker, action: "status", status: "blocked" });
+    assert.equal((await mgr.sessionGoal({ sessionKey: worker, action: "clear" })).goal ?? null, null);
+    assert.deepEqual((await mgr.sessionWait({ timeoutSeconds: 0 })).systemEvents, [noticeText(worker, v)]);
+  });
+
+  test("unwatching drops the notice and the next ones", async () => {
+    const { worker } = await spawnWorker(managerKey());
+    const ops = as(ADMIN, "agent:ops:main");
+    assert.equal((await ops.sessionsSend({ sessionKey: worker, message: "ping", timeoutSeconds: 0, watch: true })).watched, true);
+    await personWrites(worker, "one");
+    assert.equal((await ops.sessionsUnwatch({ sessionKey: worker })).unwatched, true);
+    await personWrites(worker, "two");
+    assert.deepEqual((await ops.sessionPending({ sessionKey: "agent:ops:main" })).events, []);
+  });
+
+  test("a run's end, a compaction, a reset and a delete are recorded", async () => {
+    const manager = managerKey();
+    const { worker, run, v } = await spawnWorker(manager);
+    const mgr = as(ADMIN, manager);
+    const ended = await mgr.runEnd({ runId: run, outcome: "timeout" });
+    assert.deepEqual([ended.recorded, ended.sessionKey], [true, worker]);
+    const compacted = await mgr.as(worker).sessionCompact({ sessionKey: worker, summary: "asked for a draft", operationId: "c1" });
+    assert.deepEqual([compacted.replaced, compacted.recorded], [1, true]);
+    assert.ok((await as(OPERATOR).sessionReset({ sessionKey: worker })).sessionId);
+    const status = await mgr.sessionStatus({ sessionKey: worker, changesSince: v });
+    const events = status.stateChanges?.events ?? [];
+    assert.deepEqual(events.map((e) => e.kind), ["run_failed", "compacted", "session_reset"]);
+    assert.deepEqual(events[0]!.payload, { outcome: "timeout" });
+    assert.equal((await as(OPERATOR).sessionDelete({ sessionKey: worker })).deleted, true);
+    const gone = await mgr.sessionStatus({ sessionKey: worker });
+    assert.deepEqual([gone.exists, gone.stateVersion], [false, 0]);
+  });
+
+  test("a recorded message of a session elsewhere notifies its watcher", async () => {
+    const rt = as(RUNTIME, "agent:ext:main");
+    const worker = `agent:ext:subagent:w${++names}`;
+    const v = (await rt.sessionRecord({ sessionKey: worker, kind: "child_spawned", parent: "agent:ext:main" })).stateVersion;
+    const rec = await rt.sessionRecord({ sessionKey: worker, kind: "human_direct_message", actorType: "human", actorId: "bob", dedupeKey: "m-1" });
+    assert.deepEqual([rec.recorded, rec.stateVersion], [true, v + 1]);
+    assert.equal((await rt.sessionRecord({ sessionKey: worker, kind: "human_direct_message", actorType: "human", actorId: "bob", dedupeKey: "m-1" })).recorded, false);
+    const changes = (await rt.sessionStatus({ sessionKey: worker, changesSince: v })).stateChanges?.events ?? [];
+    assert.deepEqual(changes.map((e) => e.actorId), ["bob"]);
+    const pending = (await rt.sessionPending({ sessionKey: "agent:ext:main" })).events ?? [];
+    assert.ok(pending.some((e) => e.text === noticeText(worker, v)));
+  });
+
+  test("call reaches a tool by name, and tools lists every tool the client has a method for", async () => {
+    const admin = as(ADMIN);
+    await admin.health();
+    const names = (await admin.tools()).map((t) => t.name).sort();
+    assert.deepEqual(names, Object.keys(toolMethods).sort());
+    for (const method of Object.values(toolMethods)) assert.equal(typeof admin[method], "function", method);
+    assert.equal((await admin.call("session_status", { sessionKey: "agent:main:nobody" })).exists, false);
+  });
+});
+
+describe("errors", () => {
+  const code = async (p: Promise<unknown>, status: number, c: string) => {
+    const e = await rejects(p, APIError);
+    assert.deepEqual([e.status, e.code], [status, c]);
+    return e;
+  };
+
+  test("bad input is an invalid argument naming the field", async () => {
+    const e = await code(as(MAIN).sessionStatus({ sessionKey: MANAGER, changesSince: -1 }), 400, "invalid_argument");
+    assert.match(e.detail, /changesSince/);
+    const unknown = await code(as(MAIN).call("session_status", { sessionKey: MANAGER, since: 3 } as never), 400, "invalid_argument");
+    assert.match(unknown.detail, /unknown field "since"/);
+  });
+
+  test("a turn without a key is refused before anything is sent", async () => {
+    assert.throws(() => as(MAIN).sessionTurn({ sessionKey: "" }), APIError);
+  });
+
+  test("a wrong token is unauthenticated", async () => {
+    await code(as("not-a-real-token-at-all").sessionsList(), 401, "unauthenticated");
+  });
+
+  test("reaching another agent's session is permission denied", async () => {
+    const e = await code(as(OPS).sessionStatus({ sessionKey: MANAGER }), 403, "permission_denied");
+    assert.match(e.detail, /agent "ops"/);
+  });
+
+  test("an unknown run or tool is not found", async () => {
+    await code(as(MAIN).runEnd({ runId: "run-nope", outcome: "completed" }), 404, "not_found");
+    await code(as(MAIN).call("sessions_teleport" as never, {} as never), 404, "not_found");
+  });
+
+  test("an ifSynced write with a notice pending is a conflict carrying the notice", async () => {
+    const manager = managerKey();
+    const { worker, v } = await spawnWorker(manager);
+    await personWrites(worker, "one");
+    const e = await rejects(as(ADMIN, manager).sessionsSend({ sessionKey: worker, message: "go on", timeoutSeconds: 0, ifSynced: true }), ConflictError);
+    assert.deepEqual([e.precondition, e.stateVersion, e.notice], [true, v + 1, noticeText(worker, v)]);
+  });
+
+  test("a label in use is a conflict without a precondition", async () => {
+    const manager = managerKey();
+    await spawnWorker(manager, "writer");
+    const e = await rejects(as(ADMIN, manager).sessionsSpawn({ task: "again", label: "writer" }), ConflictError);
+    assert.equal(e.precondition, false);
+  });
+
+  test("a body over the limit is payload too large", async () => {
+    await code(as(OPERATOR).sessionsSend({ sessionKey: MANAGER, message: "x".repeat(2 << 20) }), 413, "payload_too_large");
+  });
+
+  test("limits are too many requests or unavailable, with Retry-After", async () => {
+    const limited = await Gateway.start("--max-waits", "1", "--max-waits-per-credential", "1");
+    try {
+      const main = as(MAIN, undefined, limited.url);
+      const parked = main.sessionTurn({ sessionKey: MANAGER, waitSeconds: 2 });
+      await limited.waitForMetric("vigil_parked_requests", 1, ADMIN);
+      const own = await code(main.sessionTurn({ sessionKey: MANAGER, waitSeconds: 2 }), 429, "too_many_requests");
+      assert.equal(own.retryAfter, 1);
+      const all = await code(as(ADMIN, "agent:ops:main", limited.url).sessionWait({ timeoutSeconds: 2 }), 503, "unavailable");
+      assert.equal(all.retryAfter, 1);
+      await parked;
+    } finally {
+      await limited.stop();
+    }
+  });
+
+  test("an unreachable gateway is a transport error", async () => {
+    await rejects(new VigilClient("http://127.0.0.1:9").sessionsList(), TransportError);
+  });
+});
+
+describe("streams", () => {
+  test("a session stream cut and resumed gets every change once", async () => {
+    const { worker, v } = await spawnWorker(managerKey());
+    await personWrites(worker, "one");
+    const proxy = await Proxy.start(gateway.url);
+    const stop = new AbortController();
+    try {
+      const it = as(OPERATOR, undefined, proxy.url).sessionEvents(worker, { after: v, signal: stop.signal })[Symbol.asyncIterator]();
+      assert.equal((await next(it, "change")).event.sequence, v + 1);
+      proxy.cutAndHold();
+      const resumed = next(it, "resumed");
+      assert.equal(await proxy.resumedWith(), String(v + 1));
+      await personWrites(worker, "two");
+      await personWrites(worker, "three");
+      proxy.release();
+      assert.equal((await resumed).position, v + 1);
+      assert.deepEqual([(await next(it, "change")).event.sequence, (await next(it, "change")).event.sequence], [v + 2, v + 3]);
+    } finally {
+      stop.abort();
+      await proxy.close();
+    }
+  });
+
+  test("a session stream carries the manager's notice and wake", async () => {
+    const manager = managerKey();
+    const { worker, v } = await spawnWorker(manager);
+    const stop = new AbortController();
+    try {
+      const it = as(ADMIN, manager).sessionEvents(manager, { signal: stop.signal })[Symbol.asyncIterator]();
+      await next(it, "bookmark"); // the stream is open
+      await personWrites(worker, "one");
+      const notice = await next(it, "live");
+      assert.deepEqual([notice.event.type, notice.event.notice], ["notice", { text: noticeText(worker, v), target: worker }]);
+      assert.equal((await next(it, "live")).event.type, "wake");
+    } finally {
+      stop.abort();
+    }
+  });
+
+  test("a quiet session stream gives bookmarks of its state version", async () => {
+    const { worker, v } = await spawnWorker(managerKey());
+    await personWrites(worker, "one");
+    const stop = new AbortController();
+    const it = as(OPERATOR).sessionEvents(worker, { signal: stop.signal })[Symbol.asyncIterator]();
+    assert.equal((await next(it, "bookmark")).position, v + 1);
+    stop.abort();
+  });
+
+  test("a refused stream throws the error", async () => {
+    const it = as(OPS).sessionEvents(MANAGER)[Symbol.asyncIterator]();
+    const e = await rejects(it.next(), APIError);
+    assert.equal(e.code, "permission_denied");
+  });
+
+  test("aborting ends a waiting stream", async () => {
+    const stop = new AbortController();
+    const it = as(ADMIN).events({ signal: stop.signal })[Symbol.asyncIterator]();
+    await next(it, "bookmark");
+    const pending = it.next();
+    stop.abort();
+    for (let r = await pending; !r.done; r = await it.next()) assert.equal(r.value.type, "bookmark");
+  });
+
+  test("a history gap is reported and the stream goes on after the watermark", async () => {
+    // vigil serve keeps 50,000 events and has no retention flag, so the gap
+    // comes from a server that sends what the gateway sends for a pruned
+    // position (httpapi/stream.go), then the retained events.
+    const asked: (string | undefined)[] = [];
+    const srv = createServer((req, res) => {
+      asked.push(req.headers["last-event-id"] as string | undefined);
+      res.writeHead(200, { "Content-Type": "text/event-stream" });
+      if (asked.length === 1) {
+        res.write(`: connected\n\nevent: history_gap\ndata: ${JSON.stringify({ requested: 1, prunedWatermark: 3, message: "pruned" })}\n\n`);
+        res.end();
+      } else {
+        const sig = { sequence: 4, sessionKey: MANAGER, agentId: "main", kind: "goal_changed", actorType: "human", occurredAt: 1, recordedAt: 1, summary: "goal updated" };
+        res.write(`: connected\n\nid: 4\nevent: signal\ndata: ${JSON.stringify(sig)}\n\n`);
+      }
+    });
+    await new Promise<void>((ok) => srv.listen(0, "127.0.0.1", ok));
+    const stop = new AbortController();
+    try {
+      const url = `http://127.0.0.1:${(srv.address() as { port: number }).port}`;
+      const it = new VigilClient(url).events({ after: 1, signal: stop.signal })[Symbol.asyncIterator]();
+      const gap = await next(it, "history_gap");
+      assert.deepEqual([gap.requested, gap.prunedWatermark, gap.resumeAfter], [1, 3, 3]);
+      assert.equal((await next(it, "signal")).event.sequence, 4);
+      assert.deepEqual(asked.slice(0, 2), ["1", "3"]);
+    } finally {
+      stop.abort();
+      srv.closeAllConnections();
+      await new Promise((ok) => srv.close(ok));
+    }
+  });
+});
+
+describe("types", () => {
+  // The tools' types are generated from docs/openapi.json, so tsc checks
+  // the client against it; the streams' events are described only in an
+  // extension of the document, so their fields are checked here.
+  test("the streams' events have the document's fields", () => {
+    const doc = JSON.parse(readFileSync(join(REPO, "docs", "openapi.json"), "utf8"));
+    const groups = [
+      ...doc.paths["/v1/events"].get.responses["200"].content["text/event-stream"]["x-vigil-events"],
+      ...doc.paths["/v1/sessions/{key}/events"].get.responses["200"].content["text/event-stream"]["x-vigil-events"],
+    ] as { events: string[]; data: { properties: Record<string, unknown> } }[];
+    const fields = (e: string) => Object.keys(groups.find((g) => g.events.includes(e))!.data.properties).sort();
+    const logEvent: Record<keyof import("../src/index.js").LogEvent, true> = {
+      sequence: true, sessionKey: true, agentId: true, sessionId: true, kind: true, actorType: true, actorId: true,
+      runId: true, occurredAt: true, recordedAt: true, summary: true, payload: true,
+    };
+    const liveEvent: Record<keyof import("../src/index.js").LiveEvent, true> = { type: true, sessionKey: true, notice: true, message: true };
+    assert.deepEqual(fields("signal"), Object.keys(logEvent).sort());
+    assert.deepEqual(fields("wake"), Object.keys(liveEvent).sort());
+  });
+});
