@@ -46,14 +46,23 @@ func checkText(field, s string, maxBytes int, required bool) error {
 	return nil
 }
 
+// pageLimit reads a page size: the default when none is given, else one
+// from 1 to MaxPageLimit.
 func pageLimit(limit *int) (int, error) {
 	if limit == nil {
 		return DefaultPageLimit, nil
 	}
-	if *limit < 1 {
-		return 0, invalid("limit must be an integer of at least 1, got %d", *limit)
+	return checkLimit(*limit, MaxPageLimit)
+}
+
+// checkLimit is the one rule for every limit a caller gives: from 1 to
+// most. A limit above the most is refused like one below 1, not clamped,
+// so a caller never reads a short page as the end of what there is.
+func checkLimit(limit, most int) (int, error) {
+	if limit < 1 || limit > most {
+		return 0, invalid("limit must be an integer from 1 to %d, got %d", most, limit)
 	}
-	return min(*limit, MaxPageLimit), nil
+	return limit, nil
 }
 
 // --- sessions_spawn ---

@@ -75,12 +75,11 @@ func (g *Gateway) Status(ctx context.Context, c Caller, in StatusInput) (StatusO
 	if err := c.reach(ref); err != nil {
 		return StatusOutput{}, err
 	}
-	limit := 0
+	limit := 0 // the engine's default
 	if in.Limit != nil {
-		if *in.Limit < 1 {
-			return StatusOutput{}, invalid("limit must be an integer of at least 1, got %d", *in.Limit)
+		if limit, err = checkLimit(*in.Limit, vigil.MaxDeltaLimit); err != nil {
+			return StatusOutput{}, err
 		}
-		limit = *in.Limit
 	}
 	if in.TimeoutSeconds != nil && in.WaitForVersion == nil {
 		return StatusOutput{}, invalid("timeoutSeconds goes with waitForVersion")
