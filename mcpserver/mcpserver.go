@@ -120,7 +120,13 @@ func uncacheable(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
 func toolHandler(g *gateway.Gateway, caller gateway.Caller, t *gateway.Tool, log *slog.Logger) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		res := &mcp.CallToolResult{}
-		out, err := t.Call(ctx, caller, req.Params.Arguments)
+		args := req.Params.Arguments
+		if args == nil {
+			// MCP lets a call leave its arguments out: it gives no field.
+			// An explicit null is the caller's mistake, refused as such.
+			args = json.RawMessage("{}")
+		}
+		out, err := t.Call(ctx, caller, args)
 		if err != nil {
 			res.IsError = true
 			res.Content = []mcp.Content{&mcp.TextContent{Text: toolError(err)}}

@@ -156,7 +156,11 @@ func serveMCPBridge(ctx context.Context, log *slog.Logger, base, token, session 
 	for _, tool := range tools.Tools {
 		name := tool.Name
 		srv.AddTool(tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return remote.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: req.Params.Arguments})
+			params := &mcp.CallToolParams{Name: name}
+			if req.Params.Arguments != nil { // arguments left out stay out, not null
+				params.Arguments = req.Params.Arguments
+			}
+			return remote.CallTool(ctx, params)
 		})
 	}
 	templates, err := remote.ListResourceTemplates(ctx, nil)
