@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -104,12 +105,6 @@ func (g *Gateway) Spawn(ctx context.Context, c Caller, in SpawnInput) (SpawnOutp
 			return SpawnOutput{}, invalid("agentId: %v", err)
 		}
 	}
-	parent := *c.Session
-	child := vigil.SessionRef{AgentID: agentID, Key: "agent:" + agentID + ":subagent:" + g.opts.NewID()}
-	if err := c.reach(child); err != nil {
-		return SpawnOutput{}, err
-	}
-	runID := "run-" + g.opts.NewID()
 	pre := Precondition{IfStateVersion: in.IfStateVersion, IfSynced: in.IfSynced}
 	if err := pre.validate(c); err != nil {
 		return SpawnOutput{}, err
@@ -117,6 +112,12 @@ func (g *Gateway) Spawn(ctx context.Context, c Caller, in SpawnInput) (SpawnOutp
 	if pre.IfSynced {
 		return SpawnOutput{}, invalid("ifSynced does not apply to a spawn: its target is your own session, which you do not watch")
 	}
+	parent := *c.Session
+	child := vigil.SessionRef{AgentID: agentID, Key: "agent:" + agentID + ":subagent:" + g.opts.NewID()}
+	if err := c.reach(child); err != nil {
+		return SpawnOutput{}, err
+	}
+	runID := "run-" + g.opts.NewID()
 	err := g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
 		if err := g.checkPrecondition(ctx, txn, c, parent, pre); err != nil {
 			return err
@@ -217,12 +218,18 @@ type GoalOutput struct {
 	StateVersion int64     `json:"stateVersion"`
 }
 
+// goalActions are what session_goal does; goalStatuses the statuses a
+// goal takes.
+var (
+	goalActions  = []string{"set", "edit", "status", "clear"}
+	goalStatuses = []string{sessions.GoalActive, sessions.GoalPaused, sessions.GoalBlocked, sessions.GoalComplete}
+)
+
 func checkStatus(status string) error {
-	switch status {
-	case sessions.GoalActive, sessions.GoalPaused, sessions.GoalBlocked, sessions.GoalComplete:
-		return nil
+	if !slices.Contains(goalStatuses, status) {
+		return invalid("status %q is not active, paused, blocked or complete", status)
 	}
-	return invalid("status %q is not active, paused, blocked or complete", status)
+	return nil
 }
 
 // SetGoal applies a goal action and records goal_changed in the same
@@ -240,18 +247,16 @@ func (g *Gateway) SetGoal(ctx context.Context, c Caller, in GoalInput) (GoalOutp
 		if err := checkText("objective", in.Objective, MaxObjectiveBytes, true); err != nil {
 			return GoalOutput{}, err
 		}
-		if in.Action == "set" && in.Status != "" {
-			if err := checkStatus(in.Status); err != nil {
-				return GoalOutput{}, err
-			}
-		}
-	case "status":
+	case "status", "clear":
+	default:
+		return GoalOutput{}, invalid("action %q is not set, edit, status or clear", in.Action)
+	}
+	// A status is checked whenever one is given, also where the action
+	// does not use it: a word that is no status is a mistake either way.
+	if in.Status != "" || in.Action == "status" {
 		if err := checkStatus(in.Status); err != nil {
 			return GoalOutput{}, err
 		}
-	case "clear":
-	default:
-		return GoalOutput{}, invalid("action %q is not set, edit, status or clear", in.Action)
 	}
 	pre := Precondition{IfStateVersion: in.IfStateVersion, IfSynced: in.IfSynced}
 	if err := pre.validate(c); err != nil {

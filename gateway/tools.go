@@ -45,7 +45,7 @@ func (r *Registry) Get(name string) (*Tool, bool) {
 func (r *Registry) List() []*Tool { return r.tools }
 
 func define[In, Out any](name string, forModels bool, description string, h func(context.Context, Caller, In) (Out, error)) *Tool {
-	in, err := jsonschema.For[In](nil)
+	in, err := inputSchema[In]()
 	if err != nil {
 		panic(fmt.Sprintf("tool %s: input schema: %v", name, err))
 	}
