@@ -88,7 +88,8 @@ type SpawnOutput struct {
 // Spawn creates a child of the caller's session, records child_spawned
 // (which seeds the parent's cursor on the child), starts its run and puts
 // the task in its inbox, all in one transaction.
-func (g *Gateway) Spawn(ctx context.Context, c Caller, in SpawnInput) (SpawnOutput, error) {
+func (g *Gateway) Spawn(ctx context.Context, c Caller, in SpawnInput) (_ SpawnOutput, err error) {
+	defer g.public(ctx, &err)
 	if c.Session == nil {
 		return SpawnOutput{}, fmt.Errorf("%w: spawning needs an acting session (the parent)", ErrForbidden)
 	}
@@ -118,7 +119,7 @@ func (g *Gateway) Spawn(ctx context.Context, c Caller, in SpawnInput) (SpawnOutp
 		return SpawnOutput{}, err
 	}
 	runID := "run-" + g.opts.NewID()
-	err := g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
+	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
 		if err := g.checkPrecondition(ctx, txn, c, parent, pre); err != nil {
 			return err
 		}
@@ -183,7 +184,8 @@ type UnwatchOutput struct {
 
 // Unwatch stops the caller's session watching the target and drops the
 // pair's pending notice.
-func (g *Gateway) Unwatch(ctx context.Context, c Caller, in UnwatchInput) (UnwatchOutput, error) {
+func (g *Gateway) Unwatch(ctx context.Context, c Caller, in UnwatchInput) (_ UnwatchOutput, err error) {
+	defer g.public(ctx, &err)
 	ref, err := parseRef("sessionKey", in.SessionKey, in.AgentID)
 	if err != nil {
 		return UnwatchOutput{}, err
@@ -234,7 +236,8 @@ func checkStatus(status string) error {
 
 // SetGoal applies a goal action and records goal_changed in the same
 // transaction, attributed to the caller.
-func (g *Gateway) SetGoal(ctx context.Context, c Caller, in GoalInput) (GoalOutput, error) {
+func (g *Gateway) SetGoal(ctx context.Context, c Caller, in GoalInput) (_ GoalOutput, err error) {
+	defer g.public(ctx, &err)
 	ref, err := parseRef("sessionKey", in.SessionKey, in.AgentID)
 	if err != nil {
 		return GoalOutput{}, err
@@ -340,7 +343,8 @@ type ResetOutput struct {
 // as a watcher (with its queued notices) and records session_reset, which
 // notifies its watchers (but the one who reset it). Its transcript and log
 // stay.
-func (g *Gateway) Reset(ctx context.Context, c Caller, in SessionInput) (ResetOutput, error) {
+func (g *Gateway) Reset(ctx context.Context, c Caller, in SessionInput) (_ ResetOutput, err error) {
+	defer g.public(ctx, &err)
 	ref, err := parseRef("sessionKey", in.SessionKey, in.AgentID)
 	if err != nil {
 		return ResetOutput{}, err
@@ -393,7 +397,8 @@ type DeleteOutput struct {
 
 // Delete deletes the session: its row, transcript, runs, events, head and
 // every cursor naming it.
-func (g *Gateway) Delete(ctx context.Context, c Caller, in SessionInput) (DeleteOutput, error) {
+func (g *Gateway) Delete(ctx context.Context, c Caller, in SessionInput) (_ DeleteOutput, err error) {
+	defer g.public(ctx, &err)
 	ref, err := parseRef("sessionKey", in.SessionKey, in.AgentID)
 	if err != nil {
 		return DeleteOutput{}, err
@@ -461,7 +466,8 @@ var runSummaries = map[string]string{
 
 // EndRun ends a child's run with its precise outcome: run_completed, or
 // run_failed with payload.outcome error, timeout or cancelled.
-func (g *Gateway) EndRun(ctx context.Context, c Caller, in RunEndInput) (RunEndOutput, error) {
+func (g *Gateway) EndRun(ctx context.Context, c Caller, in RunEndInput) (_ RunEndOutput, err error) {
+	defer g.public(ctx, &err)
 	summary, ok := runSummaries[in.Outcome]
 	if !ok {
 		return RunEndOutput{}, invalid("outcome %q is not completed, error, timeout or cancelled", in.Outcome)
@@ -474,7 +480,7 @@ func (g *Gateway) EndRun(ctx context.Context, c Caller, in RunEndInput) (RunEndO
 		return RunEndOutput{}, err
 	}
 	var out RunEndOutput
-	err := g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
+	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
 		run, ok, err := tx.GetRun(ctx, in.RunID)
 		if err != nil {
 			return err
@@ -542,7 +548,8 @@ type CompactOutput struct {
 // Compact replaces the older part of a transcript with a summary (or, with
 // no summary, takes note of a compaction the runtime did itself) and
 // records compacted.
-func (g *Gateway) Compact(ctx context.Context, c Caller, in CompactInput) (CompactOutput, error) {
+func (g *Gateway) Compact(ctx context.Context, c Caller, in CompactInput) (_ CompactOutput, err error) {
+	defer g.public(ctx, &err)
 	ref, err := parseRef("sessionKey", in.SessionKey, "")
 	if err != nil {
 		return CompactOutput{}, err

@@ -214,9 +214,9 @@ var errorResponses = []errorResponse{
 	{http.StatusTooManyRequests, "TooManyRequests", gateway.CodeTooMany,
 		"The credential already holds as many open streams, or parked turns and waiting sends, as its limit allows.", true},
 	{http.StatusInternalServerError, "Internal", gateway.CodeInternal,
-		"A fault on the server; the details go to its log only.", false},
+		"A fault on the server; retrying will not help. The body's requestId (also the Vigil-Request-Id header) names the log line with the details, which the answer never holds.", false},
 	{http.StatusServiceUnavailable, "Unavailable", gateway.CodeUnavailable,
-		"The store failed (nothing was changed, so the request may be retried), the gateway is at a limit for all callers, or it is shutting down.", true},
+		"The store failed (nothing was changed, so the request may be retried; the body's requestId, also the Vigil-Request-Id header, names the log line with the details), the gateway is at a limit for all callers, or it is shutting down.", true},
 }
 
 // The statuses each kind of operation can answer besides success. A

@@ -9,6 +9,7 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -146,10 +147,13 @@ func toolHandler(g *gateway.Gateway, caller gateway.Caller, t *gateway.Tool, log
 	}
 }
 
-// toolError words an error for the model: what was wrong, never internals.
+// toolError words an error for the model: what was wrong, never internals
+// (the gateway's words for a failure that is not the caller's name only a
+// request id, and whether to retry).
 func toolError(err error) string {
-	if gateway.Code(err) == gateway.CodeInternal {
-		return "internal error: the tool could not run; try again later"
+	var failure *gateway.Failure
+	if gateway.Code(err) == gateway.CodeInternal && !errors.As(err, &failure) {
+		return "internal error: the tool could not run"
 	}
 	return err.Error()
 }
@@ -180,8 +184,11 @@ func rpcError(uri string, err error) error {
 	case gateway.CodeInvalid, gateway.CodeForbidden, gateway.CodeUnauthenticated:
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error(), Data: data}
 	case gateway.CodeUnavailable:
-		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
-			Message: "unavailable: the store cannot be reached; try again", Data: data}
+		msg := "unavailable: the store cannot be reached; try again"
+		if failure := (*gateway.Failure)(nil); errors.As(err, &failure) {
+			msg = failure.Error() // with the request id of its log line
+		}
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: msg, Data: data}
 	}
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: toolError(err), Data: data}
 }
