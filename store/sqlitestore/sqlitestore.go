@@ -223,7 +223,7 @@ func open(ctx context.Context, path, syncMode string, exclusive bool, opts Optio
 		err = errors.Join(err, ckpt.Close(), read.Close(), write.Close())
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	return &Store{write: write, read: read, ckpt: startCheckpointer(ckpt, file, opts.Logger), log: opts.Logger}, nil
+	return &Store{write: write, read: read, ckpt: startCheckpointer(ckpt, opts.BusyTimeout, file, opts.Logger), log: opts.Logger}, nil
 }
 
 // readRetries bounds how often a cursor read starts again (readCursors).
