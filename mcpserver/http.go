@@ -172,9 +172,9 @@ func newHTTPHandler(ctx context.Context, g *gateway.Gateway, resolve Resolver, l
 	}
 	h := &httpHandler{g: g, resolve: resolve, log: log, ctx: ctx, idle: idle, retry: retry, servers: map[string]*served{},
 		bindings: map[string]string{}, lastSweep: time.Now()}
-	h.stream = mcp.NewStreamableHTTPHandler(h.server, &mcp.StreamableHTTPOptions{Logger: log, SessionTimeout: idle,
+	h.stream = mcp.NewStreamableHTTPHandler(h.server, &mcp.StreamableHTTPOptions{Logger: sdkLogger(log), SessionTimeout: idle,
 		EventStore: store})
-	h.stateless = mcp.NewStreamableHTTPHandler(h.server, &mcp.StreamableHTTPOptions{Logger: log, Stateless: true})
+	h.stateless = mcp.NewStreamableHTTPHandler(h.server, &mcp.StreamableHTTPOptions{Logger: sdkLogger(log), Stateless: true})
 	return h
 }
 

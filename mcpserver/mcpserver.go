@@ -58,7 +58,7 @@ func newServer(ctx context.Context, g *gateway.Gateway, caller gateway.Caller, l
 		Instructions: "vigil tells you when someone else changed a session you depend on. When a tool result ends " +
 			"with a \"System:\" line saying a session changed, call session_status with the changesSince number it " +
 			"gives before you act on that session.",
-		Logger:             log,
+		Logger:             sdkLogger(log),
 		SubscribeHandler:   subs.subscribe,
 		UnsubscribeHandler: subs.unsubscribe,
 		SetCacheable:       uncacheable,

@@ -35,6 +35,7 @@ with --db, an engine of its own on that SQLite file (or postgres:// URL).`,
 	}
 	session := cmd.Flags().String("session", "", "the session this MCP client acts as (env VIGIL_SESSION)")
 	db := cmd.Flags().String("db", "", "serve from this SQLite file (or postgres:// URL) instead of a running gateway")
+	logs := addLogFlags(cmd, "warn", false)
 	_ = cmd.RegisterFlagCompletionFunc("session", cliCompleteKeys(env, g))
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		c := &cliClient{}
@@ -48,9 +49,11 @@ with --db, an engine of its own on that SQLite file (or postgres:// URL).`,
 		if key == "" {
 			return cliUsagef("--session is required: the session this client acts as, e.g. agent:main:main")
 		}
-		log := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		log, err := logs.logger(env.stderr)
+		if err != nil {
+			return err
+		}
 		transport := &mcp.IOTransport{Reader: io.NopCloser(env.stdin), Writer: nopWriteCloser{env.stdout}}
-		var err error
 		if *db != "" {
 			err = serveMCPEmbedded(cmd.Context(), log, *db, key, transport)
 		} else {

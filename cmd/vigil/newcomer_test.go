@@ -1,8 +1,13 @@
 package main
 
 import (
+	"context"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	vigil "github.com/vigilhq/vigil"
 )
@@ -63,5 +68,48 @@ func TestAMissingSessionExitsOneOnEveryCommandAboutASession(t *testing.T) {
 	cliOK(t, g, "record", "agent:ext:subagent:kept-elsewhere", "goal_changed")
 	if code, _, errOut := cliRun(t, cliEnv(g), "status", "agent:ext:subagent:kept-elsewhere"); code != 0 {
 		t.Errorf("status of a session kept elsewhere: exit %d, %q", code, errOut)
+	}
+}
+
+// mcpToolCall makes one MCP tool call over a running gateway's /mcp.
+func mcpToolCall(t *testing.T, r *serveRun) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), serveHangGuard)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: "http://" + r.addr + "/mcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "sessions_list", Arguments: map[string]any{}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// vigil serve logs at the level --log-level says, info by default. The
+// MCP SDK's lines about each request's session (three INFO lines for every
+// HTTP request) are debug matter: they show only at --log-level debug.
+func TestServeLogsAtItsLogLevelAndMCPsPerRequestLinesOnlyAtDebug(t *testing.T) {
+	sdkLine := regexp.MustCompile(`(?m)^.*msg="(server session connected|session initialized)".*$`)
+	r := startServe(t, filepath.Join(t.TempDir(), "vigil.db"), nil)
+	mcpToolCall(t, r)
+	r.stop(t)
+	if m := sdkLine.FindString(r.stderr.String()); m != "" {
+		t.Errorf("at the default level the SDK logs its per-request line %q", m)
+	}
+
+	r = runServeAsync(t, nil, "--db", filepath.Join(t.TempDir(), "vigil.db"), "--addr", "127.0.0.1:0", "--log-level", "debug")
+	r.awaitListening(t)
+	mcpToolCall(t, r)
+	r.stop(t)
+	if m := sdkLine.FindString(r.stderr.String()); !strings.Contains(m, "level=DEBUG") {
+		t.Errorf("at --log-level debug the SDK's per-request lines are %q, want them at DEBUG:\n%s", m, r.stderr.String())
+	}
+
+	for _, cmd := range [][]string{{"serve", "--log-level", "loud"}, {"mcp", "--session", cliManager, "--log-level", "loud"}} {
+		if code, _, errOut := cliRun(t, cliEnv(nil), cmd...); code != exitUsage || !strings.Contains(errOut, "debug, info, warn or error") {
+			t.Errorf("vigil %s: exit %d, %q", strings.Join(cmd, " "), code, errOut)
+		}
 	}
 }
