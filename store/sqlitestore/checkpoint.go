@@ -27,16 +27,19 @@ import (
 //
 // A checkpoint copies pages but leaves the log file as long as it grew: a
 // burst (a prune, a large import) left it at 50 MB beside a 0.4 MB
-// database. Two things bring it back. When the writer starts the log again
-// from its beginning, SQLite truncates the file to walSizeLimit, which is
-// above what a steady load fills between two restarts, so a busy store
-// does not shrink and regrow its log at every restart (each growth is a
-// change of the file's size that a commit's sync also writes). And once
-// the writer has been quiet for idleTruncateAfter, the checkpointer
-// truncates the log to nothing with a TRUNCATE checkpoint. That one must
-// wait for no reader and no writer (it would hold new writers back while
-// it waited): it runs with no busy timeout, and when a reader or writer is
-// in the way it gives up at once, to try again after the next quiet spell.
+// database. When the writer starts the log again from its beginning,
+// SQLite cuts the file back to walSizeLimit, which is well above what a
+// steady load fills between two restarts, so that a busy store does not
+// shrink and regrow its log at every restart (each growth changes the
+// file's size, which a commit's sync must then write too). Below that,
+// the checkpointer brings the file back itself: once the log has been
+// longer than shortLogFrames since the file was last cut, and no pass has
+// found it that long for quietAfter (the writer is quiet, or writes little
+// since the burst ended), a TRUNCATE checkpoint cuts the file to nothing.
+// That one must wait for no reader and no writer (it would hold new
+// writers back while it waited): it runs with no busy timeout, and when a
+// reader or writer is in the way it gives up at once, to try again after
+// the next pass.
 //
 // SQLite syncs the database file only after a pass that copied the whole
 // log, and while commits keep coming a background pass seldom does. The
@@ -65,12 +68,14 @@ const (
 	// with 4 KiB pages), from which a long log is copied with short rests.
 	fastFramesPerSecond = 10_000
 	// walSizeLimit is what the log file is truncated to after it has been
-	// checkpointed and restarted: the length from which the checkpointer
-	// takes the log for long, with 4 KiB pages.
-	walSizeLimit = longLogFrames * 4096
-	// idleTruncateAfter is how long the writer stays quiet before the
-	// checkpointer truncates the log to nothing.
-	idleTruncateAfter = time.Second
+	// checkpointed and restarted.
+	walSizeLimit = 64 << 20
+	// shortLogFrames is a log, in frames (pages), not worth cutting the
+	// file back for: 1 MiB with 4 KiB pages.
+	shortLogFrames = 256
+	// quietAfter is how long no pass may find a log longer than
+	// shortLogFrames before the checkpointer cuts the file back.
+	quietAfter = time.Second
 	// failureLogEvery is the least time between two log lines about one
 	// kind of failure: a failing disk fails every pass, up to ten a
 	// second, and the counters already say how often.
@@ -98,9 +103,8 @@ type checkpointer struct {
 	// failures cost nothing at once (the writer's backstop copies the
 	// log), but a log that is never copied grows and slows every commit.
 	passes, failures, syncFailures atomic.Int64
-	// truncations counts the quiet spells' truncations of the log that
-	// ran, and truncateBusy those that found a reader or writer in the
-	// way.
+	// truncations counts the cuts of the log file back to nothing, and
+	// truncateBusy those that found a reader or writer in the way.
 	truncations, truncateBusy atomic.Int64
 	// And logged, with the error the counters cannot hold. Used only on
 	// the checkpointer's goroutine.
@@ -134,9 +138,9 @@ type CheckpointStats struct {
 	Passes       int64 // checkpoint passes run, failed ones included
 	Failures     int64 // passes that failed, or found another connection checkpointing
 	SyncFailures int64 // syncs of the database file, after a pass, that failed
-	// Truncations are the log's truncations to nothing once the writer was
-	// quiet; TruncationsBusy those that gave up, a reader or writer being
-	// in the way.
+	// Truncations are the cuts of the log file back to nothing after a
+	// long log (see checkpoint.go); TruncationsBusy those that gave up, a
+	// reader or writer being in the way.
 	Truncations, TruncationsBusy int64
 	// HeldWriteFailures are DB()'s writes of the cursor moves and session
 	// index held in memory that failed (Close tries again).
@@ -189,19 +193,30 @@ func (c *checkpointer) run() {
 	lastPass := time.Now()
 	var unsynced bool      // frames copied since the last sync
 	var lastSync time.Time // the first copy is synced at once
-	// quiet fires once the writer has been quiet for idleTruncateAfter
-	// since the last pass; nil while no pass ran since the last
-	// truncation.
+	// cut is whether the log has been long since the file was last cut
+	// back (at first, whether a crash left one: say so), and lastLong when
+	// a pass last found it long; quiet fires quietAfter after that, while
+	// cut is set.
+	cut := true
+	var lastLong time.Time
 	var quiet <-chan time.Time
-	idle := time.NewTimer(idleTruncateAfter)
-	idle.Stop()
-	defer idle.Stop()
+	quietTimer := time.NewTimer(quietAfter)
+	quietTimer.Stop()
+	defer quietTimer.Stop()
 	for {
 		select {
 		case <-c.poke:
 		case <-quiet:
 			quiet = nil
-			c.truncate()
+			if !cutDue(cut, time.Since(lastLong)) {
+				continue // a pass found a long log since: it looks again
+			}
+			if c.truncate() {
+				cut = false
+			} else { // in the way, or failing: again a spell later
+				quietTimer.Reset(quietAfter)
+				quiet = quietTimer.C
+			}
 			continue
 		case <-c.stop:
 			return
@@ -238,8 +253,13 @@ func (c *checkpointer) run() {
 		now := time.Now()
 		rest := restAfter(log, copied, now.Sub(lastPass))
 		lastDone, lastPass = done, now
-		idle.Reset(rest + idleTruncateAfter)
-		quiet = idle.C
+		if log > shortLogFrames {
+			cut, lastLong = true, now
+		}
+		if cut {
+			quietTimer.Reset(max(quietAfter-now.Sub(lastLong), rest))
+			quiet = quietTimer.C
+		}
 		select {
 		case <-time.After(rest):
 		case <-c.stop:
@@ -248,14 +268,19 @@ func (c *checkpointer) run() {
 	}
 }
 
+// cutDue reports whether the log file is to be cut back: the log has been
+// long since the last cut, and no pass has found it long for since.
+func cutDue(long bool, since time.Duration) bool { return long && since >= quietAfter }
+
 // truncate copies what is left of the log and truncates it to nothing, if
-// no reader or writer is in the way; it never waits for one.
-func (c *checkpointer) truncate() {
+// no reader or writer is in the way; it never waits for one. It reports
+// whether it did.
+func (c *checkpointer) truncate() bool {
 	ctx := context.Background()
 	conn, err := c.db.Conn(ctx)
 	if err != nil {
 		c.passLog.failed(time.Now(), fmt.Errorf("truncate the log: %w", err))
-		return
+		return false
 	}
 	defer conn.Close()
 	var busy, log, done int64
@@ -272,7 +297,9 @@ func (c *checkpointer) truncate() {
 		c.truncateBusy.Add(1)
 	default:
 		c.truncations.Add(1)
+		return true
 	}
+	return false
 }
 
 // restAfter is how long the checkpointer rests after a pass that found

@@ -154,7 +154,7 @@ func TestTheLogShrinksOnceTheWriterIsQuietAfterABurst(t *testing.T) {
 	if _, err := burst.Exec(`CREATE TABLE burst (b BLOB)`); err != nil {
 		t.Fatal(err)
 	}
-	for range 3 * walSizeLimit >> 20 {
+	for range 24 {
 		if _, err := burst.Exec(`INSERT INTO burst VALUES (randomblob(1048576))`); err != nil {
 			t.Fatal(err)
 		}
@@ -173,8 +173,8 @@ func TestTheLogShrinksOnceTheWriterIsQuietAfterABurst(t *testing.T) {
 		return fi.Size()
 	}
 	high := walSize()
-	if high <= 2*walSizeLimit {
-		t.Fatalf("the burst left a log of %d bytes; the test needs one over %d", high, 2*walSizeLimit)
+	if high < 20<<20 {
+		t.Fatalf("the burst left a log of %d bytes; the test needs one of 20 MiB", high)
 	}
 	// Polled: the pause only spaces the looks; the quiet spell is the
 	// checkpointer's own, and the deadline only bounds a failure.
@@ -186,5 +186,27 @@ func TestTheLogShrinksOnceTheWriterIsQuietAfterABurst(t *testing.T) {
 	}
 	if n := walSize(); n != 0 {
 		t.Errorf("the log is %d bytes after its truncation (%d after the burst)", n, high)
+	}
+}
+
+// The log file is cut back once the log has been long since the last cut
+// and no pass has found it long for a second: the writer is quiet, or
+// writes little since its burst ended. A log that was never long, or one
+// still long, is left alone.
+func TestTheLogIsCutBackOnlyAfterALongLogAndAQuietSpell(t *testing.T) {
+	for _, c := range []struct {
+		what  string
+		long  bool
+		since time.Duration
+		cut   bool
+	}{
+		{"a long log, then a quiet second", true, quietAfter, true},
+		{"a long log, then a quiet minute", true, time.Minute, true},
+		{"a log still long", true, quietAfter / 2, false},
+		{"no long log since the last cut", false, time.Hour, false},
+	} {
+		if got := cutDue(c.long, c.since); got != c.cut {
+			t.Errorf("%s: cut %v, want %v", c.what, got, c.cut)
+		}
 	}
 }
