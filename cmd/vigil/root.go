@@ -117,7 +117,7 @@ moved on (a precondition conflict).`,
 	root.AddGroup(&cobra.Group{ID: "gateway", Title: "the gateway:"},
 		&cobra.Group{ID: "client", Title: "client commands (talk to a running gateway):"},
 		&cobra.Group{ID: "other", Title: "other commands:"})
-	for _, c := range []*cobra.Command{newServeCmd(env, g), newMCPCmd(env, g), newSimCmd(env), newDemoCmd(env), newBenchCmd(env, g)} {
+	for _, c := range []*cobra.Command{newServeCmd(env, g), newMCPCmd(env, g), newDBCmd(env, g), newSimCmd(env), newDemoCmd(env), newBenchCmd(env, g)} {
 		c.GroupID = "gateway"
 		root.AddCommand(c)
 	}

@@ -37,6 +37,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"net/url"
 	"sync"
 
@@ -53,6 +54,8 @@ type Options struct {
 	// it when missing and sets it as the pool's search_path. Empty means
 	// the URL's or server's search_path, unchanged.
 	Schema string
+	// Logger hears of each schema migration Open applies; nil discards.
+	Logger *slog.Logger
 
 	// tracer, when set, sees every statement of the pool (tests count
 	// round trips with it).
@@ -113,7 +116,11 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open %s: %w", where, err)
 	}
-	if err := migrate(ctx, pool, opts.Schema, lockKey("vigil schema migration", opts.Schema)); err != nil {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := migrate(ctx, pool, opts.Schema, lockKey("vigil schema migration", opts.Schema), log); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open %s: %w", where, err)
 	}

@@ -202,7 +202,7 @@ func open(ctx context.Context, path, syncMode string, exclusive bool, opts Optio
 		write.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	if err := migrate(ctx, write, func() int64 { return time.Now().UnixMilli() }); err != nil {
+	if err := migrate(ctx, write, func() int64 { return time.Now().UnixMilli() }, opts.Logger); err != nil {
 		write.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
