@@ -1,6 +1,19 @@
 package vigil
 
-import "context"
+import (
+	"context"
+	"errors"
+)
+
+// ErrStoreFailed marks a failure of the storage itself, not of what was
+// asked of it: a statement or a commit the database did not carry out, a
+// connection lost or refused, a store already closed. Every backend wraps
+// its failures with it where they happen, so that the gateway can tell the
+// store failing (unavailable: the caller may retry) from a caller's
+// mistake and from a bug. The error's text may name the database (its
+// user, host and port, the server's message): it is for the log, never
+// for a caller.
+var ErrStoreFailed = errors.New("store failed")
 
 // Store is the storage the engine needs. A backend implements it with plain
 // storage primitives; every rule about what those primitives are used for

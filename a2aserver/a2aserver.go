@@ -168,7 +168,12 @@ func rpcError(err error) error {
 		if isA2A(err) {
 			return err
 		}
-		return fmt.Errorf("%w: the request could not be served; try again later", a2a.ErrInternalError)
+		// The gateway's words for a failure name only a request id.
+		var failure *gateway.Failure
+		if errors.As(err, &failure) {
+			return fmt.Errorf("%s: %w", failure.Error(), a2a.ErrInternalError)
+		}
+		return fmt.Errorf("%w: the request could not be served", a2a.ErrInternalError)
 	}
 	return fmt.Errorf("%s: %w", err.Error(), kind)
 }

@@ -472,7 +472,7 @@ func (h *handler) update(ctx context.Context, c gateway.Caller, ref vigil.Sessio
 		meta[MetaNotice] = ev.Notice.Text
 		cur, ok, err := h.g.Engine().Cursor(ctx, c.Session.Key, ref)
 		if err != nil {
-			return nil, rpcError(fmt.Errorf("read the cursor on %s: %w", ref.Key, err))
+			return nil, rpcError(h.g.Public(fmt.Errorf("read the cursor on %s: %w", ref.Key, err)))
 		}
 		if ok {
 			meta[MetaChangesSince] = cur.LastSeen

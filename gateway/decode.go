@@ -27,13 +27,19 @@ var strict = jsonv2.JoinOptions(
 // unknown fields, fields whose names differ only in case, duplicate fields,
 // invalid UTF-8, wrong types, trailing data and malformed or truncated JSON
 // are refused with an error (wrapping ErrInvalid) that names the field or
-// the position. An empty input is the empty object. When the input breaks
-// several rules, a syntactic one (malformed, truncated, duplicated, invalid
-// UTF-8, trailing data) is reported before any about types or names. On an
-// error, v may hold part of the input.
+// the position. An empty input and a JSON null are refused too: an object
+// is required, and {} is how a caller says it has no fields to give. When
+// the input breaks several rules, a syntactic one (malformed, truncated,
+// duplicated, invalid UTF-8, trailing data) is reported before any about
+// types or names. On an error, v may hold part of the input.
 func DecodeStrict(raw []byte, v any) error {
-	if len(bytes.TrimSpace(raw)) == 0 {
-		raw = []byte("{}")
+	// Decoding null into an object is no error (it leaves the object
+	// alone), so both are refused here, before the decoder sees them.
+	switch trimmed := bytes.TrimSpace(raw); {
+	case len(trimmed) == 0:
+		return invalid("the request must be a JSON object, not empty: send {} to give no fields")
+	case string(trimmed) == "null":
+		return invalid("the request must be a JSON object, not null: send {} to give no fields")
 	}
 	// One pass decides a valid input: the decoder reads every byte of it
 	// under the same options a separate syntax check would use, so an input

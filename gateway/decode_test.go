@@ -39,6 +39,10 @@ func TestDecodeStrictRefusesInputThatOnlyLooksValid(t *testing.T) {
 		{"an array", `[{"sessionKey": "x"}]`, []string{"must be a JSON object, not array"}},
 		{"a string", `"agent:main:main"`, []string{"must be a JSON object, not string"}},
 		{"trailing data", `{} {}`, []string{"after the JSON object"}},
+		{"empty", "", []string{"must be a JSON object, not empty"}},
+		{"only white space", " \n\t", []string{"must be a JSON object, not empty"}},
+		{"null", "null", []string{"must be a JSON object, not null"}},
+		{"null among white space", " null\n", []string{"must be a JSON object, not null"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var v decodeTarget
@@ -69,7 +73,24 @@ func TestDecodeStrictAcceptsWhatIsValid(t *testing.T) {
 		t.Errorf("decoded %+v", v)
 	}
 	var empty decodeTarget
-	if err := gateway.DecodeStrict([]byte("  "), &empty); err != nil {
-		t.Errorf("an empty body is the empty object: %v", err)
+	if err := gateway.DecodeStrict([]byte(" {} "), &empty); err != nil {
+		t.Errorf("the empty object: %v", err)
+	}
+}
+
+// A tool whose fields are all optional still takes an object: a body that
+// is empty or null is a caller's mistake (a client that lost its input, or
+// serialized a missing one), answered as such rather than taken for {}.
+func TestAToolGivenNothingOrNullIsRefusedEvenWhenItNeedsNoField(t *testing.T) {
+	g, _ := newGateway(t)
+	c := caller(t, g, person, "")
+	list, _ := g.Tools().Get("sessions_list")
+	for _, body := range []string{"", "null"} {
+		if _, err := list.Call(ctx, c, []byte(body)); !errors.Is(err, gateway.ErrInvalid) {
+			t.Errorf("sessions_list given %q: %v, want an invalid-argument error", body, err)
+		}
+	}
+	if _, err := list.Call(ctx, c, []byte("{}")); err != nil {
+		t.Errorf("sessions_list given {}: %v", err)
 	}
 }

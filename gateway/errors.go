@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 
 	vigil "github.com/vigilhq/vigil"
@@ -22,6 +23,9 @@ var (
 	// store failed, or it is at a gateway-wide limit); nothing was changed
 	// and the request may be retried.
 	ErrUnavailable = errors.New("unavailable")
+	// errInternal is a failure that is neither the caller's nor the
+	// store's: a bug, which retrying does not mend.
+	errInternal = errors.New("internal error")
 )
 
 // Error codes, as transports report them.
@@ -52,8 +56,72 @@ func Code(err error) string {
 		return CodeConflict
 	case errors.Is(err, ErrTooMany):
 		return CodeTooMany
-	case errors.Is(err, ErrUnavailable), errors.Is(err, vigil.ErrClosed):
+	case errors.Is(err, ErrUnavailable), errors.Is(err, vigil.ErrClosed), errors.Is(err, vigil.ErrStoreFailed):
 		return CodeUnavailable
 	}
 	return CodeInternal
+}
+
+// Failure is an error that is not the caller's, as a caller is told it:
+// whether the store failed (the request may be retried) or something else
+// did (a bug: retrying will not help), and the request id under which the
+// gateway logged the details. Its message never holds those details: a
+// store's error may name the database, its user, host and port.
+type Failure struct {
+	// RequestID names the log line with the details.
+	RequestID string
+	// Store is set when the store failed; otherwise it is an internal
+	// error.
+	Store bool
+	err   error
+}
+
+func (f *Failure) Error() string {
+	if f.Store {
+		return "unavailable: the store is unavailable, nothing was changed; retry later (request id " + f.RequestID + ")"
+	}
+	return "internal error: the gateway failed to serve the request; its log has the details under request id " + f.RequestID
+}
+
+// Unwrap gives the kind (ErrUnavailable or an internal error) and the
+// failure itself, for errors.Is; only Error is for the caller.
+func (f *Failure) Unwrap() []error {
+	if f.Store {
+		return []error{ErrUnavailable, f.err}
+	}
+	return []error{errInternal, f.err}
+}
+
+// Public returns err as a caller may be told it, and is the one place that
+// decides so for every transport. An error of the caller's own (its Code
+// is anything but unavailable or internal), or a gateway-wide limit, is
+// returned as it is. A failure of the store (vigil.ErrStoreFailed), or any
+// other error (internal: a bug), is logged in full under a new request id
+// and returned as a *Failure that names only that id and whether to retry.
+// A *Failure is returned as it is.
+func (g *Gateway) Public(err error) error {
+	var f *Failure
+	if err == nil || errors.As(err, &f) {
+		return err
+	}
+	store := errors.Is(err, vigil.ErrStoreFailed)
+	if code := Code(err); code != CodeInternal && !(code == CodeUnavailable && store) {
+		return err
+	}
+	f = &Failure{RequestID: "req-" + randomID(), Store: store, err: err}
+	if store {
+		g.log.Warn("request failed: the store failed", "requestId", f.RequestID, "err", err)
+	} else {
+		g.log.Error("request failed: internal error", "requestId", f.RequestID, "err", err)
+	}
+	return f
+}
+
+// public replaces *err by what Public makes of it, unless the caller went
+// away (then nobody is told, and nothing is logged as a failure). The
+// operations a transport calls defer it.
+func (g *Gateway) public(ctx context.Context, err *error) {
+	if *err != nil && ctx.Err() == nil {
+		*err = g.Public(*err)
+	}
 }

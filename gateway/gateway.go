@@ -202,7 +202,8 @@ func parseRef(field, key, agentID string) (vigil.SessionRef, error) {
 // without a session acts as its agent's main session. Resolving stores
 // nothing: an agent's main session is created by the first change that
 // needs its row, and any other acting session must already exist.
-func (g *Gateway) ResolveCaller(ctx context.Context, p Principal, sessionKey string) (Caller, error) {
+func (g *Gateway) ResolveCaller(ctx context.Context, p Principal, sessionKey string) (_ Caller, err error) {
+	defer g.public(ctx, &err)
 	if sessionKey == "" {
 		if p.Role != RoleAgent {
 			return Caller{Principal: p}, nil

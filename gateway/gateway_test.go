@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -119,5 +120,47 @@ func TestTextWithANULCharacterIsRefusedStoringNothing(t *testing.T) {
 	}
 	if after, err := eng.Version(ctx, target); err != nil || after != before {
 		t.Fatalf("the refused send moved the session from %d to %d (%v)", before, after, err)
+	}
+}
+
+// A limit is from 1 to the tool's most, on every tool that takes one: one
+// above the most is refused like 0, naming the range, and not clamped, so
+// a caller that asked for more never takes a full page for all there is.
+func TestALimitAboveTheMostIsRefusedLikeZero(t *testing.T) {
+	g, _ := newGateway(t)
+	c := caller(t, g, person, "")
+	if _, err := g.Spawn(ctx, caller(t, g, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main"),
+		gateway.SpawnInput{Task: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	key := "agent:main:main"
+	since := int64(0)
+	for _, tc := range []struct {
+		tool string
+		call func(limit int) error
+		most int
+	}{
+		{"session_status", func(n int) error {
+			_, err := g.Status(ctx, c, gateway.StatusInput{SessionKey: key, ChangesSince: &since, Limit: &n})
+			return err
+		}, vigil.MaxDeltaLimit},
+		{"sessions_list", func(n int) error { _, err := g.List(ctx, c, gateway.ListInput{Limit: &n}); return err }, gateway.MaxPageLimit},
+		{"sessions_history", func(n int) error {
+			_, err := g.History(ctx, c, gateway.HistoryInput{SessionKey: key, Limit: &n})
+			return err
+		}, gateway.MaxPageLimit},
+		{"sessions_graph", func(n int) error { _, err := g.Graph(ctx, c, gateway.GraphInput{Limit: &n}); return err }, gateway.MaxPageLimit},
+	} {
+		for _, n := range []int{0, tc.most + 1, 100_000} {
+			err := tc.call(n)
+			if !errors.Is(err, gateway.ErrInvalid) || !strings.Contains(err.Error(), fmt.Sprintf("from 1 to %d, got %d", tc.most, n)) {
+				t.Errorf("%s with limit %d: %v, want a refusal naming the range", tc.tool, n, err)
+			}
+		}
+		for _, n := range []int{1, tc.most} {
+			if err := tc.call(n); err != nil {
+				t.Errorf("%s with limit %d: %v", tc.tool, n, err)
+			}
+		}
 	}
 }

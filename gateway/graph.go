@@ -44,7 +44,8 @@ type GraphOutput struct {
 // agent the caller may also reach. A page holds the cursors of at most limit
 // targets, so paging never splits one target's watchers. Reading moves no
 // cursor and consumes no notice.
-func (g *Gateway) Graph(ctx context.Context, c Caller, in GraphInput) (GraphOutput, error) {
+func (g *Gateway) Graph(ctx context.Context, c Caller, in GraphInput) (_ GraphOutput, err error) {
+	defer g.public(ctx, &err)
 	limit, err := pageLimit(in.Limit)
 	if err != nil {
 		return GraphOutput{}, err

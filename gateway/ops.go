@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -46,14 +47,23 @@ func checkText(field, s string, maxBytes int, required bool) error {
 	return nil
 }
 
+// pageLimit reads a page size: the default when none is given, else one
+// from 1 to MaxPageLimit.
 func pageLimit(limit *int) (int, error) {
 	if limit == nil {
 		return DefaultPageLimit, nil
 	}
-	if *limit < 1 {
-		return 0, invalid("limit must be an integer of at least 1, got %d", *limit)
+	return checkLimit(*limit, MaxPageLimit)
+}
+
+// checkLimit is the one rule for every limit a caller gives: from 1 to
+// most. A limit above the most is refused like one below 1, not clamped,
+// so a caller never reads a short page as the end of what there is.
+func checkLimit(limit, most int) (int, error) {
+	if limit < 1 || limit > most {
+		return 0, invalid("limit must be an integer from 1 to %d, got %d", most, limit)
 	}
-	return min(*limit, MaxPageLimit), nil
+	return limit, nil
 }
 
 // --- sessions_spawn ---
@@ -78,7 +88,8 @@ type SpawnOutput struct {
 // Spawn creates a child of the caller's session, records child_spawned
 // (which seeds the parent's cursor on the child), starts its run and puts
 // the task in its inbox, all in one transaction.
-func (g *Gateway) Spawn(ctx context.Context, c Caller, in SpawnInput) (SpawnOutput, error) {
+func (g *Gateway) Spawn(ctx context.Context, c Caller, in SpawnInput) (_ SpawnOutput, err error) {
+	defer g.public(ctx, &err)
 	if c.Session == nil {
 		return SpawnOutput{}, fmt.Errorf("%w: spawning needs an acting session (the parent)", ErrForbidden)
 	}
@@ -95,12 +106,6 @@ func (g *Gateway) Spawn(ctx context.Context, c Caller, in SpawnInput) (SpawnOutp
 			return SpawnOutput{}, invalid("agentId: %v", err)
 		}
 	}
-	parent := *c.Session
-	child := vigil.SessionRef{AgentID: agentID, Key: "agent:" + agentID + ":subagent:" + g.opts.NewID()}
-	if err := c.reach(child); err != nil {
-		return SpawnOutput{}, err
-	}
-	runID := "run-" + g.opts.NewID()
 	pre := Precondition{IfStateVersion: in.IfStateVersion, IfSynced: in.IfSynced}
 	if err := pre.validate(c); err != nil {
 		return SpawnOutput{}, err
@@ -108,7 +113,13 @@ func (g *Gateway) Spawn(ctx context.Context, c Caller, in SpawnInput) (SpawnOutp
 	if pre.IfSynced {
 		return SpawnOutput{}, invalid("ifSynced does not apply to a spawn: its target is your own session, which you do not watch")
 	}
-	err := g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
+	parent := *c.Session
+	child := vigil.SessionRef{AgentID: agentID, Key: "agent:" + agentID + ":subagent:" + g.opts.NewID()}
+	if err := c.reach(child); err != nil {
+		return SpawnOutput{}, err
+	}
+	runID := "run-" + g.opts.NewID()
+	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
 		if err := g.checkPrecondition(ctx, txn, c, parent, pre); err != nil {
 			return err
 		}
@@ -173,7 +184,8 @@ type UnwatchOutput struct {
 
 // Unwatch stops the caller's session watching the target and drops the
 // pair's pending notice.
-func (g *Gateway) Unwatch(ctx context.Context, c Caller, in UnwatchInput) (UnwatchOutput, error) {
+func (g *Gateway) Unwatch(ctx context.Context, c Caller, in UnwatchInput) (_ UnwatchOutput, err error) {
+	defer g.public(ctx, &err)
 	ref, err := parseRef("sessionKey", in.SessionKey, in.AgentID)
 	if err != nil {
 		return UnwatchOutput{}, err
@@ -208,17 +220,24 @@ type GoalOutput struct {
 	StateVersion int64     `json:"stateVersion"`
 }
 
+// goalActions are what session_goal does; goalStatuses the statuses a
+// goal takes.
+var (
+	goalActions  = []string{"set", "edit", "status", "clear"}
+	goalStatuses = []string{sessions.GoalActive, sessions.GoalPaused, sessions.GoalBlocked, sessions.GoalComplete}
+)
+
 func checkStatus(status string) error {
-	switch status {
-	case sessions.GoalActive, sessions.GoalPaused, sessions.GoalBlocked, sessions.GoalComplete:
-		return nil
+	if !slices.Contains(goalStatuses, status) {
+		return invalid("status %q is not active, paused, blocked or complete", status)
 	}
-	return invalid("status %q is not active, paused, blocked or complete", status)
+	return nil
 }
 
 // SetGoal applies a goal action and records goal_changed in the same
 // transaction, attributed to the caller.
-func (g *Gateway) SetGoal(ctx context.Context, c Caller, in GoalInput) (GoalOutput, error) {
+func (g *Gateway) SetGoal(ctx context.Context, c Caller, in GoalInput) (_ GoalOutput, err error) {
+	defer g.public(ctx, &err)
 	ref, err := parseRef("sessionKey", in.SessionKey, in.AgentID)
 	if err != nil {
 		return GoalOutput{}, err
@@ -231,18 +250,16 @@ func (g *Gateway) SetGoal(ctx context.Context, c Caller, in GoalInput) (GoalOutp
 		if err := checkText("objective", in.Objective, MaxObjectiveBytes, true); err != nil {
 			return GoalOutput{}, err
 		}
-		if in.Action == "set" && in.Status != "" {
-			if err := checkStatus(in.Status); err != nil {
-				return GoalOutput{}, err
-			}
-		}
-	case "status":
+	case "status", "clear":
+	default:
+		return GoalOutput{}, invalid("action %q is not set, edit, status or clear", in.Action)
+	}
+	// A status is checked whenever one is given, also where the action
+	// does not use it: a word that is no status is a mistake either way.
+	if in.Status != "" || in.Action == "status" {
 		if err := checkStatus(in.Status); err != nil {
 			return GoalOutput{}, err
 		}
-	case "clear":
-	default:
-		return GoalOutput{}, invalid("action %q is not set, edit, status or clear", in.Action)
 	}
 	pre := Precondition{IfStateVersion: in.IfStateVersion, IfSynced: in.IfSynced}
 	if err := pre.validate(c); err != nil {
@@ -326,7 +343,8 @@ type ResetOutput struct {
 // as a watcher (with its queued notices) and records session_reset, which
 // notifies its watchers (but the one who reset it). Its transcript and log
 // stay.
-func (g *Gateway) Reset(ctx context.Context, c Caller, in SessionInput) (ResetOutput, error) {
+func (g *Gateway) Reset(ctx context.Context, c Caller, in SessionInput) (_ ResetOutput, err error) {
+	defer g.public(ctx, &err)
 	ref, err := parseRef("sessionKey", in.SessionKey, in.AgentID)
 	if err != nil {
 		return ResetOutput{}, err
@@ -379,7 +397,8 @@ type DeleteOutput struct {
 
 // Delete deletes the session: its row, transcript, runs, events, head and
 // every cursor naming it.
-func (g *Gateway) Delete(ctx context.Context, c Caller, in SessionInput) (DeleteOutput, error) {
+func (g *Gateway) Delete(ctx context.Context, c Caller, in SessionInput) (_ DeleteOutput, err error) {
+	defer g.public(ctx, &err)
 	ref, err := parseRef("sessionKey", in.SessionKey, in.AgentID)
 	if err != nil {
 		return DeleteOutput{}, err
@@ -447,7 +466,8 @@ var runSummaries = map[string]string{
 
 // EndRun ends a child's run with its precise outcome: run_completed, or
 // run_failed with payload.outcome error, timeout or cancelled.
-func (g *Gateway) EndRun(ctx context.Context, c Caller, in RunEndInput) (RunEndOutput, error) {
+func (g *Gateway) EndRun(ctx context.Context, c Caller, in RunEndInput) (_ RunEndOutput, err error) {
+	defer g.public(ctx, &err)
 	summary, ok := runSummaries[in.Outcome]
 	if !ok {
 		return RunEndOutput{}, invalid("outcome %q is not completed, error, timeout or cancelled", in.Outcome)
@@ -460,7 +480,7 @@ func (g *Gateway) EndRun(ctx context.Context, c Caller, in RunEndInput) (RunEndO
 		return RunEndOutput{}, err
 	}
 	var out RunEndOutput
-	err := g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
+	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
 		run, ok, err := tx.GetRun(ctx, in.RunID)
 		if err != nil {
 			return err
@@ -528,7 +548,8 @@ type CompactOutput struct {
 // Compact replaces the older part of a transcript with a summary (or, with
 // no summary, takes note of a compaction the runtime did itself) and
 // records compacted.
-func (g *Gateway) Compact(ctx context.Context, c Caller, in CompactInput) (CompactOutput, error) {
+func (g *Gateway) Compact(ctx context.Context, c Caller, in CompactInput) (_ CompactOutput, err error) {
+	defer g.public(ctx, &err)
 	ref, err := parseRef("sessionKey", in.SessionKey, "")
 	if err != nil {
 		return CompactOutput{}, err

@@ -67,7 +67,8 @@ type StatusOutput struct {
 
 // Status reads a session's facts, its state version and, with
 // changesSince, the exact delta. It never acknowledges anything.
-func (g *Gateway) Status(ctx context.Context, c Caller, in StatusInput) (StatusOutput, error) {
+func (g *Gateway) Status(ctx context.Context, c Caller, in StatusInput) (_ StatusOutput, err error) {
+	defer g.public(ctx, &err)
 	ref, err := parseRef("sessionKey", in.SessionKey, in.AgentID)
 	if err != nil {
 		return StatusOutput{}, err
@@ -75,12 +76,11 @@ func (g *Gateway) Status(ctx context.Context, c Caller, in StatusInput) (StatusO
 	if err := c.reach(ref); err != nil {
 		return StatusOutput{}, err
 	}
-	limit := 0
+	limit := 0 // the engine's default
 	if in.Limit != nil {
-		if *in.Limit < 1 {
-			return StatusOutput{}, invalid("limit must be an integer of at least 1, got %d", *in.Limit)
+		if limit, err = checkLimit(*in.Limit, vigil.MaxDeltaLimit); err != nil {
+			return StatusOutput{}, err
 		}
-		limit = *in.Limit
 	}
 	if in.TimeoutSeconds != nil && in.WaitForVersion == nil {
 		return StatusOutput{}, invalid("timeoutSeconds goes with waitForVersion")
@@ -166,7 +166,8 @@ type ListOutput struct {
 }
 
 // List pages through the sessions the caller may reach.
-func (g *Gateway) List(ctx context.Context, c Caller, in ListInput) (ListOutput, error) {
+func (g *Gateway) List(ctx context.Context, c Caller, in ListInput) (_ ListOutput, err error) {
+	defer g.public(ctx, &err)
 	limit, err := pageLimit(in.Limit)
 	if err != nil {
 		return ListOutput{}, err
@@ -262,7 +263,8 @@ type HistoryOutput struct {
 }
 
 // History pages through a session's transcript.
-func (g *Gateway) History(ctx context.Context, c Caller, in HistoryInput) (HistoryOutput, error) {
+func (g *Gateway) History(ctx context.Context, c Caller, in HistoryInput) (_ HistoryOutput, err error) {
+	defer g.public(ctx, &err)
 	ref, err := parseRef("sessionKey", in.SessionKey, in.AgentID)
 	if err != nil {
 		return HistoryOutput{}, err

@@ -42,7 +42,8 @@ type RecordOutput struct {
 // hosted session's. The actor comes from the credential: an agent records
 // as a session of its own agent, and as a person only with the
 // RecordHuman right; a person records as a person.
-func (g *Gateway) RecordElsewhere(ctx context.Context, c Caller, in RecordInput) (RecordOutput, error) {
+func (g *Gateway) RecordElsewhere(ctx context.Context, c Caller, in RecordInput) (_ RecordOutput, err error) {
+	defer g.public(ctx, &err)
 	ref, err := parseRef("sessionKey", in.SessionKey, in.AgentID)
 	if err != nil {
 		return RecordOutput{}, err

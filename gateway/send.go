@@ -82,7 +82,8 @@ func (g *Gateway) resolveTarget(ctx context.Context, c Caller, in SendInput) (vi
 // is an inter-session message (actor agent, no signal-log event); from a
 // person it is a human direct message, recorded when the target is
 // watched. With a timeout it then waits for the target's reply.
-func (g *Gateway) Send(ctx context.Context, c Caller, in SendInput) (SendOutput, error) {
+func (g *Gateway) Send(ctx context.Context, c Caller, in SendInput) (_ SendOutput, err error) {
+	defer g.public(ctx, &err)
 	if err := checkText("message", in.Message, MaxMessageBytes, true); err != nil {
 		return SendOutput{}, err
 	}
@@ -325,7 +326,8 @@ type ReplyOutput struct {
 
 // Reply appends the session's reply to its transcript and completes a
 // sessions_send waiting for it.
-func (g *Gateway) Reply(ctx context.Context, c Caller, in ReplyInput) (ReplyOutput, error) {
+func (g *Gateway) Reply(ctx context.Context, c Caller, in ReplyInput) (_ ReplyOutput, err error) {
+	defer g.public(ctx, &err)
 	ref, err := parseRef("sessionKey", in.SessionKey, "")
 	if err != nil {
 		return ReplyOutput{}, err

@@ -45,7 +45,7 @@ func (r *Registry) Get(name string) (*Tool, bool) {
 func (r *Registry) List() []*Tool { return r.tools }
 
 func define[In, Out any](name string, forModels bool, description string, h func(context.Context, Caller, In) (Out, error)) *Tool {
-	in, err := jsonschema.For[In](nil)
+	in, err := inputSchema[In]()
 	if err != nil {
 		panic(fmt.Sprintf("tool %s: input schema: %v", name, err))
 	}
@@ -60,14 +60,7 @@ func define[In, Out any](name string, forModels bool, description string, h func
 			if err := DecodeStrict(raw, &input); err != nil {
 				return nil, err
 			}
-			out, err := h(ctx, c, input)
-			if err != nil && Code(err) == CodeInternal && ctx.Err() == nil {
-				// The gateway's only I/O is its store: an error that is no
-				// caller's mistake is the store failing, and every change is
-				// one transaction, so nothing was half-written.
-				return out, fmt.Errorf("%w: the store is unavailable, nothing was changed; retry later: %w", ErrUnavailable, err)
-			}
-			return out, err
+			return h(ctx, c, input)
 		},
 	}
 }

@@ -33,7 +33,8 @@ type PendingOutput struct {
 
 // Pending shows a session's queued system events (its pending notices)
 // without consuming or acknowledging them.
-func (g *Gateway) Pending(ctx context.Context, c Caller, in PendingInput) (PendingOutput, error) {
+func (g *Gateway) Pending(ctx context.Context, c Caller, in PendingInput) (_ PendingOutput, err error) {
+	defer g.public(ctx, &err)
 	ref, err := parseRef("sessionKey", in.SessionKey, "")
 	if err != nil {
 		return PendingOutput{}, err
@@ -104,7 +105,8 @@ type TurnBookmark struct {
 // never woken), but a turn finds any notice already queued. A wait ends by
 // the bookmark interval at the latest; one that ends with no work is timed
 // out and carries the session's state version as its bookmark.
-func (g *Gateway) Turn(ctx context.Context, c Caller, in TurnInput) (TurnOutput, error) {
+func (g *Gateway) Turn(ctx context.Context, c Caller, in TurnInput) (_ TurnOutput, err error) {
+	defer g.public(ctx, &err)
 	ref, err := parseRef("sessionKey", in.SessionKey, "")
 	if err != nil {
 		return TurnOutput{}, err
@@ -305,7 +307,8 @@ type WaitInput struct {
 // Wait is session_turn for the caller's own session: it blocks until the
 // session has a notice, a message or a wake (or the timeout passes), then
 // returns them as a turn does, consuming and acknowledging them.
-func (g *Gateway) Wait(ctx context.Context, c Caller, in WaitInput) (TurnOutput, error) {
+func (g *Gateway) Wait(ctx context.Context, c Caller, in WaitInput) (_ TurnOutput, err error) {
+	defer g.public(ctx, &err)
 	if c.Session == nil {
 		return TurnOutput{}, fmt.Errorf("%w: waiting needs an acting session", ErrForbidden)
 	}

@@ -420,33 +420,36 @@ var statusOf = map[string]int{
 }
 
 // fail reports err. A client that hung up is not an error: nothing is
-// sent, and the request is counted as 499. A store that failed is logged
-// and answered 503, naming the failure; anything else internal is logged
-// and answered without detail.
+// sent, and the request is counted as 499. A failure that is not the
+// caller's (the store's, answered 503, or any other, answered 500) is
+// worded by the gateway, which logs its details under a request id: the
+// answer carries that id, in its body and its Vigil-Request-Id header.
 func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil && s.opts.Context.Err() == nil {
 		s.log.Debug("the client went away before its answer", "path", r.URL.Path, "err", err)
 		return
 	}
+	err = s.g.Public(err)
 	code := gateway.Code(err)
-	msg := err.Error()
-	switch code {
-	case gateway.CodeUnavailable:
-		s.log.Warn("request failed: unavailable", "path", r.URL.Path, "err", err)
-	case gateway.CodeInternal:
-		s.log.Error("request failed", "path", r.URL.Path, "err", err)
-		msg = "internal error"
-	}
 	if code == gateway.CodeTooMany || code == gateway.CodeUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
-	detail := ErrorDetail{Code: code, Message: msg}
+	detail := ErrorDetail{Code: code, Message: err.Error()}
+	var failure *gateway.Failure
+	if errors.As(err, &failure) {
+		detail.RequestID = failure.RequestID
+		w.Header().Set(RequestIDHeader, failure.RequestID)
+	}
 	var conflict *gateway.ConflictError
 	if errors.As(err, &conflict) {
 		detail.StateVersion, detail.Notice = &conflict.StateVersion, conflict.Notice
 	}
 	writeJSON(w, statusOf[code], ErrorBody{Error: detail})
 }
+
+// RequestIDHeader carries, on an answer to a request that failed on the
+// server's side, the id its log line has.
+const RequestIDHeader = "Vigil-Request-Id"
 
 // ErrorBody is the shape of every error response.
 type ErrorBody struct {
@@ -464,6 +467,9 @@ type ErrorDetail struct {
 	// Notice is the caller's pending notice about the target, when an
 	// ifSynced precondition failed and one is queued.
 	Notice string `json:"notice,omitempty"`
+	// RequestID names the server's log line with the details of a failure
+	// that was not the caller's (codes unavailable and internal).
+	RequestID string `json:"requestId,omitempty"`
 }
 
 func writeError(w http.ResponseWriter, status int, code, message string) {

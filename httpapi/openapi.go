@@ -214,9 +214,9 @@ var errorResponses = []errorResponse{
 	{http.StatusTooManyRequests, "TooManyRequests", gateway.CodeTooMany,
 		"The credential already holds as many open streams, or parked turns and waiting sends, as its limit allows.", true},
 	{http.StatusInternalServerError, "Internal", gateway.CodeInternal,
-		"A fault on the server; the details go to its log only.", false},
+		"A fault on the server; retrying will not help. The body's requestId (also the Vigil-Request-Id header) names the log line with the details, which the answer never holds.", false},
 	{http.StatusServiceUnavailable, "Unavailable", gateway.CodeUnavailable,
-		"The store failed (nothing was changed, so the request may be retried), the gateway is at a limit for all callers, or it is shutting down.", true},
+		"The store failed (nothing was changed, so the request may be retried; the body's requestId, also the Vigil-Request-Id header, names the log line with the details), the gateway is at a limit for all callers, or it is shutting down.", true},
 }
 
 // The statuses each kind of operation can answer besides success. A
@@ -353,12 +353,12 @@ func jsonResponse(description string, schema *jsonschema.Schema) oaResponse {
 	return oaResponse{Description: description, Content: map[string]oaMediaType{"application/json": {Schema: schema}}}
 }
 
-// jsonBody is a request body of schema. An empty body counts as {}, so it
-// is required only when the schema requires a field.
-func jsonBody(schema, ref *jsonschema.Schema) *oaRequestBody {
+// jsonBody is a request body of schema: always a JSON object, {} when no
+// field is given (an empty body or null is refused).
+func jsonBody(ref *jsonschema.Schema) *oaRequestBody {
 	return &oaRequestBody{
-		Description: "An empty body is taken as {}.",
-		Required:    len(schema.Required) > 0,
+		Description: "A JSON object; {} gives no fields. An empty body or null is refused.",
+		Required:    true,
 		Content:     map[string]oaMediaType{"application/json": {Schema: ref}},
 	}
 }
@@ -385,7 +385,7 @@ func (d *oaDocument) addTool(t *gateway.Tool) {
 		Description: t.Description,
 		Tags:        []string{tag},
 		Parameters:  acting,
-		RequestBody: jsonBody(t.InputSchema, in),
+		RequestBody: jsonBody(in),
 		Responses:   responses(jsonResponse("The tool's output.", out), toolErrors),
 		ForModels:   &forModels,
 	}}
@@ -413,7 +413,7 @@ func (d *oaDocument) addSessionRoute(t *gateway.Tool) error {
 		Description: t.Name + ", with the session's key in the path rather than the body. " + t.Description,
 		Tags:        []string{tagSessions},
 		Parameters:  append([]oaRef{{Ref: "#/components/parameters/SessionKey"}}, acting...),
-		RequestBody: jsonBody(in, ref),
+		RequestBody: jsonBody(ref),
 		Responses:   responses(jsonResponse("The tool's output.", &jsonschema.Schema{Ref: "#/components/schemas/" + camel(t.Name) + "Output"}), toolErrors),
 	}}
 	return nil

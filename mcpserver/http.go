@@ -221,8 +221,8 @@ func newHTTPHandler(ctx context.Context, g *gateway.Gateway, resolve Resolver, l
 	server := func(*http.Request) *mcp.Server { return h.srv }
 	// The SDK's own idle timeout is left off: it counts only POSTs, and a
 	// session whose client listens on its GET stream is not idle.
-	h.stream = mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{Logger: log, EventStore: store})
-	h.stateless = mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{Logger: log, Stateless: true})
+	h.stream = mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{Logger: sdkLogger(log), EventStore: store})
+	h.stateless = mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{Logger: sdkLogger(log), Stateless: true})
 	context.AfterFunc(ctx, h.closeAll)
 	return h
 }

@@ -9,6 +9,7 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -65,7 +66,7 @@ func newServer(ctx context.Context, g *gateway.Gateway, log *slog.Logger, from o
 		Instructions: "vigil tells you when someone else changed a session you depend on. When a tool result ends " +
 			"with a \"System:\" line saying a session changed, call session_status with the changesSince number it " +
 			"gives before you act on that session.",
-		Logger:             log,
+		Logger:             sdkLogger(log),
 		SubscribeHandler:   subs.subscribe,
 		UnsubscribeHandler: subs.unsubscribe,
 		SetCacheable:       uncacheable,
@@ -149,7 +150,13 @@ func toolHandler(g *gateway.Gateway, t *gateway.Tool, log *slog.Logger) mcp.Tool
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		caller := callerOf(ctx)
 		res := &mcp.CallToolResult{}
-		out, err := t.Call(ctx, caller, req.Params.Arguments)
+		args := req.Params.Arguments
+		if args == nil {
+			// MCP lets a call leave its arguments out: it gives no field.
+			// An explicit null is the caller's mistake, refused as such.
+			args = json.RawMessage("{}")
+		}
+		out, err := t.Call(ctx, caller, args)
 		if ctx.Err() != nil {
 			return nil, errCancelled
 		}
@@ -172,10 +179,13 @@ func toolHandler(g *gateway.Gateway, t *gateway.Tool, log *slog.Logger) mcp.Tool
 	}
 }
 
-// toolError words an error for the model: what was wrong, never internals.
+// toolError words an error for the model: what was wrong, never internals
+// (the gateway's words for a failure that is not the caller's name only a
+// request id, and whether to retry).
 func toolError(err error) string {
-	if gateway.Code(err) == gateway.CodeInternal {
-		return "internal error: the tool could not run; try again later"
+	var failure *gateway.Failure
+	if gateway.Code(err) == gateway.CodeInternal && !errors.As(err, &failure) {
+		return "internal error: the tool could not run"
 	}
 	return err.Error()
 }
@@ -206,8 +216,11 @@ func rpcError(uri string, err error) error {
 	case gateway.CodeInvalid, gateway.CodeForbidden, gateway.CodeUnauthenticated:
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error(), Data: data}
 	case gateway.CodeUnavailable:
-		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
-			Message: "unavailable: the store cannot be reached; try again", Data: data}
+		msg := "unavailable: the store cannot be reached; try again"
+		if failure := (*gateway.Failure)(nil); errors.As(err, &failure) {
+			msg = failure.Error() // with the request id of its log line
+		}
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: msg, Data: data}
 	}
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: toolError(err), Data: data}
 }

@@ -138,7 +138,11 @@ func (c *cliClient) connect(env *cliIO, g *cliGlobal) error {
 	}
 	addr := g.addr
 	if !g.flags.Changed("addr") {
-		addr = cliOr(env.getenv("VIGIL_ADDR"), cliOr(ctx.Addr, defaultAddr))
+		stderr := c.stderr
+		if stderr == nil { // vigil mcp's client, whose stdout is the protocol's
+			stderr = env.stderr
+		}
+		addr = cliOr(cliEnvAddr(env, stderr), cliOr(ctx.Addr, defaultAddr))
 	}
 	if c.base, err = cliBaseURL(addr); err != nil {
 		return cliUsagef("%v", err)
@@ -159,6 +163,21 @@ func (c *cliClient) connect(env *cliIO, g *cliGlobal) error {
 		return cliUsagef("--output %q: use table, json or yaml", g.output)
 	}
 	return nil
+}
+
+// cliEnvAddr is the gateway's address as the environment gives it:
+// VIGIL_ADDR, the one name every vigil tool and example reads, or else
+// VIGIL_URL, which the Python examples once read, still taken but said to
+// be deprecated, once a run, on stderr.
+func cliEnvAddr(env *cliIO, stderr io.Writer) string {
+	if addr := env.getenv("VIGIL_ADDR"); addr != "" {
+		return addr
+	}
+	addr := env.getenv("VIGIL_URL")
+	if addr != "" {
+		env.urlNoted.Do(func() { fmt.Fprintln(stderr, "vigil: VIGIL_URL is deprecated; set VIGIL_ADDR instead") })
+	}
+	return addr
 }
 
 // cliBaseURL turns --addr into the gateway's base URL: http unless the

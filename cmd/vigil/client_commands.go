@@ -278,6 +278,12 @@ func cliStatus(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) 
 			return &cliExit{code: exitTimedOut, msg: fmt.Sprintf("%s did not reach state version %d in time (it is at %d)",
 				out.SessionKey, *waitFor, out.StateVersion)}
 		}
+		if !out.Exists && out.StateVersion == 0 {
+			// Nothing is known of it: a failure, as for every command
+			// about a session (history, send, goal, ...). A session a
+			// runtime keeps elsewhere has no row but a log, and exists.
+			return &cliExitError{msg: fmt.Sprintf("not found: session %s (never created, or deleted)", out.SessionKey)}
+		}
 		return nil
 	}
 }

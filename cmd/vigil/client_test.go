@@ -655,7 +655,11 @@ func TestCLIResetAndDelete(t *testing.T) {
 	if out = cliOK(t, g, "delete", w); out != w+" deleted\n" {
 		t.Fatalf("delete printed %q", out)
 	}
-	out = cliOK(t, g, "status", w)
+	// The deleted session is shown as gone, and is not found (exit 1).
+	code, out, errOut := cliRun(t, cliEnv(g), "status", w)
+	if code != exitError || !strings.Contains(errOut, "not found: session "+w) {
+		t.Errorf("status of the deleted session: exit %d, %q", code, errOut)
+	}
 	cliMustMatch(t, "status", out, `^exists\s+no`)
 	cliMustMatch(t, "status", out, `^version\s+0$`)
 }

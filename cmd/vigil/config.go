@@ -18,6 +18,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -374,16 +375,67 @@ func newVersionCmd(env *cliIO, g *cliGlobal) *cobra.Command {
 	}
 }
 
-// cliWriteYAML prints a JSON value as YAML.
+// cliWriteYAML prints a JSON value as YAML: its members in the order the
+// JSON has them, and each number as written (a timestamp in milliseconds
+// stays an integer rather than becoming a float).
 func cliWriteYAML(w io.Writer, data []byte) error {
-	var v any
-	if err := json.Unmarshal(data, &v); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	node, err := cliYAMLNode(dec)
+	if err != nil {
 		return err
 	}
-	out, err := yaml.Marshal(v)
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("more than one JSON value")
+	}
+	out, err := yaml.Marshal(node)
 	if err != nil {
 		return err
 	}
 	_, err = w.Write(out)
 	return err
+}
+
+// cliYAMLNode reads the next JSON value from dec as a YAML node.
+func cliYAMLNode(dec *json.Decoder) (*yaml.Node, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	scalar := func(tag, value string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: value} }
+	switch t := tok.(type) {
+	case json.Delim:
+		n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+		if t == '{' {
+			n = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+		}
+		for dec.More() {
+			if t == '{' {
+				key, err := dec.Token()
+				if err != nil {
+					return nil, err
+				}
+				n.Content = append(n.Content, scalar("!!str", key.(string)))
+			}
+			v, err := cliYAMLNode(dec)
+			if err != nil {
+				return nil, err
+			}
+			n.Content = append(n.Content, v)
+		}
+		if _, err := dec.Token(); err != nil { // the closing delimiter
+			return nil, err
+		}
+		return n, nil
+	case string:
+		return scalar("!!str", t), nil
+	case json.Number:
+		if _, err := t.Int64(); err == nil {
+			return scalar("!!int", t.String()), nil
+		}
+		return scalar("!!float", t.String()), nil
+	case bool:
+		return scalar("!!bool", strconv.FormatBool(t)), nil
+	}
+	return scalar("!!null", "null"), nil
 }

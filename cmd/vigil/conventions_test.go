@@ -6,6 +6,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -16,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/gateway"
 )
 
 // cliEveryCommand lists every command path of the tree, "serve" to
@@ -239,5 +241,31 @@ func TestAFenceThatIsNotReachedExits3(t *testing.T) {
 	code, _, errOut := cliRun(t, cliEnv(g), "status", child, "--wait-for", "9", "--timeout", "0")
 	if code != exitTimedOut || !strings.Contains(errOut, "did not reach state version 9") {
 		t.Fatalf("an unreached fence: exit %d, %q", code, errOut)
+	}
+}
+
+// -o yaml prints the gateway's answer as it is: integers stay integers (a
+// timestamp in milliseconds is not printed as a float), strings that look
+// like numbers stay strings, and members keep the answer's order.
+func TestYAMLKeepsIntegersStringsAndTheAnswersOrder(t *testing.T) {
+	t.Parallel()
+	g := cliStartGateway(t, nil, vigil.Options{})
+	child := cliSpawnChild(t, g, cliManager, "draft", "--label", "123")
+	var st gateway.StatusOutput
+	if err := json.Unmarshal([]byte(cliOK(t, g, "status", child, "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	asYAML := cliOK(t, g, "status", child, "-o", "yaml")
+	for _, want := range []string{
+		fmt.Sprintf("createdAt: %d\n", st.CreatedAt),
+		fmt.Sprintf("updatedAt: %d\n", st.UpdatedAt),
+		"label: \"123\"\n",
+	} {
+		if !strings.Contains(asYAML, want) {
+			t.Errorf("yaml lacks %q:\n%s", want, asYAML)
+		}
+	}
+	if strings.Index(asYAML, "sessionKey:") > strings.Index(asYAML, "stateVersion:") {
+		t.Errorf("yaml reorders the answer's members:\n%s", asYAML)
 	}
 }

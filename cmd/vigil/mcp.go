@@ -37,6 +37,7 @@ with --db, an engine of its own on that SQLite file (or postgres:// URL).`,
 	}
 	session := cmd.Flags().String("session", "", "the session this MCP client acts as (env VIGIL_SESSION)")
 	db := cmd.Flags().String("db", "", "serve from this SQLite file (or postgres:// URL) instead of a running gateway")
+	logs := addLogFlags(cmd, "warn", false)
 	_ = cmd.RegisterFlagCompletionFunc("session", cliCompleteKeys(env, g))
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		c := &cliClient{}
@@ -50,9 +51,11 @@ with --db, an engine of its own on that SQLite file (or postgres:// URL).`,
 		if key == "" {
 			return cliUsagef("--session is required: the session this client acts as, e.g. agent:main:main")
 		}
-		log := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		log, err := logs.logger(env.stderr)
+		if err != nil {
+			return err
+		}
 		transport := &mcp.IOTransport{Reader: io.NopCloser(env.stdin), Writer: nopWriteCloser{env.stdout}}
-		var err error
 		if *db != "" {
 			err = serveMCPEmbedded(cmd.Context(), log, *db, key, transport)
 		} else {
@@ -168,7 +171,11 @@ func serveMCPBridge(ctx context.Context, log *slog.Logger, base, token, session 
 	for _, tool := range tools.Tools {
 		name := tool.Name
 		srv.AddTool(tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return remote.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: req.Params.Arguments})
+			params := &mcp.CallToolParams{Name: name}
+			if req.Params.Arguments != nil { // arguments left out stay out, not null
+				params.Arguments = req.Params.Arguments
+			}
+			return remote.CallTool(ctx, params)
 		})
 	}
 	templates, err := remote.ListResourceTemplates(ctx, nil)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -34,6 +35,8 @@ type cliIO struct {
 	// benchAdjust, when set, changes vigil bench's configuration after its
 	// flags are read (tests shrink the sizes).
 	benchAdjust func(*bench.Config)
+	// urlNoted says VIGIL_URL's deprecation once a run.
+	urlNoted sync.Once
 }
 
 // cliGlobal holds the flags every command accepts, before or after its
@@ -87,8 +90,9 @@ Client commands talk to a running gateway at --addr (env VIGIL_ADDR, default
 context of the client config (vigil config --help). Flags may come before or after the
 arguments; --json (or -o json|yaml) prints the gateway's answer as it is.
 
-Exit status: 0 done, 1 failed, 2 a wrong command line, 3 a send got no reply in time,
-4 a change refused because the session moved on (a precondition conflict).`,
+Exit status: 0 done, 1 failed (a session that does not exist included), 2 a wrong
+command line, 3 a send got no reply in time, 4 a change refused because the session
+moved on (a precondition conflict).`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Version:       versionLine(),
@@ -113,7 +117,7 @@ Exit status: 0 done, 1 failed, 2 a wrong command line, 3 a send got no reply in 
 	root.AddGroup(&cobra.Group{ID: "gateway", Title: "the gateway:"},
 		&cobra.Group{ID: "client", Title: "client commands (talk to a running gateway):"},
 		&cobra.Group{ID: "other", Title: "other commands:"})
-	for _, c := range []*cobra.Command{newServeCmd(env, g), newMCPCmd(env, g), newSimCmd(env), newDemoCmd(env), newBenchCmd(env, g)} {
+	for _, c := range []*cobra.Command{newServeCmd(env, g), newMCPCmd(env, g), newDBCmd(env, g), newSimCmd(env), newDemoCmd(env), newBenchCmd(env, g)} {
 		c.GroupID = "gateway"
 		root.AddCommand(c)
 	}

@@ -69,7 +69,6 @@ type serveConfig struct {
 // newServeCmd is `vigil serve`.
 func newServeCmd(env *cliIO, g *cliGlobal) *cobra.Command {
 	var cfg serveConfig
-	var logFormat string
 	var allowedHosts, trustedOrigins []string
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -85,7 +84,6 @@ is the local admin.`,
 	fs.StringVar(&cfg.db, "db", envOr(getenv, "VIGIL_DB", defaultDBPath(getenv)), "SQLite database file, or a postgres:// URL (env VIGIL_DB)")
 	fs.StringVar(&cfg.config, "config", getenv("VIGIL_CONFIG"), "credentials file (env VIGIL_CONFIG; VIGIL_ADMIN_TOKEN adds an admin token)")
 	fs.StringVar(&cfg.sync, "synchronous", envOr(getenv, "VIGIL_SYNCHRONOUS", "FULL"), "SQLite synchronous setting: FULL (survives power loss) or NORMAL")
-	fs.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	fs.StringSliceVar(&allowedHosts, "allowed-host", nil, "a host name requests may carry besides loopback ones, when listening on loopback (repeatable)")
 	fs.StringSliceVar(&trustedOrigins, "trusted-origin", nil, "a web origin (scheme://host[:port]) whose pages may call the API from a browser (repeatable)")
 	fs.BoolVar(&cfg.http.OpenMetrics, "open-metrics", false, "serve /metrics without a token even when tokens are configured")
@@ -103,7 +101,7 @@ is the local admin.`,
 	fs.IntVar(&l.MCPSessions, "max-mcp-sessions", gateway.DefaultMaxMCPSessions, "open MCP sessions in all (-1: no limit)")
 	fs.IntVar(&l.MCPSessionsPerCredential, "max-mcp-sessions-per-credential", gateway.DefaultMaxMCPSessionsPerCredential, "open MCP sessions per credential (-1: no limit)")
 	fs.DurationVar(&cfg.http.MCPIdleTimeout, "mcp-idle-timeout", mcpserver.DefaultIdleTimeout, "how long an MCP session may go without a request before it is closed")
-	_ = cmd.RegisterFlagCompletionFunc("log-format", cliWords("text", "json"))
+	logs := addLogFlags(cmd, "info", true)
 	_ = cmd.RegisterFlagCompletionFunc("synchronous", cliWords("FULL", "NORMAL"))
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if g.flags.Changed("token") {
@@ -125,15 +123,10 @@ is the local admin.`,
 		}
 		cfg.http.AllowedHosts, cfg.http.TrustedOrigins = allowedHosts, trustedOrigins
 		cfg.adminToken = getenv("VIGIL_ADMIN_TOKEN")
-		var handler slog.Handler = slog.NewTextHandler(env.stderr, nil)
-		switch logFormat {
-		case "json":
-			handler = slog.NewJSONHandler(env.stderr, nil)
-		case "text":
-		default:
-			return cliUsagef("--log-format %q: use text or json", logFormat)
+		log, err := logs.logger(env.stderr)
+		if err != nil {
+			return err
 		}
-		log := slog.New(handler)
 		if err := serve(cmd.Context(), log, cfg); err != nil {
 			log.Error("vigil serve failed", "err", err)
 			return &cliExit{code: exitError}

@@ -127,7 +127,7 @@ func cliHistory(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string)
 		for _, m := range out.Messages {
 			c.printf("#%d  %s %s %s  %s\n", m.ID, m.Role, cliOr(string(m.ActorType), "-"), cliOr(m.ActorID, "-"), m.Content)
 		}
-		if out.NextAfterID != 0 {
+		if out.Truncated {
 			c.printf("more messages follow: run again with --after %d\n", out.NextAfterID)
 		}
 		return nil

@@ -56,11 +56,23 @@ class Gateway:
             raise SystemExit(f"{name}: HTTP {err.code} {detail.get('code')}: {detail.get('message')}")
 
 
+def gateway_address():
+    """VIGIL_ADDR, as the vigil CLI reads it; VIGIL_URL, the name the other
+    examples once read, still works but says (on stderr) it is deprecated."""
+    if os.environ.get("VIGIL_ADDR"):
+        return os.environ["VIGIL_ADDR"]
+    if os.environ.get("VIGIL_URL"):
+        print("VIGIL_URL is deprecated; set VIGIL_ADDR instead", file=sys.stderr)
+        return os.environ["VIGIL_URL"]
+    return "http://127.0.0.1:7317"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--addr", default=os.environ.get("VIGIL_ADDR", "http://127.0.0.1:7317"))
+    ap.add_argument("--addr", help="the gateway's address (env VIGIL_ADDR; default http://127.0.0.1:7317)")
     ap.add_argument("--token", default=os.environ.get("VIGIL_TOKEN", ""))
     args = ap.parse_args()
+    args.addr = args.addr or gateway_address()
     if "://" not in args.addr:
         args.addr = "http://" + args.addr
     gw = Gateway(args.addr, args.token)

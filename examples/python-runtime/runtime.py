@@ -36,6 +36,19 @@ NOTICE = re.compile(
 )
 
 MAX_WAIT = 60  # the gateway's limit on session_turn waitSeconds
+DEFAULT_ADDR = "http://127.0.0.1:7317"
+
+
+def gateway_address(environ=os.environ):
+    """The gateway's address from the environment: VIGIL_ADDR, the name the
+    vigil CLI reads too, or else VIGIL_URL, this example's older name, which
+    still works but says (on stderr) that it is deprecated."""
+    if environ.get("VIGIL_ADDR"):
+        return environ["VIGIL_ADDR"]
+    if environ.get("VIGIL_URL"):
+        print("VIGIL_URL is deprecated; set VIGIL_ADDR instead", file=sys.stderr)
+        return environ["VIGIL_URL"]
+    return DEFAULT_ADDR
 
 
 class VigilError(Exception):
@@ -226,8 +239,7 @@ def stop(signum, frame):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description="A toy vigil agent runtime (standard library only).")
-    p.add_argument("--addr", default=os.environ.get("VIGIL_URL", "http://127.0.0.1:7317"),
-                   help="the gateway's address (env VIGIL_URL; default http://127.0.0.1:7317)")
+    p.add_argument("--addr", help=f"the gateway's address (env VIGIL_ADDR; default {DEFAULT_ADDR})")
     p.add_argument("--token", default=os.environ.get("VIGIL_TOKEN", ""),
                    help="bearer token (env VIGIL_TOKEN; none for a gateway without tokens)")
     p.add_argument("--session", required=True, help="the session key this runtime acts for")
@@ -239,6 +251,7 @@ def main(argv=None):
     p.add_argument("--retries", type=int, default=5,
                    help="consecutive failed turns (gateway unreachable or 503) before giving up (default 5)")
     args = p.parse_args(argv)
+    args.addr = args.addr or gateway_address()
     if not 0 <= args.wait <= MAX_WAIT:
         p.error(f"--wait must be from 0 to {MAX_WAIT}")
     if args.turns < 0:

@@ -156,12 +156,12 @@ def main(argv=None):
                    help="the webhook's secret as configured in vigil (env VIGIL_WEBHOOK_SECRET)")
     p.add_argument("--tolerance", type=int, default=DEFAULT_TOLERANCE,
                    help="seconds a webhook-timestamp may be off, either way (default 300)")
-    p.add_argument("--addr", default=os.environ.get("VIGIL_URL", "http://127.0.0.1:7317"),
-                   help="the gateway's address (env VIGIL_URL)")
+    p.add_argument("--addr", help=f"the gateway's address (env VIGIL_ADDR; default {runtime.DEFAULT_ADDR})")
     p.add_argument("--token", default=os.environ.get("VIGIL_TOKEN", ""),
                    help="the agent's bearer token (env VIGIL_TOKEN)")
     p.add_argument("--wakes", type=int, default=0, help="stop after this many wakes (default 0: run until Ctrl-C)")
     args = p.parse_args(argv)
+    args.addr = args.addr or runtime.gateway_address()
     if not args.secret:
         p.error("--secret (or VIGIL_WEBHOOK_SECRET) is required")
     try:

@@ -37,6 +37,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"net/url"
 	"sync"
 
@@ -53,6 +54,8 @@ type Options struct {
 	// it when missing and sets it as the pool's search_path. Empty means
 	// the URL's or server's search_path, unchanged.
 	Schema string
+	// Logger hears of each schema migration Open applies; nil discards.
+	Logger *slog.Logger
 
 	// tracer, when set, sees every statement of the pool (tests count
 	// round trips with it).
@@ -113,7 +116,11 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open %s: %w", where, err)
 	}
-	if err := migrate(ctx, pool, opts.Schema, lockKey("vigil schema migration", opts.Schema)); err != nil {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := migrate(ctx, pool, opts.Schema, lockKey("vigil schema migration", opts.Schema), log); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open %s: %w", where, err)
 	}
@@ -180,19 +187,34 @@ func isConflictCode(code string) bool {
 // keeping the database's error.
 type conflictError struct{ err error }
 
-func (e *conflictError) Error() string   { return "transaction conflict, retry: " + e.err.Error() }
-func (e *conflictError) Unwrap() []error { return []error{e.err, vigil.ErrRetryable} }
+func (e *conflictError) Error() string { return "transaction conflict, retry: " + e.err.Error() }
+func (e *conflictError) Unwrap() []error {
+	return []error{e.err, vigil.ErrRetryable, vigil.ErrStoreFailed}
+}
 
-// wrap marks conflicts retryable; every error a method returns passes here.
+// failure marks an error of the database (or of the pool's connections to
+// it) as the store's: vigil.ErrStoreFailed, keeping the error's text.
+type failure struct{ err error }
+
+func (e *failure) Error() string   { return e.err.Error() }
+func (e *failure) Unwrap() []error { return []error{e.err, vigil.ErrStoreFailed} }
+
+// wrap marks err as the store's failure, and a conflict as retryable too;
+// every error of the database passes here on its way out of a method, and
+// the errors a method makes itself about what it was asked (a conflicting
+// label, sessions.ErrConflict) do not.
 func wrap(err error) error {
-	if err == nil || errors.Is(err, vigil.ErrRetryable) {
+	switch {
+	case err == nil, errors.Is(err, vigil.ErrStoreFailed):
 		return err
+	case errors.Is(err, vigil.ErrRetryable):
+		return &failure{err}
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && isConflictCode(pgErr.Code) {
 		return &conflictError{err}
 	}
-	return err
+	return &failure{err}
 }
 
 // eventColumns selects an event from alias e. Every column is made

@@ -3,11 +3,18 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
+
+// migration is one step of the schema: what it does, in a few words (vigil
+// db status shows them), and its statements.
+type migration struct {
+	about, sql string
+}
 
 // migrations are applied in order, each in its own transaction; a
 // migration's index plus one is its version. Never edit a released one:
@@ -15,10 +22,10 @@ import (
 //
 // Every key column is COLLATE "C", so that keys compare and sort by their
 // bytes, as in the SQLite store, whatever the database's default collation.
-var migrations = []string{
+var migrations = []migration{
 	// 1: the signal log, session heads, cursors, the event sequence and the
 	// store-wide state.
-	`
+	{about: "the signal log, session heads, cursors, the event sequence and the store-wide state", sql: `
 -- The one global event sequence. CACHE 1 (the default) matters: with a
 -- per-connection cache, numbers would no longer be handed out in the order
 -- nextval is called, which the Log horizon relies on (see log.go).
@@ -78,9 +85,9 @@ CREATE TABLE store_state (
 	pruned_watermark bigint NOT NULL
 );
 INSERT INTO store_state (id, pruned_watermark) VALUES (1, 0);
-`,
+`},
 	// 2: the gateway's sessions, transcripts and child runs.
-	`
+	{about: "sessions, transcripts and child runs", sql: `
 CREATE TABLE sessions (
 	agent_id        text COLLATE "C" NOT NULL,
 	session_key     text COLLATE "C" NOT NULL,
@@ -124,9 +131,9 @@ CREATE TABLE runs (
 	outcome     text
 );
 CREATE INDEX runs_by_session ON runs (agent_id, session_key);
-`,
+`},
 	// 3: what watchers are owed about sessions deleted under them.
-	`
+	{about: "what watchers are owed about deleted sessions", sql: `
 CREATE TABLE tombstones (
 	watcher      text COLLATE "C" NOT NULL,
 	target_agent text COLLATE "C" NOT NULL,
@@ -134,69 +141,141 @@ CREATE TABLE tombstones (
 	made_at      bigint NOT NULL,
 	PRIMARY KEY (watcher, target_agent, target_key)
 );
-`,
+`},
 }
 
 // SchemaVersion is the schema version this build creates and understands.
 var SchemaVersion = len(migrations)
 
-// migrate brings the schema up to date. Each migration runs in its own
-// transaction that first takes a transaction-level advisory lock for the
-// schema, so stores opening the same schema at once apply each migration
-// exactly once; the version is read again under the lock.
-func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, lockKey int64) error {
+// migrate brings the schema up to date, logging each step it applies to
+// log. Each migration runs in its own transaction that first takes a
+// transaction-level advisory lock for the schema, so stores opening the
+// same schema at once apply each migration exactly once; the version is
+// read again under the lock.
+func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, lockKey int64, log *slog.Logger) error {
 	for {
-		done, err := migrateOne(ctx, pool, schema, lockKey)
-		if err != nil || done {
+		start := time.Now()
+		applied, err := migrateOne(ctx, pool, schema, lockKey)
+		if err != nil || applied == 0 {
 			return err
 		}
+		log.Info("postgres: schema migration applied", "version", applied, "of", SchemaVersion,
+			"about", migrations[applied-1].about, "took", time.Since(start).Round(time.Millisecond))
 	}
 }
 
-func migrateOne(ctx context.Context, pool *pgxpool.Pool, schema string, lockKey int64) (done bool, err error) {
+// migrateOne applies the next migration the schema lacks and returns its
+// version, or 0 when it lacks none.
+func migrateOne(ctx context.Context, pool *pgxpool.Pool, schema string, lockKey int64) (applied int, err error) {
 	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockKey); err != nil {
-		return false, fmt.Errorf("lock schema for migration: %w", err)
+		return 0, fmt.Errorf("lock schema for migration: %w", err)
 	}
 	if schema != "" {
 		var exists bool
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, schema).Scan(&exists); err != nil {
-			return false, fmt.Errorf("look up schema: %w", err)
+			return 0, fmt.Errorf("look up schema: %w", err)
 		}
 		if !exists {
 			if _, err := tx.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()); err != nil {
-				return false, fmt.Errorf("create schema: %w", err)
+				return 0, fmt.Errorf("create schema: %w", err)
 			}
 		}
 	}
 	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version integer PRIMARY KEY, applied_at bigint NOT NULL)`); err != nil {
-		return false, fmt.Errorf("create schema_migrations: %w", err)
+		return 0, fmt.Errorf("create schema_migrations: %w", err)
 	}
 	var have int
 	if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&have); err != nil {
-		return false, fmt.Errorf("read schema version: %w", err)
+		return 0, fmt.Errorf("read schema version: %w", err)
 	}
 	if have > SchemaVersion {
-		return false, fmt.Errorf("database schema version %d is newer than this build understands (%d)", have, SchemaVersion)
+		return 0, newerError(have)
 	}
 	if have == SchemaVersion {
-		return true, tx.Commit(ctx)
+		return 0, tx.Commit(ctx)
 	}
 	v := have + 1
-	if _, err := tx.Exec(ctx, migrations[v-1]); err != nil {
-		return false, fmt.Errorf("migration %d: %w", v, err)
+	if _, err := tx.Exec(ctx, migrations[v-1].sql); err != nil {
+		return 0, fmt.Errorf("migration %d: %w", v, err)
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)`,
 		v, time.Now().UnixMilli()); err != nil {
-		return false, fmt.Errorf("migration %d: record version: %w", v, err)
+		return 0, fmt.Errorf("migration %d: record version: %w", v, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return false, fmt.Errorf("migration %d: commit: %w", v, err)
+		return 0, fmt.Errorf("migration %d: commit: %w", v, err)
 	}
-	return false, nil
+	return v, nil
+}
+
+func newerError(have int) error {
+	return fmt.Errorf("database schema version %d is newer than this build understands (%d)", have, SchemaVersion)
+}
+
+// Migration is one step of the schema, as a database has it.
+type Migration struct {
+	Version int    `json:"version"`
+	About   string `json:"about"`
+	// AppliedAt is when the database took it, in ms since the epoch; 0
+	// when it has not (yet).
+	AppliedAt int64 `json:"appliedAt,omitempty"`
+}
+
+// Migrations lists this build's schema migrations and when the database
+// at url took each, in schema (or, when it is empty, the first schema of
+// the connection's search_path). It changes nothing and takes no lock. A
+// database newer than the build is an error naming both versions.
+func Migrations(ctx context.Context, url, schema string) ([]Migration, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", describe(url, schema), err)
+	}
+	if schema != "" {
+		cfg.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", describe(url, schema), err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	applied := map[int]int64{}
+	var table *string
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('schema_migrations')::text`).Scan(&table); err != nil {
+		return nil, fmt.Errorf("read %s: %w", describe(url, schema), err)
+	}
+	if table != nil {
+		rows, err := conn.Query(ctx, `SELECT version, applied_at FROM schema_migrations`)
+		if err != nil {
+			return nil, fmt.Errorf("read the schema version: %w", err)
+		}
+		for rows.Next() {
+			var v int
+			var at int64
+			if err := rows.Scan(&v, &at); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("read the schema version: %w", err)
+			}
+			applied[v] = at
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("read the schema version: %w", err)
+		}
+	}
+	for v := range applied {
+		if v > SchemaVersion {
+			return nil, newerError(v)
+		}
+	}
+	out := make([]Migration, 0, len(migrations))
+	for i, m := range migrations {
+		out = append(out, Migration{Version: i + 1, About: m.about, AppliedAt: applied[i+1]})
+	}
+	return out, nil
 }

@@ -25,6 +25,22 @@ import (
 // The writer keeps SQLite's own automatic checkpoint as a backstop, at a
 // threshold the background checkpoints normally keep it from reaching.
 //
+// A checkpoint copies pages but leaves the log file as long as it grew: a
+// burst (a prune, a large import) left it at 50 MB beside a 0.4 MB
+// database. When the writer starts the log again from its beginning,
+// SQLite cuts the file back to walSizeLimit, which is well above what a
+// steady load fills between two restarts, so that a busy store does not
+// shrink and regrow its log at every restart (each growth changes the
+// file's size, which a commit's sync must then write too). Below that,
+// the checkpointer brings the file back itself: once the log has been
+// longer than shortLogFrames since the file was last cut, and no pass has
+// found it that long for quietAfter (the writer is quiet, or writes little
+// since the burst ended), a TRUNCATE checkpoint cuts the file to nothing.
+// That one must wait for no reader and no writer (it would hold new
+// writers back while it waited): it runs with no busy timeout, and when a
+// reader or writer is in the way it gives up at once, to try again after
+// the next pass.
+//
 // SQLite syncs the database file only after a pass that copied the whole
 // log, and while commits keep coming a background pass seldom does. The
 // pages it copied then stayed in the operating system's cache until the
@@ -54,6 +70,12 @@ const (
 	// walSizeLimit is what the log file is truncated to after it has been
 	// checkpointed and restarted.
 	walSizeLimit = 64 << 20
+	// shortLogFrames is a log, in frames (pages), not worth cutting the
+	// file back for: 1 MiB with 4 KiB pages.
+	shortLogFrames = 256
+	// quietAfter is how long no pass may find a log longer than
+	// shortLogFrames before the checkpointer cuts the file back.
+	quietAfter = time.Second
 	// failureLogEvery is the least time between two log lines about one
 	// kind of failure: a failing disk fails every pass, up to ten a
 	// second, and the counters already say how often.
@@ -66,6 +88,9 @@ var errCheckpointBusy = errors.New("another connection is checkpointing")
 
 type checkpointer struct {
 	db *sql.DB
+	// busyTimeout is the connection's own, which a truncation sets aside
+	// while it runs.
+	busyTimeout time.Duration
 	// file is the database file, open only to sync it; nil unless the
 	// store holds the file alone on Linux (see openSyncFile).
 	file syncCloser
@@ -78,6 +103,9 @@ type checkpointer struct {
 	// failures cost nothing at once (the writer's backstop copies the
 	// log), but a log that is never copied grows and slows every commit.
 	passes, failures, syncFailures atomic.Int64
+	// truncations counts the cuts of the log file back to nothing, and
+	// truncateBusy those that found a reader or writer in the way.
+	truncations, truncateBusy atomic.Int64
 	// And logged, with the error the counters cannot hold. Used only on
 	// the checkpointer's goroutine.
 	passLog, syncLog failureLog
@@ -110,6 +138,10 @@ type CheckpointStats struct {
 	Passes       int64 // checkpoint passes run, failed ones included
 	Failures     int64 // passes that failed, or found another connection checkpointing
 	SyncFailures int64 // syncs of the database file, after a pass, that failed
+	// Truncations are the cuts of the log file back to nothing after a
+	// long log (see checkpoint.go); TruncationsBusy those that gave up, a
+	// reader or writer being in the way.
+	Truncations, TruncationsBusy int64
 	// HeldWriteFailures are DB()'s writes of the cursor moves and session
 	// index held in memory that failed (Close tries again).
 	HeldWriteFailures int64
@@ -124,7 +156,8 @@ func (s *Store) CheckpointStats() CheckpointStats {
 }
 
 func (c *checkpointer) stats() CheckpointStats {
-	return CheckpointStats{Passes: c.passes.Load(), Failures: c.failures.Load(), SyncFailures: c.syncFailures.Load()}
+	return CheckpointStats{Passes: c.passes.Load(), Failures: c.failures.Load(), SyncFailures: c.syncFailures.Load(),
+		Truncations: c.truncations.Load(), TruncationsBusy: c.truncateBusy.Load()}
 }
 
 // syncCloser is the database file as the checkpointer uses it.
@@ -135,8 +168,9 @@ type syncCloser interface {
 
 // startCheckpointer starts checkpointing db's log, syncing file (when not
 // nil) after passes that copied frames; it logs its failures to log.
-func startCheckpointer(db *sql.DB, file syncCloser, log *slog.Logger) *checkpointer {
-	c := &checkpointer{db: db, file: file, poke: make(chan struct{}, 1), stop: make(chan struct{}),
+// busyTimeout is db's connections' busy timeout.
+func startCheckpointer(db *sql.DB, busyTimeout time.Duration, file syncCloser, log *slog.Logger) *checkpointer {
+	c := &checkpointer{db: db, busyTimeout: busyTimeout, file: file, poke: make(chan struct{}, 1), stop: make(chan struct{}),
 		passLog: failureLog{log: log, msg: "sqlite: a background checkpoint failed; the writer's own checkpoint copies the log meanwhile, " +
 			"at a cost to commits"},
 		syncLog: failureLog{log: log, msg: "sqlite: a sync of the database file after a checkpoint failed; the disk may be failing"}}
@@ -159,9 +193,31 @@ func (c *checkpointer) run() {
 	lastPass := time.Now()
 	var unsynced bool      // frames copied since the last sync
 	var lastSync time.Time // the first copy is synced at once
+	// cut is whether the log has been long since the file was last cut
+	// back (at first, whether a crash left one: say so), and lastLong when
+	// a pass last found it long; quiet fires quietAfter after that, while
+	// cut is set.
+	cut := true
+	var lastLong time.Time
+	var quiet <-chan time.Time
+	quietTimer := time.NewTimer(quietAfter)
+	quietTimer.Stop()
+	defer quietTimer.Stop()
 	for {
 		select {
 		case <-c.poke:
+		case <-quiet:
+			quiet = nil
+			if !cutDue(cut, time.Since(lastLong)) {
+				continue // a pass found a long log since: it looks again
+			}
+			if c.truncate() {
+				cut = false
+			} else { // in the way, or failing: again a spell later
+				quietTimer.Reset(quietAfter)
+				quiet = quietTimer.C
+			}
+			continue
 		case <-c.stop:
 			return
 		}
@@ -197,12 +253,53 @@ func (c *checkpointer) run() {
 		now := time.Now()
 		rest := restAfter(log, copied, now.Sub(lastPass))
 		lastDone, lastPass = done, now
+		if log > shortLogFrames {
+			cut, lastLong = true, now
+		}
+		if cut {
+			quietTimer.Reset(max(quietAfter-now.Sub(lastLong), rest))
+			quiet = quietTimer.C
+		}
 		select {
 		case <-time.After(rest):
 		case <-c.stop:
 			return
 		}
 	}
+}
+
+// cutDue reports whether the log file is to be cut back: the log has been
+// long since the last cut, and no pass has found it long for since.
+func cutDue(long bool, since time.Duration) bool { return long && since >= quietAfter }
+
+// truncate copies what is left of the log and truncates it to nothing, if
+// no reader or writer is in the way; it never waits for one. It reports
+// whether it did.
+func (c *checkpointer) truncate() bool {
+	ctx := context.Background()
+	conn, err := c.db.Conn(ctx)
+	if err != nil {
+		c.passLog.failed(time.Now(), fmt.Errorf("truncate the log: %w", err))
+		return false
+	}
+	defer conn.Close()
+	var busy, log, done int64
+	if _, err = conn.ExecContext(ctx, `PRAGMA busy_timeout = 0`); err == nil {
+		err = conn.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &log, &done)
+		if _, rerr := conn.ExecContext(ctx, fmt.Sprintf(`PRAGMA busy_timeout = %d`, c.busyTimeout.Milliseconds())); err == nil {
+			err = rerr
+		}
+	}
+	switch {
+	case err != nil:
+		c.passLog.failed(time.Now(), fmt.Errorf("truncate the log: %w", err))
+	case busy != 0:
+		c.truncateBusy.Add(1)
+	default:
+		c.truncations.Add(1)
+		return true
+	}
+	return false
 }
 
 // restAfter is how long the checkpointer rests after a pass that found

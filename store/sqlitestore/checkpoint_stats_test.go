@@ -33,7 +33,7 @@ func TestACheckpointThatFailsIsCounted(t *testing.T) {
 	if err := db.Close(); err != nil { // every pass on it fails
 		t.Fatal(err)
 	}
-	c := startCheckpointer(db, nil, slog.New(slog.DiscardHandler))
+	c := startCheckpointer(db, time.Second, nil, slog.New(slog.DiscardHandler))
 	defer c.close()
 	c.committed()
 	s := waitForStats(t, c, "the failed pass is counted", func(s CheckpointStats) bool { return s.Failures > 0 })
@@ -57,7 +57,7 @@ func TestASyncOfTheDatabaseFileThatFailsIsCounted(t *testing.T) {
 	if _, err := w.Exec(`CREATE TABLE t (x); INSERT INTO t VALUES (1), (2), (3)`); err != nil {
 		t.Fatal(err)
 	}
-	c := startCheckpointer(openDB("file:"+path+"?_journal_mode=WAL&_synchronous=FULL", nil), failingFile{}, slog.New(slog.DiscardHandler))
+	c := startCheckpointer(openDB("file:"+path+"?_journal_mode=WAL&_synchronous=FULL", nil), time.Second, failingFile{}, slog.New(slog.DiscardHandler))
 	defer c.close()
 	c.committed()
 	s := waitForStats(t, c, "the failed sync is counted", func(s CheckpointStats) bool { return s.SyncFailures > 0 })
@@ -126,7 +126,7 @@ func TestACheckpointThatFailsIsLoggedWithItsError(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := make(logLines, 16)
-	c := startCheckpointer(db, nil, slog.New(lines))
+	c := startCheckpointer(db, time.Second, nil, slog.New(lines))
 	defer c.close()
 	c.committed()
 	r := lines.next(t, "a failed pass")
@@ -150,7 +150,7 @@ func TestASyncOfTheDatabaseFileThatFailsIsLoggedWithItsError(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := make(logLines, 16)
-	c := startCheckpointer(openDB("file:"+path+"?_journal_mode=WAL&_synchronous=FULL", nil), failingFile{}, slog.New(lines))
+	c := startCheckpointer(openDB("file:"+path+"?_journal_mode=WAL&_synchronous=FULL", nil), time.Second, failingFile{}, slog.New(lines))
 	defer c.close()
 	c.committed()
 	r := lines.next(t, "a failed sync")

@@ -58,7 +58,7 @@ func TestACheckpointThatCopiedFramesSyncsTheDatabaseFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := &countingFile{}
-	c := startCheckpointer(openDB("file:"+path+"?_journal_mode=WAL&_synchronous=FULL", nil), f, slog.New(slog.DiscardHandler))
+	c := startCheckpointer(openDB("file:"+path+"?_journal_mode=WAL&_synchronous=FULL", nil), time.Second, f, slog.New(slog.DiscardHandler))
 	defer c.close()
 	c.committed()
 	// Polled: the pause only spaces the looks, and the deadline only
@@ -132,5 +132,81 @@ func TestClosingAStoreLeavesNoDescriptorOfItsFile(t *testing.T) {
 	}
 	if n := open(); n != 0 {
 		t.Errorf("%d descriptors of the file left after Close", n)
+	}
+}
+
+// A burst (a prune, a large import) grows the log far past what a steady
+// load fills, and a checkpoint copies its pages but leaves the file as
+// long. Once the writer is quiet the log is truncated to nothing, so the
+// file does not keep the burst's size beside a small database.
+func TestTheLogShrinksOnceTheWriterIsQuietAfterABurst(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	s, err := Open(context.Background(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tx, err := s.BeginWrite(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	burst := tx.(*Tx)
+	if _, err := burst.Exec(`CREATE TABLE burst (b BLOB)`); err != nil {
+		t.Fatal(err)
+	}
+	for range 24 {
+		if _, err := burst.Exec(`INSERT INTO burst VALUES (randomblob(1048576))`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := burst.Exec(`DELETE FROM burst`); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	walSize := func() int64 {
+		fi, err := os.Stat(path + "-wal")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	high := walSize()
+	if high < 20<<20 {
+		t.Fatalf("the burst left a log of %d bytes; the test needs one of 20 MiB", high)
+	}
+	// Polled: the pause only spaces the looks; the quiet spell is the
+	// checkpointer's own, and the deadline only bounds a failure.
+	for deadline := time.Now().Add(10 * time.Second); s.CheckpointStats().Truncations == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the log was never truncated with the writer quiet: %d bytes (%d after the burst); counters %+v",
+				walSize(), high, s.CheckpointStats())
+		}
+	}
+	if n := walSize(); n != 0 {
+		t.Errorf("the log is %d bytes after its truncation (%d after the burst)", n, high)
+	}
+}
+
+// The log file is cut back once the log has been long since the last cut
+// and no pass has found it long for a second: the writer is quiet, or
+// writes little since its burst ended. A log that was never long, or one
+// still long, is left alone.
+func TestTheLogIsCutBackOnlyAfterALongLogAndAQuietSpell(t *testing.T) {
+	for _, c := range []struct {
+		what  string
+		long  bool
+		since time.Duration
+		cut   bool
+	}{
+		{"a long log, then a quiet second", true, quietAfter, true},
+		{"a long log, then a quiet minute", true, time.Minute, true},
+		{"a log still long", true, quietAfter / 2, false},
+		{"no long log since the last cut", false, time.Hour, false},
+	} {
+		if got := cutDue(c.long, c.since); got != c.cut {
+			t.Errorf("%s: cut %v, want %v", c.what, got, c.cut)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
+	vigil "github.com/vigilhq/vigil"
 )
 
 // Statements run on the driver connection itself (sql.Conn.Raw), not
@@ -112,10 +113,27 @@ var ErrTxEnded = errors.New("sqlitestore: SQLite already ended the write transac
 // past Close: the file is no longer this store's.
 var errClosed = errors.New("sqlitestore: store closed")
 
+// failure marks an error of SQLite, of its connections or of a store
+// already closed as the store's: vigil.ErrStoreFailed, keeping its text.
+type failure struct{ err error }
+
+func (e *failure) Error() string   { return e.err.Error() }
+func (e *failure) Unwrap() []error { return []error{e.err, vigil.ErrStoreFailed} }
+
+// failed marks err as the store's failure. Every statement's error passes
+// here (withStmt), as do those of taking a connection and of the reads
+// that go around the prepared statements.
+func failed(err error) error {
+	if err == nil || errors.Is(err, vigil.ErrStoreFailed) {
+		return err
+	}
+	return &failure{err}
+}
+
 // withStmt runs f with the connection's prepared statement for q, holding
 // the driver connection.
 func (c conn) withStmt(q string, f func(cs *connState, p *prepared) error) error {
-	return c.sc.Raw(func(dc any) error {
+	return failed(c.sc.Raw(func(dc any) error {
 		cs, err := c.s.state(dc)
 		if err != nil {
 			return err
@@ -133,7 +151,7 @@ func (c conn) withStmt(q string, f func(cs *connState, p *prepared) error) error
 			return err
 		}
 		return f(cs, p)
-	})
+	}))
 }
 
 // exec runs a statement and returns how many rows it changed.

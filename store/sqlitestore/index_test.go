@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"math"
 	"path/filepath"
 	"reflect"
@@ -258,7 +259,7 @@ func openAtVersion(t *testing.T, path string, version int) *sql.DB {
 	}
 	all, current := migrations, SchemaVersion
 	migrations, SchemaVersion = migrations[:version], version
-	err = migrate(context.Background(), db, func() int64 { return 1 })
+	err = migrate(context.Background(), db, func() int64 { return 1 }, slog.New(slog.DiscardHandler))
 	migrations, SchemaVersion = all, current
 	if err != nil {
 		db.Close()

@@ -4,14 +4,23 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
+	"os"
+	"time"
 )
+
+// migration is one step of the schema: what it does, in a few words (vigil
+// db status shows them), and its statements.
+type migration struct {
+	about, sql string
+}
 
 // migrations are applied in order, each in its own transaction; a
 // migration's index plus one is its version. Never edit a released one:
 // append a new one.
-var migrations = []string{
+var migrations = []migration{
 	// 1: the signal log, session heads, cursors and the sequence counter.
-	`
+	{about: "the signal log, session heads, cursors and the sequence counter", sql: `
 CREATE TABLE events (
 	sequence    INTEGER PRIMARY KEY,
 	agent_id    TEXT    NOT NULL,
@@ -64,9 +73,9 @@ CREATE TABLE sequence_floor (
 	floor INTEGER NOT NULL
 );
 INSERT INTO sequence_floor (id, floor) VALUES (1, 0);
-`,
+`},
 	// 2: the gateway's sessions, transcripts and child runs.
-	`
+	{about: "sessions, transcripts and child runs", sql: `
 CREATE TABLE sessions (
 	agent_id        TEXT    NOT NULL,
 	session_key     TEXT    NOT NULL,
@@ -108,25 +117,25 @@ CREATE TABLE runs (
 	outcome     TEXT
 );
 CREATE INDEX runs_by_session ON runs (agent_id, session_key);
-`,
+`},
 	// 3: the store-wide pruned watermark, for readers of the whole log.
-	`
+	{about: "the store-wide pruned watermark", sql: `
 ALTER TABLE sequence_floor ADD COLUMN pruned INTEGER NOT NULL DEFAULT 0;
-`,
+`},
 	// 4: through which sequence every cursor move is written (a store with
 	// its file to itself holds moves in memory for a while). Earlier
 	// versions wrote every move at once.
-	`
+	{about: "how far cursor moves are written", sql: `
 ALTER TABLE sequence_floor ADD COLUMN moves_through INTEGER NOT NULL DEFAULT 0;
 UPDATE sequence_floor SET moves_through = max(floor, coalesce((SELECT max(sequence) FROM events), 0));
-`,
+`},
 	// 5: the per-session index becomes a table of its own, written in
 	// bulk (see index.go); indexed_through says how far it goes, and a
 	// shared store writes it (in the floor's row) with every append. The
 	// triggers keep the entries of deleted or changed events out of it,
 	// whoever deletes or changes them; inserts need none, since every new
 	// event goes above the mark.
-	`
+	{about: "a per-session index of its own", sql: `
 CREATE TABLE session_events (
 	agent_id    TEXT    NOT NULL,
 	session_key TEXT    NOT NULL,
@@ -149,7 +158,7 @@ CREATE TRIGGER events_changed_in_index AFTER UPDATE OF agent_id, session_key, se
 		SELECT new.agent_id, new.session_key, new.sequence
 		WHERE new.sequence <= (SELECT indexed_through FROM sequence_floor WHERE id = 1);
 END;
-`,
+`},
 	// 6: deleting a pruned event's index entry with the event wrote one
 	// index page per session in every pruning batch; pruning now leaves
 	// the entries of the events it deletes, and a sweep deletes them
@@ -157,7 +166,7 @@ END;
 	// prune deletes; index_swept is the pruned mark the last complete
 	// sweep reached (there were no stale entries before this version), and
 	// the entries of events at or below it still go with their events.
-	`
+	{about: "pruning leaves index entries to a later sweep", sql: `
 ALTER TABLE sequence_floor ADD COLUMN index_swept INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE sequence_floor ADD COLUMN pruning INTEGER NOT NULL DEFAULT 0;
 UPDATE sequence_floor SET index_swept = pruned;
@@ -167,7 +176,7 @@ CREATE TRIGGER events_deleted_from_index AFTER DELETE ON events
 	DELETE FROM session_events
 		WHERE agent_id = old.agent_id AND session_key = old.session_key AND sequence = old.sequence;
 END;
-`,
+`},
 	// 7: the index is keyed by a number per session (session_numbers)
 	// rather than by its agent id and key: an entry keyed by two text
 	// columns took 1.4 times as long to insert at 100 sessions, 2.5 times
@@ -175,7 +184,7 @@ END;
 	// event is indexed (index.go), and keeps it until it is deleted; a
 	// number is never given again, so no entry a deletion missed can
 	// count for another session.
-	`
+	{about: "the index keyed by a number per session", sql: `
 CREATE TABLE session_numbers (
 	number      INTEGER PRIMARY KEY AUTOINCREMENT,
 	agent_id    TEXT    NOT NULL,
@@ -212,9 +221,9 @@ CREATE TRIGGER events_changed_in_index AFTER UPDATE OF agent_id, session_key, se
 		WHERE agent_id = new.agent_id AND session_key = new.session_key
 			AND new.sequence <= (SELECT indexed_through FROM sequence_floor WHERE id = 1);
 END;
-`,
+`},
 	// 8: what watchers are owed about sessions deleted under them.
-	`
+	{about: "what watchers are owed about deleted sessions", sql: `
 CREATE TABLE tombstones (
 	watcher      TEXT    NOT NULL,
 	target_agent TEXT    NOT NULL,
@@ -222,13 +231,14 @@ CREATE TABLE tombstones (
 	made_at      INTEGER NOT NULL,
 	PRIMARY KEY (watcher, target_agent, target_key)
 ) WITHOUT ROWID;
-`,
+`},
 }
 
 // SchemaVersion is the schema version this build creates and understands.
 var SchemaVersion = len(migrations)
 
-func migrate(ctx context.Context, db *sql.DB, now func() int64) error {
+// migrate brings the schema up to date, logging each step to log.
+func migrate(ctx context.Context, db *sql.DB, now func() int64, log *slog.Logger) error {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
@@ -238,14 +248,18 @@ func migrate(ctx context.Context, db *sql.DB, now func() int64) error {
 		return fmt.Errorf("read schema version: %w", err)
 	}
 	if have > SchemaVersion {
-		return fmt.Errorf("database schema version %d is newer than this build understands (%d)", have, SchemaVersion)
+		return newerError(have)
+	}
+	if have < SchemaVersion {
+		log.Info("sqlite: migrating the schema", "from", have, "to", SchemaVersion)
 	}
 	for v := have + 1; v <= SchemaVersion; v++ {
+		start := time.Now()
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			return fmt.Errorf("migration %d: %w", v, err)
 		}
-		if _, err := tx.ExecContext(ctx, migrations[v-1]); err != nil {
+		if _, err := tx.ExecContext(ctx, migrations[v-1].sql); err != nil {
 			tx.Rollback()
 			return fmt.Errorf("migration %d: %w", v, err)
 		}
@@ -256,6 +270,65 @@ func migrate(ctx context.Context, db *sql.DB, now func() int64) error {
 		if err := tx.Commit(); err != nil {
 			return fmt.Errorf("migration %d: commit: %w", v, err)
 		}
+		log.Info("sqlite: schema migration applied", "version", v, "of", SchemaVersion, "about", migrations[v-1].about,
+			"took", time.Since(start).Round(time.Millisecond))
 	}
 	return nil
+}
+
+func newerError(have int) error {
+	return fmt.Errorf("database schema version %d is newer than this build understands (%d)", have, SchemaVersion)
+}
+
+// Migration is one step of the schema, as a database has it.
+type Migration struct {
+	Version int    `json:"version"`
+	About   string `json:"about"`
+	// AppliedAt is when the database took it, in ms since the epoch; 0
+	// when it has not (yet).
+	AppliedAt int64 `json:"appliedAt,omitempty"`
+}
+
+// Migrations lists this build's schema migrations and when the database
+// at path took each. It changes nothing and takes no lock, so the file of
+// a running gateway can be read. A database newer than the build is an
+// error naming both versions.
+func Migrations(ctx context.Context, path string) ([]Migration, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("no database at %s: %w", path, err)
+	}
+	db := openDB("file:"+path+"?_query_only=1&_busy_timeout=5000", nil)
+	defer db.Close()
+	applied := map[int]int64{}
+	var tables int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).
+		Scan(&tables); err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if tables > 0 {
+		rows, err := db.QueryContext(ctx, `SELECT version, applied_at FROM schema_migrations`)
+		if err != nil {
+			return nil, fmt.Errorf("read the schema version of %s: %w", path, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var v int
+			var at int64
+			if err := rows.Scan(&v, &at); err != nil {
+				return nil, fmt.Errorf("read the schema version of %s: %w", path, err)
+			}
+			if v > SchemaVersion {
+				return nil, newerError(v)
+			}
+			applied[v] = at
+		}
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("read the schema version of %s: %w", path, err)
+		}
+	}
+	out := make([]Migration, 0, len(migrations))
+	for i, m := range migrations {
+		out = append(out, Migration{Version: i + 1, About: m.about, AppliedAt: applied[i+1]})
+	}
+	return out, nil
 }

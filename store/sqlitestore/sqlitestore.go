@@ -202,7 +202,7 @@ func open(ctx context.Context, path, syncMode string, exclusive bool, opts Optio
 		write.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	if err := migrate(ctx, write, func() int64 { return time.Now().UnixMilli() }); err != nil {
+	if err := migrate(ctx, write, func() int64 { return time.Now().UnixMilli() }, opts.Logger); err != nil {
 		write.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -223,7 +223,7 @@ func open(ctx context.Context, path, syncMode string, exclusive bool, opts Optio
 		err = errors.Join(err, ckpt.Close(), read.Close(), write.Close())
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	return &Store{write: write, read: read, ckpt: startCheckpointer(ckpt, file, opts.Logger), log: opts.Logger}, nil
+	return &Store{write: write, read: read, ckpt: startCheckpointer(ckpt, opts.BusyTimeout, file, opts.Logger), log: opts.Logger}, nil
 }
 
 // readRetries bounds how often a cursor read starts again (readCursors).
@@ -363,18 +363,18 @@ func scanCursor(r scanner) (vigil.Cursor, error) {
 // collectCursors reads cursorColumns rows read through database/sql.
 func collectCursors(rows *sql.Rows, err error) ([]vigil.Cursor, error) {
 	if err != nil {
-		return nil, err
+		return nil, failed(err)
 	}
 	defer rows.Close()
 	var out []vigil.Cursor
 	for rows.Next() {
 		c, err := scanCursor(rows)
 		if err != nil {
-			return nil, err
+			return nil, failed(err)
 		}
 		out = append(out, c)
 	}
-	return out, rows.Err()
+	return out, failed(rows.Err())
 }
 
 // queryCursors reads cursorColumns rows.
@@ -405,11 +405,11 @@ func (s *Store) reading(ctx context.Context, fn func(c conn) error) error {
 	s.readsMu.RLock()
 	defer s.readsMu.RUnlock()
 	if s.shut.Load() {
-		return errClosed
+		return failed(errClosed)
 	}
 	sc, err := s.read.Conn(ctx)
 	if err != nil {
-		return err
+		return failed(err)
 	}
 	defer sc.Close()
 	return fn(conn{s: s, sc: sc})
@@ -752,7 +752,7 @@ func (s *Store) Log(ctx context.Context, after int64, limit int) (vigil.LogPage,
 func (s *Store) BeginWrite(ctx context.Context) (vigil.Tx, error) {
 	sc, err := s.write.Conn(ctx)
 	if err != nil {
-		return nil, err
+		return nil, failed(err)
 	}
 	c := conn{s: s, sc: sc}
 	if _, err := c.exec(`BEGIN IMMEDIATE`); err != nil {
@@ -1157,7 +1157,7 @@ func (t *Tx) PruneEvents(ctx context.Context, maxSequence, recordedBefore int64,
 			n++
 			return nil
 		})
-	if err != nil && err != stop {
+	if err != nil && !errors.Is(err, stop) {
 		return 0, err
 	}
 	if n == 0 {

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/store/sqlitestore"
+)
+
+// vigil db migrate applies what a database lacks, logging each step;
+// vigil db status shows where a schema stands, without changing it, also
+// of a file a running gateway holds, and of one an older build made.
+func TestDBMigrateLogsEachStepAndStatusShowsWhereTheSchemaStands(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "vigil.db")
+	code, out, errOut := cliRun(t, cliEnv(nil), "db", "migrate", "--db", db)
+	if code != 0 || !strings.Contains(out, "version 8, up to date") {
+		t.Fatalf("vigil db migrate: exit %d, %q, %q", code, out, errOut)
+	}
+	for v := 1; v <= sqlitestore.SchemaVersion; v++ {
+		cliMustMatch(t, "the migration log", errOut, `msg="sqlite: schema migration applied" version=`+itoa(v)+` `)
+	}
+	if code, out, errOut = cliRun(t, cliEnv(nil), "db", "migrate", "--db", db); code != 0 || strings.Contains(errOut, "migration applied") {
+		t.Errorf("a second migrate: exit %d, %q, %q: want nothing applied", code, out, errOut)
+	}
+
+	r := startServe(t, db, nil)
+	code, out, errOut = cliRun(t, cliEnv(nil), "db", "status", "--db", db, "--json")
+	var st dbStatus
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Version != sqlitestore.SchemaVersion ||
+		st.Latest != sqlitestore.SchemaVersion || len(st.Migrations) != st.Latest || st.Migrations[0].AppliedAt == 0 {
+		t.Errorf("vigil db status of a running gateway's file: exit %d, %q, %q", code, out, errOut)
+	}
+	if code, _, errOut = cliRun(t, cliEnv(nil), "db", "migrate", "--db", db); code != 1 || !strings.Contains(errOut, "another vigil process") {
+		t.Errorf("migrate a file a gateway holds: exit %d, %q", code, errOut)
+	}
+	r.stop(t)
+
+	// What an older build left: the last two migrations not taken.
+	old := filepath.Join(dir, "old.db")
+	if code, _, errOut = cliRun(t, cliEnv(nil), "db", "backup", old, "--db", db); code != 0 {
+		t.Fatalf("backup: %s", errOut)
+	}
+	h, err := sql.Open("sqlite3", old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Exec(`DELETE FROM schema_migrations WHERE version > 6`); err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	code, out, _ = cliRun(t, cliEnv(nil), "db", "status", "--db", old)
+	if code != 0 || !strings.Contains(out, "version 6; this build's is 8: 2 migrations to apply") {
+		t.Errorf("status of an older file: exit %d:\n%s", code, out)
+	}
+	for _, line := range cliLines(out, "7 ") {
+		if !strings.Contains(line, " - ") {
+			t.Errorf("migration 7 shows as taken: %q", line)
+		}
+	}
+}
+
+func itoa(v int) string { return strconv.Itoa(v) }
+
+// vigil db backup copies a running gateway's SQLite file into one that a
+// gateway opens with everything committed; on PostgreSQL it says how to
+// take the copy with pg_dump, without the password.
+func TestDBBackupCopiesARunningGatewaysFileAndPointsPostgreSQLToPgDump(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "vigil.db")
+	r := startServe(t, db, nil)
+	spawned := callOK[gateway.SpawnOutput](t, r, "", "agent:main:main", "sessions_spawn", gateway.SpawnInput{Task: "draft"})
+	backup := filepath.Join(dir, "backup.db")
+	if code, out, errOut := cliRun(t, cliEnv(nil), "db", "backup", backup, "--db", db); code != 0 || !strings.Contains(out, "backed up") {
+		t.Fatalf("backup of a running gateway's file: exit %d, %q, %q", code, out, errOut)
+	}
+	if code, _, errOut := cliRun(t, cliEnv(nil), "db", "backup", backup, "--db", db); code != 1 || !strings.Contains(errOut, "already exists") {
+		t.Errorf("a backup over a file: exit %d, %q", code, errOut)
+	}
+	r.stop(t)
+	st, err := sqlitestore.Open(context.Background(), backup, sqlitestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ref := vigil.SessionRef{AgentID: "main", Key: spawned.ChildSessionKey}
+	if s, ok, err := st.Session(context.Background(), ref); err != nil || !ok || s.SpawnedBy != "agent:main:main" {
+		t.Errorf("the copy's %s: %+v %v %v", ref.Key, s, ok, err)
+	}
+
+	code, _, errOut := cliRun(t, cliEnv(nil), "db", "backup", "out.dump", "--db", "postgres://vigil:s3cret@db.example:5432/vigil?schema=vigil")
+	if code != 1 || !strings.Contains(errOut, "pg_dump --format=custom --file=out.dump --schema=vigil postgres://vigil:xxxxx@db.example:5432/vigil") ||
+		strings.Contains(errOut, "s3cret") {
+		t.Errorf("backup of PostgreSQL: exit %d, %q", code, errOut)
+	}
+}
