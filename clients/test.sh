@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The TypeScript and Python clients' tests, each against a live vigil serve
+# The TypeScript and Python clients' tests, then the framework adapters'
+# (adapters/test.sh), each against a live vigil serve
 # its tests start (VIGIL_BIN, or vigil built from this checkout). The
 # TypeScript package's development tools (openapi-typescript, tsc, Node's
 # types; pinned in its package.json) are installed into a cache folder
@@ -24,6 +25,11 @@ ln -sfn "$deps/node_modules" typescript/node_modules
 
 echo "-- TypeScript: types generated from docs/openapi.json, the client checked against them, its tests"
 (cd typescript && npm test --silent)
+# The framework adapters depend on the client as built into dist/.
+(cd typescript && npm run build --silent)
 
 echo "-- Python"
 PYTHONPATH=python/src:python/tests python3 -m unittest discover -s python/tests
+
+echo "-- framework adapters (adapters/test.sh)"
+../adapters/test.sh
