@@ -137,8 +137,9 @@ var errMissingTasks = &jsonrpc.Error{Code: mcp.CodeMissingRequiredClientCapabili
 
 // waitingCall reports whether a call of tool with args from c waits, and
 // so runs as a task for a client that allows it, with what a task of it
-// is doing meanwhile. Arguments the tool would refuse make no task: the
-// call answers its error at once.
+// is doing meanwhile. Arguments that do not decode make no task: the call
+// answers their error at once; the tool's other refusals are a task's
+// result.
 func waitingCall(c gateway.Caller, tool string, args json.RawMessage) (doing string, ok bool) {
 	waits := func(timeout *int) bool { return timeout == nil || *timeout > 0 }
 	switch tool {
