@@ -6,8 +6,8 @@ import (
 	"sync"
 )
 
-// Limits bound what callers hold open, so a flood of streams, long polls
-// or MCP sessions wears down neither the process nor other callers. Each limit counts per
+// Limits bound what callers hold open, so a flood of streams, long polls,
+// MCP sessions or MCP tasks wears down neither the process nor other callers. Each limit counts per
 // credential and across the gateway; 0 means the default, a negative value
 // means no limit.
 type Limits struct {
@@ -26,6 +26,11 @@ type Limits struct {
 	// MCPSessionsPerCredential bounds one credential's open MCP sessions;
 	// default 256.
 	MCPSessionsPerCredential int
+	// MCPTasks bounds MCP tasks (each held from the tools/call that
+	// created it until its result expires), in all; default 1024.
+	MCPTasks int
+	// MCPTasksPerCredential bounds one credential's MCP tasks; default 256.
+	MCPTasksPerCredential int
 }
 
 // Default limits.
@@ -36,6 +41,8 @@ const (
 	DefaultMaxWaitsPerCredential       = 256
 	DefaultMaxMCPSessions              = 1024
 	DefaultMaxMCPSessionsPerCredential = 256
+	DefaultMaxMCPTasks                 = 1024
+	DefaultMaxMCPTasksPerCredential    = 256
 )
 
 func orDefault(n, def int) int {
@@ -52,6 +59,8 @@ func (l Limits) withDefaults() Limits {
 	l.WaitsPerCredential = orDefault(l.WaitsPerCredential, DefaultMaxWaitsPerCredential)
 	l.MCPSessions = orDefault(l.MCPSessions, DefaultMaxMCPSessions)
 	l.MCPSessionsPerCredential = orDefault(l.MCPSessionsPerCredential, DefaultMaxMCPSessionsPerCredential)
+	l.MCPTasks = orDefault(l.MCPTasks, DefaultMaxMCPTasks)
+	l.MCPTasksPerCredential = orDefault(l.MCPTasksPerCredential, DefaultMaxMCPTasksPerCredential)
 	return l
 }
 
@@ -65,6 +74,8 @@ const (
 	HoldWait
 	// HoldMCPSession is an open MCP session.
 	HoldMCPSession
+	// HoldMCPTask is an MCP task, running or keeping its result.
+	HoldMCPTask
 	holdKinds
 )
 
@@ -74,6 +85,8 @@ func (h Hold) String() string {
 		return "open event streams"
 	case HoldWait:
 		return "parked turns and waiting sends"
+	case HoldMCPTask:
+		return "MCP tasks"
 	}
 	return "open MCP sessions"
 }
@@ -85,6 +98,8 @@ func (l Limits) of(h Hold) (total, per int) {
 		return l.Streams, l.StreamsPerCredential
 	case HoldWait:
 		return l.Waits, l.WaitsPerCredential
+	case HoldMCPTask:
+		return l.MCPTasks, l.MCPTasksPerCredential
 	}
 	return l.MCPSessions, l.MCPSessionsPerCredential
 }

@@ -70,6 +70,9 @@ type Options struct {
 	// MCPIdleTimeout is how long an MCP session may go without a request
 	// before it is closed; 0 means mcpserver.DefaultIdleTimeout.
 	MCPIdleTimeout time.Duration
+	// MCPTaskRetention is how long a finished MCP task is kept for its
+	// client to read; 0 means mcpserver.DefaultTaskRetention.
+	MCPTaskRetention time.Duration
 }
 
 type server struct {
@@ -149,7 +152,7 @@ func NewHandler(g *gateway.Gateway, opts Options) (http.Handler, error) {
 	data("GET /v1/events", s.authed([]string{"as"}, s.logEvents))
 	data("/mcp", s.mcp(mcpserver.NewHandler(opts.Context, g, func(r *http.Request) (gateway.Caller, error) {
 		return s.resolve(r, actingParams)
-	}, opts.Logger, mcpserver.HTTPOptions{IdleTimeout: opts.MCPIdleTimeout})))
+	}, opts.Logger, mcpserver.HTTPOptions{IdleTimeout: opts.MCPIdleTimeout, TaskRetention: opts.MCPTaskRetention})))
 	data("POST "+a2aserver.Path, s.mcp(a2aserver.Handler(opts.Context, g, func(r *http.Request) (gateway.Caller, error) {
 		return s.resolve(r, actingParams)
 	}, a2aserver.Options{Logger: opts.Logger})))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/vigilhq/vigil/clock"
 	"github.com/vigilhq/vigil/gateway"
 )
 
@@ -29,9 +30,13 @@ type httpHandler struct {
 	resolve Resolver
 	log     *slog.Logger
 	ctx     context.Context
-	// srv serves every caller: each request it handles is told its
-	// caller through the request it came in (see origin).
-	srv *mcp.Server
+	// srv serves every caller on the revisions with sessions, and modern
+	// every caller on 2026-07-28 and later: each request either handles is
+	// told its caller through the request it came in (see origin). Only
+	// modern serves tasks (TasksExtension), and declares them: what older
+	// revisions are told and answered stays as it was. Both tell their
+	// subscribers of the same followers.
+	srv, modern *mcp.Server
 	// stream serves the revisions with sessions (2025-11-25 and before):
 	// initialize, an Mcp-Session-Id, a standalone GET stream, resumption.
 	stream *mcp.StreamableHTTPHandler
@@ -39,6 +44,8 @@ type httpHandler struct {
 	// request stands alone, and subscriptions/listen keeps its own stream
 	// open. The SDK serves those revisions only from a stateless handler.
 	stateless *mcp.StreamableHTTPHandler
+	// tasks are the tasks modern serves.
+	tasks *tasks
 
 	idle  time.Duration // how long an MCP session may go without a request
 	retry []byte        // the SSE retry field put into each stream's first event; nil for none
@@ -164,6 +171,16 @@ type HTTPOptions struct {
 	// client should wait before reconnecting a lost stream. 0 means
 	// DefaultRetry; less than 0 sends none. It is rounded to milliseconds.
 	Retry time.Duration
+	// TaskRetention is how long a finished MCP task (TasksExtension) is
+	// kept, with its result, for its client to read; 0 or less means
+	// DefaultTaskRetention. Tasks are counted by the gateway's MCP task
+	// limits until then.
+	TaskRetention time.Duration
+	// TaskPollInterval is the pollIntervalMs tasks give their clients; 0
+	// or less means DefaultTaskPollInterval.
+	TaskPollInterval time.Duration
+	// Clock times the tasks' retention; nil means the system clock.
+	Clock clock.Clock
 }
 
 // Handler is NewHandler with the zero HTTPOptions.
@@ -215,14 +232,18 @@ func newHTTPHandler(ctx context.Context, g *gateway.Gateway, resolve Resolver, l
 	if d := cmp.Or(opts.Retry, DefaultRetry); d > 0 {
 		retry = fmt.Appendf(nil, "retry: %d\n", d.Milliseconds())
 	}
-	h := &httpHandler{g: g, resolve: resolve, log: log, ctx: ctx, idle: idle, retry: retry, sessions: map[string]*session{}}
-	h.srv = newServer(ctx, g, log, h.origin)
+	h := &httpHandler{g: g, resolve: resolve, log: log, ctx: ctx, idle: idle, retry: retry, sessions: map[string]*session{},
+		tasks: newTasks(ctx, g, log, opts)}
+	subs := newSubscriptions(ctx, g, log)
+	h.srv = newServer(g, log, h.origin, subs, nil)
 	h.srv.AddReceivingMiddleware(h.noteInitialize)
-	server := func(*http.Request) *mcp.Server { return h.srv }
+	h.modern = newServer(g, log, h.origin, subs, h.tasks)
 	// The SDK's own idle timeout is left off: it counts only POSTs, and a
 	// session whose client listens on its GET stream is not idle.
-	h.stream = mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{Logger: sdkLogger(log), EventStore: store})
-	h.stateless = mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{Logger: sdkLogger(log), Stateless: true})
+	h.stream = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return h.srv },
+		&mcp.StreamableHTTPOptions{Logger: sdkLogger(log), EventStore: store})
+	h.stateless = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return h.modern },
+		&mcp.StreamableHTTPOptions{Logger: sdkLogger(log), Stateless: true})
 	context.AfterFunc(ctx, h.closeAll)
 	return h
 }
@@ -261,6 +282,9 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if isStateless(r) {
 		// No MCP session to bind, and no stream to resume: the retry field
 		// would promise a reconnection these revisions do not have.
+		if h.tasks.servesListen(w, r, c) {
+			return
+		}
 		h.stateless.ServeHTTP(w, r)
 		return
 	}

@@ -37,10 +37,16 @@ const BookmarkMetaKey = "io.github.vigilhq/bookmark"
 
 // New returns an MCP server acting as caller on g. Its session resources
 // report changes to subscribers until ctx ends.
+//
+// It serves no tasks (TasksExtension): a client on stdio may speak either
+// revision, and what a server declares cannot depend on it.
 func New(ctx context.Context, g *gateway.Gateway, caller gateway.Caller, log *slog.Logger) *mcp.Server {
-	return newServer(ctx, g, log, func(*mcp.RequestExtra) (gateway.Caller, context.Context, bool) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return newServer(g, log, func(*mcp.RequestExtra) (gateway.Caller, context.Context, bool) {
 		return caller, context.Background(), true
-	})
+	}, newSubscriptions(ctx, g, log), nil)
 }
 
 // origin tells a server who sent a request message, and gives the context
@@ -57,11 +63,16 @@ func callerOf(ctx context.Context) gateway.Caller {
 	return ctx.Value(callerKey{}).(gateway.Caller)
 }
 
-func newServer(ctx context.Context, g *gateway.Gateway, log *slog.Logger, from origin) *mcp.Server {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+// newServer returns a server whose requests come from, whose session
+// resources subs follows, and which serves ts's tasks unless ts is nil.
+func newServer(g *gateway.Gateway, log *slog.Logger, from origin, subs *subscriptions, ts *tasks) *mcp.Server {
+	// The SDK answers prompts/list whatever the server has, so the
+	// capabilities say prompts, of which vigil has none: a client on
+	// 2026-07-28 is told what it may ask. Logging is the SDK's default.
+	caps := &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Prompts: &mcp.PromptCapabilities{}}
+	if ts != nil {
+		caps.Extensions = map[string]any{TasksExtension: map[string]any{}}
 	}
-	subs := &subscriptions{g: g, log: log, ctx: ctx, follows: map[string]*follow{}}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "vigil", Version: Version}, &mcp.ServerOptions{
 		Instructions: "vigil tells you when someone else changed a session you depend on. When a tool result ends " +
 			"with a \"System:\" line saying a session changed, call session_status with the changesSince number it " +
@@ -70,12 +81,9 @@ func newServer(ctx context.Context, g *gateway.Gateway, log *slog.Logger, from o
 		SubscribeHandler:   subs.subscribe,
 		UnsubscribeHandler: subs.unsubscribe,
 		SetCacheable:       uncacheable,
-		// The SDK answers prompts/list whatever the server has, so the
-		// capabilities say prompts, of which vigil has none: a client on
-		// 2026-07-28 is told what it may ask. Logging is the SDK's default.
-		Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Prompts: &mcp.PromptCapabilities{}},
+		Capabilities:       caps,
 	})
-	subs.srv = srv
+	subs.add(srv)
 	for _, t := range g.Tools().List() {
 		if !t.ForModels {
 			continue
@@ -90,6 +98,15 @@ func newServer(ctx context.Context, g *gateway.Gateway, log *slog.Logger, from o
 		MIMEType:    "application/json",
 		URITemplate: SessionURIPrefix + "{+sessionKey}", // reserved expansion: keys contain ':'
 	}, readSession(g))
+	if ts != nil {
+		if err := ts.serve(srv); err != nil {
+			// The SDK calls tasks/* its own methods: it serves the
+			// extension now, and this package should use its support.
+			panic(fmt.Sprintf("mcpserver: serve MCP tasks: %v", err))
+		}
+		// Inside fromCarrier, added next: it needs the caller.
+		srv.AddReceivingMiddleware(ts.middleware)
+	}
 	srv.AddReceivingMiddleware(fromCarrier(g, from))
 	return srv
 }
@@ -149,34 +166,56 @@ func uncacheable(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
 func toolHandler(g *gateway.Gateway, t *gateway.Tool, log *slog.Logger) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		caller := callerOf(ctx)
-		res := &mcp.CallToolResult{}
-		args := req.Params.Arguments
-		if args == nil {
-			// MCP lets a call leave its arguments out: it gives no field.
-			// An explicit null is the caller's mistake, refused as such.
-			args = json.RawMessage("{}")
-		}
-		out, err := t.Call(ctx, caller, args)
-		if ctx.Err() != nil {
-			return nil, errCancelled
-		}
-		if err != nil {
-			res.IsError = true
-			res.Content = []mcp.Content{&mcp.TextContent{Text: toolError(err)}}
-		} else {
-			text, err := json.Marshal(out)
-			if err != nil {
-				// A result vigil cannot encode is its own fault, not the
-				// caller's: a JSON-RPC internal error, never code 0.
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
-					Message: fmt.Sprintf("internal error: encode the %s result: %v", t.Name, err)}
-			}
-			res.StructuredContent = out
-			res.Content = []mcp.Content{&mcp.TextContent{Text: string(text)}}
+		var res *mcp.CallToolResult
+		if err, ok := ctx.Value(refusalKey{}).(error); ok {
+			res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: toolError(err)}}}
+		} else if res, err = callTool(ctx, t, caller, req.Params.Arguments); err != nil {
+			return nil, err
 		}
 		res.Content = append(res.Content, deliverNotices(ctx, g, caller, log)...)
 		return res, nil
 	}
+}
+
+type refusalKey struct{}
+
+// withRefusal has the tool handler answer err as the call's refusal, a
+// tool error, without running the tool: a middleware that refuses a call
+// has the SDK word the result as it words every tool result.
+func withRefusal(ctx context.Context, err error) context.Context {
+	return context.WithValue(ctx, refusalKey{}, err)
+}
+
+// callTool runs a registry tool as the caller and words its outcome as a
+// tool result, without notices: a refusal is a result with isError. The
+// error is a JSON-RPC error: errCancelled when ctx ended before the call
+// was done, an internal error when its output cannot be encoded.
+func callTool(ctx context.Context, t *gateway.Tool, caller gateway.Caller, args json.RawMessage) (*mcp.CallToolResult, error) {
+	if args == nil {
+		// MCP lets a call leave its arguments out: it gives no field.
+		// An explicit null is the caller's mistake, refused as such.
+		args = json.RawMessage("{}")
+	}
+	res := &mcp.CallToolResult{}
+	out, err := t.Call(ctx, caller, args)
+	if ctx.Err() != nil {
+		return nil, errCancelled
+	}
+	if err != nil {
+		res.IsError = true
+		res.Content = []mcp.Content{&mcp.TextContent{Text: toolError(err)}}
+		return res, nil
+	}
+	text, err := json.Marshal(out)
+	if err != nil {
+		// A result vigil cannot encode is its own fault, not the
+		// caller's: a JSON-RPC internal error, never code 0.
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
+			Message: fmt.Sprintf("internal error: encode the %s result: %v", t.Name, err)}
+	}
+	res.StructuredContent = out
+	res.Content = []mcp.Content{&mcp.TextContent{Text: string(text)}}
+	return res, nil
 }
 
 // toolError words an error for the model: what was wrong, never internals
@@ -281,10 +320,29 @@ type subscriptions struct {
 	g   *gateway.Gateway
 	log *slog.Logger
 	ctx context.Context // bounds every follow
-	srv *mcp.Server     // set by newServer before it serves
 
 	mu      sync.Mutex
+	servers []*mcp.Server      // whose sessions subscribe; added before they serve
 	follows map[string]*follow // by URI
+}
+
+func newSubscriptions(ctx context.Context, g *gateway.Gateway, log *slog.Logger) *subscriptions {
+	return &subscriptions{g: g, log: log, ctx: ctx, follows: map[string]*follow{}}
+}
+
+// add makes srv's sessions subscribers: one follower per session serves
+// the subscribers of every server added.
+func (s *subscriptions) add(srv *mcp.Server) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.servers = append(s.servers, srv)
+}
+
+// each returns the servers whose sessions subscribe.
+func (s *subscriptions) each() []*mcp.Server {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.servers
 }
 
 // follow is one session's follower and the MCP sessions subscribed to it.
@@ -363,8 +421,10 @@ func (s *subscriptions) dropIfUnfollowedLocked(uri string, fw *follow) bool {
 // none is left.
 func (s *subscriptions) pruneEnded(uri string, fw *follow) {
 	live := map[*mcp.ServerSession]bool{}
-	for ss := range s.srv.Sessions() {
-		live[ss] = true
+	for _, srv := range s.each() {
+		for ss := range srv.Sessions() {
+			live[ss] = true
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -385,8 +445,11 @@ func (s *subscriptions) run(ctx context.Context, uri string, fw *follow, f *gate
 	defer close(fw.done)
 	defer f.Close()
 	updated := func(meta mcp.Meta) {
-		// The SDK logs a notification it could not send; it returns no error.
-		s.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri, Meta: meta})
+		// The SDK logs a notification it could not send; it returns no
+		// error. A server none of whose sessions subscribe sends nothing.
+		for _, srv := range s.each() {
+			srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri, Meta: meta})
+		}
 	}
 	err := f.Run(ctx, gateway.FollowReader{
 		Events: func([]vigil.Event) error { updated(nil); return nil },

@@ -541,14 +541,34 @@ func liveListen(t *testing.T, base, token, session, uri string) liveWireMessage 
 // returns the first message it answers.
 func live2026(t *testing.T, base, token, session, method, name, params string) liveWireMessage {
 	t.Helper()
+	return live2026Caps(t, base, token, session, method, name, params, "{}")
+}
+
+// live2026Caps is live2026 with the client's capabilities caps (a JSON
+// object) in the request's _meta.
+func live2026Caps(t *testing.T, base, token, session, method, name, params, caps string) liveWireMessage {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), liveHangGuard)
+	defer cancel() // ends a listen that was accepted
+	msgs := live2026Stream(t, ctx, base, token, session, method, name, params, caps)
+	msg, ok := <-msgs
+	if !ok {
+		t.Fatalf("%s answered no message", method)
+	}
+	return msg
+}
+
+// live2026Stream sends one 2026-07-28 request (as live2026Caps) and
+// returns every message it answers, in order, until its answer ends or
+// ctx does; a refusal before a stream opens is its one message.
+func live2026Stream(t *testing.T, ctx context.Context, base, token, session, method, name, params, caps string) <-chan liveWireMessage {
+	t.Helper()
 	if params != "" {
 		params += ","
 	}
 	body := `{"jsonrpc":"2.0","id":7,"method":` + strconv.Quote(method) + `,"params":{` + params +
 		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
-		`"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`
-	ctx, cancel := context.WithTimeout(context.Background(), liveHangGuard)
-	defer cancel() // ends a listen that was accepted
+		`"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":` + caps + `}}}`
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/mcp", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -566,29 +586,40 @@ func live2026(t *testing.T, base, token, session, method, name, params string) l
 	if err != nil {
 		t.Fatalf("%s: %v", method, err)
 	}
-	defer resp.Body.Close()
+	out := make(chan liveWireMessage, 16)
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 		// A refusal before the stream opens is answered as plain JSON.
+		defer resp.Body.Close()
 		var msg liveWireMessage
 		if err := json.NewDecoder(resp.Body).Decode(&msg); err != nil {
 			t.Fatalf("%s answered %s: %v", method, resp.Status, err)
 		}
-		return msg
+		out <- msg
+		close(out)
+		return out
 	}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue
+	go func() {
+		defer close(out)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			data, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok {
+				continue
+			}
+			var msg liveWireMessage
+			if err := json.Unmarshal([]byte(data), &msg); err != nil {
+				t.Errorf("%s sent %q: %v", method, data, err)
+				return
+			}
+			select {
+			case out <- msg:
+			case <-ctx.Done():
+				return
+			}
 		}
-		var msg liveWireMessage
-		if err := json.Unmarshal([]byte(data), &msg); err != nil {
-			t.Fatalf("%s sent %q: %v", method, data, err)
-		}
-		return msg
-	}
-	t.Fatalf("%s answered %s with no message (%v)", method, resp.Status, sc.Err())
-	return liveWireMessage{}
+	}()
+	return out
 }
 
 const liveInitialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",` +

