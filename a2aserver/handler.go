@@ -163,7 +163,9 @@ func (h *handler) send(ctx context.Context, c gateway.Caller, p *a2a.MessageSend
 	}
 	in := gateway.SendInput{SessionKey: key, Message: text, Watch: watch, TimeoutSeconds: new(int)}
 	if wait != nil {
-		*in.TimeoutSeconds = int(min(max(*wait, 0), 1<<20))
+		// A negative wait reaches the gateway, which refuses it; a huge one
+		// is capped there too, once it fits an int.
+		*in.TimeoutSeconds = int(min(*wait, 1<<20))
 	}
 	if c.Session == nil {
 		in.Channel = "a2a" // a person's message says how it came
