@@ -494,3 +494,23 @@ func TestAnIdleSessionStreamGetsBookmarksOfTheStateVersion(t *testing.T) {
 		t.Fatalf("the idle session stream's first event: %+v (%+v)", ev, b)
 	}
 }
+
+func TestABodyDeclaredOverTheLimitIsAnswered413BeforeItIsReadOnEveryRouteThatTakesOne(t *testing.T) {
+	s := e2eStartWith(t, false, nil) // the default body timeout (30 s) is past the hang guard
+	worker := edgeSpawn(t, s)
+	declared := int64(1 << 30)
+	for _, path := range []string{"/v1/tools/sessions_send", "/v1/sessions/" + worker + "/turn",
+		"/v1/sessions/" + worker + "/reply", "/mcp", "/a2a"} {
+		c := edgeDial(t, s)
+		// The headers alone: a byte of the body never comes.
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"+
+			"Vigil-Session: %s\r\nContent-Length: %d\r\n\r\n", path, e2eManager, declared)
+		got := edgeClosedByServer(t, path, c)
+		status, _, _ := strings.Cut(got, "\r\n")
+		if !strings.Contains(status, "413") || !strings.Contains(got, fmt.Sprint(httpapi.DefaultMaxBodyBytes)) {
+			t.Errorf("POST %s declaring %d bytes: answered %q, want 413 naming the limit", path, declared, got)
+		}
+	}
+	// The gateway goes on answering.
+	e2eSend(t, s, "", "", worker, "still here")
+}
