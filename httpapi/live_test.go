@@ -1062,6 +1062,40 @@ func TestLiveLogStreamResumeFromAPrunedPositionGetsHistoryGapAndEnds(t *testing.
 	}
 }
 
+func TestLiveLogStreamFilteredToASessionSaysHistoryGapOnlyWhenThatSessionsOwnEventsWerePruned(t *testing.T) {
+	s := liveStart(t, vigil.Options{MaxEvents: 3})
+	for range 3 {
+		liveRecord(t, s, e2eManager) // 1..3: pruned below
+	}
+	var kept []int64
+	for range 3 {
+		kept = append(kept, liveRecord(t, s, e2eOpsMain)) // 4..6: retained
+	}
+	if st, err := s.Eng.Prune(context.Background()); err != nil || st.ByCount != 3 {
+		t.Fatalf("prune = %+v, %v; want the manager's 3 events pruned", st, err)
+	}
+	// The log was pruned up to 3, but none of ops' events: resuming its
+	// filtered stream from 0 misses nothing.
+	ops := liveOpen(t, s, "/v1/events?session="+url.QueryEscape(e2eOpsMain), e2eAdmin, "0")
+	var got []int64
+	for len(got) < len(kept) {
+		ev := ops.next(t)
+		if ev.Event != "signal" {
+			t.Fatalf("ops' stream from 0 sent %+v before its events, want only its events (none of them was pruned)", ev)
+		}
+		got = append(got, liveData[httpapi.LogEvent](t, ev).Sequence)
+	}
+	if !reflect.DeepEqual(got, kept) {
+		t.Fatalf("ops' stream from 0 = %v, want %v", got, kept)
+	}
+	// The manager's own events were pruned: its stream says so.
+	mgr := liveOpen(t, s, "/v1/events?session="+url.QueryEscape(e2eManager), e2eAdmin, "1")
+	if ev := mgr.next(t); ev.Event != "history_gap" {
+		t.Fatalf("the manager's stream from 1 sent %+v, want history_gap", ev)
+	}
+	mgr.ended(t)
+}
+
 // ---- 4. A stalled reader ----
 
 // liveStalled connects to path with a raw connection, reads the response

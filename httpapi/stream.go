@@ -229,19 +229,21 @@ type HistoryGap struct {
 
 // logEvents streams the signal log as it grows. With Last-Event-ID (or
 // ?after=N) it first replays every retained event after that sequence, so a
-// client that reconnects misses nothing and sees nothing twice; if that
-// position was pruned it gets one history_gap event instead and the stream
-// ends. ?session=KEY and ?agent=ID filter.
+// client that reconnects misses nothing and sees nothing twice; if events
+// after that position were pruned it gets one history_gap event instead
+// and the stream ends. ?session=KEY and ?agent=ID filter; filtered to a
+// session, only the pruning of that session's own events is a gap.
 func (s *server) logEvents(w http.ResponseWriter, r *http.Request, c gateway.Caller) {
 	q := r.URL.Query()
 	var filterSession, filterAgent string
+	var filterRef *vigil.SessionRef
 	if k := q.Get("session"); k != "" {
 		ref, err := vigil.Ref(q.Get("agent"), k)
 		if err != nil {
 			s.fail(w, r, fmt.Errorf("%w: session: %w", gateway.ErrInvalid, err))
 			return
 		}
-		filterSession, filterAgent = ref.Key, ref.AgentID
+		filterSession, filterAgent, filterRef = ref.Key, ref.AgentID, &ref
 	} else if a := q.Get("agent"); a != "" {
 		id, err := sessionkey.ParseAgentID(a)
 		if err != nil {
@@ -301,6 +303,22 @@ func (s *server) logEvents(w http.ResponseWriter, r *http.Request, c gateway.Cal
 		ReadError: func(err error) error {
 			s.log.Error("event stream: read log", "err", err)
 			return err
+		},
+		Gap: func(gap *gateway.HistoryGapError) error {
+			if filterRef == nil {
+				return gap
+			}
+			// The log was pruned past the position; the session's own
+			// events after it may all be retained.
+			d, err := s.g.Engine().ChangesSince(ctx, *filterRef, gap.Requested, 1)
+			if err != nil {
+				s.log.Error("event stream: read the session's pruned position", "session", filterRef.String(), "err", err)
+				return err
+			}
+			if d.HistoryGap {
+				return gap
+			}
+			return nil
 		},
 	})
 	var gap *gateway.HistoryGapError
