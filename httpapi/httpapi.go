@@ -67,6 +67,9 @@ type Options struct {
 	// BookmarkInterval is how often an idle event stream says where it
 	// stands; 0 means DefaultBookmarkInterval, a negative value none.
 	BookmarkInterval time.Duration
+	// Ready are what GET /readyz checks besides the store, which it always
+	// reads (a change listener being connected, say).
+	Ready []ReadyCheck
 }
 
 type server struct {
@@ -114,10 +117,13 @@ func NewHandler(g *gateway.Gateway, opts Options) (http.Handler, error) {
 		}
 	}
 	mux := http.NewServeMux()
-	// Routes without data: health, and the dashboard page and its assets
-	// (they need no credential: the page asks for a token before it calls
-	// the API).
+	// Routes without data: health, the probes, and the dashboard page and
+	// its assets (they need no credential: the page asks for a token
+	// before it calls the API).
 	mux.HandleFunc("GET /healthz", s.healthz)
+	probes := &probes{s: s}
+	mux.HandleFunc("GET /livez", probes.livez)
+	mux.HandleFunc("GET /readyz", probes.readyz)
 	// The API's description holds no data either.
 	spec, err := openAPIHandler(g.Tools())
 	if err != nil {
@@ -255,6 +261,9 @@ var streamRoutes = map[string]bool{
 	"GET /v1/sessions/{key}/events": true,
 }
 
+// healthz answers while the process serves HTTP, whatever the store's
+// state: kept as it always was for the checks that use it (and as the
+// benchmarks' baseline); probes use /livez and /readyz.
 func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
