@@ -406,12 +406,12 @@ func (h *handler) follow(ctx context.Context, c gateway.Caller, key string, seen
 		}
 	}
 	last := st.StateVersion
-	var ownC <-chan gateway.LiveEvent
+	var ownC <-chan *gateway.LiveEvent
 	if own != nil {
 		ownC = own.C
 	}
 	for {
-		var ev gateway.LiveEvent
+		var ev *gateway.LiveEvent
 		var ok bool
 		select {
 		case <-ctx.Done():
@@ -443,7 +443,7 @@ func (h *handler) follow(ctx context.Context, c gateway.Caller, key string, seen
 			last = st.StateVersion
 			continue
 		}
-		up, err := h.update(ctx, c, ref, ev)
+		up, err := h.update(ctx, c, ref, *ev)
 		if err != nil {
 			fail(err)
 			return

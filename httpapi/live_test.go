@@ -827,7 +827,7 @@ func TestLiveSessionStreamThatFallsBehindGetsLaggedAndEnds(t *testing.T) {
 	// Big messages fill the sockets until the stream's writes back up (the
 	// server writes nothing more to it over many sends: a handler that was
 	// only slow to run would have written by then); then more messages
-	// than its listener buffers (256) make it fall behind.
+	// than its listener buffers (1,024) make it fall behind.
 	big := strings.Repeat("x", 60<<10)
 	var sent []int64
 	still, last := 0, s.streamBytes.Load()
@@ -842,7 +842,7 @@ func TestLiveSessionStreamThatFallsBehindGetsLaggedAndEnds(t *testing.T) {
 			still, last = 0, now
 		}
 	}
-	for i := range 300 {
+	for i := range 1100 {
 		sent = append(sent, e2eSend(t, s.e2eServer, e2eOperator, "", e2eManager, fmt.Sprintf("short note %d", i)).MessageID)
 	}
 	conn.SetReadDeadline(time.Now().Add(liveHangGuard))
