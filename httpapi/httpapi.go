@@ -77,6 +77,11 @@ type server struct {
 	opts  Options
 	log   *slog.Logger
 	guard *guard
+	// The frames of recent events as the log stream and the session
+	// streams carry them, shared by every stream.
+	logFrames, signalFrames frameCache
+	// memory gives back the memory of streams that closed.
+	memory giveBack
 }
 
 // New returns the gateway's HTTP handler. It refuses cross-origin browser
@@ -214,7 +219,7 @@ func (s *server) mcp(next http.Handler) http.Handler {
 		w = s.holdOpen(w)
 		if r.Method == http.MethodGet {
 			if c, err := s.resolve(r, actingParams); err == nil {
-				release, err := s.g.Hold(c, gateway.HoldStream)
+				release, err := s.holdStreamOf(c)
 				if err != nil {
 					s.fail(w, r, err)
 					return
