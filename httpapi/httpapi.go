@@ -116,6 +116,7 @@ func NewHandler(g *gateway.Gateway, opts Options) (http.Handler, error) {
 		return nil, err
 	}
 	s := &server{g: g, opts: opts, log: opts.Logger, guard: guard}
+	s.memory.idle = func() { s.logFrames.clear(); s.signalFrames.clear() }
 	if opts.Metrics != nil {
 		if err := opts.Metrics.RegisterGateway(g); err != nil {
 			return nil, err

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -16,7 +17,10 @@ import (
 // should shrink back at once. The zero value is ready to use.
 type giveBack struct {
 	clk  clock.Clock // nil: the system clock
-	free func()      // nil: debug.FreeOSMemory
+	free func()      // nil: freeMemory
+	// idle, when set, lets go of what the streams share, before memory is
+	// given back with no stream open.
+	idle func()
 
 	mu    sync.Mutex // guards the fields below
 	open  int        // streams open now
@@ -54,13 +58,27 @@ func (b *giveBack) closed() {
 
 // run collects garbage and returns what is free to the operating system.
 func (b *giveBack) run() {
+	b.mu.Lock()
+	if b.open == 0 && b.idle != nil {
+		b.idle()
+	}
+	b.mu.Unlock()
 	if b.free != nil {
 		b.free()
 	} else {
-		debug.FreeOSMemory()
+		freeMemory()
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.peak = b.open
 	b.given++
+}
+
+// freeMemory collects twice, then returns what is free to the operating
+// system. The first collection moves what the streams lent one another
+// (buffers kept in sync.Pools) into the pools' victim caches, the second
+// frees it; one alone would keep it until the runtime collects again.
+func freeMemory() {
+	runtime.GC()
+	debug.FreeOSMemory()
 }

@@ -9,8 +9,8 @@ import (
 
 func TestMemoryIsGivenBackOnceASecondAfterABurstOfManyStreamsClosed(t *testing.T) {
 	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
-	freed := 0
-	b := &giveBack{clk: clk, free: func() { freed++ }}
+	freed, idle := 0, 0
+	b := &giveBack{clk: clk, free: func() { freed++ }, idle: func() { idle++ }}
 	for range 1000 {
 		b.opened()
 	}
@@ -31,6 +31,9 @@ func TestMemoryIsGivenBackOnceASecondAfterABurstOfManyStreamsClosed(t *testing.T
 	clk.Advance(giveBackDelay)
 	if freed != 1 || b.given != 1 {
 		t.Fatalf("a second after the last close memory was given back %d times, want once", freed)
+	}
+	if idle != 1 {
+		t.Fatalf("with every stream closed what they share was let go %d times, want once", idle)
 	}
 	// Streams that open and close a few at a time do not make it run again.
 	for range 100 {

@@ -191,6 +191,13 @@ type cachedFrame struct {
 	frame []byte
 }
 
+// clear lets go of every frame held.
+func (c *frameCache) clear() {
+	for i := range c.slots {
+		c.slots[i].Store(nil)
+	}
+}
+
 // frame returns the frame of the event at seq, encoding it with encode
 // when it is not held.
 func (c *frameCache) frame(seq int64, encode func() ([]byte, error)) ([]byte, error) {
