@@ -22,10 +22,9 @@ import (
 // 16 sessions) is compared with its latency with none, in blocks that
 // alternate with and without streams, opening and closing them each
 // round; the medians are the rounds' medians' median. A second gateway
-// takes the same sends and never a stream: its resident memory at the
-// end is the baseline of the first's while its streams are open and
-// after they closed (the database's caches grow with the sends either
-// way).
+// takes the same sends and never a stream: its memory at the end is the
+// baseline of the first's while its streams are open and after they
+// closed (the database's caches grow with the sends either way).
 
 // streamSessions is how many spawned sessions the sends and the
 // sessions' streams go to.
@@ -64,7 +63,7 @@ func runStreams(ctx context.Context, e *env) error {
 			return 0, err
 		}
 		if withStreams {
-			m, err := residentMiB(measured.proc.pid())
+			m, err := anonMiB(measured.proc.pid())
 			if err != nil {
 				return 0, err
 			}
@@ -90,11 +89,11 @@ func runStreams(ctx context.Context, e *env) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	after, err := residentMiB(measured.proc.pid())
+	after, err := anonMiB(measured.proc.pid())
 	if err != nil {
 		return err
 	}
-	same, err := residentMiB(control.proc.pid())
+	same, err := anonMiB(control.proc.pid())
 	if err != nil {
 		return err
 	}
@@ -109,10 +108,10 @@ func runStreams(ctx context.Context, e *env) error {
 			s.Rounds, count(s.StreamSends))})
 	e.add(Result{Workload: "streams", Case: fmt.Sprintf("vigil serve, %s streams open", n), Value: open, Unit: "MiB",
 		Baseline: &Baseline{What: "the same sends, never a stream", Value: same, Unit: "MiB", Ratio: open / same},
-		Note:     "resident set (VmRSS), the most of any round; the baseline's at the end"})
+		Note:     "anonymous resident memory (RssAnon: heap and stacks, not the database file's mapped pages), the most of any round; the baseline's at the end"})
 	e.add(Result{Workload: "streams", Case: fmt.Sprintf("vigil serve, after the %s streams closed", n), Value: after, Unit: "MiB",
 		Baseline: &Baseline{What: "the same sends, never a stream", Value: same, Unit: "MiB", Ratio: after / same},
-		Note:     fmt.Sprintf("resident set (VmRSS) %v after the last streams closed", streamSettle)})
+		Note:     fmt.Sprintf("anonymous resident memory (RssAnon) %v after the last streams closed", streamSettle)})
 	return nil
 }
 
@@ -240,5 +239,8 @@ func openStreams(ctx context.Context, base string, sessions []string, n int) (*o
 	return o, nil
 }
 
-// residentMiB reads a process's resident set (VmRSS) in MiB.
-func residentMiB(pid int) (float64, error) { return statusMiB(pid, "VmRSS") }
+// anonMiB reads a process's anonymous resident memory (RssAnon) in MiB:
+// its heaps and stacks, without the pages of files it maps, such as the
+// database's, which the kernel counts in the resident set while they are
+// cached and takes back when it needs them.
+func anonMiB(pid int) (float64, error) { return statusMiB(pid, "RssAnon") }
