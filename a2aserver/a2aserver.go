@@ -24,16 +24,19 @@
 package a2aserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/vigilhq/vigil/gateway"
 )
@@ -52,7 +55,8 @@ const ProtocolVersion = "0.3.0"
 // Version is vigil's A2A binding version, reported in the Agent Card.
 const Version = "0.1.0"
 
-// MaxBodyBytes bounds a JSON-RPC request body.
+// MaxBodyBytes bounds a JSON-RPC request body unless Options say
+// otherwise.
 const MaxBodyBytes = 1 << 20
 
 // Resolver authenticates a request and decides who acts, exactly as every
@@ -70,6 +74,8 @@ type Options struct {
 	// Client POSTs push notifications; nil means a client with a 10 s
 	// timeout that follows no redirects.
 	Client *http.Client
+	// MaxBodyBytes bounds a request body; 0 means MaxBodyBytes.
+	MaxBodyBytes int64
 }
 
 type callerKey struct{}
@@ -77,7 +83,11 @@ type callerKey struct{}
 // Handler returns the JSON-RPC endpoint. Streams and push deliveries end
 // when ctx does. Every request is resolved first: one that carries no
 // valid credential is answered 401 before any method runs, one whose
-// acting session is not the credential's to act as is answered 403.
+// acting session is not the credential's to act as is answered 403. Its
+// body is then read (a body declared or found larger than the limit is
+// answered 413) and checked strictly against the protocol's types before
+// any method runs: one that breaks a rule is answered with a JSON-RPC
+// error naming the field, and nothing is done.
 func Handler(ctx context.Context, g *gateway.Gateway, resolve Resolver, opts Options) http.Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -89,6 +99,9 @@ func Handler(ctx context.Context, g *gateway.Gateway, resolve Resolver, opts Opt
 		opts.Client = &http.Client{Timeout: pushTimeout,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = MaxBodyBytes
+	}
 	h := &handler{ctx: ctx, g: g, log: opts.Logger, opts: opts}
 	h.push = newPushes(h)
 	rpc := a2asrv.NewJSONRPCHandler(h)
@@ -98,12 +111,71 @@ func Handler(ctx context.Context, g *gateway.Gateway, resolve Resolver, opts Opt
 			refuse(w, err)
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		body, ok := readBody(w, r, opts.MaxBodyBytes)
+		if !ok {
+			return
+		}
+		if id, bad := checkRequest(body); bad != nil {
+			answerError(w, http.StatusOK, id, bad.code, bad.err)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		// The SDK's binding writes answers without a media type; a stream
 		// replaces this with its own.
 		w.Header().Set("Content-Type", "application/json")
 		rpc.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
 	})
+}
+
+// readBody reads a request's body whole, up to limit bytes, answering a
+// body that is larger (declared so, or found so) or cannot be read itself.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
+	tooLarge := func() ([]byte, bool) {
+		w.Header().Set("Connection", "close") // the rest of the body is not read
+		answerError(w, http.StatusRequestEntityTooLarge, nil, codeInvalidRequest,
+			fmt.Errorf("the request body is larger than the limit of %d bytes", limit))
+		return nil, false
+	}
+	if r.ContentLength > limit {
+		return tooLarge()
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var over *http.MaxBytesError
+	switch {
+	case errors.As(err, &over):
+		return tooLarge()
+	case err != nil:
+		answerError(w, http.StatusBadRequest, nil, codeParse, fmt.Errorf("could not read the request body: %w", err))
+		return nil, false
+	}
+	return body, true
+}
+
+// answerError writes a JSON-RPC error response for the request with the
+// given id (nil when it has none that can be echoed), with err's text in
+// data.error as the SDK's binding puts it, and the gateway's code in
+// data.code.
+func answerError(w http.ResponseWriter, status int, id jsontext.Value, code int, err error) {
+	var message string
+	switch code {
+	case codeParse:
+		message = a2a.ErrParseError.Error()
+	case codeInvalidParams:
+		message = a2a.ErrInvalidParams.Error()
+	default:
+		message = a2a.ErrInvalidRequest.Error()
+	}
+	data := map[string]string{"error": err.Error()}
+	if errors.Is(err, gateway.ErrInvalid) {
+		data["code"] = gateway.CodeInvalid
+	}
+	if id == nil {
+		id = jsontext.Value("null")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id),
+		"error": map[string]any{"code": code, "message": message, "data": data}})
 }
 
 // refuse answers a request that could not be resolved: the HTTP status

@@ -39,8 +39,9 @@ const (
 const hangGuard = 20 * time.Second
 
 type server struct {
-	URL string
-	Eng *vigil.Engine
+	URL   string
+	Eng   *vigil.Engine
+	Store *sqlitestore.Store
 }
 
 func start(t *testing.T) *server {
@@ -79,7 +80,7 @@ func start(t *testing.T) *server {
 		srv.CloseClientConnections()
 		srv.Close()
 	})
-	return &server{URL: srv.URL, Eng: eng}
+	return &server{URL: srv.URL, Eng: eng, Store: store}
 }
 
 // headers adds a token and an acting session to every request.

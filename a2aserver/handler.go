@@ -163,7 +163,9 @@ func (h *handler) send(ctx context.Context, c gateway.Caller, p *a2a.MessageSend
 	}
 	in := gateway.SendInput{SessionKey: key, Message: text, Watch: watch, TimeoutSeconds: new(int)}
 	if wait != nil {
-		*in.TimeoutSeconds = int(min(max(*wait, 0), 1<<20))
+		// A negative wait reaches the gateway, which refuses it; a huge one
+		// is capped there too, once it fits an int.
+		*in.TimeoutSeconds = int(min(*wait, 1<<20))
 	}
 	if c.Session == nil {
 		in.Channel = "a2a" // a person's message says how it came
@@ -404,12 +406,12 @@ func (h *handler) follow(ctx context.Context, c gateway.Caller, key string, seen
 		}
 	}
 	last := st.StateVersion
-	var ownC <-chan gateway.LiveEvent
+	var ownC <-chan *gateway.LiveEvent
 	if own != nil {
 		ownC = own.C
 	}
 	for {
-		var ev gateway.LiveEvent
+		var ev *gateway.LiveEvent
 		var ok bool
 		select {
 		case <-ctx.Done():
@@ -441,7 +443,7 @@ func (h *handler) follow(ctx context.Context, c gateway.Caller, key string, seen
 			last = st.StateVersion
 			continue
 		}
-		up, err := h.update(ctx, c, ref, ev)
+		up, err := h.update(ctx, c, ref, *ev)
 		if err != nil {
 			fail(err)
 			return

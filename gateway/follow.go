@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	vigil "github.com/vigilhq/vigil"
@@ -15,15 +16,22 @@ import (
 // which HTTP streams use for their keepalive comment.
 const FollowReadOn = 15 * time.Second
 
-// Buffers of a follower's hub listeners. One that falls behind is dropped
-// by the hub, and the follower listens again and reads on from the store,
-// so these bound memory, never what is delivered.
+// followLiveBuffer is the buffer of a follower's live listener. Live
+// events cannot be read again, so it must hold what a session receives
+// while its follower waits for its turn (see Hub.turn); it holds pointers
+// to events the hub shares among listeners.
+const followLiveBuffer = 1024
+
+// followLogPage is how many events a read of the whole log takes at once,
+// and followPagesPerRound how many such reads one round makes.
 const (
-	followLiveBuffer       = 256  // a session's live events
-	followLogBuffer        = 1024 // the whole log's events
-	followSessionLogBuffer = 64   // one session's events: only a signal to read the store
-	followLogPage          = 500
+	followLogPage       = 500
+	followPagesPerRound = 2
 )
+
+// followRoundsTaken bounds the takes of one round, so a round ends even
+// while events keep coming (the next comes at the follower's next turn).
+const followRoundsTaken = 4
 
 // ErrFellBehind ends a follow whose reader did not keep up with its
 // session's live events (wakes, notices, messages): they cannot be read
@@ -72,6 +80,7 @@ type FollowOptions struct {
 // error returned by any ends the follow with that error.
 type FollowReader struct {
 	// Events are the next events after the position, in order, each once.
+	// The slice is the follower's: it is reused once Events returns.
 	Events func(events []vigil.Event) error
 	// Live is one of the session's live events (LiveRecheck excluded).
 	Live func(ev LiveEvent) error
@@ -80,6 +89,10 @@ type FollowReader struct {
 	Bookmark func(position int64) error
 	// Tick comes every FollowReadOn, after the follower read on.
 	Tick func() error
+	// Flush is told after each round of calls above: what came in one
+	// wake-up, a bookmark, a tick. A reader that buffers what it writes
+	// sends it here, so a burst of events costs one write.
+	Flush func() error
 	// ReadError is a failed read of the store. When it returns nil the
 	// follow goes on, and the next nudge or tick reads again; when it is
 	// nil the follow ends with the error.
@@ -97,13 +110,20 @@ type FollowReader struct {
 // it stands when the reader was given nothing for the bookmark interval.
 // Every reader of the live log (the HTTP streams, MCP subscriptions)
 // follows through one.
+//
+// Followers share the hub's budget of deliveries (Hub.turn): woken by an
+// event, a follower waits for its turn, then delivers everything that came
+// meanwhile at once. When few followers are busy the turn comes at once;
+// when many are, each waits longer and delivers more per turn, so however
+// many streams are open, what they cost together stays bounded and the
+// other requests keep their share of the processor.
 type Follower struct {
 	g    *Gateway
 	opts FollowOptions
 	pos  int64
 
-	live *Listener    // nil unless opts.Live
-	log  *LogListener // the session's events, or the whole log's
+	live *Listener     // nil unless opts.Live
+	sub  *Subscription // the session's appends, or the whole log's
 
 	// given is when the reader was last given something (or started);
 	// the bookmark timer, when it fires earlier than an interval after
@@ -113,6 +133,16 @@ type Follower struct {
 	stopMarks func()
 	tick      <-chan struct{}
 	stopTick  func()
+
+	// taken is the room the subscription's events are taken into; batch
+	// holds the whole log's events of a take for one delivery.
+	taken *[]*vigil.Event // nil between rounds
+	batch *[]vigil.Event  // nil between rounds
+	// delivered counts the events given since the last turn, which the
+	// next turn pays for; behind says a read of the whole log stopped
+	// short, to go on at the next turn.
+	delivered int
+	behind    bool
 }
 
 // Follow starts following: it listens, then reads where "from now" is
@@ -127,7 +157,11 @@ func (g *Gateway) Follow(ctx context.Context, opts FollowOptions) (*Follower, er
 	if opts.Session != nil && opts.Live {
 		f.live = g.opts.Hub.Listen(opts.Session.Key, followLiveBuffer)
 	}
-	f.log = f.listen()
+	key := ""
+	if opts.Session != nil {
+		key = opts.Session.Key
+	}
+	f.sub = g.opts.Hub.Subscribe(key)
 	if f.pos < 0 {
 		var err error
 		if opts.Session != nil {
@@ -148,19 +182,12 @@ func (g *Gateway) Follow(ctx context.Context, opts FollowOptions) (*Follower, er
 	return f, nil
 }
 
-func (f *Follower) listen() *LogListener {
-	if f.opts.Session != nil {
-		return f.g.opts.Hub.ListenSessionLog(f.opts.Session.Key, followSessionLogBuffer)
-	}
-	return f.g.opts.Hub.ListenLog(followLogBuffer)
-}
-
 // Close stops listening and the timers. It is safe to call more than once.
 func (f *Follower) Close() {
 	if f.live != nil {
 		f.live.Close()
 	}
-	f.log.Close()
+	f.sub.Close()
 	f.stopMarks()
 	f.stopTick()
 }
@@ -174,7 +201,10 @@ func (f *Follower) Run(ctx context.Context, r FollowReader) error {
 	if err := f.readOn(ctx, r); err != nil {
 		return err
 	}
-	var live <-chan LiveEvent
+	if err := flush(r); err != nil {
+		return err
+	}
+	var live <-chan *LiveEvent
 	if f.live != nil {
 		live = f.live.C
 	}
@@ -182,16 +212,9 @@ func (f *Follower) Run(ctx context.Context, r FollowReader) error {
 		var err error
 		select {
 		case ev, ok := <-live:
-			switch {
-			case !ok:
-				return ErrFellBehind
-			case ev.Type == LiveRecheck: // for waiting turns only
-			case r.Live != nil:
-				f.given = f.g.clk.Now()
-				err = r.Live(ev)
-			}
-		case e, ok := <-f.log.C:
-			err = f.heard(ctx, r, e, ok)
+			err = f.round(ctx, r, live, func() error { return f.heardLive(r, ev, ok) })
+		case <-f.sub.Wake:
+			err = f.round(ctx, r, live, func() error { return nil })
 		case <-f.marks:
 			err = f.bookmark(r)
 		case <-f.tick:
@@ -202,10 +225,101 @@ func (f *Follower) Run(ctx context.Context, r FollowReader) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+		if err == nil {
+			err = flush(r)
+		}
 		if err != nil {
 			return err
 		}
 	}
+}
+
+func flush(r FollowReader) error {
+	if r.Flush == nil {
+		return nil
+	}
+	return r.Flush()
+}
+
+// round handles what woke the follower (first), once its turn has come,
+// then the live events its listener holds by then and everything its
+// subscription has: the whole log's events given in one call, a
+// session's read from the store once.
+func (f *Follower) round(ctx context.Context, r FollowReader, live <-chan *LiveEvent, first func() error) error {
+	owed := f.delivered
+	f.delivered = 0
+	if err := f.g.opts.Hub.turn(ctx, owed); err != nil {
+		return err
+	}
+	if err := first(); err != nil {
+		return err
+	}
+drain:
+	for n := 0; n < followLiveBuffer; n++ {
+		select {
+		case ev, ok := <-live:
+			if err := f.heardLive(r, ev, ok); err != nil {
+				return err
+			}
+		default:
+			break drain
+		}
+	}
+	// Take until nothing is left, which parks the subscription; a round
+	// that stops short wakes itself for the next.
+	for n := 0; ; n++ {
+		if n == followRoundsTaken {
+			f.giveBackTaken()
+			select {
+			case f.sub.Wake <- struct{}{}:
+			default:
+			}
+			return nil
+		}
+		if f.taken == nil {
+			f.taken = takenRoom.Get().(*[]*vigil.Event)
+		}
+		t := f.sub.Take((*f.taken)[:0])
+		*f.taken = t.Events
+		done := !t.ReadStore && !t.Appended && len(t.Events) == 0
+		if err := f.heard(ctx, r, t); err != nil {
+			return err
+		}
+		if done {
+			f.giveBackTaken()
+			return nil
+		}
+	}
+}
+
+// takenRoom lends followers the room a round's take is made in, so an
+// idle follower holds none.
+var takenRoom = sync.Pool{New: func() any { return new([]*vigil.Event) }}
+
+func (f *Follower) giveBackTaken() {
+	if f.taken == nil {
+		return
+	}
+	clear(*f.taken)
+	if cap(*f.taken) <= ringSize {
+		*f.taken = (*f.taken)[:0]
+		takenRoom.Put(f.taken)
+	}
+	f.taken = nil
+}
+
+// heardLive handles a live event, or the live listener's end (ok false:
+// the reader fell behind).
+func (f *Follower) heardLive(r FollowReader, ev *LiveEvent, ok bool) error {
+	switch {
+	case !ok:
+		return ErrFellBehind
+	case ev.Type == LiveRecheck: // for waiting turns only
+	case r.Live != nil:
+		f.given = f.g.clk.Now()
+		return r.Live(*ev)
+	}
+	return nil
 }
 
 // bookmark tells r where it stands if it was given nothing for the
@@ -224,29 +338,56 @@ func (f *Follower) bookmark(r FollowReader) error {
 	return r.Bookmark(f.pos)
 }
 
-// heard handles what the log listener gave: an event, a nudge (sequence
-// 0), or its end (ok false: it fell behind).
-func (f *Follower) heard(ctx context.Context, r FollowReader, e vigil.Event, ok bool) error {
-	switch {
-	case !ok: // fell behind: listen again, and read on from the store
-		f.log = f.listen()
-	case e.Sequence == 0: // a nudge: the store has events to read on
-	case e.Sequence <= f.pos:
-		return nil // given already, by a read of the store
-	case f.opts.Session == nil:
-		f.pos = e.Sequence
-		return f.deliver(r, []vigil.Event{e})
-	case e.SessionKey != f.opts.Session.Key || e.AgentID != f.opts.Session.AgentID:
-		return nil
+// heard handles what the subscription had: the whole log's events, given
+// in one call, or a read of the store when the store has what it cannot
+// give in order (it was nudged, the ring moved past it, or the last read
+// stopped short) or, for a session, anything.
+func (f *Follower) heard(ctx context.Context, r FollowReader, t Taken) error {
+	if t.ReadStore || t.Appended || f.behind {
+		// The store has the events taken too: they were appended before
+		// this read, which gives them in order after the position.
+		f.behind = false
+		return f.readOn(ctx, r)
 	}
-	// A session's events come from the store, as changesSince gives them.
-	return f.readOn(ctx, r)
+	for _, e := range t.Events {
+		if e.Sequence <= f.pos {
+			continue // given already, by a read of the store
+		}
+		f.pos = e.Sequence
+		if f.batch == nil {
+			f.batch = batches.Get().(*[]vigil.Event)
+		}
+		*f.batch = append(*f.batch, *e)
+	}
+	return f.deliverBatch(r)
 }
 
-// deliver gives r the events it matches.
+// deliverBatch gives r the events heard and kept, and gives their room
+// back.
+func (f *Follower) deliverBatch(r FollowReader) error {
+	if f.batch == nil {
+		return nil
+	}
+	b := f.batch
+	f.batch = nil
+	err := f.deliver(r, *b)
+	clear(*b)
+	if cap(*b) <= ringSize {
+		*b = (*b)[:0]
+		batches.Put(b)
+	}
+	return err
+}
+
+// batches lend followers the room a round's events are kept in, so an
+// idle follower holds none.
+var batches = sync.Pool{New: func() any { return new([]vigil.Event) }}
+
+// deliver gives r the events it matches, which it moves to the front of
+// events (the caller's, read or heard for this delivery alone).
 func (f *Follower) deliver(r FollowReader, events []vigil.Event) error {
 	if f.opts.Session == nil && f.opts.Match != nil {
-		var matched []vigil.Event
+		matched := events[:0]
 		for _, e := range events {
 			if f.opts.Match(e) {
 				matched = append(matched, e)
@@ -258,6 +399,7 @@ func (f *Follower) deliver(r FollowReader, events []vigil.Event) error {
 		return nil
 	}
 	f.given = f.g.clk.Now()
+	f.delivered += len(events)
 	if r.Events == nil {
 		return nil
 	}
@@ -318,7 +460,7 @@ func (f *Follower) readSession(ctx context.Context, r FollowReader) error {
 }
 
 func (f *Follower) readLog(ctx context.Context, r FollowReader) error {
-	for {
+	for pages := 1; ; pages++ {
 		page, err := f.g.eng.Log(ctx, f.pos, followLogPage)
 		if err != nil {
 			return &readFailure{fmt.Errorf("read the log after %d: %w", f.pos, err)}
@@ -338,6 +480,16 @@ func (f *Follower) readLog(ctx context.Context, r FollowReader) error {
 			f.pos = last
 		}
 		if len(page.Events) < followLogPage {
+			return nil
+		}
+		if pages == followPagesPerRound {
+			// The rest at the next turn, so a follower far behind takes
+			// its share of the budget, not all of it at once.
+			f.behind = true
+			select {
+			case f.sub.Wake <- struct{}{}:
+			default:
+			}
 			return nil
 		}
 	}

@@ -1,7 +1,10 @@
 package gateway
 
 import (
+	"context"
 	"sync"
+
+	"golang.org/x/time/rate"
 
 	vigil "github.com/vigilhq/vigil"
 )
@@ -34,17 +37,66 @@ type NoticeView struct {
 
 // Hub fans live events out to listeners without ever blocking the
 // publisher (the engine's writer, or its wake goroutines): each listener
-// has a bounded buffer, and a listener that falls behind is marked lagged
-// and stops receiving; its reader must start over (re-check the session's
-// state) rather than slow anyone down. Appended events are offered only to
-// the listeners of their session and to those of the whole log, so a
-// write costs nothing for the streams of other sessions.
+// has a bounded buffer (of pointers to an event all of them share), and a
+// listener that falls behind is marked lagged and stops receiving; its
+// reader must start over (re-check the session's state) rather than slow
+// anyone down. Appended events are offered only to the listeners of their
+// session and to those of the whole log, so a write costs nothing for the
+// streams of other sessions; the followers of the log (the streams)
+// subscribe instead (Subscription), which costs a write nothing for the
+// followers that are busy.
 type Hub struct {
-	mu       sync.Mutex // guards sessions, log, logOf, shared and listeners' fields
+	mu       sync.Mutex // guards every field below but deliveries, and those of listeners and subscriptions
 	sessions map[string]map[*Listener]struct{}
 	log      map[*LogListener]struct{}            // listeners of the whole log
 	logOf    map[string]map[*LogListener]struct{} // listeners of one session's events, by session key
 	shared   bool
+
+	// The followers' subscriptions (subscribe.go): the ring of the whole
+	// log's recent events and how many were ever put in it, the
+	// subscriptions of the whole log (and those of them parked), those of
+	// each session, and the counts of nudges (to all, and to the whole
+	// log's on a shared store).
+	ring        []*vigil.Event
+	appended    uint64
+	whole       map[*Subscription]struct{}
+	parked      map[*Subscription]struct{}
+	subsOf      map[string]*sessionSubs
+	nudges      uint64
+	wholeNudges uint64
+
+	// deliveries is the budget the followers share (turn).
+	deliveries *rate.Limiter
+}
+
+// The budget the followers of one hub share, in units: a round of a
+// follower costs one unit, and one more for each eventsPerUnit events it
+// delivered. A round costs a wake-up, a write and perhaps a read of the
+// store (tens of microseconds), an event its encoding once and its copy
+// to each client (about a microsecond), so the streams together take at
+// most a tenth or so of one core, however many are busy and however much
+// they carry: at most 2,000 rounds, or 64,000 events, a second. Their
+// share stays bounded when a thousand streams are open (each then gets
+// its turn a few times a second, carrying what came meanwhile), and a few
+// busy ones are not held back: the burst is spent at once after a quiet
+// spell.
+const (
+	unitsPerSecond = 2000
+	unitsBurst     = 500
+	eventsPerUnit  = 32
+)
+
+// turn waits until the caller (a follower with something to deliver) may
+// deliver it, after paying for its last round's events (owed): at once
+// while the budget lasts, otherwise in turn with the other followers
+// waiting, first come first served. It returns ctx's error if ctx ends
+// first.
+func (h *Hub) turn(ctx context.Context, owed int) error {
+	units := min(1+owed/eventsPerUnit, unitsBurst)
+	if err := h.deliveries.WaitN(ctx, units); err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return nil // a wait past ctx's deadline is refused at once: deliver now
 }
 
 // ShareStore tells the hub that other processes append to the same store,
@@ -69,6 +121,7 @@ func (h *Hub) Nudge() {
 	for _, ls := range h.logOf {
 		nudge(ls)
 	}
+	h.nudgeSubsLocked()
 }
 
 func nudge(ls map[*LogListener]struct{}) {
@@ -84,15 +137,18 @@ func nudge(ls map[*LogListener]struct{}) {
 // to gateway.Options.
 func NewHub() *Hub {
 	return &Hub{sessions: map[string]map[*Listener]struct{}{}, log: map[*LogListener]struct{}{},
-		logOf: map[string]map[*LogListener]struct{}{}}
+		logOf: map[string]map[*LogListener]struct{}{}, whole: map[*Subscription]struct{}{},
+		parked: map[*Subscription]struct{}{}, subsOf: map[string]*sessionSubs{},
+		deliveries: rate.NewLimiter(unitsPerSecond, unitsBurst)}
 }
 
 // Listener receives one session's live events.
 type Listener struct {
 	hub     *Hub
 	session string
-	// C delivers events; it is closed when the listener lags or is closed.
-	C      chan LiveEvent
+	// C delivers events, shared with the other listeners: they are never
+	// to be changed. It is closed when the listener lags or is closed.
+	C      chan *LiveEvent
 	lagged bool
 	closed bool
 }
@@ -106,7 +162,7 @@ func (l *Listener) Lagged() bool {
 
 // Listen subscribes to a session's live events with a buffer of size.
 func (h *Hub) Listen(session string, size int) *Listener {
-	l := &Listener{hub: h, session: session, C: make(chan LiveEvent, size)}
+	l := &Listener{hub: h, session: session, C: make(chan *LiveEvent, size)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.sessions[session] == nil {
@@ -150,9 +206,13 @@ func (h *Hub) Listened(session string) bool {
 func (h *Hub) Publish(ev LiveEvent) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if len(h.sessions[ev.Session]) == 0 {
+		return
+	}
+	shared := &ev
 	for l := range h.sessions[ev.Session] {
 		select {
-		case l.C <- ev:
+		case l.C <- shared:
 		default:
 			l.lagged = true
 			h.dropLocked(l)
@@ -209,13 +269,16 @@ func (h *Hub) ListenLog(size int) *LogListener {
 }
 
 // LogListeners counts the listeners of appended events now, of the whole
-// log and of single sessions.
+// log and of single sessions: LogListeners and Subscriptions.
 func (h *Hub) LogListeners() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	n := len(h.log)
+	n := len(h.log) + len(h.whole)
 	for _, ls := range h.logOf {
 		n += len(ls)
+	}
+	for _, ss := range h.subsOf {
+		n += len(ss.subs)
 	}
 	return n
 }
@@ -274,10 +337,15 @@ func (h *Hub) Record(ev vigil.Event) {
 	if h.shared {
 		nudge(h.log)
 		nudge(h.logOf[ev.SessionKey])
+		h.appendLocked(ev.SessionKey, nil)
+		return
+	}
+	if len(h.log) == 0 && len(h.logOf[ev.SessionKey]) == 0 && len(h.whole) == 0 && h.subsOf[ev.SessionKey] == nil {
 		return
 	}
 	h.offerLocked(h.log, ev)
 	h.offerLocked(h.logOf[ev.SessionKey], ev)
+	h.appendLocked(ev.SessionKey, &ev)
 }
 
 // offerLocked delivers ev to each of ls without blocking, dropping those

@@ -15,11 +15,13 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
 )
@@ -493,4 +495,67 @@ func TestAnIdleSessionStreamGetsBookmarksOfTheStateVersion(t *testing.T) {
 	if ev.Event != "bookmark" || b.StateVersion == nil || *b.StateVersion != e2eVersion(t, s, worker) {
 		t.Fatalf("the idle session stream's first event: %+v (%+v)", ev, b)
 	}
+}
+
+func TestABodyDeclaredOverTheLimitIsAnswered413BeforeItIsReadOnEveryRouteThatTakesOne(t *testing.T) {
+	s := e2eStartWith(t, false, nil) // the default body timeout (30 s) is past the hang guard
+	worker := edgeSpawn(t, s)
+	declared := int64(1 << 30)
+	for _, path := range []string{"/v1/tools/sessions_send", "/v1/sessions/" + worker + "/turn",
+		"/v1/sessions/" + worker + "/reply", "/mcp", "/a2a"} {
+		c := edgeDial(t, s)
+		// The headers alone: a byte of the body never comes.
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"+
+			"Vigil-Session: %s\r\nContent-Length: %d\r\n\r\n", path, e2eManager, declared)
+		got := edgeClosedByServer(t, path, c)
+		status, _, _ := strings.Cut(got, "\r\n")
+		if !strings.Contains(status, "413") || !strings.Contains(got, fmt.Sprint(httpapi.DefaultMaxBodyBytes)) {
+			t.Errorf("POST %s declaring %d bytes: answered %q, want 413 naming the limit", path, declared, got)
+		}
+	}
+	// The gateway goes on answering.
+	e2eSend(t, s, "", "", worker, "still here")
+}
+
+func TestOpenStreamsHoldTwoGoroutinesEachAndReleaseEverythingWhenTheyClose(t *testing.T) {
+	s := liveStartSerial(t, vigil.Options{}) // goroutines are counted: no other test runs meanwhile
+	worker := liveSpawn(t, s, e2eMain, e2eManager, "draft").ChildSessionKey
+	const n = 100                                     // within the admin credential's limit
+	livePersonWrites(t, s, worker, "a person writes") // the sends' keep-alive connection is counted in base
+	base := runtime.NumGoroutine()
+	var conns []net.Conn
+	for i := range n {
+		path := "/v1/events"
+		if i%2 == 1 {
+			path = "/v1/sessions/" + worker + "/events"
+		}
+		c := edgeDial(t, s.e2eServer) // no client goroutine: the count is the server's
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n", path, e2eAdmin)
+		r := bufio.NewReader(c)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				t.Fatalf("stream %d: %v", i, err)
+			}
+			if strings.Contains(line, ": connected") {
+				break
+			}
+		}
+		conns = append(conns, c)
+	}
+	for range 20 {
+		livePersonWrites(t, s, worker, "a person writes") // events every stream carries
+	}
+	// The gateway's own come and go (a timer's callback, a wake): a few
+	// are allowed for them.
+	const few = 4
+	if held := runtime.NumGoroutine() - base; held > 2*n+few {
+		t.Errorf("%d open streams hold %d goroutines, want at most 2 each (the connection's and its reader's)", n, held)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	edgeWaitFor(t, "the streams are released", func() bool {
+		return s.g.Held(gateway.HoldStream) == 0 && s.g.Hub().LogListeners() == 0 && runtime.NumGoroutine() <= base+few
+	})
 }

@@ -73,6 +73,9 @@ type Options struct {
 	// MCPTaskRetention is how long a finished MCP task is kept for its
 	// client to read; 0 means mcpserver.DefaultTaskRetention.
 	MCPTaskRetention time.Duration
+	// Ready are what GET /readyz checks besides the store, which it always
+	// reads (a change listener being connected, say).
+	Ready []ReadyCheck
 }
 
 type server struct {
@@ -80,6 +83,11 @@ type server struct {
 	opts  Options
 	log   *slog.Logger
 	guard *guard
+	// The frames of recent events as the log stream and the session
+	// streams carry them, shared by every stream.
+	logFrames, signalFrames frameCache
+	// memory gives back the memory of streams that closed.
+	memory giveBack
 }
 
 // New returns the gateway's HTTP handler. It refuses cross-origin browser
@@ -114,16 +122,20 @@ func NewHandler(g *gateway.Gateway, opts Options) (http.Handler, error) {
 		return nil, err
 	}
 	s := &server{g: g, opts: opts, log: opts.Logger, guard: guard}
+	s.memory.idle = func() { s.logFrames.clear(); s.signalFrames.clear() }
 	if opts.Metrics != nil {
 		if err := opts.Metrics.RegisterGateway(g); err != nil {
 			return nil, err
 		}
 	}
 	mux := http.NewServeMux()
-	// Routes without data: health, and the dashboard page and its assets
-	// (they need no credential: the page asks for a token before it calls
-	// the API).
+	// Routes without data: health, the probes, and the dashboard page and
+	// its assets (they need no credential: the page asks for a token
+	// before it calls the API).
 	mux.HandleFunc("GET /healthz", s.healthz)
+	probes := &probes{s: s}
+	mux.HandleFunc("GET /livez", probes.livez)
+	mux.HandleFunc("GET /readyz", probes.readyz)
 	// The API's description holds no data either.
 	spec, err := openAPIHandler(g.Tools())
 	if err != nil {
@@ -143,19 +155,19 @@ func NewHandler(g *gateway.Gateway, opts Options) (http.Handler, error) {
 		data("GET /metrics", s.metrics(promhttp.HandlerFor(opts.Metrics.Registry, promhttp.HandlerOpts{})))
 	}
 	data("GET /v1/tools", s.authed(actingParams, s.listTools))
-	data("POST /v1/tools/{name}", s.toolLabel("", s.authed(actingParams, s.callTool)))
-	data("POST /v1/sessions/{key}/turn", s.toolLabel("session_turn", s.authed(actingParams, s.sessionTool("session_turn"))))
-	data("POST /v1/sessions/{key}/reply", s.toolLabel("session_reply", s.authed(actingParams, s.sessionTool("session_reply"))))
+	data("POST /v1/tools/{name}", s.toolLabel("", s.bounded(false, s.authed(actingParams, s.callTool))))
+	data("POST /v1/sessions/{key}/turn", s.toolLabel("session_turn", s.bounded(false, s.authed(actingParams, s.sessionTool("session_turn")))))
+	data("POST /v1/sessions/{key}/reply", s.toolLabel("session_reply", s.bounded(false, s.authed(actingParams, s.sessionTool("session_reply")))))
 	data("GET /v1/sessions/{key}/events", s.authed(actingParams, s.sessionEvents))
 	// On the log stream, ?session= is the stream's filter: only ?as= names
 	// the acting session there.
 	data("GET /v1/events", s.authed([]string{"as"}, s.logEvents))
-	data("/mcp", s.mcp(mcpserver.NewHandler(opts.Context, g, func(r *http.Request) (gateway.Caller, error) {
+	data("/mcp", s.bounded(true, s.mcp(mcpserver.NewHandler(opts.Context, g, func(r *http.Request) (gateway.Caller, error) {
 		return s.resolve(r, actingParams)
-	}, opts.Logger, mcpserver.HTTPOptions{IdleTimeout: opts.MCPIdleTimeout, TaskRetention: opts.MCPTaskRetention})))
-	data("POST "+a2aserver.Path, s.mcp(a2aserver.Handler(opts.Context, g, func(r *http.Request) (gateway.Caller, error) {
+	}, opts.Logger, mcpserver.HTTPOptions{IdleTimeout: opts.MCPIdleTimeout, TaskRetention: opts.MCPTaskRetention}))))
+	data("POST "+a2aserver.Path, s.bounded(true, s.mcp(a2aserver.Handler(opts.Context, g, func(r *http.Request) (gateway.Caller, error) {
 		return s.resolve(r, actingParams)
-	}, a2aserver.Options{Logger: opts.Logger})))
+	}, a2aserver.Options{Logger: opts.Logger, MaxBodyBytes: opts.MaxBodyBytes}))))
 	return s.count(s.deadlines(s.hosts(mux)), mux), nil
 }
 
@@ -214,7 +226,7 @@ func (s *server) mcp(next http.Handler) http.Handler {
 		w = s.holdOpen(w)
 		if r.Method == http.MethodGet {
 			if c, err := s.resolve(r, actingParams); err == nil {
-				release, err := s.g.Hold(c, gateway.HoldStream)
+				release, err := s.holdStreamOf(c)
 				if err != nil {
 					s.fail(w, r, err)
 					return
@@ -261,6 +273,9 @@ var streamRoutes = map[string]bool{
 	"GET /v1/sessions/{key}/events": true,
 }
 
+// healthz answers while the process serves HTTP, whatever the store's
+// state: kept as it always was for the checks that use it (and as the
+// benchmarks' baseline); probes use /livez and /readyz.
 func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
@@ -378,13 +393,44 @@ func (s *server) sessionTool(name string) func(http.ResponseWriter, *http.Reques
 	}
 }
 
-// readBody reads a bounded request body, answering the error itself.
+// bounded refuses a body declared (by Content-Length) larger than the
+// limit before reading a byte of it, and cuts one that grows past the
+// limit as it is read (a chunked body declares no length). The refusal
+// closes the connection, so the unread body is neither read nor taken for
+// the next request. JSON-RPC routes (rpc) are answered with a JSON-RPC
+// error body, the others with vigil's.
+func (s *server) bounded(rpc bool, next http.Handler) http.Handler {
+	limit := s.opts.MaxBodyBytes
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > limit {
+			w.Header().Set("Connection", "close")
+			msg := fmt.Sprintf("the request body (%d bytes declared) is larger than the limit of %d bytes", r.ContentLength, limit)
+			if rpc {
+				writeJSON(w, http.StatusRequestEntityTooLarge, map[string]any{"jsonrpc": "2.0", "id": nil,
+					"error": map[string]any{"code": -32600, "message": msg, "data": map[string]string{"code": codeTooLarge}}})
+				return
+			}
+			writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, msg)
+			return
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// codeTooLarge is the error code of a body over the limit.
+const codeTooLarge = "payload_too_large"
+
+// readBody reads a request body (bounded by the route's bounded),
+// answering the error itself.
 func (s *server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			writeError(w, http.StatusRequestEntityTooLarge, "payload_too_large",
+			writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge,
 				"the request body is larger than the limit of "+strconv.FormatInt(tooLarge.Limit, 10)+" bytes")
 			return nil, false
 		}

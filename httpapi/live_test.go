@@ -827,7 +827,7 @@ func TestLiveSessionStreamThatFallsBehindGetsLaggedAndEnds(t *testing.T) {
 	// Big messages fill the sockets until the stream's writes back up (the
 	// server writes nothing more to it over many sends: a handler that was
 	// only slow to run would have written by then); then more messages
-	// than its listener buffers (256) make it fall behind.
+	// than its listener buffers (1,024) make it fall behind.
 	big := strings.Repeat("x", 60<<10)
 	var sent []int64
 	still, last := 0, s.streamBytes.Load()
@@ -842,7 +842,7 @@ func TestLiveSessionStreamThatFallsBehindGetsLaggedAndEnds(t *testing.T) {
 			still, last = 0, now
 		}
 	}
-	for i := range 300 {
+	for i := range 1100 {
 		sent = append(sent, e2eSend(t, s.e2eServer, e2eOperator, "", e2eManager, fmt.Sprintf("short note %d", i)).MessageID)
 	}
 	conn.SetReadDeadline(time.Now().Add(liveHangGuard))
@@ -1060,6 +1060,40 @@ func TestLiveLogStreamResumeFromAPrunedPositionGetsHistoryGapAndEnds(t *testing.
 	if got := liveSeqs(liveSignalsUntil(t, ok, 6)); !reflect.DeepEqual(got, liveRange(4, 6)) {
 		t.Fatalf("resume from 3 = %v, want 4..6", got)
 	}
+}
+
+func TestLiveLogStreamFilteredToASessionSaysHistoryGapOnlyWhenThatSessionsOwnEventsWerePruned(t *testing.T) {
+	s := liveStart(t, vigil.Options{MaxEvents: 3})
+	for range 3 {
+		liveRecord(t, s, e2eManager) // 1..3: pruned below
+	}
+	var kept []int64
+	for range 3 {
+		kept = append(kept, liveRecord(t, s, e2eOpsMain)) // 4..6: retained
+	}
+	if st, err := s.Eng.Prune(context.Background()); err != nil || st.ByCount != 3 {
+		t.Fatalf("prune = %+v, %v; want the manager's 3 events pruned", st, err)
+	}
+	// The log was pruned up to 3, but none of ops' events: resuming its
+	// filtered stream from 0 misses nothing.
+	ops := liveOpen(t, s, "/v1/events?session="+url.QueryEscape(e2eOpsMain), e2eAdmin, "0")
+	var got []int64
+	for len(got) < len(kept) {
+		ev := ops.next(t)
+		if ev.Event != "signal" {
+			t.Fatalf("ops' stream from 0 sent %+v before its events, want only its events (none of them was pruned)", ev)
+		}
+		got = append(got, liveData[httpapi.LogEvent](t, ev).Sequence)
+	}
+	if !reflect.DeepEqual(got, kept) {
+		t.Fatalf("ops' stream from 0 = %v, want %v", got, kept)
+	}
+	// The manager's own events were pruned: its stream says so.
+	mgr := liveOpen(t, s, "/v1/events?session="+url.QueryEscape(e2eManager), e2eAdmin, "1")
+	if ev := mgr.next(t); ev.Event != "history_gap" {
+		t.Fatalf("the manager's stream from 1 sent %+v, want history_gap", ev)
+	}
+	mgr.ended(t)
 }
 
 // ---- 4. A stalled reader ----

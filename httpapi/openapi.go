@@ -527,6 +527,40 @@ func (d *oaDocument) addService() error {
 			AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}},
 		})), openErrors),
 	}}
+	d.Paths["/livez"] = &oaPathItem{Get: &oaOperation{
+		OperationID: "livez",
+		Summary:     "Tell whether the process answers (liveness).",
+		Description: "It checks nothing else: a store outage makes a gateway unready, not dead. docs/operations.md says how to probe it.",
+		Tags:        []string{tagService},
+		Security:    open,
+		Responses: responses(jsonResponse("The process answers.", d.schemaRef("Liveness", &jsonschema.Schema{
+			Type:                 "object",
+			Properties:           map[string]*jsonschema.Schema{"status": {Type: "string", Enum: []any{"alive"}}},
+			Required:             []string{"status"},
+			AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}},
+		})), openErrors),
+	}}
+	readiness := d.schemaRef("Readiness", &jsonschema.Schema{
+		Type: "object",
+		Properties: map[string]*jsonschema.Schema{
+			"status": {Type: "string", Enum: []any{"ready", "not ready", "shutting down"}},
+			"checks": {Type: "object", Description: "Each check (store; on PostgreSQL, listener) and its result.",
+				AdditionalProperties: &jsonschema.Schema{Type: "string", Enum: []any{"ok", "failing"}}},
+		},
+		Required:             []string{"status", "checks"},
+		AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}},
+	})
+	ready := responses(jsonResponse("Every check passes.", readiness), openErrors)
+	ready["503"] = jsonResponse("A check fails, or shutdown has begun.", readiness)
+	d.Paths["/readyz"] = &oaPathItem{Get: &oaOperation{
+		OperationID: "readyz",
+		Summary:     "Tell whether the gateway can serve requests (readiness).",
+		Description: "It reads the store, bounded by 0.5 s, and on PostgreSQL checks that the change listener is " +
+			"connected. docs/operations.md says how to probe it.",
+		Tags:      []string{tagService},
+		Security:  open,
+		Responses: ready,
+	}}
 	d.Paths["/metrics"] = &oaPathItem{Get: &oaOperation{
 		OperationID: "metrics",
 		Summary:     "Serve Prometheus metrics.",

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	vigil "github.com/vigilhq/vigil"
@@ -43,20 +45,69 @@ func keepalive(out *sse) func() error {
 	return func() error { return out.comment("keepalive") }
 }
 
+// sse writes an event stream. What is sent is kept until flush, so a
+// round of events (gateway.FollowReader) goes out in one write; the room
+// it is kept in is lent by roundBuffers for the round alone, so idle
+// streams hold none.
 type sse struct {
-	w http.ResponseWriter
-	f http.Flusher
+	w   http.ResponseWriter
+	f   http.Flusher
+	buf *[]byte // nil between rounds
 }
+
+// roundBuffers lend streams the room a round's events are kept in.
+var roundBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+// maxLentBuffer is the most room a buffer returned to roundBuffers keeps.
+const maxLentBuffer = 2 * sseWriteAt
+
+// add appends b to what flush writes. Past sseWriteAt bytes what is
+// kept is written at once (the flush comes at the round's end), so a long
+// round holds no more.
+func (s *sse) add(b ...[]byte) error {
+	if s.buf == nil {
+		s.buf = roundBuffers.Get().(*[]byte)
+	}
+	for _, part := range b {
+		*s.buf = append(*s.buf, part...)
+	}
+	if len(*s.buf) < sseWriteAt {
+		return nil
+	}
+	_, err := s.w.Write(*s.buf)
+	*s.buf = (*s.buf)[:0]
+	return err
+}
+
+// sseWriteAt is how much a stream keeps before writing it.
+const sseWriteAt = 32 << 10
 
 // holdStream admits one more stream for c (answering a refusal itself)
 // and holds the response open.
 func (s *server) holdStream(w http.ResponseWriter, r *http.Request, c gateway.Caller) (http.ResponseWriter, func(), bool) {
-	release, err := s.g.Hold(c, gateway.HoldStream)
+	release, err := s.holdStreamOf(c)
 	if err != nil {
 		s.fail(w, r, err)
 		return w, nil, false
 	}
 	return s.holdOpen(w), release, true
+}
+
+// holdStreamOf admits one more stream for c; release ends it, and counts
+// it for giving its memory back.
+func (s *server) holdStreamOf(c gateway.Caller) (release func(), err error) {
+	held, err := s.g.Hold(c, gateway.HoldStream)
+	if err != nil {
+		return nil, err
+	}
+	s.memory.opened()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			held()
+			s.memory.closed()
+		})
+	}, nil
 }
 
 func startSSE(w http.ResponseWriter) (*sse, bool) {
@@ -75,27 +126,91 @@ func startSSE(w http.ResponseWriter) (*sse, bool) {
 	return &sse{w: w, f: f}, true
 }
 
+// send adds an event to what flush writes.
 func (s *sse) send(id, event string, data any) error {
-	b, err := json.Marshal(data)
+	b, err := sseFrame(id, event, data)
 	if err != nil {
 		return err
 	}
-	if id != "" {
-		fmt.Fprintf(s.w, "id: %s\n", id)
+	return s.add(b)
+}
+
+// sseFrame encodes one event as the stream carries it.
+func sseFrame(id, event string, data any) ([]byte, error) {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return nil, err
 	}
-	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", event, b); err != nil {
-		return err
+	var out []byte
+	if id != "" {
+		out = append(append(append(out, "id: "...), id...), '\n')
+	}
+	out = append(append(append(out, "event: "...), event...), "\ndata: "...)
+	return append(append(out, b...), "\n\n"...), nil
+}
+
+// flush writes what was sent since the last flush, in one write, and
+// gives its room back.
+func (s *sse) flush() error {
+	if s.buf != nil {
+		b := s.buf
+		s.buf = nil
+		_, err := s.w.Write(*b)
+		if cap(*b) <= maxLentBuffer {
+			*b = (*b)[:0]
+			roundBuffers.Put(b)
+		}
+		if err != nil {
+			return err
+		}
 	}
 	s.f.Flush()
 	return nil
 }
 
 func (s *sse) comment(text string) error {
-	if _, err := fmt.Fprintf(s.w, ": %s\n\n", text); err != nil {
+	if err := s.add([]byte(": "), []byte(text), []byte("\n\n")); err != nil {
 		return err
 	}
-	s.f.Flush()
-	return nil
+	return s.flush()
+}
+
+// frameCache holds the encoded frames of recent events by sequence, so the
+// streams that carry one event encode it once, not once each. An event's
+// frame never changes: a sequence names one event for the log's life.
+type frameCache struct {
+	slots [frameSlots]atomic.Pointer[cachedFrame]
+}
+
+// frameSlots is how many recent events a frameCache holds: as many as
+// the hub keeps for the streams of the whole log.
+const frameSlots = 4096
+
+type cachedFrame struct {
+	seq   int64
+	frame []byte
+}
+
+// clear lets go of every frame held.
+func (c *frameCache) clear() {
+	for i := range c.slots {
+		c.slots[i].Store(nil)
+	}
+}
+
+// frame returns the frame of the event at seq, encoding it with encode
+// when it is not held.
+func (c *frameCache) frame(seq int64, encode func() ([]byte, error)) ([]byte, error) {
+	slot := &c.slots[uint64(seq)%frameSlots]
+	if f := slot.Load(); f != nil && f.seq == seq {
+		return f.frame, nil
+	}
+	b, err := encode()
+	if err != nil {
+		return nil, err
+	}
+	slot.Store(&cachedFrame{seq: seq, frame: b})
+	return b, nil
 }
 
 // SessionGap is the last event of a session's stream whose position was
@@ -172,13 +287,20 @@ func (s *server) sessionEvents(w http.ResponseWriter, r *http.Request, c gateway
 	err = f.Run(ctx, gateway.FollowReader{
 		Events: func(events []vigil.Event) error {
 			for _, e := range events {
-				if err := out.send(strconv.FormatInt(e.Sequence, 10), "signal", e.ForAgent()); err != nil {
+				frame, err := s.signalFrames.frame(e.Sequence, func() ([]byte, error) {
+					return sseFrame(strconv.FormatInt(e.Sequence, 10), "signal", e.ForAgent())
+				})
+				if err != nil {
+					return err
+				}
+				if err := out.add(frame); err != nil {
 					return err
 				}
 			}
 			return nil
 		},
-		Live: func(ev gateway.LiveEvent) error { return out.send("", ev.Type, ev) },
+		Live:  func(ev gateway.LiveEvent) error { return out.send("", ev.Type, ev) },
+		Flush: out.flush,
 		Bookmark: func(v int64) error {
 			return out.send(strconv.FormatInt(v, 10), "bookmark", Bookmark{StateVersion: &v})
 		},
@@ -196,6 +318,7 @@ func (s *server) sessionEvents(w http.ResponseWriter, r *http.Request, c gateway
 	case errors.Is(err, gateway.ErrFellBehind):
 		out.send("", "lagged", map[string]string{"message": "this stream fell behind and was closed; reconnect and take a turn"})
 	}
+	out.flush()
 }
 
 // LogEvent is an event of the whole log as /v1/events streams it.
@@ -229,19 +352,21 @@ type HistoryGap struct {
 
 // logEvents streams the signal log as it grows. With Last-Event-ID (or
 // ?after=N) it first replays every retained event after that sequence, so a
-// client that reconnects misses nothing and sees nothing twice; if that
-// position was pruned it gets one history_gap event instead and the stream
-// ends. ?session=KEY and ?agent=ID filter.
+// client that reconnects misses nothing and sees nothing twice; if events
+// after that position were pruned it gets one history_gap event instead
+// and the stream ends. ?session=KEY and ?agent=ID filter; filtered to a
+// session, only the pruning of that session's own events is a gap.
 func (s *server) logEvents(w http.ResponseWriter, r *http.Request, c gateway.Caller) {
 	q := r.URL.Query()
 	var filterSession, filterAgent string
+	var filterRef *vigil.SessionRef
 	if k := q.Get("session"); k != "" {
 		ref, err := vigil.Ref(q.Get("agent"), k)
 		if err != nil {
 			s.fail(w, r, fmt.Errorf("%w: session: %w", gateway.ErrInvalid, err))
 			return
 		}
-		filterSession, filterAgent = ref.Key, ref.AgentID
+		filterSession, filterAgent, filterRef = ref.Key, ref.AgentID, &ref
 	} else if a := q.Get("agent"); a != "" {
 		id, err := sessionkey.ParseAgentID(a)
 		if err != nil {
@@ -288,12 +413,19 @@ func (s *server) logEvents(w http.ResponseWriter, r *http.Request, c gateway.Cal
 	err = f.Run(ctx, gateway.FollowReader{
 		Events: func(events []vigil.Event) error {
 			for _, e := range events {
-				if err := out.send(strconv.FormatInt(e.Sequence, 10), "signal", logEvent(e)); err != nil {
+				frame, err := s.logFrames.frame(e.Sequence, func() ([]byte, error) {
+					return sseFrame(strconv.FormatInt(e.Sequence, 10), "signal", logEvent(e))
+				})
+				if err != nil {
+					return err
+				}
+				if err := out.add(frame); err != nil {
 					return err
 				}
 			}
 			return nil
 		},
+		Flush: out.flush,
 		Bookmark: func(seq int64) error {
 			return out.send(strconv.FormatInt(seq, 10), "bookmark", Bookmark{Sequence: &seq})
 		},
@@ -302,10 +434,27 @@ func (s *server) logEvents(w http.ResponseWriter, r *http.Request, c gateway.Cal
 			s.log.Error("event stream: read log", "err", err)
 			return err
 		},
+		Gap: func(gap *gateway.HistoryGapError) error {
+			if filterRef == nil {
+				return gap
+			}
+			// The log was pruned past the position; the session's own
+			// events after it may all be retained.
+			d, err := s.g.Engine().ChangesSince(ctx, *filterRef, gap.Requested, 1)
+			if err != nil {
+				s.log.Error("event stream: read the session's pruned position", "session", filterRef.String(), "err", err)
+				return err
+			}
+			if d.HistoryGap {
+				return gap
+			}
+			return nil
+		},
 	})
 	var gap *gateway.HistoryGapError
 	if errors.As(err, &gap) {
 		out.send("", "history_gap", HistoryGap{Requested: gap.Requested, PrunedWatermark: gap.PrunedWatermark,
 			Message: "events after the requested position were pruned; re-read the sessions you follow"})
 	}
+	out.flush()
 }

@@ -27,6 +27,7 @@ func benchTiny(bin string) func(*bench.Config) {
 			PruneRows:   52_000,
 			WakeNotices: 10, WakeWatchers: 5,
 			MemorySessions: 100, MemoryCursors: 1000,
+			Streams: 16, StreamSends: 20,
 			HTTPClients: []int{1, 4}, HTTPSessions: 20,
 			Gateways: []int{1, 2}, GatewayClients: 4,
 		}

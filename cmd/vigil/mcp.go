@@ -100,7 +100,7 @@ func serveMCPEmbedded(ctx context.Context, log *slog.Logger, dbPath, session str
 	if ps != nil {
 		// Gateways on the same database: what they commit reaches this
 		// session's turns and subscriptions, as it does `vigil serve`'s.
-		defer follow(ps, eng, g, log)() // stops first, before the gateway closes
+		defer follow(ps, eng, g, log, nil)() // stops first, before the gateway closes
 	}
 	caller, err := g.ResolveCaller(ctx, gateway.LocalPrincipal, session)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -197,11 +198,14 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	log.Info("startup sweep done", "noticesQueued", eng.Stats().SweepRequeued)
 	g := gateway.New(eng, st, gateway.Options{Logger: log, ObserveDelta: m.ObserveDelta, Hub: hub, Limits: cfg.limits,
 		BookmarkInterval: cfg.http.BookmarkInterval})
+	var ready []httpapi.ReadyCheck
 	if ps != nil {
 		// Other gateways may share the database: hear what they commit,
 		// so notices and messages stored there reach turns parked here.
-		stopFollowing := follow(ps, eng, g, log)
+		listening := &listenerState{}
+		stopFollowing := follow(ps, eng, g, log, listening)
 		defer stopFollowing() // deferred after eng.Close, so it runs first
+		ready = append(ready, httpapi.ReadyCheck{Name: "listener", Check: listening.check})
 	}
 
 	ln, err := net.Listen("tcp", cfg.addr)
@@ -213,7 +217,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	open, closeStreams := context.WithCancel(context.Background())
 	defer closeStreams()
 	hopts := cfg.http
-	hopts.Credentials, hopts.Logger, hopts.Metrics, hopts.Context = creds, log, m, open
+	hopts.Credentials, hopts.Logger, hopts.Metrics, hopts.Context, hopts.Ready = creds, log, m, open, ready
 	// On loopback, a foreign Host can only come from a page whose name was
 	// made to resolve to loopback: answer loopback names and those named.
 	hopts.RestrictHosts = isLoopback(cfg.addr)
@@ -268,10 +272,28 @@ func shareStore(st sessionStore, hub *gateway.Hub) *pgstore.Store {
 	return ps
 }
 
+// listenerState is whether the change listener is connected, for /readyz.
+// A nil *listenerState tracks nothing.
+type listenerState struct{ connected atomic.Bool }
+
+func (l *listenerState) set(connected bool) {
+	if l != nil {
+		l.connected.Store(connected)
+	}
+}
+
+func (l *listenerState) check(context.Context) error {
+	if !l.connected.Load() {
+		return errors.New("the change listener is not connected: other gateways' changes are not heard")
+	}
+	return nil
+}
+
 // follow keeps eng's queues and g's waiting turns, sends and streams
 // current with what other gateways on the same PostgreSQL database commit,
-// until the returned stop is called.
-func follow(st *pgstore.Store, eng *vigil.Engine, g *gateway.Gateway, log *slog.Logger) (stop func()) {
+// until the returned stop is called; listening (when not nil) follows its
+// connection.
+func follow(st *pgstore.Store, eng *vigil.Engine, g *gateway.Gateway, log *slog.Logger, listening *listenerState) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -291,7 +313,11 @@ func follow(st *pgstore.Store, eng *vigil.Engine, g *gateway.Gateway, log *slog.
 					log.Error("recheck waiting turns and sends", "err", err)
 				}
 			},
-			OnConnect: func() { log.Info("listening for other gateways' changes", "channel", st.Channel()) },
+			OnConnect: func() {
+				listening.set(true)
+				log.Info("listening for other gateways' changes", "channel", st.Channel())
+			},
+			OnLost: func(error, time.Duration) { listening.set(false) },
 		})
 	}()
 	return func() {

@@ -57,6 +57,9 @@ type Sizes struct {
 	// larger database it measures too.
 	MemorySessions, MemoryCursors           int
 	MemoryLargeSessions, MemoryLargeCursors int
+	// Streams is how many event streams the streams workload opens, and
+	// StreamSends how many sends each of its blocks times.
+	Streams, StreamSends int
 	// HTTPClients are the concurrent clients of the http workload, and
 	// HTTPSessions how many watched sessions (each with its watcher) its
 	// calls and the gateways workload's go to.
@@ -82,6 +85,7 @@ func Full() Sizes {
 		WakeNotices: 1000, WakeWatchers: 100,
 		MemorySessions: 10_000, MemoryCursors: 100_000,
 		MemoryLargeSessions: 50_000, MemoryLargeCursors: 500_000,
+		Streams: 1024, StreamSends: 2000,
 		HTTPClients: []int{1, 8, 64}, HTTPSessions: 1000,
 		Gateways: []int{1, 2, 4}, GatewayClients: 64,
 	}
@@ -100,6 +104,7 @@ func Quick() Sizes {
 		PruneRows:   200_000,
 		WakeNotices: 300, WakeWatchers: 50,
 		MemorySessions: 2000, MemoryCursors: 20_000,
+		Streams: 1024, StreamSends: 500,
 		HTTPClients: []int{1, 8, 64}, HTTPSessions: 500,
 		Gateways: []int{1, 2, 4}, GatewayClients: 64,
 	}
@@ -124,7 +129,7 @@ type Config struct {
 }
 
 // Workloads are the workload names, in the order they run.
-var Workloads = []string{"ceiling", "record", "fanout", "delta", "sweep", "prune", "wake", "memory", "http", "gateways"}
+var Workloads = []string{"ceiling", "record", "fanout", "delta", "sweep", "prune", "wake", "memory", "streams", "http", "gateways"}
 
 // Report is what a run measured.
 type Report struct {
@@ -230,6 +235,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		{"prune", runPrune},
 		{"wake", runWake},
 		{"memory", runMemory},
+		{"streams", runStreams},
 		{"http", runHTTP},
 		{"gateways", runGateways},
 	}
@@ -237,7 +243,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if !e.wants(s.name) && !(s.name == "ceiling" && e.wants("record")) {
 			continue
 		}
-		if (s.name == "memory" || s.name == "http" || s.name == "gateways") && cfg.Executable == "" {
+		if (s.name == "memory" || s.name == "streams" || s.name == "http" || s.name == "gateways") && cfg.Executable == "" {
 			e.progress("[%d/%d] %s: skipped (no vigil executable to start)", i+1, len(steps), s.name)
 			continue
 		}
@@ -313,6 +319,9 @@ func describe(name string, s Sizes) string {
 			line += fmt.Sprintf(", then %s and %s", count(s.MemoryLargeSessions), count(s.MemoryLargeCursors))
 		}
 		return line
+	case "streams":
+		return fmt.Sprintf("streams: vigil serve, one client's sends with and without %s event streams open, %s sends a block",
+			count(s.Streams), count(s.StreamSends))
 	case "http":
 		return fmt.Sprintf("http: vigil serve, sessions_send, turns and session_status from %s clients against /healthz, %s watched sessions",
 			joinInts(s.HTTPClients, "/"), count(s.HTTPSessions))

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -170,19 +169,22 @@ func (e *env) serveChild(ctx context.Context, db string, watchers []string) (flo
 }
 
 // peakRSS reads a process's peak resident set size (VmHWM) in MiB.
-func peakRSS(pid int) (float64, error) {
+func peakRSS(pid int) (float64, error) { return statusMiB(pid, "VmHWM") }
+
+// statusMiB reads a size in kB from a process's /proc status, in MiB.
+func statusMiB(pid int, field string) (float64, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
 			if err != nil {
-				return 0, fmt.Errorf("VmHWM %q: %w", rest, err)
+				return 0, fmt.Errorf("%s %q: %w", field, rest, err)
 			}
 			return kb / 1024, nil
 		}
 	}
-	return 0, errors.New("no VmHWM in /proc status")
+	return 0, fmt.Errorf("no %s in /proc status", field)
 }

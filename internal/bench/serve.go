@@ -47,6 +47,8 @@ type serveOptions struct {
 	// follow waits, on PostgreSQL, until the gateway hears other
 	// gateways' changes.
 	follow bool
+	// extra are more flags for vigil serve.
+	extra []string
 }
 
 // startServe runs the vigil executable as `vigil serve` on db, listening
@@ -57,6 +59,7 @@ func (e *env) startServe(ctx context.Context, db string, o serveOptions) (*serve
 	if o.sync != "" {
 		args = append(args, "--synchronous", o.sync)
 	}
+	args = append(args, o.extra...)
 	if o.tokens {
 		path, err := e.tokensFile()
 		if err != nil {

@@ -1,0 +1,190 @@
+package a2aserver_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/a2aserver"
+	"github.com/vigilhq/vigil/httpapi"
+	"github.com/vigilhq/vigil/sessions"
+)
+
+// rpcAnswer is a JSON-RPC response as the wire carries it.
+type rpcAnswer struct {
+	ID     json.RawMessage `json:"id"`
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Code    int               `json:"code"`
+		Message string            `json:"message"`
+		Data    map[string]string `json:"data"`
+	} `json:"error"`
+}
+
+// post sends a raw JSON-RPC body to /a2a with a token (and an acting
+// session, unless "") and returns the HTTP status and the answer.
+func post(t *testing.T, s *server, token, session, body string) (int, rpcAnswer) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.URL+a2aserver.Path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	if session != "" {
+		req.Header.Set(httpapi.SessionHeader, session)
+	}
+	resp, err := (&http.Client{Timeout: hangGuard}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a rpcAnswer
+	if err := json.Unmarshal(raw, &a); err != nil {
+		t.Fatalf("answer %s: %v", raw, err)
+	}
+	return resp.StatusCode, a
+}
+
+// storedState is what a refused request must leave as it was: the log's
+// horizon, and the worker's transcript.
+func storedState(t *testing.T, s *server, worker string) string {
+	t.Helper()
+	ctx := context.Background()
+	h, err := s.Eng.LogHorizon(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := s.Store.Messages(ctx, vigil.MustRef(worker), 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := s.Store.ListSessions(ctx, sessions.ListFilter{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("horizon %d, %d messages, %d sessions", h, len(msgs), len(list))
+}
+
+// sendBody is a message/send into task with the message's members
+// (without braces) given as they should go on the wire.
+func sendBody(members string) string {
+	return `{"jsonrpc":"2.0","id":7,"method":"message/send","params":{"message":{` + members + `}}}`
+}
+
+func TestA2AInputBreakingTheStrictRulesIsRefusedNamingTheFieldAndStoresNothing(t *testing.T) {
+	s := start(t)
+	ctx := guarded(t)
+	worker := spawnWorker(ctx, t, client(s, tokMain, manager)) // watched by the manager
+	ok := `"kind":"message","messageId":"m1","role":"user","taskId":"` + worker + `"`
+	text := `"parts":[{"kind":"text","text":"hello"}]`
+	cases := []struct {
+		name, body string
+		code       int
+		want       []string
+	}{
+		{"invalid UTF-8", sendBody(ok + `,"parts":[{"kind":"text","text":"caf` + "\xff" + `"}]`), -32602,
+			[]string{"message.parts.0.text", "UTF-8"}},
+		{"two taskIds", sendBody(`"kind":"message","messageId":"m1","role":"user","taskId":"agent:main:elsewhere","taskId":"` +
+			worker + `",` + text), -32602, []string{"message.taskId", "more than once"}},
+		{"TASKID", sendBody(`"kind":"message","messageId":"m1","role":"user","TASKID":"` + worker + `",` + text), -32602,
+			[]string{`"TASKID"`, `"taskId"`}},
+		{"an unknown field", sendBody(ok + `,"colour":"red",` + text), -32602, []string{`unknown field "colour"`}},
+		{"a negative timeout", sendBody(ok + `,` + text + `,"metadata":{"timeoutSeconds":-5}`), -32602,
+			[]string{"message.metadata.timeoutSeconds", "at least 0", "-5"}},
+		{"a fractional timeout", sendBody(ok + `,` + text + `,"metadata":{"timeoutSeconds":1.5}`), -32602,
+			[]string{"message.metadata.timeoutSeconds", "integer"}},
+		{"a timeout too large for any integer", sendBody(ok + `,` + text + `,"metadata":{"timeoutSeconds":1e40}`), -32602,
+			[]string{"message.metadata.timeoutSeconds", "integer"}},
+		{"watch not a boolean", sendBody(ok + `,` + text + `,"metadata":{"watch":"yes"}`), -32602,
+			[]string{"message.metadata.watch", "true or false"}},
+		{"a metadata key in the wrong case", sendBody(ok + `,` + text + `,"metadata":{"TimeoutSeconds":5}`), -32602,
+			[]string{"message.metadata.TimeoutSeconds", "case-sensitive", `"timeoutSeconds"`}},
+		{"a role not of the protocol", sendBody(`"kind":"message","messageId":"m1","role":"USER","taskId":"` + worker + `",` + text),
+			-32602, []string{"message.role"}},
+		{"a part without its kind", sendBody(ok + `,"parts":[{"text":"hello"}]`), -32602, []string{"message.parts.0.kind"}},
+		{"a text part with a file", sendBody(ok + `,"parts":[{"kind":"text","text":"a","file":{"uri":"x"}}]`), -32602,
+			[]string{"message.parts.0.file"}},
+		{"a message without an id", sendBody(`"kind":"message","role":"user","taskId":"` + worker + `",` + text), -32602,
+			[]string{"message.messageId", "required"}},
+		{"no params", `{"jsonrpc":"2.0","id":7,"method":"message/send"}`, -32602, []string{"params are required"}},
+		{"params of the wrong type", `{"jsonrpc":"2.0","id":7,"method":"message/send","params":{"message":"hello"}}`, -32602,
+			[]string{"field message", "object"}},
+		// A spawn, which reads label and agentId.
+		{"a label not a string", sendBody(`"kind":"message","messageId":"m1","role":"user",` + text + `,"metadata":{"label":5}`),
+			-32602, []string{"message.metadata.label", "string"}},
+		{"a negative changesSince", `{"jsonrpc":"2.0","id":7,"method":"tasks/get","params":{"id":"` + worker +
+			`","metadata":{"changesSince":-1}}}`, -32602, []string{"metadata.changesSince", "at least 0"}},
+		{"a stateVersion not an integer", `{"jsonrpc":"2.0","id":7,"method":"tasks/resubscribe","params":{"id":"` + worker +
+			`","metadata":{"stateVersion":"2"}}}`, -32602, []string{"metadata.stateVersion", "integer"}},
+		{"a task id twice", `{"jsonrpc":"2.0","id":7,"method":"tasks/get","params":{"id":"x","id":"` + worker + `"}}`, -32602,
+			[]string{"field id", "more than once"}},
+		// The envelope is held to the same rules.
+		{"the method twice", `{"jsonrpc":"2.0","id":7,"method":"tasks/get","method":"message/send","params":{"message":{` +
+			ok + `,` + text + `}}}`, -32600, []string{"method", "more than once"}},
+		{"an unknown envelope member", `{"jsonrpc":"2.0","id":7,"method":"tasks/get","params":{"id":"` + worker + `"},"extra":1}`,
+			-32600, []string{`unknown field "extra"`}},
+		{"a JSON-RPC version not 2.0", `{"jsonrpc":"1.0","id":7,"method":"tasks/get","params":{"id":"` + worker + `"}}`,
+			-32600, []string{"jsonrpc"}},
+		{"truncated JSON", `{"jsonrpc":"2.0","id":7,"method":"message/send","params":{"message":{` + ok, -32700,
+			[]string{"truncated"}},
+	}
+	before := storedState(t, s, worker)
+	for _, c := range cases {
+		status, a := post(t, s, tokOperator, "", c.body)
+		if a.Error == nil {
+			t.Errorf("%s: answered %d with %s, want error %d", c.name, status, a.Result, c.code)
+			continue
+		}
+		if a.Error.Code != c.code {
+			t.Errorf("%s: error %+v, want code %d", c.name, a.Error, c.code)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(a.Error.Data["error"], w) {
+				t.Errorf("%s: data.error %q does not say %q", c.name, a.Error.Data["error"], w)
+			}
+		}
+		if c.code != -32700 && string(a.ID) != "7" {
+			t.Errorf("%s: the answer's id is %s, want the request's (7)", c.name, a.ID)
+		}
+	}
+	if after := storedState(t, s, worker); after != before {
+		t.Fatalf("refused requests changed what is stored: %s, then %s", before, after)
+	}
+	// The same message, spelled right, is taken.
+	if _, a := post(t, s, tokOperator, "", sendBody(ok+`,`+text+`,"metadata":{"timeoutSeconds":0,"watch":false,"trace":"x"}`)); a.Error != nil {
+		t.Fatalf("a valid send was refused: %+v", a.Error)
+	}
+	if after := storedState(t, s, worker); after == before {
+		t.Fatalf("a valid send stored nothing: %s", after)
+	}
+}
+
+func TestAChunkedA2ABodyOverTheLimitIsAnswered413(t *testing.T) {
+	s := start(t)
+	big := bytes.Repeat([]byte(" "), httpapi.DefaultMaxBodyBytes+1)
+	req, err := http.NewRequest(http.MethodPost, s.URL+a2aserver.Path, io.MultiReader(strings.NewReader(`{"jsonrpc":"2.0",`), bytes.NewReader(big)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tokOperator)
+	resp, err := (&http.Client{Timeout: hangGuard}).Do(req) // chunked: no length declared
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(raw), fmt.Sprint(httpapi.DefaultMaxBodyBytes)) {
+		t.Fatalf("a chunked body over the limit: %d %s", resp.StatusCode, raw)
+	}
+}
