@@ -36,6 +36,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv"
 
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/internal/buildinfo"
 )
 
 // Path is where the JSON-RPC endpoint is served.
@@ -49,8 +50,8 @@ const CardPath = a2asrv.WellKnownAgentCardPath
 // states it.
 const ProtocolVersion = "0.3.0"
 
-// Version is vigil's A2A binding version, reported in the Agent Card.
-const Version = "0.1.0"
+// Version is vigil's version, reported in the Agent Card.
+var Version = buildinfo.Version
 
 // MaxBodyBytes bounds a JSON-RPC request body.
 const MaxBodyBytes = 1 << 20
