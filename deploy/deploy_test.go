@@ -346,7 +346,7 @@ func TestTheSystemdUnitIsHardened(t *testing.T) {
 			t.Errorf("the unit lacks %s", line)
 		}
 	}
-	// systemd's own score, 0 (locked down) to 10 (exposed); it shows 1.4.
+	// systemd's own score, 0 (locked down) to 10 (exposed); it shows 1.2.
 	sa := tool(t, "VIGIL_SYSTEMD_ANALYZE", "systemd-analyze")
 	out, err := exec.Command(sa, "security", "--offline=yes", "--threshold=20", unitWithBinary(t)).CombinedOutput()
 	if err != nil {
