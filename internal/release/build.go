@@ -398,10 +398,13 @@ func archive(root, out string, p platform, m manifest, bin string) (artifact, er
 
 // sbom writes a CycloneDX SBOM of the binary of platform p, from the
 // modules the go command recorded in it ("go version -m"): exactly what
-// was linked in, whatever the checkout's git state.
+// was linked in, whatever the checkout's git state. Without a serial
+// number or a timestamp, a rebuild of the same commit gives the same SBOM,
+// as it gives the same binaries.
 func sbom(ctx context.Context, tool, out string, p platform, m manifest, bin string) (string, error) {
 	name := baseName(p, m) + ".cdx.json"
-	_, err := output(ctx, "", nil, tool, "bin", "-json", "-version", m.Version, "-output", filepath.Join(out, name), bin)
+	_, err := output(ctx, "", nil, tool, "bin", "-json", "-noserial", "-notimestamp", "-version", m.Version,
+		"-output", filepath.Join(out, name), bin)
 	return name, err
 }
 
