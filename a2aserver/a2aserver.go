@@ -39,6 +39,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/internal/buildinfo"
 )
 
 // Path is where the JSON-RPC endpoint is served.
@@ -52,8 +53,8 @@ const CardPath = a2asrv.WellKnownAgentCardPath
 // states it.
 const ProtocolVersion = "0.3.0"
 
-// Version is vigil's A2A binding version, reported in the Agent Card.
-const Version = "0.1.0"
+// Version is vigil's version, reported in the Agent Card.
+var Version = buildinfo.Version
 
 // MaxBodyBytes bounds a JSON-RPC request body unless Options say
 // otherwise.

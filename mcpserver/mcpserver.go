@@ -20,11 +20,12 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/internal/buildinfo"
 	"github.com/vigilhq/vigil/internal/metrics"
 )
 
 // Version is reported to clients.
-const Version = "0.1.0"
+var Version = buildinfo.Version
 
 // SessionURIPrefix starts every session resource's URI.
 const SessionURIPrefix = "vigil://session/"

@@ -15,8 +15,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,6 +22,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/vigilhq/vigil/internal/buildinfo"
 )
 
 // cliConfig is the client config file.
@@ -305,67 +305,18 @@ func cliCompleteContexts(env *cliIO) cobra.CompletionFunc {
 	}
 }
 
-// versionInfo is what `vigil version` reports, from the build's own
-// record (runtime/debug).
-type versionInfo struct {
-	Version   string `json:"version"`
-	Commit    string `json:"commit,omitempty"`
-	Modified  bool   `json:"modified,omitempty"`
-	GoVersion string `json:"goVersion"`
-}
-
-func buildVersion() versionInfo {
-	bi, _ := debug.ReadBuildInfo() // nil without build information: reported as (devel)
-	return versionOf(bi)
-}
-
-// versionOf reads a build's record: the module's version and the
-// revision the build tool stamped (none with -buildvcs=false).
-func versionOf(bi *debug.BuildInfo) versionInfo {
-	v := versionInfo{Version: "(devel)", GoVersion: runtime.Version()}
-	if bi == nil {
-		return v
-	}
-	v.GoVersion = bi.GoVersion
-	if bi.Main.Version != "" {
-		v.Version = bi.Main.Version
-	}
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			v.Commit = s.Value
-		case "vcs.modified":
-			v.Modified = s.Value == "true"
-		}
-	}
-	return v
-}
-
 // versionLine is the one-line version.
-func versionLine() string { return versionInfoLine(buildVersion()) }
-
-func versionInfoLine(v versionInfo) string {
-	line := "vigil " + v.Version
-	if v.Commit != "" {
-		line += ", commit " + v.Commit
-		if v.Modified {
-			line += " (modified)"
-		}
-	} else {
-		line += ", commit unknown (built without version control information)"
-	}
-	return line + ", " + v.GoVersion
-}
+func versionLine() string { return buildinfo.Current().Line() }
 
 // newVersionCmd is `vigil version`.
 func newVersionCmd(env *cliIO, g *cliGlobal) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "print vigil's version, commit and Go version",
+		Short: "print vigil's version, commit, build date and Go version",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if g.json || g.output != "table" {
-				data, _ := json.Marshal(buildVersion())
+				data, _ := json.Marshal(buildinfo.Current())
 				(&cliClient{stdout: env.stdout, yaml: g.output == "yaml"}).printRaw(data)
 				return nil
 			}
