@@ -180,7 +180,7 @@ func (t *Txn) record(ctx context.Context, ev, valid *Event, occurredAt time.Time
 			}
 			c = c.markMaterial(ev.Sequence, nowMs)
 			moved = append(moved, c)
-			queued = append(queued, watcherNotice{c.Watcher, notices.of(c)})
+			queued = append(queued, watcherNotice{c.Watcher, notices.of(c, e)})
 		}
 		if err := t.moveCursors(ctx, moved); err != nil {
 			return Recorded{}, fmt.Errorf("move cursors of %d watchers: %w", len(moved), err)
@@ -193,7 +193,7 @@ func (t *Txn) record(ctx context.Context, ev, valid *Event, occurredAt time.Time
 				return Recorded{}, fmt.Errorf("create the parent's cursor: %w", err)
 			}
 			t.pending++
-			queued = append(queued, watcherNotice{c.Watcher, notices.of(c)})
+			queued = append(queued, watcherNotice{c.Watcher, notices.of(c, e)})
 		}
 		e.notices.keep(target, notices)
 		t.AfterCommit(func() {
@@ -288,13 +288,14 @@ func (e *Engine) enqueueNotice(watcher string, ev SystemEvent) {
 
 // noticeQueued announces a notice that just entered watcher's queue (or
 // changed its text there): counted, published, and the watcher woken
-// unless it is a sub-agent.
+// unless it is a sub-agent or the entry is quiet (a creation notice, an
+// ambient watch's notice).
 func (e *Engine) noticeQueued(watcher string, ev SystemEvent) {
 	e.stats.noticesQueued.Add(1)
 	if e.opts.OnNotice != nil {
 		e.opts.OnNotice(watcher, ev)
 	}
-	if !sessionkey.IsSubAgent(watcher) {
+	if !ev.quiet && !sessionkey.IsSubAgent(watcher) {
 		e.stats.wakes.Add(1)
 		e.waker.wake(watcher)
 	}
