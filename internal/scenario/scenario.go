@@ -178,22 +178,24 @@ func fieldsOf(v any) []string {
 	return out
 }
 
-// op is the union of every operation's fields.
+// op is the union of every operation's fields. A field with a default is
+// a pointer: the default takes the place of a missing field only, and an
+// empty string given is used as it is, as the reference uses it.
 type op struct {
 	Op           string         `json:"op"`
 	Note         string         `json:"note"`
 	Parent       string         `json:"parent"`
 	Child        string         `json:"child"`
-	RunID        string         `json:"runId"`
+	RunID        *string        `json:"runId"`
 	Session      string         `json:"session"`
 	ActorID      string         `json:"actorId"`
 	ActorType    string         `json:"actorType"`
-	Channel      string         `json:"channel"`
+	Channel      *string        `json:"channel"`
 	From         string         `json:"from"`
-	Summary      string         `json:"summary"`
+	Summary      *string        `json:"summary"`
 	Outcome      string         `json:"outcome"`
 	Requester    string         `json:"requester"`
-	OperationID  string         `json:"operationId"`
+	OperationID  *string        `json:"operationId"`
 	Watcher      string         `json:"watcher"`
 	Target       string         `json:"target"`
 	ChangesSince jsontext.Value `json:"changesSince"`
@@ -202,6 +204,22 @@ type op struct {
 	Ms           jsontext.Value `json:"ms"`
 	Count        *int           `json:"count"`
 	Do           jsontext.Value `json:"do"`
+	// create's fields.
+	Creator        *creator `json:"creator"`
+	Source         string   `json:"source"`
+	Label          string   `json:"label"`
+	SessionID      *string  `json:"sessionId"`
+	Incognito      bool     `json:"incognito"`
+	Visibility     string   `json:"visibility"`
+	NotifyOnCreate *bool    `json:"notifyOnCreate"`
+}
+
+// creator is create's creator.
+type creator struct {
+	Type   string `json:"type"`
+	ID     string `json:"id"`
+	Label  string `json:"label"`
+	Source string `json:"source"`
 }
 
 // Options configure a Runner.
@@ -377,6 +395,8 @@ func (r *Runner) do(ctx context.Context, o op) (Object, error) {
 		return Object{}, nil
 	case "repeat":
 		return r.repeat(ctx, o)
+	case "create":
+		return r.create(ctx, o)
 	case "":
 		return nil, errors.New(`op has no "op" field`)
 	}
@@ -399,9 +419,10 @@ func (r *Runner) ensure(field, key string) (vigil.SessionRef, error) {
 	return ref, nil
 }
 
-func (r *Runner) id(prefix, given string) string {
-	if given != "" {
-		return given
+// id is the id given, "" included, or the next of the scenario's counter.
+func (r *Runner) id(prefix string, given *string) string {
+	if given != nil {
+		return *given
 	}
 	r.nextID++
 	return fmt.Sprintf("%s-%d", prefix, r.nextID)
@@ -449,14 +470,22 @@ func (r *Runner) humanMessage(ctx context.Context, o op) (Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	channel := o.Channel
-	if channel == "" {
-		channel = "test"
+	// As the reference's producer: a channel given is trimmed, and an
+	// empty one is "unknown"; a missing one is the scenarios' "test".
+	channel := "test"
+	if o.Channel != nil {
+		if channel = strings.TrimSpace(*o.Channel); channel == "" {
+			channel = "unknown"
+		}
 	}
 	payload, _ := stdjson.Marshal(map[string]string{"channel": channel})
+	var runID string // none unless given: a person's message starts no run
+	if o.RunID != nil {
+		runID = *o.RunID
+	}
 	res, err := r.engine.Record(ctx, vigil.Record{
 		Session: ref, Kind: vigil.KindHumanDirectMessage, ActorType: vigil.ActorHuman, ActorID: o.ActorID,
-		RunID: o.RunID, Summary: "human message via " + channel, Payload: payload, Parent: r.sessions[ref.Key],
+		RunID: runID, Summary: "human message via " + channel, Payload: payload, Parent: r.sessions[ref.Key],
 	})
 	if err != nil {
 		return nil, err
@@ -487,9 +516,9 @@ func (r *Runner) goal(ctx context.Context, o op) (Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	summary := o.Summary
-	if summary == "" {
-		summary = "goal created"
+	summary := "goal created"
+	if o.Summary != nil {
+		summary = *o.Summary
 	}
 	res, err := r.engine.Record(ctx, vigil.Record{
 		Session: ref, Kind: vigil.KindGoalChanged, ActorType: vigil.ActorType(o.ActorType), ActorID: o.ActorID,
@@ -554,6 +583,48 @@ func (r *Runner) compacted(ctx context.Context, o op) (Object, error) {
 	return r.recorded(ctx, ref, res)
 }
 
+// create creates a session with the op's attribution: `created` when it
+// has a creator, and the creation notice for its agent's main session.
+func (r *Runner) create(ctx context.Context, o op) (Object, error) {
+	ref, err := r.ensure("session", o.Session)
+	if err != nil {
+		return nil, err
+	}
+	if o.Parent != "" {
+		parent, err := r.ensure("parent", o.Parent)
+		if err != nil {
+			return nil, err
+		}
+		r.sessions[ref.Key] = parent.Key
+	}
+	c := vigil.Creation{Session: ref, SessionID: "sid:" + ref.Key, Via: o.Source, Label: o.Label, Incognito: o.Incognito,
+		Draft: o.Visibility == "draft", NoNotice: o.NotifyOnCreate != nil && !*o.NotifyOnCreate}
+	if o.SessionID != nil {
+		c.SessionID = *o.SessionID
+	}
+	if cr := o.Creator; cr != nil {
+		if cr.Type == "" {
+			return nil, errors.New("creator.type is required (human, agent or system)")
+		}
+		c.Creator = &vigil.Creator{Type: vigil.ActorType(cr.Type), ID: cr.ID, Label: cr.Label, Source: cr.Source}
+	}
+	res, err := r.engine.RecordCreation(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	out, err := r.recorded(ctx, ref, res.Recorded)
+	if err != nil {
+		return nil, err
+	}
+	if res.Notice == "" {
+		return out.Set("notice", nil), nil
+	}
+	if _, err := r.ensure("main", res.To); err != nil {
+		return nil, err
+	}
+	return out.Set("notice", Object{}.Set("to", res.To).Set("text", res.Notice)), nil
+}
+
 func (r *Runner) watch(ctx context.Context, o op) (Object, error) {
 	watcher, err := r.ensure("watcher", o.Watcher)
 	if err != nil {
@@ -589,16 +660,15 @@ func (r *Runner) drain(ctx context.Context, o op) (Object, error) {
 	}
 	// Every notice the turn consumed counts as acknowledged, also one
 	// whose cursor is gone (its session was deleted or unwatched): the
-	// turn has read it, though no cursor was left to move.
-	var notices []vigil.SystemEvent
+	// turn has read it, though no cursor was left to move. A creation
+	// notice is consumed and acknowledges nothing.
 	acked := []string{}
 	for _, e := range d.Events {
 		if e.IsNotice() {
-			notices = append(notices, e)
 			acked = append(acked, e.Target.Key)
 		}
 	}
-	return Object{}.Set("notices", texts(notices)).Set("acknowledged", acked).
+	return Object{}.Set("notices", texts(d.Events)).Set("acknowledged", acked).
 		Set("pendingAfter", texts(r.engine.Pending(watcher.Key))), nil
 }
 
