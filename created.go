@@ -282,22 +282,42 @@ func (t *Txn) RecordCreation(ctx context.Context, c Creation) (CreationRecorded,
 			return CreationRecorded{}, fmt.Errorf("record the creation of %s: %w", ref, err)
 		}
 	}
+	if out.Notice, out.To, err = t.announceCreation(ctx, c); err != nil {
+		return CreationRecorded{}, err
+	}
+	return out, nil
+}
+
+// AnnounceCreation queues c's creation notice, as RecordCreation does,
+// for a creation whose `created` event the caller records itself. It
+// returns the notice and whom it is for, "" when none was queued.
+func (t *Txn) AnnounceCreation(ctx context.Context, c Creation) (notice, to string, err error) {
+	ref, err := c.validate()
+	if err != nil {
+		return "", "", fmt.Errorf("%w: announce the creation of %s: %w", ErrBadRequest, c.Session, err)
+	}
+	c.Session = ref
+	return t.announceCreation(ctx, c)
+}
+
+// announceCreation is AnnounceCreation of a validated c.
+func (t *Txn) announceCreation(ctx context.Context, c Creation) (notice, to string, err error) {
+	ref := c.Session
 	if !c.announced(ref) {
-		return out, nil
+		return "", "", nil
 	}
 	n := CreationNotice{Session: ref, Watcher: sessionkey.MainKey(ref.AgentID),
 		ContextKey: creationContextKey(ref, c.SessionID), Text: CreationNoticeText(c), At: t.now.UnixMilli()}
 	stored, err := t.tx.PutCreationNotice(ctx, n)
 	if err != nil {
-		return CreationRecorded{}, fmt.Errorf("keep the creation notice of %s: %w", ref, err)
+		return "", "", fmt.Errorf("keep the creation notice of %s: %w", ref, err)
 	}
 	if !stored {
-		return out, nil // announced once already
+		return "", "", nil // announced once already
 	}
 	ev := t.e.creationNotice(n)
-	out.Notice, out.To = ev.Text, n.Watcher
 	t.AfterCommit(func() { t.e.enqueueNotice(n.Watcher, ev) })
-	return out, nil
+	return ev.Text, n.Watcher, nil
 }
 
 // creationNotice is the queue entry of a stored creation notice.

@@ -50,6 +50,14 @@ type Options struct {
 	// fences); nil means the system clock. Pass the engine's, so one
 	// manual clock drives both in tests.
 	Clock clock.Clock
+	// NoCreationNotices leaves out the notice a session's creation
+	// queues for its agent's main session (vigil.Creation); they are on
+	// by default.
+	NoCreationNotices bool
+	// NoGroupWatches leaves out ambient watches: by default a person's
+	// message in one of an agent's group, room or channel sessions makes
+	// the agent's main session watch it (vigil.Txn.WatchAmbient).
+	NoGroupWatches bool
 }
 
 // DefaultBookmarkInterval is how often an idle listener is told where it

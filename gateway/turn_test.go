@@ -36,6 +36,10 @@ func TestAParkedTurnWithNothingToDoEndsAtTheBookmarkIntervalWithItsStateVersion(
 	if _, err := g.Spawn(ctx, manager, gateway.SpawnInput{Task: "draft"}); err != nil {
 		t.Fatal(err)
 	}
+	zero := 0 // the child's creation notice is work: a first turn takes it
+	if out, err := g.Turn(ctx, manager, gateway.TurnInput{SessionKey: "agent:main:main", WaitSeconds: &zero}); err != nil || len(out.SystemEvents) != 1 {
+		t.Fatalf("first turn = %+v, %v; want the creation notice", out, err)
+	}
 	v, err := g.Engine().Version(ctx, vigil.MustRef("agent:main:main"))
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +87,7 @@ func TestATurnThatFoundWorkCarriesNoBookmark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.TimedOut || out.Bookmark != nil || len(out.SystemEvents) != 1 {
-		t.Fatalf("turn = %+v; want its notice and no bookmark", out)
+	if out.TimedOut || out.Bookmark != nil || len(out.SystemEvents) != 2 {
+		t.Fatalf("turn = %+v; want its notices (the creation's, the change's) and no bookmark", out)
 	}
 }
