@@ -50,6 +50,7 @@ var rulesOnPostgreSQL = []func(*testing.T){
 	TestSummaryDefaultsToTheKindsOwn,
 	TestASummaryThatDoesNotFitIsMadeToFitAndRecorded,
 	TestUpstreamMissingNotifiesWhileCreatedAndAdoptedAreLogOnly,
+	TestSessionsARecordNamesToNotifyAreWatchersAsTheParentIs,
 	TestRecordRefusesBadInputAndStoresNothing,
 	TestFailedRecordIsLoggedAndCountedAndReturned,
 	TestGatewayOwnedChangeCommitsWithItsEvent,

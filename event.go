@@ -257,6 +257,10 @@ type Record struct {
 	// is the watcher whose cursor is seeded; for material kinds it is a
 	// watcher even when it holds no cursor yet.
 	Parent string
+	// Notify are more sessions a material event is owed to as the parent
+	// is: each a watcher even when it holds no cursor yet (its cursor then
+	// starts at 0, and it watches the session from then on).
+	Notify []string
 }
 
 // validate checks r and returns the event to append (without sequence and
@@ -295,6 +299,11 @@ func (r Record) validate() (Event, error) {
 	if r.Parent != "" {
 		if _, err := sessionkey.Parse(r.Parent); err != nil {
 			return Event{}, fmt.Errorf("parent: %w", err)
+		}
+	}
+	for _, n := range r.Notify {
+		if _, err := sessionkey.Parse(n); err != nil {
+			return Event{}, fmt.Errorf("notify: %w", err)
 		}
 	}
 	payload, err := checkPayload(r.Payload)

@@ -470,3 +470,21 @@ func TestANoticeHookPanickingForOneWatcherLeavesTheOthersNotified(t *testing.T) 
 		}
 	}
 }
+
+// A record may name sessions to notify besides the parent: each is owed a
+// material event as the parent is, once.
+func TestSessionsARecordNamesToNotifyAreWatchersAsTheParentIs(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	env.spawn(coord, child, "run-1")
+	env.watch("agent:main:other", child)
+	res := env.record(vigil.Record{Session: vigil.MustRef(child), Kind: vigil.KindAttention, ActorType: vigil.ActorSystem,
+		Parent: coord, Notify: []string{manager, manager, coord, "agent:main:other", "global"}})
+	for _, w := range []string{manager, coord, "agent:main:other"} {
+		if got := env.pending(w); len(got) != 1 {
+			t.Fatalf("%s pending = %q, want one notice", w, got)
+		}
+	}
+	if got := env.cursor(manager, child); !slices.Equal(got, []int64{0, res.Event.Sequence, res.Event.Sequence}) {
+		t.Fatalf("manager's cursor = %v, want one from 0", got)
+	}
+}

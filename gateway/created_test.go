@@ -27,7 +27,7 @@ func gatewayWithWakes(t *testing.T, opts gateway.Options, wakes chan<- string) *
 		t.Fatal(err)
 	}
 	opts.Hub = gateway.NewHub()
-	eng, err := vigil.Open(ctx, st, opts.Hub.Attach(vigil.Options{PruneInterval: -1,
+	eng, err := vigil.Open(ctx, st, opts.Hub.Attach(vigil.Options{PruneInterval: -1, Clock: opts.Clock,
 		OnWake: func(w string) { wakes <- w }}))
 	if err != nil {
 		st.Close()

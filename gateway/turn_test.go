@@ -19,7 +19,7 @@ func gatewayWith(t *testing.T, opts gateway.Options) *gateway.Gateway {
 		t.Fatal(err)
 	}
 	opts.Hub = gateway.NewHub()
-	eng, err := vigil.Open(ctx, st, opts.Hub.Attach(vigil.Options{PruneInterval: -1}))
+	eng, err := vigil.Open(ctx, st, opts.Hub.Attach(vigil.Options{PruneInterval: -1, Clock: opts.Clock}))
 	if err != nil {
 		st.Close()
 		t.Fatal(err)
