@@ -99,7 +99,7 @@ var rulesOnPostgreSQL = []func(*testing.T){
 	TestResettingOrDeletingTheMainSessionDropsItsCreationNotices,
 	TestDeletingTheNewSessionKeepsItsCreationNotice,
 	TestACreationNoticeIsDeliveredByOneGatewayOnly,
-	TestAnUndrainedCreationNoticeExpiresLikeAnIdleCursor,
+	TestAnUndrainedCreationNoticeOutlivesRetention,
 	TestBadCreationInputIsRefusedAndStoresNothing,
 	// notice_test.go
 	TestTwentyRapidChangesProduceOneNotice,

@@ -327,9 +327,6 @@ type PruneStats struct {
 	// ExpiredTombstones counts the tombstones deleted unconsumed after as
 	// long as an idle cursor lives.
 	ExpiredTombstones int
-	// ExpiredCreationNotices counts the creation notices given up
-	// undelivered after as long as an idle cursor lives.
-	ExpiredCreationNotices int
 	// SweptEntries counts the index entries of pruned events deleted
 	// after the events (IndexSweeper).
 	SweptEntries int
@@ -428,16 +425,12 @@ func (e *Engine) Prune(ctx context.Context) (PruneStats, error) {
 		return st, fmt.Errorf("expire cursors: %w", err)
 	}
 	// A tombstone is owed for as long as the cursor it replaced would
-	// have lived idle, and so is a creation notice.
+	// have lived idle. (A creation notice is owed until its main session
+	// takes it, or is reset or deleted: there is one at most per session.)
 	if st.ExpiredTombstones, err = loop(inBatches(func(ctx context.Context, tx Tx) (int, error) {
 		return tx.ExpireTombstones(ctx, cutoff, batch)
 	})); err != nil {
 		return st, fmt.Errorf("expire tombstones: %w", err)
-	}
-	if st.ExpiredCreationNotices, err = loop(inBatches(func(ctx context.Context, tx Tx) (int, error) {
-		return tx.ExpireCreationNotices(ctx, cutoff, batch)
-	})); err != nil {
-		return st, fmt.Errorf("expire creation notices: %w", err)
 	}
 	e.stats.prunedEvents.Add(int64(st.ByAge + st.ByCount))
 	e.stats.expiredCursors.Add(int64(st.ExpiredCursors))
@@ -535,10 +528,9 @@ func (e *Engine) runAutoPrune() {
 		}
 		return
 	}
-	if st.ByAge+st.ByCount+st.SweptEntries+st.ExpiredCursors+st.ExpiredTombstones+st.ExpiredCreationNotices > 0 {
+	if st.ByAge+st.ByCount+st.SweptEntries+st.ExpiredCursors+st.ExpiredTombstones > 0 {
 		e.log.Info("pruned", "byAge", st.ByAge, "byCount", st.ByCount, "sweptEntries", st.SweptEntries,
 			"expiredCursors", st.ExpiredCursors, "expiredTombstones", st.ExpiredTombstones,
-			"expiredCreationNotices", st.ExpiredCreationNotices,
 			"batches", st.Batches, "took", time.Since(start))
 	}
 }

@@ -372,19 +372,8 @@ func (s *modelState) restart(now int64) {
 }
 
 // prune applies retention at local time now.
-func (s *modelState) prune(now int64) (byAge, byCount, expired, expiredCreations int) {
+func (s *modelState) prune(now int64) (byAge, byCount, expired int) {
 	cutoff := now - modelRetention.Milliseconds()
-	for w, cs := range s.owed {
-		var kept []modelCreation
-		for _, c := range cs {
-			if c.at < cutoff {
-				expiredCreations++ // given up, but still announced once
-			} else {
-				kept = append(kept, c)
-			}
-		}
-		s.owed[w] = kept
-	}
 	var all []modelEvent
 	for _, evs := range s.events {
 		all = append(all, evs...)
@@ -414,7 +403,7 @@ func (s *modelState) prune(now int64) (byAge, byCount, expired, expiredCreations
 			expired++
 		}
 	}
-	return byAge, byCount, expired, expiredCreations
+	return byAge, byCount, expired
 }
 
 // create applies a session's creation at local time now and returns the
@@ -443,16 +432,15 @@ type modelCoverage struct {
 	steps, skipped, deduped, selfSuppressed, followUps, staleAcks atomic.Int64
 	prunedByAge, prunedByCount, expiredCursors, historyGaps       atomic.Int64
 	restartRequeued, truncatedPages                               atomic.Int64
-	announced, expiredCreations                                   atomic.Int64
+	announced                                                     atomic.Int64
 }
 
 func (c *modelCoverage) String() string {
 	return fmt.Sprintf("skipped=%d deduped=%d selfSuppressed=%d followUps=%d staleAcks=%d prunedByAge=%d "+
-		"prunedByCount=%d expiredCursors=%d historyGaps=%d restartRequeued=%d truncatedPages=%d announced=%d "+
-		"expiredCreations=%d",
+		"prunedByCount=%d expiredCursors=%d historyGaps=%d restartRequeued=%d truncatedPages=%d announced=%d",
 		c.skipped.Load(), c.deduped.Load(), c.selfSuppressed.Load(), c.followUps.Load(), c.staleAcks.Load(),
 		c.prunedByAge.Load(), c.prunedByCount.Load(), c.expiredCursors.Load(), c.historyGaps.Load(),
-		c.restartRequeued.Load(), c.truncatedPages.Load(), c.announced.Load(), c.expiredCreations.Load())
+		c.restartRequeued.Load(), c.truncatedPages.Load(), c.announced.Load())
 }
 
 // modelMachine drives the engine and the model side by side.
@@ -716,14 +704,13 @@ func (m *modelMachine) actionPrune(t *rapid.T) {
 	if err != nil {
 		t.Fatalf("prune: %v", err)
 	}
-	byAge, byCount, expired, expiredCreations := m.s.prune(m.now())
+	byAge, byCount, expired := m.s.prune(m.now())
 	m.cov.prunedByAge.Add(int64(byAge))
 	m.cov.prunedByCount.Add(int64(byCount))
 	m.cov.expiredCursors.Add(int64(expired))
-	m.cov.expiredCreations.Add(int64(expiredCreations))
-	if st.ByAge != byAge || st.ByCount != byCount || st.ExpiredCursors != expired || st.ExpiredCreationNotices != expiredCreations {
-		t.Fatalf("prune: byAge=%d byCount=%d expiredCursors=%d expiredCreationNotices=%d, model %d %d %d %d",
-			st.ByAge, st.ByCount, st.ExpiredCursors, st.ExpiredCreationNotices, byAge, byCount, expired, expiredCreations)
+	if st.ByAge != byAge || st.ByCount != byCount || st.ExpiredCursors != expired {
+		t.Fatalf("prune: byAge=%d byCount=%d expiredCursors=%d, model %d %d %d",
+			st.ByAge, st.ByCount, st.ExpiredCursors, byAge, byCount, expired)
 	}
 }
 

@@ -161,10 +161,6 @@ type Tx interface {
 	// watcher delivered, as DeliverCreationNotice does, and returns how
 	// many it marked.
 	DropCreationNotices(ctx context.Context, watcher string) (int, error)
-	// ExpireCreationNotices marks delivered up to limit undelivered
-	// creation notices stored before madeBefore, and returns how many it
-	// marked.
-	ExpireCreationNotices(ctx context.Context, madeBefore int64, limit int) (int, error)
 	Commit() error
 	Rollback() error
 }

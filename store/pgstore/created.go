@@ -97,18 +97,3 @@ func (t *Tx) DropCreationNotices(ctx context.Context, watcher string) (int, erro
 	}
 	return n, nil
 }
-
-// ExpireCreationNotices implements vigil.Tx.
-func (t *Tx) ExpireCreationNotices(ctx context.Context, madeBefore int64, limit int) (int, error) {
-	if limit <= 0 {
-		return 0, nil
-	}
-	expired := 0
-	rows, err := t.tx.Query(ctx, `UPDATE creation_notices SET delivered = true, text = ''
-		WHERE (agent_id, session_key) IN (SELECT agent_id, session_key FROM creation_notices
-			WHERE NOT delivered AND made_at < $1 LIMIT $2 FOR UPDATE) AND NOT delivered RETURNING watcher`, madeBefore, limit)
-	if err := t.noteWatchers(rows, err, &expired); err != nil {
-		return 0, err
-	}
-	return expired, nil
-}

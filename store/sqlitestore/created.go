@@ -46,10 +46,3 @@ func (t *Tx) DropCreationNotices(ctx context.Context, watcher string) (int, erro
 	n, err := t.c.exec(`UPDATE creation_notices SET delivered = 1, text = '' WHERE watcher = ? AND delivered = 0`, watcher)
 	return int(n), err
 }
-
-// ExpireCreationNotices implements vigil.Tx.
-func (t *Tx) ExpireCreationNotices(ctx context.Context, madeBefore int64, limit int) (int, error) {
-	n, err := t.c.exec(`UPDATE creation_notices SET delivered = 1, text = '' WHERE (agent_id, session_key) IN (
-		SELECT agent_id, session_key FROM creation_notices WHERE delivered = 0 AND made_at < ? LIMIT ?)`, madeBefore, limit)
-	return int(n), err
-}

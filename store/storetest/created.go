@@ -145,25 +145,6 @@ func testDropCreationNotices(t *testing.T, s vigil.Store) {
 	putCreationNotice(t, s, creationNotice(second, 40), false) // dropped counts as delivered
 }
 
-func testExpireCreationNotices(t *testing.T, s vigil.Store) {
-	second := vigil.SessionRef{AgentID: "alpha", Key: "agent:alpha:dm:x"}
-	putCreationNotice(t, s, creationNotice(alphaChild, 10), true)
-	putCreationNotice(t, s, creationNotice(second, 11), true)
-	putCreationNotice(t, s, creationNotice(betaGlobal, 12), true)
-	putCreationNotice(t, s, creationNotice(gammaOther, 50), true)
-	deliverCreationNotice(t, s, second, true) // delivered ones are not counted again
-	update(t, s, func(ctx context.Context, tx vigil.Tx) {
-		if n, err := tx.ExpireCreationNotices(ctx, 20, 1); err != nil || n != 1 {
-			t.Fatalf("ExpireCreationNotices(20, limit 1) = %d, %v; want 1", n, err)
-		}
-		if n, err := tx.ExpireCreationNotices(ctx, 20, 10); err != nil || n != 1 {
-			t.Fatalf("ExpireCreationNotices(20) again = %d, %v; want the last old one", n, err)
-		}
-	})
-	wantCreationNotices(t, "CreationNotices after expiry", creationNotices(t, s, nil), creationNotice(gammaOther, 50))
-	putCreationNotice(t, s, creationNotice(alphaChild, 60), false) // expired counts as delivered
-}
-
 // An ambient cursor stays ambient through every read, a move and a
 // rewrite of its watermarks, until a write makes it explicit.
 func testAmbientCursors(t *testing.T, s vigil.Store) {

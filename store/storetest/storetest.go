@@ -92,7 +92,6 @@ var behaviours = []struct {
 	{"ASessionIsAnnouncedOnceEver", testCreationNoticeOnceEver},
 	{"CreationNoticesRollBackWithTheirTransaction", testCreationNoticesRollBack},
 	{"DropCreationNoticesOfAWatcher", testDropCreationNotices},
-	{"ExpireCreationNotices", testExpireCreationNotices},
 	{"AmbientRoundTripsAndSurvivesMoves", testAmbientCursors},
 	{"MovedCursorsAreSeenByEveryRead", testMovesSeenByEveryRead},
 	{"MovesRollBackWithTheirTransaction", testMovesRollBack},
