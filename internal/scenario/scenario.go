@@ -26,6 +26,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/clock"
+	"github.com/vigilhq/vigil/sessionkey"
 	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
@@ -207,7 +208,7 @@ type op struct {
 	// create's fields.
 	Creator        *creator `json:"creator"`
 	Source         string   `json:"source"`
-	Label          string   `json:"label"`
+	Label          *string  `json:"label"`
 	SessionID      *string  `json:"sessionId"`
 	Incognito      bool     `json:"incognito"`
 	Visibility     string   `json:"visibility"`
@@ -244,6 +245,46 @@ type Runner struct {
 	// none); it is the scenario's own session table.
 	sessions map[string]string
 	order    []string
+	// entries are what the reference's session entries hold of a
+	// creation (entry), for the sessions that have one: the ops that
+	// write a session's entry in the reference make one here (touch).
+	// deleted are the sessions deleted and not written again since.
+	entries map[string]*entry
+	deleted map[string]bool
+}
+
+// entry is a session's entry as far as create reads it. Who created the
+// session and how are kept from the write that made the entry: a later
+// create (of a session another op, or an earlier create, already wrote)
+// changes its label, incarnation id, visibility and incognito, not its
+// creation, as the reference's session store keeps them.
+type entry struct {
+	sessionID  string
+	via        string
+	creator    *vigil.Creator
+	label      string
+	incognito  bool
+	visibility string
+}
+
+// touch writes key's entry, as an op that finds or makes a session's
+// entry does: made when missing, the session no longer deleted.
+func (r *Runner) touch(key string) *entry {
+	delete(r.deleted, key)
+	e := r.entries[key]
+	if e == nil {
+		e = &entry{sessionID: "sid:" + key}
+		r.entries[key] = e
+	}
+	return e
+}
+
+// touchLive is touch for an op that reads the session's entry: a deleted
+// session's entry is not read, so not written either.
+func (r *Runner) touchLive(key string) {
+	if !r.deleted[key] {
+		r.touch(key)
+	}
 }
 
 // NewRunner opens a fresh scratch store in a temporary directory.
@@ -253,7 +294,8 @@ func NewRunner(ctx context.Context) (*Runner, error) {
 
 // NewRunnerWith opens a Runner on the store opts.OpenStore opens.
 func NewRunnerWith(ctx context.Context, opts Options) (*Runner, error) {
-	r := &Runner{openStore: opts.OpenStore, clk: clock.NewManual(Start), sessions: map[string]string{}}
+	r := &Runner{openStore: opts.OpenStore, clk: clock.NewManual(Start), sessions: map[string]string{},
+		entries: map[string]*entry{}, deleted: map[string]bool{}}
 	if r.openStore == nil {
 		dir, err := os.MkdirTemp("", "vigil-sim-")
 		if err != nil {
@@ -445,6 +487,8 @@ func (r *Runner) spawn(ctx context.Context, o op) (Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.touch(parent.Key)
+	r.touch(child.Key)
 	r.sessions[child.Key] = parent.Key
 	runID := r.id("run", o.RunID)
 	res, err := r.engine.Record(ctx, vigil.Record{
@@ -470,6 +514,7 @@ func (r *Runner) humanMessage(ctx context.Context, o op) (Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.touchLive(ref.Key)
 	// As the reference's producer: a channel given is trimmed, and an
 	// empty one is "unknown"; a missing one is the scenarios' "test".
 	channel := "test"
@@ -502,6 +547,8 @@ func (r *Runner) agentMessage(ctx context.Context, o op) (Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.touchLive(ref.Key)
+	r.touch(from.Key)
 	// A message from another session is an agent actor and never records
 	// human_direct_message.
 	out, err := r.recorded(ctx, ref, vigil.Recorded{})
@@ -515,6 +562,10 @@ func (r *Runner) goal(ctx context.Context, o op) (Object, error) {
 	ref, err := r.ensure("session", o.Session)
 	if err != nil {
 		return nil, err
+	}
+	r.touchLive(ref.Key)
+	if a, err := sessionkey.Parse(o.ActorID); err == nil && a.Qualified() {
+		r.touch(a.String())
 	}
 	summary := "goal created"
 	if o.Summary != nil {
@@ -542,6 +593,7 @@ func (r *Runner) runEnd(ctx context.Context, o op) (Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.touchLive(ref.Key)
 	summary, ok := runSummaries[o.Outcome]
 	if !ok {
 		return nil, fmt.Errorf("unknown outcome %q (want completed, error, timeout or cancelled)", o.Outcome)
@@ -572,6 +624,7 @@ func (r *Runner) compacted(ctx context.Context, o op) (Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.touchLive(ref.Key)
 	opID := r.id("op", o.OperationID)
 	res, err := r.engine.Record(ctx, vigil.Record{
 		Session: ref, Kind: vigil.KindCompacted, ActorType: vigil.ActorSystem,
@@ -590,24 +643,38 @@ func (r *Runner) create(ctx context.Context, o op) (Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	var creator *vigil.Creator
+	if cr := o.Creator; cr != nil {
+		if cr.Type == "" {
+			return nil, errors.New("creator.type is required (human, agent or system)")
+		}
+		creator = &vigil.Creator{Type: vigil.ActorType(cr.Type), ID: cr.ID, Label: cr.Label, Source: cr.Source}
+	}
 	if o.Parent != "" {
 		parent, err := r.ensure("parent", o.Parent)
 		if err != nil {
 			return nil, err
 		}
+		r.touch(parent.Key)
 		r.sessions[ref.Key] = parent.Key
 	}
-	c := vigil.Creation{Session: ref, SessionID: "sid:" + ref.Key, Via: o.Source, Label: o.Label, Incognito: o.Incognito,
-		Draft: o.Visibility == "draft", NoNotice: o.NotifyOnCreate != nil && !*o.NotifyOnCreate}
-	if o.SessionID != nil {
-		c.SessionID = *o.SessionID
+	e, existed := r.entries[ref.Key]
+	e = r.touch(ref.Key)
+	if !existed {
+		e.via, e.creator = o.Source, creator
 	}
-	if cr := o.Creator; cr != nil {
-		if cr.Type == "" {
-			return nil, errors.New("creator.type is required (human, agent or system)")
-		}
-		c.Creator = &vigil.Creator{Type: vigil.ActorType(cr.Type), ID: cr.ID, Label: cr.Label, Source: cr.Source}
+	if o.SessionID != nil && *o.SessionID != "" {
+		e.sessionID = *o.SessionID
 	}
+	if o.Label != nil {
+		e.label = *o.Label
+	}
+	e.incognito = e.incognito || o.Incognito
+	if o.Visibility != "" {
+		e.visibility = o.Visibility
+	}
+	c := vigil.Creation{Session: ref, SessionID: e.sessionID, Via: e.via, Creator: e.creator, Label: e.label,
+		Incognito: e.incognito, Draft: e.visibility == "draft", NoNotice: o.NotifyOnCreate != nil && !*o.NotifyOnCreate}
 	res, err := r.engine.RecordCreation(ctx, c)
 	if err != nil {
 		return nil, err
@@ -634,6 +701,8 @@ func (r *Runner) watch(ctx context.Context, o op) (Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.touch(watcher.Key)
+	r.touch(target.Key)
 	c, err := r.engine.Watch(ctx, watcher.Key, target)
 	if err != nil {
 		return Object{}.Set("registered", false).Set("cursor", nil).Set("reason", err.Error()), nil
@@ -824,6 +893,7 @@ func (r *Runner) delete(ctx context.Context, o op) (Object, error) {
 	// The session is gone: it has no parent any more, and a child that
 	// named it keeps a parent that no longer exists.
 	r.sessions[ref.Key] = ""
+	r.deleted[ref.Key] = true
 	return Object{}, nil
 }
 
