@@ -63,6 +63,11 @@ type serveConfig struct {
 	db, addr, config, sync, adminToken string
 	http                               httpapi.Options
 	limits                             gateway.Limits
+	// What the reference added (docs/api.md, "Creation, group watches and
+	// attention").
+	notifyOnCreate, groupWatches bool
+	dashboardURL                 string
+	stuckAfter                   time.Duration
 }
 
 // newServeCmd is `vigil serve`.
@@ -99,6 +104,10 @@ is the local admin.`,
 	fs.IntVar(&l.StreamsPerCredential, "max-streams-per-credential", gateway.DefaultMaxStreamsPerCredential, "open event streams per credential (-1: no limit)")
 	fs.IntVar(&l.Waits, "max-waits", gateway.DefaultMaxWaits, "parked turns and sends waiting for a reply, in all (-1: no limit)")
 	fs.IntVar(&l.WaitsPerCredential, "max-waits-per-credential", gateway.DefaultMaxWaitsPerCredential, "parked turns and waiting sends per credential (-1: no limit)")
+	fs.BoolVar(&cfg.notifyOnCreate, "notify-on-create", true, "tell an agent's main session of each session created for the agent")
+	fs.BoolVar(&cfg.groupWatches, "group-watches", true, "have an agent's main session watch its group, room and channel sessions after a person's first message")
+	fs.StringVar(&cfg.dashboardURL, "dashboard-url", getenv("VIGIL_DASHBOARD_URL"), "the dashboard's public address: notices end with a link to their session's page there (env VIGIL_DASHBOARD_URL)")
+	fs.DurationVar(&cfg.stuckAfter, "stuck-after", gateway.DefaultStuckAfter, "how long a child's run may make no progress before it is announced as needing attention (0: never)")
 	_ = cmd.RegisterFlagCompletionFunc("log-format", cliWords("text", "json"))
 	_ = cmd.RegisterFlagCompletionFunc("synchronous", cliWords("FULL", "NORMAL"))
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -108,6 +117,12 @@ is the local admin.`,
 		cfg.addr = g.addr
 		if !g.flags.Changed("addr") {
 			cfg.addr = envOr(getenv, "VIGIL_ADDR", defaultAddr)
+		}
+		if err := vigil.CheckDashboardURL(cfg.dashboardURL); err != nil {
+			return cliUsagef("--dashboard-url: %v", err)
+		}
+		if cfg.stuckAfter < 0 {
+			return cliUsagef("--stuck-after must be a duration of at least 0 (0: never)")
 		}
 		for name, v := range map[string]int{"max-streams": l.Streams, "max-streams-per-credential": l.StreamsPerCredential,
 			"max-waits": l.Waits, "max-waits-per-credential": l.WaitsPerCredential} {
@@ -176,7 +191,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		hub.ShareStore() // other gateways may append to the same log
 	}
 	restoreGC := sweepGC()
-	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{Logger: log, OnWake: hooks.Wake}))
+	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{Logger: log, OnWake: hooks.Wake, DashboardURL: cfg.dashboardURL}))
 	restoreGC()
 	if err != nil {
 		return err
@@ -190,8 +205,13 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		return err
 	}
 	log.Info("startup sweep done", "noticesQueued", eng.Stats().SweepRequeued)
+	stuckAfter := cfg.stuckAfter
+	if stuckAfter == 0 {
+		stuckAfter = -1 // never
+	}
 	g := gateway.New(eng, st, gateway.Options{Logger: log, ObserveDelta: m.ObserveDelta, Hub: hub, Limits: cfg.limits,
-		BookmarkInterval: cfg.http.BookmarkInterval})
+		BookmarkInterval: cfg.http.BookmarkInterval, NoCreationNotices: !cfg.notifyOnCreate,
+		NoGroupWatches: !cfg.groupWatches, StuckAfter: stuckAfter})
 	if shared {
 		// Other gateways may share the database: hear what they commit,
 		// so notices and messages stored there reach turns parked here.
