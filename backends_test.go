@@ -146,6 +146,7 @@ var rulesOnPostgreSQL = []func(*testing.T){
 	TestResettingOrDeletingASessionEmptiesItsOwnQueueOfNotices,
 	TestANoticeForARecreatedCursorReplacesTheOlderOneInPlace,
 	TestPruningGoesByWhenAnEventWasRecordedNotWhenItOccurred,
+	TestASessionNamedAsItsOwnParentIsNoWatcherOfItself,
 	// conflict_test.go
 	TestTransactionConflictsAreRetriedNotFailed,
 	TestEndlessConflictsFailTheWriteInTheEnd,
