@@ -16,6 +16,11 @@ type Cursor struct {
 	Notified  int64
 	Material  int64
 	UpdatedAt int64 // ms since epoch, local clock
+	// Ambient marks an ambient watch: an agent's main session watching
+	// one of its agent's group, room or channel sessions (WatchAmbient),
+	// whose notices are queued without waking it. An explicit watch of
+	// the same pair (Watch) makes it an ordinary one.
+	Ambient bool
 }
 
 // Pending reports whether a notice is outstanding for this cursor.
@@ -26,7 +31,8 @@ func (c Cursor) Pending() bool { return c.Notified != c.LastSeen }
 // Stats.PendingCursors counts.
 func (c Cursor) unacknowledged() bool { return c.Material > c.LastSeen }
 
-// seeded is a cursor whose three watermarks all stand at v.
+// seeded is a cursor whose three watermarks all stand at v, an explicit
+// watch.
 func seeded(watcher string, target SessionRef, v, now int64) Cursor {
 	return Cursor{Watcher: watcher, Target: target, LastSeen: v, Notified: v, Material: v, UpdatedAt: now}
 }

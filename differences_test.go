@@ -86,3 +86,18 @@ func TestPruningGoesByWhenAnEventWasRecordedNotWhenItOccurred(t *testing.T) {
 		t.Fatalf("prune = %+v, %v; want it pruned 30 days after it was recorded", st, err)
 	}
 }
+
+// A session named as its own parent is no watcher of itself: a change of
+// a session is never news to that same session.
+func TestASessionNamedAsItsOwnParentIsNoWatcherOfItself(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	const self = "agent:main:dashboard:plan"
+	env.human(self, self)
+	env.goal(self, vigil.ActorHuman, "web:op", self)
+	if got := env.pending(self); len(got) != 0 {
+		t.Fatalf("pending of %s = %q, want nothing", self, got)
+	}
+	if cs, err := env.eng.Cursors(ctx, vigil.MustRef(self)); err != nil || len(cs) != 0 {
+		t.Fatalf("cursors naming %s = %+v, %v; want none", self, cs, err)
+	}
+}

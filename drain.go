@@ -25,7 +25,9 @@ type Drained struct {
 // notice among them is checked against its cursor and acknowledged: L := N,
 // N := max(M, N), and when M was beyond the old N exactly one follow-up
 // notice (changesSince the new L) is queued. A notice whose cursor another
-// process's turn has acknowledged meanwhile is not delivered again. If the
+// process's turn has acknowledged meanwhile is not delivered again. A
+// creation notice acknowledges nothing: it is marked delivered, and one
+// another process's turn delivered is not delivered again. If the
 // acknowledgement cannot be stored, the events are put back and the error
 // returned.
 func (e *Engine) Drain(ctx context.Context, watcher string) (Drained, error) {
@@ -49,6 +51,16 @@ func (e *Engine) Drain(ctx context.Context, watcher string) (Drained, error) {
 		}
 		d = Drained{}
 		for _, ev := range entries {
+			if ev.created != nil {
+				delivered, err := t.tx.DeliverCreationNotice(ctx, *ev.created)
+				if err != nil {
+					return err
+				}
+				if delivered {
+					d.Events = append(d.Events, ev)
+				}
+				continue
+			}
 			if !ev.IsNotice() {
 				d.Events = append(d.Events, ev)
 				continue
@@ -92,7 +104,7 @@ func (e *Engine) Drain(ctx context.Context, watcher string) (Drained, error) {
 				if !c.Pending() {
 					continue
 				}
-				ev = noticeFor(c)
+				ev = e.noticeFor(c)
 			}
 			d.Events = append(d.Events, ev)
 			d.Acknowledged = append(d.Acknowledged, target)
@@ -103,7 +115,7 @@ func (e *Engine) Drain(ctx context.Context, watcher string) (Drained, error) {
 			}
 			t.changedCursor(was, c)
 			if reopen {
-				f := noticeFor(c)
+				f := e.noticeFor(c)
 				d.FollowUps = append(d.FollowUps, f)
 				t.AfterCommit(func() {
 					e.stats.followUps.Add(1)

@@ -18,7 +18,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -107,6 +109,12 @@ type Options struct {
 	// MaxBatch is how many writes group commit puts in one transaction at
 	// most; 0 means 256.
 	MaxBatch int
+	// DashboardURL is the dashboard's public address (an absolute http or
+	// https URL). When set, every stale-state and creation notice ends
+	// with a line "Open: " and a link to its session's page there. Every
+	// engine sharing a store should be given the same one: a notice's text
+	// is then the same wherever it is queued.
+	DashboardURL string
 }
 
 func (o Options) withDefaults() Options {
@@ -135,7 +143,30 @@ func (o Options) withDefaults() Options {
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = DefaultMaxBatch
 	}
+	if o.DashboardURL != "" && !strings.HasSuffix(o.DashboardURL, "/") {
+		o.DashboardURL += "/"
+	}
 	return o
+}
+
+// CheckDashboardURL checks a dashboard address for Options.DashboardURL:
+// empty, or an absolute http or https URL without a query or fragment.
+func CheckDashboardURL(s string) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return fmt.Errorf("dashboard URL %q: %w", s, err)
+	case u.Scheme != "http" && u.Scheme != "https", u.Host == "":
+		return fmt.Errorf("dashboard URL %q must be an absolute http or https URL", s)
+	case u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(s, "?") || strings.HasSuffix(s, "#"):
+		return fmt.Errorf("dashboard URL %q must not have a query or a fragment: the link adds the page's", s)
+	case strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+		return fmt.Errorf("dashboard URL %q must not contain spaces or control characters", s)
+	}
+	return nil
 }
 
 // Engine records events, keeps cursors and queues notices. It is safe for
@@ -178,6 +209,9 @@ type Engine struct {
 // prune, which counts as the last automatic prune: in the background, or
 // before Open returns with InlineMaintenance.
 func Open(ctx context.Context, store Store, opts Options) (*Engine, error) {
+	if err := CheckDashboardURL(opts.DashboardURL); err != nil {
+		return nil, fmt.Errorf("open engine: %w", err)
+	}
 	opts = opts.withDefaults()
 	e := &Engine{
 		store:  store,

@@ -15,8 +15,9 @@ import (
 // Kind is the type of a signal-log event.
 type Kind string
 
-// The kinds of event. human_direct_message, goal_changed and session_reset
-// are material: they move watchers' cursors and queue notices.
+// The kinds of event. human_direct_message, goal_changed, upstream_missing,
+// session_reset and attention are material: they move watchers' cursors
+// and queue notices. The others are kept for reconciliation only.
 const (
 	KindHumanDirectMessage Kind = "human_direct_message"
 	KindGoalChanged        Kind = "goal_changed"
@@ -24,10 +25,23 @@ const (
 	KindRunCompleted       Kind = "run_completed"
 	KindRunFailed          Kind = "run_failed"
 	KindCompacted          Kind = "compacted"
+	// KindCreated is a session created with a known creator, who is its
+	// actor (RecordCreation records it).
+	KindCreated Kind = "created"
+	// KindAdopted is a session of a coding agent's own store taken under
+	// awareness by a person (actor human; payload catalogId and hostId).
+	KindAdopted Kind = "adopted"
+	// KindUpstreamMissing is an adopted session whose source is gone
+	// (actor system; payload channel, the catalog id).
+	KindUpstreamMissing Kind = "upstream_missing"
 	// KindSessionReset is a session given a new incarnation by someone: its
 	// watchers must learn that what they knew of it no longer holds. The
 	// gateway records it; the engine's own ResetSession does not.
 	KindSessionReset Kind = "session_reset"
+	// KindAttention is a session that came to need attention: its run is
+	// stuck, or it waits on a person (payload attention: stuck or
+	// waiting_on_person). The gateway records it once per such change.
+	KindAttention Kind = "attention"
 )
 
 var defaultSummaries = map[Kind]string{
@@ -37,7 +51,17 @@ var defaultSummaries = map[Kind]string{
 	KindRunCompleted:       "child run completed",
 	KindRunFailed:          "child run failed",
 	KindCompacted:          "session compacted",
+	KindCreated:            "session created",
+	KindAdopted:            "session adopted",
+	KindUpstreamMissing:    "upstream missing",
 	KindSessionReset:       "session reset",
+	KindAttention:          "session needs attention",
+}
+
+// Kinds lists every kind, in the order the documentation gives them.
+func Kinds() []Kind {
+	return []Kind{KindHumanDirectMessage, KindGoalChanged, KindChildSpawned, KindRunCompleted, KindRunFailed,
+		KindCompacted, KindCreated, KindAdopted, KindUpstreamMissing, KindSessionReset, KindAttention}
 }
 
 // Valid reports whether k is one of the kinds.
@@ -45,7 +69,24 @@ func (k Kind) Valid() bool { _, ok := defaultSummaries[k]; return ok }
 
 // Material reports whether an event of this kind notifies watchers.
 func (k Kind) Material() bool {
-	return k == KindHumanDirectMessage || k == KindGoalChanged || k == KindSessionReset
+	switch k {
+	case KindHumanDirectMessage, KindGoalChanged, KindUpstreamMissing, KindSessionReset, KindAttention:
+		return true
+	}
+	return false
+}
+
+// actorOf is the only actor type an event of kind k may have, or "" when
+// any may: a person adopts a session, and only the system finds a source
+// gone or a session needing attention.
+func actorOf(k Kind) ActorType {
+	switch k {
+	case KindAdopted:
+		return ActorHuman
+	case KindUpstreamMissing, KindAttention:
+		return ActorSystem
+	}
+	return ""
 }
 
 // ActorType says who caused an event.
@@ -154,8 +195,8 @@ func (e Event) Session() SessionRef { return SessionRef{AgentID: e.AgentID, Key:
 func (e *Event) movesCursorOf(watcher string) bool { return watcher != e.ActorID }
 
 // AgentEvent is the shape of an event shown to agents: no session key,
-// agent id or incarnation id, and a payload reduced to outcome, channel and
-// turns.
+// agent id or incarnation id, and a payload reduced to outcome, channel,
+// turns, catalogId, hostId and attention.
 type AgentEvent struct {
 	Sequence   int64          `json:"sequence"`
 	Kind       Kind           `json:"kind"`
@@ -167,7 +208,7 @@ type AgentEvent struct {
 	Payload    map[string]any `json:"payload,omitempty"`
 }
 
-var agentPayloadFields = []string{"outcome", "channel", "turns"}
+var agentPayloadFields = []string{"outcome", "channel", "turns", "catalogId", "hostId", "attention"}
 
 // ForAgent projects the event to what an agent may see.
 func (e Event) ForAgent() AgentEvent {
@@ -203,7 +244,9 @@ type Record struct {
 	// clamped to [now-24h, now].
 	OccurredAt time.Time
 	// Summary is one line of at most 200 characters, never message content.
-	// Empty means the kind's default summary.
+	// A longer one is cut and one of several lines joined (NormalizeSummary):
+	// a change that happened is recorded. Empty means the kind's default
+	// summary.
 	Summary string
 	// Payload is a small JSON object (at most 4 KiB), or nil.
 	Payload json.RawMessage
@@ -214,6 +257,10 @@ type Record struct {
 	// is the watcher whose cursor is seeded; for material kinds it is a
 	// watcher even when it holds no cursor yet.
 	Parent string
+	// Notify are more sessions a material event is owed to as the parent
+	// is: each a watcher even when it holds no cursor yet (its cursor then
+	// starts at 0, and it watches the session from then on).
+	Notify []string
 }
 
 // validate checks r and returns the event to append (without sequence and
@@ -229,15 +276,15 @@ func (r Record) validate() (Event, error) {
 	if !r.ActorType.Valid() {
 		return Event{}, fmt.Errorf("unknown actor type %q (want human, agent or system)", r.ActorType)
 	}
-	summary := r.Summary
+	if want := actorOf(r.Kind); want != "" && r.ActorType != want {
+		return Event{}, fmt.Errorf("kind %s takes actor type %s, not %s", r.Kind, want, r.ActorType)
+	}
+	if !utf8.ValidString(r.Summary) {
+		return Event{}, fmt.Errorf("summary is not valid UTF-8")
+	}
+	summary := NormalizeSummary(r.Summary)
 	if summary == "" {
 		summary = defaultSummaries[r.Kind]
-	}
-	if err := checkLine("summary", summary); err != nil {
-		return Event{}, err
-	}
-	if n := utf8.RuneCountInString(summary); n > MaxSummaryChars {
-		return Event{}, fmt.Errorf("summary is %d characters, more than %d", n, MaxSummaryChars)
 	}
 	for _, f := range []struct{ name, v string }{
 		{"sessionId", r.SessionID}, {"actorId", r.ActorID}, {"runId", r.RunID}, {"dedupeKey", r.DedupeKey},
@@ -254,6 +301,11 @@ func (r Record) validate() (Event, error) {
 			return Event{}, fmt.Errorf("parent: %w", err)
 		}
 	}
+	for _, n := range r.Notify {
+		if _, err := sessionkey.Parse(n); err != nil {
+			return Event{}, fmt.Errorf("notify: %w", err)
+		}
+	}
 	payload, err := checkPayload(r.Payload)
 	if err != nil {
 		return Event{}, err
@@ -263,6 +315,68 @@ func (r Record) validate() (Event, error) {
 		ActorType: r.ActorType, ActorID: r.ActorID, RunID: r.RunID, Summary: summary,
 		Payload: payload, DedupeKey: r.DedupeKey,
 	}, nil
+}
+
+// summaryCut ends a summary cut to MaxSummaryChars.
+const summaryCut = "…"
+
+// NormalizeSummary makes s a summary the log keeps: each run of line
+// breaks and other control characters becomes one space, the ends are
+// trimmed, and a summary still longer than MaxSummaryChars is cut to that
+// length, its last character replaced by "…". It is what Record does with
+// a summary a transport would refuse (CheckSummary): a change that
+// happened is recorded with the summary made to fit.
+func NormalizeSummary(s string) string {
+	if strings.IndexFunc(s, isLineBreak) >= 0 {
+		var b strings.Builder
+		inBreak := false
+		for _, r := range s {
+			if isLineBreak(r) {
+				if !inBreak {
+					b.WriteByte(' ')
+				}
+				inBreak = true
+				continue
+			}
+			inBreak = false
+			b.WriteRune(r)
+		}
+		s = b.String()
+	}
+	s = strings.TrimSpace(s)
+	if utf8.RuneCountInString(s) <= MaxSummaryChars {
+		return s
+	}
+	n := 0
+	for i := range s {
+		if n == MaxSummaryChars-1 {
+			return s[:i] + summaryCut
+		}
+		n++
+	}
+	return s
+}
+
+// isLineBreak reports whether r breaks a summary's one line: a control
+// character, or a line or paragraph separator.
+func isLineBreak(r rune) bool { return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' }
+
+// CheckSummary is the rule a transport holds a caller's summary to: valid
+// UTF-8, one line without control characters, at most MaxSummaryChars
+// characters. The engine itself records what it is given, normalized
+// (NormalizeSummary); a caller told why its summary was refused can send it
+// again.
+func CheckSummary(s string) error {
+	if err := checkLine("summary", s); err != nil {
+		return err
+	}
+	if strings.ContainsAny(s, "\u2028\u2029") {
+		return fmt.Errorf("summary must be one line without control characters")
+	}
+	if n := utf8.RuneCountInString(s); n > MaxSummaryChars {
+		return fmt.Errorf("summary is %d characters, more than %d", n, MaxSummaryChars)
+	}
+	return nil
 }
 
 func checkLine(field, s string) error {

@@ -236,6 +236,57 @@ func TestSummaryDefaultsToTheKindsOwn(t *testing.T) {
 	}
 }
 
+// A producer's summary that does not fit is made to fit, not refused: the
+// change happened, and a best-effort producer would lose it silently.
+func TestASummaryThatDoesNotFitIsMadeToFitAndRecorded(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	env.spawn(manager, child, "run-1")
+	for _, tt := range []struct{ in, want string }{
+		{strings.Repeat("é", 201), strings.Repeat("é", 199) + "…"},
+		{strings.Repeat("x", 200), strings.Repeat("x", 200)},
+		{"goal\r\n\tobjective\u2028changed ", "goal objective changed"},
+		{" \n ", "goal updated"},
+	} {
+		res := env.record(vigil.Record{Session: vigil.MustRef(child), Kind: vigil.KindGoalChanged,
+			ActorType: vigil.ActorHuman, Summary: tt.in, Parent: manager})
+		if !res.Appended || res.Event.Summary != tt.want {
+			t.Fatalf("summary %q recorded %v as %q, want %q", tt.in, res.Appended, res.Event.Summary, tt.want)
+		}
+		if err := vigil.CheckSummary(tt.in); err == nil && tt.in != tt.want {
+			t.Fatalf("CheckSummary(%q) let a summary through that the log changes", tt.in)
+		}
+	}
+	if got := env.pending(manager); len(got) != 1 {
+		t.Fatalf("pending = %v, want the one notice of the changes", got)
+	}
+}
+
+// The three kinds the reference added: upstream_missing notifies like a
+// person's message; created and adopted are kept for reconciliation only.
+func TestUpstreamMissingNotifiesWhileCreatedAndAdoptedAreLogOnly(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	env.spawn(manager, child, "run-1")
+	env.record(vigil.Record{Session: vigil.MustRef(child), Kind: vigil.KindCreated, ActorType: vigil.ActorAgent,
+		ActorID: manager, Parent: manager})
+	res := env.record(vigil.Record{Session: vigil.MustRef(child), Kind: vigil.KindAdopted, ActorType: vigil.ActorHuman,
+		Summary: "adopted from claude-cli", Payload: json.RawMessage(`{"catalogId":"claude-cli","hostId":"gateway:local"}`),
+		Parent: manager})
+	if got := env.cursor(manager, child); !slices.Equal(got, []int64{1, 1, 1}) || len(env.pending(manager)) != 0 {
+		t.Fatalf("cursor %v, pending %v after created and adopted: both are log-only", got, env.pending(manager))
+	}
+	if p := res.Event.ForAgent().Payload; p["catalogId"] != "claude-cli" || p["hostId"] != "gateway:local" {
+		t.Fatalf("an agent sees adopted's payload as %v", p)
+	}
+	env.record(vigil.Record{Session: vigil.MustRef(child), Kind: vigil.KindUpstreamMissing, ActorType: vigil.ActorSystem,
+		Summary: "upstream missing via claude-cli", Payload: json.RawMessage(`{"channel":"claude-cli"}`), Parent: manager})
+	if got := env.cursor(manager, child); !slices.Equal(got, []int64{1, 4, 4}) {
+		t.Fatalf("cursor = %v after upstream_missing, want it moved", got)
+	}
+	if got, want := env.pending(manager), []string{vigil.NoticeText(child, 1)}; !slices.Equal(got, want) {
+		t.Fatalf("pending = %v, want %v", got, want)
+	}
+}
+
 func TestRecordRefusesBadInputAndStoresNothing(t *testing.T) {
 	valid := vigil.Record{Session: vigil.MustRef(child), Kind: vigil.KindGoalChanged, ActorType: vigil.ActorHuman, Parent: manager}
 	tests := []struct {
@@ -248,8 +299,6 @@ func TestRecordRefusesBadInputAndStoresNothing(t *testing.T) {
 		{"key of another agent", func(r *vigil.Record) { r.Session.AgentID = "ops" }, `belongs to agent "main"`},
 		{"unknown kind", func(r *vigil.Record) { r.Kind = "message_edited" }, `unknown event kind "message_edited"`},
 		{"unknown actor type", func(r *vigil.Record) { r.ActorType = "robot" }, `unknown actor type "robot"`},
-		{"oversized summary", func(r *vigil.Record) { r.Summary = strings.Repeat("é", 201) }, "201 characters, more than 200"},
-		{"multi-line summary", func(r *vigil.Record) { r.Summary = "line one\nline two" }, "summary must be one line"},
 		{"invalid UTF-8 summary", func(r *vigil.Record) { r.Summary = "bad \xff byte" }, "summary is not valid UTF-8"},
 		{"oversized payload", func(r *vigil.Record) {
 			r.Payload = json.RawMessage(`{"x":"` + strings.Repeat("a", 4100) + `"}`)
@@ -260,6 +309,12 @@ func TestRecordRefusesBadInputAndStoresNothing(t *testing.T) {
 		{"payload with data after the object", func(r *vigil.Record) { r.Payload = json.RawMessage(`{"a":1} {"b":2}`) }, "payload must be a JSON object"},
 		{"invalid UTF-8 actor id", func(r *vigil.Record) { r.ActorID = "\xfe" }, "actorId is not valid UTF-8"},
 		{"malformed parent", func(r *vigil.Record) { r.Parent = "agent:main" }, "parent: invalid session key"},
+		{"adopted by an agent", func(r *vigil.Record) { r.Kind, r.ActorType = vigil.KindAdopted, vigil.ActorAgent },
+			"kind adopted takes actor type human, not agent"},
+		{"upstream missing by a person", func(r *vigil.Record) { r.Kind = vigil.KindUpstreamMissing },
+			"kind upstream_missing takes actor type system, not human"},
+		{"attention by a person", func(r *vigil.Record) { r.Kind = vigil.KindAttention },
+			"kind attention takes actor type system, not human"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -413,5 +468,23 @@ func TestANoticeHookPanickingForOneWatcherLeavesTheOthersNotified(t *testing.T) 
 		if got := env.pending(w); len(got) != 1 {
 			t.Errorf("%s has %d notices queued, want 1", w, len(got))
 		}
+	}
+}
+
+// A record may name sessions to notify besides the parent: each is owed a
+// material event as the parent is, once.
+func TestSessionsARecordNamesToNotifyAreWatchersAsTheParentIs(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	env.spawn(coord, child, "run-1")
+	env.watch("agent:main:other", child)
+	res := env.record(vigil.Record{Session: vigil.MustRef(child), Kind: vigil.KindAttention, ActorType: vigil.ActorSystem,
+		Parent: coord, Notify: []string{manager, manager, coord, "agent:main:other", "global"}})
+	for _, w := range []string{manager, coord, "agent:main:other"} {
+		if got := env.pending(w); len(got) != 1 {
+			t.Fatalf("%s pending = %q, want one notice", w, got)
+		}
+	}
+	if got := env.cursor(manager, child); !slices.Equal(got, []int64{0, res.Event.Sequence, res.Event.Sequence}) {
+		t.Fatalf("manager's cursor = %v, want one from 0", got)
 	}
 }

@@ -19,9 +19,10 @@ const sweepLockWait = 30 * time.Second
 
 // Sweep re-queues every pending notice from the durable cursors: each
 // cursor with M > L gets N := M and its notice queued (and its watcher
-// woken unless it is a sub-agent). Open runs it before returning; it is
-// safe to run again, since queued notices deduplicate. It returns how many
-// notices it queued.
+// woken unless it is a sub-agent or the watch is ambient); so are the
+// notices of tombstones and the undelivered creation notices (which wake
+// nobody). Open runs it before returning; it is safe to run again, since
+// queued notices deduplicate. It returns how many notices it queued.
 //
 // The sweep counts as an update of every cursor it re-notifies: each gets
 // UpdatedAt := the sweep's time, so a notice re-queued at a restart keeps
@@ -92,7 +93,15 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 		if stale > 0 {
 			rewritten = make([]Cursor, 0, stale)
 		}
-		queued := make([]watcherNotice, 0, len(pending))
+		created, err := t.tx.CreationNotices(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("read creation notices: %w", err)
+		}
+		queued := make([]watcherNotice, 0, len(created)+len(pending))
+		for _, c := range created {
+			queued = append(queued, watcherNotice{c.Watcher, e.creationNotice(c)})
+		}
+		n += len(created)
 		notices := sharedNotices{}
 		for _, c := range pending {
 			if c.Notified != c.Material || e.opts.InlineMaintenance {
@@ -101,7 +110,7 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 			} else {
 				later = append(later, cursorID{c.Watcher, c.Target})
 			}
-			queued = append(queued, watcherNotice{c.Watcher, notices.of(c)})
+			queued = append(queued, watcherNotice{c.Watcher, notices.of(c, e)})
 		}
 		if err := t.tx.PutCursors(ctx, rewritten); err != nil {
 			return err
@@ -416,7 +425,8 @@ func (e *Engine) Prune(ctx context.Context) (PruneStats, error) {
 		return st, fmt.Errorf("expire cursors: %w", err)
 	}
 	// A tombstone is owed for as long as the cursor it replaced would
-	// have lived idle.
+	// have lived idle. (A creation notice is owed until its main session
+	// takes it, or is reset or deleted: there is one at most per session.)
 	if st.ExpiredTombstones, err = loop(inBatches(func(ctx context.Context, tx Tx) (int, error) {
 		return tx.ExpireTombstones(ctx, cutoff, batch)
 	})); err != nil {

@@ -83,6 +83,14 @@ type modelCursor struct {
 type modelNotice struct {
 	Target vigil.SessionRef
 	Text   string
+	// Created marks a creation notice: Target is the session it announces.
+	Created bool
+}
+
+// modelCreation is a creation notice kept until a turn consumes it.
+type modelCreation struct {
+	notice modelNotice
+	at     int64
 }
 
 // modelState is the reference model.
@@ -93,6 +101,10 @@ type modelState struct {
 	watermarks map[vigil.SessionRef]int64
 	cursors    map[modelPair]modelCursor
 	queues     map[string][]modelNotice
+	// announced are the sessions whose creation was ever announced, owed
+	// the creation notices no turn has consumed yet, by main session.
+	announced map[vigil.SessionRef]bool
+	owed      map[string][]modelCreation
 }
 
 func modelNew() *modelState {
@@ -102,7 +114,30 @@ func modelNew() *modelState {
 		watermarks: map[vigil.SessionRef]int64{},
 		cursors:    map[modelPair]modelCursor{},
 		queues:     map[string][]modelNotice{},
+		announced:  map[vigil.SessionRef]bool{},
+		owed:       map[string][]modelCreation{},
 	}
+}
+
+// owes reports whether watcher is owed the creation notice of ref.
+func (s *modelState) owes(watcher string, ref vigil.SessionRef) bool {
+	for _, c := range s.owed[watcher] {
+		if c.notice.Target == ref {
+			return true
+		}
+	}
+	return false
+}
+
+// deliver takes the creation notice of ref off what watcher is owed.
+func (s *modelState) deliver(watcher string, ref vigil.SessionRef) {
+	var out []modelCreation
+	for _, c := range s.owed[watcher] {
+		if c.notice.Target != ref {
+			out = append(out, c)
+		}
+	}
+	s.owed[watcher] = out
 }
 
 func modelQualified(key string) bool { return strings.HasPrefix(key, "agent:") }
@@ -118,7 +153,7 @@ func modelIsSelf(key string, ref vigil.SessionRef) bool {
 func (s *modelState) push(watcher string, n modelNotice) {
 	q := s.queues[watcher]
 	for i := range q {
-		if q[i].Target == n.Target {
+		if q[i].Target == n.Target && q[i].Created == n.Created {
 			q[i].Text = n.Text
 			return
 		}
@@ -201,7 +236,7 @@ func (s *modelState) record(ev modelEvent, parent string, now int64) modelRecord
 			c.M = ev.Seq
 			c.UpdatedAt = now
 			s.cursors[p] = c
-			s.push(w, modelNotice{target, vigil.NoticeText(target.Key, c.L)})
+			s.push(w, modelNotice{Target: target, Text: vigil.NoticeText(target.Key, c.L)})
 		}
 	}
 	return modelRecordOutcome{appended: true, event: ev, suppressed: suppressed}
@@ -209,9 +244,18 @@ func (s *modelState) record(ev modelEvent, parent string, now int64) modelRecord
 
 // drain is the watcher's turn consuming its queue.
 func (s *modelState) drain(watcher string, now int64) (taken []modelNotice, followUps []modelNotice) {
-	taken = s.queues[watcher]
+	queued := s.queues[watcher]
 	delete(s.queues, watcher)
-	for _, n := range taken {
+	for _, n := range queued {
+		if n.Created {
+			// Delivered when still owed: not when it expired meanwhile.
+			if s.owes(watcher, n.Target) {
+				s.deliver(watcher, n.Target)
+				taken = append(taken, n)
+			}
+			continue
+		}
+		taken = append(taken, n)
 		p := modelPair{watcher, n.Target}
 		c, ok := s.cursors[p]
 		if !ok {
@@ -226,7 +270,7 @@ func (s *modelState) drain(watcher string, now int64) (taken []modelNotice, foll
 		c.UpdatedAt = now
 		s.cursors[p] = c
 		if c.M > oldN {
-			f := modelNotice{n.Target, vigil.NoticeText(n.Target.Key, c.L)}
+			f := modelNotice{Target: n.Target, Text: vigil.NoticeText(n.Target.Key, c.L)}
 			followUps = append(followUps, f)
 			s.push(watcher, f)
 		}
@@ -249,7 +293,7 @@ func (s *modelState) removeNotices(watcher string, target vigil.SessionRef) {
 	q := s.queues[watcher]
 	var out []modelNotice
 	for _, n := range q {
-		if n.Target != target {
+		if n.Target != target || n.Created {
 			out = append(out, n)
 		}
 	}
@@ -278,6 +322,7 @@ func (s *modelState) reset(ref vigil.SessionRef) {
 		}
 	}
 	delete(s.queues, ref.Key)
+	delete(s.owed, ref.Key) // its creation notices go with its queue
 }
 
 func (s *modelState) deleteSession(ref vigil.SessionRef) {
@@ -291,6 +336,7 @@ func (s *modelState) deleteSession(ref vigil.SessionRef) {
 	}
 	if modelQualified(ref.Key) {
 		delete(s.queues, ref.Key) // the deleted session's own queue
+		delete(s.owed, ref.Key)
 	}
 }
 
@@ -298,6 +344,11 @@ func (s *modelState) deleteSession(ref vigil.SessionRef) {
 // as updated, and has its notice queued again.
 func (s *modelState) restart(now int64) {
 	s.queues = map[string][]modelNotice{}
+	for w, cs := range s.owed {
+		for _, c := range cs {
+			s.push(w, c.notice)
+		}
+	}
 	pairs := make([]modelPair, 0, len(s.cursors))
 	for p := range s.cursors {
 		pairs = append(pairs, p)
@@ -316,7 +367,7 @@ func (s *modelState) restart(now int64) {
 		c.N = c.M
 		c.UpdatedAt = now // the sweep counts as an update (SPEC 3)
 		s.cursors[p] = c
-		s.push(p.Watcher, modelNotice{p.Target, vigil.NoticeText(p.Target.Key, c.L)})
+		s.push(p.Watcher, modelNotice{Target: p.Target, Text: vigil.NoticeText(p.Target.Key, c.L)})
 	}
 }
 
@@ -355,20 +406,41 @@ func (s *modelState) prune(now int64) (byAge, byCount, expired int) {
 	return byAge, byCount, expired
 }
 
+// create applies a session's creation at local time now and returns the
+// notice it queued, "" when none.
+func (s *modelState) create(c vigil.Creation, now int64) (recorded modelRecordOutcome, notice string) {
+	ref := c.Session
+	if c.Creator != nil {
+		recorded = s.record(modelEvent{Ref: ref, SessionID: c.SessionID, Kind: vigil.KindCreated, ActorType: c.Creator.Type,
+			ActorID: c.Creator.ID, OccurredAt: now, Summary: "session created",
+			DedupeKey: "created:" + ref.AgentID + ":" + ref.Key + ":" + c.SessionID}, "", now)
+	}
+	main := "agent:" + ref.AgentID + ":main"
+	if c.NoNotice || ref.Key == main || s.announced[ref] {
+		return recorded, ""
+	}
+	s.announced[ref] = true
+	n := modelNotice{Target: ref, Text: vigil.CreationNoticeText(c), Created: true}
+	s.owed[main] = append(s.owed[main], modelCreation{n, now})
+	s.push(main, n)
+	return recorded, n.Text
+}
+
 // modelCoverage counts interesting situations across all sequences, so the
 // log shows that the random walk really reaches them.
 type modelCoverage struct {
 	steps, skipped, deduped, selfSuppressed, followUps, staleAcks atomic.Int64
 	prunedByAge, prunedByCount, expiredCursors, historyGaps       atomic.Int64
 	restartRequeued, truncatedPages                               atomic.Int64
+	announced                                                     atomic.Int64
 }
 
 func (c *modelCoverage) String() string {
 	return fmt.Sprintf("skipped=%d deduped=%d selfSuppressed=%d followUps=%d staleAcks=%d prunedByAge=%d "+
-		"prunedByCount=%d expiredCursors=%d historyGaps=%d restartRequeued=%d truncatedPages=%d",
+		"prunedByCount=%d expiredCursors=%d historyGaps=%d restartRequeued=%d truncatedPages=%d announced=%d",
 		c.skipped.Load(), c.deduped.Load(), c.selfSuppressed.Load(), c.followUps.Load(), c.staleAcks.Load(),
 		c.prunedByAge.Load(), c.prunedByCount.Load(), c.expiredCursors.Load(), c.historyGaps.Load(),
-		c.restartRequeued.Load(), c.truncatedPages.Load())
+		c.restartRequeued.Load(), c.truncatedPages.Load(), c.announced.Load())
 }
 
 // modelMachine drives the engine and the model side by side.
@@ -564,6 +636,9 @@ func (m *modelMachine) actionDrain(t *rapid.T) {
 	// Only notices whose cursor still exists are acknowledged.
 	var wantAck []string
 	for _, n := range m.s.queues[watcher] {
+		if n.Created {
+			continue // a creation notice acknowledges nothing
+		}
 		c, ok := m.s.cursors[modelPair{watcher, n.Target}]
 		if ok {
 			wantAck = append(wantAck, n.Target.String())
@@ -639,6 +714,36 @@ func (m *modelMachine) actionPrune(t *rapid.T) {
 	}
 }
 
+// actionCreate creates a session, with or without a creator, now and then
+// with its notice turned off.
+func (m *modelMachine) actionCreate(t *rapid.T) {
+	m.cov.steps.Add(1)
+	c := vigil.Creation{Session: modelDrawSession(t, "session"), SessionID: rapid.SampledFrom([]string{"s1", "s2"}).Draw(t, "sessionId"),
+		Label: rapid.SampledFrom([]string{"", "Plan", "<b>x</b>"}).Draw(t, "label"), Via: rapid.SampledFrom([]string{"", "spawn", "operator"}).Draw(t, "via"),
+		NoNotice: rapid.IntRange(0, 5).Draw(t, "noNotice") == 0}
+	if rapid.Bool().Draw(t, "hasCreator") {
+		c.Creator = &vigil.Creator{Type: rapid.SampledFrom([]vigil.ActorType{vigil.ActorHuman, vigil.ActorAgent, vigil.ActorSystem}).Draw(t, "creatorType"),
+			ID: rapid.SampledFrom(append([]string{"", "alice"}, modelWatchers...)).Draw(t, "creatorId")}
+	}
+	got, err := m.env.eng.RecordCreation(m.ctx, c)
+	if err != nil {
+		t.Fatalf("create %s: %v", c.Session, err)
+	}
+	want, notice := m.s.create(c, m.now())
+	if got.Notice != notice {
+		t.Fatalf("create %s queued %q, model %q", c.Session, got.Notice, notice)
+	}
+	if notice != "" {
+		m.cov.announced.Add(1)
+	}
+	if got.Recorded.Appended != want.appended {
+		t.Fatalf("create %s: appended=%v, model %v", c.Session, got.Recorded.Appended, want.appended)
+	}
+	if want.appended || want.event.Seq != 0 {
+		modelCheckEvent(t, "created", got.Recorded.Event, want.event)
+	}
+}
+
 func (m *modelMachine) actionAdvanceClock(t *rapid.T) {
 	m.cov.steps.Add(1)
 	var d time.Duration
@@ -711,6 +816,9 @@ func (m *modelMachine) checkQueues(t *rapid.T) {
 		q := m.env.eng.Pending(ref.Key)
 		seen := map[vigil.SessionRef]bool{}
 		for _, e := range q {
+			if _, created := e.Created(); created {
+				continue
+			}
 			if !e.IsNotice() {
 				t.Fatalf("queue of %s holds a non-notice %q", ref.Key, e.Text)
 			}
@@ -896,12 +1004,20 @@ func modelCheckEvent(t *rapid.T, where string, got vigil.Event, want modelEvent)
 func modelCheckNotices(t *rapid.T, where string, got []vigil.SystemEvent, want []modelNotice) {
 	var g, w []string
 	for _, e := range got {
+		if s, ok := e.Created(); ok {
+			g = append(g, "created "+s.String()+" | "+e.Text)
+			continue
+		}
 		if e.Target == nil {
 			t.Fatalf("%s: non-notice entry %q", where, e.Text)
 		}
 		g = append(g, e.Target.String()+" | "+e.Text)
 	}
 	for _, n := range want {
+		if n.Created {
+			w = append(w, "created "+n.Target.String()+" | "+n.Text)
+			continue
+		}
 		w = append(w, n.Target.String()+" | "+n.Text)
 	}
 	sort.Strings(g)
@@ -962,6 +1078,7 @@ func TestEngineMatchesReferenceModel(t *testing.T) {
 			"record4":       m.actionRecord,
 			"record5":       m.actionRecord,
 			"record6":       m.actionRecord,
+			"create":        m.actionCreate,
 			"watch1":        m.actionWatch,
 			"watch2":        m.actionWatch,
 			"unwatch":       m.actionUnwatch,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,12 +59,18 @@ func ParseNoticeContextKey(ck string) (string, error) {
 
 // SystemEvent is one entry of a session's queue of system events: lines a
 // runtime puts in the session's next prompt. Stale-state notices are system
-// events whose Target is set.
+// events whose Target is set; creation notices (Created) are others.
 type SystemEvent struct {
 	ContextKey string
 	Text       string
 	// Target is the session a notice is about; nil for other system events.
 	Target *SessionRef
+	// created is the session a creation notice announces: the turn that
+	// consumes the notice marks it delivered in the store.
+	created *SessionRef
+	// quiet marks an entry that wakes nobody when it is queued: a creation
+	// notice, or the notice of an ambient watch (Cursor.Ambient).
+	quiet bool
 	// notified is a notice's frozen watermark (N) when it was queued: a
 	// cursor whose L has since reached it was acknowledged by a turn that
 	// did not take this entry (Drain). noWatermark when unknown.
@@ -83,10 +90,38 @@ const noWatermark = -1
 // IsNotice reports whether the entry is a stale-state notice.
 func (s SystemEvent) IsNotice() bool { return s.Target != nil }
 
+// Created returns the session a creation notice announces; ok is false
+// for every other entry.
+func (s SystemEvent) Created() (session SessionRef, ok bool) {
+	if s.created == nil {
+		return SessionRef{}, false
+	}
+	return *s.created, true
+}
+
+// Quiet reports whether the entry wakes nobody: a creation notice, or the
+// notice of an ambient watch. A turn still takes it.
+func (s SystemEvent) Quiet() bool { return s.quiet }
+
+// needsWrite reports whether a turn consuming the entry writes: a notice
+// is acknowledged, a creation notice marked delivered.
+func (s SystemEvent) needsWrite() bool { return s.Target != nil || s.created != nil }
+
 // noticeFor is the notice of a pending cursor.
-func noticeFor(c Cursor) SystemEvent {
+func (e *Engine) noticeFor(c Cursor) SystemEvent {
 	var n targetNotices
-	return n.of(c)
+	return n.of(c, e)
+}
+
+// openLink is the line a notice about target ends with when the engine
+// knows the dashboard's public address (Options.DashboardURL): a link to
+// the target's page there. It depends on the target only, so a notice's
+// text stays the same while it is pending.
+func (e *Engine) openLink(target SessionRef) string {
+	if e.opts.DashboardURL == "" {
+		return ""
+	}
+	return "\nOpen: " + e.opts.DashboardURL + "#/session/" + url.PathEscape(target.AgentID) + "/" + url.PathEscape(target.Key)
 }
 
 // targetNotices builds the notices of one target's cursors, sharing what
@@ -96,6 +131,7 @@ func noticeFor(c Cursor) SystemEvent {
 type targetNotices struct {
 	target   *SessionRef
 	key      string
+	link     string
 	slot     uint64
 	lastSeen int64
 	text     string
@@ -111,13 +147,13 @@ type sharedNotices map[SessionRef]*targetNotices
 
 // of is noticeFor(c), sharing what c's notice has in common with the
 // notices of c's target built before.
-func (s sharedNotices) of(c Cursor) SystemEvent {
+func (s sharedNotices) of(c Cursor, e *Engine) SystemEvent {
 	n := s[c.Target]
 	if n == nil {
 		n = new(targetNotices)
 		s[c.Target] = n
 	}
-	return n.of(c)
+	return n.of(c, e)
 }
 
 // noticeMemo keeps each target's notice parts from one material event to
@@ -154,17 +190,17 @@ func (m *noticeMemo) keep(target SessionRef, n targetNotices) {
 	m.byTarget[target] = n
 }
 
-// of is noticeFor(c); every c must have the same target.
-func (n *targetNotices) of(c Cursor) SystemEvent {
+// of is e.noticeFor(c); every c must have the same target.
+func (n *targetNotices) of(c Cursor, e *Engine) SystemEvent {
 	if n.target == nil {
 		t := c.Target
-		n.target, n.key = &t, NoticeContextKey(t.Key)
+		n.target, n.key, n.link = &t, NoticeContextKey(t.Key), e.openLink(t)
 		n.slot = noticeSlot(t, n.key)
 	}
 	if n.text == "" || c.LastSeen != n.lastSeen {
-		n.text, n.lastSeen = NoticeText(c.Target.Key, c.LastSeen), c.LastSeen
+		n.text, n.lastSeen = NoticeText(c.Target.Key, c.LastSeen)+n.link, c.LastSeen
 	}
-	return SystemEvent{ContextKey: n.key, Text: n.text, Target: n.target, notified: c.Notified, slot: n.slot}
+	return SystemEvent{ContextKey: n.key, Text: n.text, Target: n.target, notified: c.Notified, slot: n.slot, quiet: c.Ambient}
 }
 
 // slotSeed seeds the slot hashes, which live only in this process's memory.

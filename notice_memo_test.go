@@ -11,7 +11,7 @@ func TestNoticeMemoKeepsABoundedNumberOfTargets(t *testing.T) {
 	for i := range noticeMemoMax + 1 {
 		last = SessionRef{AgentID: "a", Key: fmt.Sprintf("agent:a:subagent:t%d", i)}
 		var n targetNotices
-		n.of(Cursor{Watcher: "agent:w:main", Target: last, LastSeen: 3})
+		n.of(Cursor{Watcher: "agent:w:main", Target: last, LastSeen: 3}, &Engine{})
 		m.keep(last, n)
 		if len(m.byTarget) > noticeMemoMax {
 			t.Fatalf("memo holds %d targets, more than %d", len(m.byTarget), noticeMemoMax)
@@ -29,9 +29,9 @@ func TestNoticesShareASlotExactlyWhenTheirTargetsAreTheSame(t *testing.T) {
 	a := SessionRef{AgentID: "a", Key: "agent:a:subagent:t1"}
 	b := SessionRef{AgentID: "a", Key: "agent:a:subagent:t2"}
 	var first, again, other targetNotices // again: built after the memo forgot a
-	n1 := first.of(Cursor{Watcher: "agent:w:main", Target: a, LastSeen: 3})
-	n2 := again.of(Cursor{Watcher: "agent:w:main", Target: a, LastSeen: 5})
-	n3 := other.of(Cursor{Watcher: "agent:w:main", Target: b, LastSeen: 3})
+	n1 := first.of(Cursor{Watcher: "agent:w:main", Target: a, LastSeen: 3}, &Engine{})
+	n2 := again.of(Cursor{Watcher: "agent:w:main", Target: a, LastSeen: 5}, &Engine{})
+	n3 := other.of(Cursor{Watcher: "agent:w:main", Target: b, LastSeen: 3}, &Engine{})
 	unhashed := n1
 	unhashed.slot = 0
 	for _, c := range []struct {

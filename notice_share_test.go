@@ -11,17 +11,17 @@ import (
 func TestSweptNoticesOfOneTargetShareTheirParts(t *testing.T) {
 	target := SessionRef{AgentID: "a", Key: "agent:a:subagent:t1"}
 	other := SessionRef{AgentID: "a", Key: "agent:a:subagent:t2"}
-	s := sharedNotices{}
-	n1 := s.of(Cursor{Watcher: "agent:w1:main", Target: target, LastSeen: 3})
-	n2 := s.of(Cursor{Watcher: "agent:w2:main", Target: target, LastSeen: 3})
-	n3 := s.of(Cursor{Watcher: "agent:w3:main", Target: other, LastSeen: 3})
-	n4 := s.of(Cursor{Watcher: "agent:w4:main", Target: target, LastSeen: 7})
+	s, e := sharedNotices{}, &Engine{}
+	n1 := s.of(Cursor{Watcher: "agent:w1:main", Target: target, LastSeen: 3}, e)
+	n2 := s.of(Cursor{Watcher: "agent:w2:main", Target: target, LastSeen: 3}, e)
+	n3 := s.of(Cursor{Watcher: "agent:w3:main", Target: other, LastSeen: 3}, e)
+	n4 := s.of(Cursor{Watcher: "agent:w4:main", Target: target, LastSeen: 7}, e)
 	for _, n := range []SystemEvent{n1, n2, n3, n4} {
 		c := Cursor{Target: *n.Target, LastSeen: 3}
 		if n == n4 {
 			c.LastSeen = 7
 		}
-		if want := noticeFor(c); n.Text != want.Text || n.ContextKey != want.ContextKey || n.slot != want.slot {
+		if want := e.noticeFor(c); n.Text != want.Text || n.ContextKey != want.ContextKey || n.slot != want.slot {
 			t.Fatalf("shared notice %+v differs from its own %+v", n, want)
 		}
 	}
@@ -40,13 +40,13 @@ func TestSweptNoticesOfOneTargetShareTheirParts(t *testing.T) {
 // A sweep-sized batch of notices leaves each watcher's queue with room for
 // what it holds, and no more.
 func TestASweepSizedBatchSizesEachQueueForItsNotices(t *testing.T) {
-	q := newQueues(DefaultQueueBound)
+	q, e := newQueues(DefaultQueueBound), &Engine{}
 	var ns []watcherNotice
 	for w := range sizedBatch/10 + 1 {
 		for i := range 10 {
 			c := Cursor{Watcher: fmt.Sprintf("agent:w%d:main", w), LastSeen: 1,
 				Target: SessionRef{AgentID: "a", Key: fmt.Sprintf("agent:a:subagent:t%d", i)}}
-			ns = append(ns, watcherNotice{c.Watcher, noticeFor(c)})
+			ns = append(ns, watcherNotice{c.Watcher, e.noticeFor(c)})
 		}
 	}
 	q.pushAll(ns, make([]bool, len(ns)))

@@ -3,6 +3,7 @@ package vigil_test
 // Tests for notices and wakes (SPEC 4).
 
 import (
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
 func TestNoticeTextIsExact(t *testing.T) {
@@ -216,5 +218,44 @@ func TestDeduplicatedNoticeDoesNotWakeAgain(t *testing.T) {
 	env.close()
 	if got := wakes.all(); len(got) != 1 {
 		t.Fatalf("wakes = %v, want 1", got)
+	}
+}
+
+func TestWithADashboardAddressNoticesEndWithALinkToTheirSessionsPage(t *testing.T) {
+	env := newEnv(t, vigil.Options{DashboardURL: "https://vigil.example/ops"})
+	link := "\nOpen: https://vigil.example/ops/#/session/main/" + child
+	env.spawn(manager, child, "run-1")
+	env.human(child, manager)
+	want := vigil.NoticeText(child, 1) + link
+	if got := env.pending(manager); !slices.Equal(got, []string{want}) {
+		t.Fatalf("pending = %q, want %q", got, want)
+	}
+	env.human(child, manager) // byte-stable while pending
+	env.restart()
+	if got := env.pending(manager); !slices.Equal(got, []string{want}) {
+		t.Fatalf("pending after more changes and a restart = %q, want %q", got, want)
+	}
+	out := env.create(planCreation())
+	if wantNotice := planNotice + "\nOpen: https://vigil.example/ops/#/session/main/" + planKey; out.Notice != wantNotice {
+		t.Fatalf("creation notice %q, want %q", out.Notice, wantNotice)
+	}
+	// A key's characters a path would read otherwise are escaped.
+	env.human("agent:main:matrix:channel:!Room/A b", manager)
+	if got := env.pending(manager); !strings.HasSuffix(got[len(got)-1], "/#/session/main/agent:main:matrix:channel:%21Room%2FA%20b") {
+		t.Fatalf("link = %q", got[len(got)-1])
+	}
+}
+
+func TestABadDashboardAddressIsRefusedAtOpen(t *testing.T) {
+	for _, u := range []string{"vigil.example", "ftp://vigil.example/", "https://vigil.example/#/x", "https://vigil.example/?a=1", "https:///x"} {
+		st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "v.db"), sqlitestore.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if eng, err := vigil.Open(ctx, st, vigil.Options{DashboardURL: u}); err == nil {
+			eng.Close()
+			t.Errorf("opened with dashboard URL %q", u)
+		}
+		st.Close()
 	}
 }

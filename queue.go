@@ -203,6 +203,25 @@ func (q *queues) keepNotices(watcher string, keep func(SessionRef) bool) {
 	}
 }
 
+// keepCreationNotices drops the watcher's queued creation notices whose
+// session keep refuses; other entries stay.
+func (q *queues) keepCreationNotices(watcher string, keep func(SessionRef) bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	list := q.m[watcher]
+	out := list[:0]
+	for _, e := range list {
+		if e.created == nil || keep(*e.created) {
+			out = append(out, e)
+		}
+	}
+	if len(out) == 0 {
+		delete(q.m, watcher)
+	} else {
+		q.m[watcher] = out
+	}
+}
+
 // watchers lists the watchers with a non-empty queue.
 func (q *queues) watchers() []string {
 	q.mu.Lock()
@@ -214,14 +233,15 @@ func (q *queues) watchers() []string {
 	return out
 }
 
-// takeWithoutNotices takes the watcher's queue when it holds no notice,
-// and otherwise leaves it and reports false.
+// takeWithoutNotices takes the watcher's queue when it holds no entry a
+// turn writes for (a notice, a creation notice), and otherwise leaves it
+// and reports false.
 func (q *queues) takeWithoutNotices(watcher string) ([]SystemEvent, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	list := q.m[watcher]
 	for _, e := range list {
-		if e.IsNotice() {
+		if e.needsWrite() {
 			return nil, false
 		}
 	}

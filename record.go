@@ -3,6 +3,7 @@ package vigil
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -37,7 +38,7 @@ func (e *Engine) Record(ctx context.Context, r Record) (Recorded, error) {
 	var res Recorded
 	if err == nil {
 		w := recordWrites.Get().(*recordWrite)
-		w.valid, w.occurredAt, w.parent = valid, r.OccurredAt, r.Parent
+		w.valid, w.occurredAt, w.parent, w.notify = valid, r.OccurredAt, r.Parent, r.Notify
 		err = e.updateRecord(ctx, w)
 		res = w.res
 		*w = recordWrite{fn: w.fn}
@@ -69,6 +70,7 @@ type recordWrite struct {
 	valid      Event
 	occurredAt time.Time
 	parent     string
+	notify     []string
 	res        Recorded
 	fn         func(context.Context, *Txn) error // run, bound once
 }
@@ -83,7 +85,7 @@ var recordWrites = sync.Pool{New: func() any {
 
 func (w *recordWrite) run(ctx context.Context, t *Txn) error {
 	var err error
-	w.res, err = t.record(ctx, &w.res.Event, &w.valid, w.occurredAt, w.parent)
+	w.res, err = t.record(ctx, &w.res.Event, &w.valid, w.occurredAt, w.parent, w.notify)
 	return err
 }
 
@@ -96,12 +98,12 @@ func (t *Txn) Record(ctx context.Context, r Record) (Recorded, error) {
 		return Recorded{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	var ev Event
-	return t.record(ctx, &ev, &valid, r.OccurredAt, r.Parent)
+	return t.record(ctx, &ev, &valid, r.OccurredAt, r.Parent, r.Notify)
 }
 
 // record records valid, using ev for the event being appended: each run
 // of a write starts again from valid (a batch may run its writes again).
-func (t *Txn) record(ctx context.Context, ev, valid *Event, occurredAt time.Time, parent string) (Recorded, error) {
+func (t *Txn) record(ctx context.Context, ev, valid *Event, occurredAt time.Time, parent string, notify []string) (Recorded, error) {
 	e := t.e
 	nowMs := t.now.UnixMilli()
 	*ev = *valid
@@ -128,7 +130,7 @@ func (t *Txn) record(ctx context.Context, ev, valid *Event, occurredAt time.Time
 	}
 	// A human message is recorded only when the session is watched: it has
 	// a parent or some cursor targets it.
-	if ev.Kind == KindHumanDirectMessage && parent == "" && len(watchers) == 0 {
+	if ev.Kind == KindHumanDirectMessage && parent == "" && len(notify) == 0 && len(watchers) == 0 {
 		t.AfterCommit(func() { e.stats.skipped.Add(1) })
 		return Recorded{Skipped: true}, nil
 	}
@@ -180,20 +182,36 @@ func (t *Txn) record(ctx context.Context, ev, valid *Event, occurredAt time.Time
 			}
 			c = c.markMaterial(ev.Sequence, nowMs)
 			moved = append(moved, c)
-			queued = append(queued, watcherNotice{c.Watcher, notices.of(c)})
+			queued = append(queued, watcherNotice{c.Watcher, notices.of(c, e)})
 		}
 		if err := t.moveCursors(ctx, moved); err != nil {
 			return Recorded{}, fmt.Errorf("move cursors of %d watchers: %w", len(moved), err)
 		}
-		// The parent watches even before it holds a cursor. Creating one
-		// is not a move: a replay of the event could not know the parent.
+		// The parent watches even before it holds a cursor, and so do the
+		// sessions the record names to notify. Creating a cursor is not a
+		// move: a replay of the event could not know them.
 		if parentWatches && !parentHasCursor && ev.movesCursorOf(parentKey.String()) {
 			c := Cursor{Watcher: parentKey.String(), Target: target}.markMaterial(ev.Sequence, nowMs)
 			if err := t.tx.PutCursor(ctx, c); err != nil {
 				return Recorded{}, fmt.Errorf("create the parent's cursor: %w", err)
 			}
 			t.pending++
-			queued = append(queued, watcherNotice{c.Watcher, notices.of(c)})
+			queued = append(queued, watcherNotice{c.Watcher, notices.of(c, e)})
+		}
+		for i, n := range notify {
+			k, _ := sessionkey.Parse(n) // validated by Record.validate
+			w := k.String()
+			if !k.Qualified() || (w == target.Key && k.AgentID() == target.AgentID) || !ev.movesCursorOf(w) ||
+				hasWatcher(watchers, w) || (parentWatches && w == parentKey.String()) ||
+				slices.ContainsFunc(notify[:i], func(o string) bool { ok, _ := sessionkey.Parse(o); return ok.String() == w }) {
+				continue
+			}
+			c := Cursor{Watcher: w, Target: target}.markMaterial(ev.Sequence, nowMs)
+			if err := t.tx.PutCursor(ctx, c); err != nil {
+				return Recorded{}, fmt.Errorf("create the cursor of %s: %w", w, err)
+			}
+			t.pending++
+			queued = append(queued, watcherNotice{c.Watcher, notices.of(c, e)})
 		}
 		e.notices.keep(target, notices)
 		t.AfterCommit(func() {
@@ -288,13 +306,14 @@ func (e *Engine) enqueueNotice(watcher string, ev SystemEvent) {
 
 // noticeQueued announces a notice that just entered watcher's queue (or
 // changed its text there): counted, published, and the watcher woken
-// unless it is a sub-agent.
+// unless it is a sub-agent or the entry is quiet (a creation notice, an
+// ambient watch's notice).
 func (e *Engine) noticeQueued(watcher string, ev SystemEvent) {
 	e.stats.noticesQueued.Add(1)
 	if e.opts.OnNotice != nil {
 		e.opts.OnNotice(watcher, ev)
 	}
-	if !sessionkey.IsSubAgent(watcher) {
+	if !ev.quiet && !sessionkey.IsSubAgent(watcher) {
 		e.stats.wakes.Add(1)
 		e.waker.wake(watcher)
 	}

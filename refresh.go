@@ -23,7 +23,9 @@ import (
 // a pending cursor (M > L) has its notice queued (and a watcher that is
 // not a sub-agent woken, when that is new), and a queued notice whose
 // cursor is no longer pending is removed, unless its cursor is gone with
-// its deleted target (notices about a deleted session stay queued). Other
+// its deleted target (notices about a deleted session stay queued).
+// Creation notices follow the store likewise: an undelivered one is
+// queued (waking nobody), one delivered elsewhere is removed. Other
 // system events stay. A refresh never pushes older entries out of a full
 // queue. Notice texts depend only on L, so a notice that is still pending
 // is left exactly as it was and wakes nobody.
@@ -62,18 +64,21 @@ func (e *Engine) Resync(ctx context.Context) error {
 func (e *Engine) rebuild(ctx context.Context, keys []string) error {
 	return e.Update(ctx, func(ctx context.Context, t *Txn) error {
 		t.atEnd = append(t.atEnd, func(ctx context.Context) error {
-			pending, ts, err := t.owedTo(ctx, keys)
+			owed, err := t.owedTo(ctx, keys)
 			if err != nil {
 				return err
 			}
 			if keys == nil { // every one of them: on a shared store, others' writes too
-				t.countedPendingAtEnd(len(pending))
+				t.countedPendingAtEnd(len(owed.Cursors))
 			}
 			want := map[string][]SystemEvent{}
-			for _, c := range pending {
-				want[c.Watcher] = append(want[c.Watcher], noticeFor(c))
+			for w, ns := range e.creationNotices(owed.Creations) {
+				want[w] = append(want[w], ns...)
 			}
-			for w, ns := range noticesOfTombstones(ts) {
+			for _, c := range owed.Cursors {
+				want[c.Watcher] = append(want[c.Watcher], e.noticeFor(c))
+			}
+			for w, ns := range noticesOfTombstones(owed.Tombstones) {
 				want[w] = append(want[w], ns...)
 			}
 			watchers := keys
@@ -98,21 +103,25 @@ func (e *Engine) rebuild(ctx context.Context, keys []string) error {
 	})
 }
 
-// owedTo reads the pending cursors and the tombstones of watchers (every
-// watcher when nil), in one go when the store can (OwedReader).
-func (t *Txn) owedTo(ctx context.Context, watchers []string) ([]Cursor, []Tombstone, error) {
+// owedTo reads the pending cursors, the tombstones and the creation
+// notices of watchers (every watcher when nil), in one go when the store
+// can (OwedReader).
+func (t *Txn) owedTo(ctx context.Context, watchers []string) (Owed, error) {
 	if r, ok := t.tx.(OwedReader); ok {
 		return r.OwedTo(ctx, watchers)
 	}
-	cs, err := t.tx.PendingCursorsOf(ctx, watchers)
-	if err != nil {
-		return nil, nil, fmt.Errorf("read pending cursors: %w", err)
+	var o Owed
+	var err error
+	if o.Cursors, err = t.tx.PendingCursorsOf(ctx, watchers); err != nil {
+		return Owed{}, fmt.Errorf("read pending cursors: %w", err)
 	}
-	ts, err := t.tx.Tombstones(ctx, watchers)
-	if err != nil {
-		return nil, nil, fmt.Errorf("read tombstones: %w", err)
+	if o.Tombstones, err = t.tx.Tombstones(ctx, watchers); err != nil {
+		return Owed{}, fmt.Errorf("read tombstones: %w", err)
 	}
-	return cs, ts, nil
+	if o.Creations, err = t.tx.CreationNotices(ctx, watchers); err != nil {
+		return Owed{}, fmt.Errorf("read creation notices: %w", err)
+	}
+	return o, nil
 }
 
 // deletedTargets lists, per watcher, the targets of queued notices that
@@ -138,15 +147,25 @@ func (t *Txn) deletedTargets(ctx context.Context, watchers []string, want map[st
 
 func hasNotice(notices []SystemEvent, target SessionRef) bool {
 	for _, n := range notices {
-		if *n.Target == target {
+		if n.Target != nil && *n.Target == target {
 			return true
 		}
 	}
 	return false
 }
 
-// syncNotices makes watcher's queued notices exactly notices, keeping
-// those about the targets in keep. Runs after commit, on the writer.
+func hasCreationNotice(notices []SystemEvent, session SessionRef) bool {
+	for _, n := range notices {
+		if n.created != nil && *n.created == session {
+			return true
+		}
+	}
+	return false
+}
+
+// syncNotices makes watcher's queued notices and creation notices exactly
+// notices, keeping the notices about the targets in keep. Runs after
+// commit, on the writer.
 func (e *Engine) syncNotices(watcher string, notices []SystemEvent, keep []SessionRef) {
 	e.queues.keepNotices(watcher, func(target SessionRef) bool {
 		for _, k := range keep {
@@ -156,6 +175,7 @@ func (e *Engine) syncNotices(watcher string, notices []SystemEvent, keep []Sessi
 		}
 		return hasNotice(notices, target)
 	})
+	e.queues.keepCreationNotices(watcher, func(session SessionRef) bool { return hasCreationNotice(notices, session) })
 	for _, n := range notices {
 		if e.queues.pushIfRoom(watcher, n) {
 			e.noticeQueued(watcher, n)

@@ -155,6 +155,25 @@ type Tx interface {
 	// ExpireTombstones deletes up to limit tombstones made before
 	// madeBefore and returns how many it deleted.
 	ExpireTombstones(ctx context.Context, madeBefore int64, limit int) (int, error)
+	// PutCreationNotice stores, durably, that n.Watcher is owed n, the
+	// notice that n.Session was created, unless a creation notice of
+	// n.Session was ever stored, delivered or not: it reports whether it
+	// stored n. Deleting the session keeps what is stored of its notice.
+	PutCreationNotice(ctx context.Context, n CreationNotice) (bool, error)
+	// CreationNotices lists the undelivered creation notices of the given
+	// watchers, or of every watcher when watchers is nil, each watcher's
+	// oldest first. It only reads and never locks.
+	CreationNotices(ctx context.Context, watchers []string) ([]CreationNotice, error)
+	// DeliverCreationNotice marks the creation notice of session
+	// delivered, and reports whether it was undelivered: of two
+	// transactions delivering it, one sees true. What remains of a
+	// delivered notice (at least its session) is kept, so that
+	// PutCreationNotice never stores the session's again.
+	DeliverCreationNotice(ctx context.Context, session SessionRef) (bool, error)
+	// DropCreationNotices marks every undelivered creation notice of
+	// watcher delivered, as DeliverCreationNotice does, and returns how
+	// many it marked.
+	DropCreationNotices(ctx context.Context, watcher string) (int, error)
 	Commit() error
 	Rollback() error
 }
@@ -210,10 +229,19 @@ type HorizonReader interface {
 
 // OwedReader is implemented by a Tx that reads in one go what a rebuild
 // of watchers' queues reads (Engine.Refresh and Resync): their pending
-// cursors, as PendingCursorsOf lists them, and their tombstones, as
-// Tombstones lists them. A rebuild shares its batch with other writes,
-// so on a server the round trip it saves is one every write of that
-// batch waits for.
+// cursors, as PendingCursorsOf lists them, their tombstones, as
+// Tombstones lists them, and their creation notices, as CreationNotices
+// lists them. A rebuild shares its batch with other writes, so on a
+// server the round trip it saves is one every write of that batch waits
+// for.
 type OwedReader interface {
-	OwedTo(ctx context.Context, watchers []string) ([]Cursor, []Tombstone, error)
+	OwedTo(ctx context.Context, watchers []string) (Owed, error)
+}
+
+// Owed is what watchers are owed: the notices of their pending cursors,
+// of their tombstones and their creation notices.
+type Owed struct {
+	Cursors    []Cursor
+	Tombstones []Tombstone
+	Creations  []CreationNotice
 }

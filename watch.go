@@ -43,8 +43,9 @@ func checkWatch(watcher string, target SessionRef) (string, SessionRef, error) {
 
 // Watch registers watcher as a watcher of target, seeded at the target's
 // current state version so history never produces a notice. An existing
-// cursor is returned untouched: re-watching never clobbers a pending
-// notice. The watcher must be agent-qualified and not the target.
+// cursor keeps its watermarks: re-watching never clobbers a pending
+// notice (an ambient watch of the pair becomes an explicit one). The
+// watcher must be agent-qualified and not the target.
 func (e *Engine) Watch(ctx context.Context, watcher string, target SessionRef) (Cursor, error) {
 	if _, _, err := checkWatch(watcher, target); err != nil {
 		return Cursor{}, err
@@ -64,33 +65,58 @@ func (e *Engine) Watch(ctx context.Context, watcher string, target SessionRef) (
 // Watch is Engine.Watch inside this write: the seed is the target's version
 // as this write sees it, its own appends included.
 func (t *Txn) Watch(ctx context.Context, watcher string, target SessionRef) (Cursor, error) {
+	c, _, err := t.watch(ctx, watcher, target, false)
+	return c, err
+}
+
+// WatchAmbient registers the agent's main session watcher as an ambient
+// watcher of target, one of its agent's group, room or channel sessions,
+// as Watch does but for the kind of watch: the notices of an ambient
+// watch wake nobody, they wait for the watcher's next turn. A cursor the
+// pair has already (ambient or explicit) is left as it is. It reports
+// whether it registered a new watch.
+func (t *Txn) WatchAmbient(ctx context.Context, watcher string, target SessionRef) (Cursor, bool, error) {
+	return t.watch(ctx, watcher, target, true)
+}
+
+// watch is Watch, or WatchAmbient when ambient is set; it reports whether
+// it created the cursor.
+func (t *Txn) watch(ctx context.Context, watcher string, target SessionRef, ambient bool) (Cursor, bool, error) {
 	w, target, err := checkWatch(watcher, target)
 	if err != nil {
-		return Cursor{}, err
+		return Cursor{}, false, err
 	}
 	// Locked, so a record of the target in another process either comes
 	// before the version read below or sees the new cursor.
 	if err := t.tx.LockSession(ctx, target); err != nil {
-		return Cursor{}, err
+		return Cursor{}, false, err
 	}
 	c, ok, err := t.tx.Cursor(ctx, w, target)
-	if err != nil || ok {
-		return c, err
+	if err != nil {
+		return c, false, err
+	}
+	if ok {
+		if c.Ambient && !ambient {
+			c.Ambient = false
+			return c, false, t.tx.PutCursor(ctx, c)
+		}
+		return c, false, nil
 	}
 	v, err := t.tx.Version(ctx, target)
 	if err != nil {
-		return Cursor{}, err
+		return Cursor{}, false, err
 	}
 	// Watching a target anew supersedes a tombstone of its deleted
 	// namesake: the watcher has moved on.
 	if err := t.forgetTombstones(ctx, w, &target); err != nil {
-		return Cursor{}, err
+		return Cursor{}, false, err
 	}
 	c = seeded(w, target, v, t.now.UnixMilli())
+	c.Ambient = ambient
 	// A notice still queued for the pair (its old cursor expired) stays,
 	// but no longer speaks for the new cursor's watermarks.
 	t.AfterCommit(func() { t.e.queues.detach(w, target) })
-	return c, t.tx.PutCursor(ctx, c)
+	return c, true, t.tx.PutCursor(ctx, c)
 }
 
 // Unwatch removes watcher's cursor on target and any notice queued for the
@@ -145,7 +171,8 @@ func (e *Engine) Cursors(ctx context.Context, ref SessionRef) ([]Cursor, error) 
 }
 
 // ResetSession applies a session's reset: the cursors it holds as a watcher
-// are dropped with its queued system events; its history as a target stays.
+// are dropped with its queued system events, the creation notices it is
+// owed among them; its history as a target stays.
 func (e *Engine) ResetSession(ctx context.Context, ref SessionRef) error {
 	if _, err := Ref(ref.AgentID, ref.Key); err != nil {
 		return err
@@ -172,6 +199,9 @@ func (t *Txn) ResetSession(ctx context.Context, ref SessionRef) error {
 	t.pending -= int64(len(held))
 	if err := t.forgetTombstones(ctx, ref.Key, nil); err != nil {
 		return fmt.Errorf("reset %s: %w", ref, err)
+	}
+	if _, err := t.tx.DropCreationNotices(ctx, ref.Key); err != nil {
+		return fmt.Errorf("reset %s: drop its creation notices: %w", ref, err)
 	}
 	t.AfterCommit(func() { t.e.queues.clear(ref.Key) })
 	return nil
@@ -205,6 +235,9 @@ func (t *Txn) DeleteSession(ctx context.Context, ref SessionRef) error {
 		return fmt.Errorf("delete %s: %w", ref, err)
 	}
 	if strings.HasPrefix(ref.Key, "agent:") {
+		if _, err := t.tx.DropCreationNotices(ctx, ref.Key); err != nil {
+			return fmt.Errorf("delete %s: drop its creation notices: %w", ref, err)
+		}
 		t.AfterCommit(func() { t.e.queues.clear(ref.Key) })
 	}
 	return nil

@@ -3,6 +3,7 @@ package vigil_test
 // Tests for watchers and cursors (SPEC 3).
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
@@ -324,5 +325,80 @@ func TestDrainAcknowledgesOnlyCursorsThatStillExist(t *testing.T) {
 	d := env.drain(manager)
 	if len(d.Events) != 1 || len(d.Acknowledged) != 0 {
 		t.Fatalf("drained %d events, acknowledged %v; want the notice delivered and nothing acknowledged", len(d.Events), d.Acknowledged)
+	}
+}
+
+// ambient registers the agent's main session as an ambient watcher of
+// target, as a group session's first human turn does.
+func (env *testEnv) ambient(watcher, target string) (vigil.Cursor, bool) {
+	env.t.Helper()
+	var c vigil.Cursor
+	var made bool
+	err := env.eng.Update(ctx, func(ctx context.Context, t *vigil.Txn) error {
+		var err error
+		c, made, err = t.WatchAmbient(ctx, watcher, vigil.MustRef(target))
+		return err
+	})
+	if err != nil {
+		env.t.Fatalf("ambient watch %s -> %s: %v", watcher, target, err)
+	}
+	return c, made
+}
+
+const group = "agent:main:telegram:group:g1"
+
+func TestAnAmbientWatchIsSeededAtTheCurrentVersionAndItsNoticesWakeNobody(t *testing.T) {
+	wakes := newWakeRecorder()
+	env := newEnv(t, vigil.Options{OnWake: wakes.onWake})
+	env.human(group, coord) // coord is its parent here: the group has a version
+	c, made := env.ambient(manager, group)
+	if !made || !c.Ambient || c.LastSeen != 1 || c.Material != 1 {
+		t.Fatalf("ambient watch = %+v, %v; want one seeded at version 1", c, made)
+	}
+	env.human(group, "")
+	if got, want := env.pending(manager), []string{vigil.NoticeText(group, 1)}; !slices.Equal(got, want) {
+		t.Fatalf("pending = %v, want %v", got, want)
+	}
+	if !env.eng.Pending(manager)[0].Quiet() {
+		t.Fatal("an ambient watch's notice is not quiet")
+	}
+	env.restart() // the sweep queues it again, quiet still
+	env.clk.Advance(time.Second)
+	env.close()
+	if got := wakes.all(); slices.Contains(got, manager) {
+		t.Fatalf("woke %v: an ambient watch's notices wait for the next turn", got)
+	}
+	env.open()
+	if got := env.pending(manager); len(got) != 1 {
+		t.Fatalf("pending after restarts = %v", got)
+	}
+}
+
+func TestAnAmbientWatchLeavesAnExistingWatchAndAnExplicitOneReplacesIt(t *testing.T) {
+	wakes := newWakeRecorder()
+	env := newEnv(t, vigil.Options{OnWake: wakes.onWake})
+	env.watch(manager, group)
+	if c, made := env.ambient(manager, group); made || c.Ambient {
+		t.Fatalf("ambient over an explicit watch = %+v, %v; want the explicit one kept", c, made)
+	}
+	if c, made := env.ambient(coord, group); !made || !c.Ambient {
+		t.Fatalf("ambient watch = %+v, %v", c, made)
+	}
+	if c := env.watch(coord, group); c.Ambient {
+		t.Fatalf("an explicit watch left the pair ambient: %+v", c)
+	}
+	env.human(group, "")
+	var woken []string
+	for range 2 {
+		select {
+		case w := <-wakes.fired:
+			woken = append(woken, w)
+		case <-time.After(10 * time.Second): // a hang guard, not a speed assertion
+			t.Fatalf("woke only %v, want both watchers", woken)
+		}
+	}
+	slices.Sort(woken)
+	if want := []string{coord, manager}; !slices.Equal(woken, want) { // coord is no longer ambient
+		t.Fatalf("woke %v, want %v", woken, want)
 	}
 }

@@ -151,8 +151,8 @@ func TestStoryOverA2A(t *testing.T) {
 		t.Fatalf("first event = %#v", task)
 	}
 	child := string(task.ID)
-	if v := task.Metadata[a2aserver.MetaStateVersion]; v != float64(1) {
-		t.Fatalf("stateVersion = %v, want 1", v)
+	if v := task.Metadata[a2aserver.MetaStateVersion]; v != float64(2) {
+		t.Fatalf("stateVersion = %v, want 2 (created, then child_spawned)", v)
 	}
 	// A person writes into the worker.
 	res, err := client(s, tokOperator, "").SendMessage(ctx, &a2a.MessageSendParams{Message: &a2a.Message{
@@ -161,22 +161,23 @@ func TestStoryOverA2A(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pt, ok := res.(*a2a.Task); !ok || pt.Metadata["sendStatus"] != "accepted" || pt.Metadata[a2aserver.MetaStateVersion] != float64(2) {
+	if pt, ok := res.(*a2a.Task); !ok || pt.Metadata["sendStatus"] != "accepted" || pt.Metadata[a2aserver.MetaStateVersion] != float64(3) {
 		t.Fatalf("person's send = %#v", res)
 	}
 	// The coordinator is told: one status update, carrying the versions.
 	up, ok := next(t, pull).(*a2a.TaskStatusUpdateEvent)
 	if !ok || string(up.TaskID) != child || up.Metadata[a2aserver.MetaEvent] != "notice" ||
-		up.Metadata[a2aserver.MetaStateVersion] != float64(2) || up.Metadata[a2aserver.MetaChangesSince] != float64(1) ||
-		up.Metadata[a2aserver.MetaNotice] != vigil.NoticeText(child, 1) {
+		up.Metadata[a2aserver.MetaStateVersion] != float64(3) || up.Metadata[a2aserver.MetaChangesSince] != float64(2) ||
+		up.Metadata[a2aserver.MetaNotice] != vigil.NoticeText(child, 2) {
 		t.Fatalf("update = %#v", up)
 	}
-	// Told once: the queue holds that one notice.
-	if p := s.Eng.Pending(manager); len(p) != 1 {
+	// Told once: the queue holds that one notice (besides the notice that
+	// the worker was created, which acknowledges nothing).
+	if p := s.Eng.Pending(manager); len(p) != 2 || !p[1].IsNotice() {
 		t.Fatalf("pending = %+v", p)
 	}
 	// It reconciles exactly: the change is the person's message.
-	got, err := coord.GetTask(ctx, &a2a.TaskQueryParams{ID: a2a.TaskID(child), Metadata: map[string]any{a2aserver.MetaChangesSince: 1}})
+	got, err := coord.GetTask(ctx, &a2a.TaskQueryParams{ID: a2a.TaskID(child), Metadata: map[string]any{a2aserver.MetaChangesSince: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +188,7 @@ func TestStoryOverA2A(t *testing.T) {
 	}
 	e := evs[0].(map[string]any)
 	if e["kind"] != string(vigil.KindHumanDirectMessage) || e["actorType"] != string(vigil.ActorHuman) || e["actorId"] != "alice" ||
-		e["sequence"] != float64(2) {
+		e["sequence"] != float64(3) {
 		t.Fatalf("change = %#v", e)
 	}
 }
@@ -232,16 +233,16 @@ func TestResubscribeAfterAGapSaysSo(t *testing.T) {
 	if _, err := client(s, tokOperator, "").SendMessage(ctx, &a2a.MessageSendParams{Message: m}); err != nil {
 		t.Fatal(err)
 	}
-	// The coordinator comes back having seen version 1.
+	// The coordinator comes back having seen version 2, its spawn's.
 	pull, stop := pullOf(coord.ResubscribeToTask(ctx, &a2a.TaskIDParams{ID: a2a.TaskID(child),
-		Metadata: map[string]any{a2aserver.MetaStateVersion: 1}}))
+		Metadata: map[string]any{a2aserver.MetaStateVersion: 2}}))
 	defer stop()
-	if task, ok := next(t, pull).(*a2a.Task); !ok || task.Metadata[a2aserver.MetaStateVersion] != float64(2) {
+	if task, ok := next(t, pull).(*a2a.Task); !ok || task.Metadata[a2aserver.MetaStateVersion] != float64(3) {
 		t.Fatalf("first event = %#v", task)
 	}
 	gap, ok := next(t, pull).(*a2a.TaskStatusUpdateEvent)
-	if !ok || gap.Metadata[a2aserver.MetaGap] != true || gap.Metadata[a2aserver.MetaChangesSince] != float64(1) ||
-		gap.Metadata[a2aserver.MetaStateVersion] != float64(2) {
+	if !ok || gap.Metadata[a2aserver.MetaGap] != true || gap.Metadata[a2aserver.MetaChangesSince] != float64(2) ||
+		gap.Metadata[a2aserver.MetaStateVersion] != float64(3) {
 		t.Fatalf("second event = %#v", gap)
 	}
 }
@@ -337,7 +338,7 @@ func TestResubscribeUnderADifferentlyCasedTaskIDHearsLaterChanges(t *testing.T) 
 		t.Fatal(err)
 	}
 	up, ok := next(t, pull).(*a2a.TaskStatusUpdateEvent)
-	if !ok || string(up.TaskID) != child || up.Metadata[a2aserver.MetaStateVersion] != float64(2) {
+	if !ok || string(up.TaskID) != child || up.Metadata[a2aserver.MetaStateVersion] != float64(3) {
 		t.Fatalf("update = %#v", up)
 	}
 }

@@ -335,7 +335,7 @@ func TestSessionsViewListsEachChildUnderItsParent(t *testing.T) {
 		t.Fatalf("rows (key depth) = %q, want %q", rows, want)
 	}
 	cells := eval[[]string](t, ctx, fmt.Sprintf(`[...document.querySelectorAll('tr.session[data-key=%q] td')].map(c => c.innerText.trim())`, child))
-	if len(cells) != 7 || !strings.Contains(cells[0], "writer") || cells[1] != "main" || cells[2] != "subagent" || cells[3] != manager || cells[4] != "1" {
+	if len(cells) != 7 || !strings.Contains(cells[0], "writer") || cells[1] != "main" || cells[2] != "subagent" || cells[3] != manager || cells[4] != "2" {
 		t.Fatalf("the child's row = %q", cells)
 	}
 }
@@ -411,15 +411,17 @@ func TestTheWatchGraphShowsTheManagersPendingNoticeAfterAPersonWrites(t *testing
 	personWritesFromThePage(t, ctx, gw, child, "Use the revised figures.")
 	run(t, ctx, "see the notice among the child's watchers",
 		chromedp.WaitVisible(cursor("#watchers", manager, child, ".pending")))
+	// The queue also holds the notice that the spawn created the child.
 	pending := tool[gateway.PendingOutput](t, gw, manager, "session_pending", map[string]any{"sessionKey": manager})
-	if len(pending.Events) != 1 {
-		t.Fatalf("the manager's queue = %+v, want one notice", pending.Events)
+	about := slices.DeleteFunc(pending.Events, func(e gateway.SystemEventView) bool { return e.Target != child })
+	if len(about) != 1 {
+		t.Fatalf("the manager's queue = %+v, want one notice about the child", pending.Events)
 	}
 	run(t, ctx, "see the notice in the watch graph",
 		chromedp.Click(chromedp.CSS(`nav a[href="#/"]`)),
 		chromedp.WaitVisible(cursor("#graph", manager, child, ".pending")),
 	)
-	waitText(t, ctx, string(cursor("#graph", manager, child, ".pending"))+" p.notice", pending.Events[0].Text)
+	waitText(t, ctx, string(cursor("#graph", manager, child, ".pending"))+" p.notice", about[0].Text)
 }
 
 func TestTheManagersTurnThroughTheAPIClearsTheNoticeInTheWatchGraph(t *testing.T) {
@@ -447,6 +449,7 @@ func TestTheManagersPageShowsOnceThatAPersonDeletedItsChild(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, true)
 	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	takeTurn(t, gw, manager) // takes the notice that the spawn created the child
 	ctx := newTab(t)
 	open(t, ctx, gw, sessionHash(manager))
 	run(t, ctx, "see the manager's empty queue", chromedp.WaitVisible(chromedp.ID("queued-empty")))
@@ -516,15 +519,15 @@ func TestTheTimelineTellsHumanAgentAndSystemActorsApart(t *testing.T) {
 	run(t, ctx, "wait for the timeline", chromedp.WaitVisible(chromedp.CSS(`#timeline li.event[data-kind="compacted"]`)))
 	got := eval[[]string](t, ctx, `[...document.querySelectorAll('#timeline li.event')].map(e =>
 		e.dataset.kind + ' ' + e.querySelector('.badge.actor').textContent + ' ' + getComputedStyle(e).borderLeftColor)`)
-	if len(got) != 3 {
-		t.Fatalf("timeline = %q, want three events", got)
+	if len(got) != 4 {
+		t.Fatalf("timeline = %q, want four events", got)
 	}
 	colors := map[string]string{}
 	for _, e := range got {
 		f := strings.SplitN(e, " ", 3)
 		colors[f[1]] = f[2]
 	}
-	want := []string{"compacted system", "human_direct_message human", "child_spawned agent"}
+	want := []string{"compacted system", "human_direct_message human", "child_spawned agent", "created agent"}
 	for i, w := range want {
 		if !strings.HasPrefix(got[i], w+" ") {
 			t.Fatalf("timeline (newest first) = %q, want kinds and actors %q", got, want)

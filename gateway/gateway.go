@@ -50,6 +50,22 @@ type Options struct {
 	// fences); nil means the system clock. Pass the engine's, so one
 	// manual clock drives both in tests.
 	Clock clock.Clock
+	// NoCreationNotices leaves out the notice a session's creation
+	// queues for its agent's main session (vigil.Creation); they are on
+	// by default.
+	NoCreationNotices bool
+	// NoGroupWatches leaves out ambient watches: by default a person's
+	// message in one of an agent's group, room or channel sessions makes
+	// the agent's main session watch it (vigil.Txn.WatchAmbient).
+	NoGroupWatches bool
+	// StuckAfter is how long a child's open run may make no progress
+	// before its session needs attention (CheckAttention); 0 means
+	// DefaultStuckAfter, negative never.
+	StuckAfter time.Duration
+	// AttentionEvery is how often the gateway looks at the open runs; 0
+	// means a quarter of StuckAfter, at most a minute; negative never (a
+	// caller then runs CheckAttention itself).
+	AttentionEvery time.Duration
 }
 
 // DefaultBookmarkInterval is how often an idle listener is told where it
@@ -103,15 +119,22 @@ func New(eng *vigil.Engine, store sessions.Store, opts Options) *Gateway {
 	if opts.BookmarkInterval == 0 {
 		opts.BookmarkInterval = DefaultBookmarkInterval
 	}
+	if opts.StuckAfter == 0 {
+		opts.StuckAfter = DefaultStuckAfter
+	}
 	g := &Gateway{eng: eng, clk: clock.Or(opts.Clock), store: store, log: opts.Logger, opts: opts, waiters: map[vigil.SessionRef][]*waiter{},
 		done: make(chan struct{})}
 	g.tools = newRegistry(g)
+	if opts.StuckAfter > 0 && opts.AttentionEvery >= 0 {
+		g.watchAttention()
+	}
 	return g
 }
 
 // Close ends every sessions_send still waiting for a reply with status
 // error, and every waiting turn as timed out, so a shutdown need not wait
-// out their timeouts. It is safe to call more than once.
+// out their timeouts, and stops looking at open runs for attention. It is
+// safe to call more than once.
 func (g *Gateway) Close() {
 	g.waitMu.Lock()
 	if !g.closed {

@@ -164,3 +164,10 @@ func TestALimitAboveTheMostIsRefusedLikeZero(t *testing.T) {
 		}
 	}
 }
+
+// spawnNotice is the creation notice a spawn of key by parent, labelled
+// label, queues for its agent's main session.
+func spawnNotice(key, parent, label string) string {
+	return vigil.CreationNoticeText(vigil.Creation{Session: vigil.MustRef(key), Via: "spawn", Label: label,
+		Creator: &vigil.Creator{Type: vigil.ActorAgent, ID: parent}})
+}

@@ -456,7 +456,9 @@ func (m *modelMachine) open(t *rapid.T) {
 		st.Close()
 		t.Fatal(err)
 	}
-	m.g = gateway.New(eng, st, gateway.Options{Hub: hub, NewID: m.newID})
+	// Creation notices are left out: they are modelled with the engine's
+	// rules (the root package's model) and tested in created_test.go.
+	m.g = gateway.New(eng, st, gateway.Options{Hub: hub, NewID: m.newID, NoCreationNotices: true})
 	m.closeGW = func() { m.g.Close(); eng.Close(); st.Close() }
 }
 
@@ -596,6 +598,7 @@ func (m *modelMachine) actionSpawn(t *rapid.T) {
 	m.s.ensureRow(child)
 	m.s.messages[child] = 1 // the task
 	m.s.runs[child] = &modelRun{id: out.RunID}
+	m.s.record(child, vigil.KindCreated, vigil.ActorAgent, modelManager, "") // its creator: log only
 	m.s.record(child, vigil.KindChildSpawned, vigil.ActorAgent, modelManager, modelManager)
 }
 

@@ -85,9 +85,11 @@ type SpawnOutput struct {
 	RunID           string `json:"runId"`
 }
 
-// Spawn creates a child of the caller's session, records child_spawned
-// (which seeds the parent's cursor on the child), starts its run and puts
-// the task in its inbox, all in one transaction.
+// Spawn creates a child of the caller's session, records created (the
+// parent its creator, with the creation notice for the child's agent's
+// main session) and child_spawned (which seeds the parent's cursor on the
+// child), starts its run and puts the task in its inbox, all in one
+// transaction.
 func (g *Gateway) Spawn(ctx context.Context, c Caller, in SpawnInput) (_ SpawnOutput, err error) {
 	defer g.public(ctx, &err)
 	if c.Session == nil {
@@ -130,6 +132,13 @@ func (g *Gateway) Spawn(ctx context.Context, c Caller, in SpawnInput) (_ SpawnOu
 		s := sessions.Session{Ref: child, SessionID: g.opts.NewID(), Kind: sessions.KindSubAgent, Label: in.Label, SpawnedBy: parent.Key,
 			CreatedAt: now, UpdatedAt: now}
 		if err := tx.PutSession(ctx, s); err != nil {
+			return err
+		}
+		// Created by the parent, before it is spawned, as the reference
+		// records it: the child's agent's main session is told.
+		if _, err := txn.RecordCreation(ctx, vigil.Creation{Session: child, SessionID: s.SessionID, Via: "spawn",
+			Label: in.Label, Creator: &vigil.Creator{Type: vigil.ActorAgent, ID: parent.Key},
+			NoNotice: g.opts.NoCreationNotices}); err != nil {
 			return err
 		}
 		if _, err := txn.Record(ctx, vigil.Record{Session: child, SessionID: s.SessionID, Kind: vigil.KindChildSpawned,

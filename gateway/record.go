@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/sessionkey"
+	"github.com/vigilhq/vigil/sessions"
 )
 
 // RecordInput is session_record's input: an event of a session that lives
@@ -15,7 +17,7 @@ import (
 type RecordInput struct {
 	SessionKey string          `json:"sessionKey" jsonschema:"the session, kept by your runtime (not hosted by this gateway)"`
 	AgentID    string          `json:"agentId,omitempty" jsonschema:"the owning agent, needed only for a bare key"`
-	Kind       vigil.Kind      `json:"kind" jsonschema:"human_direct_message, goal_changed, session_reset, child_spawned, run_completed, run_failed or compacted"`
+	Kind       vigil.Kind      `json:"kind" jsonschema:"human_direct_message, goal_changed, child_spawned, run_completed, run_failed, compacted, created, adopted (actor human), upstream_missing (actor system), session_reset or attention (actor system)"`
 	ActorType  vigil.ActorType `json:"actorType,omitempty" jsonschema:"human, agent or system; default: agent for an agent credential, human for a person"`
 	ActorID    string          `json:"actorId,omitempty" jsonschema:"who acted: for an agent, a session key of its agent (default the acting session); for a human, their handle in your channel"`
 	RunID      string          `json:"runId,omitempty"`
@@ -37,11 +39,28 @@ type RecordOutput struct {
 	Reason       string `json:"reason,omitempty" jsonschema:"why nothing was recorded"`
 }
 
+// kindList names every kind, for errors.
+func kindList() string {
+	ks := vigil.Kinds()
+	names := make([]string, len(ks))
+	for i, k := range ks {
+		names[i] = string(k)
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
 // RecordElsewhere records an event of a session vigil does not host, with
 // the same validation, watchers, notices, wakes and reconciliation as a
 // hosted session's. The actor comes from the credential: an agent records
 // as a session of its own agent, and as a person only with the
-// RecordHuman right; a person records as a person.
+// RecordHuman right; a person records as a person. Its summary must fit
+// (vigil.CheckSummary): the caller is told, rather than have it cut.
+//
+// What the gateway does for its own sessions it does here too: created
+// queues the creation notice for the agent's main session (once per
+// session), and a person's message in a group, room or channel session
+// with no parent makes the agent's main session an ambient watcher of it,
+// from the version that message leaves (Options.NoGroupWatches).
 func (g *Gateway) RecordElsewhere(ctx context.Context, c Caller, in RecordInput) (_ RecordOutput, err error) {
 	defer g.public(ctx, &err)
 	ref, err := parseRef("sessionKey", in.SessionKey, in.AgentID)
@@ -52,8 +71,12 @@ func (g *Gateway) RecordElsewhere(ctx context.Context, c Caller, in RecordInput)
 		return RecordOutput{}, err
 	}
 	if !in.Kind.Valid() {
-		return RecordOutput{}, invalid("kind %q is not one of human_direct_message, goal_changed, session_reset, "+
-			"child_spawned, run_completed, run_failed or compacted", in.Kind)
+		return RecordOutput{}, invalid("kind %q is not one of %s", in.Kind, kindList())
+	}
+	if in.Summary != "" {
+		if err := vigil.CheckSummary(in.Summary); err != nil {
+			return RecordOutput{}, invalid("%v", err)
+		}
 	}
 	actorType, actorID, err := c.recordActor(in.ActorType, in.ActorID)
 	if err != nil {
@@ -83,7 +106,23 @@ func (g *Gateway) RecordElsewhere(ctx context.Context, c Caller, in RecordInput)
 	if in.OccurredAt != 0 {
 		rec.OccurredAt = time.UnixMilli(in.OccurredAt)
 	}
-	res, err := g.eng.Record(ctx, rec)
+	var res vigil.Recorded
+	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
+		var err error
+		if res, err = txn.Record(ctx, rec); err != nil {
+			return err
+		}
+		switch {
+		case rec.Kind == vigil.KindCreated && res.Appended:
+			_, _, err = txn.AnnounceCreation(ctx, vigil.Creation{Session: ref,
+				Creator: &vigil.Creator{Type: actorType, ID: actorID}, NoNotice: g.opts.NoCreationNotices})
+		case rec.Kind == vigil.KindHumanDirectMessage && actorType == vigil.ActorHuman && rec.Parent == "":
+			// Also after a first message nobody watched yet, which the log
+			// skips: the watch starts from the version it leaves.
+			err = g.watchGroup(ctx, txn, ref)
+		}
+		return err
+	})
 	if err != nil {
 		return RecordOutput{}, fmt.Errorf("record on %s: %w", ref, err)
 	}
@@ -98,6 +137,18 @@ func (g *Gateway) RecordElsewhere(ctx context.Context, c Caller, in RecordInput)
 		return RecordOutput{}, fmt.Errorf("read the version of %s: %w", ref, err)
 	}
 	return out, nil
+}
+
+// watchGroup makes the agent's main session an ambient watcher of ref
+// after a person's message in it, when ref is a group, room or channel
+// session (and group watches are on). A watch the pair has already stays
+// as it is.
+func (g *Gateway) watchGroup(ctx context.Context, txn *vigil.Txn, ref vigil.SessionRef) error {
+	if g.opts.NoGroupWatches || !sessionkey.MustParse(ref.Key).IsGroup() {
+		return nil
+	}
+	_, _, err := txn.WatchAmbient(ctx, sessionkey.MainKey(ref.AgentID), ref)
+	return err
 }
 
 // recordActor decides who an event recorded by c is attributed to.

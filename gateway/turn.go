@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	vigil "github.com/vigilhq/vigil"
@@ -264,9 +265,11 @@ func (g *Gateway) takeTurn(ctx context.Context, ref vigil.SessionRef) (TurnOutpu
 }
 
 // wakeWorthy reports whether the session has work that wakes it: unread
-// messages, or, unless it is a sub-agent, queued system events.
+// messages, or, unless it is a sub-agent, queued system events that are
+// not quiet (a creation notice, an ambient watch's notice waits for the
+// next turn).
 func (g *Gateway) wakeWorthy(ctx context.Context, ref vigil.SessionRef) (bool, error) {
-	if !sessionkey.IsSubAgent(ref.Key) && len(g.eng.Pending(ref.Key)) > 0 {
+	if !sessionkey.IsSubAgent(ref.Key) && slices.ContainsFunc(g.eng.Pending(ref.Key), func(e vigil.SystemEvent) bool { return !e.Quiet() }) {
 		return true, nil
 	}
 	return g.hasUnread(ctx, ref)

@@ -19,7 +19,7 @@ func gatewayWith(t *testing.T, opts gateway.Options) *gateway.Gateway {
 		t.Fatal(err)
 	}
 	opts.Hub = gateway.NewHub()
-	eng, err := vigil.Open(ctx, st, opts.Hub.Attach(vigil.Options{PruneInterval: -1}))
+	eng, err := vigil.Open(ctx, st, opts.Hub.Attach(vigil.Options{PruneInterval: -1, Clock: opts.Clock}))
 	if err != nil {
 		st.Close()
 		t.Fatal(err)
@@ -35,6 +35,10 @@ func TestAParkedTurnWithNothingToDoEndsAtTheBookmarkIntervalWithItsStateVersion(
 	manager := caller(t, g, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "")
 	if _, err := g.Spawn(ctx, manager, gateway.SpawnInput{Task: "draft"}); err != nil {
 		t.Fatal(err)
+	}
+	zero := 0 // the child's creation notice is work: a first turn takes it
+	if out, err := g.Turn(ctx, manager, gateway.TurnInput{SessionKey: "agent:main:main", WaitSeconds: &zero}); err != nil || len(out.SystemEvents) != 1 {
+		t.Fatalf("first turn = %+v, %v; want the creation notice", out, err)
 	}
 	v, err := g.Engine().Version(ctx, vigil.MustRef("agent:main:main"))
 	if err != nil {
@@ -83,7 +87,7 @@ func TestATurnThatFoundWorkCarriesNoBookmark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.TimedOut || out.Bookmark != nil || len(out.SystemEvents) != 1 {
-		t.Fatalf("turn = %+v; want its notice and no bookmark", out)
+	if out.TimedOut || out.Bookmark != nil || len(out.SystemEvents) != 2 {
+		t.Fatalf("turn = %+v; want its notices (the creation's, the change's) and no bookmark", out)
 	}
 }

@@ -300,6 +300,15 @@ func e2eStory(t *testing.T, s *e2eServer) (worker, runID string) {
 	if sp.Status != "accepted" || !strings.HasPrefix(sp.ChildSessionKey, "agent:main:subagent:") || sp.RunID == "" {
 		t.Fatalf("spawn = %+v", sp)
 	}
+	// The manager is told its worker was created, and its turn takes that
+	// (created is the worker's first event; child_spawned, which seeds the
+	// manager's cursor, its second).
+	created := vigil.CreationNoticeText(vigil.Creation{Session: vigil.MustRef(sp.ChildSessionKey), Via: "spawn",
+		Label: "worker", Creator: &vigil.Creator{Type: vigil.ActorAgent, ID: e2eManager}})
+	turn := e2eDo[gateway.TurnOutput](t, s, e2eMain, e2eManager, "session_turn", map[string]any{"sessionKey": e2eManager, "waitSeconds": 0})
+	if !reflect.DeepEqual(turn.SystemEvents, []string{created}) || len(turn.Acknowledged) != 0 {
+		t.Fatalf("the manager's turn after the spawn = %+v, want the creation notice only", turn)
+	}
 	out := e2eDo[gateway.SendOutput](t, s, e2eOperator, "", "sessions_send", map[string]any{
 		"sessionKey": sp.ChildSessionKey, "message": "use the Q3 numbers, not Q2", "channel": "telegram", "timeoutSeconds": 0})
 	if out.Status != "accepted" || out.SessionKey != sp.ChildSessionKey || out.Watched != nil {
@@ -462,7 +471,7 @@ func TestE2EOperatorMessageToAWorkerQueuesTheManagersNoticeWithTheExactText(t *t
 	s := e2eStart(t)
 	worker, _ := e2eStory(t, s)
 	got := e2ePending(t, s, e2eMain, e2eManager, e2eManager)
-	want := e2eNotices(worker, 1)
+	want := e2eNotices(worker, 2)
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("manager's pending = %+v, want %+v", got, want)
 	}
@@ -475,8 +484,8 @@ func TestE2EOperatorMessageToAWorkerQueuesTheManagersNoticeWithTheExactText(t *t
 func TestE2EChangesSinceTheNoticeIsExactlyTheOperatorsMessage(t *testing.T) {
 	s := e2eStart(t)
 	worker, _ := e2eStory(t, s)
-	st := e2eStatus(t, s, e2eMain, e2eManager, worker, 1)
-	if st.StateVersion != 2 || st.StateChanges == nil {
+	st := e2eStatus(t, s, e2eMain, e2eManager, worker, 2)
+	if st.StateVersion != 3 || st.StateChanges == nil {
 		t.Fatalf("status = %+v", st)
 	}
 	evs := st.StateChanges.Events
@@ -484,7 +493,7 @@ func TestE2EChangesSinceTheNoticeIsExactlyTheOperatorsMessage(t *testing.T) {
 		t.Fatalf("events = %+v, want one", evs)
 	}
 	e := evs[0]
-	if e.Sequence != 2 || e.Kind != vigil.KindHumanDirectMessage || e.ActorType != vigil.ActorHuman ||
+	if e.Sequence != 3 || e.Kind != vigil.KindHumanDirectMessage || e.ActorType != vigil.ActorHuman ||
 		e.ActorID != e2eOperatorID || e.Summary != "human message via telegram" ||
 		!reflect.DeepEqual(e.Payload, map[string]any{"channel": "telegram"}) {
 		t.Fatalf("event = %+v", e)
@@ -493,7 +502,7 @@ func TestE2EChangesSinceTheNoticeIsExactlyTheOperatorsMessage(t *testing.T) {
 		t.Fatalf("stateChanges = %+v", sc)
 	}
 	// Reconciling acknowledged nothing.
-	if c, _ := e2eCursor(t, s, e2eManager, worker); c.LastSeen != 1 || c.Notified != 2 || c.Material != 2 {
+	if c, _ := e2eCursor(t, s, e2eManager, worker); c.LastSeen != 2 || c.Notified != 3 || c.Material != 3 {
 		t.Fatalf("cursor after status = %+v", c)
 	}
 }
@@ -505,11 +514,11 @@ func TestE2EOperatorGoalChangeNotifiesTheManager(t *testing.T) {
 	e2eCheckPending(t, s, e2eManager, nil)
 	goal := e2eDo[gateway.GoalOutput](t, s, e2eOperator, "", "session_goal",
 		map[string]any{"sessionKey": worker, "action": "set", "objective": "ship the Q3 summary"})
-	if goal.StateVersion != 3 || goal.Goal == nil || goal.Goal.Status != sessions.GoalActive {
+	if goal.StateVersion != 4 || goal.Goal == nil || goal.Goal.Status != sessions.GoalActive {
 		t.Fatalf("goal = %+v", goal)
 	}
-	e2eCheckPending(t, s, e2eManager, e2eNotices(worker, 2))
-	evs := e2eEvents(t, s, worker, 2)
+	e2eCheckPending(t, s, e2eManager, e2eNotices(worker, 3))
+	evs := e2eEvents(t, s, worker, 3)
 	if len(evs) != 1 || evs[0].Kind != vigil.KindGoalChanged || evs[0].ActorType != vigil.ActorHuman || evs[0].ActorID != e2eOperatorID {
 		t.Fatalf("events = %+v", evs)
 	}
@@ -521,14 +530,14 @@ func TestE2EManagersOwnGoalChangeDoesNotNotifyTheManager(t *testing.T) {
 	e2eDrain(t, s, e2eManager)
 	goal := e2eDo[gateway.GoalOutput](t, s, e2eMain, e2eManager, "session_goal",
 		map[string]any{"sessionKey": worker, "action": "set", "objective": "ship the Q3 summary"})
-	if goal.StateVersion != 3 {
+	if goal.StateVersion != 4 {
 		t.Fatalf("goal = %+v", goal)
 	}
 	e2eCheckPending(t, s, e2eManager, nil)
 	if c, ok := e2eCursor(t, s, e2eManager, worker); !ok || c.Pending() {
 		t.Fatalf("cursor = %+v, %v: want synced", c, ok)
 	}
-	evs := e2eEvents(t, s, worker, 2)
+	evs := e2eEvents(t, s, worker, 3)
 	if len(evs) != 1 || evs[0].Kind != vigil.KindGoalChanged || evs[0].ActorType != vigil.ActorAgent || evs[0].ActorID != e2eManager {
 		t.Fatalf("events = %+v", evs)
 	}
@@ -991,7 +1000,7 @@ func TestE2EMissingOrWrongTokenIs401AndChangesNothing(t *testing.T) {
 		t.Fatalf("status %d, WWW-Authenticate %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
 	}
 	e2eSameSnapshot(t, before, e2eSnapshot(t, s))
-	e2eCheckPending(t, s, e2eManager, e2eNotices(worker, 1))
+	e2eCheckPending(t, s, e2eManager, e2eNotices(worker, 2))
 }
 
 func TestE2EAgentSessionsListShowsOnlyReachableAgents(t *testing.T) {
@@ -1333,7 +1342,7 @@ func TestE2EResetDropsTheCursorsTheSessionHoldsAndTellsItsWatchersOnce(t *testin
 		t.Fatalf("worker's watch = %+v", w)
 	}
 	held, _ := e2eCursor(t, s, worker, e2eManager)
-	e2eCheckPending(t, s, e2eManager, e2eNotices(worker, 1))
+	e2eCheckPending(t, s, e2eManager, e2eNotices(worker, 2))
 	e2eDo[gateway.ResetOutput](t, s, e2eOperator, "", "session_reset", map[string]any{"sessionKey": e2eManager})
 	if c, ok := e2eCursor(t, s, e2eManager, worker); ok {
 		t.Fatalf("the manager's cursor survived its reset: %+v", c)
@@ -1381,7 +1390,7 @@ func TestE2EDeleteRemovesTranscriptEventsHeadAndEveryCursor(t *testing.T) {
 func TestE2EDeleteByAPersonReplacesAQueuedNoticeWithTheDeletionNotice(t *testing.T) {
 	s := e2eStart(t)
 	worker, _ := e2eStory(t, s)
-	e2eCheckPending(t, s, e2eManager, e2eNotices(worker, 1))
+	e2eCheckPending(t, s, e2eManager, e2eNotices(worker, 2))
 	e2eDo[gateway.DeleteOutput](t, s, e2eOperator, "", "session_delete", map[string]any{"sessionKey": worker})
 	e2eCheckPending(t, s, e2eManager, []gateway.SystemEventView{{Text: vigil.DeletedNoticeText(worker),
 		ContextKey: vigil.NoticeContextKey(worker), Target: worker}})
@@ -1415,6 +1424,7 @@ func TestE2ERunEndFailureRecordsRunFailedWithItsOutcome(t *testing.T) {
 		"error": "child run failed", "timeout": "child run timed out", "cancelled": "child run cancelled",
 	} {
 		sp := e2eDo[gateway.SpawnOutput](t, s, e2eMain, e2eManager, "sessions_spawn", map[string]any{"task": "try " + outcome})
+		e2eDrain(t, s, e2eManager) // its creation notice
 		v := e2eVersion(t, s, sp.ChildSessionKey)
 		out := e2eDo[gateway.RunEndOutput](t, s, e2eOperator, "", "run_end", map[string]any{"runId": sp.RunID, "outcome": outcome})
 		if !out.Recorded || out.Outcome != outcome {
@@ -1496,17 +1506,17 @@ func TestE2EHealthzIsOK(t *testing.T) {
 func TestE2EMetricsExposeEventsRecordedAndDeltaLatency(t *testing.T) {
 	s := e2eStart(t)
 	worker, _ := e2eStory(t, s)
-	e2eStatus(t, s, e2eMain, e2eManager, worker, 1)
+	e2eStatus(t, s, e2eMain, e2eManager, worker, 2)
 	code, body := e2eRequest(t, s, http.MethodGet, "/metrics", "Bearer "+e2eOperator, "", nil)
 	if code != http.StatusOK {
 		t.Fatalf("GET /metrics: %d", code)
 	}
 	text := string(body)
 	for _, want := range []string{
-		"\nvigil_events_recorded_total 2\n",
+		"\nvigil_events_recorded_total 3\n", // created, child_spawned, the person's message
 		"\nvigil_delta_seconds_count 1\n",
 		"vigil_delta_seconds_bucket{le=",
-		"vigil_notices_queued_total 1\n",
+		"vigil_notices_queued_total 2\n", // the creation notice and the change notice
 		"vigil_http_requests_total{",
 	} {
 		if !strings.Contains(text, want) {

@@ -57,6 +57,10 @@ func edgeRequest(t *testing.T, s *e2eServer, method, path string, headers map[st
 func edgeSpawn(t *testing.T, s *e2eServer) string {
 	t.Helper()
 	out := e2eDo[gateway.SpawnOutput](t, s, "", e2eManager, "sessions_spawn", map[string]any{"task": "draft"})
+	// The manager's turn takes the notice that its child was created.
+	if _, err := s.Eng.Drain(context.Background(), e2eManager); err != nil {
+		t.Fatal(err)
+	}
 	return out.ChildSessionKey
 }
 

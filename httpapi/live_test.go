@@ -196,6 +196,12 @@ func liveSpawn(t *testing.T, s *liveServer, token, parent, task string) gateway.
 	if sp.Status != "accepted" || sp.ChildSessionKey == "" {
 		t.Fatalf("spawn = %+v", sp)
 	}
+	// The child's agent's main session is told the child was created; its
+	// turn takes that here, so the tests see only what they make.
+	main := "agent:" + strings.Split(sp.ChildSessionKey, ":")[1] + ":main"
+	if _, err := s.Eng.Drain(context.Background(), main); err != nil {
+		t.Fatal(err)
+	}
 	return sp
 }
 
@@ -517,8 +523,8 @@ func TestLiveMainWatchersPendingTurnReturnsPromptlyWhenAPersonWritesIntoItsChild
 	// returns at all was woken.
 	got := liveDecodeTurn(t, turn.wait(t))
 	liveCheckTurn(t, "manager's turn", got, []string{vigil.NoticeText(child, spawned)}, []string{child}, nil, false)
-	if spawned != 1 {
-		t.Fatalf("child_spawned is sequence %d, want 1 on a fresh store", spawned)
+	if spawned != 2 {
+		t.Fatalf("child_spawned is sequence %d, want 2 on a fresh store (after created)", spawned)
 	}
 	if len(got.Messages) != 0 {
 		t.Fatalf("manager's turn has messages %+v, want none", got.Messages)
@@ -923,17 +929,17 @@ func TestLiveLogStreamAfterZeroReplaysRetainedHistoryThenFollowsLive(t *testing.
 		map[string]any{"sessionKey": child, "action": "set", "objective": "a one-page summary"})
 
 	st := liveOpen(t, s, "/v1/events?after=0", e2eAdmin, "")
-	got := liveSignalsUntil(t, st, 3)
-	if seqs := liveSeqs(got); !reflect.DeepEqual(seqs, liveRange(1, 3)) {
-		t.Fatalf("replay = %v, want 1..3", seqs)
+	got := liveSignalsUntil(t, st, 4)
+	if seqs := liveSeqs(got); !reflect.DeepEqual(seqs, liveRange(1, 4)) {
+		t.Fatalf("replay = %v, want 1..4", seqs)
 	}
-	for i, kind := range []vigil.Kind{vigil.KindChildSpawned, vigil.KindHumanDirectMessage, vigil.KindGoalChanged} {
+	for i, kind := range []vigil.Kind{vigil.KindCreated, vigil.KindChildSpawned, vigil.KindHumanDirectMessage, vigil.KindGoalChanged} {
 		if got[i].Kind != kind || got[i].SessionKey != child || got[i].AgentID != "main" {
 			t.Fatalf("replayed event %d = %+v, want %s on %s", i+1, got[i], kind, child)
 		}
 	}
-	if got[1].ActorType != vigil.ActorHuman || got[1].ActorID != e2eOperatorID || got[1].Summary != "human message via api" {
-		t.Fatalf("human message event = %+v", got[1])
+	if got[2].ActorType != vigil.ActorHuman || got[2].ActorID != e2eOperatorID || got[2].Summary != "human message via api" {
+		t.Fatalf("human message event = %+v", got[2])
 	}
 	// Then it follows the log live.
 	next := liveRecord(t, s, e2eOpsMain)
@@ -1238,7 +1244,7 @@ func TestLiveASessionStreamCutAndResumedWithLastEventIDGetsEveryChangeOnceInOrde
 	// Changes made while no one listens...
 	livePersonWrites(t, s, child, "two")
 	livePersonWrites(t, s, child, "three")
-	want := e2eEvents(t, s.e2eServer, child, 1)
+	want := e2eEvents(t, s.e2eServer, child, 2) // after created and child_spawned
 	// ...arrive once each, in order, on the resumed stream.
 	resumed := liveOpen(t, s, path, e2eOperator, last.ID)
 	var got []string

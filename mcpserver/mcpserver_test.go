@@ -82,6 +82,10 @@ func TestToolResultCarriesEachPendingNoticeOnce(t *testing.T) {
 	r := call(t, manager, "sessions_spawn", map[string]any{"task": "draft"})
 	var spawned gateway.SpawnOutput
 	json.Unmarshal([]byte(texts(r)[0]), &spawned)
+	// The spawn's own result carries the notice that the child was created.
+	if got := texts(r); len(got) != 2 || !strings.HasPrefix(got[1], "System: New session created") {
+		t.Fatalf("spawn result content = %q, want the result then the creation notice", got)
+	}
 	// A person writes into the child.
 	person, _ := g.ResolveCaller(context.Background(), gateway.LocalPrincipal, "")
 	if _, err := g.Send(context.Background(), person, gateway.SendInput{SessionKey: spawned.ChildSessionKey,
@@ -90,7 +94,7 @@ func TestToolResultCarriesEachPendingNoticeOnce(t *testing.T) {
 	}
 	r = call(t, manager, "sessions_list", map[string]any{})
 	got := texts(r)
-	want := "System: " + vigil.NoticeText(spawned.ChildSessionKey, 1)
+	want := "System: " + vigil.NoticeText(spawned.ChildSessionKey, 2)
 	if len(got) != 2 || got[1] != want {
 		t.Fatalf("result content = %q, want the result then %q", got, want)
 	}

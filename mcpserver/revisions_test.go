@@ -199,7 +199,10 @@ func TestEachRevisionTellsTheSeedsStory(t *testing.T) {
 			t.Errorf("the server's instructions %q do not mention System: lines", in)
 		}
 		sp, extra := liveOK[gateway.SpawnOutput](t, manager, "sessions_spawn", map[string]any{"task": "draft the Q3 report", "label": "writer"})
-		if sp.Status != "accepted" || !strings.HasPrefix(sp.ChildSessionKey, "agent:main:subagent:") || len(extra) != 0 {
+		// The spawn's result carries the notice that the child was created.
+		created := "System: " + vigil.CreationNoticeText(vigil.Creation{Session: vigil.MustRef(sp.ChildSessionKey), Via: "spawn",
+			Label: "writer", Creator: &vigil.Creator{Type: vigil.ActorAgent, ID: liveManager}})
+		if sp.Status != "accepted" || !strings.HasPrefix(sp.ChildSessionKey, "agent:main:subagent:") || !slices.Equal(extra, []string{created}) {
 			t.Fatalf("spawn = %+v, extra %q", sp, extra)
 		}
 		child := sp.ChildSessionKey
@@ -207,18 +210,18 @@ func TestEachRevisionTellsTheSeedsStory(t *testing.T) {
 		lg.personWrites(t, child, "use the revised figures")
 
 		_, extra = liveOK[gateway.ListOutput](t, manager, "sessions_list", map[string]any{})
-		if want := "System: " + vigil.NoticeText(child, 1); !slices.Equal(extra, []string{want}) {
+		if want := "System: " + vigil.NoticeText(child, 2); !slices.Equal(extra, []string{want}) {
 			t.Fatalf("the result after the person's write carries %q, want exactly [%q]", extra, want)
 		}
-		st, extra := liveOK[gateway.StatusOutput](t, manager, "session_status", map[string]any{"sessionKey": child, "changesSince": 1})
+		st, extra := liveOK[gateway.StatusOutput](t, manager, "session_status", map[string]any{"sessionKey": child, "changesSince": 2})
 		if len(extra) != 0 {
 			t.Fatalf("the notice came again with session_status: %q", extra)
 		}
-		if st.StateVersion != 2 || st.StateChanges == nil || len(st.StateChanges.Events) != 1 ||
+		if st.StateVersion != 3 || st.StateChanges == nil || len(st.StateChanges.Events) != 1 ||
 			st.StateChanges.Truncated || st.StateChanges.HistoryGap {
-			t.Fatalf("status since 1 = %+v", st)
+			t.Fatalf("status since 2 = %+v", st)
 		}
-		if ev := st.StateChanges.Events[0]; ev.Sequence != 2 || ev.Kind != vigil.KindHumanDirectMessage ||
+		if ev := st.StateChanges.Events[0]; ev.Sequence != 3 || ev.Kind != vigil.KindHumanDirectMessage ||
 			ev.ActorType != vigil.ActorHuman || ev.ActorID != liveOperatorID {
 			t.Fatalf("the delta's event = %+v", ev)
 		}
@@ -230,7 +233,7 @@ func TestEachRevisionTellsTheSeedsStory(t *testing.T) {
 		// and the wait consumes it.
 		lg.personWrites(t, child, "and the new template")
 		turn, extra := liveOK[gateway.TurnOutput](t, manager, "session_wait", map[string]any{"timeoutSeconds": 30})
-		if turn.TimedOut || !slices.Equal(turn.SystemEvents, []string{vigil.NoticeText(child, 2)}) ||
+		if turn.TimedOut || !slices.Equal(turn.SystemEvents, []string{vigil.NoticeText(child, 3)}) ||
 			!slices.Equal(turn.Acknowledged, []string{child}) || len(extra) != 0 {
 			t.Fatalf("session_wait answered %+v with extra %q", turn, extra)
 		}
@@ -252,7 +255,7 @@ func TestEachRevisionHearsAFollowedSessionMove(t *testing.T) {
 		other := liveAPI[gateway.SpawnOutput](t, lg, liveMainToken, liveManager, "sessions_spawn", map[string]any{"task": "other"})
 		ctx, cancel := context.WithTimeout(context.Background(), liveHangGuard)
 		defer cancel()
-		if st, err := liveReadSession(ctx, rc.cs, uri); err != nil || st.StateVersion != 1 || st.SpawnedBy != liveManager {
+		if st, err := liveReadSession(ctx, rc.cs, uri); err != nil || st.StateVersion != 2 || st.SpawnedBy != liveManager {
 			t.Fatalf("read %s: %+v, %v", uri, st, err)
 		}
 
@@ -273,7 +276,7 @@ func TestEachRevisionHearsAFollowedSessionMove(t *testing.T) {
 			t.Fatalf("the update on %s names a subscription %q", rc.revision, u.subscriptionID)
 		}
 		// At least the write; the child's own run may have moved it since.
-		if st, err := liveReadSession(ctx, rc.cs, uri); err != nil || st.StateVersion < 2 {
+		if st, err := liveReadSession(ctx, rc.cs, uri); err != nil || st.StateVersion < 3 {
 			t.Fatalf("after the write %s reads %+v, %v", uri, st, err)
 		}
 	})

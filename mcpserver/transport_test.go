@@ -305,7 +305,10 @@ func TestHTTPTellsTheSeedsStory(t *testing.T) {
 	}
 
 	sp, extra := liveOK[gateway.SpawnOutput](t, manager, "sessions_spawn", map[string]any{"task": "draft the Q3 report", "label": "writer"})
-	if sp.Status != "accepted" || !strings.HasPrefix(sp.ChildSessionKey, "agent:main:subagent:") || len(extra) != 0 {
+	// The spawn's result carries the notice that the child was created.
+	created := "System: " + vigil.CreationNoticeText(vigil.Creation{Session: vigil.MustRef(sp.ChildSessionKey), Via: "spawn",
+		Label: "writer", Creator: &vigil.Creator{Type: vigil.ActorAgent, ID: liveManager}})
+	if sp.Status != "accepted" || !strings.HasPrefix(sp.ChildSessionKey, "agent:main:subagent:") || !slices.Equal(extra, []string{created}) {
 		t.Fatalf("spawn = %+v, extra %q", sp, extra)
 	}
 	child := sp.ChildSessionKey
@@ -318,7 +321,7 @@ func TestHTTPTellsTheSeedsStory(t *testing.T) {
 	lg.personWrites(t, child, "use the revised figures")
 
 	list, extra := liveOK[gateway.ListOutput](t, manager, "sessions_list", map[string]any{})
-	want := "System: " + vigil.NoticeText(child, 1)
+	want := "System: " + vigil.NoticeText(child, 2)
 	if !slices.Equal(extra, []string{want}) {
 		t.Fatalf("the result after the person's write carries %q, want exactly [%q]", extra, want)
 	}
@@ -328,19 +331,19 @@ func TestHTTPTellsTheSeedsStory(t *testing.T) {
 			row = &list.Sessions[i]
 		}
 	}
-	if row == nil || row.SpawnedBy != liveManager || row.StateVersion != 2 {
+	if row == nil || row.SpawnedBy != liveManager || row.StateVersion != 3 {
 		t.Fatalf("the child's row = %+v in %+v", row, list.Sessions)
 	}
 
-	st, extra := liveOK[gateway.StatusOutput](t, manager, "session_status", map[string]any{"sessionKey": child, "changesSince": 1})
+	st, extra := liveOK[gateway.StatusOutput](t, manager, "session_status", map[string]any{"sessionKey": child, "changesSince": 2})
 	if len(extra) != 0 {
 		t.Fatalf("the notice came again with session_status: %q", extra)
 	}
-	if st.StateVersion != 2 || st.StateChanges == nil || len(st.StateChanges.Events) != 1 {
-		t.Fatalf("status since 1 = %+v", st)
+	if st.StateVersion != 3 || st.StateChanges == nil || len(st.StateChanges.Events) != 1 {
+		t.Fatalf("status since 2 = %+v", st)
 	}
 	ev := st.StateChanges.Events[0]
-	if ev.Sequence != 2 || ev.Kind != vigil.KindHumanDirectMessage || ev.ActorType != vigil.ActorHuman ||
+	if ev.Sequence != 3 || ev.Kind != vigil.KindHumanDirectMessage || ev.ActorType != vigil.ActorHuman ||
 		ev.ActorID != liveOperatorID || ev.Summary != "human message via api" {
 		t.Fatalf("the delta's event = %+v", ev)
 	}
@@ -362,7 +365,7 @@ func TestHTTPTellsTheSeedsStory(t *testing.T) {
 	lg.personWrites(t, child, "and the new template")
 	lg.personWrites(t, child, "and hurry")
 	r := liveCall(t, manager, "sessions_history", map[string]any{"sessionKey": child})
-	if got := texts(r); r.IsError || len(got) != 2 || got[1] != "System: "+vigil.NoticeText(child, 2) {
+	if got := texts(r); r.IsError || len(got) != 2 || got[1] != "System: "+vigil.NoticeText(child, 3) {
 		t.Fatalf("after two more writes the result carries %q", got)
 	}
 }
@@ -402,7 +405,7 @@ func TestHTTPSessionWaitReturnsOnAWakeAndAtItsTimeout(t *testing.T) {
 	var turn gateway.TurnOutput
 	b, _ := json.Marshal(a.r.StructuredContent)
 	json.Unmarshal(b, &turn)
-	notice := vigil.NoticeText(sp.ChildSessionKey, 1)
+	notice := vigil.NoticeText(sp.ChildSessionKey, 2)
 	if a.r.IsError || turn.TimedOut || !slices.Equal(turn.SystemEvents, []string{notice}) ||
 		!slices.Equal(turn.Acknowledged, []string{sp.ChildSessionKey}) {
 		t.Fatalf("session_wait answered %s %q", b, texts(a.r))
@@ -817,7 +820,7 @@ func TestHTTPSessionResourcesReadAndNotify(t *testing.T) {
 	// template with the colons as they are.
 	if st, err := liveReadSession(ctx, manager, uri); err != nil {
 		t.Errorf("read %s: %v", uri, err)
-	} else if st.SessionKey != child || !st.Exists || st.SpawnedBy != liveManager || st.StateVersion != 1 {
+	} else if st.SessionKey != child || !st.Exists || st.SpawnedBy != liveManager || st.StateVersion != 2 {
 		t.Errorf("the resource reads %+v", st)
 	}
 
@@ -840,7 +843,7 @@ func TestHTTPSessionResourcesReadAndNotify(t *testing.T) {
 	// The new state reads back.
 	if st, err := liveReadSession(ctx, manager, uri); err != nil {
 		t.Errorf("read %s after the write: %v", uri, err)
-	} else if st.StateVersion != 2 {
+	} else if st.StateVersion != 3 {
 		t.Errorf("after the write the resource reads %+v", st)
 	}
 }

@@ -16,6 +16,7 @@ func FuzzParse(f *testing.F) {
 		"agent:main:main", "  Agent:Main:MAIN ", "agent:main:subagent:7f3a", "agent:ops:dm:alice", "global",
 		"", ":", "agent::main", "agent:main", "team:main:x", "agent:main:\x00", "agent:main:\xff",
 		"agent:ÄÖ:Ünïcödé", "agent:main:" + strings.Repeat("x", MaxLen), "agent:main:İ",
+		"agent:Main:Signal:Group: AbC :x", "agent:main:matrix:channel:!R:S:Thread:T", "agent:a:agent:b:Matrix:group:Ab",
 	} {
 		f.Add(seed)
 	}

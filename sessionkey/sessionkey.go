@@ -8,6 +8,8 @@ package sessionkey
 import (
 	"errors"
 	"fmt"
+	"regexp"
+	"sort"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -54,7 +56,8 @@ func (e *Error) Error() string {
 // Unwrap lets callers test with errors.Is(err, ErrInvalid).
 func (e *Error) Unwrap() error { return ErrInvalid }
 
-// Parse trims and lower-cases s, checks it and classifies it.
+// Parse trims and lower-cases s, checks it and classifies it. The
+// identifiers channels keep case-sensitive keep their case (normalize).
 //
 // Rules: not empty; at most MaxLen bytes; valid UTF-8; no control
 // characters; no empty ':'-separated part; a key with ':' must be
@@ -65,7 +68,7 @@ func Parse(s string) (Key, error) {
 	if !utf8.ValidString(s) {
 		return fail("not valid UTF-8")
 	}
-	norm := strings.ToLower(strings.TrimSpace(s))
+	norm := normalize(s)
 	switch {
 	case norm == "":
 		return fail("must not be empty")
@@ -98,6 +101,102 @@ func Parse(s string) (Key, error) {
 		k.kind = SubAgent
 	}
 	return k, nil
+}
+
+// A Signal group's id and a Matrix room's are case-sensitive: two groups
+// whose ids differ only in case are two groups. Lower-casing them would
+// merge two conversations into one session, so a key keeps their case, as
+// the reference keeps it: the part after "signal:group:" (anywhere in the
+// key, up to the next ':', trimmed), and everything after "matrix:channel:"
+// or "matrix:group:" at the start of the key's body (after its
+// "agent:<id>:" parts), but for a ":thread:" marker, the last one, which is
+// lower-cased as the rest of the key is.
+var (
+	signalGroup = regexp.MustCompile(`(?i)(^|:)signal:group:([^:]+)`)
+	matrixRoom  = regexp.MustCompile(`(?i)^(?:(?:agent:[^:]*:)+:*)?matrix:(?:channel|group):`)
+)
+
+// span is a part of a key kept as it is (trimmed, if trim).
+type span struct {
+	start, end int
+	trim       bool
+}
+
+// normalize trims s and lower-cases it, but for the spans that keep their
+// case (signalGroup, matrixRoom).
+func normalize(s string) string {
+	raw := strings.TrimSpace(s)
+	folded := strings.ToLower(raw)
+	if !strings.Contains(folded, "signal:") && !strings.Contains(folded, "matrix:") {
+		return folded
+	}
+	var spans []span
+	for _, m := range signalGroup.FindAllStringSubmatchIndex(raw, -1) {
+		spans = append(spans, span{m[4], m[5], true})
+	}
+	if m := matrixRoom.FindStringIndex(raw); m != nil && m[1] < len(raw) {
+		tail := m[1]
+		if marker := lastASCIIFold(raw[tail:], ":thread:"); marker < 0 {
+			spans = append(spans, span{tail, len(raw), false})
+		} else {
+			spans = append(spans, span{tail, tail + marker, false})
+			if id := tail + marker + len(":thread:"); id < len(raw) {
+				spans = append(spans, span{id, len(raw), false})
+			}
+		}
+	}
+	sort.SliceStable(spans, func(i, j int) bool { return spans[i].start < spans[j].start })
+	var b strings.Builder
+	at := 0
+	for _, sp := range spans {
+		if sp.end <= sp.start || sp.start < at {
+			continue
+		}
+		b.WriteString(strings.ToLower(strings.TrimSpace(raw[at:sp.start])))
+		if sp.trim {
+			b.WriteString(strings.TrimSpace(raw[sp.start:sp.end]))
+		} else {
+			b.WriteString(raw[sp.start:sp.end])
+		}
+		at = sp.end
+	}
+	b.WriteString(strings.ToLower(strings.TrimSpace(raw[at:])))
+	return b.String()
+}
+
+// lastASCIIFold is the index of the last occurrence of sub (lower-case
+// ASCII) in s, matching ASCII letters in either case; -1 when none.
+func lastASCIIFold(s, sub string) int {
+outer:
+	for i := len(s) - len(sub); i >= 0; i-- {
+		for j := 0; j < len(sub); j++ {
+			c := s[i+j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != sub[j] {
+				continue outer
+			}
+		}
+		return i
+	}
+	return -1
+}
+
+// IsGroup reports whether the key names a group, room or channel
+// conversation of a chat channel, "agent:<id>:<channel>:group:<id>" or
+// "agent:<id>:<channel>:channel:<id>" (with thread or topic parts after
+// it), as opposed to a direct conversation, an agent's main session, a
+// sub-agent or a scheduled job ("agent:<id>:cron:...").
+func (k Key) IsGroup() bool {
+	if k.kind != Other {
+		return false
+	}
+	rest := k.raw[len("agent:")+len(k.agentID)+1:]
+	if strings.HasPrefix(rest, "cron:") {
+		return false
+	}
+	return strings.Contains(k.raw, ":group:") || strings.Contains(k.raw, ":channel:")
 }
 
 // MustParse is Parse for constants in tests and examples; it panics on error.

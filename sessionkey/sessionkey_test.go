@@ -78,3 +78,54 @@ func TestParseAgentIDRefusesColon(t *testing.T) {
 		t.Fatalf("ParseAgentID = %q, %v", id, err)
 	}
 }
+
+func TestSignalGroupAndMatrixRoomIdsKeepTheirCase(t *testing.T) {
+	tests := []struct{ in, want string }{
+		// A Signal group id is case-sensitive base64: two ids that differ
+		// only in case are two groups.
+		{"agent:Main:SIGNAL:Group:AbC+dE=", "agent:main:signal:group:AbC+dE="},
+		{"agent:main:signal:group: AbC :Topic:X", "agent:main:signal:group:AbC:topic:x"},
+		// A Matrix room id keeps its case to the end of the key, but for the
+		// thread marker.
+		{"agent:main:Matrix:Channel:!RoomId:Example.org", "agent:main:matrix:channel:!RoomId:Example.org"},
+		{"agent:main:matrix:group:!Room:Server:THREAD:$Event", "agent:main:matrix:group:!Room:Server:thread:$Event"},
+		// Elsewhere in a key, and for other channels, case folds.
+		{"agent:main:Telegram:Group:G1", "agent:main:telegram:group:g1"},
+		{"agent:main:dm:Matrix:channel:X", "agent:main:dm:matrix:channel:x"},
+	}
+	for _, tt := range tests {
+		k, err := Parse(tt.in)
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", tt.in, err)
+		}
+		if k.String() != tt.want {
+			t.Errorf("Parse(%q) = %q, want %q", tt.in, k, tt.want)
+		}
+		if again := MustParse(k.String()); again != k {
+			t.Errorf("Parse(%q) again = %q", k, again)
+		}
+	}
+	if MustParse("agent:main:signal:group:abc") == MustParse("agent:main:signal:group:ABC") {
+		t.Error("two Signal groups whose ids differ only in case are one session")
+	}
+}
+
+func TestGroupRoomAndChannelKeysAreGroups(t *testing.T) {
+	for key, want := range map[string]bool{
+		"agent:main:telegram:group:-100123":          true,
+		"agent:main:telegram:group:-100123:topic:42": true,
+		"agent:main:discord:channel:123:thread:987":  true,
+		"agent:main:matrix:channel:!room:server":     true,
+		"agent:main:signal:group:AbC=":               true,
+		"agent:main:main":                            false,
+		"agent:main:dm:alice":                        false,
+		"agent:main:telegram:direct:42":              false,
+		"agent:main:subagent:group:x":                false,
+		"agent:main:cron:channel:nightly":            false,
+		"global":                                     false,
+	} {
+		if got := MustParse(key).IsGroup(); got != want {
+			t.Errorf("Parse(%q).IsGroup() = %v, want %v", key, got, want)
+		}
+	}
+}

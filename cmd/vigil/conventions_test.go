@@ -91,7 +91,7 @@ func TestOutputFormatsTableJSONAndYAML(t *testing.T) {
 	if err := json.Unmarshal([]byte(asJSON), &st); err != nil || st["sessionKey"] != child {
 		t.Errorf("json: %q %v", asJSON, err)
 	}
-	if !strings.Contains(asYAML, "sessionKey: "+child+"\n") || !strings.Contains(asYAML, "stateVersion: 1\n") {
+	if !strings.Contains(asYAML, "sessionKey: "+child+"\n") || !strings.Contains(asYAML, "stateVersion: 2\n") {
 		t.Errorf("yaml: %q", asYAML)
 	}
 	if code, _, errOut := cliRun(t, cliEnv(g), "status", child, "-o", "xml"); code != 2 || !strings.Contains(errOut, "table, json or yaml") {
@@ -204,17 +204,17 @@ func TestCommandsForTheRemainingTools(t *testing.T) {
 func TestAChangeWhosePreconditionFailedExits4WithWhatToDo(t *testing.T) {
 	t.Parallel()
 	g := cliStartGateway(t, nil, vigil.Options{})
-	child := cliSpawnChild(t, g, cliManager, "draft") // version 1
+	child := cliSpawnChild(t, g, cliManager, "draft") // version 2: created, child_spawned
 	cliOK(t, g, "send", child, "a person writes", "--timeout", "0")
-	code, _, errOut := cliRun(t, cliEnv(g), "goal", child, "set", "ship it", "--if-version", "1")
-	if code != exitConflict || !strings.Contains(errOut, "not 1") || !strings.Contains(errOut, "changesSince 1") {
+	code, _, errOut := cliRun(t, cliEnv(g), "goal", child, "set", "ship it", "--if-version", "2")
+	if code != exitConflict || !strings.Contains(errOut, "not 2") || !strings.Contains(errOut, "changesSince 2") {
 		t.Fatalf("a stale goal: exit %d, %q", code, errOut)
 	}
 	code, _, errOut = cliRun(t, cliEnv(g), "send", child, "go on", "--timeout", "0", "--if-synced", "--from", cliManager)
 	if code != exitConflict || !strings.Contains(errOut, "acknowledged") {
 		t.Fatalf("an unsynced send: exit %d, %q", code, errOut)
 	}
-	cliOK(t, g, "goal", child, "set", "ship it", "--if-version", "2")
+	cliOK(t, g, "goal", child, "set", "ship it", "--if-version", "3")
 }
 
 func TestAFenceThatIsNotReachedExits3(t *testing.T) {

@@ -380,6 +380,49 @@ func (d *demoRun) nextLog(ctx context.Context, kind vigil.Kind, session, comment
 	return e, nil
 }
 
+// creationNotice waits for the notice the manager's session stream carries
+// after a session of its agent is created: a notice with no wake.
+func (d *demoRun) creationNotice(ctx context.Context, created string) error {
+	ev, err := await(ctx, d.manager, "a creation notice on the manager's session stream")
+	if err != nil {
+		return err
+	}
+	if ev.Event == "" {
+		return errors.New("the manager's session stream ended")
+	}
+	var live gateway.LiveEvent
+	if err := json.Unmarshal(ev.Data, &live); err != nil {
+		return fmt.Errorf("manager's session stream: %w", err)
+	}
+	if ev.Event != gateway.LiveNotice || live.Notice == nil || !strings.Contains(live.Notice.Text, `"sessionKey":"`+created+`"`) {
+		return fmt.Errorf("manager's session stream: expected the notice that %s was created, got %s: %s", d.name(created), ev.Event, ev.Data)
+	}
+	d.say("vigil", "queues a creation notice for the manager, without waking it (session stream: notice)")
+	return nil
+}
+
+// managerTakesCreationNotices has the manager take a turn that finds the
+// n creation notices queued, and nothing else.
+func (d *demoRun) managerTakesCreationNotices(ctx context.Context, n int) error {
+	out, err := d.turn(ctx, demoManager, 0)
+	if err != nil {
+		return fmt.Errorf("the manager's turn: %w", err)
+	}
+	if len(out.SystemEvents) != n || len(out.Acknowledged) != 0 || len(out.Messages) != 0 {
+		return fmt.Errorf("the manager's turn: %q acknowledging %q, want %d creation notices acknowledging nothing",
+			out.SystemEvents, out.Acknowledged, n)
+	}
+	d.say("manager", "session_turn: %d creation notice(s), one per new session (taking them acknowledges nothing):", n)
+	for _, text := range out.SystemEvents {
+		if !strings.HasPrefix(text, "New session created") {
+			return fmt.Errorf("the manager's turn: %q is not a creation notice", text)
+		}
+		lines := strings.Split(text, "\n")
+		d.say("manager", "  %s", lines[len(lines)/2])
+	}
+	return nil
+}
+
 // managerNotice waits for the notice and the wake the manager's session
 // stream carries after a material change, and prints them.
 func (d *demoRun) managerNotice(ctx context.Context) (string, error) {
@@ -439,7 +482,13 @@ func (d *demoRun) play(ctx context.Context) error {
 		d.names[sp.ChildSessionKey] = label
 		d.say("manager", "sessions_spawn %s: %q", label, task)
 		d.say("manager", "  -> %s (run %s)", sp.ChildSessionKey, sp.RunID)
+		if _, err := d.nextLog(ctx, vigil.KindCreated, sp.ChildSessionKey, "the manager created it: kept for reconciliation, notifies nobody"); err != nil {
+			return err
+		}
 		if _, err := d.nextLog(ctx, vigil.KindChildSpawned, sp.ChildSessionKey, "seeds the manager's cursor: it now watches "+label); err != nil {
+			return err
+		}
+		if err := d.creationNotice(ctx, sp.ChildSessionKey); err != nil {
 			return err
 		}
 		if i == 0 {
@@ -464,6 +513,9 @@ func (d *demoRun) play(ctx context.Context) error {
 	}
 	d.say("manager", "session_goal set on worker-1: %q", goal)
 	if _, err := d.nextLog(ctx, vigil.KindGoalChanged, w1.ChildSessionKey, "the manager's own change: no notice for it"); err != nil {
+		return err
+	}
+	if err := d.managerTakesCreationNotices(ctx, 2); err != nil {
 		return err
 	}
 	if err := d.pause(ctx); err != nil {

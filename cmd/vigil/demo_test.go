@@ -95,42 +95,55 @@ func TestDemoPlaysTheStory(t *testing.T) {
 			since = append(since, m[1])
 		}
 	}
-	// A fresh store: #1 and #2 spawn the workers, #3 is the manager's own
-	// goal, #4 the person's message, #5 worker-2's timeout, #6 the goal edit.
-	if strings.Join(since, ",") != "1,4" {
-		t.Errorf("notices say changesSince %q, want 1 then 4", since)
+	// A fresh store: #1 to #4 create and spawn the workers, #5 is the
+	// manager's own goal, #6 the person's message, #7 worker-2's timeout,
+	// #8 the goal edit.
+	if strings.Join(since, ",") != "2,6" {
+		t.Errorf("notices say changesSince %q, want 2 then 6", since)
+	}
+	// Each spawn tells the manager a session was created, without waking
+	// it; a turn of the manager takes both, acknowledging nothing.
+	if n := count(lines, regexp.MustCompile(`^\[vigil\] +log #[13] created on worker-[12] by agent manager: session created`)); n != 2 {
+		t.Errorf("%d created events, want 2", n)
+	}
+	if n := count(lines, regexp.MustCompile(`^\[vigil\] +queues a creation notice for the manager, without waking it`)); n != 2 {
+		t.Errorf("%d creation notices, want 2", n)
+	}
+	if body, ok := section(lines, regexp.MustCompile(`^\[manager\] +session_turn: 2 creation notice\(s\)`)); !ok || len(body) != 2 ||
+		!strings.Contains(body[0], `"title":"worker-1","createdVia":"spawn"`) {
+		t.Errorf("the manager's turn of creation notices: %q", body)
 	}
 	if n := count(lines, regexp.MustCompile(`^\[vigil\] +queues one notice for the manager and wakes it`)); n != 2 {
 		t.Errorf("%d notice+wake lines from the session stream, want 2", n)
 	}
 
 	// The first delta lists the person's message.
-	delta1, ok := section(lines, regexp.MustCompile(`^\[manager\] +session_status worker-1 changesSince 1 -> stateVersion 4, 2 change\(s\):$`))
+	delta1, ok := section(lines, regexp.MustCompile(`^\[manager\] +session_status worker-1 changesSince 2 -> stateVersion 6, 2 change\(s\):$`))
 	if !ok {
-		t.Fatal("no reconciliation of worker-1 since 1")
+		t.Fatal("no reconciliation of worker-1 since 2")
 	}
 	if want := []string{
-		"#3 goal_changed by agent manager: goal created",
-		"#4 human_direct_message by human local: human message via chat [channel=chat]",
+		"#5 goal_changed by agent manager: goal created",
+		"#6 human_direct_message by human local: human message via chat [channel=chat]",
 	}; strings.Join(delta1, "\n") != strings.Join(want, "\n") {
 		t.Errorf("first delta:\n%s\nwant:\n%s", strings.Join(delta1, "\n"), strings.Join(want, "\n"))
 	}
 
 	// The second turn shows only what is new: the goal change.
-	delta2, ok := section(lines, regexp.MustCompile(`^\[manager\] +session_status worker-1 changesSince 4 -> stateVersion 6, 1 change\(s\):$`))
+	delta2, ok := section(lines, regexp.MustCompile(`^\[manager\] +session_status worker-1 changesSince 6 -> stateVersion 8, 1 change\(s\):$`))
 	if !ok {
-		t.Fatal("no reconciliation of worker-1 since 4")
+		t.Fatal("no reconciliation of worker-1 since 6")
 	}
-	if want := "#6 goal_changed by human local: goal objective changed"; len(delta2) != 1 || delta2[0] != want {
+	if want := "#8 goal_changed by human local: goal objective changed"; len(delta2) != 1 || delta2[0] != want {
 		t.Errorf("second delta: %q, want only %q", delta2, want)
 	}
 
 	// Worker-2's timeout is log only: it wakes no one, and shows in a delta.
-	if !strings.Contains(out, "[vigil]         log #5 run_failed on worker-2 by system: child run timed out (log only: no notice, no wake)\n[vigil]         (the manager's turn stays parked)") {
+	if !strings.Contains(out, "[vigil]         log #7 run_failed on worker-2 by system: child run timed out (log only: no notice, no wake)\n[vigil]         (the manager's turn stays parked)") {
 		t.Error("the run timeout is not shown as log only with the manager still parked")
 	}
-	delta3, ok := section(lines, regexp.MustCompile(`^\[manager\] +session_status worker-2 changesSince 2 -> stateVersion 5, 1 change\(s\):$`))
-	if !ok || len(delta3) != 1 || delta3[0] != "#5 run_failed by system: child run timed out [outcome=timeout]" {
+	delta3, ok := section(lines, regexp.MustCompile(`^\[manager\] +session_status worker-2 changesSince 4 -> stateVersion 7, 1 change\(s\):$`))
+	if !ok || len(delta3) != 1 || delta3[0] != "#7 run_failed by system: child run timed out [outcome=timeout]" {
 		t.Errorf("worker-2's delta: %q", delta3)
 	}
 

@@ -251,7 +251,9 @@ func TestMCPOverStdio(t *testing.T) {
 		}
 
 		sp, extra := mcpOK[gateway.SpawnOutput](t, cs, "sessions_spawn", map[string]any{"task": "draft the Q3 report"})
-		if sp.Status != "accepted" || !strings.HasPrefix(sp.ChildSessionKey, "agent:main:subagent:") || len(extra) != 0 {
+		// The spawn's result carries the notice that the child was created.
+		if sp.Status != "accepted" || !strings.HasPrefix(sp.ChildSessionKey, "agent:main:subagent:") || len(extra) != 1 ||
+			!strings.HasPrefix(extra[0], "System: New session created") {
 			t.Fatalf("spawn = %+v %q", sp, extra)
 		}
 		child := sp.ChildSessionKey
@@ -259,14 +261,14 @@ func TestMCPOverStdio(t *testing.T) {
 		mcpPersonWrites(t, g, child, "use the revised figures")
 
 		_, extra = mcpOK[gateway.ListOutput](t, cs, "sessions_list", map[string]any{})
-		want := "System: " + vigil.NoticeText(child, 1)
+		want := "System: " + vigil.NoticeText(child, 2)
 		if !slices.Equal(extra, []string{want}) {
 			t.Fatalf("the next result carries %q, want exactly [%q]\nstderr:\n%s", extra, want, stderr.String())
 		}
-		st, extra := mcpOK[gateway.StatusOutput](t, cs, "session_status", map[string]any{"sessionKey": child, "changesSince": 1})
-		if len(extra) != 0 || st.StateVersion != 2 || st.StateChanges == nil || len(st.StateChanges.Events) != 1 ||
+		st, extra := mcpOK[gateway.StatusOutput](t, cs, "session_status", map[string]any{"sessionKey": child, "changesSince": 2})
+		if len(extra) != 0 || st.StateVersion != 3 || st.StateChanges == nil || len(st.StateChanges.Events) != 1 ||
 			st.StateChanges.Events[0].Kind != vigil.KindHumanDirectMessage || st.StateChanges.Events[0].ActorID != mcpOperatorID {
-			t.Fatalf("status since 1 = %+v, extra %q", st, extra)
+			t.Fatalf("status since 2 = %+v, extra %q", st, extra)
 		}
 		if _, extra := mcpOK[gateway.ListOutput](t, cs, "sessions_list", map[string]any{}); len(extra) != 0 {
 			t.Fatalf("the notice came twice: %q", extra)
@@ -301,7 +303,8 @@ func TestMCPOverStdio(t *testing.T) {
 			t.Fatalf("tools %v, want %v", names, mcpModelTools)
 		}
 		sp, extra := mcpOK[gateway.SpawnOutput](t, cs, "sessions_spawn", map[string]any{"task": "draft", "label": "writer"})
-		if sp.Status != "accepted" || !strings.HasPrefix(sp.ChildSessionKey, "agent:main:subagent:") || len(extra) != 0 {
+		if sp.Status != "accepted" || !strings.HasPrefix(sp.ChildSessionKey, "agent:main:subagent:") || len(extra) != 1 ||
+			!strings.HasPrefix(extra[0], "System: New session created") {
 			t.Fatalf("spawn = %+v %q", sp, extra)
 		}
 		list, _ := mcpOK[gateway.ListOutput](t, cs, "sessions_list", map[string]any{})

@@ -167,7 +167,14 @@ func TestATurnParkedOnOneGatewayGetsTheNoticeRecordedThroughAnother(t *testing.T
 
 	sp := callOK[gateway.SpawnOutput](t, a.serveRun, "", manager, "sessions_spawn", map[string]any{"task": "write the report"})
 	child := sp.ChildSessionKey
-	callOK[gateway.TurnOutput](t, b.serveRun, "", manager, "session_turn", map[string]any{"sessionKey": manager, "waitSeconds": 0})
+	// The notice that the child was created, queued on A, reaches B too;
+	// a turn on B takes it, and A drops its copy.
+	eventually(t, "B holds the creation notice", func() bool { return len(pendingTexts(t, b, manager)) == 1 })
+	first := callOK[gateway.TurnOutput](t, b.serveRun, "", manager, "session_turn", map[string]any{"sessionKey": manager, "waitSeconds": 0})
+	if len(first.SystemEvents) != 1 || !strings.HasPrefix(first.SystemEvents[0], "New session created") {
+		t.Fatalf("the first turn on B got %+v, want the creation notice", first)
+	}
+	eventually(t, "A drops the creation notice B delivered", func() bool { return len(pendingTexts(t, a, manager)) == 0 })
 
 	parked := callAsync[gateway.TurnOutput](t, b, manager, "session_turn", map[string]any{"sessionKey": manager, "waitSeconds": 15})
 	// A person writes into the child through gateway A.
@@ -175,7 +182,7 @@ func TestATurnParkedOnOneGatewayGetsTheNoticeRecordedThroughAnother(t *testing.T
 		map[string]any{"sessionKey": child, "message": "use the new template", "channel": "web", "timeoutSeconds": 0})
 
 	turn := <-parked
-	want := []string{vigil.NoticeText(child, 1)}
+	want := []string{vigil.NoticeText(child, 2)}
 	if !slices.Equal(turn.SystemEvents, want) || !slices.Equal(turn.Acknowledged, []string{child}) {
 		t.Fatalf("the turn parked on B got %+v, want exactly %q, acknowledged", turn, want)
 	}
@@ -199,6 +206,8 @@ func TestKillingAGatewayMidLoadLosesNoCommittedEventAndLeavesNoNoticeStuck(t *te
 		managers[i] = fmt.Sprintf("agent:m%d:main", i)
 		sp := callOK[gateway.SpawnOutput](t, b.serveRun, "", managers[i], "sessions_spawn", map[string]any{"task": "work"})
 		children[i] = sp.ChildSessionKey
+		// The manager's turn takes the notice that its child was created.
+		callOK[gateway.TurnOutput](t, b.serveRun, "", managers[i], "session_turn", map[string]any{"sessionKey": managers[i], "waitSeconds": 0})
 	}
 
 	// Producers write into the children through A until it dies, counting
@@ -339,7 +348,7 @@ func TestTheEventStreamOfOneGatewayShowsEventsRecordedThroughAnother(t *testing.
 	callOK[gateway.GoalOutput](t, a.serveRun, "", "", "session_goal",
 		map[string]any{"sessionKey": worker, "action": "set", "objective": "ship it"})
 	var kinds []string
-	for lines.Scan() && len(kinds) < 2 {
+	for lines.Scan() && len(kinds) < 3 {
 		data, ok := strings.CutPrefix(lines.Text(), "data: ")
 		if !ok {
 			continue
@@ -355,7 +364,7 @@ func TestTheEventStreamOfOneGatewayShowsEventsRecordedThroughAnother(t *testing.
 			kinds = append(kinds, e.Kind)
 		}
 	}
-	if want := []string{string(vigil.KindChildSpawned), string(vigil.KindGoalChanged)}; !slices.Equal(kinds, want) {
+	if want := []string{string(vigil.KindCreated), string(vigil.KindChildSpawned), string(vigil.KindGoalChanged)}; !slices.Equal(kinds, want) {
 		t.Fatalf("B's stream showed %v for the worker, want %v in order", kinds, want)
 	}
 }

@@ -65,6 +65,11 @@ type serveConfig struct {
 	db, addr, config, sync, adminToken string
 	http                               httpapi.Options
 	limits                             gateway.Limits
+	// What the reference added (docs/api.md, "Creation, group watches and
+	// attention").
+	notifyOnCreate, groupWatches bool
+	dashboardURL                 string
+	stuckAfter                   time.Duration
 }
 
 // newServeCmd is `vigil serve`.
@@ -106,6 +111,10 @@ is the local admin.`,
 	fs.IntVar(&l.MCPTasksPerCredential, "max-mcp-tasks-per-credential", gateway.DefaultMaxMCPTasksPerCredential, "MCP tasks per credential (-1: no limit)")
 	fs.DurationVar(&cfg.http.MCPTaskRetention, "mcp-task-retention", mcpserver.DefaultTaskRetention, "how long a finished MCP task's result is kept for its client to read")
 	logs := addLogFlags(cmd, "info", true)
+	fs.BoolVar(&cfg.notifyOnCreate, "notify-on-create", true, "tell an agent's main session of each session created for the agent")
+	fs.BoolVar(&cfg.groupWatches, "group-watches", true, "have an agent's main session watch its group, room and channel sessions after a person's first message")
+	fs.StringVar(&cfg.dashboardURL, "dashboard-url", getenv("VIGIL_DASHBOARD_URL"), "the dashboard's public address: notices end with a link to their session's page there (env VIGIL_DASHBOARD_URL)")
+	fs.DurationVar(&cfg.stuckAfter, "stuck-after", gateway.DefaultStuckAfter, "how long a child's run may make no progress before it is announced as needing attention (0: never)")
 	_ = cmd.RegisterFlagCompletionFunc("synchronous", cliWords("FULL", "NORMAL"))
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if g.flags.Changed("token") {
@@ -114,6 +123,12 @@ is the local admin.`,
 		cfg.addr = g.addr
 		if !g.flags.Changed("addr") {
 			cfg.addr = envOr(getenv, "VIGIL_ADDR", defaultAddr)
+		}
+		if err := vigil.CheckDashboardURL(cfg.dashboardURL); err != nil {
+			return cliUsagef("--dashboard-url: %v", err)
+		}
+		if cfg.stuckAfter < 0 {
+			return cliUsagef("--stuck-after must be a duration of at least 0 (0: never)")
 		}
 		for name, v := range map[string]int{"max-streams": l.Streams, "max-streams-per-credential": l.StreamsPerCredential,
 			"max-waits": l.Waits, "max-waits-per-credential": l.WaitsPerCredential,
@@ -182,7 +197,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	hub := gateway.NewHub()
 	ps := shareStore(st, hub)
 	restoreGC := sweepGC()
-	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{Logger: log, OnWake: hooks.Wake}))
+	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{Logger: log, OnWake: hooks.Wake, DashboardURL: cfg.dashboardURL}))
 	restoreGC()
 	if err != nil {
 		return err
@@ -196,8 +211,13 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		return err
 	}
 	log.Info("startup sweep done", "noticesQueued", eng.Stats().SweepRequeued)
+	stuckAfter := cfg.stuckAfter
+	if stuckAfter == 0 {
+		stuckAfter = -1 // never
+	}
 	g := gateway.New(eng, st, gateway.Options{Logger: log, ObserveDelta: m.ObserveDelta, Hub: hub, Limits: cfg.limits,
-		BookmarkInterval: cfg.http.BookmarkInterval})
+		BookmarkInterval: cfg.http.BookmarkInterval, NoCreationNotices: !cfg.notifyOnCreate,
+		NoGroupWatches: !cfg.groupWatches, StuckAfter: stuckAfter})
 	var ready []httpapi.ReadyCheck
 	if ps != nil {
 		// Other gateways may share the database: hear what they commit,

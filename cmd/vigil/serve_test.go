@@ -180,7 +180,15 @@ func TestServeKeepsAPendingNoticeAcrossARestart(t *testing.T) {
 	worker := sp.ChildSessionKey
 	callOK[gateway.SendOutput](t, first, "", "", "sessions_send",
 		map[string]any{"sessionKey": worker, "message": "use the new template", "channel": "telegram", "timeoutSeconds": 0})
-	want := []gateway.SystemEventView{{Text: vigil.NoticeText(worker, 1), ContextKey: vigil.NoticeContextKey(worker), Target: worker}}
+	// The manager is owed the notice that the worker was created, and the
+	// notice of the person's message: both are kept across the restart.
+	ws := callOK[gateway.StatusOutput](t, first, "", "", "session_status", map[string]any{"sessionKey": worker})
+	created := vigil.CreationNoticeText(vigil.Creation{Session: vigil.MustRef(worker), Via: "spawn",
+		Creator: &vigil.Creator{Type: vigil.ActorAgent, ID: manager}})
+	want := []gateway.SystemEventView{
+		{Text: created, ContextKey: vigil.CreatedNoticePrefix + worker + ":" + ws.SessionID},
+		{Text: vigil.NoticeText(worker, 2), ContextKey: vigil.NoticeContextKey(worker), Target: worker},
+	}
 	pending := callOK[gateway.PendingOutput](t, first, "", "", "session_pending", map[string]any{"sessionKey": manager})
 	if !reflect.DeepEqual(pending.Events, want) {
 		t.Fatalf("pending before the restart = %+v, want %+v", pending.Events, want)
@@ -200,14 +208,14 @@ func TestServeKeepsAPendingNoticeAcrossARestart(t *testing.T) {
 	if !reflect.DeepEqual(pending.Events, want) {
 		t.Fatalf("pending after the restart = %+v, want %+v\n%s", pending.Events, want, second.stderr.String())
 	}
-	if log := second.stderr.String(); !strings.Contains(log, "noticesQueued=1") {
+	if log := second.stderr.String(); !strings.Contains(log, "noticesQueued=2") {
 		t.Fatalf("the startup sweep did not report the re-queued notice:\n%s", log)
 	}
 	// The delta the notice points at is intact too.
 	st := callOK[gateway.StatusOutput](t, second, "", manager, "session_status",
-		map[string]any{"sessionKey": worker, "changesSince": 1})
+		map[string]any{"sessionKey": worker, "changesSince": 2})
 	if len(st.StateChanges.Events) != 1 || st.StateChanges.Events[0].Summary != "human message via telegram" {
-		t.Fatalf("changes since 1 after the restart = %+v", st.StateChanges)
+		t.Fatalf("changes since 2 after the restart = %+v", st.StateChanges)
 	}
 	if code := second.stop(t); code != 0 {
 		t.Fatalf("stopping exited with %d", code)
@@ -273,6 +281,39 @@ func TestServeRefusesAnAdminTokenShorterThan16Characters(t *testing.T) {
 	}
 	if log := r.stderr.String(); !strings.Contains(log, "at least 16 characters") || strings.Contains(log, "vigil listening") {
 		t.Fatalf("stderr:\n%s", log)
+	}
+}
+
+func TestServeRefusesABadDashboardURLOrStuckAfter(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"--dashboard-url", "ftp://vigil.example/"}, {"--dashboard-url", "https://vigil.example/#x"},
+		{"--stuck-after", "-1m"}} {
+		db := filepath.Join(t.TempDir(), "vigil.db")
+		r := runServeAsync(t, nil, append([]string{"--db", db, "--addr", "127.0.0.1:0"}, args...)...)
+		if code := r.wait(t); code != 2 || strings.Contains(r.stderr.String(), "vigil listening") {
+			t.Fatalf("%v: exit %d, want 2:\n%s", args, code, r.stderr.String())
+		}
+		if _, err := os.Stat(db); !os.IsNotExist(err) {
+			t.Fatalf("%v: the refused serve created the database: %v", args, err)
+		}
+	}
+}
+
+// With a dashboard address, notices end with a link to their session's
+// page; without creation notices, a spawn queues none.
+func TestServeLinksNoticesToTheDashboardAndCreationNoticesCanBeTurnedOff(t *testing.T) {
+	t.Parallel()
+	const manager = "agent:main:main"
+	r := runServeAsync(t, nil, "--db", filepath.Join(t.TempDir(), "vigil.db"), "--addr", "127.0.0.1:0",
+		"--dashboard-url", "https://vigil.example/ops", "--notify-on-create=false")
+	r.awaitListening(t)
+	sp := callOK[gateway.SpawnOutput](t, r, "", manager, "sessions_spawn", map[string]any{"task": "write the report"})
+	callOK[gateway.SendOutput](t, r, "", "", "sessions_send",
+		map[string]any{"sessionKey": sp.ChildSessionKey, "message": "use the new template", "timeoutSeconds": 0})
+	pending := callOK[gateway.PendingOutput](t, r, "", "", "session_pending", map[string]any{"sessionKey": manager})
+	want := vigil.NoticeText(sp.ChildSessionKey, 2) + "\nOpen: https://vigil.example/ops/#/session/main/" + sp.ChildSessionKey
+	if len(pending.Events) != 1 || pending.Events[0].Text != want {
+		t.Fatalf("pending = %+v, want only %q", pending.Events, want)
 	}
 }
 
@@ -418,13 +459,14 @@ func TestServeOnPostgreSQLKeepsAPendingNoticeAcrossARestart(t *testing.T) {
 	}
 	second := startServe(t, db, nil)
 	pending := callOK[gateway.PendingOutput](t, second, "", "", "session_pending", map[string]any{"sessionKey": manager})
-	if len(pending.Events) != 1 || pending.Events[0].Text != vigil.NoticeText(sp.ChildSessionKey, 1) {
-		t.Fatalf("pending after the restart = %+v", pending.Events)
+	if len(pending.Events) != 2 || !strings.HasPrefix(pending.Events[0].Text, "New session created") ||
+		pending.Events[1].Text != vigil.NoticeText(sp.ChildSessionKey, 2) {
+		t.Fatalf("pending after the restart = %+v, want the creation notice and the change notice", pending.Events)
 	}
 	st := callOK[gateway.StatusOutput](t, second, "", manager, "session_status",
-		map[string]any{"sessionKey": sp.ChildSessionKey, "changesSince": 1})
+		map[string]any{"sessionKey": sp.ChildSessionKey, "changesSince": 2})
 	if len(st.StateChanges.Events) != 1 || st.StateChanges.Events[0].Kind != vigil.KindHumanDirectMessage {
-		t.Fatalf("changes since 1 = %+v", st.StateChanges)
+		t.Fatalf("changes since 2 = %+v", st.StateChanges)
 	}
 }
 

@@ -67,10 +67,11 @@ func init() {
 		cliCommand{
 			name: "record", args: "KEY KIND [flags]", acting: true,
 			summary: "record an event of a session your runtime keeps itself",
-			help: "Record an event of KIND (human_direct_message, goal_changed, session_reset, child_spawned,\n" +
-				"run_completed, run_failed, compacted) for session KEY, which your runtime keeps (vigil does\n" +
-				"not host it). Its watchers get their notices as for a hosted session. A person's event\n" +
-				"(--actor-type human) needs a credential with the recordHuman right.",
+			help: "Record an event of KIND (human_direct_message, goal_changed, child_spawned, run_completed,\n" +
+				"run_failed, compacted, created, adopted, upstream_missing, session_reset, attention) for\n" +
+				"session KEY, which your runtime keeps (vigil does not host it). Its watchers get their\n" +
+				"notices as for a hosted session. A person's event (--actor-type human, which adopted\n" +
+				"takes) needs a credential with the recordHuman right.",
 			define: cliRecord,
 		},
 		cliCommand{

@@ -176,7 +176,9 @@ async function main() {
 
     const spawn = await call('sessions_spawn', { task: 'draft the Q3 report', label: `writer ${revision} ${transportName}` });
     const child = spawn.r.structuredContent?.childSessionKey;
-    if (!check('the coordinator spawns a child', !spawn.r.isError && typeof child === 'string' && spawn.system.length === 0, spawn.texts)) {
+    // The spawn's result carries the notice that the child was created.
+    if (!check('the coordinator spawns a child, and is told it was created', !spawn.r.isError && typeof child === 'string' &&
+      spawn.system.length === 1 && spawn.system[0].startsWith('System: New session created'), spawn.texts)) {
       return;
     }
     const uri = `vigil://session/${child}`;

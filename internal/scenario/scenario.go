@@ -26,6 +26,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/clock"
+	"github.com/vigilhq/vigil/sessionkey"
 	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
@@ -178,22 +179,24 @@ func fieldsOf(v any) []string {
 	return out
 }
 
-// op is the union of every operation's fields.
+// op is the union of every operation's fields. A field with a default is
+// a pointer: the default takes the place of a missing field only, and an
+// empty string given is used as it is, as the reference uses it.
 type op struct {
 	Op           string         `json:"op"`
 	Note         string         `json:"note"`
 	Parent       string         `json:"parent"`
 	Child        string         `json:"child"`
-	RunID        string         `json:"runId"`
+	RunID        *string        `json:"runId"`
 	Session      string         `json:"session"`
 	ActorID      string         `json:"actorId"`
 	ActorType    string         `json:"actorType"`
-	Channel      string         `json:"channel"`
+	Channel      *string        `json:"channel"`
 	From         string         `json:"from"`
-	Summary      string         `json:"summary"`
+	Summary      *string        `json:"summary"`
 	Outcome      string         `json:"outcome"`
 	Requester    string         `json:"requester"`
-	OperationID  string         `json:"operationId"`
+	OperationID  *string        `json:"operationId"`
 	Watcher      string         `json:"watcher"`
 	Target       string         `json:"target"`
 	ChangesSince jsontext.Value `json:"changesSince"`
@@ -202,6 +205,22 @@ type op struct {
 	Ms           jsontext.Value `json:"ms"`
 	Count        *int           `json:"count"`
 	Do           jsontext.Value `json:"do"`
+	// create's fields.
+	Creator        *creator `json:"creator"`
+	Source         string   `json:"source"`
+	Label          *string  `json:"label"`
+	SessionID      *string  `json:"sessionId"`
+	Incognito      bool     `json:"incognito"`
+	Visibility     string   `json:"visibility"`
+	NotifyOnCreate *bool    `json:"notifyOnCreate"`
+}
+
+// creator is create's creator.
+type creator struct {
+	Type   string `json:"type"`
+	ID     string `json:"id"`
+	Label  string `json:"label"`
+	Source string `json:"source"`
 }
 
 // Options configure a Runner.
@@ -226,6 +245,46 @@ type Runner struct {
 	// none); it is the scenario's own session table.
 	sessions map[string]string
 	order    []string
+	// entries are what the reference's session entries hold of a
+	// creation (entry), for the sessions that have one: the ops that
+	// write a session's entry in the reference make one here (touch).
+	// deleted are the sessions deleted and not written again since.
+	entries map[string]*entry
+	deleted map[string]bool
+}
+
+// entry is a session's entry as far as create reads it. Who created the
+// session and how are kept from the write that made the entry: a later
+// create (of a session another op, or an earlier create, already wrote)
+// changes its label, incarnation id, visibility and incognito, not its
+// creation, as the reference's session store keeps them.
+type entry struct {
+	sessionID  string
+	via        string
+	creator    *vigil.Creator
+	label      string
+	incognito  bool
+	visibility string
+}
+
+// touch writes key's entry, as an op that finds or makes a session's
+// entry does: made when missing, the session no longer deleted.
+func (r *Runner) touch(key string) *entry {
+	delete(r.deleted, key)
+	e := r.entries[key]
+	if e == nil {
+		e = &entry{sessionID: "sid:" + key}
+		r.entries[key] = e
+	}
+	return e
+}
+
+// touchLive is touch for an op that reads the session's entry: a deleted
+// session's entry is not read, so not written either.
+func (r *Runner) touchLive(key string) {
+	if !r.deleted[key] {
+		r.touch(key)
+	}
 }
 
 // NewRunner opens a fresh scratch store in a temporary directory.
@@ -235,7 +294,8 @@ func NewRunner(ctx context.Context) (*Runner, error) {
 
 // NewRunnerWith opens a Runner on the store opts.OpenStore opens.
 func NewRunnerWith(ctx context.Context, opts Options) (*Runner, error) {
-	r := &Runner{openStore: opts.OpenStore, clk: clock.NewManual(Start), sessions: map[string]string{}}
+	r := &Runner{openStore: opts.OpenStore, clk: clock.NewManual(Start), sessions: map[string]string{},
+		entries: map[string]*entry{}, deleted: map[string]bool{}}
 	if r.openStore == nil {
 		dir, err := os.MkdirTemp("", "vigil-sim-")
 		if err != nil {
@@ -377,6 +437,8 @@ func (r *Runner) do(ctx context.Context, o op) (Object, error) {
 		return Object{}, nil
 	case "repeat":
 		return r.repeat(ctx, o)
+	case "create":
+		return r.create(ctx, o)
 	case "":
 		return nil, errors.New(`op has no "op" field`)
 	}
@@ -399,9 +461,10 @@ func (r *Runner) ensure(field, key string) (vigil.SessionRef, error) {
 	return ref, nil
 }
 
-func (r *Runner) id(prefix, given string) string {
-	if given != "" {
-		return given
+// id is the id given, "" included, or the next of the scenario's counter.
+func (r *Runner) id(prefix string, given *string) string {
+	if given != nil {
+		return *given
 	}
 	r.nextID++
 	return fmt.Sprintf("%s-%d", prefix, r.nextID)
@@ -424,6 +487,8 @@ func (r *Runner) spawn(ctx context.Context, o op) (Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.touch(parent.Key)
+	r.touch(child.Key)
 	r.sessions[child.Key] = parent.Key
 	runID := r.id("run", o.RunID)
 	res, err := r.engine.Record(ctx, vigil.Record{
@@ -449,14 +514,23 @@ func (r *Runner) humanMessage(ctx context.Context, o op) (Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	channel := o.Channel
-	if channel == "" {
-		channel = "test"
+	r.touchLive(ref.Key)
+	// As the reference's producer: a channel given is trimmed, and an
+	// empty one is "unknown"; a missing one is the scenarios' "test".
+	channel := "test"
+	if o.Channel != nil {
+		if channel = strings.TrimSpace(*o.Channel); channel == "" {
+			channel = "unknown"
+		}
 	}
 	payload, _ := stdjson.Marshal(map[string]string{"channel": channel})
+	var runID string // none unless given: a person's message starts no run
+	if o.RunID != nil {
+		runID = *o.RunID
+	}
 	res, err := r.engine.Record(ctx, vigil.Record{
 		Session: ref, Kind: vigil.KindHumanDirectMessage, ActorType: vigil.ActorHuman, ActorID: o.ActorID,
-		RunID: o.RunID, Summary: "human message via " + channel, Payload: payload, Parent: r.sessions[ref.Key],
+		RunID: runID, Summary: "human message via " + channel, Payload: payload, Parent: r.sessions[ref.Key],
 	})
 	if err != nil {
 		return nil, err
@@ -473,6 +547,8 @@ func (r *Runner) agentMessage(ctx context.Context, o op) (Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.touchLive(ref.Key)
+	r.touch(from.Key)
 	// A message from another session is an agent actor and never records
 	// human_direct_message.
 	out, err := r.recorded(ctx, ref, vigil.Recorded{})
@@ -487,9 +563,13 @@ func (r *Runner) goal(ctx context.Context, o op) (Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	summary := o.Summary
-	if summary == "" {
-		summary = "goal created"
+	r.touchLive(ref.Key)
+	if a, err := sessionkey.Parse(o.ActorID); err == nil && a.Qualified() {
+		r.touch(a.String())
+	}
+	summary := "goal created"
+	if o.Summary != nil {
+		summary = *o.Summary
 	}
 	res, err := r.engine.Record(ctx, vigil.Record{
 		Session: ref, Kind: vigil.KindGoalChanged, ActorType: vigil.ActorType(o.ActorType), ActorID: o.ActorID,
@@ -513,6 +593,7 @@ func (r *Runner) runEnd(ctx context.Context, o op) (Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.touchLive(ref.Key)
 	summary, ok := runSummaries[o.Outcome]
 	if !ok {
 		return nil, fmt.Errorf("unknown outcome %q (want completed, error, timeout or cancelled)", o.Outcome)
@@ -543,6 +624,7 @@ func (r *Runner) compacted(ctx context.Context, o op) (Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.touchLive(ref.Key)
 	opID := r.id("op", o.OperationID)
 	res, err := r.engine.Record(ctx, vigil.Record{
 		Session: ref, Kind: vigil.KindCompacted, ActorType: vigil.ActorSystem,
@@ -554,6 +636,62 @@ func (r *Runner) compacted(ctx context.Context, o op) (Object, error) {
 	return r.recorded(ctx, ref, res)
 }
 
+// create creates a session with the op's attribution: `created` when it
+// has a creator, and the creation notice for its agent's main session.
+func (r *Runner) create(ctx context.Context, o op) (Object, error) {
+	ref, err := r.ensure("session", o.Session)
+	if err != nil {
+		return nil, err
+	}
+	var creator *vigil.Creator
+	if cr := o.Creator; cr != nil {
+		if cr.Type == "" {
+			return nil, errors.New("creator.type is required (human, agent or system)")
+		}
+		creator = &vigil.Creator{Type: vigil.ActorType(cr.Type), ID: cr.ID, Label: cr.Label, Source: cr.Source}
+	}
+	if o.Parent != "" {
+		parent, err := r.ensure("parent", o.Parent)
+		if err != nil {
+			return nil, err
+		}
+		r.touch(parent.Key)
+		r.sessions[ref.Key] = parent.Key
+	}
+	e, existed := r.entries[ref.Key]
+	e = r.touch(ref.Key)
+	if !existed {
+		e.via, e.creator = o.Source, creator
+	}
+	if o.SessionID != nil && *o.SessionID != "" {
+		e.sessionID = *o.SessionID
+	}
+	if o.Label != nil {
+		e.label = *o.Label
+	}
+	e.incognito = e.incognito || o.Incognito
+	if o.Visibility != "" {
+		e.visibility = o.Visibility
+	}
+	c := vigil.Creation{Session: ref, SessionID: e.sessionID, Via: e.via, Creator: e.creator, Label: e.label,
+		Incognito: e.incognito, Draft: e.visibility == "draft", NoNotice: o.NotifyOnCreate != nil && !*o.NotifyOnCreate}
+	res, err := r.engine.RecordCreation(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	out, err := r.recorded(ctx, ref, res.Recorded)
+	if err != nil {
+		return nil, err
+	}
+	if res.Notice == "" {
+		return out.Set("notice", nil), nil
+	}
+	if _, err := r.ensure("main", res.To); err != nil {
+		return nil, err
+	}
+	return out.Set("notice", Object{}.Set("to", res.To).Set("text", res.Notice)), nil
+}
+
 func (r *Runner) watch(ctx context.Context, o op) (Object, error) {
 	watcher, err := r.ensure("watcher", o.Watcher)
 	if err != nil {
@@ -563,6 +701,8 @@ func (r *Runner) watch(ctx context.Context, o op) (Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.touch(watcher.Key)
+	r.touch(target.Key)
 	c, err := r.engine.Watch(ctx, watcher.Key, target)
 	if err != nil {
 		return Object{}.Set("registered", false).Set("cursor", nil).Set("reason", err.Error()), nil
@@ -589,16 +729,15 @@ func (r *Runner) drain(ctx context.Context, o op) (Object, error) {
 	}
 	// Every notice the turn consumed counts as acknowledged, also one
 	// whose cursor is gone (its session was deleted or unwatched): the
-	// turn has read it, though no cursor was left to move.
-	var notices []vigil.SystemEvent
+	// turn has read it, though no cursor was left to move. A creation
+	// notice is consumed and acknowledges nothing.
 	acked := []string{}
 	for _, e := range d.Events {
 		if e.IsNotice() {
-			notices = append(notices, e)
 			acked = append(acked, e.Target.Key)
 		}
 	}
-	return Object{}.Set("notices", texts(notices)).Set("acknowledged", acked).
+	return Object{}.Set("notices", texts(d.Events)).Set("acknowledged", acked).
 		Set("pendingAfter", texts(r.engine.Pending(watcher.Key))), nil
 }
 
@@ -754,6 +893,7 @@ func (r *Runner) delete(ctx context.Context, o op) (Object, error) {
 	// The session is gone: it has no parent any more, and a child that
 	// named it keeps a parent that no longer exists.
 	r.sessions[ref.Key] = ""
+	r.deleted[ref.Key] = true
 	return Object{}, nil
 }
 

@@ -22,7 +22,9 @@ func TestScenariosMatchTheReference(t *testing.T) {
 }
 
 // replayScenarios replays every scenario, each as a subtest on the store
-// that opts(t) opens, and compares its output with the expected one.
+// that opts(t) opens, and compares its output with the expected one: the
+// reference's run under vigil's decided differences (NAME.vigil.expected.jsonl)
+// where there is one, else the reference's own.
 func replayScenarios(t *testing.T, opts func(t *testing.T) Options) {
 	files, err := filepath.Glob(filepath.Join(scenarioDir, "*.json"))
 	if err != nil || len(files) == 0 {
@@ -39,7 +41,7 @@ func replayScenarios(t *testing.T, opts func(t *testing.T) Options) {
 			if err := RunWith(context.Background(), data, &out, opts(t)); err != nil {
 				t.Fatal(err)
 			}
-			expected := readLines(t, filepath.Join(scenarioDir, name+".expected.jsonl"))
+			expected := readLines(t, expectedOf(name))
 			actual := decodeLines(t, out.Bytes())
 			if len(actual) != len(expected) {
 				t.Fatalf("%d lines, want %d", len(actual), len(expected))
@@ -51,6 +53,19 @@ func replayScenarios(t *testing.T, opts func(t *testing.T) Options) {
 			}
 		})
 	}
+}
+
+// expectedOf is the expected output a scenario is held to.
+func expectedOf(name string) string {
+	if p := filepath.Join(scenarioDir, name+".vigil.expected.jsonl"); fileExists(p) {
+		return p
+	}
+	return filepath.Join(scenarioDir, name+".expected.jsonl")
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func readLines(t *testing.T, path string) []any {
@@ -364,5 +379,65 @@ func TestARestartCountsAsThePruneTheHourRunsFrom(t *testing.T) {
 	}
 	if n := len(lines[9]["events"].([]any)); n != 2 || lines[9]["historyGap"] != true {
 		t.Fatalf("status more than an hour after the restart = %v, want the first event pruned", lines[9])
+	}
+}
+
+// A default takes the place of a missing field only: an empty string given
+// is used as the reference uses it (a trimmed channel, "unknown" when
+// empty; an empty run id or operation id is an id, not a new one).
+func TestDefaultsTakeThePlaceOfMissingFieldsOnly(t *testing.T) {
+	lines := runOps(t, `
+		{"op": "watch", "watcher": "agent:main:coord", "target": "agent:main:dm:a"},
+		{"op": "human_message", "session": "agent:main:dm:a", "channel": ""},
+		{"op": "human_message", "session": "agent:main:dm:a", "channel": "  slack "},
+		{"op": "human_message", "session": "agent:main:dm:a"},
+		{"op": "spawn", "parent": "agent:main:main", "child": "agent:main:subagent:c", "runId": ""},
+		{"op": "run_end", "session": "agent:main:subagent:c", "outcome": "error", "runId": ""},
+		{"op": "compacted", "session": "agent:main:subagent:c", "operationId": ""},
+		{"op": "compacted", "session": "agent:main:subagent:c"},
+		{"op": "status", "session": "agent:main:dm:a", "changesSince": 0},
+		{"op": "status", "session": "agent:main:subagent:c", "changesSince": 0}`)
+	var summaries []string
+	for _, e := range lines[8]["events"].([]any) {
+		summaries = append(summaries, e.(map[string]any)["summary"].(string))
+	}
+	if want := []string{"human message via unknown", "human message via slack", "human message via test"}; !slices.Equal(summaries, want) {
+		t.Fatalf("summaries = %q, want %q", summaries, want)
+	}
+	if lines[4]["runId"] != "" {
+		t.Fatalf("spawn = %v, want the empty run id it was given", lines[4])
+	}
+	for i, e := range lines[9]["events"].([]any) {
+		if _, has := e.(map[string]any)["runId"]; has {
+			t.Fatalf("event %d carries a run id: %v", i, e)
+		}
+	}
+	// The counter was used by nothing before the last compaction.
+	if n := len(lines[9]["events"].([]any)); n != 4 {
+		t.Fatalf("status = %v, want spawn, run end and two compactions", lines[9])
+	}
+}
+
+func TestCreateRecordsCreatedAndPrintsTheNoticeItQueued(t *testing.T) {
+	lines := runOps(t, `
+		{"op": "create", "session": "agent:main:dashboard:plan", "creator": {"type": "agent", "id": "agent:main:main"}, "source": "spawn", "parent": "agent:main:main"},
+		{"op": "human_message", "session": "agent:main:dashboard:plan"},
+		{"op": "create", "session": "agent:main:dashboard:x", "creator": {"id": "nobody"}},
+		{"op": "create", "session": "agent:main:dashboard:y", "creator": {"type": "agent", "colour": "red"}},
+		{"op": "restart"}`)
+	if lines[0]["recorded"] != true || lines[0]["notice"].(map[string]any)["to"] != "agent:main:main" {
+		t.Fatalf("create = %v", lines[0])
+	}
+	if lines[1]["recorded"] != true {
+		t.Fatalf("human message = %v: the parent given to create watches", lines[1])
+	}
+	if got, _ := lines[2]["error"].(string); !strings.Contains(got, "creator.type is required") {
+		t.Fatalf("create without a creator type = %v", lines[2])
+	}
+	if got, _ := lines[3]["error"].(string); !strings.Contains(got, `unknown field "colour"`) {
+		t.Fatalf("create with an unknown creator field = %v", lines[3])
+	}
+	if p := lines[4]["pending"].(map[string]any)["agent:main:main"].([]any); len(p) != 2 {
+		t.Fatalf("pending after the restart = %v, want the creation notice and the stale-state notice", p)
 	}
 }

@@ -45,18 +45,18 @@ const stream = coord.sendMessageStream({
 })[Symbol.asyncIterator]();
 const first = (await stream.next()).value;
 const child = first.id;
-check(first.kind === "task" && child.startsWith("agent:main:subagent:") && first.metadata.stateVersion === 1,
-  "spawn answers with the child's task at state version 1", first);
+check(first.kind === "task" && child.startsWith("agent:main:subagent:") && first.metadata.stateVersion === 2,
+  "spawn answers with the child's task at state version 2 (created, then child_spawned)", first);
 
 const sent = result(await person.sendMessage({
   message: { kind: "message", messageId: crypto.randomUUID(), role: "user", taskId: child,
     parts: [{ kind: "text", text: "use the Q3 numbers, not Q2" }] },
 }));
-check(sent.metadata.sendStatus === "accepted" && sent.metadata.stateVersion === 2, "the person's message is accepted", sent);
+check(sent.metadata.sendStatus === "accepted" && sent.metadata.stateVersion === 3, "the person's message is accepted", sent);
 
 const up = (await stream.next()).value;
 check(up.kind === "status-update" && up.taskId === child && up.metadata.vigilEvent === "notice" &&
-  up.metadata.stateVersion === 2 && up.metadata.changesSince === 1, "the coordinator is told, with stateVersion 2", up);
+  up.metadata.stateVersion === 3 && up.metadata.changesSince === 2, "the coordinator is told, with stateVersion 3", up);
 
 const task = result(await coord.getTask({ id: child, metadata: { changesSince: up.metadata.changesSince } }));
 const changes = task.metadata.stateChanges;

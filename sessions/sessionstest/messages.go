@@ -236,3 +236,19 @@ func testCompactNothing(t *testing.T, b Backend) {
 	wantMessages(t, "Messages after compacting nothing", messages(t, b, alphaMain, 0, all), ms[1], ms[2])
 	wantMessages(t, "the other session's", messages(t, b, betaMain, 0, all), ms[0])
 }
+
+func testLatestMessages(t *testing.T, b Backend) {
+	var x []sessions.Message
+	for i := range 4 {
+		ms := appendMessages(t, b, newMessage(alphaMain, 2*i), newMessage(betaMain, 2*i+1))
+		x = append(x, ms[0])
+	}
+	got, err := b.LatestMessages(t.Context(), alphaMain, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantMessages(t, "LatestMessages(alpha main, 3)", got, x[3], x[2], x[1])
+	if got, err = b.LatestMessages(t.Context(), alphaChild, 3); err != nil || len(got) != 0 {
+		t.Fatalf("LatestMessages of a session without messages = %+v, %v", got, err)
+	}
+}

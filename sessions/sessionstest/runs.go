@@ -75,3 +75,25 @@ func testRunEnd(t *testing.T, b Backend) {
 	got, ok := readRun(t, b, run.RunID)
 	wantRun(t, "Run after it ended", got, ok, run)
 }
+
+func testOpenRuns(t *testing.T, b Backend) {
+	if got, err := b.OpenRuns(t.Context()); err != nil || len(got) != 0 {
+		t.Fatalf("OpenRuns of an empty store = %+v, %v", got, err)
+	}
+	late := sessions.Run{RunID: "run-a", Session: alphaChild, Requester: alphaMain.Key, StartedAt: baseTime + 5}
+	early := sessions.Run{RunID: "run-b", Session: betaChild, Requester: betaMain.Key, StartedAt: baseTime}
+	ended := sessions.Run{RunID: "run-c", Session: alphaGlobal, StartedAt: baseTime - 5, EndedAt: baseTime, Outcome: "completed"}
+	putRuns(t, b, late, early, ended)
+	got, err := b.OpenRuns(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []sessions.Run{early, late}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("OpenRuns = %+v, want %+v", got, want)
+	}
+	late.EndedAt, late.Outcome = baseTime+9, "error"
+	putRuns(t, b, late)
+	if got, err := b.OpenRuns(t.Context()); err != nil || !reflect.DeepEqual(got, []sessions.Run{early}) {
+		t.Fatalf("OpenRuns after an end = %+v, %v", got, err)
+	}
+}

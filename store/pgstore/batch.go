@@ -748,9 +748,10 @@ const insertEvents = `INSERT INTO events (sequence, agent_id, session_key, sessi
 
 // upsertCursors creates or replaces cursors, each named once.
 const upsertCursors = `INSERT INTO cursors (` + cursorColumns + `)
-	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], $6::int8[], $7::int8[])
+	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], $6::int8[], $7::int8[], $8::bool[])
 	ON CONFLICT (target_agent, target_key, watcher) DO UPDATE SET last_seen = excluded.last_seen,
-	notified = excluded.notified, material = excluded.material, updated_at = excluded.updated_at`
+	notified = excluded.notified, material = excluded.material, updated_at = excluded.updated_at,
+	ambient = excluded.ambient`
 
 // upsertSessions creates or replaces session rows without a label, each
 // named once, as PutSession's own statement does.
@@ -804,11 +805,12 @@ func (h *heldWrites) queue(b *pgx.Batch, reads []func(pgx.BatchResults) error) [
 	if n := len(h.cursors); n > 0 {
 		agents, keys, watchers := make([]string, n), make([]string, n), make([]string, n)
 		l, nn, m, at := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+		ambient := make([]bool, n)
 		for i, c := range h.cursors {
 			agents[i], keys[i], watchers[i] = c.Target.AgentID, c.Target.Key, c.Watcher
-			l[i], nn[i], m[i], at[i] = c.LastSeen, c.Notified, c.Material, c.UpdatedAt
+			l[i], nn[i], m[i], at[i], ambient[i] = c.LastSeen, c.Notified, c.Material, c.UpdatedAt, c.Ambient
 		}
-		b.Queue(upsertCursors, agents, keys, watchers, l, nn, m, at)
+		b.Queue(upsertCursors, agents, keys, watchers, l, nn, m, at, ambient)
 		reads = append(reads, execRead(fmt.Sprintf("write %d cursors", n)))
 	}
 	*h = heldWrites{}

@@ -128,11 +128,11 @@ func TestGatewayOnPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !st.Exists || st.Label != "scout" || st.SpawnedBy != parent.Key || st.StateChanges == nil ||
-		len(st.StateChanges.Events) != 2 || st.StateVersion != st.StateChanges.Events[1].Sequence {
-		t.Errorf("Status = %+v, want the spawn and the message", st)
+		len(st.StateChanges.Events) != 3 || st.StateVersion != st.StateChanges.Events[2].Sequence {
+		t.Errorf("Status = %+v, want the creation, the spawn and the message", st)
 	}
-	if p := eng.Pending(parent.Key); len(p) != 1 {
-		t.Errorf("parent's queue = %+v, want one notice about the message", p)
+	if p := eng.Pending(parent.Key); len(p) != 2 || !p[1].IsNotice() {
+		t.Errorf("parent's queue = %+v, want the creation notice and one notice about the message", p)
 	}
 	h, err := g.History(ctx, person, gateway.HistoryInput{SessionKey: sp.ChildSessionKey})
 	if err != nil {

@@ -225,7 +225,7 @@ const eventColumns = `coalesce(e.sequence, 0), coalesce(e.agent_id, ''),
 	coalesce(e.actor_id, ''), coalesce(e.run_id, ''), coalesce(e.occurred_at, 0), coalesce(e.recorded_at, 0),
 	coalesce(e.summary, ''), e.payload, coalesce(e.dedupe_key, '')`
 
-const cursorColumns = `target_agent, target_key, watcher, last_seen, notified, material, updated_at`
+const cursorColumns = `target_agent, target_key, watcher, last_seen, notified, material, updated_at, ambient`
 
 // eventScan holds the scan targets of eventColumns.
 type eventScan struct {
@@ -257,7 +257,7 @@ func scanEvent(row pgx.Row) (vigil.Event, error) {
 
 func scanCursor(row pgx.Row) (vigil.Cursor, error) {
 	var c vigil.Cursor
-	err := row.Scan(&c.Target.AgentID, &c.Target.Key, &c.Watcher, &c.LastSeen, &c.Notified, &c.Material, &c.UpdatedAt)
+	err := row.Scan(&c.Target.AgentID, &c.Target.Key, &c.Watcher, &c.LastSeen, &c.Notified, &c.Material, &c.UpdatedAt, &c.Ambient)
 	return c, err
 }
 

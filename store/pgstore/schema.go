@@ -142,6 +142,25 @@ CREATE TABLE tombstones (
 	PRIMARY KEY (watcher, target_agent, target_key)
 );
 `},
+	// 4: ambient watches (an agent's main session on its group sessions),
+	// the creation notices owed to main sessions (a delivered one keeps
+	// its row, without its text: a session is announced once), and the
+	// open runs, which the gateway looks at for runs that are stuck.
+	{about: "ambient watches, creation notices and open runs", sql: `
+ALTER TABLE cursors ADD COLUMN ambient boolean NOT NULL DEFAULT false;
+CREATE TABLE creation_notices (
+	agent_id    text COLLATE "C" NOT NULL,
+	session_key text COLLATE "C" NOT NULL,
+	watcher     text COLLATE "C" NOT NULL,
+	context_key text    NOT NULL,
+	text        text    NOT NULL,
+	made_at     bigint  NOT NULL,
+	delivered   boolean NOT NULL DEFAULT false,
+	PRIMARY KEY (agent_id, session_key)
+);
+CREATE INDEX creation_notices_owed ON creation_notices (watcher, made_at) WHERE NOT delivered;
+CREATE INDEX runs_open ON runs (started_at) WHERE ended_at IS NULL;
+`},
 }
 
 // SchemaVersion is the schema version this build creates and understands.

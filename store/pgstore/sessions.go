@@ -131,6 +131,43 @@ func (s *Store) Messages(ctx context.Context, ref vigil.SessionRef, afterID int6
 	return readMessages(ctx, s.pool, ref, afterID, limit)
 }
 
+// LatestMessages implements sessions.Store.
+func (s *Store) LatestMessages(ctx context.Context, ref vigil.SessionRef, limit int) ([]sessions.Message, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+messageColumns+` FROM messages
+		WHERE agent_id = $1 AND session_key = $2 ORDER BY id DESC LIMIT $3`, ref.AgentID, ref.Key, sqlLimit(limit))
+	if err != nil {
+		return nil, wrap(err)
+	}
+	defer rows.Close()
+	var out []sessions.Message
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return nil, wrap(err)
+		}
+		out = append(out, m)
+	}
+	return out, wrap(rows.Err())
+}
+
+// OpenRuns implements sessions.Store.
+func (s *Store) OpenRuns(ctx context.Context) ([]sessions.Run, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+runColumns+` FROM runs WHERE ended_at IS NULL ORDER BY started_at, run_id`)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	defer rows.Close()
+	var out []sessions.Run
+	for rows.Next() {
+		run, _, err := scanRun(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, run)
+	}
+	return out, wrap(rows.Err())
+}
+
 // MessagesAfter implements sessions.Tx.
 func (t *Tx) MessagesAfter(ctx context.Context, ref vigil.SessionRef, afterID int64, limit int) ([]sessions.Message, error) {
 	if err := t.flushLocks(ctx); err != nil {

@@ -553,23 +553,27 @@ func (t *Tx) PendingCursorsOf(ctx context.Context, watchers []string) ([]vigil.C
 	return ofWatchers(ctx, t, pendingOf, watchers, collectCursors)
 }
 
-// OwedTo implements vigil.OwedReader: PendingCursorsOf and Tombstones in
-// one round trip.
-func (t *Tx) OwedTo(ctx context.Context, watchers []string) ([]vigil.Cursor, []vigil.Tombstone, error) {
+// OwedTo implements vigil.OwedReader: PendingCursorsOf, Tombstones and
+// CreationNotices in one round trip.
+func (t *Tx) OwedTo(ctx context.Context, watchers []string) (vigil.Owed, error) {
 	b := &pgx.Batch{}
 	queueOfWatchers(b, pendingOf, watchers)
 	queueOfWatchers(b, tombstonesOf, watchers)
+	queueCreationNotices(b, watchers)
 	br := t.tx.SendBatch(ctx, b)
 	defer br.Close()
-	cs, err := collectCursors(br.Query())
-	if err != nil {
-		return nil, nil, fmt.Errorf("read pending cursors: %w", err)
+	var o vigil.Owed
+	var err error
+	if o.Cursors, err = collectCursors(br.Query()); err != nil {
+		return vigil.Owed{}, fmt.Errorf("read pending cursors: %w", err)
 	}
-	ts, err := collectTombstones(br.Query())
-	if err != nil {
-		return nil, nil, fmt.Errorf("read tombstones: %w", err)
+	if o.Tombstones, err = collectTombstones(br.Query()); err != nil {
+		return vigil.Owed{}, fmt.Errorf("read tombstones: %w", err)
 	}
-	return cs, ts, wrap(br.Close())
+	if o.Creations, err = collectCreationNotices(br.Query()); err != nil {
+		return vigil.Owed{}, fmt.Errorf("read creation notices: %w", err)
+	}
+	return o, wrap(br.Close())
 }
 
 // pendingOf selects the pending cursors (queueOfWatchers narrows it).

@@ -232,6 +232,25 @@ CREATE TABLE tombstones (
 	PRIMARY KEY (watcher, target_agent, target_key)
 ) WITHOUT ROWID;
 `},
+	// 9: ambient watches (an agent's main session on its group sessions),
+	// the creation notices owed to main sessions (a delivered one keeps
+	// its row, without its text: a session is announced once), and the
+	// open runs, which the gateway looks at for runs that are stuck.
+	{about: "ambient watches, creation notices and open runs", sql: `
+ALTER TABLE cursors ADD COLUMN ambient INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE creation_notices (
+	agent_id    TEXT    NOT NULL,
+	session_key TEXT    NOT NULL,
+	watcher     TEXT    NOT NULL,
+	context_key TEXT    NOT NULL,
+	text        TEXT    NOT NULL,
+	made_at     INTEGER NOT NULL,
+	delivered   INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (agent_id, session_key)
+) WITHOUT ROWID;
+CREATE INDEX creation_notices_owed ON creation_notices (watcher, made_at) WHERE delivered = 0;
+CREATE INDEX runs_open ON runs (started_at) WHERE ended_at IS NULL;
+`},
 }
 
 // SchemaVersion is the schema version this build creates and understands.

@@ -50,11 +50,15 @@ func messageAt(r rowValues) sessions.Message {
 
 const runColumns = `run_id, agent_id, session_key, coalesce(requester, ''), started_at, coalesce(ended_at, 0), coalesce(outcome, '')`
 
+func runAt(r rowValues) sessions.Run {
+	return sessions.Run{RunID: r.str(0), Session: vigil.SessionRef{AgentID: r.str(1), Key: r.str(2)},
+		Requester: r.str(3), StartedAt: r.int(4), EndedAt: r.int(5), Outcome: r.str(6)}
+}
+
 func (c conn) getRun(runID string) (sessions.Run, bool, error) {
 	var run sessions.Run
 	ok, err := c.queryRow(`SELECT `+runColumns+` FROM runs WHERE run_id = ?`, []any{runID}, func(r rowValues) error {
-		run = sessions.Run{RunID: r.str(0), Session: vigil.SessionRef{AgentID: r.str(1), Key: r.str(2)},
-			Requester: r.str(3), StartedAt: r.int(4), EndedAt: r.int(5), Outcome: r.str(6)}
+		run = runAt(r)
 		return nil
 	})
 	return run, ok, err
@@ -135,6 +139,33 @@ func (s *Store) Messages(ctx context.Context, ref vigil.SessionRef, afterID int6
 		var err error
 		out, err = c.messages(ref, afterID, limit)
 		return err
+	})
+	return out, err
+}
+
+// LatestMessages implements sessions.Store.
+func (s *Store) LatestMessages(ctx context.Context, ref vigil.SessionRef, limit int) ([]sessions.Message, error) {
+	var out []sessions.Message
+	err := s.reading(ctx, func(c conn) error {
+		return c.query(`SELECT `+messageColumns+` FROM messages
+			WHERE agent_id = ? AND session_key = ? ORDER BY id DESC LIMIT ?`, []any{ref.AgentID, ref.Key, limit},
+			func(r rowValues) error {
+				out = append(out, messageAt(r))
+				return nil
+			})
+	})
+	return out, err
+}
+
+// OpenRuns implements sessions.Store.
+func (s *Store) OpenRuns(ctx context.Context) ([]sessions.Run, error) {
+	var out []sessions.Run
+	err := s.reading(ctx, func(c conn) error {
+		return c.query(`SELECT `+runColumns+` FROM runs WHERE ended_at IS NULL ORDER BY started_at, run_id`, nil,
+			func(r rowValues) error {
+				out = append(out, runAt(r))
+				return nil
+			})
 	})
 	return out, err
 }

@@ -314,11 +314,11 @@ func eventAt(r rowValues, i int) vigil.Event {
 		Payload: r.bytes(i + 11), DedupeKey: r.str(i + 12)}
 }
 
-const cursorColumns = `target_agent, target_key, watcher, last_seen, notified, material, updated_at`
+const cursorColumns = `target_agent, target_key, watcher, last_seen, notified, material, updated_at, ambient`
 
 func cursorAt(r rowValues) vigil.Cursor {
 	return vigil.Cursor{Target: vigil.SessionRef{AgentID: r.str(0), Key: r.str(1)}, Watcher: r.str(2),
-		LastSeen: r.int(3), Notified: r.int(4), Material: r.int(5), UpdatedAt: r.int(6)}
+		LastSeen: r.int(3), Notified: r.int(4), Material: r.int(5), UpdatedAt: r.int(6), Ambient: r.int(7) != 0}
 }
 
 const (
@@ -331,9 +331,10 @@ const (
 		coalesce((SELECT max(sequence) FROM events), 0), ?) WHERE id = 1`
 	cursorsOnTargetQuery = `SELECT ` + cursorColumns + ` FROM cursors WHERE target_agent = ? AND target_key = ?`
 	cursorQuery          = `SELECT ` + cursorColumns + ` FROM cursors WHERE target_agent = ? AND target_key = ? AND watcher = ?`
-	putCursorQuery       = `INSERT INTO cursors (` + cursorColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?)
+	putCursorQuery       = `INSERT INTO cursors (` + cursorColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (target_agent, target_key, watcher) DO UPDATE SET last_seen = excluded.last_seen,
-		notified = excluded.notified, material = excluded.material, updated_at = excluded.updated_at`
+		notified = excluded.notified, material = excluded.material, updated_at = excluded.updated_at,
+		ambient = excluded.ambient`
 	// A session's version: the larger of its newest event and its head.
 	// Versions of many sessions read the index's tail once for all.
 	indexedVersionOf = `coalesce((SELECT max(sequence) FROM session_index WHERE session = ` + sessionNumberOf + `), 0),
@@ -356,7 +357,7 @@ type scanner interface{ Scan(...any) error }
 
 func scanCursor(r scanner) (vigil.Cursor, error) {
 	var c vigil.Cursor
-	err := r.Scan(&c.Target.AgentID, &c.Target.Key, &c.Watcher, &c.LastSeen, &c.Notified, &c.Material, &c.UpdatedAt)
+	err := r.Scan(&c.Target.AgentID, &c.Target.Key, &c.Watcher, &c.LastSeen, &c.Notified, &c.Material, &c.UpdatedAt, &c.Ambient)
 	return c, err
 }
 
@@ -1070,8 +1071,12 @@ func (t *Tx) PutCursor(ctx context.Context, c vigil.Cursor) error {
 
 func (t *Tx) putCursor(c vigil.Cursor) error {
 	t.touch(c.Target)
+	ambient := 0
+	if c.Ambient {
+		ambient = 1
+	}
 	_, err := t.c.exec(putCursorQuery, c.Target.AgentID, c.Target.Key, c.Watcher,
-		c.LastSeen, c.Notified, c.Material, c.UpdatedAt)
+		c.LastSeen, c.Notified, c.Material, c.UpdatedAt, ambient)
 	return err
 }
 

@@ -64,7 +64,7 @@ func fmtCursors(cs []vigil.Cursor) string {
 	}
 	var b strings.Builder
 	for _, c := range cs {
-		fmt.Fprintf(&b, "\n\t%s -> %s L=%d N=%d M=%d at %d", c.Watcher, c.Target, c.LastSeen, c.Notified, c.Material, c.UpdatedAt)
+		fmt.Fprintf(&b, "\n\t%s -> %s L=%d N=%d M=%d at %d ambient %v", c.Watcher, c.Target, c.LastSeen, c.Notified, c.Material, c.UpdatedAt, c.Ambient)
 	}
 	return b.String()
 }

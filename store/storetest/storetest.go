@@ -41,7 +41,7 @@ func Run(t *testing.T, open func(t *testing.T) vigil.Store) {
 // with others of its concern: append.go (sequences, fields, dedupe),
 // history.go (history and log reads), session.go (versions and deleting a
 // session), maintenance.go (pruning, expiry), tx.go (rollback, isolation),
-// cursors.go, moves.go and tombstones.go.
+// cursors.go, moves.go, tombstones.go and created.go.
 var behaviours = []struct {
 	name string
 	run  func(t *testing.T, s vigil.Store)
@@ -86,8 +86,13 @@ var behaviours = []struct {
 	{"ExpireCursors", testExpireCursors},
 	{"TombstonesPutListDelete", testTombstonesPutListDelete},
 	{"TombstonesRollBackWithTheirTransaction", testTombstonesRollBack},
-	{"OwedToReadsWhatPendingCursorsOfAndTombstonesRead", testOwedTo},
+	{"OwedToReadsWhatPendingCursorsOfTombstonesAndCreationNoticesRead", testOwedTo},
 	{"ExpireTombstones", testExpireTombstones},
+	{"CreationNoticesPutListDeliver", testCreationNotices},
+	{"ASessionIsAnnouncedOnceEver", testCreationNoticeOnceEver},
+	{"CreationNoticesRollBackWithTheirTransaction", testCreationNoticesRollBack},
+	{"DropCreationNoticesOfAWatcher", testDropCreationNotices},
+	{"AmbientRoundTripsAndSurvivesMoves", testAmbientCursors},
 	{"MovedCursorsAreSeenByEveryRead", testMovesSeenByEveryRead},
 	{"MovesRollBackWithTheirTransaction", testMovesRollBack},
 	{"AWriteOrDeleteAfterAMoveWins", testWriteAfterMove},

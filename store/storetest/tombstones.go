@@ -115,25 +115,33 @@ func testExpireTombstones(t *testing.T, s vigil.Store) {
 }
 
 // A store that reads what watchers are owed in one go (vigil.OwedReader)
-// reads exactly what its two reads would, its own writes included.
+// reads exactly what its three reads would, its own writes included.
 func testOwedTo(t *testing.T, s vigil.Store) {
 	owes := false
 	update(t, s, func(_ context.Context, tx vigil.Tx) { _, owes = tx.(vigil.OwedReader) })
 	if !owes {
-		t.Skip("the store reads cursors and tombstones apart")
+		t.Skip("the store reads cursors, tombstones and creation notices apart")
 	}
 	putCursors(t, s, cursor(alphaMain.Key, betaMain, 3, 5, 5, 10), cursor(alphaMain.Key, gammaOther, 5, 5, 5, 10),
 		cursor(betaMain.Key, alphaMain, 0, 2, 4, 10))
 	putTombstones(t, s, alphaChild, 10, alphaMain.Key, betaMain.Key)
 	putTombstones(t, s, alphaGlobal, 20, gammaOther.Key)
+	putCreationNotice(t, s, creationNotice(alphaChild, 10), true)
+	putCreationNotice(t, s, creationNotice(gammaOther, 20), true)
 	check := func(ctx context.Context, tx vigil.Tx, what string) {
 		t.Helper()
 		r := tx.(vigil.OwedReader)
 		for _, ws := range [][]string{nil, {alphaMain.Key}, {betaMain.Key, gammaOther.Key}, {}, {"agent:nobody:main"}} {
-			cs, ts, err := r.OwedTo(ctx, ws)
+			owed, err := r.OwedTo(ctx, ws)
 			if err != nil {
 				t.Fatalf("%s: OwedTo(%q): %v", what, ws, err)
 			}
+			cs, ts := owed.Cursors, owed.Tombstones
+			wantNs, err := tx.CreationNotices(ctx, ws)
+			if err != nil {
+				t.Fatalf("%s: CreationNotices(%q): %v", what, ws, err)
+			}
+			wantCreationNotices(t, what+": OwedTo's creation notices", owed.Creations, wantNs...)
 			wantCs, err := tx.PendingCursorsOf(ctx, ws)
 			if err != nil {
 				t.Fatalf("%s: PendingCursorsOf(%q): %v", what, ws, err)
@@ -148,14 +156,17 @@ func testOwedTo(t *testing.T, s vigil.Store) {
 	}
 	update(t, s, func(ctx context.Context, tx vigil.Tx) {
 		check(ctx, tx, "as stored")
-		cs, ts, err := tx.(vigil.OwedReader).OwedTo(ctx, []string{alphaMain.Key})
+		owed, err := tx.(vigil.OwedReader).OwedTo(ctx, []string{alphaMain.Key})
 		if err != nil {
 			t.Fatalf("OwedTo(alpha): %v", err)
 		}
-		wantCursors(t, "OwedTo(alpha)'s cursors", cs, false, cursor(alphaMain.Key, betaMain, 3, 5, 5, 10))
-		wantTombstones(t, "OwedTo(alpha)'s tombstones", ts, vigil.Tombstone{Watcher: alphaMain.Key, Target: alphaChild, At: 10})
-		if cs, ts, err = tx.(vigil.OwedReader).OwedTo(ctx, nil); err != nil || len(cs) != 2 || len(ts) != 3 {
-			t.Fatalf("OwedTo(nil) = %d cursors, %d tombstones, %v; want the 2 pending and all 3", len(cs), len(ts), err)
+		wantCursors(t, "OwedTo(alpha)'s cursors", owed.Cursors, false, cursor(alphaMain.Key, betaMain, 3, 5, 5, 10))
+		wantTombstones(t, "OwedTo(alpha)'s tombstones", owed.Tombstones, vigil.Tombstone{Watcher: alphaMain.Key, Target: alphaChild, At: 10})
+		wantCreationNotices(t, "OwedTo(alpha)'s creation notices", owed.Creations, creationNotice(alphaChild, 10))
+		if owed, err = tx.(vigil.OwedReader).OwedTo(ctx, nil); err != nil || len(owed.Cursors) != 2 || len(owed.Tombstones) != 3 ||
+			len(owed.Creations) != 2 {
+			t.Fatalf("OwedTo(nil) = %d cursors, %d tombstones, %d creation notices, %v; want the 2 pending and all 3 and 2",
+				len(owed.Cursors), len(owed.Tombstones), len(owed.Creations), err)
 		}
 	})
 	update(t, s, func(ctx context.Context, tx vigil.Tx) {
@@ -164,6 +175,12 @@ func testOwedTo(t *testing.T, s vigil.Store) {
 		}
 		if err := tx.PutTombstones(ctx, betaGlobal, []string{alphaMain.Key}, 30); err != nil {
 			t.Fatalf("PutTombstones: %v", err)
+		}
+		if _, err := tx.DeliverCreationNotice(ctx, alphaChild); err != nil {
+			t.Fatalf("DeliverCreationNotice: %v", err)
+		}
+		if _, err := tx.PutCreationNotice(ctx, creationNotice(betaMain, 30)); err != nil {
+			t.Fatalf("PutCreationNotice: %v", err)
 		}
 		check(ctx, tx, "after writes in the same transaction")
 	})
