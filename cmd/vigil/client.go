@@ -90,7 +90,7 @@ func cliCobra(cmd *cliCommand, env *cliIO, g *cliGlobal) *cobra.Command {
 		_ = cc.RegisterFlagCompletionFunc("as", cliCompleteKeys(env, g))
 	}
 	action := cmd.define(cc.Flags(), c)
-	for _, name := range []string{"from"} {
+	for _, name := range []string{"from", "session", "parent"} {
 		if cc.Flags().Lookup(name) != nil {
 			_ = cc.RegisterFlagCompletionFunc(name, cliCompleteKeys(env, g))
 		}
@@ -124,9 +124,10 @@ func cliCobra(cmd *cliCommand, env *cliIO, g *cliGlobal) *cobra.Command {
 
 // cliFlagWords are the known values of flags, by flag name, for completion.
 var cliFlagWords = map[string][]string{
-	"kind":    {"main", "subagent", "other"},
-	"status":  {"active", "paused", "blocked", "complete"},
-	"outcome": {"completed", "error", "timeout", "cancelled"},
+	"on-error": {"open", "closed"},
+	"kind":     {"main", "subagent", "other"},
+	"status":   {"active", "paused", "blocked", "complete"},
+	"outcome":  {"completed", "error", "timeout", "cancelled"},
 }
 
 // connect resolves where and how c talks to the gateway: a flag, then the
