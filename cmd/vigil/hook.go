@@ -19,6 +19,7 @@ import (
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/spf13/pflag"
 
 	"github.com/vigilhq/vigil/client"
@@ -171,14 +172,17 @@ func cliHook(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) er
 				return err
 			}
 		}
-		data, err := io.ReadAll(io.LimitReader(c.stdin, maxHookInput+1))
-		if err != nil {
-			return &cliExitError{msg: fmt.Sprintf("read the hook's input: %v", err)}
-		}
-		if len(data) > maxHookInput {
+		// One JSON value is read, not the input to its end: an agent that
+		// keeps standard input open still gets its answer.
+		input := &io.LimitedReader{R: c.stdin, N: maxHookInput}
+		raw, err := jsontext.NewDecoder(input).ReadValue()
+		if err != nil && input.N == 0 {
 			return &cliExitError{msg: fmt.Sprintf("the hook's input is larger than %d MiB", maxHookInput>>20)}
 		}
-		if err := jsonv2.Unmarshal(data, &h.in); err != nil {
+		if err == nil {
+			err = jsonv2.Unmarshal(raw, &h.in)
+		}
+		if err != nil {
 			return &cliExitError{msg: fmt.Sprintf("the hook's input is not the JSON object of a hook event: %v", err)}
 		}
 		if h.in.HookEventName == "" {

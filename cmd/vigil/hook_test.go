@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -296,6 +297,22 @@ func TestAMalformedHookInputIsAClearErrorThatDoesNotBlockTheAgent(t *testing.T) 
 	}
 	if n := len(g.requests()) - before; n != 0 {
 		t.Errorf("malformed inputs sent %d requests", n)
+	}
+}
+
+func TestAnAgentThatKeepsStandardInputOpenStillGetsItsAnswer(t *testing.T) {
+	t.Parallel()
+	g, w := hookManagerWithANotice(t)
+	r, wr := io.Pipe()
+	t.Cleanup(func() { wr.Close() })
+	go wr.Write(hookPayload(t, "pre_tool_use_edit.json")) // and never closes it
+	ctx, cancel := context.WithTimeout(context.Background(), cliHangGuard)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	code := run(ctx, []string{"hook", "--session", cliManager, "--record=false"}, cliEnv(g), r, &out, &errOut)
+	if ctx.Err() != nil || code != 0 || !strings.Contains(out.String(), `"permissionDecision":"deny"`) ||
+		!strings.Contains(out.String(), strings.Trim(hookText(vigil.NoticeText(w, 1)), `"`)) {
+		t.Fatalf("with standard input left open: exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
 	}
 }
 
