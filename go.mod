@@ -3,6 +3,7 @@ module github.com/vigilhq/vigil
 go 1.26.0
 
 require (
+	github.com/BurntSushi/toml v1.6.0
 	github.com/a2aproject/a2a-go v0.3.3
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0

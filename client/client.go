@@ -108,15 +108,23 @@ func (c *Client) request(ctx context.Context, method, target, session string, bo
 }
 
 // do sends one request and decodes a 200 answer into out; any other answer
-// is an *APIError (or *ConflictError).
+// is an *APIError (or *ConflictError). A json.RawMessage input is sent as
+// it is, byte for byte.
 func (c *Client) do(ctx context.Context, op, method, path, session string, in, out any) error {
 	var body []byte
-	if in != nil {
+	if raw, ok := in.(json.RawMessage); ok {
+		body = raw
+	} else if in != nil {
 		var err error
 		if body, err = json.Marshal(in); err != nil {
 			return fmt.Errorf("vigil: %s: encode the input: %w", op, err)
 		}
 	}
+	return c.send(ctx, op, method, path, session, body, out)
+}
+
+// send is do with the body already encoded (nil for none).
+func (c *Client) send(ctx context.Context, op, method, path, session string, body []byte, out any) error {
 	req, err := c.request(ctx, method, c.endpoint(path, nil), session, body)
 	if err != nil {
 		return fmt.Errorf("vigil: %s: %w", op, err)
@@ -143,8 +151,9 @@ func (c *Client) do(ctx context.Context, op, method, path, session string, in, o
 }
 
 // Call calls any tool by name with in (any value that encodes to the
-// tool's input object) and decodes its output into out (nil to drop it).
-// The typed methods are this for each tool.
+// tool's input object; a json.RawMessage is sent as it is) and decodes
+// its output into out (nil to drop it; a *json.RawMessage keeps it as the
+// gateway sent it). The typed methods are this for each tool.
 func (c *Client) Call(ctx context.Context, tool string, in, out any) error {
 	if tool == "" || strings.ContainsAny(tool, "/?#%") {
 		return invalid(tool, "tool name %q is not a tool's name", tool)
@@ -169,6 +178,20 @@ func sessionPath(op, key, verb string) (string, error) {
 		return "", invalid(op, "sessionKey is required")
 	}
 	return "/v1/sessions/" + url.PathEscape(key) + "/" + verb, nil
+}
+
+// Do sends one request to a route of the gateway's HTTP API (path such
+// as "/v1/tools" or "/v1/sessions/KEY/turn", escaped, starting with a
+// slash) acting as the client's session, with in encoded as its JSON body
+// (nil sends none), and decodes a 200 answer into out (nil drops it). It
+// is for what the typed methods do not cover, such as a session's turn
+// whose answer is kept exactly as the gateway sent it (a *json.RawMessage
+// as out). Any other answer is an [*APIError], as for the typed methods.
+func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
+	if !strings.HasPrefix(path, "/") {
+		return invalid(path, "path %q must start with a slash", path)
+	}
+	return c.do(ctx, method+" "+path, method, path, c.session, in, out)
 }
 
 // Health reports whether the gateway is up (GET /healthz).

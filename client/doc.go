@@ -40,4 +40,17 @@
 // stream arrive as [Bookmark] events, and a position whose history was
 // pruned as a [HistoryGap] event, after which the stream goes on with
 // every event still retained. Cancel the context to stop a stream.
+//
+// [Client.OpenEvents] and [Client.OpenSessionEvents] open a stream's first
+// connection before they return, so nothing after the return is missed
+// and a gateway that cannot be reached is an error at once rather than a
+// retry. The Raw option gives each event with its data exactly as the
+// gateway sent it ([RawEvent]); ReportDrops says at once that a
+// connection dropped ([Dropped]), before the reconnection.
+//
+// # Other routes
+//
+// [Client.Call] reaches any tool by name and [Client.Do] any route; with a
+// *json.RawMessage as the output either keeps the answer as the gateway
+// sent it, and a json.RawMessage input is sent byte for byte.
 package client

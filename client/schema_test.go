@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/client"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
@@ -171,5 +172,19 @@ func TestTheStreamsEventsAndTheErrorBodyHaveTheGatewaysSchemas(t *testing.T) {
 				t.Errorf("%s.%s is %v, client.HistoryGap has %v", typ, name, p, gap[name])
 			}
 		}
+	}
+}
+
+func TestTheClientKnowsEveryKindTheEngineRecords(t *testing.T) {
+	known := []client.Kind{client.KindHumanDirectMessage, client.KindGoalChanged, client.KindSessionReset,
+		client.KindChildSpawned, client.KindRunCompleted, client.KindRunFailed, client.KindCompacted,
+		client.KindCreated, client.KindAdopted, client.KindUpstreamMissing, client.KindAttention}
+	for _, k := range vigil.Kinds() {
+		if !slices.Contains(known, client.Kind(k)) {
+			t.Errorf("the engine records %q, which the client has no constant for", k)
+		}
+	}
+	if len(known) != len(vigil.Kinds()) {
+		t.Errorf("the client has %d kinds, the engine %d", len(known), len(vigil.Kinds()))
 	}
 }

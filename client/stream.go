@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	sse "github.com/tmaxmax/go-sse"
@@ -18,7 +19,8 @@ import (
 // Event is one item of a stream: an [AgentEvent] (a change of the
 // session a session stream follows), a [LogEvent] (an event of the signal
 // log), a [LiveEvent] (a wake, notice, message or reply of the session),
-// a [Bookmark], a [HistoryGap], a [Lagged] or a [Resumed]. Switch on its
+// a [Bookmark], a [HistoryGap], a [Lagged] or a [Resumed]; with the
+// options that ask for them, a [RawEvent] or a [Dropped]. Switch on its
 // type; kinds a later gateway adds may appear, so keep a default case.
 type Event interface{ isEvent() }
 
@@ -29,6 +31,8 @@ func (Bookmark) isEvent()   {}
 func (HistoryGap) isEvent() {}
 func (Lagged) isEvent()     {}
 func (Resumed) isEvent()    {}
+func (RawEvent) isEvent()   {}
+func (Dropped) isEvent()    {}
 
 // LogEvent is an event of the signal log, as GET /v1/events gives it.
 type LogEvent struct {
@@ -114,6 +118,31 @@ type Resumed struct {
 	Cause error
 }
 
+// RawEvent is, with the Raw option, an event as the gateway sent it: its
+// server-sent event type and data, unchanged, and Event, what this client
+// decodes it to (nil for a type it does not know). Every event of the
+// gateway comes so, bookmarks and gaps included; the stream's own Resumed
+// and Dropped do not.
+type RawEvent struct {
+	Type string
+	// ID is the stream's last event ID as of this event: its own id, or,
+	// for an event without one (a live event), the one before it.
+	ID   string
+	Data json.RawMessage
+	// Event is the decoded event: an AgentEvent, LogEvent, LiveEvent,
+	// Bookmark, HistoryGap or Lagged, or nil.
+	Event Event
+}
+
+// Dropped says, with the ReportDrops option, that the stream's connection
+// just ended (Cause says why) and that the stream is about to reconnect;
+// a [Resumed] follows once it has. A connection the gateway ends on
+// purpose (a history gap, a lagged stream) is reopened at once and is not
+// reported.
+type Dropped struct {
+	Cause error
+}
+
 // EventsOptions are the options of the log stream.
 type EventsOptions struct {
 	// After resumes after this log sequence: every retained event after
@@ -126,6 +155,14 @@ type EventsOptions struct {
 	// taken for dead and reconnected; 0 means 45 s (the gateway sends a
 	// keepalive every 15 s).
 	IdleTimeout time.Duration
+	// Raw yields every event of the gateway as a [RawEvent], keeping its
+	// data exactly as sent beside its decoded form (for a program that
+	// forwards or prints the gateway's own JSON).
+	Raw bool
+	// ReportDrops yields a [Dropped] event as soon as a connection ends,
+	// before the stream waits to reconnect, so a program can say at once
+	// that it is reconnecting.
+	ReportDrops bool
 }
 
 // SessionEventsOptions are the options of a session's stream.
@@ -133,8 +170,10 @@ type SessionEventsOptions struct {
 	// After resumes after this state version: every retained change after
 	// it comes first. nil starts from the session's current version.
 	After *int64
-	// IdleTimeout is as in EventsOptions.
+	// IdleTimeout, Raw and ReportDrops are as in EventsOptions.
 	IdleTimeout time.Duration
+	Raw         bool
+	ReportDrops bool
 }
 
 const (
@@ -151,6 +190,10 @@ const (
 // sequence ends when ctx is done, or with an error that reconnecting
 // cannot mend (a refused credential, a bad filter).
 func (c *Client) Events(ctx context.Context, opts EventsOptions) iter.Seq2[Event, error] {
+	return c.follow(ctx, logFollow(opts))
+}
+
+func logFollow(opts EventsOptions) follow {
 	q := url.Values{}
 	if opts.Session != "" {
 		q.Set("session", opts.Session)
@@ -158,8 +201,8 @@ func (c *Client) Events(ctx context.Context, opts EventsOptions) iter.Seq2[Event
 	if opts.Agent != "" {
 		q.Set("agent", opts.Agent)
 	}
-	return c.follow(ctx, follow{op: "log events", path: "/v1/events", query: q, after: opts.After,
-		idle: opts.IdleTimeout, decode: decodeLog})
+	return follow{op: "log events", path: "/v1/events", query: q, after: opts.After,
+		idle: opts.IdleTimeout, raw: opts.Raw, drops: opts.ReportDrops, decode: decodeLog}
 }
 
 // SessionEvents follows one session (GET /v1/sessions/{key}/events): its
@@ -167,12 +210,93 @@ func (c *Client) Events(ctx context.Context, opts EventsOptions) iter.Seq2[Event
 // [LiveEvent]s, and [Bookmark]s while it is quiet. It reconnects as
 // Events does, and after a [Lagged] at once.
 func (c *Client) SessionEvents(ctx context.Context, key string, opts SessionEventsOptions) iter.Seq2[Event, error] {
-	path, err := sessionPath("session events", key, "events")
+	f, err := sessionFollow(key, opts)
 	if err != nil {
 		return func(yield func(Event, error) bool) { yield(nil, err) }
 	}
-	return c.follow(ctx, follow{op: "session events", path: path, after: opts.After,
-		idle: opts.IdleTimeout, decode: decodeSession})
+	return c.follow(ctx, f)
+}
+
+func sessionFollow(key string, opts SessionEventsOptions) (follow, error) {
+	path, err := sessionPath("session events", key, "events")
+	if err != nil {
+		return follow{}, err
+	}
+	return follow{op: "session events", path: path, after: opts.After,
+		idle: opts.IdleTimeout, raw: opts.Raw, drops: opts.ReportDrops, decode: decodeSession}, nil
+}
+
+// Stream is an event stream whose first connection is already open: the
+// gateway has accepted it, so nothing that happens after OpenEvents or
+// OpenSessionEvents returns is missed. Read it once with All; Close frees
+// a stream that is not read.
+type Stream struct {
+	c    *Client
+	ctx  context.Context
+	f    follow
+	mu   sync.Mutex
+	resp *http.Response // the first connection, until All or Close takes it
+}
+
+// OpenEvents opens the log stream as Events follows it, and returns once
+// the gateway has accepted it, or with the error of that first
+// connection (the gateway unreachable, a refused credential), which
+// Events would retry. Later drops are mended as Events mends them.
+func (c *Client) OpenEvents(ctx context.Context, opts EventsOptions) (*Stream, error) {
+	return c.openStream(ctx, logFollow(opts))
+}
+
+// OpenSessionEvents opens a session's stream as SessionEvents follows it,
+// and returns once the gateway has accepted it, or with the error of that
+// first connection.
+func (c *Client) OpenSessionEvents(ctx context.Context, key string, opts SessionEventsOptions) (*Stream, error) {
+	f, err := sessionFollow(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	return c.openStream(ctx, f)
+}
+
+func (c *Client) openStream(ctx context.Context, f follow) (*Stream, error) {
+	var pos int64
+	if f.after != nil {
+		pos = *f.after
+	}
+	resp, err := c.open(ctx, f, pos, f.after != nil)
+	if err != nil {
+		return nil, err
+	}
+	return &Stream{c: c, ctx: ctx, f: f, resp: resp}, nil
+}
+
+// All is the stream's events, from its open connection on, as Events and
+// SessionEvents give them. A stream is read once: a second All yields an
+// error. It ends when the context given to open it is done.
+func (s *Stream) All() iter.Seq2[Event, error] {
+	s.mu.Lock()
+	resp := s.resp
+	s.resp = nil
+	s.mu.Unlock()
+	if resp == nil {
+		return func(yield func(Event, error) bool) {
+			yield(nil, fmt.Errorf("vigil: %s: the stream was read or closed already", s.f.op))
+		}
+	}
+	f := s.f
+	f.first = resp
+	return s.c.follow(s.ctx, f)
+}
+
+// Close frees a stream that All has not taken; a stream being read ends
+// with its context, or when its reader stops.
+func (s *Stream) Close() {
+	s.mu.Lock()
+	resp := s.resp
+	s.resp = nil
+	s.mu.Unlock()
+	if resp != nil {
+		resp.Body.Close()
+	}
 }
 
 // follow is what a stream is asked to do.
@@ -181,8 +305,12 @@ type follow struct {
 	query    url.Values
 	after    *int64
 	idle     time.Duration
+	// raw wraps every event in a RawEvent; drops reports each drop.
+	raw, drops bool
 	// decode turns one server-sent event into an Event (nil to skip it).
 	decode func(typ string, data []byte) (Event, error)
+	// first is a connection opened already (OpenEvents), read first.
+	first *http.Response
 }
 
 // streamEnd is why one connection of a stream ended.
@@ -206,8 +334,18 @@ func (c *Client) follow(ctx context.Context, f follow) iter.Seq2[Event, error] {
 		delay := firstRetryDelay
 		var cause error
 		reconnecting := false
+		defer func() {
+			if f.first != nil { // the context ended before it was read
+				f.first.Body.Close()
+			}
+		}()
 		for ctx.Err() == nil {
-			resp, err := c.open(ctx, f, pos, positioned)
+			resp, err := f.first, error(nil)
+			if resp != nil {
+				f.first = nil
+			} else {
+				resp, err = c.open(ctx, f, pos, positioned)
+			}
 			if err != nil {
 				if ctx.Err() != nil {
 					return
@@ -258,6 +396,9 @@ func (c *Client) follow(ctx context.Context, f follow) iter.Seq2[Event, error] {
 				cause = fmt.Errorf("vigil: %s: the gateway closed the stream", f.op)
 			}
 			reconnecting = true
+			if f.drops && !yield(Dropped{Cause: cause}, nil) {
+				return
+			}
 			if !sleep(ctx, delay) {
 				return
 			}
@@ -313,6 +454,14 @@ events:
 				*pos, *positioned = n, true
 			}
 		}
+		// given is what the caller gets for e: e, or with the Raw option
+		// the event as sent around it.
+		given := func(e Event) Event {
+			if f.raw {
+				return RawEvent{Type: ev.Type, ID: ev.LastEventID, Data: json.RawMessage(ev.Data), Event: e}
+			}
+			return e
+		}
 		switch ev.Type {
 		case "history_gap":
 			var gap HistoryGap
@@ -326,12 +475,12 @@ events:
 				gap.ResumeAfter = max(gap.EarliestAvailableSequence-1, 0)
 			}
 			end.gap = &gap
-			return end, !yield(gap, nil)
+			return end, !yield(given(gap), nil)
 		case "lagged":
 			var l Lagged
 			_ = json.Unmarshal([]byte(ev.Data), &l) // the event itself is what matters
 			end.lagged = true
-			return end, !yield(l, nil)
+			return end, !yield(given(l), nil)
 		}
 		e, err := f.decode(ev.Type, []byte(ev.Data))
 		if err != nil {
@@ -339,7 +488,7 @@ events:
 			break
 		}
 		end.heard = true
-		if e != nil && !yield(e, nil) {
+		if (e != nil || f.raw) && !yield(given(e), nil) {
 			return end, true
 		}
 	}

@@ -8,8 +8,9 @@ package client
 // Kind is the kind of a signal-log event.
 type Kind string
 
-// The kinds of event. A person's message, a goal change and a reset are
-// material: they notify the session's watchers.
+// The kinds of event. A person's message, a goal change, a reset, an
+// upstream transcript gone missing and a call for attention are material:
+// they notify the session's watchers.
 const (
 	KindHumanDirectMessage Kind = "human_direct_message"
 	KindGoalChanged        Kind = "goal_changed"
@@ -18,6 +19,10 @@ const (
 	KindRunCompleted       Kind = "run_completed"
 	KindRunFailed          Kind = "run_failed"
 	KindCompacted          Kind = "compacted"
+	KindCreated            Kind = "created"
+	KindAdopted            Kind = "adopted"
+	KindUpstreamMissing    Kind = "upstream_missing"
+	KindAttention          Kind = "attention"
 )
 
 // ActorType says who made a change.

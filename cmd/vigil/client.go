@@ -1,13 +1,12 @@
 package main
 
 // The client commands (sessions, status, send, ...): a command-line client
-// of a running gateway's HTTP API. This file holds what they share: the
-// cobra command each becomes, how the gateway is found, the HTTP calls, the
-// error messages and the reading of event streams. The commands themselves
-// are in client_commands.go.
+// of a running gateway's HTTP API, through the Go client package. This
+// file holds what they share: the cobra command each becomes, how the
+// gateway is found, the calls, the error messages and the reading of
+// event streams. The commands themselves are in client_commands.go.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -18,16 +17,13 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	vigil "github.com/vigilhq/vigil"
-	"github.com/vigilhq/vigil/httpapi"
+	"github.com/vigilhq/vigil/client"
 	"github.com/vigilhq/vigil/sessionkey"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-
-	"github.com/vigilhq/vigil/clock"
 )
 
 // cliCommand is one client command.
@@ -70,7 +66,7 @@ type cliClient struct {
 	// session is the acting session the client config's context names,
 	// used when neither --as nor VIGIL_SESSION is given.
 	session string
-	http    *http.Client
+	api     *client.Client // acting as no session: each call says as whom
 	stdin   io.Reader
 	stdout  io.Writer
 	stderr  io.Writer
@@ -94,7 +90,7 @@ func cliCobra(cmd *cliCommand, env *cliIO, g *cliGlobal) *cobra.Command {
 		_ = cc.RegisterFlagCompletionFunc("as", cliCompleteKeys(env, g))
 	}
 	action := cmd.define(cc.Flags(), c)
-	for _, name := range []string{"from"} {
+	for _, name := range []string{"from", "session", "parent"} {
 		if cc.Flags().Lookup(name) != nil {
 			_ = cc.RegisterFlagCompletionFunc(name, cliCompleteKeys(env, g))
 		}
@@ -116,7 +112,11 @@ func cliCobra(cmd *cliCommand, env *cliIO, g *cliGlobal) *cobra.Command {
 		// A transport of its own, so nothing outlives the command.
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		defer tr.CloseIdleConnections()
-		c.http = &http.Client{Transport: tr}
+		api, err := cliClientOf(c.base, c.token, &http.Client{Transport: tr})
+		if err != nil {
+			return err
+		}
+		c.api = api
 		return action(co.Context(), args)
 	}
 	return cc
@@ -124,9 +124,10 @@ func cliCobra(cmd *cliCommand, env *cliIO, g *cliGlobal) *cobra.Command {
 
 // cliFlagWords are the known values of flags, by flag name, for completion.
 var cliFlagWords = map[string][]string{
-	"kind":    {"main", "subagent", "other"},
-	"status":  {"active", "paused", "blocked", "complete"},
-	"outcome": {"completed", "error", "timeout", "cancelled"},
+	"on-error": {"open", "closed"},
+	"kind":     {"main", "subagent", "other"},
+	"status":   {"active", "paused", "blocked", "complete"},
+	"outcome":  {"completed", "error", "timeout", "cancelled"},
 }
 
 // connect resolves where and how c talks to the gateway: a flag, then the
@@ -221,9 +222,9 @@ func cliCheckRef(what, key, agent string) error {
 	return nil
 }
 
-// cliAPIError is an error answer of the gateway.
+// cliAPIError is an error answer of the gateway, as the CLI says it.
 type cliAPIError struct {
-	status  int
+	status  int // 0 for a mistake the client caught before sending
 	code    string
 	message string
 }
@@ -251,111 +252,102 @@ func cliRootCause(err error) error {
 	return err
 }
 
-// request sends one request, acting as session (none if empty), and
-// returns the response when its status is 200; every other answer becomes
-// an error with a clear message.
-func (c *cliClient) request(ctx context.Context, method, path, session string, body []byte, header http.Header) (*http.Response, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+// cliClientOf is a client of the gateway at base with token, whose
+// connections end with the command (each command has a transport of its
+// own).
+func cliClientOf(base, token string, hc *http.Client) (*client.Client, error) {
+	api, err := client.New(base, client.WithToken(token), client.WithHTTPClient(hc))
 	if err != nil {
-		return nil, err
+		return nil, cliUsagef("%v", err)
 	}
-	for k, v := range header {
-		req.Header[k] = v
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	if session != "" {
-		req.Header.Set(httpapi.SessionHeader, session)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		var op *net.OpError
-		if errors.As(err, &op) && op.Op == "dial" {
-			return nil, &cliReachError{base: c.base, err: err}
-		}
-		var dns *net.DNSError
-		if errors.As(err, &dns) {
-			return nil, &cliReachError{base: c.base, err: err}
-		}
-		return nil, fmt.Errorf("request to %s: %w", c.base, cliRootCause(err))
-	}
-	if resp.StatusCode == http.StatusOK {
-		return resp, nil
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	return nil, cliErrorFrom(resp.StatusCode, data)
+	return api, nil
 }
 
-// cliErrorFrom turns an error answer into an error with a clear message.
-func cliErrorFrom(status int, data []byte) error {
-	if status == http.StatusUnauthorized {
-		return &cliAPIError{status: status, code: "unauthenticated",
-			message: "the gateway refused the token (set --token or VIGIL_TOKEN)"}
+// failure turns an error of the client into what the command says: the
+// gateway's message (a refused token said as such), a gateway that cannot
+// be reached, or what failed on the way.
+func (c *cliClient) failure(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
 	}
-	var eb httpapi.ErrorBody
-	if json.Unmarshal(data, &eb) == nil && eb.Error.Message != "" {
-		return &cliAPIError{status: status, code: eb.Error.Code, message: eb.Error.Message}
+	if ctx.Err() != nil {
+		return ctx.Err()
 	}
-	text := strings.TrimSpace(string(data))
-	if len(text) > 200 {
-		text = text[:200] + "…"
-	}
-	if text == "" {
-		text = http.StatusText(status)
-	}
-	return &cliAPIError{status: status, message: fmt.Sprintf("HTTP %d: %s", status, text)}
-}
-
-// post sends a JSON body and returns the raw answer.
-func (c *cliClient) post(ctx context.Context, path, session string, in any) ([]byte, error) {
-	body, err := json.Marshal(in)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.request(ctx, http.MethodPost, path, session, body, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+	var api *client.APIError
+	if errors.As(err, &api) {
+		if api.StatusCode == http.StatusUnauthorized {
+			return &cliAPIError{status: api.StatusCode, code: api.Code,
+				message: "the gateway refused the token (set --token or VIGIL_TOKEN)"}
 		}
-		return nil, fmt.Errorf("read the answer of %s: %w", c.base, err)
+		return &cliAPIError{status: api.StatusCode, code: api.Code, message: api.Message}
 	}
-	return data, nil
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return &cliReachError{base: c.base, err: err}
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return &cliReachError{base: c.base, err: err}
+	}
+	return fmt.Errorf("request to %s: %v", c.base, cliDetail(err))
 }
 
-// tool calls POST /v1/tools/{name} and decodes the answer into out; with
-// --json it prints the raw answer instead and reports printed = true.
+// cliDetail is what an error of the client says without the client's own
+// "vigil: <what was asked>: " prefix, and without the URL a transport
+// error repeats.
+func cliDetail(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err.Error()
+	}
+	msg := err.Error()
+	if rest, ok := strings.CutPrefix(msg, "vigil: "); ok {
+		if _, detail, ok := strings.Cut(rest, ": "); ok {
+			return detail
+		}
+	}
+	return msg
+}
+
+// call calls a tool acting as session (none if empty) and returns the
+// gateway's answer as it is.
+func (c *cliClient) call(ctx context.Context, name, session string, in any) (json.RawMessage, error) {
+	var raw json.RawMessage
+	if err := c.api.As(session).Call(ctx, name, in, &raw); err != nil {
+		return nil, c.failure(ctx, err)
+	}
+	return raw, nil
+}
+
+// tool calls a tool and decodes the answer into out; with --json it prints
+// the raw answer instead and reports printed = true.
 func (c *cliClient) tool(ctx context.Context, name, session string, in, out any) (printed bool, err error) {
-	return c.callPath(ctx, "/v1/tools/"+name, session, in, out)
-}
-
-// callPath is tool for any POST path.
-func (c *cliClient) callPath(ctx context.Context, path, session string, in, out any) (bool, error) {
-	data, err := c.post(ctx, path, session, in)
+	raw, err := c.call(ctx, name, session, in)
 	if err != nil {
 		return false, err
 	}
-	if err := json.Unmarshal(data, out); err != nil && !c.json {
+	return c.answer(raw, out)
+}
+
+// sessionRoute POSTs in to a session's own route (turn, reply), acting as
+// that session, and decodes or prints the answer as tool does.
+func (c *cliClient) sessionRoute(ctx context.Context, key, verb string, in, out any) (bool, error) {
+	var raw json.RawMessage
+	path := "/v1/sessions/" + url.PathEscape(key) + "/" + verb
+	if err := c.api.As(key).Do(ctx, http.MethodPost, path, in, &raw); err != nil {
+		return false, c.failure(ctx, err)
+	}
+	return c.answer(raw, out)
+}
+
+// answer decodes a raw answer into out (what decides the exit status is
+// read from it in every format) and, with --json, prints it.
+func (c *cliClient) answer(raw json.RawMessage, out any) (bool, error) {
+	if err := json.Unmarshal(raw, out); err != nil && !c.json {
 		return false, fmt.Errorf("the gateway answered something that is not the expected JSON: %w", err)
 	}
 	if c.json {
-		c.printRaw(data)
+		c.printRaw(raw)
 		return true, nil
 	}
 	return false, nil
@@ -378,91 +370,25 @@ func (c *cliClient) printf(format string, args ...any) {
 
 // --- event streams ---
 
-// cliSSEEvent is one server-sent event.
-type cliSSEEvent struct {
-	id, event, data string
-}
-
-// cliReadSSE reads server-sent events from r, calling fn for each until fn
-// returns true (stop) or the stream ends. touch is called on every line
-// (keepalive comments included), so a watchdog can tell a live stream from
-// a dead one.
-func cliReadSSE(r io.Reader, touch func(), fn func(cliSSEEvent) bool) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	var ev cliSSEEvent
-	var data []string
-	for sc.Scan() {
-		touch()
-		line := sc.Text()
-		if line == "" {
-			if data != nil || ev.event != "" {
-				ev.data = strings.Join(data, "\n")
-				if ev.event == "" {
-					ev.event = "message"
-				}
-				if fn(ev) {
-					return nil
-				}
+// follow reads an opened stream until ctx ends, handing each event the
+// gateway sends to fn (which returns an error to stop: a history gap, an
+// event it cannot read), and saying on stderr when the connection drops
+// and when it is back. The stream itself resumes where it stopped.
+func (c *cliClient) follow(ctx context.Context, s *client.Stream, fn func(client.RawEvent) error) error {
+	for ev, err := range s.All() {
+		if err != nil {
+			return c.failure(ctx, err)
+		}
+		switch e := ev.(type) {
+		case client.RawEvent:
+			if err := fn(e); err != nil {
+				return err
 			}
-			ev, data = cliSSEEvent{}, nil
-			continue
-		}
-		if strings.HasPrefix(line, ":") {
-			continue
-		}
-		field, value, _ := strings.Cut(line, ":")
-		value = strings.TrimPrefix(value, " ")
-		switch field {
-		case "id":
-			ev.id = value
-		case "event":
-			ev.event = value
-		case "data":
-			data = append(data, value)
+		case client.Dropped:
+			fmt.Fprintf(c.stderr, "%s: lost the stream (%s); reconnecting\n", c.cmd, cliDetail(e.Cause))
+		case client.Resumed:
+			fmt.Fprintf(c.stderr, "%s: reconnected\n", c.cmd)
 		}
 	}
-	return sc.Err()
-}
-
-// cliStreamIdle is how long a stream may stay silent before it is taken
-// for dead: the gateway writes a keepalive every 15 seconds.
-var cliStreamIdle = 45 * time.Second
-
-// stream opens a GET event stream, calls onOpen, and reads it. It returns
-// nil when fn stops it or the server ends it, and an error when it could
-// not be opened or the connection broke.
-func (c *cliClient) stream(ctx context.Context, path, session string, header http.Header, onOpen func(), fn func(cliSSEEvent) bool) error {
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	resp, err := c.request(sctx, http.MethodGet, path, session, nil, header)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	onOpen()
-	watchdog := time.AfterFunc(cliStreamIdle, cancel)
-	defer watchdog.Stop()
-	err = cliReadSSE(resp.Body, func() { watchdog.Reset(cliStreamIdle) }, fn)
-	if err != nil && ctx.Err() == nil && sctx.Err() != nil {
-		err = fmt.Errorf("no data for %s", cliStreamIdle)
-	}
-	return err
-}
-
-// cliSleep waits d or until ctx ends; it reports whether ctx is still live.
-func cliSleep(ctx context.Context, d time.Duration) bool {
-	return clock.Sleep(ctx, d) == nil
-}
-
-// cliRetryable reports whether a stream that broke with err is worth
-// opening again: a transport failure or a server shutting down is, a
-// refused request is not.
-func cliRetryable(err error) bool {
-	var api *cliAPIError
-	if errors.As(err, &api) {
-		return api.status == http.StatusServiceUnavailable || api.status == http.StatusBadGateway ||
-			api.status == http.StatusGatewayTimeout
-	}
-	return true
+	return nil
 }

@@ -3,20 +3,15 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/pflag"
 
-	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/client"
 	"github.com/vigilhq/vigil/gateway"
-	"github.com/vigilhq/vigil/httpapi"
 )
 
 // cliCommands are the client commands, in the order help lists them.
@@ -171,15 +166,15 @@ func cliSessions(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string
 			return err
 		}
 		var raws []json.RawMessage
-		var rows []gateway.SessionRow
+		var rows []client.SessionRow
 		cursor := ""
 		for {
 			page := cliListPage
 			if *limit > 0 {
 				page = min(page, *limit-len(rows))
 			}
-			in := gateway.ListInput{AgentID: *agent, Kind: *kind, Cursor: cursor, Limit: &page}
-			data, err := c.post(ctx, "/v1/tools/sessions_list", c.as, in)
+			in := client.ListInput{AgentID: *agent, Kind: *kind, Cursor: cursor, Limit: &page}
+			data, err := c.call(ctx, "sessions_list", c.as, in)
 			if err != nil {
 				return err
 			}
@@ -191,7 +186,7 @@ func cliSessions(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string
 				return fmt.Errorf("the gateway answered something that is not a session list: %w", err)
 			}
 			for _, raw := range out.Sessions {
-				var row gateway.SessionRow
+				var row client.SessionRow
 				if err := json.Unmarshal(raw, &row); err != nil {
 					return fmt.Errorf("the gateway answered a session row that is not one: %w", err)
 				}
@@ -251,7 +246,7 @@ func cliStatus(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) 
 		if err := c.checkActing(); err != nil {
 			return err
 		}
-		in := gateway.StatusInput{SessionKey: key, AgentID: *agent}
+		in := client.StatusInput{SessionKey: key, AgentID: *agent}
 		if cliIsSet(fs, "wait-for") {
 			in.WaitForVersion, in.TimeoutSeconds = waitFor, timeout
 		} else if cliIsSet(fs, "timeout") {
@@ -266,7 +261,7 @@ func cliStatus(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) 
 			}
 			in.Limit = limit
 		}
-		var out gateway.StatusOutput
+		var out client.StatusOutput
 		printed, err := c.tool(ctx, "session_status", c.as, in, &out)
 		if err != nil {
 			return err
@@ -289,7 +284,7 @@ func cliStatus(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) 
 }
 
 // cliPrintStatus prints a session's status as a table, and its changes.
-func cliPrintStatus(c *cliClient, out gateway.StatusOutput, since int64) {
+func cliPrintStatus(c *cliClient, out client.StatusOutput, since int64) {
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "session\t%s\n", out.SessionKey)
 	fmt.Fprintf(tw, "agent\t%s\n", out.AgentID)
@@ -352,7 +347,7 @@ func cliSend(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) er
 				return err
 			}
 		}
-		in := gateway.SendInput{SessionKey: key, Message: msg, Channel: *channel}
+		in := client.SendInput{SessionKey: key, Message: msg, Channel: *channel}
 		in.IfStateVersion, in.IfSynced = pre()
 		if cliIsSet(fs, "timeout") {
 			in.TimeoutSeconds = timeout
@@ -360,7 +355,7 @@ func cliSend(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) er
 		if *watch {
 			in.Watch = watch
 		}
-		var out gateway.SendOutput
+		var out client.SendOutput
 		printed, err := c.tool(ctx, "sessions_send", *from, in, &out)
 		if err != nil {
 			return err
@@ -404,8 +399,8 @@ func cliSpawn(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) e
 		if err := cliCheckKey("PARENT", args[0]); err != nil {
 			return err
 		}
-		var out gateway.SpawnOutput
-		in := gateway.SpawnInput{Task: args[1], Label: *label, AgentID: *agent}
+		var out client.SpawnOutput
+		in := client.SpawnInput{Task: args[1], Label: *label, AgentID: *agent}
 		if fs.Changed("if-version") {
 			in.IfStateVersion = ifVersion
 		}
@@ -428,7 +423,7 @@ func cliGoal(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) er
 			return cliUsagef("missing %s", strings.Join([]string{"KEY", "ACTION"}[len(args):], " and "))
 		}
 		key, action := args[0], args[1]
-		in := gateway.GoalInput{SessionKey: key, AgentID: *agent, Action: action}
+		in := client.GoalInput{SessionKey: key, AgentID: *agent, Action: action}
 		in.IfStateVersion, in.IfSynced = pre()
 		switch action {
 		case "set", "edit":
@@ -460,7 +455,7 @@ func cliGoal(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) er
 		if err := c.checkActing(); err != nil {
 			return err
 		}
-		var out gateway.GoalOutput
+		var out client.GoalOutput
 		if printed, err := c.tool(ctx, "session_goal", c.as, in, &out); printed || err != nil {
 			return err
 		}
@@ -479,12 +474,8 @@ func cliGoal(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) er
 
 // --- turn and reply ---
 
-func cliSessionPath(key, what string) string {
-	return "/v1/sessions/" + url.PathEscape(key) + "/" + what
-}
-
 // cliMessageLine formats a transcript message on one line.
-func cliMessageLine(m *gateway.MessageView) string {
+func cliMessageLine(m *client.MessageView) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "#%d %s", m.ID, m.ActorType)
 	if m.ActorID != "" {
@@ -514,8 +505,8 @@ func cliTurn(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) er
 		if cliIsSet(fs, "wait") {
 			in["waitSeconds"] = *wait
 		}
-		var out gateway.TurnOutput
-		if printed, err := c.callPath(ctx, cliSessionPath(key, "turn"), key, in, &out); printed || err != nil {
+		var out client.TurnOutput
+		if printed, err := c.sessionRoute(ctx, key, "turn", in, &out); printed || err != nil {
 			return err
 		}
 		cliPrintTurn(c, out)
@@ -524,7 +515,7 @@ func cliTurn(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) er
 }
 
 // cliPrintTurn prints what a turn took, one line each.
-func cliPrintTurn(c *cliClient, out gateway.TurnOutput) {
+func cliPrintTurn(c *cliClient, out client.TurnOutput) {
 	if out.TimedOut {
 		c.printf("no work arrived\n")
 		return
@@ -554,8 +545,8 @@ func cliReply(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) e
 		if cliIsSet(fs, "reply-to") {
 			in["replyTo"] = *replyTo
 		}
-		var out gateway.ReplyOutput
-		if printed, err := c.callPath(ctx, cliSessionPath(key, "reply"), key, in, &out); printed || err != nil {
+		var out client.ReplyOutput
+		if printed, err := c.sessionRoute(ctx, key, "reply", in, &out); printed || err != nil {
 			return err
 		}
 		if out.Delivered {
@@ -587,190 +578,95 @@ func cliTail(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) er
 			}
 			return c.tailSession(ctx, args[0])
 		}
-		after := int64(-1)
+		var after *int64
 		if cliIsSet(fs, "since") {
 			if *since < 0 {
 				return cliUsagef("--since must be at least 0")
 			}
-			after = *since
+			after = since
 		}
 		return c.tailLog(ctx, after)
 	}
 }
 
-// cliReconnectDelay is the wait before reopening a stream that broke again
-// soon after opening; it doubles up to cliReconnectMax.
-// The first reopening is immediate, and so is any after a stream that ran
-// for cliStableStream: a gateway that keeps ending streams at once is not
-// hammered.
-var (
-	cliReconnectDelay = 250 * time.Millisecond
-	cliReconnectMax   = 5 * time.Second
-	cliStableStream   = 5 * time.Second
-)
-
-// follow keeps a stream open until ctx ends or once reports done: it opens
-// it again when it breaks or the server ends it, with a note on stderr. The
-// first open must succeed; later failures are retried unless the gateway
-// refuses the request. once calls opened when its stream is open.
-func (c *cliClient) follow(ctx context.Context, once func(opened func()) (done bool, err error)) error {
-	delay := time.Duration(0)
-	everOpened, noted := false, false
-	for {
-		start, opened := time.Now(), false
-		done, err := once(func() {
-			opened = true
-			if noted {
-				fmt.Fprintf(c.stderr, "%s: reconnected\n", c.cmd)
-			}
-			everOpened, noted = true, false
-		})
-		if ctx.Err() != nil {
-			return nil
-		}
-		if done {
-			return err
-		}
-		if opened && time.Since(start) >= cliStableStream {
-			delay = 0 // a stream that ran a while is reopened at once
-		}
-		if !everOpened || (err != nil && !cliRetryable(err)) {
-			if err == nil {
-				err = errors.New("the gateway ended the stream")
-			}
-			return err
-		}
-		if !noted {
-			why := "the gateway ended the stream"
-			if err != nil {
-				why = "lost the stream (" + err.Error() + ")"
-			}
-			fmt.Fprintf(c.stderr, "%s: %s; reconnecting\n", c.cmd, why)
-			noted = true
-		}
-		if !cliSleep(ctx, delay) {
-			return nil
-		}
-		delay = min(max(2*delay, cliReconnectDelay), cliReconnectMax)
+// tailLog follows the signal log from after (nil: from now), resuming
+// after the last event seen when the connection drops; a pruned position
+// is printed and ends it (exit 1).
+func (c *cliClient) tailLog(ctx context.Context, after *int64) error {
+	s, err := c.api.As(c.as).OpenEvents(ctx, client.EventsOptions{After: after, Raw: true, ReportDrops: true})
+	if err != nil {
+		return c.failure(ctx, err)
 	}
-}
-
-// tailLog follows GET /v1/events from after (-1: from now), resuming from
-// the last event seen when the connection drops.
-func (c *cliClient) tailLog(ctx context.Context, after int64) error {
-	return c.follow(ctx, func(onOpen func()) (bool, error) {
-		header := http.Header{}
-		if after >= 0 {
-			header.Set("Last-Event-ID", strconv.FormatInt(after, 10))
-		}
-		var gap *httpapi.HistoryGap
-		var bad error
-		err := c.stream(ctx, "/v1/events", c.as, header, onOpen, func(ev cliSSEEvent) bool {
-			switch ev.event {
-			case "signal":
-				var e httpapi.LogEvent
-				if err := json.Unmarshal([]byte(ev.data), &e); err != nil {
-					bad = fmt.Errorf("the gateway sent a signal event that is not one: %w", err)
-					return true
-				}
-				if c.json {
-					c.printRaw([]byte(ev.data))
-				} else {
-					c.printf("#%d %s %s %s %s %s\n", e.Sequence, e.SessionKey, e.Kind, e.ActorType, cliOr(e.ActorID, "-"), e.Summary)
-				}
-				after = e.Sequence
-				if n, err := strconv.ParseInt(ev.id, 10, 64); err == nil && n > after {
-					after = n
-				}
-			case "bookmark":
-				// An idle stream's position: a reconnect resumes there.
-				if n, err := strconv.ParseInt(ev.id, 10, 64); err == nil && n > after {
-					after = n
-				}
-			case "history_gap":
-				gap = &httpapi.HistoryGap{}
-				json.Unmarshal([]byte(ev.data), gap)
-				if c.json {
-					c.printRaw([]byte(ev.data))
-				} else {
-					c.printf("history gap: events after #%d were pruned (up to #%d): %s\n", gap.Requested, gap.PrunedWatermark, gap.Message)
-				}
-				return true
+	return c.follow(ctx, s, func(ev client.RawEvent) error {
+		switch e := ev.Event.(type) {
+		case client.LogEvent:
+			if c.json {
+				c.printRaw(ev.Data)
+			} else {
+				c.printf("#%d %s %s %s %s %s\n", e.Sequence, e.SessionKey, e.Kind, e.ActorType, cliOr(e.ActorID, "-"), e.Summary)
 			}
-			return false
-		})
-		switch {
-		case bad != nil:
-			return true, bad
-		case gap != nil:
-			return true, &cliExitError{}
+		case client.HistoryGap:
+			if c.json {
+				c.printRaw(ev.Data)
+			} else {
+				c.printf("history gap: events after #%d were pruned (up to #%d): %s\n", e.Requested, e.PrunedWatermark, e.Message)
+			}
+			return &cliExitError{}
 		}
-		return false, err
+		return nil
 	})
 }
 
-// tailSession follows GET /v1/sessions/KEY/events.
+// tailSession follows a session's live events from now.
 func (c *cliClient) tailSession(ctx context.Context, key string) error {
-	return c.follow(ctx, func(onOpen func()) (bool, error) {
-		var bad error
-		err := c.stream(ctx, cliSessionPath(key, "events"), c.as, nil, onOpen, func(ev cliSSEEvent) bool {
-			if ev.event == "bookmark" {
-				return false // the stream is alive and the session quiet: nothing to show
-			}
-			if ev.event == "history_gap" {
-				if c.json {
-					c.printRaw([]byte(ev.data))
-				} else {
-					var gap httpapi.SessionGap
-					json.Unmarshal([]byte(ev.data), &gap)
-					c.printf("history gap: changes after version %d were pruned (the earliest kept is #%d): %s\n",
-						gap.Requested, gap.EarliestAvailableSequence, gap.Message)
-				}
-				bad = &cliExitError{}
-				return true
-			}
-			if ev.event == "signal" && !c.json {
-				var e vigil.AgentEvent
-				if err := json.Unmarshal([]byte(ev.data), &e); err != nil {
-					bad = fmt.Errorf("the gateway sent a signal event that is not one: %w", err)
-					return true
-				}
-				c.printf("%-8s #%d %s %s %s %s\n", "signal", e.Sequence, e.Kind, e.ActorType, cliOr(e.ActorID, "-"), e.Summary)
-				return false
-			}
+	s, err := c.api.As(c.as).OpenSessionEvents(ctx, key, client.SessionEventsOptions{Raw: true, ReportDrops: true})
+	if err != nil {
+		return c.failure(ctx, err)
+	}
+	return c.follow(ctx, s, func(ev client.RawEvent) error {
+		switch e := ev.Event.(type) {
+		case client.Bookmark:
+			return nil // the stream is alive and the session quiet: nothing to show
+		case client.HistoryGap:
 			if c.json {
-				c.printRaw([]byte(ev.data))
-				return false
+				c.printRaw(ev.Data)
+			} else {
+				c.printf("history gap: changes after version %d were pruned (the earliest kept is #%d): %s\n",
+					e.Requested, e.EarliestAvailableSequence, e.Message)
 			}
-			if ev.event == "lagged" {
-				var l struct {
-					Message string `json:"message"`
-				}
-				json.Unmarshal([]byte(ev.data), &l)
-				c.printf("lagged   %s\n", cliOr(l.Message, "the stream fell behind"))
-				return false
+			return &cliExitError{}
+		case client.AgentEvent:
+			if !c.json {
+				c.printf("%-8s #%d %s %s %s %s\n", "signal", e.Sequence, e.Kind, e.ActorType, cliOr(e.ActorID, "-"), e.Summary)
+				return nil
 			}
-			var e gateway.LiveEvent
-			if err := json.Unmarshal([]byte(ev.data), &e); err != nil {
-				bad = fmt.Errorf("the gateway sent a %s event that is not one: %w", ev.event, err)
-				return true
+		case client.Lagged:
+			if !c.json {
+				c.printf("lagged   %s\n", cliOr(e.Message, "the stream fell behind"))
+				return nil
+			}
+		case client.LiveEvent:
+			if c.json {
+				break
 			}
 			switch {
-			case ev.event == gateway.LiveWake:
+			case ev.Type == client.LiveWake:
 				c.printf("wake\n")
-			case ev.event == gateway.LiveNotice && e.Notice != nil:
+			case ev.Type == client.LiveNotice && e.Notice != nil:
 				c.printf("notice   %s\n", e.Notice.Text)
-			case (ev.event == gateway.LiveMessage || ev.event == gateway.LiveReply) && e.Message != nil:
-				c.printf("%-8s %s\n", ev.event, cliMessageLine(e.Message))
+			case (ev.Type == client.LiveMessage || ev.Type == client.LiveReply) && e.Message != nil:
+				c.printf("%-8s %s\n", ev.Type, cliMessageLine(e.Message))
 			default:
-				c.printf("%-8s %s\n", ev.event, ev.data)
+				c.printf("%-8s %s\n", ev.Type, ev.Data)
 			}
-			return false
-		})
-		if bad != nil {
-			return true, bad
+			return nil
 		}
-		return false, err
+		if c.json {
+			c.printRaw(ev.Data)
+		} else {
+			c.printf("%-8s %s\n", ev.Type, ev.Data)
+		}
+		return nil
 	})
 }
 
@@ -791,8 +687,8 @@ func cliUnwatch(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string)
 		if err := c.checkActing(); err != nil {
 			return err
 		}
-		var out gateway.UnwatchOutput
-		in := gateway.UnwatchInput{SessionKey: args[0], AgentID: *agent}
+		var out client.UnwatchOutput
+		in := client.UnwatchInput{SessionKey: args[0], AgentID: *agent}
 		if printed, err := c.tool(ctx, "sessions_unwatch", c.as, in, &out); printed || err != nil {
 			return err
 		}
@@ -806,13 +702,17 @@ func cliUnwatch(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string)
 }
 
 func cliReset(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) error {
-	return cliSessionCommand(fs, c, "session_reset", func(out map[string]any) string {
+	return cliSessionCommand(fs, c, "session_reset", func(key, agent string, ifVersion *int64, ifSynced bool) any {
+		return client.ResetInput{SessionKey: key, AgentID: agent, IfStateVersion: ifVersion, IfSynced: ifSynced}
+	}, func(out map[string]any) string {
 		return fmt.Sprintf("%s reset: new incarnation %s", out["sessionKey"], out["sessionId"])
 	})
 }
 
 func cliDelete(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) error {
-	return cliSessionCommand(fs, c, "session_delete", func(out map[string]any) string {
+	return cliSessionCommand(fs, c, "session_delete", func(key, agent string, ifVersion *int64, ifSynced bool) any {
+		return client.DeleteInput{SessionKey: key, AgentID: agent, IfStateVersion: ifVersion, IfSynced: ifSynced}
+	}, func(out map[string]any) string {
 		return fmt.Sprintf("%s deleted", out["sessionKey"])
 	})
 }
@@ -830,9 +730,10 @@ func cliPreconditions(fs *pflag.FlagSet, target string) func() (*int64, bool) {
 	}
 }
 
-// cliSessionCommand is a command that runs one tool on one session KEY and
-// prints one line about it.
-func cliSessionCommand(fs *pflag.FlagSet, c *cliClient, tool string, line func(map[string]any) string) func(context.Context, []string) error {
+// cliSessionCommand is a command that runs one tool on one session KEY,
+// with the input input makes, and prints one line about it.
+func cliSessionCommand(fs *pflag.FlagSet, c *cliClient, tool string, input func(key, agent string, ifVersion *int64, ifSynced bool) any,
+	line func(map[string]any) string) func(context.Context, []string) error {
 	agent := fs.String("agent", "", "the owning agent, needed only for a bare key")
 	pre := cliPreconditions(fs, "KEY")
 	return func(ctx context.Context, args []string) error {
@@ -846,9 +747,8 @@ func cliSessionCommand(fs *pflag.FlagSet, c *cliClient, tool string, line func(m
 			return err
 		}
 		var out map[string]any
-		in := gateway.SessionInput{SessionKey: args[0], AgentID: *agent}
-		in.IfStateVersion, in.IfSynced = pre()
-		if printed, err := c.tool(ctx, tool, c.as, in, &out); printed || err != nil {
+		ifVersion, ifSynced := pre()
+		if printed, err := c.tool(ctx, tool, c.as, input(args[0], *agent, ifVersion, ifSynced), &out); printed || err != nil {
 			return err
 		}
 		c.printf("%s\n", line(out))

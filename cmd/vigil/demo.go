@@ -7,29 +7,23 @@ package main
 // the HTTP API, turns, wakes and both event streams.
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	vigil "github.com/vigilhq/vigil"
 
+	"github.com/vigilhq/vigil/client"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
 	"github.com/vigilhq/vigil/store/sqlitestore"
@@ -45,10 +39,6 @@ const demoGuard = 30 * time.Second
 const demoTurnWait = 30
 
 const demoManager = "agent:main:main"
-
-// noticePattern matches a stale-state notice and captures its target and
-// changesSince.
-var noticePattern = regexp.MustCompile(`^Session "([^"]+)" changed \(other actor\)\. Reconcile before acting: session_status sessionKey "([^"]+)" changesSince (\d+)\.$`)
 
 const demoLong = `Plays a short story against an in-process gateway (a real HTTP server on
 127.0.0.1, a temporary SQLite store, no tokens): a manager spawns two
@@ -144,14 +134,20 @@ func demo(ctx context.Context, pace time.Duration, stdout io.Writer) (err error)
 		<-served
 	}()
 
-	d := &demoRun{
-		out:   stdout,
-		pace:  pace,
-		base:  "http://" + ln.Addr().String(),
-		hc:    &http.Client{},
-		names: map[string]string{demoManager: "manager"},
+	base := "http://" + ln.Addr().String()
+	person, err := client.New(base) // no acting session: a person
+	if err != nil {
+		return err
 	}
-	fmt.Fprintf(stdout, "vigil demo: a gateway at %s (temporary SQLite store, no tokens)\n", d.base)
+	d := &demoRun{
+		out:    stdout,
+		pace:   pace,
+		person: person,
+		mgr:    person.As(demoManager),
+		names:  map[string]string{demoManager: "manager"},
+		seen:   map[string]int64{},
+	}
+	fmt.Fprintf(stdout, "vigil demo: a gateway at %s (temporary SQLite store, no tokens)\n", base)
 	fmt.Fprintln(stdout, "Without tokens every request is the local admin: a person's changes show actor \"human local\".")
 	fmt.Fprintln(stdout)
 	return d.play(storyCtx)
@@ -159,14 +155,17 @@ func demo(ctx context.Context, pace time.Duration, stdout io.Writer) (err error)
 
 // demoRun is one playing of the story.
 type demoRun struct {
-	out   io.Writer
-	pace  time.Duration
-	base  string
-	hc    *http.Client
-	names map[string]string // session key -> short name in the story
+	out    io.Writer
+	pace   time.Duration
+	person *client.Client    // no acting session: a person (the local admin)
+	mgr    *client.Client    // acting as the manager
+	names  map[string]string // session key -> short name in the story
+	// seen is, for each worker, the version the manager last saw of it:
+	// where the notice about it must say to reconcile from.
+	seen map[string]int64
 
-	log     <-chan sseEvent // the signal log stream (GET /v1/events)
-	manager <-chan sseEvent // the manager's session stream
+	log     <-chan client.Event // the signal log stream (GET /v1/events)
+	manager <-chan client.Event // the manager's session stream
 }
 
 // say prints one line of the story as who.
@@ -190,57 +189,14 @@ func (d *demoRun) name(key string) string {
 	return key
 }
 
-// call POSTs in as JSON to path, acting as session (none: a person), and
-// decodes the answer into out.
-func (d *demoRun) call(ctx context.Context, session, path string, in, out any) error {
-	body, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.base+path, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if session != "" {
-		req.Header.Set(httpapi.SessionHeader, session)
-	}
-	resp, err := d.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("POST %s: %w", path, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("POST %s: read the answer: %w", path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e httpapi.ErrorBody
-		if json.Unmarshal(data, &e) == nil && e.Error.Code != "" {
-			return fmt.Errorf("POST %s: %s: %s", path, e.Error.Code, e.Error.Message)
-		}
-		return fmt.Errorf("POST %s: HTTP %d: %s", path, resp.StatusCode, bytes.TrimSpace(data))
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("POST %s: decode the answer: %w", path, err)
-	}
-	return nil
-}
-
-func (d *demoRun) tool(ctx context.Context, session, name string, in, out any) error {
-	return d.call(ctx, session, "/v1/tools/"+name, in, out)
-}
-
 // turn takes one turn of session over POST /v1/sessions/{key}/turn.
-func (d *demoRun) turn(ctx context.Context, session string, wait int) (gateway.TurnOutput, error) {
-	var out gateway.TurnOutput
-	err := d.call(ctx, session, "/v1/sessions/"+url.PathEscape(session)+"/turn", map[string]any{"waitSeconds": wait}, &out)
-	return out, err
+func (d *demoRun) turn(ctx context.Context, session string, wait int) (*client.TurnOutput, error) {
+	return d.person.Turn(ctx, client.TurnInput{SessionKey: session, WaitSeconds: &wait})
 }
 
 // turnUntilWork is a runtime's turn loop: a long poll that ends with no
 // work is simply taken again.
-func (d *demoRun) turnUntilWork(ctx context.Context, session string, wait int) (gateway.TurnOutput, error) {
+func (d *demoRun) turnUntilWork(ctx context.Context, session string, wait int) (*client.TurnOutput, error) {
 	for {
 		out, err := d.turn(ctx, session, wait)
 		if err != nil || !out.TimedOut {
@@ -250,11 +206,8 @@ func (d *demoRun) turnUntilWork(ctx context.Context, session string, wait int) (
 }
 
 // reply answers as session over POST /v1/sessions/{key}/reply.
-func (d *demoRun) reply(ctx context.Context, session, text string, replyTo int64) (gateway.ReplyOutput, error) {
-	var out gateway.ReplyOutput
-	err := d.call(ctx, session, "/v1/sessions/"+url.PathEscape(session)+"/reply",
-		map[string]any{"text": text, "replyTo": replyTo}, &out)
-	return out, err
+func (d *demoRun) reply(ctx context.Context, session, text string, replyTo int64) (*client.ReplyOutput, error) {
+	return d.person.Reply(ctx, client.ReplyInput{SessionKey: session, Text: text, ReplyTo: replyTo})
 }
 
 // parkTurn starts the manager's turn in the background: it parks on the
@@ -269,7 +222,7 @@ func (d *demoRun) parkTurn(ctx context.Context) <-chan turnResult {
 }
 
 type turnResult struct {
-	out gateway.TurnOutput
+	out *client.TurnOutput
 	err error
 }
 
@@ -288,89 +241,48 @@ func await[T any](ctx context.Context, ch <-chan T, what string) (T, error) {
 	}
 }
 
-// --- server-sent events ---
+// --- event streams ---
 
-type sseEvent struct {
-	ID, Event string
-	Data      []byte
-}
-
-// openStream GETs an event stream and returns its events. It returns once
-// the server has accepted the stream, so nothing after it is missed.
-func (d *demoRun) openStream(ctx context.Context, path string) (<-chan sseEvent, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.base+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := d.hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		data, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		return nil, fmt.Errorf("GET %s: HTTP %d: %s", path, resp.StatusCode, bytes.TrimSpace(data))
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	// The server writes ": connected" once it listens.
-	if !sc.Scan() {
-		resp.Body.Close()
-		return nil, fmt.Errorf("GET %s: the stream ended before it started", path)
-	}
-	ch := make(chan sseEvent, 256)
+// events reads an opened stream in the background: its events, less
+// bookmarks, with an error ending it as a nil event. The channel closes
+// when the stream ends.
+func events(ctx context.Context, s *client.Stream) <-chan client.Event {
+	ch := make(chan client.Event, 256)
 	go func() {
-		defer resp.Body.Close()
 		defer close(ch)
-		var ev sseEvent
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "":
-				if ev.Event != "" {
-					select {
-					case ch <- ev:
-					case <-ctx.Done():
-						return
-					}
-				}
-				ev = sseEvent{}
-			case strings.HasPrefix(line, ":"):
-			case strings.HasPrefix(line, "id: "):
-				ev.ID = strings.TrimPrefix(line, "id: ")
-			case strings.HasPrefix(line, "event: "):
-				ev.Event = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: "):
-				ev.Data = []byte(strings.TrimPrefix(line, "data: "))
+		for ev, err := range s.All() {
+			if err != nil {
+				return
+			}
+			if _, quiet := ev.(client.Bookmark); quiet {
+				continue
+			}
+			select {
+			case ch <- ev:
+			case <-ctx.Done():
+				return
 			}
 		}
 	}()
-	return ch, nil
+	return ch
 }
 
 // nextLog waits for the next signal-log event and checks it is kind on
 // session; it prints it as vigil sees it.
-func (d *demoRun) nextLog(ctx context.Context, kind vigil.Kind, session, comment string) (httpapi.LogEvent, error) {
-	var e httpapi.LogEvent
+func (d *demoRun) nextLog(ctx context.Context, kind client.Kind, session, comment string) (client.LogEvent, error) {
 	ev, err := await(ctx, d.log, "a "+string(kind)+" event on the log stream")
 	if err != nil {
-		return e, err
+		return client.LogEvent{}, err
 	}
-	if ev.Event == "" {
-		return e, errors.New("the log stream ended")
-	}
-	if ev.Event != "signal" {
-		return e, fmt.Errorf("log stream: expected a signal event, got %q: %s", ev.Event, ev.Data)
-	}
-	if err := json.Unmarshal(ev.Data, &e); err != nil {
-		return e, fmt.Errorf("log stream: %w", err)
+	e, ok := ev.(client.LogEvent)
+	if !ok {
+		if ev == nil {
+			return e, errors.New("the log stream ended")
+		}
+		return e, fmt.Errorf("log stream: expected a signal event, got %#v", ev)
 	}
 	if e.Kind != kind || e.SessionKey != session {
 		return e, fmt.Errorf("log stream: expected %s on %s, got %s on %s", kind, session, e.Kind, e.SessionKey)
-	}
-	if ev.ID != strconv.FormatInt(e.Sequence, 10) {
-		return e, fmt.Errorf("log stream: event id %q is not its sequence %d", ev.ID, e.Sequence)
 	}
 	line := fmt.Sprintf("log #%d %s on %s by %s: %s", e.Sequence, e.Kind, d.name(e.SessionKey), d.actor(string(e.ActorType), e.ActorID), e.Summary)
 	if comment != "" {
@@ -387,15 +299,12 @@ func (d *demoRun) creationNotice(ctx context.Context, created string) error {
 	if err != nil {
 		return err
 	}
-	if ev.Event == "" {
+	if ev == nil {
 		return errors.New("the manager's session stream ended")
 	}
-	var live gateway.LiveEvent
-	if err := json.Unmarshal(ev.Data, &live); err != nil {
-		return fmt.Errorf("manager's session stream: %w", err)
-	}
-	if ev.Event != gateway.LiveNotice || live.Notice == nil || !strings.Contains(live.Notice.Text, `"sessionKey":"`+created+`"`) {
-		return fmt.Errorf("manager's session stream: expected the notice that %s was created, got %s: %s", d.name(created), ev.Event, ev.Data)
+	live, ok := ev.(client.LiveEvent)
+	if !ok || live.Type != client.LiveNotice || live.Notice == nil || !strings.Contains(live.Notice.Text, `"sessionKey":"`+created+`"`) {
+		return fmt.Errorf("manager's session stream: expected the notice that %s was created, got %#v", d.name(created), ev)
 	}
 	d.say("vigil", "queues a creation notice for the manager, without waking it (session stream: notice)")
 	return nil
@@ -433,20 +342,16 @@ func (d *demoRun) managerNotice(ctx context.Context) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if ev.Event == "" {
-			return "", errors.New("the manager's session stream ended")
-		}
-		var live gateway.LiveEvent
-		if err := json.Unmarshal(ev.Data, &live); err != nil {
-			return "", fmt.Errorf("manager's session stream: %w", err)
-		}
+		live, ok := ev.(client.LiveEvent)
 		switch {
-		case ev.Event == gateway.LiveNotice && live.Notice != nil && notice == "":
+		case ev == nil:
+			return "", errors.New("the manager's session stream ended")
+		case ok && live.Type == client.LiveNotice && live.Notice != nil && notice == "":
 			notice = live.Notice.Text
-		case ev.Event == gateway.LiveWake && !woken:
+		case ok && live.Type == client.LiveWake && !woken:
 			woken = true
 		default:
-			return "", fmt.Errorf("manager's session stream: unexpected %s event: %s", ev.Event, ev.Data)
+			return "", fmt.Errorf("manager's session stream: unexpected event %#v", ev)
 		}
 	}
 	d.say("vigil", "queues one notice for the manager and wakes it (session stream: notice, wake)")
@@ -463,31 +368,38 @@ func (d *demoRun) actor(typ, id string) string {
 // --- the story ---
 
 func (d *demoRun) play(ctx context.Context) error {
-	var err error
-	if d.log, err = d.openStream(ctx, "/v1/events?after=0"); err != nil {
-		return err
+	// Both streams are open before the story starts, so nothing is missed.
+	logStream, err := d.person.OpenEvents(ctx, client.EventsOptions{After: new(int64(0))})
+	if err != nil {
+		return fmt.Errorf("open the log stream: %w", err)
 	}
-	if d.manager, err = d.openStream(ctx, "/v1/sessions/"+url.PathEscape(demoManager)+"/events"); err != nil {
-		return err
+	d.log = events(ctx, logStream)
+	mgrStream, err := d.person.OpenSessionEvents(ctx, demoManager, client.SessionEventsOptions{})
+	if err != nil {
+		return fmt.Errorf("open the manager's session stream: %w", err)
 	}
+	d.manager = events(ctx, mgrStream)
 
 	// 1. The manager spawns two workers and gives worker-1 a goal.
-	var w1, w2 gateway.SpawnOutput
+	var w1, w2 *client.SpawnOutput
 	for i, task := range []string{"Draft the Q3 report from the sales sheet.", "Collect the regional numbers for Q3."} {
 		label := fmt.Sprintf("worker-%d", i+1)
-		var sp gateway.SpawnOutput
-		if err := d.tool(ctx, demoManager, "sessions_spawn", gateway.SpawnInput{Task: task, Label: label}, &sp); err != nil {
+		sp, err := d.mgr.Spawn(ctx, client.SpawnInput{Task: task, Label: label})
+		if err != nil {
 			return fmt.Errorf("spawn %s: %w", label, err)
 		}
 		d.names[sp.ChildSessionKey] = label
 		d.say("manager", "sessions_spawn %s: %q", label, task)
 		d.say("manager", "  -> %s (run %s)", sp.ChildSessionKey, sp.RunID)
-		if _, err := d.nextLog(ctx, vigil.KindCreated, sp.ChildSessionKey, "the manager created it: kept for reconciliation, notifies nobody"); err != nil {
+		if _, err := d.nextLog(ctx, client.KindCreated, sp.ChildSessionKey, "the manager created it: kept for reconciliation, notifies nobody"); err != nil {
 			return err
 		}
-		if _, err := d.nextLog(ctx, vigil.KindChildSpawned, sp.ChildSessionKey, "seeds the manager's cursor: it now watches "+label); err != nil {
+		spawned, err := d.nextLog(ctx, client.KindChildSpawned, sp.ChildSessionKey, "seeds the manager's cursor: it now watches "+label)
+		if err != nil {
 			return err
 		}
+		// The spawn is the last of the worker the manager has seen.
+		d.seen[sp.ChildSessionKey] = spawned.Sequence
 		if err := d.creationNotice(ctx, sp.ChildSessionKey); err != nil {
 			return err
 		}
@@ -500,19 +412,18 @@ func (d *demoRun) play(ctx context.Context) error {
 			return err
 		}
 	}
-	var st2 gateway.StatusOutput
-	if err := d.tool(ctx, demoManager, "session_status", gateway.StatusInput{SessionKey: w2.ChildSessionKey}, &st2); err != nil {
+	st2, err := d.mgr.Status(ctx, client.StatusInput{SessionKey: w2.ChildSessionKey})
+	if err != nil {
 		return err
 	}
 	knownW2 := st2.StateVersion // what the manager knows of worker-2
 
 	goal := "Q3 report from the draft figures"
-	var gout gateway.GoalOutput
-	if err := d.tool(ctx, demoManager, "session_goal", gateway.GoalInput{SessionKey: w1.ChildSessionKey, Action: "set", Objective: goal}, &gout); err != nil {
+	if _, err := d.mgr.Goal(ctx, client.GoalInput{SessionKey: w1.ChildSessionKey, Action: client.GoalSet, Objective: goal}); err != nil {
 		return fmt.Errorf("set worker-1's goal: %w", err)
 	}
 	d.say("manager", "session_goal set on worker-1: %q", goal)
-	if _, err := d.nextLog(ctx, vigil.KindGoalChanged, w1.ChildSessionKey, "the manager's own change: no notice for it"); err != nil {
+	if _, err := d.nextLog(ctx, client.KindGoalChanged, w1.ChildSessionKey, "the manager's own change: no notice for it"); err != nil {
 		return err
 	}
 	if err := d.managerTakesCreationNotices(ctx, 2); err != nil {
@@ -523,7 +434,7 @@ func (d *demoRun) play(ctx context.Context) error {
 	}
 
 	// 2. The workers take their first turns: their tasks.
-	for _, w := range []gateway.SpawnOutput{w1, w2} {
+	for _, w := range []*client.SpawnOutput{w1, w2} {
 		if err := d.workerTurn(ctx, w.ChildSessionKey, 1, "On it."); err != nil {
 			return err
 		}
@@ -539,14 +450,12 @@ func (d *demoRun) play(ctx context.Context) error {
 		return err
 	}
 	personMsg := "Use the revised figures, not the draft."
-	var sent gateway.SendOutput
-	zero := 0
-	if err := d.tool(ctx, "", "sessions_send", gateway.SendInput{SessionKey: w1.ChildSessionKey, Message: personMsg,
-		Channel: "chat", TimeoutSeconds: &zero}, &sent); err != nil {
+	if _, err := d.person.Send(ctx, client.SendInput{SessionKey: w1.ChildSessionKey, Message: personMsg,
+		Channel: "chat", TimeoutSeconds: new(0)}); err != nil {
 		return fmt.Errorf("the person's message: %w", err)
 	}
 	d.say("ann (person)", "writes straight into worker-1: %q", personMsg)
-	human, err := d.nextLog(ctx, vigil.KindHumanDirectMessage, w1.ChildSessionKey, "worker-1 is watched: it has a parent")
+	human, err := d.nextLog(ctx, client.KindHumanDirectMessage, w1.ChildSessionKey, "worker-1 is watched: it has a parent")
 	if err != nil {
 		return err
 	}
@@ -571,8 +480,8 @@ func (d *demoRun) play(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if !slices.ContainsFunc(delta1, func(e vigil.AgentEvent) bool {
-		return e.Kind == vigil.KindHumanDirectMessage && e.Sequence == human.Sequence && e.ActorType == vigil.ActorHuman
+	if !slices.ContainsFunc(delta1, func(e client.AgentEvent) bool {
+		return e.Kind == client.KindHumanDirectMessage && e.Sequence == human.Sequence && e.ActorType == client.ActorHuman
 	}) {
 		return fmt.Errorf("the delta since %d does not list the person's message (#%d)", since1, human.Sequence)
 	}
@@ -592,11 +501,12 @@ func (d *demoRun) play(ctx context.Context) error {
 	instruction := "Ann's revised figures win: redo the totals with them, then send me the draft."
 	d.say("manager", "reconciles: sessions_send to worker-1 %q (waits for the reply)", instruction)
 	sendDone := make(chan error, 1)
-	var instructed gateway.SendOutput
+	var instructed *client.SendOutput
 	go func() {
-		wait := 30
-		sendDone <- d.tool(ctx, demoManager, "sessions_send", gateway.SendInput{SessionKey: w1.ChildSessionKey,
-			Message: instruction, TimeoutSeconds: &wait}, &instructed)
+		var err error
+		instructed, err = d.mgr.Send(ctx, client.SendInput{SessionKey: w1.ChildSessionKey,
+			Message: instruction, TimeoutSeconds: new(30)})
+		sendDone <- err
 	}()
 	if err := d.workerTurnWaiting(ctx, w1.ChildSessionKey, "Understood: redoing the totals with the revised figures."); err != nil {
 		return err
@@ -623,15 +533,15 @@ func (d *demoRun) play(ctx context.Context) error {
 	if err := d.pause(ctx); err != nil {
 		return err
 	}
-	var ended gateway.RunEndOutput
-	if err := d.tool(ctx, "", "run_end", gateway.RunEndInput{RunID: w2.RunID, Outcome: "timeout"}, &ended); err != nil {
+	ended, err := d.person.EndRun(ctx, client.RunEndInput{RunID: w2.RunID, Outcome: client.OutcomeTimeout})
+	if err != nil {
 		return fmt.Errorf("end worker-2's run: %w", err)
 	}
 	if !ended.Recorded {
 		return errors.New("worker-2's run end was not recorded")
 	}
 	d.say("runtime", "worker-2's run hit its time limit: run_end %s outcome timeout", w2.RunID)
-	failed, err := d.nextLog(ctx, vigil.KindRunFailed, w2.ChildSessionKey, "log only: no notice, no wake")
+	failed, err := d.nextLog(ctx, client.KindRunFailed, w2.ChildSessionKey, "log only: no notice, no wake")
 	if err != nil {
 		return err
 	}
@@ -647,11 +557,11 @@ func (d *demoRun) play(ctx context.Context) error {
 
 	// 6. The person edits worker-1's goal: one fresh notice.
 	goal2 := "Q3 report with the revised figures, due Friday"
-	if err := d.tool(ctx, "", "session_goal", gateway.GoalInput{SessionKey: w1.ChildSessionKey, Action: "edit", Objective: goal2}, &gout); err != nil {
+	if _, err := d.person.Goal(ctx, client.GoalInput{SessionKey: w1.ChildSessionKey, Action: client.GoalEdit, Objective: goal2}); err != nil {
 		return fmt.Errorf("the person's goal edit: %w", err)
 	}
 	d.say("ann (person)", "edits worker-1's goal: %q", goal2)
-	edit, err := d.nextLog(ctx, vigil.KindGoalChanged, w1.ChildSessionKey, "")
+	edit, err := d.nextLog(ctx, client.KindGoalChanged, w1.ChildSessionKey, "")
 	if err != nil {
 		return err
 	}
@@ -670,14 +580,11 @@ func (d *demoRun) play(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("the manager's second turn: %w", err)
 	}
-	if since2 < human.Sequence {
-		return fmt.Errorf("the second notice says changesSince %d, before the acknowledged #%d", since2, human.Sequence)
-	}
 	delta2, err := d.reconcile(ctx, w1.ChildSessionKey, since2)
 	if err != nil {
 		return err
 	}
-	if len(delta2) != 1 || delta2[0].Kind != vigil.KindGoalChanged || delta2[0].Sequence != edit.Sequence {
+	if len(delta2) != 1 || delta2[0].Kind != client.KindGoalChanged || delta2[0].Sequence != edit.Sequence {
 		return fmt.Errorf("the delta since %d should be only the goal change #%d, got %s", since2, edit.Sequence, kinds(delta2))
 	}
 	d.say("manager", "only what is new: the goal change; the person's message was acknowledged by the first turn")
@@ -686,8 +593,8 @@ func (d *demoRun) play(ctx context.Context) error {
 	}
 
 	// 7. Log-only events show when the manager looks.
-	var list gateway.ListOutput
-	if err := d.tool(ctx, demoManager, "sessions_list", gateway.ListInput{AgentID: "main"}, &list); err != nil {
+	list, err := d.mgr.List(ctx, client.ListInput{AgentID: "main"})
+	if err != nil {
 		return err
 	}
 	var nowW2 int64
@@ -704,15 +611,15 @@ func (d *demoRun) play(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(delta3) != 1 || delta3[0].Kind != vigil.KindRunFailed || delta3[0].Sequence != failed.Sequence ||
+	if len(delta3) != 1 || delta3[0].Kind != client.KindRunFailed || delta3[0].Sequence != failed.Sequence ||
 		delta3[0].Payload["outcome"] != "timeout" {
 		return fmt.Errorf("worker-2's delta since %d should be only run_failed #%d with outcome timeout, got %s", knownW2, failed.Sequence, kinds(delta3))
 	}
 	d.say("manager", "run_failed is log only: it never notified anyone; a delta shows it with its precise outcome")
 
 	// Nothing is left pending for the manager.
-	var pend gateway.PendingOutput
-	if err := d.tool(ctx, demoManager, "session_pending", gateway.PendingInput{SessionKey: demoManager}, &pend); err != nil {
+	pend, err := d.mgr.Pending(ctx, client.PendingInput{SessionKey: demoManager})
+	if err != nil {
 		return err
 	}
 	if len(pend.Events) != 0 {
@@ -750,7 +657,7 @@ func (d *demoRun) workerTurnWaiting(ctx context.Context, key, answer string) err
 	return d.showWorkerTurn(ctx, key, out, answer)
 }
 
-func (d *demoRun) showWorkerTurn(ctx context.Context, key string, out gateway.TurnOutput, answer string) error {
+func (d *demoRun) showWorkerTurn(ctx context.Context, key string, out *client.TurnOutput, answer string) error {
 	who := d.name(key)
 	if len(out.SystemEvents) != 0 {
 		return fmt.Errorf("%s's turn: unexpected system events %q", who, out.SystemEvents)
@@ -777,9 +684,10 @@ func (d *demoRun) showWorkerTurn(ctx context.Context, key string, out gateway.Tu
 }
 
 // showManagerTurn checks that the manager's turn carried exactly the one
-// notice about target the stream announced, prints it and returns its
-// changesSince.
-func (d *demoRun) showManagerTurn(out gateway.TurnOutput, target, streamed string) (int64, error) {
+// notice about target the stream announced, saying to reconcile from the
+// version of target the manager last saw, prints it and returns that
+// version.
+func (d *demoRun) showManagerTurn(out *client.TurnOutput, target, streamed string) (int64, error) {
 	if out.TimedOut || out.TurnID == "" {
 		return 0, errors.New("the turn ended without work")
 	}
@@ -789,10 +697,9 @@ func (d *demoRun) showManagerTurn(out gateway.TurnOutput, target, streamed strin
 	if len(out.Messages) != 0 {
 		return 0, fmt.Errorf("%d unexpected messages", len(out.Messages))
 	}
-	text := out.SystemEvents[0]
-	m := noticePattern.FindStringSubmatch(text)
-	if m == nil || m[1] != target || m[2] != target {
-		return 0, fmt.Errorf("not a notice about %s: %q", target, text)
+	text, since := out.SystemEvents[0], d.seen[target]
+	if want := vigil.NoticeText(target, since); text != want {
+		return 0, fmt.Errorf("the notice %q, want %q", text, want)
 	}
 	if text != streamed {
 		return 0, fmt.Errorf("the turn's notice %q differs from the streamed one %q", text, streamed)
@@ -800,20 +707,16 @@ func (d *demoRun) showManagerTurn(out gateway.TurnOutput, target, streamed strin
 	if !slices.Equal(out.Acknowledged, []string{target}) || len(out.FollowUps) != 0 {
 		return 0, fmt.Errorf("acknowledged %q with follow-ups %q, want %s and none", out.Acknowledged, out.FollowUps, target)
 	}
-	since, err := strconv.ParseInt(m[3], 10, 64)
-	if err != nil {
-		return 0, err
-	}
 	d.say("manager", "woken: session_turn returns 1 notice, 0 messages (taking it acknowledges the notice)")
 	d.say("manager", "  notice: %s", text)
 	return since, nil
 }
 
 // reconcile has the manager ask session_status changesSince and prints the
-// delta.
-func (d *demoRun) reconcile(ctx context.Context, key string, since int64) ([]vigil.AgentEvent, error) {
-	var st gateway.StatusOutput
-	if err := d.tool(ctx, demoManager, "session_status", gateway.StatusInput{SessionKey: key, ChangesSince: &since}, &st); err != nil {
+// delta; what it read is then the version of key the manager has seen.
+func (d *demoRun) reconcile(ctx context.Context, key string, since int64) ([]client.AgentEvent, error) {
+	st, err := d.mgr.Status(ctx, client.StatusInput{SessionKey: key, ChangesSince: &since})
+	if err != nil {
 		return nil, fmt.Errorf("session_status %s changesSince %d: %w", d.name(key), since, err)
 	}
 	sc := st.StateChanges
@@ -823,6 +726,7 @@ func (d *demoRun) reconcile(ctx context.Context, key string, since int64) ([]vig
 	if sc.HistoryGap || sc.Truncated {
 		return nil, fmt.Errorf("session_status %s changesSince %d: historyGap %v, truncated %v", d.name(key), since, sc.HistoryGap, sc.Truncated)
 	}
+	d.seen[key] = st.StateVersion
 	d.say("manager", "session_status %s changesSince %d -> stateVersion %d, %d change(s):", d.name(key), since, st.StateVersion, len(sc.Events))
 	for _, e := range sc.Events {
 		if e.Sequence <= since {
@@ -846,7 +750,7 @@ func (d *demoRun) reconcile(ctx context.Context, key string, since int64) ([]vig
 	return sc.Events, nil
 }
 
-func kinds(events []vigil.AgentEvent) string {
+func kinds(events []client.AgentEvent) string {
 	var parts []string
 	for _, e := range events {
 		parts = append(parts, fmt.Sprintf("#%d %s", e.Sequence, e.Kind))

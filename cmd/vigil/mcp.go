@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -18,8 +15,9 @@ import (
 	"github.com/spf13/cobra"
 
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/client"
+	"github.com/vigilhq/vigil/clock"
 	"github.com/vigilhq/vigil/gateway"
-	"github.com/vigilhq/vigil/httpapi"
 	"github.com/vigilhq/vigil/mcpserver"
 )
 
@@ -72,13 +70,6 @@ with --db, an engine of its own on that SQLite file (or postgres:// URL).`,
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
-
-func baseURL(addr string) string {
-	if strings.Contains(addr, "://") {
-		return strings.TrimRight(addr, "/")
-	}
-	return "http://" + addr
-}
 
 // serveMCPEmbedded runs engine, gateway and MCP server in this process.
 // On a PostgreSQL database it hears what other gateways commit there.
@@ -136,8 +127,8 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // gateway at once: its request there ends with it.
 func serveMCPBridge(ctx context.Context, log *slog.Logger, base, token, session string, t mcp.Transport) error {
 	httpClient := &http.Client{Transport: headerTransport{token: token, session: session}}
-	client := mcp.NewClient(&mcp.Implementation{Name: "vigil-mcp-bridge", Version: mcpserver.Version}, nil)
-	remote, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+	relay := mcp.NewClient(&mcp.Implementation{Name: "vigil-mcp-bridge", Version: mcpserver.Version}, nil)
+	remote, err := relay.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint: base + "/mcp", HTTPClient: httpClient, MaxRetries: -1, DisableStandaloneSSE: true,
 	}, nil)
 	if err != nil {
@@ -146,7 +137,11 @@ func serveMCPBridge(ctx context.Context, log *slog.Logger, base, token, session 
 	defer remote.Close()
 	followCtx, stopFollowing := context.WithCancel(ctx)
 	defer stopFollowing()
-	subs := &bridgeFollows{client: httpClient, base: base, log: log, ctx: followCtx, follows: map[string]*bridgeFollow{}}
+	api, err := client.New(base, client.WithToken(token), client.WithSession(session))
+	if err != nil {
+		return err
+	}
+	subs := &bridgeFollows{api: api, log: log, ctx: followCtx, follows: map[string]*bridgeFollow{}}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "vigil", Version: mcpserver.Version}, &mcp.ServerOptions{
 		Logger:       log,
 		Instructions: remote.InitializeResult().Instructions,
@@ -194,11 +189,10 @@ func serveMCPBridge(ctx context.Context, log *slog.Logger, base, token, session 
 // to, the session's stream on the gateway, and tells the client what it
 // hears: an update when the session moves, a bookmark when it was quiet.
 type bridgeFollows struct {
-	client *http.Client
-	base   string
-	log    *slog.Logger
-	ctx    context.Context // bounds every follow
-	srv    *mcp.Server     // set before it serves
+	api *client.Client // acting as the bridge's session
+	log *slog.Logger
+	ctx context.Context // bounds every follow
+	srv *mcp.Server     // set before it serves
 
 	mu      sync.Mutex // held while a stream opens, so a URI is followed once
 	follows map[string]*bridgeFollow
@@ -222,14 +216,14 @@ func (b *bridgeFollows) subscribe(uri string) error {
 	}
 	key := strings.TrimPrefix(uri, mcpserver.SessionURIPrefix)
 	ctx, stop := context.WithCancel(b.ctx)
-	resp, err := b.open(ctx, key, "")
+	s, err := b.api.OpenSessionEvents(ctx, key, client.SessionEventsOptions{ReportDrops: true})
 	if err != nil {
 		stop()
 		return fmt.Errorf("follow %s on the gateway: %w", uri, err)
 	}
 	f := &bridgeFollow{subscribers: 1, stop: stop, done: make(chan struct{})}
 	b.follows[uri] = f
-	go b.run(ctx, uri, key, resp, f)
+	go b.run(ctx, uri, key, s, f)
 	return nil
 }
 
@@ -252,113 +246,111 @@ func (b *bridgeFollows) unsubscribe(uri string) {
 	<-f.done
 }
 
-// open opens key's stream on the gateway, resuming after the state
-// version last when it is set.
-func (b *bridgeFollows) open(ctx context.Context, key, last string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.base+"/v1/sessions/"+url.PathEscape(key)+"/events", nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	if last != "" {
-		req.Header.Set("Last-Event-ID", last)
-	}
-	resp, err := b.client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		defer resp.Body.Close()
-		var e httpapi.ErrorBody
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-		if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
-			return nil, fmt.Errorf("the gateway answered %s: %s", resp.Status, e.Error.Message)
-		}
-		return nil, fmt.Errorf("the gateway answered %s", resp.Status)
-	}
-	return resp, nil
-}
+// Waits before following a session again after its stream ended with an
+// error reconnecting could not mend (the gateway refusing it).
+const (
+	bridgeRetryFirst = time.Second
+	bridgeRetryMax   = 30 * time.Second
+)
 
-// run reads uri's stream until ctx ends, and opens it again, from where
-// it was, when it breaks.
-func (b *bridgeFollows) run(ctx context.Context, uri, key string, resp *http.Response, f *bridgeFollow) {
+// run tells the client what uri's stream says until ctx ends. The stream
+// resumes by itself after a drop, from the state version it had reached;
+// a stream the gateway refuses is opened again, from there, after a
+// growing wait, each failure logged.
+func (b *bridgeFollows) run(ctx context.Context, uri, key string, s *client.Stream, f *bridgeFollow) {
 	defer close(f.done)
-	last := ""
-	delay := time.Second
+	var after *int64
+	delay := bridgeRetryFirst
 	for {
-		if resp != nil {
-			delay = time.Second
-			last = b.read(ctx, uri, resp, last)
-			resp.Body.Close()
+		if s != nil {
+			err := b.relay(ctx, uri, s, &after)
+			if ctx.Err() != nil {
+				return
+			}
+			b.log.Warn("a subscribed session's stream ended; following it again", "uri", uri, "err", err)
 		}
-		select {
-		case <-ctx.Done():
+		if clock.Sleep(ctx, delay) != nil {
 			return
-		case <-time.After(delay):
-			delay = min(2*delay, 30*time.Second)
 		}
+		delay = min(2*delay, bridgeRetryMax)
 		var err error
-		if resp, err = b.open(ctx, key, last); err != nil && ctx.Err() == nil {
-			b.log.Warn("a subscribed session's stream is unavailable; retrying", "uri", uri, "err", err)
+		if s, err = b.api.OpenSessionEvents(ctx, key, client.SessionEventsOptions{After: after, ReportDrops: true}); err != nil {
+			if ctx.Err() == nil {
+				b.log.Warn("a subscribed session's stream is unavailable; retrying", "uri", uri, "err", err)
+			}
+			s = nil
+			continue
 		}
+		delay = bridgeRetryFirst
 	}
 }
 
-// read tells the client what one connection of uri's stream says, and
-// returns where the stream stands: the state version to resume after, or
-// "" to start again from the current one. The changes of a batch the
-// gateway sent at once make one update.
-func (b *bridgeFollows) read(ctx context.Context, uri string, resp *http.Response, last string) string {
-	r := bufio.NewReader(resp.Body)
-	var id, event, data string
+// relay tells the client what one stream says until it ends, keeping in
+// after the state version reached. Changes that arrive together make one
+// update: those already read when the first is told are merged into it.
+func (b *bridgeFollows) relay(ctx context.Context, uri string, s *client.Stream, after **int64) error {
+	events := make(chan client.Event, 64)
+	ended := make(chan error, 1)
+	go func() {
+		defer close(events)
+		for ev, err := range s.All() {
+			if err != nil {
+				ended <- err
+				return
+			}
+			select {
+			case events <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	moved := false
 	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
+		var ev client.Event
+		var open bool
+		if moved {
+			select { // tell the update once nothing more is waiting
+			case ev, open = <-events:
+			default:
+				b.updated(ctx, uri, nil)
+				moved = false
+				continue
+			}
+		} else {
+			ev, open = <-events
+		}
+		if !open {
 			if moved {
 				b.updated(ctx, uri, nil)
 			}
-			return last
-		}
-		line = strings.TrimRight(line, "\r\n")
-		if line != "" {
-			field, value, _ := strings.Cut(line, ":")
-			value = strings.TrimPrefix(value, " ")
-			switch field {
-			case "id":
-				id = value
-			case "event":
-				event = value
-			case "data":
-				data = value
+			select {
+			case err := <-ended:
+				return err
+			default:
+				return ctx.Err()
 			}
-			continue
 		}
-		if id != "" {
-			last = id
-		}
-		switch event {
-		case "signal":
-			moved = true
-		case "bookmark":
-			var bm httpapi.Bookmark
-			if json.Unmarshal([]byte(data), &bm) == nil && bm.StateVersion != nil {
-				if moved {
-					b.updated(ctx, uri, nil)
-					moved = false
-				}
-				b.updated(ctx, uri, mcp.Meta{mcpserver.BookmarkMetaKey: map[string]any{"stateVersion": *bm.StateVersion}})
+		switch e := ev.(type) {
+		case client.AgentEvent:
+			*after, moved = new(e.Sequence), true
+		case client.Bookmark:
+			*after = new(e.Position)
+			if moved {
+				b.updated(ctx, uri, nil)
+				moved = false
 			}
-		case "history_gap":
+			b.updated(ctx, uri, mcp.Meta{mcpserver.BookmarkMetaKey: map[string]any{"stateVersion": e.Position}})
+		case client.HistoryGap:
 			// Changes were pruned before they could be read: the session
-			// moved, and its stream starts again from where it is now.
-			moved, last = true, ""
+			// moved, and the stream goes on with what is retained.
+			moved = true
+		case client.Resumed:
+			// Changes made while the connection was down come next;
+			// the stream says where it resumed.
+		case client.Dropped:
+			b.log.Warn("a subscribed session's stream dropped; reconnecting", "uri", uri, "err", e.Cause)
 		}
-		if moved && r.Buffered() == 0 {
-			b.updated(ctx, uri, nil)
-			moved = false
-		}
-		id, event, data = "", "", ""
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/vigilhq/vigil/client"
 	"github.com/vigilhq/vigil/gateway"
 )
 
@@ -92,8 +93,8 @@ func cliPending(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string)
 		if err := cliCheckKey("KEY", args[0]); err != nil {
 			return err
 		}
-		var out gateway.PendingOutput
-		if printed, err := c.tool(ctx, "session_pending", c.as, gateway.PendingInput{SessionKey: args[0]}, &out); printed || err != nil {
+		var out client.PendingOutput
+		if printed, err := c.tool(ctx, "session_pending", c.as, client.PendingInput{SessionKey: args[0]}, &out); printed || err != nil {
 			return err
 		}
 		if len(out.Events) == 0 {
@@ -117,11 +118,11 @@ func cliHistory(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string)
 		if err := cliCheckRef("KEY", args[0], *agent); err != nil {
 			return err
 		}
-		in := gateway.HistoryInput{SessionKey: args[0], AgentID: *agent, AfterID: *after}
+		in := client.HistoryInput{SessionKey: args[0], AgentID: *agent, AfterID: *after}
 		if cliIsSet(fs, "limit") {
 			in.Limit = limit
 		}
-		var out gateway.HistoryOutput
+		var out client.HistoryOutput
 		if printed, err := c.tool(ctx, "sessions_history", c.as, in, &out); printed || err != nil {
 			return err
 		}
@@ -141,11 +142,11 @@ func cliGraph(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) e
 		if err := cliArgs(args); err != nil {
 			return err
 		}
-		var rows []gateway.GraphCursor
+		var rows []client.GraphCursor
 		var raws []json.RawMessage
 		cursor := ""
 		for {
-			data, err := c.post(ctx, "/v1/tools/sessions_graph", c.as, gateway.GraphInput{AgentID: *agent, Cursor: cursor})
+			data, err := c.call(ctx, "sessions_graph", c.as, client.GraphInput{AgentID: *agent, Cursor: cursor})
 			if err != nil {
 				return err
 			}
@@ -157,7 +158,7 @@ func cliGraph(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) e
 				return fmt.Errorf("the gateway answered something that is not a watch graph: %w", err)
 			}
 			for _, raw := range page.Cursors {
-				var gc gateway.GraphCursor
+				var gc client.GraphCursor
 				if err := json.Unmarshal(raw, &gc); err != nil {
 					return fmt.Errorf("the gateway answered a cursor that is not one: %w", err)
 				}
@@ -199,8 +200,8 @@ func cliWait(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) er
 		if err := c.checkActing(); err != nil {
 			return err
 		}
-		var out gateway.TurnOutput
-		if printed, err := c.tool(ctx, "session_wait", c.as, gateway.WaitInput{TimeoutSeconds: timeout}, &out); printed || err != nil {
+		var out client.TurnOutput
+		if printed, err := c.tool(ctx, "session_wait", c.as, client.WaitInput{TimeoutSeconds: timeout}, &out); printed || err != nil {
 			return err
 		}
 		cliPrintTurn(c, out)
@@ -214,9 +215,9 @@ func cliRunEnd(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) 
 		if err := cliArgs(args, "RUN", "OUTCOME"); err != nil {
 			return err
 		}
-		in := gateway.RunEndInput{RunID: args[0], Outcome: args[1]}
+		in := client.RunEndInput{RunID: args[0], Outcome: args[1]}
 		in.IfStateVersion, in.IfSynced = pre()
-		var out gateway.RunEndOutput
+		var out client.RunEndOutput
 		if printed, err := c.tool(ctx, "run_end", c.as, in, &out); printed || err != nil {
 			return err
 		}
@@ -239,15 +240,15 @@ func cliCompact(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string)
 		if err := cliCheckKey("KEY", args[0]); err != nil {
 			return err
 		}
-		in := gateway.CompactInput{SessionKey: args[0], UpTo: *upTo, OperationID: *op}
+		in := client.CompactInput{SessionKey: args[0], UpToMessageID: *upTo, OperationID: *op}
 		if len(args) == 2 {
 			in.Summary = args[1]
 		}
-		var out gateway.CompactOutput
-		if printed, err := c.tool(ctx, "session_compact", c.as, in, &out); printed || err != nil {
+		// Its answer is printed as the gateway gave it, in every format.
+		data, err := c.call(ctx, "session_compact", c.as, in)
+		if err != nil {
 			return err
 		}
-		data, _ := json.Marshal(out)
 		c.printRaw(data)
 		return nil
 	}
@@ -281,7 +282,7 @@ func cliRecord(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) 
 			}
 			in["payload"] = json.RawMessage(*payload)
 		}
-		var out gateway.RecordOutput
+		var out client.RecordOutput
 		if printed, err := c.tool(ctx, "session_record", c.as, in, &out); printed || err != nil {
 			return err
 		}
@@ -301,14 +302,9 @@ func cliCall(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) er
 			if err := cliArgs(args); err != nil {
 				return err
 			}
-			resp, err := c.request(ctx, http.MethodGet, "/v1/tools", c.as, nil, nil)
-			if err != nil {
-				return err
-			}
-			defer resp.Body.Close()
-			data, err := io.ReadAll(resp.Body)
-			if err != nil {
-				return fmt.Errorf("read the tool list: %w", err)
+			var data json.RawMessage
+			if err := c.api.As(c.as).Do(ctx, http.MethodGet, "/v1/tools", nil, &data); err != nil {
+				return c.failure(ctx, err)
 			}
 			var out struct {
 				Tools []struct{ Name, Description string } `json:"tools"`
@@ -340,14 +336,10 @@ func cliCall(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) er
 		if !json.Valid(body) {
 			return cliUsagef("the input is not valid JSON: %s", strings.TrimSpace(string(body)))
 		}
-		resp, err := c.request(ctx, http.MethodPost, "/v1/tools/"+args[0], c.as, body, nil)
+		// Sent as given, byte for byte: the gateway judges the input.
+		data, err := c.call(ctx, args[0], c.as, json.RawMessage(body))
 		if err != nil {
 			return err
-		}
-		defer resp.Body.Close()
-		data, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return fmt.Errorf("read the answer: %w", err)
 		}
 		c.printRaw(data)
 		return nil
@@ -362,16 +354,14 @@ func cliCompleteKeys(env *cliIO, g *cliGlobal) cobra.CompletionFunc {
 		if c.connect(env, g) != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		c.http = &http.Client{Timeout: 2 * time.Second}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		limit := gateway.MaxPageLimit
-		data, err := c.post(ctx, "/v1/tools/sessions_list", "", gateway.ListInput{Limit: &limit})
+		api, err := cliClientOf(c.base, c.token, &http.Client{Timeout: 2 * time.Second})
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		var out gateway.ListOutput
-		if json.Unmarshal(data, &out) != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		out, err := api.List(ctx, client.ListInput{Limit: new(gateway.MaxPageLimit)})
+		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
 		var keys []cobra.Completion

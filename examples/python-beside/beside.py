@@ -5,55 +5,29 @@ A runtime that already keeps its own sessions (transcripts, store) tells
 vigil only what happened, with session_record. Here a chat runtime of
 agent "ext" reports that its coordinator spawned a worker, then that a
 person wrote straight into the worker in its own Telegram channel. The
-coordinator's next turn carries exactly one notice, and session_status
-with the notice's changesSince gives exactly the person's message.
+coordinator's next turn carries exactly one notice, about the worker, and
+session_status from the worker's version the coordinator last saw (the
+spawn's) gives exactly the person's message.
 
     python3 beside.py --addr http://127.0.0.1:7317 --token "$TOKEN"
 
 The token is an agent token of agent "ext" with "recordHuman": true (the
-right to attribute events to a person). Standard library only.
+right to attribute events to a person). It runs on vigil's Python client
+(clients/python/src/vigil_client), used in place: the path below puts it
+on sys.path. Standard library only.
 """
 
 import argparse
-import json
 import os
-import re
 import sys
-import urllib.error
-import urllib.request
 
-NOTICE = re.compile(
-    r'^Session "(?P<target>[^"]+)" changed \(other actor\)\. '
-    r'Reconcile before acting: session_status sessionKey "(?P<key>[^"]+)" '
-    r"changesSince (?P<since>\d+)\.$"
-)
+# The client, vendored by path: clients/python/src, two levels up.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python", "src"))
+
+from vigil_client import APIError, Client, TransportError  # noqa: E402
 
 COORDINATOR = "agent:ext:main"
 WORKER = "agent:ext:subagent:research-1"
-
-
-class Gateway:
-    def __init__(self, addr, token):
-        self.addr = addr.rstrip("/")
-        self.token = token
-
-    def tool(self, name, body, session=None):
-        req = urllib.request.Request(
-            self.addr + "/v1/tools/" + name,
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-            method="POST",
-        )
-        if self.token:
-            req.add_header("Authorization", "Bearer " + self.token)
-        if session:
-            req.add_header("Vigil-Session", session)
-        try:
-            with urllib.request.urlopen(req, timeout=30) as resp:
-                return json.load(resp)
-        except urllib.error.HTTPError as err:
-            detail = json.load(err).get("error", {})
-            raise SystemExit(f"{name}: HTTP {err.code} {detail.get('code')}: {detail.get('message')}")
 
 
 def gateway_address():
@@ -67,45 +41,59 @@ def gateway_address():
     return "http://127.0.0.1:7317"
 
 
+def story(vigil):
+    # What the coordinator has seen of each session it watches: the state
+    # version it reconciles from when a notice comes about that session.
+    seen = {}
+
+    # Our runtime spawned a worker: the coordinator is its parent, and so
+    # its watcher. The dedupe key makes a retried report harmless.
+    spawn = vigil.session_record(WORKER, "child_spawned", actor_id=COORDINATOR, run_id="run-research-1",
+                                 dedupe_key="child-spawned:run-research-1", parent=COORDINATOR)
+    print(f"recorded the spawn of {WORKER} at version {spawn.state_version}")
+    seen[WORKER] = spawn.state_version
+
+    # A person wrote into the worker in our Telegram channel. vigil never
+    # sees the words: only who did what.
+    msg = vigil.session_record(WORKER, "human_direct_message", actor_type="human", actor_id="telegram:42",
+                               summary="human message via telegram", payload={"channel": "telegram"},
+                               parent=COORDINATOR)
+    print(f"recorded the person's message at version {msg.state_version}")
+
+    # The coordinator's turn: its notices, consumed and acknowledged.
+    turn = vigil.session_turn(COORDINATOR, wait_seconds=0)
+    for line in turn.system_events:
+        print("coordinator sees: " + line)
+    if turn.acknowledged != [WORKER]:
+        raise SystemExit(f"want exactly one notice, about {WORKER}; got {turn.system_events}")
+
+    # It reconciles each session a notice was about, exactly from the
+    # version it last saw of it.
+    for key in turn.acknowledged:
+        st = vigil.session_status(key, changes_since=seen[key])
+        for e in st.state_changes.events:
+            print(f"change #{e.sequence}: {e.kind} by {e.actor_type} {e.actor_id or '-'}: {e.summary}")
+        seen[key] = st.state_version
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--addr", help="the gateway's address (env VIGIL_ADDR; default http://127.0.0.1:7317)")
     ap.add_argument("--token", default=os.environ.get("VIGIL_TOKEN", ""))
     args = ap.parse_args()
-    args.addr = args.addr or gateway_address()
-    if "://" not in args.addr:
-        args.addr = "http://" + args.addr
-    gw = Gateway(args.addr, args.token)
-
-    # Our runtime spawned a worker: the coordinator is its parent, and so
-    # its watcher. The dedupe key makes a retried report harmless.
-    spawn = gw.tool("session_record", {
-        "sessionKey": WORKER, "kind": "child_spawned", "actorId": COORDINATOR,
-        "runId": "run-research-1", "dedupeKey": "child-spawned:run-research-1", "parent": COORDINATOR,
-    })
-    print(f"recorded the spawn of {WORKER} at version {spawn['stateVersion']}")
-
-    # A person wrote into the worker in our Telegram channel. vigil never
-    # sees the words: only who did what.
-    msg = gw.tool("session_record", {
-        "sessionKey": WORKER, "kind": "human_direct_message", "actorType": "human", "actorId": "telegram:42",
-        "summary": "human message via telegram", "payload": {"channel": "telegram"}, "parent": COORDINATOR,
-    })
-    print(f"recorded the person's message at version {msg['stateVersion']}")
-
-    # The coordinator's turn: its notices, consumed and acknowledged.
-    turn = gw.tool("session_turn", {"sessionKey": COORDINATOR, "waitSeconds": 0}, session=COORDINATOR)
-    notices = [e for e in turn["systemEvents"] if NOTICE.match(e)]
-    for line in notices:
-        print("coordinator sees: " + line)
-    if len(notices) != 1:
-        raise SystemExit(f"want exactly one notice, got {turn['systemEvents']}")
-    m = NOTICE.match(notices[0])
-
-    # It reconciles exactly from the version the notice names.
-    st = gw.tool("session_status", {"sessionKey": m["key"], "changesSince": int(m["since"])})
-    for e in st["stateChanges"]["events"]:
-        print(f"change #{e['sequence']}: {e['kind']} by {e['actorType']} {e.get('actorId', '-')}: {e['summary']}")
+    addr = args.addr or gateway_address()
+    if "://" not in addr:
+        addr = "http://" + addr
+    try:
+        vigil = Client(addr.rstrip("/"), token=args.token or None)
+    except ValueError as e:
+        ap.error(str(e))
+    try:
+        story(vigil)
+    except APIError as e:
+        raise SystemExit(f"{e.op}: HTTP {e.status} {e.code}: {e.message}")
+    except TransportError as e:
+        raise SystemExit(str(e))
     return 0
 
 

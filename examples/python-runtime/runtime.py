@@ -1,39 +1,34 @@
 #!/usr/bin/env python3
-"""A toy vigil agent runtime in plain Python (standard library only).
+"""A toy vigil agent runtime in plain Python, on vigil's Python client.
 
 It attaches to one session of a running vigil gateway and loops taking
 turns. Each turn's system events (stale-state notices among them) and
 inbound messages go into a prompt, which it prints. Before "thinking" it
-reconciles every notice: it reads the changesSince number out of the
-notice text and asks session_status for exactly those changes. Then a
-trivial rule-based responder (no model) answers each inbound message with
-session_reply.
+reconciles every session the turn's notices were about, asking
+session_status for exactly the changes after the version it last saw of
+it. Then a trivial rule-based responder (no model) answers each inbound
+message with session_reply.
 
     python3 runtime.py --session agent:main:main
     python3 runtime.py --addr http://127.0.0.1:7317 --token "$TOKEN" \\
         --session agent:main:subagent:5f0c... --turns 2
 
-See README.md next to this file.
+The client (clients/python/src/vigil_client in the vigil repository) is
+used in place, without installing it: the path below puts it on
+sys.path. Standard library only. See README.md next to this file.
 """
 
 import argparse
 import json
 import os
-import re
 import signal
 import sys
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 
-# The exact text of a stale-state notice. The gateway keeps it byte-stable,
-# so a runtime may parse it.
-NOTICE = re.compile(
-    r'^Session "(?P<target>[^"]+)" changed \(other actor\)\. '
-    r'Reconcile before acting: session_status sessionKey "(?P<key>[^"]+)" '
-    r"changesSince (?P<since>\d+)\.$"
-)
+# The client, vendored by path: clients/python/src, two levels up.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python", "src"))
+
+from vigil_client import APIError, Client, TransportError  # noqa: E402
 
 MAX_WAIT = 60  # the gateway's limit on session_turn waitSeconds
 DEFAULT_ADDR = "http://127.0.0.1:7317"
@@ -51,62 +46,16 @@ def gateway_address(environ=os.environ):
     return DEFAULT_ADDR
 
 
-class VigilError(Exception):
-    """An error answer from the gateway ({"error": {"code", "message"}})."""
+def connect(addr, token, session):
+    """A client of the gateway at addr (host:port or a URL) acting as session."""
+    if "://" not in addr:
+        addr = "http://" + addr
+    return Client(addr.rstrip("/"), token=token or None, session=session)
 
-    def __init__(self, status, code, message):
-        super().__init__(f"HTTP {status} {code}: {message}")
-        self.status, self.code = status, code
 
-
-class Client:
-    """The few calls a runtime needs, as the session it acts for."""
-
-    def __init__(self, addr, token, session):
-        if "://" not in addr:
-            addr = "http://" + addr
-        self.base = addr.rstrip("/")
-        self.token = token
-        self.session = session
-
-    def post(self, path, body, timeout):
-        req = urllib.request.Request(
-            self.base + path,
-            data=json.dumps(body).encode("utf-8"),
-            method="POST",
-            headers={"Content-Type": "application/json", "Vigil-Session": self.session},
-        )
-        if self.token:
-            req.add_header("Authorization", "Bearer " + self.token)
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
-                return json.load(resp)
-        except urllib.error.HTTPError as e:
-            try:
-                err = json.load(e)["error"]
-                raise VigilError(e.code, err["code"], err["message"]) from None
-            except (ValueError, KeyError, TypeError):
-                raise VigilError(e.code, "http", e.reason) from None
-
-    def _own(self, what):
-        return "/v1/sessions/" + urllib.parse.quote(self.session, safe="") + "/" + what
-
-    def turn(self, wait):
-        # The HTTP timeout must outlast the long poll.
-        return self.post(self._own("turn"), {"waitSeconds": wait}, timeout=wait + 30)
-
-    def reply(self, text, reply_to):
-        body = {"text": text}
-        if reply_to:
-            body["replyTo"] = reply_to
-        return self.post(self._own("reply"), body, timeout=30)
-
-    def status(self, key, changes_since):
-        return self.post(
-            "/v1/tools/session_status",
-            {"sessionKey": key, "changesSince": changes_since},
-            timeout=30,
-        )
+def refused(e):
+    """How a refusal of the gateway is said: its status, code and message."""
+    return f"HTTP {e.status} {e.code}: {e.message}"
 
 
 def say(text):
@@ -117,48 +66,98 @@ def build_prompt(turn):
     """The lines a real runtime would put in its model's prompt: system
     events first (oldest first), then the new inbound messages."""
     lines = []
-    for event in turn["systemEvents"]:
+    for event in turn.system_events:
         lines.append("System: " + event)
-    for m in turn["messages"]:
-        who = m["actorType"] + (" " + m["actorId"] if m.get("actorId") else "")
-        if m.get("channel"):
-            who += " via " + m["channel"]
-        lines.append(f"User [{who}] (message {m['id']}): {m['content']}")
+    for m in turn.messages:
+        who = m.actor_type + (" " + m.actor_id if m.actor_id else "")
+        if m.channel:
+            who += " via " + m.channel
+        lines.append(f"User [{who}] (message {m.id}): {m.content}")
     return lines
 
 
-def reconcile(client, event):
-    """Reconciles one notice: session_status changesSince <from the notice>.
-    Returns a one-line account of the delta, or None for other events."""
-    match = NOTICE.match(event)
-    if not match:
-        return None
-    key, since = match.group("key"), int(match.group("since"))
-    say(f'reconcile: session_status sessionKey "{key}" changesSince {since}')
-    changes = []
-    while True:
-        st = client.status(key, since)
-        sc = st["stateChanges"]
-        if sc["historyGap"]:
-            say("  historyGap: the log after that version was pruned; re-read the whole session instead")
-        for e in sc["events"]:
-            actor = e["actorType"] + (" " + e["actorId"] if e.get("actorId") else "")
-            extra = ""
-            if e.get("payload"):
-                extra = " " + json.dumps(e["payload"], sort_keys=True)
-            say(f"  #{e['sequence']} {e['kind']} by {actor}: {e['summary']}{extra}")
-            changes.append(e["kind"])
-        if not sc["truncated"]:
-            break
-        since = sc["nextChangesSince"]
-    say(f"  stateVersion {st['stateVersion']}, {len(changes)} change(s)")
-    kinds = ", ".join(changes) if changes else "nothing new"
-    return f"{key} changed: {kinds}"
+class Runtime:
+    """One session's runtime: its client, and the state version it has seen
+    of each session it watches, which is where it reconciles from."""
+
+    def __init__(self, client, session):
+        self.client = client
+        self.session = session
+        self.seen = {}
+
+    def attach(self):
+        """Learns what the session has seen of the sessions it watches: each
+        of its cursors' lastSeen, which the watch graph shows. From then on
+        the runtime keeps it itself, as it reconciles."""
+        cursor = None
+        while True:
+            page = self.client.sessions_graph(cursor=cursor, limit=200)
+            for c in page.cursors:
+                if c.watcher == self.session:
+                    self.seen[c.target] = c.last_seen
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    def turn(self, wait):
+        """Takes the session's turn: the client's timeout outlasts the long
+        poll by itself."""
+        return self.client.session_turn(self.session, wait_seconds=wait)
+
+    def reconcile(self, key):
+        """Reconciles one session a notice was about: session_status with
+        changesSince the version last seen of it (a session never seen is
+        read from the start of its retained history). Returns a one-line
+        account of the delta."""
+        since = self.seen.get(key, 0)
+        say(f'reconcile: session_status sessionKey "{key}" changesSince {since}')
+        changes = []
+        while True:
+            st = self.client.session_status(key, changes_since=since)
+            sc = st.state_changes
+            if sc.history_gap:
+                say("  historyGap: the log after that version was pruned; re-read the whole session instead")
+            for e in sc.events:
+                actor = e.actor_type + (" " + e.actor_id if e.actor_id else "")
+                extra = " " + json.dumps(e.payload, sort_keys=True) if e.payload else ""
+                say(f"  #{e.sequence} {e.kind} by {actor}: {e.summary}{extra}")
+                changes.append(e.kind)
+            if not sc.truncated:
+                break
+            since = sc.next_changes_since
+        self.seen[key] = st.state_version
+        say(f"  stateVersion {st.state_version}, {len(changes)} change(s)")
+        kinds = ", ".join(changes) if changes else "nothing new"
+        return f"{key} changed: {kinds}"
+
+    def handle(self, turn, turn_no):
+        say(f"turn {turn_no} ({turn.turn_id}): {len(turn.system_events)} system event(s), "
+            f"{len(turn.messages)} message(s)")
+        print("----- prompt -----", flush=True)
+        for line in build_prompt(turn):
+            print(line, flush=True)
+        print("------------------", flush=True)
+        if turn.acknowledged:
+            say("taking this turn acknowledged the notices about: " + ", ".join(turn.acknowledged))
+        for f in turn.follow_ups:
+            say("follow-up queued for the next turn: " + f)
+
+        # Reconcile before acting: each session a notice of this turn was about.
+        reconciled = [self.reconcile(key) for key in turn.acknowledged]
+
+        if not turn.messages:
+            say("no inbound messages: nothing to reply to")
+            return
+        for m in turn.messages:
+            answer = respond(m, turn_no, reconciled)
+            out = self.client.session_reply(self.session, answer, reply_to=m.id)
+            note = " (delivered to the waiting sender)" if out.delivered else ""
+            say(f"reply to message {m.id}: {answer}{note}")
 
 
 def respond(message, turn_no, reconciled):
     """The 'model': a few fixed rules."""
-    text = message["content"].strip()
+    text = message.content.strip()
     lower = text.lower()
     if lower.startswith(("hello", "hi ", "hi!", "hey")) or lower == "hi":
         answer = "Hello! I am a toy runtime; ask me how far along I am."
@@ -173,19 +172,23 @@ def respond(message, turn_no, reconciled):
 
 
 def run(args):
-    client = Client(args.addr, args.token, args.session)
+    rt = Runtime(connect(args.addr, args.token, args.session), args.session)
     limit = 1 if args.once else args.turns
-    say(f"attached to {args.session} at {client.base} (long poll waitSeconds {args.wait})")
+    say(f"attached to {args.session} at {rt.client.base_url} (long poll waitSeconds {args.wait})")
     taken = 0
     failures = 0
+    attached = False
     while limit == 0 or taken < limit:
         try:
-            turn = client.turn(args.wait)
-        except (urllib.error.URLError, ConnectionError, TimeoutError, VigilError) as e:
+            if not attached:
+                rt.attach()
+                attached = True
+            turn = rt.turn(args.wait)
+        except (TransportError, APIError) as e:
             # The gateway restarting (503 unavailable, or no connection) or a
             # dropped connection: back off and retry. Any other refusal ends
             # the runtime.
-            if isinstance(e, VigilError) and e.status != 503:
+            if isinstance(e, APIError) and e.status != 503:
                 raise
             failures += 1
             if failures > args.retries:
@@ -196,41 +199,12 @@ def run(args):
             time.sleep(delay)
             continue
         failures = 0
-        if turn["timedOut"]:
+        if turn.timed_out:
             continue  # no work within waitSeconds: poll again
         taken += 1
-        handle(client, turn, taken)
+        rt.handle(turn, taken)
     say(f"done after {taken} turn(s)")
     return 0
-
-
-def handle(client, turn, turn_no):
-    say(f"turn {turn_no} ({turn['turnId']}): {len(turn['systemEvents'])} system event(s), "
-        f"{len(turn['messages'])} message(s)")
-    print("----- prompt -----", flush=True)
-    for line in build_prompt(turn):
-        print(line, flush=True)
-    print("------------------", flush=True)
-    if turn["acknowledged"]:
-        say("taking this turn acknowledged the notices about: " + ", ".join(turn["acknowledged"]))
-    for f in turn["followUps"]:
-        say("follow-up queued for the next turn: " + f)
-
-    # Reconcile before acting.
-    reconciled = []
-    for event in turn["systemEvents"]:
-        account = reconcile(client, event)
-        if account:
-            reconciled.append(account)
-
-    if not turn["messages"]:
-        say("no inbound messages: nothing to reply to")
-        return
-    for m in turn["messages"]:
-        answer = respond(m, turn_no, reconciled)
-        out = client.reply(answer, m["id"])
-        note = " (delivered to the waiting sender)" if out["delivered"] else ""
-        say(f"reply to message {m['id']}: {answer}{note}")
 
 
 def stop(signum, frame):
@@ -256,6 +230,10 @@ def main(argv=None):
         p.error(f"--wait must be from 0 to {MAX_WAIT}")
     if args.turns < 0:
         p.error("--turns must not be negative")
+    try:
+        connect(args.addr, args.token, args.session)
+    except ValueError as e:
+        p.error(str(e))
     # SIGTERM stops the runtime like Ctrl-C does.
     signal.signal(signal.SIGTERM, stop)
     try:
@@ -263,8 +241,8 @@ def main(argv=None):
     except KeyboardInterrupt:
         say("interrupted: stopping")
         return 0
-    except VigilError as e:
-        say(f"the gateway refused: {e}")
+    except APIError as e:
+        say(f"the gateway refused: {refused(e)}")
         return 1
 
 

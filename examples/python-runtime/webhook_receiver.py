@@ -5,7 +5,9 @@ A runtime that is not kept running can have its agent's wakes POSTed to it.
 This receiver checks each delivery as the Standard Webhooks specification
 says (webhook-id, webhook-timestamp, webhook-signature), refuses anything
 unsigned, forged, stale or replayed, answers at once, and then takes one
-turn (waitSeconds 0) for the woken session with runtime.py's client.
+turn (waitSeconds 0) for the woken session as runtime.py does, on vigil's
+Python client (used in place: runtime.py puts clients/python/src on
+sys.path).
 
     python3 webhook_receiver.py --listen 127.0.0.1:8040 --secret "$SECRET" \\
         --addr http://127.0.0.1:7317 --token "$VIGIL_TOKEN"
@@ -93,6 +95,7 @@ def serve(args):
     handled = []
     done = threading.Event()
     lock = threading.Lock()
+    runtimes = {}  # session key -> its runtime.Runtime, which keeps what it has seen
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def log_message(self, fmt, *a):
@@ -124,16 +127,24 @@ def serve(args):
             # Answer first: vigil retries a slow receiver, and the turn may
             # take a while.
             self.answer(204)
-            say(f"verified wake {msg_id} for {wake['sessionKey']}")
-            client = runtime.Client(args.addr, args.token, wake["sessionKey"])
+            key = wake["sessionKey"]
+            say(f"verified wake {msg_id} for {key}")
             with lock:
                 handled.append(msg_id)
                 n = len(handled)
-                turn = client.turn(0)
-                if turn["timedOut"]:
-                    say("the turn found no work (the wake was only a hint)")
-                else:
-                    runtime.handle(client, turn, n)
+                try:
+                    rt = runtimes.get(key)
+                    if rt is None:
+                        rt = runtime.Runtime(runtime.connect(args.addr, args.token, key), key)
+                        rt.attach()
+                        runtimes[key] = rt
+                    turn = rt.turn(0)
+                    if turn.timed_out:
+                        say("the turn found no work (the wake was only a hint)")
+                    else:
+                        rt.handle(turn, n)
+                except (runtime.APIError, runtime.TransportError) as e:
+                    say(f"the turn failed: {e}")
                 if args.wakes and n >= args.wakes:
                     done.set()
 

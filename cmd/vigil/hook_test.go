@@ -1,0 +1,397 @@
+package main
+
+// Tests of vigil hook: each runs the command with a hook payload recorded
+// in testdata/hooks (the shapes Claude Code's hooks reference gives)
+// against a live in-process gateway, and checks the exact answer.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/client"
+)
+
+// hookPayload is a recorded hook payload.
+func hookPayload(t *testing.T, name string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "hooks", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// hookRun runs vigil hook with stdin as the hook's input.
+func hookRun(t *testing.T, env func(string) string, stdin []byte, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), cliHangGuard)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	code := run(ctx, append([]string{"hook"}, args...), env, bytes.NewReader(stdin), &out, &errOut)
+	if ctx.Err() != nil {
+		t.Fatalf("vigil hook %s did not finish (hang guard)", strings.Join(args, " "))
+	}
+	return code, out.String(), errOut.String()
+}
+
+// hookOK runs vigil hook with a recorded payload; it must succeed with
+// nothing on stderr, and its answer is returned.
+func hookOK(t *testing.T, env func(string) string, payload string, args ...string) string {
+	t.Helper()
+	code, out, errOut := hookRun(t, env, hookPayload(t, payload), args...)
+	if code != 0 || errOut != "" {
+		t.Fatalf("vigil hook %s < %s: exit %d, stdout %q, stderr %q", strings.Join(args, " "), payload, code, out, errOut)
+	}
+	return out
+}
+
+// hookText is s as a JSON string, as the hook writes it.
+func hookText(s string) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err != nil {
+		panic(err)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// hookManagerWithANotice is a gateway where a person wrote into a worker
+// of the manager, so the manager has one notice pending.
+func hookManagerWithANotice(t *testing.T) (*cliGateway, string) {
+	t.Helper()
+	g := cliStartGateway(t, nil, vigil.Options{})
+	w := cliSpawnChild(t, g, cliManager, "Draft the Q3 report")
+	cliOK(t, g, "send", w, "Use the revised figures", "--timeout", "0")
+	return g, w
+}
+
+func TestAHookGivesThePendingNoticesAsContextOnceAtSessionStartAndAfterATool(t *testing.T) {
+	t.Parallel()
+	g, w := hookManagerWithANotice(t)
+	asManager := []string{"--session", cliManager, "--record=false"}
+
+	out := hookOK(t, cliEnv(g), "session_start.json", asManager...)
+	want := `{"hookSpecificOutput":{"hookEventName":"SessionStart","additionalContext":` + hookText("System: "+vigil.NoticeText(w, 1)) + `}}` + "\n"
+	if out != want {
+		t.Fatalf("SessionStart answered\n%s\nwant\n%s", out, want)
+	}
+	// Taking it acknowledged it, as a turn does: it is given once.
+	if out := hookOK(t, cliEnv(g), "session_start.json", asManager...); out != "" {
+		t.Fatalf("the next SessionStart answered %q, want nothing", out)
+	}
+
+	// A new change arrives while the agent works: the next tool's answer
+	// carries it, from the version the first notice was acknowledged at.
+	cliOK(t, g, "send", w, "And add Q4", "--timeout", "0")
+	out = hookOK(t, cliEnv(g), "post_tool_use_edit.json", asManager...)
+	want = `{"hookSpecificOutput":{"hookEventName":"PostToolUse","additionalContext":` + hookText("System: "+vigil.NoticeText(w, 2)) + `}}` + "\n"
+	if out != want {
+		t.Fatalf("PostToolUse answered\n%s\nwant\n%s", out, want)
+	}
+}
+
+func TestAFencedToolCallOnStaleStateIsRefusedWithTheNoticeAndPassesOnceReconciled(t *testing.T) {
+	t.Parallel()
+	g, w := hookManagerWithANotice(t)
+	asManager := []string{"--session", cliManager, "--record=false"}
+
+	// Reading is not fenced: it passes, and the notice stays pending.
+	if out := hookOK(t, cliEnv(g), "pre_tool_use_read.json", asManager...); out != "" {
+		t.Fatalf("PreToolUse Read answered %q, want nothing (allowed)", out)
+	}
+	if out := cliOK(t, g, "pending", cliManager); !strings.Contains(out, vigil.NoticeText(w, 1)) {
+		t.Fatalf("the notice did not stay pending after an unfenced tool: %q", out)
+	}
+
+	// Editing is fenced: refused, with the notice as the reason.
+	out := hookOK(t, cliEnv(g), "pre_tool_use_edit.json", asManager...)
+	want := `{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":` +
+		hookText(hookDenyLead+"\nSystem: "+vigil.NoticeText(w, 1)) + `}}` + "\n"
+	if out != want {
+		t.Fatalf("PreToolUse Edit answered\n%s\nwant\n%s", out, want)
+	}
+	if out := cliOK(t, g, "pending", cliManager); !strings.HasPrefix(out, "nothing pending") {
+		t.Fatalf("the refusal did not deliver the notice: %q", out)
+	}
+	// The agent reconciles (session_status changesSince 1) and tries again.
+	cliOK(t, g, "status", w, "--since", "1")
+	if out := hookOK(t, cliEnv(g), "pre_tool_use_edit.json", asManager...); out != "" {
+		t.Fatalf("the retried Edit answered %q, want nothing (allowed)", out)
+	}
+}
+
+func TestTheFencedToolsAreConfigurable(t *testing.T) {
+	t.Parallel()
+	g, _ := hookManagerWithANotice(t)
+	asManager := []string{"--session", cliManager, "--record=false"}
+	// Only MCP tools fenced: an Edit passes, even with a notice pending.
+	if out := hookOK(t, cliEnv(g, "VIGIL_HOOK_FENCE", "mcp__*"), "pre_tool_use_edit.json", asManager...); out != "" {
+		t.Fatalf("Edit with VIGIL_HOOK_FENCE=mcp__* answered %q", out)
+	}
+	// Nothing fenced.
+	if out := hookOK(t, cliEnv(g), "pre_tool_use_edit.json", append(asManager, "--fence", "")...); out != "" {
+		t.Fatalf("Edit with --fence '' answered %q", out)
+	}
+	// Reading fenced (the flag wins over the environment).
+	out := hookOK(t, cliEnv(g, "VIGIL_HOOK_FENCE", "Write"), "pre_tool_use_read.json", append(asManager, "--fence", "Read, Grep")...)
+	if !strings.Contains(out, `"permissionDecision":"deny"`) {
+		t.Fatalf("Read with --fence Read answered %q, want a refusal", out)
+	}
+	code, _, errOut := hookRun(t, cliEnv(g), hookPayload(t, "pre_tool_use_edit.json"), append(asManager, "--fence", "Edit,[")...)
+	if code != exitUsage || !strings.Contains(errOut, `--fence: "[" is not a tool name or pattern`) {
+		t.Fatalf("a bad pattern: exit %d, %q", code, errOut)
+	}
+}
+
+func TestAPersonsPromptIsRecordedForTheSessionsWatchersAndItsNoticesAnswerIt(t *testing.T) {
+	t.Parallel()
+	g := cliStartGateway(t, nil, vigil.Options{})
+	// The agent is the main session of agent ext, whose runtime keeps its
+	// sessions itself; it watches a helper, and someone wrote into it.
+	const agentSession, helper = "agent:ext:main", "agent:ext:worker:research-1"
+	cliOK(t, g, "record", helper, "child_spawned", "--actor-type", "agent", "--actor-id", agentSession, "--parent", agentSession)
+	cliOK(t, g, "record", helper, "human_direct_message", "--actor-type", "human", "--actor-id", "telegram:42")
+
+	out := hookOK(t, cliEnv(g), "user_prompt_submit.json", "--session", agentSession, "--parent", cliManager)
+	want := `{"hookSpecificOutput":{"hookEventName":"UserPromptSubmit","additionalContext":` +
+		hookText("System: "+vigil.NoticeText(helper, 1)) + `}}` + "\n"
+	if out != want {
+		t.Fatalf("UserPromptSubmit answered\n%s\nwant\n%s", out, want)
+	}
+
+	// The prompt is in the log as a person's message, without its words...
+	st := cliJSON[client.StatusOutput](t, g, "status", agentSession, "--since", "0")
+	ev := st.StateChanges.Events
+	if len(ev) != 1 || ev[0].Kind != client.KindHumanDirectMessage || ev[0].ActorType != client.ActorHuman ||
+		ev[0].ActorID != "local" || ev[0].Summary != "human message via claude-code" || ev[0].Payload["channel"] != "claude-code" {
+		t.Fatalf("the recorded prompt: %+v", ev)
+	}
+	if log := cliOK(t, g, "status", agentSession, "--since", "0", "--json"); strings.Contains(log, "revised Q3 figures") {
+		t.Fatalf("the prompt's words reached vigil: %s", log)
+	}
+	// ...and its watcher was told.
+	if out := cliOK(t, g, "pending", cliManager); !strings.Contains(out, `Session "`+agentSession+`" changed (other actor)`) {
+		t.Fatalf("the watcher's queue: %q", out)
+	}
+}
+
+func TestAPromptThatCannotBeRecordedIsSaidAndTheNoticesStillGiven(t *testing.T) {
+	t.Parallel()
+	g, w := hookManagerWithANotice(t) // the manager is a session the gateway hosts
+	code, out, errOut := hookRun(t, cliEnv(g), hookPayload(t, "user_prompt_submit.json"), "--session", cliManager)
+	var answer hookAnswer
+	if code != 0 || json.Unmarshal([]byte(out), &answer) != nil || answer.HookSpecificOutput == nil ||
+		answer.HookSpecificOutput.AdditionalContext != "System: "+vigil.NoticeText(w, 1) {
+		t.Fatalf("exit %d, answer %q", code, out)
+	}
+	if !strings.HasPrefix(answer.SystemMessage, "vigil: the prompt was not recorded: ") ||
+		!strings.Contains(answer.SystemMessage, "hosted by this gateway") || !strings.Contains(errOut, answer.SystemMessage) {
+		t.Fatalf("systemMessage %q, stderr %q", answer.SystemMessage, errOut)
+	}
+}
+
+func TestAStopWithNewsKeepsTheAgentGoingWithItAndOneWithoutLetsItStop(t *testing.T) {
+	t.Parallel()
+	g, w := hookManagerWithANotice(t)
+	asManager := []string{"--session", cliManager, "--record=false"}
+	out := hookOK(t, cliEnv(g), "stop.json", asManager...)
+	want := `{"decision":"block","reason":` + hookText(hookStopLead+"\nSystem: "+vigil.NoticeText(w, 1)) + `}` + "\n"
+	if out != want {
+		t.Fatalf("Stop answered\n%s\nwant\n%s", out, want)
+	}
+	if out := hookOK(t, cliEnv(g), "stop.json", asManager...); out != "" {
+		t.Fatalf("the next Stop answered %q, want nothing", out)
+	}
+}
+
+func TestAHostedSessionsMessagesComeWithItsNotices(t *testing.T) {
+	t.Parallel()
+	g, w := hookManagerWithANotice(t)
+	sent := cliJSON[client.SendOutput](t, g, "send", cliManager, "Status?", "--from", cliOps, "--timeout", "0")
+	out := hookOK(t, cliEnv(g), "session_start.json", "--session", cliManager, "--record=false")
+	want := `{"hookSpecificOutput":{"hookEventName":"SessionStart","additionalContext":` +
+		hookText(fmt.Sprintf("System: %s\nMessage #%d agent %s: Status?", vigil.NoticeText(w, 1), sent.MessageID, cliOps)) + `}}` + "\n"
+	if out != want {
+		t.Fatalf("SessionStart answered\n%s\nwant\n%s", out, want)
+	}
+}
+
+func TestTheHooksSessionIsTheFlagOrTheEnvironmentOrDerivedFromTheAgentsSessionID(t *testing.T) {
+	t.Parallel()
+	g, w := hookManagerWithANotice(t)
+	// VIGIL_SESSION names it.
+	out := hookOK(t, cliEnv(g, "VIGIL_SESSION", cliManager), "session_start.json", "--record=false")
+	if !strings.Contains(out, hookText("System: "+vigil.NoticeText(w, 1))) {
+		t.Fatalf("with VIGIL_SESSION: %q", out)
+	}
+	// Derived from session_id, with --agent and --channel: a session vigil
+	// does not host, whose prompts are recorded for its watcher and which
+	// quietly gets no notices.
+	if out := hookOK(t, cliEnv(g), "user_prompt_submit.json", "--agent", "ops", "--channel", "codex", "--parent", cliOps); out != "" {
+		t.Fatalf("UserPromptSubmit of a derived session answered %q", out)
+	}
+	derived := "agent:ops:codex:2f8b6c1e-4d0a-4a5e-9c3b-7e1d2a9f6b40"
+	if st := cliJSON[client.StatusOutput](t, g, "status", derived, "--since", "0"); st.StateVersion == 0 ||
+		st.StateChanges.Events[0].Summary != "human message via codex" {
+		t.Fatalf("the derived session %s: %+v", derived, st)
+	}
+	if out := hookOK(t, cliEnv(g), "session_start.json", "--agent", "ops", "--channel", "codex"); out != "" {
+		t.Fatalf("SessionStart of a derived session answered %q", out)
+	}
+	// A named session vigil cannot act as is said once, at the start.
+	const nobody = "agent:main:subagent:nobody"
+	code, out, errOut := hookRun(t, cliEnv(g), hookPayload(t, "session_start.json"), "--session", nobody)
+	wantSaid := "vigil: no notices can reach " + nobody + ": vigil neither hosts it nor is it an agent's main session"
+	if code != 0 || out != `{"systemMessage":`+hookText(wantSaid)+"}\n" || !strings.Contains(errOut, wantSaid) {
+		t.Fatalf("SessionStart of an unknown named session: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if out := hookOK(t, cliEnv(g), "pre_tool_use_edit.json", "--session", nobody); out != "" {
+		t.Fatalf("an Edit of an unknown named session answered %q", out)
+	}
+	// A malformed session is refused before anything is sent.
+	before := len(g.requests())
+	code, _, errOut = hookRun(t, cliEnv(g), hookPayload(t, "stop.json"), "--session", "agent::x")
+	if code != exitError || !strings.Contains(errOut, `--session: invalid session key "agent::x"`) || len(g.requests()) != before {
+		t.Fatalf("a malformed --session: exit %d, %q", code, errOut)
+	}
+}
+
+func TestAnEventVigilHasNothingToSayToGetsNoAnswerAndSendsNothing(t *testing.T) {
+	t.Parallel()
+	g, _ := hookManagerWithANotice(t)
+	before := len(g.requests())
+	if out := hookOK(t, cliEnv(g), "notification.json", "--session", cliManager); out != "" {
+		t.Fatalf("Notification answered %q", out)
+	}
+	if n := len(g.requests()) - before; n != 0 {
+		t.Fatalf("Notification sent %d requests", n)
+	}
+}
+
+func TestAMalformedHookInputIsAClearErrorThatDoesNotBlockTheAgent(t *testing.T) {
+	t.Parallel()
+	g, _ := hookManagerWithANotice(t)
+	before := len(g.requests())
+	for _, tc := range []struct{ in, want string }{
+		{`{"hook_event_name": "PreToolUse", "tool_name": "Edit"`, "not the JSON object of a hook event"},
+		{`{"hook_event_name": "Stop", "hook_event_name": "PreToolUse"}`, "duplicate"},
+		{"{\"hook_event_name\": \"Stop\", \"session_id\": \"\xff\"}", "UTF-8"},
+		{`{"session_id": "abc"}`, "has no hook_event_name"},
+		{`[]`, "not the JSON object of a hook event"},
+		{`{"hook_event_name": "Stop"}`, "no session: give --session"},
+	} {
+		code, out, errOut := hookRun(t, cliEnv(g), []byte(tc.in))
+		if code != exitError || out != "" || !strings.HasPrefix(errOut, "vigil hook: ") || !strings.Contains(errOut, tc.want) {
+			t.Errorf("input %q: exit %d, stdout %q, stderr %q; want exit 1 and %q", tc.in, code, out, errOut, tc.want)
+		}
+	}
+	if n := len(g.requests()) - before; n != 0 {
+		t.Errorf("malformed inputs sent %d requests", n)
+	}
+}
+
+func TestAnAgentThatKeepsStandardInputOpenStillGetsItsAnswer(t *testing.T) {
+	t.Parallel()
+	g, w := hookManagerWithANotice(t)
+	r, wr := io.Pipe()
+	t.Cleanup(func() { wr.Close() })
+	go wr.Write(hookPayload(t, "pre_tool_use_edit.json")) // and never closes it
+	ctx, cancel := context.WithTimeout(context.Background(), cliHangGuard)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	code := run(ctx, []string{"hook", "--session", cliManager, "--record=false"}, cliEnv(g), r, &out, &errOut)
+	if ctx.Err() != nil || code != 0 || !strings.Contains(out.String(), `"permissionDecision":"deny"`) ||
+		!strings.Contains(out.String(), strings.Trim(hookText(vigil.NoticeText(w, 1)), `"`)) {
+		t.Fatalf("with standard input left open: exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+}
+
+// hookNoGateway is an address nothing listens on.
+func hookNoGateway(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+func TestWithTheGatewayDownTheHookWarnsAndTheAgentGoesOn(t *testing.T) {
+	t.Parallel()
+	addr := hookNoGateway(t)
+	for _, payload := range []string{"session_start.json", "user_prompt_submit.json", "pre_tool_use_edit.json", "post_tool_use_edit.json", "stop.json"} {
+		code, out, errOut := hookRun(t, cliEnv(nil, "VIGIL_ADDR", addr), hookPayload(t, payload))
+		if code != exitError || out != "" || !strings.Contains(errOut, "cannot reach vigil at http://"+addr) ||
+			!strings.Contains(errOut, "the agent goes on without vigil") {
+			t.Errorf("%s with no gateway: exit %d, stdout %q, stderr %q; want exit 1 (a warning) and why", payload, code, out, errOut)
+		}
+	}
+	// An unfenced tool needs no gateway at all.
+	if code, out, errOut := hookRun(t, cliEnv(nil, "VIGIL_ADDR", addr), hookPayload(t, "pre_tool_use_read.json")); code != 0 || out != "" || errOut != "" {
+		t.Errorf("Read with no gateway: exit %d, %q %q", code, out, errOut)
+	}
+}
+
+func TestWithTheGatewayDownAClosedHookRefusesAFencedToolCallOnly(t *testing.T) {
+	t.Parallel()
+	addr := hookNoGateway(t)
+	for _, env := range []func(string) string{
+		cliEnv(nil, "VIGIL_ADDR", addr, "VIGIL_HOOK_ON_ERROR", "closed"),
+		cliEnv(nil, "VIGIL_ADDR", addr),
+	} {
+		code, out, errOut := hookRun(t, env, hookPayload(t, "pre_tool_use_edit.json"), "--on-error", "closed")
+		if code != hookRefused || out != "" || !strings.HasPrefix(errOut, "vigil hook: Edit refused: vigil could not check it (cannot reach vigil at") {
+			t.Errorf("a fenced Edit, closed, with no gateway: exit %d, stdout %q, stderr %q; want exit 2 and why", code, out, errOut)
+		}
+	}
+	// Other events still only warn.
+	code, _, _ := hookRun(t, cliEnv(nil, "VIGIL_ADDR", addr, "VIGIL_HOOK_ON_ERROR", "closed"), hookPayload(t, "session_start.json"))
+	if code != exitError {
+		t.Errorf("SessionStart, closed, with no gateway: exit %d, want 1", code)
+	}
+	if code, _, errOut := hookRun(t, cliEnv(nil), hookPayload(t, "stop.json"), "--on-error", "ajar"); code != exitUsage ||
+		!strings.Contains(errOut, `--on-error "ajar": use open or closed`) {
+		t.Errorf("--on-error ajar: exit %d, %q", code, errOut)
+	}
+}
+
+func TestAGatewayThatDoesNotAnswerIsGivenUpOnAfterTheTimeout(t *testing.T) {
+	t.Parallel()
+	// A listener that accepts connections and never answers.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	code, out, errOut := hookRun(t, cliEnv(nil, "VIGIL_ADDR", ln.Addr().String()), hookPayload(t, "stop.json"), "--timeout", "50ms")
+	if code != exitError || out != "" || !strings.Contains(errOut, "no answer from vigil at http://"+ln.Addr().String()+" within 50ms") {
+		t.Fatalf("a silent gateway: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
