@@ -142,6 +142,9 @@ CREATE TABLE tombstones (
 	PRIMARY KEY (watcher, target_agent, target_key)
 );
 `},
+	// 4: A2A push notification configs, kept with their sessions so they
+	// outlive a restart (pushconfigs.go).
+	{about: "A2A push notification configs", sql: pushConfigsSchema},
 }
 
 // SchemaVersion is the schema version this build creates and understands.
