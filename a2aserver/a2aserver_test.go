@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,23 +43,32 @@ type server struct {
 	URL   string
 	Eng   *vigil.Engine
 	Store *sqlitestore.Store
+	// Path is the database file; Stop stops the server and closes it.
+	Path string
+	Stop func()
 }
 
 func start(t *testing.T) *server {
 	t.Helper()
 	t.Parallel()
+	return startAt(t, filepath.Join(t.TempDir(), "vigil.db"))
+}
+
+// startAt starts a server on the database at path, stopped at the test's
+// end if not before.
+func startAt(t *testing.T, path string) *server {
+	t.Helper()
 	ctx := context.Background()
-	store, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "vigil.db"), sqlitestore.Options{})
+	store, err := sqlitestore.Open(ctx, path, sqlitestore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { store.Close() })
 	hub := gateway.NewHub()
 	eng, err := vigil.Open(ctx, store, hub.Attach(vigil.Options{PruneInterval: -1}))
 	if err != nil {
+		store.Close()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { eng.Close() })
 	creds, err := gateway.NewCredentials(gateway.Config{Tokens: []gateway.TokenConfig{
 		{Token: tokMain, Role: gateway.RoleAgent, Agent: "main"},
 		{Token: tokOps, Role: gateway.RoleAgent, Agent: "ops"},
@@ -75,12 +85,18 @@ func start(t *testing.T) *server {
 	srv := httptest.NewUnstartedServer(h)
 	srv.Config = httpapi.NewServer(h, hopts, nil)
 	srv.Start()
-	t.Cleanup(func() {
-		cancel()
-		srv.CloseClientConnections()
-		srv.Close()
-	})
-	return &server{URL: srv.URL, Eng: eng, Store: store}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			srv.CloseClientConnections()
+			srv.Close()
+			eng.Close()
+			store.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return &server{URL: srv.URL, Eng: eng, Store: store, Path: path, Stop: stop}
 }
 
 // headers adds a token and an acting session to every request.
