@@ -290,7 +290,7 @@ func (p *listTasksRequest10) check() error {
 	if err := atLeast0("historyLength", p.HistoryLength); err != nil {
 		return err
 	}
-	if s := p.Status; s != nil && *s != "" {
+	if s := p.Status; s != nil && *s != "" && *s != stateUnspecified {
 		if _, ok := states10[*s]; !ok {
 			return invalidf("field status must be one of TASK_STATE_SUBMITTED, TASK_STATE_WORKING, TASK_STATE_COMPLETED, "+
 				"TASK_STATE_FAILED, TASK_STATE_CANCELED, TASK_STATE_INPUT_REQUIRED, TASK_STATE_REJECTED, "+
@@ -318,6 +318,9 @@ var states10 = map[string]*taskState{
 	"TASK_STATE_WORKING": &working, "TASK_STATE_INPUT_REQUIRED": &inputRequired,
 }
 
+// stateUnspecified is the state's default value: no filter.
+const stateUnspecified = "TASK_STATE_UNSPECIFIED"
+
 var working, inputRequired, noState = stateWorking, stateInputRequired, taskState(-1)
 
 // filter is the selection the request asks for; a state no session is in
@@ -333,7 +336,7 @@ func (p *listTasksRequest10) filter() (listFilter, error) {
 	if p.PageToken != nil {
 		f.pageToken = *p.PageToken
 	}
-	if p.Status != nil && *p.Status != "" {
+	if p.Status != nil && *p.Status != "" && *p.Status != stateUnspecified {
 		s := states10[*p.Status]
 		if s == nil {
 			s = &noState
