@@ -9,9 +9,11 @@ import (
 	"encoding/json"
 	"io"
 	"iter"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -55,8 +57,14 @@ func start(t *testing.T) *server {
 }
 
 // startAt starts a server on the database at path, stopped at the test's
-// end if not before.
-func startAt(t *testing.T, path string) *server {
+// end if not before; the tokens in drop are left out of its credentials.
+func startAt(t *testing.T, path string, drop ...string) *server {
+	t.Helper()
+	return startLogging(t, path, nil, drop...)
+}
+
+// startLogging is startAt, logging to log (when not nil).
+func startLogging(t *testing.T, path string, log *slog.Logger, drop ...string) *server {
 	t.Helper()
 	ctx := context.Background()
 	store, err := sqlitestore.Open(ctx, path, sqlitestore.Options{})
@@ -69,18 +77,24 @@ func startAt(t *testing.T, path string) *server {
 		store.Close()
 		t.Fatal(err)
 	}
-	creds, err := gateway.NewCredentials(gateway.Config{Tokens: []gateway.TokenConfig{
+	var tokens []gateway.TokenConfig
+	for _, tc := range []gateway.TokenConfig{
 		{Token: tokMain, Role: gateway.RoleAgent, Agent: "main"},
 		{Token: tokOps, Role: gateway.RoleAgent, Agent: "ops"},
 		{Token: tokOperator, Role: gateway.RoleOperator, ID: "alice"},
 		{Token: tokAdmin, Role: gateway.RoleAdmin, ID: "root"},
-	}}, "")
+	} {
+		if !slices.Contains(drop, tc.Token) {
+			tokens = append(tokens, tc)
+		}
+	}
+	creds, err := gateway.NewCredentials(gateway.Config{Tokens: tokens}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := gateway.New(eng, store, gateway.Options{Hub: hub})
 	hctx, cancel := context.WithCancel(ctx)
-	hopts := httpapi.Options{Credentials: creds, Context: hctx}
+	hopts := httpapi.Options{Credentials: creds, Context: hctx, Logger: log}
 	h := httpapi.New(g, hopts)
 	srv := httptest.NewUnstartedServer(h)
 	srv.Config = httpapi.NewServer(h, hopts, nil)

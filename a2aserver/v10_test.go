@@ -6,10 +6,12 @@ package a2aserver_test
 // it receives is checked against the specification's JSON schema.
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"iter"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -746,5 +748,26 @@ func TestPushConfigsAreListedAndDeliverAfterARestartOnTheSameDatabase(t *testing
 	}
 	if !shapes["1.0"] || !shapes["0.3"] {
 		t.Fatalf("deliveries after the restart: %v, want one of each revision", shapes)
+	}
+}
+
+func TestAPushConfigIsNotResumedOnceItsCredentialIsNoLongerConfigured(t *testing.T) {
+	s := start(t)
+	hook, _ := receiver(t, "a-push-secret-of-some-length", "")
+	child := spawn10(as10(t, s, tokMain, manager))
+	as10(t, s, tokAdmin, "").must("CreateTaskPushNotificationConfig", `{"taskId":`+quote(child)+`,"id":"orphan","url":`+
+		quote(hook.URL)+`,"token":"a-push-secret-of-some-length"}`, nil)
+	s.Stop()
+	var logs bytes.Buffer
+	// The admin's token is gone from the configuration; the server resumes
+	// deliveries before it answers anything.
+	s = startLogging(t, s.Path, slog.New(slog.NewTextHandler(&logs, nil)), tokAdmin)
+	if out := logs.String(); !strings.Contains(out, "a2a push notifications not resumed") ||
+		!strings.Contains(out, "admin|root") || !strings.Contains(out, "no longer configured") {
+		t.Fatalf("the log does not say the config was not resumed:\n%s", out)
+	}
+	// It is kept: the credential may come back.
+	if cfgs, err := s.Store.PushConfigs(guarded(t), sessions.PushFilter{}); err != nil || len(cfgs) != 1 {
+		t.Fatalf("stored configs: %+v, %v", cfgs, err)
 	}
 }
