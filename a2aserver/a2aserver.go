@@ -1,26 +1,31 @@
 // Package a2aserver serves vigil's sessions over the Agent2Agent (A2A)
-// protocol, revision 0.3, with the official Go SDK's JSON-RPC binding. It
-// is a transport like mcpserver: every request runs as the caller the
-// HTTP layer resolved (credential and acting session) through the
-// gateway's operations, so an A2A caller can do nothing its credential
-// could not do over HTTP.
+// protocol, revisions 1.0 and 0.3, over the JSON-RPC binding at one
+// endpoint; each request is served in the revision its A2A-Version header
+// names (none is 0.3, as the specification says). Revision 0.3 is the
+// official Go SDK's binding (v03.go); 1.0, for which no Go SDK is served,
+// is vigil's own binding written against the specification's JSON schema
+// (v10.go, strict10.go). Both are thin: the one mapping onto vigil is
+// core.go. It is a transport like mcpserver: every request runs as the
+// caller the HTTP layer resolved (credential and acting session) through
+// the gateway's operations, so an A2A caller can do nothing its
+// credential could not do over HTTP.
 //
 // The mapping (docs/a2a.md has it row by row):
 //
 //   - a task is a session: its id and its contextId are the session key;
-//   - message/send without a task is sessions_spawn (the text is the
+//   - sending a message without a task is sessions_spawn (the text is the
 //     child's task), with a task it is sessions_send into that session;
-//   - tasks/get is session_status (metadata.changesSince asks for the
-//     exact delta);
-//   - message/stream and tasks/resubscribe carry, as status updates with
-//     stateVersion in their metadata, the notices vigil queues for the
-//     acting session about that task, and the task's replies; a
-//     resubscribe given the stateVersion it last saw is told when the
-//     session moved on meanwhile, and a stream that fell behind says so;
-//   - push-notification configs deliver the same updates as POSTs signed
-//     the Standard Webhooks way, with the config's token as the secret;
-//   - tasks/cancel is refused: vigil records sessions, it does not run
-//     them.
+//   - reading a task is session_status (changesSince asks for the exact
+//     delta);
+//   - streams carry, as status updates with stateVersion in their
+//     metadata, the notices vigil queues for the acting session about that
+//     task, and the task's replies; a resubscribe given the stateVersion it
+//     last saw is told when the session moved on meanwhile, and a stream
+//     that fell behind says so;
+//   - push-notification configs are stored with the sessions and deliver
+//     the same updates as POSTs signed the Standard Webhooks way, with the
+//     config's token as the secret, in the revision they were set through;
+//   - cancelling is refused: vigil records sessions, it does not run them.
 package a2aserver
 
 import (
@@ -33,6 +38,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
+	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
@@ -49,9 +56,16 @@ const Path = "/a2a"
 // of protocol revision 0.3.
 const CardPath = a2asrv.WellKnownAgentCardPath
 
-// ProtocolVersion is the A2A revision vigil speaks, as its Agent Card
-// states it.
+// ProtocolVersion is the A2A revision a 0.3 Agent Card states.
 const ProtocolVersion = "0.3.0"
+
+// VersionHeader is the service parameter (an HTTP header, or a query
+// parameter of the same name) a client names the revision it speaks with.
+const VersionHeader = "A2A-Version"
+
+// Versions are the revisions vigil serves, newest first, as 1.0's Agent
+// Card and its errors name them.
+var Versions = []string{"1.0", "0.3"}
 
 // Version is vigil's version, reported in the Agent Card.
 var Version = buildinfo.Version
@@ -77,16 +91,29 @@ type Options struct {
 	Client *http.Client
 	// MaxBodyBytes bounds a request body; 0 means MaxBodyBytes.
 	MaxBodyBytes int64
+	// Principal finds the credential a stored push config's owner names
+	// (gateway.PushOwner), to resume its deliveries after a restart as
+	// that credential; one no longer configured is not resumed. nil
+	// resumes none.
+	Principal func(owner string) (gateway.Principal, bool)
+	// PushLimits bound the push configs kept; the zero value is the
+	// defaults.
+	PushLimits gateway.PushLimits
+	// PushSweepInterval is how often running deliveries are checked
+	// against the stored configs; 0 means DefaultPushSweepInterval.
+	PushSweepInterval time.Duration
 }
 
 type callerKey struct{}
 
 // Handler returns the JSON-RPC endpoint. Streams and push deliveries end
-// when ctx does. Every request is resolved first: one that carries no
-// valid credential is answered 401 before any method runs, one whose
-// acting session is not the credential's to act as is answered 403. Its
-// body is then read (a body declared or found larger than the limit is
-// answered 413) and checked strictly against the protocol's types before
+// when ctx does. The stored push configs' deliveries resume before it
+// returns (or, when the store does not answer, as soon as it does).
+// Every request is resolved first: one that carries no valid credential
+// is answered 401 before any method runs, one whose acting session is not
+// the credential's to act as is answered 403. Its body is then read (a
+// body declared or found larger than the limit is answered 413) and
+// checked strictly against the types of the revision it asks for before
 // any method runs: one that breaks a rule is answered with a JSON-RPC
 // error naming the field, and nothing is done.
 func Handler(ctx context.Context, g *gateway.Gateway, resolve Resolver, opts Options) http.Handler {
@@ -103,9 +130,22 @@ func Handler(ctx context.Context, g *gateway.Gateway, resolve Resolver, opts Opt
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = MaxBodyBytes
 	}
-	h := &handler{ctx: ctx, g: g, log: opts.Logger, opts: opts}
+	if opts.Principal == nil {
+		opts.Principal = func(string) (gateway.Principal, bool) { return gateway.Principal{}, false }
+	}
+	opts.PushLimits = opts.PushLimits.WithDefaults()
+	if opts.PushSweepInterval <= 0 {
+		opts.PushSweepInterval = DefaultPushSweepInterval
+	}
+	h := &core{ctx: ctx, g: g, log: opts.Logger, opts: opts}
 	h.push = newPushes(h)
-	rpc := a2asrv.NewJSONRPCHandler(h)
+	resumed := h.push.resume(ctx)
+	if resumed != nil {
+		h.log.Error("a2a push notifications: resume", "err", resumed)
+	}
+	go h.push.run(ctx, resumed == nil, opts.PushSweepInterval)
+	rpc03 := a2asrv.NewJSONRPCHandler(v03{h})
+	rpc10 := v10{h}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := resolve(r)
 		if err != nil {
@@ -116,16 +156,53 @@ func Handler(ctx context.Context, g *gateway.Gateway, resolve Resolver, opts Opt
 		if !ok {
 			return
 		}
-		if id, bad := checkRequest(body); bad != nil {
-			answerError(w, http.StatusOK, id, bad.code, bad.err)
+		version, err := requestedVersion(r)
+		if err != nil {
+			env, _ := checkRequest(body, func(string, jsontext.Value) error { return nil })
+			writeError10(w, http.StatusOK, env.ID, err)
+			return
+		}
+		if version == protocol10 {
+			rpc10.serve(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)), c, body)
+			return
+		}
+		if env, bad := checkRequest(body, checkParams); bad != nil {
+			answerError(w, http.StatusOK, env.ID, bad.code, bad.err)
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		// The SDK's binding writes answers without a media type; a stream
 		// replaces this with its own.
 		w.Header().Set("Content-Type", "application/json")
-		rpc.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
+		rpc03.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
 	})
+}
+
+// errVersionNotSupported is a revision vigil does not serve.
+var errVersionNotSupported = errors.New("version not supported")
+
+// requestedVersion is the revision a request asks for, by its major and
+// minor numbers (a patch number does not count): its A2A-Version header,
+// or else its query parameter of that name; none is 0.3.
+func requestedVersion(r *http.Request) (string, error) {
+	v := strings.TrimSpace(r.Header.Get(VersionHeader))
+	if v == "" {
+		v = strings.TrimSpace(r.URL.Query().Get(VersionHeader))
+	}
+	if v == "" {
+		return protocol03, nil
+	}
+	parts := strings.Split(v, ".")
+	if len(parts) >= 2 && len(parts) <= 3 {
+		switch parts[0] + "." + parts[1] {
+		case protocol10:
+			return protocol10, nil
+		case protocol03:
+			return protocol03, nil
+		}
+	}
+	return "", fmt.Errorf("vigil serves A2A %s; %s %q is not one of them: %w", strings.Join(Versions, " and "), VersionHeader,
+		v, errVersionNotSupported)
 }
 
 // readBody reads a request's body whole, up to limit bytes, answering a

@@ -9,10 +9,13 @@ import (
 	"encoding/json"
 	"io"
 	"iter"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,45 +45,72 @@ type server struct {
 	URL   string
 	Eng   *vigil.Engine
 	Store *sqlitestore.Store
+	// Path is the database file; Stop stops the server and closes it.
+	Path string
+	Stop func()
 }
 
 func start(t *testing.T) *server {
 	t.Helper()
 	t.Parallel()
+	return startAt(t, filepath.Join(t.TempDir(), "vigil.db"))
+}
+
+// startAt starts a server on the database at path, stopped at the test's
+// end if not before; the tokens in drop are left out of its credentials.
+func startAt(t *testing.T, path string, drop ...string) *server {
+	t.Helper()
+	return startLogging(t, path, nil, drop...)
+}
+
+// startLogging is startAt, logging to log (when not nil).
+func startLogging(t *testing.T, path string, log *slog.Logger, drop ...string) *server {
+	t.Helper()
 	ctx := context.Background()
-	store, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "vigil.db"), sqlitestore.Options{})
+	store, err := sqlitestore.Open(ctx, path, sqlitestore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { store.Close() })
 	hub := gateway.NewHub()
 	eng, err := vigil.Open(ctx, store, hub.Attach(vigil.Options{PruneInterval: -1}))
 	if err != nil {
+		store.Close()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { eng.Close() })
-	creds, err := gateway.NewCredentials(gateway.Config{Tokens: []gateway.TokenConfig{
+	var tokens []gateway.TokenConfig
+	for _, tc := range []gateway.TokenConfig{
 		{Token: tokMain, Role: gateway.RoleAgent, Agent: "main"},
 		{Token: tokOps, Role: gateway.RoleAgent, Agent: "ops"},
 		{Token: tokOperator, Role: gateway.RoleOperator, ID: "alice"},
 		{Token: tokAdmin, Role: gateway.RoleAdmin, ID: "root"},
-	}}, "")
+	} {
+		if !slices.Contains(drop, tc.Token) {
+			tokens = append(tokens, tc)
+		}
+	}
+	creds, err := gateway.NewCredentials(gateway.Config{Tokens: tokens}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := gateway.New(eng, store, gateway.Options{Hub: hub})
 	hctx, cancel := context.WithCancel(ctx)
-	hopts := httpapi.Options{Credentials: creds, Context: hctx}
+	hopts := httpapi.Options{Credentials: creds, Context: hctx, Logger: log}
 	h := httpapi.New(g, hopts)
 	srv := httptest.NewUnstartedServer(h)
 	srv.Config = httpapi.NewServer(h, hopts, nil)
 	srv.Start()
-	t.Cleanup(func() {
-		cancel()
-		srv.CloseClientConnections()
-		srv.Close()
-	})
-	return &server{URL: srv.URL, Eng: eng, Store: store}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			srv.CloseClientConnections()
+			srv.Close()
+			eng.Close()
+			store.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return &server{URL: srv.URL, Eng: eng, Store: store, Path: path, Stop: stop}
 }
 
 // headers adds a token and an acting session to every request.

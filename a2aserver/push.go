@@ -4,18 +4,24 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/a2aproject/a2a-go/a2a"
 
+	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/sessions"
 	"github.com/vigilhq/vigil/webhook"
 )
 
@@ -26,130 +32,385 @@ const (
 	pushBackoff  = 500 * time.Millisecond
 )
 
-// pushes holds the push-notification configs, in memory only: a restart
-// forgets them (tasks/pushNotificationConfig/list then shows none, and the
-// client sets them again). Each config belongs to the credential that set
-// it and follows its task as that caller, like a stream that POSTs.
+// DefaultPushSweepInterval is how often the running deliveries are
+// checked against the stored configs, so one whose config went with its
+// session stops.
+const DefaultPushSweepInterval = time.Minute
+
+// maxPushIDLen bounds a config id a client chooses.
+const maxPushIDLen = 128
+
+// pushes runs the deliveries of the stored push configs. A config is
+// stored first (gateway.SetPushConfig: with its session, bounded per
+// credential and task), then followed here as the credential that set it,
+// like a stream that POSTs; after a restart every stored config whose
+// credential is still configured is followed again. A delivery stops when
+// its config is deleted, and when it finds its config gone (deleted with
+// its session): before each POST it looks, and a sweep looks now and then
+// for those with nothing to deliver.
 type pushes struct {
-	h       *handler
-	mu      sync.Mutex
-	configs map[pushKey]*pushConfig
+	h       *core
+	mu      sync.Mutex // guards running
+	running map[pushKey]*delivery
 }
 
 type pushKey struct {
-	owner  string // role|id of the credential
-	task   string
-	config string
+	session vigil.SessionRef
+	owner   string
+	id      string
 }
 
-type pushConfig struct {
-	cfg    a2a.TaskPushConfig
+func keyOf(p sessions.PushConfig) pushKey { return pushKey{p.Session, p.Owner, p.ID} }
+
+// delivery is a running follower of one config.
+type delivery struct {
+	cfg    sessions.PushConfig
 	cancel context.CancelFunc
 }
 
-func newPushes(h *handler) *pushes { return &pushes{h: h, configs: map[pushKey]*pushConfig{}} }
+func newPushes(h *core) *pushes { return &pushes{h: h, running: map[pushKey]*delivery{}} }
 
-func owner(c gateway.Caller) string { return string(c.Principal.Role) + "|" + c.Principal.ID }
+// pushSpec is a push config as a client sets it, in either revision.
+type pushSpec struct {
+	task                        string // the task id, a session key
+	id, url, token              string
+	authScheme, authCredentials string
+	field                       string // where the config's fields are in the request, for errors
+}
 
-// OnSetTaskPushConfig follows the task as the caller and POSTs each update
-// (the task, its status carrying the update) to the config's URL, signed
-// with the config's token as a Standard Webhooks secret.
-func (h *handler) OnSetTaskPushConfig(ctx context.Context, p *a2a.TaskPushConfig) (*a2a.TaskPushConfig, error) {
-	c, err := callerOf(ctx)
+// checkPush refuses a config vigil would not deliver: a URL that is not
+// absolute http(s), one the caller may not have vigil POST to, a token
+// that is no signing secret, or authentication that would not make a
+// header.
+func (h *core) checkPush(c gateway.Caller, s pushSpec) error {
+	u, err := url.Parse(s.url)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%surl must be an absolute http or https URL: %w", s.field, a2a.ErrInvalidParams)
+	}
+	if err := h.opts.AllowPush(c, u); err != nil {
+		return rpcError(err)
+	}
+	if len(s.token) < webhook.MinSecretLen || strings.ContainsFunc(s.token, unicode.IsControl) {
+		return fmt.Errorf("%stoken is the secret vigil signs each delivery with (Standard Webhooks); "+
+			"it must be at least %d characters, none of them control characters: %w", s.field, webhook.MinSecretLen, a2a.ErrInvalidParams)
+	}
+	if _, err := webhook.SigningKey(s.token); err != nil {
+		return fmt.Errorf("%stoken: %v: %w", s.field, err, a2a.ErrInvalidParams)
+	}
+	if len(s.id) > maxPushIDLen || strings.ContainsFunc(s.id, unicode.IsControl) {
+		return fmt.Errorf("%sid must be at most %d characters, none of them control characters: %w", s.field, maxPushIDLen,
+			a2a.ErrInvalidParams)
+	}
+	if s.authScheme == "" && s.authCredentials != "" {
+		return fmt.Errorf("%sauthentication has credentials but no scheme to send them with: %w", s.field, a2a.ErrInvalidParams)
+	}
+	if strings.ContainsFunc(s.authScheme, func(r rune) bool { return r <= ' ' || r >= 0x7f }) {
+		return fmt.Errorf("%sauthentication's scheme must be one word of visible ASCII: %w", s.field, a2a.ErrInvalidParams)
+	}
+	if strings.ContainsFunc(s.authCredentials, unicode.IsControl) {
+		return fmt.Errorf("%sauthentication's credentials must hold no control characters: %w", s.field, a2a.ErrInvalidParams)
+	}
+	return nil
+}
+
+// setPush stores the config set over protocol (replacing c's of the same
+// id on the task) and starts its deliveries; once it returns, an update of
+// the task is delivered.
+func (h *core) setPush(ctx context.Context, c gateway.Caller, s pushSpec, protocol string) (sessions.PushConfig, error) {
+	session, err := h.sessionOf(ctx, c, s.task)
 	if err != nil {
-		return nil, rpcError(err)
+		return sessions.PushConfig{}, err
 	}
-	if p == nil {
-		return nil, fmt.Errorf("params are required: %w", a2a.ErrInvalidParams)
+	if err := h.checkPush(c, s); err != nil {
+		return sessions.PushConfig{}, err
 	}
-	_, st, err := h.task(ctx, c, string(p.TaskID), nil)
+	if s.id == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+		s.id = hex.EncodeToString(b[:])
+	}
+	cfg := sessions.PushConfig{Session: session, Owner: gateway.PushOwner(c.Principal), ID: s.id, URL: s.url,
+		Token: s.token, AuthScheme: s.authScheme, AuthCredentials: s.authCredentials, Protocol: protocol,
+		CreatedAt: time.Now().UnixMilli()}
+	if c.Session != nil {
+		cfg.ActingAs = *c.Session
+	}
+	if err := h.g.SetPushConfig(ctx, c, cfg, h.opts.PushLimits); err != nil {
+		return sessions.PushConfig{}, rpcError(err)
+	}
+	h.push.start(c, cfg)
+	return cfg, nil
+}
+
+// pushList lists c's own configs on the task key names.
+func (h *core) pushList(ctx context.Context, c gateway.Caller, key string) ([]sessions.PushConfig, error) {
+	session, err := h.sessionOf(ctx, c, key)
 	if err != nil {
 		return nil, err
 	}
-	u, err := url.Parse(p.Config.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("pushNotificationConfig.url must be an absolute http or https URL: %w", a2a.ErrInvalidParams)
-	}
-	if err := h.opts.AllowPush(c, u); err != nil {
-		return nil, rpcError(err)
-	}
-	if len(p.Config.Token) < webhook.MinSecretLen {
-		return nil, fmt.Errorf("pushNotificationConfig.token is the secret vigil signs each delivery with (Standard Webhooks); "+
-			"it must be at least %d characters: %w", webhook.MinSecretLen, a2a.ErrInvalidParams)
-	}
-	if _, err := webhook.SigningKey(p.Config.Token); err != nil {
-		return nil, fmt.Errorf("pushNotificationConfig.token: %v: %w", err, a2a.ErrInvalidParams)
-	}
-	cfg := *p
-	cfg.TaskID = a2a.TaskID(st.SessionKey)
-	if cfg.Config.ID == "" {
-		var b [8]byte
-		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-		cfg.Config.ID = hex.EncodeToString(b[:])
-	}
-	k := pushKey{owner: owner(c), task: st.SessionKey, config: cfg.Config.ID}
-	// The follower outlives this request: it runs on the handler's context
-	// and as the caller resolved now.
-	fctx, cancel := context.WithCancel(h.ctx)
-	h.push.mu.Lock()
-	if old, ok := h.push.configs[k]; ok {
-		old.cancel()
-	}
-	h.push.configs[k] = &pushConfig{cfg: cfg, cancel: cancel}
-	h.push.mu.Unlock()
-	ready := make(chan struct{})
-	go h.deliver(fctx, c, cfg, ready)
-	<-ready // listening has begun: an update after this answer is delivered
-	return redact(cfg), nil
+	cfgs, err := h.g.PushConfigs(ctx, c, session)
+	return cfgs, rpcError(err)
 }
 
-// redact is a config as it is shown back: the token is a secret.
-func redact(cfg a2a.TaskPushConfig) *a2a.TaskPushConfig {
-	cfg.Config.Token = ""
-	return &cfg
+// pushGet is c's config id on the task key names; with id "" any one.
+func (h *core) pushGet(ctx context.Context, c gateway.Caller, key, id string) (sessions.PushConfig, error) {
+	cfgs, err := h.pushList(ctx, c, key)
+	if err != nil {
+		return sessions.PushConfig{}, err
+	}
+	for _, cfg := range cfgs {
+		if id == "" || cfg.ID == id {
+			return cfg, nil
+		}
+	}
+	return sessions.PushConfig{}, fmt.Errorf("no push notification config %q of this credential on %s: %w", id, key, a2a.ErrTaskNotFound)
+}
+
+// pushDelete deletes c's config id on the task key names and stops its
+// deliveries; it reports whether there was one, and the task's key.
+func (h *core) pushDelete(ctx context.Context, c gateway.Caller, key, id string) (bool, string, error) {
+	session, err := h.sessionOf(ctx, c, key)
+	if err != nil {
+		return false, key, err
+	}
+	deleted, err := h.g.DeletePushConfig(ctx, c, session, id)
+	if err != nil {
+		return false, session.Key, rpcError(err)
+	}
+	h.push.stop(pushKey{session, gateway.PushOwner(c.Principal), id})
+	return deleted, session.Key, nil
+}
+
+// start follows cfg as c until it is stopped, replacing a running
+// delivery of the same config; it returns once the follower listens.
+func (p *pushes) start(c gateway.Caller, cfg sessions.PushConfig) {
+	ctx, cancel := context.WithCancel(p.h.ctx)
+	d := &delivery{cfg: cfg, cancel: cancel}
+	p.mu.Lock()
+	if old, ok := p.running[keyOf(cfg)]; ok {
+		old.cancel()
+	}
+	p.running[keyOf(cfg)] = d
+	p.mu.Unlock()
+	ready := make(chan struct{})
+	go p.deliver(ctx, c, d, ready)
+	<-ready
+}
+
+// stop ends the delivery of k, if one runs.
+func (p *pushes) stop(k pushKey) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if d, ok := p.running[k]; ok {
+		d.cancel()
+		delete(p.running, k)
+	}
+}
+
+// ended forgets d once its follower has stopped on its own.
+func (p *pushes) ended(d *delivery) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.running[keyOf(d.cfg)] == d {
+		delete(p.running, keyOf(d.cfg))
+	}
+	d.cancel()
+}
+
+// Running reports how many deliveries run.
+func (p *pushes) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.running)
+}
+
+// resume starts the delivery of every stored config whose credential is
+// still configured and may still have vigil POST where it says.
+func (p *pushes) resume(ctx context.Context) error {
+	cfgs, err := p.h.g.StoredPushConfigs(ctx, sessions.PushFilter{})
+	if err != nil {
+		return fmt.Errorf("read the push configs: %w", err)
+	}
+	for _, cfg := range cfgs {
+		c, err := p.callerOf(cfg)
+		if err != nil {
+			p.h.log.Warn("a2a push notifications not resumed", "task", cfg.Session.Key, "config", cfg.ID, "err", err)
+			continue
+		}
+		p.start(c, cfg)
+	}
+	if len(cfgs) > 0 {
+		p.h.log.Info("a2a push notifications resumed", "configs", p.count(), "stored", len(cfgs))
+	}
+	return nil
+}
+
+// callerOf is the caller a stored config is followed as, if its
+// credential is still configured and still allowed to have it.
+func (p *pushes) callerOf(cfg sessions.PushConfig) (gateway.Caller, error) {
+	principal, ok := p.h.opts.Principal(cfg.Owner)
+	if !ok {
+		return gateway.Caller{}, fmt.Errorf("the credential that set it (%s) is no longer configured", cfg.Owner)
+	}
+	c := gateway.Caller{Principal: principal}
+	if cfg.ActingAs != (vigil.SessionRef{}) {
+		acting := cfg.ActingAs
+		c.Session = &acting
+	}
+	u, err := url.Parse(cfg.URL)
+	if err != nil {
+		return gateway.Caller{}, fmt.Errorf("its URL: %w", err)
+	}
+	if err := p.h.opts.AllowPush(c, u); err != nil {
+		return gateway.Caller{}, err
+	}
+	return c, nil
+}
+
+// sweep stops the deliveries whose config is no longer stored.
+func (p *pushes) sweep(ctx context.Context) error {
+	cfgs, err := p.h.g.StoredPushConfigs(ctx, sessions.PushFilter{})
+	if err != nil {
+		return fmt.Errorf("read the push configs: %w", err)
+	}
+	stored := make(map[pushKey]bool, len(cfgs))
+	for _, cfg := range cfgs {
+		stored[keyOf(cfg)] = true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, d := range p.running {
+		if !stored[k] {
+			d.cancel()
+			delete(p.running, k)
+		}
+	}
+	return nil
+}
+
+// run resumes the stored configs' deliveries, retrying until the store
+// answers, then sweeps every interval until ctx ends. The first resume is
+// tried before run is started (Handler), so it is done before the first
+// request is served whenever the store answers at once.
+func (p *pushes) run(ctx context.Context, resumed bool, interval time.Duration) {
+	wait := time.Second
+	for !resumed {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		if err := p.resume(ctx); err != nil {
+			p.h.log.Error("a2a push notifications: resume", "err", err, "retry in", 2*wait)
+			wait = min(2*wait, time.Minute)
+			continue
+		}
+		resumed = true
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := p.sweep(ctx); err != nil && ctx.Err() == nil {
+				p.h.log.Error("a2a push notifications: sweep", "err", err)
+			}
+		}
+	}
+}
+
+// stored reports whether d's config is still stored.
+func (p *pushes) stored(ctx context.Context, d *delivery) (bool, error) {
+	cfgs, err := p.h.g.StoredPushConfigs(ctx, sessions.PushFilter{Session: d.cfg.Session, Owner: d.cfg.Owner})
+	if err != nil {
+		return false, err
+	}
+	for _, cfg := range cfgs {
+		if cfg.ID == d.cfg.ID {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // deliver follows the task and POSTs its updates (not the first snapshot,
-// which the client already has) until ctx ends.
-func (h *handler) deliver(ctx context.Context, c gateway.Caller, cfg a2a.TaskPushConfig, ready chan struct{}) {
-	key := string(cfg.TaskID)
+// which the client already has) until ctx ends or the config is gone.
+func (p *pushes) deliver(ctx context.Context, c gateway.Caller, d *delivery, ready chan struct{}) {
+	defer p.ended(d)
+	cfg := d.cfg
 	first := true
-	h.follow(ctx, c, key, nil, nil, func(ev a2a.Event) bool {
+	started := func() {
 		if first {
 			first = false
 			close(ready)
+		}
+	}
+	defer started()
+	p.h.follow(ctx, c, cfg.Session.Key, nil, nil, func(ev event) bool {
+		if first {
+			started()
 			return true
 		}
-		up, ok := ev.(*a2a.TaskStatusUpdateEvent)
-		if !ok {
+		if ev.update == nil {
 			return true
 		}
-		task := &a2a.Task{ID: up.TaskID, ContextID: up.ContextID, Status: up.Status, Metadata: up.Metadata}
-		if err := h.post(ctx, cfg, task); err != nil {
-			h.log.Warn("a2a push notification not delivered", "task", key, "config", cfg.Config.ID, "err", err)
+		if ok, err := p.stored(ctx, d); err != nil || !ok {
+			if err != nil && ctx.Err() == nil {
+				p.h.log.Warn("a2a push notification not delivered: its config could not be read", "task", cfg.Session.Key,
+					"config", cfg.ID, "err", err)
+				return true
+			}
+			return false // deleted, with its session or on its own
+		}
+		if err := p.post(ctx, cfg, ev.update); err != nil && ctx.Err() == nil {
+			p.h.log.Warn("a2a push notification not delivered", "task", cfg.Session.Key, "config", cfg.ID, "err", err)
 		}
 		return true
 	}, func(err error) {
-		if first {
-			first = false
-			close(ready)
+		started()
+		if !errors.Is(err, a2a.ErrTaskNotFound) {
+			p.h.log.Warn("a2a push notifications stopped", "task", cfg.Session.Key, "config", cfg.ID, "err", err)
 		}
-		h.log.Warn("a2a push notifications stopped", "task", key, "config", cfg.Config.ID, "err", err)
 	})
-	if first {
-		close(ready)
-	}
 }
 
-// post delivers one task, retrying network errors and 5xx answers.
-func (h *handler) post(ctx context.Context, cfg a2a.TaskPushConfig, task *a2a.Task) error {
-	body, err := json.Marshal(task)
-	if err != nil {
-		return fmt.Errorf("encode the task: %w", err)
+// pushPayload is one update as the config's revision delivers it: in 0.3
+// a task whose status is the update, in 1.0 a StreamResponse carrying the
+// status update.
+func pushPayload(cfg sessions.PushConfig, u *updateView) ([]byte, string, error) {
+	if cfg.Protocol == protocol10 {
+		b, err := json.Marshal(streamResponse10{StatusUpdate: update10(u)})
+		return b, contentTypeA2A, err
 	}
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	id := "msg_" + hex.EncodeToString(b[:])
+	up := update03(u)
+	b, err := json.Marshal(&a2a.Task{ID: up.TaskID, ContextID: up.ContextID, Status: up.Status, Metadata: up.Metadata})
+	return b, "application/json", err
+}
+
+// deliveryID names one update of one config, the same on every attempt
+// and from every gateway that delivers it, so a receiver that keeps the
+// ids it saw (as Standard Webhooks asks) takes each update once.
+func deliveryID(cfg sessions.PushConfig, u *updateView) string {
+	h := sha256.New()
+	for _, part := range []string{cfg.Session.AgentID, cfg.Session.Key, cfg.Owner, cfg.ID, fmt.Sprint(u.meta[MetaEvent]),
+		fmt.Sprint(u.meta["messageId"]), fmt.Sprint(u.meta[MetaChangesSince]), fmt.Sprint(u.meta[MetaNotice]),
+		fmt.Sprint(u.meta[MetaStateVersion])} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	return "msg_" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// post delivers one update, retrying network errors, 408, 429 and 5xx
+// answers.
+func (p *pushes) post(ctx context.Context, cfg sessions.PushConfig, u *updateView) error {
+	body, contentType, err := pushPayload(cfg, u)
+	if err != nil {
+		return fmt.Errorf("encode the update: %w", err)
+	}
+	id := deliveryID(cfg, u)
 	var last error
 	for attempt := 0; attempt < pushAttempts; attempt++ {
 		if attempt > 0 {
@@ -160,19 +421,22 @@ func (h *handler) post(ctx context.Context, cfg a2a.TaskPushConfig, task *a2a.Ta
 			}
 		}
 		now := time.Now()
-		sig, err := webhook.Sign(cfg.Config.Token, id, now, body)
+		sig, err := webhook.Sign(cfg.Token, id, now, body)
 		if err != nil {
 			return fmt.Errorf("sign: %w", err)
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.Config.URL, bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.URL, bytes.NewReader(body))
 		if err != nil {
 			return fmt.Errorf("build the request: %w", err)
 		}
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 		req.Header.Set(webhook.HeaderID, id)
 		req.Header.Set(webhook.HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
 		req.Header.Set(webhook.HeaderStandard, sig)
-		resp, err := h.opts.Client.Do(req)
+		if cfg.AuthScheme != "" {
+			req.Header.Set("Authorization", strings.TrimSpace(cfg.AuthScheme+" "+cfg.AuthCredentials))
+		}
+		resp, err := p.h.opts.Client.Do(req)
 		if err != nil {
 			last = err
 			continue
@@ -187,76 +451,4 @@ func (h *handler) post(ctx context.Context, cfg a2a.TaskPushConfig, task *a2a.Ta
 		}
 	}
 	return fmt.Errorf("after %d attempts: %w", pushAttempts, last)
-}
-
-func (h *handler) ownedConfig(ctx context.Context, task a2a.TaskID) (gateway.Caller, string, error) {
-	c, err := callerOf(ctx)
-	if err != nil {
-		return c, "", rpcError(err)
-	}
-	_, st, err := h.task(ctx, c, string(task), nil)
-	if err != nil {
-		return c, "", err
-	}
-	return c, st.SessionKey, nil
-}
-
-// OnGetTaskPushConfig shows one of the caller's own configs, token left out.
-func (h *handler) OnGetTaskPushConfig(ctx context.Context, p *a2a.GetTaskPushConfigParams) (*a2a.TaskPushConfig, error) {
-	if p == nil {
-		return nil, fmt.Errorf("params are required: %w", a2a.ErrInvalidParams)
-	}
-	c, key, err := h.ownedConfig(ctx, p.TaskID)
-	if err != nil {
-		return nil, err
-	}
-	h.push.mu.Lock()
-	defer h.push.mu.Unlock()
-	for k, pc := range h.push.configs {
-		if k.owner == owner(c) && k.task == key && (p.ConfigID == "" || k.config == p.ConfigID) {
-			return redact(pc.cfg), nil
-		}
-	}
-	return nil, fmt.Errorf("no push notification config %q of this credential on %s: %w", p.ConfigID, key, a2a.ErrTaskNotFound)
-}
-
-// OnListTaskPushConfig lists the caller's own configs on the task.
-func (h *handler) OnListTaskPushConfig(ctx context.Context, p *a2a.ListTaskPushConfigParams) ([]*a2a.TaskPushConfig, error) {
-	if p == nil {
-		return nil, fmt.Errorf("params are required: %w", a2a.ErrInvalidParams)
-	}
-	c, key, err := h.ownedConfig(ctx, p.TaskID)
-	if err != nil {
-		return nil, err
-	}
-	h.push.mu.Lock()
-	defer h.push.mu.Unlock()
-	out := []*a2a.TaskPushConfig{}
-	for k, pc := range h.push.configs {
-		if k.owner == owner(c) && k.task == key {
-			out = append(out, redact(pc.cfg))
-		}
-	}
-	return out, nil
-}
-
-// OnDeleteTaskPushConfig stops and forgets one of the caller's configs.
-func (h *handler) OnDeleteTaskPushConfig(ctx context.Context, p *a2a.DeleteTaskPushConfigParams) error {
-	if p == nil {
-		return fmt.Errorf("params are required: %w", a2a.ErrInvalidParams)
-	}
-	c, key, err := h.ownedConfig(ctx, p.TaskID)
-	if err != nil {
-		return err
-	}
-	k := pushKey{owner: owner(c), task: key, config: p.ConfigID}
-	h.push.mu.Lock()
-	defer h.push.mu.Unlock()
-	pc, ok := h.push.configs[k]
-	if !ok {
-		return fmt.Errorf("no push notification config %q of this credential on %s: %w", p.ConfigID, key, a2a.ErrTaskNotFound)
-	}
-	pc.cancel()
-	delete(h.push.configs, k)
-	return nil
 }

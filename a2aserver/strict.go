@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/a2aproject/a2a-go/a2a"
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -19,7 +20,8 @@ import (
 // name, matches names case-insensitively, ignores unknown ones and
 // replaces invalid UTF-8. What passes here decodes to the same values
 // either way. The types below are the protocol's (revision 0.3) request
-// shapes, with vigil's metadata keys typed and bounded.
+// shapes, with vigil's metadata keys typed and bounded; strict10.go has
+// revision 1.0's, which vigil's own binding decodes once, here.
 
 // rpcEnvelope is a JSON-RPC 2.0 request.
 type rpcEnvelope struct {
@@ -137,13 +139,15 @@ type requestError struct {
 const (
 	codeParse          = -32700
 	codeInvalidRequest = -32600
+	codeMethodNotFound = -32601
 	codeInvalidParams  = -32602
 )
 
-// checkRequest checks a JSON-RPC request body strictly. It returns the
-// request's id as sent (nil when it has none that can be echoed) and, when
-// the request is refused, why.
-func checkRequest(body []byte) (jsontext.Value, *requestError) {
+// checkRequest checks a JSON-RPC request body strictly, its params with
+// params (given the method's name). It returns the request's envelope as
+// read leniently (its id nil when it has none that can be echoed) and,
+// when the request is refused, why.
+func checkRequest(body []byte, params func(method string, raw jsontext.Value) error) (rpcEnvelope, *requestError) {
 	// A lenient read first finds the members, so an error can carry the
 	// request's id and a fault within the params is told apart from one of
 	// the envelope.
@@ -151,28 +155,53 @@ func checkRequest(body []byte) (jsontext.Value, *requestError) {
 	if err := jsonv2.Unmarshal(body, &loose, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true),
 		jsonv2.RejectUnknownMembers(false)); err != nil {
 		var env rpcEnvelope
-		return nil, &requestError{codeParse, gateway.DecodeStrict(body, &env)}
+		return rpcEnvelope{}, &requestError{codeParse, gateway.DecodeStrict(body, &env)}
 	}
-	id := loose.ID
-	if k := id.Kind(); id != nil && k != '"' && k != '0' && k != 'n' {
-		return nil, &requestError{codeInvalidRequest, fmt.Errorf("%w: field id: expected a string, a number or null", gateway.ErrInvalid)}
+	if k := loose.ID.Kind(); loose.ID != nil && k != '"' && k != '0' && k != 'n' {
+		loose.ID = nil
+		return loose, &requestError{codeInvalidRequest, fmt.Errorf("%w: field id: expected a string, a number or null", gateway.ErrInvalid)}
 	}
-	if err := checkParams(loose.Method, loose.Params); err != nil {
-		return id, &requestError{codeInvalidParams, err}
+	if err := params(loose.Method, loose.Params); err != nil {
+		code := codeInvalidParams
+		if errors.Is(err, a2a.ErrMethodNotFound) {
+			code = codeMethodNotFound
+		}
+		return loose, &requestError{code, err}
 	}
 	var env rpcEnvelope
 	if err := gateway.DecodeStrict(body, &env); err != nil {
-		return id, &requestError{codeInvalidRequest, err}
+		return loose, &requestError{codeInvalidRequest, err}
 	}
 	if env.JSONRPC != "2.0" {
-		return id, &requestError{codeInvalidRequest, fmt.Errorf(`%w: field jsonrpc must be "2.0"`, gateway.ErrInvalid)}
+		return loose, &requestError{codeInvalidRequest, fmt.Errorf(`%w: field jsonrpc must be "2.0"`, gateway.ErrInvalid)}
 	}
-	return id, nil
+	return loose, nil
 }
 
-// checkParams checks a method's params against the protocol's type for
-// them. A method vigil does not know is left to the binding, which
-// answers method not found.
+// asA2A is the refusal as one of the protocol's errors: err's words, with
+// the protocol's kind of error to tell its code by.
+func (e *requestError) asA2A() error {
+	kind := a2a.ErrInvalidParams
+	switch e.code {
+	case codeParse:
+		kind = a2a.ErrParseError
+	case codeInvalidRequest:
+		kind = a2a.ErrInvalidRequest
+	case codeMethodNotFound:
+		kind = a2a.ErrMethodNotFound
+	}
+	return kindOf{e.err, kind}
+}
+
+// kindOf is err, known as one of the protocol's errors besides.
+type kindOf struct{ err, kind error }
+
+func (k kindOf) Error() string   { return k.err.Error() }
+func (k kindOf) Unwrap() []error { return []error{k.err, k.kind} }
+
+// checkParams checks a 0.3 method's params against the protocol's type
+// for them. A method vigil does not know is left to the SDK's binding,
+// which answers method not found.
 func checkParams(method string, raw jsontext.Value) error {
 	var check func([]byte) error
 	switch method {

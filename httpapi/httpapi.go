@@ -167,7 +167,7 @@ func NewHandler(g *gateway.Gateway, opts Options) (http.Handler, error) {
 	}, opts.Logger, mcpserver.HTTPOptions{IdleTimeout: opts.MCPIdleTimeout, TaskRetention: opts.MCPTaskRetention}))))
 	data("POST "+a2aserver.Path, s.bounded(true, s.mcp(a2aserver.Handler(opts.Context, g, func(r *http.Request) (gateway.Caller, error) {
 		return s.resolve(r, actingParams)
-	}, a2aserver.Options{Logger: opts.Logger, MaxBodyBytes: opts.MaxBodyBytes}))))
+	}, a2aserver.Options{Logger: opts.Logger, MaxBodyBytes: opts.MaxBodyBytes, Principal: opts.Credentials.PushPrincipal}))))
 	return s.count(s.deadlines(s.hosts(mux)), mux), nil
 }
 

@@ -11,6 +11,7 @@ import (
 // gives the session writes of each write transaction it hands the engine,
 // so a session change and its event commit together.
 type Store interface {
+	PushStore
 	// SessionTx is tx, a write transaction this backend began for the
 	// engine, with its session writes: they commit or roll back with tx.
 	SessionTx(tx vigil.Tx) Tx
@@ -45,13 +46,15 @@ type ListFilter struct {
 // Tx holds the gateway's writes inside the engine's write transaction.
 type Tx interface {
 	vigil.Tx
+	PushTx
 	GetSession(ctx context.Context, ref vigil.SessionRef) (Session, bool, error)
 	// MessagesAfter is Store.Messages inside the transaction.
 	MessagesAfter(ctx context.Context, ref vigil.SessionRef, afterID int64, limit int) ([]Message, error)
 	// PutSession creates or replaces a session row. A label already used by
 	// another session of the agent is an error wrapping ErrConflict.
 	PutSession(ctx context.Context, s Session) error
-	// DeleteSessionRow deletes the session row, its transcript and its runs.
+	// DeleteSessionRow deletes the session row, its transcript, its runs
+	// and its push configs.
 	DeleteSessionRow(ctx context.Context, ref vigil.SessionRef) error
 	// AppendMessage appends to a transcript and returns the message's id
 	// (m.ID when set, else a new one above every earlier id).

@@ -72,8 +72,9 @@ type behaviour struct {
 }
 
 // behaviours is the suite in the order it runs: the session rows
-// (rows.go), transcripts (messages.go), runs (runs.go), and how all of
-// them commit and roll back with the engine's transaction (tx.go).
+// (rows.go), transcripts (messages.go), runs (runs.go), how all of them
+// commit and roll back with the engine's transaction (tx.go), and the
+// push configs (pushconfigs.go).
 var behaviours = []behaviour{
 	{"EmptyStoreHasNoSessions", testEmptyStore},
 	{"SessionFieldsRoundTrip", testSessionRoundTrip},
@@ -101,6 +102,12 @@ var behaviours = []behaviour{
 	{"RollbackLeavesNothing", testRollback},
 	{"ReadsSeeOnlyCommittedWrites", testReadsCommittedOnly},
 	{"SessionTxCommitsAndRollsBackWithTheEnginesTransaction", testSessionTx},
+	{"PushConfigFieldsRoundTrip", testPushConfigRoundTrip},
+	{"PutPushConfigReplacesTheConfigOfTheSameSessionOwnerAndID", testPutPushConfigReplaces},
+	{"DeletePushConfigDeletesOneAndSaysWhetherThereWasOne", testDeletePushConfig},
+	{"CountPushConfigsCountsOnTheSessionByTheOwnerAndInAll", testCountPushConfigs},
+	{"DeleteSessionRowDeletesTheSessionsPushConfigs", testDeleteSessionRowDeletesPushConfigs},
+	{"PushConfigWritesRollBackWithTheirTransaction", testPushConfigsRollBack},
 }
 
 // Sessions used throughout. The two "global" sessions share a bare key but

@@ -346,6 +346,7 @@ func (t *Tx) DeleteSessionRow(ctx context.Context, ref vigil.SessionRef) error {
 		`DELETE FROM sessions WHERE agent_id = $1 AND session_key = $2`,
 		`DELETE FROM messages WHERE agent_id = $1 AND session_key = $2`,
 		`DELETE FROM runs WHERE agent_id = $1 AND session_key = $2`,
+		deletePushConfigsOfSession,
 	} {
 		b.Queue(q, ref.AgentID, ref.Key)
 	}

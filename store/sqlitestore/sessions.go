@@ -289,6 +289,7 @@ func (t *Tx) DeleteSessionRow(ctx context.Context, ref vigil.SessionRef) error {
 		`DELETE FROM sessions WHERE agent_id = ? AND session_key = ?`,
 		`DELETE FROM messages WHERE agent_id = ? AND session_key = ?`,
 		`DELETE FROM runs WHERE agent_id = ? AND session_key = ?`,
+		deletePushConfigsOfSession,
 	} {
 		if _, err := t.c.exec(q, ref.AgentID, ref.Key); err != nil {
 			return err

@@ -1,0 +1,491 @@
+package a2aserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/sessionkey"
+	"github.com/vigilhq/vigil/sessions"
+)
+
+// The one mapping of A2A onto vigil's operations. Both revisions' bindings
+// (v03.go, v10.go) decode their wire types into the values below, call
+// these methods as the resolved caller, and encode what comes back; the
+// protocol's errors are the SDK's sentinel errors (a2a.ErrTaskNotFound,
+// ...), which each binding turns into its own error object.
+
+// Metadata keys vigil reads from requests and writes into tasks and
+// status updates.
+const (
+	// MetaStateVersion is the task's session's state version when the
+	// task or update was made. In tasks/resubscribe's metadata (0.3) it is
+	// the version the client last saw.
+	MetaStateVersion = "stateVersion"
+	// MetaChangesSince, in tasks/get's metadata (0.3), asks for the
+	// changes after that version; in a notice's update it is the version
+	// to ask from.
+	MetaChangesSince = "changesSince"
+	// MetaStateChanges holds session_status's stateChanges in a task.
+	MetaStateChanges = "stateChanges"
+	// MetaNotice is the notice's text in a notice's update.
+	MetaNotice = "notice"
+	// MetaGap marks an update that reports changes the stream did not
+	// carry one by one.
+	MetaGap = "gap"
+	// MetaEvent names what an update reports: notice, reply, message or
+	// gap.
+	MetaEvent = "vigilEvent"
+)
+
+// listenBuffer is how many live events a stream may fall behind before
+// the hub drops it (the stream then reports a gap and listens again).
+const listenBuffer = 64
+
+// core serves both revisions on the gateway.
+type core struct {
+	ctx  context.Context // ends streams and push deliveries
+	g    *gateway.Gateway
+	log  *slog.Logger
+	opts Options
+	push *pushes
+}
+
+// taskState is a task's state: a session is never done in vigil's sense
+// (it takes turns until it is deleted), so its task is working, or waiting
+// for input while its goal is blocked.
+type taskState int
+
+const (
+	stateWorking taskState = iota
+	stateInputRequired
+)
+
+// textMessage is a message of a task: vigil's transcripts hold text.
+type textMessage struct {
+	id       string
+	fromUser bool // a person's or another session's message, not the session's own
+	task     string
+	text     string
+}
+
+// taskView is a session as a task.
+type taskView struct {
+	key   string
+	state taskState
+	at    time.Time
+	meta  map[string]any
+	// message is the task's status message: a reply a send waited for.
+	message *textMessage
+}
+
+// updateView is a status update of a task.
+type updateView struct {
+	key     string
+	state   taskState
+	message textMessage
+	meta    map[string]any
+	at      time.Time
+}
+
+// event is what following a task carries: the task first, then updates.
+type event struct {
+	task   *taskView
+	update *updateView
+}
+
+// sendInput is a message/send as both revisions give it.
+type sendInput struct {
+	text              string // the text parts, joined by newlines
+	taskID, contextID string
+	meta              map[string]any // the message's metadata
+}
+
+// metaString, metaInt and metaBool read a metadata key the strict check
+// (strict.go, strict10.go) already typed; they refuse a wrong type anyway,
+// for a request that reaches them another way.
+func metaString(m map[string]any, key string) (string, error) {
+	v, ok := m[key]
+	if !ok || v == nil {
+		return "", nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("metadata.%s must be a string: %w", key, a2a.ErrInvalidParams)
+	}
+	return s, nil
+}
+
+func metaInt(m map[string]any, key string) (*int64, error) {
+	v, ok := m[key]
+	if !ok || v == nil {
+		return nil, nil
+	}
+	f, ok := v.(float64)
+	if !ok || f != float64(int64(f)) {
+		return nil, fmt.Errorf("metadata.%s must be an integer: %w", key, a2a.ErrInvalidParams)
+	}
+	n := int64(f)
+	return &n, nil
+}
+
+func metaBool(m map[string]any, key string) (*bool, error) {
+	v, ok := m[key]
+	if !ok || v == nil {
+		return nil, nil
+	}
+	b, ok := v.(bool)
+	if !ok {
+		return nil, fmt.Errorf("metadata.%s must be a boolean: %w", key, a2a.ErrInvalidParams)
+	}
+	return &b, nil
+}
+
+// taskKey is the session a message names through its taskId or contextId.
+func taskKey(taskID, contextID string) (string, error) {
+	if taskID != "" && contextID != "" && taskID != contextID {
+		return "", fmt.Errorf("taskId %q and contextId %q name different sessions (both are a session key in vigil): %w",
+			taskID, contextID, a2a.ErrInvalidParams)
+	}
+	if taskID != "" {
+		return taskID, nil
+	}
+	return contextID, nil
+}
+
+// send runs message/send: a spawn when the message names no task, a
+// sessions_send into the named session otherwise. It returns the task's
+// key, what to add to the task's metadata, and the reply a send waited
+// for.
+func (h *core) send(ctx context.Context, c gateway.Caller, in sendInput) (string, map[string]any, *textMessage, error) {
+	key, err := taskKey(in.taskID, in.contextID)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if key == "" {
+		label, err := metaString(in.meta, "label")
+		if err != nil {
+			return "", nil, nil, err
+		}
+		agent, err := metaString(in.meta, "agentId")
+		if err != nil {
+			return "", nil, nil, err
+		}
+		out, err := h.g.Spawn(ctx, c, gateway.SpawnInput{Task: in.text, Label: label, AgentID: agent})
+		if err != nil {
+			return "", nil, nil, rpcError(err)
+		}
+		return out.ChildSessionKey, map[string]any{"runId": out.RunID, "spawned": true}, nil, nil
+	}
+	wait, err := metaInt(in.meta, "timeoutSeconds")
+	if err != nil {
+		return "", nil, nil, err
+	}
+	watch, err := metaBool(in.meta, "watch")
+	if err != nil {
+		return "", nil, nil, err
+	}
+	sin := gateway.SendInput{SessionKey: key, Message: in.text, Watch: watch, TimeoutSeconds: new(int)}
+	if wait != nil {
+		// A negative wait reaches the gateway, which refuses it; a huge one
+		// is capped there too, once it fits an int.
+		*sin.TimeoutSeconds = int(min(*wait, 1<<20))
+	}
+	if c.Session == nil {
+		sin.Channel = "a2a" // a person's message says how it came
+	}
+	out, err := h.g.Send(ctx, c, sin)
+	if err != nil {
+		return "", nil, nil, rpcError(err)
+	}
+	extra := map[string]any{"messageId": out.MessageID, "sendStatus": out.Status}
+	if out.Watched != nil {
+		extra["watched"] = *out.Watched
+	}
+	if out.Error != "" {
+		extra["sendError"] = out.Error
+	}
+	var reply *textMessage
+	if out.Reply != "" {
+		reply = &textMessage{id: fmt.Sprintf("vigil-reply-%d", out.MessageID), task: out.SessionKey, text: out.Reply}
+	}
+	return out.SessionKey, extra, reply, nil
+}
+
+// task is the session as a task: what session_status knows of it, with
+// the exact delta when since is given.
+func (h *core) task(ctx context.Context, c gateway.Caller, key string, since *int64) (*taskView, gateway.StatusOutput, error) {
+	if key == "" {
+		return nil, gateway.StatusOutput{}, fmt.Errorf("a task id (a session key) is required: %w", a2a.ErrInvalidParams)
+	}
+	st, err := h.g.Status(ctx, c, gateway.StatusInput{SessionKey: key, ChangesSince: since})
+	if err != nil {
+		return nil, st, rpcError(err)
+	}
+	if !st.Exists {
+		return nil, st, fmt.Errorf("no session %s (it never existed, or was deleted): %w", key, a2a.ErrTaskNotFound)
+	}
+	meta := map[string]any{
+		MetaStateVersion: st.StateVersion,
+		"sessionId":      st.SessionID,
+		"agentId":        st.AgentID,
+		"kind":           st.Kind,
+	}
+	if st.Label != "" {
+		meta["label"] = st.Label
+	}
+	if st.SpawnedBy != "" {
+		meta["spawnedBy"] = st.SpawnedBy
+	}
+	if st.Goal != nil {
+		meta["goal"] = asJSON(st.Goal)
+	}
+	if st.StateChanges != nil {
+		meta[MetaStateChanges] = asJSON(st.StateChanges)
+	}
+	return &taskView{key: st.SessionKey, state: stateOf(st.Goal), at: time.UnixMilli(st.UpdatedAt).UTC(), meta: meta}, st, nil
+}
+
+// stateOf is the state of a task whose session has goal.
+func stateOf(goal *gateway.GoalView) taskState {
+	if goal != nil && goal.Status == sessions.GoalBlocked {
+		return stateInputRequired
+	}
+	return stateWorking
+}
+
+// asJSON turns a value into the generic form metadata holds.
+func asJSON(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil
+	}
+	return out
+}
+
+// sentTask sends and answers with the task, its status message the reply
+// the send waited for.
+func (h *core) sentTask(ctx context.Context, c gateway.Caller, in sendInput) (*taskView, error) {
+	key, extra, reply, err := h.send(ctx, c, in)
+	if err != nil {
+		return nil, err
+	}
+	t, _, err := h.task(ctx, c, key, nil)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range extra {
+		t.meta[k] = v
+	}
+	t.message = reply
+	return t, nil
+}
+
+// cancel refuses: a session is run by its runtime, which reports a run's
+// end with run_end; vigil has nothing it could stop.
+func (h *core) cancel(ctx context.Context, c gateway.Caller, key string) error {
+	if _, _, err := h.task(ctx, c, key, nil); err != nil {
+		return err
+	}
+	return fmt.Errorf("vigil records sessions but does not run them, so it cannot stop %s; the runtime running it "+
+		"reports the end of a run with run_end: %w", key, a2a.ErrTaskNotCancelable)
+}
+
+// stream runs a stream as c: a send first when in is given (its task then
+// carries what the send returned), else a follow of key from the version
+// seen. It holds one of c's open streams while it runs.
+func (h *core) stream(ctx context.Context, c gateway.Caller, in *sendInput, key string, seen *int64,
+	emit func(event) bool, fail func(error)) {
+	release, err := h.g.Hold(c, gateway.HoldStream)
+	if err != nil {
+		fail(rpcError(err))
+		return
+	}
+	defer release()
+	var edit func(*taskView)
+	if in != nil {
+		k, extra, reply, err := h.send(ctx, c, *in)
+		if err != nil {
+			fail(err)
+			return
+		}
+		key = k
+		edit = func(t *taskView) {
+			for k, v := range extra {
+				t.meta[k] = v
+			}
+			t.message = reply
+		}
+	}
+	h.follow(ctx, c, key, seen, edit, emit, fail)
+}
+
+// follow sends the task (edited by edit, when given), a gap update when
+// seen is behind the session, then every update until ctx or the core's
+// context ends or emit returns false. Listening starts before the task is
+// read, so nothing that happens after the task's version is missed.
+func (h *core) follow(ctx context.Context, c gateway.Caller, key string, seen *int64, edit func(*taskView),
+	emit func(event) bool, fail func(error)) {
+	// The hub knows a session by its canonical key; a task id differing in
+	// case or spaces names the same session and must hear its events. A key
+	// that does not parse is refused by the task read below.
+	if k, err := sessionkey.Parse(key); err == nil {
+		key = k.String()
+	}
+	hub := h.g.Hub()
+	listen := func() (own, target *gateway.Listener) {
+		if c.Session != nil {
+			own = hub.Listen(c.Session.Key, listenBuffer)
+		}
+		return own, hub.Listen(key, listenBuffer)
+	}
+	own, target := listen()
+	defer func() {
+		if own != nil {
+			own.Close()
+		}
+		target.Close()
+	}()
+	t, st, err := h.task(ctx, c, key, nil)
+	if err != nil {
+		fail(err)
+		return
+	}
+	ref := vigil.SessionRef{AgentID: st.AgentID, Key: st.SessionKey}
+	if edit != nil {
+		edit(t)
+	}
+	if !emit(event{task: t}) {
+		return
+	}
+	if seen != nil && st.StateVersion > *seen {
+		if !emit(event{update: h.gapUpdate(st, *seen, "the session moved on while this client was not subscribed")}) {
+			return
+		}
+	}
+	last := st.StateVersion
+	var ownC <-chan *gateway.LiveEvent
+	if own != nil {
+		ownC = own.C
+	}
+	for {
+		var ev *gateway.LiveEvent
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.ctx.Done():
+			return
+		case ev, ok = <-ownC:
+		case ev, ok = <-target.C:
+		}
+		if !ok {
+			// The hub dropped a listener that fell behind: listen again,
+			// then say what moved meanwhile instead of skipping it.
+			if own != nil {
+				own.Close()
+			}
+			target.Close()
+			own, target = listen()
+			if own != nil {
+				ownC = own.C
+			}
+			_, st, err := h.task(ctx, c, key, nil)
+			if err != nil {
+				fail(err)
+				return
+			}
+			if !emit(event{update: h.gapUpdate(st, last, "this stream fell behind and missed updates")}) {
+				return
+			}
+			last = st.StateVersion
+			continue
+		}
+		up, err := h.update(ctx, c, ref, *ev)
+		if err != nil {
+			fail(err)
+			return
+		}
+		if up == nil {
+			continue
+		}
+		if v, ok := up.meta[MetaStateVersion].(int64); ok {
+			last = v
+		}
+		if !emit(event{update: up}) {
+			return
+		}
+	}
+}
+
+// update turns a live event into the status update a follower of ref
+// sees, or nil when it is not about ref or not for this caller: the
+// caller's notices about ref, ref's replies, and (for a person, who gets
+// no notices) the messages ref receives.
+func (h *core) update(ctx context.Context, c gateway.Caller, ref vigil.SessionRef, ev gateway.LiveEvent) (*updateView, error) {
+	var text, kind string
+	meta := map[string]any{}
+	switch {
+	case ev.Type == gateway.LiveNotice && ev.Notice != nil && ev.Notice.Target == ref.Key &&
+		c.Session != nil && ev.Session == c.Session.Key:
+		kind, text = "notice", ev.Notice.Text
+		meta[MetaNotice] = ev.Notice.Text
+		cur, ok, err := h.g.Engine().Cursor(ctx, c.Session.Key, ref)
+		if err != nil {
+			return nil, rpcError(h.g.Public(fmt.Errorf("read the cursor on %s: %w", ref.Key, err)))
+		}
+		if ok {
+			meta[MetaChangesSince] = cur.LastSeen
+		}
+	case ev.Type == gateway.LiveReply && ev.Session == ref.Key && ev.Message != nil:
+		kind, text = "reply", ev.Message.Content
+		meta["messageId"] = ev.Message.ID
+	case ev.Type == gateway.LiveMessage && ev.Session == ref.Key && ev.Message != nil && c.Session == nil:
+		kind, text = "message", ev.Message.Content
+		meta["messageId"] = ev.Message.ID
+		meta["actorType"], meta["actorId"] = string(ev.Message.ActorType), ev.Message.ActorID
+	default:
+		return nil, nil
+	}
+	_, st, err := h.task(ctx, c, ref.Key, nil)
+	if err != nil {
+		return nil, err
+	}
+	meta[MetaEvent] = kind
+	meta[MetaStateVersion] = st.StateVersion
+	return statusUpdate(st, kind == "message", text, meta), nil
+}
+
+// gapUpdate reports that the session moved from version seen to where it
+// is now without the stream carrying each change; reading the task with
+// changesSince lists them.
+func (h *core) gapUpdate(st gateway.StatusOutput, seen int64, why string) *updateView {
+	text := fmt.Sprintf("Gap: %s; %s is at state version %d, and the changes after version %d are not in this stream: "+
+		"read the task with changesSince %d to list them.", why, st.SessionKey, st.StateVersion, seen, seen)
+	return statusUpdate(st, false, text, map[string]any{MetaEvent: "gap", MetaGap: true,
+		MetaChangesSince: seen, MetaStateVersion: st.StateVersion})
+}
+
+func statusUpdate(st gateway.StatusOutput, fromUser bool, text string, meta map[string]any) *updateView {
+	return &updateView{key: st.SessionKey, state: stateOf(st.Goal), meta: meta, at: time.Now().UTC(),
+		message: textMessage{id: a2a.NewMessageID(), fromUser: fromUser, task: st.SessionKey, text: text}}
+}
+
+// sessionOf reads the task key as c and returns its session.
+func (h *core) sessionOf(ctx context.Context, c gateway.Caller, key string) (vigil.SessionRef, error) {
+	_, st, err := h.task(ctx, c, key, nil)
+	if err != nil {
+		return vigil.SessionRef{}, err
+	}
+	return vigil.SessionRef{AgentID: st.AgentID, Key: st.SessionKey}, nil
+}

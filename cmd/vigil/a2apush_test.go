@@ -1,0 +1,126 @@
+package main
+
+// A2A push notification configs survive a kill -9 of `vigil serve`: the
+// restarted process on the same database lists them and delivers.
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vigilhq/vigil/a2aserver"
+	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/webhook"
+)
+
+// startServeOn runs the vigil binary as `vigil serve` on db (without
+// tokens: every request is the local admin) and waits until it listens.
+func startServeOn(t *testing.T, bin, db string) *gatewayProcess {
+	t.Helper()
+	stderr := &syncBuffer{}
+	cmd := exec.Command(bin, "serve", "--db", db, "--addr", "127.0.0.1:0")
+	cmd.Env = mcpEnv()
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+	})
+	p := &gatewayProcess{serveRun: &serveRun{stderr: stderr}, cmd: cmd}
+	deadline := time.After(serveHangGuard)
+	for {
+		if m := listeningLine.FindStringSubmatch(stderr.String()); m != nil {
+			p.addr = m[1]
+			return p
+		}
+		select {
+		case <-exited:
+			t.Fatalf("vigil serve exited before listening:\n%s", stderr.String())
+		case <-deadline:
+			t.Fatalf("vigil serve never listened (hang guard):\n%s", stderr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// a2a10 calls p's A2A endpoint in revision 1.0 and returns the result.
+func a2a10(t *testing.T, p *gatewayProcess, method, params string) json.RawMessage {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://"+p.addr+a2aserver.Path,
+		strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"`+method+`","params":`+params+`}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(a2aserver.VersionHeader, "1.0")
+	resp, err := (&http.Client{Timeout: serveHangGuard}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var a struct {
+		Result json.RawMessage
+		Error  json.RawMessage
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(raw, &a); err != nil || a.Error != nil {
+		t.Fatalf("%s: %s (%v)", method, raw, err)
+	}
+	return a.Result
+}
+
+func TestA2APushConfigsAreListedAndDeliverAfterVigilServeIsKilled(t *testing.T) {
+	bin := gatewayBinary(t)
+	db := filepath.Join(t.TempDir(), "vigil.db")
+	const secret = "a-push-secret-of-some-length"
+	got := make(chan string, 8)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if err := webhook.Verify(secret, r.Header, body, 0); err != nil {
+			t.Errorf("a push delivery does not verify: %v", err)
+		}
+		got <- string(body)
+	}))
+	defer hook.Close()
+
+	p := startServeOn(t, bin, db)
+	child := callOK[gateway.SpawnOutput](t, p.serveRun, "", "agent:main:main", "sessions_spawn", map[string]any{"task": "work"}).ChildSessionKey
+	a2a10(t, p, "CreateTaskPushNotificationConfig", `{"taskId":"`+child+`","id":"survivor","url":"`+hook.URL+`","token":"`+secret+`"}`)
+	p.kill(t)
+
+	p = startServeOn(t, bin, db)
+	var list struct {
+		Configs []struct{ ID, TaskID string }
+	}
+	if err := json.Unmarshal(a2a10(t, p, "ListTaskPushNotificationConfigs", `{"taskId":"`+child+`"}`), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Configs) != 1 || list.Configs[0].ID != "survivor" || list.Configs[0].TaskID != child {
+		t.Fatalf("configs after the kill: %+v", list)
+	}
+	callOK[gateway.SendOutput](t, p.serveRun, "", "", "sessions_send", map[string]any{"sessionKey": child,
+		"message": "after the crash", "channel": "web", "timeoutSeconds": 0})
+	select {
+	case body := <-got:
+		var sr struct {
+			StatusUpdate *struct{ TaskID string } `json:"statusUpdate"`
+		}
+		if err := json.Unmarshal([]byte(body), &sr); err != nil || sr.StatusUpdate == nil || sr.StatusUpdate.TaskID != child {
+			t.Fatalf("delivered %s", body)
+		}
+	case <-time.After(serveHangGuard):
+		t.Fatalf("no delivery after the restart (hang guard):\n%s", p.stderr.String())
+	}
+}
