@@ -269,8 +269,17 @@ func TestAFloodOfInitializesNeverClosedLeavesGoroutinesAndMemoryBounded(t *testi
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	// The normal client has a session of its own, kept open by its stream.
-	normal := lg.connect(t, liveOpsToken, liveOpsMain, nil)
+	// The normal client has a session of its own, kept open by its GET
+	// stream: on 2025-11-25, since 2026-07-28 has no sessions. It is the
+	// one session left once the flood's have idled out, so the wait for
+	// that below is a count that stays, not a passing moment.
+	normal, err := lg.dialRevision(t, liveOpsToken, liveOpsMain, revision20251125, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := lg.g.Held(gateway.HoldMCPSession); n != 1 {
+		t.Fatalf("%d MCP sessions held once the normal client connected, want its 1", n)
+	}
 	call := func() time.Duration {
 		start := time.Now()
 		liveCall(t, normal, "session_status", map[string]any{"sessionKey": liveOpsMain})
