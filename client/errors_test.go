@@ -78,17 +78,18 @@ func TestAStaleIfStateVersionIsAConflictCarryingTheCurrentVersion(t *testing.T) 
 	ctx := bounded(t)
 	must(connect(t, gw, operatorToken, "").Send(ctx, client.SendInput{SessionKey: worker, Message: "a person writes", TimeoutSeconds: new(0)}))(t)
 	mgr := connect(t, gw, mainToken, manager)
-	_, err := mgr.Goal(ctx, client.GoalInput{SessionKey: worker, Action: client.GoalSet, Objective: "mine", IfStateVersion: new(int64(1))})
+	// The manager read the worker at its spawn's version, 2.
+	_, err := mgr.Goal(ctx, client.GoalInput{SessionKey: worker, Action: client.GoalSet, Objective: "mine", IfStateVersion: new(int64(2))})
 	var conflict *client.ConflictError
 	if !errors.As(err, &conflict) {
 		t.Fatalf("a stale write: %v (%T), want a *ConflictError", err, err)
 	}
-	if !conflict.Precondition || conflict.StateVersion != 2 || conflict.StatusCode != http.StatusConflict ||
-		!errors.Is(err, client.ErrConflict) || !strings.Contains(conflict.Message, "changesSince 1") {
+	if !conflict.Precondition || conflict.StateVersion != 3 || conflict.StatusCode != http.StatusConflict ||
+		!errors.Is(err, client.ErrConflict) || !strings.Contains(conflict.Message, "changesSince 2") {
 		t.Fatalf("conflict %+v (%+v)", conflict, conflict.APIError)
 	}
 	// Nothing was changed, and the retry with the current version passes.
-	if st := must(mgr.Status(ctx, client.StatusInput{SessionKey: worker}))(t); st.Goal != nil || st.StateVersion != 2 {
+	if st := must(mgr.Status(ctx, client.StatusInput{SessionKey: worker}))(t); st.Goal != nil || st.StateVersion != 3 {
 		t.Fatalf("after the refusal: %+v", st)
 	}
 	must(mgr.Goal(ctx, client.GoalInput{SessionKey: worker, Action: client.GoalSet, Objective: "mine", IfStateVersion: new(conflict.StateVersion)}))(t)
@@ -101,7 +102,7 @@ func TestAnIfSyncedWriteWithANoticePendingIsAConflictCarryingTheNotice(t *testin
 	must(connect(t, gw, operatorToken, "").Send(ctx, client.SendInput{SessionKey: worker, Message: "a person writes", TimeoutSeconds: new(0)}))(t)
 	_, err := connect(t, gw, mainToken, manager).Send(ctx, client.SendInput{SessionKey: worker, Message: "go on", TimeoutSeconds: new(0), IfSynced: true})
 	var conflict *client.ConflictError
-	if !errors.As(err, &conflict) || !conflict.Precondition || conflict.StateVersion != 2 || conflict.Notice != noticeText(worker, 1) {
+	if !errors.As(err, &conflict) || !conflict.Precondition || conflict.StateVersion != 3 || conflict.Notice != noticeText(worker, 2) {
 		t.Fatalf("an unsynced write: %v (%+v)", err, conflict)
 	}
 }

@@ -144,6 +144,14 @@ func noticeText(key string, since int64) string {
 		key, key, since)
 }
 
+// spawnNotice is the creation notice the manager's spawn of key, labelled
+// label, queues for the manager: a system event of its own beside any
+// notice of a change.
+func spawnNotice(key, label string) string {
+	return vigil.CreationNoticeText(vigil.Creation{Session: vigil.MustRef(key), Via: "spawn", Label: label,
+		Creator: &vigil.Creator{Type: vigil.ActorAgent, ID: manager}})
+}
+
 // cuttable is a transport whose stream connections the test cuts, and
 // whose next requests it holds until it lets them through, so that a
 // stream is dropped and resumed at moments the test chooses.

@@ -66,7 +66,7 @@ func TestDoReachesASessionsRouteAndKeepsTheAnswerAsSent(t *testing.T) {
 		t.Fatalf("sent %s %s as %q, want POST %s as the manager", got.method, got.path, got.session, path)
 	}
 	var turn client.TurnOutput
-	if err := json.Unmarshal(raw, &turn); err != nil || !slices.Equal(turn.SystemEvents, []string{noticeText(worker, 1)}) {
+	if err := json.Unmarshal(raw, &turn); err != nil || !slices.Equal(turn.SystemEvents, []string{spawnNotice(worker, ""), noticeText(worker, 2)}) {
 		t.Fatalf("the raw answer %s: %+v %v", raw, turn, err)
 	}
 	if !bytes.HasPrefix(raw, []byte(`{"turnId":"`)) {
@@ -119,8 +119,8 @@ func TestAnOpenedStreamMissesNothingAfterItReturns(t *testing.T) {
 	// Live from the open: the write after it is the first event.
 	personWrites(t, gw, worker, "right after the open")
 	st := pull(t, s.All())
-	if e := nextOf[client.LogEvent](t, st); e.Sequence != 2 || e.Kind != client.KindHumanDirectMessage {
-		t.Fatalf("the first event: %+v, want the person's message #2", e)
+	if e := nextOf[client.LogEvent](t, st); e.Sequence != 3 || e.Kind != client.KindHumanDirectMessage {
+		t.Fatalf("the first event: %+v, want the person's message #3 (after the spawn's two)", e)
 	}
 	// A stream is read once.
 	if _, err, _ := pull(t, s.All()).next(); err == nil {
@@ -208,7 +208,11 @@ func TestADroppedConnectionIsReportedAtOnceWhenAskedThenResumed(t *testing.T) {
 	cut := newCuttable()
 	c := connect(t, gw, adminToken, "", client.WithHTTPClient(&http.Client{Transport: cut}))
 	st := pull(t, c.Events(bounded(t), client.EventsOptions{After: new(int64(0)), ReportDrops: true}))
-	nextOf[client.LogEvent](t, st)
+	for _, want := range []client.Kind{client.KindCreated, client.KindChildSpawned} { // the spawn's
+		if e := nextOf[client.LogEvent](t, st); e.Kind != want {
+			t.Fatalf("the replay: %+v, want %s", e, want)
+		}
+	}
 	release := cut.cutAndHold()
 	// The drop is told while the reconnection is still held back.
 	d, ok := st.event(t).(client.Dropped)
@@ -219,8 +223,8 @@ func TestADroppedConnectionIsReportedAtOnceWhenAskedThenResumed(t *testing.T) {
 	<-cut.resumes
 	personWrites(t, gw, worker, "while away")
 	release()
-	resumed(t, <-next, 1)
-	if e := nextOf[client.LogEvent](t, st); e.Sequence != 2 {
+	resumed(t, <-next, 2)
+	if e := nextOf[client.LogEvent](t, st); e.Sequence != 3 {
 		t.Fatalf("after the drop: %+v", e)
 	}
 }

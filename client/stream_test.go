@@ -85,21 +85,23 @@ func TestALogStreamCutAndResumedGetsEveryEventOnceInOrder(t *testing.T) {
 	cut := newCuttable()
 	c := connect(t, gw, adminToken, "", client.WithHTTPClient(&http.Client{Transport: cut}))
 	st := pull(t, c.Events(bounded(t), client.EventsOptions{After: new(int64(0))}))
-	if e := nextOf[client.LogEvent](t, st); e.Sequence != 1 || e.Kind != client.KindChildSpawned || e.SessionKey != worker {
-		t.Fatalf("the replayed event: %+v", e)
+	for i, kind := range []client.Kind{client.KindCreated, client.KindChildSpawned} { // the spawn's
+		if e := nextOf[client.LogEvent](t, st); e.Sequence != int64(i+1) || e.Kind != kind || e.SessionKey != worker {
+			t.Fatalf("the replayed event: %+v, want #%d %s", e, i+1, kind)
+		}
 	}
 	release := cut.cutAndHold()
 	next := st.ahead()
 	// The stream asks again from where it was; while that request is held,
 	// a person writes twice.
-	if id := <-cut.resumes; id != "1" {
-		t.Fatalf("the stream resumed with Last-Event-ID %q, want 1", id)
+	if id := <-cut.resumes; id != "2" {
+		t.Fatalf("the stream resumed with Last-Event-ID %q, want 2", id)
 	}
 	personWrites(t, gw, worker, "one")
 	personWrites(t, gw, worker, "two")
 	release()
-	resumed(t, <-next, 1)
-	for _, want := range []int64{2, 3} {
+	resumed(t, <-next, 2)
+	for _, want := range []int64{3, 4} {
 		if e := nextOf[client.LogEvent](t, st); e.Sequence != want || e.Kind != client.KindHumanDirectMessage || e.ActorID != operatorID {
 			t.Fatalf("resumed: %+v, want #%d, the person's message", e, want)
 		}
@@ -112,14 +114,15 @@ func TestASessionStreamCutAndResumedGetsEveryChangeOnceAndSaysToTakeATurn(t *tes
 	cut := newCuttable()
 	c := connect(t, gw, operatorToken, "", client.WithHTTPClient(&http.Client{Transport: cut}))
 	personWrites(t, gw, worker, "one")
-	st := pull(t, c.SessionEvents(bounded(t), worker, client.SessionEventsOptions{After: new(int64(1))}))
-	if e := nextOf[client.AgentEvent](t, st); e.Sequence != 2 || e.Kind != client.KindHumanDirectMessage {
+	// Versions 1 and 2 are the spawn's created and child_spawned.
+	st := pull(t, c.SessionEvents(bounded(t), worker, client.SessionEventsOptions{After: new(int64(2))}))
+	if e := nextOf[client.AgentEvent](t, st); e.Sequence != 3 || e.Kind != client.KindHumanDirectMessage {
 		t.Fatalf("the first change: %+v", e)
 	}
 	release := cut.cutAndHold()
 	next := st.ahead()
-	if id := <-cut.resumes; id != "2" {
-		t.Fatalf("the stream resumed with Last-Event-ID %q, want 2", id)
+	if id := <-cut.resumes; id != "3" {
+		t.Fatalf("the stream resumed with Last-Event-ID %q, want 3", id)
 	}
 	personWrites(t, gw, worker, "two")
 	personWrites(t, gw, worker, "three")
@@ -132,8 +135,8 @@ func TestASessionStreamCutAndResumedGetsEveryChangeOnceAndSaysToTakeATurn(t *tes
 		ev, err, ok := st.next()
 		p = pulled{ev, err, ok}
 	}
-	resumed(t, p, 2)
-	for _, want := range []int64{3, 4} {
+	resumed(t, p, 3)
+	for _, want := range []int64{4, 5} {
 		if e := nextOf[client.AgentEvent](t, st); e.Sequence != want {
 			t.Fatalf("resumed: %+v, want version %d", e, want)
 		}
@@ -150,7 +153,7 @@ func TestASessionStreamCarriesTheManagersNoticeAndWake(t *testing.T) {
 	for len(seen) < 2 {
 		e := nextOf[client.LiveEvent](t, st)
 		seen = append(seen, e.Type)
-		if e.Type == client.LiveNotice && (e.Notice == nil || e.Notice.Text != noticeText(worker, 1) || e.Notice.Target != worker) {
+		if e.Type == client.LiveNotice && (e.Notice == nil || e.Notice.Text != noticeText(worker, 2) || e.Notice.Target != worker) {
 			t.Fatalf("the notice: %+v", e.Notice)
 		}
 	}
@@ -159,19 +162,20 @@ func TestASessionStreamCarriesTheManagersNoticeAndWake(t *testing.T) {
 	}
 }
 
-func TestAQuietLogStreamGivesBookmarksAndResumesFromOne(t *testing.T) {
+func TestAQuietLogStreamGivesBookmarksAndResumesFromTheLast(t *testing.T) {
 	gw := startGateway(t, func(tn *tuning) { tn.http.BookmarkInterval = 20 * time.Millisecond })
 	worker, _ := spawnWorker(t, gw, "")
 	cut := newCuttable()
 	c := connect(t, gw, operatorToken, "", client.WithHTTPClient(&http.Client{Transport: cut}))
 	st := pull(t, c.Events(bounded(t), client.EventsOptions{}))
-	if b, ok := st.event(t).(client.Bookmark); !ok || b.Position != 1 {
-		t.Fatalf("the quiet stream's first event: %+v, want a bookmark at 1", b)
+	// The log's head is the spawn's child_spawned, #2.
+	if b, ok := st.event(t).(client.Bookmark); !ok || b.Position != 2 {
+		t.Fatalf("the quiet stream's first event: %+v, want a bookmark at 2", b)
 	}
 	release := cut.cutAndHold()
 	next := st.ahead()
-	if id := <-cut.resumes; id != "1" {
-		t.Fatalf("resumed with Last-Event-ID %q, want the bookmark's 1", id)
+	if id := <-cut.resumes; id != "2" {
+		t.Fatalf("resumed with Last-Event-ID %q, want the bookmark's 2", id)
 	}
 	personWrites(t, gw, worker, "while away")
 	release()
@@ -183,8 +187,8 @@ func TestAQuietLogStreamGivesBookmarksAndResumesFromOne(t *testing.T) {
 		ev, err, ok := st.next()
 		p = pulled{ev, err, ok}
 	}
-	resumed(t, p, 1)
-	if e := nextOf[client.LogEvent](t, st); e.Sequence != 2 {
+	resumed(t, p, 2)
+	if e := nextOf[client.LogEvent](t, st); e.Sequence != 3 {
 		t.Fatalf("after the bookmark: %+v", e)
 	}
 }
@@ -194,17 +198,18 @@ func TestAQuietSessionStreamGivesBookmarksOfItsStateVersion(t *testing.T) {
 	worker, _ := spawnWorker(t, gw, "")
 	personWrites(t, gw, worker, "one")
 	st := pull(t, connect(t, gw, operatorToken, "").SessionEvents(bounded(t), worker, client.SessionEventsOptions{}))
-	if b := nextOf[client.Bookmark](t, st); b.Position != 2 {
-		t.Fatalf("bookmark %+v, want the state version 2", b)
+	if b := nextOf[client.Bookmark](t, st); b.Position != 3 {
+		t.Fatalf("bookmark %+v, want the state version 3", b)
 	}
 }
 
 // pruned is a gateway that keeps 3 events, with a worker whose versions
-// 1 to 3 were pruned and 4 to 6 are retained.
+// 1 to 3 (the spawn's created and child_spawned, a person's first message)
+// were pruned and 4 to 6 are retained.
 func pruned(t *testing.T) (*testGateway, string) {
 	gw := startGateway(t, func(tn *tuning) { tn.engine = vigil.Options{PruneInterval: -1, MaxEvents: 3} })
 	worker, _ := spawnWorker(t, gw, "")
-	for _, m := range []string{"one", "two", "three", "four", "five"} {
+	for _, m := range []string{"one", "two", "three", "four"} {
 		personWrites(t, gw, worker, m)
 	}
 	if st, err := gw.Eng.Prune(context.Background()); err != nil || st.ByCount != 3 {

@@ -25,7 +25,7 @@ func TestASpawnedWorkerIsListedWithItsParentAndTranscript(t *testing.T) {
 	ctx := bounded(t)
 	list := must(c.List(ctx, client.ListInput{AgentID: "main", Kind: "subagent"}))(t)
 	if len(list.Sessions) != 1 || list.Sessions[0].SessionKey != worker || list.Sessions[0].Label != "writer" ||
-		list.Sessions[0].SpawnedBy != manager || list.Sessions[0].StateVersion != 1 {
+		list.Sessions[0].SpawnedBy != manager || list.Sessions[0].StateVersion != 2 {
 		t.Fatalf("sessions_list: %+v", list)
 	}
 	hist := must(c.History(ctx, client.HistoryInput{SessionKey: worker}))(t)
@@ -41,11 +41,13 @@ func TestTheWatchGraphShowsTheManagersPendingNoticeUntilItsTurn(t *testing.T) {
 	must(connect(t, gw, operatorToken, "").Send(ctx, client.SendInput{SessionKey: worker, Message: "use the new figures", TimeoutSeconds: new(0)}))(t)
 	graph := must(connect(t, gw, operatorToken, "").Graph(ctx, client.GraphInput{AgentID: "main"}))(t)
 	if len(graph.Cursors) != 1 || graph.Cursors[0].Watcher != manager || !graph.Cursors[0].Pending ||
-		graph.Cursors[0].Notice != noticeText(worker, 1) || graph.Cursors[0].LastSeen != 1 || graph.Cursors[0].Material != 2 {
+		graph.Cursors[0].Notice != noticeText(worker, 2) || graph.Cursors[0].LastSeen != 2 || graph.Cursors[0].Material != 3 {
 		t.Fatalf("sessions_graph: %+v", graph)
 	}
+	// Pending beside it, the worker's creation notice, about no target.
 	pending := must(connect(t, gw, mainToken, manager).Pending(ctx, client.PendingInput{SessionKey: manager}))(t)
-	if len(pending.Events) != 1 || pending.Events[0].Text != noticeText(worker, 1) || pending.Events[0].Target != worker {
+	if ev := pending.Events; len(ev) != 2 || ev[0].Text != spawnNotice(worker, "") || ev[0].Target != "" ||
+		ev[1].Text != noticeText(worker, 2) || ev[1].Target != worker {
 		t.Fatalf("session_pending: %+v", pending)
 	}
 }
@@ -91,19 +93,20 @@ func TestAPersonsGoalChangesNotifyTheManagerOnceAndTheManagersOwnDoNot(t *testin
 	ctx := bounded(t)
 	person := connect(t, gw, operatorToken, "")
 	set := must(person.Goal(ctx, client.GoalInput{SessionKey: worker, Action: client.GoalSet, Objective: "Q3 report"}))(t)
-	if set.Goal == nil || set.Goal.Objective != "Q3 report" || set.Goal.Status != client.GoalActive || set.StateVersion != 2 {
+	if set.Goal == nil || set.Goal.Objective != "Q3 report" || set.Goal.Status != client.GoalActive || set.StateVersion != 3 {
 		t.Fatalf("goal set: %+v", set)
 	}
 	must(person.Goal(ctx, client.GoalInput{SessionKey: worker, Action: client.GoalEdit, Objective: "Q3 report, revised"}))(t)
 	mgr := connect(t, gw, mainToken, manager)
 	must(mgr.Goal(ctx, client.GoalInput{SessionKey: worker, Action: client.GoalStatus, Status: client.GoalBlocked}))(t)
 	cleared := must(mgr.Goal(ctx, client.GoalInput{SessionKey: worker, Action: client.GoalClear}))(t)
-	if cleared.Goal != nil || cleared.StateVersion != 5 {
+	if cleared.Goal != nil || cleared.StateVersion != 6 {
 		t.Fatalf("goal clear: %+v", cleared)
 	}
-	// session_wait is the manager's turn, as its model would take it.
+	// session_wait is the manager's turn, as its model would take it: the
+	// worker's creation notice, then one notice for the person's two changes.
 	turn := must(mgr.Wait(ctx, client.WaitInput{TimeoutSeconds: new(0)}))(t)
-	if !slices.Equal(turn.SystemEvents, []string{noticeText(worker, 1)}) || !slices.Equal(turn.Acknowledged, []string{worker}) {
+	if !slices.Equal(turn.SystemEvents, []string{spawnNotice(worker, ""), noticeText(worker, 2)}) || !slices.Equal(turn.Acknowledged, []string{worker}) {
 		t.Fatalf("session_wait: %+v", turn)
 	}
 }
@@ -150,13 +153,14 @@ func TestARunsEndACompactionAResetAndADeleteAreRecordedInOrder(t *testing.T) {
 	if reset.SessionID == "" {
 		t.Fatalf("session_reset: %+v", reset)
 	}
-	st := must(mgr.Status(ctx, client.StatusInput{SessionKey: worker, ChangesSince: new(int64(1))}))(t)
+	// Versions 1 and 2 are the spawn's created and child_spawned.
+	st := must(mgr.Status(ctx, client.StatusInput{SessionKey: worker, ChangesSince: new(int64(2))}))(t)
 	var kinds []client.Kind
 	for _, e := range st.StateChanges.Events {
 		kinds = append(kinds, e.Kind)
 	}
 	if want := []client.Kind{client.KindRunFailed, client.KindCompacted, client.KindSessionReset}; !slices.Equal(kinds, want) {
-		t.Fatalf("changes since 1: %v, want %v", kinds, want)
+		t.Fatalf("changes since 2: %v, want %v", kinds, want)
 	}
 	if got := st.StateChanges.Events[0].Payload["outcome"]; got != client.OutcomeTimeout {
 		t.Fatalf("run_failed payload: %v", st.StateChanges.Events[0].Payload)

@@ -67,7 +67,14 @@ func (s *server) deadlines(next http.Handler) http.Handler {
 		now := time.Now()
 		if r.Body != nil && r.Body != http.NoBody {
 			_ = rc.SetReadDeadline(now.Add(t.Body)) // not every connection has deadlines
-			r.Body = &liftOnEOF{ReadCloser: r.Body, rc: rc}
+			body := r.Body
+			r.Body = &liftOnEOF{ReadCloser: body, rc: rc}
+			// net/http closes a connection whose body was left unread
+			// (a refusal before reading it) gently, answer first and a
+			// pause before the close, only when it finds its own body on
+			// the request; with the wrapper left there it closes at once
+			// and a client still sending gets a reset instead of the answer.
+			defer func() { r.Body = body }()
 		}
 		_ = rc.SetWriteDeadline(now.Add(t.Body + t.Write))
 		next.ServeHTTP(w, r)

@@ -521,6 +521,41 @@ func TestABodyDeclaredOverTheLimitIsAnswered413BeforeItIsReadOnEveryRouteThatTak
 	e2eSend(t, s, "", "", worker, "still here")
 }
 
+func TestAClientStillSendingABodyOverTheLimitReadsThe413NotAReset(t *testing.T) {
+	// With and without metrics: the metrics' wrapper hands the routes a
+	// copy of the request, and the refusal must not depend on it.
+	for _, metrics := range []bool{true, false} {
+		t.Run(fmt.Sprintf("metrics=%v", metrics), func(t *testing.T) {
+			s := e2eStartWith(t, false, func(h *httpapi.Options, _ *gateway.Options) {
+				if !metrics {
+					h.Metrics = nil
+				}
+			})
+			worker := edgeSpawn(t, s)
+			body := `{"sessionKey":"` + worker + `","message":"` + strings.Repeat("x", 2*httpapi.DefaultMaxBodyBytes) + `"}`
+			// The server answers after the headers and reads none of the
+			// body while the client is still writing it: a connection
+			// closed at once would be reset and the answer lost.
+			for range 10 {
+				req, err := http.NewRequest(http.MethodPost, s.URL+"/v1/tools/sessions_send", strings.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Header.Set("Vigil-Session", e2eManager)
+				resp, err := e2eClient.Do(req)
+				if err != nil {
+					t.Fatalf("sending %d bytes: %v, want the 413", len(body), err)
+				}
+				got, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(got), "payload_too_large") {
+					t.Fatalf("sending %d bytes: %d %s, want 413 payload_too_large", len(body), resp.StatusCode, got)
+				}
+			}
+		})
+	}
+}
+
 func TestOpenStreamsHoldTwoGoroutinesEachAndReleaseEverythingWhenTheyClose(t *testing.T) {
 	s := liveStartSerial(t, vigil.Options{}) // goroutines are counted: no other test runs meanwhile
 	worker := liveSpawn(t, s, e2eMain, e2eManager, "draft").ChildSessionKey

@@ -200,9 +200,8 @@ func TestEachRevisionTellsTheSeedsStory(t *testing.T) {
 		}
 		sp, extra := liveOK[gateway.SpawnOutput](t, manager, "sessions_spawn", map[string]any{"task": "draft the Q3 report", "label": "writer"})
 		// The spawn's result carries the notice that the child was created.
-		created := "System: " + vigil.CreationNoticeText(vigil.Creation{Session: vigil.MustRef(sp.ChildSessionKey), Via: "spawn",
-			Label: "writer", Creator: &vigil.Creator{Type: vigil.ActorAgent, ID: liveManager}})
-		if sp.Status != "accepted" || !strings.HasPrefix(sp.ChildSessionKey, "agent:main:subagent:") || !slices.Equal(extra, []string{created}) {
+		if sp.Status != "accepted" || !strings.HasPrefix(sp.ChildSessionKey, "agent:main:subagent:") ||
+			!slices.Equal(extra, []string{liveCreated(sp.ChildSessionKey, "writer")}) {
 			t.Fatalf("spawn = %+v, extra %q", sp, extra)
 		}
 		child := sp.ChildSessionKey

@@ -180,6 +180,12 @@ func TestADroppedToolCallIsCancelledAtOnce(t *testing.T) {
 				t.Parallel()
 				lg := liveStart(t)
 				child := liveAPI[gateway.SpawnOutput](t, lg, liveMainToken, liveManager, "sessions_spawn", map[string]any{"task": "draft"}).ChildSessionKey
+				// The manager's turn takes the notice that the child was
+				// created, so that the wait below has nothing to take and waits.
+				if turn := liveAPI[gateway.TurnOutput](t, lg, liveMainToken, liveManager, "session_turn",
+					map[string]any{"sessionKey": liveManager, "waitSeconds": 0}); len(turn.SystemEvents) != 1 {
+					t.Fatalf("the manager's turn after the spawn: %+v, want the creation notice", turn)
+				}
 				m := liveMessage{revision: revision, method: "tools/call", name: tool, id: 7}
 				if revision == revision20251125 {
 					m.sessionID = liveSession(t, lg, liveMainToken, liveManager)
@@ -211,7 +217,7 @@ func TestADroppedToolCallIsCancelledAtOnce(t *testing.T) {
 				lg.personWrites(t, child, "the figures changed")
 				manager := lg.connect(t, liveMainToken, liveManager, nil)
 				r := liveCall(t, manager, "sessions_list", map[string]any{})
-				if got := texts(r); len(got) != 2 || got[1] != "System: "+vigil.NoticeText(child, 1) {
+				if got := texts(r); len(got) != 2 || got[1] != "System: "+vigil.NoticeText(child, 2) {
 					t.Fatalf("the next result after the dropped wait carries %q, want the child's notice", got[1:])
 				}
 			})
@@ -263,8 +269,17 @@ func TestAFloodOfInitializesNeverClosedLeavesGoroutinesAndMemoryBounded(t *testi
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	// The normal client has a session of its own, kept open by its stream.
-	normal := lg.connect(t, liveOpsToken, liveOpsMain, nil)
+	// The normal client has a session of its own, kept open by its GET
+	// stream: on 2025-11-25, since 2026-07-28 has no sessions. It is the
+	// one session left once the flood's have idled out, so the wait for
+	// that below is a count that stays, not a passing moment.
+	normal, err := lg.dialRevision(t, liveOpsToken, liveOpsMain, revision20251125, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := lg.g.Held(gateway.HoldMCPSession); n != 1 {
+		t.Fatalf("%d MCP sessions held once the normal client connected, want its 1", n)
+	}
 	call := func() time.Duration {
 		start := time.Now()
 		liveCall(t, normal, "session_status", map[string]any{"sessionKey": liveOpsMain})

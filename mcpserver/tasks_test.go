@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -156,9 +157,13 @@ func TestASendRunAsATaskIsPolledUntilItsReply(t *testing.T) {
 	t.Logf("completed after %d polls", polls)
 	res := decodeLive[liveToolResult](t, "the task's result", done.Result)
 	out := decodeLive[gateway.SendOutput](t, "the send's output", res.StructuredContent)
+	// Its result carries the manager's one pending notice: that the child
+	// was created (the spawn went through the HTTP API, which takes none).
 	if done.Status != "completed" || res.ResultType != "complete" || res.IsError || out.Status != "ok" || out.Reply != "the Q3 ones" ||
-		len(res.Content) != 1 || done.TTLMs == nil || *done.TTLMs < mcpserver.DefaultTaskRetention.Milliseconds() {
-		t.Fatalf("the finished task: %+v with result %s (reply %d), want completed with the reply and a TTL", done, done.Result, reply.MessageID)
+		len(res.Content) != 2 || res.Content[1].Text != liveCreated(child, "") ||
+		done.TTLMs == nil || *done.TTLMs < mcpserver.DefaultTaskRetention.Milliseconds() {
+		t.Fatalf("the finished task: %+v with result %s (reply %d), want completed with the reply, the creation notice and a TTL",
+			done, done.Result, reply.MessageID)
 	}
 	if n := lg.g.Held(gateway.HoldWait); n != 0 {
 		t.Fatalf("%d waits held after the reply, want none", n)
@@ -180,8 +185,8 @@ func TestATaskHandsTheCallersNoticesOverWhenItsResultIsFirstShown(t *testing.T) 
 	lg.personWrites(t, child, "the figures changed")
 	done, _ := livePollTask(t, lg, liveMainToken, liveManager, task.TaskID)
 	first := decodeLive[liveToolResult](t, "the fence's result", done.Result)
-	want := "System: " + vigil.NoticeText(child, at)
-	if got := first.texts(); done.Status != "completed" || len(got) != 2 || got[1] != want {
+	want := []string{liveCreated(child, ""), "System: " + vigil.NoticeText(child, at)}
+	if got := first.texts(); done.Status != "completed" || len(got) != 3 || !slices.Equal(got[1:], want) {
 		t.Fatalf("the fence's result %q, want its output and %q", got, want)
 	}
 	again := liveGetTask(t, lg, liveMainToken, liveManager, task.TaskID)
@@ -253,13 +258,14 @@ func TestCancellingATaskFreesItsWaitAtOnce(t *testing.T) {
 	if got.Status != "cancelled" || !strings.Contains(got.StatusMessage, "tasks/cancel") || got.Result != nil || got.TTLMs == nil {
 		t.Fatalf("the cancelled task: %+v, want cancelled by tasks/cancel, with no result", got)
 	}
-	// A session_wait cancelled consumes nothing: a notice that comes next
-	// reaches the next result.
+	// A session_wait cancelled consumes nothing: the notices that come next
+	// (the child's creation, then a person's change) reach the next result.
 	child := liveAPI[gateway.SpawnOutput](t, lg, liveMainToken, liveManager, "sessions_spawn", map[string]any{"task": "draft"}).ChildSessionKey
 	lg.personWrites(t, child, "the figures changed")
 	manager := lg.connect(t, liveMainToken, liveManager, nil)
-	if got := texts(liveCall(t, manager, "sessions_list", map[string]any{})); len(got) != 2 || got[1] != "System: "+vigil.NoticeText(child, 1) {
-		t.Fatalf("the next result after the cancelled wait carries %q, want the child's notice", got[1:])
+	want := []string{liveCreated(child, ""), "System: " + vigil.NoticeText(child, 2)}
+	if got := texts(liveCall(t, manager, "sessions_list", map[string]any{})); len(got) != 3 || !slices.Equal(got[1:], want) {
+		t.Fatalf("the next result after the cancelled wait carries %q, want the child's notices %q", got[1:], want)
 	}
 }
 

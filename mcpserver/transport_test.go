@@ -196,6 +196,14 @@ func (lg *liveGateway) personWrites(t *testing.T, session, message string) {
 	}
 }
 
+// liveCreated is the System: line of the notice that the manager's spawn
+// of key, labelled label, was created, as a tool result of the manager's
+// carries it.
+func liveCreated(key, label string) string {
+	return "System: " + vigil.CreationNoticeText(vigil.Creation{Session: vigil.MustRef(key), Via: "spawn",
+		Label: label, Creator: &vigil.Creator{Type: vigil.ActorAgent, ID: liveManager}})
+}
+
 // liveCall calls a tool with a hang guard; protocol errors fail the test.
 func liveCall(t *testing.T, cs *mcp.ClientSession, name string, args any) *mcp.CallToolResult {
 	t.Helper()
@@ -306,9 +314,8 @@ func TestHTTPTellsTheSeedsStory(t *testing.T) {
 
 	sp, extra := liveOK[gateway.SpawnOutput](t, manager, "sessions_spawn", map[string]any{"task": "draft the Q3 report", "label": "writer"})
 	// The spawn's result carries the notice that the child was created.
-	created := "System: " + vigil.CreationNoticeText(vigil.Creation{Session: vigil.MustRef(sp.ChildSessionKey), Via: "spawn",
-		Label: "writer", Creator: &vigil.Creator{Type: vigil.ActorAgent, ID: liveManager}})
-	if sp.Status != "accepted" || !strings.HasPrefix(sp.ChildSessionKey, "agent:main:subagent:") || !slices.Equal(extra, []string{created}) {
+	if sp.Status != "accepted" || !strings.HasPrefix(sp.ChildSessionKey, "agent:main:subagent:") ||
+		!slices.Equal(extra, []string{liveCreated(sp.ChildSessionKey, "writer")}) {
 		t.Fatalf("spawn = %+v, extra %q", sp, extra)
 	}
 	child := sp.ChildSessionKey

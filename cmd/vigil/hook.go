@@ -40,9 +40,9 @@ or one vigil spawned; any other session is only recorded.
   UserPromptSubmit           records the person's prompt (session_record, never its
                              words) so the session's watchers learn of it (--parent names
                              one), then answers as above
-  PreToolUse                 a tool matching --fence while a notice is pending is
-                             refused, with the notices as the reason: the agent reconciles,
-                             then tries again; other tools pass
+  PreToolUse                 a tool matching --fence while a notice of a change is
+                             pending is refused, with the notices as the reason: the agent
+                             reconciles, then tries again; other tools pass
   Stop                       with news pending, the agent is kept going with it
 
 Other events get no answer. When the gateway cannot be reached or refuses, the hook

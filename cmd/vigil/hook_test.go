@@ -65,14 +65,24 @@ func hookText(s string) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// hookManagerWithANotice is a gateway where a person wrote into a worker
-// of the manager, so the manager has one notice pending.
+// hookManagerWithANotice is a gateway where the manager spawned a worker
+// (docs/integrations.md's story) and a person wrote into it, so the
+// manager has the worker's creation notice and one notice of a change
+// pending. The spawn is versions 1 and 2 of the worker, the person's
+// message version 3.
 func hookManagerWithANotice(t *testing.T) (*cliGateway, string) {
 	t.Helper()
 	g := cliStartGateway(t, nil, vigil.Options{})
-	w := cliSpawnChild(t, g, cliManager, "Draft the Q3 report")
+	w := cliSpawnChild(t, g, cliManager, "Draft the Q3 report", "--label", "writer")
 	cliOK(t, g, "send", w, "Use the revised figures", "--timeout", "0")
 	return g, w
+}
+
+// hookCreated is the line of the creation notice of w, the manager's
+// worker labelled writer.
+func hookCreated(w string) string {
+	return "System: " + vigil.CreationNoticeText(vigil.Creation{Session: vigil.MustRef(w), Via: "spawn", Label: "writer",
+		Creator: &vigil.Creator{Type: vigil.ActorAgent, ID: cliManager}})
 }
 
 func TestAHookGivesThePendingNoticesAsContextOnceAtSessionStartAndAfterATool(t *testing.T) {
@@ -81,7 +91,8 @@ func TestAHookGivesThePendingNoticesAsContextOnceAtSessionStartAndAfterATool(t *
 	asManager := []string{"--session", cliManager, "--record=false"}
 
 	out := hookOK(t, cliEnv(g), "session_start.json", asManager...)
-	want := `{"hookSpecificOutput":{"hookEventName":"SessionStart","additionalContext":` + hookText("System: "+vigil.NoticeText(w, 1)) + `}}` + "\n"
+	want := `{"hookSpecificOutput":{"hookEventName":"SessionStart","additionalContext":` +
+		hookText(hookCreated(w)+"\nSystem: "+vigil.NoticeText(w, 2)) + `}}` + "\n"
 	if out != want {
 		t.Fatalf("SessionStart answered\n%s\nwant\n%s", out, want)
 	}
@@ -94,7 +105,7 @@ func TestAHookGivesThePendingNoticesAsContextOnceAtSessionStartAndAfterATool(t *
 	// carries it, from the version the first notice was acknowledged at.
 	cliOK(t, g, "send", w, "And add Q4", "--timeout", "0")
 	out = hookOK(t, cliEnv(g), "post_tool_use_edit.json", asManager...)
-	want = `{"hookSpecificOutput":{"hookEventName":"PostToolUse","additionalContext":` + hookText("System: "+vigil.NoticeText(w, 2)) + `}}` + "\n"
+	want = `{"hookSpecificOutput":{"hookEventName":"PostToolUse","additionalContext":` + hookText("System: "+vigil.NoticeText(w, 3)) + `}}` + "\n"
 	if out != want {
 		t.Fatalf("PostToolUse answered\n%s\nwant\n%s", out, want)
 	}
@@ -109,24 +120,42 @@ func TestAFencedToolCallOnStaleStateIsRefusedWithTheNoticeAndPassesOnceReconcile
 	if out := hookOK(t, cliEnv(g), "pre_tool_use_read.json", asManager...); out != "" {
 		t.Fatalf("PreToolUse Read answered %q, want nothing (allowed)", out)
 	}
-	if out := cliOK(t, g, "pending", cliManager); !strings.Contains(out, vigil.NoticeText(w, 1)) {
+	if out := cliOK(t, g, "pending", cliManager); !strings.Contains(out, vigil.NoticeText(w, 2)) {
 		t.Fatalf("the notice did not stay pending after an unfenced tool: %q", out)
 	}
 
-	// Editing is fenced: refused, with the notice as the reason.
+	// Editing is fenced: refused, with the notices (the worker's creation
+	// among them) as the reason.
 	out := hookOK(t, cliEnv(g), "pre_tool_use_edit.json", asManager...)
 	want := `{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":` +
-		hookText(hookDenyLead+"\nSystem: "+vigil.NoticeText(w, 1)) + `}}` + "\n"
+		hookText(hookDenyLead+"\n"+hookCreated(w)+"\nSystem: "+vigil.NoticeText(w, 2)) + `}}` + "\n"
 	if out != want {
 		t.Fatalf("PreToolUse Edit answered\n%s\nwant\n%s", out, want)
 	}
 	if out := cliOK(t, g, "pending", cliManager); !strings.HasPrefix(out, "nothing pending") {
 		t.Fatalf("the refusal did not deliver the notice: %q", out)
 	}
-	// The agent reconciles (session_status changesSince 1) and tries again.
-	cliOK(t, g, "status", w, "--since", "1")
+	// The agent reconciles (session_status changesSince 2) and tries again.
+	cliOK(t, g, "status", w, "--since", "2")
 	if out := hookOK(t, cliEnv(g), "pre_tool_use_edit.json", asManager...); out != "" {
 		t.Fatalf("the retried Edit answered %q, want nothing (allowed)", out)
+	}
+}
+
+func TestACreationNoticeAloneDoesNotFenceAToolCall(t *testing.T) {
+	t.Parallel()
+	g := cliStartGateway(t, nil, vigil.Options{})
+	w := cliSpawnChild(t, g, cliManager, "Draft the Q3 report", "--label", "writer")
+	asManager := []string{"--session", cliManager, "--record=false"}
+	// Nothing the manager watches changed behind it: the edit passes...
+	if out := hookOK(t, cliEnv(g), "pre_tool_use_edit.json", asManager...); out != "" {
+		t.Fatalf("PreToolUse Edit with only a creation notice pending answered %q, want nothing (allowed)", out)
+	}
+	// ...and the notice that the worker was created comes with the next
+	// answer that gives context.
+	out := hookOK(t, cliEnv(g), "post_tool_use_edit.json", asManager...)
+	if want := `{"hookSpecificOutput":{"hookEventName":"PostToolUse","additionalContext":` + hookText(hookCreated(w)) + `}}` + "\n"; out != want {
+		t.Fatalf("PostToolUse answered\n%s\nwant\n%s", out, want)
 	}
 }
 
@@ -191,7 +220,7 @@ func TestAPromptThatCannotBeRecordedIsSaidAndTheNoticesStillGiven(t *testing.T) 
 	code, out, errOut := hookRun(t, cliEnv(g), hookPayload(t, "user_prompt_submit.json"), "--session", cliManager)
 	var answer hookAnswer
 	if code != 0 || json.Unmarshal([]byte(out), &answer) != nil || answer.HookSpecificOutput == nil ||
-		answer.HookSpecificOutput.AdditionalContext != "System: "+vigil.NoticeText(w, 1) {
+		answer.HookSpecificOutput.AdditionalContext != hookCreated(w)+"\nSystem: "+vigil.NoticeText(w, 2) {
 		t.Fatalf("exit %d, answer %q", code, out)
 	}
 	if !strings.HasPrefix(answer.SystemMessage, "vigil: the prompt was not recorded: ") ||
@@ -205,7 +234,7 @@ func TestAStopWithNewsKeepsTheAgentGoingWithItAndOneWithoutLetsItStop(t *testing
 	g, w := hookManagerWithANotice(t)
 	asManager := []string{"--session", cliManager, "--record=false"}
 	out := hookOK(t, cliEnv(g), "stop.json", asManager...)
-	want := `{"decision":"block","reason":` + hookText(hookStopLead+"\nSystem: "+vigil.NoticeText(w, 1)) + `}` + "\n"
+	want := `{"decision":"block","reason":` + hookText(hookStopLead+"\n"+hookCreated(w)+"\nSystem: "+vigil.NoticeText(w, 2)) + `}` + "\n"
 	if out != want {
 		t.Fatalf("Stop answered\n%s\nwant\n%s", out, want)
 	}
@@ -220,7 +249,7 @@ func TestAHostedSessionsMessagesComeWithItsNotices(t *testing.T) {
 	sent := cliJSON[client.SendOutput](t, g, "send", cliManager, "Status?", "--from", cliOps, "--timeout", "0")
 	out := hookOK(t, cliEnv(g), "session_start.json", "--session", cliManager, "--record=false")
 	want := `{"hookSpecificOutput":{"hookEventName":"SessionStart","additionalContext":` +
-		hookText(fmt.Sprintf("System: %s\nMessage #%d agent %s: Status?", vigil.NoticeText(w, 1), sent.MessageID, cliOps)) + `}}` + "\n"
+		hookText(fmt.Sprintf("%s\nSystem: %s\nMessage #%d agent %s: Status?", hookCreated(w), vigil.NoticeText(w, 2), sent.MessageID, cliOps)) + `}}` + "\n"
 	if out != want {
 		t.Fatalf("SessionStart answered\n%s\nwant\n%s", out, want)
 	}
@@ -231,7 +260,7 @@ func TestTheHooksSessionIsTheFlagOrTheEnvironmentOrDerivedFromTheAgentsSessionID
 	g, w := hookManagerWithANotice(t)
 	// VIGIL_SESSION names it.
 	out := hookOK(t, cliEnv(g, "VIGIL_SESSION", cliManager), "session_start.json", "--record=false")
-	if !strings.Contains(out, hookText("System: "+vigil.NoticeText(w, 1))) {
+	if !strings.Contains(out, strings.Trim(hookText("System: "+vigil.NoticeText(w, 2)), `"`)) {
 		t.Fatalf("with VIGIL_SESSION: %q", out)
 	}
 	// Derived from session_id, with --agent and --channel: a session vigil
@@ -311,7 +340,7 @@ func TestAnAgentThatKeepsStandardInputOpenStillGetsItsAnswer(t *testing.T) {
 	var out, errOut bytes.Buffer
 	code := run(ctx, []string{"hook", "--session", cliManager, "--record=false"}, cliEnv(g), r, &out, &errOut)
 	if ctx.Err() != nil || code != 0 || !strings.Contains(out.String(), `"permissionDecision":"deny"`) ||
-		!strings.Contains(out.String(), strings.Trim(hookText(vigil.NoticeText(w, 1)), `"`)) {
+		!strings.Contains(out.String(), strings.Trim(hookText(vigil.NoticeText(w, 2)), `"`)) {
 		t.Fatalf("with standard input left open: exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
 	}
 }

@@ -556,13 +556,17 @@ func TestMCPOnPostgreSQLHearsANoticeRecordedByAnotherGateway(t *testing.T) {
 	bin := gatewayBinary(t)
 	other := startGatewayProcess(t, bin, db)
 	cs, stderr := mcpStart(t, bin, mcpEnv(), nil, "mcp", "--db", db, "--session", mcpManager)
-	sp, _ := mcpOK[gateway.SpawnOutput](t, cs, "sessions_spawn", map[string]any{"task": "write the report"})
+	sp, extra := mcpOK[gateway.SpawnOutput](t, cs, "sessions_spawn", map[string]any{"task": "write the report"})
 	child := sp.ChildSessionKey
+	// The spawn's result carries the notice that the child was created.
+	if len(extra) != 1 || !strings.HasPrefix(extra[0], "System: New session created") {
+		t.Fatalf("spawn = %+v %q", sp, extra)
+	}
 	// A person writes into the child through the other gateway.
 	callOK[gateway.SendOutput](t, other.serveRun, "", "", "sessions_send",
 		map[string]any{"sessionKey": child, "message": "use the new template", "channel": "web", "timeoutSeconds": 0})
 	turn, _ := mcpOK[gateway.TurnOutput](t, cs, "session_wait", map[string]any{"timeoutSeconds": 15})
-	if want := []string{vigil.NoticeText(child, 1)}; turn.TimedOut || !slices.Equal(turn.SystemEvents, want) {
+	if want := []string{vigil.NoticeText(child, 2)}; turn.TimedOut || !slices.Equal(turn.SystemEvents, want) {
 		t.Fatalf("session_wait through vigil mcp got %+v, want exactly %q\nstderr:\n%s", turn, want, stderr.String())
 	}
 }

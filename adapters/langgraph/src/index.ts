@@ -21,7 +21,7 @@ import {
   type PendingWrite,
 } from "@langchain/langgraph-checkpoint";
 import { Annotation } from "@langchain/langgraph";
-import { ConflictError, type AgentEvent, type VigilClient } from "@vigilhq/client";
+import { ConflictError, type AgentEvent, type ToolInput, type VigilClient } from "@vigilhq/client";
 
 /** What a refused writer is told: the exact changes after the version it had seen. */
 export interface ThreadChange {
@@ -210,7 +210,7 @@ export class VigilCheckpointer extends BaseCheckpointSaver {
     const channel = typeof c["vigil_channel"] === "string" && c["vigil_channel"] ? c["vigil_channel"] : "langgraph";
     const fromPerson = person !== undefined && metadata.source === "input";
     const runId = RUN_ID_PREFIX + checkpoint.id;
-    const record = {
+    const record: ToolInput<"session_record"> = {
       sessionKey,
       runId,
       dedupeKey: dedupeKey(ns, parentId === undefined ? `root@${base}` : `after:${parentId}`),

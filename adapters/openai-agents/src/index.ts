@@ -7,7 +7,7 @@
  * typed error the app handles by running again.
  */
 import { MemorySession, type AgentInputItem, type RunContext, type RunContextAwareSession, type Session } from "@openai/agents";
-import { ConflictError, type AgentEvent, type VigilClient } from "@vigilhq/client";
+import { ConflictError, type AgentEvent, type ToolInput, type VigilClient } from "@vigilhq/client";
 
 /** What a refused write is told: the exact changes after the version it had seen. */
 export interface SessionChange {
@@ -179,7 +179,7 @@ export class VigilSession implements Session {
     return change;
   }
 
-  private async write<T>(what: { kind: string; summary: string; actorType?: string; actorId?: string }, store: () => Promise<T>): Promise<T> {
+  private async write<T>(what: Pick<ToolInput<"session_record">, "kind" | "summary" | "actorType" | "actorId">, store: () => Promise<T>): Promise<T> {
     const seen = this.seen ?? (await this.client.sessionStatus({ sessionKey: this.sessionKey })).stateVersion;
     const refuse = async (): Promise<never> => {
       throw new StaleSessionError(await this.reconcile(seen));

@@ -15,7 +15,7 @@ import vigil_client as vc
 from vigil_client import types as t
 from vigil_client.client import Client
 
-from live import ADMIN, MAIN, MANAGER, OPERATOR, OPERATOR_ID, OPS, REPO, RUNTIME, Gateway, Proxy, notice_text
+from live import ADMIN, MAIN, MANAGER, OPERATOR, OPERATOR_ID, OPS, REPO, RUNTIME, Gateway, Proxy, created_text, notice_text
 
 gateway: Gateway
 _names = itertools.count(1)
@@ -66,8 +66,9 @@ def first(stream, cls):
 
 class TheStory(unittest.TestCase):
     """The story every client of the repository tells: a manager spawns a
-    worker, a person writes into it, the manager gets exactly one notice
-    and reconciles with changes_since, a stale write gets the typed
+    worker (and is told it was created), a person writes into it, the
+    manager gets exactly one notice of the change and reconciles with
+    changes_since, a stale write gets the typed
     conflict with the current version, a stream resumes after a drop."""
 
     def test_the_story_of_a_manager_a_worker_and_a_person(self) -> None:
@@ -80,7 +81,7 @@ class TheStory(unittest.TestCase):
             person_writes(worker, "Use the revised figures")
 
             turn = mgr.session_turn(manager, wait_seconds=5)
-            self.assertEqual(turn.system_events, [notice_text(worker, v)])
+            self.assertEqual(turn.system_events, [created_text(worker, manager, "writer"), notice_text(worker, v)])
             self.assertEqual(turn.acknowledged, [worker])
             again = mgr.session_turn(manager, wait_seconds=0)
             self.assertEqual(again.system_events, [])
@@ -103,9 +104,9 @@ class TheStory(unittest.TestCase):
             for ev in events:
                 if isinstance(ev, t.LogEvent) and ev.session_key == worker:
                     got.append(ev.sequence)
-                    if len(got) == 2:
+                    if ev.sequence == v + 1:
                         break
-            self.assertEqual(len(got), 2)
+            self.assertEqual(got[-1], v + 1)
             proxy.cut_and_hold()
             resume = {}
             reader = threading.Thread(target=lambda: resume.update(ev=next(events)))
@@ -139,7 +140,8 @@ class Tools(unittest.TestCase):
         self.assertEqual((cursors[0].watcher, cursors[0].pending, cursors[0].notice),
                          (manager, True, notice_text(worker, v)))
         pending = as_(ADMIN, manager).session_pending(manager)
-        self.assertEqual([(e.text, e.target) for e in pending.events], [(notice_text(worker, v), worker)])
+        self.assertEqual([(e.text, e.target) for e in pending.events],
+                         [(created_text(worker, manager), ""), (notice_text(worker, v), worker)])
 
     def test_a_send_waits_for_the_reply_the_worker_gives_on_its_turn(self) -> None:
         manager = manager_key()
@@ -170,7 +172,7 @@ class Tools(unittest.TestCase):
         mgr.session_goal(worker, "status", status="blocked")
         self.assertIsNone(mgr.session_goal(worker, "clear").goal)
         turn = mgr.session_wait(timeout_seconds=0)
-        self.assertEqual(turn.system_events, [notice_text(worker, v)])
+        self.assertEqual(turn.system_events, [created_text(worker, manager), notice_text(worker, v)])
 
     def test_unwatching_drops_the_notice_and_the_next_ones(self) -> None:
         manager = manager_key()

@@ -6,7 +6,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 
 import { APIError, ConflictError, TransportError, VigilClient, toolMethods, type StreamEvent } from "../src/index.js";
-import { ADMIN, Gateway, MAIN, MANAGER, OPERATOR, OPERATOR_ID, OPS, Proxy, REPO, RUNTIME, noticeText } from "./live.js";
+import { ADMIN, Gateway, MAIN, MANAGER, OPERATOR, OPERATOR_ID, OPS, Proxy, REPO, RUNTIME, createdText, noticeText } from "./live.js";
 
 let gateway: Gateway;
 let names = 0;
@@ -61,8 +61,9 @@ async function rejects<E>(p: Promise<unknown>, cls: new (...a: never[]) => E): P
 
 describe("the story", () => {
   // The story every client of the repository tells: a manager spawns a
-  // worker, a person writes into it, the manager gets exactly one notice
-  // and reconciles with changesSince, a stale write gets the typed conflict
+  // worker (and is told it was created), a person writes into it, the
+  // manager gets exactly one notice of the change and reconciles with
+  // changesSince, a stale write gets the typed conflict
   // with the current version, and a stream resumes after a drop.
   test("a manager hears once, reconciles, has a stale write refused, and its stream resumes after a drop", async () => {
     const proxy = await Proxy.start(gateway.url);
@@ -74,7 +75,7 @@ describe("the story", () => {
       await personWrites(worker, "Use the revised figures");
 
       const turn = await mgr.sessionTurn({ sessionKey: MANAGER, waitSeconds: 5 });
-      assert.deepEqual(turn.systemEvents, [noticeText(worker, v)]);
+      assert.deepEqual(turn.systemEvents, [createdText(worker, MANAGER, "writer"), noticeText(worker, v)]);
       assert.deepEqual(turn.acknowledged, [worker]);
       const again = await mgr.sessionTurn({ sessionKey: MANAGER, waitSeconds: 0 });
       assert.deepEqual([again.systemEvents, again.timedOut], [[], true]);
@@ -118,14 +119,17 @@ describe("tools", () => {
     assert.deepEqual((hist.messages ?? []).map((m) => m.content), ["draft the report"]);
   });
 
-  test("the graph and pending show the manager's notice", async () => {
+  test("the graph and pending show the manager's notice, pending beside the creation notice", async () => {
     const manager = managerKey();
     const { worker, v } = await spawnWorker(manager);
     await personWrites(worker, "one");
     const cursors = (await as(OPERATOR).sessionsGraph({ agentId: agentOf(manager) })).cursors ?? [];
     assert.deepEqual(cursors.map((c) => [c.watcher, c.pending, c.notice]), [[manager, true, noticeText(worker, v)]]);
     const pending = await as(ADMIN, manager).sessionPending({ sessionKey: manager });
-    assert.deepEqual((pending.events ?? []).map((e) => [e.text, e.target]), [[noticeText(worker, v), worker]]);
+    assert.deepEqual((pending.events ?? []).map((e) => [e.text, e.target]), [
+      [createdText(worker, manager), undefined],
+      [noticeText(worker, v), worker],
+    ]);
   });
 
   test("a send waits for the reply the worker gives on its turn", async () => {
@@ -151,7 +155,7 @@ describe("tools", () => {
     const mgr = as(ADMIN, manager);
     await mgr.sessionGoal({ sessionKey: worker, action: "status", status: "blocked" });
     assert.equal((await mgr.sessionGoal({ sessionKey: worker, action: "clear" })).goal ?? null, null);
-    assert.deepEqual((await mgr.sessionWait({ timeoutSeconds: 0 })).systemEvents, [noticeText(worker, v)]);
+    assert.deepEqual((await mgr.sessionWait({ timeoutSeconds: 0 })).systemEvents, [createdText(worker, manager), noticeText(worker, v)]);
   });
 
   test("unwatching drops the notice and the next ones", async () => {
