@@ -664,6 +664,12 @@ func (r *Runner) create(ctx context.Context, o op) (Object, error) {
 		e.via, e.creator = o.Source, creator
 	}
 	if o.SessionID != nil && *o.SessionID != "" {
+		if existed && *o.SessionID != e.sessionID {
+			// A new incarnation is no draft of the old one: the reference's
+			// session store keeps the entry's creation, label and
+			// incognito, but not its visibility.
+			e.visibility = ""
+		}
 		e.sessionID = *o.SessionID
 	}
 	if o.Label != nil {

@@ -441,3 +441,24 @@ func TestCreateRecordsCreatedAndPrintsTheNoticeItQueued(t *testing.T) {
 		t.Fatalf("pending after the restart = %v, want the creation notice and the stale-state notice", p)
 	}
 }
+
+// The reference keeps a session entry's creation, label and incognito
+// across a new incarnation, but not its draft visibility: a draft created
+// again under a new session id is announced, one created again under the
+// same id is not.
+func TestACreateUnderANewSessionIDIsNoLongerADraft(t *testing.T) {
+	lines := runOps(t, `
+		{"op": "create", "session": "agent:main:dashboard:notes", "visibility": "draft", "label": "Notes"},
+		{"op": "create", "session": "agent:main:dashboard:notes", "label": "Notes again"},
+		{"op": "create", "session": "agent:main:dashboard:notes", "sessionId": "s1"},
+		{"op": "create", "session": "agent:main:dashboard:kept", "incognito": true},
+		{"op": "create", "session": "agent:main:dashboard:kept", "sessionId": "s1"}`)
+	for i, want := range []bool{false, false, true, false, false} {
+		if got := lines[i]["notice"] != nil; got != want {
+			t.Errorf("create %d: notice %v, want one: %v", i, lines[i]["notice"], want)
+		}
+	}
+	if text := lines[2]["notice"].(map[string]any)["text"].(string); !strings.Contains(text, `"title":"Notes again"`) {
+		t.Errorf("the new incarnation's notice %q does not keep the entry's label", text)
+	}
+}
