@@ -58,17 +58,17 @@ const stream = coord.sendMessageStream(text("summarise the quarterly report"))[S
 const first = (await stream.next()).value;
 check(first?.payload?.$case === "task", "the stream starts with the task", first);
 const child = first.payload.value.id;
-check(child.startsWith("agent:main:subagent:") && first.payload.value.metadata.stateVersion === 1 &&
+check(child.startsWith("agent:main:subagent:") && first.payload.value.metadata.stateVersion === 2 &&
   first.payload.value.status.state === TaskState.TASK_STATE_WORKING,
-  "spawn answers with the child's task at state version 1, working", first.payload.value);
+  "spawn answers with the child's task at state version 2 (created, then child_spawned), working", first.payload.value);
 
 const sent = await person.sendMessage(text("use the Q3 numbers, not Q2", child));
-check(sent.metadata?.sendStatus === "accepted" && sent.metadata?.stateVersion === 2, "the person's message is accepted", sent);
+check(sent.metadata?.sendStatus === "accepted" && sent.metadata?.stateVersion === 3, "the person's message is accepted", sent);
 
 const up = (await stream.next()).value;
 check(up?.payload?.$case === "statusUpdate" && up.payload.value.taskId === child && up.payload.value.metadata.vigilEvent === "notice" &&
-  up.payload.value.metadata.stateVersion === 2 && up.payload.value.metadata.changesSince === 1,
-  "the coordinator is told, with stateVersion 2", up);
+  up.payload.value.metadata.stateVersion === 3 && up.payload.value.metadata.changesSince === 2,
+  "the coordinator is told, with stateVersion 3", up);
 
 const task = await coord.getTask({ id: child }, { serviceParameters: { "Vigil-Changes-Since": String(up.payload.value.metadata.changesSince) } });
 const changes = task.metadata.stateChanges;
