@@ -11,6 +11,7 @@ import (
 // gives the session writes of each write transaction it hands the engine,
 // so a session change and its event commit together.
 type Store interface {
+	LinkReader
 	// SessionTx is tx, a write transaction this backend began for the
 	// engine, with its session writes: they commit or roll back with tx.
 	SessionTx(tx vigil.Tx) Tx
@@ -45,6 +46,7 @@ type ListFilter struct {
 // Tx holds the gateway's writes inside the engine's write transaction.
 type Tx interface {
 	vigil.Tx
+	LinkWriter
 	GetSession(ctx context.Context, ref vigil.SessionRef) (Session, bool, error)
 	// MessagesAfter is Store.Messages inside the transaction.
 	MessagesAfter(ctx context.Context, ref vigil.SessionRef, afterID int64, limit int) ([]Message, error)

@@ -161,6 +161,9 @@ CREATE TABLE creation_notices (
 CREATE INDEX creation_notices_owed ON creation_notices (watcher, made_at) WHERE NOT delivered;
 CREATE INDEX runs_open ON runs (started_at) WHERE ended_at IS NULL;
 `},
+	// 5: adopted sessions' links to their coding agents' transcripts
+	// (links.go).
+	{about: "adopted sessions' upstream links", sql: upstreamLinksSchema},
 }
 
 // SchemaVersion is the schema version this build creates and understands.

@@ -251,6 +251,9 @@ CREATE TABLE creation_notices (
 CREATE INDEX creation_notices_owed ON creation_notices (watcher, made_at) WHERE delivered = 0;
 CREATE INDEX runs_open ON runs (started_at) WHERE ended_at IS NULL;
 `},
+	// 10: adopted sessions' links to their coding agents' transcripts
+	// (links.go).
+	{about: "adopted sessions' upstream links", sql: upstreamLinksSchema},
 }
 
 // SchemaVersion is the schema version this build creates and understands.
