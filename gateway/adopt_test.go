@@ -967,3 +967,25 @@ func TestTwoFollowersOfOneLinkOnPostgreSQLRecordATurnOnceWithoutTheLock(t *testi
 		t.Fatalf("%d events after the adoption, %d recorded, for %d turns", len(d.Events)-1, recorded, rounds)
 	}
 }
+
+func TestAGatewayChecksItsLinksOnItsOwnCadence(t *testing.T) {
+	w := newAdoptWorld(t)
+	w.close()
+	w.opts.Every = time.Minute
+	w.open()
+	w.adopt(gateway.AdoptInput{Path: w.path, Watcher: "agent:main:main"})
+	l := w.g.Hub().ListenSessionLog(claudeKey, 16)
+	defer l.Close()
+	w.typeIn("typed between two checks")
+	w.clk.Advance(time.Minute)
+	hang, cancel := context.WithTimeout(ctx, 20*time.Second) // a hang guard, not a timing
+	defer cancel()
+	select {
+	case ev := <-l.C:
+		if ev.Kind != vigil.KindHumanDirectMessage {
+			t.Fatalf("appended %s, want human_direct_message", ev.Kind)
+		}
+	case <-hang.Done():
+		t.Fatal("the gateway never checked")
+	}
+}
