@@ -641,6 +641,22 @@ func TestAFollowerElsewhereReportsThroughSessionRecordAndRunningBothNeverDoubles
 			t.Fatalf("a later tick: %+v, %v", tick, err)
 		}
 	}
+	// The transcript goes: the third missing check of one follower
+	// declares it, through session_record too.
+	if err := os.Remove(w.path); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		if tick, err := a.Tick(ctx); err != nil || tick.Recorded != i/3 {
+			t.Fatalf("missing check %d: %+v, %v", i, tick, err)
+		}
+	}
+	if got := w.events(out.SessionKey); len(got) != 3 || got[2] != "upstream_missing system upstream missing via claude-cli map[channel:claude-cli]" {
+		t.Fatalf("events = %q", got)
+	}
+	if _, ok := w.link(out.SessionKey); ok {
+		t.Fatal("the link outlived the declaration")
+	}
 }
 
 func TestSessionRecordRefusesAnUpstreamCheckItCannotApplyStoringNothing(t *testing.T) {
