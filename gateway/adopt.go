@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
+
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/adoption"
 	"github.com/vigilhq/vigil/sessionkey"
@@ -185,7 +187,7 @@ type LinkView struct {
 	ThreadID     string          `json:"threadId"`
 	UpstreamKind string          `json:"upstreamKind" jsonschema:"the transcript's format"`
 	Path         string          `json:"path" jsonschema:"the transcript, on its host"`
-	Marker       json.RawMessage `json:"marker" jsonschema:"where following stands in the transcript"`
+	Marker       map[string]any  `json:"marker" jsonschema:"where following stands in the transcript (an upstream.Marker)"`
 	UpdatedAt    int64           `json:"updatedAt" jsonschema:"when the link was last adopted or its marker last moved, ms since the epoch"`
 	// OwnDigests and SeenMessage are listed for a follower elsewhere.
 	OwnDigests  []string `json:"ownDigests,omitempty" jsonschema:"SHA-256 (hex) of the session's newest messages sent through vigil, normalised: a turn with one of these texts is the agent echoing it, not a person"`
@@ -389,8 +391,12 @@ func linkView(l sessions.Link) (LinkView, error) {
 	if err != nil {
 		return LinkView{}, fmt.Errorf("the stored link of %s: %w", l.Session, err)
 	}
+	var marker map[string]any
+	if err := json.Unmarshal(l.Marker, &marker); err != nil {
+		return LinkView{}, fmt.Errorf("the stored link of %s: %w", l.Session, err)
+	}
 	return LinkView{SessionKey: l.Session.Key, AgentID: l.Session.AgentID, CatalogID: l.CatalogID, HostID: l.HostID,
-		ThreadID: l.ThreadID, UpstreamKind: m.Format, Path: m.Path, Marker: l.Marker, UpdatedAt: l.UpdatedAt}, nil
+		ThreadID: l.ThreadID, UpstreamKind: m.Format, Path: m.Path, Marker: marker, UpdatedAt: l.UpdatedAt}, nil
 }
 
 func cmpOr(a, b string) string {
@@ -546,4 +552,24 @@ func (g *Gateway) recordUpstream(ctx context.Context, c Caller, ref vigil.Sessio
 		return RecordOutput{}, fmt.Errorf("read the version of %s: %w", ref, err)
 	}
 	return out, nil
+}
+
+func (AdoptInput) refineSchema(p props) {
+	p.oneOf("format", upstream.Formats()...)
+	p.get("hostId").Pattern = hostPattern.String()
+}
+
+func (UpstreamLinksInput) refineSchema(p props) {
+	p.get("hostId").Pattern = hostPattern.String()
+	p.between("limit", 1, MaxPageLimit)
+}
+
+// refineUpstream refines session_record's upstream member.
+func refineUpstream(p props) {
+	// from is required: an object, not the null a raw field also takes.
+	from := p.get("from")
+	from.Types, from.Type, from.AdditionalProperties = nil, "object", &jsonschema.Schema{}
+	p.atLeast("linkUpdatedAt", 0)
+	p.atLeast("turns", 0)
+	p.atLeast("seenMessage", 0)
 }

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -583,8 +584,8 @@ func TestAdoptingAgainRecordsNothingAndKeepsItsPlaceInTheTranscript(t *testing.T
 	if again.Recorded || again.StateVersion != first.StateVersion {
 		t.Fatalf("adopting again: %+v", again)
 	}
-	if string(again.Link.Marker) != string(first.Link.Marker) || again.Link.UpdatedAt == first.Link.UpdatedAt {
-		t.Fatalf("the link was not refreshed in place: %s at %d, then %s at %d", first.Link.Marker, first.Link.UpdatedAt,
+	if !reflect.DeepEqual(again.Link.Marker, first.Link.Marker) || again.Link.UpdatedAt == first.Link.UpdatedAt {
+		t.Fatalf("the link was not refreshed in place: %v at %d, then %v at %d", first.Link.Marker, first.Link.UpdatedAt,
 			again.Link.Marker, again.Link.UpdatedAt)
 	}
 	if n := w.check(); n != 1 {
@@ -662,7 +663,7 @@ func TestAFollowerElsewhereReportsThroughSessionRecordAndRunningBothNeverDoubles
 func TestSessionRecordRefusesAnUpstreamCheckItCannotApplyStoringNothing(t *testing.T) {
 	w := newAdoptWorld(t)
 	out := w.adopt(gateway.AdoptInput{Path: w.path, Watcher: "agent:main:main"})
-	from := out.Link.Marker
+	from, _ := json.Marshal(out.Link.Marker)
 	moved := strings.Replace(string(from), fmt.Sprintf(`"offset":%d`, fileSize(t, w.path)), `"offset":1`, 1)
 	agent := caller(t, w.g, mainAgentCred, "")
 	now := w.clk.Now().UnixMilli()
@@ -777,8 +778,12 @@ func (s *sidecar) Links(ctx context.Context, after vigil.SessionRef, limit int) 
 	var links []sessions.Link
 	for _, l := range out.Links {
 		s.own[l.SessionKey] = l
+		marker, err := json.Marshal(l.Marker)
+		if err != nil {
+			return nil, err
+		}
 		links = append(links, sessions.Link{Session: vigil.SessionRef{AgentID: l.AgentID, Key: l.SessionKey},
-			CatalogID: l.CatalogID, HostID: l.HostID, ThreadID: l.ThreadID, Marker: l.Marker, UpdatedAt: l.UpdatedAt})
+			CatalogID: l.CatalogID, HostID: l.HostID, ThreadID: l.ThreadID, Marker: marker, UpdatedAt: l.UpdatedAt})
 	}
 	return links, nil
 }
