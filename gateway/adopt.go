@@ -180,15 +180,15 @@ type AdoptInput struct {
 
 // LinkView is an adopted session's link to its transcript.
 type LinkView struct {
-	SessionKey   string          `json:"sessionKey"`
-	AgentID      string          `json:"agentId"`
-	CatalogID    string          `json:"catalogId"`
-	HostID       string          `json:"hostId"`
-	ThreadID     string          `json:"threadId"`
-	UpstreamKind string          `json:"upstreamKind" jsonschema:"the transcript's format"`
-	Path         string          `json:"path" jsonschema:"the transcript, on its host"`
-	Marker       map[string]any  `json:"marker" jsonschema:"where following stands in the transcript (an upstream.Marker)"`
-	UpdatedAt    int64           `json:"updatedAt" jsonschema:"when the link was last adopted or its marker last moved, ms since the epoch"`
+	SessionKey   string         `json:"sessionKey"`
+	AgentID      string         `json:"agentId"`
+	CatalogID    string         `json:"catalogId"`
+	HostID       string         `json:"hostId"`
+	ThreadID     string         `json:"threadId"`
+	UpstreamKind string         `json:"upstreamKind" jsonschema:"the transcript's format"`
+	Path         string         `json:"path" jsonschema:"the transcript, on its host"`
+	Marker       map[string]any `json:"marker" jsonschema:"where following stands in the transcript (an upstream.Marker)"`
+	UpdatedAt    int64          `json:"updatedAt" jsonschema:"when the link was last adopted or its marker last moved, ms since the epoch"`
 	// OwnDigests and SeenMessage are listed for a follower elsewhere.
 	OwnDigests  []string `json:"ownDigests,omitempty" jsonschema:"SHA-256 (hex) of the session's newest messages sent through vigil, normalised: a turn with one of these texts is the agent echoing it, not a person"`
 	SeenMessage int64    `json:"seenMessage,omitempty" jsonschema:"the newest message those were read up to; report it back with the turns"`
