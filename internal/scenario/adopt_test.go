@@ -70,3 +70,23 @@ func TestAdoptingAgainKeepsTheMarkerOfTheSameTranscript(t *testing.T) {
 		t.Errorf("the turn before the new link was read: %v", lines[5])
 	}
 }
+
+// The same text typed into a transcript recreated after it was declared
+// missing ends the check's window at the offset an earlier check's ended:
+// vigil names a link's offsets apart (its dedupe key's source has the
+// link's time), so the turn is recorded, where the reference, whose
+// source names only the host, thread and path, drops it as a duplicate.
+func TestATurnInARecreatedTranscriptIsRecordedThoughItsWindowEndsWhereAnEarlierOneDid(t *testing.T) {
+	lines := runOps(t, `{"op": "adopt", "session": "agent:a:claude:t"},
+		{"op": "watch", "watcher": "agent:a:main", "target": "agent:a:claude:t"},
+		{"op": "upstream_human", "session": "agent:a:claude:t", "text": "hello"},
+		{"op": "upstream_missing", "session": "agent:a:claude:t"},
+		{"op": "advance_time", "ms": 60000},
+		{"op": "adopt", "session": "agent:a:claude:t"},
+		{"op": "upstream_human", "session": "agent:a:claude:t", "text": "hello"}`)
+	for _, i := range []int{2, 3, 6} {
+		if lines[i]["recorded"] != true {
+			t.Errorf("op %d: %v, want recorded", i, lines[i])
+		}
+	}
+}
