@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -225,7 +226,7 @@ func (g *Gateway) Adopt(ctx context.Context, c Caller, in AdoptInput) (_ AdoptOu
 	if _, err := upstream.Lookup(in.Format); err != nil {
 		return AdoptOutput{}, invalid("format: %v", err)
 	}
-	host := cmpOr(in.HostID, g.upstreamHost())
+	host := cmp.Or(in.HostID, g.upstreamHost())
 	if err := checkHost(host); err != nil {
 		return AdoptOutput{}, err
 	}
@@ -253,7 +254,7 @@ func (g *Gateway) Adopt(ctx context.Context, c Caller, in AdoptInput) (_ AdoptOu
 	if err != nil {
 		return AdoptOutput{}, err
 	}
-	thread := cmpOr(in.ThreadID, adoption.ThreadOf(in.Format, m.Path))
+	thread := cmp.Or(in.ThreadID, adoption.ThreadOf(in.Format, m.Path))
 	if thread == "" {
 		return AdoptOutput{}, invalid("threadId is required: the transcript's file name %q gives no session id", filepath.Base(m.Path))
 	}
@@ -397,13 +398,6 @@ func linkView(l sessions.Link) (LinkView, error) {
 	}
 	return LinkView{SessionKey: l.Session.Key, AgentID: l.Session.AgentID, CatalogID: l.CatalogID, HostID: l.HostID,
 		ThreadID: l.ThreadID, UpstreamKind: m.Format, Path: m.Path, Marker: marker, UpdatedAt: l.UpdatedAt}, nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // --- session_upstream_links ---
