@@ -441,6 +441,9 @@ type RecordInput struct {
 	// Parent is the session's watcher (for KindChildSpawned, the one whose
 	// cursor is seeded).
 	Parent string `json:"parent,omitempty"`
+	// Upstream reports a check of an adopted session's transcript; the
+	// gateway then makes the event itself.
+	Upstream *UpstreamCheck `json:"upstream,omitempty"`
 }
 
 // RecordOutput is what recording did: Recorded is false, with Reason, for

@@ -66,6 +66,9 @@ type Options struct {
 	// means a quarter of StuckAfter, at most a minute; negative never (a
 	// caller then runs CheckAttention itself).
 	AttentionEvery time.Duration
+	// Upstream configures adopting coding agents' sessions and following
+	// their transcripts (adopt.go); the zero value reads no transcripts.
+	Upstream UpstreamOptions
 }
 
 // DefaultBookmarkInterval is how often an idle listener is told where it
@@ -88,6 +91,7 @@ type Gateway struct {
 
 	holds   holds
 	changes changes
+	up      upstreamFollow
 }
 
 // waiter is a sessions_send waiting for the target's reply.
@@ -128,6 +132,7 @@ func New(eng *vigil.Engine, store sessions.Store, opts Options) *Gateway {
 	if opts.StuckAfter > 0 && opts.AttentionEvery >= 0 {
 		g.watchAttention()
 	}
+	g.startUpstream()
 	return g
 }
 

@@ -26,6 +26,9 @@ type RecordInput struct {
 	DedupeKey  string          `json:"dedupeKey,omitempty" jsonschema:"recording the same key on the same session again changes nothing"`
 	OccurredAt int64           `json:"occurredAt,omitempty" jsonschema:"when it happened, ms since the epoch (clamped to the last 24 hours; default now)"`
 	Parent     string          `json:"parent,omitempty" jsonschema:"the session's parent: a watcher (for child_spawned, the one whose cursor is seeded)"`
+	// Upstream is set by a follower of adopted sessions' transcripts on
+	// another machine (adopt.go).
+	Upstream *UpstreamCheck `json:"upstream,omitempty" jsonschema:"a check of an adopted session's transcript by its follower (vigil follow-upstream): the gateway makes the event and moves the link's marker with it, in one write"`
 }
 
 // RecordOutput is session_record's output.
@@ -72,6 +75,9 @@ func (g *Gateway) RecordElsewhere(ctx context.Context, c Caller, in RecordInput)
 	}
 	if !in.Kind.Valid() {
 		return RecordOutput{}, invalid("kind %q is not one of %s", in.Kind, kindList())
+	}
+	if in.Upstream != nil {
+		return g.recordUpstream(ctx, c, ref, in)
 	}
 	if in.Summary != "" {
 		if err := vigil.CheckSummary(in.Summary); err != nil {

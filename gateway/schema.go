@@ -165,4 +165,5 @@ func (RecordInput) refineSchema(p props) {
 	}
 	p.oneOf("kind", kinds...)
 	p.oneOf("actorType", string(vigil.ActorHuman), string(vigil.ActorAgent), string(vigil.ActorSystem))
+	refineUpstream(props{p.get("upstream")})
 }

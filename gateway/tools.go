@@ -103,6 +103,10 @@ func newRegistry(g *Gateway) *Registry {
 		define("session_record", false, "Record an event of a session your runtime keeps itself (its transcript and store are "+
 			"yours): a person's message seen in your channel, a goal change, a run's end. Its watchers get their notices "+
 			"and reconcile with session_status exactly as for a hosted session.", g.RecordElsewhere),
+		define("session_adopt", false, "Adopt a coding agent's own session (Claude Code, Codex) by its transcript: from then on "+
+			"a turn a person types straight into the agent reaches the session's watchers, once.", g.Adopt),
+		define("session_upstream_links", false, "List the adopted sessions' links a follower of one host checks (those someone "+
+			"watches), with where each stands in its transcript.", g.UpstreamLinks),
 	} {
 		r.tools = append(r.tools, t)
 		r.byName[t.Name] = t

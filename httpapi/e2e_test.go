@@ -1073,23 +1073,25 @@ func e2eTools(t *testing.T, s *e2eServer) []httpapi.ToolInfo {
 
 // e2eStringField names a string field of each tool's input.
 var e2eStringField = map[string]string{
-	"sessions_list":    "agentId",
-	"sessions_history": "sessionKey",
-	"sessions_send":    "message",
-	"sessions_spawn":   "task",
-	"session_status":   "sessionKey",
-	"sessions_unwatch": "sessionKey",
-	"session_goal":     "action",
-	"session_pending":  "sessionKey",
-	"sessions_graph":   "agentId",
-	"session_reply":    "text",
-	"session_turn":     "sessionKey",
-	"session_wait":     "", // no string field
-	"session_reset":    "sessionKey",
-	"session_delete":   "sessionKey",
-	"run_end":          "outcome",
-	"session_compact":  "summary",
-	"session_record":   "sessionKey",
+	"sessions_list":          "agentId",
+	"sessions_history":       "sessionKey",
+	"sessions_send":          "message",
+	"sessions_spawn":         "task",
+	"session_status":         "sessionKey",
+	"sessions_unwatch":       "sessionKey",
+	"session_goal":           "action",
+	"session_pending":        "sessionKey",
+	"sessions_graph":         "agentId",
+	"session_reply":          "text",
+	"session_turn":           "sessionKey",
+	"session_wait":           "", // no string field
+	"session_reset":          "sessionKey",
+	"session_delete":         "sessionKey",
+	"run_end":                "outcome",
+	"session_compact":        "summary",
+	"session_record":         "sessionKey",
+	"session_adopt":          "path",
+	"session_upstream_links": "hostId",
 }
 
 // e2eBadInput checks that one request is refused as described and that it
@@ -1545,8 +1547,9 @@ func TestE2EToolListHasEveryToolWithInputAndOutputSchemas(t *testing.T) {
 			}
 		}
 	}
-	want := []string{"run_end", "session_compact", "session_delete", "session_goal", "session_pending", "session_record", "session_reply",
-		"session_reset", "session_status", "session_turn", "session_wait", "sessions_graph", "sessions_history", "sessions_list", "sessions_send", "sessions_spawn", "sessions_unwatch"}
+	want := []string{"run_end", "session_adopt", "session_compact", "session_delete", "session_goal", "session_pending", "session_record", "session_reply",
+		"session_reset", "session_status", "session_turn", "session_upstream_links", "session_wait", "sessions_graph", "sessions_history", "sessions_list",
+		"sessions_send", "sessions_spawn", "sessions_unwatch"}
 	slices.Sort(names)
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)

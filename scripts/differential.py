@@ -6,8 +6,9 @@ registry by ../shared/oracle/setup.sh) in `--semantics vigil` mode, which
 applies vigil's deliberate differences, so any remaining difference between
 the two outputs is a defect. For each seed and generator mode this script
 generates a random scenario (random_scenario.py), adds to it what the
-project's own generator adds (extra_ops: creations, keys written in other
-cases, summaries that do not fit, empty fields), replays it through the
+project's own generator adds (extra_ops: creations, adopted sessions and
+the checks of their transcripts, keys written in other cases, summaries
+that do not fit, empty fields), replays it through the
 oracle and through `vigil sim`, and compares the outputs with
 ../shared/scenarios/compare.py. For every scenario that differs it prints
 the smallest op sequence it finds that still differs (ops are deleted and the
@@ -127,6 +128,7 @@ def extra_ops(ops, seed):
     out = []
     mains = ["agent:main:main", "agent:ops:main"]
     created = []
+    adopted = Adoptions()
     for op in ops:
         op = dict(op)
         if rng.random() < 0.08:
@@ -142,6 +144,8 @@ def extra_ops(ops, seed):
         out.append(op)
         if rng.random() < 0.12:
             out.extend(creation(rng, created, mains))
+        if rng.random() < 0.10:
+            out.extend(adopted.ops(rng))
     return out
 
 
@@ -186,6 +190,65 @@ def creation(rng, created, mains):
     if rng.random() < 0.3:
         ops.append({"op": rng.choice(["drain", "peek"]), "watcher": main})
     return ops
+
+
+# Adopted sessions (adopt, watch, upstream_human, upstream_tick, upstream_missing, delete), on keys
+# and watchers of their own. Kept out is what vigil does otherwise on purpose
+# (docs/differences.md): a transcript is never written to after it was removed, nor adopted again
+# (vigil reads a recreated transcript from its start and names its offsets apart from the old
+# one's), and the texts typed are ones both read as a person's turn (not blank, not text the
+# agent's harness writes).
+ADOPT_KEYS = ["agent:main:claude:t1", "agent:main:claude:t2", "agent:ops:claude:t3", "agent:main:codex:c4"]
+ADOPT_WATCHERS = ["agent:main:adopter", "agent:ops:adopter"]
+TYPED = ["hello from the terminal", "also fix the README", "  run   the tests ", "Ünïcödé ✓ <b>&amp;",
+         "line one\nline two", "tab\tthen text", 'a "quoted" \\ path']
+
+
+class Adoptions:
+    """What the adoption ops drawn so far did to each key's transcript."""
+
+    def __init__(self):
+        self.files, self.gone = set(), set()
+
+    def ops(self, rng):
+        key = rng.choice(ADOPT_KEYS)
+        r = rng.random()
+        if key in self.gone:
+            out = [{"op": rng.choice(["upstream_tick", "upstream_missing"]), "session": key, "ticks": rng.choice([1, 2, 3])}]
+        elif key not in self.files or r < 0.2:
+            op = {"op": "adopt", "session": key, "threadId": key.rsplit(":", 1)[1]}
+            if key.startswith("agent:main:codex:"):
+                op["catalogId"] = "codex"
+            if rng.random() < 0.1:
+                op["link"] = False  # no transcript is made either
+            else:
+                self.files.add(key)
+            out = [op]
+            if rng.random() < 0.6:  # mostly watched: only watched sessions are checked
+                out.append({"op": "watch", "watcher": rng.choice(ADOPT_WATCHERS), "target": key})
+        elif r < 0.35:
+            out = [{"op": "watch", "watcher": rng.choice(ADOPT_WATCHERS), "target": key}]
+        elif r < 0.45:
+            out = [{"op": "upstream_missing", "session": key, "ticks": rng.choice([1, 2, 3, 3])}]
+            self.files.discard(key)
+            self.gone.add(key)
+        elif r < 0.5:
+            out = [{"op": "delete", "session": key}]
+        else:
+            op = {"op": "upstream_human", "session": key, "text": rng.choice(TYPED)}
+            # The oracle compares a turn, normalised, with the echo texts as given (its stand-in
+            # for the session's own messages, which the reference normalises): declare only
+            # texts normalisation leaves alone.
+            if rng.random() < 0.25 and " ".join(op["text"].split()) == op["text"]:
+                op["echo"] = True
+            if rng.random() < 0.3:
+                op["ticks"] = rng.choice([0, 2])
+            out = [op]
+        if rng.random() < 0.3:
+            out.append({"op": rng.choice(["peek", "drain"]), "watcher": rng.choice(ADOPT_WATCHERS)})
+        if rng.random() < 0.15:
+            out.append({"op": "status", "session": key, "changesSince": 0})
+        return out
 
 
 # ---- vigil's decided differences the oracle's semantics do not apply --------------------------

@@ -12,6 +12,7 @@ import (
 // so a session change and its event commit together.
 type Store interface {
 	PushStore
+	LinkReader
 	// SessionTx is tx, a write transaction this backend began for the
 	// engine, with its session writes: they commit or roll back with tx.
 	SessionTx(tx vigil.Tx) Tx
@@ -47,6 +48,7 @@ type ListFilter struct {
 type Tx interface {
 	vigil.Tx
 	PushTx
+	LinkWriter
 	GetSession(ctx context.Context, ref vigil.SessionRef) (Session, bool, error)
 	// MessagesAfter is Store.Messages inside the transaction.
 	MessagesAfter(ctx context.Context, ref vigil.SessionRef, afterID int64, limit int) ([]Message, error)

@@ -17,11 +17,14 @@ import (
 	"github.com/spf13/cobra"
 
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/adoption"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
 	"github.com/vigilhq/vigil/internal/metrics"
 	"github.com/vigilhq/vigil/mcpserver"
+	"github.com/vigilhq/vigil/sessions"
 	"github.com/vigilhq/vigil/store/pgstore"
+	"github.com/vigilhq/vigil/upstream"
 	"github.com/vigilhq/vigil/webhook"
 )
 
@@ -70,6 +73,8 @@ type serveConfig struct {
 	notifyOnCreate, groupWatches bool
 	dashboardURL                 string
 	stuckAfter                   time.Duration
+	// Adopted sessions' transcripts (docs/adoption.md).
+	upstream gateway.UpstreamOptions
 }
 
 // newServeCmd is `vigil serve`.
@@ -115,6 +120,12 @@ is the local admin.`,
 	fs.BoolVar(&cfg.groupWatches, "group-watches", true, "have an agent's main session watch its group, room and channel sessions after a person's first message")
 	fs.StringVar(&cfg.dashboardURL, "dashboard-url", getenv("VIGIL_DASHBOARD_URL"), "the dashboard's public address: notices end with a link to their session's page there (env VIGIL_DASHBOARD_URL)")
 	fs.DurationVar(&cfg.stuckAfter, "stuck-after", gateway.DefaultStuckAfter, "how long a child's run may make no progress before it is announced as needing attention (0: never)")
+	up := &cfg.upstream
+	fs.StringSliceVar(&up.Roots, "upstream-root", nil, "a directory of coding agents' transcripts the gateway may read, to adopt and follow them (repeatable; none: adopting this machine's sessions is off)")
+	fs.StringVar(&up.Host, "upstream-host", sessions.HostGateway, "the host id of this gateway's transcripts (gateways sharing a database on different machines need their own)")
+	fs.DurationVar(&up.Every, "upstream-every", adoption.DefaultEvery, "how often adopted sessions' transcripts are checked")
+	fs.IntVar(&up.PerTick, "upstream-links-per-tick", adoption.DefaultPerTick, "transcripts checked at most each time; more are checked in turns")
+	fs.Int64Var(&up.MaxScan, "upstream-max-scan", upstream.DefaultMaxScan, "bytes of new rows read at most from one transcript each time")
 	_ = cmd.RegisterFlagCompletionFunc("synchronous", cliWords("FULL", "NORMAL"))
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if g.flags.Changed("token") {
@@ -129,6 +140,9 @@ is the local admin.`,
 		}
 		if cfg.stuckAfter < 0 {
 			return cliUsagef("--stuck-after must be a duration of at least 0 (0: never)")
+		}
+		if err := checkUpstreamFlags(up); err != nil {
+			return err
 		}
 		for name, v := range map[string]int{"max-streams": l.Streams, "max-streams-per-credential": l.StreamsPerCredential,
 			"max-waits": l.Waits, "max-waits-per-credential": l.WaitsPerCredential,
@@ -217,7 +231,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	}
 	g := gateway.New(eng, st, gateway.Options{Logger: log, ObserveDelta: m.ObserveDelta, Hub: hub, Limits: cfg.limits,
 		BookmarkInterval: cfg.http.BookmarkInterval, NoCreationNotices: !cfg.notifyOnCreate,
-		NoGroupWatches: !cfg.groupWatches, StuckAfter: stuckAfter})
+		NoGroupWatches: !cfg.groupWatches, StuckAfter: stuckAfter, Upstream: cfg.upstream})
 	var ready []httpapi.ReadyCheck
 	if ps != nil {
 		// Other gateways may share the database: hear what they commit,

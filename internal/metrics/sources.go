@@ -6,13 +6,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/adoption"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/store/sqlitestore"
 	"github.com/vigilhq/vigil/webhook"
 )
 
-// RegisterGateway adds the gauges of what g holds open now: event streams,
-// waiting requests and MCP sessions. Call it once per Metrics; a second gateway's
+// RegisterGateway adds the gauges of what g holds open now (event streams,
+// waiting requests and MCP sessions) and the counters of its follower of
+// adopted sessions' transcripts. Call it once per Metrics; a second gateway's
 // gauges would collide with the first's and are refused with an error.
 func (m *Metrics) RegisterGateway(g *gateway.Gateway) error {
 	streams := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -28,7 +30,8 @@ func (m *Metrics) RegisterGateway(g *gateway.Gateway) error {
 		Name: "vigil_open_mcp_sessions",
 		Help: "MCP sessions open now: opened by an initialize on /mcp, not yet closed or idled out.",
 	}, func() float64 { return float64(g.Held(gateway.HoldMCPSession)) })
-	return register(m.Registry, "gateway", streams, waits, sessions)
+	return register(m.Registry, "gateway", streams, waits, sessions,
+		snapshotCollector[adoption.Stats]{g.UpstreamStats, upstreamFamilies})
 }
 
 // webhookFamilies are the dispatcher's outcome counters.

@@ -6,6 +6,7 @@ import (
 	stdjson "encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"unicode/utf8"
 
@@ -51,6 +52,9 @@ func FuzzScenario(f *testing.F) {
 		`{"ops": [], "ops": []}`,
 		`[{"OP": "peek", "watcher": "agent:a:main"}, {"op": "peek", "Watcher": "agent:a:main"}]`,
 		`[{"op": "status", "session": "agent:a:main", "changesSince": 1e3}, {"op": "teleport"}, 7]`,
+		`[{"op": "adopt", "session": "agent:a:claude:t"}, {"op": "watch", "watcher": "agent:a:main", "target": "agent:a:claude:t"},
+		  {"op": "upstream_human", "session": "agent:a:claude:t", "text": "hi", "echo": true}, {"op": "upstream_human", "session": "agent:a:claude:t"},
+		  {"op": "restart"}, {"op": "upstream_missing", "session": "agent:a:claude:t", "ticks": 4}, {"op": "upstream_tick", "session": "agent:b:x:y"}]`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -95,9 +99,12 @@ func replayCost(ops []jsontext.Value) int {
 		var o struct {
 			Count *int           `json:"count"`
 			Do    jsontext.Value `json:"do"`
+			Ticks jsontext.Value `json:"ticks"`
 		}
-		if json.Unmarshal(raw, &o) != nil || o.Count == nil || *o.Count < 1 {
-			n++
+		err := json.Unmarshal(raw, &o)
+		ticks, _ := strconv.Atoi(string(o.Ticks)) // an upstream op's checks
+		if err != nil || o.Count == nil || *o.Count < 1 {
+			n += 1 + max(0, ticks)
 			continue
 		}
 		inner := 1

@@ -213,6 +213,15 @@ type op struct {
 	Incognito      bool     `json:"incognito"`
 	Visibility     string   `json:"visibility"`
 	NotifyOnCreate *bool    `json:"notifyOnCreate"`
+	// adopt's and the upstream ops' fields (adopt.go).
+	ThreadID  *string        `json:"threadId"`
+	CatalogID *string        `json:"catalogId"`
+	HostID    *string        `json:"hostId"`
+	Link      *bool          `json:"link"`
+	Ticks     jsontext.Value `json:"ticks"`
+	Remove    *bool          `json:"remove"`
+	Text      *string        `json:"text"`
+	Echo      bool           `json:"echo"`
 }
 
 // creator is create's creator.
@@ -251,6 +260,9 @@ type Runner struct {
 	// deleted are the sessions deleted and not written again since.
 	entries map[string]*entry
 	deleted map[string]bool
+	// up is what the adopted sessions' upstream transcripts need
+	// (adopt.go).
+	up upstreamState
 }
 
 // entry is a session's entry as far as create reads it. Who created the
@@ -332,6 +344,7 @@ func (r *Runner) open(ctx context.Context, first bool) error {
 		return err
 	}
 	r.store, r.engine = st, eng
+	r.up.follow = nil // a new process: the missing counts start again
 	return nil
 }
 
@@ -346,6 +359,9 @@ func (r *Runner) Close() error {
 	err := r.shut()
 	if r.dir != "" {
 		err = errors.Join(err, os.RemoveAll(r.dir))
+	}
+	if r.up.dir != "" {
+		err = errors.Join(err, os.RemoveAll(r.up.dir))
 	}
 	return err
 }
@@ -439,6 +455,14 @@ func (r *Runner) do(ctx context.Context, o op) (Object, error) {
 		return r.repeat(ctx, o)
 	case "create":
 		return r.create(ctx, o)
+	case "adopt":
+		return r.adopt(ctx, o)
+	case "upstream_missing":
+		return r.upstreamMissing(ctx, o)
+	case "upstream_tick":
+		return r.upstreamTicks(ctx, o, 1)
+	case "upstream_human":
+		return r.upstreamHuman(ctx, o)
 	case "":
 		return nil, errors.New(`op has no "op" field`)
 	}

@@ -72,9 +72,9 @@ type behaviour struct {
 }
 
 // behaviours is the suite in the order it runs: the session rows
-// (rows.go), transcripts (messages.go), runs (runs.go), how all of them
-// commit and roll back with the engine's transaction (tx.go), and the
-// push configs (pushconfigs.go).
+// (rows.go), transcripts (messages.go), runs (runs.go), upstream links
+// (links.go), how all of them commit and roll back with the engine's
+// transaction (tx.go), and the push configs (pushconfigs.go).
 var behaviours = []behaviour{
 	{"EmptyStoreHasNoSessions", testEmptyStore},
 	{"SessionFieldsRoundTrip", testSessionRoundTrip},
@@ -99,6 +99,13 @@ var behaviours = []behaviour{
 	{"RunFieldsRoundTrip", testRunRoundTrip},
 	{"PutRunAgainRecordsItsEnd", testRunEnd},
 	{"OpenRunsListsTheRunsNotEndedOldestFirst", testOpenRuns},
+	{"LinkFieldsRoundTrip", testLinkRoundTrip},
+	{"PutUpstreamLinkReplacesTheLinkButItsCreation", testPutLinkReplaces},
+	{"LinksAreKeyedByAgentAndKey", testLinksKeyedByAgentAndKey},
+	{"WatchedLinksListsAHostsLinksWithAWatcherInKeyOrderAndPages", testWatchedLinks},
+	{"DeletingASessionDeletesItsLink", testDeletingASessionDeletesItsLink},
+	{"ResettingASessionLeavesItsLink", testResettingLeavesTheLink},
+	{"LinkWritesRollBackWithTheTransaction", testLinkWritesRollBack},
 	{"RollbackLeavesNothing", testRollback},
 	{"ReadsSeeOnlyCommittedWrites", testReadsCommittedOnly},
 	{"SessionTxCommitsAndRollsBackWithTheEnginesTransaction", testSessionTx},

@@ -502,6 +502,7 @@ func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
 	b.Queue(`DELETE FROM session_heads WHERE agent_id = $1 AND session_key = $2`, ref.AgentID, ref.Key)
 	b.Queue(`DELETE FROM cursors WHERE target_agent = $1 AND target_key = $2 RETURNING watcher`, ref.AgentID, ref.Key)
 	b.Queue(`DELETE FROM cursors WHERE watcher = $1`, ref.Key)
+	b.Queue(deleteLink, ref.AgentID, ref.Key)
 	br := t.tx.SendBatch(ctx, b)
 	defer br.Close()
 	for range 2 {
@@ -513,8 +514,10 @@ func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
 	if err := t.noteWatchers(rows, err, nil); err != nil {
 		return err
 	}
-	if _, err := br.Exec(); err != nil {
-		return wrap(err)
+	for range 2 {
+		if _, err := br.Exec(); err != nil {
+			return wrap(err)
+		}
 	}
 	t.watchers[ref.Key] = struct{}{}
 	return wrap(br.Close())

@@ -254,6 +254,9 @@ CREATE INDEX runs_open ON runs (started_at) WHERE ended_at IS NULL;
 	// 10: A2A push notification configs, kept with their sessions so they
 	// outlive a restart (pushconfigs.go).
 	{about: "A2A push notification configs", sql: pushConfigsSchema},
+	// 11: adopted sessions' links to their coding agents' transcripts
+	// (links.go).
+	{about: "adopted sessions' upstream links", sql: upstreamLinksSchema},
 }
 
 // SchemaVersion is the schema version this build creates and understands.

@@ -1127,6 +1127,7 @@ func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
 		{`DELETE FROM session_heads WHERE agent_id = ? AND session_key = ?`, []any{ref.AgentID, ref.Key}},
 		{`DELETE FROM cursors WHERE target_agent = ? AND target_key = ?`, []any{ref.AgentID, ref.Key}},
 		{`DELETE FROM cursors WHERE watcher = ?`, []any{ref.Key}},
+		{deleteLink, []any{ref.AgentID, ref.Key}},
 	} {
 		if _, err := t.c.exec(q.sql, q.args...); err != nil {
 			return err

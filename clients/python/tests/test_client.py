@@ -406,6 +406,8 @@ TOOL_TYPES = {
     "run_end": (Client.run_end, t.RunEndOutput),
     "session_compact": (Client.session_compact, t.CompactOutput),
     "session_record": (Client.session_record, t.RecordOutput),
+    "session_adopt": (Client.session_adopt, t.AdoptOutput),
+    "session_upstream_links": (Client.session_upstream_links, t.UpstreamLinksOutput),
 }
 
 

@@ -123,6 +123,8 @@ const methodOf: Record<ToolName, keyof VigilClient> = {
   run_end: "runEnd",
   session_compact: "sessionCompact",
   session_record: "sessionRecord",
+  session_adopt: "sessionAdopt",
+  session_upstream_links: "sessionUpstreamLinks",
 };
 export const toolMethods: Readonly<Record<ToolName, keyof VigilClient>> = methodOf;
 
@@ -238,6 +240,12 @@ export class VigilClient {
   sessionCompact(input: ToolInput<"session_compact">, signal?: AbortSignal) { return this.call("session_compact", input, signal); }
   /** session_record: an event of a session your runtime keeps itself. */
   sessionRecord(input: ToolInput<"session_record">, signal?: AbortSignal) { return this.call("session_record", input, signal); }
+  /** session_adopt: a coding agent's own session, adopted by its transcript. */
+  sessionAdopt(input: ToolInput<"session_adopt">, signal?: AbortSignal) { return this.call("session_adopt", input, signal); }
+  /** session_upstream_links: the adopted sessions' links a follower of one host checks. */
+  sessionUpstreamLinks(input: ToolInput<"session_upstream_links">, signal?: AbortSignal) {
+    return this.call("session_upstream_links", input, signal);
+  }
 
   /**
    * Takes a session's turn (POST /v1/sessions/{key}/turn), acting as the

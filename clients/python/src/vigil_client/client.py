@@ -223,13 +223,32 @@ class Client:
                        actor_type: Optional[str] = None, actor_id: Optional[str] = None, run_id: Optional[str] = None,
                        summary: Optional[str] = None, payload: Optional[dict[str, Any]] = None,
                        dedupe_key: Optional[str] = None, occurred_at: Optional[int] = None,
-                       parent: Optional[str] = None) -> t.RecordOutput:
+                       parent: Optional[str] = None, upstream: Optional[dict[str, Any]] = None) -> t.RecordOutput:
         """Records an event of a session your runtime keeps itself; its
-        watchers get their notices as for a hosted session."""
+        watchers get their notices as for a hosted session. upstream is a
+        follower's check of an adopted session's transcript (see
+        docs/api.md), with which the gateway makes the event itself."""
         return t.decode(t.RecordOutput, self.call("session_record", _input(
             session_key=session_key, agent_id=agent_id, kind=kind, actor_type=actor_type, actor_id=actor_id,
             run_id=run_id, summary=summary, payload=payload, dedupe_key=dedupe_key, occurred_at=occurred_at,
-            parent=parent)))
+            parent=parent, upstream=upstream)))
+
+    def session_adopt(self, format: str, *, path: Optional[str] = None, thread_id: Optional[str] = None,
+                      session_key: Optional[str] = None, agent_id: Optional[str] = None, host_id: Optional[str] = None,
+                      marker: Optional[dict[str, Any]] = None, watcher: Optional[str] = None) -> t.AdoptOutput:
+        """Adopts a coding agent's own session (format claude-cli or codex)
+        by its transcript: a turn a person types straight into the agent
+        then reaches the session's watchers, once."""
+        return t.decode(t.AdoptOutput, self.call("session_adopt", _input(
+            format=format, path=path, thread_id=thread_id, session_key=session_key, agent_id=agent_id,
+            host_id=host_id, marker=marker, watcher=watcher)))
+
+    def session_upstream_links(self, host_id: str, *, cursor: Optional[str] = None,
+                               limit: Optional[int] = None) -> t.UpstreamLinksOutput:
+        """Lists the adopted sessions' links a follower of host_id checks
+        (those someone watches)."""
+        return t.decode(t.UpstreamLinksOutput, self.call("session_upstream_links", _input(
+            host_id=host_id, cursor=cursor, limit=limit)))
 
     # ---- streams ----
 

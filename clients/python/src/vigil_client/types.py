@@ -280,6 +280,40 @@ class RecordOutput:
     reason: str = ""
 
 
+@dataclass
+class LinkView:
+    """An adopted session's link to its coding agent's transcript: where
+    following stands (marker), and for a follower elsewhere the digests of
+    the session's newest messages sent through vigil."""
+
+    session_key: str = ""
+    agent_id: str = ""
+    catalog_id: str = ""
+    host_id: str = ""
+    thread_id: str = ""
+    upstream_kind: str = ""
+    path: str = ""
+    marker: dict[str, Any] = field(default_factory=dict)
+    updated_at: int = 0
+    own_digests: list[str] = field(default_factory=list)
+    seen_message: int = 0
+
+
+@dataclass
+class AdoptOutput:
+    session_key: str = ""
+    recorded: bool = False
+    state_version: int = 0
+    link: Optional[LinkView] = None
+    watched: bool = False
+
+
+@dataclass
+class UpstreamLinksOutput:
+    links: list[LinkView] = field(default_factory=list)
+    next_cursor: str = ""
+
+
 # ---- stream events ----
 
 
