@@ -149,12 +149,12 @@ func Ref(agentID, key string) (SessionRef, error) {
 	}
 	if k.Qualified() {
 		if agentID != "" && agentID != k.AgentID() {
-			return SessionRef{}, fmt.Errorf("session key %q belongs to agent %q, not %q", k, k.AgentID(), agentID)
+			return SessionRef{}, fmt.Errorf("%w: session key %q belongs to agent %q, not %q", ErrBadRequest, k, k.AgentID(), agentID)
 		}
 		return SessionRef{AgentID: k.AgentID(), Key: k.String()}, nil
 	}
 	if agentID == "" {
-		return SessionRef{}, fmt.Errorf("session key %q is not agent-qualified: an agent id is required", k)
+		return SessionRef{}, fmt.Errorf("%w: session key %q is not agent-qualified: an agent id is required", ErrBadRequest, k)
 	}
 	return SessionRef{AgentID: agentID, Key: k.String()}, nil
 }

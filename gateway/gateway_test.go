@@ -123,6 +123,19 @@ func TestTextWithANULCharacterIsRefusedStoringNothing(t *testing.T) {
 	}
 }
 
+// A key whose agent id has spaces around it is the caller's mistake, told
+// as one, not a failure of the gateway's: an agent id given on its own is
+// trimmed, so such a key could name no session.
+func TestAKeyWithSpacesAroundItsAgentIDIsRefusedAsInvalid(t *testing.T) {
+	g, _ := newGateway(t)
+	for _, key := range []string{"Agent: 000000000000:0000000000000000", "agent:main :x"} {
+		_, err := g.Status(ctx, caller(t, g, person, ""), gateway.StatusInput{SessionKey: key})
+		if gateway.Code(err) != gateway.CodeInvalid || !strings.Contains(err.Error(), "agent id must not begin or end with white space") {
+			t.Errorf("session_status of %q: %v (%s), want it refused as invalid, naming the rule", key, err, gateway.Code(err))
+		}
+	}
+}
+
 // A limit is from 1 to the tool's most, on every tool that takes one: one
 // above the most is refused like 0, naming the range, and not clamped, so
 // a caller that asked for more never takes a full page for all there is.

@@ -92,6 +92,11 @@ func Parse(s string) (Key, error) {
 	if !ok {
 		return fail(`must be "agent:<agentId>:<rest>"`)
 	}
+	if strings.TrimSpace(agentID) != agentID {
+		// The agent id is compared with ids given on their own, which
+		// ParseAgentID trims: one with spaces around it could never match.
+		return fail("the agent id must not begin or end with white space")
+	}
 	third, _, more := strings.Cut(rest, ":")
 	k := Key{raw: norm, agentID: agentID, kind: Other}
 	switch {
@@ -210,22 +215,34 @@ func MustParse(s string) Key {
 
 // ParseAgentID checks an agent id: it follows the rules of one key part.
 func ParseAgentID(s string) (string, error) {
+	fail := func(rule string) (string, error) { return "", &AgentIDError{ID: s, Rule: rule} }
 	if !utf8.ValidString(s) {
-		return "", fmt.Errorf("invalid agent id %q: not valid UTF-8", s)
+		return fail("not valid UTF-8")
 	}
 	norm := strings.ToLower(strings.TrimSpace(s))
 	switch {
 	case norm == "":
-		return "", fmt.Errorf("invalid agent id %q: must not be empty", s)
+		return fail("must not be empty")
 	case len(norm) > MaxLen:
-		return "", fmt.Errorf("invalid agent id %q: longer than %d bytes", s, MaxLen)
+		return fail(fmt.Sprintf("longer than %d bytes", MaxLen))
 	case strings.IndexFunc(norm, unicode.IsControl) >= 0:
-		return "", fmt.Errorf("invalid agent id %q: contains a control character", s)
+		return fail("contains a control character")
 	case strings.Contains(norm, ":"):
-		return "", fmt.Errorf("invalid agent id %q: must not contain ':'", s)
+		return fail("must not contain ':'")
 	}
 	return norm, nil
 }
+
+// AgentIDError names the offending agent id and the rule it breaks.
+type AgentIDError struct {
+	ID   string
+	Rule string
+}
+
+func (e *AgentIDError) Error() string { return fmt.Sprintf("invalid agent id %q: %s", e.ID, e.Rule) }
+
+// Unwrap lets callers test with errors.Is(err, ErrInvalid).
+func (e *AgentIDError) Unwrap() error { return ErrInvalid }
 
 // MainKey is the main session key of an agent.
 func MainKey(agentID string) string { return "agent:" + agentID + ":main" }

@@ -44,6 +44,8 @@ func TestParseRefusesInvalidKeysNamingTheRule(t *testing.T) {
 		{"agent:main:a\nb", "control character"},
 		{"agent:main:\xff", "UTF-8"},
 		{"agent:main:" + strings.Repeat("x", 510), "longer than 512"},
+		{"Agent: main:x", "agent id must not begin or end with white space"},
+		{"agent:main :x", "agent id must not begin or end with white space"},
 	}
 	for _, tt := range tests {
 		_, err := Parse(tt.in)
@@ -71,8 +73,8 @@ func TestParseAcceptsKeyOfExactlyMaxLen(t *testing.T) {
 }
 
 func TestParseAgentIDRefusesColon(t *testing.T) {
-	if _, err := ParseAgentID("a:b"); err == nil {
-		t.Fatal("accepted an agent id with ':'")
+	if _, err := ParseAgentID("a:b"); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `invalid agent id "a:b"`) {
+		t.Fatalf("an agent id with ':': %v, want it refused naming the id", err)
 	}
 	if id, err := ParseAgentID(" Ops "); err != nil || id != "ops" {
 		t.Fatalf("ParseAgentID = %q, %v", id, err)
