@@ -687,21 +687,22 @@ func (r *Runner) create(ctx context.Context, o op) (Object, error) {
 	if !existed {
 		e.via, e.creator = o.Source, creator
 	}
-	if o.SessionID != nil && *o.SessionID != "" {
-		if existed && *o.SessionID != e.sessionID {
-			// A new incarnation is no draft of the old one: the reference's
-			// session store keeps the entry's creation, label and
-			// incognito, but not its visibility.
-			e.visibility = ""
-		}
-		e.sessionID = *o.SessionID
-	}
 	if o.Label != nil {
 		e.label = *o.Label
 	}
 	e.incognito = e.incognito || o.Incognito
 	if o.Visibility != "" {
 		e.visibility = o.Visibility
+	}
+	if o.SessionID != nil && *o.SessionID != "" {
+		if existed && *o.SessionID != e.sessionID {
+			// A new incarnation is no draft: the reference's session store
+			// keeps the entry's creation, label and incognito across a new
+			// session id, but not its visibility, even one named in the
+			// same write.
+			e.visibility = ""
+		}
+		e.sessionID = *o.SessionID
 	}
 	c := vigil.Creation{Session: ref, SessionID: e.sessionID, Via: e.via, Creator: e.creator, Label: e.label,
 		Incognito: e.incognito, Draft: e.visibility == "draft", NoNotice: o.NotifyOnCreate != nil && !*o.NotifyOnCreate}

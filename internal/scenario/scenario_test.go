@@ -462,3 +462,19 @@ func TestACreateUnderANewSessionIDIsNoLongerADraft(t *testing.T) {
 		t.Errorf("the new incarnation's notice %q does not keep the entry's label", text)
 	}
 }
+
+// The visibility a write names is dropped with the rest when that write
+// starts a new incarnation: a session named before (here by a watch) and
+// created as a draft under a new session id is announced.
+func TestADraftCreatedUnderANewSessionIDOfAKnownSessionIsAnnounced(t *testing.T) {
+	lines := runOps(t, `
+		{"op": "watch", "watcher": "agent:main:main", "target": "agent:main:dashboard:n"},
+		{"op": "create", "session": "agent:main:dashboard:n", "sessionId": "s1", "visibility": "draft"},
+		{"op": "create", "session": "agent:main:dashboard:fresh", "sessionId": "s1", "visibility": "draft"}`)
+	if lines[1]["notice"] == nil {
+		t.Errorf("the known session's new incarnation was not announced: %v", lines[1])
+	}
+	if lines[2]["notice"] != nil {
+		t.Errorf("a draft never named before was announced: %v", lines[2]["notice"])
+	}
+}
