@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"net/url"
 	"os"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // DefaultURL is the local server with trust authentication.
@@ -97,8 +99,19 @@ func FreshSchema(t testing.TB) string {
 			return
 		}
 		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, `DROP SCHEMA `+schema+` CASCADE`); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
+		// A gateway process killed at the test's end can leave a backend
+		// finishing its transaction on the schema's tables; the drop,
+		// locking them one by one, may then be chosen as a deadlock's
+		// victim. The victim's answer is to run again.
+		for attempt := 1; ; attempt++ {
+			_, err := conn.Exec(ctx, `DROP SCHEMA `+schema+` CASCADE`)
+			var pgErr *pgconn.PgError
+			if err == nil || attempt == 5 || !errors.As(err, &pgErr) || pgErr.Code != "40P01" {
+				if err != nil {
+					t.Errorf("drop schema %s: %v", schema, err)
+				}
+				return
+			}
 		}
 	})
 	return schema
