@@ -262,3 +262,41 @@ func TestAFollowerThatCannotReadTheStoreTellsItsReaderAndGoesOn(t *testing.T) {
 		t.Fatalf("the follow went on until its context ended, then returned %v, want context.Canceled", err)
 	}
 }
+
+func TestAFollowerOfLiveEventsAloneHearsEverySessionNamedAndReadsNoEvents(t *testing.T) {
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		g, _ := followGateway(t, dir, gateway.Options{})
+		child, manager := vigil.MustRef("agent:main:subagent:child"), "agent:main:main"
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		f, err := g.Follow(ctx, gateway.FollowOptions{Session: &child, Live: true, LiveOf: []string{manager}, LiveOnly: true,
+			After: -1, BookmarkInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		heard := make(chan string, 16)
+		go f.Run(ctx, gateway.FollowReader{
+			Events: func(events []vigil.Event) error { heard <- "events"; return nil },
+			Live:   func(ev gateway.LiveEvent) error { heard <- ev.Type + " " + ev.Session; return nil },
+			Tick:   func() error { heard <- "tick"; return nil },
+		})
+		recordOn(t, g, child.Key)
+		g.Hub().Publish(gateway.LiveEvent{Type: gateway.LiveReply, Session: child.Key})
+		g.Hub().Publish(gateway.LiveEvent{Type: gateway.LiveNotice, Session: manager})
+		g.Hub().Publish(gateway.LiveEvent{Type: gateway.LiveNotice, Session: "agent:main:subagent:other"})
+		time.Sleep(2 * gateway.FollowReadOn)
+		synctest.Wait()
+		var got []string
+		for len(heard) > 0 {
+			got = append(got, <-heard)
+		}
+		if want := []string{"reply " + child.Key, "notice " + manager}; !slices.Equal(got, want) {
+			t.Fatalf("the reader heard %q, want %q", got, want)
+		}
+		f.Close()
+		if g.Hub().Listened(child.Key) || g.Hub().Listened(manager) {
+			t.Fatal("a closed follower still listens")
+		}
+	})
+}

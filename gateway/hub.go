@@ -142,10 +142,10 @@ func NewHub() *Hub {
 		deliveries: rate.NewLimiter(unitsPerSecond, unitsBurst)}
 }
 
-// Listener receives one session's live events.
+// Listener receives the live events of one session, or of a few.
 type Listener struct {
-	hub     *Hub
-	session string
+	hub      *Hub
+	sessions []string // by key, each once
 	// C delivers events, shared with the other listeners: they are never
 	// to be changed. It is closed when the listener lags or is closed.
 	C      chan *LiveEvent
@@ -162,13 +162,26 @@ func (l *Listener) Lagged() bool {
 
 // Listen subscribes to a session's live events with a buffer of size.
 func (h *Hub) Listen(session string, size int) *Listener {
-	l := &Listener{hub: h, session: session, C: make(chan *LiveEvent, size)}
+	return h.listen([]string{session}, size)
+}
+
+// listen subscribes to the live events of every session named (by key),
+// in one buffer of size: a listener that falls behind on any of them
+// stops receiving all of them.
+func (h *Hub) listen(sessions []string, size int) *Listener {
+	l := &Listener{hub: h, C: make(chan *LiveEvent, size)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.sessions[session] == nil {
-		h.sessions[session] = map[*Listener]struct{}{}
+	for _, session := range sessions {
+		if h.sessions[session] == nil {
+			h.sessions[session] = map[*Listener]struct{}{}
+		}
+		if _, dup := h.sessions[session][l]; dup {
+			continue
+		}
+		h.sessions[session][l] = struct{}{}
+		l.sessions = append(l.sessions, session)
 	}
-	h.sessions[session][l] = struct{}{}
 	return l
 }
 
@@ -186,9 +199,11 @@ func (h *Hub) dropLocked(l *Listener) {
 	}
 	l.closed = true
 	close(l.C)
-	delete(h.sessions[l.session], l)
-	if len(h.sessions[l.session]) == 0 {
-		delete(h.sessions, l.session)
+	for _, session := range l.sessions {
+		delete(h.sessions[session], l)
+		if len(h.sessions[session]) == 0 {
+			delete(h.sessions, session)
+		}
 	}
 }
 
