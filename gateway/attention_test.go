@@ -159,15 +159,14 @@ func TestAGatewayLooksForStalledRunsOnItsOwnCadence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := g.Hub().ListenSessionLog(sp.ChildSessionKey, 16)
-	defer l.Close()
+	appended := appendedKinds(t, g, sp.ChildSessionKey)
 	clk.Advance(10 * time.Minute)
 	hang, cancel := context.WithTimeout(ctx, 20*time.Second) // a hang guard, not a timing
 	defer cancel()
 	select {
-	case ev := <-l.C:
-		if ev.Kind != vigil.KindAttention {
-			t.Fatalf("appended %s, want attention", ev.Kind)
+	case kind := <-appended:
+		if kind != vigil.KindAttention {
+			t.Fatalf("appended %s, want attention", kind)
 		}
 	case <-hang.Done():
 		t.Fatal("the gateway never looked")
