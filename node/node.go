@@ -92,7 +92,8 @@ type Options struct {
 	// the webhooks) after any OnWake, OnNotice and OnRecord given here.
 	Engine vigil.Options
 	// Gateway configures the gateway. Its Hub is the node's own, whatever
-	// is set here; with Metrics, an unset ObserveDelta is the metrics'.
+	// is set here; an unset Clock is the engine's, so one manual clock
+	// drives both; with Metrics, an unset ObserveDelta is the metrics'.
 	Gateway gateway.Options
 	// Webhooks are the agents' webhooks, by agent id: each wake of one of
 	// the agent's sessions is POSTed there (webhook.New checks them).
@@ -174,6 +175,9 @@ func Open(ctx context.Context, opts Options) (_ *Node, err error) {
 	gopts.Hub = hub
 	if gopts.Logger == nil {
 		gopts.Logger = log
+	}
+	if gopts.Clock == nil {
+		gopts.Clock = eopts.Clock
 	}
 	if opts.Metrics {
 		n.metrics = metrics.New(n.eng)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/clock"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/internal/pgtest"
 	"github.com/vigilhq/vigil/node"
@@ -219,5 +220,41 @@ func TestANodeImportsNoTransport(t *testing.T) {
 		case "httpapi", "mcpserver", "a2aserver", "dashboard", "cmd/vigil":
 			t.Errorf("the node imports %s", pkg)
 		}
+	}
+}
+
+func TestANodesGatewayRunsOnTheEnginesClockUnlessGivenItsOwn(t *testing.T) {
+	clk := clock.NewManual(time.Now())
+	n := open(t, node.Options{DB: filepath.Join(t.TempDir(), "vigil.db"), Engine: vigil.Options{Clock: clk},
+		Gateway: gateway.Options{StuckAfter: 10 * time.Minute, AttentionEvery: time.Minute, NoCreationNotices: true}})
+	g := n.Gateway()
+	mgr, err := g.ResolveCaller(context.Background(), gateway.LocalPrincipal, manager)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := g.Spawn(context.Background(), mgr, gateway.SpawnInput{Task: "draft the report"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard) // a hang guard, not a timing
+	defer cancel()
+	child := vigil.SessionRef{AgentID: "main", Key: sp.ChildSessionKey}
+	f, err := g.Follow(ctx, gateway.FollowOptions{Session: &child, After: -1, BookmarkInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	clk.Advance(10 * time.Minute) // the look at open runs is due on the gateway's clock, if it is the engine's
+	errAttention := errors.New("attention recorded")
+	err = f.Run(ctx, gateway.FollowReader{Events: func(events []vigil.Event) error {
+		for _, e := range events {
+			if e.Kind == vigil.KindAttention {
+				return errAttention
+			}
+		}
+		return nil
+	}})
+	if !errors.Is(err, errAttention) {
+		t.Fatalf("the follow ended with %v before the stalled run was announced", err)
 	}
 }
