@@ -3,6 +3,7 @@ package a2aserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -43,10 +44,6 @@ const (
 	// gap.
 	MetaEvent = "vigilEvent"
 )
-
-// listenBuffer is how many live events a stream may fall behind before
-// the hub drops it (the stream then reports a gap and listens again).
-const listenBuffer = 64
 
 // core serves both revisions on the gateway.
 type core struct {
@@ -332,30 +329,41 @@ func (h *core) stream(ctx context.Context, c gateway.Caller, in *sendInput, key 
 
 // follow sends the task (edited by edit, when given), a gap update when
 // seen is behind the session, then every update until ctx or the core's
-// context ends or emit returns false. Listening starts before the task is
-// read, so nothing that happens after the task's version is missed.
+// context ends or emit returns false. It follows through the gateway's
+// follower, the live events alone: the session's, and the acting
+// session's (where the notices about it are queued). Listening starts
+// before the task is read, so nothing that happens after the task's
+// version is missed.
 func (h *core) follow(ctx context.Context, c gateway.Caller, key string, seen *int64, edit func(*taskView),
 	emit func(event) bool, fail func(error)) {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	defer context.AfterFunc(h.ctx, stop)()
 	// The hub knows a session by its canonical key; a task id differing in
 	// case or spaces names the same session and must hear its events. A key
 	// that does not parse is refused by the task read below.
 	if k, err := sessionkey.Parse(key); err == nil {
 		key = k.String()
 	}
-	hub := h.g.Hub()
-	listen := func() (own, target *gateway.Listener) {
+	listen := func(ref vigil.SessionRef) (*gateway.Follower, error) {
+		opts := gateway.FollowOptions{Session: &ref, Live: true, LiveOnly: true, BookmarkInterval: -1}
 		if c.Session != nil {
-			own = hub.Listen(c.Session.Key, listenBuffer)
+			opts.LiveOf = []string{c.Session.Key}
 		}
-		return own, hub.Listen(key, listenBuffer)
+		f, err := h.g.Follow(ctx, opts)
+		if err != nil {
+			return nil, rpcError(h.g.Public(fmt.Errorf("follow %s: %w", ref.Key, err)))
+		}
+		return f, nil
 	}
-	own, target := listen()
-	defer func() {
-		if own != nil {
-			own.Close()
-		}
-		target.Close()
-	}()
+	// The session's agent is known once the task is read; listening needs
+	// its key alone.
+	f, err := listen(vigil.SessionRef{Key: key})
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer func() { f.Close() }()
 	t, st, err := h.task(ctx, c, key, nil)
 	if err != nil {
 		fail(err)
@@ -374,59 +382,53 @@ func (h *core) follow(ctx context.Context, c gateway.Caller, key string, seen *i
 		}
 	}
 	last := st.StateVersion
-	var ownC <-chan *gateway.LiveEvent
-	if own != nil {
-		ownC = own.C
-	}
 	for {
-		var ev *gateway.LiveEvent
-		var ok bool
-		select {
-		case <-ctx.Done():
-			return
-		case <-h.ctx.Done():
-			return
-		case ev, ok = <-ownC:
-		case ev, ok = <-target.C:
-		}
-		if !ok {
-			// The hub dropped a listener that fell behind: listen again,
-			// then say what moved meanwhile instead of skipping it.
-			if own != nil {
-				own.Close()
-			}
-			target.Close()
-			own, target = listen()
-			if own != nil {
-				ownC = own.C
-			}
-			_, st, err := h.task(ctx, c, key, nil)
+		var failed error
+		err := f.Run(ctx, gateway.FollowReader{Live: func(ev gateway.LiveEvent) error {
+			up, err := h.update(ctx, c, ref, ev)
 			if err != nil {
-				fail(err)
-				return
+				failed = err
+				return err
 			}
-			if !emit(event{update: h.gapUpdate(st, last, "this stream fell behind and missed updates")}) {
-				return
+			if up == nil {
+				return nil
 			}
-			last = st.StateVersion
-			continue
+			if v, ok := up.meta[MetaStateVersion].(int64); ok {
+				last = v
+			}
+			if !emit(event{update: up}) {
+				return errStopped
+			}
+			return nil
+		}})
+		switch {
+		case failed != nil:
+			fail(failed)
+			return
+		case !errors.Is(err, gateway.ErrFellBehind):
+			return // ctx ended, or the client went away
 		}
-		up, err := h.update(ctx, c, ref, *ev)
+		// The hub dropped a listener that fell behind: listen again, then
+		// say what moved meanwhile instead of skipping it.
+		f.Close()
+		if f, err = listen(ref); err != nil {
+			fail(err)
+			return
+		}
+		_, st, err := h.task(ctx, c, key, nil)
 		if err != nil {
 			fail(err)
 			return
 		}
-		if up == nil {
-			continue
-		}
-		if v, ok := up.meta[MetaStateVersion].(int64); ok {
-			last = v
-		}
-		if !emit(event{update: up}) {
+		if !emit(event{update: h.gapUpdate(st, last, "this stream fell behind and missed updates")}) {
 			return
 		}
+		last = st.StateVersion
 	}
 }
+
+// errStopped ends a follow whose client stopped taking updates.
+var errStopped = errors.New("the client stopped following")
 
 // update turns a live event into the status update a follower of ref
 // sees, or nil when it is not about ref or not for this caller: the

@@ -25,7 +25,7 @@ import (
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
-	"github.com/vigilhq/vigil/store/sqlitestore"
+	"github.com/vigilhq/vigil/node"
 )
 
 // hangGuard bounds every wait; nothing here comes near it.
@@ -49,26 +49,19 @@ type liveGateway struct {
 // wake also goes to the onWake functions (a webhook dispatcher's Wake).
 func startGateway(t *testing.T, onWake ...func(string)) *liveGateway {
 	t.Helper()
-	ctx := context.Background()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "vigil.db"), sqlitestore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	hub := gateway.NewHub()
 	wake := func(watcher string) {
-		hub.Wake(watcher)
 		for _, f := range onWake {
 			f(watcher)
 		}
 	}
-	eng, err := vigil.Open(ctx, st, vigil.Options{Logger: quiet, OnWake: wake, OnNotice: hub.Notice, OnRecord: hub.Record})
+	n, err := node.Open(context.Background(), node.Options{DB: filepath.Join(t.TempDir(), "vigil.db"), Logger: quiet,
+		Engine: vigil.Options{OnWake: wake}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { eng.Close() })
-	g := gateway.New(eng, st, gateway.Options{Logger: quiet, Hub: hub})
+	t.Cleanup(func() { n.Close() })
+	g := n.Gateway()
 	creds, err := gateway.NewCredentials(gateway.Config{Tokens: []gateway.TokenConfig{
 		{Token: mainToken, Role: gateway.RoleAgent, Agent: "main"},
 		{Token: annToken, Role: gateway.RoleOperator, ID: "ann"},
@@ -94,7 +87,7 @@ func startGateway(t *testing.T, onWake ...func(string)) *liveGateway {
 			srv.Close()
 		}
 	})
-	return &liveGateway{URL: "http://" + ln.Addr().String(), Hub: hub}
+	return &liveGateway{URL: "http://" + ln.Addr().String(), Hub: g.Hub()}
 }
 
 var client = &http.Client{Timeout: hangGuard}

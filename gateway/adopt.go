@@ -101,13 +101,10 @@ func (g *Gateway) startUpstream() {
 		})
 	}
 	timer := arm() // before New returns: a clock moved right after it moves this timer
+	ctx := g.loopCtx
+	g.loops.Add(1)
 	go func() {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		go func() {
-			<-g.done
-			cancel()
-		}()
+		defer g.loops.Done()
 		for {
 			select {
 			case <-ctx.Done():

@@ -995,16 +995,15 @@ func TestAGatewayChecksItsLinksOnItsOwnCadence(t *testing.T) {
 	w.opts.Every = time.Minute
 	w.open()
 	w.adopt(gateway.AdoptInput{Path: w.path, Watcher: "agent:main:main"})
-	l := w.g.Hub().ListenSessionLog(claudeKey, 16)
-	defer l.Close()
+	appended := appendedKinds(t, w.g, claudeKey)
 	w.typeIn("typed between two checks")
 	w.clk.Advance(time.Minute)
 	hang, cancel := context.WithTimeout(ctx, 20*time.Second) // a hang guard, not a timing
 	defer cancel()
 	select {
-	case ev := <-l.C:
-		if ev.Kind != vigil.KindHumanDirectMessage {
-			t.Fatalf("appended %s, want human_direct_message", ev.Kind)
+	case kind := <-appended:
+		if kind != vigil.KindHumanDirectMessage {
+			t.Fatalf("appended %s, want human_direct_message", kind)
 		}
 	case <-hang.Done():
 		t.Fatal("the gateway never checked")

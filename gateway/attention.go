@@ -58,13 +58,11 @@ func (g *Gateway) watchAttention() {
 			}
 		})
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		<-g.done
-		cancel()
-	}()
+	ctx := g.loopCtx
 	timer := arm() // before New returns: a clock moved right after it moves this timer
+	g.loops.Add(1)
 	go func() {
+		defer g.loops.Done()
 		for {
 			select {
 			case <-ctx.Done():

@@ -5,13 +5,17 @@ package gateway_test
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/clock"
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/sessions"
+	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
 // attentionGateway is a gateway on a manual clock that looks at open runs
@@ -155,15 +159,14 @@ func TestAGatewayLooksForStalledRunsOnItsOwnCadence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := g.Hub().ListenSessionLog(sp.ChildSessionKey, 16)
-	defer l.Close()
+	appended := appendedKinds(t, g, sp.ChildSessionKey)
 	clk.Advance(10 * time.Minute)
 	hang, cancel := context.WithTimeout(ctx, 20*time.Second) // a hang guard, not a timing
 	defer cancel()
 	select {
-	case ev := <-l.C:
-		if ev.Kind != vigil.KindAttention {
-			t.Fatalf("appended %s, want attention", ev.Kind)
+	case kind := <-appended:
+		if kind != vigil.KindAttention {
+			t.Fatalf("appended %s, want attention", kind)
 		}
 	case <-hang.Done():
 		t.Fatal("the gateway never looked")
@@ -178,4 +181,41 @@ func TestStuckAfterBelowZeroTurnsAttentionOff(t *testing.T) {
 	}
 	clk.Advance(24 * time.Hour)
 	checkAttention(t, g, 0)
+}
+
+// blockingRuns is a store whose read of the open runs waits until its
+// caller gives up, and says when it is entered and when it returned.
+type blockingRuns struct {
+	*sqlitestore.Store
+	entered  chan struct{}
+	returned atomic.Bool
+}
+
+func (s *blockingRuns) OpenRuns(ctx context.Context) ([]sessions.Run, error) {
+	s.entered <- struct{}{}
+	<-ctx.Done()
+	s.returned.Store(true)
+	return nil, ctx.Err()
+}
+
+func TestCloseReturnsOnlyOnceTheLookAtOpenRunsHasStopped(t *testing.T) {
+	clk := clock.NewManual(time.Now())
+	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "v.db"), sqlitestore.Options{Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	eng, err := vigil.Open(ctx, st, vigil.Options{PruneInterval: -1, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	runs := &blockingRuns{Store: st, entered: make(chan struct{}, 1)}
+	g := gateway.New(eng, runs, gateway.Options{Clock: clk, StuckAfter: 10 * time.Minute, AttentionEvery: time.Minute})
+	clk.Advance(time.Minute)
+	<-runs.entered
+	g.Close()
+	if !runs.returned.Load() {
+		t.Fatal("Close returned while the gateway was still looking at open runs")
+	}
 }

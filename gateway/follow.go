@@ -66,6 +66,14 @@ type FollowOptions struct {
 	After int64
 	// Live, with Session, also delivers the session's live events.
 	Live bool
+	// LiveOf, with Live, names more sessions (by key) whose live events
+	// are delivered too: a reader acting as a session hears there the
+	// notices queued for it about the session it follows.
+	LiveOf []string
+	// LiveOnly, with Live, follows the live events alone: the session's
+	// events are neither read from the store nor given, so After is not
+	// read, and Tick never comes.
+	LiveOnly bool
 	// Match, for the whole log, picks the events the reader is given;
 	// the others still move the position. nil means every event.
 	Match func(vigil.Event) bool
@@ -108,8 +116,8 @@ type FollowReader struct {
 // it reads on from the store on a nudge, after falling behind the live
 // feed, and every FollowReadOn regardless; and it tells the reader where
 // it stands when the reader was given nothing for the bookmark interval.
-// Every reader of the live log (the HTTP streams, MCP subscriptions)
-// follows through one.
+// Every reader of the live log follows through one: the HTTP streams, MCP
+// subscriptions, A2A streams and push deliveries.
 //
 // Followers share the hub's budget of deliveries (Hub.turn): woken by an
 // event, a follower waits for its turn, then delivers everything that came
@@ -123,7 +131,7 @@ type Follower struct {
 	pos  int64
 
 	live *Listener     // nil unless opts.Live
-	sub  *Subscription // the session's appends, or the whole log's
+	sub  *Subscription // the session's appends, or the whole log's; nil with opts.LiveOnly
 
 	// given is when the reader was last given something (or started);
 	// the bookmark timer, when it fires earlier than an interval after
@@ -155,31 +163,43 @@ func (g *Gateway) Follow(ctx context.Context, opts FollowOptions) (*Follower, er
 	f := &Follower{g: g, opts: opts, pos: opts.After, stopMarks: func() {}, stopTick: func() {}}
 	// Listen before reading, so nothing committed in between is missed.
 	if opts.Session != nil && opts.Live {
-		f.live = g.opts.Hub.Listen(opts.Session.Key, followLiveBuffer)
+		f.live = g.opts.Hub.listen(append([]string{opts.Session.Key}, opts.LiveOf...), followLiveBuffer)
 	}
-	key := ""
-	if opts.Session != nil {
-		key = opts.Session.Key
-	}
-	f.sub = g.opts.Hub.Subscribe(key)
-	if f.pos < 0 {
-		var err error
-		if opts.Session != nil {
-			if f.pos, err = g.eng.Version(ctx, *opts.Session); err != nil {
-				f.Close()
-				return nil, fmt.Errorf("read the state version of %s: %w", opts.Session, err)
-			}
-		} else if f.pos, err = g.eng.LogHorizon(ctx); err != nil {
+	if f.live == nil || !opts.LiveOnly {
+		if err := f.subscribe(ctx); err != nil {
 			f.Close()
-			return nil, fmt.Errorf("read the log horizon: %w", err)
+			return nil, err
 		}
+		f.tick, f.stopTick = g.after(FollowReadOn)
 	}
 	f.given = g.clk.Now()
 	if opts.BookmarkInterval > 0 {
 		f.marks, f.stopMarks = g.after(opts.BookmarkInterval)
 	}
-	f.tick, f.stopTick = g.after(FollowReadOn)
 	return f, nil
+}
+
+// subscribe subscribes to the appends of the session, or of the whole
+// log, and finds the position when it is "from now".
+func (f *Follower) subscribe(ctx context.Context) error {
+	g, opts := f.g, f.opts
+	key := ""
+	if opts.Session != nil {
+		key = opts.Session.Key
+	}
+	f.sub = g.opts.Hub.Subscribe(key)
+	if f.pos >= 0 {
+		return nil
+	}
+	var err error
+	if opts.Session != nil {
+		if f.pos, err = g.eng.Version(ctx, *opts.Session); err != nil {
+			return fmt.Errorf("read the state version of %s: %w", opts.Session, err)
+		}
+	} else if f.pos, err = g.eng.LogHorizon(ctx); err != nil {
+		return fmt.Errorf("read the log horizon: %w", err)
+	}
+	return nil
 }
 
 // Close stops listening and the timers. It is safe to call more than once.
@@ -187,7 +207,9 @@ func (f *Follower) Close() {
 	if f.live != nil {
 		f.live.Close()
 	}
-	f.sub.Close()
+	if f.sub != nil {
+		f.sub.Close()
+	}
 	f.stopMarks()
 	f.stopTick()
 }
@@ -208,12 +230,16 @@ func (f *Follower) Run(ctx context.Context, r FollowReader) error {
 	if f.live != nil {
 		live = f.live.C
 	}
+	var appended <-chan struct{}
+	if f.sub != nil {
+		appended = f.sub.Wake
+	}
 	for {
 		var err error
 		select {
 		case ev, ok := <-live:
 			err = f.round(ctx, r, live, func() error { return f.heardLive(r, ev, ok) })
-		case <-f.sub.Wake:
+		case <-appended:
 			err = f.round(ctx, r, live, func() error { return nil })
 		case <-f.marks:
 			err = f.bookmark(r)
@@ -264,6 +290,9 @@ drain:
 		default:
 			break drain
 		}
+	}
+	if f.sub == nil {
+		return nil
 	}
 	// Take until nothing is left, which parks the subscription; a round
 	// that stops short wakes itself for the next.
@@ -415,6 +444,9 @@ func (e *readFailure) Error() string { return e.err.Error() }
 // readOn gives r everything the store has after the position.
 func (f *Follower) readOn(ctx context.Context, r FollowReader) error {
 	var err error
+	if f.sub == nil {
+		return nil // live events alone
+	}
 	if f.opts.Session != nil {
 		err = f.readSession(ctx, r)
 	} else {

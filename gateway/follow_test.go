@@ -18,82 +18,112 @@ import (
 // followHangGuard bounds every wait; no test asserts how long anything took.
 const followHangGuard = 20 * time.Second
 
-// undelivered counts what the listeners hold: the hub never blocks, so
-// whatever it offered an empty listener is in its buffer.
-func undelivered(ls []*gateway.LogListener) int {
+// subscribeToOthers subscribes n times, each to a session other than the
+// manager's.
+func subscribeToOthers(h *gateway.Hub, n int) []*gateway.Subscription {
+	ss := make([]*gateway.Subscription, n)
+	for i := range ss {
+		ss[i] = h.Subscribe(fmt.Sprintf("agent:main:subagent:other-%d", i))
+	}
+	return ss
+}
+
+// wokenOf counts the subscriptions woken, taking their wake-ups.
+func wokenOf(ss []*gateway.Subscription) int {
 	n := 0
-	for _, l := range ls {
-		n += len(l.C)
+	for _, s := range ss {
+		if woken(s) {
+			n++
+		}
 	}
 	return n
 }
 
-// listenToOthers opens n listeners, each of a session other than the
-// manager's.
-func listenToOthers(h *gateway.Hub, n int) []*gateway.LogListener {
-	ls := make([]*gateway.LogListener, n)
-	for i := range ls {
-		ls[i] = h.ListenSessionLog(fmt.Sprintf("agent:main:subagent:other-%d", i), 1)
-	}
-	return ls
-}
-
 var managerEvent = vigil.Event{Sequence: 1, AgentID: "main", SessionKey: "agent:main:main", Kind: vigil.KindCompacted}
 
-func TestAWriteIsOfferedOnlyToTheListenersOfItsSessionAndOfTheWholeLog(t *testing.T) {
+func TestAWriteWakesOnlyTheSubscriptionsOfItsSessionAndOfTheWholeLog(t *testing.T) {
 	h := gateway.NewHub()
-	others := listenToOthers(h, 1000)
-	mine := h.ListenSessionLog(managerEvent.SessionKey, 1)
-	all := h.ListenLog(1)
+	others := subscribeToOthers(h, 1000)
+	mine := h.Subscribe(managerEvent.SessionKey)
+	all := h.Subscribe("")
 
 	h.Record(managerEvent)
 
-	if n := undelivered(others); n != 0 {
-		t.Fatalf("listeners of other sessions were given %d deliveries of the manager's event, want none", n)
+	if n := wokenOf(others); n != 0 {
+		t.Fatalf("%d subscriptions of other sessions were woken by the manager's event, want none", n)
 	}
-	if got := <-mine.C; got.Sequence != 1 {
-		t.Fatalf("the manager's listener got %+v, want the event", got)
+	if !woken(mine) || !mine.Take(nil).Appended {
+		t.Fatal("the manager's subscription did not hear of its append")
 	}
-	if got := <-all.C; got.Sequence != 1 {
-		t.Fatalf("the whole log's listener got %+v, want the event", got)
-	}
-	for _, l := range others {
-		if l.Lagged() {
-			t.Fatal("a listener of another session was dropped as lagged")
-		}
+	if !woken(all) || fmt.Sprint(seqs(all.Take(nil).Events)) != "[1]" {
+		t.Fatal("the whole log's subscription was not given the event")
 	}
 }
 
-func TestOnASharedStoreAWriteNudgesOnlyTheListenersOfItsSessionAndOfTheWholeLog(t *testing.T) {
+func TestOnASharedStoreAWriteNudgesOnlyTheSubscriptionsOfItsSessionAndOfTheWholeLog(t *testing.T) {
 	h := gateway.NewHub()
 	h.ShareStore()
-	others := listenToOthers(h, 1000)
-	mine := h.ListenSessionLog(managerEvent.SessionKey, 1)
-	all := h.ListenLog(1)
+	others := subscribeToOthers(h, 1000)
+	mine := h.Subscribe(managerEvent.SessionKey)
+	all := h.Subscribe("")
 
 	h.Record(managerEvent)
 
-	if n := undelivered(others); n != 0 {
-		t.Fatalf("listeners of other sessions were given %d nudges for the manager's event, want none", n)
+	if n := wokenOf(others); n != 0 {
+		t.Fatalf("%d subscriptions of other sessions were woken by the manager's event, want none", n)
 	}
-	for name, l := range map[string]*gateway.LogListener{"the manager's": mine, "the whole log's": all} {
-		if got := <-l.C; got.Sequence != 0 {
-			t.Fatalf("%s listener got %+v, want a nudge (sequence 0)", name, got)
-		}
+	if !woken(mine) || !mine.Take(nil).Appended {
+		t.Fatal("the manager's subscription did not hear of its append")
+	}
+	if !woken(all) {
+		t.Fatal("the whole log's subscription was not woken")
+	}
+	if got := all.Take(nil); !got.ReadStore || len(got.Events) != 0 {
+		t.Fatalf("the whole log's subscription took %+v, want to read the store (only it orders every process's events)", got)
 	}
 }
 
-func TestANudgeFromElsewhereReachesTheListenersOfEverySession(t *testing.T) {
+func TestANudgeFromElsewhereReachesTheSubscriptionsOfEverySession(t *testing.T) {
 	h := gateway.NewHub()
 	h.ShareStore()
-	others := listenToOthers(h, 10)
-	all := h.ListenLog(1)
+	others := subscribeToOthers(h, 10)
+	all := h.Subscribe("")
 
 	h.Nudge() // another process appended: whose events, only the store says
 
-	if n := undelivered(append(others, all)); n != len(others)+1 {
-		t.Fatalf("a nudge from elsewhere reached %d of %d listeners, want all", n, len(others)+1)
+	if n := wokenOf(append(others, all)); n != len(others)+1 {
+		t.Fatalf("a nudge from elsewhere reached %d of %d subscriptions, want all", n, len(others)+1)
 	}
+}
+
+// appendedKinds follows key's appends from now on and delivers each
+// event's kind, until the test ends.
+func appendedKinds(t *testing.T, g *gateway.Gateway, key string) <-chan vigil.Kind {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ref := vigil.MustRef(key)
+	f, err := g.Follow(ctx, gateway.FollowOptions{Session: &ref, After: -1, BookmarkInterval: -1})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	kinds := make(chan vigil.Kind, 64)
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		f.Run(ctx, gateway.FollowReader{Events: func(events []vigil.Event) error {
+			for _, e := range events {
+				kinds <- e.Kind
+			}
+			return nil
+		}})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-ran
+		f.Close()
+	})
+	return kinds
 }
 
 // followGateway is a gateway on a fresh SQLite file, with its store.
@@ -261,4 +291,42 @@ func TestAFollowerThatCannotReadTheStoreTellsItsReaderAndGoesOn(t *testing.T) {
 	if err := <-ran; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the follow went on until its context ended, then returned %v, want context.Canceled", err)
 	}
+}
+
+func TestAFollowerOfLiveEventsAloneHearsEverySessionNamedAndReadsNoEvents(t *testing.T) {
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		g, _ := followGateway(t, dir, gateway.Options{})
+		child, manager := vigil.MustRef("agent:main:subagent:child"), "agent:main:main"
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		f, err := g.Follow(ctx, gateway.FollowOptions{Session: &child, Live: true, LiveOf: []string{manager}, LiveOnly: true,
+			After: -1, BookmarkInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		heard := make(chan string, 16)
+		go f.Run(ctx, gateway.FollowReader{
+			Events: func(events []vigil.Event) error { heard <- "events"; return nil },
+			Live:   func(ev gateway.LiveEvent) error { heard <- ev.Type + " " + ev.Session; return nil },
+			Tick:   func() error { heard <- "tick"; return nil },
+		})
+		recordOn(t, g, child.Key)
+		g.Hub().Publish(gateway.LiveEvent{Type: gateway.LiveReply, Session: child.Key})
+		g.Hub().Publish(gateway.LiveEvent{Type: gateway.LiveNotice, Session: manager})
+		g.Hub().Publish(gateway.LiveEvent{Type: gateway.LiveNotice, Session: "agent:main:subagent:other"})
+		time.Sleep(2 * gateway.FollowReadOn)
+		synctest.Wait()
+		var got []string
+		for len(heard) > 0 {
+			got = append(got, <-heard)
+		}
+		if want := []string{"reply " + child.Key, "notice " + manager}; !slices.Equal(got, want) {
+			t.Fatalf("the reader heard %q, want %q", got, want)
+		}
+		f.Close()
+		if g.Hub().Listened(child.Key) || g.Hub().Listened(manager) {
+			t.Fatal("a closed follower still listens")
+		}
+	})
 }

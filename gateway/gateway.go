@@ -89,6 +89,12 @@ type Gateway struct {
 	closed  bool
 	done    chan struct{} // closed by Close: waiting turns end
 
+	// loops are the background loops (attention, transcripts), which
+	// stop when loopCtx ends; Close ends it and waits for them.
+	loops    sync.WaitGroup
+	loopCtx  context.Context
+	stopLoop context.CancelFunc
+
 	holds   holds
 	changes changes
 	up      upstreamFollow
@@ -128,6 +134,7 @@ func New(eng *vigil.Engine, store sessions.Store, opts Options) *Gateway {
 	}
 	g := &Gateway{eng: eng, clk: clock.Or(opts.Clock), store: store, log: opts.Logger, opts: opts, waiters: map[vigil.SessionRef][]*waiter{},
 		done: make(chan struct{})}
+	g.loopCtx, g.stopLoop = context.WithCancel(context.Background())
 	g.tools = newRegistry(g)
 	if opts.StuckAfter > 0 && opts.AttentionEvery >= 0 {
 		g.watchAttention()
@@ -138,8 +145,9 @@ func New(eng *vigil.Engine, store sessions.Store, opts Options) *Gateway {
 
 // Close ends every sessions_send still waiting for a reply with status
 // error, and every waiting turn as timed out, so a shutdown need not wait
-// out their timeouts, and stops looking at open runs for attention. It is
-// safe to call more than once.
+// out their timeouts, and stops looking at open runs for attention and
+// at adopted sessions' transcripts: when it returns, neither loop runs.
+// It is safe to call more than once.
 func (g *Gateway) Close() {
 	g.waitMu.Lock()
 	if !g.closed {
@@ -154,6 +162,8 @@ func (g *Gateway) Close() {
 	for _, ref := range refs {
 		g.failWaiters(ref, "the gateway is shutting down")
 	}
+	g.stopLoop()
+	g.loops.Wait()
 }
 
 // Engine returns the engine the gateway runs on.

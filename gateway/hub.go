@@ -40,16 +40,12 @@ type NoticeView struct {
 // has a bounded buffer (of pointers to an event all of them share), and a
 // listener that falls behind is marked lagged and stops receiving; its
 // reader must start over (re-check the session's state) rather than slow
-// anyone down. Appended events are offered only to the listeners of their
-// session and to those of the whole log, so a write costs nothing for the
-// streams of other sessions; the followers of the log (the streams)
-// subscribe instead (Subscription), which costs a write nothing for the
-// followers that are busy.
+// anyone down. Appended events reach their readers through subscriptions
+// (Subscription), of the whole log or of one session, so a write costs
+// nothing for the readers of other sessions, nor for those that are busy.
 type Hub struct {
 	mu       sync.Mutex // guards every field below but deliveries, and those of listeners and subscriptions
 	sessions map[string]map[*Listener]struct{}
-	log      map[*LogListener]struct{}            // listeners of the whole log
-	logOf    map[string]map[*LogListener]struct{} // listeners of one session's events, by session key
 	shared   bool
 
 	// The followers' subscriptions (subscribe.go): the ring of the whole
@@ -100,52 +96,36 @@ func (h *Hub) turn(ctx context.Context, owed int) error {
 }
 
 // ShareStore tells the hub that other processes append to the same store,
-// so that only the store orders every event: from then on log listeners
-// get nudges (events with Sequence 0) instead of events, and read on from
-// the store. Call it before the engine records anything.
+// so that only the store orders every event: from then on the
+// subscriptions of the whole log are nudged instead of given events, and
+// read on from the store. Call it before the engine records anything.
 func (h *Hub) ShareStore() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.shared = true
 }
 
-// Nudge tells every log listener, of the whole log or of one session, to
+// Nudge tells every subscription, of the whole log or of one session, to
 // read on from the store: events were appended that the hub did not see
-// (another process's), and it cannot tell whose they are. A listener
-// with something already buffered will read on anyway and gets nothing
-// more, so nudges never make a listener lag.
+// (another process's), and it cannot tell whose they are.
 func (h *Hub) Nudge() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	nudge(h.log)
-	for _, ls := range h.logOf {
-		nudge(ls)
-	}
 	h.nudgeSubsLocked()
-}
-
-func nudge(ls map[*LogListener]struct{}) {
-	for l := range ls {
-		select {
-		case l.C <- vigil.Event{}:
-		default:
-		}
-	}
 }
 
 // NewHub returns an empty hub. Attach it to the engine's options and pass it
 // to gateway.Options.
 func NewHub() *Hub {
-	return &Hub{sessions: map[string]map[*Listener]struct{}{}, log: map[*LogListener]struct{}{},
-		logOf: map[string]map[*LogListener]struct{}{}, whole: map[*Subscription]struct{}{},
+	return &Hub{sessions: map[string]map[*Listener]struct{}{}, whole: map[*Subscription]struct{}{},
 		parked: map[*Subscription]struct{}{}, subsOf: map[string]*sessionSubs{},
 		deliveries: rate.NewLimiter(unitsPerSecond, unitsBurst)}
 }
 
-// Listener receives one session's live events.
+// Listener receives the live events of one session, or of a few.
 type Listener struct {
-	hub     *Hub
-	session string
+	hub      *Hub
+	sessions []string // by key, each once
 	// C delivers events, shared with the other listeners: they are never
 	// to be changed. It is closed when the listener lags or is closed.
 	C      chan *LiveEvent
@@ -162,13 +142,26 @@ func (l *Listener) Lagged() bool {
 
 // Listen subscribes to a session's live events with a buffer of size.
 func (h *Hub) Listen(session string, size int) *Listener {
-	l := &Listener{hub: h, session: session, C: make(chan *LiveEvent, size)}
+	return h.listen([]string{session}, size)
+}
+
+// listen subscribes to the live events of every session named (by key),
+// in one buffer of size: a listener that falls behind on any of them
+// stops receiving all of them.
+func (h *Hub) listen(sessions []string, size int) *Listener {
+	l := &Listener{hub: h, C: make(chan *LiveEvent, size)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.sessions[session] == nil {
-		h.sessions[session] = map[*Listener]struct{}{}
+	for _, session := range sessions {
+		if h.sessions[session] == nil {
+			h.sessions[session] = map[*Listener]struct{}{}
+		}
+		if _, dup := h.sessions[session][l]; dup {
+			continue
+		}
+		h.sessions[session][l] = struct{}{}
+		l.sessions = append(l.sessions, session)
 	}
-	h.sessions[session][l] = struct{}{}
 	return l
 }
 
@@ -186,9 +179,11 @@ func (h *Hub) dropLocked(l *Listener) {
 	}
 	l.closed = true
 	close(l.C)
-	delete(h.sessions[l.session], l)
-	if len(h.sessions[l.session]) == 0 {
-		delete(h.sessions, l.session)
+	for _, session := range l.sessions {
+		delete(h.sessions[session], l)
+		if len(h.sessions[session]) == 0 {
+			delete(h.sessions, session)
+		}
 	}
 }
 
@@ -245,120 +240,33 @@ func (h *Hub) Notice(watcher string, n vigil.SystemEvent) {
 	h.Publish(LiveEvent{Type: LiveNotice, Session: watcher, Notice: v})
 }
 
-// LogListener receives appended events: every one (Hub.ListenLog), or one
-// session's (Hub.ListenSessionLog).
-type LogListener struct {
-	hub     *Hub
-	session string // "" for the whole log
-	// C delivers events in commit order; it is closed when the listener
-	// lags or is closed. An event with Sequence 0 is a nudge: events were
-	// appended that only the store can give in order (Hub.ShareStore), so
-	// read on from the position last seen.
-	C      chan vigil.Event
-	lagged bool
-	closed bool
-}
-
-// ListenLog subscribes to every appended event with a buffer of size.
-func (h *Hub) ListenLog(size int) *LogListener {
-	l := &LogListener{hub: h, C: make(chan vigil.Event, size)}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.log[l] = struct{}{}
-	return l
-}
-
-// LogListeners counts the listeners of appended events now, of the whole
-// log and of single sessions: LogListeners and Subscriptions.
+// LogListeners counts the subscriptions to appended events now, of the
+// whole log and of single sessions.
 func (h *Hub) LogListeners() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	n := len(h.log) + len(h.whole)
-	for _, ls := range h.logOf {
-		n += len(ls)
-	}
+	n := len(h.whole)
 	for _, ss := range h.subsOf {
 		n += len(ss.subs)
 	}
 	return n
 }
 
-// ListenSessionLog subscribes to the events appended to one session (by
-// its key), and to nudges, with a buffer of size. It is offered nothing of
-// other sessions.
-func (h *Hub) ListenSessionLog(session string, size int) *LogListener {
-	l := &LogListener{hub: h, session: session, C: make(chan vigil.Event, size)}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.logOf[session] == nil {
-		h.logOf[session] = map[*LogListener]struct{}{}
-	}
-	h.logOf[session][l] = struct{}{}
-	return l
-}
-
-// Lagged reports whether the listener was dropped for falling behind.
-func (l *LogListener) Lagged() bool {
-	l.hub.mu.Lock()
-	defer l.hub.mu.Unlock()
-	return l.lagged
-}
-
-// Close unsubscribes the listener.
-func (l *LogListener) Close() {
-	l.hub.mu.Lock()
-	defer l.hub.mu.Unlock()
-	l.hub.dropLogLocked(l)
-}
-
-func (h *Hub) dropLogLocked(l *LogListener) {
-	if l.closed {
-		return
-	}
-	l.closed = true
-	close(l.C)
-	if l.session == "" {
-		delete(h.log, l)
-		return
-	}
-	delete(h.logOf[l.session], l)
-	if len(h.logOf[l.session]) == 0 {
-		delete(h.logOf, l.session)
-	}
-}
-
-// Record is vigil.Options.OnRecord. It offers ev to the listeners of the
-// whole log and to those of ev's session, and to no one else: on a shared
-// store as a nudge, since only the store orders this process's events
-// among the others'.
+// Record is vigil.Options.OnRecord. It gives ev to the subscriptions of
+// the whole log and counts it for those of ev's session, and tells no one
+// else: on a shared store the whole log's are nudged instead, since only
+// the store orders this process's events among the others'.
 func (h *Hub) Record(ev vigil.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.shared {
-		nudge(h.log)
-		nudge(h.logOf[ev.SessionKey])
 		h.appendLocked(ev.SessionKey, nil)
 		return
 	}
-	if len(h.log) == 0 && len(h.logOf[ev.SessionKey]) == 0 && len(h.whole) == 0 && h.subsOf[ev.SessionKey] == nil {
+	if len(h.whole) == 0 && h.subsOf[ev.SessionKey] == nil {
 		return
 	}
-	h.offerLocked(h.log, ev)
-	h.offerLocked(h.logOf[ev.SessionKey], ev)
 	h.appendLocked(ev.SessionKey, &ev)
-}
-
-// offerLocked delivers ev to each of ls without blocking, dropping those
-// that fell behind.
-func (h *Hub) offerLocked(ls map[*LogListener]struct{}, ev vigil.Event) {
-	for l := range ls {
-		select {
-		case l.C <- ev:
-		default:
-			l.lagged = true
-			h.dropLogLocked(l)
-		}
-	}
 }
 
 // Attach returns opts with the hub hearing the engine's wakes, notices and

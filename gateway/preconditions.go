@@ -119,8 +119,8 @@ const fenceRecheck = time.Second
 // Any commit that moves ref's version, here or (on a shared database) in
 // another gateway, ends the wait.
 func (g *Gateway) awaitVersion(ctx context.Context, c Caller, ref vigil.SessionRef, v int64, wait time.Duration) (int64, bool, error) {
-	l := g.opts.Hub.ListenSessionLog(ref.Key, 64) // listen before reading, so no commit slips between
-	defer func() { l.Close() }()
+	sub := g.opts.Hub.Subscribe(ref.Key) // before reading, so no commit slips between
+	defer sub.Close()
 	version, err := g.eng.Version(ctx, ref)
 	if err != nil || version >= v || wait <= 0 {
 		return version, err == nil && version >= v, err
@@ -138,11 +138,11 @@ func (g *Gateway) awaitVersion(ctx context.Context, c Caller, ref vigil.SessionR
 	defer release()
 	for {
 		select {
-		case e, ok := <-l.C:
-			if !ok { // fell behind: listen again, and read below
-				l = g.opts.Hub.ListenSessionLog(ref.Key, 64)
-			} else if e.Sequence != 0 && (e.SessionKey != ref.Key || e.AgentID != ref.AgentID) {
-				continue // another session's event; a nudge (sequence 0) reads again
+		case <-sub.Wake:
+			// An append to ref, or a nudge: take what woke it until the
+			// subscription parks again, so the next one wakes it, then
+			// read below.
+			for t := sub.Take(nil); t.Appended || t.ReadStore; t = sub.Take(nil) {
 			}
 		case <-tick:
 			tick, stopTick = g.after(fenceRecheck)

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vigilhq/vigil/internal/bench"
+	"github.com/vigilhq/vigil/node"
 )
 
 const benchLong = `Measures vigil on this machine: the store's ceilings, records with 1, 8 and
@@ -55,7 +56,7 @@ type benchFlags struct {
 }
 
 func runBenchWith(ctx context.Context, f benchFlags, asJSON bool, env *cliIO) error {
-	if f.db != "" && !isPostgresURL(f.db) {
+	if f.db != "" && !node.IsPostgres(f.db) {
 		return cliUsagef("--db must be a postgres:// URL (SQLite runs on scratch files by default)")
 	}
 	cfg := bench.Config{Sizes: bench.Full(), DB: f.db, Dir: f.dir, Progress: env.stderr}

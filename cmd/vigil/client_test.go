@@ -24,7 +24,7 @@ import (
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
-	"github.com/vigilhq/vigil/store/sqlitestore"
+	"github.com/vigilhq/vigil/node"
 )
 
 // cliHangGuard bounds every wait; nothing here should come near it.
@@ -73,22 +73,15 @@ func (f *cliFlusher) Flush() {
 // nil (every request is the local admin); opts adds engine options.
 func cliStartGateway(t *testing.T, creds *gateway.Credentials, opts vigil.Options) *cliGateway {
 	t.Helper()
-	ctx := context.Background()
-	store, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "vigil.db"), sqlitestore.Options{})
+	opts.PruneInterval = -1
+	n, err := node.Open(context.Background(), node.Options{DB: filepath.Join(t.TempDir(), "vigil.db"), Engine: opts})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { store.Close() })
-	hub := gateway.NewHub()
-	opts.PruneInterval, opts.OnWake, opts.OnNotice, opts.OnRecord = -1, hub.Wake, hub.Notice, hub.Record
-	eng, err := vigil.Open(ctx, store, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	gw := gateway.New(eng, store, gateway.Options{Hub: hub})
+	t.Cleanup(func() { n.Close() })
+	gw := n.Gateway()
 	h := httpapi.New(gw, httpapi.Options{Credentials: creds})
-	g := &cliGateway{eng: eng, gw: gw, opened: make(chan string, 64)}
+	g := &cliGateway{eng: n.Engine(), gw: gw, opened: make(chan string, 64)}
 	g.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.mu.Lock()
 		g.seen = append(g.seen, cliSeen{r.Method, r.URL.Path, r.Header.Get("Last-Event-ID")})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vigilhq/vigil/node"
 	"github.com/vigilhq/vigil/store/pgstore"
 	"github.com/vigilhq/vigil/store/sqlitestore"
 )
@@ -87,7 +88,7 @@ not be open in a running gateway; gateways on PostgreSQL may run meanwhile.`,
 			ctx := cmd.Context()
 			logs := &logFlags{level: "info", format: "text"}
 			log, _ := logs.logger(env.stderr)
-			st, err := openStore(ctx, db, "", log)
+			st, err := node.OpenStore(ctx, db, "", log)
 			if err != nil {
 				return &cliExitError{msg: err.Error()}
 			}
@@ -115,7 +116,7 @@ PostgreSQL, take the copy with pg_dump: the command says how.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if isPostgresURL(db) {
+			if node.IsPostgres(db) {
 				return &cliExitError{msg: dbPgDumpAdvice(db, args[0])}
 			}
 			if err := sqlitestore.Backup(cmd.Context(), db, args[0]); err != nil {
@@ -136,10 +137,10 @@ PostgreSQL, take the copy with pg_dump: the command says how.`,
 func dbReadStatus(ctx context.Context, db string) (dbStatus, error) {
 	st := dbStatus{Database: redactURL(db), Migrations: []dbMigration{}}
 	var applied []dbMigration
-	if isPostgresURL(db) {
-		server, schema, err := postgresTarget(db)
+	if node.IsPostgres(db) {
+		server, schema, err := node.PostgresTarget(db)
 		if err != nil {
-			return st, err
+			return st, fmt.Errorf("--db: %w", err)
 		}
 		ms, err := pgstore.Migrations(ctx, server, schema)
 		if err != nil {
@@ -178,9 +179,9 @@ func dbSummary(st dbStatus) string {
 // dbPgDumpAdvice says how to back up a PostgreSQL database: vigil's schema
 // with pg_dump, which takes one consistent snapshot of it.
 func dbPgDumpAdvice(db, file string) string {
-	server, schema, err := postgresTarget(db)
+	server, schema, err := node.PostgresTarget(db)
 	if err != nil {
-		return err.Error()
+		return "--db: " + err.Error()
 	}
 	args := []string{"pg_dump", "--format=custom", "--file=" + shellQuote(file)}
 	if schema != "" {

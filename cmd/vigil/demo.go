@@ -26,7 +26,7 @@ import (
 	"github.com/vigilhq/vigil/client"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
-	"github.com/vigilhq/vigil/store/sqlitestore"
+	"github.com/vigilhq/vigil/node"
 
 	"github.com/vigilhq/vigil/clock"
 )
@@ -88,18 +88,12 @@ func demo(ctx context.Context, pace time.Duration, stdout io.Writer) (err error)
 	defer os.RemoveAll(dir)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 
-	st, err := sqlitestore.Open(ctx, filepath.Join(dir, "vigil.db"), sqlitestore.Options{Synchronous: "NORMAL"})
+	n, err := node.Open(ctx, node.Options{DB: filepath.Join(dir, "vigil.db"), Synchronous: "NORMAL", Logger: quiet})
 	if err != nil {
-		return fmt.Errorf("open the store: %w", err)
+		return fmt.Errorf("open the gateway: %w", err)
 	}
-	defer st.Close()
-	hub := gateway.NewHub()
-	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{Logger: quiet}))
-	if err != nil {
-		return fmt.Errorf("open the engine: %w", err)
-	}
-	defer eng.Close()
-	g := gateway.New(eng, st, gateway.Options{Logger: quiet, Hub: hub})
+	defer n.Close()
+	g := n.Gateway()
 	creds, err := gateway.NewCredentials(gateway.Config{}, "")
 	if err != nil {
 		return err

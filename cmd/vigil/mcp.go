@@ -14,11 +14,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
-	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/client"
 	"github.com/vigilhq/vigil/clock"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/mcpserver"
+	"github.com/vigilhq/vigil/node"
 )
 
 // newMCPCmd is `vigil mcp`: MCP over standard input and output for one
@@ -71,28 +71,16 @@ type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
-// serveMCPEmbedded runs engine, gateway and MCP server in this process.
-// On a PostgreSQL database it hears what other gateways commit there.
-func serveMCPEmbedded(ctx context.Context, log *slog.Logger, dbPath, session string, t mcp.Transport) error {
-	st, err := openStore(ctx, dbPath, "", log)
+// serveMCPEmbedded runs a node of its own (engine, gateway and, on a
+// PostgreSQL database, the change listener that hears what other gateways
+// commit there) and serves MCP on it.
+func serveMCPEmbedded(ctx context.Context, log *slog.Logger, db, session string, t mcp.Transport) error {
+	n, err := node.Open(ctx, node.Options{DB: db, Logger: log})
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	hub := gateway.NewHub()
-	ps := shareStore(st, hub)
-	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{Logger: log}))
-	if err != nil {
-		return err
-	}
-	defer eng.Close()
-	g := gateway.New(eng, st, gateway.Options{Logger: log, Hub: hub})
-	defer g.Close()
-	if ps != nil {
-		// Gateways on the same database: what they commit reaches this
-		// session's turns and subscriptions, as it does `vigil serve`'s.
-		defer follow(ps, eng, g, log, nil)() // stops first, before the gateway closes
-	}
+	defer n.Close()
+	g := n.Gateway()
 	caller, err := g.ResolveCaller(ctx, gateway.LocalPrincipal, session)
 	if err != nil {
 		return err

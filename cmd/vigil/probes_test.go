@@ -51,18 +51,3 @@ func TestOnPostgreSQLServeReadinessChecksItsChangeListener(t *testing.T) {
 		t.Fatalf("/readyz: %d %+v, want 200 with the store and the listener ok", code, out)
 	}
 }
-
-func TestTheListenerCheckFollowsItsConnection(t *testing.T) {
-	var l listenerState
-	if l.check(t.Context()) == nil {
-		t.Fatal("a listener not connected yet passes")
-	}
-	l.set(true)
-	if err := l.check(t.Context()); err != nil {
-		t.Fatalf("a connected listener fails: %v", err)
-	}
-	l.set(false)
-	if l.check(t.Context()) == nil {
-		t.Fatal("a listener that lost its connection passes")
-	}
-}

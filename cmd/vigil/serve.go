@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,10 +19,9 @@ import (
 	"github.com/vigilhq/vigil/adoption"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
-	"github.com/vigilhq/vigil/internal/metrics"
 	"github.com/vigilhq/vigil/mcpserver"
+	"github.com/vigilhq/vigil/node"
 	"github.com/vigilhq/vigil/sessions"
-	"github.com/vigilhq/vigil/store/pgstore"
 	"github.com/vigilhq/vigil/upstream"
 	"github.com/vigilhq/vigil/webhook"
 )
@@ -191,11 +189,6 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		}
 		log.Warn("no tokens configured: every request acts as the local admin; listening on loopback only")
 	}
-	st, err := openStore(ctx, cfg.db, cfg.sync, log)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
 	targets := map[string]webhook.Target{}
 	for _, w := range conf.Webhooks {
 		if _, dup := targets[w.Agent]; dup {
@@ -203,43 +196,26 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		}
 		targets[w.Agent] = webhook.Target{URL: w.URL, Secret: w.Secret, PreviousSecrets: w.PreviousSecrets}
 	}
-	hooks, err := webhook.New(targets, webhook.Options{Logger: log})
-	if err != nil {
-		return fmt.Errorf("webhooks: %w", err)
-	}
-	defer hooks.Close() // after the engine has closed: no more wakes come
-	hub := gateway.NewHub()
-	ps := shareStore(st, hub)
-	restoreGC := sweepGC()
-	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{Logger: log, OnWake: hooks.Wake, DashboardURL: cfg.dashboardURL}))
-	restoreGC()
-	if err != nil {
-		return err
-	}
-	defer eng.Close()
-	m := metrics.New(eng)
-	if err := m.RegisterWebhooks(hooks); err != nil {
-		return err
-	}
-	if err := m.RegisterStore(st); err != nil {
-		return err
-	}
-	log.Info("startup sweep done", "noticesQueued", eng.Stats().SweepRequeued)
 	stuckAfter := cfg.stuckAfter
 	if stuckAfter == 0 {
 		stuckAfter = -1 // never
 	}
-	g := gateway.New(eng, st, gateway.Options{Logger: log, ObserveDelta: m.ObserveDelta, Hub: hub, Limits: cfg.limits,
-		BookmarkInterval: cfg.http.BookmarkInterval, NoCreationNotices: !cfg.notifyOnCreate,
-		NoGroupWatches: !cfg.groupWatches, StuckAfter: stuckAfter, Upstream: cfg.upstream})
+	restoreGC := sweepGC() // node.Open runs the startup sweep
+	n, err := node.Open(ctx, node.Options{DB: cfg.db, Synchronous: cfg.sync, Logger: log, Webhooks: targets, Metrics: true,
+		Engine: vigil.Options{DashboardURL: cfg.dashboardURL},
+		Gateway: gateway.Options{Limits: cfg.limits, BookmarkInterval: cfg.http.BookmarkInterval,
+			NoCreationNotices: !cfg.notifyOnCreate, NoGroupWatches: !cfg.groupWatches, StuckAfter: stuckAfter,
+			Upstream: cfg.upstream}})
+	restoreGC()
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	log.Info("startup sweep done", "noticesQueued", n.Engine().Stats().SweepRequeued)
+	g := n.Gateway()
 	var ready []httpapi.ReadyCheck
-	if ps != nil {
-		// Other gateways may share the database: hear what they commit,
-		// so notices and messages stored there reach turns parked here.
-		listening := &listenerState{}
-		stopFollowing := follow(ps, eng, g, log, listening)
-		defer stopFollowing() // deferred after eng.Close, so it runs first
-		ready = append(ready, httpapi.ReadyCheck{Name: "listener", Check: listening.check})
+	if n.Shared() {
+		ready = append(ready, httpapi.ReadyCheck{Name: "listener", Check: n.Listening})
 	}
 
 	ln, err := net.Listen("tcp", cfg.addr)
@@ -251,7 +227,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	open, closeStreams := context.WithCancel(context.Background())
 	defer closeStreams()
 	hopts := cfg.http
-	hopts.Credentials, hopts.Logger, hopts.Metrics, hopts.Context, hopts.Ready = creds, log, m, open, ready
+	hopts.Credentials, hopts.Logger, hopts.Metrics, hopts.Context, hopts.Ready = creds, log, n.Metrics(), open, ready
 	// On loopback, a foreign Host can only come from a page whose name was
 	// made to resolve to loopback: answer loopback names and those named.
 	hopts.RestrictHosts = isLoopback(cfg.addr)
@@ -291,73 +267,6 @@ func redactURL(db string) string {
 		}
 	}
 	return db
-}
-
-// shareStore readies hub for st when other gateways may append to it (a
-// PostgreSQL database), and returns that store, to follow once the
-// gateway is made; nil when st is this process's own. Call it before the
-// engine opens.
-func shareStore(st sessionStore, hub *gateway.Hub) *pgstore.Store {
-	ps, shared := st.(*pgstore.Store)
-	if !shared {
-		return nil
-	}
-	hub.ShareStore() // other gateways may append to the same log
-	return ps
-}
-
-// listenerState is whether the change listener is connected, for /readyz.
-// A nil *listenerState tracks nothing.
-type listenerState struct{ connected atomic.Bool }
-
-func (l *listenerState) set(connected bool) {
-	if l != nil {
-		l.connected.Store(connected)
-	}
-}
-
-func (l *listenerState) check(context.Context) error {
-	if !l.connected.Load() {
-		return errors.New("the change listener is not connected: other gateways' changes are not heard")
-	}
-	return nil
-}
-
-// follow keeps eng's queues and g's waiting turns, sends and streams
-// current with what other gateways on the same PostgreSQL database commit,
-// until the returned stop is called; listening (when not nil) follows its
-// connection.
-func follow(st *pgstore.Store, eng *vigil.Engine, g *gateway.Gateway, log *slog.Logger, listening *listenerState) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		st.Follow(ctx, eng, pgstore.FollowOptions{
-			Logger:     log,
-			OnAppended: g.EventsAppendedElsewhere,
-			OnMessages: func(ctx context.Context, as []pgstore.Arrival) {
-				for _, a := range as {
-					if err := g.MessageArrived(ctx, a.Session, a.MessageID); err != nil && ctx.Err() == nil {
-						log.Error("a message stored by another gateway", "err", err)
-					}
-				}
-			},
-			OnResync: func(ctx context.Context) {
-				if err := g.Recheck(ctx); err != nil && ctx.Err() == nil {
-					log.Error("recheck waiting turns and sends", "err", err)
-				}
-			},
-			OnConnect: func() {
-				listening.set(true)
-				log.Info("listening for other gateways' changes", "channel", st.Channel())
-			},
-			OnLost: func(error, time.Duration) { listening.set(false) },
-		})
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
 }
 
 // sweepGCPercent is the collector's target while the startup sweep runs.

@@ -8,51 +8,32 @@ import (
 	"path/filepath"
 	"testing"
 
-	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
-	"github.com/vigilhq/vigil/internal/metrics"
 	"github.com/vigilhq/vigil/internal/pgtest"
-	"github.com/vigilhq/vigil/store/pgstore"
-	"github.com/vigilhq/vigil/store/sqlitestore"
+	"github.com/vigilhq/vigil/node"
 )
 
 // inProcessGateway serves the HTTP API on a loopback port from this
-// process, put together as `vigil serve` puts it together (cmd/vigil's
-// serve: the engine on the hub, metrics, the credentials of the http
-// workload, host checks on loopback, logs as JSON, here discarded), on a
+// process, put together as `vigil serve` puts it together (a node with
+// metrics, the credentials of the http workload, host checks on
+// loopback, logs as JSON, here discarded), on a
 // SQLite file at sync, or on a fresh PostgreSQL schema when sync is "", so
 // that a CPU profile of the test binary shows the gateway's path. It
 // returns the address.
 func inProcessGateway(tb testing.TB, sync string) string {
 	tb.Helper()
-	ctx := context.Background()
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	var st store
-	var err error
+	db := filepath.Join(tb.TempDir(), "vigil.db")
 	if sync == "" {
-		st, err = pgstore.Open(ctx, pgtest.URL(), pgstore.Options{Schema: pgtest.FreshSchema(tb)})
-	} else {
-		st, err = sqlitestore.Open(ctx, filepath.Join(tb.TempDir(), "vigil.db"), sqlitestore.Options{Synchronous: sync})
+		db = pgtest.URL() + "&schema=" + pgtest.FreshSchema(tb)
 	}
+	n, err := node.Open(context.Background(), node.Options{DB: db, Synchronous: sync, Logger: log, Metrics: true})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { st.Close() })
-	hub := gateway.NewHub()
-	if sync == "" {
-		hub.ShareStore()
-	}
-	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{Logger: log}))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { eng.Close() })
-	m := metrics.New(eng)
-	if err := m.RegisterStore(st); err != nil {
-		tb.Fatal(err)
-	}
-	g := gateway.New(eng, st, gateway.Options{Logger: log, ObserveDelta: m.ObserveDelta, Hub: hub})
+	tb.Cleanup(func() { n.Close() })
+	g, m := n.Gateway(), n.Metrics()
 	creds, err := gateway.NewCredentials(gateway.Config{Tokens: []gateway.TokenConfig{
 		{Token: operatorToken, Role: gateway.RoleOperator, ID: "bench-person"},
 		{Token: adminToken, Role: gateway.RoleAdmin, ID: "bench-admin"},

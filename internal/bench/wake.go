@@ -16,6 +16,7 @@ import (
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
+	"github.com/vigilhq/vigil/node"
 )
 
 // wakeGap is how long after a watcher's turn returned the next message for
@@ -88,22 +89,22 @@ func (e *env) wakeOnce(ctx context.Context, mode string) error {
 	}
 	defer st.close()
 	ws := &wakeServer{stamps: map[string]time.Time{}}
-	hub := gateway.NewHub()
-	eng, err := engine(ctx, st, hub.Attach(vigil.Options{OnRecord: func(ev vigil.Event) {
-		// Runs on the writer right after the commit, before the notice is
-		// queued: the start of the watcher's wait.
-		if ev.Kind == vigil.KindHumanDirectMessage {
-			now := time.Now()
-			ws.mu.Lock()
-			ws.stamps[ev.SessionKey] = now
-			ws.mu.Unlock()
-		}
-	}}))
+	n, err := node.Open(ctx, node.Options{Store: st.store, Logger: quiet, Engine: vigil.Options{PruneInterval: -1,
+		OnRecord: func(ev vigil.Event) {
+			// Runs on the writer right after the commit, before the notice
+			// is queued: the start of the watcher's wait.
+			if ev.Kind == vigil.KindHumanDirectMessage {
+				now := time.Now()
+				ws.mu.Lock()
+				ws.stamps[ev.SessionKey] = now
+				ws.mu.Unlock()
+			}
+		}}})
 	if err != nil {
 		return err
 	}
-	defer eng.Close()
-	g := gateway.New(eng, st, gateway.Options{Logger: quiet, Hub: hub})
+	defer n.Close()
+	g, eng := n.Gateway(), n.Engine()
 	open, closeStreams := context.WithCancel(context.Background())
 	defer closeStreams()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
