@@ -12,7 +12,7 @@ import (
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
-	"github.com/vigilhq/vigil/store/sqlitestore"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
 	"github.com/vigilhq/vigil/upstream"
 )
 
@@ -21,21 +21,10 @@ import (
 // CheckUpstream.
 func adoptStartGateway(t *testing.T, roots ...string) *cliGateway {
 	t.Helper()
-	ctx := context.Background()
-	store, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "vigil.db"), sqlitestore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	hub := gateway.NewHub()
-	eng, err := vigil.Open(ctx, store, hub.Attach(vigil.Options{PruneInterval: -1}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	gw := gateway.New(eng, store, gateway.Options{Hub: hub, NoCreationNotices: true,
-		Upstream: gateway.UpstreamOptions{Roots: roots, Every: -1}})
-	g := &cliGateway{eng: eng, gw: gw, srv: httptest.NewServer(httpapi.New(gw, httpapi.Options{}))}
+	parts := gatewaytest.Open(t, gatewaytest.Options{Gateway: gateway.Options{NoCreationNotices: true,
+		Upstream: gateway.UpstreamOptions{Roots: roots, Every: -1}}})
+	gw := parts.Gateway
+	g := &cliGateway{eng: parts.Engine, gw: gw, srv: httptest.NewServer(httpapi.New(gw, httpapi.Options{Context: t.Context()}))}
 	t.Cleanup(func() {
 		gw.Close()
 		g.srv.CloseClientConnections()

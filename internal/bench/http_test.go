@@ -5,15 +5,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"path/filepath"
 	"testing"
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
-	"github.com/vigilhq/vigil/internal/metrics"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
 	"github.com/vigilhq/vigil/internal/pgtest"
-	"github.com/vigilhq/vigil/store/pgstore"
 	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
@@ -26,33 +24,14 @@ import (
 // returns the address.
 func inProcessGateway(tb testing.TB, sync string) string {
 	tb.Helper()
-	ctx := context.Background()
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	var st store
-	var err error
+	o := gatewaytest.Options{SQLite: sqlitestore.Options{Synchronous: sync}, Metrics: true,
+		Engine: vigil.Options{Logger: log, PruneInterval: vigil.DefaultPruneInterval}, Gateway: gateway.Options{Logger: log}}
 	if sync == "" {
-		st, err = pgstore.Open(ctx, pgtest.URL(), pgstore.Options{Schema: pgtest.FreshSchema(tb)})
-	} else {
-		st, err = sqlitestore.Open(ctx, filepath.Join(tb.TempDir(), "vigil.db"), sqlitestore.Options{Synchronous: sync})
+		o.Schema = pgtest.FreshSchema(tb)
 	}
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { st.Close() })
-	hub := gateway.NewHub()
-	if sync == "" {
-		hub.ShareStore()
-	}
-	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{Logger: log}))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { eng.Close() })
-	m := metrics.New(eng)
-	if err := m.RegisterStore(st); err != nil {
-		tb.Fatal(err)
-	}
-	g := gateway.New(eng, st, gateway.Options{Logger: log, ObserveDelta: m.ObserveDelta, Hub: hub})
+	gw := gatewaytest.Open(tb, o)
+	g, m := gw.Gateway, gw.Metrics
 	creds, err := gateway.NewCredentials(gateway.Config{Tokens: []gateway.TokenConfig{
 		{Token: operatorToken, Role: gateway.RoleOperator, ID: "bench-person"},
 		{Token: adminToken, Role: gateway.RoleAdmin, ID: "bench-admin"},
