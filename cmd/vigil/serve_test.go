@@ -361,7 +361,9 @@ func TestServeShutdownEndsStreamsAndWaitingTurns(t *testing.T) {
 			turn <- a
 		}()
 		for range 20 { // give the turn time to arrive; no assertion rests on it
-			http.Get("http://" + r.addr + "/healthz")
+			if resp, err := http.Get("http://" + r.addr + "/healthz"); err == nil {
+				resp.Body.Close() // or its connection waits for the body for ever
+			}
 		}
 		if code := r.stop(t); code != 0 {
 			t.Fatalf("exit %d (a stream or turn held shutdown):\n%s", code, r.stderr.String())
