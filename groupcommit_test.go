@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vigilhq/vigil/internal/testwait"
 )
 
 // goid is the running goroutine's number, read from its stack header.
@@ -28,21 +30,15 @@ func newOp(ctx context.Context) *writeOp {
 	return &writeOp{ctx: ctx, done: make(chan error, 1)}
 }
 
-// awaitClosing waits until close has marked q closed. It polls: the pause
-// only lets close run, and the deadline only bounds a failure.
+// awaitClosing waits until close has marked q closed: close runs on
+// another goroutine and signals nothing before it waits.
 func awaitClosing(t *testing.T, q *writeQueue) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; runtime.Gosched() {
+	testwait.Until(t, "close marks the queue closed", func() bool {
 		q.mu.Lock()
-		closed := q.closed
-		q.mu.Unlock()
-		if closed {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("close never marked the queue closed")
-		}
-	}
+		defer q.mu.Unlock()
+		return q.closed
+	})
 }
 
 // answer is a commit that answers every write with nil.

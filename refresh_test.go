@@ -8,27 +8,13 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/internal/testwait"
 )
 
 // other is a session the manager watches without being its parent.
 const other = "agent:main:dm:bob"
-
-// waitFor polls cond until it holds, failing t after a generous while:
-// wakes run on their own goroutines. The pause only spaces the looks; the
-// wait ends on cond, so it orders nothing.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // peer is a second engine on the same database, as another gateway
 // process would run it. Its wakes are recorded.
@@ -98,7 +84,7 @@ func TestRefreshQueuesANoticeRecordedByAnotherEngineAndWakes(t *testing.T) {
 	if got, want := queued(b.eng, manager), []string{vigil.NoticeText(child, 1)}; !slices.Equal(got, want) {
 		t.Fatalf("peer queue = %v, want %v", got, want)
 	}
-	waitFor(t, "the peer wakes the manager", func() bool { return slices.Contains(b.wakes(), manager) })
+	testwait.Until(t, "the peer wakes the manager", func() bool { return slices.Contains(b.wakes(), manager) })
 }
 
 func TestRefreshOfAStillPendingNoticeChangesNothingAndWakesNobody(t *testing.T) {
@@ -107,7 +93,7 @@ func TestRefreshOfAStillPendingNoticeChangesNothingAndWakesNobody(t *testing.T) 
 	env.spawn(manager, child, "run-1")
 	env.human(child, manager)
 	refresh(t, b.eng, manager)
-	waitFor(t, "the first wake", func() bool { return len(b.wakes()) == 1 })
+	testwait.Until(t, "the first wake", func() bool { return len(b.wakes()) == 1 })
 
 	env.human(child, manager) // the notice is pending: its text stays
 	refresh(t, b.eng, manager)

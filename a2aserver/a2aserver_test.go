@@ -26,6 +26,7 @@ import (
 	"github.com/vigilhq/vigil/a2aserver"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
 	"github.com/vigilhq/vigil/store/sqlitestore"
 	"github.com/vigilhq/vigil/webhook"
 )
@@ -67,16 +68,7 @@ func startAt(t *testing.T, path string, drop ...string) *server {
 func startLogging(t *testing.T, path string, log *slog.Logger, drop ...string) *server {
 	t.Helper()
 	ctx := context.Background()
-	store, err := sqlitestore.Open(ctx, path, sqlitestore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub := gateway.NewHub()
-	eng, err := vigil.Open(ctx, store, hub.Attach(vigil.Options{PruneInterval: -1}))
-	if err != nil {
-		store.Close()
-		t.Fatal(err)
-	}
+	gw := gatewaytest.Open(t, gatewaytest.Options{Path: path})
 	var tokens []gateway.TokenConfig
 	for _, tc := range []gateway.TokenConfig{
 		{Token: tokMain, Role: gateway.RoleAgent, Agent: "main"},
@@ -92,7 +84,7 @@ func startLogging(t *testing.T, path string, log *slog.Logger, drop ...string) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := gateway.New(eng, store, gateway.Options{Hub: hub})
+	g := gw.Gateway
 	hctx, cancel := context.WithCancel(ctx)
 	hopts := httpapi.Options{Credentials: creds, Context: hctx, Logger: log}
 	h := httpapi.New(g, hopts)
@@ -105,12 +97,11 @@ func startLogging(t *testing.T, path string, log *slog.Logger, drop ...string) *
 			cancel()
 			srv.CloseClientConnections()
 			srv.Close()
-			eng.Close()
-			store.Close()
+			gw.Close()
 		})
 	}
 	t.Cleanup(stop)
-	return &server{URL: srv.URL, Eng: eng, Store: store, Path: path, Stop: stop}
+	return &server{URL: srv.URL, Eng: gw.Engine, Store: gw.SQLite, Path: path, Stop: stop}
 }
 
 // headers adds a token and an acting session to every request.

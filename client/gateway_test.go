@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/vigilhq/vigil/client"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
 	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
@@ -63,22 +63,11 @@ func startGateway(t *testing.T, tune func(*tuning)) *testGateway {
 
 func serveGateway(t testing.TB, tokens bool, tune func(*tuning)) *testGateway {
 	t.Helper()
-	ctx := context.Background()
-	store, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "vigil.db"), sqlitestore.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	tn := &tuning{engine: vigil.Options{PruneInterval: -1}}
+	tn := &tuning{http: httpapi.Options{Context: t.Context()}}
 	if tune != nil {
 		tune(tn)
 	}
-	hub := gateway.NewHub()
-	eng, err := vigil.Open(ctx, store, hub.Attach(tn.engine))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
+	gw := gatewaytest.Open(t, gatewaytest.Options{Engine: tn.engine, Gateway: tn.gateway})
 	var conf gateway.Config
 	if tokens {
 		conf.Tokens = []gateway.TokenConfig{
@@ -93,8 +82,7 @@ func serveGateway(t testing.TB, tokens bool, tune func(*tuning)) *testGateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tn.gateway.Hub = hub
-	g := gateway.New(eng, store, tn.gateway)
+	g := gw.Gateway
 	tn.http.Credentials = creds
 	h := httpapi.New(g, tn.http)
 	srv := httptest.NewUnstartedServer(h)
@@ -105,7 +93,7 @@ func serveGateway(t testing.TB, tokens bool, tune func(*tuning)) *testGateway {
 		srv.CloseClientConnections()
 		srv.Close()
 	})
-	return &testGateway{URL: srv.URL, Eng: eng, Store: store, G: g}
+	return &testGateway{URL: srv.URL, Eng: gw.Engine, Store: gw.SQLite, G: g}
 }
 
 // connect is a client of gw with token, acting as session ("" for none).

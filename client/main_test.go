@@ -10,21 +10,21 @@ import (
 	"sync/atomic"
 	"testing"
 
-	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
-	"github.com/vigilhq/vigil/store/sqlitestore"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
+	"github.com/vigilhq/vigil/internal/leaktest"
 )
 
 // closers end what startVigil started, once the tests and examples ran.
 var closers []func()
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	for i := len(closers) - 1; i >= 0; i-- {
-		closers[i]()
-	}
-	os.Exit(code)
+	leaktest.Main(m, func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	})
 }
 
 // startVigil serves a fresh gateway without tokens (every request is its
@@ -36,28 +36,23 @@ func startVigil() string {
 	if err != nil {
 		log.Fatal(err)
 	}
-	store, err := sqlitestore.Open(ctx, filepath.Join(dir, "vigil.db"), sqlitestore.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		log.Fatal(err)
-	}
-	hub := gateway.NewHub()
-	eng, err := vigil.Open(ctx, store, hub.Attach(vigil.Options{PruneInterval: -1}))
-	if err != nil {
-		log.Fatal(err)
-	}
 	var ids atomic.Int64
-	g := gateway.New(eng, store, gateway.Options{Hub: hub, NewID: func() string { return fmt.Sprintf("%016x", ids.Add(1)) }})
+	gw, err := gatewaytest.New(ctx, gatewaytest.Options{Path: filepath.Join(dir, "vigil.db"),
+		Gateway: gateway.Options{NewID: func() string { return fmt.Sprintf("%016x", ids.Add(1)) }}})
+	if err != nil {
+		log.Fatal(err)
+	}
 	creds, err := gateway.NewCredentials(gateway.Config{}, "")
 	if err != nil {
 		log.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.New(g, httpapi.Options{Credentials: creds}))
+	serving, stop := context.WithCancel(ctx)
+	srv := httptest.NewServer(httpapi.New(gw.Gateway, httpapi.Options{Credentials: creds, Context: serving}))
 	closers = append(closers, func() {
-		g.Close()
+		stop()
 		srv.CloseClientConnections()
 		srv.Close()
-		eng.Close()
-		store.Close()
+		gw.Close()
 		os.RemoveAll(dir)
 	})
 	return srv.URL

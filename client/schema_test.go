@@ -120,7 +120,9 @@ func isRaw(s map[string]any) bool {
 }
 
 func TestEveryToolOfTheRegistryHasClientTypesWithItsExactSchemas(t *testing.T) {
-	reg := gateway.New(nil, nil, gateway.Options{}).Tools()
+	g := gateway.New(nil, nil, gateway.Options{}) // for its tools only
+	defer g.Close()
+	reg := g.Tools()
 	object := schemaOf(t, reflect.TypeFor[client.RecordInput]())["properties"].(map[string]any)["payload"].(map[string]any)
 	var names []string
 	for _, tool := range reg.List() {

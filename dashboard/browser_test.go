@@ -27,6 +27,7 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/internal/leaktest"
 )
 
 const chromiumPath = "/usr/bin/chromium"
@@ -43,11 +44,11 @@ var browser struct {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if browser.cancel != nil {
-		browser.cancel()
-	}
-	os.Exit(code)
+	leaktest.Main(m, func() {
+		if browser.cancel != nil {
+			browser.cancel()
+		}
+	})
 }
 
 // newTab opens a tab in the shared headless browser, started on first use.

@@ -11,17 +11,15 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
-	"github.com/vigilhq/vigil/store/sqlitestore"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
 )
 
 // Tokens of the test deployment.
@@ -61,17 +59,9 @@ func (gw *liveGateway) failNext(path string) {
 func startGateway(t *testing.T, tokens bool) *liveGateway {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	store, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "vigil.db"), sqlitestore.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub := gateway.NewHub()
-	eng, err := vigil.Open(ctx, store, hub.Attach(vigil.Options{PruneInterval: -1}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := gateway.New(eng, store, gateway.Options{Hub: hub})
+	g := gatewaytest.Open(t, gatewaytest.Options{}).Gateway
 	var creds *gateway.Credentials
+	var err error
 	if tokens {
 		if creds, err = gateway.NewCredentials(gateway.Config{Tokens: []gateway.TokenConfig{
 			{Token: operatorToken, Role: gateway.RoleOperator, ID: operatorID},
@@ -103,9 +93,6 @@ func startGateway(t *testing.T, tokens bool) *liveGateway {
 		cancel() // ends the event streams, so Close need not wait for them
 		gw.srv.CloseClientConnections()
 		gw.srv.Close()
-		g.Close()
-		eng.Close()
-		store.Close()
 	})
 	return gw
 }

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vigilhq/vigil/internal/testwait"
 )
 
 // The examples find the gateway where the vigil CLI does: VIGIL_ADDR.
@@ -33,7 +35,7 @@ func TestTheRuntimeFindsTheGatewayAtVIGILADDRAndStillAtVIGILURLWithANote(t *test
 				"--token", mainToken, "--session", "agent:ops:main", "--once")
 			cmd.Env = append(withoutAddress(os.Environ()), "PYTHONDONTWRITEBYTECODE=1")
 			cmd.Env = append(cmd.Env, strings.Split(c.env, "\x00")...)
-			stdout, stderr := &syncBuffer{}, &syncBuffer{}
+			stdout, stderr := &testwait.Output{}, &testwait.Output{}
 			cmd.Stdout, cmd.Stderr = stdout, stderr
 			err := cmd.Run()
 			var exit *exec.ExitError

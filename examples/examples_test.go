@@ -18,14 +18,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
-	"github.com/vigilhq/vigil/node"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
+	"github.com/vigilhq/vigil/internal/testwait"
 )
 
 // hangGuard bounds every wait; nothing here comes near it.
@@ -42,7 +42,7 @@ const (
 
 type liveGateway struct {
 	URL string
-	Hub *gateway.Hub
+	G   *gateway.Gateway
 }
 
 // startGateway serves a fresh gateway the way vigil serve wires it; each
@@ -55,13 +55,8 @@ func startGateway(t *testing.T, onWake ...func(string)) *liveGateway {
 			f(watcher)
 		}
 	}
-	n, err := node.Open(context.Background(), node.Options{DB: filepath.Join(t.TempDir(), "vigil.db"), Logger: quiet,
-		Engine: vigil.Options{OnWake: wake}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	g := n.Gateway()
+	g := gatewaytest.Open(t, gatewaytest.Options{Engine: vigil.Options{Logger: quiet, OnWake: wake},
+		Gateway: gateway.Options{Logger: quiet}}).Gateway
 	creds, err := gateway.NewCredentials(gateway.Config{Tokens: []gateway.TokenConfig{
 		{Token: mainToken, Role: gateway.RoleAgent, Agent: "main"},
 		{Token: annToken, Role: gateway.RoleOperator, ID: "ann"},
@@ -87,7 +82,7 @@ func startGateway(t *testing.T, onWake ...func(string)) *liveGateway {
 			srv.Close()
 		}
 	})
-	return &liveGateway{URL: "http://" + ln.Addr().String(), Hub: g.Hub()}
+	return &liveGateway{URL: "http://" + ln.Addr().String(), G: g}
 }
 
 var client = &http.Client{Timeout: hangGuard}
@@ -149,59 +144,32 @@ func python3(t *testing.T) string {
 	return path
 }
 
-// syncBuffer collects a child's output while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// waitFor waits (up to the hang guard) until the output contains s. The
-// runtime is another process; the pause only spaces the looks.
-func waitFor(t *testing.T, out *syncBuffer, s string) {
+// waitFor waits until the output contains s; the runtime is another
+// process, whose writes wake the wait.
+func waitFor(t *testing.T, out *testwait.Output, s string) {
 	t.Helper()
-	deadline := time.Now().Add(hangGuard)
-	for !strings.Contains(out.String(), s) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the runtime never printed %q; output:\n%s", s, out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	out.Await(t, fmt.Sprintf("the runtime prints %q", s), func(got string) bool { return strings.Contains(got, s) })
 }
 
-// waitParked waits (up to the hang guard) until a turn of session is
-// parked on the gateway: its listener is the first thing a turn sets up.
-// The pause only spaces the looks.
-func waitParked(t *testing.T, gw *liveGateway, session string) {
+// waitParked waits until a turn is parked on the gateway, as the gateway
+// signals it; the test parks no other.
+func waitParked(t *testing.T, gw *liveGateway) {
 	t.Helper()
-	deadline := time.Now().Add(hangGuard)
-	for !gw.Hub.Listened(session) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no turn of %s was parked", session)
-		}
-		time.Sleep(10 * time.Millisecond)
+	hang, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	if err := gw.G.AwaitHeld(hang, gateway.HoldWait, 1); err != nil {
+		t.Fatalf("no turn was parked (hang guard): %v", err)
 	}
 }
 
 // startRuntime runs runtime.py as session with the agent token.
-func startRuntime(t *testing.T, ctx context.Context, gw *liveGateway, session string, extra ...string) (*exec.Cmd, *syncBuffer, *syncBuffer) {
+func startRuntime(t *testing.T, ctx context.Context, gw *liveGateway, session string, extra ...string) (*exec.Cmd, *testwait.Output, *testwait.Output) {
 	t.Helper()
 	args := append([]string{filepath.Join("python-runtime", "runtime.py"),
 		"--addr", gw.URL, "--token", mainToken, "--session", session}, extra...)
 	cmd := exec.CommandContext(ctx, python3(t), args...)
 	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
-	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	stdout, stderr := &testwait.Output{}, &testwait.Output{}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -243,7 +211,7 @@ func TestPythonRuntime(t *testing.T) {
 	// The manager asks the worker and waits for the reply. The question is
 	// in the worker's inbox before the runtime attaches, so its first turn
 	// carries the task, the question and the notice together.
-	inbox := gw.Hub.Listen(w, 16)
+	inbox := gw.G.Hub().Listen(w, 16)
 	defer inbox.Close()
 	type sendResult struct {
 		out gateway.SendOutput
@@ -372,7 +340,7 @@ func TestPythonRuntimeStopsOnInterrupt(t *testing.T) {
 	// its first call's lazy imports, where Python drops a KeyboardInterrupt
 	// ("Exception ignored in ... _get_module_lock"); a person presses
 	// Ctrl-C at a runtime that waits.
-	waitParked(t, gw, manager)
+	waitParked(t, gw)
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}

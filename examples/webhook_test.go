@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/internal/testwait"
 	"github.com/vigilhq/vigil/webhook"
 )
 
@@ -45,7 +46,7 @@ func TestPythonWebhookReceiver(t *testing.T) {
 	cmd := exec.CommandContext(ctx, py, filepath.Join("python-runtime", "webhook_receiver.py"),
 		"--listen", "127.0.0.1:0", "--secret", receiverSecret, "--addr", gw.URL, "--token", mainToken, "--wakes", "1")
 	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
-	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	stdout, stderr := &testwait.Output{}, &testwait.Output{}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

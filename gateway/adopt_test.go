@@ -23,6 +23,7 @@ import (
 	"github.com/vigilhq/vigil/adoption"
 	"github.com/vigilhq/vigil/clock"
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
 	"github.com/vigilhq/vigil/internal/pgtest"
 	"github.com/vigilhq/vigil/sessions"
 	"github.com/vigilhq/vigil/store/pgstore"
@@ -102,31 +103,12 @@ func newAdoptWorld(t *testing.T) *adoptWorld {
 // open (re)starts the gateway on the world's database.
 func (w *adoptWorld) open() {
 	w.t.Helper()
-	st, err := sqlitestore.Open(ctx, w.db, sqlitestore.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.st = st
-	hub := gateway.NewHub()
-	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{PruneInterval: -1, Clock: w.clk}))
-	if err != nil {
-		st.Close()
-		w.t.Fatal(err)
-	}
 	w.log = &bytes.Buffer{}
-	w.g = gateway.New(eng, st, gateway.Options{Hub: hub, Clock: w.clk, Upstream: w.opts, NoCreationNotices: true,
-		Logger: slog.New(slog.NewTextHandler(w.log, nil))})
+	gw := gatewaytest.Open(w.t, gatewaytest.Options{Path: w.db, Engine: vigil.Options{Clock: w.clk},
+		Gateway: gateway.Options{Clock: w.clk, Upstream: w.opts, NoCreationNotices: true,
+			Logger: slog.New(slog.NewTextHandler(w.log, nil))}})
+	w.g, w.st, w.close = gw.Gateway, gw.SQLite, gw.Close
 	w.person = caller(w.t, w.g, person, "")
-	closed := false
-	w.close = func() {
-		if !closed {
-			closed = true
-			w.g.Close()
-			eng.Close()
-			st.Close()
-		}
-	}
-	w.t.Cleanup(w.close)
 }
 
 func (w *adoptWorld) restart() {
@@ -832,20 +814,9 @@ func fileSize(t *testing.T, path string) int64 {
 // under root, checking only when told.
 func adoptGatewayOnPostgres(t *testing.T, schema, root string, clk *clock.Manual) *gateway.Gateway {
 	t.Helper()
-	st, err := pgstore.Open(ctx, pgtest.URL(), pgstore.Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub := gateway.NewHub()
-	hub.ShareStore()
-	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{PruneInterval: -1, Clock: clk}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := gateway.New(eng, st, gateway.Options{Hub: hub, Clock: clk, NoCreationNotices: true,
-		Upstream: gateway.UpstreamOptions{Roots: []string{root}, Every: -1}})
-	t.Cleanup(func() { g.Close(); eng.Close(); st.Close() })
-	return g
+	return gatewaytest.Open(t, gatewaytest.Options{Schema: schema, Engine: vigil.Options{Clock: clk},
+		Gateway: gateway.Options{Clock: clk, NoCreationNotices: true,
+			Upstream: gateway.UpstreamOptions{Roots: []string{root}, Every: -1}}}).Gateway
 }
 
 func TestTwoGatewaysOnOnePostgreSQLDatabaseNeverDoubleATurn(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -16,26 +15,14 @@ import (
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/clock"
 	"github.com/vigilhq/vigil/gateway"
-	"github.com/vigilhq/vigil/store/sqlitestore"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
 )
 
 // gatewayWithWakes is gatewayWith, its wakes sent on wakes.
 func gatewayWithWakes(t *testing.T, opts gateway.Options, wakes chan<- string) *gateway.Gateway {
 	t.Helper()
-	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "v.db"), sqlitestore.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Hub = gateway.NewHub()
-	eng, err := vigil.Open(ctx, st, opts.Hub.Attach(vigil.Options{PruneInterval: -1, Clock: opts.Clock,
-		OnWake: func(w string) { wakes <- w }}))
-	if err != nil {
-		st.Close()
-		t.Fatal(err)
-	}
-	g := gateway.New(eng, st, opts)
-	t.Cleanup(func() { g.Close(); eng.Close(); st.Close() })
-	return g
+	return gatewaytest.Open(t, gatewaytest.Options{Gateway: opts,
+		Engine: vigil.Options{Clock: opts.Clock, OnWake: func(w string) { wakes <- w }}}).Gateway
 }
 
 var mainAgentCred = gateway.Principal{Role: gateway.RoleAgent, ID: "main"}

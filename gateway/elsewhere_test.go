@@ -9,6 +9,7 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
 	"github.com/vigilhq/vigil/sessions"
 	"github.com/vigilhq/vigil/store/sqlitestore"
 )
@@ -26,19 +27,10 @@ func gatewayOnFile(t *testing.T, path string) *gateway.Gateway {
 // gateway counted.
 func countedGatewayOnFile(t *testing.T, path string) (*gateway.Gateway, *messageReads) {
 	t.Helper()
-	st, err := sqlitestore.Open(ctx, path, sqlitestore.Options{Synchronous: "NORMAL", Shared: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub := gateway.NewHub()
-	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{PruneInterval: -1}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reads := &messageReads{Store: st}
-	g := gateway.New(eng, reads, gateway.Options{Hub: hub})
-	t.Cleanup(func() { g.Close(); eng.Close(); st.Close() })
-	return g, reads
+	var reads *messageReads
+	g := gatewaytest.Open(t, gatewaytest.Options{Path: path, SQLite: sqlitestore.Options{Shared: true},
+		WrapSessions: func(st sessions.Store) sessions.Store { reads = &messageReads{Store: st}; return reads }})
+	return g.Gateway, reads
 }
 
 // messageReads counts the transcript reads made through a store.

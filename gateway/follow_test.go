@@ -12,6 +12,7 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
 	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
@@ -129,19 +130,8 @@ func appendedKinds(t *testing.T, g *gateway.Gateway, key string) <-chan vigil.Ki
 // followGateway is a gateway on a fresh SQLite file, with its store.
 func followGateway(t *testing.T, dir string, opts gateway.Options) (*gateway.Gateway, *sqlitestore.Store) {
 	t.Helper()
-	st, err := sqlitestore.Open(context.Background(), filepath.Join(dir, "v.db"), sqlitestore.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Hub = gateway.NewHub()
-	eng, err := vigil.Open(context.Background(), st, opts.Hub.Attach(vigil.Options{PruneInterval: -1}))
-	if err != nil {
-		st.Close()
-		t.Fatal(err)
-	}
-	g := gateway.New(eng, st, opts)
-	t.Cleanup(func() { g.Close(); eng.Close(); st.Close() })
-	return g, st
+	g := gatewaytest.Open(t, gatewaytest.Options{Path: filepath.Join(dir, "v.db"), Gateway: opts})
+	return g.Gateway, g.SQLite
 }
 
 func recordOn(t *testing.T, g *gateway.Gateway, key string) int64 {

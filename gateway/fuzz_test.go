@@ -3,14 +3,12 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"testing"
 	"time"
 	"unicode/utf8"
 
-	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
-	"github.com/vigilhq/vigil/store/sqlitestore"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
 )
 
 // FuzzToolInput sends arbitrary bodies to every tool, as a person and as a
@@ -19,18 +17,8 @@ import (
 // is valid under the strict rules (UTF-8, no duplicate or unknown names)
 // and its answer encodes.
 func FuzzToolInput(f *testing.F) {
-	st, err := sqlitestore.Open(ctx, filepath.Join(f.TempDir(), "v.db"), sqlitestore.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		f.Fatal(err)
-	}
-	hub := gateway.NewHub()
-	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{PruneInterval: -1}))
-	if err != nil {
-		f.Fatal(err)
-	}
 	// Sends never wait for a reply: a timeout below a second is none.
-	g := gateway.New(eng, st, gateway.Options{Hub: hub, MaxSendTimeout: time.Millisecond})
-	f.Cleanup(func() { g.Close(); eng.Close(); st.Close() })
+	g := gatewaytest.Open(f, gatewaytest.Options{Gateway: gateway.Options{MaxSendTimeout: time.Millisecond}}).Gateway
 	tools := g.Tools().List()
 	manager, err := g.ResolveCaller(ctx, gateway.LocalPrincipal, "agent:main:main")
 	if err != nil {

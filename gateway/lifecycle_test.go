@@ -7,7 +7,7 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
-	"github.com/vigilhq/vigil/store/sqlitestore"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
 )
 
 // reopenable is a gateway on a file that a test closes and opens again, as
@@ -20,18 +20,8 @@ type reopenable struct {
 
 func (r *reopenable) open(t *testing.T) *gateway.Gateway {
 	t.Helper()
-	st, err := sqlitestore.Open(ctx, r.path, sqlitestore.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub := gateway.NewHub()
-	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{PruneInterval: -1}))
-	if err != nil {
-		st.Close()
-		t.Fatal(err)
-	}
-	r.g = gateway.New(eng, st, gateway.Options{Hub: hub})
-	r.close = func() { r.g.Close(); eng.Close(); st.Close() }
+	gw := gatewaytest.Open(t, gatewaytest.Options{Path: r.path})
+	r.g, r.close = gw.Gateway, gw.Close
 	return r.g
 }
 

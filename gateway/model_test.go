@@ -38,10 +38,11 @@ import (
 	"testing"
 	"time"
 
+	"pgregory.net/rapid"
+
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
-	"github.com/vigilhq/vigil/store/sqlitestore"
-	"pgregory.net/rapid"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
 )
 
 const (
@@ -446,20 +447,14 @@ type modelMachine struct {
 func (m *modelMachine) newID() string { return "k" + strconv.FormatInt(m.ids.Add(1), 10) }
 
 func (m *modelMachine) open(t *rapid.T) {
-	st, err := sqlitestore.Open(ctx, m.path, sqlitestore.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub := gateway.NewHub()
-	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{PruneInterval: -1}))
-	if err != nil {
-		st.Close()
-		t.Fatal(err)
-	}
 	// Creation notices are left out: they are modelled with the engine's
 	// rules (the root package's model) and tested in created_test.go.
-	m.g = gateway.New(eng, st, gateway.Options{Hub: hub, NewID: m.newID, NoCreationNotices: true})
-	m.closeGW = func() { m.g.Close(); eng.Close(); st.Close() }
+	gw, err := gatewaytest.New(ctx, gatewaytest.Options{Path: m.path,
+		Gateway: gateway.Options{NewID: m.newID, NoCreationNotices: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.g, m.closeGW = gw.Gateway, gw.Close
 }
 
 func (m *modelMachine) resolve(t *rapid.T, p gateway.Principal, session string) modelActor {

@@ -11,8 +11,8 @@ import (
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/clock"
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
 	"github.com/vigilhq/vigil/internal/pgtest"
-	"github.com/vigilhq/vigil/store/pgstore"
 )
 
 // backend opens a gateway on one of the two stores; the PostgreSQL one
@@ -35,25 +35,7 @@ var backends = []backend{
 
 func gatewayOnPostgres(t *testing.T, schema string) *gateway.Gateway {
 	t.Helper()
-	st, err := pgstore.Open(ctx, pgtest.URL(), pgstore.Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub := gateway.NewHub()
-	hub.ShareStore()
-	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{PruneInterval: -1}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := gateway.New(eng, st, gateway.Options{Hub: hub})
-	followCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		st.Follow(followCtx, eng, pgstore.FollowOptions{OnAppended: g.EventsAppendedElsewhere})
-	}()
-	t.Cleanup(func() { stop(); <-done; g.Close(); eng.Close(); st.Close() })
-	return g
+	return gatewaytest.Open(t, gatewaytest.Options{Schema: schema}).Gateway
 }
 
 // preconditionWorld is a manager that spawned a worker, and a person.

@@ -2,31 +2,19 @@ package gateway_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/clock"
 	"github.com/vigilhq/vigil/gateway"
-	"github.com/vigilhq/vigil/store/sqlitestore"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
 )
 
+// gatewayWith is a gateway with opts, its engine on the same clock.
 func gatewayWith(t *testing.T, opts gateway.Options) *gateway.Gateway {
 	t.Helper()
-	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "v.db"), sqlitestore.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Hub = gateway.NewHub()
-	eng, err := vigil.Open(ctx, st, opts.Hub.Attach(vigil.Options{PruneInterval: -1, Clock: opts.Clock}))
-	if err != nil {
-		st.Close()
-		t.Fatal(err)
-	}
-	g := gateway.New(eng, st, opts)
-	t.Cleanup(func() { g.Close(); eng.Close(); st.Close() })
-	return g
+	return gatewaytest.Open(t, gatewaytest.Options{Engine: vigil.Options{Clock: opts.Clock}, Gateway: opts}).Gateway
 }
 
 func TestAParkedTurnWithNothingToDoEndsAtTheBookmarkIntervalWithItsStateVersion(t *testing.T) {

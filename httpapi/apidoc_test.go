@@ -3,7 +3,6 @@ package httpapi_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -22,8 +20,9 @@ import (
 	"github.com/vigilhq/vigil/clock"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
 	"github.com/vigilhq/vigil/internal/metrics"
-	"github.com/vigilhq/vigil/store/sqlitestore"
+	"github.com/vigilhq/vigil/internal/testwait"
 )
 
 var docUpdate = flag.Bool("update", false, "rewrite the responses in docs/api.md, and docs/openapi.json, with what the server answers")
@@ -99,24 +98,17 @@ func docParse(t *testing.T, lines []string) []docExample {
 // examples' responses are exact.
 func docServer(t *testing.T) (*httptest.Server, *clock.Manual) {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "doc.db"), sqlitestore.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	clk := clock.NewManual(time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC))
-	eng, err := vigil.Open(ctx, st, vigil.Options{Clock: clk, PruneInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rng := rand.New(rand.NewPCG(7, 11))
-	g := gateway.New(eng, st, gateway.Options{NewID: func() string { return fmt.Sprintf("%016x", rng.Uint64()) }})
+	gw := gatewaytest.Open(t, gatewaytest.Options{Engine: vigil.Options{Clock: clk},
+		Gateway: gateway.Options{NewID: func() string { return fmt.Sprintf("%016x", rng.Uint64()) }}})
 	creds, err := gateway.NewCredentials(gateway.Config{Tokens: docTokens}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.New(g, httpapi.Options{Credentials: creds, Metrics: metrics.New(eng)}))
-	t.Cleanup(func() { srv.Close(); eng.Close(); st.Close() })
+	srv := httptest.NewServer(httpapi.New(gw.Gateway, httpapi.Options{Credentials: creds, Metrics: metrics.New(gw.Engine),
+		Context: t.Context()}))
+	t.Cleanup(srv.Close)
 	return srv, clk
 }
 
@@ -131,8 +123,7 @@ func docAwaitDelivery(t *testing.T, srv *httptest.Server, ex docExample, answere
 		t.Fatalf("%s:%d: a background request must be a sessions_send naming sessionKey", docPath, ex.line)
 	}
 	query, _ := json.Marshal(map[string]any{"sessionKey": send.SessionKey, "limit": 200})
-	deadline := time.Now().Add(30 * time.Second) // hang guard
-	for time.Now().Before(deadline) {
+	testwait.Until(t, fmt.Sprintf("%s:%d: the background message arrives", docPath, ex.line), func() bool {
 		select {
 		case r := <-answered: // it failed without delivering
 			t.Fatalf("%s:%d: the background request was answered before delivery:\n%s", docPath, ex.line, docRender(r))
@@ -143,12 +134,11 @@ func docAwaitDelivery(t *testing.T, srv *httptest.Server, ex docExample, answere
 		json.Unmarshal(r.body, &h)
 		for _, m := range h.Messages {
 			if m.Content == send.Message {
-				return
+				return true
 			}
 		}
-		time.Sleep(10 * time.Millisecond) // spaces the looks; the message ends the wait
-	}
-	t.Fatalf("%s:%d: the background message never arrived", docPath, ex.line)
+		return false
+	})
 }
 
 type docResult struct {

@@ -11,7 +11,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -21,7 +20,8 @@ import (
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
-	"github.com/vigilhq/vigil/internal/metrics"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
+	"github.com/vigilhq/vigil/internal/testwait"
 	"github.com/vigilhq/vigil/sessions"
 	"github.com/vigilhq/vigil/store/sqlitestore"
 )
@@ -65,29 +65,9 @@ func e2eStart(t *testing.T) *e2eServer {
 
 // e2eStartWith is e2eStart with the test deployment's tokens or none, and
 // the options tune sets.
-// e2eEngine opens a fresh SQLite store at synchronous ("" for the
-// default) and an engine on it attached to a new hub, closed when tb ends.
-func e2eEngine(tb testing.TB, synchronous string) (*sqlitestore.Store, *vigil.Engine, *gateway.Hub) {
-	tb.Helper()
-	ctx := context.Background()
-	store, err := sqlitestore.Open(ctx, filepath.Join(tb.TempDir(), "vigil.db"), sqlitestore.Options{Synchronous: synchronous})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { store.Close() })
-	hub := gateway.NewHub()
-	eng, err := vigil.Open(ctx, store, hub.Attach(vigil.Options{PruneInterval: -1}))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { eng.Close() })
-	return store, eng, hub
-}
-
-func e2eStartWith(t *testing.T, tokens bool, tune func(*httpapi.Options, *gateway.Options)) *e2eServer {
+func e2eStartWith(t *testing.T, tokens bool, tune func(*httpapi.Options, *gatewaytest.Options)) *e2eServer {
 	t.Helper()
 	t.Parallel()
-	store, eng, hub := e2eEngine(t, "")
 	var conf gateway.Config
 	if tokens {
 		conf.Tokens = []gateway.TokenConfig{
@@ -103,14 +83,14 @@ func e2eStartWith(t *testing.T, tokens bool, tune func(*httpapi.Options, *gatewa
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := metrics.New(eng)
-	gopts := gateway.Options{ObserveDelta: m.ObserveDelta, Hub: hub}
-	hopts := httpapi.Options{Credentials: creds, Metrics: m}
+	gopts := gatewaytest.Options{Metrics: true}
+	hopts := httpapi.Options{Credentials: creds, Context: t.Context()}
 	if tune != nil {
 		tune(&hopts, &gopts)
 	}
-	g := gateway.New(eng, store, gopts)
-	h := httpapi.New(g, hopts)
+	gw := gatewaytest.Open(t, gopts)
+	hopts.Metrics = gw.Metrics
+	h := httpapi.New(gw.Gateway, hopts)
 	srv := httptest.NewUnstartedServer(h)
 	srv.Config = httpapi.NewServer(h, hopts, nil) // the timeouts vigil serve runs with
 	srv.Start()
@@ -118,7 +98,7 @@ func e2eStartWith(t *testing.T, tokens bool, tune func(*httpapi.Options, *gatewa
 		srv.CloseClientConnections()
 		srv.Close()
 	})
-	return &e2eServer{URL: srv.URL, Eng: eng, Store: store, G: g}
+	return &e2eServer{URL: srv.URL, Eng: gw.Engine, Store: gw.SQLite, G: gw.Gateway}
 }
 
 // e2eBody turns a request value into a body: strings and byte slices are
@@ -423,23 +403,22 @@ func (a *e2eAsync) wait(t *testing.T) []byte {
 	return a.body
 }
 
-// e2eWaitForMessage polls the target's transcript until a message with the
-// content shows, and returns it. The pause only spaces the looks; the
-// wait ends on the message, so it orders nothing.
+// e2eWaitForMessage waits until a message with the content shows in the
+// target's transcript, and returns it: the send that stores it runs on
+// another goroutine, and nothing signals its commit to the test.
 func e2eWaitForMessage(t *testing.T, s *e2eServer, key, content string) gateway.MessageView {
 	t.Helper()
-	deadline := time.Now().Add(e2eHangGuard)
-	for {
+	var found gateway.MessageView
+	testwait.Until(t, fmt.Sprintf("message %q reaches %s", content, key), func() bool {
 		for _, m := range e2eHistory(t, s, key) {
 			if m.Content == content {
-				return m
+				found = m
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("message %q never reached %s (hang guard)", content, key)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false
+	})
+	return found
 }
 
 // e2eEvents reads every event of a session after since.

@@ -24,6 +24,8 @@ import (
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
+	"github.com/vigilhq/vigil/internal/testwait"
 )
 
 // edgeRequest sends one request with the given headers (Host sets the
@@ -64,17 +66,14 @@ func edgeSpawn(t *testing.T, s *e2eServer) string {
 	return out.ChildSessionKey
 }
 
-// edgeWaitFor waits (bounded by the hang guard) until cond holds; it
-// synchronises with the server's state, not with a guessed duration: the
-// pause only spaces the looks.
-func edgeWaitFor(t *testing.T, what string, cond func() bool) {
+// awaitHeld waits until g holds exactly n requests of kind h: a signal
+// from the gateway, not a look at intervals.
+func awaitHeld(t *testing.T, g *gateway.Gateway, h gateway.Hold, n int) {
 	t.Helper()
-	deadline := time.Now().Add(e2eHangGuard)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached (hang guard)", what)
-		}
-		time.Sleep(time.Millisecond)
+	hang, cancel := context.WithTimeout(context.Background(), e2eHangGuard)
+	defer cancel()
+	if err := g.AwaitHeld(hang, h, n); err != nil {
+		t.Fatalf("waiting for %d %s held (hang guard): %v", n, h, err)
 	}
 }
 
@@ -112,7 +111,7 @@ func TestCrossOriginWritesFromAWebPageAreRefusedAndStoreNothing(t *testing.T) {
 }
 
 func TestCrossOriginReadsFromAWebPageAreRefused(t *testing.T) {
-	s := e2eStartWith(t, false, func(h *httpapi.Options, _ *gateway.Options) { h.OpenMetrics = true })
+	s := e2eStartWith(t, false, func(h *httpapi.Options, _ *gatewaytest.Options) { h.OpenMetrics = true })
 	worker := edgeSpawn(t, s)
 	for _, path := range []string{"/v1/tools", "/v1/events?after=0", "/v1/sessions/" + worker + "/events", "/metrics"} {
 		code, body := edgeRequest(t, s, http.MethodGet, path, edgeForeignPages[0].headers, "")
@@ -138,7 +137,7 @@ func TestNonBrowserAndSameOriginRequestsPass(t *testing.T) {
 }
 
 func TestAPageOfATrustedOriginMayCall(t *testing.T) {
-	s := e2eStartWith(t, false, func(h *httpapi.Options, _ *gateway.Options) {
+	s := e2eStartWith(t, false, func(h *httpapi.Options, _ *gatewaytest.Options) {
 		h.TrustedOrigins = []string{"https://console.example"}
 	})
 	code, body := edgeRequest(t, s, http.MethodPost, "/v1/tools/session_status",
@@ -149,7 +148,7 @@ func TestAPageOfATrustedOriginMayCall(t *testing.T) {
 }
 
 func TestAForeignHostIsRefusedWhenListeningOnLoopback(t *testing.T) {
-	s := e2eStartWith(t, false, func(h *httpapi.Options, _ *gateway.Options) {
+	s := e2eStartWith(t, false, func(h *httpapi.Options, _ *gatewaytest.Options) {
 		h.RestrictHosts = true
 		h.AllowedHosts = []string{"vigil.internal"}
 	})
@@ -196,7 +195,7 @@ func TestMetricsNeedAnAdminOrOperatorTokenWhenTokensAreConfigured(t *testing.T) 
 }
 
 func TestMetricsMayBeKeptOpenWhenTokensAreConfigured(t *testing.T) {
-	s := e2eStartWith(t, true, func(h *httpapi.Options, _ *gateway.Options) { h.OpenMetrics = true })
+	s := e2eStartWith(t, true, func(h *httpapi.Options, _ *gatewaytest.Options) { h.OpenMetrics = true })
 	if code, body := edgeRequest(t, s, http.MethodGet, "/metrics", nil, ""); code != http.StatusOK {
 		t.Fatalf("%d %s", code, body)
 	}
@@ -245,7 +244,7 @@ func (l *edgeLog) String() string {
 
 func TestAClientThatHangsUpOnALongPollIsNeitherAnErrorNorA500(t *testing.T) {
 	logs := &edgeLog{}
-	s := e2eStartWith(t, true, func(h *httpapi.Options, _ *gateway.Options) {
+	s := e2eStartWith(t, true, func(h *httpapi.Options, _ *gatewaytest.Options) {
 		h.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
 	e2eStory(t, s)
@@ -263,12 +262,12 @@ func TestAClientThatHangsUpOnALongPollIsNeitherAnErrorNorA500(t *testing.T) {
 		}
 		done <- err
 	}()
-	edgeWaitFor(t, "the turn parks", func() bool { return s.G.Held(gateway.HoldWait) == 1 })
+	awaitHeld(t, s.G, gateway.HoldWait, 1)
 	cancel()
 	<-done
-	edgeWaitFor(t, "the turn ends", func() bool { return s.G.Held(gateway.HoldWait) == 0 })
+	awaitHeld(t, s.G, gateway.HoldWait, 0)
 	var metrics string
-	edgeWaitFor(t, "the hang-up is counted", func() bool {
+	testwait.Until(t, "the hang-up is counted", func() bool {
 		_, body := edgeRequest(t, s, http.MethodGet, "/metrics", map[string]string{"Authorization": "Bearer " + e2eOperator}, "")
 		metrics = string(body)
 		return strings.Contains(metrics, `code="499",route="POST /v1/sessions/{key}/turn"`)
@@ -299,8 +298,8 @@ func TestAFailingStoreAnswers503SayingItIsUnavailableAndSafeToRetry(t *testing.T
 }
 
 func TestStreamLimitsRefuseTheNextStreamNamingTheLimit(t *testing.T) {
-	s := e2eStartWith(t, true, func(_ *httpapi.Options, g *gateway.Options) {
-		g.Limits = gateway.Limits{StreamsPerCredential: 2, Streams: 3}
+	s := e2eStartWith(t, true, func(_ *httpapi.Options, g *gatewaytest.Options) {
+		g.Gateway.Limits = gateway.Limits{StreamsPerCredential: 2, Streams: 3}
 	})
 	e2eStory(t, s)
 	ls := &liveServer{e2eServer: s}
@@ -315,19 +314,19 @@ func TestStreamLimitsRefuseTheNextStreamNamingTheLimit(t *testing.T) {
 	e2eCheckError(t, "a fourth stream in all", code, body, http.StatusServiceUnavailable, gateway.CodeUnavailable,
 		"the gateway already holds 3 open event streams", "limit")
 	first.close()
-	edgeWaitFor(t, "the closed stream is released", func() bool { return s.G.Held(gateway.HoldStream) == 2 })
+	awaitHeld(t, s.G, gateway.HoldStream, 2)
 	liveOpen(t, ls, path, e2eMain, "")
 }
 
 func TestWaitLimitsRefuseTheNextParkedTurnAndTheNextWaitingSendStoringNothing(t *testing.T) {
-	s := e2eStartWith(t, true, func(_ *httpapi.Options, g *gateway.Options) {
-		g.Limits = gateway.Limits{WaitsPerCredential: 1}
+	s := e2eStartWith(t, true, func(_ *httpapi.Options, g *gatewaytest.Options) {
+		g.Gateway.Limits = gateway.Limits{WaitsPerCredential: 1}
 	})
 	worker, _ := e2eStory(t, s)
 	e2eDrain(t, s, e2eManager)
 	parked := goRequest(e2eClient, http.MethodPost, s.URL+"/v1/sessions/"+e2eManager+"/turn", e2eMain, e2eManager,
 		strings.NewReader(`{"waitSeconds": 60}`))
-	edgeWaitFor(t, "the turn parks", func() bool { return s.G.Held(gateway.HoldWait) == 1 })
+	awaitHeld(t, s.G, gateway.HoldWait, 1)
 	before := e2eSnapshot(t, s)
 	code, body := e2eRequest(t, s, http.MethodPost, "/v1/sessions/"+e2eManager+"/turn", "Bearer "+e2eMain, e2eManager,
 		[]byte(`{"waitSeconds": 60}`))
@@ -371,7 +370,7 @@ func edgeClosedByServer(t *testing.T, what string, c net.Conn) string {
 
 func TestSlowClientsAreCutOffWhileALongPollAndAStreamOfTheSameAgeStayOpen(t *testing.T) {
 	const short = 300 * time.Millisecond
-	s := e2eStartWith(t, false, func(h *httpapi.Options, _ *gateway.Options) {
+	s := e2eStartWith(t, false, func(h *httpapi.Options, _ *gatewaytest.Options) {
 		h.Timeouts = httpapi.Timeouts{Header: short, Body: short, Write: short, Idle: short}
 	})
 	worker := edgeSpawn(t, s)
@@ -379,7 +378,7 @@ func TestSlowClientsAreCutOffWhileALongPollAndAStreamOfTheSameAgeStayOpen(t *tes
 	// every slow client below.
 	turn := goRequest(e2eClient, http.MethodPost, s.URL+"/v1/sessions/"+e2eManager+"/turn", "", e2eManager,
 		strings.NewReader(`{"waitSeconds": 60}`))
-	edgeWaitFor(t, "the turn parks", func() bool { return s.G.Held(gateway.HoldWait) == 1 })
+	awaitHeld(t, s.G, gateway.HoldWait, 1)
 	stream := liveOpen(t, &liveServer{e2eServer: s}, "/v1/sessions/"+worker+"/events", "", "")
 
 	slowHeader := edgeDial(t, s)
@@ -467,7 +466,7 @@ func TestMCPToolArgumentsAreDecodedStrictly(t *testing.T) {
 }
 
 func TestAnIdleLogStreamGetsBookmarksOfItsPositionAndResumesFromOne(t *testing.T) {
-	s := e2eStartWith(t, true, func(h *httpapi.Options, _ *gateway.Options) { h.BookmarkInterval = 20 * time.Millisecond })
+	s := e2eStartWith(t, true, func(h *httpapi.Options, _ *gatewaytest.Options) { h.BookmarkInterval = 20 * time.Millisecond })
 	worker, _ := e2eStory(t, s)
 	ls := &liveServer{e2eServer: s}
 	st := liveOpen(t, ls, "/v1/events", e2eOperator, "")
@@ -491,7 +490,7 @@ func TestAnIdleLogStreamGetsBookmarksOfItsPositionAndResumesFromOne(t *testing.T
 }
 
 func TestAnIdleSessionStreamGetsBookmarksOfTheStateVersion(t *testing.T) {
-	s := e2eStartWith(t, true, func(h *httpapi.Options, _ *gateway.Options) { h.BookmarkInterval = 20 * time.Millisecond })
+	s := e2eStartWith(t, true, func(h *httpapi.Options, _ *gatewaytest.Options) { h.BookmarkInterval = 20 * time.Millisecond })
 	worker, _ := e2eStory(t, s)
 	st := liveOpen(t, &liveServer{e2eServer: s}, "/v1/sessions/"+worker+"/events", e2eOperator, "")
 	ev := st.next(t)
@@ -526,11 +525,7 @@ func TestAClientStillSendingABodyOverTheLimitReadsThe413NotAReset(t *testing.T) 
 	// copy of the request, and the refusal must not depend on it.
 	for _, metrics := range []bool{true, false} {
 		t.Run(fmt.Sprintf("metrics=%v", metrics), func(t *testing.T) {
-			s := e2eStartWith(t, false, func(h *httpapi.Options, _ *gateway.Options) {
-				if !metrics {
-					h.Metrics = nil
-				}
-			})
+			s := e2eStartWith(t, false, func(_ *httpapi.Options, g *gatewaytest.Options) { g.Metrics = metrics })
 			worker := edgeSpawn(t, s)
 			body := `{"sessionKey":"` + worker + `","message":"` + strings.Repeat("x", 2*httpapi.DefaultMaxBodyBytes) + `"}`
 			// The server answers after the headers and reads none of the
@@ -594,7 +589,7 @@ func TestOpenStreamsHoldTwoGoroutinesEachAndReleaseEverythingWhenTheyClose(t *te
 	for _, c := range conns {
 		c.Close()
 	}
-	edgeWaitFor(t, "the streams are released", func() bool {
+	testwait.Until(t, "the streams are released", func() bool {
 		return s.g.Held(gateway.HoldStream) == 0 && s.g.Hub().LogListeners() == 0 && runtime.NumGoroutine() <= base+few
 	})
 }

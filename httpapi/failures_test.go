@@ -15,6 +15,7 @@ import (
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
 	"github.com/vigilhq/vigil/sessions"
 )
 
@@ -28,13 +29,15 @@ func (buggySessions) Session(context.Context, vigil.SessionRef) (sessions.Sessio
 	return sessions.Session{}, false, errors.New(bugText)
 }
 
-// failureServer serves a gateway on st, logging to log.
-func failureServer(t *testing.T, st sessions.Store, eng *vigil.Engine, log *edgeLog) *httptest.Server {
+// failureServer serves a gateway logging to log, on its sessions wrapped
+// by wrap when it is not nil.
+func failureServer(t *testing.T, wrap func(sessions.Store) sessions.Store, log *edgeLog) (*httptest.Server, *gatewaytest.Gateway) {
 	t.Helper()
-	g := gateway.New(eng, st, gateway.Options{Logger: slog.New(slog.NewTextHandler(log, nil))})
-	srv := httptest.NewServer(httpapi.New(g, httpapi.Options{}))
+	gw := gatewaytest.Open(t, gatewaytest.Options{WrapSessions: wrap,
+		Gateway: gateway.Options{Logger: slog.New(slog.NewTextHandler(log, nil))}})
+	srv := httptest.NewServer(httpapi.New(gw.Gateway, httpapi.Options{Context: t.Context()}))
 	t.Cleanup(srv.Close)
-	return srv
+	return srv, gw
 }
 
 // failureAnswer posts a session_status and returns the answer's status,
@@ -59,9 +62,8 @@ func failureAnswer(t *testing.T, srv *httptest.Server) (int, string, httpapi.Err
 // the details, and no word of retrying, which would not help. Over MCP the
 // model is told the same id.
 func TestABugIsAnInternalErrorWithARequestIDNotAReasonToRetry(t *testing.T) {
-	st, eng, _ := e2eEngine(t, "")
 	log := &edgeLog{}
-	srv := failureServer(t, buggySessions{st}, eng, log)
+	srv, _ := failureServer(t, func(st sessions.Store) sessions.Store { return buggySessions{st} }, log)
 	status, header, detail := failureAnswer(t, srv)
 	if status != http.StatusInternalServerError || detail.Code != gateway.CodeInternal || detail.RequestID == "" ||
 		header != detail.RequestID || !strings.Contains(detail.Message, detail.RequestID) {
@@ -95,10 +97,9 @@ func TestABugIsAnInternalErrorWithARequestIDNotAReasonToRetry(t *testing.T) {
 // retry, with a request id in the body and the header; the store's own
 // error goes to the log line with that id only.
 func TestAStoreFailureIsUnavailableWithARequestIDAndTheDetailsInTheLogOnly(t *testing.T) {
-	st, eng, _ := e2eEngine(t, "")
 	log := &edgeLog{}
-	srv := failureServer(t, st, eng, log)
-	st.Close()
+	srv, gw := failureServer(t, nil, log)
+	gw.SQLite.Close()
 	status, header, detail := failureAnswer(t, srv)
 	if status != http.StatusServiceUnavailable || detail.Code != gateway.CodeUnavailable || detail.RequestID == "" ||
 		header != detail.RequestID || !strings.Contains(detail.Message, "retry") || !strings.Contains(detail.Message, detail.RequestID) {

@@ -13,7 +13,8 @@ import (
 
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
-	"github.com/vigilhq/vigil/internal/metrics"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
+	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
 // hotGateway is the handler vigil serve runs (tokens, metrics, a hub), on
@@ -26,7 +27,7 @@ type hotGateway struct {
 
 func newHotGateway(b *testing.B, synchronous string, n int) *hotGateway {
 	b.Helper()
-	store, eng, hub := e2eEngine(b, synchronous)
+	gw := gatewaytest.Open(b, gatewaytest.Options{SQLite: sqlitestore.Options{Synchronous: synchronous}, Metrics: true})
 	creds, err := gateway.NewCredentials(gateway.Config{Tokens: []gateway.TokenConfig{
 		{Token: e2eAdmin, Role: gateway.RoleAdmin, ID: "root"},
 		{Token: e2eOperator, Role: gateway.RoleOperator, ID: e2eOperatorID},
@@ -34,11 +35,8 @@ func newHotGateway(b *testing.B, synchronous string, n int) *hotGateway {
 	if err != nil {
 		b.Fatal(err)
 	}
-	m := metrics.New(eng)
-	g := gateway.New(eng, store, gateway.Options{ObserveDelta: m.ObserveDelta, Hub: hub})
-	b.Cleanup(g.Close)
-	hopts := httpapi.Options{Credentials: creds, Metrics: m, RestrictHosts: true}
-	hg := &hotGateway{h: httpapi.New(g, hopts)}
+	hopts := httpapi.Options{Credentials: creds, Metrics: gw.Metrics, RestrictHosts: true, Context: b.Context()}
+	hg := &hotGateway{h: httpapi.New(gw.Gateway, hopts)}
 	for i := range n {
 		parent := fmt.Sprintf("agent:hb%d:main", i)
 		code, body := hg.call("/v1/tools/sessions_spawn", e2eAdmin, parent, []byte(`{"task":"bench"}`))

@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -28,8 +27,8 @@ import (
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
 	"github.com/vigilhq/vigil/sessions"
-	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
 // liveHangGuard bounds every wait on a stream or a producer; nothing here
@@ -67,8 +66,8 @@ func (w *liveCountingWriter) Flush() { w.ResponseWriter.(http.Flusher).Flush() }
 var liveClient = &http.Client{}
 
 // liveStart serves a fresh gateway on a fresh database, wired like
-// cmd/vigil/serve.go. opts are the engine's options; the hub's callbacks
-// are set here. The test runs in parallel with the other parallel tests.
+// cmd/vigil/serve.go. opts are the engine's options; the hub is attached
+// to them. The test runs in parallel with the other parallel tests.
 func liveStart(t *testing.T, opts vigil.Options) *liveServer {
 	t.Helper()
 	t.Parallel()
@@ -79,22 +78,7 @@ func liveStart(t *testing.T, opts vigil.Options) *liveServer {
 // with other tests (it measures rates).
 func liveStartSerial(t *testing.T, opts vigil.Options) *liveServer {
 	t.Helper()
-	ctx := context.Background()
-	store, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "vigil.db"), sqlitestore.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	hub := gateway.NewHub()
-	opts.OnWake, opts.OnNotice, opts.OnRecord = hub.Wake, hub.Notice, hub.Record
-	if opts.PruneInterval == 0 {
-		opts.PruneInterval = -1
-	}
-	eng, err := vigil.Open(ctx, store, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
+	gw := gatewaytest.Open(t, gatewaytest.Options{Engine: opts})
 	creds, err := gateway.NewCredentials(gateway.Config{Tokens: []gateway.TokenConfig{
 		{Token: e2eAdmin, Role: gateway.RoleAdmin, ID: "root"},
 		{Token: e2eOperator, Role: gateway.RoleOperator, ID: e2eOperatorID},
@@ -105,9 +89,9 @@ func liveStartSerial(t *testing.T, opts vigil.Options) *liveServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := gateway.New(eng, store, gateway.Options{Hub: hub})
+	g := gw.Gateway
 	s := &liveServer{g: g}
-	api := httpapi.New(g, httpapi.Options{Credentials: creds})
+	api := httpapi.New(g, httpapi.Options{Credentials: creds, Context: t.Context()})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/events") {
 			w = &liveCountingWriter{ResponseWriter: w, n: &s.streamBytes}
@@ -119,7 +103,7 @@ func liveStartSerial(t *testing.T, opts vigil.Options) *liveServer {
 		srv.CloseClientConnections()
 		srv.Close()
 	})
-	s.e2eServer = &e2eServer{URL: srv.URL, Eng: eng, Store: store}
+	s.e2eServer = &e2eServer{URL: srv.URL, Eng: gw.Engine, Store: gw.SQLite, G: g}
 	return s
 }
 
@@ -127,11 +111,7 @@ func liveStartSerial(t *testing.T, opts vigil.Options) *liveServer {
 // look and is listening for work.
 func liveWaitForTurn(t *testing.T, s *liveServer, n int) {
 	t.Helper()
-	hang, cancel := context.WithTimeout(context.Background(), liveHangGuard)
-	defer cancel()
-	if err := s.g.AwaitHeld(hang, gateway.HoldWait, n); err != nil {
-		t.Fatalf("the turn never parked (hang guard): %v", err)
-	}
+	awaitHeld(t, s.g, gateway.HoldWait, n)
 }
 
 func liveAuth(token string) string {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/internal/testwait"
 )
 
 // metricSeries is one line of the text exposition: a series and its value.
@@ -98,7 +99,7 @@ func awaitMetric(t *testing.T, s *e2eServer, name string, labels map[string]stri
 	t.Helper()
 	var got float64
 	var ok bool
-	edgeWaitFor(t, name+" reaches "+strconv.FormatFloat(want, 'g', -1, 64), func() bool {
+	testwait.Until(t, name+" reaches "+strconv.FormatFloat(want, 'g', -1, 64), func() bool {
 		got, ok = metricValue(scrape(t, s), name, labels)
 		return ok && got == want
 	})
@@ -180,7 +181,7 @@ func TestAnOpenStreamMovesTheStreamsGaugeAndItsDurationIsObservedWhenItEnds(t *t
 		t.Fatalf("vigil_open_streams = %v before any stream", v)
 	}
 	end := openStream(t, s, "/v1/events")
-	edgeWaitFor(t, "the stream is held", func() bool { return s.G.Held(gateway.HoldStream) == 1 })
+	awaitHeld(t, s.G, gateway.HoldStream, 1)
 	all := scrape(t, s)
 	if v, _ := metricValue(all, "vigil_open_streams", nil); v != 1 {
 		t.Errorf("vigil_open_streams = %v with one stream open, want 1", v)
@@ -190,7 +191,7 @@ func TestAnOpenStreamMovesTheStreamsGaugeAndItsDurationIsObservedWhenItEnds(t *t
 		t.Error("a stream was timed in the request histogram")
 	}
 	end()
-	edgeWaitFor(t, "the stream is released", func() bool { return s.G.Held(gateway.HoldStream) == 0 })
+	awaitHeld(t, s.G, gateway.HoldStream, 0)
 	awaitMetric(t, s, "vigil_http_stream_duration_seconds_count", map[string]string{"route": "GET /v1/events"}, 1)
 	if v, _ := metricValue(scrape(t, s), "vigil_open_streams", nil); v != 0 {
 		t.Errorf("vigil_open_streams = %v after the stream ended, want 0", v)
@@ -216,7 +217,7 @@ func TestAParkedTurnMovesTheParkedGaugeAndTheRequestsInFlight(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	edgeWaitFor(t, "the turn parks", func() bool { return s.G.Held(gateway.HoldWait) == 1 })
+	awaitHeld(t, s.G, gateway.HoldWait, 1)
 	all := scrape(t, s)
 	if v, _ := metricValue(all, "vigil_parked_requests", nil); v != 1 {
 		t.Errorf("vigil_parked_requests = %v with a turn parked, want 1", v)
@@ -227,7 +228,7 @@ func TestAParkedTurnMovesTheParkedGaugeAndTheRequestsInFlight(t *testing.T) {
 	}
 	cancel()
 	<-done
-	edgeWaitFor(t, "the turn ends", func() bool { return s.G.Held(gateway.HoldWait) == 0 })
+	awaitHeld(t, s.G, gateway.HoldWait, 0)
 	if v, _ := metricValue(scrape(t, s), "vigil_parked_requests", nil); v != 0 {
 		t.Errorf("vigil_parked_requests = %v after the turn ended, want 0", v)
 	}

@@ -7,14 +7,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	vigil "github.com/vigilhq/vigil"
-	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
 	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
@@ -100,22 +99,14 @@ type probeServer struct {
 func probeStart(t *testing.T) *probeServer {
 	t.Helper()
 	t.Parallel()
-	ctx := context.Background()
-	inner, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "vigil.db"), sqlitestore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { inner.Close() })
-	p := &probeServer{store: &outageStore{Store: inner}, logs: &edgeLog{}}
+	p := &probeServer{logs: &edgeLog{}}
 	p.listener.Store(true)
-	hub := gateway.NewHub()
-	eng, err := vigil.Open(ctx, p.store, hub.Attach(vigil.Options{PruneInterval: -1}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	g := gateway.New(eng, p.store, gateway.Options{Hub: hub})
-	open, shutdown := context.WithCancel(ctx)
+	gw := gatewaytest.Open(t, gatewaytest.Options{Wrap: func(inner gatewaytest.Store) gatewaytest.Store {
+		p.store = &outageStore{Store: inner.(*sqlitestore.Store)}
+		return p.store
+	}})
+	g := gw.Gateway
+	open, shutdown := context.WithCancel(context.Background())
 	p.shutdown = shutdown
 	hopts := httpapi.Options{Context: open, Logger: slog.New(slog.NewTextHandler(p.logs, nil)),
 		Ready: []httpapi.ReadyCheck{{Name: "listener", Check: func(context.Context) error {

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +16,7 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
-	"github.com/vigilhq/vigil/store/sqlitestore"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
 )
 
 // rawProtocol is the protocol version these tests speak: the latest one
@@ -31,19 +30,7 @@ const edgeHangGuard = 20 * time.Second
 // edgeGateway is a gateway with a hub, so wakes and notices reach waiters.
 func edgeGateway(t *testing.T) *gateway.Gateway {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "v.db"), sqlitestore.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub := gateway.NewHub()
-	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{PruneInterval: -1}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := gateway.New(eng, st, gateway.Options{Hub: hub})
-	t.Cleanup(func() { g.Close(); eng.Close(); st.Close() })
-	return g
+	return gatewaytest.Open(t, gatewaytest.Options{}).Gateway
 }
 
 func agentCaller(t *testing.T, g *gateway.Gateway, agent, session string) gateway.Caller {

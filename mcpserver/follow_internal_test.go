@@ -16,7 +16,7 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
-	"github.com/vigilhq/vigil/store/sqlitestore"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
 )
 
 func TestAnIdentityListensToTheLogOnlyForTheSessionsItSubscribesTo(t *testing.T) {
@@ -96,19 +96,13 @@ func inBubbleOn(t *testing.T, revision string, f func(b bubble)) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		st, err := sqlitestore.Open(ctx, filepath.Join(dir, "v.db"), sqlitestore.Options{Synchronous: "NORMAL"})
+		gw, err := gatewaytest.New(ctx, gatewaytest.Options{Path: filepath.Join(dir, "v.db"),
+			Gateway: gateway.Options{BookmarkInterval: bookmarkInterval}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer st.Close()
-		hub := gateway.NewHub()
-		eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{PruneInterval: -1}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer eng.Close()
-		g := gateway.New(eng, st, gateway.Options{Hub: hub, BookmarkInterval: bookmarkInterval})
-		defer g.Close()
+		defer gw.Close()
+		g := gw.Gateway
 		ref := vigil.MustRef("agent:main:main")
 		caller, err := g.ResolveCaller(ctx, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, ref.Key)
 		if err != nil {

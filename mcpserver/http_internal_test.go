@@ -12,9 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
-	"github.com/vigilhq/vigil/store/sqlitestore"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
 )
 
 // agentHeader acts as the agent named by the request's X-Agent header.
@@ -92,16 +91,7 @@ func (pipeAddr) String() string  { return "pipe" }
 func bubbleHTTP(t *testing.T, dir string, opts HTTPOptions) (*httpHandler, *gateway.Gateway, *http.Transport) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlitestore.Open(ctx, filepath.Join(dir, "v.db"), sqlitestore.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub := gateway.NewHub()
-	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{PruneInterval: -1}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := gateway.New(eng, st, gateway.Options{Hub: hub})
+	g := gatewaytest.Open(t, gatewaytest.Options{Path: filepath.Join(dir, "v.db")}).Gateway
 	resolve := func(r *http.Request) (gateway.Caller, error) {
 		return g.ResolveCaller(r.Context(), gateway.Principal{Role: gateway.RoleAgent, ID: r.Header.Get("X-Agent")}, "")
 	}
@@ -119,9 +109,6 @@ func bubbleHTTP(t *testing.T, dir string, opts HTTPOptions) (*httpHandler, *gate
 		}
 		transport.CloseIdleConnections()
 		stop()
-		g.Close()
-		eng.Close()
-		st.Close()
 	})
 	return h, g, transport
 }

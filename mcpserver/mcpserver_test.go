@@ -3,7 +3,6 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,8 +10,8 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
 	"github.com/vigilhq/vigil/mcpserver"
-	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
 // connect serves the MCP server acting as session over an in-memory pipe.
@@ -42,19 +41,7 @@ func newGateway(t *testing.T) *gateway.Gateway {
 // newGatewayWith is newGateway with limits of the test's.
 func newGatewayWith(t *testing.T, limits gateway.Limits) *gateway.Gateway {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "v.db"), sqlitestore.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub := gateway.NewHub()
-	eng, err := vigil.Open(ctx, st, vigil.Options{PruneInterval: -1, OnWake: hub.Wake, OnNotice: hub.Notice, OnRecord: hub.Record})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := gateway.New(eng, st, gateway.Options{Hub: hub, Limits: limits})
-	t.Cleanup(func() { g.Close(); eng.Close(); st.Close() })
-	return g
+	return gatewaytest.Open(t, gatewaytest.Options{Gateway: gateway.Options{Limits: limits}}).Gateway
 }
 
 func texts(r *mcp.CallToolResult) []string {

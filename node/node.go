@@ -82,6 +82,10 @@ type Options struct {
 	// Store, when set, is an open store to run on instead of opening DB.
 	// The node does not close it: its owner does, after Close.
 	Store Store
+	// Sessions, when set, is what the gateway reads and writes sessions
+	// through instead of the store itself (a wrapper that counts or fails
+	// its calls, say); the engine keeps the store.
+	Sessions sessions.Store
 
 	// Logger hears of the store's migrations and background failures,
 	// the engine's, the gateway's, the webhooks' and the change
@@ -191,7 +195,11 @@ func Open(ctx context.Context, opts Options) (_ *Node, err error) {
 			gopts.ObserveDelta = n.metrics.ObserveDelta
 		}
 	}
-	n.gw = gateway.New(n.eng, n.store, gopts)
+	var sessionStore sessions.Store = n.store
+	if opts.Sessions != nil {
+		sessionStore = opts.Sessions
+	}
+	n.gw = gateway.New(n.eng, sessionStore, gopts)
 	if n.shared != nil {
 		n.listen()
 	}

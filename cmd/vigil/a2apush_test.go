@@ -16,6 +16,7 @@ import (
 
 	"github.com/vigilhq/vigil/a2aserver"
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/internal/testwait"
 	"github.com/vigilhq/vigil/webhook"
 )
 
@@ -23,7 +24,7 @@ import (
 // tokens: every request is the local admin) and waits until it listens.
 func startServeOn(t *testing.T, bin, db string) *gatewayProcess {
 	t.Helper()
-	stderr := &syncBuffer{}
+	stderr := &testwait.Output{}
 	cmd := exec.Command(bin, "serve", "--db", db, "--addr", "127.0.0.1:0")
 	cmd.Env = mcpEnv()
 	cmd.Stderr = stderr

@@ -12,7 +12,7 @@ import (
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
-	"github.com/vigilhq/vigil/node"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
 	"github.com/vigilhq/vigil/upstream"
 )
 
@@ -21,15 +21,10 @@ import (
 // CheckUpstream.
 func adoptStartGateway(t *testing.T, roots ...string) *cliGateway {
 	t.Helper()
-	n, err := node.Open(context.Background(), node.Options{DB: filepath.Join(t.TempDir(), "vigil.db"),
-		Engine:  vigil.Options{PruneInterval: -1},
-		Gateway: gateway.Options{NoCreationNotices: true, Upstream: gateway.UpstreamOptions{Roots: roots, Every: -1}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	gw := n.Gateway()
-	g := &cliGateway{eng: n.Engine(), gw: gw, srv: httptest.NewServer(httpapi.New(gw, httpapi.Options{}))}
+	parts := gatewaytest.Open(t, gatewaytest.Options{Gateway: gateway.Options{NoCreationNotices: true,
+		Upstream: gateway.UpstreamOptions{Roots: roots, Every: -1}}})
+	gw := parts.Gateway
+	g := &cliGateway{eng: parts.Engine, gw: gw, srv: httptest.NewServer(httpapi.New(gw, httpapi.Options{Context: t.Context()}))}
 	t.Cleanup(func() {
 		gw.Close()
 		g.srv.CloseClientConnections()

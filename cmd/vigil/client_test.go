@@ -8,11 +8,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -24,7 +24,8 @@ import (
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
-	"github.com/vigilhq/vigil/node"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
+	"github.com/vigilhq/vigil/internal/testwait"
 )
 
 // cliHangGuard bounds every wait; nothing here should come near it.
@@ -74,14 +75,10 @@ func (f *cliFlusher) Flush() {
 func cliStartGateway(t *testing.T, creds *gateway.Credentials, opts vigil.Options) *cliGateway {
 	t.Helper()
 	opts.PruneInterval = -1
-	n, err := node.Open(context.Background(), node.Options{DB: filepath.Join(t.TempDir(), "vigil.db"), Engine: opts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	gw := n.Gateway()
-	h := httpapi.New(gw, httpapi.Options{Credentials: creds})
-	g := &cliGateway{eng: n.Engine(), gw: gw, opened: make(chan string, 64)}
+	parts := gatewaytest.Open(t, gatewaytest.Options{Engine: opts})
+	gw := parts.Gateway
+	h := httpapi.New(gw, httpapi.Options{Credentials: creds, Context: t.Context()})
+	g := &cliGateway{eng: parts.Engine, gw: gw, opened: make(chan string, 64)}
 	g.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.mu.Lock()
 		g.seen = append(g.seen, cliSeen{r.Method, r.URL.Path, r.Header.Get("Last-Event-ID")})
@@ -180,7 +177,7 @@ func cliJSON[T any](t *testing.T, g *cliGateway, args ...string) T {
 type cliAsync struct {
 	cancel      context.CancelFunc
 	done        chan int
-	out, errOut *syncBuffer
+	out, errOut *testwait.Output
 	code        int
 	exited      bool
 }
@@ -188,7 +185,7 @@ type cliAsync struct {
 func cliStart(t *testing.T, getenv func(string) string, args ...string) *cliAsync {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	a := &cliAsync{cancel: cancel, done: make(chan int, 1), out: &syncBuffer{}, errOut: &syncBuffer{}}
+	a := &cliAsync{cancel: cancel, done: make(chan int, 1), out: &testwait.Output{}, errOut: &testwait.Output{}}
 	go func() { a.done <- run(ctx, args, getenv, strings.NewReader(""), a.out, a.errOut) }()
 	t.Cleanup(func() { a.stop(t) })
 	return a
@@ -215,22 +212,28 @@ func (a *cliAsync) stop(t *testing.T) int {
 	return a.wait(t)
 }
 
-// waitFor waits until the command's output has a line matching re.
-func (a *cliAsync) waitFor(t *testing.T, buf *syncBuffer, re string) {
+// waitFor waits until the command's output has a line matching re: each
+// write of the command wakes the wait, and so does its end, after which a
+// line that has not come never will.
+func (a *cliAsync) waitFor(t *testing.T, buf *testwait.Output, re string) {
 	t.Helper()
 	pat := regexp.MustCompile(`(?m)` + re)
-	deadline := time.Now().Add(cliHangGuard)
-	for !pat.MatchString(buf.String()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no output matching %q (hang guard)\nstdout: %s\nstderr: %s", re, a.out, a.errOut)
+	hang := time.NewTimer(testwait.HangGuard)
+	defer hang.Stop()
+	for {
+		out, written := buf.Next()
+		if pat.MatchString(out) {
+			return
+		}
+		if a.exited {
+			t.Fatalf("the command ended (exit %d) without output matching %q\nstdout: %s\nstderr: %s", a.code, re, a.out, a.errOut)
 		}
 		select {
-		case code := <-a.done:
-			a.exited, a.code = true, code
-			if !pat.MatchString(buf.String()) {
-				t.Fatalf("the command ended (exit %d) without output matching %q\nstdout: %s\nstderr: %s", code, re, a.out, a.errOut)
-			}
-		case <-time.After(5 * time.Millisecond):
+		case <-written:
+		case a.code = <-a.done:
+			a.exited = true
+		case <-hang.C:
+			t.Fatalf("no output matching %q (hang guard)\nstdout: %s\nstderr: %s", re, a.out, a.errOut)
 		}
 	}
 }
@@ -495,17 +498,13 @@ func TestCLISendWaitsForTheReply(t *testing.T) {
 	// registered as waiting, a reply is only stored, so the test replies
 	// until one is delivered: the send runs in another process, and the
 	// answer, not the pause between tries, ends the loop.)
-	deadline := time.Now().Add(cliHangGuard)
-	for {
+	testwait.For(t, func() error {
 		out = cliOK(t, g, "reply", cliManager, "Half done.", "--reply-to", m[1])
-		if strings.Contains(out, "delivered to the waiting send") {
-			break
+		if !strings.Contains(out, "delivered to the waiting send") {
+			return fmt.Errorf("the reply never reached the send: %s", out)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the reply never reached the send (hang guard): %s", out)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	if code := send.wait(t); code != 0 {
 		t.Fatalf("send: exit %d: %s", code, send.errOut)
 	}

@@ -23,6 +23,7 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/internal/testwait"
 )
 
 const integrationsDoc = "../../docs/integrations.md"
@@ -379,7 +380,7 @@ func docRelay(t *testing.T, ctx context.Context, env func(string) string, args [
 	outR, outW := io.Pipe()
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan int, 1)
-	var stderr syncBuffer
+	var stderr testwait.Output
 	go func() {
 		done <- run(ctx, args, env, inR, outW, &stderr)
 		outW.Close()

@@ -26,6 +26,7 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/internal/testwait"
 	"github.com/vigilhq/vigil/mcpserver"
 	"github.com/vigilhq/vigil/store/sqlitestore"
 )
@@ -72,9 +73,9 @@ func mcpEnv(extra ...string) []string {
 
 // mcpStart runs `vigil args...` as a child process and connects an MCP
 // client to its standard input and output.
-func mcpStart(t *testing.T, bin string, env []string, opts *mcp.ClientOptions, args ...string) (*mcp.ClientSession, *syncBuffer) {
+func mcpStart(t *testing.T, bin string, env []string, opts *mcp.ClientOptions, args ...string) (*mcp.ClientSession, *testwait.Output) {
 	t.Helper()
-	stderr := &syncBuffer{}
+	stderr := &testwait.Output{}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = env
 	cmd.Stderr = stderr
@@ -456,7 +457,7 @@ func TestMCPRelayCancelsADroppedCallOnTheGatewayAtOnce(t *testing.T) {
 			// The relay, with its standard input a pipe of the test's: the
 			// SDK client's Close would wait for the call first.
 			cmd := exec.Command(bin, "mcp", "--session", mcpManager, "--addr", g.Addr, "--token", mcpMainToken)
-			cmd.Env, cmd.Stderr = mcpEnv(), &syncBuffer{}
+			cmd.Env, cmd.Stderr = mcpEnv(), &testwait.Output{}
 			stdin, err := cmd.StdinPipe()
 			if err != nil {
 				t.Fatal(err)
@@ -601,7 +602,7 @@ func TestServeBoundsMCPSessionsAsItsFlagsSay(t *testing.T) {
 		t.Fatalf("the second initialize: %d %v %s; want 429 naming the limit, with Retry-After", code, h, body)
 	}
 	// The first session, never closed, idles out and gives its place back.
-	eventually(t, "an initialize is admitted once the first session idled out", func() bool {
+	testwait.Until(t, "an initialize is admitted once the first session idled out", func() bool {
 		code, _, _ := initialize()
 		return code == http.StatusOK
 	})

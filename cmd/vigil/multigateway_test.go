@@ -22,6 +22,8 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/internal/leaktest"
+	"github.com/vigilhq/vigil/internal/testwait"
 )
 
 // builtBinary is the vigil binary the process tests share, built once.
@@ -55,11 +57,11 @@ func gatewayBinary(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if builtBinary.dir != "" {
-		os.RemoveAll(builtBinary.dir)
-	}
-	os.Exit(code)
+	leaktest.Main(m, func() {
+		if builtBinary.dir != "" {
+			os.RemoveAll(builtBinary.dir)
+		}
+	})
 }
 
 // gatewayProcess is `vigil serve` running as a child process. Its calls go
@@ -73,7 +75,7 @@ type gatewayProcess struct {
 // waits until it listens and hears other gateways.
 func startGatewayProcess(t *testing.T, bin, db string) *gatewayProcess {
 	t.Helper()
-	stderr := &syncBuffer{}
+	stderr := &testwait.Output{}
 	cmd := exec.Command(bin, "serve", "--db", db, "--addr", "127.0.0.1:0")
 	cmd.Env = mcpEnv()
 	cmd.Stderr = stderr
@@ -148,19 +150,6 @@ func callAsync[T any](t *testing.T, p *gatewayProcess, session, tool string, in 
 	return out
 }
 
-// eventually polls cond until it holds; the gateways are other processes.
-// The pause only spaces the looks: cond ends the wait.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(serveHangGuard)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestATurnParkedOnOneGatewayGetsTheNoticeRecordedThroughAnother(t *testing.T) {
 	a, b := twoGateways(t)
 	const manager = "agent:main:main"
@@ -169,12 +158,12 @@ func TestATurnParkedOnOneGatewayGetsTheNoticeRecordedThroughAnother(t *testing.T
 	child := sp.ChildSessionKey
 	// The notice that the child was created, queued on A, reaches B too;
 	// a turn on B takes it, and A drops its copy.
-	eventually(t, "B holds the creation notice", func() bool { return len(pendingTexts(t, b, manager)) == 1 })
+	testwait.Until(t, "B holds the creation notice", func() bool { return len(pendingTexts(t, b, manager)) == 1 })
 	first := callOK[gateway.TurnOutput](t, b.serveRun, "", manager, "session_turn", map[string]any{"sessionKey": manager, "waitSeconds": 0})
 	if len(first.SystemEvents) != 1 || !strings.HasPrefix(first.SystemEvents[0], "New session created") {
 		t.Fatalf("the first turn on B got %+v, want the creation notice", first)
 	}
-	eventually(t, "A drops the creation notice B delivered", func() bool { return len(pendingTexts(t, a, manager)) == 0 })
+	testwait.Until(t, "A drops the creation notice B delivered", func() bool { return len(pendingTexts(t, a, manager)) == 0 })
 
 	parked := callAsync[gateway.TurnOutput](t, b, manager, "session_turn", map[string]any{"sessionKey": manager, "waitSeconds": 15})
 	// A person writes into the child through gateway A.
@@ -187,7 +176,7 @@ func TestATurnParkedOnOneGatewayGetsTheNoticeRecordedThroughAnother(t *testing.T
 		t.Fatalf("the turn parked on B got %+v, want exactly %q, acknowledged", turn, want)
 	}
 	// Draining on B acknowledged it for both gateways.
-	eventually(t, "gateway A drops the notice B's turn acknowledged", func() bool { return len(pendingTexts(t, a, manager)) == 0 })
+	testwait.Until(t, "gateway A drops the notice B's turn acknowledged", func() bool { return len(pendingTexts(t, a, manager)) == 0 })
 	again := callOK[gateway.TurnOutput](t, a.serveRun, "", manager, "session_turn", map[string]any{"sessionKey": manager, "waitSeconds": 0})
 	if len(again.SystemEvents) != 0 {
 		t.Fatalf("a later turn on A got %q, want nothing: the notice was delivered once", again.SystemEvents)
@@ -234,7 +223,7 @@ func TestKillingAGatewayMidLoadLosesNoCommittedEventAndLeavesNoNoticeStuck(t *te
 			}
 		}()
 	}
-	eventually(t, "A has confirmed some writes", func() bool { return total.Load() >= 60 })
+	testwait.Until(t, "A has confirmed some writes", func() bool { return total.Load() >= 60 })
 	a.kill(t)
 	wg.Wait()
 	t.Logf("A confirmed %d writes before it was killed", total.Load())
@@ -266,7 +255,7 @@ func TestKillingAGatewayMidLoadLosesNoCommittedEventAndLeavesNoNoticeStuck(t *te
 		if confirmed[i].Load() == 0 {
 			continue
 		}
-		eventually(t, managers[i]+"'s notice reaches B", func() bool { return len(pendingTexts(t, b, managers[i])) == 1 })
+		testwait.Until(t, managers[i]+"'s notice reaches B", func() bool { return len(pendingTexts(t, b, managers[i])) == 1 })
 		turn := callOK[gateway.TurnOutput](t, b.serveRun, "", managers[i], "session_turn",
 			map[string]any{"sessionKey": managers[i], "waitSeconds": 0})
 		if len(turn.SystemEvents) != 1 || len(turn.Acknowledged) != 1 {

@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/vigilhq/vigil/httpapi"
 )
@@ -40,13 +39,9 @@ func TestOnPostgreSQLServeReadinessChecksItsChangeListener(t *testing.T) {
 	r := startServe(t, servePostgresURL(t), nil)
 	// The listener connects after the gateway listens: until it has, the
 	// gateway is not ready. Its log line comes once it has.
-	deadline := time.Now().Add(serveHangGuard)
-	for !strings.Contains(r.stderr.String(), "listening for other gateways' changes") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the change listener never connected (hang guard):\n%s", r.stderr)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	r.stderr.Await(t, "the change listener connects", func(log string) bool {
+		return strings.Contains(log, "listening for other gateways' changes")
+	})
 	if code, out := readiness(t, r); code != http.StatusOK || !reflect.DeepEqual(out.Checks, map[string]string{"store": "ok", "listener": "ok"}) {
 		t.Fatalf("/readyz: %d %+v, want 200 with the store and the listener ok", code, out)
 	}

@@ -273,9 +273,9 @@ func redactURL(db string) string {
 // The sweep reads every pending cursor and queues a notice for each: the
 // heap that lives on grows by a burst, and at its default target the
 // collector lets the burst's garbage (the lists read) pile up to as much
-// again before it runs. With 50,000 sessions and 500,000 pending cursors
-// the process peaked at 222 or 253 to 261 MiB, depending on when the
-// collector happened to run; at this target, at 230 to 237 MiB. Collecting
+// again before it runs, so a loaded gateway's peak depended on when the
+// collector happened to run. At this target the peak stays near what the
+// sweep holds (docs/performance.md, "What limits the figures"); collecting
 // sooner costs the sweep some processor time, once, at startup.
 const sweepGCPercent = 50
 

@@ -13,43 +13,24 @@ import (
 	"regexp"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/internal/pgtest"
+	"github.com/vigilhq/vigil/internal/testwait"
 	"github.com/vigilhq/vigil/webhook"
 )
 
 // serveHangGuard bounds every wait on `vigil serve`.
 const serveHangGuard = 20 * time.Second
 
-// syncBuffer is a bytes.Buffer safe to write from the server's goroutines
-// while the test polls it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // serveRun is one `vigil serve` running in a goroutine.
 type serveRun struct {
 	cancel context.CancelFunc
 	done   chan int
-	stderr *syncBuffer
+	stderr *testwait.Output
 	addr   string
 	code   int
 	exited bool
@@ -65,7 +46,7 @@ func envFunc(env map[string]string) func(string) string {
 func runServeAsync(t *testing.T, env map[string]string, args ...string) *serveRun {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &serveRun{cancel: cancel, done: make(chan int, 1), stderr: &syncBuffer{}}
+	r := &serveRun{cancel: cancel, done: make(chan int, 1), stderr: &testwait.Output{}}
 	go func() {
 		r.done <- run(ctx, append([]string{"serve"}, args...), envFunc(env), strings.NewReader(""), io.Discard, r.stderr)
 	}()
@@ -330,17 +311,10 @@ func TestServeShutdownEndsWaitingSendsAtOnce(t *testing.T) {
 		}
 		result <- out
 	}()
-	deadline := time.Now().Add(serveHangGuard)
-	for {
+	testwait.Until(t, "the message arrives", func() bool {
 		code, body := r.call(t, "", "", "sessions_history", map[string]any{"sessionKey": "agent:main:main"})
-		if code == http.StatusOK && strings.Contains(string(body), "are you there?") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the message never arrived (hang guard)")
-		}
-		time.Sleep(5 * time.Millisecond) // spaces the looks; the message ends the wait
-	}
+		return code == http.StatusOK && strings.Contains(string(body), "are you there?")
+	})
 	if code := r.stop(t); code != 0 {
 		t.Fatalf("exit %d:\n%s", code, r.stderr.String())
 	}
@@ -387,7 +361,9 @@ func TestServeShutdownEndsStreamsAndWaitingTurns(t *testing.T) {
 			turn <- a
 		}()
 		for range 20 { // give the turn time to arrive; no assertion rests on it
-			http.Get("http://" + r.addr + "/healthz")
+			if resp, err := http.Get("http://" + r.addr + "/healthz"); err == nil {
+				resp.Body.Close() // or its connection waits for the body for ever
+			}
 		}
 		if code := r.stop(t); code != 0 {
 			t.Fatalf("exit %d (a stream or turn held shutdown):\n%s", code, r.stderr.String())

@@ -5,35 +5,33 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"path/filepath"
 	"testing"
 
+	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
 	"github.com/vigilhq/vigil/internal/pgtest"
-	"github.com/vigilhq/vigil/node"
+	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
 // inProcessGateway serves the HTTP API on a loopback port from this
-// process, put together as `vigil serve` puts it together (a node with
-// metrics, the credentials of the http workload, host checks on
-// loopback, logs as JSON, here discarded), on a
+// process, put together as `vigil serve` puts it together (cmd/vigil's
+// serve: the engine on the hub, metrics, the credentials of the http
+// workload, host checks on loopback, logs as JSON, here discarded), on a
 // SQLite file at sync, or on a fresh PostgreSQL schema when sync is "", so
 // that a CPU profile of the test binary shows the gateway's path. It
 // returns the address.
 func inProcessGateway(tb testing.TB, sync string) string {
 	tb.Helper()
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	db := filepath.Join(tb.TempDir(), "vigil.db")
+	o := gatewaytest.Options{SQLite: sqlitestore.Options{Synchronous: sync}, Metrics: true,
+		Engine: vigil.Options{Logger: log, PruneInterval: vigil.DefaultPruneInterval}, Gateway: gateway.Options{Logger: log}}
 	if sync == "" {
-		db = pgtest.URL() + "&schema=" + pgtest.FreshSchema(tb)
+		o.Schema = pgtest.FreshSchema(tb)
 	}
-	n, err := node.Open(context.Background(), node.Options{DB: db, Synchronous: sync, Logger: log, Metrics: true})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { n.Close() })
-	g, m := n.Gateway(), n.Metrics()
+	gw := gatewaytest.Open(tb, o)
+	g, m := gw.Gateway, gw.Metrics
 	creds, err := gateway.NewCredentials(gateway.Config{Tokens: []gateway.TokenConfig{
 		{Token: operatorToken, Role: gateway.RoleOperator, ID: "bench-person"},
 		{Token: adminToken, Role: gateway.RoleAdmin, ID: "bench-admin"},

@@ -24,7 +24,9 @@ func everyFamily(t *testing.T) *Metrics {
 		t.Fatal(err)
 	}
 	t.Cleanup(d.Close)
-	for _, err := range []error{m.RegisterGateway(gateway.New(eng, st, gateway.Options{})), m.RegisterWebhooks(d), m.RegisterStore(st)} {
+	g := gateway.New(eng, st, gateway.Options{})
+	t.Cleanup(g.Close)
+	for _, err := range []error{m.RegisterGateway(g), m.RegisterWebhooks(d), m.RegisterStore(st)} {
 		if err != nil {
 			t.Fatal(err)
 		}

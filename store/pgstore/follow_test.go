@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/clock"
+	"github.com/vigilhq/vigil/internal/testwait"
 	"github.com/vigilhq/vigil/store/pgstore"
 )
 
@@ -67,7 +69,7 @@ func startGatewayOn(t *testing.T, st *pgstore.Store, follow bool) *gatewayOn {
 				t.Errorf("Follow returned %v, want context.Canceled", err)
 			}
 		})
-		waitUntil(t, "the listener is connected", func() bool { return g.connects.Load() > 0 })
+		testwait.Until(t, "the listener is connected", func() bool { return g.connects.Load() > 0 })
 	}
 	t.Cleanup(func() { eng.Close() })
 	return g
@@ -103,19 +105,6 @@ func (g *gatewayOn) queued(watcher string) []string {
 		out = append(out, e.Text)
 	}
 	return out
-}
-
-// waitUntil polls cond until it holds: the pause only spaces the looks,
-// and the deadline only bounds a failure, so neither orders anything.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func humanMessage(t *testing.T, eng *vigil.Engine, parent, child string) vigil.Recorded {
@@ -166,8 +155,8 @@ func TestANoticeRecordedThroughOneGatewayWakesTheWatcherOnAnother(t *testing.T) 
 
 	humanMessage(t, a.eng, fManager, fChild)
 	want := []string{vigil.NoticeText(fChild, 0)}
-	waitUntil(t, "gateway B queues the notice", func() bool { return slices.Equal(b.queued(fManager), want) })
-	waitUntil(t, "gateway B wakes the manager", func() bool { return slices.Contains(b.wakes(), fManager) })
+	testwait.Until(t, "gateway B queues the notice", func() bool { return slices.Equal(b.queued(fManager), want) })
+	testwait.Until(t, "gateway B wakes the manager", func() bool { return slices.Contains(b.wakes(), fManager) })
 	if !slices.Equal(a.queued(fManager), want) {
 		t.Fatalf("gateway A queue = %v, want %v", a.queued(fManager), want)
 	}
@@ -179,7 +168,7 @@ func TestANoticeRecordedThroughOneGatewayWakesTheWatcherOnAnother(t *testing.T) 
 	if !slices.Equal(texts(d.Events), want) || len(d.Acknowledged) != 1 {
 		t.Fatalf("turn on B = %+v, want exactly the one notice, acknowledged", d)
 	}
-	waitUntil(t, "gateway A drops the notice B acknowledged", func() bool { return len(a.queued(fManager)) == 0 })
+	testwait.Until(t, "gateway A drops the notice B acknowledged", func() bool { return len(a.queued(fManager)) == 0 })
 	if d, err := a.eng.Drain(t.Context(), fManager); err != nil || len(d.Events) != 0 {
 		t.Fatalf("a turn on A after B's = %+v, %v; want nothing", d, err)
 	}
@@ -194,8 +183,8 @@ func TestAGatewayIgnoresItsOwnAnnouncements(t *testing.T) {
 	a := startGateway(t, schema, true)
 	b := startGateway(t, schema, true)
 	humanMessage(t, a.eng, fManager, fChild)
-	waitUntil(t, "gateway B hears the change", func() bool { return len(b.refreshes()) > 0 })
-	waitUntil(t, "gateway B is told events were appended", func() bool { return b.appended.Load() > 0 })
+	testwait.Until(t, "gateway B hears the change", func() bool { return len(b.refreshes()) > 0 })
+	testwait.Until(t, "gateway B is told events were appended", func() bool { return b.appended.Load() > 0 })
 	// B heard A's commit, which it can only have done after A's own
 	// listener could have; A refreshed nothing.
 	if got := a.refreshes(); len(got) != 0 {
@@ -216,15 +205,15 @@ func TestTheListenerReconnectsAfterItsConnectionIsTerminatedAndStillDelivers(t *
 	// A change committed while B is not listening is caught by the
 	// rebuild after reconnecting, one committed after by a notification.
 	humanMessage(t, a.eng, fManager, fChild)
-	waitUntil(t, "the listener reconnects", func() bool { return b.connects.Load() >= 2 })
+	testwait.Until(t, "the listener reconnects", func() bool { return b.connects.Load() >= 2 })
 	want := []string{vigil.NoticeText(fChild, 0)}
-	waitUntil(t, "B queues the change made while it was away", func() bool { return slices.Equal(b.queued(fManager), want) })
+	testwait.Until(t, "B queues the change made while it was away", func() bool { return slices.Equal(b.queued(fManager), want) })
 
 	if _, err := b.eng.Drain(t.Context(), fManager); err != nil {
 		t.Fatal(err)
 	}
 	humanMessage(t, a.eng, fManager, fChild)
-	waitUntil(t, "B queues the follow-up change after reconnecting", func() bool { return len(b.queued(fManager)) == 1 })
+	testwait.Until(t, "B queues the follow-up change after reconnecting", func() bool { return len(b.queued(fManager)) == 1 })
 }
 
 func TestTheSafetyPollCatchesAChangeWithoutANotification(t *testing.T) {
@@ -251,7 +240,7 @@ func TestTheSafetyPollCatchesAChangeWithoutANotification(t *testing.T) {
 		WHERE watcher = $1`, fManager); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the poll rebuilds B's queue", func() bool { return len(b.queued(fManager)) == 1 })
+	testwait.Until(t, "the poll rebuilds B's queue", func() bool { return len(b.queued(fManager)) == 1 })
 }
 
 func texts(evs []vigil.SystemEvent) []string {

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/internal/testwait"
 	"github.com/vigilhq/vigil/store/pgstore"
 	"github.com/vigilhq/vigil/store/storetest"
 )
@@ -32,21 +34,14 @@ func awaitLockWait(t *testing.T, name string) {
 	t.Helper()
 	conn := connect(t)
 	defer conn.Close(context.Background())
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testwait.Until(t, "a connection of "+name+" waits for a lock", func() bool {
 		var waiting int
 		if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
 			WHERE application_name = $1 AND wait_event_type = 'Lock'`, name).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
-		if waiting > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no connection of %s started waiting for a lock", name)
-		}
-		time.Sleep(time.Millisecond) // between looks; nothing is timed by it
-	}
+		return waiting > 0
+	})
 }
 
 // Two writers hold one session each and then want the other's, which

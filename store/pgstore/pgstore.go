@@ -319,8 +319,8 @@ func (s *Store) Versions(ctx context.Context, refs []vigil.SessionRef) (map[vigi
 		// The server plans the statement over arrays anew on every run,
 		// at several times the cost of running it; with plain parameters
 		// it plans in a few microseconds. Every status check reads one
-		// session's version (docs/performance.md, "A status check's
-		// version read").
+		// session's version (docs/performance.md, "What limits the
+		// figures").
 		var v int64
 		if err := s.pool.QueryRow(ctx, versionQuery, refs[0].AgentID, refs[0].Key).Scan(&v); err != nil {
 			return nil, wrap(err)

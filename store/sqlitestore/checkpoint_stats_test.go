@@ -3,26 +3,28 @@ package sqlitestore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vigilhq/vigil/internal/testwait"
 )
 
 // waitForStats waits (bounded) until cond holds for c's counters; the
 // checkpointer runs on its own goroutine, so the test follows its state.
-// The pause between looks orders nothing: only cond ends the wait.
 func waitForStats(t *testing.T, c *checkpointer, what string, cond func(CheckpointStats) bool) CheckpointStats {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		if s := c.stats(); cond(s) {
-			return s
+	var s CheckpointStats
+	testwait.For(t, func() error {
+		if s = c.stats(); !cond(s) {
+			return fmt.Errorf("%s: not reached; counters %+v", what, s)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached; counters %+v", what, c.stats())
-		}
-	}
+		return nil
+	})
+	return s
 }
 
 // A pass that cannot run is counted as a failure, so an operator sees a

@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/vigilhq/vigil/internal/testwait"
 )
 
 // The checkpointer rests a full interval unless the log is long and is
@@ -61,13 +64,8 @@ func TestACheckpointThatCopiedFramesSyncsTheDatabaseFile(t *testing.T) {
 	c := startCheckpointer(openDB("file:"+path+"?_journal_mode=WAL&_synchronous=FULL", nil), time.Second, f, slog.New(slog.DiscardHandler))
 	defer c.close()
 	c.committed()
-	// Polled: the pause only spaces the looks, and the deadline only
-	// bounds a failure; neither orders the checkpointer.
-	for deadline := time.Now().Add(10 * time.Second); f.syncs.Load() == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the pass copied the log's frames but never synced the database file")
-		}
-	}
+	// The checkpointer signals nothing: the test looks until it synced.
+	testwait.Until(t, "the pass that copied the log's frames syncs the database file", func() bool { return f.syncs.Load() > 0 })
 	var busy, log, done int64
 	if err := w.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &log, &done); err != nil {
 		t.Fatal(err)
@@ -176,14 +174,15 @@ func TestTheLogShrinksOnceTheWriterIsQuietAfterABurst(t *testing.T) {
 	if high < 20<<20 {
 		t.Fatalf("the burst left a log of %d bytes; the test needs one of 20 MiB", high)
 	}
-	// Polled: the pause only spaces the looks; the quiet spell is the
-	// checkpointer's own, and the deadline only bounds a failure.
-	for deadline := time.Now().Add(10 * time.Second); s.CheckpointStats().Truncations == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the log was never truncated with the writer quiet: %d bytes (%d after the burst); counters %+v",
+	// The quiet spell is the checkpointer's own; the test looks until the
+	// truncation shows.
+	testwait.For(t, func() error {
+		if s.CheckpointStats().Truncations == 0 {
+			return fmt.Errorf("the log was never truncated with the writer quiet: %d bytes (%d after the burst); counters %+v",
 				walSize(), high, s.CheckpointStats())
 		}
-	}
+		return nil
+	})
 	if n := walSize(); n != 0 {
 		t.Errorf("the log is %d bytes after its truncation (%d after the burst)", n, high)
 	}

@@ -1,0 +1,9 @@
+package examples_test
+
+import (
+	"testing"
+
+	"github.com/vigilhq/vigil/internal/leaktest"
+)
+
+func TestMain(m *testing.M) { leaktest.Main(m) }
