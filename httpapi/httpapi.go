@@ -475,7 +475,7 @@ var statusOf = map[string]int{
 // answer carries that id, in its body and its Vigil-Request-Id header.
 func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil && s.opts.Context.Err() == nil {
-		s.log.Debug("the client went away before its answer", "path", r.URL.Path, "err", err)
+		s.log.DebugContext(r.Context(), "the client went away before its answer", "path", r.URL.Path, "err", err)
 		return
 	}
 	err = s.g.Public(err)

@@ -278,10 +278,10 @@ func deliverNotices(ctx context.Context, g *gateway.Gateway, caller gateway.Call
 		// The notices stay queued: a later result carries them, so the
 		// call itself has not failed.
 		if ctx.Err() != nil {
-			log.Debug("mcp: the client went away before its notices were handed over", "session", caller.Session.Key, "err", err)
+			log.DebugContext(ctx, "mcp: the client went away before its notices were handed over", "session", caller.Session.Key, "err", err)
 			return nil
 		}
-		log.Warn("mcp: hand the notices over with a tool result", "session", caller.Session.Key, "err", err)
+		log.WarnContext(ctx, "mcp: hand the notices over with a tool result", "session", caller.Session.Key, "err", err)
 		metrics.CountError(metrics.WhereMCPDrain)
 		return nil
 	}

@@ -74,6 +74,11 @@ func (nopWriteCloser) Close() error { return nil }
 // serveMCPEmbedded runs engine, gateway and MCP server in this process.
 // On a PostgreSQL database it hears what other gateways commit there.
 func serveMCPEmbedded(ctx context.Context, log *slog.Logger, dbPath, session string, t mcp.Transport) error {
+	tr, stopTracing, err := startTracing(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	st, err := openStore(ctx, dbPath, "", log)
 	if err != nil {
 		return err
@@ -81,7 +86,7 @@ func serveMCPEmbedded(ctx context.Context, log *slog.Logger, dbPath, session str
 	defer st.Close()
 	hub := gateway.NewHub()
 	ps := shareStore(st, hub)
-	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{Logger: log}))
+	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{Logger: log, TracerProvider: tr.TracerProvider()}))
 	if err != nil {
 		return err
 	}

@@ -191,6 +191,11 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		}
 		log.Warn("no tokens configured: every request acts as the local admin; listening on loopback only")
 	}
+	tr, stopTracing, err := startTracing(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing() // after the engine has closed: its last spans are exported
 	st, err := openStore(ctx, cfg.db, cfg.sync, log)
 	if err != nil {
 		return err
@@ -211,7 +216,8 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	hub := gateway.NewHub()
 	ps := shareStore(st, hub)
 	restoreGC := sweepGC()
-	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{Logger: log, OnWake: hooks.Wake, DashboardURL: cfg.dashboardURL}))
+	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{Logger: log, OnWake: hooks.Wake, DashboardURL: cfg.dashboardURL,
+		TracerProvider: tr.TracerProvider()}))
 	restoreGC()
 	if err != nil {
 		return err
@@ -259,7 +265,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	if err != nil {
 		return err
 	}
-	srv := httpapi.NewServer(h, hopts, log)
+	srv := httpapi.NewServer(tr.Handler(h), hopts, log)
 	srv.RegisterOnShutdown(func() {
 		g.Close() // waiting sends and turns answer at once instead of holding shutdown
 		closeStreams()
