@@ -34,7 +34,7 @@ func (e *Engine) Drain(ctx context.Context, watcher string) (Drained, error) {
 	if e.trace.on {
 		ctx, span := e.trace.start(ctx, SpanTurn, keyAttrs(watcher)...)
 		d, err := e.drain(ctx, watcher)
-		e.endTurn(ctx, span, d, err)
+		e.endTurn(ctx, span, watcher, d, err)
 		return d, err
 	}
 	return e.drain(ctx, watcher)

@@ -3,6 +3,7 @@ package vigil
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -189,7 +190,7 @@ func (t tracing) startWake(from trace.SpanContext, watcher string, merged bool) 
 
 // endTurn ends a turn's span, after a span for each entry it delivered,
 // linked to the span that queued it.
-func (e *Engine) endTurn(ctx context.Context, span trace.Span, d Drained, err error) {
+func (e *Engine) endTurn(ctx context.Context, span trace.Span, watcher string, d Drained, err error) {
 	if err != nil {
 		fail(span, err)
 		span.End()
@@ -198,9 +199,9 @@ func (e *Engine) endTurn(ctx context.Context, span trace.Span, d Drained, err er
 	span.SetAttributes(attrTurnEvents.Int(len(d.Events)), attrTurnAcked.Int(len(d.Acknowledged)),
 		attrTurnFollowUps.Int(len(d.FollowUps)))
 	if span.IsRecording() {
-		now := e.clk.Now()
+		now, session := e.clk.Now(), keyAttrs(watcher)
 		for _, ev := range d.Events {
-			var attrs []attribute.KeyValue
+			attrs := slices.Clone(session)
 			var opts []trace.SpanStartOption
 			if t := ev.Target; t != nil {
 				attrs = append(attrs, attrTarget.String(t.String()))

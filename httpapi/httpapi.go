@@ -188,8 +188,10 @@ func (s *server) hosts(next http.Handler) http.Handler {
 }
 
 // protect refuses a cross-origin browser request to a route with data.
+// It runs once the route is known, and names the request's span for it.
 func (s *server) protect(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		nameSpan(r)
 		if err := s.guard.check(r, true); err != nil {
 			s.fail(w, r, err)
 			return

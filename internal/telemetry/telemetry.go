@@ -190,6 +190,10 @@ func samplerOf(env func(string) string) (sdktrace.Sampler, string, error) {
 		"parentbased_always_off or parentbased_traceidratio", name)
 }
 
+// Of is tracing through tp, which its caller set up (a test, or an
+// embedder with a pipeline of its own).
+func Of(tp *sdktrace.TracerProvider) *Tracing { return &Tracing{provider: tp} }
+
 // Enabled reports whether spans are made and exported.
 func (t *Tracing) Enabled() bool { return t.provider != nil }
 

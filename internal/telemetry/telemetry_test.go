@@ -279,7 +279,7 @@ func TestTheSamplerIsTheOneTheEnvironmentNames(t *testing.T) {
 // traced is tracing on, exporting to an in-memory exporter.
 func traced() (*Tracing, *tracetest.InMemoryExporter) {
 	spans := tracetest.NewInMemoryExporter()
-	return &Tracing{provider: sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))}, spans
+	return Of(sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))), spans
 }
 
 func TestARequestIsServedInASpanChildOfTheCallersTraceButProbesAreNot(t *testing.T) {
