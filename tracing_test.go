@@ -1,7 +1,10 @@
 package vigil_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +17,7 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/internal/enginetest"
+	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
 // spanRecorder is a tracer provider that keeps every span as it ends.
@@ -159,5 +163,28 @@ func TestAnEngineWithoutATracerProviderMakesNoSpansEvenWithAGlobalOne(t *testing
 	env.close()
 	if spans := exported.GetSpans(); len(spans) != 0 {
 		t.Fatalf("%d spans, want none", len(spans))
+	}
+}
+
+// BenchmarkRecordTraced is BenchmarkRecord's NORMAL case with every span
+// sampled and exported (to nowhere) in batches, for tracing's cost on a
+// record; BenchmarkRecord is the same without tracing.
+func BenchmarkRecordTraced(b *testing.B) {
+	for _, producers := range []int{1, 8, 64} {
+		b.Run(fmt.Sprintf("NORMAL/producers=%d", producers), func(b *testing.B) {
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()),
+				sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+			b.Cleanup(func() { tp.Shutdown(context.Background()) })
+			st, err := sqlitestore.Open(ctx, filepath.Join(b.TempDir(), "bench.db"), sqlitestore.Options{Synchronous: "NORMAL"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			eng, err := vigil.Open(ctx, st, vigil.Options{PruneInterval: -1, TracerProvider: tp})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { eng.Close(); st.Close() })
+			benchRecord(b, eng, producers, 100, 2)
+		})
 	}
 }

@@ -30,7 +30,8 @@ func newMCPCmd(env *cliIO, g *cliGlobal) *cobra.Command {
 		Short: "serve MCP over standard input/output acting as KEY, through a running gateway (or --db)",
 		Long: `Serve MCP over standard input and output for one session: a bridge to a running
 gateway's /mcp endpoint (at --addr, with --token, as the client commands find it), or,
-with --db, an engine of its own on that SQLite file (or postgres:// URL).`,
+with --db, an engine of its own on that SQLite file (or postgres:// URL), which sends
+OpenTelemetry traces when the OTEL_* environment asks for them (docs/operations.md, "Tracing").`,
 		Args: noArgs,
 	}
 	session := cmd.Flags().String("session", "", "the session this MCP client acts as (env VIGIL_SESSION)")

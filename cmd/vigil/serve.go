@@ -87,7 +87,8 @@ func newServeCmd(env *cliIO, g *cliGlobal) *cobra.Command {
 		Long: `Run the gateway: the HTTP API, live streams, MCP at /mcp and the dashboard at /, on an
 embedded SQLite file (default ` + "`" + `~/.local/state/vigil/vigil.db` + "`" + `) or a postgres:// URL, listening on
 --addr (default ` + defaultAddr + `). Without tokens it listens on loopback only and every request
-is the local admin.`,
+is the local admin. It sends OpenTelemetry traces when the standard OTEL_* environment asks
+for them (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER=console…; docs/operations.md, "Tracing").`,
 		Args: noArgs,
 	}
 	getenv := env.getenv

@@ -206,9 +206,9 @@ func (t *Tracing) TracerProvider() trace.TracerProvider {
 	return t.provider
 }
 
-// propagator reads (and writes) a request's trace in W3C Trace Context
-// and Baggage headers.
-var propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+// propagator reads a request's trace from its W3C Trace Context headers
+// (traceparent, tracestate).
+var propagator = propagation.TraceContext{}
 
 // Handler wraps h so that each request it serves has a server span (a
 // child of the caller's, when its traceparent header names one), except
