@@ -67,9 +67,14 @@ func (tt toolTracing) traceTool(ctx context.Context, name string, c Caller, in a
 		span.SetAttributes(semconv.GenAIConversationID(c.Session.String()))
 	}
 	if err != nil {
-		// The code only: an error's text may quote what was asked.
+		// The code only: an error's text may quote what was asked. A
+		// caller that went away is not the gateway's failure.
+		code := Code(err)
+		if ctx.Err() != nil {
+			code = "cancelled"
+		}
 		span.SetStatus(codes.Error, "")
-		span.SetAttributes(semconv.ErrorTypeKey.String(Code(err)))
+		span.SetAttributes(semconv.ErrorTypeKey.String(code))
 		if f := (*Failure)(nil); errors.As(err, &f) {
 			span.SetAttributes(attrRequestID.String(f.RequestID))
 		}

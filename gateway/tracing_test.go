@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -204,5 +206,37 @@ func TestAPersonsMessageItsNoticeTheManagersTurnAndItsChangesSinceAreOneStoryOfS
 				t.Errorf("span %s carries message content in %s", s.Name, a.Key)
 			}
 		}
+	}
+}
+
+func TestAFailedToolCallsSpanNamesOnlyTheKindOfFailure(t *testing.T) {
+	g, _, exported := tracedGateway(t)
+	tool, _ := g.Tools().Get("session_status")
+	_, err := tool.Call(ctx, caller(t, g, person, ""), json.RawMessage(`{"sessionKey":"agent:main:subagent:secret-plans","changesSince":-1}`))
+	if err == nil {
+		t.Fatal("a negative changesSince was accepted")
+	}
+	span := traced(exported.GetSpans()).one(t, "execute_tool session_status", "", "")
+	if span.Status.Code != codes.Error || span.Status.Description != "" || attr(span, "error.type") != gateway.CodeInvalid {
+		t.Fatalf("the failed call's status %+v, error.type %q", span.Status, attr(span, "error.type"))
+	}
+	for _, e := range span.Events {
+		t.Errorf("the failed call's span has an event %s: %v", e.Name, e.Attributes)
+	}
+}
+
+func TestAToolCallWhoseCallerWentAwayIsTracedAsCancelled(t *testing.T) {
+	g, _, exported := tracedGateway(t)
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	tool, _ := g.Tools().Get("session_turn")
+	wait := 30 // nothing to do: the turn waits, and finds its caller gone
+	raw, _ := json.Marshal(gateway.TurnInput{SessionKey: "agent:main:main", WaitSeconds: &wait})
+	if _, err := tool.Call(gone, caller(t, g, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main"), raw); err == nil {
+		t.Fatal("a turn whose caller went away answered")
+	}
+	span := traced(exported.GetSpans()).one(t, "execute_tool session_turn", "", "")
+	if attr(span, "error.type") != "cancelled" {
+		t.Fatalf("error.type %q, want cancelled", attr(span, "error.type"))
 	}
 }
