@@ -302,8 +302,8 @@ func hasWatcher(cs []Cursor, watcher string) bool {
 // that changed its watcher's queue. A panic in one announcement (an
 // OnNotice hook's) keeps no other watcher from its notice: the queue must
 // follow the cursors. The first panic reaches the write's caller once all
-// are queued. ctx is the write's that caused the notices: under a
-// recorded span, each notice gets its own (SpanNoticeQueued).
+// are queued. ctx is that of the write that caused the notices: under a
+// sampled span, each notice gets a span of its own (SpanNoticeQueued).
 func (e *Engine) enqueueNotices(ctx context.Context, ns []watcherNotice) {
 	var spans []trace.Span
 	if e.trace.under(ctx) {
