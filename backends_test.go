@@ -183,6 +183,12 @@ var rulesOnPostgreSQL = []func(*testing.T){
 	TestThePendingCountFollowsTheStoreThroughEveryKindOfChange,
 	TestThePendingCountHoldsUnderConcurrentWritesSharingTransactions,
 	TestAResyncCountsWhatAnotherProcessChanged,
+	// tracing_test.go
+	TestALoneRecordsCommitIsAChildOfTheRecord,
+	TestABatchsCommitIsLinkedToEachWriteItCarriesAndEachWriteToIt,
+	TestARefusedRecordsSpanSaysItFailedWithoutItsInput,
+	TestAMergedWakeIsAChildOfTheNoticeThatAskedForIt,
+	TestAnEngineWithoutATracerProviderMakesNoSpansEvenWithAGlobalOne,
 }
 
 // sqliteOnly are the tests that open a store through newTestDB but run on

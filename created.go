@@ -316,7 +316,7 @@ func (t *Txn) announceCreation(ctx context.Context, c Creation) (notice, to stri
 		return "", "", nil // announced once already
 	}
 	ev := t.e.creationNotice(n)
-	t.AfterCommit(func() { t.e.enqueueNotice(n.Watcher, ev) })
+	t.AfterCommit(func() { t.e.enqueueNotice(ctx, n.Watcher, ev) })
 	return ev.Text, n.Watcher, nil
 }
 

@@ -50,6 +50,18 @@ func CheckDeltaLimit(limit int) (int, error) {
 // ChangesSince returns the session's events after version since, read-only:
 // no cursor moves. since must be >= 0.
 func (e *Engine) ChangesSince(ctx context.Context, ref SessionRef, since int64, limit int) (Delta, error) {
+	if e.trace.on {
+		id, agent := conversation(ref)
+		ctx, span := e.trace.start(ctx, SpanChangesSince, id, agent, attrChangesSince.Int64(since))
+		d, err := e.changesSince(ctx, ref, since, limit)
+		endChangesSince(span, d, err)
+		return d, err
+	}
+	return e.changesSince(ctx, ref, since, limit)
+}
+
+// changesSince is ChangesSince without its span.
+func (e *Engine) changesSince(ctx context.Context, ref SessionRef, since int64, limit int) (Delta, error) {
 	ref, err := Ref(ref.AgentID, ref.Key)
 	if err != nil {
 		return Delta{}, err

@@ -31,6 +31,17 @@ type Drained struct {
 // acknowledgement cannot be stored, the events are put back and the error
 // returned.
 func (e *Engine) Drain(ctx context.Context, watcher string) (Drained, error) {
+	if e.trace.on {
+		ctx, span := e.trace.start(ctx, SpanTurn, keyAttrs(watcher)...)
+		d, err := e.drain(ctx, watcher)
+		e.endTurn(ctx, span, watcher, d, err)
+		return d, err
+	}
+	return e.drain(ctx, watcher)
+}
+
+// drain is Drain without its span.
+func (e *Engine) drain(ctx context.Context, watcher string) (Drained, error) {
 	k, err := sessionkey.Parse(watcher)
 	if err != nil {
 		return Drained{}, fmt.Errorf("drain: %w", err)
@@ -119,7 +130,7 @@ func (e *Engine) Drain(ctx context.Context, watcher string) (Drained, error) {
 				d.FollowUps = append(d.FollowUps, f)
 				t.AfterCommit(func() {
 					e.stats.followUps.Add(1)
-					e.enqueueNotice(watcher, f)
+					e.enqueueNotice(ctx, watcher, f)
 				})
 			}
 		}

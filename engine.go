@@ -24,6 +24,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/vigilhq/vigil/clock"
 )
 
@@ -115,6 +117,10 @@ type Options struct {
 	// engine sharing a store should be given the same one: a notice's text
 	// is then the same wherever it is queued.
 	DashboardURL string
+	// TracerProvider, when set, gets the engine's spans (tracing.go):
+	// records, commits, notices queued and delivered, wakes, turns and
+	// delta reads. nil means no spans, at no cost to any write.
+	TracerProvider trace.TracerProvider
 }
 
 func (o Options) withDefaults() Options {
@@ -177,6 +183,7 @@ type Engine struct {
 	opts  Options
 	clk   clock.Clock
 	log   *slog.Logger
+	trace tracing
 
 	writes    writeQueue
 	closeOnce sync.Once
@@ -218,11 +225,12 @@ func Open(ctx context.Context, store Store, opts Options) (*Engine, error) {
 		opts:   opts,
 		clk:    opts.Clock,
 		log:    opts.Logger,
+		trace:  newTracing(opts.TracerProvider),
 		queues: newQueues(opts.QueueBound),
 	}
 	e.writes.idle = sync.NewCond(&e.writes.mu)
 	e.writes.maxBatch = opts.MaxBatch
-	e.waker = newWaker(e.clk, opts.WakeCoalesce, opts.OnWake)
+	e.waker = newWaker(e.clk, opts.WakeCoalesce, opts.OnWake, e.trace)
 	e.bgCtx, e.bgCancel = context.WithCancel(context.Background())
 	if _, err := e.Sweep(ctx); err != nil {
 		e.Close()
@@ -264,6 +272,10 @@ func (e *Engine) LogHorizon(ctx context.Context) (int64, error) {
 	}
 	return n, nil
 }
+
+// TracerProvider is the provider of the engine's spans (Options), nil when
+// it makes none: a gateway on the engine starts its own spans from it.
+func (e *Engine) TracerProvider() trace.TracerProvider { return e.opts.TracerProvider }
 
 // Now is the engine clock's reading.
 func (e *Engine) Now() time.Time { return e.clk.Now() }
@@ -429,6 +441,11 @@ func guard(f func() error) (err error) {
 // bad write never fails its neighbours; an op whose caller gave up is
 // answered with its context's error and left out.
 func (e *Engine) runBatch(pending []*writeOp, more func() []*writeOp) {
+	var ct *commitTrace // nil when not traced: its methods do nothing
+	if e.trace.on {
+		ct = e.trace.startCommit(pending[0].ctx)
+		defer ct.end()
+	}
 	conflicts := 0
 	for len(pending) > 0 {
 		if pending = joinLive(nil, pending); len(pending) == 0 {
@@ -437,6 +454,7 @@ func (e *Engine) runBatch(pending []*writeOp, more func() []*writeOp) {
 		tx, err := e.store.BeginWrite(e.bgCtx)
 		if err != nil {
 			e.stats.storeErrors.Add(1)
+			ct.failed(pending, err)
 			e.failAll(pending, fmt.Errorf("begin write: %w", err))
 			return
 		}
@@ -481,6 +499,7 @@ func (e *Engine) runBatch(pending []*writeOp, more func() []*writeOp) {
 			if err := tx.Rollback(); err != nil {
 				e.log.Error("rollback failed", "err", err)
 			}
+			ct.rolledBack()
 			if errors.Is(failErr, ErrRetryable) && conflicts < maxConflictRetries {
 				conflicts++
 				e.stats.conflicts.Add(1)
@@ -497,11 +516,13 @@ func (e *Engine) runBatch(pending []*writeOp, more func() []*writeOp) {
 				continue
 			}
 			e.stats.storeErrors.Add(1)
+			ct.failed(pending, err)
 			e.failAll(pending, fmt.Errorf("commit: %w", err))
 			return
 		}
 		e.stats.batches.Add(1)
 		e.stats.batchedWrites.Add(int64(len(pending)))
+		ct.committed(pending)
 		e.countPending(pending) // before any write's hooks run, as records are
 		logged := 0
 		for _, op := range pending {

@@ -125,7 +125,7 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 			}
 		}
 		n += m
-		t.AfterCommit(func() { e.enqueueNotices(queued) })
+		t.AfterCommit(func() { e.enqueueNotices(ctx, queued) })
 		t.AfterCommit(func() { e.stats.sweepRequeued.Add(int64(n)) })
 		return nil
 	})

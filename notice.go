@@ -82,6 +82,9 @@ type SystemEvent struct {
 	// deleted marks a tombstone's notice: the target was deleted, and the
 	// turn that consumes the notice deletes the tombstone.
 	deleted bool
+	// origin is the span that queued the entry, and when; nil unless
+	// traced (tracing.go).
+	origin *noticeTrace
 }
 
 // noWatermark marks a notice whose watermark no cursor can match.

@@ -85,6 +85,9 @@ func (q *queues) put(watcher string, ev SystemEvent, evict bool, room int) (chan
 	for i := range list {
 		if sameSlot(list[i], ev) {
 			changed = list[i].Text != ev.Text
+			if !changed && list[i].origin != nil {
+				ev.origin = list[i].origin // the notice has waited since then
+			}
 			list[i] = ev // the same text may carry a newer watermark
 			return changed, 0
 		}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/vigilhq/vigil/sessionkey"
 )
 
@@ -31,6 +33,17 @@ type Recorded struct {
 // logged and counted here, so a caller may ignore the error; a caller that
 // wants it has it. Invalid input is refused before anything is stored.
 func (e *Engine) Record(ctx context.Context, r Record) (Recorded, error) {
+	if e.trace.on {
+		ctx, span := e.trace.startRecord(ctx, r)
+		res, err := e.record(ctx, r)
+		endRecord(span, res, err)
+		return res, err
+	}
+	return e.record(ctx, r)
+}
+
+// record is Record without its span.
+func (e *Engine) record(ctx context.Context, r Record) (Recorded, error) {
 	valid, err := r.validate()
 	if err != nil {
 		err = fmt.Errorf("%w: %w", ErrBadRequest, err)
@@ -46,7 +59,7 @@ func (e *Engine) Record(ctx context.Context, r Record) (Recorded, error) {
 	}
 	if err != nil {
 		e.stats.recordFailures.Add(1)
-		e.log.Warn("record event failed", "session", r.Session.String(), "kind", string(r.Kind), "err", err)
+		e.log.WarnContext(ctx, "record event failed", "session", r.Session.String(), "kind", string(r.Kind), "err", err)
 		return Recorded{}, fmt.Errorf("record %s on %s: %w", r.Kind, r.Session, err)
 	}
 	return res, nil
@@ -93,6 +106,17 @@ func (w *recordWrite) run(ctx context.Context, t *Txn) error {
 // write changes. Unlike Engine.Record it does not log failures: the error
 // fails the write.
 func (t *Txn) Record(ctx context.Context, r Record) (Recorded, error) {
+	if t.e.trace.on {
+		ctx, span := t.e.trace.startRecord(ctx, r)
+		res, err := t.recordValid(ctx, r)
+		endRecord(span, res, err)
+		return res, err
+	}
+	return t.recordValid(ctx, r)
+}
+
+// recordValid is Txn.Record without its span.
+func (t *Txn) recordValid(ctx context.Context, r Record) (Recorded, error) {
 	valid, err := r.validate()
 	if err != nil {
 		return Recorded{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
@@ -216,7 +240,7 @@ func (t *Txn) record(ctx context.Context, ev, valid *Event, occurredAt time.Time
 		e.notices.keep(target, notices)
 		t.AfterCommit(func() {
 			defer recycleNotices(list, queued)
-			e.enqueueNotices(queued)
+			e.enqueueNotices(ctx, queued)
 		})
 	}
 	return Recorded{Event: *ev, Appended: true}, nil
@@ -278,8 +302,13 @@ func hasWatcher(cs []Cursor, watcher string) bool {
 // that changed its watcher's queue. A panic in one announcement (an
 // OnNotice hook's) keeps no other watcher from its notice: the queue must
 // follow the cursors. The first panic reaches the write's caller once all
-// are queued.
-func (e *Engine) enqueueNotices(ns []watcherNotice) {
+// are queued. ctx is that of the write that caused the notices: under a
+// sampled span, each notice gets a span of its own (SpanNoticeQueued).
+func (e *Engine) enqueueNotices(ctx context.Context, ns []watcherNotice) {
+	var spans []trace.Span
+	if e.trace.under(ctx) {
+		spans = e.startNoticeSpans(ctx, ns)
+	}
 	changed := make([]bool, len(ns))
 	if dropped := e.queues.pushAll(ns, changed); dropped > 0 {
 		e.stats.queueOverflow.Add(int64(dropped))
@@ -293,6 +322,10 @@ func (e *Engine) enqueueNotices(ns []watcherNotice) {
 			first = err
 		}
 	}
+	for i, span := range spans {
+		span.SetAttributes(attrNoticeChanged.Bool(changed[i]))
+		span.End()
+	}
 	if first != nil {
 		panic(first) // a *panicked: guard passes it on with its stack
 	}
@@ -300,14 +333,15 @@ func (e *Engine) enqueueNotices(ns []watcherNotice) {
 
 // enqueueNotice queues one notice as enqueueNotices does. Runs after
 // commit, on the writer.
-func (e *Engine) enqueueNotice(watcher string, ev SystemEvent) {
-	e.enqueueNotices([]watcherNotice{{watcher, ev}})
+func (e *Engine) enqueueNotice(ctx context.Context, watcher string, ev SystemEvent) {
+	e.enqueueNotices(ctx, []watcherNotice{{watcher, ev}})
 }
 
 // noticeQueued announces a notice that just entered watcher's queue (or
 // changed its text there): counted, published, and the watcher woken
 // unless it is a sub-agent or the entry is quiet (a creation notice, an
-// ambient watch's notice).
+// ambient watch's notice). The wake follows from the notice's span, if it
+// has one.
 func (e *Engine) noticeQueued(watcher string, ev SystemEvent) {
 	e.stats.noticesQueued.Add(1)
 	if e.opts.OnNotice != nil {
@@ -315,6 +349,10 @@ func (e *Engine) noticeQueued(watcher string, ev SystemEvent) {
 	}
 	if !ev.quiet && !sessionkey.IsSubAgent(watcher) {
 		e.stats.wakes.Add(1)
-		e.waker.wake(watcher)
+		var from trace.SpanContext
+		if ev.origin != nil {
+			from = ev.origin.span
+		}
+		e.waker.wake(watcher, from)
 	}
 }

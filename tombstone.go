@@ -69,7 +69,7 @@ func (t *Txn) RemoveSession(ctx context.Context, ref SessionRef, by string) ([]s
 		for i, w := range told {
 			ns[i] = watcherNotice{w, deletedNotice(ref)}
 		}
-		t.AfterCommit(func() { t.e.enqueueNotices(ns) })
+		t.AfterCommit(func() { t.e.enqueueNotices(ctx, ns) })
 	}
 	return told, nil
 }

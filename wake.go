@@ -4,6 +4,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/vigilhq/vigil/clock"
 )
 
@@ -18,6 +20,7 @@ type waker struct {
 	clk    clock.Clock
 	window time.Duration
 	fn     func(watcher string)
+	trace  tracing
 
 	mu      sync.Mutex // guards state and closed
 	state   map[string]*wakeState
@@ -28,13 +31,17 @@ type waker struct {
 type wakeState struct {
 	windowEnd time.Time
 	timer     clock.Timer // non-nil while a merged wake is scheduled
+	// from is the span of the notice that scheduled the merged wake.
+	from trace.SpanContext
 }
 
-func newWaker(clk clock.Clock, window time.Duration, fn func(string)) *waker {
-	return &waker{clk: clk, window: window, fn: fn, state: map[string]*wakeState{}}
+func newWaker(clk clock.Clock, window time.Duration, fn func(string), t tracing) *waker {
+	return &waker{clk: clk, window: window, fn: fn, trace: t, state: map[string]*wakeState{}}
 }
 
-func (w *waker) wake(watcher string) {
+// wake wakes watcher, now or at the end of its window; from is the span of
+// the notice that asks for it, if it has one.
+func (w *waker) wake(watcher string, from trace.SpanContext) {
 	if w.fn == nil {
 		return
 	}
@@ -50,12 +57,13 @@ func (w *waker) wake(watcher string) {
 			w.pruneLocked(now)
 		}
 		w.state[watcher] = &wakeState{windowEnd: now.Add(w.window)}
-		w.fire(watcher)
+		w.fire(watcher, from, false)
 		return
 	}
 	if st.timer != nil {
 		return
 	}
+	st.from = from
 	st.timer = w.clk.AfterFunc(st.windowEnd.Sub(now), func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -64,7 +72,8 @@ func (w *waker) wake(watcher string) {
 		}
 		st.timer = nil
 		st.windowEnd = w.clk.Now().Add(w.window)
-		w.fire(watcher)
+		w.fire(watcher, st.from, true)
+		st.from = trace.SpanContext{}
 	})
 }
 
@@ -81,11 +90,16 @@ func (w *waker) pruneLocked(now time.Time) {
 	}
 }
 
-// fire runs the callback on its own goroutine. Called with w.mu held.
-func (w *waker) fire(watcher string) {
+// fire runs the callback on its own goroutine, in a span (SpanWake) when
+// the notice that asked for it has one. Called with w.mu held.
+func (w *waker) fire(watcher string, from trace.SpanContext, merged bool) {
 	w.running.Add(1)
 	go func() {
 		defer w.running.Done()
+		if w.trace.on && from.IsValid() {
+			_, span := w.trace.startWake(from, watcher, merged)
+			defer span.End()
+		}
 		w.fn(watcher)
 	}()
 }

@@ -174,7 +174,7 @@ func (h *core) send(ctx context.Context, c gateway.Caller, in sendInput) (string
 		if err != nil {
 			return "", nil, nil, err
 		}
-		out, err := h.g.Spawn(ctx, c, gateway.SpawnInput{Task: in.text, Label: label, AgentID: agent})
+		out, err := gateway.Invoke(ctx, h.g, "sessions_spawn", c, gateway.SpawnInput{Task: in.text, Label: label, AgentID: agent}, h.g.Spawn)
 		if err != nil {
 			return "", nil, nil, rpcError(err)
 		}
@@ -197,7 +197,7 @@ func (h *core) send(ctx context.Context, c gateway.Caller, in sendInput) (string
 	if c.Session == nil {
 		sin.Channel = "a2a" // a person's message says how it came
 	}
-	out, err := h.g.Send(ctx, c, sin)
+	out, err := gateway.Invoke(ctx, h.g, "sessions_send", c, sin, h.g.Send)
 	if err != nil {
 		return "", nil, nil, rpcError(err)
 	}
@@ -221,7 +221,7 @@ func (h *core) task(ctx context.Context, c gateway.Caller, key string, since *in
 	if key == "" {
 		return nil, gateway.StatusOutput{}, fmt.Errorf("a task id (a session key) is required: %w", a2a.ErrInvalidParams)
 	}
-	st, err := h.g.Status(ctx, c, gateway.StatusInput{SessionKey: key, ChangesSince: since})
+	st, err := gateway.Invoke(ctx, h.g, "session_status", c, gateway.StatusInput{SessionKey: key, ChangesSince: since}, h.g.Status)
 	if err != nil {
 		return nil, st, rpcError(err)
 	}

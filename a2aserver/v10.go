@@ -450,7 +450,7 @@ func (h *core) listTasks(ctx context.Context, c gateway.Caller, f listFilter) (t
 		limit := 200
 		in := gateway.ListInput{Limit: &limit}
 		for {
-			out, err := h.g.List(ctx, c, in)
+			out, err := gateway.Invoke(ctx, h.g, "sessions_list", c, in, h.g.List)
 			if err != nil {
 				return taskPage{}, rpcError(err)
 			}

@@ -99,7 +99,11 @@ func (f *Failure) Unwrap() []error {
 // other error (internal: a bug), is logged in full under a new request id
 // and returned as a *Failure that names only that id and whether to retry.
 // A *Failure is returned as it is.
-func (g *Gateway) Public(err error) error {
+func (g *Gateway) Public(err error) error { return g.publicIn(context.Background(), err) }
+
+// publicIn is Public for a request whose context the log line carries
+// (with its trace, when it has one).
+func (g *Gateway) publicIn(ctx context.Context, err error) error {
 	var f *Failure
 	if err == nil || errors.As(err, &f) {
 		return err
@@ -110,9 +114,9 @@ func (g *Gateway) Public(err error) error {
 	}
 	f = &Failure{RequestID: "req-" + randomID(), Store: store, err: err}
 	if store {
-		g.log.Warn("request failed: the store failed", "requestId", f.RequestID, "err", err)
+		g.log.WarnContext(ctx, "request failed: the store failed", "requestId", f.RequestID, "err", err)
 	} else {
-		g.log.Error("request failed: internal error", "requestId", f.RequestID, "err", err)
+		g.log.ErrorContext(ctx, "request failed: internal error", "requestId", f.RequestID, "err", err)
 	}
 	return f
 }
@@ -122,6 +126,6 @@ func (g *Gateway) Public(err error) error {
 // operations a transport calls defer it.
 func (g *Gateway) public(ctx context.Context, err *error) {
 	if *err != nil && ctx.Err() == nil {
-		*err = g.Public(*err)
+		*err = g.publicIn(ctx, *err)
 	}
 }

@@ -21,18 +21,30 @@ type Tool struct {
 	// others are for runtimes and people.
 	ForModels bool
 	call      func(context.Context, Caller, json.RawMessage) (any, error)
+	trace     toolTracing
 }
 
 // Call decodes input strictly (unknown fields, wrong types and malformed
-// JSON are refused with an error naming the problem) and runs the tool.
+// JSON are refused with an error naming the problem) and runs the tool,
+// in the tool call's span when the gateway traces (tracing.go).
 func (t *Tool) Call(ctx context.Context, c Caller, input json.RawMessage) (any, error) {
-	return t.call(ctx, c, input)
+	return t.trace.traceTool(ctx, t.Name, c, input, func(ctx context.Context) (any, error) { return t.call(ctx, c, input) })
+}
+
+// Invoke runs h, the handler of the tool named name, on an input its
+// transport decoded itself (A2A maps its methods onto tools), in the same
+// span as Tool.Call runs the tool.
+func Invoke[In, Out any](ctx context.Context, g *Gateway, name string, c Caller, in In, h func(context.Context, Caller, In) (Out, error)) (Out, error) {
+	out, err := g.tools.trace.traceTool(ctx, name, c, in, func(ctx context.Context) (any, error) { return h(ctx, c, in) })
+	o, _ := out.(Out)
+	return o, err
 }
 
 // Registry is the set of tools.
 type Registry struct {
 	tools  []*Tool
 	byName map[string]*Tool
+	trace  toolTracing
 }
 
 // Get finds a tool by name.
@@ -67,6 +79,9 @@ func define[In, Out any](name string, forModels bool, description string, h func
 
 func newRegistry(g *Gateway) *Registry {
 	r := &Registry{byName: map[string]*Tool{}}
+	if g.eng != nil { // a registry only read for its schemas has none
+		r.trace = newToolTracing(g.eng.TracerProvider())
+	}
 	for _, t := range []*Tool{
 		define("sessions_list", true, "List the sessions you can reach, with their kind, parent, goal and state version. "+
 			"Use it to find a session's key. Filter by agentId or kind; page with cursor.", g.List),
@@ -108,6 +123,7 @@ func newRegistry(g *Gateway) *Registry {
 		define("session_upstream_links", false, "List the adopted sessions' links a follower of one host checks (those someone "+
 			"watches), with where each stands in its transcript.", g.UpstreamLinks),
 	} {
+		t.trace = r.trace
 		r.tools = append(r.tools, t)
 		r.byName[t.Name] = t
 	}

@@ -258,7 +258,7 @@ func (g *Gateway) takeTurn(ctx context.Context, ref vigil.SessionRef) (TurnOutpu
 		return tx.PutSession(ctx, s)
 	})
 	if err != nil {
-		g.log.Error("turn: read inbox", "session", ref.String(), "err", err)
+		g.log.ErrorContext(ctx, "turn: read inbox", "session", ref.String(), "err", err)
 		out.Messages = out.Messages[:0]
 	}
 	return out, true, nil

@@ -188,8 +188,10 @@ func (s *server) hosts(next http.Handler) http.Handler {
 }
 
 // protect refuses a cross-origin browser request to a route with data.
+// It runs once the route is known, and names the request's span for it.
 func (s *server) protect(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		nameSpan(r)
 		if err := s.guard.check(r, true); err != nil {
 			s.fail(w, r, err)
 			return
@@ -475,7 +477,7 @@ var statusOf = map[string]int{
 // answer carries that id, in its body and its Vigil-Request-Id header.
 func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil && s.opts.Context.Err() == nil {
-		s.log.Debug("the client went away before its answer", "path", r.URL.Path, "err", err)
+		s.log.DebugContext(r.Context(), "the client went away before its answer", "path", r.URL.Path, "err", err)
 		return
 	}
 	err = s.g.Public(err)

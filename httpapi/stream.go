@@ -442,7 +442,7 @@ func (s *server) logEvents(w http.ResponseWriter, r *http.Request, c gateway.Cal
 			// events after it may all be retained.
 			d, err := s.g.Engine().ChangesSince(ctx, *filterRef, gap.Requested, 1)
 			if err != nil {
-				s.log.Error("event stream: read the session's pruned position", "session", filterRef.String(), "err", err)
+				s.log.ErrorContext(ctx, "event stream: read the session's pruned position", "session", filterRef.String(), "err", err)
 				return err
 			}
 			if d.HistoryGap {

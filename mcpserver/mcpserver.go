@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
@@ -119,7 +120,8 @@ func newServer(g *gateway.Gateway, log *slog.Logger, from origin, subs *subscrip
 // its slot and stops. It also names, in the HTTP request metrics, the tool
 // each tools/call runs, so MCP's calls are counted and timed per tool as
 // the HTTP API's are (under the /mcp route); only names of the registry's
-// model tools become labels. Notifications pass untouched: no caller acts
+// model tools become labels. A traced carrier's span is the parent of
+// what the handler traces. Notifications pass untouched: no caller acts
 // in them, and their carrier is answered before they are handled.
 func fromCarrier(g *gateway.Gateway, from origin) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
@@ -139,6 +141,9 @@ func fromCarrier(g *gateway.Gateway, from origin) mcp.Middleware {
 			ctx, cancel := context.WithCancel(context.WithValue(ctx, callerKey{}, c))
 			defer cancel()
 			defer context.AfterFunc(carrier, cancel)()
+			if span := trace.SpanFromContext(carrier); span.SpanContext().IsValid() {
+				ctx = trace.ContextWithSpan(ctx, span) // the tool's span is the request's child
+			}
 			return next(ctx, method, req)
 		}
 	}
@@ -278,10 +283,10 @@ func deliverNotices(ctx context.Context, g *gateway.Gateway, caller gateway.Call
 		// The notices stay queued: a later result carries them, so the
 		// call itself has not failed.
 		if ctx.Err() != nil {
-			log.Debug("mcp: the client went away before its notices were handed over", "session", caller.Session.Key, "err", err)
+			log.DebugContext(ctx, "mcp: the client went away before its notices were handed over", "session", caller.Session.Key, "err", err)
 			return nil
 		}
-		log.Warn("mcp: hand the notices over with a tool result", "session", caller.Session.Key, "err", err)
+		log.WarnContext(ctx, "mcp: hand the notices over with a tool result", "session", caller.Session.Key, "err", err)
 		metrics.CountError(metrics.WhereMCPDrain)
 		return nil
 	}

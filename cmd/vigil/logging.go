@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/vigilhq/vigil/internal/telemetry"
 )
 
 // logFlags are the flags that say what a long-running command logs, and
@@ -28,7 +30,8 @@ func addLogFlags(cmd *cobra.Command, level string, formats bool) *logFlags {
 }
 
 // logger is the logger the flags ask for, writing to w; a value it does
-// not know is a usage error.
+// not know is a usage error. A line logged inside a traced request carries
+// its trace_id and span_id.
 func (f *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.level)); err != nil || strings.ContainsAny(f.level, "+-") {
@@ -37,9 +40,9 @@ func (f *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: level}
 	switch f.format {
 	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		return slog.New(telemetry.LogHandler(slog.NewTextHandler(w, opts))), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(telemetry.LogHandler(slog.NewJSONHandler(w, opts))), nil
 	}
 	return nil, cliUsagef("--log-format %q: use text or json", f.format)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/client"
 	"github.com/vigilhq/vigil/clock"
 	"github.com/vigilhq/vigil/gateway"
@@ -30,7 +31,8 @@ func newMCPCmd(env *cliIO, g *cliGlobal) *cobra.Command {
 		Short: "serve MCP over standard input/output acting as KEY, through a running gateway (or --db)",
 		Long: `Serve MCP over standard input and output for one session: a bridge to a running
 gateway's /mcp endpoint (at --addr, with --token, as the client commands find it), or,
-with --db, an engine of its own on that SQLite file (or postgres:// URL).`,
+with --db, an engine of its own on that SQLite file (or postgres:// URL), which sends
+OpenTelemetry traces when the OTEL_* environment asks for them (docs/operations.md, "Tracing").`,
 		Args: noArgs,
 	}
 	session := cmd.Flags().String("session", "", "the session this MCP client acts as (env VIGIL_SESSION)")
@@ -75,7 +77,13 @@ func (nopWriteCloser) Close() error { return nil }
 // PostgreSQL database, the change listener that hears what other gateways
 // commit there) and serves MCP on it.
 func serveMCPEmbedded(ctx context.Context, log *slog.Logger, db, session string, t mcp.Transport) error {
-	n, err := node.Open(ctx, node.Options{DB: db, Logger: log})
+	tr, stopTracing, err := startTracing(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	n, err := node.Open(ctx, node.Options{DB: db, Logger: log,
+		Engine: vigil.Options{TracerProvider: tr.TracerProvider()}})
 	if err != nil {
 		return err
 	}

@@ -85,7 +85,8 @@ func newServeCmd(env *cliIO, g *cliGlobal) *cobra.Command {
 		Long: `Run the gateway: the HTTP API, live streams, MCP at /mcp and the dashboard at /, on an
 embedded SQLite file (default ` + "`" + `~/.local/state/vigil/vigil.db` + "`" + `) or a postgres:// URL, listening on
 --addr (default ` + defaultAddr + `). Without tokens it listens on loopback only and every request
-is the local admin.`,
+is the local admin. It sends OpenTelemetry traces when the standard OTEL_* environment asks
+for them (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER=console…; docs/operations.md, "Tracing").`,
 		Args: noArgs,
 	}
 	getenv := env.getenv
@@ -189,6 +190,11 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		}
 		log.Warn("no tokens configured: every request acts as the local admin; listening on loopback only")
 	}
+	tr, stopTracing, err := startTracing(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing() // after the node has closed: its last spans are exported
 	targets := map[string]webhook.Target{}
 	for _, w := range conf.Webhooks {
 		if _, dup := targets[w.Agent]; dup {
@@ -202,7 +208,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	}
 	restoreGC := sweepGC() // node.Open runs the startup sweep
 	n, err := node.Open(ctx, node.Options{DB: cfg.db, Synchronous: cfg.sync, Logger: log, Webhooks: targets, Metrics: true,
-		Engine: vigil.Options{DashboardURL: cfg.dashboardURL},
+		Engine: vigil.Options{DashboardURL: cfg.dashboardURL, TracerProvider: tr.TracerProvider()},
 		Gateway: gateway.Options{Limits: cfg.limits, BookmarkInterval: cfg.http.BookmarkInterval,
 			NoCreationNotices: !cfg.notifyOnCreate, NoGroupWatches: !cfg.groupWatches, StuckAfter: stuckAfter,
 			Upstream: cfg.upstream}})
@@ -235,7 +241,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	if err != nil {
 		return err
 	}
-	srv := httpapi.NewServer(h, hopts, log)
+	srv := httpapi.NewServer(tr.Handler(h), hopts, log)
 	srv.RegisterOnShutdown(func() {
 		g.Close() // waiting sends and turns answer at once instead of holding shutdown
 		closeStreams()
