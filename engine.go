@@ -172,6 +172,26 @@ func CheckDashboardURL(s string) error {
 // Engine records events, keeps cursors and queues notices. It is safe for
 // concurrent use. The embedder owns the Store and closes it after the
 // Engine.
+//
+// Lock order. What an engine waits for, outermost first:
+//
+//  1. maintenance, the maintenance turn (a token, not a mutex: see below),
+//     held by a sweep, a prune and the touch of swept cursors for their
+//     whole run;
+//  2. the store's maintenance lock (Store.LockMaintenance), taken only
+//     with the turn held, and never while this engine keeps another hold
+//     of it (sweptCursors.unlock) that only the turn's next holder would
+//     release;
+//  3. the write queue: a write waits for its batch to commit, and its
+//     batch's writes wait for the store's session locks (Tx.LockSession);
+//  4. the leaves: writes.mu, schedMu, swept.mu, notices.mu, queues.mu and
+//     waker.mu, each held briefly, never across a write, a store call or
+//     the taking of another.
+//
+// Nothing waits for an earlier level while it holds a later one: a write's
+// function and its effects, which run inside level 3, never ask for the
+// turn (Prune and Sweep are called outside writes, and the inline prune a
+// write makes due runs after its batch has answered it).
 type Engine struct {
 	store Store
 	opts  Options
@@ -193,14 +213,20 @@ type Engine struct {
 	bgCancel context.CancelFunc
 	bg       sync.WaitGroup
 
-	// pruneMu is held for a whole prune, sweep or touch of swept cursors,
-	// so that none of them interleaves with another: a prune must never
-	// expire a cursor the sweep re-notified but has not yet touched.
-	pruneMu   sync.Mutex
-	schedMu   sync.Mutex // guards lastPrune and pruneBusy
-	lastPrune time.Time  // when the last automatic prune began; zero if none has
-	pruneBusy bool
-	swept     sweptCursors
+	// maintenance holds a token while a prune, a sweep or the touch of
+	// swept cursors runs, so that none of them interleaves with another:
+	// a prune must never expire a cursor the sweep re-notified but has
+	// not yet touched. A channel rather than a mutex: the turn is held
+	// across writes that queue behind producers and across the store's
+	// maintenance lock, a wait on another process, so whoever waits for
+	// it must be able to give up when its context ends (see
+	// maintenanceTurn), and Close must not wait behind an explicit
+	// Prune's turn for the background work to stop.
+	maintenance chan struct{}
+	schedMu     sync.Mutex // a leaf; guards lastPrune and pruneBusy
+	lastPrune   time.Time  // when the last automatic prune began; zero if none has
+	pruneBusy   bool
+	swept       sweptCursors
 }
 
 // Open starts an engine on store. Before it returns it runs the startup
@@ -219,6 +245,8 @@ func Open(ctx context.Context, store Store, opts Options) (*Engine, error) {
 		clk:    opts.Clock,
 		log:    opts.Logger,
 		queues: newQueues(opts.QueueBound),
+		// The token is in the channel while the turn is held.
+		maintenance: make(chan struct{}, 1),
 	}
 	e.writes.idle = sync.NewCond(&e.writes.mu)
 	e.writes.maxBatch = opts.MaxBatch

@@ -93,7 +93,7 @@ func (q *writeQueue) release(op *writeOp) {
 // goroutine, with no hand-off to wait for, and concurrent writers share
 // transactions as before.
 type writeQueue struct {
-	mu      sync.Mutex
+	mu      sync.Mutex // a leaf in the engine's lock order (see Engine)
 	idle    *sync.Cond // broadcast when leading turns false
 	queue   []*writeOp
 	leading bool // a caller is committing; false implies queue is empty

@@ -41,8 +41,16 @@ const sweepLockWait = 30 * time.Second
 // Cursors of deleted watchers are deleted with them, so every cursor found
 // here belongs to a watcher that still exists.
 func (e *Engine) Sweep(ctx context.Context) (int, error) {
-	e.pruneMu.Lock()
-	defer e.pruneMu.Unlock()
+	release, err := e.maintenanceTurn(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("sweep: %w", err)
+	}
+	defer release()
+	// What an earlier sweep left to touch is touched first: it may hold
+	// the store's maintenance lock until then, which this sweep takes.
+	if err := e.touchSwept(ctx); err != nil {
+		return 0, fmt.Errorf("sweep: %w", err)
+	}
 	unlock := func() {}
 	if l, ok := e.store.(MaintenanceLocker); ok {
 		// Wait a while for another process's prune or sweep to end, but not
@@ -72,7 +80,7 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 	var n int
 	var later []cursorID
 	var at int64
-	err := e.Update(ctx, func(ctx context.Context, t *Txn) error {
+	err = e.Update(ctx, func(ctx context.Context, t *Txn) error {
 		pending, err := t.tx.PendingCursors(ctx)
 		if err != nil {
 			return err
@@ -140,14 +148,31 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 		e.bg.Add(1)
 		go func() {
 			defer e.bg.Done()
-			e.pruneMu.Lock()
-			defer e.pruneMu.Unlock()
+			release, err := e.maintenanceTurn(e.bgCtx)
+			if err != nil {
+				// Closing: what is left stays untouched, and the
+				// maintenance lock goes with the engine.
+				e.swept.forget()
+				return
+			}
+			defer release()
 			if err := e.touchSwept(e.bgCtx); err != nil && e.bgCtx.Err() == nil && !errors.Is(err, ErrClosed) {
 				e.log.Error("touch the cursors the sweep re-notified", "err", err)
 			}
 		}()
 	}
 	return n, nil
+}
+
+// maintenanceTurn waits for the maintenance turn (Engine.maintenance), or
+// for ctx to end, and returns the function that gives the turn back.
+func (e *Engine) maintenanceTurn(ctx context.Context) (release func(), err error) {
+	select {
+	case e.maintenance <- struct{}{}:
+		return func() { <-e.maintenance }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for the maintenance turn: %w", ctx.Err())
+	}
 }
 
 // cursorID names a cursor.
@@ -159,21 +184,30 @@ type cursorID struct {
 // sweptCursors are the cursors the last sweep re-notified without writing
 // them, which are still to get the sweep's time as UpdatedAt.
 type sweptCursors struct {
-	mu      sync.Mutex
-	at      int64 // the sweep's time, ms since epoch
+	mu      sync.Mutex // a leaf in the engine's lock order (see Engine)
+	at      int64      // the sweep's time, ms since epoch
 	cursors []cursorID
 	unlock  func() // releases the maintenance lock the sweep took, if any
 }
 
 // set replaces what is left to touch with the cursors of a newer sweep,
-// which lists every cursor still pending.
+// which lists every cursor still pending. The maintenance lock an older
+// sweep left is released, outside s.mu: it may be a round trip.
 func (s *sweptCursors) set(at int64, cursors []cursorID, unlock func()) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.unlock != nil {
-		s.unlock()
-	}
+	old := s.unlock
 	s.at, s.cursors, s.unlock = at, cursors, unlock
+	s.mu.Unlock()
+	if old != nil {
+		old()
+	}
+}
+
+// forget drops what is left to touch and releases the maintenance lock
+// held for it, if any.
+func (s *sweptCursors) forget() {
+	_, _, unlock := s.take()
+	unlock()
 }
 
 // take returns what is left to touch and forgets it.
@@ -200,7 +234,8 @@ func (s *sweptCursors) putBack(at int64, cursors []cursorID) {
 
 // touchSwept gives every cursor the last sweep left to touch the sweep's
 // time as UpdatedAt, in paced writes of PruneBatch cursors, unless the
-// cursor is gone or was updated since. Callers hold pruneMu. Whatever a
+// cursor is gone or was updated since. Callers hold the maintenance
+// turn. Whatever a
 // failure leaves untouched is kept for the next prune.
 func (e *Engine) touchSwept(ctx context.Context) error {
 	at, cursors, unlock := e.swept.take()
@@ -347,9 +382,12 @@ type PruneStats struct {
 // any of it, the cursors the last sweep re-notified get the sweep's time
 // if they do not have it yet (see Sweep), so none of them expires early.
 func (e *Engine) Prune(ctx context.Context) (PruneStats, error) {
-	e.pruneMu.Lock()
-	defer e.pruneMu.Unlock()
 	var st PruneStats
+	release, err := e.maintenanceTurn(ctx)
+	if err != nil {
+		return st, fmt.Errorf("prune: %w", err)
+	}
+	defer release()
 	// Before the maintenance lock: the sweep's may still be held for
 	// these cursors, and is released once they are touched.
 	if err := e.touchSwept(ctx); err != nil {
@@ -383,7 +421,6 @@ func (e *Engine) Prune(ctx context.Context) (PruneStats, error) {
 			return n, n >= batch, err
 		}
 	}
-	var err error
 	if st.ByAge, err = loop(inBatches(func(ctx context.Context, tx Tx) (int, error) {
 		return tx.PruneEvents(ctx, math.MaxInt64, cutoff, batch)
 	})); err != nil {

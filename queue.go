@@ -9,7 +9,7 @@ const DefaultQueueBound = 20
 // cache of durable cursor state: the startup sweep (or a later material
 // event) rebuilds any notice it loses.
 type queues struct {
-	mu    sync.Mutex
+	mu    sync.Mutex // a leaf in the engine's lock order (see Engine)
 	bound int
 	m     map[string][]SystemEvent // watcher key -> entries, oldest first
 }

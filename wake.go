@@ -19,7 +19,7 @@ type waker struct {
 	window time.Duration
 	fn     func(watcher string)
 
-	mu      sync.Mutex // guards state and closed
+	mu      sync.Mutex // a leaf in the engine's lock order (see Engine); guards state and closed
 	state   map[string]*wakeState
 	closed  bool
 	running sync.WaitGroup
