@@ -105,9 +105,16 @@ type Store struct {
 	// whole by Close while it finalizes their statements: a statement
 	// finalized under a running read crashed the process.
 	readsMu sync.RWMutex
+	// maintenance holds a token while the maintenance lock is held
+	// (LockMaintenance).
+	maintenance chan struct{}
 }
 
-var _ vigil.Store = (*Store)(nil)
+var (
+	_ vigil.Store             = (*Store)(nil)
+	_ vigil.MaintenanceLocker = (*Store)(nil)
+	_ vigil.HorizonReader     = (*Store)(nil)
+)
 
 // connector opens driver connections with a hook, so settings that the DSN
 // cannot carry apply to every connection the pool ever opens.
@@ -223,7 +230,8 @@ func open(ctx context.Context, path, syncMode string, exclusive bool, opts Optio
 		err = errors.Join(err, ckpt.Close(), read.Close(), write.Close())
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	return &Store{write: write, read: read, ckpt: startCheckpointer(ckpt, opts.BusyTimeout, file, opts.Logger), log: opts.Logger}, nil
+	return &Store{write: write, read: read, ckpt: startCheckpointer(ckpt, opts.BusyTimeout, file, opts.Logger), log: opts.Logger,
+		maintenance: make(chan struct{}, 1)}, nil
 }
 
 // readRetries bounds how often a cursor read starts again (readCursors).

@@ -46,6 +46,34 @@ func TestConformance(t *testing.T) {
 	}
 }
 
+// The concurrency half of the contract, on a store held alone: its
+// writers wait for one another in BeginWrite. With its memory of the file
+// on (the default) and off.
+func TestConcurrency(t *testing.T) {
+	for name, memory := range map[string]bool{"Memory": true, "NoMemory": false} {
+		t.Run(name, func(t *testing.T) {
+			storetest.RunConcurrency(t, storetest.Concurrency{
+				Open: func(t *testing.T) func() vigil.Store {
+					s := open(t, filepath.Join(t.TempDir(), "vigil.db"), sqlitestore.Options{Synchronous: "NORMAL"})
+					if !memory {
+						sqlitestore.TurnOffMemory(s)
+					}
+					return func() vigil.Store { return s }
+				},
+				Waiting: func(t *testing.T, s vigil.Store) func() {
+					st := s.(*sqlitestore.Store)
+					before := sqlitestore.WritersWaited(st)
+					return func() {
+						storetest.AwaitTrue(t, "a writer to wait for the write connection", func() bool {
+							return sqlitestore.WritersWaited(st) > before
+						})
+					}
+				},
+			})
+		})
+	}
+}
+
 func queryInt(t *testing.T, s *sqlitestore.Store, q string) int64 {
 	t.Helper()
 	var v int64

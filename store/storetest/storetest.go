@@ -10,6 +10,10 @@
 //			return s
 //		})
 //	}
+//
+// Run checks one writer at a time; RunConcurrency (concurrency.go) checks
+// writers racing one another, on one store or on several stores sharing
+// a database: the locks, the maintenance lock and the log horizon.
 package storetest
 
 import (
