@@ -276,17 +276,9 @@ func (e *Engine) Close() error {
 
 // LogHorizon is where a reader of the whole log that wants only what
 // happens from now on starts (Log after it): every event at or below it is
-// already visible, so none committed later is missed. With one writer
-// that is the newest event; a store shared by several processes says
-// (HorizonReader).
+// already visible, so none committed later is missed (Reader.LogHorizon).
 func (e *Engine) LogHorizon(ctx context.Context) (int64, error) {
-	var n int64
-	var err error
-	if h, ok := e.store.(HorizonReader); ok {
-		n, err = h.LogHorizon(ctx)
-	} else {
-		n, err = e.store.NthNewestSequence(ctx, 1)
-	}
+	n, err := e.store.LogHorizon(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("log horizon: %w", err)
 	}

@@ -184,7 +184,7 @@ func (t *Txn) record(ctx context.Context, ev, valid *Event, occurredAt time.Time
 			moved = append(moved, c)
 			queued = append(queued, watcherNotice{c.Watcher, notices.of(c, e)})
 		}
-		if err := t.moveCursors(ctx, moved); err != nil {
+		if err := t.tx.MoveCursors(ctx, moved); err != nil {
 			return Recorded{}, fmt.Errorf("move cursors of %d watchers: %w", len(moved), err)
 		}
 		// The parent watches even before it holds a cursor, and so do the
@@ -230,15 +230,6 @@ func (t *Txn) cursorsOnTarget(ctx context.Context, target SessionRef) ([]Cursor,
 		t.e.targetCursors = cs
 	}
 	return cs, err
-}
-
-// moveCursors writes the cursors a record moved, through the store's
-// MoveDeferrer when it has one.
-func (t *Txn) moveCursors(ctx context.Context, cs []Cursor) error {
-	if d, ok := t.tx.(MoveDeferrer); ok {
-		return d.MoveCursors(ctx, cs)
-	}
-	return t.tx.PutCursors(ctx, cs)
 }
 
 // noticeLists recycles the lists of notices records queue after commit,

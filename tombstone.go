@@ -91,16 +91,6 @@ func (t *Txn) forgetTombstones(ctx context.Context, watcher string, target *Sess
 	return nil
 }
 
-// tombstoneNotices are the queued notices of the tombstones of watchers
-// (every watcher when nil), by watcher.
-func (t *Txn) tombstoneNotices(ctx context.Context, watchers []string) (map[string][]SystemEvent, int, error) {
-	ts, err := t.tx.Tombstones(ctx, watchers)
-	if err != nil {
-		return nil, 0, fmt.Errorf("read tombstones: %w", err)
-	}
-	return noticesOfTombstones(ts), len(ts), nil
-}
-
 // noticesOfTombstones are the queued notices of tombstones, by watcher.
 func noticesOfTombstones(ts []Tombstone) map[string][]SystemEvent {
 	out := make(map[string][]SystemEvent, len(ts))

@@ -189,14 +189,14 @@ func (t *Txn) ResetSession(ctx context.Context, ref SessionRef) error {
 	if !strings.HasPrefix(ref.Key, "agent:") {
 		return nil // a bare session never watches
 	}
-	held, err := t.tx.PendingCursorsOf(ctx, []string{ref.Key})
+	held, err := t.tx.OwedTo(ctx, []string{ref.Key}, false)
 	if err != nil {
 		return fmt.Errorf("reset %s: %w", ref, err)
 	}
 	if _, err := t.tx.DeleteWatcherCursors(ctx, ref.Key); err != nil {
 		return fmt.Errorf("reset %s: %w", ref, err)
 	}
-	t.pending -= int64(len(held))
+	t.pending -= int64(len(held.Cursors))
 	if err := t.forgetTombstones(ctx, ref.Key, nil); err != nil {
 		return fmt.Errorf("reset %s: %w", ref, err)
 	}
@@ -250,7 +250,7 @@ func (t *Txn) unacknowledgedOf(ctx context.Context, ref SessionRef) (int, error)
 	if err := t.tx.LockSession(ctx, ref); err != nil {
 		return 0, err
 	}
-	held, err := t.tx.PendingCursorsOf(ctx, []string{ref.Key})
+	held, err := t.tx.OwedTo(ctx, []string{ref.Key}, false)
 	if err != nil {
 		return 0, err
 	}
@@ -258,7 +258,7 @@ func (t *Txn) unacknowledgedOf(ctx context.Context, ref SessionRef) (int, error)
 	if err != nil {
 		return 0, err
 	}
-	n := len(held)
+	n := len(held.Cursors)
 	for _, c := range on {
 		if c.unacknowledged() && c.Watcher != ref.Key { // else among held
 			n++

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
@@ -544,24 +545,18 @@ func (t *Tx) noteWatchers(rows pgx.Rows, err error, n *int) error {
 	return wrap(rows.Err())
 }
 
-// PendingCursors implements vigil.Tx. The rows stay locked until the
-// transaction ends (the sweep writes them back), in a fixed order.
-func (t *Tx) PendingCursors(ctx context.Context) ([]vigil.Cursor, error) {
-	return collectCursors(t.tx.Query(ctx, `SELECT `+cursorColumns+` FROM cursors WHERE material > last_seen
-		ORDER BY watcher, target_agent, target_key FOR UPDATE`))
-}
-
-// PendingCursorsOf implements vigil.Tx.
-func (t *Tx) PendingCursorsOf(ctx context.Context, watchers []string) ([]vigil.Cursor, error) {
-	return ofWatchers(ctx, t, pendingOf, watchers, collectCursors)
-}
-
-// OwedTo implements vigil.OwedReader: PendingCursorsOf, Tombstones and
-// CreationNotices in one round trip.
-func (t *Tx) OwedTo(ctx context.Context, watchers []string) (vigil.Owed, error) {
+// OwedTo implements vigil.Tx: the pending cursors, the tombstones and the
+// creation notices in one round trip. Locked, the cursor rows stay locked
+// until the transaction ends (the sweep writes them back), taken in a
+// fixed order.
+func (t *Tx) OwedTo(ctx context.Context, watchers []string, lock bool) (vigil.Owed, error) {
 	b := &pgx.Batch{}
-	queueOfWatchers(b, pendingOf, watchers)
-	queueOfWatchers(b, tombstonesOf, watchers)
+	forUpdate := ""
+	if lock {
+		forUpdate = " FOR UPDATE"
+	}
+	queueOfWatchers(b, pendingOf, watchers, forUpdate)
+	queueOfWatchers(b, tombstonesOf, watchers, "")
 	queueCreationNotices(b, watchers)
 	br := t.tx.SendBatch(ctx, b)
 	defer br.Close()
@@ -582,30 +577,30 @@ func (t *Tx) OwedTo(ctx context.Context, watchers []string) (vigil.Owed, error) 
 // pendingOf selects the pending cursors (queueOfWatchers narrows it).
 const pendingOf = `SELECT ` + cursorColumns + ` FROM cursors WHERE material > last_seen`
 
-// ofWatchers runs query for watchers (queueOfWatchers) and collects its
-// rows.
-func ofWatchers[T any](ctx context.Context, t *Tx, query string, watchers []string, collect func(pgx.Rows, error) ([]T, error)) ([]T, error) {
-	b := &pgx.Batch{}
-	queueOfWatchers(b, query, watchers)
-	br := t.tx.SendBatch(ctx, b)
-	defer br.Close()
-	out, err := collect(br.Query())
-	if err != nil {
-		return nil, err
-	}
-	return out, wrap(br.Close())
-}
-
 // queueOfWatchers queues query, which has a WHERE clause, ordered by
-// watcher and target, for every watcher when watchers is nil, else for
-// the watchers given.
-func queueOfWatchers(b *pgx.Batch, query string, watchers []string) {
+// watcher and target and followed by tail, for every watcher when
+// watchers is nil, else for the watchers given.
+func queueOfWatchers(b *pgx.Batch, query string, watchers []string, tail string) {
 	const order = ` ORDER BY watcher, target_agent, target_key`
 	if watchers == nil {
-		b.Queue(query + order)
+		b.Queue(query + order + tail)
 		return
 	}
-	b.Queue(query+` AND watcher = ANY($1)`+order, watchers)
+	b.Queue(query+` AND watcher = ANY($1)`+order+tail, watchers)
+}
+
+// MoveCursors implements vigil.Tx: the moves are held with the other
+// cursor writes (PutCursors), and committed with them.
+func (t *Tx) MoveCursors(ctx context.Context, cs []vigil.Cursor) error { return t.PutCursors(ctx, cs) }
+
+// MovesDurableThrough implements vigil.Tx: every move is written with its
+// commit.
+func (t *Tx) MovesDurableThrough(ctx context.Context) (int64, error) { return math.MaxInt64, nil }
+
+// SweepIndex implements vigil.Tx: the session index loses its entries
+// with their events, so there is nothing to sweep.
+func (t *Tx) SweepIndex(ctx context.Context, after vigil.SessionRef, limit int) (int, vigil.SessionRef, bool, error) {
+	return 0, after, true, nil
 }
 
 // PruneEvents implements vigil.Tx.

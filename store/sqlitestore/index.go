@@ -211,7 +211,7 @@ const sweepNextQuery = `SELECT h.agent_id, h.session_key, h.pruned_watermark,
 // short (a crash, a close) leaves stale entries, which the next one
 // deletes.
 //
-// SweepIndex implements vigil.IndexSweeper: it deletes up to limit index
+// SweepIndex implements vigil.Tx: it deletes up to limit index
 // entries of pruned events, from the sessions after after (in key order)
 // whose pruned watermark is above the last complete sweep's mark, and
 // returns how many it deleted, the last session it finished, and whether

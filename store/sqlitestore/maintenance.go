@@ -6,7 +6,7 @@ import (
 	"sync"
 )
 
-// LockMaintenance implements vigil.MaintenanceLocker for the writers of
+// LockMaintenance implements vigil.Store for the writers of
 // this store: one holder at a time, the others refused (wait false) or
 // waiting until it unlocks (wait true), or until ctx ends. Processes that
 // share the file (Options.Shared) each have their own lock; SQLite runs
@@ -30,7 +30,7 @@ func (s *Store) LockMaintenance(ctx context.Context, wait bool) (unlock func(), 
 	return func() { once.Do(func() { <-s.maintenance }) }, true, nil
 }
 
-// LogHorizon implements vigil.HorizonReader. SQLite runs one write
+// LogHorizon implements vigil.Reader. SQLite runs one write
 // transaction at a time, and each takes its numbers above every number
 // committed before it, so the newest committed event is the horizon.
 func (s *Store) LogHorizon(ctx context.Context) (int64, error) {

@@ -209,7 +209,7 @@ func (t *Tx) rowWritten(k cursorKey) {
 	t.dropped[k] = struct{}{}
 }
 
-// MoveCursors implements vigil.MoveDeferrer: in a store with its file to itself the
+// MoveCursors implements vigil.Tx: in a store with its file to itself the
 // moves are held in memory from the commit on (see heldMoves).
 func (t *Tx) MoveCursors(ctx context.Context, cs []vigil.Cursor) error {
 	if t.opaque || !t.s.moves.isHolding() {
@@ -265,7 +265,7 @@ func (t *Tx) writeMoves() error {
 	return nil
 }
 
-// MovesDurableThrough implements vigil.MoveDeferrer.
+// MovesDurableThrough implements vigil.Tx.
 func (t *Tx) MovesDurableThrough(ctx context.Context) (int64, error) {
 	var n int64
 	_, err := t.c.queryRow(`SELECT moves_through FROM sequence_floor WHERE id = 1`, nil, func(r rowValues) error {

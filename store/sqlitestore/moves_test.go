@@ -50,7 +50,7 @@ func moveOne(t *testing.T, s vigil.Store, target vigil.SessionRef, cs ...vigil.C
 	for i := range cs {
 		cs[i].Notified, cs[i].Material = ev.Sequence, ev.Sequence
 	}
-	if err := tx.(vigil.MoveDeferrer).MoveCursors(ctx, cs); err != nil {
+	if err := tx.MoveCursors(ctx, cs); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -81,7 +81,7 @@ func movesThrough(t *testing.T, s *sqlitestore.Store) int64 {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	n, err := tx.(vigil.MoveDeferrer).MovesDurableThrough(t.Context())
+	n, err := tx.MovesDurableThrough(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestAReaderNeverSeesACursorOlderThanACommitThatReturned(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tx.PendingCursors(t.Context()); err != nil { // writes the held move away
+		if _, err := tx.OwedTo(t.Context(), nil, true); err != nil { // writes the held move away
 			t.Fatal(err)
 		}
 		if err := tx.Commit(); err != nil {
@@ -270,7 +270,7 @@ func TestASharedStoreRecordsThatItsMovesAreWritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.PendingCursors(t.Context()); err != nil {
+	if _, err := tx.OwedTo(t.Context(), nil, true); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {

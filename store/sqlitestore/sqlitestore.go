@@ -110,11 +110,7 @@ type Store struct {
 	maintenance chan struct{}
 }
 
-var (
-	_ vigil.Store             = (*Store)(nil)
-	_ vigil.MaintenanceLocker = (*Store)(nil)
-	_ vigil.HorizonReader     = (*Store)(nil)
-)
+var _ vigil.Store = (*Store)(nil)
 
 // connector opens driver connections with a hook, so settings that the DSN
 // cannot carry apply to every connection the pool ever opens.
@@ -1143,14 +1139,6 @@ func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
 	}
 	t.track(change{deleted: &ref})
 	return nil
-}
-
-// PendingCursors implements vigil.Tx.
-func (t *Tx) PendingCursors(ctx context.Context) ([]vigil.Cursor, error) {
-	if err := t.writeMoves(); err != nil {
-		return nil, err
-	}
-	return t.c.queryCursors(`SELECT ` + cursorColumns + ` FROM cursors WHERE material > last_seen`)
 }
 
 // PruneEvents implements vigil.Tx. Deleting a prefix of the sequence order

@@ -103,10 +103,7 @@ func pendingCursors(t *testing.T, s vigil.Store) []vigil.Cursor {
 	t.Helper()
 	var cs []vigil.Cursor
 	update(t, s, func(ctx context.Context, tx vigil.Tx) {
-		var err error
-		if cs, err = tx.PendingCursors(ctx); err != nil {
-			t.Fatalf("PendingCursors: %v", err)
-		}
+		cs = owedTo(t, ctx, tx, nil, true).Cursors
 	})
 	return cs
 }
@@ -351,10 +348,7 @@ func testPendingCursorsOf(t *testing.T, s vigil.Store) {
 		t.Helper()
 		var cs []vigil.Cursor
 		update(t, s, func(ctx context.Context, tx vigil.Tx) {
-			var err error
-			if cs, err = tx.PendingCursorsOf(ctx, watchers); err != nil {
-				t.Fatalf("PendingCursorsOf(%q): %v", watchers, err)
-			}
+			cs = owedTo(t, ctx, tx, watchers, false).Cursors
 		})
 		return cs
 	}
@@ -368,10 +362,7 @@ func testPendingCursorsOf(t *testing.T, s vigil.Store) {
 		if err := tx.PutCursor(ctx, cursor(alphaMain.Key, betaMain, 5, 5, 5, 20)); err != nil {
 			t.Fatalf("PutCursor: %v", err)
 		}
-		cs, err := tx.PendingCursorsOf(ctx, []string{alphaMain.Key})
-		if err != nil {
-			t.Fatalf("PendingCursorsOf: %v", err)
-		}
+		cs := owedTo(t, ctx, tx, []string{alphaMain.Key}, false).Cursors
 		wantCursors(t, "PendingCursorsOf after catching up in the same transaction", cs, false)
 	})
 }

@@ -85,12 +85,12 @@ var behaviours = []struct {
 	{"DeleteSessionRemovesEventsHeadAndCursors", testDeleteSession},
 	{"DeleteBareSessionKeepsSameKeyOfOtherAgent", testDeleteBareSession},
 	{"DeleteUnknownSessionIsHarmless", testDeleteUnknownSession},
-	{"PendingCursorsListsOnlyMaterialAboveLastSeen", testPendingCursors},
-	{"PendingCursorsOfListsOnlyTheGivenWatchers", testPendingCursorsOf},
+	{"OwedCursorsAreThoseWithMaterialAboveLastSeen", testPendingCursors},
+	{"OwedToReadsOnlyTheGivenWatchers", testPendingCursorsOf},
 	{"ExpireCursors", testExpireCursors},
 	{"TombstonesPutListDelete", testTombstonesPutListDelete},
 	{"TombstonesRollBackWithTheirTransaction", testTombstonesRollBack},
-	{"OwedToReadsWhatPendingCursorsOfTombstonesAndCreationNoticesRead", testOwedTo},
+	{"OwedToReadsTheSameLockedOrNotForAnyWatchers", testOwedTo},
 	{"ExpireTombstones", testExpireTombstones},
 	{"CreationNoticesPutListDeliver", testCreationNotices},
 	{"ASessionIsAnnouncedOnceEver", testCreationNoticeOnceEver},
@@ -160,6 +160,17 @@ func update(t *testing.T, s vigil.Store, fn func(ctx context.Context, tx vigil.T
 	if err := tx.Commit(); err != nil {
 		t.Fatalf("Commit: %v", err)
 	}
+}
+
+// owedTo reads in tx what watchers are owed (every watcher when nil),
+// failing t.
+func owedTo(t *testing.T, ctx context.Context, tx vigil.Tx, watchers []string, lock bool) vigil.Owed {
+	t.Helper()
+	owed, err := tx.OwedTo(ctx, watchers, lock)
+	if err != nil {
+		t.Fatalf("OwedTo(%q, lock %v): %v", watchers, lock, err)
+	}
+	return owed
 }
 
 // mustAppend appends e and fails unless it was appended.
