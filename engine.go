@@ -183,7 +183,7 @@ func CheckDashboardURL(s string) error {
 //     of it (sweptCursors.unlock) that only the turn's next holder would
 //     release;
 //  3. the write queue: a write waits for its batch to commit, and its
-//     batch's writes wait for the store's session locks (Tx.LockSession);
+//     batch's writes wait for the store's session locks (Tx.Lock);
 //  4. the leaves: writes.mu, schedMu, swept.mu, notices.mu, queues.mu and
 //     waker.mu, each held briefly, never across a write, a store call or
 //     the taking of another.
@@ -204,8 +204,10 @@ type Engine struct {
 	queues  *queues
 	notices noticeMemo
 	// targetCursors is the running write's list of a target's cursors
-	// (Txn.cursorsOnTarget); writes run one at a time.
+	// (Txn.cursorsOnTarget), and oneLock what it asks the store to lock
+	// (Txn.lock); writes run one at a time.
 	targetCursors []Cursor
+	oneLock       [1]Lock
 	waker         *waker
 	stats         stats
 
@@ -378,23 +380,21 @@ func (t *Txn) changedCursor(before, after Cursor) {
 // have effects outside the transaction except through AfterCommit. An error
 // from fn rolls back fn's changes and is returned.
 //
+// The sessions of locks are locked (Tx.Lock) before fn runs, so fn finds
+// them held. A batch locks the sessions of the writes it takes together,
+// in session order, before the first of them runs (see batchLocks), and
+// the store may prepare with them what each lock's intent says fn does
+// next (a change of the session's rows, LockToChange). fn may lock and
+// write other sessions too.
+//
 // A panic in fn, or in an effect it registered, reaches Update's caller, as
 // if fn had run on its goroutine; the transaction does not commit when fn
 // panics, and the other writes sharing it carry on.
-func (e *Engine) Update(ctx context.Context, fn func(context.Context, *Txn) error) error {
-	return e.runWrite(e.writes.newOp(ctx, fn))
-}
-
-// UpdateOn runs fn as Update does, as a write on target: target is
-// locked (Tx.LockSession) before fn runs, so fn finds its lock held. A
-// batch locks the targets of the writes it takes together with those of
-// its records, in session order, before the first of them runs (see
-// batchLocks), through the store's TargetLocker when it has one, which
-// may read with the locks what such writes read next of their targets.
-// fn may lock and write other sessions too, as with Update.
-func (e *Engine) UpdateOn(ctx context.Context, target SessionRef, fn func(context.Context, *Txn) error) error {
+func (e *Engine) Update(ctx context.Context, fn func(context.Context, *Txn) error, locks ...Lock) error {
 	op := e.writes.newOp(ctx, fn)
-	op.locks, op.onTarget, op.target = true, true, target
+	if len(locks) > 0 {
+		op.locks, op.own = append(op.lockBuf[:0], locks...), true
+	}
 	return e.runWrite(op)
 }
 

@@ -252,7 +252,7 @@ func (e *Engine) touchSwept(ctx context.Context) error {
 		batch := left[:min(len(left), e.opts.PruneBatch)]
 		touched = touched[:0]
 		for _, id := range batch {
-			if err := t.tx.LockSession(ctx, id.target); err != nil {
+			if err := t.lock(ctx, id.target, LockToWrite); err != nil {
 				return 0, false, err
 			}
 			c, ok, err := t.tx.Cursor(ctx, id.watcher, id.target)
@@ -309,7 +309,7 @@ func (e *Engine) replayMoves(ctx context.Context) error {
 					continue
 				}
 				target := ev.Session()
-				if err := t.tx.LockSession(ctx, target); err != nil {
+				if err := t.lock(ctx, target, LockToWrite); err != nil {
 					return err
 				}
 				cs, err := t.tx.CursorsOnTarget(ctx, nil, target)

@@ -58,7 +58,7 @@ func (e *Engine) Record(ctx context.Context, r Record) (Recorded, error) {
 func (e *Engine) updateRecord(ctx context.Context, w *recordWrite) error {
 	op := e.writes.newOp(ctx, w.fn)
 	if w.valid.Kind.Material() {
-		op.locks, op.target = true, w.valid.Session()
+		op.locks = append(op.lockBuf[:0], Lock{w.valid.Session(), LockToWrite})
 	}
 	return e.runWrite(op)
 }
@@ -119,8 +119,8 @@ func (t *Txn) record(ctx context.Context, ev, valid *Event, occurredAt time.Time
 	var watchers []Cursor
 	if ev.Kind.Material() {
 		// The session's lock first, then its cursors: the order every
-		// writer of this session's cursors keeps (see Tx.LockSession).
-		if err := t.tx.LockSession(ctx, target); err != nil {
+		// writer of this session's cursors keeps (see Tx.Lock).
+		if err := t.lock(ctx, target, LockToWrite); err != nil {
 			return Recorded{}, fmt.Errorf("lock session: %w", err)
 		}
 		var err error

@@ -95,24 +95,26 @@ type Tx interface {
 	// false; the allocated sequence is used up all the same. The session's
 	// state version becomes at least e.Sequence.
 	Append(ctx context.Context, e *Event) (appended bool, err error)
-	// LockSession holds the session's write lock until the transaction
-	// ends. Writers that read cursors on a session and write them back take
-	// it first (the engine does), and Append takes it too, so writers in
-	// different processes meet here, in one order: the session's lock, then
-	// its cursor rows. A store with a single writer may do nothing.
+	// Lock holds each session's write lock until the transaction ends.
+	// Writers that read cursors on a session and write them back take it
+	// first (the engine does), and Append takes it too, so writers in
+	// different processes meet here, in one order: the session's lock,
+	// then its cursor rows. A store with a single writer may do nothing.
+	// A session locked already stays locked as it was.
 	//
-	// The engine locks the targets of the records a batch takes together,
-	// those of its turns' notices (Engine.Drain, through ReadLocker when
-	// the store has it) and those of its writes on a target
-	// (Engine.UpdateOn, through TargetLocker when the store has it), in
-	// session order (agent, then key), before the first of those writes
-	// runs, and each write then locks its own target again before it
-	// reads: locks asked for together may be taken, and what the writes
-	// will read of those sessions read ahead, at once. Only the targets of
-	// records that move cursors, of turns' notices and of writes on a
-	// target are locked so, exactly those the writes would lock anyway (a
-	// turn's as its queue stood when it was called).
-	LockSession(ctx context.Context, ref SessionRef) error
+	// The locks of one call may be taken together, in session order
+	// (agent, then key), before the transaction's next read, and what
+	// their intents say the write does next prepared with them: a store
+	// on a server may read in the same round trip what the writes will
+	// read under the locks, and take what they will append with. The
+	// engine locks in one call the sessions that the records, turns and
+	// locking updates of a batch will lock (see batchLocks), in session
+	// order, before the first of those writes runs, and each write then
+	// locks its own again before it reads. Only those sessions are
+	// locked so, exactly those the writes would lock anyway (a turn's as
+	// its queue stood when it was called). The store must not keep locks
+	// past the call.
+	Lock(ctx context.Context, locks []Lock) error
 	// Version is the session's state version as this transaction sees it.
 	Version(ctx context.Context, ref SessionRef) (int64, error)
 	// CursorsOnTarget appends to dst the cursors watching target and
@@ -207,6 +209,37 @@ type Tx interface {
 	Commit() error
 	Rollback() error
 }
+
+// Lock is a session a write locks, and what the write does with it under
+// the lock (Tx.Lock).
+type Lock struct {
+	Session SessionRef
+	Intent  LockIntent
+}
+
+// LockIntent says what a write does with a session it locks, for the
+// store to prepare.
+type LockIntent uint8
+
+const (
+	// LockToWrite: the write reads the session's cursors, and may write
+	// them and append to the session (a record, a watch). The zero value.
+	LockToWrite LockIntent = iota
+	// LockToRead: the write reads cursors of the session and may write
+	// some back, but appends nothing to it (a turn acknowledging its
+	// notices).
+	LockToRead
+	// LockToChange: the write changes what the store keeps of the session
+	// beside its log (its row, its transcript), and may append to it: a
+	// change of the session run by Engine.Update with the session among
+	// its locks.
+	LockToChange
+)
+
+// Changing is the lock of a write that changes ref: Engine.Update locks
+// it before the write runs, and the store may read with the lock what
+// such a write reads of the session.
+func Changing(ref SessionRef) Lock { return Lock{Session: ref, Intent: LockToChange} }
 
 // Owed is what watchers are owed: the notices of their pending cursors,
 // of their tombstones and their creation notices.

@@ -43,7 +43,7 @@ func (t *Txn) RemoveSession(ctx context.Context, ref SessionRef, by string) ([]s
 	if err != nil {
 		return nil, err
 	}
-	if err := t.tx.LockSession(ctx, ref); err != nil {
+	if err := t.lock(ctx, ref, LockToWrite); err != nil {
 		return nil, fmt.Errorf("delete %s: %w", ref, err)
 	}
 	cs, err := t.tx.CursorsOnTarget(ctx, nil, ref)

@@ -58,14 +58,14 @@ func newWorld(t *testing.T, n int) *world {
 			t.Fatal(err)
 		}
 		ref := vigil.MustRef(fmt.Sprintf("agent:main:claude:s%d", i))
-		err = eng.UpdateOn(ctx, ref, func(ctx context.Context, txn *vigil.Txn) error {
+		err = eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
 			if _, err := adoption.Adopt(ctx, txn, st.SessionTx(txn.Store()), adoption.Adoption{Session: ref,
 				CatalogID: upstream.Claude, HostID: sessions.HostGateway, ThreadID: ref.Key, Marker: &m}); err != nil {
 				return err
 			}
 			_, err := txn.Watch(ctx, "agent:main:main", ref)
 			return err
-		})
+		}, vigil.Changing(ref))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -67,7 +67,7 @@ func (g *Gateway) checkPrecondition(ctx context.Context, txn *vigil.Txn, c Calle
 		return nil
 	}
 	tx := txn.Store()
-	if err := tx.LockSession(ctx, target); err != nil {
+	if err := tx.Lock(ctx, []vigil.Lock{{Session: target}}); err != nil {
 		return err
 	}
 	version, err := tx.Version(ctx, target)

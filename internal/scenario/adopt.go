@@ -118,11 +118,11 @@ func (r *Runner) adopt(ctx context.Context, o op) (Object, error) {
 		a.Marker = &m
 	}
 	var adopted adoption.Adopted
-	err = r.engine.UpdateOn(ctx, ref, func(ctx context.Context, txn *vigil.Txn) error {
+	err = r.engine.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
 		var err error
 		adopted, err = adoption.Adopt(ctx, txn, st.SessionTx(txn.Store()), a)
 		return err
-	})
+	}, vigil.Changing(ref))
 	if err != nil {
 		return nil, err
 	}

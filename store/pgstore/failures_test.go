@@ -62,7 +62,7 @@ func TestEveryFailureOfTheDatabaseIsMarkedAsTheStores(t *testing.T) {
 	e := storetest.GoalEvent(betaMain, "")
 	cursor := vigil.Cursor{Watcher: alphaMain.Key, Target: betaMain, LastSeen: 1, Notified: 1, Material: 1}
 	txCalls := []failingCall{
-		{"Tx.LockSession", func() error { return tx.LockSession(ctx, betaMain) }},
+		{"Tx.Lock", func() error { return tx.Lock(ctx, []vigil.Lock{{Session: betaMain}}) }},
 		{"Tx.Append", func() error { _, err := tx.Append(ctx, e); return err }},
 		{"Tx.Version", func() error { _, err := tx.Version(ctx, alphaMain); return err }},
 		{"Tx.CursorsOnTarget", func() error { _, err := tx.CursorsOnTarget(ctx, nil, betaMain); return err }},

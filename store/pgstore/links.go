@@ -76,8 +76,9 @@ func (s *Store) WatchedLinks(ctx context.Context, host string, after vigil.Sessi
 }
 
 // GetUpstreamLink implements sessions.Tx. Every writer of a link holds
-// its session's lock (the gateway and vigil sim write it in UpdateOn's
-// writes), so the row read is the one the write commits on.
+// its session's lock (the gateway and vigil sim write it in writes that
+// change the session, vigil.Changing), so the row read is the one the
+// write commits on.
 func (t *Tx) GetUpstreamLink(ctx context.Context, ref vigil.SessionRef) (sessions.Link, bool, error) {
 	if err := t.flushLocks(ctx); err != nil {
 		return sessions.Link{}, false, err

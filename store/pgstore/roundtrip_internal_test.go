@@ -166,12 +166,11 @@ func pgCPU(t testing.TB) time.Duration {
 // lockAll locks refs as the engine's group commit locks the targets of a
 // batch's records, before the first of them runs.
 func lockAll(ctx context.Context, txn *vigil.Txn, refs []vigil.SessionRef) error {
-	for _, ref := range refs {
-		if err := txn.Store().LockSession(ctx, ref); err != nil {
-			return err
-		}
+	locks := make([]vigil.Lock, len(refs))
+	for i, ref := range refs {
+		locks[i] = vigil.Lock{Session: ref, Intent: vigil.LockToWrite}
 	}
-	return nil
+	return txn.Store().Lock(ctx, locks)
 }
 
 // Records on sessions locked together take no round trip of their own:
@@ -437,14 +436,13 @@ func roundTripsOfWrite(t *testing.T, eng *vigil.Engine, rt *roundTrips, write fu
 }
 
 // lockTargets locks refs as the engine's group commit locks the targets
-// of a batch's sends (Engine.UpdateOn), before the first of them runs.
+// of a batch's sends (vigil.Changing), before the first of them runs.
 func lockTargets(ctx context.Context, txn *vigil.Txn, refs []vigil.SessionRef) error {
-	for _, ref := range refs {
-		if err := txn.Store().(*Tx).LockTarget(ctx, ref); err != nil {
-			return err
-		}
+	locks := make([]vigil.Lock, len(refs))
+	for i, ref := range refs {
+		locks[i] = vigil.Changing(ref)
 	}
-	return nil
+	return txn.Store().Lock(ctx, locks)
 }
 
 // Sends to targets locked together take no round trip of their own: the
@@ -487,8 +485,8 @@ func (c *waitingCtx) Done() <-chan struct{} {
 	return c.Context.Done()
 }
 
-// A batch of a person's sends, as the engine batches them (Engine.
-// UpdateOn), costs two round trips in all, however many sends it holds:
+// A batch of a person's sends, as the engine batches them (Update with
+// vigil.Changing), costs two round trips in all, however many sends it holds:
 // one for the targets' locks and what the sends read, one for the commit.
 func TestABatchOfAPersonsSendsCostsTwoRoundTrips(t *testing.T) {
 	pgtest.Require(t)
@@ -497,9 +495,9 @@ func TestABatchOfAPersonsSendsCostsTwoRoundTrips(t *testing.T) {
 	batch := func(now int64) int64 {
 		t.Helper()
 		return inOneBatch(t, eng, rt, n, func(ctx context.Context, i int) error {
-			return eng.UpdateOn(ctx, refs[i], func(ctx context.Context, txn *vigil.Txn) error {
+			return eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
 				return personSend(ctx, txn, refs[i], now)
-			})
+			}, vigil.Changing(refs[i]))
 		})
 	}
 	batch(2) // prepares the statements on the connection
@@ -623,7 +621,7 @@ func TestABatchOfTurnsLeavesTheSequenceAsItWas(t *testing.T) {
 	}
 }
 
-// A person's send alone in its batch (Engine.UpdateOn) costs two round
+// A person's send alone in its batch (Update with vigil.Changing) costs two round
 // trips: its target's lock with everything the send reads, and the
 // commit.
 func TestALonePersonsSendCostsTwoRoundTrips(t *testing.T) {
@@ -631,9 +629,9 @@ func TestALonePersonsSendCostsTwoRoundTrips(t *testing.T) {
 	eng, rt, refs := openSends(t, 1)
 	send := func(now int64) {
 		t.Helper()
-		if err := eng.UpdateOn(t.Context(), refs[0], func(ctx context.Context, txn *vigil.Txn) error {
+		if err := eng.Update(t.Context(), func(ctx context.Context, txn *vigil.Txn) error {
 			return personSend(ctx, txn, refs[0], now)
-		}); err != nil {
+		}, vigil.Changing(refs[0])); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -727,7 +725,7 @@ func TestATargetsRowReadWithItsLockSeesTheTransactionsWritesOfIt(t *testing.T) {
 func TestATargetWithNoRowIsReadAsMissingUntilTheTransactionWritesIt(t *testing.T) {
 	pgtest.Require(t)
 	eng, _, refs := openCounted(t, 1, 0)
-	if err := eng.UpdateOn(t.Context(), refs[0], func(ctx context.Context, txn *vigil.Txn) error {
+	if err := eng.Update(t.Context(), func(ctx context.Context, txn *vigil.Txn) error {
 		tx := txn.Store().(*Tx)
 		if _, ok, err := tx.GetSession(ctx, refs[0]); err != nil || ok {
 			return fmt.Errorf("read %s before it has a row: %v, found %v", refs[0], err, ok)
@@ -740,7 +738,7 @@ func TestATargetWithNoRowIsReadAsMissingUntilTheTransactionWritesIt(t *testing.T
 			return fmt.Errorf("read %s after writing it: %v, found %v", refs[0], err, ok)
 		}
 		return nil
-	}); err != nil {
+	}, vigil.Changing(refs[0])); err != nil {
 		t.Fatal(err)
 	}
 }

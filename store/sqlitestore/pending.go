@@ -77,6 +77,7 @@ func (t *Tx) PutCursors(ctx context.Context, cs []vigil.Cursor) error {
 	return nil
 }
 
-// LockSession implements vigil.Tx. SQLite has one writer at a time, which
-// already holds the whole database: there is nothing more to lock.
-func (t *Tx) LockSession(ctx context.Context, ref vigil.SessionRef) error { return nil }
+// Lock implements vigil.Tx. SQLite has one writer at a time, which
+// already holds the whole database: there is nothing more to lock, and
+// every read is answered in process, so nothing to read ahead.
+func (t *Tx) Lock(ctx context.Context, locks []vigil.Lock) error { return nil }

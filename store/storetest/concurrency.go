@@ -55,35 +55,15 @@ var concurrency = []struct {
 	{"TheLogHorizonStaysBelowAnOpenWritersAppend", testLogHorizon},
 }
 
-// lockKind is how a write locks a session, as the engine asks for it.
-type lockKind string
+// lockIntents are the intents the engine locks with, by name.
+var lockIntents = []struct {
+	name   string
+	intent vigil.LockIntent
+}{{"LockToWrite", vigil.LockToWrite}, {"LockToRead", vigil.LockToRead}, {"LockToChange", vigil.LockToChange}}
 
-const (
-	// lockSession is a record's: it reads the session's cursors, then
-	// appends to it.
-	lockSession lockKind = "LockSession"
-	// lockToRead is a turn's: it reads the cursors, appends nothing.
-	lockToRead lockKind = "LockToRead"
-	// lockTarget is a gateway's write on the session.
-	lockTarget lockKind = "LockTarget"
-)
-
-var lockKinds = []lockKind{lockSession, lockToRead, lockTarget}
-
-// lock locks ref in tx as kind asks, falling back on LockSession as the
-// engine does for a store without the narrower lock.
-func lock(ctx context.Context, tx vigil.Tx, kind lockKind, ref vigil.SessionRef) error {
-	switch kind {
-	case lockToRead:
-		if l, ok := tx.(vigil.ReadLocker); ok {
-			return l.LockToRead(ctx, ref)
-		}
-	case lockTarget:
-		if l, ok := tx.(vigil.TargetLocker); ok {
-			return l.LockTarget(ctx, ref)
-		}
-	}
-	return tx.LockSession(ctx, ref)
+// lock locks ref in tx for intent.
+func lock(ctx context.Context, tx vigil.Tx, intent vigil.LockIntent, ref vigil.SessionRef) error {
+	return tx.Lock(ctx, []vigil.Lock{{Session: ref, Intent: intent}})
 }
 
 // horizon reads s's log horizon.
@@ -122,8 +102,9 @@ func inTx(ctx context.Context, s vigil.Store, fn func(tx vigil.Tx) error) error 
 // back a cursor computed from the state before. So for every kind of lock
 // the engine takes.
 func testLockWaitsForHolder(t *testing.T, c Concurrency) {
-	for _, kind := range lockKinds {
-		t.Run(string(kind), func(t *testing.T) {
+	for _, li := range lockIntents {
+		kind := li.intent
+		t.Run(li.name, func(t *testing.T) {
 			open := c.Open(t)
 			a, b := open(), open()
 			ctx := t.Context()
@@ -135,7 +116,7 @@ func testLockWaitsForHolder(t *testing.T, c Concurrency) {
 			}
 			defer holder.Rollback()
 			if err := lock(ctx, holder, kind, alphaMain); err != nil {
-				t.Fatalf("%s: %v", kind, err)
+				t.Fatalf("Lock: %v", err)
 			}
 			// A read of the session, not of the cursor's row: what the
 			// other writer waits for is the session's lock.
@@ -147,7 +128,7 @@ func testLockWaitsForHolder(t *testing.T, c Concurrency) {
 			go func() {
 				done <- inTx(ctx, b, func(tx vigil.Tx) error {
 					if err := lock(ctx, tx, kind, alphaMain); err != nil {
-						return fmt.Errorf("%s: %w", kind, err)
+						return fmt.Errorf("Lock: %w", err)
 					}
 					cur, ok, err := tx.Cursor(ctx, betaMain.Key, alphaMain)
 					if err != nil || !ok {
@@ -207,7 +188,7 @@ func testNoLostUpdate(t *testing.T, c Concurrency) {
 			wg.Go(func() {
 				for i := range each {
 					err := inTx(ctx, s, func(tx vigil.Tx) error {
-						if err := tx.LockSession(ctx, alphaMain); err != nil {
+						if err := lock(ctx, tx, vigil.LockToWrite, alphaMain); err != nil {
 							return err
 						}
 						cur, _, err := tx.Cursor(ctx, betaMain.Key, alphaMain)
