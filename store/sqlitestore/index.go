@@ -36,11 +36,10 @@ import (
 // a write that deletes a session or runs an embedder's statements. Each
 // time it rewrites about one page per session recorded on, so the lag sets
 // how many events share those pages; it knows what lies above the mark,
-// so its reads do not scan there. A shared store, or one whose DB was
-// handed out, does it in every write that appends or runs an embedder's
-// statements, before the commit, and Open does it too: so the reads of a
-// shared store skip the part above the mark, until DB() is handed out (its
-// statements bypass the store).
+// so its reads do not scan there. A shared store does it in every write
+// that appends or runs an embedder's statements, before the commit, and
+// Open does it too: so the reads of a shared store skip the part above
+// the mark.
 const (
 	indexMaxLag = 4096
 	indexMaxAge = time.Second

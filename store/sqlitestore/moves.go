@@ -39,7 +39,7 @@ type heldMoves struct {
 	mu      sync.RWMutex
 	byKey   map[cursorKey]vigil.Cursor
 	oldest  time.Time
-	holding bool // false once DB() was called: later moves are written at once
+	holding bool // false once turned off: later moves are written at once
 	// gen counts commits that took held moves away; readers that overlay
 	// moves on rows they read from the file check it did not change.
 	gen uint64

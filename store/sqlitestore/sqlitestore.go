@@ -54,8 +54,7 @@ type Options struct {
 	// are kept in memory.
 	Shared bool
 	// Logger receives the failures no caller is there to be told of: the
-	// background checkpoints' (rate-limited) and that of the write DB()
-	// makes; nil discards them.
+	// background checkpoints' (rate-limited); nil discards them.
 	Logger *slog.Logger
 }
 
@@ -72,8 +71,6 @@ type Store struct {
 	ckpt  *checkpointer
 	lock  *fileLock
 	log   *slog.Logger
-	// heldWriteFailures counts DB()'s failed writes of what memory held.
-	heldWriteFailures atomic.Int64
 	// exclusive is set when the store holds its file alone.
 	exclusive bool
 	// The mirrors of the file's state (memory.go), off for a shared
@@ -87,8 +84,8 @@ type Store struct {
 	index *indexLag
 	tail  *unindexedTail
 	// scanTail is set when reads must look above the index's mark: the
-	// store lets the index lag, or DB() was handed out. Otherwise every
-	// write brings the index up to date before it commits.
+	// store lets the index lag. Otherwise every write brings the index up
+	// to date before it commits.
 	scanTail atomic.Bool
 
 	// spare holds the last write transaction's buffers for the next one;
@@ -274,27 +271,6 @@ func (s *Store) shutDown() error {
 	err = errors.Join(err, s.read.Close(), s.write.Close(), s.ckpt.closeFile(), s.lock.release())
 	s.lock = nil
 	return err
-}
-
-// DB returns the writer pool, for embedders' own migrations. Use it only
-// while no engine runs on the store. Statements run on it bypass the
-// store, so from the first call on the store answers every read from the
-// file, as a shared store does, and writes cursor moves and the session
-// index at once (the ones held in memory and the index's lag first, so the
-// embedder's statements meet them in the file). Should that write fail,
-// the embedder's statements meet the file without them: the failure is
-// logged and counted (CheckpointStats.HeldWriteFailures), and Close tries
-// again.
-func (s *Store) DB() *sql.DB {
-	s.scanTail.Store(true) // its statements may add events above the mark
-	if s.turnOff() {
-		if err := s.writeHeld(context.Background(), true); err != nil {
-			s.heldWriteFailures.Add(1)
-			s.log.Error("sqlite: DB could not write the cursor moves and session index held in memory; "+
-				"statements run through it meet the file without them, and Close tries again", "err", err)
-		}
-	}
-	return s.write
 }
 
 // turnOff turns every mirror off, and reports whether one holds what the
