@@ -183,6 +183,13 @@ var rulesOnPostgreSQL = []func(*testing.T){
 	TestThePendingCountFollowsTheStoreThroughEveryKindOfChange,
 	TestThePendingCountHoldsUnderConcurrentWritesSharingTransactions,
 	TestAResyncCountsWhatAnotherProcessChanged,
+	// require_test.go
+	TestARequirementOfTheTargetsCurrentVersionHolds,
+	TestARequirementOfAVersionTheTargetMovedPastIsStaleWithTheVersionNow,
+	TestAWatcherThatAcknowledgedEveryChangeIsInSync,
+	TestAWatcherBehindItsTargetIsStaleWithItsWatermarksAndNotice,
+	TestASyncRequirementOfASessionThatDoesNotWatchTheTargetIsRefused,
+	TestTheVersionIsCheckedBeforeTheSync,
 }
 
 // sqliteOnly are the tests that open a store through newTestDB but run on

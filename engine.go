@@ -317,12 +317,11 @@ type Txn struct {
 	atEnd []func(context.Context) error
 }
 
-// Store gives the store transaction, for embedders whose own tables live in
-// the same database (assert it to the backend's richer type). Record events
-// with Txn.Record, not with the store's Append: after a crash a store that
-// holds cursor moves in memory has its material events applied to the
-// cursors again, as Record applies them.
-func (t *Txn) Store() Tx { return t.tx }
+// Rows is the part of the store's transaction that writes the embedder's
+// own rows beside the log (Tx.Rows), for the embedder to assert to what
+// it knows the store keeps (sessions.TxOf): they commit with this write.
+// Every change of the log and of cursors goes through the Txn's methods.
+func (t *Txn) Rows() any { return t.tx.Rows() }
 
 // Now is the time of this write.
 func (t *Txn) Now() time.Time { return t.now }

@@ -206,6 +206,12 @@ type Tx interface {
 	// watcher delivered, as DeliverCreationNotice does, and returns how
 	// many it marked.
 	DropCreationNotices(ctx context.Context, watcher string) (int, error)
+	// Rows is the part of the transaction that writes the rows the store
+	// keeps beside the log for the engine's embedder (the gateway's
+	// sessions), committing and rolling back with the rest; nil when the
+	// store keeps none. The engine never calls it: it hands it to the
+	// write's function (Txn.Rows).
+	Rows() any
 	Commit() error
 	Rollback() error
 }

@@ -39,8 +39,11 @@ func (b Local) Own(ctx context.Context, ref vigil.SessionRef) (Own, error) {
 func (b Local) Apply(ctx context.Context, r Report) (Applied, error) {
 	var out Applied
 	err := update(ctx, b.Engine, r, func(ctx context.Context, txn *vigil.Txn) error {
-		var err error
-		out, err = Apply(ctx, txn, b.Store.SessionTx(txn.Store()), r)
+		tx, err := sessions.TxOf(txn)
+		if err != nil {
+			return err
+		}
+		out, err = Apply(ctx, txn, tx, r)
 		return err
 	})
 	return out, err

@@ -184,7 +184,11 @@ func (g *Gateway) writeOn(ctx context.Context, target vigil.SessionRef, fn gatew
 // withTx is fn as an engine write.
 func (g *Gateway) withTx(fn gatewayWrite) func(context.Context, *vigil.Txn) error {
 	return func(ctx context.Context, txn *vigil.Txn) error {
-		return fn(ctx, txn, g.store.SessionTx(txn.Store()))
+		tx, err := sessions.TxOf(txn)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, txn, tx)
 	}
 }
 

@@ -56,7 +56,7 @@ func TestEveryFailureOfTheDatabaseIsMarkedAsTheStores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stx := st.SessionTx(tx)
+	stx := tx.Rows().(sessions.Tx)
 	proxy.Cut()
 
 	e := storetest.GoalEvent(betaMain, "")
@@ -144,7 +144,7 @@ func TestAConflictingLabelIsNotMarkedAsTheStoresFailure(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback()
-		if err := st.SessionTx(tx).PutSession(ctx, sessions.Session{Ref: ref, SessionID: "s", Kind: sessions.KindOther, Label: "writer"}); err != nil {
+		if err := tx.Rows().(sessions.Tx).PutSession(ctx, sessions.Session{Ref: ref, SessionID: "s", Kind: sessions.KindOther, Label: "writer"}); err != nil {
 			return err
 		}
 		return tx.Commit()

@@ -11,8 +11,6 @@ import (
 	"github.com/vigilhq/vigil/sessions"
 )
 
-var _ sessions.LinkLocker = (*Store)(nil)
-
 // upstreamLinksSchema is the migration that keeps adopted sessions' links
 // to their coding agents' transcripts (sessions.Link). A follower lists a
 // host's links in key order, so they are indexed by host first.
@@ -110,7 +108,7 @@ func (t *Tx) DeleteUpstreamLink(ctx context.Context, ref vigil.SessionRef) (bool
 	return tag.RowsAffected() > 0, wrap(err)
 }
 
-// LockLinks implements sessions.LinkLocker with a session-level advisory
+// LockLinks implements sessions.Store with a session-level advisory
 // lock keyed by the schema (through its notification channel, which is
 // derived from it) and the host, held on a connection of its own as
 // LockMaintenance holds its lock: gateways sharing a schema follow a

@@ -170,7 +170,7 @@ func lockAll(ctx context.Context, txn *vigil.Txn, refs []vigil.SessionRef) error
 	for i, ref := range refs {
 		locks[i] = vigil.Lock{Session: ref, Intent: vigil.LockToWrite}
 	}
-	return txn.Store().Lock(ctx, locks)
+	return txn.Rows().(*Tx).Lock(ctx, locks)
 }
 
 // Records on sessions locked together take no round trip of their own:
@@ -239,7 +239,7 @@ func openSends(t testing.TB, n int) (*vigil.Engine, *roundTrips, []vigil.Session
 	t.Helper()
 	eng, rt, refs := openCounted(t, n, 2)
 	if err := eng.Update(t.Context(), func(ctx context.Context, txn *vigil.Txn) error {
-		tx := txn.Store().(*Tx)
+		tx := txn.Rows().(*Tx)
 		for i, ref := range refs {
 			parent := vigil.MustRef(fmt.Sprintf("agent:rt:p%d", i))
 			for _, s := range []sessions.Session{
@@ -262,7 +262,7 @@ func openSends(t testing.TB, n int) (*vigil.Engine, *roundTrips, []vigil.Session
 // (gateway/send.go), in its order: the target's row read, the message
 // appended, the row written back, the parent's row read, and the record.
 func personSend(ctx context.Context, txn *vigil.Txn, target vigil.SessionRef, now int64) error {
-	tx := txn.Store().(*Tx)
+	tx := txn.Rows().(*Tx)
 	s, ok, err := tx.GetSession(ctx, target)
 	if err != nil {
 		return err
@@ -335,7 +335,7 @@ func TestASessionRowWrittenTwiceInATransactionKeepsItsFirstCreationTime(t *testi
 	ctx := t.Context()
 	ref := refs[0]
 	if err := eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
-		tx := txn.Store().(*Tx)
+		tx := txn.Rows().(*Tx)
 		for _, at := range []int64{5, 7} {
 			if err := tx.PutSession(ctx, sessions.Session{Ref: ref, SessionID: "s", Kind: sessions.KindSubAgent,
 				CreatedAt: at, UpdatedAt: at}); err != nil {
@@ -350,7 +350,7 @@ func TestASessionRowWrittenTwiceInATransactionKeepsItsFirstCreationTime(t *testi
 	var ok bool
 	err := eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
 		var err error
-		s, ok, err = txn.Store().(*Tx).GetSession(ctx, ref)
+		s, ok, err = txn.Rows().(*Tx).GetSession(ctx, ref)
 		return err
 	})
 	if err != nil || !ok {
@@ -368,7 +368,7 @@ func TestAParentReadWithItsChildSeesTheTransactionsLaterWriteOfIt(t *testing.T) 
 	eng, _, refs := openSends(t, 1)
 	ctx := t.Context()
 	if err := eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
-		tx := txn.Store().(*Tx)
+		tx := txn.Rows().(*Tx)
 		child, _, err := tx.GetSession(ctx, refs[0])
 		if err != nil {
 			return err
@@ -406,12 +406,12 @@ func TestALabelAHeldWriteTakesOffIsFreeForAnotherSessionInTheSameTransaction(t *
 			CreatedAt: 1, UpdatedAt: 1})
 	}
 	if err := eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
-		return put(txn.Store().(*Tx), refs[0], "x")
+		return put(txn.Rows().(*Tx), refs[0], "x")
 	}); err != nil {
 		t.Fatal(err)
 	}
 	if err := eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
-		tx := txn.Store().(*Tx)
+		tx := txn.Rows().(*Tx)
 		if err := put(tx, refs[0], ""); err != nil {
 			return err
 		}
@@ -442,7 +442,7 @@ func lockTargets(ctx context.Context, txn *vigil.Txn, refs []vigil.SessionRef) e
 	for i, ref := range refs {
 		locks[i] = vigil.Changing(ref)
 	}
-	return txn.Store().Lock(ctx, locks)
+	return txn.Rows().(*Tx).Lock(ctx, locks)
 }
 
 // Sends to targets locked together take no round trip of their own: the
@@ -658,7 +658,7 @@ func TestMessageIDsTakenWithTheLocksRiseInTheOrderMessagesAreAppended(t *testing
 	eng, _, refs := openCounted(t, 4, 0)
 	var ids []int64
 	if err := eng.Update(t.Context(), func(ctx context.Context, txn *vigil.Txn) error {
-		tx := txn.Store().(*Tx)
+		tx := txn.Rows().(*Tx)
 		ids = ids[:0]
 		for _, ref := range []vigil.SessionRef{refs[3], refs[1], refs[2], refs[0], refs[0]} {
 			if ref == refs[1] { // after the first message: lock the targets
@@ -687,7 +687,7 @@ func TestATargetsRowReadWithItsLockSeesTheTransactionsWritesOfIt(t *testing.T) {
 	pgtest.Require(t)
 	eng, _, refs := openSends(t, 1)
 	if err := eng.Update(t.Context(), func(ctx context.Context, txn *vigil.Txn) error {
-		tx := txn.Store().(*Tx)
+		tx := txn.Rows().(*Tx)
 		child, _, err := tx.GetSession(ctx, refs[0])
 		if err != nil {
 			return err
@@ -726,7 +726,7 @@ func TestATargetWithNoRowIsReadAsMissingUntilTheTransactionWritesIt(t *testing.T
 	pgtest.Require(t)
 	eng, _, refs := openCounted(t, 1, 0)
 	if err := eng.Update(t.Context(), func(ctx context.Context, txn *vigil.Txn) error {
-		tx := txn.Store().(*Tx)
+		tx := txn.Rows().(*Tx)
 		if _, ok, err := tx.GetSession(ctx, refs[0]); err != nil || ok {
 			return fmt.Errorf("read %s before it has a row: %v, found %v", refs[0], err, ok)
 		}

@@ -48,7 +48,7 @@ func TestEveryCallOfAShutStoreFailsMarkedAsTheStores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stx := s.SessionTx(tx)
+	stx := tx.Rows().(sessions.Tx)
 	if err := s.shutDown(); err != nil {
 		t.Fatal(err)
 	}

@@ -282,11 +282,10 @@ func (t *Tx) MovesDurableThrough(ctx context.Context) (int64, error) {
 // writes every held move, in a transaction of its own. Open leaves the
 // moves: the engine's replay starts from where the file says they end.
 func (s *Store) writeHeld(ctx context.Context, moves bool) error {
-	tx, err := s.BeginWrite(ctx)
+	t, err := s.begin(ctx)
 	if err != nil {
 		return err
 	}
-	t := tx.(*Tx)
 	if moves {
 		err = t.writeMoves()
 	}

@@ -731,6 +731,15 @@ func (s *Store) Log(ctx context.Context, after int64, limit int) (vigil.LogPage,
 // busy timeout) instead of failing mid-transaction. The writer pool holds
 // one connection, so writers in this process queue for it.
 func (s *Store) BeginWrite(ctx context.Context) (vigil.Tx, error) {
+	t, err := s.begin(ctx)
+	if err != nil {
+		return nil, err // a nil *Tx would be a non-nil vigil.Tx
+	}
+	return t, nil
+}
+
+// begin begins a write transaction (BeginWrite).
+func (s *Store) begin(ctx context.Context) (*Tx, error) {
 	sc, err := s.write.Conn(ctx)
 	if err != nil {
 		return nil, failed(err)
