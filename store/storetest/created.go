@@ -157,7 +157,7 @@ func testAmbientCursors(t *testing.T, s vigil.Store) {
 	moved.Notified, moved.Material, moved.UpdatedAt = 5, 5, 20
 	moveCursors(t, s, gammaOther, moved)
 	wantCursors(t, "every cursor after a move", allCursors(t, s), false, moved, explicit)
-	wantCursors(t, "PendingCursors after a move", pendingCursors(t, s), false, moved)
+	wantCursors(t, "owed cursors after a move", pendingCursors(t, s), false, moved)
 	made := moved
 	made.Ambient = false
 	putCursors(t, s, made)

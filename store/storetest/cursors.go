@@ -323,7 +323,7 @@ func testDeleteWatcherCursors(t *testing.T, s vigil.Store) {
 	wantCursors(t, "cursors left", allCursors(t, s), true, sortCursors(keep)...)
 }
 
-func testPendingCursors(t *testing.T, s vigil.Store) {
+func testOwedCursors(t *testing.T, s vigil.Store) {
 	synced := cursor(alphaMain.Key, betaMain, 5, 5, 5, 10)         // M == L
 	zero := cursor(alphaMain.Key, betaGlobal, 0, 0, 0, 10)         // M == L == 0
 	pending := cursor(betaMain.Key, alphaMain, 3, 5, 5, 10)        // N > L, M == N
@@ -331,14 +331,14 @@ func testPendingCursors(t *testing.T, s vigil.Store) {
 	both := cursor(alphaChild.Key, alphaMain, 1, 3, 5, 10)         // L < N < M
 	bare := cursor(betaMain.Key, alphaGlobal, 0, 2, 2, 10)
 	putCursors(t, s, synced, zero, pending, materialOnly, both, bare)
-	wantCursors(t, "PendingCursors", pendingCursors(t, s), false, pending, materialOnly, both, bare)
+	wantCursors(t, "owed cursors", pendingCursors(t, s), false, pending, materialOnly, both, bare)
 
 	// Catching up removes a cursor from the list.
 	putCursors(t, s, cursor(betaMain.Key, alphaMain, 5, 5, 5, 20))
-	wantCursors(t, "PendingCursors after catching up", pendingCursors(t, s), false, materialOnly, both, bare)
+	wantCursors(t, "owed cursors after catching up", pendingCursors(t, s), false, materialOnly, both, bare)
 }
 
-func testPendingCursorsOf(t *testing.T, s vigil.Store) {
+func testOwedToWatchers(t *testing.T, s vigil.Store) {
 	pendingAlpha := cursor(alphaMain.Key, betaMain, 3, 5, 5, 10)
 	syncedAlpha := cursor(alphaMain.Key, gammaOther, 5, 5, 5, 10)
 	pendingBeta := cursor(betaMain.Key, alphaMain, 0, 2, 4, 10)
@@ -352,10 +352,10 @@ func testPendingCursorsOf(t *testing.T, s vigil.Store) {
 		})
 		return cs
 	}
-	wantCursors(t, "PendingCursorsOf(alpha, beta)", of([]string{alphaMain.Key, betaMain.Key}), false, pendingAlpha, pendingBeta)
-	wantCursors(t, "PendingCursorsOf(unknown)", of([]string{"agent:nobody:main"}), false)
-	wantCursors(t, "PendingCursorsOf(empty list)", of([]string{}), false)
-	wantCursors(t, "PendingCursorsOf(nil)", of(nil), false, pendingAlpha, pendingBeta, pendingGamma)
+	wantCursors(t, "OwedTo(alpha, beta)'s cursors", of([]string{alphaMain.Key, betaMain.Key}), false, pendingAlpha, pendingBeta)
+	wantCursors(t, "OwedTo(unknown)'s cursors", of([]string{"agent:nobody:main"}), false)
+	wantCursors(t, "OwedTo(empty list)'s cursors", of([]string{}), false)
+	wantCursors(t, "OwedTo(nil)'s cursors", of(nil), false, pendingAlpha, pendingBeta, pendingGamma)
 
 	// A transaction sees its own writes.
 	update(t, s, func(ctx context.Context, tx vigil.Tx) {
@@ -363,6 +363,6 @@ func testPendingCursorsOf(t *testing.T, s vigil.Store) {
 			t.Fatalf("PutCursor: %v", err)
 		}
 		cs := owedTo(t, ctx, tx, []string{alphaMain.Key}, false).Cursors
-		wantCursors(t, "PendingCursorsOf after catching up in the same transaction", cs, false)
+		wantCursors(t, "OwedTo(alpha)'s cursors after catching up in the same transaction", cs, false)
 	})
 }

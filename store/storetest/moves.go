@@ -57,8 +57,8 @@ func testMovesSeenByEveryRead(t *testing.T, s vigil.Store) {
 	update(t, s, func(ctx context.Context, tx vigil.Tx) {
 		of = owedTo(t, ctx, tx, []string{alphaMain.Key}, false).Cursors
 	})
-	wantCursors(t, "PendingCursorsOf after the commit", of, false, moved[0])
-	wantCursors(t, "PendingCursors after the commit", pendingCursors(t, s), false, moved...)
+	wantCursors(t, "OwedTo(alpha)'s cursors after the commit", of, false, moved[0])
+	wantCursors(t, "owed cursors after the commit", pendingCursors(t, s), false, moved...)
 	wantCursors(t, "every cursor after the commit", allCursors(t, s), false, moved[0], moved[1], other)
 }
 

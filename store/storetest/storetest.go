@@ -85,8 +85,8 @@ var behaviours = []struct {
 	{"DeleteSessionRemovesEventsHeadAndCursors", testDeleteSession},
 	{"DeleteBareSessionKeepsSameKeyOfOtherAgent", testDeleteBareSession},
 	{"DeleteUnknownSessionIsHarmless", testDeleteUnknownSession},
-	{"OwedCursorsAreThoseWithMaterialAboveLastSeen", testPendingCursors},
-	{"OwedToReadsOnlyTheGivenWatchers", testPendingCursorsOf},
+	{"OwedCursorsAreThoseWithMaterialAboveLastSeen", testOwedCursors},
+	{"OwedToReadsOnlyTheGivenWatchers", testOwedToWatchers},
 	{"ExpireCursors", testExpireCursors},
 	{"TombstonesPutListDelete", testTombstonesPutListDelete},
 	{"TombstonesRollBackWithTheirTransaction", testTombstonesRollBack},
@@ -217,7 +217,7 @@ func testEmptyStore(t *testing.T, s vigil.Store) {
 		t.Errorf("NthNewestSequence(1) = %d, want 0", n)
 	}
 	if cs := pendingCursors(t, s); len(cs) != 0 {
-		t.Errorf("PendingCursors = %s, want none", fmtCursors(cs))
+		t.Errorf("owed cursors = %s, want none", fmtCursors(cs))
 	}
 	if cs := cursorsOnTarget(t, s, alphaMain); len(cs) != 0 {
 		t.Errorf("CursorsOnTarget = %s, want none", fmtCursors(cs))
