@@ -189,6 +189,13 @@ var rulesOnPostgreSQL = []func(*testing.T){
 	TestARefusedRecordsSpanSaysItFailedWithoutItsInput,
 	TestAMergedWakeIsAChildOfTheNoticeThatAskedForIt,
 	TestAnEngineWithoutATracerProviderMakesNoSpansEvenWithAGlobalOne,
+	// require_test.go
+	TestARequirementOfTheTargetsCurrentVersionHolds,
+	TestARequirementOfAVersionTheTargetMovedPastIsStaleWithTheVersionNow,
+	TestAWatcherThatAcknowledgedEveryChangeIsInSync,
+	TestAWatcherBehindItsTargetIsStaleWithItsWatermarksAndNotice,
+	TestASyncRequirementOfASessionThatDoesNotWatchTheTargetIsRefused,
+	TestTheVersionIsCheckedBeforeTheSync,
 }
 
 // sqliteOnly are the tests that open a store through newTestDB but run on

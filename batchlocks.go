@@ -7,16 +7,17 @@ import (
 	"slices"
 )
 
-// batchLocks are the sessions a group of a batch's records, turns
-// (Engine.Drain) and writes on a target (Engine.UpdateOn) will lock,
-// locked together before the first of those writes runs. A record locks
-// its target before reading the target's cursors (Txn.record), so a batch
-// of records would otherwise lock its targets one at a time, in the order
-// the writes queued, each lock followed by a read that must be answered
-// before the next record can run. Taken together, and in session order,
-// the locks can go to the store at once: a backend on a server sends
-// them, and whatever each record then reads, in one round trip, and two
-// batches wanting the same sessions ask for them in the same order.
+// batchLocks are the sessions a group of a batch's writes will lock (a
+// record's target, a turn's notices' targets, the sessions an Update was
+// given), locked together before the first of those writes runs. A record
+// locks its target before reading the target's cursors (Txn.record), so a
+// batch of records would otherwise lock its targets one at a time, in the
+// order the writes queued, each lock followed by a read that must be
+// answered before the next record can run. Taken together, and in session
+// order, the locks go to the store in one call (Tx.Lock): a backend on a
+// server sends them, and whatever each write then reads, in one round
+// trip, and two batches wanting the same sessions ask for them in the
+// same order.
 //
 // A group is what the batch takes from the queue at once: the writes
 // queued when it starts, then each handful that joins while it runs (see
@@ -24,73 +25,28 @@ import (
 // Only the sessions the group's writes lock anyway are locked (a turn's
 // as its queue stood when it was called), and only once: a batch run
 // again may have lost a write after the group's first write ran, and its
-// writes then lock their targets themselves.
+// writes then lock their sessions themselves.
 type batchLocks struct {
 	want  []lockWant // sorted by session
+	locks []Lock     // what take asks the store for, kept for the next batch
 	taken bool
 }
 
-// lockWant is one write's target, with its caller's context: a write
-// whose caller has given up is left out of the batch, and its target too.
-// onTarget is set for a write run by Engine.UpdateOn.
+// lockWant is one lock a write wants, with its caller's context: a write
+// whose caller has given up is left out of the batch, and its locks too.
 type lockWant struct {
-	ref      SessionRef
-	ctx      context.Context
-	onTarget bool
-	reads    bool // for a write that appends to none of its sessions
+	Lock
+	ctx context.Context
 }
 
-// TargetLocker is implemented by a Tx that can read ahead, with the
-// locks a batch takes together, what the writes run by Engine.UpdateOn
-// read next of their targets, as records have their targets' cursors
-// read ahead (see Tx.LockSession). The engine locks the target of such a
-// write with LockTarget instead of LockSession, once per batch and again
-// before the write runs; what a store reads ahead for it is between the
-// store and the callers of UpdateOn.
-type TargetLocker interface {
-	// LockTarget does what LockSession does, for the target of a write
-	// run by Engine.UpdateOn.
-	LockTarget(ctx context.Context, ref SessionRef) error
-}
-
-// ReadLocker is implemented by a Tx that reads ahead, with the locks a
-// batch takes together, what the writes locking a session read next (see
-// Tx.LockSession) and takes as well what a record on it appends with (a
-// sequence number): a turn (Engine.Drain) reads the cursors of its
-// notices' targets and appends to none, and the engine locks those with
-// LockToRead, so that the batch's turns leave the sequence as it was.
-type ReadLocker interface {
-	// LockToRead does what LockSession does, for a session the write
-	// reads and appends nothing to.
-	LockToRead(ctx context.Context, ref SessionRef) error
-}
-
-// lockToRead locks a session a write reads and appends nothing to.
-func lockToRead(ctx context.Context, tx Tx, ref SessionRef) error {
-	if l, ok := tx.(ReadLocker); ok {
-		return l.LockToRead(ctx, ref)
-	}
-	return tx.LockSession(ctx, ref)
-}
-
-// lockTarget locks the target of a write run by Engine.UpdateOn.
-func lockTarget(ctx context.Context, tx Tx, ref SessionRef) error {
-	if l, ok := tx.(TargetLocker); ok {
-		return l.LockTarget(ctx, ref)
-	}
-	return tx.LockSession(ctx, ref)
-}
-
-// plan notes the targets of the writes among ops that lock one first, a
-// group the batch takes, and returns ops. With fewer than two there is
-// nothing to take together (a lone write on a target locks it itself,
+// plan notes the locks of the writes among ops that lock sessions first,
+// a group the batch takes, and returns ops. With fewer than two there is
+// nothing to take together (a lone write locks its one session itself,
 // before it runs).
 func (q *writeQueue) plan(ops []*writeOp) []*writeOp {
 	n := 0
 	for _, op := range ops {
-		if op.locks {
-			n += 1 + len(op.then)
-		}
+		n += len(op.locks)
 	}
 	if n < 2 {
 		return ops
@@ -101,15 +57,14 @@ func (q *writeQueue) plan(ops []*writeOp) []*writeOp {
 	b := q.locks[q.planned]
 	q.planned++
 	for _, op := range ops {
-		if op.locks {
-			b.want = append(b.want, lockWant{op.target, op.ctx, op.onTarget, op.reads})
-			for _, ref := range op.then {
-				b.want = append(b.want, lockWant{ref, op.ctx, false, op.reads})
+		if len(op.locks) > 0 {
+			for _, l := range op.locks {
+				b.want = append(b.want, lockWant{l, op.ctx})
 			}
 			op.batch = b
 		}
 	}
-	slices.SortStableFunc(b.want, func(x, y lockWant) int { return compareRefs(x.ref, y.ref) })
+	slices.SortStableFunc(b.want, func(x, y lockWant) int { return compareRefs(x.Session, y.Session) })
 	return ops
 }
 
@@ -124,46 +79,58 @@ func (q *writeQueue) forgetPlans() {
 // reset forgets the last batch, and the contexts of its writes.
 func (b *batchLocks) reset() {
 	clear(b.want)
-	b.want, b.taken = b.want[:0], false
+	b.want, b.locks, b.taken = b.want[:0], b.locks[:0], false
 }
 
 // take locks, once per batch, every planned session that a write still
 // wanted may lock: a write whose context is done by now may have been
-// left out, and locking its target could give the store a session the
-// batch never writes. A write that is kept all the same locks its own
-// target when it runs. A session that a write on a target wants is
-// locked as its target (TargetLocker), whatever else wants it; one that
-// only turns want, which append nothing to it, is locked to read
-// (ReadLocker).
+// left out, and locking its session could give the store one the batch
+// never writes. A write that is kept all the same locks its own sessions
+// when it runs. A session is locked to change it when a write wants that,
+// whatever else wants it; to read it when every write wanting it only
+// reads it (turns, which append nothing to it); otherwise to write it.
 func (b *batchLocks) take(ctx context.Context, tx Tx) error {
 	if b.taken {
 		return nil
 	}
 	b.taken = true
+	b.locks = b.locks[:0]
 	for i := 0; i < len(b.want); {
-		ref := b.want[i].ref
-		live, onTarget, reads := false, false, true
-		for ; i < len(b.want) && b.want[i].ref == ref; i++ {
+		ref := b.want[i].Session
+		live, change, read := false, false, true
+		for ; i < len(b.want) && b.want[i].Session == ref; i++ {
 			if w := b.want[i]; w.ctx.Err() == nil {
-				live, onTarget, reads = true, onTarget || w.onTarget, reads && w.reads
+				live = true
+				change = change || w.Intent == LockToChange
+				read = read && w.Intent == LockToRead
 			}
 		}
-		var err error
+		intent := LockToWrite
 		switch {
 		case !live:
 			continue
-		case onTarget:
-			err = lockTarget(ctx, tx, ref)
-		case reads:
-			err = lockToRead(ctx, tx, ref)
-		default:
-			err = tx.LockSession(ctx, ref)
+		case change:
+			intent = LockToChange
+		case read:
+			intent = LockToRead
 		}
-		if err != nil {
-			return fmt.Errorf("lock %s with the batch's other sessions: %w", ref, err)
-		}
+		b.locks = append(b.locks, Lock{ref, intent})
+	}
+	if len(b.locks) == 0 {
+		return nil
+	}
+	if err := tx.Lock(ctx, b.locks); err != nil {
+		return fmt.Errorf("lock %d sessions from %s with the batch's: %w", len(b.locks), b.locks[0].Session, err)
 	}
 	return nil
+}
+
+// lock locks ref in the write's transaction, for what the write does with
+// it next (Tx.Lock).
+func (t *Txn) lock(ctx context.Context, ref SessionRef, intent LockIntent) error {
+	l := t.e.oneLock[:] // writes run one at a time
+	l[0] = Lock{ref, intent}
+	return t.tx.Lock(ctx, l)
 }
 
 // compareRefs orders sessions by agent, then key.

@@ -53,21 +53,21 @@ type loggedTx struct {
 	log *callLog
 }
 
-func (t *loggedTx) LockSession(ctx context.Context, ref vigil.SessionRef) error {
-	t.log.note("lock " + ref.Key)
-	return t.Tx.LockSession(ctx, ref)
-}
-
-// LockToRead makes the engine's calls for a turn's targets tell.
-func (t *loggedTx) LockToRead(ctx context.Context, ref vigil.SessionRef) error {
-	t.log.note("lock to read " + ref.Key)
-	return t.Tx.LockSession(ctx, ref)
-}
-
-// LockTarget makes the engine's calls for writes on a target tell.
-func (t *loggedTx) LockTarget(ctx context.Context, ref vigil.SessionRef) error {
-	t.log.note("lock target " + ref.Key)
-	return t.Tx.LockSession(ctx, ref)
+// Lock notes each lock, in the order given, with what it is for: "lock"
+// for a write, "lock to read" for a turn's targets, "lock target" for the
+// sessions an Update changes.
+func (t *loggedTx) Lock(ctx context.Context, locks []vigil.Lock) error {
+	for _, l := range locks {
+		switch l.Intent {
+		case vigil.LockToRead:
+			t.log.note("lock to read " + l.Session.Key)
+		case vigil.LockToChange:
+			t.log.note("lock target " + l.Session.Key)
+		default:
+			t.log.note("lock " + l.Session.Key)
+		}
+	}
+	return t.Tx.Lock(ctx, locks)
 }
 
 func (t *loggedTx) CursorsOnTarget(ctx context.Context, dst []vigil.Cursor, target vigil.SessionRef) ([]vigil.Cursor, error) {
@@ -185,16 +185,17 @@ func batchCalls(t *testing.T, log *callLog, release func(), wg *sync.WaitGroup, 
 	return log.take()
 }
 
-// The targets of writes on a target (UpdateOn) are locked with those of
-// the batch's records, in session order, through the store's LockTarget.
-func TestABatchLocksTheTargetsOfWritesOnATargetWithItsRecords(t *testing.T) {
+// The sessions an Update changes (LockToChange) are locked with the
+// targets of the batch's records, in session order, as sessions to change.
+func TestABatchLocksTheSessionsAnUpdateChangesWithItsRecordsTargets(t *testing.T) {
 	eng, log := openLogged(t)
 	release := enginetest.HoldWrites(t, eng)
 	var wg sync.WaitGroup
 	errs := make(chan error, 3)
 	recordQueued(t, eng, ctx, goalOn("agent:main:subagent:c"), 1, &wg, errs)
 	wg.Go(func() {
-		errs <- eng.UpdateOn(ctx, vigil.MustRef("agent:main:subagent:b"), func(context.Context, *vigil.Txn) error { return nil })
+		errs <- eng.Update(ctx, func(context.Context, *vigil.Txn) error { return nil },
+			vigil.Lock{Session: vigil.MustRef("agent:main:subagent:b"), Intent: vigil.LockToChange})
 	})
 	eng.AwaitQueuedWrites(2)
 	recordQueued(t, eng, ctx, goalOn("agent:main:subagent:a"), 3, &wg, errs)
@@ -205,16 +206,16 @@ func TestABatchLocksTheTargetsOfWritesOnATargetWithItsRecords(t *testing.T) {
 	}
 }
 
-// A write on a target alone in its batch finds its target locked when it
-// runs.
-func TestAWriteOnATargetRunsWithItsTargetLocked(t *testing.T) {
+// An Update given a session to change, alone in its batch, finds it
+// locked when it runs.
+func TestAnUpdateRunsWithTheSessionsItChangesLocked(t *testing.T) {
 	eng, log := openLogged(t)
 	target := vigil.MustRef("agent:main:subagent:a")
 	var before []string
-	if err := eng.UpdateOn(ctx, target, func(context.Context, *vigil.Txn) error {
+	if err := eng.Update(ctx, func(context.Context, *vigil.Txn) error {
 		before = log.take()
 		return nil
-	}); err != nil {
+	}, vigil.Lock{Session: target, Intent: vigil.LockToChange}); err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{"lock target " + target.Key}; !slices.Equal(before, want) {
@@ -222,9 +223,9 @@ func TestAWriteOnATargetRunsWithItsTargetLocked(t *testing.T) {
 	}
 }
 
-// A session that a record and a write on it both want is locked by the
-// batch as the write's target.
-func TestABatchLocksASessionARecordAndAWriteOnItBothWantAsTheWritesTarget(t *testing.T) {
+// A session that a record and an Update changing it both want is locked
+// by the batch as one to change.
+func TestABatchLocksASessionARecordAndAnUpdateBothWantAsOneToChange(t *testing.T) {
 	eng, log := openLogged(t)
 	release := enginetest.HoldWrites(t, eng)
 	var wg sync.WaitGroup
@@ -232,7 +233,8 @@ func TestABatchLocksASessionARecordAndAWriteOnItBothWantAsTheWritesTarget(t *tes
 	target := vigil.MustRef("agent:main:subagent:b")
 	recordQueued(t, eng, ctx, goalOn(target.Key), 1, &wg, errs)
 	wg.Go(func() {
-		errs <- eng.UpdateOn(ctx, target, func(context.Context, *vigil.Txn) error { return nil })
+		errs <- eng.Update(ctx, func(context.Context, *vigil.Txn) error { return nil },
+			vigil.Lock{Session: target, Intent: vigil.LockToChange})
 	})
 	eng.AwaitQueuedWrites(2)
 	recordQueued(t, eng, ctx, goalOn("agent:main:subagent:a"), 3, &wg, errs)
@@ -286,8 +288,8 @@ func TestABatchLocksTheTargetsOfItsTurnsNoticesTogether(t *testing.T) {
 }
 
 // A turn with notices of several targets locks them together, in session
-// order, before it reads the first cursor: through the store's
-// LockToRead, since a turn appends nothing to them.
+// order, before it reads the first cursor: to read them (LockToRead),
+// since a turn appends nothing to them.
 func TestATurnLocksTheTargetsOfAllItsNoticesTogether(t *testing.T) {
 	eng, log := openLogged(t)
 	const watcher = "agent:a:main"

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/store/pgstore"
 	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
@@ -107,6 +108,88 @@ func benchRecord(b *testing.B, eng *vigil.Engine, producers, targets, watchers i
 	if st := eng.Stats(); st.Batches > 0 {
 		b.ReportMetric(float64(st.BatchedWrites)/float64(st.Batches), "writes/batch")
 	}
+}
+
+// BenchmarkStores runs the record and turn paths on each store: SQLite
+// at NORMAL, and PostgreSQL on a fresh schema (skipped without a server,
+// as the PostgreSQL tests are). A record appends to its target and moves
+// its watchers' cursors; a turn acknowledges a watcher's notice. Several
+// producers share batches, so their locks are taken together.
+func BenchmarkStores(b *testing.B) {
+	for _, backend := range []string{backendSQLite, backendPostgres} {
+		for _, producers := range []int{1, 64} {
+			b.Run(fmt.Sprintf("%s/record/producers=%d", backend, producers), func(b *testing.B) {
+				benchRecord(b, benchEngineOn(b, backend), producers, 100, 2)
+			})
+		}
+		for _, producers := range []int{1, 16} {
+			b.Run(fmt.Sprintf("%s/turn/producers=%d", backend, producers), func(b *testing.B) {
+				benchTurns(b, benchEngineOn(b, backend), producers)
+			})
+		}
+	}
+}
+
+// benchEngineOn opens an engine with real time on a fresh store of
+// backend: SQLite at NORMAL, or a PostgreSQL schema.
+func benchEngineOn(b *testing.B, backend string) *vigil.Engine {
+	b.Helper()
+	if backend == backendSQLite {
+		eng, _ := benchEngine(b, "NORMAL")
+		return eng
+	}
+	ctx := context.Background()
+	st, err := pgstore.Open(ctx, postgresURL(), pgstore.Options{Schema: freshSchema(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	eng, err := vigil.Open(ctx, st, vigil.Options{PruneInterval: -1})
+	if err != nil {
+		st.Close()
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { eng.Close(); st.Close() })
+	return eng
+}
+
+// benchTurns runs b.N turns from producers goroutines, each with a
+// target of its own watched by a watcher of its own: a record on the
+// target queues the watcher a notice, and the watcher's turn
+// acknowledges it.
+func benchTurns(b *testing.B, eng *vigil.Engine, producers int) {
+	ctx := context.Background()
+	type pair struct {
+		watcher string
+		record  vigil.Record
+	}
+	pairs := make([]pair, producers)
+	for i := range pairs {
+		target := vigil.MustRef(fmt.Sprintf("agent:bench:subagent:t%d", i))
+		pairs[i] = pair{fmt.Sprintf("agent:bench:w%d", i), humanMessage(target)}
+		if _, err := eng.Watch(ctx, pairs[i].watcher, target); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for _, p := range pairs {
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				if _, err := eng.Record(ctx, p.record); err != nil {
+					b.Error(err)
+					return
+				}
+				d, err := eng.Drain(ctx, p.watcher)
+				if err != nil || len(d.Acknowledged) != 1 {
+					b.Errorf("turn of %s: acknowledged %v, %v; want its target", p.watcher, d.Acknowledged, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "turns/s")
 }
 
 // BenchmarkChangesSince answers deltas with 50,000 retained events over

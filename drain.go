@@ -77,7 +77,7 @@ func (e *Engine) drain(ctx context.Context, watcher string) (Drained, error) {
 				continue
 			}
 			target := *ev.Target
-			if err := t.tx.LockSession(ctx, target); err != nil {
+			if err := t.lock(ctx, target, LockToRead); err != nil {
 				return err
 			}
 			c, ok, err := t.tx.Cursor(ctx, watcher, target)
@@ -139,7 +139,7 @@ func (e *Engine) drain(ctx context.Context, watcher string) (Drained, error) {
 		return nil
 	}
 	op := e.writes.newOp(ctx, write)
-	if targets := e.queues.noticeTargets(watcher); len(targets) > 0 {
+	if locks := e.queues.noticeTargets(watcher); len(locks) > 0 {
 		// The write locks the targets of its notices, one before reading
 		// each one's cursor. Told so, a batch locks them with the
 		// sessions of its other writes (batchLocks), and a store on a
@@ -148,7 +148,7 @@ func (e *Engine) drain(ctx context.Context, watcher string) (Drained, error) {
 		// batch wait for a round trip a notice. Should the queue change
 		// before the write takes it, a target it no longer has is one more
 		// session the batch holds until it commits.
-		op.locks, op.target, op.then, op.reads = true, targets[0], targets[1:], true
+		op.locks = locks
 	}
 	err = e.runWrite(op)
 	if err != nil {

@@ -178,6 +178,26 @@ func CheckDashboardURL(s string) error {
 // Engine records events, keeps cursors and queues notices. It is safe for
 // concurrent use. The embedder owns the Store and closes it after the
 // Engine.
+//
+// Lock order. What an engine waits for, outermost first:
+//
+//  1. maintenance, the maintenance turn (a token, not a mutex: see below),
+//     held by a sweep, a prune and the touch of swept cursors for their
+//     whole run;
+//  2. the store's maintenance lock (Store.LockMaintenance), taken only
+//     with the turn held, and never while this engine keeps another hold
+//     of it (sweptCursors.unlock) that only the turn's next holder would
+//     release;
+//  3. the write queue: a write waits for its batch to commit, and its
+//     batch's writes wait for the store's session locks (Tx.Lock);
+//  4. the leaves: writes.mu, schedMu, swept.mu, notices.mu, queues.mu and
+//     waker.mu, each held briefly, never across a write, a store call or
+//     the taking of another.
+//
+// Nothing waits for an earlier level while it holds a later one: a write's
+// function and its effects, which run inside level 3, never ask for the
+// turn (Prune and Sweep are called outside writes, and the inline prune a
+// write makes due runs after its batch has answered it).
 type Engine struct {
 	store Store
 	opts  Options
@@ -191,8 +211,10 @@ type Engine struct {
 	queues  *queues
 	notices noticeMemo
 	// targetCursors is the running write's list of a target's cursors
-	// (Txn.cursorsOnTarget); writes run one at a time.
+	// (Txn.cursorsOnTarget), and oneLock what it asks the store to lock
+	// (Txn.lock); writes run one at a time.
 	targetCursors []Cursor
+	oneLock       [1]Lock
 	waker         *waker
 	stats         stats
 
@@ -200,14 +222,20 @@ type Engine struct {
 	bgCancel context.CancelFunc
 	bg       sync.WaitGroup
 
-	// pruneMu is held for a whole prune, sweep or touch of swept cursors,
-	// so that none of them interleaves with another: a prune must never
-	// expire a cursor the sweep re-notified but has not yet touched.
-	pruneMu   sync.Mutex
-	schedMu   sync.Mutex // guards lastPrune and pruneBusy
-	lastPrune time.Time  // when the last automatic prune began; zero if none has
-	pruneBusy bool
-	swept     sweptCursors
+	// maintenance holds a token while a prune, a sweep or the touch of
+	// swept cursors runs, so that none of them interleaves with another:
+	// a prune must never expire a cursor the sweep re-notified but has
+	// not yet touched. A channel rather than a mutex: the turn is held
+	// across writes that queue behind producers and across the store's
+	// maintenance lock, a wait on another process, so whoever waits for
+	// it must be able to give up when its context ends (see
+	// maintenanceTurn), and Close must not wait behind an explicit
+	// Prune's turn for the background work to stop.
+	maintenance chan struct{}
+	schedMu     sync.Mutex // a leaf; guards lastPrune and pruneBusy
+	lastPrune   time.Time  // when the last automatic prune began; zero if none has
+	pruneBusy   bool
+	swept       sweptCursors
 }
 
 // Open starts an engine on store. Before it returns it runs the startup
@@ -227,6 +255,8 @@ func Open(ctx context.Context, store Store, opts Options) (*Engine, error) {
 		log:    opts.Logger,
 		trace:  newTracing(opts.TracerProvider),
 		queues: newQueues(opts.QueueBound),
+		// The token is in the channel while the turn is held.
+		maintenance: make(chan struct{}, 1),
 	}
 	e.writes.idle = sync.NewCond(&e.writes.mu)
 	e.writes.maxBatch = opts.MaxBatch
@@ -256,17 +286,9 @@ func (e *Engine) Close() error {
 
 // LogHorizon is where a reader of the whole log that wants only what
 // happens from now on starts (Log after it): every event at or below it is
-// already visible, so none committed later is missed. With one writer
-// that is the newest event; a store shared by several processes says
-// (HorizonReader).
+// already visible, so none committed later is missed (Reader.LogHorizon).
 func (e *Engine) LogHorizon(ctx context.Context) (int64, error) {
-	var n int64
-	var err error
-	if h, ok := e.store.(HorizonReader); ok {
-		n, err = h.LogHorizon(ctx)
-	} else {
-		n, err = e.store.NthNewestSequence(ctx, 1)
-	}
+	n, err := e.store.LogHorizon(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("log horizon: %w", err)
 	}
@@ -307,12 +329,11 @@ type Txn struct {
 	atEnd []func(context.Context) error
 }
 
-// Store gives the store transaction, for embedders whose own tables live in
-// the same database (assert it to the backend's richer type). Record events
-// with Txn.Record, not with the store's Append: after a crash a store that
-// holds cursor moves in memory has its material events applied to the
-// cursors again, as Record applies them.
-func (t *Txn) Store() Tx { return t.tx }
+// Rows is the part of the store's transaction that writes the embedder's
+// own rows beside the log (Tx.Rows), for the embedder to assert to what
+// it knows the store keeps (sessions.TxOf): they commit with this write.
+// Every change of the log and of cursors goes through the Txn's methods.
+func (t *Txn) Rows() any { return t.tx.Rows() }
 
 // Now is the time of this write.
 func (t *Txn) Now() time.Time { return t.now }
@@ -370,23 +391,21 @@ func (t *Txn) changedCursor(before, after Cursor) {
 // have effects outside the transaction except through AfterCommit. An error
 // from fn rolls back fn's changes and is returned.
 //
+// The sessions of locks are locked (Tx.Lock) before fn runs, so fn finds
+// them held. A batch locks the sessions of the writes it takes together,
+// in session order, before the first of them runs (see batchLocks), and
+// the store may prepare with them what each lock's intent says fn does
+// next (a change of the session's rows, LockToChange). fn may lock and
+// write other sessions too.
+//
 // A panic in fn, or in an effect it registered, reaches Update's caller, as
 // if fn had run on its goroutine; the transaction does not commit when fn
 // panics, and the other writes sharing it carry on.
-func (e *Engine) Update(ctx context.Context, fn func(context.Context, *Txn) error) error {
-	return e.runWrite(e.writes.newOp(ctx, fn))
-}
-
-// UpdateOn runs fn as Update does, as a write on target: target is
-// locked (Tx.LockSession) before fn runs, so fn finds its lock held. A
-// batch locks the targets of the writes it takes together with those of
-// its records, in session order, before the first of them runs (see
-// batchLocks), through the store's TargetLocker when it has one, which
-// may read with the locks what such writes read next of their targets.
-// fn may lock and write other sessions too, as with Update.
-func (e *Engine) UpdateOn(ctx context.Context, target SessionRef, fn func(context.Context, *Txn) error) error {
+func (e *Engine) Update(ctx context.Context, fn func(context.Context, *Txn) error, locks ...Lock) error {
 	op := e.writes.newOp(ctx, fn)
-	op.locks, op.onTarget, op.target = true, true, target
+	if len(locks) > 0 {
+		op.locks, op.own = append(op.lockBuf[:0], locks...), true
+	}
 	return e.runWrite(op)
 }
 

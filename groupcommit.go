@@ -20,19 +20,15 @@ type writeOp struct {
 	leader bool
 	txn    *Txn
 	run    Txn // what txn points to (one allocation for both)
-	// locks, when set, is the first thing the write does: lock target
-	// (Tx.LockSession), then each session of then, the sessions it
-	// locks next (it may read between). Engine.Record's writes say so,
-	// a turn's (Engine.Drain) for the targets of its notices, and so do
-	// the writes of Engine.UpdateOn, which have onTarget set: the engine
-	// locks their target itself before they run (exec).
-	locks    bool
-	onTarget bool
-	target   SessionRef
-	then     []SessionRef
-	// reads is set for a write that locks its sessions to read their
-	// cursors and appends to none of them (a turn): see ReadLocker.
-	reads bool
+	// locks are the sessions the write locks first, in the order it locks
+	// them (it may read between), each with its intent: Engine.Record's
+	// its target, a turn's (Engine.Drain) the targets of its notices,
+	// Engine.Update's the sessions it was given. With own set (Update's)
+	// the engine locks them itself before the write runs (exec);
+	// otherwise the write does. lockBuf holds a write's lone lock.
+	locks   []Lock
+	own     bool
+	lockBuf [1]Lock
 	// batch, when set, holds the sessions the write's batch locks before
 	// the first of its writes that lock one runs (see batchLocks).
 	batch *batchLocks
@@ -40,18 +36,18 @@ type writeOp struct {
 
 // exec runs the op's write in t, after the locks it wants taken first:
 // its batch's, by the first of the batch's writes to run, and, for a
-// write run by Engine.UpdateOn, its target's own, which a batch run
-// again (whose locks were taken together in the run before) leaves to
-// each write.
+// write run by Engine.Update with locks, its own, which a batch run again
+// (whose locks were taken together in the run before) leaves to each
+// write.
 func (op *writeOp) exec(t *Txn) error {
 	if b := op.batch; b != nil {
 		if err := b.take(op.ctx, t.tx); err != nil {
 			return err
 		}
 	}
-	if op.onTarget {
-		if err := lockTarget(op.ctx, t.tx, op.target); err != nil {
-			return fmt.Errorf("lock %s: %w", op.target, err)
+	if op.own {
+		if err := t.tx.Lock(op.ctx, op.locks); err != nil {
+			return fmt.Errorf("lock %s: %w", op.locks[0].Session, err)
 		}
 	}
 	return op.fn(op.ctx, t)
@@ -93,7 +89,7 @@ func (q *writeQueue) release(op *writeOp) {
 // goroutine, with no hand-off to wait for, and concurrent writers share
 // transactions as before.
 type writeQueue struct {
-	mu      sync.Mutex
+	mu      sync.Mutex // a leaf in the engine's lock order (see Engine)
 	idle    *sync.Cond // broadcast when leading turns false
 	queue   []*writeOp
 	leading bool // a caller is committing; false implies queue is empty

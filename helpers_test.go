@@ -2,6 +2,8 @@ package vigil_test
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"path/filepath"
 	"testing"
 
@@ -100,14 +102,19 @@ func (db testDB) open(t testing.TB) vigil.Store {
 }
 
 // exec runs a statement on the store's database behind the engine's back,
-// as an operator would by hand. The statement takes no parameters (the
-// backends spell placeholders differently).
+// as an operator would by hand: on PostgreSQL while the engine runs, on an
+// SQLite file held alone with the engine stopped and started again (the
+// store keeps parts of the file in memory, which no one else may change
+// while it runs). The statement takes no parameters (the backends spell
+// placeholders differently).
 func (env *testEnv) exec(statement string) {
 	env.t.Helper()
 	var err error
 	switch st := env.store.(type) {
 	case *sqlitestore.Store:
-		_, err = st.DB().ExecContext(ctx, statement)
+		env.close()
+		err = execOnFile(env.db.path, statement)
+		env.open()
 	case *pgstore.Store:
 		_, err = st.Pool().Exec(ctx, statement)
 	default:
@@ -116,6 +123,17 @@ func (env *testEnv) exec(statement string) {
 	if err != nil {
 		env.t.Fatalf("%s: %v", statement, err)
 	}
+}
+
+// execOnFile runs a statement on the SQLite file at path, through a
+// connection of its own.
+func execOnFile(path, statement string) error {
+	db, err := sql.Open("sqlite3", "file:"+path)
+	if err != nil {
+		return err
+	}
+	_, err = db.ExecContext(ctx, statement)
+	return errors.Join(err, db.Close())
 }
 
 // restart drops every in-memory queue and reopens engine and store.

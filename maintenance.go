@@ -34,31 +34,37 @@ const sweepLockWait = 30 * time.Second
 // before it has its new time: every prune touches what the sweep left to
 // touch before it deletes anything.
 //
-// First, when the store holds cursor moves in memory (MoveDeferrer), it
-// applies again every material event whose moves the store may have lost
-// in a crash, so the cursors it sweeps are what the records made them.
+// First, it applies again every material event whose moves the store may
+// have lost in a crash (Tx.MoveCursors), so the cursors it sweeps are what
+// the records made them.
 //
 // Cursors of deleted watchers are deleted with them, so every cursor found
 // here belongs to a watcher that still exists.
 func (e *Engine) Sweep(ctx context.Context) (int, error) {
-	e.pruneMu.Lock()
-	defer e.pruneMu.Unlock()
+	release, err := e.maintenanceTurn(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("sweep: %w", err)
+	}
+	defer release()
+	// What an earlier sweep left to touch is touched first: it may hold
+	// the store's maintenance lock until then, which this sweep takes.
+	if err := e.touchSwept(ctx); err != nil {
+		return 0, fmt.Errorf("sweep: %w", err)
+	}
 	unlock := func() {}
-	if l, ok := e.store.(MaintenanceLocker); ok {
-		// Wait a while for another process's prune or sweep to end, but not
-		// forever: sweeping alongside it is safe (the rows it writes are
-		// locked), only slower for both.
-		lockCtx, cancel := context.WithTimeout(ctx, sweepLockWait)
-		u, _, err := l.LockMaintenance(lockCtx, true)
-		cancel()
-		switch {
-		case err == nil:
-			unlock = u
-		case ctx.Err() != nil:
-			return 0, fmt.Errorf("sweep: take the maintenance lock: %w", ctx.Err())
-		default:
-			e.log.Warn("sweeping without the maintenance lock", "err", err)
-		}
+	// Wait a while for another process's prune or sweep to end, but not
+	// forever: sweeping alongside it is safe (the rows it writes are
+	// locked), only slower for both.
+	lockCtx, cancel := context.WithTimeout(ctx, sweepLockWait)
+	u, _, err := e.store.LockMaintenance(lockCtx, true)
+	cancel()
+	switch {
+	case err == nil:
+		unlock = u
+	case ctx.Err() != nil:
+		return 0, fmt.Errorf("sweep: take the maintenance lock: %w", ctx.Err())
+	default:
+		e.log.Warn("sweeping without the maintenance lock", "err", err)
 	}
 	handedOn := false
 	defer func() {
@@ -72,11 +78,12 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 	var n int
 	var later []cursorID
 	var at int64
-	err := e.Update(ctx, func(ctx context.Context, t *Txn) error {
-		pending, err := t.tx.PendingCursors(ctx)
+	err = e.Update(ctx, func(ctx context.Context, t *Txn) error {
+		owed, err := t.tx.OwedTo(ctx, nil, true)
 		if err != nil {
 			return err
 		}
+		pending := owed.Cursors
 		n = len(pending)
 		t.countedPending(n)
 		at = t.now.UnixMilli()
@@ -93,10 +100,7 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 		if stale > 0 {
 			rewritten = make([]Cursor, 0, stale)
 		}
-		created, err := t.tx.CreationNotices(ctx, nil)
-		if err != nil {
-			return fmt.Errorf("read creation notices: %w", err)
-		}
+		created := owed.Creations
 		queued := make([]watcherNotice, 0, len(created)+len(pending))
 		for _, c := range created {
 			queued = append(queued, watcherNotice{c.Watcher, e.creationNotice(c)})
@@ -115,16 +119,12 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 		if err := t.tx.PutCursors(ctx, rewritten); err != nil {
 			return err
 		}
-		gone, m, err := t.tombstoneNotices(ctx, nil)
-		if err != nil {
-			return err
-		}
-		for w, ns := range gone {
+		for w, ns := range noticesOfTombstones(owed.Tombstones) {
 			for _, ev := range ns {
 				queued = append(queued, watcherNotice{w, ev})
 			}
 		}
-		n += m
+		n += len(owed.Tombstones)
 		t.AfterCommit(func() { e.enqueueNotices(ctx, queued) })
 		t.AfterCommit(func() { e.stats.sweepRequeued.Add(int64(n)) })
 		return nil
@@ -140,14 +140,31 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 		e.bg.Add(1)
 		go func() {
 			defer e.bg.Done()
-			e.pruneMu.Lock()
-			defer e.pruneMu.Unlock()
+			release, err := e.maintenanceTurn(e.bgCtx)
+			if err != nil {
+				// Closing: what is left stays untouched, and the
+				// maintenance lock goes with the engine.
+				e.swept.forget()
+				return
+			}
+			defer release()
 			if err := e.touchSwept(e.bgCtx); err != nil && e.bgCtx.Err() == nil && !errors.Is(err, ErrClosed) {
 				e.log.Error("touch the cursors the sweep re-notified", "err", err)
 			}
 		}()
 	}
 	return n, nil
+}
+
+// maintenanceTurn waits for the maintenance turn (Engine.maintenance), or
+// for ctx to end, and returns the function that gives the turn back.
+func (e *Engine) maintenanceTurn(ctx context.Context) (release func(), err error) {
+	select {
+	case e.maintenance <- struct{}{}:
+		return func() { <-e.maintenance }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for the maintenance turn: %w", ctx.Err())
+	}
 }
 
 // cursorID names a cursor.
@@ -159,21 +176,30 @@ type cursorID struct {
 // sweptCursors are the cursors the last sweep re-notified without writing
 // them, which are still to get the sweep's time as UpdatedAt.
 type sweptCursors struct {
-	mu      sync.Mutex
-	at      int64 // the sweep's time, ms since epoch
+	mu      sync.Mutex // a leaf in the engine's lock order (see Engine)
+	at      int64      // the sweep's time, ms since epoch
 	cursors []cursorID
 	unlock  func() // releases the maintenance lock the sweep took, if any
 }
 
 // set replaces what is left to touch with the cursors of a newer sweep,
-// which lists every cursor still pending.
+// which lists every cursor still pending. The maintenance lock an older
+// sweep left is released, outside s.mu: it may be a round trip.
 func (s *sweptCursors) set(at int64, cursors []cursorID, unlock func()) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.unlock != nil {
-		s.unlock()
-	}
+	old := s.unlock
 	s.at, s.cursors, s.unlock = at, cursors, unlock
+	s.mu.Unlock()
+	if old != nil {
+		old()
+	}
+}
+
+// forget drops what is left to touch and releases the maintenance lock
+// held for it, if any.
+func (s *sweptCursors) forget() {
+	_, _, unlock := s.take()
+	unlock()
 }
 
 // take returns what is left to touch and forgets it.
@@ -200,7 +226,8 @@ func (s *sweptCursors) putBack(at int64, cursors []cursorID) {
 
 // touchSwept gives every cursor the last sweep left to touch the sweep's
 // time as UpdatedAt, in paced writes of PruneBatch cursors, unless the
-// cursor is gone or was updated since. Callers hold pruneMu. Whatever a
+// cursor is gone or was updated since. Callers hold the maintenance
+// turn. Whatever a
 // failure leaves untouched is kept for the next prune.
 func (e *Engine) touchSwept(ctx context.Context) error {
 	at, cursors, unlock := e.swept.take()
@@ -225,7 +252,7 @@ func (e *Engine) touchSwept(ctx context.Context) error {
 		batch := left[:min(len(left), e.opts.PruneBatch)]
 		touched = touched[:0]
 		for _, id := range batch {
-			if err := t.tx.LockSession(ctx, id.target); err != nil {
+			if err := t.lock(ctx, id.target, LockToWrite); err != nil {
 				return 0, false, err
 			}
 			c, ok, err := t.tx.Cursor(ctx, id.watcher, id.target)
@@ -259,22 +286,14 @@ const replayPage = 1000
 // past the event (it was written, or made later). Cursors a record
 // created are written at once by every store, so only moves are replayed.
 func (e *Engine) replayMoves(ctx context.Context) error {
-	after, deferred := int64(0), false
+	var after int64
 	err := e.Update(ctx, func(ctx context.Context, t *Txn) error {
-		d, ok := t.tx.(MoveDeferrer)
-		if !ok {
-			return nil
-		}
 		var err error
-		after, err = d.MovesDurableThrough(ctx)
-		deferred = err == nil
+		after, err = t.tx.MovesDurableThrough(ctx)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("read how far cursor moves are written: %w", err)
-	}
-	if !deferred {
-		return nil
 	}
 	for {
 		page, err := e.store.Log(ctx, after, replayPage)
@@ -290,7 +309,7 @@ func (e *Engine) replayMoves(ctx context.Context) error {
 					continue
 				}
 				target := ev.Session()
-				if err := t.tx.LockSession(ctx, target); err != nil {
+				if err := t.lock(ctx, target, LockToWrite); err != nil {
 					return err
 				}
 				cs, err := t.tx.CursorsOnTarget(ctx, nil, target)
@@ -328,7 +347,7 @@ type PruneStats struct {
 	// long as an idle cursor lives.
 	ExpiredTombstones int
 	// SweptEntries counts the index entries of pruned events deleted
-	// after the events (IndexSweeper).
+	// after the events (Tx.SweepIndex).
 	SweptEntries int
 	Batches      int
 	// Skipped is set when another process sharing the store was pruning,
@@ -343,29 +362,30 @@ type PruneStats struct {
 // Each session's pruned watermark is raised before its events go; state
 // versions never drop. It works in small transactions, so producers are
 // never held up for long. On a store shared by several processes
-// (MaintenanceLocker) only one prunes at a time; the others skip. Before
+// (Store.LockMaintenance) only one prunes at a time; the others skip. Before
 // any of it, the cursors the last sweep re-notified get the sweep's time
 // if they do not have it yet (see Sweep), so none of them expires early.
 func (e *Engine) Prune(ctx context.Context) (PruneStats, error) {
-	e.pruneMu.Lock()
-	defer e.pruneMu.Unlock()
 	var st PruneStats
+	release, err := e.maintenanceTurn(ctx)
+	if err != nil {
+		return st, fmt.Errorf("prune: %w", err)
+	}
+	defer release()
 	// Before the maintenance lock: the sweep's may still be held for
 	// these cursors, and is released once they are touched.
 	if err := e.touchSwept(ctx); err != nil {
 		return st, fmt.Errorf("prune: %w", err)
 	}
-	if l, ok := e.store.(MaintenanceLocker); ok {
-		unlock, held, err := l.LockMaintenance(ctx, false)
-		if err != nil {
-			return st, fmt.Errorf("prune: take the maintenance lock: %w", err)
-		}
-		if !held {
-			st.Skipped = true
-			return st, nil
-		}
-		defer unlock()
+	unlock, held, err := e.store.LockMaintenance(ctx, false)
+	if err != nil {
+		return st, fmt.Errorf("prune: take the maintenance lock: %w", err)
 	}
+	if !held {
+		st.Skipped = true
+		return st, nil
+	}
+	defer unlock()
 	batch := e.opts.PruneBatch
 	cutoff := e.clk.Now().Add(-e.opts.Retention).UnixMilli()
 
@@ -383,7 +403,6 @@ func (e *Engine) Prune(ctx context.Context) (PruneStats, error) {
 			return n, n >= batch, err
 		}
 	}
-	var err error
 	if st.ByAge, err = loop(inBatches(func(ctx context.Context, tx Tx) (int, error) {
 		return tx.PruneEvents(ctx, math.MaxInt64, cutoff, batch)
 	})); err != nil {
@@ -400,15 +419,11 @@ func (e *Engine) Prune(ctx context.Context) (PruneStats, error) {
 			return st, fmt.Errorf("prune by count: %w", err)
 		}
 	}
-	// The store's index sweep (IndexSweeper), if it has one, goes on from
-	// the session the last committed step reached.
+	// The store's index sweep goes on from the session the last committed
+	// step reached.
 	var after SessionRef
 	if st.SweptEntries, err = loop(func(ctx context.Context, t *Txn) (int, bool, error) {
-		sw, ok := t.tx.(IndexSweeper)
-		if !ok {
-			return 0, false, nil
-		}
-		n, next, done, err := sw.SweepIndex(ctx, after, batch*sweepPerBatch)
+		n, next, done, err := t.tx.SweepIndex(ctx, after, batch*sweepPerBatch)
 		t.AfterCommit(func() { after = next }) // the write may run again
 		return n, !done, err
 	}); err != nil {
@@ -442,11 +457,11 @@ func (e *Engine) Prune(ctx context.Context) (PruneStats, error) {
 // the count between the read and its commit.
 func (e *Engine) recountPending(ctx context.Context) error {
 	return e.Update(ctx, func(ctx context.Context, t *Txn) error {
-		cs, err := t.tx.PendingCursorsOf(ctx, nil)
+		owed, err := t.tx.OwedTo(ctx, nil, false)
 		if err != nil {
 			return fmt.Errorf("count the unacknowledged cursors: %w", err)
 		}
-		t.countedPending(len(cs))
+		t.countedPending(len(owed.Cursors))
 		return nil
 	})
 }

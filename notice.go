@@ -166,7 +166,7 @@ func (s sharedNotices) of(c Cursor, e *Engine) SystemEvent {
 // pointer. The parts are a pure function of target and watermark, so a
 // kept entry is never stale, only unused.
 type noticeMemo struct {
-	mu       sync.Mutex
+	mu       sync.Mutex // a leaf in the engine's lock order (see Engine)
 	byTarget map[SessionRef]targetNotices
 }
 

@@ -9,7 +9,7 @@ const DefaultQueueBound = 20
 // cache of durable cursor state: the startup sweep (or a later material
 // event) rebuilds any notice it loses.
 type queues struct {
-	mu    sync.Mutex
+	mu    sync.Mutex // a leaf in the engine's lock order (see Engine)
 	bound int
 	m     map[string][]SystemEvent // watcher key -> entries, oldest first
 }
@@ -128,17 +128,18 @@ func (q *queues) peek(watcher string) []SystemEvent {
 }
 
 // noticeTargets returns the targets of the watcher's queued notices,
-// oldest first (a queue holds at most one notice a target).
-func (q *queues) noticeTargets(watcher string) []SessionRef {
+// oldest first (a queue holds at most one notice a target), as a turn
+// locks them: to read their cursors.
+func (q *queues) noticeTargets(watcher string) []Lock {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	var refs []SessionRef
+	var locks []Lock
 	for _, ev := range q.m[watcher] {
 		if ev.IsNotice() {
-			refs = append(refs, *ev.Target)
+			locks = append(locks, Lock{*ev.Target, LockToRead})
 		}
 	}
-	return refs
+	return locks
 }
 
 // restore puts back entries a failed drain took, ahead of anything queued

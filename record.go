@@ -71,7 +71,7 @@ func (e *Engine) record(ctx context.Context, r Record) (Recorded, error) {
 func (e *Engine) updateRecord(ctx context.Context, w *recordWrite) error {
 	op := e.writes.newOp(ctx, w.fn)
 	if w.valid.Kind.Material() {
-		op.locks, op.target = true, w.valid.Session()
+		op.locks = append(op.lockBuf[:0], Lock{w.valid.Session(), LockToWrite})
 	}
 	return e.runWrite(op)
 }
@@ -143,8 +143,8 @@ func (t *Txn) record(ctx context.Context, ev, valid *Event, occurredAt time.Time
 	var watchers []Cursor
 	if ev.Kind.Material() {
 		// The session's lock first, then its cursors: the order every
-		// writer of this session's cursors keeps (see Tx.LockSession).
-		if err := t.tx.LockSession(ctx, target); err != nil {
+		// writer of this session's cursors keeps (see Tx.Lock).
+		if err := t.lock(ctx, target, LockToWrite); err != nil {
 			return Recorded{}, fmt.Errorf("lock session: %w", err)
 		}
 		var err error
@@ -208,7 +208,7 @@ func (t *Txn) record(ctx context.Context, ev, valid *Event, occurredAt time.Time
 			moved = append(moved, c)
 			queued = append(queued, watcherNotice{c.Watcher, notices.of(c, e)})
 		}
-		if err := t.moveCursors(ctx, moved); err != nil {
+		if err := t.tx.MoveCursors(ctx, moved); err != nil {
 			return Recorded{}, fmt.Errorf("move cursors of %d watchers: %w", len(moved), err)
 		}
 		// The parent watches even before it holds a cursor, and so do the
@@ -254,15 +254,6 @@ func (t *Txn) cursorsOnTarget(ctx context.Context, target SessionRef) ([]Cursor,
 		t.e.targetCursors = cs
 	}
 	return cs, err
-}
-
-// moveCursors writes the cursors a record moved, through the store's
-// MoveDeferrer when it has one.
-func (t *Txn) moveCursors(ctx context.Context, cs []Cursor) error {
-	if d, ok := t.tx.(MoveDeferrer); ok {
-		return d.MoveCursors(ctx, cs)
-	}
-	return t.tx.PutCursors(ctx, cs)
 }
 
 // noticeLists recycles the lists of notices records queue after commit,

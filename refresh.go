@@ -64,7 +64,7 @@ func (e *Engine) Resync(ctx context.Context) error {
 func (e *Engine) rebuild(ctx context.Context, keys []string) error {
 	return e.Update(ctx, func(ctx context.Context, t *Txn) error {
 		t.atEnd = append(t.atEnd, func(ctx context.Context) error {
-			owed, err := t.owedTo(ctx, keys)
+			owed, err := t.tx.OwedTo(ctx, keys, false)
 			if err != nil {
 				return err
 			}
@@ -101,27 +101,6 @@ func (e *Engine) rebuild(ctx context.Context, keys []string) error {
 		})
 		return nil
 	})
-}
-
-// owedTo reads the pending cursors, the tombstones and the creation
-// notices of watchers (every watcher when nil), in one go when the store
-// can (OwedReader).
-func (t *Txn) owedTo(ctx context.Context, watchers []string) (Owed, error) {
-	if r, ok := t.tx.(OwedReader); ok {
-		return r.OwedTo(ctx, watchers)
-	}
-	var o Owed
-	var err error
-	if o.Cursors, err = t.tx.PendingCursorsOf(ctx, watchers); err != nil {
-		return Owed{}, fmt.Errorf("read pending cursors: %w", err)
-	}
-	if o.Tombstones, err = t.tx.Tombstones(ctx, watchers); err != nil {
-		return Owed{}, fmt.Errorf("read tombstones: %w", err)
-	}
-	if o.Creations, err = t.tx.CreationNotices(ctx, watchers); err != nil {
-		return Owed{}, fmt.Errorf("read creation notices: %w", err)
-	}
-	return o, nil
 }
 
 // deletedTargets lists, per watcher, the targets of queued notices that

@@ -3,7 +3,10 @@ package vigil_test
 // Tests for retention (SPEC 6).
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -13,6 +16,7 @@ import (
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/clock"
 	"github.com/vigilhq/vigil/internal/scenario"
+	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
 func TestEventsOlderThanThirtyDaysArePruned(t *testing.T) {
@@ -373,4 +377,72 @@ func TestTouchingSweptCursorsNeverTurnsBackALaterUpdate(t *testing.T) {
 	if err != nil || !ok || c.UpdatedAt != env.clk.Now().UnixMilli() || c.LastSeen != 1 {
 		t.Fatalf("cursor = %+v (%v, %v), want it acknowledged and updated at the drain", c, ok, err)
 	}
+}
+
+// A prune waiting for the maintenance turn, which another prune holds
+// across its writes (and, on a shared store, across the store's
+// maintenance lock), gives up when its context ends instead of waiting
+// that prune out.
+func TestAPruneWaitingForAnotherPrunesTurnGivesUpWhenItsContextEnds(t *testing.T) {
+	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "vigil.db"), sqlitestore.Options{Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := &stalledPrune{Store: st, entered: make(chan struct{}), release: make(chan struct{})}
+	eng, err := vigil.Open(ctx, held, vigil.Options{PruneInterval: -1})
+	if err != nil {
+		st.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close(); st.Close() })
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := eng.Prune(ctx)
+		first <- err
+	}()
+	<-held.entered // the first prune holds the turn, inside its first write
+	waiting, cancel := context.WithCancel(ctx)
+	second := make(chan error, 1)
+	go func() {
+		_, err := eng.Prune(waiting)
+		second <- err
+	}()
+	cancel()
+	if err := <-second; !errors.Is(err, context.Canceled) {
+		t.Errorf("the waiting prune returned %v, want the context's end", err)
+	}
+	close(held.release)
+	if err := <-first; err != nil {
+		t.Errorf("the first prune: %v", err)
+	}
+}
+
+// stalledPrune is a store whose first PruneEvents waits for release,
+// once it has told entered.
+type stalledPrune struct {
+	vigil.Store
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (s *stalledPrune) BeginWrite(ctx context.Context) (vigil.Tx, error) {
+	tx, err := s.Store.BeginWrite(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return stalledPruneTx{tx, s}, nil
+}
+
+type stalledPruneTx struct {
+	vigil.Tx
+	s *stalledPrune
+}
+
+func (t stalledPruneTx) PruneEvents(ctx context.Context, maxSequence, recordedBefore int64, limit int) (int, error) {
+	t.s.once.Do(func() {
+		close(t.s.entered)
+		<-t.s.release
+	})
+	return t.Tx.PruneEvents(ctx, maxSequence, recordedBefore, limit)
 }

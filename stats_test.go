@@ -66,11 +66,11 @@ func (env *testEnv) storedPending() int64 {
 		env.t.Fatal(err)
 	}
 	defer tx.Rollback()
-	cs, err := tx.PendingCursorsOf(ctx, nil)
+	owed, err := tx.OwedTo(ctx, nil, false)
 	if err != nil {
 		env.t.Fatal(err)
 	}
-	return int64(len(cs))
+	return int64(len(owed.Cursors))
 }
 
 // wantPending checks Stats().PendingCursors, and that the store agrees.

@@ -25,6 +25,15 @@ type Store interface {
 	// processes and must serialise them itself.
 	BeginWrite(ctx context.Context) (Tx, error)
 	Reader
+	// LockMaintenance takes the store-wide maintenance lock, which the
+	// engine holds for a whole prune, so that two processes sharing the
+	// store never prune at once (a prune that finds it taken is skipped:
+	// the other process is doing the work), and for the startup sweep
+	// (which waits for it). With wait false it returns ok false at once
+	// when another holder has it; with wait true it waits until the
+	// holder releases it or ctx ends. The lock is released by calling
+	// unlock, or when the process dies.
+	LockMaintenance(ctx context.Context, wait bool) (unlock func(), ok bool, err error)
 	Close() error
 }
 
@@ -48,6 +57,13 @@ type Reader interface {
 	// store with sequence > after, ascending, and the store's pruned
 	// watermark.
 	Log(ctx context.Context, after int64, limit int) (LogPage, error)
+	// LogHorizon is a sequence at or below which every event that will
+	// ever be retained is already visible to readers: a reader of the
+	// whole log starting after it misses nothing committed later. Where
+	// writers commit in sequence order it is the newest event; where they
+	// do not (several processes on one database), it stays below the
+	// events of every writer still open.
+	LogHorizon(ctx context.Context) (int64, error)
 }
 
 // LogPage is one read of the whole store's log.
@@ -79,24 +95,26 @@ type Tx interface {
 	// false; the allocated sequence is used up all the same. The session's
 	// state version becomes at least e.Sequence.
 	Append(ctx context.Context, e *Event) (appended bool, err error)
-	// LockSession holds the session's write lock until the transaction
-	// ends. Writers that read cursors on a session and write them back take
-	// it first (the engine does), and Append takes it too, so writers in
-	// different processes meet here, in one order: the session's lock, then
-	// its cursor rows. A store with a single writer may do nothing.
+	// Lock holds each session's write lock until the transaction ends.
+	// Writers that read cursors on a session and write them back take it
+	// first (the engine does), and Append takes it too, so writers in
+	// different processes meet here, in one order: the session's lock,
+	// then its cursor rows. A store with a single writer may do nothing.
+	// A session locked already stays locked as it was.
 	//
-	// The engine locks the targets of the records a batch takes together,
-	// those of its turns' notices (Engine.Drain, through ReadLocker when
-	// the store has it) and those of its writes on a target
-	// (Engine.UpdateOn, through TargetLocker when the store has it), in
-	// session order (agent, then key), before the first of those writes
-	// runs, and each write then locks its own target again before it
-	// reads: locks asked for together may be taken, and what the writes
-	// will read of those sessions read ahead, at once. Only the targets of
-	// records that move cursors, of turns' notices and of writes on a
-	// target are locked so, exactly those the writes would lock anyway (a
-	// turn's as its queue stood when it was called).
-	LockSession(ctx context.Context, ref SessionRef) error
+	// The locks of one call may be taken together, in session order
+	// (agent, then key), before the transaction's next read, and what
+	// their intents say the write does next prepared with them: a store
+	// on a server may read in the same round trip what the writes will
+	// read under the locks, and take what they will append with. The
+	// engine locks in one call the sessions that the records, turns and
+	// locking updates of a batch will lock (see batchLocks), in session
+	// order, before the first of those writes runs, and each write then
+	// locks its own again before it reads. Only those sessions are
+	// locked so, exactly those the writes would lock anyway (a turn's as
+	// its queue stood when it was called). The store must not keep locks
+	// past the call.
+	Lock(ctx context.Context, locks []Lock) error
 	// Version is the session's state version as this transaction sees it.
 	Version(ctx context.Context, ref SessionRef) (int64, error)
 	// CursorsOnTarget appends to dst the cursors watching target and
@@ -124,14 +142,27 @@ type Tx interface {
 	// watermark, and every cursor naming it as target or (when ref.Key is
 	// agent-qualified) as watcher.
 	DeleteSession(ctx context.Context, ref SessionRef) error
-	// PendingCursors lists every cursor with Material > LastSeen, for the
-	// caller to write back. A backend whose writers run concurrently locks
-	// the rows until the transaction ends.
-	PendingCursors(ctx context.Context) ([]Cursor, error)
-	// PendingCursorsOf lists the cursors with Material > LastSeen held by
-	// the given watchers, or by every watcher when watchers is nil. It
-	// only reads and never locks.
-	PendingCursorsOf(ctx context.Context, watchers []string) ([]Cursor, error)
+	// OwedTo reads in one go what the given watchers, or every watcher
+	// when watchers is nil, are owed: their cursors with Material >
+	// LastSeen; their tombstones, ordered by watcher then target; and
+	// their undelivered creation notices, each watcher's oldest first.
+	// With lock set the cursors are read for the caller to
+	// write back, and a backend whose writers run concurrently locks
+	// their rows until the transaction ends; otherwise it only reads.
+	OwedTo(ctx context.Context, watchers []string, lock bool) (Owed, error)
+	// MoveCursors writes cursors that a material event appended in this
+	// transaction moved: each of cs exists already, names a distinct
+	// (watcher, target) pair, and has that event's sequence as Material.
+	// Every read sees them from the commit on. A backend may keep such
+	// moves in memory for a while and write them later: a crash then
+	// loses the moves not yet written but never their events, and the
+	// startup sweep applies the material events after
+	// MovesDurableThrough to the cursors again.
+	MoveCursors(ctx context.Context, cs []Cursor) error
+	// MovesDurableThrough is a sequence such that the cursor moves of
+	// every event at or below it are written (math.MaxInt64 for a backend
+	// that writes every move with its commit).
+	MovesDurableThrough(ctx context.Context) (int64, error)
 	// PruneEvents deletes up to limit of the oldest events, in sequence
 	// order, stopping before the first one with a sequence above maxSequence
 	// or recorded at or after recordedBefore. Before deleting, it raises each
@@ -139,6 +170,14 @@ type Tx interface {
 	// from that session, keeps its state version, and raises the store's
 	// pruned watermark likewise. It returns how many events it deleted.
 	PruneEvents(ctx context.Context, maxSequence, recordedBefore int64, limit int) (int, error)
+	// SweepIndex deletes up to limit of the entries that pruned events
+	// left in a per-session index, from the sessions ordered after after,
+	// and returns how many it deleted, the session to go on after, and
+	// whether none is left. A backend whose index loses its entries with
+	// their events has none to delete. Prune sweeps after pruning, in
+	// transactions of its own, until a sweep reports it is complete;
+	// readers skip the entries meanwhile.
+	SweepIndex(ctx context.Context, after SessionRef, limit int) (deleted int, last SessionRef, done bool, err error)
 	// ExpireCursors deletes up to limit cursors last updated before
 	// updatedBefore and returns how many it deleted.
 	ExpireCursors(ctx context.Context, updatedBefore int64, limit int) (int, error)
@@ -146,9 +185,6 @@ type Tx interface {
 	// notice that target was deleted, as of at (ms since epoch). A watcher
 	// already owed one about target keeps a single tombstone, at at.
 	PutTombstones(ctx context.Context, target SessionRef, watchers []string, at int64) error
-	// Tombstones lists the tombstones of the given watchers, or of every
-	// watcher when watchers is nil. It only reads and never locks.
-	Tombstones(ctx context.Context, watchers []string) ([]Tombstone, error)
 	// DeleteTombstones deletes watcher's tombstone on target, or every one
 	// of watcher's when target is nil, and returns how many it deleted.
 	DeleteTombstones(ctx context.Context, watcher string, target *SessionRef) (int, error)
@@ -160,10 +196,6 @@ type Tx interface {
 	// n.Session was ever stored, delivered or not: it reports whether it
 	// stored n. Deleting the session keeps what is stored of its notice.
 	PutCreationNotice(ctx context.Context, n CreationNotice) (bool, error)
-	// CreationNotices lists the undelivered creation notices of the given
-	// watchers, or of every watcher when watchers is nil, each watcher's
-	// oldest first. It only reads and never locks.
-	CreationNotices(ctx context.Context, watchers []string) ([]CreationNotice, error)
 	// DeliverCreationNotice marks the creation notice of session
 	// delivered, and reports whether it was undelivered: of two
 	// transactions delivering it, one sees true. What remains of a
@@ -174,69 +206,46 @@ type Tx interface {
 	// watcher delivered, as DeliverCreationNotice does, and returns how
 	// many it marked.
 	DropCreationNotices(ctx context.Context, watcher string) (int, error)
+	// Rows is the part of the transaction that writes the rows the store
+	// keeps beside the log for the engine's embedder (the gateway's
+	// sessions), committing and rolling back with the rest; nil when the
+	// store keeps none. The engine never calls it: it hands it to the
+	// write's function (Txn.Rows).
+	Rows() any
 	Commit() error
 	Rollback() error
 }
 
-// MaintenanceLocker is implemented by a Store that several processes can
-// share. The engine holds its lock for a whole prune, so two processes
-// never prune at once (a prune that finds the lock taken is skipped: the
-// other process is doing the work), and for the startup sweep (which
-// waits for it).
-type MaintenanceLocker interface {
-	// LockMaintenance takes the store-wide maintenance lock. With wait
-	// false it returns ok false at once when another holder has it. The
-	// lock is released by calling unlock, or when the process dies.
-	LockMaintenance(ctx context.Context, wait bool) (unlock func(), ok bool, err error)
+// Lock is a session a write locks, and what the write does with it under
+// the lock (Tx.Lock).
+type Lock struct {
+	Session SessionRef
+	Intent  LockIntent
 }
 
-// MoveDeferrer is implemented by a Tx that may keep in memory, for a
-// while, the cursor moves of the events it appends, and write them later:
-// without it, the engine writes moves with PutCursors. A crash loses the
-// moves not yet written but never their events, so the startup sweep
-// rebuilds them by applying the material events after MovesDurableThrough
-// to the cursors again.
-type MoveDeferrer interface {
-	// MoveCursors writes cursors that a material event appended in this
-	// transaction moved: each of cs exists already, names a distinct
-	// (watcher, target) pair, and has that event's sequence as Material.
-	// Every read sees them from the commit on, written or not.
-	MoveCursors(ctx context.Context, cs []Cursor) error
-	// MovesDurableThrough is a sequence such that the cursor moves of
-	// every event at or below it are written.
-	MovesDurableThrough(ctx context.Context) (int64, error)
-}
+// LockIntent says what a write does with a session it locks, for the
+// store to prepare.
+type LockIntent uint8
 
-// IndexSweeper is implemented by a Tx whose store leaves the entries that
-// pruned events had in a per-session index, to delete them later a range
-// at a time: readers skip them meanwhile. Prune sweeps after pruning, in
-// transactions of its own, until a sweep reports it is complete.
-type IndexSweeper interface {
-	// SweepIndex deletes up to limit stale entries, from the sessions
-	// ordered after after, and returns how many it deleted, the session
-	// to go on after, and whether no stale entry is left.
-	SweepIndex(ctx context.Context, after SessionRef, limit int) (deleted int, last SessionRef, done bool, err error)
-}
+const (
+	// LockToWrite: the write reads the session's cursors, and may write
+	// them and append to the session (a record, a watch). The zero value.
+	LockToWrite LockIntent = iota
+	// LockToRead: the write reads cursors of the session and may write
+	// some back, but appends nothing to it (a turn acknowledging its
+	// notices).
+	LockToRead
+	// LockToChange: the write changes what the store keeps of the session
+	// beside its log (its row, its transcript), and may append to it: a
+	// change of the session run by Engine.Update with the session among
+	// its locks.
+	LockToChange
+)
 
-// HorizonReader is implemented by a Store whose writers commit out of
-// sequence order (several processes on one PostgreSQL database).
-type HorizonReader interface {
-	// LogHorizon is a sequence at or below which every event that will
-	// ever be retained is already visible to readers: a reader of the
-	// whole log starting after it misses nothing committed later.
-	LogHorizon(ctx context.Context) (int64, error)
-}
-
-// OwedReader is implemented by a Tx that reads in one go what a rebuild
-// of watchers' queues reads (Engine.Refresh and Resync): their pending
-// cursors, as PendingCursorsOf lists them, their tombstones, as
-// Tombstones lists them, and their creation notices, as CreationNotices
-// lists them. A rebuild shares its batch with other writes, so on a
-// server the round trip it saves is one every write of that batch waits
-// for.
-type OwedReader interface {
-	OwedTo(ctx context.Context, watchers []string) (Owed, error)
-}
+// Changing is the lock of a write that changes ref: Engine.Update locks
+// it before the write runs, and the store may read with the lock what
+// such a write reads of the session.
+func Changing(ref SessionRef) Lock { return Lock{Session: ref, Intent: LockToChange} }
 
 // Owed is what watchers are owed: the notices of their pending cursors,
 // of their tombstones and their creation notices.

@@ -43,7 +43,7 @@ func (t *Txn) RemoveSession(ctx context.Context, ref SessionRef, by string) ([]s
 	if err != nil {
 		return nil, err
 	}
-	if err := t.tx.LockSession(ctx, ref); err != nil {
+	if err := t.lock(ctx, ref, LockToWrite); err != nil {
 		return nil, fmt.Errorf("delete %s: %w", ref, err)
 	}
 	cs, err := t.tx.CursorsOnTarget(ctx, nil, ref)
@@ -89,16 +89,6 @@ func (t *Txn) forgetTombstones(ctx context.Context, watcher string, target *Sess
 		t.e.queues.keepNotices(watcher, func(r SessionRef) bool { return r != ref })
 	})
 	return nil
-}
-
-// tombstoneNotices are the queued notices of the tombstones of watchers
-// (every watcher when nil), by watcher.
-func (t *Txn) tombstoneNotices(ctx context.Context, watchers []string) (map[string][]SystemEvent, int, error) {
-	ts, err := t.tx.Tombstones(ctx, watchers)
-	if err != nil {
-		return nil, 0, fmt.Errorf("read tombstones: %w", err)
-	}
-	return noticesOfTombstones(ts), len(ts), nil
 }
 
 // noticesOfTombstones are the queued notices of tombstones, by watcher.

@@ -22,7 +22,7 @@ type waker struct {
 	fn     func(watcher string)
 	trace  tracing
 
-	mu      sync.Mutex // guards state and closed
+	mu      sync.Mutex // a leaf in the engine's lock order (see Engine); guards state and closed
 	state   map[string]*wakeState
 	closed  bool
 	running sync.WaitGroup

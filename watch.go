@@ -88,7 +88,7 @@ func (t *Txn) watch(ctx context.Context, watcher string, target SessionRef, ambi
 	}
 	// Locked, so a record of the target in another process either comes
 	// before the version read below or sees the new cursor.
-	if err := t.tx.LockSession(ctx, target); err != nil {
+	if err := t.lock(ctx, target, LockToWrite); err != nil {
 		return Cursor{}, false, err
 	}
 	c, ok, err := t.tx.Cursor(ctx, w, target)
@@ -128,8 +128,8 @@ func (e *Engine) Unwatch(ctx context.Context, watcher string, target SessionRef)
 	}
 	var existed bool
 	err = e.Update(ctx, func(ctx context.Context, t *Txn) error {
-		// The session's lock before its cursor's row (Tx.LockSession).
-		if err := t.tx.LockSession(ctx, target); err != nil {
+		// The session's lock before its cursor's row (Tx.Lock).
+		if err := t.lock(ctx, target, LockToWrite); err != nil {
 			return err
 		}
 		old, _, err := t.tx.Cursor(ctx, w, target)
@@ -189,14 +189,14 @@ func (t *Txn) ResetSession(ctx context.Context, ref SessionRef) error {
 	if !strings.HasPrefix(ref.Key, "agent:") {
 		return nil // a bare session never watches
 	}
-	held, err := t.tx.PendingCursorsOf(ctx, []string{ref.Key})
+	held, err := t.tx.OwedTo(ctx, []string{ref.Key}, false)
 	if err != nil {
 		return fmt.Errorf("reset %s: %w", ref, err)
 	}
 	if _, err := t.tx.DeleteWatcherCursors(ctx, ref.Key); err != nil {
 		return fmt.Errorf("reset %s: %w", ref, err)
 	}
-	t.pending -= int64(len(held))
+	t.pending -= int64(len(held.Cursors))
 	if err := t.forgetTombstones(ctx, ref.Key, nil); err != nil {
 		return fmt.Errorf("reset %s: %w", ref, err)
 	}
@@ -246,11 +246,11 @@ func (t *Txn) DeleteSession(ctx context.Context, ref SessionRef) error {
 // unacknowledgedOf counts the unacknowledged cursors DeleteSession deletes
 // with ref: those on it and those its key holds.
 func (t *Txn) unacknowledgedOf(ctx context.Context, ref SessionRef) (int, error) {
-	// The session's lock before its cursors' rows (Tx.LockSession).
-	if err := t.tx.LockSession(ctx, ref); err != nil {
+	// The session's lock before its cursors' rows (Tx.Lock).
+	if err := t.lock(ctx, ref, LockToWrite); err != nil {
 		return 0, err
 	}
-	held, err := t.tx.PendingCursorsOf(ctx, []string{ref.Key})
+	held, err := t.tx.OwedTo(ctx, []string{ref.Key}, false)
 	if err != nil {
 		return 0, err
 	}
@@ -258,7 +258,7 @@ func (t *Txn) unacknowledgedOf(ctx context.Context, ref SessionRef) (int, error)
 	if err != nil {
 		return 0, err
 	}
-	n := len(held)
+	n := len(held.Cursors)
 	for _, c := range on {
 		if c.unacknowledged() && c.Watcher != ref.Key { // else among held
 			n++

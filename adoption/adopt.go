@@ -42,8 +42,8 @@ type Adopted struct {
 }
 
 // Adopt records `adopted` and stores the session's link, inside a write
-// on the session (Engine.UpdateOn, so that every link write holds its
-// session's lock). A link to another transcript (another host, thread,
+// that changes the session (Engine.Update locking vigil.Changing(session),
+// so that every link write holds its session's lock). A link to another transcript (another host, thread,
 // format or path) is replaced by one at a.Marker; a link to the same one
 // keeps its marker. An adoption without a marker leaves any link as it
 // is.

@@ -58,14 +58,18 @@ func newWorld(t *testing.T, n int) *world {
 			t.Fatal(err)
 		}
 		ref := vigil.MustRef(fmt.Sprintf("agent:main:claude:s%d", i))
-		err = eng.UpdateOn(ctx, ref, func(ctx context.Context, txn *vigil.Txn) error {
-			if _, err := adoption.Adopt(ctx, txn, st.SessionTx(txn.Store()), adoption.Adoption{Session: ref,
+		err = eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
+			tx, err := sessions.TxOf(txn)
+			if err != nil {
+				return err
+			}
+			if _, err := adoption.Adopt(ctx, txn, tx, adoption.Adoption{Session: ref,
 				CatalogID: upstream.Claude, HostID: sessions.HostGateway, ThreadID: ref.Key, Marker: &m}); err != nil {
 				return err
 			}
-			_, err := txn.Watch(ctx, "agent:main:main", ref)
+			_, err = txn.Watch(ctx, "agent:main:main", ref)
 			return err
-		})
+		}, vigil.Changing(ref))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,7 +205,11 @@ func TestAReportIsRefusedWhenAMessageCameAfterTheOnesItsTurnsWereComparedWith(t 
 	// The session's transcript gets a message sent through vigil after
 	// the check read its own messages (Seen 0).
 	err := w.eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
-		_, err := st.SessionTx(txn.Store()).AppendMessage(ctx, sessions.Message{Session: w.refs[0], Role: sessions.RoleUser,
+		tx, err := sessions.TxOf(txn)
+		if err != nil {
+			return err
+		}
+		_, err = tx.AppendMessage(ctx, sessions.Message{Session: w.refs[0], Role: sessions.RoleUser,
 			ActorType: vigil.ActorAgent, ActorID: "agent:main:main", Content: "hello", CreatedAt: start.UnixMilli()})
 		return err
 	})

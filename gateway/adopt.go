@@ -130,24 +130,22 @@ type UpstreamTick struct {
 // CheckUpstream runs one tick of the gateway's follower now: at most
 // PerTick of its host's watched links are checked, and what their
 // transcripts hold is recorded. With several gateways on one database
-// (a store that is a sessions.LinkLocker) one gateway at a time follows a
-// host's links: a tick that finds another holding them is skipped. It
+// one gateway at a time follows a host's links (sessions.Store.LockLinks):
+// a tick that finds another holding them is skipped. It
 // does nothing when the gateway reads no transcripts. The gateway does
 // this on its cadence; tests and tools may call it.
 func (g *Gateway) CheckUpstream(ctx context.Context) (UpstreamTick, error) {
 	if g.up.loop == nil {
 		return UpstreamTick{}, nil
 	}
-	if l, ok := g.store.(sessions.LinkLocker); ok {
-		unlock, held, err := l.LockLinks(ctx, g.upstreamHost())
-		if err != nil {
-			return UpstreamTick{}, err
-		}
-		if !held {
-			return UpstreamTick{Skipped: true}, nil
-		}
-		defer unlock()
+	unlock, held, err := g.store.LockLinks(ctx, g.upstreamHost())
+	if err != nil {
+		return UpstreamTick{}, err
 	}
+	if !held {
+		return UpstreamTick{Skipped: true}, nil
+	}
+	defer unlock()
 	t, err := g.up.loop.Tick(ctx)
 	return UpstreamTick{Tick: t}, err
 }

@@ -185,16 +185,20 @@ func (g *Gateway) write(ctx context.Context, fn gatewayWrite) error {
 
 // writeOn runs fn as write does, as a change of target: the engine locks
 // target before fn runs, with the other sessions its batch locks
-// (Engine.UpdateOn), and a store may read what fn reads of it with the
+// (vigil.Changing), and a store may read what fn reads of it with the
 // lock.
 func (g *Gateway) writeOn(ctx context.Context, target vigil.SessionRef, fn gatewayWrite) error {
-	return g.eng.UpdateOn(ctx, target, g.withTx(fn))
+	return g.eng.Update(ctx, g.withTx(fn), vigil.Changing(target))
 }
 
 // withTx is fn as an engine write.
 func (g *Gateway) withTx(fn gatewayWrite) func(context.Context, *vigil.Txn) error {
 	return func(ctx context.Context, txn *vigil.Txn) error {
-		return fn(ctx, txn, g.store.SessionTx(txn.Store()))
+		tx, err := sessions.TxOf(txn)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, txn, tx)
 	}
 }
 

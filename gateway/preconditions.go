@@ -59,49 +59,35 @@ func (p Precondition) validate(c Caller) error {
 	return nil
 }
 
-// check holds the target's lock and refuses the write with a
-// *ConflictError when p does not hold. Called inside the write, before it
-// changes anything, so the check and the change see the same state.
+// check refuses the write with a *ConflictError when p does not hold: the
+// engine locks the target and checks it (vigil.Txn.Require). Called inside
+// the write, before it changes anything, so the check and the change see
+// the same state.
 func (g *Gateway) checkPrecondition(ctx context.Context, txn *vigil.Txn, c Caller, target vigil.SessionRef, p Precondition) error {
 	if p.empty() {
 		return nil
 	}
-	tx := txn.Store()
-	if err := tx.LockSession(ctx, target); err != nil {
-		return err
+	r := vigil.Requirement{Version: p.IfStateVersion}
+	if p.IfSynced {
+		r.SyncedWatcher = c.Session.Key
 	}
-	version, err := tx.Version(ctx, target)
-	if err != nil {
-		return err
-	}
-	if p.IfStateVersion != nil && version != *p.IfStateVersion {
-		return &ConflictError{Target: target, StateVersion: version, msg: fmt.Sprintf(
+	err := txn.Require(ctx, target, r)
+	var stale *vigil.Stale
+	switch {
+	case errors.As(err, &stale) && stale.Watcher == "":
+		return &ConflictError{Target: target, StateVersion: stale.Version, msg: fmt.Sprintf(
 			"conflict: %s is at state version %d, not %d: nothing was changed; reconcile with session_status "+
 				"sessionKey %q changesSince %d, then retry with ifStateVersion %d",
-			target, version, *p.IfStateVersion, target.Key, *p.IfStateVersion, version)}
+			target, stale.Version, *p.IfStateVersion, target.Key, *p.IfStateVersion, stale.Version)}
+	case errors.As(err, &stale):
+		return &ConflictError{Target: target, StateVersion: stale.Version, Notice: stale.Notice, msg: fmt.Sprintf(
+			"conflict: %s changed after what %s has acknowledged (seen up to %d, changed at %d): nothing was changed; "+
+				"take your turn or reconcile with session_status sessionKey %q changesSince %d, then retry",
+			target, stale.Watcher, stale.LastSeen, stale.Material, target.Key, stale.LastSeen)}
+	case errors.Is(err, vigil.ErrNotWatching):
+		return invalid("ifSynced: %s does not watch %s (spawn it, or send with watch: true first)", c.Session.Key, target)
 	}
-	if p.IfSynced {
-		cur, ok, err := tx.Cursor(ctx, c.Session.Key, target)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return invalid("ifSynced: %s does not watch %s (spawn it, or send with watch: true first)", c.Session.Key, target)
-		}
-		if cur.Material != cur.LastSeen {
-			notice := ""
-			for _, e := range g.eng.Pending(c.Session.Key) {
-				if e.Target != nil && *e.Target == target {
-					notice = e.Text
-				}
-			}
-			return &ConflictError{Target: target, StateVersion: version, Notice: notice, msg: fmt.Sprintf(
-				"conflict: %s changed after what %s has acknowledged (seen up to %d, changed at %d): nothing was changed; "+
-					"take your turn or reconcile with session_status sessionKey %q changesSince %d, then retry",
-				target, c.Session.Key, cur.LastSeen, cur.Material, target.Key, cur.LastSeen)}
-		}
-	}
-	return nil
+	return err
 }
 
 // Fence bounds.

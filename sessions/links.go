@@ -47,7 +47,7 @@ type LinkReader interface {
 
 // LinkWriter holds upstream link writes inside the engine's write
 // transaction; it is part of Tx. A link is deleted with its session's
-// events (vigil.Tx.DeleteSession), so every path that deletes a session
+// events (vigil.Txn.DeleteSession), so every path that deletes a session
 // deletes its link.
 type LinkWriter interface {
 	// GetUpstreamLink is UpstreamLink inside the transaction.
@@ -58,12 +58,4 @@ type LinkWriter interface {
 	// DeleteUpstreamLink deletes the session's link and reports whether
 	// there was one.
 	DeleteUpstreamLink(ctx context.Context, ref vigil.SessionRef) (bool, error)
-}
-
-// LinkLocker is implemented by a Store that several gateways can share:
-// LockLinks takes, without waiting, the lock of following host's links,
-// so that one gateway at a time follows them. ok is false when another
-// holder has it. The lock is released by unlock, or when the process dies.
-type LinkLocker interface {
-	LockLinks(ctx context.Context, host string) (unlock func(), ok bool, err error)
 }

@@ -2,20 +2,25 @@ package sessions
 
 import (
 	"context"
+	"fmt"
 
 	vigil "github.com/vigilhq/vigil"
 )
 
 // Store is the storage the gateway needs besides the engine's. A backend
-// implements it next to vigil.Store on the same database, and SessionTx
-// gives the session writes of each write transaction it hands the engine,
-// so a session change and its event commit together.
+// implements it next to vigil.Store on the same database, and each write
+// transaction it hands the engine holds the session writes (Tx) as its
+// rows (vigil.Tx.Rows), so a session change and its event commit
+// together.
 type Store interface {
 	PushStore
 	LinkReader
-	// SessionTx is tx, a write transaction this backend began for the
-	// engine, with its session writes: they commit or roll back with tx.
-	SessionTx(tx vigil.Tx) Tx
+	// LockLinks takes, without waiting, the lock of following host's
+	// links, so that one gateway at a time follows them; ok is false when
+	// another holder has it. The lock is released by unlock, or when the
+	// process dies. A store that one gateway uses alone may grant it
+	// always.
+	LockLinks(ctx context.Context, host string) (unlock func(), ok bool, err error)
 	// Session reads one session.
 	Session(ctx context.Context, ref vigil.SessionRef) (Session, bool, error)
 	// SessionByLabel finds an agent's session by its label.
@@ -44,9 +49,20 @@ type ListFilter struct {
 	Limit int
 }
 
-// Tx holds the gateway's writes inside the engine's write transaction.
+// TxOf is the session writes of the store transaction txn runs in: they
+// commit or roll back with txn's write. It fails for a store whose
+// transactions keep no sessions.
+func TxOf(txn *vigil.Txn) (Tx, error) {
+	tx, ok := txn.Rows().(Tx)
+	if !ok {
+		return nil, fmt.Errorf("the store's write transaction keeps no sessions (its rows are %T)", txn.Rows())
+	}
+	return tx, nil
+}
+
+// Tx holds the gateway's writes inside the engine's write transaction;
+// everything else the write does goes through the engine (vigil.Txn).
 type Tx interface {
-	vigil.Tx
 	PushTx
 	LinkWriter
 	GetSession(ctx context.Context, ref vigil.SessionRef) (Session, bool, error)

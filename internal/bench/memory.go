@@ -113,7 +113,11 @@ func fillSessions(ctx context.Context, st *scratch, nSessions, cursors int) ([]s
 		if i%10 != 0 {
 			s.Kind, s.SpawnedBy = sessions.KindSubAgent, keys[i-i%10]
 		}
-		return txn.Store().(sessions.Tx).PutSession(ctx, s)
+		tx, err := sessions.TxOf(txn)
+		if err != nil {
+			return err
+		}
+		return tx.PutSession(ctx, s)
 	}); err != nil {
 		return nil, err
 	}

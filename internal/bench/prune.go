@@ -49,11 +49,11 @@ func runPrune(ctx context.Context, e *env) error {
 	// is about pruning, not about how the rows got there.
 	now := time.Now().UnixMilli()
 	load := humanMessage(target)
-	if err := inBatches(ctx, eng, s.PruneRows, 10_000, func(ctx context.Context, txn *vigil.Txn, i int) error {
+	if err := inStoreBatches(ctx, st, s.PruneRows, 10_000, func(ctx context.Context, tx vigil.Tx, i int) error {
 		ev := vigil.Event{AgentID: "bench", SessionKey: fmt.Sprintf("agent:bench:subagent:p%d", i%pruneSessions),
 			Kind: load.Kind, ActorType: load.ActorType, ActorID: load.ActorID, OccurredAt: now, RecordedAt: now,
 			Summary: load.Summary, Payload: load.Payload}
-		_, err := txn.Store().Append(ctx, &ev)
+		_, err := tx.Append(ctx, &ev)
 		return err
 	}); err != nil {
 		return err

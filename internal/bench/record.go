@@ -49,9 +49,6 @@ func (e *env) ceiling(ctx context.Context, mode string, perTx int, d time.Durati
 	var begin func() error
 	var commit func() error
 	if st.sqlite != nil {
-		if _, err := st.sqlite.DB().ExecContext(ctx, ceilingTable); err != nil {
-			return 0, err
-		}
 		var tx *sqlitestore.Tx
 		begin = func() error {
 			t, err := st.sqlite.BeginWrite(ctx)
@@ -59,6 +56,16 @@ func (e *env) ceiling(ctx context.Context, mode string, perTx int, d time.Durati
 				tx = t.(*sqlitestore.Tx)
 			}
 			return err
+		}
+		if err := begin(); err != nil {
+			return 0, err
+		}
+		if _, err := tx.Exec(ceilingTable); err != nil {
+			tx.Rollback()
+			return 0, err
+		}
+		if err := tx.Commit(); err != nil {
+			return 0, err
 		}
 		insert = func(seq int64) error {
 			_, err := tx.Exec(ceilingInsert, seq, "bench", targetKey(int(seq%100)), string(rec.Kind), string(rec.ActorType),

@@ -147,6 +147,30 @@ func humanMessage(target vigil.SessionRef) vigil.Record {
 		ActorID: "telegram:42", Summary: "human message via telegram", Payload: []byte(`{"channel":"telegram"}`)}
 }
 
+// inStoreBatches runs n steps in write transactions of st itself, at most
+// per steps each, outside any engine: for loading rows through the store's
+// own writes when a workload measures nothing of how they got there. An
+// engine on st must have no write running meanwhile.
+func inStoreBatches(ctx context.Context, st vigil.Store, n, per int, step func(ctx context.Context, tx vigil.Tx, i int) error) error {
+	for from := 0; from < n; from += per {
+		tx, err := st.BeginWrite(ctx)
+		if err != nil {
+			return err
+		}
+		for i := from; i < min(from+per, n) && err == nil; i++ {
+			err = step(ctx, tx, i)
+		}
+		if err == nil {
+			err = tx.Commit()
+		}
+		if err != nil {
+			tx.Rollback()
+			return err
+		}
+	}
+	return nil
+}
+
 // inBatches runs n steps in writes of at most per steps each.
 func inBatches(ctx context.Context, eng *vigil.Engine, n, per int, step func(ctx context.Context, txn *vigil.Txn, i int) error) error {
 	for from := 0; from < n; from += per {

@@ -100,10 +100,10 @@ func (e *env) sweepOnce(ctx context.Context, n, rounds int) (plain, behind, read
 	}
 	for range rounds {
 		start := time.Now()
-		err := eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
-			cs, err := txn.Store().PendingCursors(ctx)
-			if err == nil && len(cs) != n {
-				err = fmt.Errorf("%d cursors pending, want %d", len(cs), n)
+		err := inStoreBatches(ctx, st, 1, 1, func(ctx context.Context, tx vigil.Tx, _ int) error {
+			owed, err := tx.OwedTo(ctx, nil, true)
+			if err == nil && len(owed.Cursors) != n {
+				err = fmt.Errorf("%d cursors pending, want %d", len(owed.Cursors), n)
 			}
 			return err
 		})

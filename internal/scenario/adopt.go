@@ -92,8 +92,7 @@ func (r *Runner) adopt(ctx context.Context, o op) (Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := r.sessionStore()
-	if err != nil {
+	if _, err := r.sessionStore(); err != nil {
 		return nil, err
 	}
 	r.touch(ref.Key)
@@ -118,11 +117,14 @@ func (r *Runner) adopt(ctx context.Context, o op) (Object, error) {
 		a.Marker = &m
 	}
 	var adopted adoption.Adopted
-	err = r.engine.UpdateOn(ctx, ref, func(ctx context.Context, txn *vigil.Txn) error {
-		var err error
-		adopted, err = adoption.Adopt(ctx, txn, st.SessionTx(txn.Store()), a)
+	err = r.engine.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
+		tx, err := sessions.TxOf(txn)
+		if err != nil {
+			return err
+		}
+		adopted, err = adoption.Adopt(ctx, txn, tx, a)
 		return err
-	})
+	}, vigil.Changing(ref))
 	if err != nil {
 		return nil, err
 	}

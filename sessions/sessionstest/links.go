@@ -23,7 +23,7 @@ func newLink(ref vigil.SessionRef, host string) sessions.Link {
 
 func putLinks(t *testing.T, b Backend, ls ...sessions.Link) {
 	t.Helper()
-	update(t, b, func(ctx context.Context, tx sessions.Tx) {
+	update(t, b, func(ctx context.Context, tx writeTx) {
 		for _, l := range ls {
 			if err := tx.PutUpstreamLink(ctx, l); err != nil {
 				t.Fatalf("PutUpstreamLink(%s): %v", l.Session, err)
@@ -57,7 +57,7 @@ func watchedLinks(t *testing.T, b Backend, host string, after vigil.SessionRef, 
 // watch gives target a watcher.
 func watch(t *testing.T, b Backend, watcher string, target vigil.SessionRef) {
 	t.Helper()
-	update(t, b, func(ctx context.Context, tx sessions.Tx) {
+	update(t, b, func(ctx context.Context, tx writeTx) {
 		if err := tx.PutCursor(ctx, vigil.Cursor{Watcher: watcher, Target: target, UpdatedAt: baseTime}); err != nil {
 			t.Fatalf("PutCursor(%s on %s): %v", watcher, target, err)
 		}
@@ -92,7 +92,7 @@ func testLinkRoundTrip(t *testing.T, b Backend) {
 		got, ok := readLink(t, b, want.Session)
 		wantLink(t, "UpstreamLink("+want.Session.Key+")", got, ok, want)
 	}
-	update(t, b, func(ctx context.Context, tx sessions.Tx) {
+	update(t, b, func(ctx context.Context, tx writeTx) {
 		got, ok, err := tx.GetUpstreamLink(ctx, local.Session)
 		if err != nil {
 			t.Fatalf("Tx.GetUpstreamLink: %v", err)
@@ -109,7 +109,7 @@ func testPutLinkReplaces(t *testing.T, b Backend) {
 	putLinks(t, b, first)
 	again := sessions.Link{Session: alphaDM, CatalogID: "codex", HostID: "node:laptop", ThreadID: "t-2",
 		Marker: []byte(`{"offset":42}`), CreatedAt: baseTime + 100, UpdatedAt: baseTime + 100}
-	update(t, b, func(ctx context.Context, tx sessions.Tx) {
+	update(t, b, func(ctx context.Context, tx writeTx) {
 		if err := tx.PutUpstreamLink(ctx, again); err != nil {
 			t.Fatalf("PutUpstreamLink: %v", err)
 		}
@@ -136,7 +136,7 @@ func testLinksKeyedByAgentAndKey(t *testing.T, b Backend) {
 		wantLink(t, "UpstreamLink("+want.Session.String()+")", got, ok, want)
 	}
 	deleted := false
-	update(t, b, func(ctx context.Context, tx sessions.Tx) {
+	update(t, b, func(ctx context.Context, tx writeTx) {
 		var err error
 		if deleted, err = tx.DeleteUpstreamLink(ctx, alphaGlobal); err != nil {
 			t.Fatalf("DeleteUpstreamLink: %v", err)
@@ -148,7 +148,7 @@ func testLinksKeyedByAgentAndKey(t *testing.T, b Backend) {
 	wantNoLink(t, "after its deletion", b, alphaGlobal)
 	got, ok := readLink(t, b, betaGlobal)
 	wantLink(t, "the other agent's link of the same bare key", got, ok, beta)
-	update(t, b, func(ctx context.Context, tx sessions.Tx) {
+	update(t, b, func(ctx context.Context, tx writeTx) {
 		if again, err := tx.DeleteUpstreamLink(ctx, alphaGlobal); err != nil || again {
 			t.Errorf("DeleteUpstreamLink of no link = %v, %v; want false", again, err)
 		}
@@ -191,7 +191,7 @@ func testWatchedLinks(t *testing.T, b Backend) {
 		t.Errorf("WatchedLinks after the last = %v, want none", got)
 	}
 	// A link whose session lost its last watcher is not listed.
-	update(t, b, func(ctx context.Context, tx sessions.Tx) {
+	update(t, b, func(ctx context.Context, tx writeTx) {
 		if _, err := tx.DeleteCursor(ctx, "agent:gamma:main", alphaChild); err != nil {
 			t.Fatalf("DeleteCursor: %v", err)
 		}
@@ -204,7 +204,7 @@ func testWatchedLinks(t *testing.T, b Backend) {
 func testDeletingASessionDeletesItsLink(t *testing.T, b Backend) {
 	putLinks(t, b, newLink(alphaDM, sessions.HostGateway), newLink(alphaChild, sessions.HostGateway))
 	watch(t, b, "agent:alpha:main", alphaDM)
-	update(t, b, func(ctx context.Context, tx sessions.Tx) {
+	update(t, b, func(ctx context.Context, tx writeTx) {
 		if err := tx.DeleteSession(ctx, alphaDM); err != nil {
 			t.Fatalf("DeleteSession: %v", err)
 		}
@@ -222,7 +222,7 @@ func testResettingLeavesTheLink(t *testing.T, b Backend) {
 	// A reset drops what the session watches; its row and transcript go
 	// only with DeleteSessionRow, which the gateway's delete pairs with
 	// DeleteSession. Neither of the first two touches the link.
-	update(t, b, func(ctx context.Context, tx sessions.Tx) {
+	update(t, b, func(ctx context.Context, tx writeTx) {
 		if _, err := tx.DeleteWatcherCursors(ctx, alphaMain.Key); err != nil {
 			t.Fatalf("DeleteWatcherCursors: %v", err)
 		}
@@ -239,7 +239,7 @@ func testLinkWritesRollBack(t *testing.T, b Backend) {
 	if err != nil {
 		t.Fatalf("BeginWrite: %v", err)
 	}
-	st := b.SessionTx(tx)
+	st := sessionTx(t, tx)
 	moved := kept
 	moved.Marker, moved.UpdatedAt = []byte(`{"offset":99}`), baseTime+9
 	if err := st.PutUpstreamLink(ctx, moved); err != nil {

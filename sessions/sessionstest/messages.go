@@ -22,7 +22,7 @@ func testMessageRoundTrip(t *testing.T, b Backend) {
 	reply.ReplyTo = ms[0].ID
 	ms = append(ms, appendMessages(t, b, reply)...)
 	wantMessages(t, "Messages", messages(t, b, alphaMain, 0, all), ms...)
-	update(t, b, func(ctx context.Context, tx sessions.Tx) {
+	update(t, b, func(ctx context.Context, tx writeTx) {
 		got, err := tx.MessagesAfter(ctx, alphaMain, 0, all)
 		if err != nil {
 			t.Fatalf("MessagesAfter: %v", err)
@@ -54,7 +54,7 @@ func testMessagesPages(t *testing.T, b Backend) {
 	}
 	for _, p := range pages {
 		wantMessages(t, "Messages(alpha main)", messages(t, b, alphaMain, p.after, p.limit), p.want...)
-		update(t, b, func(ctx context.Context, tx sessions.Tx) {
+		update(t, b, func(ctx context.Context, tx writeTx) {
 			got, err := tx.MessagesAfter(ctx, alphaMain, p.after, p.limit)
 			if err != nil {
 				t.Fatalf("MessagesAfter: %v", err)
@@ -85,7 +85,7 @@ func testNewMessageIDs(t *testing.T, b Backend) {
 	check("after deleting the newest message's session", appendMessages(t, b, newMessage(alphaChild, 6))[0].ID)
 	// After compaction deleted the newest messages.
 	check("before compacting", appendMessages(t, b, newMessage(betaMain, 7))[0].ID)
-	update(t, b, func(ctx context.Context, tx sessions.Tx) {
+	update(t, b, func(ctx context.Context, tx writeTx) {
 		if _, err := tx.CompactMessages(ctx, betaMain, math.MaxInt64, newMessage(betaMain, 8)); err != nil {
 			t.Fatalf("CompactMessages: %v", err)
 		}
@@ -101,7 +101,7 @@ func testGivenMessageID(t *testing.T, b Backend) {
 	given := newMessage(alphaMain, 4)
 	given.ID = ms[1].ID
 	var id int64
-	update(t, b, func(ctx context.Context, tx sessions.Tx) {
+	update(t, b, func(ctx context.Context, tx writeTx) {
 		id = appendMessage(t, ctx, tx, given)
 	})
 	if id != given.ID {
@@ -114,7 +114,7 @@ func testNewIDAboveGiven(t *testing.T, b Backend) {
 	first := appendMessages(t, b, newMessage(alphaMain, 1))[0]
 	given := newMessage(betaMain, 2)
 	given.ID = first.ID + 100
-	update(t, b, func(ctx context.Context, tx sessions.Tx) {
+	update(t, b, func(ctx context.Context, tx writeTx) {
 		if id := appendMessage(t, ctx, tx, given); id != given.ID {
 			t.Fatalf("AppendMessage with id %d returned id %d, want the given one", given.ID, id)
 		}
@@ -128,7 +128,7 @@ func testNewIDAboveGiven(t *testing.T, b Backend) {
 func testMessagesAfterOwnWrites(t *testing.T, b Backend) {
 	committed := appendMessages(t, b, newMessage(alphaMain, 1), newMessage(alphaMain, 2))
 	var mine []sessions.Message
-	update(t, b, func(ctx context.Context, tx sessions.Tx) {
+	update(t, b, func(ctx context.Context, tx writeTx) {
 		for i := range 2 {
 			m := newMessage(alphaMain, 3+i)
 			m.ID = appendMessage(t, ctx, tx, m)
@@ -166,7 +166,7 @@ func testMessagesAfterOwnWrites(t *testing.T, b Backend) {
 func compact(t *testing.T, b Backend, ref vigil.SessionRef, upTo int64, summary sessions.Message) int {
 	t.Helper()
 	var n int
-	update(t, b, func(ctx context.Context, tx sessions.Tx) {
+	update(t, b, func(ctx context.Context, tx writeTx) {
 		var err error
 		if n, err = tx.CompactMessages(ctx, ref, upTo, summary); err != nil {
 			t.Fatalf("CompactMessages(%s, %d): %v", ref, upTo, err)

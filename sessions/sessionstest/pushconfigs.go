@@ -21,7 +21,7 @@ func newPushConfig(ref vigil.SessionRef, owner, id string) sessions.PushConfig {
 
 func putPushConfigs(t *testing.T, b Backend, ps ...sessions.PushConfig) {
 	t.Helper()
-	update(t, b, func(ctx context.Context, tx sessions.Tx) {
+	update(t, b, func(ctx context.Context, tx writeTx) {
 		for _, p := range ps {
 			if err := tx.PutPushConfig(ctx, p); err != nil {
 				t.Fatalf("PutPushConfig(%s on %s): %v", p.ID, p.Session, err)
@@ -52,7 +52,7 @@ func wantPushConfigs(t *testing.T, what string, got []sessions.PushConfig, want 
 func countPushConfigs(t *testing.T, b Backend, ref vigil.SessionRef, owner string) sessions.PushCount {
 	t.Helper()
 	var n sessions.PushCount
-	update(t, b, func(ctx context.Context, tx sessions.Tx) {
+	update(t, b, func(ctx context.Context, tx writeTx) {
 		var err error
 		if n, err = tx.CountPushConfigs(ctx, ref, owner); err != nil {
 			t.Fatalf("CountPushConfigs(%s, %s): %v", ref, owner, err)
@@ -93,7 +93,7 @@ func testDeletePushConfig(t *testing.T, b Backend) {
 	keep := newPushConfig(alphaChild, "admin|root", "keep")
 	gone := newPushConfig(alphaChild, "admin|root", "gone")
 	putPushConfigs(t, b, keep, gone)
-	update(t, b, func(ctx context.Context, tx sessions.Tx) {
+	update(t, b, func(ctx context.Context, tx writeTx) {
 		// Another owner's id, or another session's, deletes nothing.
 		for _, miss := range []struct {
 			ref   vigil.SessionRef
@@ -124,7 +124,7 @@ func testCountPushConfigs(t *testing.T, b Backend) {
 		t.Errorf("CountPushConfigs of an owner with none = %+v, want %+v", got, want)
 	}
 	// Inside a transaction the count sees its own writes.
-	update(t, b, func(ctx context.Context, tx sessions.Tx) {
+	update(t, b, func(ctx context.Context, tx writeTx) {
 		if err := tx.PutPushConfig(ctx, newPushConfig(alphaChild, "admin|root", "c")); err != nil {
 			t.Fatalf("PutPushConfig: %v", err)
 		}
@@ -154,7 +154,7 @@ func testPushConfigsRollBack(t *testing.T, b Backend) {
 	if err != nil {
 		t.Fatalf("BeginWrite: %v", err)
 	}
-	stx := b.SessionTx(tx)
+	stx := sessionTx(t, tx)
 	if err := stx.PutPushConfig(ctx, newPushConfig(alphaMain, "admin|root", "new")); err != nil {
 		tx.Rollback()
 		t.Fatalf("PutPushConfig: %v", err)

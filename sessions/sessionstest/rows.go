@@ -23,7 +23,7 @@ func testSessionRoundTrip(t *testing.T, b Backend) {
 		got, ok := readSession(t, b, want.Ref)
 		wantSession(t, "Session("+want.Ref.String()+")", got, ok, want)
 	}
-	update(t, b, func(ctx context.Context, tx sessions.Tx) {
+	update(t, b, func(ctx context.Context, tx writeTx) {
 		for _, want := range []sessions.Session{full, bare, statusOnly} {
 			got, ok, err := tx.GetSession(ctx, want.Ref)
 			if err != nil {
@@ -115,7 +115,7 @@ func testLabelConflict(t *testing.T, b Backend) {
 			t.Fatalf("BeginWrite: %v", err)
 		}
 		defer tx.Rollback()
-		if err := b.SessionTx(tx).PutSession(t.Context(), s); err != nil {
+		if err := sessionTx(t, tx).PutSession(t.Context(), s); err != nil {
 			return err
 		}
 		return tx.Commit()
@@ -138,7 +138,7 @@ func testLabelConflict(t *testing.T, b Backend) {
 		t.Errorf("PutSession of another agent's session with the same label: %v", err)
 	}
 	// A label the holder gave up is free, in the same transaction too.
-	update(t, b, func(ctx context.Context, tx sessions.Tx) {
+	update(t, b, func(ctx context.Context, tx writeTx) {
 		holder.Label = "former-lead"
 		if err := tx.PutSession(ctx, holder); err != nil {
 			t.Fatalf("PutSession giving up the label: %v", err)
@@ -155,7 +155,7 @@ func testLabelConflict(t *testing.T, b Backend) {
 		t.Fatalf("BeginWrite: %v", err)
 	}
 	defer tx.Rollback()
-	stx := b.SessionTx(tx)
+	stx := sessionTx(t, tx)
 	if err := stx.PutSession(t.Context(), newSession(alphaDM, sessions.KindOther, "dm")); err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func testDeleteSessionRow(t *testing.T, b Backend) {
 	}
 	putRuns(t, b, runs...)
 
-	update(t, b, func(ctx context.Context, tx sessions.Tx) {
+	update(t, b, func(ctx context.Context, tx writeTx) {
 		if err := tx.DeleteSessionRow(ctx, alphaChild); err != nil {
 			t.Fatalf("DeleteSessionRow: %v", err)
 		}

@@ -12,7 +12,7 @@ import (
 
 func putRuns(t *testing.T, b Backend, rs ...sessions.Run) {
 	t.Helper()
-	update(t, b, func(ctx context.Context, tx sessions.Tx) {
+	update(t, b, func(ctx context.Context, tx writeTx) {
 		for _, r := range rs {
 			if err := tx.PutRun(ctx, r); err != nil {
 				t.Fatalf("PutRun(%s): %v", r.RunID, err)
@@ -44,7 +44,7 @@ func testRunRoundTrip(t *testing.T, b Backend) {
 		got, ok := readRun(t, b, want.RunID)
 		wantRun(t, "Run("+want.RunID+")", got, ok, want)
 	}
-	update(t, b, func(ctx context.Context, tx sessions.Tx) {
+	update(t, b, func(ctx context.Context, tx writeTx) {
 		for _, want := range []sessions.Run{running, ended, bare} {
 			got, ok, err := tx.GetRun(ctx, want.RunID)
 			if err != nil {
@@ -62,7 +62,7 @@ func testRunEnd(t *testing.T, b Backend) {
 	run := sessions.Run{RunID: "run-1", Session: alphaChild, Requester: alphaMain.Key, StartedAt: baseTime}
 	putRuns(t, b, run)
 	run.EndedAt, run.Outcome = baseTime+30, "completed"
-	update(t, b, func(ctx context.Context, tx sessions.Tx) {
+	update(t, b, func(ctx context.Context, tx writeTx) {
 		if err := tx.PutRun(ctx, run); err != nil {
 			t.Fatalf("PutRun: %v", err)
 		}

@@ -32,6 +32,26 @@ type Backend interface {
 	sessions.Store
 }
 
+// writeTx is a write transaction of the store with its session writes,
+// as the engine and the gateway share it.
+type writeTx struct {
+	vigil.Tx
+	sessionWrites
+}
+
+// sessionWrites names sessions.Tx embedded beside vigil.Tx.
+type sessionWrites = sessions.Tx
+
+// sessionTx is tx with its session writes (vigil.Tx.Rows).
+func sessionTx(t *testing.T, tx vigil.Tx) writeTx {
+	t.Helper()
+	stx, ok := tx.Rows().(sessions.Tx)
+	if !ok {
+		t.Fatalf("the store's write transaction keeps no sessions: its rows are %T", tx.Rows())
+	}
+	return writeTx{tx, stx}
+}
+
 // Gap names a behaviour of the suite that a backend is known not to meet
 // yet, and why. Run skips it with that reason, so the gap shows in every
 // run instead of being forgotten.
@@ -162,7 +182,7 @@ func newMessage(ref vigil.SessionRef, i int) sessions.Message {
 
 // update runs fn in a write transaction, with its session view, and
 // commits it. If fn stops the test the transaction is rolled back.
-func update(t *testing.T, b Backend, fn func(ctx context.Context, tx sessions.Tx)) {
+func update(t *testing.T, b Backend, fn func(ctx context.Context, tx writeTx)) {
 	t.Helper()
 	ctx := t.Context()
 	tx, err := b.BeginWrite(ctx)
@@ -175,7 +195,7 @@ func update(t *testing.T, b Backend, fn func(ctx context.Context, tx sessions.Tx
 			tx.Rollback()
 		}
 	}()
-	fn(ctx, b.SessionTx(tx))
+	fn(ctx, sessionTx(t, tx))
 	done = true
 	if err := tx.Commit(); err != nil {
 		t.Fatalf("Commit: %v", err)
@@ -184,7 +204,7 @@ func update(t *testing.T, b Backend, fn func(ctx context.Context, tx sessions.Tx
 
 func putSessions(t *testing.T, b Backend, ss ...sessions.Session) {
 	t.Helper()
-	update(t, b, func(ctx context.Context, tx sessions.Tx) {
+	update(t, b, func(ctx context.Context, tx writeTx) {
 		for _, s := range ss {
 			if err := tx.PutSession(ctx, s); err != nil {
 				t.Fatalf("PutSession(%s): %v", s.Ref, err)
@@ -211,7 +231,7 @@ func appendMessage(t *testing.T, ctx context.Context, tx sessions.Tx, m sessions
 func appendMessages(t *testing.T, b Backend, ms ...sessions.Message) []sessions.Message {
 	t.Helper()
 	out := slices.Clone(ms)
-	update(t, b, func(ctx context.Context, tx sessions.Tx) {
+	update(t, b, func(ctx context.Context, tx writeTx) {
 		for i := range out {
 			out[i].ID = appendMessage(t, ctx, tx, out[i])
 		}
@@ -221,7 +241,7 @@ func appendMessages(t *testing.T, b Backend, ms ...sessions.Message) []sessions.
 
 func deleteSessionRow(t *testing.T, b Backend, ref vigil.SessionRef) {
 	t.Helper()
-	update(t, b, func(ctx context.Context, tx sessions.Tx) {
+	update(t, b, func(ctx context.Context, tx writeTx) {
 		if err := tx.DeleteSessionRow(ctx, ref); err != nil {
 			t.Fatalf("DeleteSessionRow(%s): %v", ref, err)
 		}
@@ -372,7 +392,7 @@ func testEmptyStore(t *testing.T, b Backend) {
 	if r, ok := readRun(t, b, "run-1"); ok {
 		t.Errorf("Run on an empty store = %+v, want not found", r)
 	}
-	update(t, b, func(ctx context.Context, tx sessions.Tx) {
+	update(t, b, func(ctx context.Context, tx writeTx) {
 		if s, ok, err := tx.GetSession(ctx, alphaMain); err != nil || ok {
 			t.Errorf("Tx.GetSession on an empty store = %s, %v, %v; want not found", fmtSession(s), ok, err)
 		}

@@ -95,20 +95,20 @@ func setUp(t *testing.T, b Backend) {
 // changing what setUp committed.
 var writes = []struct {
 	name string
-	fn   func(ctx context.Context, tx sessions.Tx) error
+	fn   func(ctx context.Context, tx writeTx) error
 }{
-	{"PutSession of a new session", func(ctx context.Context, tx sessions.Tx) error {
+	{"PutSession of a new session", func(ctx context.Context, tx writeTx) error {
 		return tx.PutSession(ctx, newSession(betaMain, sessions.KindMain, "lead"))
 	}},
-	{"PutSession replacing one", func(ctx context.Context, tx sessions.Tx) error {
+	{"PutSession replacing one", func(ctx context.Context, tx writeTx) error {
 		s := newSession(alphaMain, sessions.KindMain, "dm")
 		s.Goal, s.InboxSeen = nil, 99
 		return tx.PutSession(ctx, s)
 	}},
-	{"DeleteSessionRow", func(ctx context.Context, tx sessions.Tx) error {
+	{"DeleteSessionRow", func(ctx context.Context, tx writeTx) error {
 		return tx.DeleteSessionRow(ctx, alphaChild)
 	}},
-	{"AppendMessage", func(ctx context.Context, tx sessions.Tx) error {
+	{"AppendMessage", func(ctx context.Context, tx writeTx) error {
 		for _, ref := range []vigil.SessionRef{alphaMain, betaGlobal} {
 			if _, err := tx.AppendMessage(ctx, newMessage(ref, 10)); err != nil {
 				return err
@@ -116,11 +116,11 @@ var writes = []struct {
 		}
 		return nil
 	}},
-	{"CompactMessages", func(ctx context.Context, tx sessions.Tx) error {
+	{"CompactMessages", func(ctx context.Context, tx writeTx) error {
 		_, err := tx.CompactMessages(ctx, alphaMain, math.MaxInt64, newMessage(alphaMain, 11))
 		return err
 	}},
-	{"PutRun", func(ctx context.Context, tx sessions.Tx) error {
+	{"PutRun", func(ctx context.Context, tx writeTx) error {
 		if err := tx.PutRun(ctx, sessions.Run{RunID: "run-2", Session: alphaMain, StartedAt: baseTime}); err != nil {
 			return err
 		}
@@ -147,7 +147,7 @@ func testRollback(t *testing.T, b Backend) {
 			if i < len(writes) {
 				name = w.name
 			}
-			if err := w.fn(ctx, b.SessionTx(tx)); err != nil {
+			if err := w.fn(ctx, sessionTx(t, tx)); err != nil {
 				tx.Rollback()
 				t.Fatalf("%s: %v", w.name, err)
 			}
@@ -175,7 +175,7 @@ func testReadsCommittedOnly(t *testing.T, b Backend) {
 	}
 	defer tx.Rollback()
 	for _, w := range writes {
-		if err := w.fn(ctx, b.SessionTx(tx)); err != nil {
+		if err := w.fn(ctx, sessionTx(t, tx)); err != nil {
 			t.Fatalf("%s: %v", w.name, err)
 		}
 	}
@@ -234,7 +234,7 @@ func testSessionTx(t *testing.T, b Backend) {
 	if _, err := tx.Append(ctx, e); err != nil {
 		t.Fatalf("Append: %v", err)
 	}
-	stx := b.SessionTx(tx)
+	stx := sessionTx(t, tx)
 	// The session view is the same transaction: it sees the engine's
 	// write, and the engine's own writes through it land there too.
 	if v, err := stx.Version(ctx, alphaMain); err != nil || v != e.Sequence {
@@ -271,7 +271,7 @@ func testSessionTx(t *testing.T, b Backend) {
 		t.Fatalf("BeginWrite: %v", err)
 	}
 	defer tx.Rollback()
-	stx = b.SessionTx(tx)
+	stx = sessionTx(t, tx)
 	if _, err := tx.Append(ctx, event(betaMain)); err != nil {
 		t.Fatalf("Append: %v", err)
 	}

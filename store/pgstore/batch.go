@@ -10,7 +10,7 @@ package pgstore
 //
 //   - BEGIN goes with the transaction's first statement, and COMMIT with
 //     its last writes and its notifications.
-//   - Session locks (LockSession) go with the next statement, in session
+//   - Session locks (Lock) go with the next statement, in session
 //     order (see Locks below). Several that go together also read their
 //     sessions' cursors and take as many sequence numbers, for the
 //     records that lock them (see Reading ahead below).
@@ -343,13 +343,13 @@ func (t *Tx) lockSet(asked []vigil.SessionRef) []vigil.SessionRef {
 // and then appends to it, and the engine cannot compute its cursor moves
 // before the read is answered: one round trip per record. The engine
 // locks the targets of a batch's records together before the first of
-// them runs (LockSession, once each), so when several locks asked for by
-// LockSession go out together, the same round trip also reads every one
-// of those sessions' cursors, FOR UPDATE as CursorsOnTarget reads them,
+// them runs (one Lock call), so when several locks taken to write or to
+// read go out together, the same round trip also reads every one of
+// those sessions' cursors, FOR UPDATE as CursorsOnTarget reads them,
 // after the transaction's held writes to them, and takes one sequence
-// number for each session, after all the locks, but for those
-// LockToRead asked for (a turn's targets: it appends nothing). The
-// records and turns then run without a round trip of their own:
+// number for each session, after all the locks, but for those taken to
+// read (vigil.LockToRead: a turn's targets, to which it appends nothing).
+// The records and turns then run without a round trip of their own:
 //
 //   - CursorsOnTarget, and Cursor for one watcher's (a turn acknowledging
 //     its notice reads it), answer from what was read, until the
@@ -363,13 +363,14 @@ func (t *Tx) lockSet(asked []vigil.SessionRef) []vigil.SessionRef {
 //     session locked later) is above them, so the rest are dropped;
 //     numbers never used are gaps, which the sequence allows.
 //
-// Locks taken for other reasons (LockSession of a write that reads
+// Locks taken for other reasons (a lone lock of a write that reads
 // nothing after, an append's own lock, the locks a batch run again takes
-// first) read nothing ahead when fewer than two LockSession calls go
+// first) read nothing ahead when fewer than two locks to write or read go
 // together.
 //
-// Sessions locked by LockTarget (the targets of the gateway's sends,
-// which the engine locks with the batch's other sessions) are read
+// Sessions locked to change them (vigil.LockToChange: the targets of the
+// gateway's sends, which the engine locks with the batch's other
+// sessions) are read
 // ahead even alone, and further: the same round trip reads their rows
 // and their parents' rows, as GetSession reads them, after the held
 // writes of those rows, and takes one message id for each, after all
@@ -377,7 +378,7 @@ func (t *Tx) lockSet(asked []vigil.SessionRef) []vigil.SessionRef {
 // writes the row or sends a statement through t.tx, and AppendMessage
 // takes the ids as Append takes the numbers: in call order, for any
 // session locked at or before the round that took them, the rest
-// dropped once an id is taken otherwise. Only LockTarget asks for this,
+// dropped once an id is taken otherwise. Only LockToChange asks for this,
 // so a batch of records alone reads no rows and takes no ids: the
 // round trip of their locks stays as it was.
 

@@ -416,7 +416,7 @@ func TestIsRetryableClassifiesConflicts(t *testing.T) {
 	}
 }
 
-// A message id taken with a send target's lock (LockTarget) is taken
+// A message id taken with a send target's lock (LockToChange) is taken
 // once the session's open writer has ended, so it is above the ids that
 // writer took after the locking began: the transcript commits in id order.
 func TestAMessageIDTakenWithATargetsLockWaitsForTheSessionsOpenWriter(t *testing.T) {
@@ -429,7 +429,7 @@ func TestAMessageIDTakenWithATargetsLockWaitsForTheSessionsOpenWriter(t *testing
 			ActorType: vigil.ActorHuman, ActorID: "api:op", Channel: "api", Content: "hello", CreatedAt: 1})
 	}
 	t1 := begin(t, s1)
-	if err := t1.LockSession(ctx, alphaMain); err != nil {
+	if err := t1.Lock(ctx, []vigil.Lock{{Session: alphaMain}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := t1.Version(ctx, alphaMain); err != nil { // sends the lock
@@ -441,8 +441,8 @@ func TestAMessageIDTakenWithATargetsLockWaitsForTheSessionsOpenWriter(t *testing
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := t2.(vigil.TargetLocker).LockTarget(ctx, alphaMain); err != nil {
-			t.Errorf("LockTarget: %v", err)
+		if err := t2.Lock(ctx, []vigil.Lock{vigil.Changing(alphaMain)}); err != nil {
+			t.Errorf("Lock: %v", err)
 			return
 		}
 		var err error

@@ -41,19 +41,6 @@ func queueCreationNotices(b *pgx.Batch, watchers []string) {
 	b.Queue(creationNoticesOf+` AND watcher = ANY($1)`+order, watchers)
 }
 
-// CreationNotices implements vigil.Tx.
-func (t *Tx) CreationNotices(ctx context.Context, watchers []string) ([]vigil.CreationNotice, error) {
-	b := &pgx.Batch{}
-	queueCreationNotices(b, watchers)
-	br := t.tx.SendBatch(ctx, b)
-	defer br.Close()
-	out, err := collectCreationNotices(br.Query())
-	if err != nil {
-		return nil, err
-	}
-	return out, wrap(br.Close())
-}
-
 // collectCreationNotices reads the creation notices rows holds.
 func collectCreationNotices(rows pgx.Rows, err error) ([]vigil.CreationNotice, error) {
 	if err != nil {

@@ -200,8 +200,8 @@ func TestGatewayRowsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx := txw.(sessions.Tx)
-	defer tx.Rollback()
+	tx := txw.Rows().(sessions.Tx)
+	defer txw.Rollback()
 	for _, sess := range []sessions.Session{full, plain} {
 		if err := tx.PutSession(ctx, sess); err != nil {
 			t.Fatal(err)
@@ -235,7 +235,7 @@ func TestGatewayRowsRoundTrip(t *testing.T) {
 	if err := tx.PutRun(ctx, sessions.Run{RunID: "r1", Session: child, Requester: alphaMain.Key, StartedAt: now, EndedAt: now + 5, Outcome: "timeout"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := tx.Commit(); err != nil {
+	if err := txw.Commit(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -277,12 +277,12 @@ func TestGatewayRowsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx = txw.(sessions.Tx)
-	defer tx.Rollback()
+	tx = txw.Rows().(sessions.Tx)
+	defer txw.Rollback()
 	if err := tx.DeleteSessionRow(ctx, child); err != nil {
 		t.Fatal(err)
 	}
-	if err := tx.Commit(); err != nil {
+	if err := txw.Commit(); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, _ := s.Session(ctx, child); ok {

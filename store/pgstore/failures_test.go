@@ -56,13 +56,13 @@ func TestEveryFailureOfTheDatabaseIsMarkedAsTheStores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stx := st.SessionTx(tx)
+	stx := tx.Rows().(sessions.Tx)
 	proxy.Cut()
 
 	e := storetest.GoalEvent(betaMain, "")
 	cursor := vigil.Cursor{Watcher: alphaMain.Key, Target: betaMain, LastSeen: 1, Notified: 1, Material: 1}
 	txCalls := []failingCall{
-		{"Tx.LockSession", func() error { return tx.LockSession(ctx, betaMain) }},
+		{"Tx.Lock", func() error { return tx.Lock(ctx, []vigil.Lock{{Session: betaMain}}) }},
 		{"Tx.Append", func() error { _, err := tx.Append(ctx, e); return err }},
 		{"Tx.Version", func() error { _, err := tx.Version(ctx, alphaMain); return err }},
 		{"Tx.CursorsOnTarget", func() error { _, err := tx.CursorsOnTarget(ctx, nil, betaMain); return err }},
@@ -72,12 +72,11 @@ func TestEveryFailureOfTheDatabaseIsMarkedAsTheStores(t *testing.T) {
 		{"Tx.DeleteCursor", func() error { _, err := tx.DeleteCursor(ctx, alphaMain.Key, betaMain); return err }},
 		{"Tx.DeleteWatcherCursors", func() error { _, err := tx.DeleteWatcherCursors(ctx, alphaMain.Key); return err }},
 		{"Tx.DeleteSession", func() error { return tx.DeleteSession(ctx, betaMain) }},
-		{"Tx.PendingCursors", func() error { _, err := tx.PendingCursors(ctx); return err }},
-		{"Tx.PendingCursorsOf", func() error { _, err := tx.PendingCursorsOf(ctx, nil); return err }},
+		{"Tx.OwedTo (locked)", func() error { _, err := tx.OwedTo(ctx, nil, true); return err }},
+		{"Tx.OwedTo", func() error { _, err := tx.OwedTo(ctx, nil, false); return err }},
 		{"Tx.PruneEvents", func() error { _, err := tx.PruneEvents(ctx, 10, 0, 10); return err }},
 		{"Tx.ExpireCursors", func() error { _, err := tx.ExpireCursors(ctx, 0, 10); return err }},
 		{"Tx.PutTombstones", func() error { return tx.PutTombstones(ctx, betaMain, []string{alphaMain.Key}, 1) }},
-		{"Tx.Tombstones", func() error { _, err := tx.Tombstones(ctx, nil); return err }},
 		{"Tx.DeleteTombstones", func() error { _, err := tx.DeleteTombstones(ctx, alphaMain.Key, nil); return err }},
 		{"Tx.ExpireTombstones", func() error { _, err := tx.ExpireTombstones(ctx, 0, 10); return err }},
 		{"SessionTx.GetSession", func() error { _, _, err := stx.GetSession(ctx, alphaMain); return err }},
@@ -145,7 +144,7 @@ func TestAConflictingLabelIsNotMarkedAsTheStoresFailure(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback()
-		if err := st.SessionTx(tx).PutSession(ctx, sessions.Session{Ref: ref, SessionID: "s", Kind: sessions.KindOther, Label: "writer"}); err != nil {
+		if err := tx.Rows().(sessions.Tx).PutSession(ctx, sessions.Session{Ref: ref, SessionID: "s", Kind: sessions.KindOther, Label: "writer"}); err != nil {
 			return err
 		}
 		return tx.Commit()

@@ -21,7 +21,7 @@ func TestTextPostgreSQLCannotStoreIsRefusedByItsOwnCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	st := s.SessionTx(tx)
+	st := tx.Rows().(sessions.Tx)
 	_, err = st.AppendMessage(ctx, sessions.Message{Session: target, Role: "user", ActorType: vigil.ActorHuman,
 		Content: "bad\x00", CreatedAt: 1})
 	if err == nil || !strings.Contains(err.Error(), "NUL") {

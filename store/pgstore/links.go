@@ -11,8 +11,6 @@ import (
 	"github.com/vigilhq/vigil/sessions"
 )
 
-var _ sessions.LinkLocker = (*Store)(nil)
-
 // upstreamLinksSchema is the migration that keeps adopted sessions' links
 // to their coding agents' transcripts (sessions.Link). A follower lists a
 // host's links in key order, so they are indexed by host first.
@@ -76,8 +74,9 @@ func (s *Store) WatchedLinks(ctx context.Context, host string, after vigil.Sessi
 }
 
 // GetUpstreamLink implements sessions.Tx. Every writer of a link holds
-// its session's lock (the gateway and vigil sim write it in UpdateOn's
-// writes), so the row read is the one the write commits on.
+// its session's lock (the gateway and vigil sim write it in writes that
+// change the session, vigil.Changing), so the row read is the one the
+// write commits on.
 func (t *Tx) GetUpstreamLink(ctx context.Context, ref vigil.SessionRef) (sessions.Link, bool, error) {
 	if err := t.flushLocks(ctx); err != nil {
 		return sessions.Link{}, false, err
@@ -109,7 +108,7 @@ func (t *Tx) DeleteUpstreamLink(ctx context.Context, ref vigil.SessionRef) (bool
 	return tag.RowsAffected() > 0, wrap(err)
 }
 
-// LockLinks implements sessions.LinkLocker with a session-level advisory
+// LockLinks implements sessions.Store with a session-level advisory
 // lock keyed by the schema (through its notification channel, which is
 // derived from it) and the host, held on a connection of its own as
 // LockMaintenance holds its lock: gateways sharing a schema follow a

@@ -139,7 +139,7 @@ func (s *Store) Log(ctx context.Context, after int64, limit int) (vigil.LogPage,
 	return p, wrap(br.Close())
 }
 
-// LogHorizon implements vigil.HorizonReader: H = min(V, M) of the steps
+// LogHorizon implements vigil.Reader: H = min(V, M) of the steps
 // above, without reading events.
 func (s *Store) LogHorizon(ctx context.Context) (int64, error) {
 	b := &pgx.Batch{}

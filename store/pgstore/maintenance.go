@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// LockMaintenance implements vigil.MaintenanceLocker with a session-level
+// LockMaintenance implements vigil.Store with a session-level
 // advisory lock, keyed by the schema, so gateways sharing a schema take
 // turns and gateways of other schemas do not wait on them. The lock is held
 // on a connection of its own, outside the pool: the work done under it

@@ -84,10 +84,7 @@ type Store struct {
 	}
 }
 
-var (
-	_ vigil.Store             = (*Store)(nil)
-	_ vigil.MaintenanceLocker = (*Store)(nil)
-)
+var _ vigil.Store = (*Store)(nil)
 
 // Open connects to the database at url (a postgres:// URL or a key=value
 // connection string, as pgx reads it) and brings the schema up to date.

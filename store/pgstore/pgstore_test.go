@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,6 +48,32 @@ func openFresh(t testing.TB) *pgstore.Store {
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) vigil.Store { return openFresh(t) })
 }
+
+// The concurrency half of the contract, between stores on one schema, as
+// processes sharing a database run them.
+func TestConcurrency(t *testing.T) {
+	storetest.RunConcurrency(t, storetest.Concurrency{
+		Open: func(t *testing.T) func() vigil.Store {
+			schema := freshSchema(t)
+			n := 0
+			return func() vigil.Store {
+				n++
+				name := fmt.Sprintf("vigil-test-%s-%d", schema, n)
+				s := openNamed(t, schema, name)
+				storeNames.Store(s, name)
+				return s
+			}
+		},
+		Waiting: func(t *testing.T, s vigil.Store) func() {
+			name, _ := storeNames.Load(s)
+			return func() { awaitLockWait(t, name.(string)) }
+		},
+	})
+}
+
+// storeNames are the application names of stores opened by openNamed for
+// TestConcurrency.
+var storeNames sync.Map
 
 func queryInt(t *testing.T, s *pgstore.Store, q string, args ...any) int64 {
 	t.Helper()

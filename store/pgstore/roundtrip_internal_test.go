@@ -166,12 +166,11 @@ func pgCPU(t testing.TB) time.Duration {
 // lockAll locks refs as the engine's group commit locks the targets of a
 // batch's records, before the first of them runs.
 func lockAll(ctx context.Context, txn *vigil.Txn, refs []vigil.SessionRef) error {
-	for _, ref := range refs {
-		if err := txn.Store().LockSession(ctx, ref); err != nil {
-			return err
-		}
+	locks := make([]vigil.Lock, len(refs))
+	for i, ref := range refs {
+		locks[i] = vigil.Lock{Session: ref, Intent: vigil.LockToWrite}
 	}
-	return nil
+	return txn.Rows().(*Tx).Lock(ctx, locks)
 }
 
 // Records on sessions locked together take no round trip of their own:
@@ -240,7 +239,7 @@ func openSends(t testing.TB, n int) (*vigil.Engine, *roundTrips, []vigil.Session
 	t.Helper()
 	eng, rt, refs := openCounted(t, n, 2)
 	if err := eng.Update(t.Context(), func(ctx context.Context, txn *vigil.Txn) error {
-		tx := txn.Store().(*Tx)
+		tx := txn.Rows().(*Tx)
 		for i, ref := range refs {
 			parent := vigil.MustRef(fmt.Sprintf("agent:rt:p%d", i))
 			for _, s := range []sessions.Session{
@@ -263,7 +262,7 @@ func openSends(t testing.TB, n int) (*vigil.Engine, *roundTrips, []vigil.Session
 // (gateway/send.go), in its order: the target's row read, the message
 // appended, the row written back, the parent's row read, and the record.
 func personSend(ctx context.Context, txn *vigil.Txn, target vigil.SessionRef, now int64) error {
-	tx := txn.Store().(*Tx)
+	tx := txn.Rows().(*Tx)
 	s, ok, err := tx.GetSession(ctx, target)
 	if err != nil {
 		return err
@@ -336,7 +335,7 @@ func TestASessionRowWrittenTwiceInATransactionKeepsItsFirstCreationTime(t *testi
 	ctx := t.Context()
 	ref := refs[0]
 	if err := eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
-		tx := txn.Store().(*Tx)
+		tx := txn.Rows().(*Tx)
 		for _, at := range []int64{5, 7} {
 			if err := tx.PutSession(ctx, sessions.Session{Ref: ref, SessionID: "s", Kind: sessions.KindSubAgent,
 				CreatedAt: at, UpdatedAt: at}); err != nil {
@@ -351,7 +350,7 @@ func TestASessionRowWrittenTwiceInATransactionKeepsItsFirstCreationTime(t *testi
 	var ok bool
 	err := eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
 		var err error
-		s, ok, err = txn.Store().(*Tx).GetSession(ctx, ref)
+		s, ok, err = txn.Rows().(*Tx).GetSession(ctx, ref)
 		return err
 	})
 	if err != nil || !ok {
@@ -369,7 +368,7 @@ func TestAParentReadWithItsChildSeesTheTransactionsLaterWriteOfIt(t *testing.T) 
 	eng, _, refs := openSends(t, 1)
 	ctx := t.Context()
 	if err := eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
-		tx := txn.Store().(*Tx)
+		tx := txn.Rows().(*Tx)
 		child, _, err := tx.GetSession(ctx, refs[0])
 		if err != nil {
 			return err
@@ -407,12 +406,12 @@ func TestALabelAHeldWriteTakesOffIsFreeForAnotherSessionInTheSameTransaction(t *
 			CreatedAt: 1, UpdatedAt: 1})
 	}
 	if err := eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
-		return put(txn.Store().(*Tx), refs[0], "x")
+		return put(txn.Rows().(*Tx), refs[0], "x")
 	}); err != nil {
 		t.Fatal(err)
 	}
 	if err := eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
-		tx := txn.Store().(*Tx)
+		tx := txn.Rows().(*Tx)
 		if err := put(tx, refs[0], ""); err != nil {
 			return err
 		}
@@ -437,14 +436,13 @@ func roundTripsOfWrite(t *testing.T, eng *vigil.Engine, rt *roundTrips, write fu
 }
 
 // lockTargets locks refs as the engine's group commit locks the targets
-// of a batch's sends (Engine.UpdateOn), before the first of them runs.
+// of a batch's sends (vigil.Changing), before the first of them runs.
 func lockTargets(ctx context.Context, txn *vigil.Txn, refs []vigil.SessionRef) error {
-	for _, ref := range refs {
-		if err := txn.Store().(*Tx).LockTarget(ctx, ref); err != nil {
-			return err
-		}
+	locks := make([]vigil.Lock, len(refs))
+	for i, ref := range refs {
+		locks[i] = vigil.Changing(ref)
 	}
-	return nil
+	return txn.Rows().(*Tx).Lock(ctx, locks)
 }
 
 // Sends to targets locked together take no round trip of their own: the
@@ -487,8 +485,8 @@ func (c *waitingCtx) Done() <-chan struct{} {
 	return c.Context.Done()
 }
 
-// A batch of a person's sends, as the engine batches them (Engine.
-// UpdateOn), costs two round trips in all, however many sends it holds:
+// A batch of a person's sends, as the engine batches them (Update with
+// vigil.Changing), costs two round trips in all, however many sends it holds:
 // one for the targets' locks and what the sends read, one for the commit.
 func TestABatchOfAPersonsSendsCostsTwoRoundTrips(t *testing.T) {
 	pgtest.Require(t)
@@ -497,9 +495,9 @@ func TestABatchOfAPersonsSendsCostsTwoRoundTrips(t *testing.T) {
 	batch := func(now int64) int64 {
 		t.Helper()
 		return inOneBatch(t, eng, rt, n, func(ctx context.Context, i int) error {
-			return eng.UpdateOn(ctx, refs[i], func(ctx context.Context, txn *vigil.Txn) error {
+			return eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
 				return personSend(ctx, txn, refs[i], now)
-			})
+			}, vigil.Changing(refs[i]))
 		})
 	}
 	batch(2) // prepares the statements on the connection
@@ -623,7 +621,7 @@ func TestABatchOfTurnsLeavesTheSequenceAsItWas(t *testing.T) {
 	}
 }
 
-// A person's send alone in its batch (Engine.UpdateOn) costs two round
+// A person's send alone in its batch (Update with vigil.Changing) costs two round
 // trips: its target's lock with everything the send reads, and the
 // commit.
 func TestALonePersonsSendCostsTwoRoundTrips(t *testing.T) {
@@ -631,9 +629,9 @@ func TestALonePersonsSendCostsTwoRoundTrips(t *testing.T) {
 	eng, rt, refs := openSends(t, 1)
 	send := func(now int64) {
 		t.Helper()
-		if err := eng.UpdateOn(t.Context(), refs[0], func(ctx context.Context, txn *vigil.Txn) error {
+		if err := eng.Update(t.Context(), func(ctx context.Context, txn *vigil.Txn) error {
 			return personSend(ctx, txn, refs[0], now)
-		}); err != nil {
+		}, vigil.Changing(refs[0])); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -660,7 +658,7 @@ func TestMessageIDsTakenWithTheLocksRiseInTheOrderMessagesAreAppended(t *testing
 	eng, _, refs := openCounted(t, 4, 0)
 	var ids []int64
 	if err := eng.Update(t.Context(), func(ctx context.Context, txn *vigil.Txn) error {
-		tx := txn.Store().(*Tx)
+		tx := txn.Rows().(*Tx)
 		ids = ids[:0]
 		for _, ref := range []vigil.SessionRef{refs[3], refs[1], refs[2], refs[0], refs[0]} {
 			if ref == refs[1] { // after the first message: lock the targets
@@ -689,7 +687,7 @@ func TestATargetsRowReadWithItsLockSeesTheTransactionsWritesOfIt(t *testing.T) {
 	pgtest.Require(t)
 	eng, _, refs := openSends(t, 1)
 	if err := eng.Update(t.Context(), func(ctx context.Context, txn *vigil.Txn) error {
-		tx := txn.Store().(*Tx)
+		tx := txn.Rows().(*Tx)
 		child, _, err := tx.GetSession(ctx, refs[0])
 		if err != nil {
 			return err
@@ -727,8 +725,8 @@ func TestATargetsRowReadWithItsLockSeesTheTransactionsWritesOfIt(t *testing.T) {
 func TestATargetWithNoRowIsReadAsMissingUntilTheTransactionWritesIt(t *testing.T) {
 	pgtest.Require(t)
 	eng, _, refs := openCounted(t, 1, 0)
-	if err := eng.UpdateOn(t.Context(), refs[0], func(ctx context.Context, txn *vigil.Txn) error {
-		tx := txn.Store().(*Tx)
+	if err := eng.Update(t.Context(), func(ctx context.Context, txn *vigil.Txn) error {
+		tx := txn.Rows().(*Tx)
 		if _, ok, err := tx.GetSession(ctx, refs[0]); err != nil || ok {
 			return fmt.Errorf("read %s before it has a row: %v, found %v", refs[0], err, ok)
 		}
@@ -740,7 +738,7 @@ func TestATargetWithNoRowIsReadAsMissingUntilTheTransactionWritesIt(t *testing.T
 			return fmt.Errorf("read %s after writing it: %v, found %v", refs[0], err, ok)
 		}
 		return nil
-	}); err != nil {
+	}, vigil.Changing(refs[0])); err != nil {
 		t.Fatal(err)
 	}
 }

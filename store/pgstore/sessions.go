@@ -18,9 +18,9 @@ var (
 	_ sessions.Tx    = (*Tx)(nil)
 )
 
-// SessionTx implements sessions.Store: every write transaction this store
-// begins holds its session writes too.
-func (s *Store) SessionTx(tx vigil.Tx) sessions.Tx { return tx.(*Tx) }
+// Rows implements vigil.Tx: every write transaction this store begins
+// holds its session writes too (sessions.TxOf).
+func (t *Tx) Rows() any { return sessions.Tx(t) }
 
 const sessionColumns = `agent_id, session_key, session_id, kind, coalesce(label, ''), coalesce(spawned_by, ''),
 	goal_objective, goal_status, goal_updated_at, inbox_seen, created_at, updated_at`
@@ -221,7 +221,7 @@ type sessionRead struct {
 // The same round trip reads the row of the session's parent, which the
 // transaction then answers from, as from a statement sent a little
 // earlier, until it writes that row or sends a statement through t.tx.
-// The row of a session whose lock LockTarget asked for is read with the
+// The row of a session locked to change (vigil.LockToChange) is read with the
 // lock, and answered from that read likewise (batch.go).
 func (t *Tx) GetSession(ctx context.Context, ref vigil.SessionRef) (sessions.Session, bool, error) {
 	if err := t.sendAhead(ctx, ref, t.targets); err != nil {
@@ -363,7 +363,7 @@ func (t *Tx) DeleteSessionRow(ctx context.Context, ref vigil.SessionRef) error {
 // fail once it has its id, is then held (batch.go) until a statement
 // that could read it, or Commit. For a person's message the same round
 // trip reads what the record on the session that follows it would read
-// (queueRecordAhead). A session locked with LockTarget has its id taken
+// (queueRecordAhead). A session locked to change has its id taken
 // in the round trip of its lock, with the others of that round (batch.go):
 // the message then takes a spare id, after its session's lock and above
 // every id this transaction used, and sends nothing. A message given its

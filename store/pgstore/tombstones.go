@@ -26,11 +26,6 @@ func (t *Tx) PutTombstones(ctx context.Context, target vigil.SessionRef, watcher
 	return wrap(err)
 }
 
-// Tombstones implements vigil.Tx.
-func (t *Tx) Tombstones(ctx context.Context, watchers []string) ([]vigil.Tombstone, error) {
-	return ofWatchers(ctx, t, tombstonesOf, watchers, collectTombstones)
-}
-
 // tombstonesOf selects every tombstone (queueOfWatchers narrows it).
 const tombstonesOf = `SELECT watcher, target_agent, target_key, made_at FROM tombstones WHERE true`
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
@@ -55,15 +56,15 @@ type Tx struct {
 	// locked are the sessions whose head row this transaction holds, each
 	// with the round of locks (batch.go) that took it; pending are those
 	// asked for that are not taken yet, and ahead those of pending that
-	// LockSession asked for (batch.go); rounds counts the rounds sent.
+	// Lock asked for (batch.go); rounds counts the rounds sent.
 	locked  map[vigil.SessionRef]int
 	pending []vigil.SessionRef
 	ahead   []vigil.SessionRef
 	rounds  int
-	// targets are the sessions LockTarget asked for whose rows the next
+	// targets are the sessions locked to change whose rows the next
 	// round of locks reads, with a message id for each (batch.go);
-	// toRead those of ahead that LockToRead asked for, which take no
-	// sequence number.
+	// toRead those of ahead locked to read, which take no sequence
+	// number.
 	targets []vigil.SessionRef
 	toRead  []vigil.SessionRef
 	// held are the writes not sent yet (batch.go).
@@ -82,51 +83,66 @@ type Tx struct {
 
 var _ vigil.Tx = (*Tx)(nil)
 
-// LockSession implements vigil.Tx with the session's head row lock
-// (lockHead), taken once per transaction. The lock is taken before the
+// Lock implements vigil.Tx with each session's head row lock (lockHead),
+// taken once per transaction. The locks are taken before the
 // transaction's next statement, in the same round trip (the engine locks
 // a session to read its cursors next), and locks asked for together are
-// taken in session order (batch.go). When several go out together, the
-// same round trip reads their sessions' cursors, locking them as
-// CursorsOnTarget does, and takes a sequence number for each: the
-// transaction then answers CursorsOnTarget and Append on those sessions
-// without another round trip, until it writes what it read.
-func (t *Tx) LockSession(ctx context.Context, ref vigil.SessionRef) error {
-	if !t.willHold(ref) {
-		t.lock(ref)
-		t.ahead = append(t.ahead, ref)
+// taken in session order (batch.go). What each is taken for says what
+// the round trip reads with them (Reading ahead, in batch.go).
+func (t *Tx) Lock(ctx context.Context, locks []vigil.Lock) error {
+	for _, l := range locks {
+		switch l.Intent {
+		case vigil.LockToRead:
+			t.lockToRead(l.Session)
+		case vigil.LockToChange:
+			t.lockToChange(l.Session)
+		default:
+			t.lockToWrite(l.Session)
+		}
 	}
 	return nil
 }
 
-// LockToRead implements vigil.ReadLocker: LockSession, for a session
-// whose cursors a write reads next and to which it appends nothing (a
-// turn acknowledging its notice). Its cursors are read ahead as
-// LockSession's are, but no sequence number is taken for it, so a batch
-// of turns leaves the sequence as it was. A session locked already, or
-// asked for by LockSession, is left as it is.
-func (t *Tx) LockToRead(ctx context.Context, ref vigil.SessionRef) error {
+// lockToWrite asks for ref's lock, for a write that reads its cursors
+// and may append to it (a record). When several such locks go out
+// together, the same round trip reads their sessions' cursors, locking
+// them as CursorsOnTarget does, and takes a sequence number for each: the
+// transaction then answers CursorsOnTarget and Append on those sessions
+// without another round trip, until it writes what it read.
+func (t *Tx) lockToWrite(ref vigil.SessionRef) {
+	if !t.willHold(ref) {
+		t.lock(ref)
+		t.ahead = append(t.ahead, ref)
+	}
+}
+
+// lockToRead is lockToWrite, for a session whose cursors a write reads
+// next and to which it appends nothing (a turn acknowledging its notice).
+// Its cursors are read ahead as lockToWrite's are, but no sequence number
+// is taken for it, so a batch of turns leaves the sequence as it was. A
+// session locked already, or asked for to write, is left as it is.
+func (t *Tx) lockToRead(ref vigil.SessionRef) {
 	if !t.willHold(ref) {
 		t.toRead = append(t.toRead, ref)
 	}
-	return t.LockSession(ctx, ref)
+	t.lockToWrite(ref)
 }
 
-// LockTarget implements vigil.TargetLocker: LockSession, for a session
-// that a gateway write on it (a send) reads and appends a message to
-// next. The round trip that takes the lock, when it reads ahead, also
-// reads the session's row and its parent's, as GetSession reads them,
-// and takes a message id for it after the lock: the write's GetSession,
-// the parent's, and its AppendMessage are then answered without a round
-// trip of their own. Records lock with LockSession, so a batch of records
-// alone reads no session rows and takes no message ids; a write that
-// appends no message leaves its id unused, a gap, which message ids
-// allow. A session whose lock is held already reads nothing ahead.
-func (t *Tx) LockTarget(ctx context.Context, ref vigil.SessionRef) error {
+// lockToChange is lockToWrite, for a session that a gateway write on it
+// (a send) reads and appends a message to next. The round trip that takes
+// the lock, when it reads ahead, also reads the session's row and its
+// parent's, as GetSession reads them, and takes a message id for it after
+// the lock: the write's GetSession, the parent's, and its AppendMessage
+// are then answered without a round trip of their own. Records lock to
+// write, so a batch of records alone reads no session rows and takes no
+// message ids; a write that appends no message leaves its id unused, a
+// gap, which message ids allow. A session whose lock is held already
+// reads nothing ahead.
+func (t *Tx) lockToChange(ref vigil.SessionRef) {
 	if t.locked[ref] == 0 && !slices.Contains(t.targets, ref) {
 		t.targets = append(t.targets, ref)
 	}
-	return t.LockSession(ctx, ref)
+	t.lockToWrite(ref)
 }
 
 // sendAhead sends the pending locks now, if they read ahead what a
@@ -338,7 +354,7 @@ func (t *Tx) Version(ctx context.Context, ref vigil.SessionRef) (int64, error) {
 // requires. A record that then appends nothing (a human message nobody
 // watches) leaves a gap in the sequence, which is allowed.
 //
-// The cursors of a target locked with others (LockSession) were read
+// The cursors of a target locked with others (Lock) were read
 // with the lock, and are answered from that read until the transaction
 // writes a cursor of the target.
 func (t *Tx) CursorsOnTarget(ctx context.Context, dst []vigil.Cursor, target vigil.SessionRef) ([]vigil.Cursor, error) {
@@ -544,24 +560,18 @@ func (t *Tx) noteWatchers(rows pgx.Rows, err error, n *int) error {
 	return wrap(rows.Err())
 }
 
-// PendingCursors implements vigil.Tx. The rows stay locked until the
-// transaction ends (the sweep writes them back), in a fixed order.
-func (t *Tx) PendingCursors(ctx context.Context) ([]vigil.Cursor, error) {
-	return collectCursors(t.tx.Query(ctx, `SELECT `+cursorColumns+` FROM cursors WHERE material > last_seen
-		ORDER BY watcher, target_agent, target_key FOR UPDATE`))
-}
-
-// PendingCursorsOf implements vigil.Tx.
-func (t *Tx) PendingCursorsOf(ctx context.Context, watchers []string) ([]vigil.Cursor, error) {
-	return ofWatchers(ctx, t, pendingOf, watchers, collectCursors)
-}
-
-// OwedTo implements vigil.OwedReader: PendingCursorsOf, Tombstones and
-// CreationNotices in one round trip.
-func (t *Tx) OwedTo(ctx context.Context, watchers []string) (vigil.Owed, error) {
+// OwedTo implements vigil.Tx: the pending cursors, the tombstones and the
+// creation notices in one round trip. Locked, the cursor rows stay locked
+// until the transaction ends (the sweep writes them back), taken in a
+// fixed order.
+func (t *Tx) OwedTo(ctx context.Context, watchers []string, lock bool) (vigil.Owed, error) {
 	b := &pgx.Batch{}
-	queueOfWatchers(b, pendingOf, watchers)
-	queueOfWatchers(b, tombstonesOf, watchers)
+	forUpdate := ""
+	if lock {
+		forUpdate = " FOR UPDATE"
+	}
+	queueOfWatchers(b, pendingOf, watchers, forUpdate)
+	queueOfWatchers(b, tombstonesOf, watchers, "")
 	queueCreationNotices(b, watchers)
 	br := t.tx.SendBatch(ctx, b)
 	defer br.Close()
@@ -582,30 +592,30 @@ func (t *Tx) OwedTo(ctx context.Context, watchers []string) (vigil.Owed, error) 
 // pendingOf selects the pending cursors (queueOfWatchers narrows it).
 const pendingOf = `SELECT ` + cursorColumns + ` FROM cursors WHERE material > last_seen`
 
-// ofWatchers runs query for watchers (queueOfWatchers) and collects its
-// rows.
-func ofWatchers[T any](ctx context.Context, t *Tx, query string, watchers []string, collect func(pgx.Rows, error) ([]T, error)) ([]T, error) {
-	b := &pgx.Batch{}
-	queueOfWatchers(b, query, watchers)
-	br := t.tx.SendBatch(ctx, b)
-	defer br.Close()
-	out, err := collect(br.Query())
-	if err != nil {
-		return nil, err
-	}
-	return out, wrap(br.Close())
-}
-
 // queueOfWatchers queues query, which has a WHERE clause, ordered by
-// watcher and target, for every watcher when watchers is nil, else for
-// the watchers given.
-func queueOfWatchers(b *pgx.Batch, query string, watchers []string) {
+// watcher and target and followed by tail, for every watcher when
+// watchers is nil, else for the watchers given.
+func queueOfWatchers(b *pgx.Batch, query string, watchers []string, tail string) {
 	const order = ` ORDER BY watcher, target_agent, target_key`
 	if watchers == nil {
-		b.Queue(query + order)
+		b.Queue(query + order + tail)
 		return
 	}
-	b.Queue(query+` AND watcher = ANY($1)`+order, watchers)
+	b.Queue(query+` AND watcher = ANY($1)`+order+tail, watchers)
+}
+
+// MoveCursors implements vigil.Tx: the moves are held with the other
+// cursor writes (PutCursors), and committed with them.
+func (t *Tx) MoveCursors(ctx context.Context, cs []vigil.Cursor) error { return t.PutCursors(ctx, cs) }
+
+// MovesDurableThrough implements vigil.Tx: every move is written with its
+// commit.
+func (t *Tx) MovesDurableThrough(ctx context.Context) (int64, error) { return math.MaxInt64, nil }
+
+// SweepIndex implements vigil.Tx: the session index loses its entries
+// with their events, so there is nothing to sweep.
+func (t *Tx) SweepIndex(ctx context.Context, after vigil.SessionRef, limit int) (int, vigil.SessionRef, bool, error) {
+	return 0, after, true, nil
 }
 
 // PruneEvents implements vigil.Tx.

@@ -132,8 +132,7 @@ func (f *failureLog) failed(now time.Time, err error) {
 }
 
 // CheckpointStats count, since Open, the work that brings the database
-// file up to date behind the writer: the background checkpointer's, and
-// DB()'s write of what the store held in memory.
+// file up to date behind the writer: the background checkpointer's.
 type CheckpointStats struct {
 	Passes       int64 // checkpoint passes run, failed ones included
 	Failures     int64 // passes that failed, or found another connection checkpointing
@@ -142,17 +141,12 @@ type CheckpointStats struct {
 	// long log (see checkpoint.go); TruncationsBusy those that gave up, a
 	// reader or writer being in the way.
 	Truncations, TruncationsBusy int64
-	// HeldWriteFailures are DB()'s writes of the cursor moves and session
-	// index held in memory that failed (Close tries again).
-	HeldWriteFailures int64
 }
 
 // CheckpointStats returns the store's checkpoint counters. They stop
 // moving once the store is closed.
 func (s *Store) CheckpointStats() CheckpointStats {
-	st := s.ckpt.stats()
-	st.HeldWriteFailures = s.heldWriteFailures.Load()
-	return st
+	return s.ckpt.stats()
 }
 
 func (c *checkpointer) stats() CheckpointStats {

@@ -14,8 +14,9 @@ func (t *Tx) PutCreationNotice(ctx context.Context, n vigil.CreationNotice) (boo
 	return stored > 0, err
 }
 
-// CreationNotices implements vigil.Tx.
-func (t *Tx) CreationNotices(ctx context.Context, watchers []string) ([]vigil.CreationNotice, error) {
+// creationNotices reads the undelivered creation notices of watchers, or
+// of every watcher when watchers is nil (OwedTo).
+func (t *Tx) creationNotices(watchers []string) ([]vigil.CreationNotice, error) {
 	const q = `SELECT agent_id, session_key, watcher, context_key, text, made_at FROM creation_notices
 		WHERE delivered = 0`
 	const order = ` ORDER BY watcher, made_at, agent_id, session_key`

@@ -48,7 +48,7 @@ func TestEveryCallOfAShutStoreFailsMarkedAsTheStores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stx := s.SessionTx(tx)
+	stx := tx.Rows().(sessions.Tx)
 	if err := s.shutDown(); err != nil {
 		t.Fatal(err)
 	}
@@ -61,9 +61,9 @@ func TestEveryCallOfAShutStoreFailsMarkedAsTheStores(t *testing.T) {
 		"Tx.PutCursor":            func() error { return tx.PutCursor(ctx, cursor) },
 		"Tx.DeleteWatcherCursors": func() error { _, err := tx.DeleteWatcherCursors(ctx, failAlpha.Key); return err },
 		"Tx.DeleteSession":        func() error { return tx.DeleteSession(ctx, failBeta) },
-		"Tx.PendingCursors":       func() error { _, err := tx.PendingCursors(ctx); return err },
+		"Tx.OwedTo (locked)":      func() error { _, err := tx.OwedTo(ctx, nil, true); return err },
 		"Tx.PruneEvents":          func() error { _, err := tx.PruneEvents(ctx, 10, 0, 10); return err },
-		"Tx.Tombstones":           func() error { _, err := tx.Tombstones(ctx, nil); return err },
+		"Tx.OwedTo":               func() error { _, err := tx.OwedTo(ctx, nil, false); return err },
 		"SessionTx.GetSession":    func() error { _, _, err := stx.GetSession(ctx, failAlpha); return err },
 		"SessionTx.PutSession": func() error {
 			return stx.PutSession(ctx, sessions.Session{Ref: failAlpha, SessionID: "s", Kind: sessions.KindMain})

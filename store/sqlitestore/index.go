@@ -36,11 +36,10 @@ import (
 // a write that deletes a session or runs an embedder's statements. Each
 // time it rewrites about one page per session recorded on, so the lag sets
 // how many events share those pages; it knows what lies above the mark,
-// so its reads do not scan there. A shared store, or one whose DB was
-// handed out, does it in every write that appends or runs an embedder's
-// statements, before the commit, and Open does it too: so the reads of a
-// shared store skip the part above the mark, until DB() is handed out (its
-// statements bypass the store).
+// so its reads do not scan there. A shared store does it in every write
+// that appends or runs an embedder's statements, before the commit, and
+// Open does it too: so the reads of a shared store skip the part above
+// the mark.
 const (
 	indexMaxLag = 4096
 	indexMaxAge = time.Second
@@ -211,7 +210,7 @@ const sweepNextQuery = `SELECT h.agent_id, h.session_key, h.pruned_watermark,
 // short (a crash, a close) leaves stale entries, which the next one
 // deletes.
 //
-// SweepIndex implements vigil.IndexSweeper: it deletes up to limit index
+// SweepIndex implements vigil.Tx: it deletes up to limit index
 // entries of pruned events, from the sessions after after (in key order)
 // whose pruned watermark is above the last complete sweep's mark, and
 // returns how many it deleted, the last session it finished, and whether

@@ -395,7 +395,7 @@ func TestAnAppendAfterTheNewestEventsWereDeletedByHandGoesAboveTheMark(t *testin
 	defer s.Close()
 	a, b := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}, vigil.SessionRef{AgentID: "b", Key: "agent:b:main"}
 	appendEvents(t, s, a, 3) // indexed at once: the mark is 3
-	if _, err := s.DB().ExecContext(context.Background(), `DELETE FROM events WHERE sequence > 1`); err != nil {
+	if _, err := DB(t, s).ExecContext(context.Background(), `DELETE FROM events WHERE sequence > 1`); err != nil {
 		t.Fatal(err)
 	}
 	appendEvents(t, s, b, 1)
@@ -449,7 +449,7 @@ func TestASharedStoreReadsEventsInsertedByHandThroughDB(t *testing.T) {
 	defer s.Close()
 	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
 	appendEvents(t, s, ref, 1)
-	if _, err := s.DB().ExecContext(context.Background(), `INSERT INTO events (sequence, agent_id, session_key, kind,
+	if _, err := DB(t, s).ExecContext(context.Background(), `INSERT INTO events (sequence, agent_id, session_key, kind,
 		actor_type, occurred_at, recorded_at, summary) VALUES (2, ?, ?, 'goal_changed', 'human', 1, 1, 'by hand')`,
 		ref.AgentID, ref.Key); err != nil {
 		t.Fatal(err)
@@ -598,7 +598,7 @@ func TestAnEventDeletedByHandTakesItsIndexEntryWithIt(t *testing.T) {
 	// 1 to 12 pruned, their 12 entries left; 5 was s0's, 20 is s1's.
 	s, _ := prunedStore(t, 2)
 	for _, q := range []string{`UPDATE events SET sequence = 5 WHERE sequence = 20`, `DELETE FROM events WHERE sequence = 5`} {
-		if _, err := s.DB().ExecContext(context.Background(), q); err != nil {
+		if _, err := DB(t, s).ExecContext(context.Background(), q); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -747,7 +747,7 @@ func TestTheSweepWalksSessionHeadsInKeyOrderWhateverTheStatistics(t *testing.T) 
 	for i := range 200 {
 		appendEvents(t, s, vigil.SessionRef{AgentID: "a", Key: fmt.Sprintf("agent:a:s%d", i)}, 2)
 	}
-	if _, err := s.DB().Exec(`ANALYZE`); err != nil { // before any prune: session_heads is empty
+	if _, err := DB(t, s).Exec(`ANALYZE`); err != nil { // before any prune: session_heads is empty
 		t.Fatal(err)
 	}
 	commitWrite(t, s, func(tx *Tx) error {

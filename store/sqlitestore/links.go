@@ -45,6 +45,13 @@ func (c conn) link(ref vigil.SessionRef) (sessions.Link, bool, error) {
 	return l, ok, err
 }
 
+// LockLinks implements sessions.Store. One gateway follows the links of a
+// file it holds alone; gateways sharing the file (Options.Shared) each
+// follow them, as SQLite runs their writes one transaction at a time.
+func (s *Store) LockLinks(ctx context.Context, host string) (unlock func(), ok bool, err error) {
+	return func() {}, true, nil
+}
+
 // UpstreamLink implements sessions.Store.
 func (s *Store) UpstreamLink(ctx context.Context, ref vigil.SessionRef) (sessions.Link, bool, error) {
 	var l sessions.Link

@@ -13,7 +13,7 @@ import "time"
 //
 // A mirror that is off takes nothing new in: reads and writes go to the
 // file. A shared store's mirrors are off from Open (other processes write
-// the file), and DB and Close turn them off for good.
+// the file), and Close turns them off for good.
 type mirror interface {
 	// committing runs just before t's COMMIT: a mirror whose memory is due
 	// to be written writes it in t.

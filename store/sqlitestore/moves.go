@@ -39,7 +39,7 @@ type heldMoves struct {
 	mu      sync.RWMutex
 	byKey   map[cursorKey]vigil.Cursor
 	oldest  time.Time
-	holding bool // false once DB() was called: later moves are written at once
+	holding bool // false once turned off: later moves are written at once
 	// gen counts commits that took held moves away; readers that overlay
 	// moves on rows they read from the file check it did not change.
 	gen uint64
@@ -209,7 +209,7 @@ func (t *Tx) rowWritten(k cursorKey) {
 	t.dropped[k] = struct{}{}
 }
 
-// MoveCursors implements vigil.MoveDeferrer: in a store with its file to itself the
+// MoveCursors implements vigil.Tx: in a store with its file to itself the
 // moves are held in memory from the commit on (see heldMoves).
 func (t *Tx) MoveCursors(ctx context.Context, cs []vigil.Cursor) error {
 	if t.opaque || !t.s.moves.isHolding() {
@@ -265,7 +265,7 @@ func (t *Tx) writeMoves() error {
 	return nil
 }
 
-// MovesDurableThrough implements vigil.MoveDeferrer.
+// MovesDurableThrough implements vigil.Tx.
 func (t *Tx) MovesDurableThrough(ctx context.Context) (int64, error) {
 	var n int64
 	_, err := t.c.queryRow(`SELECT moves_through FROM sequence_floor WHERE id = 1`, nil, func(r rowValues) error {
@@ -282,11 +282,10 @@ func (t *Tx) MovesDurableThrough(ctx context.Context) (int64, error) {
 // writes every held move, in a transaction of its own. Open leaves the
 // moves: the engine's replay starts from where the file says they end.
 func (s *Store) writeHeld(ctx context.Context, moves bool) error {
-	tx, err := s.BeginWrite(ctx)
+	t, err := s.begin(ctx)
 	if err != nil {
 		return err
 	}
-	t := tx.(*Tx)
 	if moves {
 		err = t.writeMoves()
 	}

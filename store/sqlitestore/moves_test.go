@@ -1,17 +1,14 @@
 package sqlitestore_test
 
 import (
-	"bytes"
 	"database/sql"
 	"fmt"
-	"log/slog"
+
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
-	"time"
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/store/sqlitestore"
@@ -50,7 +47,7 @@ func moveOne(t *testing.T, s vigil.Store, target vigil.SessionRef, cs ...vigil.C
 	for i := range cs {
 		cs[i].Notified, cs[i].Material = ev.Sequence, ev.Sequence
 	}
-	if err := tx.(vigil.MoveDeferrer).MoveCursors(ctx, cs); err != nil {
+	if err := tx.MoveCursors(ctx, cs); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -81,7 +78,7 @@ func movesThrough(t *testing.T, s *sqlitestore.Store) int64 {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	n, err := tx.(vigil.MoveDeferrer).MovesDurableThrough(t.Context())
+	n, err := tx.MovesDurableThrough(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,14 +172,14 @@ func TestEmbedderStatementsMeetHeldMovesInTheFile(t *testing.T) {
 	}
 }
 
-func TestDBWritesLaterMovesAtOnce(t *testing.T) {
+func TestWithItsMemoryOffAStoreWritesLaterMovesAtOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "vigil.db")
 	s := open(t, path, sqlitestore.Options{})
 	putCursor(t, s, vigil.Cursor{Watcher: watcher, Target: alphaMain})
-	s.DB()
+	sqlitestore.DB(t, s)
 	seq := moveOne(t, s, alphaMain, vigil.Cursor{Watcher: watcher, Target: alphaMain})
 	if m := fileCursorM(t, path, watcher, alphaMain); m != seq {
-		t.Fatalf("after DB(), a move left M=%d in the file, want %d", m, seq)
+		t.Fatalf("with memory off, a move left M=%d in the file, want %d", m, seq)
 	}
 }
 
@@ -226,7 +223,7 @@ func TestAReaderNeverSeesACursorOlderThanACommitThatReturned(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tx.PendingCursors(t.Context()); err != nil { // writes the held move away
+		if _, err := tx.OwedTo(t.Context(), nil, true); err != nil { // writes the held move away
 			t.Fatal(err)
 		}
 		if err := tx.Commit(); err != nil {
@@ -245,20 +242,20 @@ func TestDBWritesTheHeldMovesFirst(t *testing.T) {
 	s := open(t, path, sqlitestore.Options{})
 	putCursor(t, s, vigil.Cursor{Watcher: watcher, Target: alphaMain})
 	seq := moveOne(t, s, alphaMain, vigil.Cursor{Watcher: watcher, Target: alphaMain})
-	// An embedder's delete through DB() stands: no held move brings the
+	// A delete behind the store's back stands: no held move brings the
 	// cursor back.
-	if _, err := s.DB().ExecContext(t.Context(), `DELETE FROM cursors`); err != nil {
+	if _, err := sqlitestore.DB(t, s).ExecContext(t.Context(), `DELETE FROM cursors`); err != nil {
 		t.Fatal(err)
 	}
 	if c, ok, err := s.Cursor(t.Context(), watcher, alphaMain); err != nil || ok {
-		t.Fatalf("after a delete through DB(), Cursor = %+v, %v, %v (the move of %d was held)", c, ok, err, seq)
+		t.Fatalf("after a delete behind the store's back, Cursor = %+v, %v, %v (the move of %d was held)", c, ok, err, seq)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	s = open(t, path, sqlitestore.Options{})
 	if _, ok, _ := s.Cursor(t.Context(), watcher, alphaMain); ok {
-		t.Fatal("Close brought back a cursor deleted through DB()")
+		t.Fatal("Close brought back a cursor deleted behind the store's back")
 	}
 }
 
@@ -270,7 +267,7 @@ func TestASharedStoreRecordsThatItsMovesAreWritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.PendingCursors(t.Context()); err != nil {
+	if _, err := tx.OwedTo(t.Context(), nil, true); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -305,71 +302,4 @@ func TestAWriteLeftOpenPastCloseRunsNothingMore(t *testing.T) {
 		}
 		tx.Rollback()
 	})
-}
-
-// logBuffer is a log the store writes to while the test reads it.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// dbWhileTheFileIsLocked has DB() write a held move while another
-// connection holds the file's write lock, longer than the store's busy
-// timeout: the write fails. It returns the store, its log and the move's
-// sequence; the lock is released when it returns.
-func dbWhileTheFileIsLocked(t *testing.T, path string) (*sqlitestore.Store, *logBuffer, int64) {
-	t.Helper()
-	logs := &logBuffer{}
-	s := open(t, path, sqlitestore.Options{BusyTimeout: time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	putCursor(t, s, vigil.Cursor{Watcher: watcher, Target: alphaMain})
-	seq := moveOne(t, s, alphaMain, vigil.Cursor{Watcher: watcher, Target: alphaMain})
-	other, err := sql.Open("sqlite3", "file:"+path+"?_txlock=immediate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	holder, err := other.Begin() // BEGIN IMMEDIATE: the write lock, until it ends
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Rollback()
-	s.DB()
-	return s, logs, seq
-}
-
-// DB() writes what memory holds before it hands the pool out; nobody is
-// there to be told when that write fails, so the store logs and counts it.
-func TestAFailedWriteOfTheHeldMovesByDBIsLoggedAndCounted(t *testing.T) {
-	s, logs, _ := dbWhileTheFileIsLocked(t, filepath.Join(t.TempDir(), "vigil.db"))
-	if got := s.CheckpointStats().HeldWriteFailures; got != 1 {
-		t.Errorf("HeldWriteFailures = %d, want 1", got)
-	}
-	if got := logs.String(); !strings.Contains(got, "level=ERROR") || !strings.Contains(got, "held in memory") ||
-		!strings.Contains(got, "database is locked") {
-		t.Errorf("logged %q, want an error saying the held moves were not written, and why", got)
-	}
-}
-
-// What DB() failed to write, Close writes.
-func TestCloseWritesTheHeldMovesDBFailedToWrite(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "vigil.db")
-	s, _, seq := dbWhileTheFileIsLocked(t, path)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if m := fileCursorM(t, path, watcher, alphaMain); m != seq {
-		t.Fatalf("after Close the file has M=%d, want the move DB() failed to write, %d", m, seq)
-	}
 }

@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	vigil "github.com/vigilhq/vigil"
@@ -11,14 +12,33 @@ import (
 // SQLite's limit on bound parameters.
 const pendingChunk = 500
 
-// PendingCursorsOf implements vigil.Tx.
-func (t *Tx) PendingCursorsOf(ctx context.Context, watchers []string) ([]vigil.Cursor, error) {
+// OwedTo implements vigil.Tx. SQLite has one writer at a time, which
+// holds the whole database: lock changes nothing.
+func (t *Tx) OwedTo(ctx context.Context, watchers []string, lock bool) (vigil.Owed, error) {
+	var o vigil.Owed
+	var err error
+	if o.Cursors, err = t.pendingCursors(ctx, watchers); err != nil {
+		return vigil.Owed{}, fmt.Errorf("read pending cursors: %w", err)
+	}
+	if o.Tombstones, err = t.tombstones(watchers); err != nil {
+		return vigil.Owed{}, fmt.Errorf("read tombstones: %w", err)
+	}
+	if o.Creations, err = t.creationNotices(watchers); err != nil {
+		return vigil.Owed{}, fmt.Errorf("read creation notices: %w", err)
+	}
+	return o, nil
+}
+
+// pendingCursors reads the cursors with Material > LastSeen of watchers,
+// or of every watcher when watchers is nil, once the moves held in memory
+// are written.
+func (t *Tx) pendingCursors(ctx context.Context, watchers []string) ([]vigil.Cursor, error) {
 	const q = `SELECT ` + cursorColumns + ` FROM cursors WHERE material > last_seen`
 	if err := t.writeMoves(); err != nil {
 		return nil, err
 	}
 	if watchers == nil {
-		return collectCursors(t.tx.QueryContext(ctx, q))
+		return t.c.queryCursors(q)
 	}
 	var out []vigil.Cursor
 	err := inChunks(watchers, func(in string, args []any) error {
@@ -57,6 +77,7 @@ func (t *Tx) PutCursors(ctx context.Context, cs []vigil.Cursor) error {
 	return nil
 }
 
-// LockSession implements vigil.Tx. SQLite has one writer at a time, which
-// already holds the whole database: there is nothing more to lock.
-func (t *Tx) LockSession(ctx context.Context, ref vigil.SessionRef) error { return nil }
+// Lock implements vigil.Tx. SQLite has one writer at a time, which
+// already holds the whole database: there is nothing more to lock, and
+// every read is answered in process, so nothing to read ahead.
+func (t *Tx) Lock(ctx context.Context, locks []vigil.Lock) error { return nil }

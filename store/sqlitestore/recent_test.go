@@ -275,7 +275,7 @@ func TestDBTurnsTheMemoryOff(t *testing.T) {
 	s := openTestStore(t, Options{})
 	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
 	seq := appendOne(t, s, ref)
-	db := s.DB()
+	db := DB(t, s)
 	wantFileAnswer(t, s, ref)
 	if _, err := db.Exec(`INSERT INTO events (sequence, agent_id, session_key, kind, actor_type, occurred_at,
 		recorded_at, summary) VALUES (?, 'a', 'agent:a:main', 'goal_changed', 'human', 1, 1, 'by hand')`, seq+1); err != nil {

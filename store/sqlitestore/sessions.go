@@ -14,9 +14,9 @@ var (
 	_ sessions.Tx    = (*Tx)(nil)
 )
 
-// SessionTx implements sessions.Store: every write transaction this store
-// begins holds its session writes too.
-func (s *Store) SessionTx(tx vigil.Tx) sessions.Tx { return tx.(*Tx) }
+// Rows implements vigil.Tx: every write transaction this store begins
+// holds its session writes too (sessions.TxOf).
+func (t *Tx) Rows() any { return sessions.Tx(t) }
 
 const sessionColumns = `agent_id, session_key, session_id, kind, coalesce(label, ''), coalesce(spawned_by, ''),
 	goal_objective, goal_status, goal_updated_at, inbox_seen, created_at, updated_at`

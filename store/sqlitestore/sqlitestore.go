@@ -54,8 +54,7 @@ type Options struct {
 	// are kept in memory.
 	Shared bool
 	// Logger receives the failures no caller is there to be told of: the
-	// background checkpoints' (rate-limited) and that of the write DB()
-	// makes; nil discards them.
+	// background checkpoints' (rate-limited); nil discards them.
 	Logger *slog.Logger
 }
 
@@ -72,8 +71,6 @@ type Store struct {
 	ckpt  *checkpointer
 	lock  *fileLock
 	log   *slog.Logger
-	// heldWriteFailures counts DB()'s failed writes of what memory held.
-	heldWriteFailures atomic.Int64
 	// exclusive is set when the store holds its file alone.
 	exclusive bool
 	// The mirrors of the file's state (memory.go), off for a shared
@@ -87,8 +84,8 @@ type Store struct {
 	index *indexLag
 	tail  *unindexedTail
 	// scanTail is set when reads must look above the index's mark: the
-	// store lets the index lag, or DB() was handed out. Otherwise every
-	// write brings the index up to date before it commits.
+	// store lets the index lag. Otherwise every write brings the index up
+	// to date before it commits.
 	scanTail atomic.Bool
 
 	// spare holds the last write transaction's buffers for the next one;
@@ -105,6 +102,9 @@ type Store struct {
 	// whole by Close while it finalizes their statements: a statement
 	// finalized under a running read crashed the process.
 	readsMu sync.RWMutex
+	// maintenance holds a token while the maintenance lock is held
+	// (LockMaintenance).
+	maintenance chan struct{}
 }
 
 var _ vigil.Store = (*Store)(nil)
@@ -223,7 +223,8 @@ func open(ctx context.Context, path, syncMode string, exclusive bool, opts Optio
 		err = errors.Join(err, ckpt.Close(), read.Close(), write.Close())
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	return &Store{write: write, read: read, ckpt: startCheckpointer(ckpt, opts.BusyTimeout, file, opts.Logger), log: opts.Logger}, nil
+	return &Store{write: write, read: read, ckpt: startCheckpointer(ckpt, opts.BusyTimeout, file, opts.Logger), log: opts.Logger,
+		maintenance: make(chan struct{}, 1)}, nil
 }
 
 // readRetries bounds how often a cursor read starts again (readCursors).
@@ -270,27 +271,6 @@ func (s *Store) shutDown() error {
 	err = errors.Join(err, s.read.Close(), s.write.Close(), s.ckpt.closeFile(), s.lock.release())
 	s.lock = nil
 	return err
-}
-
-// DB returns the writer pool, for embedders' own migrations. Use it only
-// while no engine runs on the store. Statements run on it bypass the
-// store, so from the first call on the store answers every read from the
-// file, as a shared store does, and writes cursor moves and the session
-// index at once (the ones held in memory and the index's lag first, so the
-// embedder's statements meet them in the file). Should that write fail,
-// the embedder's statements meet the file without them: the failure is
-// logged and counted (CheckpointStats.HeldWriteFailures), and Close tries
-// again.
-func (s *Store) DB() *sql.DB {
-	s.scanTail.Store(true) // its statements may add events above the mark
-	if s.turnOff() {
-		if err := s.writeHeld(context.Background(), true); err != nil {
-			s.heldWriteFailures.Add(1)
-			s.log.Error("sqlite: DB could not write the cursor moves and session index held in memory; "+
-				"statements run through it meet the file without them, and Close tries again", "err", err)
-		}
-	}
-	return s.write
 }
 
 // turnOff turns every mirror off, and reports whether one holds what the
@@ -751,6 +731,15 @@ func (s *Store) Log(ctx context.Context, after int64, limit int) (vigil.LogPage,
 // busy timeout) instead of failing mid-transaction. The writer pool holds
 // one connection, so writers in this process queue for it.
 func (s *Store) BeginWrite(ctx context.Context) (vigil.Tx, error) {
+	t, err := s.begin(ctx)
+	if err != nil {
+		return nil, err // a nil *Tx would be a non-nil vigil.Tx
+	}
+	return t, nil
+}
+
+// begin begins a write transaction (BeginWrite).
+func (s *Store) begin(ctx context.Context) (*Tx, error) {
 	sc, err := s.write.Conn(ctx)
 	if err != nil {
 		return nil, failed(err)
@@ -1135,14 +1124,6 @@ func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
 	}
 	t.track(change{deleted: &ref})
 	return nil
-}
-
-// PendingCursors implements vigil.Tx.
-func (t *Tx) PendingCursors(ctx context.Context) ([]vigil.Cursor, error) {
-	if err := t.writeMoves(); err != nil {
-		return nil, err
-	}
-	return t.c.queryCursors(`SELECT ` + cursorColumns + ` FROM cursors WHERE material > last_seen`)
 }
 
 // PruneEvents implements vigil.Tx. Deleting a prefix of the sequence order

@@ -46,10 +46,38 @@ func TestConformance(t *testing.T) {
 	}
 }
 
+// The concurrency half of the contract, on a store held alone: its
+// writers wait for one another in BeginWrite. With its memory of the file
+// on (the default) and off.
+func TestConcurrency(t *testing.T) {
+	for name, memory := range map[string]bool{"Memory": true, "NoMemory": false} {
+		t.Run(name, func(t *testing.T) {
+			storetest.RunConcurrency(t, storetest.Concurrency{
+				Open: func(t *testing.T) func() vigil.Store {
+					s := open(t, filepath.Join(t.TempDir(), "vigil.db"), sqlitestore.Options{Synchronous: "NORMAL"})
+					if !memory {
+						sqlitestore.TurnOffMemory(s)
+					}
+					return func() vigil.Store { return s }
+				},
+				Waiting: func(t *testing.T, s vigil.Store) func() {
+					st := s.(*sqlitestore.Store)
+					before := sqlitestore.WritersWaited(st)
+					return func() {
+						storetest.AwaitTrue(t, "a writer to wait for the write connection", func() bool {
+							return sqlitestore.WritersWaited(st) > before
+						})
+					}
+				},
+			})
+		})
+	}
+}
+
 func queryInt(t *testing.T, s *sqlitestore.Store, q string) int64 {
 	t.Helper()
 	var v int64
-	if err := s.DB().QueryRowContext(t.Context(), q).Scan(&v); err != nil {
+	if err := sqlitestore.DB(t, s).QueryRowContext(t.Context(), q).Scan(&v); err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}
 	return v
@@ -116,7 +144,7 @@ func TestNewerSchemaVersionIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	newer := sqlitestore.SchemaVersion + 1
-	if _, err := s.DB().ExecContext(t.Context(), `INSERT INTO schema_migrations (version, applied_at) VALUES (?, 0)`, newer); err != nil {
+	if _, err := sqlitestore.DB(t, s).ExecContext(t.Context(), `INSERT INTO schema_migrations (version, applied_at) VALUES (?, 0)`, newer); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -166,7 +194,7 @@ func TestSynchronousDefaultsToFull(t *testing.T) {
 func TestJournalModeIsWAL(t *testing.T) {
 	s := open(t, filepath.Join(t.TempDir(), "vigil.db"), sqlitestore.Options{})
 	var mode string
-	if err := s.DB().QueryRowContext(t.Context(), `PRAGMA journal_mode`).Scan(&mode); err != nil {
+	if err := sqlitestore.DB(t, s).QueryRowContext(t.Context(), `PRAGMA journal_mode`).Scan(&mode); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.EqualFold(mode, "wal") {
@@ -238,7 +266,7 @@ func TestHistoryReadsEventsWrittenByHand(t *testing.T) {
 	s := open(t, filepath.Join(t.TempDir(), "vigil.db"), sqlitestore.Options{})
 	first := storetest.AppendOne(t, s, storetest.GoalEvent(alphaMain, ""))
 	odd := "a\x1fb\x1ec"
-	if _, err := s.DB().ExecContext(t.Context(), `INSERT INTO events (sequence, agent_id, session_key, kind, actor_type,
+	if _, err := sqlitestore.DB(t, s).ExecContext(t.Context(), `INSERT INTO events (sequence, agent_id, session_key, kind, actor_type,
 		occurred_at, recorded_at, summary, payload) VALUES (?, ?, ?, 'goal_changed', 'human', 1, 1, ?, ?)`,
 		first+1, alphaMain.AgentID, alphaMain.Key, odd, `{"x":"`+odd+`"}`); err != nil {
 		t.Fatal(err)
@@ -413,7 +441,7 @@ func TestEveryCombinationOfOptionalColumnsIsStoredAsGiven(t *testing.T) {
 		t.Fatalf("log = %+v\nwant %+v", page.Events, want)
 	}
 	var empty int
-	if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM events WHERE session_id = '' OR actor_id = ''
+	if err := sqlitestore.DB(t, s).QueryRowContext(ctx, `SELECT count(*) FROM events WHERE session_id = '' OR actor_id = ''
 		OR run_id = '' OR dedupe_key = ''`).Scan(&empty); err != nil || empty != 0 {
 		t.Fatalf("events with an empty string stored = %d (%v), want 0: empty means NULL", empty, err)
 	}

@@ -31,7 +31,7 @@ import (
 type unindexedTail struct {
 	mu        sync.Mutex
 	known     bool
-	off       bool // for good: DB() was handed out, or the store closed
+	off       bool // for good: the store is shared, or closed
 	bySession map[vigil.SessionRef][]int64
 	count     int
 	// started counts commits begun, finished those memory followed (or
@@ -169,7 +169,7 @@ func (m *unindexedTail) forgetLocked() {
 }
 
 // turnOff makes memory unknown for good. A read that took its list
-// before starts again: statements through DB() move no stamp.
+// before starts again.
 func (m *unindexedTail) turnOff() bool {
 	m.mu.Lock()
 	m.off = true

@@ -89,14 +89,14 @@ func TestAReadThatTookItsListBeforeDBWasHandedOutStartsAgain(t *testing.T) {
 	s := openTestStore(t, Options{Synchronous: "NORMAL"})
 	a := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
 	appendEvents(t, s, a, 2)
-	writeIndexNow(t, s) // so DB() has nothing to write, and commits nothing
+	writeIndexNow(t, s) // so DB has nothing to write, and commits nothing
 	list, stamp, ok := s.tail.list(a, nil)
 	if !ok {
 		t.Fatal("the tail is unknown after the index was written")
 	}
-	// The embedder replaces event 1 by event 3 through DB(), between the
+	// The embedder replaces event 1 by event 3 through DB, between the
 	// read's list and its statement.
-	tx, err := s.DB().BeginTx(ctx, nil)
+	tx, err := DB(t, s).BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

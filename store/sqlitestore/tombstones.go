@@ -18,8 +18,9 @@ func (t *Tx) PutTombstones(ctx context.Context, target vigil.SessionRef, watcher
 	return nil
 }
 
-// Tombstones implements vigil.Tx.
-func (t *Tx) Tombstones(ctx context.Context, watchers []string) ([]vigil.Tombstone, error) {
+// tombstones reads the tombstones of watchers, or of every watcher when
+// watchers is nil (OwedTo).
+func (t *Tx) tombstones(watchers []string) ([]vigil.Tombstone, error) {
 	const q = `SELECT watcher, target_agent, target_key, made_at FROM tombstones`
 	var out []vigil.Tombstone
 	row := func(r rowValues) error {

@@ -20,7 +20,7 @@ type watcherRows struct {
 	mu       sync.Mutex
 	byTarget map[vigil.SessionRef][]vigil.Cursor
 	rows     int  // kept in byTarget
-	off      bool // DB() was called: writes the store cannot see may come
+	off      bool // writes the store cannot see may come: shared, or closed
 }
 
 func newWatcherRows() *watcherRows {

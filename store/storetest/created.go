@@ -32,10 +32,7 @@ func creationNotices(t *testing.T, s vigil.Store, watchers []string) []vigil.Cre
 	t.Helper()
 	var out []vigil.CreationNotice
 	update(t, s, func(ctx context.Context, tx vigil.Tx) {
-		var err error
-		if out, err = tx.CreationNotices(ctx, watchers); err != nil {
-			t.Fatalf("CreationNotices(%v): %v", watchers, err)
-		}
+		out = owedTo(t, ctx, tx, watchers, false).Creations
 	})
 	return out
 }
@@ -107,8 +104,8 @@ func testCreationNoticesRollBack(t *testing.T, s vigil.Store) {
 	if stored, err := tx.PutCreationNotice(ctx, creationNotice(alphaChild, 10)); err != nil || !stored {
 		t.Fatalf("PutCreationNotice = %v, %v", stored, err)
 	}
-	if got, err := tx.CreationNotices(ctx, nil); err != nil || len(got) != 1 {
-		t.Fatalf("CreationNotices in the writing transaction = %+v, %v; want its own write", got, err)
+	if got, err := tx.OwedTo(ctx, nil, false); err != nil || len(got.Creations) != 1 {
+		t.Fatalf("creation notices in the writing transaction = %+v, %v; want its own write", got.Creations, err)
 	}
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
@@ -160,7 +157,7 @@ func testAmbientCursors(t *testing.T, s vigil.Store) {
 	moved.Notified, moved.Material, moved.UpdatedAt = 5, 5, 20
 	moveCursors(t, s, gammaOther, moved)
 	wantCursors(t, "every cursor after a move", allCursors(t, s), false, moved, explicit)
-	wantCursors(t, "PendingCursors after a move", pendingCursors(t, s), false, moved)
+	wantCursors(t, "owed cursors after a move", pendingCursors(t, s), false, moved)
 	made := moved
 	made.Ambient = false
 	putCursors(t, s, made)

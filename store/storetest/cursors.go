@@ -103,10 +103,7 @@ func pendingCursors(t *testing.T, s vigil.Store) []vigil.Cursor {
 	t.Helper()
 	var cs []vigil.Cursor
 	update(t, s, func(ctx context.Context, tx vigil.Tx) {
-		var err error
-		if cs, err = tx.PendingCursors(ctx); err != nil {
-			t.Fatalf("PendingCursors: %v", err)
-		}
+		cs = owedTo(t, ctx, tx, nil, true).Cursors
 	})
 	return cs
 }
@@ -326,7 +323,7 @@ func testDeleteWatcherCursors(t *testing.T, s vigil.Store) {
 	wantCursors(t, "cursors left", allCursors(t, s), true, sortCursors(keep)...)
 }
 
-func testPendingCursors(t *testing.T, s vigil.Store) {
+func testOwedCursors(t *testing.T, s vigil.Store) {
 	synced := cursor(alphaMain.Key, betaMain, 5, 5, 5, 10)         // M == L
 	zero := cursor(alphaMain.Key, betaGlobal, 0, 0, 0, 10)         // M == L == 0
 	pending := cursor(betaMain.Key, alphaMain, 3, 5, 5, 10)        // N > L, M == N
@@ -334,14 +331,14 @@ func testPendingCursors(t *testing.T, s vigil.Store) {
 	both := cursor(alphaChild.Key, alphaMain, 1, 3, 5, 10)         // L < N < M
 	bare := cursor(betaMain.Key, alphaGlobal, 0, 2, 2, 10)
 	putCursors(t, s, synced, zero, pending, materialOnly, both, bare)
-	wantCursors(t, "PendingCursors", pendingCursors(t, s), false, pending, materialOnly, both, bare)
+	wantCursors(t, "owed cursors", pendingCursors(t, s), false, pending, materialOnly, both, bare)
 
 	// Catching up removes a cursor from the list.
 	putCursors(t, s, cursor(betaMain.Key, alphaMain, 5, 5, 5, 20))
-	wantCursors(t, "PendingCursors after catching up", pendingCursors(t, s), false, materialOnly, both, bare)
+	wantCursors(t, "owed cursors after catching up", pendingCursors(t, s), false, materialOnly, both, bare)
 }
 
-func testPendingCursorsOf(t *testing.T, s vigil.Store) {
+func testOwedToWatchers(t *testing.T, s vigil.Store) {
 	pendingAlpha := cursor(alphaMain.Key, betaMain, 3, 5, 5, 10)
 	syncedAlpha := cursor(alphaMain.Key, gammaOther, 5, 5, 5, 10)
 	pendingBeta := cursor(betaMain.Key, alphaMain, 0, 2, 4, 10)
@@ -351,27 +348,21 @@ func testPendingCursorsOf(t *testing.T, s vigil.Store) {
 		t.Helper()
 		var cs []vigil.Cursor
 		update(t, s, func(ctx context.Context, tx vigil.Tx) {
-			var err error
-			if cs, err = tx.PendingCursorsOf(ctx, watchers); err != nil {
-				t.Fatalf("PendingCursorsOf(%q): %v", watchers, err)
-			}
+			cs = owedTo(t, ctx, tx, watchers, false).Cursors
 		})
 		return cs
 	}
-	wantCursors(t, "PendingCursorsOf(alpha, beta)", of([]string{alphaMain.Key, betaMain.Key}), false, pendingAlpha, pendingBeta)
-	wantCursors(t, "PendingCursorsOf(unknown)", of([]string{"agent:nobody:main"}), false)
-	wantCursors(t, "PendingCursorsOf(empty list)", of([]string{}), false)
-	wantCursors(t, "PendingCursorsOf(nil)", of(nil), false, pendingAlpha, pendingBeta, pendingGamma)
+	wantCursors(t, "OwedTo(alpha, beta)'s cursors", of([]string{alphaMain.Key, betaMain.Key}), false, pendingAlpha, pendingBeta)
+	wantCursors(t, "OwedTo(unknown)'s cursors", of([]string{"agent:nobody:main"}), false)
+	wantCursors(t, "OwedTo(empty list)'s cursors", of([]string{}), false)
+	wantCursors(t, "OwedTo(nil)'s cursors", of(nil), false, pendingAlpha, pendingBeta, pendingGamma)
 
 	// A transaction sees its own writes.
 	update(t, s, func(ctx context.Context, tx vigil.Tx) {
 		if err := tx.PutCursor(ctx, cursor(alphaMain.Key, betaMain, 5, 5, 5, 20)); err != nil {
 			t.Fatalf("PutCursor: %v", err)
 		}
-		cs, err := tx.PendingCursorsOf(ctx, []string{alphaMain.Key})
-		if err != nil {
-			t.Fatalf("PendingCursorsOf: %v", err)
-		}
-		wantCursors(t, "PendingCursorsOf after catching up in the same transaction", cs, false)
+		cs := owedTo(t, ctx, tx, []string{alphaMain.Key}, false).Cursors
+		wantCursors(t, "OwedTo(alpha)'s cursors after catching up in the same transaction", cs, false)
 	})
 }

@@ -1,7 +1,7 @@
 package storetest
 
-// Cursor moves (vigil.MoveDeferrer, or PutCursors for a store without
-// it): every read sees them, they roll back with their transaction, and
+// Cursor moves (Tx.MoveCursors), which a store may keep in memory for a
+// while: every read sees them, they roll back with their transaction, and
 // later writes and bulk work meet them.
 
 import (
@@ -11,22 +11,13 @@ import (
 	vigil "github.com/vigilhq/vigil"
 )
 
-// move writes cursor moves as the engine does: held back by a store that
-// defers them, written at once by any other.
-func move(ctx context.Context, tx vigil.Tx, cs []vigil.Cursor) error {
-	if d, ok := tx.(vigil.MoveDeferrer); ok {
-		return d.MoveCursors(ctx, cs)
-	}
-	return tx.PutCursors(ctx, cs)
-}
-
 // moveCursors commits cursor moves after appending the event they follow.
 func moveCursors(t *testing.T, s vigil.Store, target vigil.SessionRef, cs ...vigil.Cursor) int64 {
 	t.Helper()
 	var seq int64
 	update(t, s, func(ctx context.Context, tx vigil.Tx) {
 		seq = mustAppend(t, ctx, tx, newEvent(target, 1))
-		if err := move(ctx, tx, cs); err != nil {
+		if err := tx.MoveCursors(ctx, cs); err != nil {
 			t.Fatalf("MoveCursors: %v", err)
 		}
 	})
@@ -41,7 +32,7 @@ func testMovesSeenByEveryRead(t *testing.T, s vigil.Store) {
 	moved := []vigil.Cursor{cursor(alphaMain.Key, betaMain, 0, 5, 5, 20), cursor(gammaOther.Key, betaMain, 0, 1, 5, 20)}
 	update(t, s, func(ctx context.Context, tx vigil.Tx) {
 		mustAppend(t, ctx, tx, newEvent(betaMain, 1))
-		if err := move(ctx, tx, moved); err != nil {
+		if err := tx.MoveCursors(ctx, moved); err != nil {
 			t.Fatalf("MoveCursors: %v", err)
 		}
 		got, err := tx.CursorsOnTarget(ctx, nil, betaMain)
@@ -64,13 +55,10 @@ func testMovesSeenByEveryRead(t *testing.T, s vigil.Store) {
 	wantCursors(t, "CursorsOnTarget after the commit", cursorsOnTarget(t, s, betaMain), false, moved...)
 	var of []vigil.Cursor
 	update(t, s, func(ctx context.Context, tx vigil.Tx) {
-		var err error
-		if of, err = tx.PendingCursorsOf(ctx, []string{alphaMain.Key}); err != nil {
-			t.Fatal(err)
-		}
+		of = owedTo(t, ctx, tx, []string{alphaMain.Key}, false).Cursors
 	})
-	wantCursors(t, "PendingCursorsOf after the commit", of, false, moved[0])
-	wantCursors(t, "PendingCursors after the commit", pendingCursors(t, s), false, moved...)
+	wantCursors(t, "OwedTo(alpha)'s cursors after the commit", of, false, moved[0])
+	wantCursors(t, "owed cursors after the commit", pendingCursors(t, s), false, moved...)
 	wantCursors(t, "every cursor after the commit", allCursors(t, s), false, moved[0], moved[1], other)
 }
 
@@ -83,7 +71,7 @@ func testMovesRollBack(t *testing.T, s vigil.Store) {
 		t.Fatal(err)
 	}
 	mustAppend(t, ctx, tx, newEvent(betaMain, 1))
-	if err := move(ctx, tx, []vigil.Cursor{cursor(alphaMain.Key, betaMain, 0, 1, 1, 20)}); err != nil {
+	if err := tx.MoveCursors(ctx, []vigil.Cursor{cursor(alphaMain.Key, betaMain, 0, 1, 1, 20)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Rollback(); err != nil {
@@ -114,7 +102,7 @@ func testWriteAfterMove(t *testing.T, s vigil.Store) {
 	// In one transaction too: a move, then a write of the same cursor.
 	update(t, s, func(ctx context.Context, tx vigil.Tx) {
 		mustAppend(t, ctx, tx, newEvent(betaMain, 2))
-		if err := move(ctx, tx, []vigil.Cursor{cursor(alphaMain.Key, betaMain, 1, 9, 9, 40)}); err != nil {
+		if err := tx.MoveCursors(ctx, []vigil.Cursor{cursor(alphaMain.Key, betaMain, 1, 9, 9, 40)}); err != nil {
 			t.Fatal(err)
 		}
 		if err := tx.PutCursor(ctx, cursor(alphaMain.Key, betaMain, 9, 9, 9, 50)); err != nil {

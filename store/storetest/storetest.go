@@ -10,6 +10,10 @@
 //			return s
 //		})
 //	}
+//
+// Run checks one writer at a time; RunConcurrency (concurrency.go) checks
+// writers racing one another, on one store or on several stores sharing
+// a database: the locks, the maintenance lock and the log horizon.
 package storetest
 
 import (
@@ -81,12 +85,12 @@ var behaviours = []struct {
 	{"DeleteSessionRemovesEventsHeadAndCursors", testDeleteSession},
 	{"DeleteBareSessionKeepsSameKeyOfOtherAgent", testDeleteBareSession},
 	{"DeleteUnknownSessionIsHarmless", testDeleteUnknownSession},
-	{"PendingCursorsListsOnlyMaterialAboveLastSeen", testPendingCursors},
-	{"PendingCursorsOfListsOnlyTheGivenWatchers", testPendingCursorsOf},
+	{"OwedCursorsAreThoseWithMaterialAboveLastSeen", testOwedCursors},
+	{"OwedToReadsOnlyTheGivenWatchers", testOwedToWatchers},
 	{"ExpireCursors", testExpireCursors},
 	{"TombstonesPutListDelete", testTombstonesPutListDelete},
 	{"TombstonesRollBackWithTheirTransaction", testTombstonesRollBack},
-	{"OwedToReadsWhatPendingCursorsOfTombstonesAndCreationNoticesRead", testOwedTo},
+	{"OwedToReadsTheSameLockedOrNotForAnyWatchers", testOwedTo},
 	{"ExpireTombstones", testExpireTombstones},
 	{"CreationNoticesPutListDeliver", testCreationNotices},
 	{"ASessionIsAnnouncedOnceEver", testCreationNoticeOnceEver},
@@ -158,6 +162,17 @@ func update(t *testing.T, s vigil.Store, fn func(ctx context.Context, tx vigil.T
 	}
 }
 
+// owedTo reads in tx what watchers are owed (every watcher when nil),
+// failing t.
+func owedTo(t *testing.T, ctx context.Context, tx vigil.Tx, watchers []string, lock bool) vigil.Owed {
+	t.Helper()
+	owed, err := tx.OwedTo(ctx, watchers, lock)
+	if err != nil {
+		t.Fatalf("OwedTo(%q, lock %v): %v", watchers, lock, err)
+	}
+	return owed
+}
+
 // mustAppend appends e and fails unless it was appended.
 func mustAppend(t *testing.T, ctx context.Context, tx vigil.Tx, e *vigil.Event) int64 {
 	t.Helper()
@@ -202,7 +217,7 @@ func testEmptyStore(t *testing.T, s vigil.Store) {
 		t.Errorf("NthNewestSequence(1) = %d, want 0", n)
 	}
 	if cs := pendingCursors(t, s); len(cs) != 0 {
-		t.Errorf("PendingCursors = %s, want none", fmtCursors(cs))
+		t.Errorf("owed cursors = %s, want none", fmtCursors(cs))
 	}
 	if cs := cursorsOnTarget(t, s, alphaMain); len(cs) != 0 {
 		t.Errorf("CursorsOnTarget = %s, want none", fmtCursors(cs))

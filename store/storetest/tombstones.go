@@ -5,6 +5,7 @@ package storetest
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -16,10 +17,7 @@ func tombstones(t *testing.T, s vigil.Store, watchers []string) []vigil.Tombston
 	t.Helper()
 	var out []vigil.Tombstone
 	update(t, s, func(ctx context.Context, tx vigil.Tx) {
-		var err error
-		if out, err = tx.Tombstones(ctx, watchers); err != nil {
-			t.Fatalf("Tombstones(%v): %v", watchers, err)
-		}
+		out = owedTo(t, ctx, tx, watchers, false).Tombstones
 	})
 	slices.SortFunc(out, func(a, b vigil.Tombstone) int {
 		return cmp.Or(strings.Compare(a.Watcher, b.Watcher), strings.Compare(a.Target.AgentID, b.Target.AgentID),
@@ -90,8 +88,8 @@ func testTombstonesRollBack(t *testing.T, s vigil.Store) {
 	if err := tx.PutTombstones(ctx, alphaChild, []string{alphaMain.Key}, 10); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := tx.Tombstones(ctx, nil); err != nil || len(got) != 1 {
-		t.Fatalf("Tombstones in the writing transaction = %+v, %v; want its own write", got, err)
+	if got, err := tx.OwedTo(ctx, nil, false); err != nil || len(got.Tombstones) != 1 {
+		t.Fatalf("tombstones in the writing transaction = %+v, %v; want its own write", got.Tombstones, err)
 	}
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
@@ -114,14 +112,10 @@ func testExpireTombstones(t *testing.T, s vigil.Store) {
 		vigil.Tombstone{Watcher: alphaMain.Key, Target: alphaGlobal, At: 50})
 }
 
-// A store that reads what watchers are owed in one go (vigil.OwedReader)
-// reads exactly what its three reads would, its own writes included.
+// OwedTo reads, locked or not, for any list of watchers, what it reads for
+// every watcher narrowed to the list, the transaction's own writes
+// included.
 func testOwedTo(t *testing.T, s vigil.Store) {
-	owes := false
-	update(t, s, func(_ context.Context, tx vigil.Tx) { _, owes = tx.(vigil.OwedReader) })
-	if !owes {
-		t.Skip("the store reads cursors, tombstones and creation notices apart")
-	}
 	putCursors(t, s, cursor(alphaMain.Key, betaMain, 3, 5, 5, 10), cursor(alphaMain.Key, gammaOther, 5, 5, 5, 10),
 		cursor(betaMain.Key, alphaMain, 0, 2, 4, 10))
 	putTombstones(t, s, alphaChild, 10, alphaMain.Key, betaMain.Key)
@@ -130,40 +124,46 @@ func testOwedTo(t *testing.T, s vigil.Store) {
 	putCreationNotice(t, s, creationNotice(gammaOther, 20), true)
 	check := func(ctx context.Context, tx vigil.Tx, what string) {
 		t.Helper()
-		r := tx.(vigil.OwedReader)
+		all := owedTo(t, ctx, tx, nil, false)
 		for _, ws := range [][]string{nil, {alphaMain.Key}, {betaMain.Key, gammaOther.Key}, {}, {"agent:nobody:main"}} {
-			owed, err := r.OwedTo(ctx, ws)
-			if err != nil {
-				t.Fatalf("%s: OwedTo(%q): %v", what, ws, err)
+			in := func(w string) bool { return ws == nil || slices.Contains(ws, w) }
+			var wantCs []vigil.Cursor
+			for _, c := range all.Cursors {
+				if in(c.Watcher) {
+					wantCs = append(wantCs, c)
+				}
 			}
-			cs, ts := owed.Cursors, owed.Tombstones
-			wantNs, err := tx.CreationNotices(ctx, ws)
-			if err != nil {
-				t.Fatalf("%s: CreationNotices(%q): %v", what, ws, err)
+			var wantTs []vigil.Tombstone
+			for _, ts := range all.Tombstones {
+				if in(ts.Watcher) {
+					wantTs = append(wantTs, ts)
+				}
 			}
-			wantCreationNotices(t, what+": OwedTo's creation notices", owed.Creations, wantNs...)
-			wantCs, err := tx.PendingCursorsOf(ctx, ws)
-			if err != nil {
-				t.Fatalf("%s: PendingCursorsOf(%q): %v", what, ws, err)
+			var wantNs []vigil.CreationNotice
+			for _, n := range all.Creations {
+				if in(n.Watcher) {
+					wantNs = append(wantNs, n)
+				}
 			}
-			wantTs, err := tx.Tombstones(ctx, ws)
-			if err != nil {
-				t.Fatalf("%s: Tombstones(%q): %v", what, ws, err)
+			for _, lock := range []bool{false, true} {
+				owed := owedTo(t, ctx, tx, ws, lock)
+				at := fmt.Sprintf("%s: OwedTo(%q, lock %v)", what, ws, lock)
+				wantCursors(t, at+"'s cursors", owed.Cursors, false, wantCs...)
+				wantTombstones(t, at+"'s tombstones", owed.Tombstones, wantTs...)
+				wantCreationNotices(t, at+"'s creation notices", owed.Creations, wantNs...)
 			}
-			wantCursors(t, what+": OwedTo's cursors", cs, false, wantCs...)
-			wantTombstones(t, what+": OwedTo's tombstones", ts, wantTs...)
 		}
 	}
 	update(t, s, func(ctx context.Context, tx vigil.Tx) {
 		check(ctx, tx, "as stored")
-		owed, err := tx.(vigil.OwedReader).OwedTo(ctx, []string{alphaMain.Key})
+		owed, err := tx.OwedTo(ctx, []string{alphaMain.Key}, false)
 		if err != nil {
 			t.Fatalf("OwedTo(alpha): %v", err)
 		}
 		wantCursors(t, "OwedTo(alpha)'s cursors", owed.Cursors, false, cursor(alphaMain.Key, betaMain, 3, 5, 5, 10))
 		wantTombstones(t, "OwedTo(alpha)'s tombstones", owed.Tombstones, vigil.Tombstone{Watcher: alphaMain.Key, Target: alphaChild, At: 10})
 		wantCreationNotices(t, "OwedTo(alpha)'s creation notices", owed.Creations, creationNotice(alphaChild, 10))
-		if owed, err = tx.(vigil.OwedReader).OwedTo(ctx, nil); err != nil || len(owed.Cursors) != 2 || len(owed.Tombstones) != 3 ||
+		if owed, err = tx.OwedTo(ctx, nil, false); err != nil || len(owed.Cursors) != 2 || len(owed.Tombstones) != 3 ||
 			len(owed.Creations) != 2 {
 			t.Fatalf("OwedTo(nil) = %d cursors, %d tombstones, %d creation notices, %v; want the 2 pending and all 3 and 2",
 				len(owed.Cursors), len(owed.Tombstones), len(owed.Creations), err)

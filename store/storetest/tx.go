@@ -155,11 +155,8 @@ func testTxOwnWrites(t *testing.T, s vigil.Store) {
 			t.Fatal(err)
 		}
 		wantCursors(t, "Tx.CursorsOnTarget after PutCursor", cs, false, c1, c2)
-		cs, err = tx.PendingCursors(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantCursors(t, "Tx.PendingCursors after PutCursor", cs, false, c1)
+		cs = owedTo(t, ctx, tx, nil, true).Cursors
+		wantCursors(t, "Tx.OwedTo's cursors after PutCursor", cs, false, c1)
 		if ok, err := tx.DeleteCursor(ctx, c2.Watcher, c2.Target); err != nil || !ok {
 			t.Fatalf("DeleteCursor of a cursor put in the same transaction = %v, %v; want true, nil", ok, err)
 		}

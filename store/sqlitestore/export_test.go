@@ -1,0 +1,32 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+)
+
+// TurnOffMemory turns the store's mirrors of the file off (memory.go), as
+// a shared store has them, for tests that run a store held alone with and
+// without them. Call it before the store's first write.
+func TurnOffMemory(s *Store) { s.turnOff() }
+
+// WritersWaited counts the writers that have waited for the write
+// connection, held by another write transaction of the store.
+func WritersWaited(s *Store) int64 { return s.write.Stats().WaitCount }
+
+// DB hands out the store's writer pool, for tests that change the file
+// behind the store's back: the store first turns its memory of the file
+// off and writes what it held, so the statements meet the file as it is,
+// and reads from then on look above the index's mark, where the
+// statements may add events.
+func DB(t testing.TB, s *Store) *sql.DB {
+	t.Helper()
+	s.scanTail.Store(true)
+	if s.turnOff() {
+		if err := s.writeHeld(context.Background(), true); err != nil {
+			t.Fatalf("write what memory held: %v", err)
+		}
+	}
+	return s.write
+}
