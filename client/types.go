@@ -277,11 +277,53 @@ type PendingOutput struct {
 }
 
 // SystemEventView is a queued system event; Target is the session a
-// stale-state notice is about.
+// stale-state notice is about, and Data a notice as data, beside its
+// text (nil for an entry that is no notice).
 type SystemEventView struct {
-	Text       string `json:"text"`
-	ContextKey string `json:"contextKey"`
-	Target     string `json:"target,omitempty"`
+	Text       string      `json:"text"`
+	ContextKey string      `json:"contextKey"`
+	Target     string      `json:"target,omitempty"`
+	Data       *NoticeData `json:"data,omitempty"`
+}
+
+// NoticeType is the family a notice belongs to.
+type NoticeType string
+
+// The notice families.
+const (
+	// NoticeChanged: the target changed by another actor after what the
+	// watcher acknowledged; reconcile from ChangesSince.
+	NoticeChanged NoticeType = "changed"
+	// NoticeDeleted: the target was deleted by another actor.
+	NoticeDeleted NoticeType = "deleted"
+	// NoticeCreated: a new session of the watcher's agent (to its main
+	// session).
+	NoticeCreated NoticeType = "created"
+)
+
+// NoticeData is a notice as data, so that nothing is read out of its
+// text. Every notice has Type, Target and TargetAgentID. A changed notice
+// also has ChangesSince, the state version to reconcile from (Status with
+// ChangesSince), and the Kinds of the changes it covers and the Actors who
+// made them, each once: the changes by others after ChangesSince that
+// taking the notice acknowledges. Attention lists the states its attention
+// changes announced; Partial says some covered changes could not be read
+// (pruned, or the target deleted since).
+type NoticeData struct {
+	Type          NoticeType    `json:"type"`
+	Target        string        `json:"target"`
+	TargetAgentID string        `json:"targetAgentId"`
+	ChangesSince  *int64        `json:"changesSince,omitempty"`
+	Kinds         []Kind        `json:"kinds,omitempty"`
+	Actors        []NoticeActor `json:"actors,omitempty"`
+	Attention     []string      `json:"attention,omitempty"`
+	Partial       bool          `json:"partial,omitempty"`
+}
+
+// NoticeActor is who made a change a notice covers.
+type NoticeActor struct {
+	Type ActorType `json:"type"`
+	ID   string    `json:"id,omitempty"`
 }
 
 // GraphInput is sessions_graph's input.
@@ -321,20 +363,22 @@ type TurnInput struct {
 }
 
 // TurnOutput is what a turn (or session_wait) consumed: the lines for the
-// next prompt (SystemEvents, stale-state notices among them), the inbound
+// next prompt (SystemEvents, stale-state notices among them; Events are
+// the same entries in the same order, each notice with its data), the inbound
 // messages no earlier turn returned, the targets whose notices it
 // acknowledged, and the follow-up notices queued for the next turn. When
 // the wait ended with no work, TimedOut is true and Bookmark says where
 // the session stood.
 type TurnOutput struct {
-	TurnID       string        `json:"turnId,omitempty"`
-	SessionKey   string        `json:"sessionKey"`
-	SystemEvents []string      `json:"systemEvents"`
-	Messages     []MessageView `json:"messages"`
-	Acknowledged []string      `json:"acknowledged"`
-	FollowUps    []string      `json:"followUps"`
-	TimedOut     bool          `json:"timedOut"`
-	Bookmark     *TurnBookmark `json:"bookmark,omitempty"`
+	TurnID       string            `json:"turnId,omitempty"`
+	SessionKey   string            `json:"sessionKey"`
+	SystemEvents []string          `json:"systemEvents"`
+	Events       []SystemEventView `json:"events"`
+	Messages     []MessageView     `json:"messages"`
+	Acknowledged []string          `json:"acknowledged"`
+	FollowUps    []string          `json:"followUps"`
+	TimedOut     bool              `json:"timedOut"`
+	Bookmark     *TurnBookmark     `json:"bookmark,omitempty"`
 }
 
 // TurnBookmark is the session's state version when a wait ended with no

@@ -122,6 +122,7 @@ func (g *Gateway) Public(err error) error {
 // operations a transport calls defer it.
 func (g *Gateway) public(ctx context.Context, err *error) {
 	if *err != nil && ctx.Err() == nil {
+		g.conflictData(ctx, *err)
 		*err = g.Public(*err)
 	}
 }

@@ -22,9 +22,15 @@ type ConflictError struct {
 	// refused.
 	StateVersion int64
 	// Notice is, for ifSynced, the caller's pending notice about the
-	// target (empty when none is queued, e.g. after a restart).
-	Notice string
-	msg    string
+	// target (empty when none is queued, e.g. after a restart), and
+	// NoticeData that notice as data.
+	Notice     string
+	NoticeData *NoticeData
+	// entry and watcher are the queued notice, whose data the gateway
+	// reads once the refused write has ended (conflictData).
+	entry   *vigil.SystemEvent
+	watcher string
+	msg     string
 }
 
 func (e *ConflictError) Error() string { return e.msg }
@@ -89,19 +95,39 @@ func (g *Gateway) checkPrecondition(ctx context.Context, txn *vigil.Txn, c Calle
 			return invalid("ifSynced: %s does not watch %s (spawn it, or send with watch: true first)", c.Session.Key, target)
 		}
 		if cur.Material != cur.LastSeen {
-			notice := ""
+			var entry *vigil.SystemEvent
 			for _, e := range g.eng.Pending(c.Session.Key) {
 				if e.Target != nil && *e.Target == target {
-					notice = e.Text
+					entry = &e
 				}
 			}
-			return &ConflictError{Target: target, StateVersion: version, Notice: notice, msg: fmt.Sprintf(
+			notice := ""
+			if entry != nil {
+				notice = entry.Text
+			}
+			return &ConflictError{Target: target, StateVersion: version, Notice: notice, entry: entry, watcher: c.Session.Key, msg: fmt.Sprintf(
 				"conflict: %s changed after what %s has acknowledged (seen up to %d, changed at %d): nothing was changed; "+
 					"take your turn or reconcile with session_status sessionKey %q changesSince %d, then retry",
 				target, c.Session.Key, cur.LastSeen, cur.Material, target.Key, cur.LastSeen)}
 		}
 	}
 	return nil
+}
+
+// conflictData gives a refused precondition's conflict the data of the
+// notice it carries. It reads outside the refused write, which has ended:
+// a coalesced notice's data may need a read of the log.
+func (g *Gateway) conflictData(ctx context.Context, err error) {
+	var conflict *ConflictError
+	if !errors.As(err, &conflict) || conflict.entry == nil || conflict.NoticeData != nil {
+		return
+	}
+	d, derr := g.NoticeData(ctx, conflict.watcher, *conflict.entry)
+	if derr != nil {
+		g.log.Warn("read what a conflict's notice covers", "session", conflict.watcher, "err", derr)
+		return
+	}
+	conflict.NoticeData = d
 }
 
 // Fence bounds.

@@ -52,6 +52,12 @@ def spawn(manager: str, label: str | None = None) -> tuple[str, str, int]:
     return out.child_session_key, out.run_id, as_(ADMIN).session_status(out.child_session_key).state_version
 
 
+def changed_data(worker: str, v: int) -> t.NoticeData:
+    """The data of the notice of a person's message into worker, from version v."""
+    return t.NoticeData(type="changed", target=worker, target_agent_id=agent_of(worker), changes_since=v,
+                        kinds=["human_direct_message"], actors=[t.NoticeActor(type="human", id=OPERATOR_ID)])
+
+
 def person_writes(key: str, message: str) -> None:
     as_(OPERATOR).sessions_send(key, message=message, timeout_seconds=0)
 
@@ -83,11 +89,15 @@ class TheStory(unittest.TestCase):
             turn = mgr.session_turn(manager, wait_seconds=5)
             self.assertEqual(turn.system_events, [created_text(worker, manager, "writer"), notice_text(worker, v)])
             self.assertEqual(turn.acknowledged, [worker])
+            # The same entries as data: the position to reconcile from is a field.
+            self.assertEqual([e.text for e in turn.events], turn.system_events)
+            notice = turn.events[1].data
+            self.assertEqual(notice, changed_data(worker, v))
             again = mgr.session_turn(manager, wait_seconds=0)
             self.assertEqual(again.system_events, [])
             self.assertTrue(again.timed_out)
 
-            status = mgr.session_status(worker, changes_since=v)
+            status = mgr.session_status(notice.target, changes_since=notice.changes_since)
             self.assertEqual(status.state_version, v + 1)
             [change] = status.state_changes.events
             self.assertEqual((change.kind, change.actor_type, change.actor_id),
@@ -257,8 +267,8 @@ class Errors(unittest.TestCase):
         person_writes(worker, "one")
         with self.assertRaises(vc.ConflictError) as e:
             as_(ADMIN, manager).sessions_send(worker, message="go on", timeout_seconds=0, if_synced=True)
-        self.assertEqual((e.exception.precondition, e.exception.state_version, e.exception.notice),
-                         (True, v + 1, notice_text(worker, v)))
+        self.assertEqual((e.exception.precondition, e.exception.state_version, e.exception.notice, e.exception.notice_data),
+                         (True, v + 1, notice_text(worker, v), changed_data(worker, v)))
 
     def test_a_label_in_use_is_a_conflict_without_a_precondition(self) -> None:
         manager = manager_key()
@@ -326,8 +336,8 @@ class Streams(unittest.TestCase):
             first(events, t.Bookmark)  # the stream is open
             person_writes(worker, "one")
             notice = first(events, t.LiveEvent)
-            self.assertEqual((notice.type, notice.notice.text, notice.notice.target),
-                             ("notice", notice_text(worker, v), worker))
+            self.assertEqual((notice.type, notice.notice.text, notice.notice.target, notice.notice.data),
+                             ("notice", notice_text(worker, v), worker, changed_data(worker, v)))
             self.assertEqual(first(events, t.LiveEvent).type, "wake")
 
     def test_a_quiet_session_stream_gives_bookmarks_of_its_state_version(self) -> None:
@@ -444,6 +454,9 @@ class Types(unittest.TestCase):
             (t.MessageView, turn["messages"]["items"]),
             (t.TurnBookmark, turn["bookmark"]),
             (t.SystemEventView, props(s["SessionPendingOutput"])["events"]["items"]),
+            (t.SystemEventView, turn["events"]["items"]),
+            (t.NoticeData, props(props(s["SessionPendingOutput"])["events"]["items"])["data"]),
+            (t.NoticeActor, props(props(props(s["SessionPendingOutput"])["events"]["items"])["data"])["actors"]["items"]),
             (t.GraphCursor, props(s["SessionsGraphOutput"])["cursors"]["items"]),
         ]:
             with self.subTest(type=cls.__name__):
@@ -456,6 +469,7 @@ class Types(unittest.TestCase):
         by_event = {e: group["data"] for group in log + session for e in group["events"]}
         self.assertEqual(self._fields(t.LogEvent), set(by_event["signal"]["properties"]))
         self.assertEqual(self._fields(t.LiveEvent), set(by_event["wake"]["properties"]))
+        self.assertEqual(self._fields(t.NoticeView), set(by_event["wake"]["properties"]["notice"]["properties"]))
         self.assertTrue(set(by_event["history_gap"]["properties"]) <= self._fields(t.HistoryGap))
 
 

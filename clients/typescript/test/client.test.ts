@@ -37,6 +37,12 @@ async function spawnWorker(manager: string, label?: string) {
   return { worker: out.childSessionKey, run: out.runId, v };
 }
 
+/** The data of the notice of a person's message into worker, from version v. */
+const changedData = (worker: string, v: number) => ({
+  type: "changed", target: worker, targetAgentId: agentOf(worker), changesSince: v,
+  kinds: ["human_direct_message"], actors: [{ type: "human", id: OPERATOR_ID }],
+});
+
 const personWrites = (key: string, message: string) =>
   as(OPERATOR).sessionsSend({ sessionKey: key, message, timeoutSeconds: 0 });
 
@@ -77,10 +83,14 @@ describe("the story", () => {
       const turn = await mgr.sessionTurn({ sessionKey: MANAGER, waitSeconds: 5 });
       assert.deepEqual(turn.systemEvents, [createdText(worker, MANAGER, "writer"), noticeText(worker, v)]);
       assert.deepEqual(turn.acknowledged, [worker]);
+      // The same entries as data: the position to reconcile from is a field.
+      assert.deepEqual((turn.events ?? []).map((e) => e.text), turn.systemEvents);
+      const notice = turn.events?.[1]?.data;
+      assert.deepEqual(notice, changedData(worker, v));
       const again = await mgr.sessionTurn({ sessionKey: MANAGER, waitSeconds: 0 });
       assert.deepEqual([again.systemEvents, again.timedOut], [[], true]);
 
-      const status = await mgr.sessionStatus({ sessionKey: worker, changesSince: v });
+      const status = await mgr.sessionStatus({ sessionKey: notice!.target, changesSince: notice!.changesSince! });
       assert.equal(status.stateVersion, v + 1);
       const changes = status.stateChanges?.events ?? [];
       assert.deepEqual(changes.map((e) => [e.kind, e.actorType, e.actorId]), [["human_direct_message", "human", OPERATOR_ID]]);
@@ -246,7 +256,7 @@ describe("errors", () => {
     const { worker, v } = await spawnWorker(manager);
     await personWrites(worker, "one");
     const e = await rejects(as(ADMIN, manager).sessionsSend({ sessionKey: worker, message: "go on", timeoutSeconds: 0, ifSynced: true }), ConflictError);
-    assert.deepEqual([e.precondition, e.stateVersion, e.notice], [true, v + 1, noticeText(worker, v)]);
+    assert.deepEqual([e.precondition, e.stateVersion, e.notice, e.noticeData], [true, v + 1, noticeText(worker, v), changedData(worker, v)]);
   });
 
   test("a label in use is a conflict without a precondition", async () => {
@@ -313,7 +323,8 @@ describe("streams", () => {
       await next(it, "bookmark"); // the stream is open
       await personWrites(worker, "one");
       const notice = await next(it, "live");
-      assert.deepEqual([notice.event.type, notice.event.notice], ["notice", { text: noticeText(worker, v), target: worker }]);
+      assert.deepEqual([notice.event.type, notice.event.notice],
+        ["notice", { text: noticeText(worker, v), target: worker, data: changedData(worker, v) }]);
       assert.equal((await next(it, "live")).event.type, "wake");
     } finally {
       stop.abort();
