@@ -485,6 +485,10 @@ type RecordInput struct {
 	// Parent is the session's watcher (for KindChildSpawned, the one whose
 	// cursor is seeded).
 	Parent string `json:"parent,omitempty"`
+	// IfStateVersion and IfSynced are preconditions on the session, as on
+	// every tool that changes one: a refused one is a *ConflictError.
+	IfStateVersion *int64 `json:"ifStateVersion,omitempty"`
+	IfSynced       bool   `json:"ifSynced,omitempty"`
 	// Upstream reports a check of an adopted session's transcript; the
 	// gateway then makes the event itself.
 	Upstream *UpstreamCheck `json:"upstream,omitempty"`

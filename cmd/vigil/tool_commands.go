@@ -72,7 +72,8 @@ func init() {
 				"run_failed, compacted, created, adopted, upstream_missing, session_reset, attention) for\n" +
 				"session KEY, which your runtime keeps (vigil does not host it). Its watchers get their\n" +
 				"notices as for a hosted session. A person's event (--actor-type human, which adopted\n" +
-				"takes) needs a credential with the recordHuman right.",
+				"takes) needs a credential with the recordHuman right. --if-version and --if-synced\n" +
+				"record only while KEY is as you last read it (exit 4 on a conflict).",
 			define: cliRecord,
 		},
 		cliCommand{
@@ -262,6 +263,7 @@ func cliRecord(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) 
 	dedupe := fs.String("dedupe-key", "", "recording the same key on the same session again changes nothing")
 	parent := fs.String("parent", "", "the session's parent, a watcher")
 	runID := fs.String("run", "", "the run the event is about")
+	pre := cliPreconditions(fs, "KEY")
 	return func(ctx context.Context, args []string) error {
 		if err := cliArgs(args, "KEY", "KIND"); err != nil {
 			return err
@@ -281,6 +283,14 @@ func cliRecord(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) 
 				return cliUsagef("--payload is not valid JSON: %s", *payload)
 			}
 			in["payload"] = json.RawMessage(*payload)
+		}
+		if version, synced := pre(); version != nil || synced {
+			if version != nil {
+				in["ifStateVersion"] = *version
+			}
+			if synced {
+				in["ifSynced"] = true
+			}
 		}
 		var out client.RecordOutput
 		if printed, err := c.tool(ctx, "session_record", c.as, in, &out); printed || err != nil {

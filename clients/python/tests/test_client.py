@@ -223,6 +223,17 @@ class Tools(unittest.TestCase):
         self.assertEqual((change.actor_id, change.payload), ("bob", {"channel": "slack"}))
         self.assertIn(notice_text(worker, v), [e.text for e in rt.session_pending("agent:ext:main").events])
 
+    def test_a_record_fenced_with_a_version_the_session_moved_past_is_a_conflict(self) -> None:
+        rt = as_(RUNTIME, "agent:ext:main")
+        worker = f"agent:ext:subagent:w{next(_names)}"
+        v = rt.session_record(worker, "child_spawned", parent="agent:ext:main").state_version
+        rt.session_record(worker, "human_direct_message", actor_type="human", actor_id="bob")
+        with self.assertRaises(vc.ConflictError) as e:
+            rt.session_record(worker, "run_completed", if_state_version=v)
+        self.assertEqual((e.exception.precondition, e.exception.state_version), (True, v + 1))
+        rec = rt.session_record(worker, "run_completed", if_state_version=e.exception.state_version)
+        self.assertEqual((rec.recorded, rec.state_version), (True, v + 2))
+
     def test_call_reaches_a_tool_by_name_and_tools_lists_them_all(self) -> None:
         admin = as_(ADMIN)
         admin.health()

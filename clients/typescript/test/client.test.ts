@@ -209,6 +209,17 @@ describe("tools", () => {
     assert.ok(pending.some((e) => e.text === noticeText(worker, v)));
   });
 
+  test("a record fenced with a version the session has moved past is a conflict that stores nothing", async () => {
+    const rt = as(RUNTIME, "agent:ext:main");
+    const worker = `agent:ext:subagent:w${++names}`;
+    const v = (await rt.sessionRecord({ sessionKey: worker, kind: "child_spawned", parent: "agent:ext:main" })).stateVersion;
+    await rt.sessionRecord({ sessionKey: worker, kind: "human_direct_message", actorType: "human", actorId: "bob" });
+    const e = await rejects(rt.sessionRecord({ sessionKey: worker, kind: "run_completed", ifStateVersion: v }), ConflictError);
+    assert.deepEqual([e.precondition, e.stateVersion], [true, v + 1]);
+    const rec = await rt.sessionRecord({ sessionKey: worker, kind: "run_completed", ifStateVersion: e.stateVersion });
+    assert.deepEqual([rec.recorded, rec.stateVersion], [true, v + 2]);
+  });
+
   test("call reaches a tool by name, and tools lists every tool the client has a method for", async () => {
     const admin = as(ADMIN);
     await admin.health();
