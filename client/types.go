@@ -78,9 +78,29 @@ type SessionRow struct {
 	Goal       *GoalView `json:"goal,omitempty"`
 	// StateVersion is set once the session has logged changes.
 	StateVersion int64 `json:"stateVersion,omitempty"`
-	CreatedAt    int64 `json:"createdAt"`
-	UpdatedAt    int64 `json:"updatedAt"`
+	// State is StateHosted or StateRecorded; HostedBy says who keeps the
+	// session: HostedByVigil, or for a recorded one the runtime its
+	// recorder named, else "agent:<agentId>", that agent's own runtime.
+	State     string `json:"state"`
+	HostedBy  string `json:"hostedBy"`
+	CreatedAt int64  `json:"createdAt"`
+	UpdatedAt int64  `json:"updatedAt"`
 }
+
+// Where a session lives (SessionRow.State, StatusOutput.State).
+const (
+	// StateHosted: the gateway keeps the session (its transcript, runs
+	// and goal).
+	StateHosted = "hosted"
+	// StateRecorded: a runtime elsewhere keeps it and tells vigil what
+	// happens in it (session_record, an adoption).
+	StateRecorded = "recorded"
+	// StateAbsent: vigil knows nothing of it: never created, or deleted.
+	StateAbsent = "absent"
+)
+
+// HostedByVigil is the HostedBy of a session the gateway hosts.
+const HostedByVigil = "vigil"
 
 // GoalView is a session's goal.
 type GoalView struct {
@@ -184,8 +204,13 @@ type StatusInput struct {
 type StatusOutput struct {
 	SessionKey string `json:"sessionKey"`
 	AgentID    string `json:"agentId"`
-	// Exists is false when the session does not exist (or was deleted).
-	Exists       bool          `json:"exists"`
+	// Exists is true for a hosted session and for a recorded one; false
+	// when vigil knows nothing of it (State is StateAbsent: never created,
+	// or deleted).
+	Exists bool `json:"exists"`
+	// State and HostedBy are as in SessionRow.
+	State        string        `json:"state"`
+	HostedBy     string        `json:"hostedBy,omitempty"`
 	SessionID    string        `json:"sessionId,omitempty"`
 	Kind         string        `json:"kind,omitempty"`
 	Label        string        `json:"label,omitempty"`
@@ -485,6 +510,9 @@ type RecordInput struct {
 	// Parent is the session's watcher (for KindChildSpawned, the one whose
 	// cursor is seeded).
 	Parent string `json:"parent,omitempty"`
+	// HostedBy names the runtime that keeps the session (langgraph,
+	// claude-code, ...), which views show as where it is hosted.
+	HostedBy string `json:"hostedBy,omitempty"`
 	// IfStateVersion and IfSynced are preconditions on the session, as on
 	// every tool that changes one: a refused one is a *ConflictError.
 	IfStateVersion *int64 `json:"ifStateVersion,omitempty"`

@@ -26,6 +26,9 @@ type RecordInput struct {
 	DedupeKey  string          `json:"dedupeKey,omitempty" jsonschema:"recording the same key on the same session again changes nothing"`
 	OccurredAt int64           `json:"occurredAt,omitempty" jsonschema:"when it happened, ms since the epoch (clamped to the last 24 hours; default now)"`
 	Parent     string          `json:"parent,omitempty" jsonschema:"the session's parent: a watcher (for child_spawned, the one whose cursor is seeded)"`
+	// HostedBy names the runtime that keeps the session, which views show
+	// as where it is hosted.
+	HostedBy string `json:"hostedBy,omitempty" jsonschema:"the runtime that keeps the session (langgraph, openai-agents, claude-code, ...): views show it as where the session is hosted (default: agent:<agentId>, that agent's own runtime)"`
 	// The preconditions of a record are on its session, as for every tool
 	// that changes one.
 	IfStateVersion *int64 `json:"ifStateVersion,omitempty" jsonschema:"record only while the session's state version is still this one; else a conflict carries the current version"`
@@ -82,8 +85,14 @@ func (g *Gateway) RecordElsewhere(ctx context.Context, c Caller, in RecordInput)
 	if !in.Kind.Valid() {
 		return RecordOutput{}, invalid("kind %q is not one of %s", in.Kind, kindList())
 	}
+	if err := checkRuntime(in.HostedBy); err != nil {
+		return RecordOutput{}, err
+	}
 	pre := Precondition{IfStateVersion: in.IfStateVersion, IfSynced: in.IfSynced}
 	if in.Upstream != nil {
+		if in.HostedBy != "" {
+			return RecordOutput{}, invalid("hostedBy does not go with upstream: an adopted session is hosted by its coding agent")
+		}
 		if !pre.empty() {
 			return RecordOutput{}, invalid("ifStateVersion and ifSynced do not go with upstream: a follower's check is not a write on what its caller read")
 		}
@@ -133,6 +142,18 @@ func (g *Gateway) RecordElsewhere(ctx context.Context, c Caller, in RecordInput)
 		var err error
 		if res, err = txn.Record(ctx, rec); err != nil {
 			return err
+		}
+		if res.Appended {
+			// From now on the session, and a parent it made a watcher, are
+			// listed as recorded.
+			if err := noteRecorded(ctx, txn, tx, ref, in.HostedBy); err != nil {
+				return err
+			}
+			if rec.Parent != "" {
+				if err := noteRecordedWatcher(ctx, txn, tx, rec.Parent, in.HostedBy); err != nil {
+					return err
+				}
+			}
 		}
 		switch {
 		case rec.Kind == vigil.KindCreated && res.Appended:

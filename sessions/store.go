@@ -13,6 +13,7 @@ import (
 type Store interface {
 	PushStore
 	LinkReader
+	RecordedReader
 	// SessionTx is tx, a write transaction this backend began for the
 	// engine, with its session writes: they commit or roll back with tx.
 	SessionTx(tx vigil.Tx) Tx
@@ -49,6 +50,7 @@ type Tx interface {
 	vigil.Tx
 	PushTx
 	LinkWriter
+	RecordedWriter
 	GetSession(ctx context.Context, ref vigil.SessionRef) (Session, bool, error)
 	// MessagesAfter is Store.Messages inside the transaction.
 	MessagesAfter(ctx context.Context, ref vigil.SessionRef, afterID int64, limit int) ([]Message, error)

@@ -78,6 +78,9 @@ function describe(e: AgentEvent | undefined): string {
 /** The prefix of the runId of every checkpoint recorded by this package. */
 export const RUN_ID_PREFIX = "langgraph:";
 
+/** What vigil shows as hosting the threads (session_record's hostedBy). */
+const HOSTED_BY = "langgraph";
+
 /** How often a put is fenced again while only other checkpoints move its thread. */
 const MAX_FENCE_ATTEMPTS = 32;
 
@@ -212,6 +215,7 @@ export class VigilCheckpointer extends BaseCheckpointSaver {
     const runId = RUN_ID_PREFIX + checkpoint.id;
     const record: ToolInput<"session_record"> = {
       sessionKey,
+      hostedBy: HOSTED_BY,
       runId,
       dedupeKey: dedupeKey(ns, parentId === undefined ? `root@${base}` : `after:${parentId}`),
       ...(this.parent ? { parent: this.parent } : {}),
@@ -247,7 +251,7 @@ export class VigilCheckpointer extends BaseCheckpointSaver {
   override async deleteThread(threadId: string): Promise<void> {
     await this.inner.deleteThread(threadId);
     await this.client.sessionRecord({
-      sessionKey: this.keyOf(threadId), kind: "session_reset", summary: "langgraph thread deleted",
+      sessionKey: this.keyOf(threadId), hostedBy: HOSTED_BY, kind: "session_reset", summary: "langgraph thread deleted",
       ...(this.parent ? { parent: this.parent } : {}),
     });
     this.handed.delete(threadId);

@@ -190,6 +190,7 @@ export class VigilSession implements Session {
       // One call: vigil records only while the conversation is at `seen`.
       out = await this.client.sessionRecord({
         sessionKey: this.sessionKey,
+        hostedBy: "openai-agents",
         ...what,
         runId: `${RUN_ID_PREFIX}${seen}`,
         dedupeKey: `${RUN_ID_PREFIX}after:${seen}`,

@@ -208,7 +208,7 @@ class Tools(unittest.TestCase):
         self.assertEqual(status.state_changes.events[0].payload, {"outcome": "timeout"})
         self.assertTrue(as_(OPERATOR).session_delete(worker).deleted)
         gone = mgr.session_status(worker)
-        self.assertEqual((gone.exists, gone.state_version), (False, 0))
+        self.assertEqual((gone.exists, gone.state, gone.state_version), (False, "absent", 0))
 
     def test_a_recorded_message_of_a_session_elsewhere_notifies_its_watcher(self) -> None:
         rt = as_(RUNTIME, "agent:ext:main")
@@ -222,6 +222,18 @@ class Tools(unittest.TestCase):
         [change] = rt.session_status(worker, changes_since=v).state_changes.events
         self.assertEqual((change.actor_id, change.payload), ("bob", {"channel": "slack"}))
         self.assertIn(notice_text(worker, v), [e.text for e in rt.session_pending("agent:ext:main").events])
+
+    def test_a_session_recorded_elsewhere_is_listed_and_says_who_hosts_it(self) -> None:
+        rt = as_(RUNTIME, "agent:ext:main")
+        worker = f"agent:ext:subagent:w{next(_names)}"
+        v = rt.session_record(worker, "child_spawned", parent="agent:ext:main", hosted_by="langgraph").state_version
+        st = rt.session_status(worker)
+        self.assertEqual((st.exists, st.state, st.hosted_by, st.state_version), (True, "recorded", "langgraph", v))
+        rows = {r.session_key: r for r in rt.sessions_list(agent_id="ext", limit=200).sessions}
+        self.assertEqual((rows[worker].state, rows[worker].hosted_by), ("recorded", "langgraph"))
+        rt.session_delete(worker)
+        gone = rt.session_status(worker)
+        self.assertEqual((gone.exists, gone.state), (False, "absent"))
 
     def test_a_record_fenced_with_a_version_the_session_moved_past_is_a_conflict(self) -> None:
         rt = as_(RUNTIME, "agent:ext:main")

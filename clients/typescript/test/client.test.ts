@@ -209,6 +209,19 @@ describe("tools", () => {
     assert.ok(pending.some((e) => e.text === noticeText(worker, v)));
   });
 
+  test("a session recorded elsewhere is listed and says who hosts it", async () => {
+    const rt = as(RUNTIME, "agent:ext:main");
+    const worker = `agent:ext:subagent:w${++names}`;
+    const v = (await rt.sessionRecord({ sessionKey: worker, kind: "child_spawned", parent: "agent:ext:main", hostedBy: "langgraph" })).stateVersion;
+    const st = await rt.sessionStatus({ sessionKey: worker });
+    assert.deepEqual([st.exists, st.state, st.hostedBy, st.stateVersion], [true, "recorded", "langgraph", v]);
+    const row = ((await rt.sessionsList({ agentId: "ext", limit: 200 })).sessions ?? []).find((r) => r.sessionKey === worker);
+    assert.deepEqual([row?.state, row?.hostedBy], ["recorded", "langgraph"]);
+    await rt.sessionDelete({ sessionKey: worker });
+    const gone = await rt.sessionStatus({ sessionKey: worker });
+    assert.deepEqual([gone.exists, gone.state], [false, "absent"]);
+  });
+
   test("a record fenced with a version the session has moved past is a conflict that stores nothing", async () => {
     const rt = as(RUNTIME, "agent:ext:main");
     const worker = `agent:ext:subagent:w${++names}`;

@@ -69,6 +69,12 @@ class SessionRow:
     goal: Optional[GoalView] = None
     #: Set once the session has logged changes.
     state_version: int = 0
+    #: hosted (the gateway keeps it) or recorded (a runtime elsewhere keeps
+    #: it and records what happens in it).
+    state: str = ""
+    #: vigil, or for a recorded session the runtime its recorder named,
+    #: else "agent:<agent id>" (that agent's own runtime).
+    hosted_by: str = ""
     created_at: int = 0
     updated_at: int = 0
 
@@ -152,7 +158,12 @@ class StateChanges:
 class StatusOutput:
     session_key: str = ""
     agent_id: str = ""
+    #: True for a hosted session and a recorded one; False when vigil knows
+    #: nothing of it (state "absent": never created, or deleted).
     exists: bool = False
+    #: hosted, recorded or absent.
+    state: str = ""
+    hosted_by: str = ""
     session_id: str = ""
     kind: str = ""
     label: str = ""
