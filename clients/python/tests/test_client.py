@@ -231,6 +231,7 @@ class Tools(unittest.TestCase):
         self.assertEqual((st.exists, st.state, st.hosted_by, st.state_version), (True, "recorded", "langgraph", v))
         rows = {r.session_key: r for r in rt.sessions_list(agent_id="ext", limit=200).sessions}
         self.assertEqual((rows[worker].state, rows[worker].hosted_by), ("recorded", "langgraph"))
+        self.assertEqual(rt.as_session(worker).session_pending(worker).events, [])  # it may act as its own
         rt.session_delete(worker)
         gone = rt.session_status(worker)
         self.assertEqual((gone.exists, gone.state), (False, "absent"))

@@ -209,7 +209,7 @@ describe("tools", () => {
     assert.ok(pending.some((e) => e.text === noticeText(worker, v)));
   });
 
-  test("a session recorded elsewhere is listed and says who hosts it", async () => {
+  test("a session recorded elsewhere is listed and says who hosts it, and its agent acts as it", async () => {
     const rt = as(RUNTIME, "agent:ext:main");
     const worker = `agent:ext:subagent:w${++names}`;
     const v = (await rt.sessionRecord({ sessionKey: worker, kind: "child_spawned", parent: "agent:ext:main", hostedBy: "langgraph" })).stateVersion;
@@ -217,6 +217,7 @@ describe("tools", () => {
     assert.deepEqual([st.exists, st.state, st.hostedBy, st.stateVersion], [true, "recorded", "langgraph", v]);
     const row = ((await rt.sessionsList({ agentId: "ext", limit: 200 })).sessions ?? []).find((r) => r.sessionKey === worker);
     assert.deepEqual([row?.state, row?.hostedBy], ["recorded", "langgraph"]);
+    assert.deepEqual((await rt.as(worker).sessionPending({ sessionKey: worker })).events, []);
     await rt.sessionDelete({ sessionKey: worker });
     const gone = await rt.sessionStatus({ sessionKey: worker });
     assert.deepEqual([gone.exists, gone.state], [false, "absent"]);
