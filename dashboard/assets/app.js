@@ -742,7 +742,7 @@ function renderPage() {
   const canWatch = st.exists && p.key.startsWith('agent:');
   $('queued-card').hidden = !canWatch;
   $('queued').replaceChildren(...(p.queued || []).map((e) => h('li',
-    {class: 'queued-event' + (e.text.includes(' was deleted (') ? ' deleted' : ''), 'data-target': e.target || ''},
+    {class: 'queued-event' + (e.data && e.data.type === 'deleted' ? ' deleted' : ''), 'data-target': e.target || ''},
     e.target ? h('div', {class: 'meta'}, sessionLink(refOf(e.target) || st.agentId, e.target)) : null,
     h('p', {class: 'notice'}, e.text))));
   $('queued-empty').hidden = !canWatch || (p.queued || []).length > 0;
