@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -230,6 +231,18 @@ func TestARecordWhosePreconditionFailedExits4(t *testing.T) {
 	if out := cliOK(t, g, "record", key, "run_completed", "--if-version", "2"); !strings.Contains(out, "recorded #3") {
 		t.Fatalf("a record at the current version: %q", out)
 	}
+}
+
+func TestASessionRecordedElsewhereIsListedAndShownWithItsHost(t *testing.T) {
+	t.Parallel()
+	g := cliStartGateway(t, nil, vigil.Options{})
+	const key = "agent:ext:lg:thread-1"
+	cliOK(t, g, "record", key, "goal_changed", "--hosted-by", "langgraph")
+	out := cliOK(t, g, "sessions", "--agent", "ext")
+	cliMustMatch(t, "sessions", out, `^`+regexp.QuoteMeta(key)+`\s+other\s+langgraph\s+-\s+1\s`)
+	out = cliOK(t, g, "status", key)
+	cliMustMatch(t, "status", out, `^state\s+recorded: hosted by langgraph `)
+	cliMustMatch(t, "status", out, `^version\s+1$`)
 }
 
 func TestAFenceThatIsNotReachedExits3(t *testing.T) {
