@@ -196,6 +196,16 @@ var rulesOnPostgreSQL = []func(*testing.T){
 	TestAWatcherBehindItsTargetIsStaleWithItsWatermarksAndNotice,
 	TestASyncRequirementOfASessionThatDoesNotWatchTheTargetIsRefused,
 	TestTheVersionIsCheckedBeforeTheSync,
+	// noticedata_test.go
+	TestANoticeOpenedByAChangeCarriesItsTargetPositionKindAndActor,
+	TestAPendingNoticeStillCoversOnlyWhatItsTurnAcknowledges,
+	TestAFollowUpCoversEveryChangeByOthersSinceTheAcknowledgedOne,
+	TestANoticeQueuedAgainAtARestartCoversEverythingUnacknowledged,
+	TestAnAttentionNoticeSaysWhichAttentionItAnnounces,
+	TestADeletionNoticeSaysItsTargetWasDeleted,
+	TestACreationNoticeNamesTheSessionItAnnounces,
+	TestANoticeWhoseChangesWerePrunedSaysItsDataIsPartial,
+	TestAnEntryThatIsNoNoticeHasNoNoticeData,
 }
 
 // sqliteOnly are the tests that open a store through newTestDB but run on

@@ -68,17 +68,24 @@ type SystemEvent struct {
 	// created is the session a creation notice announces: the turn that
 	// consumes the notice marks it delivered in the store.
 	created *SessionRef
-	// quiet marks an entry that wakes nobody when it is queued: a creation
-	// notice, or the notice of an ambient watch (Cursor.Ambient).
-	quiet bool
 	// notified is a notice's frozen watermark (N) when it was queued: a
 	// cursor whose L has since reached it was acknowledged by a turn that
 	// did not take this entry (Drain). noWatermark when unknown.
 	notified int64
+	// lastSeen is a notice's L, the version its text says to reconcile
+	// from.
+	lastSeen int64
+	// covers is what the changes a notice covers say, when it was known
+	// as the notice was queued (a notice opened by one change); nil when
+	// it must be read from the log (NoticeData).
+	covers *coverage
 	// slot is a hash of a notice's queue slot (sameSlot), 0 when not
 	// computed: a watcher that never drains has a full queue, and each new
 	// notice is compared with all of it, mostly with other targets'.
 	slot uint64
+	// quiet marks an entry that wakes nobody when it is queued: a creation
+	// notice, or the notice of an ambient watch (Cursor.Ambient).
+	quiet bool
 	// deleted marks a tombstone's notice: the target was deleted, and the
 	// turn that consumes the notice deletes the tombstone.
 	deleted bool
@@ -203,7 +210,8 @@ func (n *targetNotices) of(c Cursor, e *Engine) SystemEvent {
 	if n.text == "" || c.LastSeen != n.lastSeen {
 		n.text, n.lastSeen = NoticeText(c.Target.Key, c.LastSeen)+n.link, c.LastSeen
 	}
-	return SystemEvent{ContextKey: n.key, Text: n.text, Target: n.target, notified: c.Notified, slot: n.slot, quiet: c.Ambient}
+	return SystemEvent{ContextKey: n.key, Text: n.text, Target: n.target, notified: c.Notified, lastSeen: c.LastSeen,
+		slot: n.slot, quiet: c.Ambient}
 }
 
 // slotSeed seeds the slot hashes, which live only in this process's memory.

@@ -88,6 +88,11 @@ func (q *queues) put(watcher string, ev SystemEvent, evict bool, room int) (chan
 			if !changed && list[i].origin != nil {
 				ev.origin = list[i].origin // the notice has waited since then
 			}
+			if ev.covers == nil && !changed && list[i].notified == ev.notified {
+				// The same notice queued again (its cursor still pending)
+				// covers what the queued one knew it covers.
+				ev.covers = list[i].covers
+			}
 			list[i] = ev // the same text may carry a newer watermark
 			return changed, 0
 		}

@@ -197,6 +197,19 @@ func (t *Txn) record(ctx context.Context, ev, valid *Event, occurredAt time.Time
 		notices := e.notices.get(target)
 		list := noticeLists.Get().(*[]watcherNotice)
 		queued := (*list)[:0]
+		// A notice this event opens (its cursor was synced) covers this
+		// event alone; one still pending covers what it covered, which its
+		// queued entry keeps (queues.put), and this event goes to its
+		// follow-up.
+		var covers *coverage
+		opened := func(c Cursor) SystemEvent {
+			n := notices.of(c, e)
+			if covers == nil {
+				covers = coverageOf(ev)
+			}
+			n.covers = covers
+			return n
+		}
 		for _, c := range watchers {
 			if !ev.movesCursorOf(c.Watcher) {
 				continue
@@ -204,9 +217,14 @@ func (t *Txn) record(ctx context.Context, ev, valid *Event, occurredAt time.Time
 			if !c.unacknowledged() { // it is from now on
 				t.pending++
 			}
+			synced := !c.Pending()
 			c = c.markMaterial(ev.Sequence, nowMs)
 			moved = append(moved, c)
-			queued = append(queued, watcherNotice{c.Watcher, notices.of(c, e)})
+			if synced {
+				queued = append(queued, watcherNotice{c.Watcher, opened(c)})
+			} else {
+				queued = append(queued, watcherNotice{c.Watcher, notices.of(c, e)})
+			}
 		}
 		if err := t.tx.MoveCursors(ctx, moved); err != nil {
 			return Recorded{}, fmt.Errorf("move cursors of %d watchers: %w", len(moved), err)
@@ -220,7 +238,7 @@ func (t *Txn) record(ctx context.Context, ev, valid *Event, occurredAt time.Time
 				return Recorded{}, fmt.Errorf("create the parent's cursor: %w", err)
 			}
 			t.pending++
-			queued = append(queued, watcherNotice{c.Watcher, notices.of(c, e)})
+			queued = append(queued, watcherNotice{c.Watcher, opened(c)})
 		}
 		for i, n := range notify {
 			k, _ := sessionkey.Parse(n) // validated by Record.validate
@@ -235,7 +253,7 @@ func (t *Txn) record(ctx context.Context, ev, valid *Event, occurredAt time.Time
 				return Recorded{}, fmt.Errorf("create the cursor of %s: %w", w, err)
 			}
 			t.pending++
-			queued = append(queued, watcherNotice{c.Watcher, notices.of(c, e)})
+			queued = append(queued, watcherNotice{c.Watcher, opened(c)})
 		}
 		e.notices.keep(target, notices)
 		t.AfterCommit(func() {

@@ -34,9 +34,10 @@ type Stale struct {
 	// Watcher is set when the SyncedWatcher requirement failed (the
 	// Version requirement held, or was not asked): the watcher, its
 	// cursor's watermarks, and the notice about the session queued for
-	// it ("" when none is, after a restart say).
+	// it (nil and "" when none is, after a restart say) with its text.
 	Watcher            string
 	LastSeen, Material int64
+	Queued             *SystemEvent
 	Notice             string
 }
 
@@ -82,8 +83,21 @@ func (t *Txn) Require(ctx context.Context, target SessionRef, r Requirement) err
 	s := &Stale{Target: target, Version: version, Watcher: r.SyncedWatcher, LastSeen: c.LastSeen, Material: c.Material}
 	for _, ev := range t.e.queues.peek(r.SyncedWatcher) {
 		if ev.Target != nil && *ev.Target == target {
-			s.Notice = ev.Text
+			s.Queued, s.Notice = &ev, ev.Text
 		}
 	}
 	return s
+}
+
+// Version locks ref, as a write of it, and reads its state version in
+// this write: 0 when nothing was ever recorded of it.
+func (t *Txn) Version(ctx context.Context, ref SessionRef) (int64, error) {
+	if err := t.lock(ctx, ref, LockToWrite); err != nil {
+		return 0, fmt.Errorf("lock %s: %w", ref, err)
+	}
+	v, err := t.tx.Version(ctx, ref)
+	if err != nil {
+		return 0, fmt.Errorf("read the version of %s: %w", ref, err)
+	}
+	return v, nil
 }

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -192,6 +193,7 @@ func TestStoryOverA2A(t *testing.T) {
 		up.Metadata[a2aserver.MetaNotice] != vigil.NoticeText(child, 2) {
 		t.Fatalf("update = %#v", up)
 	}
+	wantNoticeMeta(t, up.Metadata, child, 2)
 	// Told once: the queue holds that one notice (besides the notice that
 	// the worker was created, which acknowledges nothing).
 	if p := s.Eng.Pending(manager); len(p) != 2 || !p[1].IsNotice() {
@@ -341,6 +343,50 @@ func TestAPushConfigDeliversEachUpdateSignedAsStandardWebhooks(t *testing.T) {
 	}
 }
 
+// A push config made acting as a watcher delivers its notices, each with
+// its data.
+func TestAPushedNoticeCarriesItsData(t *testing.T) {
+	s := start(t)
+	ctx := guarded(t)
+	const secret = "a-push-secret-of-some-length"
+	got := make(chan *a2a.Task, 4)
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var task a2a.Task
+		if err := webhook.Verify(secret, r.Header, body, 0); err != nil || json.Unmarshal(body, &task) != nil {
+			t.Errorf("a push delivery that does not verify or is no task: %v: %s", err, body)
+		}
+		got <- &task
+	}))
+	defer receiver.Close()
+	child := a2a.TaskID(spawnWorker(ctx, t, client(s, tokMain, manager)))
+	// An admin, acting as the manager, asks for the manager's updates.
+	if _, err := client(s, tokAdmin, manager).SetTaskPushConfig(ctx, &a2a.TaskPushConfig{TaskID: child,
+		Config: a2a.PushConfig{URL: receiver.URL + "/hook", Token: secret}}); err != nil {
+		t.Fatal(err)
+	}
+	m := text("a person writes")
+	m.TaskID = child
+	if _, err := client(s, tokOperator, "").SendMessage(ctx, &a2a.MessageSendParams{Message: m}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case task := <-got:
+			if task.Metadata[a2aserver.MetaEvent] != "notice" {
+				continue
+			}
+			if task.Metadata[a2aserver.MetaNotice] != vigil.NoticeText(string(child), 2) {
+				t.Fatalf("the pushed notice = %v", task.Metadata[a2aserver.MetaNotice])
+			}
+			wantNoticeMeta(t, task.Metadata, string(child), 2)
+			return
+		case <-ctx.Done():
+			t.Fatal("no notice was pushed (hang guard)")
+		}
+	}
+}
+
 func TestResubscribeUnderADifferentlyCasedTaskIDHearsLaterChanges(t *testing.T) {
 	s := start(t)
 	ctx := guarded(t)
@@ -361,5 +407,16 @@ func TestResubscribeUnderADifferentlyCasedTaskIDHearsLaterChanges(t *testing.T) 
 	up, ok := next(t, pull).(*a2a.TaskStatusUpdateEvent)
 	if !ok || string(up.TaskID) != child || up.Metadata[a2aserver.MetaStateVersion] != float64(3) {
 		t.Fatalf("update = %#v", up)
+	}
+}
+
+// wantNoticeMeta checks a notice update's data: the person's message into
+// target, to reconcile from since.
+func wantNoticeMeta(t *testing.T, meta map[string]any, target string, since int64) {
+	t.Helper()
+	want := map[string]any{"type": "changed", "target": target, "targetAgentId": "main", "changesSince": float64(since),
+		"kinds": []any{"human_direct_message"}, "actors": []any{map[string]any{"type": "human", "id": "alice"}}}
+	if got := meta[a2aserver.MetaNoticeData]; !reflect.DeepEqual(got, want) {
+		t.Fatalf("the update's notice data = %#v, want %#v", got, want)
 	}
 }

@@ -37,6 +37,9 @@ const (
 	MetaStateChanges = "stateChanges"
 	// MetaNotice is the notice's text in a notice's update.
 	MetaNotice = "notice"
+	// MetaNoticeData is the notice as data in a notice's update
+	// (gateway.NoticeData).
+	MetaNoticeData = "noticeData"
 	// MetaGap marks an update that reports changes the stream did not
 	// carry one by one.
 	MetaGap = "gap"
@@ -442,12 +445,15 @@ func (h *core) update(ctx context.Context, c gateway.Caller, ref vigil.SessionRe
 		c.Session != nil && ev.Session == c.Session.Key:
 		kind, text = "notice", ev.Notice.Text
 		meta[MetaNotice] = ev.Notice.Text
-		cur, ok, err := h.g.Engine().Cursor(ctx, c.Session.Key, ref)
+		live, err := h.g.LiveNotice(ctx, ev)
 		if err != nil {
-			return nil, rpcError(h.g.Public(fmt.Errorf("read the cursor on %s: %w", ref.Key, err)))
+			return nil, rpcError(h.g.Public(err))
 		}
-		if ok {
-			meta[MetaChangesSince] = cur.LastSeen
+		if d := live.Notice.Data; d != nil {
+			meta[MetaNoticeData] = asJSON(d)
+			if d.ChangesSince != nil {
+				meta[MetaChangesSince] = *d.ChangesSince
+			}
 		}
 	case ev.Type == gateway.LiveReply && ev.Session == ref.Key && ev.Message != nil:
 		kind, text = "reply", ev.Message.Content

@@ -277,6 +277,7 @@ func TestStoryOverA2A10(t *testing.T) {
 		up.Status.Message.Role != "ROLE_AGENT" {
 		t.Fatalf("update = %+v, %v", up, e)
 	}
+	wantNoticeMeta(t, up.Metadata, child, 2)
 	// Told once: the queue holds that one notice (besides the notice that
 	// the worker was created, which acknowledges nothing).
 	if p := s.Eng.Pending(manager); len(p) != 2 || !p[1].IsNotice() {

@@ -71,8 +71,10 @@ type ConflictError struct {
 	Precondition bool
 	StateVersion int64
 	// Notice is, for ifSynced, the caller's pending notice about the
-	// target (empty when none is queued).
-	Notice string
+	// target (empty when none is queued), and NoticeData that notice as
+	// data.
+	Notice     string
+	NoticeData *NoticeData
 }
 
 // Unwrap gives the *APIError, so errors.As and errors.Is see it.
@@ -84,10 +86,11 @@ type errorBody struct {
 }
 
 type errorDetail struct {
-	Code         string `json:"code"`
-	Message      string `json:"message"`
-	StateVersion *int64 `json:"stateVersion,omitempty"`
-	Notice       string `json:"notice,omitempty"`
+	Code         string      `json:"code"`
+	Message      string      `json:"message"`
+	StateVersion *int64      `json:"stateVersion,omitempty"`
+	Notice       string      `json:"notice,omitempty"`
+	NoticeData   *NoticeData `json:"noticeData,omitempty"`
 }
 
 // errorFrom turns an answer that is not 200 into an *APIError or a
@@ -108,7 +111,7 @@ func errorFrom(op string, resp *http.Response, body []byte) error {
 	}
 	e.Code, e.Message = b.Error.Code, b.Error.Message
 	if resp.StatusCode == http.StatusConflict {
-		c := &ConflictError{APIError: e, Notice: b.Error.Notice}
+		c := &ConflictError{APIError: e, Notice: b.Error.Notice, NoticeData: b.Error.NoticeData}
 		if b.Error.StateVersion != nil {
 			c.Precondition, c.StateVersion = true, *b.Error.StateVersion
 		}

@@ -68,11 +68,12 @@ type LiveEvent struct {
 	Message    *MessageView `json:"message,omitempty"`
 }
 
-// NoticeView is a stale-state notice: its text and the session it is
-// about.
+// NoticeView is a notice that entered the session's queue: its text, the
+// session it is about, and the notice as data.
 type NoticeView struct {
-	Text   string `json:"text"`
-	Target string `json:"target"`
+	Text   string      `json:"text"`
+	Target string      `json:"target"`
+	Data   *NoticeData `json:"data,omitempty"`
 }
 
 // Bookmark is a quiet stream saying where it stands: the log's sequence

@@ -78,9 +78,29 @@ type SessionRow struct {
 	Goal       *GoalView `json:"goal,omitempty"`
 	// StateVersion is set once the session has logged changes.
 	StateVersion int64 `json:"stateVersion,omitempty"`
-	CreatedAt    int64 `json:"createdAt"`
-	UpdatedAt    int64 `json:"updatedAt"`
+	// State is StateHosted or StateRecorded; HostedBy says who keeps the
+	// session: HostedByVigil, or for a recorded one the runtime its
+	// recorder named, else "agent:<agentId>", that agent's own runtime.
+	State     string `json:"state"`
+	HostedBy  string `json:"hostedBy"`
+	CreatedAt int64  `json:"createdAt"`
+	UpdatedAt int64  `json:"updatedAt"`
 }
+
+// Where a session lives (SessionRow.State, StatusOutput.State).
+const (
+	// StateHosted: the gateway keeps the session (its transcript, runs
+	// and goal).
+	StateHosted = "hosted"
+	// StateRecorded: a runtime elsewhere keeps it and tells vigil what
+	// happens in it (session_record, an adoption).
+	StateRecorded = "recorded"
+	// StateAbsent: vigil knows nothing of it: never created, or deleted.
+	StateAbsent = "absent"
+)
+
+// HostedByVigil is the HostedBy of a session the gateway hosts.
+const HostedByVigil = "vigil"
 
 // GoalView is a session's goal.
 type GoalView struct {
@@ -184,8 +204,13 @@ type StatusInput struct {
 type StatusOutput struct {
 	SessionKey string `json:"sessionKey"`
 	AgentID    string `json:"agentId"`
-	// Exists is false when the session does not exist (or was deleted).
-	Exists       bool          `json:"exists"`
+	// Exists is true for a hosted session and for a recorded one; false
+	// when vigil knows nothing of it (State is StateAbsent: never created,
+	// or deleted).
+	Exists bool `json:"exists"`
+	// State and HostedBy are as in SessionRow.
+	State        string        `json:"state"`
+	HostedBy     string        `json:"hostedBy,omitempty"`
 	SessionID    string        `json:"sessionId,omitempty"`
 	Kind         string        `json:"kind,omitempty"`
 	Label        string        `json:"label,omitempty"`
@@ -277,11 +302,53 @@ type PendingOutput struct {
 }
 
 // SystemEventView is a queued system event; Target is the session a
-// stale-state notice is about.
+// stale-state notice is about, and Data a notice as data, beside its
+// text (nil for an entry that is no notice).
 type SystemEventView struct {
-	Text       string `json:"text"`
-	ContextKey string `json:"contextKey"`
-	Target     string `json:"target,omitempty"`
+	Text       string      `json:"text"`
+	ContextKey string      `json:"contextKey"`
+	Target     string      `json:"target,omitempty"`
+	Data       *NoticeData `json:"data,omitempty"`
+}
+
+// NoticeType is the family a notice belongs to.
+type NoticeType string
+
+// The notice families.
+const (
+	// NoticeChanged: the target changed by another actor after what the
+	// watcher acknowledged; reconcile from ChangesSince.
+	NoticeChanged NoticeType = "changed"
+	// NoticeDeleted: the target was deleted by another actor.
+	NoticeDeleted NoticeType = "deleted"
+	// NoticeCreated: a new session of the watcher's agent (to its main
+	// session).
+	NoticeCreated NoticeType = "created"
+)
+
+// NoticeData is a notice as data, so that nothing is read out of its
+// text. Every notice has Type, Target and TargetAgentID. A changed notice
+// also has ChangesSince, the state version to reconcile from (Status with
+// ChangesSince), and the Kinds of the changes it covers and the Actors who
+// made them, each once: the changes by others after ChangesSince that
+// taking the notice acknowledges. Attention lists the states its attention
+// changes announced; Partial says some covered changes could not be read
+// (pruned, or the target deleted since).
+type NoticeData struct {
+	Type          NoticeType    `json:"type"`
+	Target        string        `json:"target"`
+	TargetAgentID string        `json:"targetAgentId"`
+	ChangesSince  *int64        `json:"changesSince,omitempty"`
+	Kinds         []Kind        `json:"kinds,omitempty"`
+	Actors        []NoticeActor `json:"actors,omitempty"`
+	Attention     []string      `json:"attention,omitempty"`
+	Partial       bool          `json:"partial,omitempty"`
+}
+
+// NoticeActor is who made a change a notice covers.
+type NoticeActor struct {
+	Type ActorType `json:"type"`
+	ID   string    `json:"id,omitempty"`
 }
 
 // GraphInput is sessions_graph's input.
@@ -321,20 +388,22 @@ type TurnInput struct {
 }
 
 // TurnOutput is what a turn (or session_wait) consumed: the lines for the
-// next prompt (SystemEvents, stale-state notices among them), the inbound
+// next prompt (SystemEvents, stale-state notices among them; Events are
+// the same entries in the same order, each notice with its data), the inbound
 // messages no earlier turn returned, the targets whose notices it
 // acknowledged, and the follow-up notices queued for the next turn. When
 // the wait ended with no work, TimedOut is true and Bookmark says where
 // the session stood.
 type TurnOutput struct {
-	TurnID       string        `json:"turnId,omitempty"`
-	SessionKey   string        `json:"sessionKey"`
-	SystemEvents []string      `json:"systemEvents"`
-	Messages     []MessageView `json:"messages"`
-	Acknowledged []string      `json:"acknowledged"`
-	FollowUps    []string      `json:"followUps"`
-	TimedOut     bool          `json:"timedOut"`
-	Bookmark     *TurnBookmark `json:"bookmark,omitempty"`
+	TurnID       string            `json:"turnId,omitempty"`
+	SessionKey   string            `json:"sessionKey"`
+	SystemEvents []string          `json:"systemEvents"`
+	Events       []SystemEventView `json:"events"`
+	Messages     []MessageView     `json:"messages"`
+	Acknowledged []string          `json:"acknowledged"`
+	FollowUps    []string          `json:"followUps"`
+	TimedOut     bool              `json:"timedOut"`
+	Bookmark     *TurnBookmark     `json:"bookmark,omitempty"`
 }
 
 // TurnBookmark is the session's state version when a wait ended with no
@@ -441,6 +510,13 @@ type RecordInput struct {
 	// Parent is the session's watcher (for KindChildSpawned, the one whose
 	// cursor is seeded).
 	Parent string `json:"parent,omitempty"`
+	// HostedBy names the runtime that keeps the session (langgraph,
+	// claude-code, ...), which views show as where it is hosted.
+	HostedBy string `json:"hostedBy,omitempty"`
+	// IfStateVersion and IfSynced are preconditions on the session, as on
+	// every tool that changes one: a refused one is a *ConflictError.
+	IfStateVersion *int64 `json:"ifStateVersion,omitempty"`
+	IfSynced       bool   `json:"ifSynced,omitempty"`
 	// Upstream reports a check of an adopted session's transcript; the
 	// gateway then makes the event itself.
 	Upstream *UpstreamCheck `json:"upstream,omitempty"`

@@ -315,6 +315,43 @@ func TestWithoutTokensThePageOpensStraightOnTheSessions(t *testing.T) {
 
 // ---- the sessions view ----
 
+// A session a runtime keeps elsewhere and records in vigil is listed,
+// graphed and shown like a hosted one, marked as hosted by that runtime,
+// and its page never reads as deleted. (A spawned session's row says vigil:
+// TestSessionsViewListsEachChildUnderItsParent.)
+func TestASessionRecordedElsewhereIsListedAndShownAsHostedByItsRuntime(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	const thread = "agent:main:langgraph:ticket-42"
+	tool[gateway.RecordOutput](t, gw, manager, "session_record", map[string]any{"sessionKey": thread, "kind": "child_spawned",
+		"parent": manager, "hostedBy": "langgraph"})
+	tool[gateway.RecordOutput](t, gw, "", "session_record", map[string]any{"sessionKey": thread, "kind": "goal_changed"})
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	run(t, ctx, "wait for the recorded session's row", chromedp.WaitVisible(row(thread)),
+		chromedp.WaitVisible(cursor("#graph", manager, thread, "")))
+	if host := eval[string](t, ctx, `document.querySelector('tr.session[data-key="`+thread+`"] .badge.host.elsewhere')?.innerText ?? ''`); host != "langgraph" {
+		t.Errorf("the recorded session's row says it is hosted by %q, want langgraph", host)
+	}
+	// The supervisor the runtime records for (its parent, which watches it)
+	// is listed too, hosted by the same runtime until it acts through vigil.
+	if host := eval[string](t, ctx, `document.querySelector('tr.session[data-key="`+manager+`"] .badge.host')?.innerText ?? ''`); host != "langgraph" {
+		t.Errorf("the supervisor's row says it is hosted by %q, want langgraph", host)
+	}
+	run(t, ctx, "open the recorded session", chromedp.Navigate(gw.URL+"/"+sessionHash(thread)),
+		chromedp.WaitVisible(chromedp.ID("s-elsewhere")))
+	waitText(t, ctx, "#s-facts", "langgraph")
+	if facts := eval[string](t, ctx, `document.getElementById('s-facts').textContent`); !strings.Contains(facts, "First recorded") ||
+		strings.Contains(facts, "Incarnation") {
+		t.Errorf("the recorded session's facts: %q", facts)
+	}
+	waitText(t, ctx, "#timeline", "goal_changed", "child_spawned")
+	shown := eval[[]bool](t, ctx, `['s-missing', 'goal-form', 'send-form'].map(id => !document.getElementById(id).hidden)`)
+	if !slices.Equal(shown, []bool{false, false, false}) {
+		t.Errorf("on a recorded session's page, shown: missing, goal form, send form = %v; want none", shown)
+	}
+}
+
 func TestSessionsViewListsEachChildUnderItsParent(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, true)
@@ -336,7 +373,8 @@ func TestSessionsViewListsEachChildUnderItsParent(t *testing.T) {
 		t.Fatalf("rows (key depth) = %q, want %q", rows, want)
 	}
 	cells := eval[[]string](t, ctx, fmt.Sprintf(`[...document.querySelectorAll('tr.session[data-key=%q] td')].map(c => c.innerText.trim())`, child))
-	if len(cells) != 7 || !strings.Contains(cells[0], "writer") || cells[1] != "main" || cells[2] != "subagent" || cells[3] != manager || cells[4] != "2" {
+	if len(cells) != 8 || !strings.Contains(cells[0], "writer") || cells[1] != "main" || cells[2] != "subagent" || cells[3] != "vigil" ||
+		cells[4] != manager || cells[5] != "2" {
 		t.Fatalf("the child's row = %q", cells)
 	}
 }

@@ -277,6 +277,7 @@ func TestPythonRuntime(t *testing.T) {
 		"System: " + notice(spawned) + "\n",
 		"User [agent " + manager + "] (message ",
 		"): How far along are you?\n",
+		fmt.Sprintf("[runtime] notice: %s changed (human_direct_message by human ann)\n", h),
 		fmt.Sprintf("[runtime] reconcile: session_status sessionKey %q changesSince %d\n", h, spawned),
 		fmt.Sprintf("[runtime]   #%d human_direct_message by human ann: human message via api {\"channel\": \"api\"}\n", personMsg),
 		"[runtime] reply to message ",
@@ -294,6 +295,7 @@ func TestPythonRuntime(t *testing.T) {
 	// acknowledged; no messages, so no reply.
 	for _, want := range []string{
 		"System: " + notice(personMsg) + "\n",
+		fmt.Sprintf("[runtime] notice: %s changed (goal_changed by human ann)\n", h),
 		fmt.Sprintf("[runtime] reconcile: session_status sessionKey %q changesSince %d\n", h, personMsg),
 		fmt.Sprintf("[runtime]   #%d goal_changed by human ann: goal created\n", goal.StateVersion),
 		"[runtime]   stateVersion " + fmt.Sprint(goal.StateVersion) + ", 1 change(s)\n",

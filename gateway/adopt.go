@@ -284,12 +284,20 @@ func (g *Gateway) Adopt(ctx context.Context, c Caller, in AdoptInput) (_ AdoptOu
 		if err != nil {
 			return err
 		}
+		// Its coding agent keeps it: it is listed as recorded, hosted by
+		// that agent's catalog (unless this gateway hosts it).
+		if err := noteRecordedUnlessHosted(ctx, txn, tx, ref, a.CatalogID); err != nil {
+			return err
+		}
 		out = AdoptOutput{SessionKey: ref.Key, Recorded: adopted.Recorded.Appended}
 		if out.Link, err = linkView(*adopted.Link); err != nil {
 			return err
 		}
 		if watcher != "" {
 			if _, err := txn.Watch(ctx, watcher, ref); err != nil {
+				return err
+			}
+			if err := noteRecordedWatcher(ctx, txn, tx, watcher, ""); err != nil {
 				return err
 			}
 			out.Watched = true

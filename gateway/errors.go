@@ -126,6 +126,7 @@ func (g *Gateway) publicIn(ctx context.Context, err error) error {
 // operations a transport calls defer it.
 func (g *Gateway) public(ctx context.Context, err *error) {
 	if *err != nil && ctx.Err() == nil {
+		g.conflictData(ctx, *err)
 		*err = g.publicIn(ctx, *err)
 	}
 }

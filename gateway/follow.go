@@ -238,7 +238,7 @@ func (f *Follower) Run(ctx context.Context, r FollowReader) error {
 		var err error
 		select {
 		case ev, ok := <-live:
-			err = f.round(ctx, r, live, func() error { return f.heardLive(r, ev, ok) })
+			err = f.round(ctx, r, live, func() error { return f.heardLive(ctx, r, ev, ok) })
 		case <-appended:
 			err = f.round(ctx, r, live, func() error { return nil })
 		case <-f.marks:
@@ -284,7 +284,7 @@ drain:
 	for n := 0; n < followLiveBuffer; n++ {
 		select {
 		case ev, ok := <-live:
-			if err := f.heardLive(r, ev, ok); err != nil {
+			if err := f.heardLive(ctx, r, ev, ok); err != nil {
 				return err
 			}
 		default:
@@ -338,15 +338,19 @@ func (f *Follower) giveBackTaken() {
 }
 
 // heardLive handles a live event, or the live listener's end (ok false:
-// the reader fell behind).
-func (f *Follower) heardLive(r FollowReader, ev *LiveEvent, ok bool) error {
+// the reader fell behind). A notice is given with its data.
+func (f *Follower) heardLive(ctx context.Context, r FollowReader, ev *LiveEvent, ok bool) error {
 	switch {
 	case !ok:
 		return ErrFellBehind
 	case ev.Type == LiveRecheck: // for waiting turns only
 	case r.Live != nil:
 		f.given = f.g.clk.Now()
-		return r.Live(*ev)
+		live, err := f.g.LiveNotice(ctx, *ev)
+		if err != nil {
+			return err
+		}
+		return r.Live(live)
 	}
 	return nil
 }

@@ -241,9 +241,12 @@ func parseRef(field, key, agentID string) (vigil.SessionRef, error) {
 
 // ResolveCaller checks that principal may act as the session named by
 // sessionKey ("" for none) and returns the caller. An agent credential
-// without a session acts as its agent's main session. Resolving stores
-// nothing: an agent's main session is created by the first change that
-// needs its row, and any other acting session must already exist.
+// without a session acts as its agent's main session, and may act as any
+// session of its agent the gateway knows, hosted or recorded (a runtime
+// elsewhere keeps it: it takes its turns and gets its notices through
+// vigil), never as another agent's. Resolving stores nothing: an agent's
+// main session is created by the first change that needs its row, and any
+// other acting session must already be hosted or recorded.
 func (g *Gateway) ResolveCaller(ctx context.Context, p Principal, sessionKey string) (_ Caller, err error) {
 	defer g.public(ctx, &err)
 	if sessionKey == "" {
@@ -269,11 +272,29 @@ func (g *Gateway) ResolveCaller(ctx context.Context, p Principal, sessionKey str
 	}
 	ref := vigil.SessionRef{AgentID: k.AgentID(), Key: k.String()}
 	if k.Kind() != sessionkey.Main {
-		if _, err := g.session(ctx, ref); err != nil {
+		if err := g.known(ctx, ref); err != nil {
 			return Caller{}, fmt.Errorf("acting session: %w", err)
 		}
 	}
 	return Caller{Principal: p, Session: &ref}, nil
+}
+
+// known fails with ErrNotFound unless the gateway hosts ref or knows it
+// through what was recorded of it.
+func (g *Gateway) known(ctx context.Context, ref vigil.SessionRef) error {
+	if _, hosted, err := g.store.Session(ctx, ref); err != nil || hosted {
+		if err != nil {
+			return fmt.Errorf("read session %s: %w", ref, err)
+		}
+		return nil
+	}
+	if _, recorded, err := g.store.RecordedSession(ctx, ref); err != nil || recorded {
+		if err != nil {
+			return fmt.Errorf("read the recorded session %s: %w", ref, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: session %s (this gateway neither hosts it nor has anything recorded of it)", ErrNotFound, ref)
 }
 
 // session reads a committed session, failing with ErrNotFound.

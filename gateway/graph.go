@@ -40,7 +40,7 @@ type GraphOutput struct {
 }
 
 // Graph lists who watches whom: for each target session the caller may
-// reach, in the order of sessions_list, every cursor on it whose watcher's
+// reach (hosted or recorded), in the order of sessions_list, every cursor on it whose watcher's
 // agent the caller may also reach. A page holds the cursors of at most limit
 // targets, so paging never splits one target's watchers. Reading moves no
 // cursor and consumes no notice.
@@ -71,13 +71,13 @@ func (g *Gateway) Graph(ctx context.Context, c Caller, in GraphInput) (_ GraphOu
 	var last vigil.SessionRef
 	targets := 0
 	for {
-		rows, err := g.store.ListSessions(ctx, f)
+		rows, err := g.listSessions(ctx, f)
 		if err != nil {
 			return GraphOutput{}, err
 		}
 		for _, s := range rows {
-			f.After = s.Ref
-			if !c.Principal.canReach(s.Ref.AgentID) {
+			f.After = s.ref
+			if !c.Principal.canReach(s.ref.AgentID) {
 				continue
 			}
 			if targets == limit {
@@ -85,15 +85,15 @@ func (g *Gateway) Graph(ctx context.Context, c Caller, in GraphInput) (_ GraphOu
 				return out, nil
 			}
 			targets++
-			last = s.Ref
-			cursors, err := g.eng.Cursors(ctx, s.Ref)
+			last = s.ref
+			cursors, err := g.eng.Cursors(ctx, s.ref)
 			if err != nil {
-				return GraphOutput{}, fmt.Errorf("cursors on %s: %w", s.Ref, err)
+				return GraphOutput{}, fmt.Errorf("cursors on %s: %w", s.ref, err)
 			}
 			for _, cur := range cursors {
 				// Cursors lists both sides; the target side alone keeps each
 				// edge on exactly one page.
-				if cur.Target != s.Ref || !c.Principal.canReach(watcherAgent(cur.Watcher)) {
+				if cur.Target != s.ref || !c.Principal.canReach(watcherAgent(cur.Watcher)) {
 					continue
 				}
 				if _, ok := queues[cur.Watcher]; !ok {

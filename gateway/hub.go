@@ -33,6 +33,11 @@ type LiveEvent struct {
 type NoticeView struct {
 	Text   string `json:"text"`
 	Target string `json:"target"`
+	// Data is the notice as data; the hub leaves it to the event's reader
+	// (Gateway.LiveNotice).
+	Data *NoticeData `json:"data,omitempty"`
+	// entry is the queue entry the notice is, for LiveNotice.
+	entry vigil.SystemEvent
 }
 
 // Hub fans live events out to listeners without ever blocking the
@@ -233,7 +238,7 @@ func (h *Hub) Wake(watcher string) { h.Publish(LiveEvent{Type: LiveWake, Session
 
 // Notice is vigil.Options.OnNotice.
 func (h *Hub) Notice(watcher string, n vigil.SystemEvent) {
-	v := &NoticeView{Text: n.Text}
+	v := &NoticeView{Text: n.Text, entry: n}
 	if n.Target != nil {
 		v.Target = n.Target.Key
 	}

@@ -405,7 +405,8 @@ type DeleteOutput struct {
 }
 
 // Delete deletes the session: its row, transcript, runs, events, head and
-// every cursor naming it.
+// every cursor naming it. A recorded session (one a runtime elsewhere
+// keeps) is deleted as far as vigil keeps it: its log, cursors and row.
 func (g *Gateway) Delete(ctx context.Context, c Caller, in SessionInput) (_ DeleteOutput, err error) {
 	defer g.public(ctx, &err)
 	ref, err := parseRef("sessionKey", in.SessionKey, in.AgentID)
@@ -423,11 +424,27 @@ func (g *Gateway) Delete(ctx context.Context, c Caller, in SessionInput) (_ Dele
 		if err := g.checkPrecondition(ctx, txn, c, ref, pre); err != nil {
 			return err
 		}
-		if _, err := mustGet(ctx, tx, ref); err != nil {
+		_, hosted, err := tx.GetSession(ctx, ref)
+		if err != nil {
 			return err
 		}
-		if err := tx.DeleteSessionRow(ctx, ref); err != nil {
+		if hosted {
+			if err := tx.DeleteSessionRow(ctx, ref); err != nil {
+				return err
+			}
+		}
+		// A recorded session goes too: what vigil keeps of it (its runtime
+		// keeps the rest).
+		recorded, err := tx.DeleteRecorded(ctx, ref)
+		if err != nil {
 			return err
+		}
+		if !hosted && !recorded {
+			if v, err := txn.Version(ctx, ref); err != nil {
+				return err
+			} else if v == 0 {
+				return fmt.Errorf("%w: session %s", ErrNotFound, ref)
+			}
 		}
 		// Its watchers are told once, durably; the acting session, if it
 		// watched, deleted it itself and is told nothing.

@@ -22,9 +22,15 @@ type ConflictError struct {
 	// refused.
 	StateVersion int64
 	// Notice is, for ifSynced, the caller's pending notice about the
-	// target (empty when none is queued, e.g. after a restart).
-	Notice string
-	msg    string
+	// target (empty when none is queued, e.g. after a restart), and
+	// NoticeData that notice as data.
+	Notice     string
+	NoticeData *NoticeData
+	// entry and watcher are the queued notice, whose data the gateway
+	// reads once the refused write has ended (conflictData).
+	entry   *vigil.SystemEvent
+	watcher string
+	msg     string
 }
 
 func (e *ConflictError) Error() string { return e.msg }
@@ -80,14 +86,31 @@ func (g *Gateway) checkPrecondition(ctx context.Context, txn *vigil.Txn, c Calle
 				"sessionKey %q changesSince %d, then retry with ifStateVersion %d",
 			target, stale.Version, *p.IfStateVersion, target.Key, *p.IfStateVersion, stale.Version)}
 	case errors.As(err, &stale):
-		return &ConflictError{Target: target, StateVersion: stale.Version, Notice: stale.Notice, msg: fmt.Sprintf(
-			"conflict: %s changed after what %s has acknowledged (seen up to %d, changed at %d): nothing was changed; "+
-				"take your turn or reconcile with session_status sessionKey %q changesSince %d, then retry",
-			target, stale.Watcher, stale.LastSeen, stale.Material, target.Key, stale.LastSeen)}
+		return &ConflictError{Target: target, StateVersion: stale.Version, Notice: stale.Notice, entry: stale.Queued,
+			watcher: stale.Watcher, msg: fmt.Sprintf(
+				"conflict: %s changed after what %s has acknowledged (seen up to %d, changed at %d): nothing was changed; "+
+					"take your turn or reconcile with session_status sessionKey %q changesSince %d, then retry",
+				target, stale.Watcher, stale.LastSeen, stale.Material, target.Key, stale.LastSeen)}
 	case errors.Is(err, vigil.ErrNotWatching):
 		return invalid("ifSynced: %s does not watch %s (spawn it, or send with watch: true first)", c.Session.Key, target)
 	}
 	return err
+}
+
+// conflictData gives a refused precondition's conflict the data of the
+// notice it carries. It reads outside the refused write, which has ended:
+// a coalesced notice's data may need a read of the log.
+func (g *Gateway) conflictData(ctx context.Context, err error) {
+	var conflict *ConflictError
+	if !errors.As(err, &conflict) || conflict.entry == nil || conflict.NoticeData != nil {
+		return
+	}
+	d, derr := g.NoticeData(ctx, conflict.watcher, *conflict.entry)
+	if derr != nil {
+		g.log.Warn("read what a conflict's notice covers", "session", conflict.watcher, "err", derr)
+		return
+	}
+	conflict.NoticeData = d
 }
 
 // Fence bounds.

@@ -49,9 +49,12 @@ type StateChanges struct {
 
 // StatusOutput is session_status's output.
 type StatusOutput struct {
-	SessionKey   string        `json:"sessionKey"`
-	AgentID      string        `json:"agentId"`
-	Exists       bool          `json:"exists" jsonschema:"false when the session does not exist (or was deleted)"`
+	SessionKey string `json:"sessionKey"`
+	AgentID    string `json:"agentId"`
+	Exists     bool   `json:"exists" jsonschema:"true for a session this gateway hosts and for one a runtime elsewhere keeps (state recorded); false when vigil knows nothing of it: never created, or deleted"`
+	// State and HostedBy say where the session lives.
+	State        string        `json:"state" jsonschema:"hosted (this gateway keeps it), recorded (a runtime elsewhere keeps it and records what happens in it) or absent (never created, or deleted)"`
+	HostedBy     string        `json:"hostedBy,omitempty" jsonschema:"who keeps the session: vigil, or for a recorded one the runtime its recorder named, else agent:<agentId> (that agent's own runtime)"`
 	SessionID    string        `json:"sessionId,omitempty"`
 	Kind         string        `json:"kind,omitempty"`
 	Label        string        `json:"label,omitempty"`
@@ -115,7 +118,7 @@ func (g *Gateway) Status(ctx context.Context, c Caller, in StatusInput) (_ Statu
 		if out.StateVersion, err = g.eng.Version(ctx, ref); err != nil {
 			return StatusOutput{}, err
 		}
-		return out, nil
+		return g.withState(ctx, out, ref)
 	}
 	start := time.Now()
 	d, err := g.eng.ChangesSince(ctx, ref, *in.ChangesSince, limit)
@@ -132,6 +135,24 @@ func (g *Gateway) Status(ctx context.Context, c Caller, in StatusInput) (_ Statu
 	out.StateVersion = d.StateVersion
 	out.StateChanges = &StateChanges{Events: events, Truncated: d.Truncated, NextChangesSince: d.NextChangesSince,
 		EarliestAvailableSequence: d.EarliestAvailableSequence, HistoryGap: d.HistoryGap}
+	return g.withState(ctx, out, ref)
+}
+
+// withState fills in where the session of out lives: a recorded session
+// exists too, with when it was first and last recorded.
+func (g *Gateway) withState(ctx context.Context, out StatusOutput, ref vigil.SessionRef) (StatusOutput, error) {
+	if out.Exists {
+		out.State, out.HostedBy = StateHosted, HostedByVigil
+		return out, nil
+	}
+	state, r, err := g.sessionState(ctx, ref, out.StateVersion)
+	if err != nil {
+		return StatusOutput{}, err
+	}
+	out.State = state
+	if state == StateRecorded {
+		out.Exists, out.HostedBy, out.Kind, out.CreatedAt, out.UpdatedAt = true, hostedBy(r), r.Kind, r.CreatedAt, r.UpdatedAt
+	}
 	return out, nil
 }
 
@@ -155,8 +176,10 @@ type SessionRow struct {
 	SpawnedBy    string    `json:"spawnedBy,omitempty"`
 	Goal         *GoalView `json:"goal,omitempty"`
 	StateVersion int64     `json:"stateVersion,omitempty" jsonschema:"the session's state version, when it has logged changes"`
-	CreatedAt    int64     `json:"createdAt"`
-	UpdatedAt    int64     `json:"updatedAt"`
+	State        string    `json:"state" jsonschema:"hosted (this gateway keeps it) or recorded (a runtime elsewhere keeps it and records what happens in it)"`
+	HostedBy     string    `json:"hostedBy" jsonschema:"who keeps the session: vigil, or for a recorded one the runtime its recorder named, else agent:<agentId> (that agent's own runtime)"`
+	CreatedAt    int64     `json:"createdAt" jsonschema:"when it was created (a recorded one: when something was first recorded of it)"`
+	UpdatedAt    int64     `json:"updatedAt" jsonschema:"when it last changed (a recorded one: when something was last recorded of it)"`
 }
 
 // ListOutput is sessions_list's output.
@@ -196,35 +219,44 @@ func (g *Gateway) List(ctx context.Context, c Caller, in ListInput) (_ ListOutpu
 	}
 	out := ListOutput{Sessions: []SessionRow{}}
 	for {
-		rows, err := g.store.ListSessions(ctx, f)
+		rows, err := g.listSessions(ctx, f)
 		if err != nil {
 			return ListOutput{}, err
 		}
 		refs := make([]vigil.SessionRef, 0, len(rows))
 		for _, s := range rows {
-			refs = append(refs, s.Ref)
+			refs = append(refs, s.ref)
 		}
 		versions, err := g.eng.Versions(ctx, refs)
 		if err != nil {
 			return ListOutput{}, err
 		}
 		for _, s := range rows {
-			f.After = s.Ref
-			if !c.Principal.canReach(s.Ref.AgentID) {
+			f.After = s.ref
+			if !c.Principal.canReach(s.ref.AgentID) {
 				continue
 			}
 			if len(out.Sessions) == limit {
 				out.NextCursor = out.Sessions[limit-1].AgentID + "|" + out.Sessions[limit-1].SessionKey
 				return out, nil
 			}
-			out.Sessions = append(out.Sessions, SessionRow{SessionKey: s.Ref.Key, AgentID: s.Ref.AgentID,
-				SessionID: s.SessionID, Kind: s.Kind, Label: s.Label, SpawnedBy: s.SpawnedBy, Goal: goalView(s.Goal),
-				StateVersion: versions[s.Ref], CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt})
+			out.Sessions = append(out.Sessions, sessionRow(s, versions[s.ref]))
 		}
 		if len(rows) < f.Limit {
 			return out, nil
 		}
 	}
+}
+
+func sessionRow(s listedSession, version int64) SessionRow {
+	if r := s.recorded; r != nil {
+		return SessionRow{SessionKey: r.Ref.Key, AgentID: r.Ref.AgentID, Kind: r.Kind, StateVersion: version,
+			State: StateRecorded, HostedBy: hostedBy(*r), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+	}
+	h := s.hosted
+	return SessionRow{SessionKey: h.Ref.Key, AgentID: h.Ref.AgentID, SessionID: h.SessionID, Kind: h.Kind, Label: h.Label,
+		SpawnedBy: h.SpawnedBy, Goal: goalView(h.Goal), StateVersion: version, State: StateHosted, HostedBy: HostedByVigil,
+		CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt}
 }
 
 // --- sessions_history ---

@@ -26,6 +26,13 @@ type RecordInput struct {
 	DedupeKey  string          `json:"dedupeKey,omitempty" jsonschema:"recording the same key on the same session again changes nothing"`
 	OccurredAt int64           `json:"occurredAt,omitempty" jsonschema:"when it happened, ms since the epoch (clamped to the last 24 hours; default now)"`
 	Parent     string          `json:"parent,omitempty" jsonschema:"the session's parent: a watcher (for child_spawned, the one whose cursor is seeded)"`
+	// HostedBy names the runtime that keeps the session, which views show
+	// as where it is hosted.
+	HostedBy string `json:"hostedBy,omitempty" jsonschema:"the runtime that keeps the session (langgraph, openai-agents, claude-code, ...): views show it as where the session is hosted (default: agent:<agentId>, that agent's own runtime)"`
+	// The preconditions of a record are on its session, as for every tool
+	// that changes one.
+	IfStateVersion *int64 `json:"ifStateVersion,omitempty" jsonschema:"record only while the session's state version is still this one; else a conflict carries the current version"`
+	IfSynced       bool   `json:"ifSynced,omitempty" jsonschema:"record only while you (acting as a watcher of the session) have acknowledged all its changes; else a conflict carries your pending notice"`
 	// Upstream is set by a follower of adopted sessions' transcripts on
 	// another machine (adopt.go).
 	Upstream *UpstreamCheck `json:"upstream,omitempty" jsonschema:"a check of an adopted session's transcript by its follower (vigil follow-upstream): the gateway makes the event and moves the link's marker with it, in one write"`
@@ -53,8 +60,10 @@ func kindList() string {
 }
 
 // RecordElsewhere records an event of a session vigil does not host, with
-// the same validation, watchers, notices, wakes and reconciliation as a
-// hosted session's. The actor comes from the credential: an agent records
+// the same validation, watchers, notices, wakes, reconciliation and
+// preconditions (checked before the dedupe key: a record that landed,
+// retried with the same precondition, is refused, and reconciling shows
+// it) as a hosted session's. The actor comes from the credential: an agent records
 // as a session of its own agent, and as a person only with the
 // RecordHuman right; a person records as a person. Its summary must fit
 // (vigil.CheckSummary): the caller is told, rather than have it cut.
@@ -76,8 +85,21 @@ func (g *Gateway) RecordElsewhere(ctx context.Context, c Caller, in RecordInput)
 	if !in.Kind.Valid() {
 		return RecordOutput{}, invalid("kind %q is not one of %s", in.Kind, kindList())
 	}
+	if err := checkRuntime(in.HostedBy); err != nil {
+		return RecordOutput{}, err
+	}
+	pre := Precondition{IfStateVersion: in.IfStateVersion, IfSynced: in.IfSynced}
 	if in.Upstream != nil {
+		if in.HostedBy != "" {
+			return RecordOutput{}, invalid("hostedBy does not go with upstream: an adopted session is hosted by its coding agent")
+		}
+		if !pre.empty() {
+			return RecordOutput{}, invalid("ifStateVersion and ifSynced do not go with upstream: a follower's check is not a write on what its caller read")
+		}
 		return g.recordUpstream(ctx, c, ref, in)
+	}
+	if err := pre.validate(c); err != nil {
+		return RecordOutput{}, err
 	}
 	if in.Summary != "" {
 		if err := vigil.CheckSummary(in.Summary); err != nil {
@@ -114,9 +136,24 @@ func (g *Gateway) RecordElsewhere(ctx context.Context, c Caller, in RecordInput)
 	}
 	var res vigil.Recorded
 	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
+		if err := g.checkPrecondition(ctx, txn, c, ref, pre); err != nil {
+			return err
+		}
 		var err error
 		if res, err = txn.Record(ctx, rec); err != nil {
 			return err
+		}
+		if res.Appended {
+			// From now on the session, and a parent it made a watcher, are
+			// listed as recorded.
+			if err := noteRecorded(ctx, txn, tx, ref, in.HostedBy); err != nil {
+				return err
+			}
+			if rec.Parent != "" {
+				if err := noteRecordedWatcher(ctx, txn, tx, rec.Parent, in.HostedBy); err != nil {
+					return err
+				}
+			}
 		}
 		switch {
 		case rec.Kind == vigil.KindCreated && res.Appended:

@@ -165,5 +165,6 @@ func (RecordInput) refineSchema(p props) {
 	}
 	p.oneOf("kind", kinds...)
 	p.oneOf("actorType", string(vigil.ActorHuman), string(vigil.ActorAgent), string(vigil.ActorSystem))
+	p.preconditions()
 	refineUpstream(props{p.get("upstream")})
 }

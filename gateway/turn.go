@@ -24,6 +24,9 @@ type SystemEventView struct {
 	ContextKey string `json:"contextKey"`
 	// Target is the session a stale-state notice is about.
 	Target string `json:"target,omitempty"`
+	// Data is a notice's data, beside its text: absent for an entry that
+	// is no notice.
+	Data *NoticeData `json:"data,omitempty" jsonschema:"the notice as data, beside its text (absent for an entry that is no notice)"`
 }
 
 // PendingOutput is session_pending's output.
@@ -43,15 +46,11 @@ func (g *Gateway) Pending(ctx context.Context, c Caller, in PendingInput) (_ Pen
 	if err := c.ownOrPerson(ref, "look at the queue of"); err != nil {
 		return PendingOutput{}, err
 	}
-	out := PendingOutput{SessionKey: ref.Key, Events: []SystemEventView{}}
-	for _, e := range g.eng.Pending(ref.Key) {
-		v := SystemEventView{Text: e.Text, ContextKey: e.ContextKey}
-		if e.Target != nil {
-			v.Target = e.Target.Key
-		}
-		out.Events = append(out.Events, v)
+	events, err := g.SystemEventViews(ctx, ref.Key, g.eng.Pending(ref.Key))
+	if err != nil {
+		return PendingOutput{}, err
 	}
-	return out, nil
+	return PendingOutput{SessionKey: ref.Key, Events: events}, nil
 }
 
 func (g *Gateway) publishMessage(typ string, m sessions.Message) {
@@ -80,6 +79,9 @@ type TurnOutput struct {
 	// SystemEvents are the lines to put in the session's next prompt,
 	// oldest first: stale-state notices among them.
 	SystemEvents []string `json:"systemEvents"`
+	// Events are the same entries, in the same order, each with its
+	// context key and, for a notice, its data.
+	Events []SystemEventView `json:"events" jsonschema:"the systemEvents again, in the same order, each with its context key and, for a notice, the notice as data"`
 	// Messages are the inbound messages not seen by an earlier turn.
 	Messages []MessageView `json:"messages"`
 	// Acknowledged are the targets whose notices this turn acknowledged.
@@ -181,7 +183,7 @@ func (g *Gateway) Turn(ctx context.Context, c Caller, in TurnInput) (_ TurnOutpu
 				return TurnOutput{}, ctx.Err()
 			case <-g.done:
 				l.Close()
-				return TurnOutput{SessionKey: ref.Key, SystemEvents: []string{}, Messages: []MessageView{},
+				return TurnOutput{SessionKey: ref.Key, SystemEvents: []string{}, Events: []SystemEventView{}, Messages: []MessageView{},
 					Acknowledged: []string{}, FollowUps: []string{}, TimedOut: true}, nil
 			}
 		}
@@ -196,13 +198,13 @@ func (g *Gateway) idleTurn(ctx context.Context, ref vigil.SessionRef) (TurnOutpu
 	if err != nil {
 		return TurnOutput{}, fmt.Errorf("turn of %s: read its state version: %w", ref, err)
 	}
-	return TurnOutput{SessionKey: ref.Key, SystemEvents: []string{}, Messages: []MessageView{},
+	return TurnOutput{SessionKey: ref.Key, SystemEvents: []string{}, Events: []SystemEventView{}, Messages: []MessageView{},
 		Acknowledged: []string{}, FollowUps: []string{}, TimedOut: true, Bookmark: &TurnBookmark{StateVersion: v}}, nil
 }
 
 // takeTurn consumes the session's work, if it has any.
 func (g *Gateway) takeTurn(ctx context.Context, ref vigil.SessionRef) (TurnOutput, bool, error) {
-	out := TurnOutput{SessionKey: ref.Key, SystemEvents: []string{}, Messages: []MessageView{},
+	out := TurnOutput{SessionKey: ref.Key, SystemEvents: []string{}, Events: []SystemEventView{}, Messages: []MessageView{},
 		Acknowledged: []string{}, FollowUps: []string{}}
 	unread, err := g.hasUnread(ctx, ref)
 	if err != nil {
@@ -217,6 +219,13 @@ func (g *Gateway) takeTurn(ctx context.Context, ref vigil.SessionRef) (TurnOutpu
 	}
 	for _, e := range d.Events {
 		out.SystemEvents = append(out.SystemEvents, e.Text)
+	}
+	// The notices are acknowledged now: reading what coalesced ones cover
+	// goes on if the caller has gone, and if it fails they are still
+	// returned, as text.
+	if out.Events, err = g.SystemEventViews(context.WithoutCancel(ctx), ref.Key, d.Events); err != nil {
+		g.log.Error("turn: read what its notices cover", "session", ref.String(), "err", err)
+		out.Events = textViews(d.Events)
 	}
 	for _, t := range d.Acknowledged {
 		out.Acknowledged = append(out.Acknowledged, t.Key)

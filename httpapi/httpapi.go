@@ -493,7 +493,7 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	var conflict *gateway.ConflictError
 	if errors.As(err, &conflict) {
-		detail.StateVersion, detail.Notice = &conflict.StateVersion, conflict.Notice
+		detail.StateVersion, detail.Notice, detail.NoticeData = &conflict.StateVersion, conflict.Notice, conflict.NoticeData
 	}
 	writeJSON(w, statusOf[code], ErrorBody{Error: detail})
 }
@@ -518,6 +518,8 @@ type ErrorDetail struct {
 	// Notice is the caller's pending notice about the target, when an
 	// ifSynced precondition failed and one is queued.
 	Notice string `json:"notice,omitempty"`
+	// NoticeData is that notice as data.
+	NoticeData *gateway.NoticeData `json:"noticeData,omitempty"`
 	// RequestID names the server's log line with the details of a failure
 	// that was not the caller's (codes unavailable and internal).
 	RequestID string `json:"requestId,omitempty"`

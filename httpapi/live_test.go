@@ -776,9 +776,11 @@ func TestLiveSessionStreamShowsNoticeWakeMessageAndReplyOfAMainWatcher(t *testin
 
 	livePersonWrites(t, s, child, "use the Q3 numbers, not Q2")
 	n := liveNextLive(t, stream, gateway.LiveNotice, e2eManager)
-	if n.Notice == nil || *n.Notice != (gateway.NoticeView{Text: vigil.NoticeText(child, spawned), Target: child}) || n.Message != nil {
+	if n.Notice == nil || n.Notice.Text != vigil.NoticeText(child, spawned) || n.Notice.Target != child || n.Message != nil {
 		t.Fatalf("notice event = %+v / %+v", n, n.Notice)
 	}
+	wantNoticeData(t, "the stream's notice", n.Notice.Data, changedNotice(child, spawned, vigil.KindHumanDirectMessage,
+		gateway.NoticeActor{Type: vigil.ActorHuman, ID: e2eOperatorID}))
 	if w := liveNextLive(t, stream, gateway.LiveWake, e2eManager); w.Notice != nil || w.Message != nil {
 		t.Fatalf("wake event = %+v", w)
 	}

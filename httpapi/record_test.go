@@ -101,3 +101,20 @@ func TestSessionRecordRefusesWhatTheCredentialMayNotDoStoringNothing(t *testing.
 	}
 	e2eSameSnapshot(t, before, e2eSnapshot(t, s, recordWorker, "agent:main:elsewhere"))
 }
+
+// Acting as a recorded session (the Vigil-Session header) is open to its
+// own agent's credential only.
+func TestARecordedSessionIsActedAsByItsAgentsCredentialAndNoOtherAgents(t *testing.T) {
+	s := e2eStart(t)
+	recordSpawn(t, s)
+	turn := e2eDo[gateway.TurnOutput](t, s, e2eRuntime, recordWorker, "session_turn",
+		map[string]any{"sessionKey": recordWorker, "waitSeconds": 0})
+	if !turn.TimedOut {
+		t.Fatalf("the recorded worker's own turn: %+v", turn)
+	}
+	code, body := e2eCall(t, s, e2eMain, recordWorker, "session_pending", map[string]any{"sessionKey": recordWorker})
+	e2eCheckError(t, "another agent acting as the recorded worker", code, body, http.StatusForbidden, gateway.CodeForbidden, "agent:ext:subagent:w1")
+	code, body = e2eCall(t, s, e2eRuntime, "agent:ext:subagent:never-recorded", "session_pending",
+		map[string]any{"sessionKey": "agent:ext:subagent:never-recorded"})
+	e2eCheckError(t, "acting as a session of its own vigil knows nothing of", code, body, http.StatusNotFound, gateway.CodeNotFound)
+}

@@ -37,6 +37,12 @@ const SessionURIPrefix = "vigil://session/"
 // not know the key reads the resource again and finds that version.
 const BookmarkMetaKey = "io.github.vigilhq/bookmark"
 
+// NoticesMetaKey names, in the _meta of a tool result that hands notices
+// over, the notices as data: a list of {"text", "contextKey", "target",
+// "data"} objects (gateway.SystemEventView), one per System: line, in the
+// same order. A client that does not know the key reads the lines.
+const NoticesMetaKey = "io.github.vigilhq/notices"
+
 // New returns an MCP server acting as caller on g. Its session resources
 // report changes to subscribers until ctx ends.
 //
@@ -178,7 +184,7 @@ func toolHandler(g *gateway.Gateway, t *gateway.Tool, log *slog.Logger) mcp.Tool
 		} else if res, err = callTool(ctx, t, caller, req.Params.Arguments); err != nil {
 			return nil, err
 		}
-		res.Content = append(res.Content, deliverNotices(ctx, g, caller, log)...)
+		handNotices(ctx, g, caller, log, res)
 		return res, nil
 	}
 }
@@ -270,13 +276,29 @@ func rpcError(uri string, err error) error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: toolError(err), Data: data}
 }
 
-// deliverNotices drains the caller's queue: the lines go into the result,
-// and handing them over counts as the turn that consumed them, so notices
-// are acknowledged (with one follow-up for interleaved changes) and never
-// delivered twice.
-func deliverNotices(ctx context.Context, g *gateway.Gateway, caller gateway.Caller, log *slog.Logger) []mcp.Content {
+// handNotices drains the caller's queue into res: the lines go into its
+// content and, as data, into its _meta (NoticesMetaKey), and handing them
+// over counts as the turn that consumed them, so notices are acknowledged
+// (with one follow-up for interleaved changes) and never delivered twice.
+func handNotices(ctx context.Context, g *gateway.Gateway, caller gateway.Caller, log *slog.Logger, res *mcp.CallToolResult) {
+	lines, views := deliverNotices(ctx, g, caller, log)
+	if len(lines) == 0 {
+		return
+	}
+	res.Content = append(res.Content, lines...)
+	meta := mcp.Meta{}
+	for k, v := range res.Meta {
+		meta[k] = v
+	}
+	meta[NoticesMetaKey] = views
+	res.Meta = meta
+}
+
+// deliverNotices drains the caller's queue, as handNotices hands it over:
+// a line for each entry, and the entries as data.
+func deliverNotices(ctx context.Context, g *gateway.Gateway, caller gateway.Caller, log *slog.Logger) ([]mcp.Content, []gateway.SystemEventView) {
 	if caller.Session == nil {
-		return nil
+		return nil, nil
 	}
 	d, err := g.Engine().Drain(ctx, caller.Session.Key)
 	if err != nil {
@@ -284,17 +306,25 @@ func deliverNotices(ctx context.Context, g *gateway.Gateway, caller gateway.Call
 		// call itself has not failed.
 		if ctx.Err() != nil {
 			log.DebugContext(ctx, "mcp: the client went away before its notices were handed over", "session", caller.Session.Key, "err", err)
-			return nil
+			return nil, nil
 		}
 		log.WarnContext(ctx, "mcp: hand the notices over with a tool result", "session", caller.Session.Key, "err", err)
 		metrics.CountError(metrics.WhereMCPDrain)
-		return nil
+		return nil, nil
 	}
 	var out []mcp.Content
 	for _, e := range d.Events {
 		out = append(out, &mcp.TextContent{Text: "System: " + e.Text})
 	}
-	return out
+	// Acknowledged already: the data is read even if the client has gone,
+	// and when it cannot be, the lines are handed over without it.
+	views, err := g.SystemEventViews(context.WithoutCancel(ctx), caller.Session.Key, d.Events)
+	if err != nil {
+		log.Warn("mcp: read what the notices handed over cover", "session", caller.Session.Key, "err", err)
+		metrics.CountError(metrics.WhereMCPDrain)
+		return out, nil
+	}
+	return out, views
 }
 
 func readSession(g *gateway.Gateway) mcp.ResourceHandler {

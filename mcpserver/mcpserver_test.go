@@ -3,6 +3,7 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -85,6 +86,7 @@ func TestToolResultCarriesEachPendingNoticeOnce(t *testing.T) {
 	if len(got) != 2 || got[1] != want {
 		t.Fatalf("result content = %q, want the result then %q", got, want)
 	}
+	wantNoticesMeta(t, r.Meta, spawned.ChildSessionKey, 2)
 	if got := texts(call(t, manager, "sessions_list", map[string]any{})); len(got) != 1 {
 		t.Fatalf("the notice was delivered twice: %q", got)
 	}
@@ -97,4 +99,34 @@ func TestMalformedArgumentsAreAToolErrorNamingTheField(t *testing.T) {
 	if !r.IsError || !strings.Contains(texts(r)[0], "changesSince") {
 		t.Fatalf("result = %+v %q", r, texts(r))
 	}
+}
+
+// wantNoticesMeta checks that a result's _meta gives its one notice as
+// data: a person's message into target, to reconcile from since.
+func wantNoticesMeta(t *testing.T, meta map[string]any, target string, since int64) {
+	t.Helper()
+	b, err := json.Marshal(meta[mcpserver.NoticesMetaKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []gateway.SystemEventView
+	if err := json.Unmarshal(b, &got); err != nil || len(got) != 1 {
+		t.Fatalf("the result's notices as data = %s (%v), want one", b, err)
+	}
+	ref := vigil.MustRef(target)
+	want := gateway.SystemEventView{Text: vigil.NoticeText(target, since), ContextKey: vigil.NoticeContextKey(target), Target: target,
+		Data: &gateway.NoticeData{Type: vigil.NoticeChanged, Target: target, TargetAgentID: ref.AgentID, ChangesSince: &since,
+			Kinds: []vigil.Kind{vigil.KindHumanDirectMessage}, Actors: []gateway.NoticeActor{{Type: vigil.ActorHuman, ID: "local"}}}}
+	if !reflect.DeepEqual(got[0], want) {
+		t.Fatalf("the result's notice as data = %s, want %s", b, mustJSON(t, want))
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -355,8 +355,9 @@ func (ts *tasks) show(ctx context.Context, t *task) wireTask {
 	shown := t.shown
 	ts.mu.Unlock()
 	if shown == nil {
-		res := *t.result // a copy: the content slice grows in the copy only
-		res.Content = append(append([]mcp.Content{}, res.Content...), deliverNotices(ctx, ts.g, t.caller, ts.log)...)
+		res := *t.result // a copy: the content slice and the meta grow in the copy only
+		res.Content = append([]mcp.Content{}, res.Content...)
+		handNotices(ctx, ts.g, t.caller, ts.log, &res)
 		b, err := completeResult(&res)
 		if err != nil {
 			// Cannot happen for what callTool encoded once already; the

@@ -47,6 +47,7 @@ type liveToolResult struct {
 	} `json:"content"`
 	StructuredContent json.RawMessage `json:"structuredContent"`
 	IsError           bool            `json:"isError"`
+	Meta              map[string]any  `json:"_meta"`
 }
 
 func (r liveToolResult) texts() []string {
@@ -188,6 +189,13 @@ func TestATaskHandsTheCallersNoticesOverWhenItsResultIsFirstShown(t *testing.T) 
 	want := []string{liveCreated(child, ""), "System: " + vigil.NoticeText(child, at)}
 	if got := first.texts(); done.Status != "completed" || len(got) != 3 || !slices.Equal(got[1:], want) {
 		t.Fatalf("the fence's result %q, want its output and %q", got, want)
+	}
+	var notices []gateway.SystemEventView
+	if err := json.Unmarshal(mustJSON(t, first.Meta[mcpserver.NoticesMetaKey]), &notices); err != nil || len(notices) != 2 ||
+		notices[0].Data == nil || notices[0].Data.Type != vigil.NoticeCreated || notices[1].Data == nil ||
+		notices[1].Data.Type != vigil.NoticeChanged || *notices[1].Data.ChangesSince != at || notices[1].Text != vigil.NoticeText(child, at) {
+		t.Fatalf("the fence's result gives its notices as data %s, want the creation and the change, each with its data",
+			mustJSON(t, first.Meta[mcpserver.NoticesMetaKey]))
 	}
 	again := liveGetTask(t, lg, liveMainToken, liveManager, task.TaskID)
 	if string(again.Result) != string(done.Result) {

@@ -21,6 +21,7 @@ type Store interface {
 	// process dies. A store that one gateway uses alone may grant it
 	// always.
 	LockLinks(ctx context.Context, host string) (unlock func(), ok bool, err error)
+	RecordedReader
 	// Session reads one session.
 	Session(ctx context.Context, ref vigil.SessionRef) (Session, bool, error)
 	// SessionByLabel finds an agent's session by its label.
@@ -65,6 +66,7 @@ func TxOf(txn *vigil.Txn) (Tx, error) {
 type Tx interface {
 	PushTx
 	LinkWriter
+	RecordedWriter
 	GetSession(ctx context.Context, ref vigil.SessionRef) (Session, bool, error)
 	// MessagesAfter is Store.Messages inside the transaction.
 	MessagesAfter(ctx context.Context, ref vigil.SessionRef, afterID int64, limit int) ([]Message, error)

@@ -18,9 +18,10 @@ import (
 var cliCommands = []cliCommand{
 	{
 		name: "sessions", args: "[flags]", acting: true,
-		summary: "list the sessions (key, kind, parent, version, goal, label)",
+		summary: "list the sessions (key, kind, host, parent, version, goal, label)",
 		help: "List the sessions the token may reach, all pages of them, as a table of key, kind,\n" +
-			"parent, state version, goal status and label.",
+			"host (vigil for a session the gateway hosts; for one a runtime elsewhere keeps and\n" +
+			"records, that runtime), parent, state version, goal status and label.",
 		define: cliSessions,
 	},
 	{
@@ -212,14 +213,14 @@ func cliSessions(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string
 			}
 		default:
 			tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "KEY\tKIND\tPARENT\tVERSION\tGOAL\tLABEL")
+			fmt.Fprintln(tw, "KEY\tKIND\tHOST\tPARENT\tVERSION\tGOAL\tLABEL")
 			for _, r := range rows {
 				goal := "-"
 				if r.Goal != nil {
 					goal = r.Goal.Status
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", r.SessionKey, r.Kind, cliOr(r.SpawnedBy, "-"),
-					r.StateVersion, goal, cliOr(r.Label, "-"))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.SessionKey, r.Kind, cliOr(r.HostedBy, "-"),
+					cliOr(r.SpawnedBy, "-"), r.StateVersion, goal, cliOr(r.Label, "-"))
 			}
 			tw.Flush()
 		}
@@ -273,10 +274,10 @@ func cliStatus(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) 
 			return &cliExit{code: exitTimedOut, msg: fmt.Sprintf("%s did not reach state version %d in time (it is at %d)",
 				out.SessionKey, *waitFor, out.StateVersion)}
 		}
-		if !out.Exists && out.StateVersion == 0 {
+		if !out.Exists {
 			// Nothing is known of it: a failure, as for every command
 			// about a session (history, send, goal, ...). A session a
-			// runtime keeps elsewhere has no row but a log, and exists.
+			// runtime keeps elsewhere is recorded, and exists.
 			return &cliExitError{msg: fmt.Sprintf("not found: session %s (never created, or deleted)", out.SessionKey)}
 		}
 		return nil
@@ -288,9 +289,18 @@ func cliPrintStatus(c *cliClient, out client.StatusOutput, since int64) {
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "session\t%s\n", out.SessionKey)
 	fmt.Fprintf(tw, "agent\t%s\n", out.AgentID)
-	if !out.Exists {
-		fmt.Fprintf(tw, "exists\tno (never created, or deleted)\n")
-	} else {
+	switch {
+	case !out.Exists:
+		fmt.Fprintf(tw, "state\tabsent: never created, or deleted\n")
+	case out.State == client.StateRecorded:
+		fmt.Fprintf(tw, "state\trecorded: hosted by %s (vigil keeps its log and watchers; its runtime keeps the rest)\n", out.HostedBy)
+		fmt.Fprintf(tw, "kind\t%s\n", out.Kind)
+		if out.CreatedAt != 0 {
+			fmt.Fprintf(tw, "first recorded\t%s\n", cliTime(out.CreatedAt))
+			fmt.Fprintf(tw, "last recorded\t%s\n", cliTime(out.UpdatedAt))
+		}
+	default:
+		fmt.Fprintf(tw, "state\thosted by %s\n", cliOr(out.HostedBy, client.HostedByVigil))
 		fmt.Fprintf(tw, "kind\t%s\n", out.Kind)
 		fmt.Fprintf(tw, "incarnation\t%s\n", out.SessionID)
 		if out.Label != "" {

@@ -339,13 +339,13 @@ func TestCLITellsTheSeedsStory(t *testing.T) {
 		f := strings.Fields(l)
 		rows[f[0]] = f
 	}
-	if h := rows["KEY"]; strings.Join(h, " ") != "KEY KIND PARENT VERSION GOAL LABEL" {
+	if h := rows["KEY"]; strings.Join(h, " ") != "KEY KIND HOST PARENT VERSION GOAL LABEL" {
 		t.Fatalf("header %q", h)
 	}
-	if r := rows[w]; strings.Join(r, " ") != w+" subagent agent:main:main 3 - writer" {
+	if r := rows[w]; strings.Join(r, " ") != w+" subagent vigil agent:main:main 3 - writer" {
 		t.Fatalf("worker row %q:\n%s", r, out)
 	}
-	if r := rows[cliManager]; strings.Join(r, " ") != cliManager+" main - 0 - -" {
+	if r := rows[cliManager]; strings.Join(r, " ") != cliManager+" main vigil - 0 - -" {
 		t.Fatalf("manager row %q:\n%s", r, out)
 	}
 }
@@ -657,7 +657,7 @@ func TestCLIResetAndDelete(t *testing.T) {
 	if code != exitError || !strings.Contains(errOut, "not found: session "+w) {
 		t.Errorf("status of the deleted session: exit %d, %q", code, errOut)
 	}
-	cliMustMatch(t, "status", out, `^exists\s+no`)
+	cliMustMatch(t, "status", out, `^state\s+absent: never created, or deleted$`)
 	cliMustMatch(t, "status", out, `^version\s+0$`)
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -215,6 +216,33 @@ func TestAChangeWhosePreconditionFailedExits4WithWhatToDo(t *testing.T) {
 		t.Fatalf("an unsynced send: exit %d, %q", code, errOut)
 	}
 	cliOK(t, g, "goal", child, "set", "ship it", "--if-version", "3")
+}
+
+func TestARecordWhosePreconditionFailedExits4(t *testing.T) {
+	t.Parallel()
+	g := cliStartGateway(t, nil, vigil.Options{})
+	const key = "agent:ext:lg:thread-1"
+	cliOK(t, g, "record", key, "goal_changed") // version 1
+	cliOK(t, g, "record", key, "goal_changed") // version 2
+	code, _, errOut := cliRun(t, cliEnv(g), "record", key, "run_completed", "--if-version", "1")
+	if code != exitConflict || !strings.Contains(errOut, "not 1") {
+		t.Fatalf("a stale record: exit %d, %q", code, errOut)
+	}
+	if out := cliOK(t, g, "record", key, "run_completed", "--if-version", "2"); !strings.Contains(out, "recorded #3") {
+		t.Fatalf("a record at the current version: %q", out)
+	}
+}
+
+func TestASessionRecordedElsewhereIsListedAndShownWithItsHost(t *testing.T) {
+	t.Parallel()
+	g := cliStartGateway(t, nil, vigil.Options{})
+	const key = "agent:ext:lg:thread-1"
+	cliOK(t, g, "record", key, "goal_changed", "--hosted-by", "langgraph")
+	out := cliOK(t, g, "sessions", "--agent", "ext")
+	cliMustMatch(t, "sessions", out, `^`+regexp.QuoteMeta(key)+`\s+other\s+langgraph\s+-\s+1\s`)
+	out = cliOK(t, g, "status", key)
+	cliMustMatch(t, "status", out, `^state\s+recorded: hosted by langgraph `)
+	cliMustMatch(t, "status", out, `^version\s+1$`)
 }
 
 func TestAFenceThatIsNotReachedExits3(t *testing.T) {

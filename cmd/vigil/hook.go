@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"regexp"
 	"strings"
 	"time"
 
@@ -33,7 +34,8 @@ func init() {
 input, answer on standard output. The agent's session is the vigil session --session
 (env VIGIL_SESSION, or the context's session), or else agent:<--agent>:<--channel>:<the
 hook's session_id>. Notices reach a session vigil can act as: an agent's main session,
-or one vigil spawned; any other session is only recorded.
+one vigil spawned, or one it knows from what was recorded of it (a derived session once
+its first prompt is recorded, with --parent, or once it watches a session).
 
   SessionStart, PostToolUse  the session's pending notices (and new messages), as added
                              context; taking them acknowledges them, as a turn does
@@ -59,6 +61,10 @@ const defaultFence = "Bash,Edit,MultiEdit,NotebookEdit,Write"
 // maxHookInput bounds the hook's input: an agent's tool results can be
 // large, but not this large.
 const maxHookInput = 32 << 20
+
+// hookRuntime is what a runtime's name may be (session_record's
+// hostedBy); a channel that is not one is recorded without it.
+var hookRuntime = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 
 // hookRefused is the exit status by which the agent refuses a tool call,
 // reading the reason on stderr.
@@ -122,8 +128,9 @@ type hook struct {
 	api       *client.Client // acting as key
 	recordErr error          // why the prompt was not recorded, if it was not
 	// unqueued is set when the gateway cannot act as the session (it
-	// neither hosts it nor is it an agent's main session): it has no
-	// queue to take, so there is nothing to give or fence.
+	// neither hosts it nor has anything recorded of it, nor is it an
+	// agent's main session): it has no queue to take, so there is nothing
+	// to give or fence.
 	unqueued bool
 }
 
@@ -246,7 +253,8 @@ func (h *hook) withContext(ctx context.Context) error {
 	case h.unqueued && h.named && h.in.HookEventName == hookSessionStart:
 		// Said once a session: a misspelt --session would otherwise
 		// quietly get nothing.
-		out.SystemMessage = fmt.Sprintf("vigil: no notices can reach %s: vigil neither hosts it nor is it an agent's main session", h.key)
+		out.SystemMessage = fmt.Sprintf("vigil: no notices can reach %s: vigil neither hosts it nor has anything recorded of it, "+
+			"nor is it an agent's main session", h.key)
 	}
 	if out.SystemMessage != "" {
 		fmt.Fprintf(h.c.stderr, "%s: %s\n", h.c.cmd, out.SystemMessage)
@@ -264,11 +272,15 @@ func (h *hook) prompt(ctx context.Context) error {
 		in := client.RecordInput{SessionKey: h.key, Kind: client.KindHumanDirectMessage, ActorType: client.ActorHuman,
 			ActorID: h.person, Summary: "human message via " + h.channel, Payload: map[string]any{"channel": h.channel},
 			Parent: h.parent}
+		if hookRuntime.MatchString(h.channel) && h.channel != "vigil" {
+			in.HostedBy = h.channel // the agent keeps the session: views show it hosted there
+		}
 		if h.in.PromptID != "" {
 			in.DedupeKey = "prompt:" + h.in.PromptID
 		}
-		// Recorded as the credential, not as the session: vigil cannot act
-		// as a session it does not host, which is what a recorded one is.
+		// Recorded as the credential, not as the session, which vigil
+		// knows only once something is recorded of it: from then on the
+		// hook acts as it.
 		if _, err := h.c.api.Record(rctx, in); err != nil {
 			var refused *client.APIError
 			if !errors.As(err, &refused) || refused.StatusCode == 0 {

@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -214,6 +215,36 @@ func TestAPersonsPromptIsRecordedForTheSessionsWatchersAndItsNoticesAnswerIt(t *
 	}
 }
 
+// A coding agent's session the hook derives is recorded with its first
+// prompt: from then on vigil lists it, hosted by the agent, and the hook
+// acts as it, so the notices of what it watches reach the agent.
+func TestASessionTheHookDerivesGetsItsNoticesOnceItIsRecorded(t *testing.T) {
+	t.Parallel()
+	g := cliStartGateway(t, nil, vigil.Options{})
+	const derived = "agent:main:claude-code:2f8b6c1e-4d0a-4a5e-9c3b-7e1d2a9f6b40"
+	if out := hookOK(t, cliEnv(g), "user_prompt_submit.json", "--parent", cliManager); out != "" {
+		t.Fatalf("the first prompt answered %q", out)
+	}
+	st := cliJSON[client.StatusOutput](t, g, "status", derived)
+	if !st.Exists || st.State != client.StateRecorded || st.HostedBy != "claude-code" {
+		t.Fatalf("the derived session once its prompt is recorded: %+v", st)
+	}
+	if out := cliOK(t, g, "sessions", "--agent", "main"); !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(derived) + `\s+other\s+claude-code\s`).MatchString(out) {
+		t.Fatalf("vigil sessions does not list the derived session hosted by claude-code:\n%s", out)
+	}
+	// It watches a helper (the session its agent spawned), into which a
+	// person writes.
+	const helper = "agent:main:worker:research-1"
+	cliOK(t, g, "record", helper, "child_spawned", "--actor-type", "agent", "--actor-id", derived, "--parent", derived)
+	cliOK(t, g, "record", helper, "human_direct_message", "--actor-type", "human", "--actor-id", "telegram:42")
+	out := hookOK(t, cliEnv(g), "post_tool_use_edit.json")
+	want := `{"hookSpecificOutput":{"hookEventName":"PostToolUse","additionalContext":` +
+		hookText("System: "+vigil.NoticeText(helper, st.StateVersion+1)) + `}}` + "\n"
+	if out != want {
+		t.Fatalf("PostToolUse of the derived session answered\n%s\nwant\n%s", out, want)
+	}
+}
+
 func TestAPromptThatCannotBeRecordedIsSaidAndTheNoticesStillGiven(t *testing.T) {
 	t.Parallel()
 	g, w := hookManagerWithANotice(t) // the manager is a session the gateway hosts
@@ -264,8 +295,9 @@ func TestTheHooksSessionIsTheFlagOrTheEnvironmentOrDerivedFromTheAgentsSessionID
 		t.Fatalf("with VIGIL_SESSION: %q", out)
 	}
 	// Derived from session_id, with --agent and --channel: a session vigil
-	// does not host, whose prompts are recorded for its watcher and which
-	// quietly gets no notices.
+	// does not host, whose prompts are recorded for its watcher; it has
+	// nothing queued (TestASessionTheHookDerivesGetsItsNoticesOnceItIsRecorded
+	// gives it some).
 	if out := hookOK(t, cliEnv(g), "user_prompt_submit.json", "--agent", "ops", "--channel", "codex", "--parent", cliOps); out != "" {
 		t.Fatalf("UserPromptSubmit of a derived session answered %q", out)
 	}
@@ -280,7 +312,7 @@ func TestTheHooksSessionIsTheFlagOrTheEnvironmentOrDerivedFromTheAgentsSessionID
 	// A named session vigil cannot act as is said once, at the start.
 	const nobody = "agent:main:subagent:nobody"
 	code, out, errOut := hookRun(t, cliEnv(g), hookPayload(t, "session_start.json"), "--session", nobody)
-	wantSaid := "vigil: no notices can reach " + nobody + ": vigil neither hosts it nor is it an agent's main session"
+	wantSaid := "vigil: no notices can reach " + nobody + ": vigil neither hosts it nor has anything recorded of it, nor is it an agent's main session"
 	if code != 0 || out != `{"systemMessage":`+hookText(wantSaid)+"}\n" || !strings.Contains(errOut, wantSaid) {
 		t.Fatalf("SessionStart of an unknown named session: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}

@@ -171,6 +171,11 @@ func TestServeKeepsAPendingNoticeAcrossARestart(t *testing.T) {
 		{Text: vigil.NoticeText(worker, 2), ContextKey: vigil.NoticeContextKey(worker), Target: worker},
 	}
 	pending := callOK[gateway.PendingOutput](t, first, "", "", "session_pending", map[string]any{"sessionKey": manager})
+	// Their data too: read from the log after the restart, the same.
+	data := make([]*gateway.NoticeData, len(pending.Events))
+	for i := range pending.Events {
+		data[i], pending.Events[i].Data = pending.Events[i].Data, nil
+	}
 	if !reflect.DeepEqual(pending.Events, want) {
 		t.Fatalf("pending before the restart = %+v, want %+v", pending.Events, want)
 	}
@@ -186,6 +191,12 @@ func TestServeKeepsAPendingNoticeAcrossARestart(t *testing.T) {
 		t.Fatal("no address")
 	}
 	pending = callOK[gateway.PendingOutput](t, second, "", "", "session_pending", map[string]any{"sessionKey": manager})
+	for i := range pending.Events {
+		if i < len(data) && !reflect.DeepEqual(pending.Events[i].Data, data[i]) {
+			t.Errorf("after the restart notice %d has data %+v, before it %+v", i, pending.Events[i].Data, data[i])
+		}
+		pending.Events[i].Data = nil
+	}
 	if !reflect.DeepEqual(pending.Events, want) {
 		t.Fatalf("pending after the restart = %+v, want %+v\n%s", pending.Events, want, second.stderr.String())
 	}

@@ -72,7 +72,9 @@ func init() {
 				"run_failed, compacted, created, adopted, upstream_missing, session_reset, attention) for\n" +
 				"session KEY, which your runtime keeps (vigil does not host it). Its watchers get their\n" +
 				"notices as for a hosted session. A person's event (--actor-type human, which adopted\n" +
-				"takes) needs a credential with the recordHuman right.",
+				"takes) needs a credential with the recordHuman right. vigil sessions lists KEY from\n" +
+				"then on, hosted by --hosted-by (default agent:<its agent>). --if-version and\n" +
+				"--if-synced record only while KEY is as you last read it (exit 4 on a conflict).",
 			define: cliRecord,
 		},
 		cliCommand{
@@ -262,6 +264,8 @@ func cliRecord(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) 
 	dedupe := fs.String("dedupe-key", "", "recording the same key on the same session again changes nothing")
 	parent := fs.String("parent", "", "the session's parent, a watcher")
 	runID := fs.String("run", "", "the run the event is about")
+	hostedBy := fs.String("hosted-by", "", "the runtime that keeps KEY (langgraph, claude-code, ...), shown as where it is hosted")
+	pre := cliPreconditions(fs, "KEY")
 	return func(ctx context.Context, args []string) error {
 		if err := cliArgs(args, "KEY", "KIND"); err != nil {
 			return err
@@ -271,7 +275,7 @@ func cliRecord(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) 
 		}
 		in := map[string]any{"sessionKey": args[0], "kind": args[1]}
 		for name, v := range map[string]string{"actorType": *actorType, "actorId": *actorID, "summary": *summary,
-			"dedupeKey": *dedupe, "parent": *parent, "runId": *runID} {
+			"dedupeKey": *dedupe, "parent": *parent, "runId": *runID, "hostedBy": *hostedBy} {
 			if v != "" {
 				in[name] = v
 			}
@@ -281,6 +285,14 @@ func cliRecord(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) 
 				return cliUsagef("--payload is not valid JSON: %s", *payload)
 			}
 			in["payload"] = json.RawMessage(*payload)
+		}
+		if version, synced := pre(); version != nil || synced {
+			if version != nil {
+				in["ifStateVersion"] = *version
+			}
+			if synced {
+				in["ifSynced"] = true
+			}
 		}
 		var out client.RecordOutput
 		if printed, err := c.tool(ctx, "session_record", c.as, in, &out); printed || err != nil {

@@ -422,7 +422,9 @@ async function loadPage(full) {
   }
   let messages = [];
   let afterId = full ? 0 : p.afterId;
-  if (status.exists) {
+  // Only a session vigil hosts has a transcript here; one recorded
+  // elsewhere has its timeline and watchers.
+  if (status.state === 'hosted') {
     for (;;) {
       const hist = await call('sessions_history', Object.assign({afterId, limit: PAGE}, ref));
       messages.push(...hist.messages);
@@ -444,8 +446,8 @@ async function loadPage(full) {
   const json = JSON.stringify([status, queued]);
   if (!full && events.length === 0 && messages.length === 0 && json === p.drawn) return;
   p.drawn = json;
-  if (full || !status.exists) {
-    p.events = [];
+  if (full || status.state !== 'hosted') {
+    if (full || !status.exists) p.events = [];
     p.messages = [];
   }
   p.status = status;
@@ -602,10 +604,19 @@ function sessionRow(s, depth) {
     name,
     h('td', {'data-label': 'Agent'}, s.agentId),
     h('td', {'data-label': 'Kind'}, h('span', {class: 'badge kind'}, s.kind)),
+    h('td', {'data-label': 'Hosted by'}, hostBadge(s)),
     h('td', {'data-label': 'Parent'}, s.spawnedBy ? sessionLink(refOf(s.spawnedBy) || s.agentId, s.spawnedBy) : h('span', {class: 'muted'}, '—')),
     h('td', {'data-label': 'Version', class: 'num'}, String(s.stateVersion || 0)),
     h('td', {'data-label': 'Goal'}, goalBadge(s.goal)),
     h('td', {'data-label': 'Last activity'}, when(s.updatedAt)));
+}
+
+// hostBadge says where a session lives: vigil, or the runtime that keeps
+// a session recorded elsewhere.
+function hostBadge(s) {
+  const elsewhere = s.state === 'recorded';
+  return h('span', {class: 'badge host' + (elsewhere ? ' elsewhere' : ''), 'data-state': s.state || '',
+    title: elsewhere ? 'hosted elsewhere: vigil keeps its timeline and watchers' : 'hosted by this gateway'}, s.hostedBy || 'vigil');
 }
 
 function cursorItem(c, side) {
@@ -666,23 +677,34 @@ function renderFacts() {
   if (!st) return;
   const row = app.sessions.find((s) => s.sessionKey === p.key && s.agentId === p.agentId);
   $('s-missing').hidden = st.exists;
-  $('s-facts').replaceChildren(...(st.exists ? [
+  $('s-elsewhere').hidden = st.state !== 'recorded';
+  const facts = !st.exists ? [] : st.state === 'recorded' ? [
     fact('Agent', st.agentId),
     fact('Kind', st.kind),
+    fact('Hosted by', hostBadge(st)),
+    fact('State version', String(st.stateVersion)),
+    st.createdAt ? fact('First recorded', when(st.createdAt)) : null,
+    st.updatedAt ? fact('Last recorded', when(st.updatedAt)) : null,
+  ] : [
+    fact('Agent', st.agentId),
+    fact('Kind', st.kind),
+    fact('Hosted by', hostBadge(st)),
     st.label ? fact('Label', st.label) : null,
     fact('Parent', st.spawnedBy ? sessionLink(refOf(st.spawnedBy) || st.agentId, st.spawnedBy) : '—'),
     fact('State version', String(st.stateVersion)),
     fact('Incarnation', st.sessionId),
     fact('Created', when(st.createdAt)),
     fact('Last activity', when(Math.max(st.updatedAt || 0, (row && row.updatedAt) || 0))),
-  ] : []).filter(Boolean));
+  ];
+  $('s-facts').replaceChildren(...facts.filter(Boolean));
 }
 
 function renderPage() {
   const p = app.page;
   const st = p.status;
   renderFacts();
-  for (const id of ['goal-form', 'send-form']) $(id).hidden = !st.exists;
+  const hosted = st.state === 'hosted';
+  for (const id of ['goal-form', 'send-form']) $(id).hidden = !hosted;
   const goal = st.goal || null;
   $('goal-current').replaceChildren(goal
     ? h('span', {}, h('span', {class: 'badge goal-' + goal.status}, goal.status), ' ', h('span', {class: 'objective'}, goal.objective))
@@ -703,6 +725,7 @@ function renderPage() {
     h('p', {class: 'content'}, m.content))));
   if (atEnd) list.scrollTop = list.scrollHeight;
   $('transcript-empty').hidden = p.messages.length > 0 || !st.exists;
+  $('transcript-empty').textContent = hosted ? 'No messages yet.' : 'Its runtime keeps its transcript.';
 
   const events = p.events.slice().reverse();
   $('timeline').replaceChildren(...events.map((e) => h('li',
@@ -719,7 +742,7 @@ function renderPage() {
   const canWatch = st.exists && p.key.startsWith('agent:');
   $('queued-card').hidden = !canWatch;
   $('queued').replaceChildren(...(p.queued || []).map((e) => h('li',
-    {class: 'queued-event' + (e.text.includes(' was deleted (') ? ' deleted' : ''), 'data-target': e.target || ''},
+    {class: 'queued-event' + (e.data && e.data.type === 'deleted' ? ' deleted' : ''), 'data-target': e.target || ''},
     e.target ? h('div', {class: 'meta'}, sessionLink(refOf(e.target) || st.agentId, e.target)) : null,
     h('p', {class: 'notice'}, e.text))));
   $('queued-empty').hidden = !canWatch || (p.queued || []).length > 0;

@@ -42,16 +42,11 @@ def gateway_address():
 
 
 def story(vigil):
-    # What the coordinator has seen of each session it watches: the state
-    # version it reconciles from when a notice comes about that session.
-    seen = {}
-
     # Our runtime spawned a worker: the coordinator is its parent, and so
     # its watcher. The dedupe key makes a retried report harmless.
     spawn = vigil.session_record(WORKER, "child_spawned", actor_id=COORDINATOR, run_id="run-research-1",
                                  dedupe_key="child-spawned:run-research-1", parent=COORDINATOR)
     print(f"recorded the spawn of {WORKER} at version {spawn.state_version}")
-    seen[WORKER] = spawn.state_version
 
     # A person wrote into the worker in our Telegram channel. vigil never
     # sees the words: only who did what.
@@ -67,13 +62,15 @@ def story(vigil):
     if turn.acknowledged != [WORKER]:
         raise SystemExit(f"want exactly one notice, about {WORKER}; got {turn.system_events}")
 
-    # It reconciles each session a notice was about, exactly from the
-    # version it last saw of it.
-    for key in turn.acknowledged:
-        st = vigil.session_status(key, changes_since=seen[key])
+    # It reconciles each session a notice says changed, exactly from the
+    # version the notice gives as data (never parsing its text).
+    for event in turn.events:
+        notice = event.data
+        if notice is None or notice.type != "changed":
+            continue
+        st = vigil.session_status(notice.target, changes_since=notice.changes_since)
         for e in st.state_changes.events:
             print(f"change #{e.sequence}: {e.kind} by {e.actor_type} {e.actor_id or '-'}: {e.summary}")
-        seen[key] = st.state_version
 
 
 def main():

@@ -5,8 +5,8 @@ It attaches to one session of a running vigil gateway and loops taking
 turns. Each turn's system events (stale-state notices among them) and
 inbound messages go into a prompt, which it prints. Before "thinking" it
 reconciles every session the turn's notices were about, asking
-session_status for exactly the changes after the version it last saw of
-it. Then a trivial rule-based responder (no model) answers each inbound
+session_status for exactly the changes after the version each notice
+gives as data (changes_since). Then a trivial rule-based responder (no model) answers each inbound
 message with session_reply.
 
     python3 runtime.py --session agent:main:main
@@ -77,39 +77,21 @@ def build_prompt(turn):
 
 
 class Runtime:
-    """One session's runtime: its client, and the state version it has seen
-    of each session it watches, which is where it reconciles from."""
+    """One session's runtime: its client and the session it acts for."""
 
     def __init__(self, client, session):
         self.client = client
         self.session = session
-        self.seen = {}
-
-    def attach(self):
-        """Learns what the session has seen of the sessions it watches: each
-        of its cursors' lastSeen, which the watch graph shows. From then on
-        the runtime keeps it itself, as it reconciles."""
-        cursor = None
-        while True:
-            page = self.client.sessions_graph(cursor=cursor, limit=200)
-            for c in page.cursors:
-                if c.watcher == self.session:
-                    self.seen[c.target] = c.last_seen
-            if not page.next_cursor:
-                return
-            cursor = page.next_cursor
 
     def turn(self, wait):
         """Takes the session's turn: the client's timeout outlasts the long
         poll by itself."""
         return self.client.session_turn(self.session, wait_seconds=wait)
 
-    def reconcile(self, key):
+    def reconcile(self, key, since):
         """Reconciles one session a notice was about: session_status with
-        changesSince the version last seen of it (a session never seen is
-        read from the start of its retained history). Returns a one-line
-        account of the delta."""
-        since = self.seen.get(key, 0)
+        changesSince the version the notice gives as data. Returns a
+        one-line account of the delta."""
         say(f'reconcile: session_status sessionKey "{key}" changesSince {since}')
         changes = []
         while True:
@@ -125,7 +107,6 @@ class Runtime:
             if not sc.truncated:
                 break
             since = sc.next_changes_since
-        self.seen[key] = st.state_version
         say(f"  stateVersion {st.state_version}, {len(changes)} change(s)")
         kinds = ", ".join(changes) if changes else "nothing new"
         return f"{key} changed: {kinds}"
@@ -142,8 +123,20 @@ class Runtime:
         for f in turn.follow_ups:
             say("follow-up queued for the next turn: " + f)
 
-        # Reconcile before acting: each session a notice of this turn was about.
-        reconciled = [self.reconcile(key) for key in turn.acknowledged]
+        # Reconcile before acting: each session a notice of this turn says
+        # changed, from the version the notice gives as data (its text says
+        # the same to a model; a program never parses it).
+        reconciled = []
+        for event in turn.events:
+            notice = event.data
+            if notice is None:
+                continue
+            if notice.type == "changed":
+                say(f"notice: {notice.target} changed ({', '.join(notice.kinds)} by "
+                    f"{', '.join(a.type + (' ' + a.id if a.id else '') for a in notice.actors)})")
+                reconciled.append(self.reconcile(notice.target, notice.changes_since))
+            elif notice.type == "deleted":
+                reconciled.append(f"{notice.target} was deleted")
 
         if not turn.messages:
             say("no inbound messages: nothing to reply to")
@@ -177,12 +170,8 @@ def run(args):
     say(f"attached to {args.session} at {rt.client.base_url} (long poll waitSeconds {args.wait})")
     taken = 0
     failures = 0
-    attached = False
     while limit == 0 or taken < limit:
         try:
-            if not attached:
-                rt.attach()
-                attached = True
             turn = rt.turn(args.wait)
         except (TransportError, APIError) as e:
             # The gateway restarting (503 unavailable, or no connection) or a

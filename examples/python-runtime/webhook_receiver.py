@@ -95,7 +95,7 @@ def serve(args):
     handled = []
     done = threading.Event()
     lock = threading.Lock()
-    runtimes = {}  # session key -> its runtime.Runtime, which keeps what it has seen
+    runtimes = {}  # session key -> its runtime.Runtime
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def log_message(self, fmt, *a):
@@ -136,7 +136,6 @@ def serve(args):
                     rt = runtimes.get(key)
                     if rt is None:
                         rt = runtime.Runtime(runtime.connect(args.addr, args.token, key), key)
-                        rt.attach()
                         runtimes[key] = rt
                     turn = rt.turn(0)
                     if turn.timed_out:

@@ -93,8 +93,9 @@ type behaviour struct {
 
 // behaviours is the suite in the order it runs: the session rows
 // (rows.go), transcripts (messages.go), runs (runs.go), upstream links
-// (links.go), how all of them commit and roll back with the engine's
-// transaction (tx.go), and the push configs (pushconfigs.go).
+// (links.go), recorded sessions (recorded.go), how all of them commit and
+// roll back with the engine's transaction (tx.go), and the push configs
+// (pushconfigs.go).
 var behaviours = []behaviour{
 	{"EmptyStoreHasNoSessions", testEmptyStore},
 	{"SessionFieldsRoundTrip", testSessionRoundTrip},
@@ -126,6 +127,11 @@ var behaviours = []behaviour{
 	{"DeletingASessionDeletesItsLink", testDeletingASessionDeletesItsLink},
 	{"ResettingASessionLeavesItsLink", testResettingLeavesTheLink},
 	{"LinkWritesRollBackWithTheTransaction", testLinkWritesRollBack},
+	{"RecordedSessionFieldsRoundTrip", testRecordedRoundTrip},
+	{"PutRecordedAgainMovesItsUpdateAndKeepsItsKindCreationAndNamedRuntime", testPutRecordedAgain},
+	{"ListRecordedOrdersPagesAndFiltersAsListSessions", testListRecorded},
+	{"DeleteRecordedDeletesOneAndSaysWhetherThereWasOne", testDeleteRecorded},
+	{"RecordedWritesRollBackWithTheTransaction", testRecordedWritesRollBack},
 	{"RollbackLeavesNothing", testRollback},
 	{"ReadsSeeOnlyCommittedWrites", testReadsCommittedOnly},
 	{"SessionTxCommitsAndRollsBackWithTheEnginesTransaction", testSessionTx},

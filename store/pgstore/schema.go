@@ -167,6 +167,9 @@ CREATE INDEX runs_open ON runs (started_at) WHERE ended_at IS NULL;
 	// 6: adopted sessions' links to their coding agents' transcripts
 	// (links.go).
 	{about: "adopted sessions' upstream links", sql: upstreamLinksSchema},
+	// 7: the sessions known only through what was recorded of them
+	// (recorded.go).
+	{about: "sessions recorded elsewhere", sql: recordedSessionsSchema},
 }
 
 // SchemaVersion is the schema version this build creates and understands.

@@ -21,7 +21,7 @@ import {
   type PendingWrite,
 } from "@langchain/langgraph-checkpoint";
 import { Annotation } from "@langchain/langgraph";
-import { ConflictError, type AgentEvent, type ToolInput, type VigilClient } from "@vigilhq/client";
+import { ConflictError, type AgentEvent, type ToolInput, type ToolOutput, type VigilClient } from "@vigilhq/client";
 
 /** What a refused writer is told: the exact changes after the version it had seen. */
 export interface ThreadChange {
@@ -78,6 +78,12 @@ function describe(e: AgentEvent | undefined): string {
 /** The prefix of the runId of every checkpoint recorded by this package. */
 export const RUN_ID_PREFIX = "langgraph:";
 
+/** What vigil shows as hosting the threads (session_record's hostedBy). */
+const HOSTED_BY = "langgraph";
+
+/** How often a put is fenced again while only other checkpoints move its thread. */
+const MAX_FENCE_ATTEMPTS = 32;
+
 const isCheckpointRecord = (e: AgentEvent) => (e.runId ?? "").startsWith(RUN_ID_PREFIX);
 
 /**
@@ -128,9 +134,10 @@ const configurable = (config: RunnableConfig) => (config.configurable ?? {}) as 
  *   it, under a dedupe key naming the checkpoint it extends, which vigil
  *   accepts once: of two writers extending the same checkpoint, the second
  *   is refused and stores nothing, so the chain cannot fork.
- * - Before recording, the changes after the version this writer last saw
- *   are read (session_status changesSince); a change made outside the
- *   graph refuses the write too, once: the refusal hands it over.
+ * - The record is fenced with the version this writer last saw
+ *   (ifStateVersion, in the record's own write): a change made outside the
+ *   graph since refuses the write too, once, with no window between the
+ *   check and the record; the refusal hands it over.
  *
  * A refused put rejects with ThreadConflictError (the graph's invoke
  * rejects with it), carrying the exact changes. invokeFenced retries on it.
@@ -202,16 +209,13 @@ export class VigilCheckpointer extends BaseCheckpointSaver {
       throw err;
     };
 
-    // Changes by others outside the graph since this writer's picture.
-    const since = await this.changesSince(sessionKey, seen);
-    if (since.historyGap || since.events.some((e) => !isCheckpointRecord(e))) await refuse("changed");
-
     const person = typeof c["vigil_person"] === "string" && c["vigil_person"] ? c["vigil_person"] : undefined;
     const channel = typeof c["vigil_channel"] === "string" && c["vigil_channel"] ? c["vigil_channel"] : "langgraph";
     const fromPerson = person !== undefined && metadata.source === "input";
     const runId = RUN_ID_PREFIX + checkpoint.id;
     const record: ToolInput<"session_record"> = {
       sessionKey,
+      hostedBy: HOSTED_BY,
       runId,
       dedupeKey: dedupeKey(ns, parentId === undefined ? `root@${base}` : `after:${parentId}`),
       ...(this.parent ? { parent: this.parent } : {}),
@@ -219,7 +223,7 @@ export class VigilCheckpointer extends BaseCheckpointSaver {
         ? { kind: "human_direct_message", actorType: "human", actorId: person, summary: `human message via ${channel}` }
         : { kind: "run_completed", summary: `langgraph checkpoint (${metadata.source}, step ${metadata.step})${ns ? ` in ${ns.slice(0, 80)}` : ""}` }),
     };
-    const out = await this.client.sessionRecord(record);
+    const out = await this.recordFenced(sessionKey, record, seen, () => refuse("changed"));
     if (!out.recorded) {
       if (!out.sequence) {
         throw new Error(`VigilCheckpointer: ${sessionKey}: vigil did not record the put (${out.reason ?? "no reason given"}); ` +
@@ -247,7 +251,7 @@ export class VigilCheckpointer extends BaseCheckpointSaver {
   override async deleteThread(threadId: string): Promise<void> {
     await this.inner.deleteThread(threadId);
     await this.client.sessionRecord({
-      sessionKey: this.keyOf(threadId), kind: "session_reset", summary: "langgraph thread deleted",
+      sessionKey: this.keyOf(threadId), hostedBy: HOSTED_BY, kind: "session_reset", summary: "langgraph thread deleted",
       ...(this.parent ? { parent: this.parent } : {}),
     });
     this.handed.delete(threadId);
@@ -259,6 +263,32 @@ export class VigilCheckpointer extends BaseCheckpointSaver {
 
   override getDeltaChannelHistory(options: Parameters<BaseCheckpointSaver["getDeltaChannelHistory"]>[0]) {
     return this.inner.getDeltaChannelHistory(options);
+  }
+
+  /**
+   * Records `record` only while the thread is at version `seen`, in one
+   * call (ifStateVersion). When it moved, the changes since are read: any
+   * made outside the graph (or pruned) calls `changed`, which refuses the
+   * write; checkpoints alone (the thread's other namespaces, or another
+   * writer, whose fork the record's dedupe key refuses) fence the record
+   * again from the version they left.
+   */
+  private async recordFenced(sessionKey: string, record: ToolInput<"session_record">, seen: number,
+    changed: () => Promise<never>): Promise<ToolOutput<"session_record">> {
+    let expect = seen;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.client.sessionRecord({ ...record, ifStateVersion: expect });
+      } catch (e) {
+        if (!(e instanceof ConflictError && e.precondition)) throw e;
+      }
+      const since = await this.changesSince(sessionKey, expect);
+      if (since.historyGap || since.events.some((e) => !isCheckpointRecord(e))) await changed();
+      if (attempt >= MAX_FENCE_ATTEMPTS) {
+        throw new Error(`VigilCheckpointer: ${sessionKey} kept moving with other checkpoints (${attempt} attempts to record after version ${seen})`);
+      }
+      expect = since.stateVersion;
+    }
   }
 
   /**

@@ -156,6 +156,50 @@ test("a change made in vigil outside the graph refuses the next write once, and 
   assert.deepEqual(refunds(side.refunds, new Map()), { "1": 1, "2": 1 });
 });
 
+test("a change recorded while a write is on its way to vigil refuses that very write", async () => {
+  // The agent's record of its next input is held on its way to vigil
+  // until a person's change has landed: the fence is in the record's own
+  // write, so there is no window between a check and the record.
+  let hold = false;
+  let sent!: () => void;
+  let release!: () => void;
+  const onItsWay = new Promise<void>((ok) => (sent = ok));
+  const released = new Promise<void>((ok) => (release = ok));
+  const holding: typeof fetch = async (url, init) => {
+    if (hold && String(url).endsWith("/v1/tools/session_record")) {
+      hold = false;
+      sent();
+      await released;
+    }
+    return fetch(url, init);
+  };
+  const cp = new VigilCheckpointer(new MemorySaver(),
+    { client: new VigilClient(gateway.url, { token: SUPPORT, session: AGENT, fetch: holding }), agentId: "support" });
+  const side = buildSupportGraph(cp);
+  const threadId = newThread();
+  const config = { configurable: { thread_id: threadId } };
+  await invokeFenced(side.graph, { messages: [new HumanMessage("refund order 1")] }, config, { checkpointer: cp });
+
+  hold = true;
+  const conflicts: ThreadConflictError[] = [];
+  const run = invokeFenced(side.graph, { messages: [new HumanMessage("refund order 2")] }, config, {
+    checkpointer: cp,
+    onConflict: (e) => void conflicts.push(e),
+  });
+  await onItsWay;
+  const person = new VigilClient(gateway.url, { token: OPERATOR });
+  const rec = await person.sessionRecord({ sessionKey: cp.sessionKeyOf(threadId), kind: "goal_changed", summary: "goal updated" });
+  release();
+  await run;
+  assert.equal(conflicts.length, 1, "the held write was refused");
+  const change = conflicts[0]!.change;
+  assert.equal(change.reason, "changed");
+  assert.equal(change.refused.source, "input", "refused before storing anything");
+  assert.deepEqual(change.changes.map((e) => [e.sequence, e.kind]), [[rec.sequence, "goal_changed"]]);
+  const state = await side.graph.getState(config);
+  assert.equal(texts(state.values.messages).filter((t) => t === "refund order 2").length, 1, "the retried input is in the thread once");
+});
+
 test("each thread id maps to one session key vigil accepts; ids that are not plain lower case are hex-encoded", async () => {
   assert.equal(threadSessionKey("support", "ticket-42"), "agent:support:langgraph:ticket-42");
   assert.equal(threadSessionKey("support", "Ticket 42"), "agent:support:langgraph:hex:5469636b6574203432");

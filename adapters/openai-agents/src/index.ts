@@ -65,11 +65,12 @@ const RUN_ID_PREFIX = "openai-agents:";
  * vigil. Each write (addItems, popItem, clearSession) is recorded with
  * session_record before it is stored:
  *
- * - the changes after the version this object last read are checked
- *   first: if there are any, the write is refused with StaleSessionError
- *   (nothing stored); and the record carries a dedupe key naming that
- *   version, which vigil accepts once, so of two writers that read the
- *   same version only the first stores;
+ * - the record is fenced with the version this object last read
+ *   (ifStateVersion, checked in the record's own write): if the
+ *   conversation moved since, the write is refused with StaleSessionError
+ *   (nothing stored), so of two writers that read the same version only
+ *   the first stores; the record also carries a dedupe key naming that
+ *   version, so a retried record never counts twice;
  * - a write holding a user message is recorded as that person's message
  *   (`person`), so the conversation's watchers get a notice; other writes
  *   as the agent's turn (run_completed, which notifies nobody).
@@ -184,15 +185,22 @@ export class VigilSession implements Session {
     const refuse = async (): Promise<never> => {
       throw new StaleSessionError(await this.reconcile(seen));
     };
-    const pre = await this.client.sessionStatus({ sessionKey: this.sessionKey, changesSince: seen, limit: 1 });
-    if ((pre.stateChanges?.events?.length ?? 0) > 0 || pre.stateChanges?.historyGap) await refuse();
-    const out = await this.client.sessionRecord({
-      sessionKey: this.sessionKey,
-      ...what,
-      runId: `${RUN_ID_PREFIX}${seen}`,
-      dedupeKey: `${RUN_ID_PREFIX}after:${seen}`,
-      ...(this.parent ? { parent: this.parent } : {}),
-    });
+    let out;
+    try {
+      // One call: vigil records only while the conversation is at `seen`.
+      out = await this.client.sessionRecord({
+        sessionKey: this.sessionKey,
+        hostedBy: "openai-agents",
+        ...what,
+        runId: `${RUN_ID_PREFIX}${seen}`,
+        dedupeKey: `${RUN_ID_PREFIX}after:${seen}`,
+        ifStateVersion: seen,
+        ...(this.parent ? { parent: this.parent } : {}),
+      });
+    } catch (e) {
+      if (e instanceof ConflictError && e.precondition) await refuse();
+      throw e;
+    }
     if (!out.recorded) {
       if (!out.sequence) {
         throw new Error(`VigilSession: ${this.sessionKey}: vigil did not record the write (${out.reason ?? "no reason given"}); ` +

@@ -86,10 +86,10 @@ test("a turn written on a stale picture is refused and stores nothing; run again
   ], "the told system line is not stored");
 });
 
-test("of two writers that read the same version, vigil stores the first and refuses the second, even when both passed the check", async () => {
+test("of two writers that read the same version and write at once, vigil stores the one that lands first and refuses the other", async () => {
   const key = newKey();
   const store = new MemorySession();
-  // The first writer's record is held until the second has written.
+  // The first writer's record is sent, and held until the second has written.
   let release!: () => void;
   const released = new Promise<void>((ok) => (release = ok));
   let checked!: () => void;

@@ -52,6 +52,12 @@ def spawn(manager: str, label: str | None = None) -> tuple[str, str, int]:
     return out.child_session_key, out.run_id, as_(ADMIN).session_status(out.child_session_key).state_version
 
 
+def changed_data(worker: str, v: int) -> t.NoticeData:
+    """The data of the notice of a person's message into worker, from version v."""
+    return t.NoticeData(type="changed", target=worker, target_agent_id=agent_of(worker), changes_since=v,
+                        kinds=["human_direct_message"], actors=[t.NoticeActor(type="human", id=OPERATOR_ID)])
+
+
 def person_writes(key: str, message: str) -> None:
     as_(OPERATOR).sessions_send(key, message=message, timeout_seconds=0)
 
@@ -83,11 +89,15 @@ class TheStory(unittest.TestCase):
             turn = mgr.session_turn(manager, wait_seconds=5)
             self.assertEqual(turn.system_events, [created_text(worker, manager, "writer"), notice_text(worker, v)])
             self.assertEqual(turn.acknowledged, [worker])
+            # The same entries as data: the position to reconcile from is a field.
+            self.assertEqual([e.text for e in turn.events], turn.system_events)
+            notice = turn.events[1].data
+            self.assertEqual(notice, changed_data(worker, v))
             again = mgr.session_turn(manager, wait_seconds=0)
             self.assertEqual(again.system_events, [])
             self.assertTrue(again.timed_out)
 
-            status = mgr.session_status(worker, changes_since=v)
+            status = mgr.session_status(notice.target, changes_since=notice.changes_since)
             self.assertEqual(status.state_version, v + 1)
             [change] = status.state_changes.events
             self.assertEqual((change.kind, change.actor_type, change.actor_id),
@@ -198,7 +208,7 @@ class Tools(unittest.TestCase):
         self.assertEqual(status.state_changes.events[0].payload, {"outcome": "timeout"})
         self.assertTrue(as_(OPERATOR).session_delete(worker).deleted)
         gone = mgr.session_status(worker)
-        self.assertEqual((gone.exists, gone.state_version), (False, 0))
+        self.assertEqual((gone.exists, gone.state, gone.state_version), (False, "absent", 0))
 
     def test_a_recorded_message_of_a_session_elsewhere_notifies_its_watcher(self) -> None:
         rt = as_(RUNTIME, "agent:ext:main")
@@ -212,6 +222,30 @@ class Tools(unittest.TestCase):
         [change] = rt.session_status(worker, changes_since=v).state_changes.events
         self.assertEqual((change.actor_id, change.payload), ("bob", {"channel": "slack"}))
         self.assertIn(notice_text(worker, v), [e.text for e in rt.session_pending("agent:ext:main").events])
+
+    def test_a_session_recorded_elsewhere_is_listed_and_says_who_hosts_it(self) -> None:
+        rt = as_(RUNTIME, "agent:ext:main")
+        worker = f"agent:ext:subagent:w{next(_names)}"
+        v = rt.session_record(worker, "child_spawned", parent="agent:ext:main", hosted_by="langgraph").state_version
+        st = rt.session_status(worker)
+        self.assertEqual((st.exists, st.state, st.hosted_by, st.state_version), (True, "recorded", "langgraph", v))
+        rows = {r.session_key: r for r in rt.sessions_list(agent_id="ext", limit=200).sessions}
+        self.assertEqual((rows[worker].state, rows[worker].hosted_by), ("recorded", "langgraph"))
+        self.assertEqual(rt.as_session(worker).session_pending(worker).events, [])  # it may act as its own
+        rt.session_delete(worker)
+        gone = rt.session_status(worker)
+        self.assertEqual((gone.exists, gone.state), (False, "absent"))
+
+    def test_a_record_fenced_with_a_version_the_session_moved_past_is_a_conflict(self) -> None:
+        rt = as_(RUNTIME, "agent:ext:main")
+        worker = f"agent:ext:subagent:w{next(_names)}"
+        v = rt.session_record(worker, "child_spawned", parent="agent:ext:main").state_version
+        rt.session_record(worker, "human_direct_message", actor_type="human", actor_id="bob")
+        with self.assertRaises(vc.ConflictError) as e:
+            rt.session_record(worker, "run_completed", if_state_version=v)
+        self.assertEqual((e.exception.precondition, e.exception.state_version), (True, v + 1))
+        rec = rt.session_record(worker, "run_completed", if_state_version=e.exception.state_version)
+        self.assertEqual((rec.recorded, rec.state_version), (True, v + 2))
 
     def test_call_reaches_a_tool_by_name_and_tools_lists_them_all(self) -> None:
         admin = as_(ADMIN)
@@ -257,8 +291,8 @@ class Errors(unittest.TestCase):
         person_writes(worker, "one")
         with self.assertRaises(vc.ConflictError) as e:
             as_(ADMIN, manager).sessions_send(worker, message="go on", timeout_seconds=0, if_synced=True)
-        self.assertEqual((e.exception.precondition, e.exception.state_version, e.exception.notice),
-                         (True, v + 1, notice_text(worker, v)))
+        self.assertEqual((e.exception.precondition, e.exception.state_version, e.exception.notice, e.exception.notice_data),
+                         (True, v + 1, notice_text(worker, v), changed_data(worker, v)))
 
     def test_a_label_in_use_is_a_conflict_without_a_precondition(self) -> None:
         manager = manager_key()
@@ -326,8 +360,8 @@ class Streams(unittest.TestCase):
             first(events, t.Bookmark)  # the stream is open
             person_writes(worker, "one")
             notice = first(events, t.LiveEvent)
-            self.assertEqual((notice.type, notice.notice.text, notice.notice.target),
-                             ("notice", notice_text(worker, v), worker))
+            self.assertEqual((notice.type, notice.notice.text, notice.notice.target, notice.notice.data),
+                             ("notice", notice_text(worker, v), worker, changed_data(worker, v)))
             self.assertEqual(first(events, t.LiveEvent).type, "wake")
 
     def test_a_quiet_session_stream_gives_bookmarks_of_its_state_version(self) -> None:
@@ -444,6 +478,9 @@ class Types(unittest.TestCase):
             (t.MessageView, turn["messages"]["items"]),
             (t.TurnBookmark, turn["bookmark"]),
             (t.SystemEventView, props(s["SessionPendingOutput"])["events"]["items"]),
+            (t.SystemEventView, turn["events"]["items"]),
+            (t.NoticeData, props(props(s["SessionPendingOutput"])["events"]["items"])["data"]),
+            (t.NoticeActor, props(props(props(s["SessionPendingOutput"])["events"]["items"])["data"])["actors"]["items"]),
             (t.GraphCursor, props(s["SessionsGraphOutput"])["cursors"]["items"]),
         ]:
             with self.subTest(type=cls.__name__):
@@ -456,6 +493,7 @@ class Types(unittest.TestCase):
         by_event = {e: group["data"] for group in log + session for e in group["events"]}
         self.assertEqual(self._fields(t.LogEvent), set(by_event["signal"]["properties"]))
         self.assertEqual(self._fields(t.LiveEvent), set(by_event["wake"]["properties"]))
+        self.assertEqual(self._fields(t.NoticeView), set(by_event["wake"]["properties"]["notice"]["properties"]))
         self.assertTrue(set(by_event["history_gap"]["properties"]) <= self._fields(t.HistoryGap))
 
 

@@ -1,3 +1,5 @@
+import type { components } from "./openapi.js";
+
 /** The gateway's error codes. */
 export type ErrorCode =
   | "invalid_argument"
@@ -40,23 +42,30 @@ export class APIError extends VigilError {
   }
 }
 
+/** A notice as data, beside its text (the gateway's NoticeData). */
+export type NoticeData = NonNullable<components["schemas"]["Error"]["error"]["noticeData"]>;
+
 /**
  * A 409: a precondition (ifStateVersion, ifSynced) was refused, with
  * `precondition` true and `stateVersion` the target's version then, or a
  * label or compaction was already taken. Reconcile with session_status
  * changesSince, decide again, and retry with ifStateVersion = stateVersion.
- * `notice` is, for ifSynced, the caller's pending notice.
+ * `notice` is, for ifSynced, the caller's pending notice, and `noticeData`
+ * that notice as data (its `changesSince` is where to reconcile from).
  */
 export class ConflictError extends APIError {
   override name = "ConflictError";
   readonly precondition: boolean;
   readonly stateVersion: number;
   readonly notice: string;
-  constructor(op: string, status: number, detail: string, stateVersion: number | undefined, notice: string | undefined) {
+  readonly noticeData: NoticeData | undefined;
+  constructor(op: string, status: number, detail: string, stateVersion: number | undefined, notice: string | undefined,
+    noticeData?: NoticeData | null) {
     super(op, status, "conflict", detail);
     this.precondition = stateVersion !== undefined && stateVersion !== null;
     this.stateVersion = stateVersion ?? 0;
     this.notice = notice ?? "";
+    this.noticeData = noticeData ?? undefined;
   }
 }
 
@@ -72,7 +81,7 @@ function retryAfter(header: string | null): number | undefined {
 export async function errorFrom(op: string, resp: Response): Promise<APIError> {
   const text = await resp.text().catch(() => "");
   const retry = retryAfter(resp.headers.get("Retry-After"));
-  let detail: { code?: unknown; message?: unknown; stateVersion?: number; notice?: string } | undefined;
+  let detail: { code?: unknown; message?: unknown; stateVersion?: number; notice?: string; noticeData?: NoticeData | null } | undefined;
   try {
     detail = (JSON.parse(text) as { error?: typeof detail }).error;
   } catch {
@@ -83,7 +92,7 @@ export async function errorFrom(op: string, resp: Response): Promise<APIError> {
     return new APIError(op, resp.status, "", `HTTP ${resp.status}: ${shown}`, retry);
   }
   if (resp.status === 409) {
-    return new ConflictError(op, resp.status, detail.message, detail.stateVersion, detail.notice);
+    return new ConflictError(op, resp.status, detail.message, detail.stateVersion, detail.notice, detail.noticeData);
   }
   return new APIError(op, resp.status, detail.code as ErrorCode, detail.message, retry);
 }

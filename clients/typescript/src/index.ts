@@ -8,7 +8,8 @@ import type { components, paths } from "./openapi.js";
 import { APIError, TransportError, errorFrom } from "./errors.js";
 import { readEvents, type ServerSentEvent } from "./sse.js";
 
-export { APIError, ConflictError, TransportError, VigilError, type ErrorCode } from "./errors.js";
+export { APIError, ConflictError, TransportError, VigilError, type ErrorCode, type NoticeData } from "./errors.js";
+import type { NoticeData } from "./errors.js";
 
 type Schemas = components["schemas"];
 type ToolPath = Extract<keyof paths, `/v1/tools/${string}`>;
@@ -28,6 +29,8 @@ export type TurnOutput = ToolOutput<"session_turn">;
 /** A change of one session as agents see it (never message content). */
 export type AgentEvent = NonNullable<NonNullable<StatusOutput["stateChanges"]>["events"]>[number];
 export type MessageView = NonNullable<TurnOutput["messages"]>[number];
+/** A queued system event: its text and, for a notice, the notice as data. */
+export type SystemEventView = NonNullable<TurnOutput["events"]>[number];
 export type ErrorBody = Schemas["Error"];
 
 /** An event of the signal log, as GET /v1/events gives it. */
@@ -50,7 +53,8 @@ export interface LogEvent {
 export interface LiveEvent {
   type: "wake" | "notice" | "message" | "reply";
   sessionKey: string;
-  notice?: { text: string; target: string };
+  /** A notice that entered the session's queue: its text, its target, and the notice as data. */
+  notice?: { text: string; target: string; data?: NoticeData };
   message?: MessageView;
 }
 

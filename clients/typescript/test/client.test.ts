@@ -37,6 +37,12 @@ async function spawnWorker(manager: string, label?: string) {
   return { worker: out.childSessionKey, run: out.runId, v };
 }
 
+/** The data of the notice of a person's message into worker, from version v. */
+const changedData = (worker: string, v: number) => ({
+  type: "changed", target: worker, targetAgentId: agentOf(worker), changesSince: v,
+  kinds: ["human_direct_message"], actors: [{ type: "human", id: OPERATOR_ID }],
+});
+
 const personWrites = (key: string, message: string) =>
   as(OPERATOR).sessionsSend({ sessionKey: key, message, timeoutSeconds: 0 });
 
@@ -77,10 +83,14 @@ describe("the story", () => {
       const turn = await mgr.sessionTurn({ sessionKey: MANAGER, waitSeconds: 5 });
       assert.deepEqual(turn.systemEvents, [createdText(worker, MANAGER, "writer"), noticeText(worker, v)]);
       assert.deepEqual(turn.acknowledged, [worker]);
+      // The same entries as data: the position to reconcile from is a field.
+      assert.deepEqual((turn.events ?? []).map((e) => e.text), turn.systemEvents);
+      const notice = turn.events?.[1]?.data;
+      assert.deepEqual(notice, changedData(worker, v));
       const again = await mgr.sessionTurn({ sessionKey: MANAGER, waitSeconds: 0 });
       assert.deepEqual([again.systemEvents, again.timedOut], [[], true]);
 
-      const status = await mgr.sessionStatus({ sessionKey: worker, changesSince: v });
+      const status = await mgr.sessionStatus({ sessionKey: notice!.target, changesSince: notice!.changesSince! });
       assert.equal(status.stateVersion, v + 1);
       const changes = status.stateChanges?.events ?? [];
       assert.deepEqual(changes.map((e) => [e.kind, e.actorType, e.actorId]), [["human_direct_message", "human", OPERATOR_ID]]);
@@ -199,6 +209,31 @@ describe("tools", () => {
     assert.ok(pending.some((e) => e.text === noticeText(worker, v)));
   });
 
+  test("a session recorded elsewhere is listed and says who hosts it, and its agent acts as it", async () => {
+    const rt = as(RUNTIME, "agent:ext:main");
+    const worker = `agent:ext:subagent:w${++names}`;
+    const v = (await rt.sessionRecord({ sessionKey: worker, kind: "child_spawned", parent: "agent:ext:main", hostedBy: "langgraph" })).stateVersion;
+    const st = await rt.sessionStatus({ sessionKey: worker });
+    assert.deepEqual([st.exists, st.state, st.hostedBy, st.stateVersion], [true, "recorded", "langgraph", v]);
+    const row = ((await rt.sessionsList({ agentId: "ext", limit: 200 })).sessions ?? []).find((r) => r.sessionKey === worker);
+    assert.deepEqual([row?.state, row?.hostedBy], ["recorded", "langgraph"]);
+    assert.deepEqual((await rt.as(worker).sessionPending({ sessionKey: worker })).events, []);
+    await rt.sessionDelete({ sessionKey: worker });
+    const gone = await rt.sessionStatus({ sessionKey: worker });
+    assert.deepEqual([gone.exists, gone.state], [false, "absent"]);
+  });
+
+  test("a record fenced with a version the session has moved past is a conflict that stores nothing", async () => {
+    const rt = as(RUNTIME, "agent:ext:main");
+    const worker = `agent:ext:subagent:w${++names}`;
+    const v = (await rt.sessionRecord({ sessionKey: worker, kind: "child_spawned", parent: "agent:ext:main" })).stateVersion;
+    await rt.sessionRecord({ sessionKey: worker, kind: "human_direct_message", actorType: "human", actorId: "bob" });
+    const e = await rejects(rt.sessionRecord({ sessionKey: worker, kind: "run_completed", ifStateVersion: v }), ConflictError);
+    assert.deepEqual([e.precondition, e.stateVersion], [true, v + 1]);
+    const rec = await rt.sessionRecord({ sessionKey: worker, kind: "run_completed", ifStateVersion: e.stateVersion });
+    assert.deepEqual([rec.recorded, rec.stateVersion], [true, v + 2]);
+  });
+
   test("call reaches a tool by name, and tools lists every tool the client has a method for", async () => {
     const admin = as(ADMIN);
     await admin.health();
@@ -246,7 +281,7 @@ describe("errors", () => {
     const { worker, v } = await spawnWorker(manager);
     await personWrites(worker, "one");
     const e = await rejects(as(ADMIN, manager).sessionsSend({ sessionKey: worker, message: "go on", timeoutSeconds: 0, ifSynced: true }), ConflictError);
-    assert.deepEqual([e.precondition, e.stateVersion, e.notice], [true, v + 1, noticeText(worker, v)]);
+    assert.deepEqual([e.precondition, e.stateVersion, e.notice, e.noticeData], [true, v + 1, noticeText(worker, v), changedData(worker, v)]);
   });
 
   test("a label in use is a conflict without a precondition", async () => {
@@ -313,7 +348,8 @@ describe("streams", () => {
       await next(it, "bookmark"); // the stream is open
       await personWrites(worker, "one");
       const notice = await next(it, "live");
-      assert.deepEqual([notice.event.type, notice.event.notice], ["notice", { text: noticeText(worker, v), target: worker }]);
+      assert.deepEqual([notice.event.type, notice.event.notice],
+        ["notice", { text: noticeText(worker, v), target: worker, data: changedData(worker, v) }]);
       assert.equal((await next(it, "live")).event.type, "wake");
     } finally {
       stop.abort();

@@ -15,12 +15,12 @@ from .client import SESSION_HEADER, Client, Stream
 from .errors import (APIError, ConflictError, InternalError, InvalidArgumentError, NotFoundError,
                      PayloadTooLargeError, PermissionDeniedError, RequestTimeoutError, TooManyRequestsError,
                      TransportError, UnauthenticatedError, UnavailableError, VigilError)
-from .types import (AgentEvent, Bookmark, Event, HistoryGap, Lagged, LiveEvent, LogEvent, Resumed)
+from .types import (AgentEvent, Bookmark, Event, HistoryGap, Lagged, LiveEvent, LogEvent, NoticeData, Resumed)
 
 __all__ = [
     "SESSION_HEADER", "Client", "Stream",
     "VigilError", "TransportError", "APIError", "InvalidArgumentError", "UnauthenticatedError",
     "PermissionDeniedError", "NotFoundError", "RequestTimeoutError", "ConflictError", "PayloadTooLargeError",
     "TooManyRequestsError", "InternalError", "UnavailableError",
-    "Event", "AgentEvent", "LogEvent", "LiveEvent", "Bookmark", "HistoryGap", "Lagged", "Resumed",
+    "Event", "AgentEvent", "LogEvent", "LiveEvent", "NoticeData", "Bookmark", "HistoryGap", "Lagged", "Resumed",
 ]

@@ -3,7 +3,8 @@
 Every error answer of the gateway is an :class:`APIError`, of the subclass
 for its code (``NotFoundError`` for not_found, ...). A refused
 precondition is a :class:`ConflictError` carrying the target's current
-state version and, for ``if_synced``, the caller's pending notice. A
+state version and, for ``if_synced``, the caller's pending notice (its text
+and its data). A
 request that could not be sent, or whose answer did not arrive, is a
 :class:`TransportError`.
 """
@@ -13,7 +14,9 @@ from __future__ import annotations
 import email.utils
 import json
 import time
-from typing import Optional
+from typing import Any, Optional
+
+from .types import NoticeData, decode
 
 
 class VigilError(Exception):
@@ -69,11 +72,13 @@ class ConflictError(APIError):
     code_name = "conflict"
 
     def __init__(self, op: str, status: int, code: str, message: str, retry_after: Optional[float] = None,
-                 state_version: Optional[int] = None, notice: str = ""):
+                 state_version: Optional[int] = None, notice: str = "", notice_data: Any = None):
         super().__init__(op, status, code, message, retry_after)
         self.precondition = state_version is not None
         self.state_version = state_version or 0
         self.notice = notice
+        #: The notice as data (a types.NoticeData), None when none is pending.
+        self.notice_data = notice_data
 
 
 class PayloadTooLargeError(APIError):
@@ -120,5 +125,7 @@ def error_from(op: str, status: int, body: bytes, retry_after_header: Optional[s
         text = body.decode("utf-8", "replace").strip()[:200] or "no body"
         return APIError(op, status, "", f"HTTP {status}: {text}", retry)
     if status == 409:
-        return ConflictError(op, status, code, message, retry, detail.get("stateVersion"), detail.get("notice", ""))
+        data = detail.get("noticeData")
+        return ConflictError(op, status, code, message, retry, detail.get("stateVersion"), detail.get("notice", ""),
+                             decode(NoticeData, data) if data else None)
     return _BY_CODE.get(code, APIError)(op, status, code, message, retry)

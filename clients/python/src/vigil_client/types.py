@@ -69,6 +69,12 @@ class SessionRow:
     goal: Optional[GoalView] = None
     #: Set once the session has logged changes.
     state_version: int = 0
+    #: hosted (the gateway keeps it) or recorded (a runtime elsewhere keeps
+    #: it and records what happens in it).
+    state: str = ""
+    #: vigil, or for a recorded session the runtime its recorder named,
+    #: else "agent:<agent id>" (that agent's own runtime).
+    hosted_by: str = ""
     created_at: int = 0
     updated_at: int = 0
 
@@ -152,7 +158,12 @@ class StateChanges:
 class StatusOutput:
     session_key: str = ""
     agent_id: str = ""
+    #: True for a hosted session and a recorded one; False when vigil knows
+    #: nothing of it (state "absent": never created, or deleted).
     exists: bool = False
+    #: hosted, recorded or absent.
+    state: str = ""
+    hosted_by: str = ""
     session_id: str = ""
     kind: str = ""
     label: str = ""
@@ -180,11 +191,40 @@ class GoalOutput:
 
 
 @dataclass
+class NoticeActor:
+    type: str = ""
+    id: str = ""
+
+
+@dataclass
+class NoticeData:
+    """A notice as data, beside its text. ``type`` is changed, deleted or
+    created; ``target`` (and ``target_agent_id``) the session it is about.
+    A changed notice also has ``changes_since``, the state version to
+    reconcile from (session_status changes_since), and the ``kinds`` of the
+    changes it covers and the ``actors`` who made them, each once;
+    ``attention`` the states its attention changes announced; ``partial``
+    says some covered changes could not be read (pruned, or the target
+    deleted since)."""
+
+    type: str = ""
+    target: str = ""
+    target_agent_id: str = ""
+    changes_since: Optional[int] = None
+    kinds: list[str] = field(default_factory=list)
+    actors: list[NoticeActor] = field(default_factory=list)
+    attention: list[str] = field(default_factory=list)
+    partial: bool = False
+
+
+@dataclass
 class SystemEventView:
     text: str = ""
     context_key: str = ""
     #: The session a stale-state notice is about.
     target: str = ""
+    #: A notice as data (None for an entry that is no notice).
+    data: Optional[NoticeData] = None
 
 
 @dataclass
@@ -223,13 +263,15 @@ class TurnBookmark:
 @dataclass
 class TurnOutput:
     """What a turn consumed: the lines for the next prompt (notices among
-    them), the new inbound messages, the targets acknowledged and the
-    follow-up notices queued. ``timed_out`` with a ``bookmark`` when the
-    wait ended with no work."""
+    them; ``events`` are the same entries in the same order, each notice
+    with its data), the new inbound messages, the targets acknowledged and
+    the follow-up notices queued. ``timed_out`` with a ``bookmark`` when
+    the wait ended with no work."""
 
     turn_id: str = ""
     session_key: str = ""
     system_events: list[str] = field(default_factory=list)
+    events: list[SystemEventView] = field(default_factory=list)
     messages: list[MessageView] = field(default_factory=list)
     acknowledged: list[str] = field(default_factory=list)
     follow_ups: list[str] = field(default_factory=list)
@@ -339,6 +381,7 @@ class LogEvent:
 class NoticeView:
     text: str = ""
     target: str = ""
+    data: Optional[NoticeData] = None
 
 
 @dataclass
