@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	vigil "github.com/vigilhq/vigil"
@@ -64,26 +63,7 @@ func (s *Store) RecordedSession(ctx context.Context, ref vigil.SessionRef) (sess
 
 // ListRecorded implements sessions.Store.
 func (s *Store) ListRecorded(ctx context.Context, f sessions.ListFilter) ([]sessions.Recorded, error) {
-	var where []string
-	var args []any
-	arg := func(v any) string {
-		args = append(args, v)
-		return fmt.Sprintf("$%d", len(args))
-	}
-	if f.AgentID != "" {
-		where = append(where, "agent_id = "+arg(f.AgentID))
-	}
-	if f.Kind != "" {
-		where = append(where, "kind = "+arg(f.Kind))
-	}
-	if f.After != (vigil.SessionRef{}) {
-		where = append(where, fmt.Sprintf("(agent_id, session_key) > (%s, %s)", arg(f.After.AgentID), arg(f.After.Key)))
-	}
-	q := `SELECT ` + recordedColumns + ` FROM recorded_sessions`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY agent_id, session_key LIMIT " + arg(sqlLimit(f.Limit))
+	q, args := listQuery(recordedColumns, "recorded_sessions", f)
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, wrap(err)

@@ -90,26 +90,7 @@ func (s *Store) SessionByLabel(ctx context.Context, agentID, label string) (sess
 
 // ListSessions implements sessions.Store.
 func (s *Store) ListSessions(ctx context.Context, f sessions.ListFilter) ([]sessions.Session, error) {
-	var where []string
-	var args []any
-	arg := func(v any) string {
-		args = append(args, v)
-		return fmt.Sprintf("$%d", len(args))
-	}
-	if f.AgentID != "" {
-		where = append(where, "agent_id = "+arg(f.AgentID))
-	}
-	if f.Kind != "" {
-		where = append(where, "kind = "+arg(f.Kind))
-	}
-	if f.After != (vigil.SessionRef{}) {
-		where = append(where, fmt.Sprintf("(agent_id, session_key) > (%s, %s)", arg(f.After.AgentID), arg(f.After.Key)))
-	}
-	q := `SELECT ` + sessionColumns + ` FROM sessions`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY agent_id, session_key LIMIT " + arg(sqlLimit(f.Limit))
+	q, args := listQuery(sessionColumns, "sessions", f)
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, wrap(err)
@@ -513,4 +494,29 @@ func storableText(fields ...string) error {
 		}
 	}
 	return nil
+}
+
+// listQuery is the query of a page of f's sessions from table, ordered by
+// agent and key, with its arguments.
+func listQuery(columns, table string, f sessions.ListFilter) (string, []any) {
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	if f.AgentID != "" {
+		where = append(where, "agent_id = "+arg(f.AgentID))
+	}
+	if f.Kind != "" {
+		where = append(where, "kind = "+arg(f.Kind))
+	}
+	if f.After != (vigil.SessionRef{}) {
+		where = append(where, fmt.Sprintf("(agent_id, session_key) > (%s, %s)", arg(f.After.AgentID), arg(f.After.Key)))
+	}
+	q := `SELECT ` + columns + ` FROM ` + table
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	return q + " ORDER BY agent_id, session_key LIMIT " + arg(sqlLimit(f.Limit)), args
 }

@@ -2,7 +2,6 @@ package sqlitestore
 
 import (
 	"context"
-	"strings"
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/sessions"
@@ -73,26 +72,7 @@ func (s *Store) RecordedSession(ctx context.Context, ref vigil.SessionRef) (sess
 
 // ListRecorded implements sessions.Store.
 func (s *Store) ListRecorded(ctx context.Context, f sessions.ListFilter) ([]sessions.Recorded, error) {
-	var where []string
-	var args []any
-	if f.AgentID != "" {
-		where = append(where, "agent_id = ?")
-		args = append(args, f.AgentID)
-	}
-	if f.Kind != "" {
-		where = append(where, "kind = ?")
-		args = append(args, f.Kind)
-	}
-	if f.After != (vigil.SessionRef{}) {
-		where = append(where, "(agent_id, session_key) > (?, ?)")
-		args = append(args, f.After.AgentID, f.After.Key)
-	}
-	q := `SELECT ` + recordedColumns + ` FROM recorded_sessions`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY agent_id, session_key LIMIT ?"
-	args = append(args, f.Limit)
+	q, args := listQuery(recordedColumns, "recorded_sessions", f)
 	var out []sessions.Recorded
 	err := s.reading(ctx, func(c conn) error {
 		return c.query(q, args, func(r rowValues) error {

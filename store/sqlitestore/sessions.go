@@ -102,6 +102,20 @@ func (s *Store) SessionByLabel(ctx context.Context, agentID, label string) (sess
 
 // ListSessions implements sessions.Store.
 func (s *Store) ListSessions(ctx context.Context, f sessions.ListFilter) ([]sessions.Session, error) {
+	q, args := listQuery(sessionColumns, "sessions", f)
+	var out []sessions.Session
+	err := s.reading(ctx, func(c conn) error {
+		return c.query(q, args, func(r rowValues) error {
+			out = append(out, sessionAt(r))
+			return nil
+		})
+	})
+	return out, err
+}
+
+// listQuery is the query of a page of f's sessions from table, ordered by
+// agent and key, with its arguments.
+func listQuery(columns, table string, f sessions.ListFilter) (string, []any) {
 	var where []string
 	var args []any
 	if f.AgentID != "" {
@@ -116,20 +130,11 @@ func (s *Store) ListSessions(ctx context.Context, f sessions.ListFilter) ([]sess
 		where = append(where, "(agent_id, session_key) > (?, ?)")
 		args = append(args, f.After.AgentID, f.After.Key)
 	}
-	q := `SELECT ` + sessionColumns + ` FROM sessions`
+	q := `SELECT ` + columns + ` FROM ` + table
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	q += " ORDER BY agent_id, session_key LIMIT ?"
-	args = append(args, f.Limit)
-	var out []sessions.Session
-	err := s.reading(ctx, func(c conn) error {
-		return c.query(q, args, func(r rowValues) error {
-			out = append(out, sessionAt(r))
-			return nil
-		})
-	})
-	return out, err
+	return q + " ORDER BY agent_id, session_key LIMIT ?", append(args, f.Limit)
 }
 
 // Messages implements sessions.Store.
