@@ -97,6 +97,26 @@ func inTx(ctx context.Context, s vigil.Store, fn func(tx vigil.Tx) error) error 
 	}
 }
 
+// inTxEach runs fn on every store at once, each in a write transaction
+// of its own (inTx), and fails t when any of them fails.
+func inTxEach(t *testing.T, stores []vigil.Store, fn func(i int, tx vigil.Tx) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(stores))
+	for i, s := range stores {
+		wg.Go(func() {
+			if err := inTx(t.Context(), s, func(tx vigil.Tx) error { return fn(i, tx) }); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
 // A writer that locks a session another writer holds waits until the
 // holder commits, and then reads what the holder wrote: it never writes
 // back a cursor computed from the state before. So for every kind of lock
@@ -240,26 +260,12 @@ func testDedupeRace(t *testing.T, c Concurrency) {
 	ctx := t.Context()
 	appended := make([]bool, len(stores))
 	events := make([]vigil.Event, len(stores))
-	var wg sync.WaitGroup
-	errs := make(chan error, len(stores))
-	for i, s := range stores {
-		wg.Go(func() {
-			err := inTx(ctx, s, func(tx vigil.Tx) error {
-				e := withDedupe(newEvent(alphaMain, i), "once")
-				ok, err := tx.Append(ctx, e)
-				appended[i], events[i] = ok, *e
-				return err
-			})
-			if err != nil {
-				errs <- err
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	inTxEach(t, stores, func(i int, tx vigil.Tx) error {
+		e := withDedupe(newEvent(alphaMain, i), "once")
+		ok, err := tx.Append(ctx, e)
+		appended[i], events[i] = ok, *e
+		return err
+	})
 	if appended[0] == appended[1] {
 		t.Fatalf("appended = %v, want exactly one writer to append", appended)
 	}
@@ -277,25 +283,11 @@ func testDeliverRace(t *testing.T, c Concurrency) {
 	ctx := t.Context()
 	putCreationNotice(t, stores[0], creationNotice(alphaChild, 10), true)
 	delivered := make([]bool, len(stores))
-	var wg sync.WaitGroup
-	errs := make(chan error, len(stores))
-	for i, s := range stores {
-		wg.Go(func() {
-			err := inTx(ctx, s, func(tx vigil.Tx) error {
-				var err error
-				delivered[i], err = tx.DeliverCreationNotice(ctx, alphaChild)
-				return err
-			})
-			if err != nil {
-				errs <- err
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	inTxEach(t, stores, func(i int, tx vigil.Tx) error {
+		var err error
+		delivered[i], err = tx.DeliverCreationNotice(ctx, alphaChild)
+		return err
+	})
 	if delivered[0] == delivered[1] {
 		t.Errorf("delivered = %v, want exactly one turn to deliver", delivered)
 	}
