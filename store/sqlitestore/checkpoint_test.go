@@ -149,15 +149,15 @@ func TestTheLogShrinksOnceTheWriterIsQuietAfterABurst(t *testing.T) {
 		t.Fatal(err)
 	}
 	burst := tx.(*Tx)
-	if _, err := burst.Exec(`CREATE TABLE burst (b BLOB)`); err != nil {
+	if _, err := burst.c.exec(`CREATE TABLE burst (b BLOB)`); err != nil {
 		t.Fatal(err)
 	}
 	for range 24 {
-		if _, err := burst.Exec(`INSERT INTO burst VALUES (randomblob(1048576))`); err != nil {
+		if _, err := burst.c.exec(`INSERT INTO burst VALUES (randomblob(1048576))`); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := burst.Exec(`DELETE FROM burst`); err != nil {
+	if _, err := burst.c.exec(`DELETE FROM burst`); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -33,11 +33,11 @@ import (
 // A store with its file to itself brings the index up to date when
 // indexMaxLag events have gathered above the mark, or at the next commit
 // once the oldest of them is indexMaxAge old; at Open and Close; and before
-// a write that deletes a session or runs an embedder's statements. Each
+// a write that deletes a session. Each
 // time it rewrites about one page per session recorded on, so the lag sets
 // how many events share those pages; it knows what lies above the mark,
 // so its reads do not scan there. A shared store does it in every write
-// that appends or runs an embedder's statements, before the commit, and
+// that appends, before the commit, and
 // Open does it too: so the reads of a shared store skip the part above
 // the mark.
 const (
@@ -88,21 +88,21 @@ func newIndexLag() *indexLag { return &indexLag{lagging: true} }
 // committing brings the index up to date when it is due: a store that
 // does not lag leaves nothing above the mark, so its readers need not
 // look there. Nothing is new since the write last brought the index up
-// to date, unless it appended since or an embedder's statements ran.
+// to date, unless it appended since.
 func (l *indexLag) committing(t *Tx, now time.Time) error {
-	if (t.appended > 0 || !t.indexed || t.opaque) && l.due(t.appended, t.opaque, now) {
+	if (t.appended > 0 || !t.indexed) && l.due(t.appended, now) {
 		return t.writeIndex()
 	}
 	return nil
 }
 
-// due reports whether a commit that appended appended events, and ran an
-// embedder's statements if opaque, should bring the index up to date.
-func (l *indexLag) due(appended int, opaque bool, now time.Time) bool {
+// due reports whether a commit that appended appended events should bring
+// the index up to date.
+func (l *indexLag) due(appended int, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.lagging {
-		return appended > 0 || opaque
+		return appended > 0
 	}
 	return l.events+appended >= indexMaxLag || (l.events > 0 && now.Sub(l.oldest) >= indexMaxAge)
 }
@@ -125,15 +125,6 @@ func (l *indexLag) ended(t *Tx, e txEnd) {
 	if !e.followed && l.lagging {
 		l.events = max(l.events, indexMaxLag)
 	}
-}
-
-// bypass brings the index up to date, for the embedder's statements to
-// meet a whole index.
-func (l *indexLag) bypass(t *Tx) error {
-	if !t.indexed {
-		return t.writeIndex()
-	}
-	return nil
 }
 
 // turnOff makes every later write that appends bring the index up to
@@ -242,9 +233,9 @@ func (t *Tx) SweepIndex(ctx context.Context, after vigil.SessionRef, limit int) 
 			after = next
 			continue
 		}
-		// The session's pruned events are at or below its watermark. An
-		// embedder's statements may have moved an event there: its entry
-		// stays.
+		// The session's pruned events are at or below its watermark. A
+		// statement run on the file by hand may have moved an event
+		// there: its entry stays.
 		n, err := t.c.exec(`DELETE FROM session_index WHERE session = ?1 AND sequence IN (
 			SELECT x.sequence FROM session_index x WHERE x.session = ?1 AND x.sequence <= ?2
 				AND NOT EXISTS (SELECT 1 FROM events e
