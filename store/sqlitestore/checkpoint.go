@@ -26,7 +26,7 @@ import (
 // threshold the background checkpoints normally keep it from reaching.
 //
 // A checkpoint copies pages but leaves the log file as long as it grew: a
-// burst (a prune, a large import) left it at 50 MB beside a 0.4 MB
+// burst (a prune, a large import) left it many times the size of the
 // database. When the writer starts the log again from its beginning,
 // SQLite cuts the file back to walSizeLimit, which is well above what a
 // steady load fills between two restarts, so that a busy store does not
@@ -45,8 +45,8 @@ import (
 // log, and while commits keep coming a background pass seldom does. The
 // pages it copied then stayed in the operating system's cache until the
 // writer's backstop copied the rest and synced seconds' worth at once,
-// while a producer's commit waited (25 to 31 ms in traced runs of the
-// bench's prune on a quick disk). So a store that holds its file alone
+// while a producer's commit waited (docs/performance-log.md has the
+// traced figures). So a store that holds its file alone
 // syncs the file itself, off the writer's path, after passes that copied
 // frames, at most once an interval: each sync writes an interval's pages,
 // and a page copied twice in an interval is written once. This only
@@ -302,9 +302,9 @@ func (c *checkpointer) truncate() bool {
 // pages faster than one pass an interval copies (a prune does), so the
 // next pass comes after a short rest: otherwise the log reaches the
 // backstop with an interval's worth of pages still to copy, and the commit
-// that crosses it copies them while producers wait (up to 50 ms in the
-// bench during a prune; 17 to 37 ms in most runs once passes kept up,
-// before the checkpointer synced the file itself). A long log with little
+// that crosses it copies them while producers wait, as they did during
+// the bench's prunes before passes kept up (docs/performance-log.md). A
+// long log with little
 // to copy (a reader of another process holding it, or a log copied whole
 // that the next write will restart) gets the full rest: a pass would find
 // nothing to copy, and each pass syncs the log first.

@@ -12,12 +12,12 @@ import (
 // The per-session index of the signal log (session_index) may lag behind
 // the log. An index on the events table itself would put a session's
 // newest entry on a page of its own, so every commit wrote one index page
-// per session it recorded on: with 40 records on 40 sessions, 40 pages,
-// where the events themselves fill three. Written in bulk instead, each
-// page takes many sessions' entries at once. An entry is keyed by its
-// session's number (session_numbers) and its sequence: with the session's
-// agent id and key instead, inserting an entry took about 1.4 times as
-// long at 100 sessions and 2.5 times at 1,000.
+// per session it recorded on, many more pages than its events fill.
+// Written in bulk instead, each page takes many sessions' entries at once.
+// An entry is keyed by its session's number (session_numbers) and its
+// sequence: keyed by the session's agent id and key instead, an entry took
+// longer to insert, the more so the more sessions (docs/performance.md,
+// "What the stores do for speed").
 //
 // The file says how far the index goes (sequence_floor.indexed_through):
 // every event at or below it has its entry, none above it has one. A read
@@ -50,8 +50,8 @@ const (
 // while planning a join), the statement is compiled again once that value
 // changes, and clearing its bindings, which the driver does before every
 // run, expires it outright: so every run of such a statement compiled it
-// anew, about 80 µs of the 110 a history read of 5 events took from the
-// file. The unary plus leaves the value as it is (a bound value has no
+// anew, most of the time a short history read took from the file
+// (docs/performance-log.md). The unary plus leaves the value as it is (a bound value has no
 // affinity to lose) and keeps it from the planner, whose choices for these
 // statements never depended on it.
 
@@ -186,8 +186,8 @@ const sweepNextQuery = `SELECT h.agent_id, h.session_key, h.pruned_watermark,
 // Pruning leaves the index entries of the events it deletes: deleting
 // each with its event (the trigger on events does for other deletions)
 // rewrote, in every pruning batch, the index page of each session the
-// batch took events from, so pruning 100 events across 100 sessions wrote
-// a hundred pages, and the log and checkpoints that carried them slowed
+// batch took events from, a page for each event of a batch spread over
+// many sessions, and the log and checkpoints that carried them slowed
 // every producer's commit. Readers count an entry only with its event
 // (they join the two), but for a session's newest, which a stale entry
 // never is above its head. The sweep (Tx.SweepIndex) deletes them after

@@ -9,9 +9,9 @@
 //
 // The driver is github.com/mattn/go-sqlite3, which builds SQLite's C
 // source with cgo (a C compiler is needed to build vigil). With the pure Go
-// drivers every record cost 10 to 45 percent more time, and they built no
-// faster; recording speed is what this store is for. docs/architecture.md
-// records the measurements.
+// drivers every record cost more time, and they built no faster;
+// recording speed is what this store is for. docs/architecture.md records
+// the measurements.
 package sqlitestore
 
 import (
@@ -59,9 +59,9 @@ type Options struct {
 }
 
 // readCacheKiB is each reader's page cache. SQLite's default (2 MiB) holds
-// a fraction of the pages a busy store's deltas touch (50,000 events and
-// their session index take about 10 MiB), and a page read from the file
-// costs a system call.
+// a fraction of the pages a busy store's deltas touch (docs/performance.md,
+// "What the stores do for speed"), and a page read from the file costs a
+// system call.
 const readCacheKiB = 8192
 
 // Store is a vigil.Store on one SQLite file.
@@ -561,7 +561,7 @@ func (s *Store) queryHistory(ctx context.Context, ref vigil.SessionRef, limit in
 		})
 	})
 	// The caller gets the events in memory of their exact size: grown by
-	// appending, a delta of 100 events allocated two and a half times that.
+	// appending, a delta allocated more than twice that.
 	if len(evs) > 0 {
 		h.Events = slices.Clone(evs)
 	}
