@@ -33,13 +33,12 @@ import (
 // A store with its file to itself brings the index up to date when
 // indexMaxLag events have gathered above the mark, or at the next commit
 // once the oldest of them is indexMaxAge old; at Open and Close; and before
-// a write that deletes a session. Each
-// time it rewrites about one page per session recorded on, so the lag sets
-// how many events share those pages; it knows what lies above the mark,
-// so its reads do not scan there. A shared store does it in every write
-// that appends, before the commit, and
-// Open does it too: so the reads of a shared store skip the part above
-// the mark.
+// a write that deletes a session. Each time it rewrites about one page per
+// session recorded on, so the lag sets how many events share those pages;
+// it knows what lies above the mark, so its reads do not scan there. A
+// shared store does it in every write that appends, before the commit, and
+// Open does it too: so the reads of a shared store skip the part above the
+// mark.
 const (
 	indexMaxLag = 4096
 	indexMaxAge = time.Second
@@ -51,9 +50,9 @@ const (
 // changes, and clearing its bindings, which the driver does before every
 // run, expires it outright: so every run of such a statement compiled it
 // anew, most of the time a short history read took from the file
-// (docs/performance-log.md). The unary plus leaves the value as it is (a bound value has no
-// affinity to lose) and keeps it from the planner, whose choices for these
-// statements never depended on it.
+// (docs/performance-log.md). The unary plus leaves the value as it is (a
+// bound value has no affinity to lose) and keeps it from the planner, whose
+// choices for these statements never depended on it.
 
 // The unindexed tail of ?1, ?2's events: those above the index's mark.
 // Its scan runs on the events table's primary key from the mark up.

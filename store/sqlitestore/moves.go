@@ -127,10 +127,9 @@ func (m *heldMoves) committing(t *Tx, now time.Time) error {
 }
 
 // ended brings memory in line with a transaction that committed: if it
-// wrote the held moves, every move held before it is in the
-// file now; the keys it dropped had their rows written or deleted; and
-// its own moves are held from now on. A write that did not commit changed
-// none of them.
+// wrote the held moves, every move held before it is in the file now; the
+// keys it dropped had their rows written or deleted; and its own moves are
+// held from now on. A write that did not commit changed none of them.
 func (m *heldMoves) ended(t *Tx, e txEnd) {
 	if !e.committed {
 		return

@@ -69,8 +69,8 @@ func TestAReadThatTookItsListBeforeDBWasHandedOutStartsAgain(t *testing.T) {
 	if !ok {
 		t.Fatal("the tail is unknown after the index was written")
 	}
-	// A write behind the store's back replaces event 1 by event 3, between the
-	// read's list and its statement.
+	// A write behind the store's back replaces event 1 by event 3, between
+	// the read's list and its statement.
 	tx, err := DB(t, s).BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
