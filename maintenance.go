@@ -87,8 +87,8 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 		n = len(pending)
 		t.countedPending(n)
 		at = t.now.UnixMilli()
-		// Sized for what they will hold: grown by appending, the lists of
-		// 500,000 pending cursors allocated several times their size.
+		// Sized for what they will hold: grown by appending, a large
+		// sweep's lists allocate several times their size.
 		stale := 0
 		for _, c := range pending {
 			if c.Notified != c.Material || e.opts.InlineMaintenance {
@@ -474,8 +474,8 @@ const sweepPerBatch = 10
 // prunePace is how long a prune rests after each batch, as a share of the
 // time the batch took. Pruning is never urgent, and while it rests
 // producers have the writer to themselves and the disk can absorb the
-// pages the batch wrote: in the bench, the median record during a prune
-// went from 1.9 ms to 0.35 ms, for a prune half again as long.
+// pages the batch wrote: records wait far less during a prune, which
+// takes longer (the figures are in docs/performance-log.md).
 const prunePace = 0.5
 
 // paced runs step, a write each, resting between them, until step

@@ -150,9 +150,9 @@ type targetNotices struct {
 // sharedNotices builds the notices of many targets' cursors at once, as
 // the startup sweep queues one for every pending cursor: the notices of
 // one target share their target, context key and slot, and those at one
-// watermark their text too. Built one by one, 500,000 pending cursors held
-// as many copies of each (about 330 bytes a notice), which were most of a
-// loaded gateway's memory after the sweep.
+// watermark their text too. Built one by one, the notices of many pending
+// cursors held as many copies of each, which were most of a loaded
+// gateway's memory after the sweep (docs/performance-log.md).
 type sharedNotices map[SessionRef]*targetNotices
 
 // of is noticeFor(c), sharing what c's notice has in common with the

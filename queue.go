@@ -43,10 +43,10 @@ func (q *queues) pushIfRoom(watcher string, ev SystemEvent) bool {
 
 // sizedBatch is the size from which pushAll sizes the lists it starts for
 // what they will hold. Appended one by one, a list of 10 notices ends with
-// room for 16 after arrays for 1, 2, 4 and 8: a startup sweep queueing
-// 500,000 notices for 50,000 watchers allocated about 100 MB of lists, 51
-// of them kept, for 32 MB of notices. Smaller batches (one record's
-// notices) skip the counting.
+// room for 16 after arrays for 1, 2, 4 and 8: a large startup sweep
+// allocated and kept lists several times the size of its notices
+// (docs/performance-log.md). Smaller batches (one record's notices) skip
+// the counting.
 const sizedBatch = 1024
 
 // pushAll queues each notice of ns for its watcher, under one lock (an

@@ -132,12 +132,8 @@ func TestACredentialAtItsWaitLimitIsTooManyRequestsWithRetryAfter(t *testing.T) 
 		_, err := c.Turn(ctx, client.TurnInput{SessionKey: manager, WaitSeconds: new(60)})
 		parked <- err
 	}()
-	for gw.G.Held(gateway.HoldWait) != 1 { // the first turn parks
-		select {
-		case err := <-parked:
-			t.Fatalf("the first turn ended: %v", err)
-		case <-time.After(time.Millisecond):
-		}
+	if err := gw.G.AwaitHeld(ctx, gateway.HoldWait, 1); err != nil { // the first turn parks
+		t.Fatalf("the first turn never parked: %v", err)
 	}
 	_, err := c.Turn(ctx, client.TurnInput{SessionKey: manager, WaitSeconds: new(60)})
 	ae := checkAPIError(t, "a second parked turn", err, http.StatusTooManyRequests, client.ErrTooManyRequests, "limit")

@@ -5,7 +5,6 @@ package gateway_test
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -14,8 +13,8 @@ import (
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/clock"
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
 	"github.com/vigilhq/vigil/sessions"
-	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
 // attentionGateway is a gateway on a manual clock that looks at open runs
@@ -186,7 +185,7 @@ func TestStuckAfterBelowZeroTurnsAttentionOff(t *testing.T) {
 // blockingRuns is a store whose read of the open runs waits until its
 // caller gives up, and says when it is entered and when it returned.
 type blockingRuns struct {
-	*sqlitestore.Store
+	sessions.Store
 	entered  chan struct{}
 	returned atomic.Bool
 }
@@ -200,18 +199,15 @@ func (s *blockingRuns) OpenRuns(ctx context.Context) ([]sessions.Run, error) {
 
 func TestCloseReturnsOnlyOnceTheLookAtOpenRunsHasStopped(t *testing.T) {
 	clk := clock.NewManual(time.Now())
-	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "v.db"), sqlitestore.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	eng, err := vigil.Open(ctx, st, vigil.Options{PruneInterval: -1, Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	runs := &blockingRuns{Store: st, entered: make(chan struct{}, 1)}
-	g := gateway.New(eng, runs, gateway.Options{Clock: clk, StuckAfter: 10 * time.Minute, AttentionEvery: time.Minute})
+	runs := &blockingRuns{entered: make(chan struct{}, 1)}
+	g := gatewaytest.Open(t, gatewaytest.Options{
+		Engine:  vigil.Options{Clock: clk},
+		Gateway: gateway.Options{Clock: clk, StuckAfter: 10 * time.Minute, AttentionEvery: time.Minute},
+		WrapSessions: func(s sessions.Store) sessions.Store {
+			runs.Store = s
+			return runs
+		},
+	}).Gateway
 	clk.Advance(time.Minute)
 	<-runs.entered
 	g.Close()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,7 +14,7 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
-	"github.com/vigilhq/vigil/store/sqlitestore"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
 )
 
 // tracedGateway is a gateway whose engine records every span into the
@@ -24,18 +23,8 @@ func tracedGateway(t *testing.T) (*gateway.Gateway, *vigil.Engine, *tracetest.In
 	t.Helper()
 	spans := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans), sdktrace.WithSampler(sdktrace.AlwaysSample()))
-	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "v.db"), sqlitestore.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub := gateway.NewHub()
-	eng, err := vigil.Open(ctx, st, hub.Attach(vigil.Options{PruneInterval: -1, TracerProvider: tp}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := gateway.New(eng, st, gateway.Options{Hub: hub})
-	t.Cleanup(func() { g.Close(); eng.Close(); st.Close() })
-	return g, eng, spans
+	gw := gatewaytest.Open(t, gatewaytest.Options{Engine: vigil.Options{TracerProvider: tp}})
+	return gw.Gateway, gw.Engine, spans
 }
 
 // callTool calls a tool as a transport does, with its input as JSON.

@@ -197,10 +197,22 @@ func TestADroppedToolCallIsCancelledAtOnce(t *testing.T) {
 				m.params = `"name":"` + tool + `","arguments":` + args
 				ctx, cancel := context.WithTimeout(context.Background(), liveHangGuard)
 				defer cancel()
+				// A send holds its wait before its message commits: the
+				// call is dropped once the child's inbox has the message.
+				inbox := lg.g.Hub().Listen(child, 16)
+				defer inbox.Close()
 				callCtx, drop := context.WithCancel(ctx)
 				answered := liveCallInBackground(t, callCtx, lg, liveMainToken, liveManager, m)
 				if err := lg.g.AwaitHeld(ctx, gateway.HoldWait, 1); err != nil {
 					t.Fatalf("the call never waited: %v", err)
+				}
+				for messaged := tool != "sessions_send"; !messaged; {
+					select {
+					case ev := <-inbox.C:
+						messaged = ev.Type == gateway.LiveMessage
+					case <-ctx.Done():
+						t.Fatal("the send's message never reached the child's inbox (hang guard)")
+					}
 				}
 				drop()
 				if err := lg.g.AwaitHeld(ctx, gateway.HoldWait, 0); err != nil {

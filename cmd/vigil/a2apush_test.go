@@ -43,7 +43,8 @@ func startServeOn(t *testing.T, bin, db string) *gatewayProcess {
 	p := &gatewayProcess{serveRun: &serveRun{stderr: stderr}, cmd: cmd}
 	deadline := time.After(serveHangGuard)
 	for {
-		if m := listeningLine.FindStringSubmatch(stderr.String()); m != nil {
+		out, written := stderr.Next()
+		if m := listeningLine.FindStringSubmatch(out); m != nil {
 			p.addr = m[1]
 			return p
 		}
@@ -52,7 +53,7 @@ func startServeOn(t *testing.T, bin, db string) *gatewayProcess {
 			t.Fatalf("vigil serve exited before listening:\n%s", stderr.String())
 		case <-deadline:
 			t.Fatalf("vigil serve never listened (hang guard):\n%s", stderr.String())
-		case <-time.After(10 * time.Millisecond):
+		case <-written:
 		}
 	}
 }

@@ -44,8 +44,9 @@ const demoLong = `Plays a short story against an in-process gateway (a real HTTP
 127.0.0.1, a temporary SQLite store, no tokens): a manager spawns two
 workers, a person writes straight into one of them, and the manager, parked
 on a long poll, is woken with exactly one notice and reconciles with
-session_status changesSince. Every step checks what it expects; the exit
-status is 0 only if the whole story went as told.
+session_status changesSince, the position the notice's data gives. Every
+step checks what it expects; the exit status is 0 only if the whole story
+went as told.
 
 flags:`
 
@@ -297,7 +298,7 @@ func (d *demoRun) creationNotice(ctx context.Context, created string) error {
 		return errors.New("the manager's session stream ended")
 	}
 	live, ok := ev.(client.LiveEvent)
-	if !ok || live.Type != client.LiveNotice || live.Notice == nil || !strings.Contains(live.Notice.Text, `"sessionKey":"`+created+`"`) {
+	if !ok || live.Type != client.LiveNotice || live.Notice == nil || !isCreation(live.Notice.Data, created) {
 		return fmt.Errorf("manager's session stream: expected the notice that %s was created, got %#v", d.name(created), ev)
 	}
 	d.say("vigil", "queues a creation notice for the manager, without waking it (session stream: notice)")
@@ -311,19 +312,26 @@ func (d *demoRun) managerTakesCreationNotices(ctx context.Context, n int) error 
 	if err != nil {
 		return fmt.Errorf("the manager's turn: %w", err)
 	}
-	if len(out.SystemEvents) != n || len(out.Acknowledged) != 0 || len(out.Messages) != 0 {
+	if len(out.Events) != n || len(out.Acknowledged) != 0 || len(out.Messages) != 0 {
 		return fmt.Errorf("the manager's turn: %q acknowledging %q, want %d creation notices acknowledging nothing",
 			out.SystemEvents, out.Acknowledged, n)
 	}
 	d.say("manager", "session_turn: %d creation notice(s), one per new session (taking them acknowledges nothing):", n)
-	for _, text := range out.SystemEvents {
-		if !strings.HasPrefix(text, "New session created") {
-			return fmt.Errorf("the manager's turn: %q is not a creation notice", text)
+	for _, ev := range out.Events {
+		if ev.Data == nil || ev.Data.Type != client.NoticeCreated {
+			return fmt.Errorf("the manager's turn: %q is not a creation notice (data %+v)", ev.Text, ev.Data)
 		}
-		lines := strings.Split(text, "\n")
-		d.say("manager", "  %s", lines[len(lines)/2])
+		// The text's middle line is the new session's facts, as the
+		// manager's model reads them; the data names the session.
+		lines := strings.Split(ev.Text, "\n")
+		d.say("manager", "  %s (data: created, %s)", lines[len(lines)/2], d.name(ev.Data.Target))
 	}
 	return nil
+}
+
+// isCreation reports whether a notice's data says session was created.
+func isCreation(data *client.NoticeData, session string) bool {
+	return data != nil && data.Type == client.NoticeCreated && data.Target == session
 }
 
 // managerNotice waits for the notice and the wake the manager's session
@@ -679,19 +687,26 @@ func (d *demoRun) showWorkerTurn(ctx context.Context, key string, out *client.Tu
 
 // showManagerTurn checks that the manager's turn carried exactly the one
 // notice about target the stream announced, saying to reconcile from the
-// version of target the manager last saw, prints it and returns that
-// version.
+// version of target the manager last saw (in its text and its data),
+// prints it and returns the version its data gives.
 func (d *demoRun) showManagerTurn(out *client.TurnOutput, target, streamed string) (int64, error) {
 	if out.TimedOut || out.TurnID == "" {
 		return 0, errors.New("the turn ended without work")
 	}
-	if len(out.SystemEvents) != 1 {
-		return 0, fmt.Errorf("%d system events, want exactly one notice: %q", len(out.SystemEvents), out.SystemEvents)
+	if len(out.Events) != 1 {
+		return 0, fmt.Errorf("%d system events, want exactly one notice: %q", len(out.Events), out.SystemEvents)
 	}
 	if len(out.Messages) != 0 {
 		return 0, fmt.Errorf("%d unexpected messages", len(out.Messages))
 	}
-	text, since := out.SystemEvents[0], d.seen[target]
+	// The notice's data says where to reconcile from; its text says the
+	// same to a model.
+	ev, since := out.Events[0], d.seen[target]
+	data := ev.Data
+	if data == nil || data.Type != client.NoticeChanged || data.Target != target || data.ChangesSince == nil || *data.ChangesSince != since {
+		return 0, fmt.Errorf("the notice's data %+v, want a change of %s since %d", data, target, since)
+	}
+	text := ev.Text
 	if want := vigil.NoticeText(target, since); text != want {
 		return 0, fmt.Errorf("the notice %q, want %q", text, want)
 	}
@@ -703,7 +718,12 @@ func (d *demoRun) showManagerTurn(out *client.TurnOutput, target, streamed strin
 	}
 	d.say("manager", "woken: session_turn returns 1 notice, 0 messages (taking it acknowledges the notice)")
 	d.say("manager", "  notice: %s", text)
-	return since, nil
+	var by []string
+	for _, a := range data.Actors {
+		by = append(by, d.actor(string(a.Type), a.ID))
+	}
+	d.say("manager", "  data: changed, changesSince %d, kinds %v, by %s", *data.ChangesSince, data.Kinds, strings.Join(by, ", "))
+	return *data.ChangesSince, nil
 }
 
 // reconcile has the manager ask session_status changesSince and prints the

@@ -110,8 +110,17 @@ func TestDemoPlaysTheStory(t *testing.T) {
 		t.Errorf("%d creation notices, want 2", n)
 	}
 	if body, ok := section(lines, regexp.MustCompile(`^\[manager\] +session_turn: 2 creation notice\(s\)`)); !ok || len(body) != 2 ||
-		!strings.Contains(body[0], `"title":"worker-1","createdVia":"spawn"`) {
+		!strings.Contains(body[0], `"title":"worker-1","createdVia":"spawn"`) || !strings.HasSuffix(body[0], "(data: created, worker-1)") ||
+		!strings.HasSuffix(body[1], "(data: created, worker-2)") {
 		t.Errorf("the manager's turn of creation notices: %q", body)
+	}
+	// Each notice that woke the manager says as data where to reconcile
+	// from, what changed and who changed it.
+	for _, want := range []string{"data: changed, changesSince 2, kinds [human_direct_message], by human local",
+		"data: changed, changesSince 6, kinds [goal_changed], by human local"} {
+		if n := count(lines, regexp.MustCompile(`^\[manager\] +`+regexp.QuoteMeta(want)+`$`)); n != 1 {
+			t.Errorf("%d lines %q, want 1", n, want)
+		}
 	}
 	if n := count(lines, regexp.MustCompile(`^\[vigil\] +queues one notice for the manager and wakes it`)); n != 2 {
 		t.Errorf("%d notice+wake lines from the session stream, want 2", n)

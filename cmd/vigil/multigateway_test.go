@@ -94,7 +94,7 @@ func startGatewayProcess(t *testing.T, bin, db string) *gatewayProcess {
 	p := &gatewayProcess{serveRun: &serveRun{stderr: stderr}, cmd: cmd}
 	deadline := time.After(serveHangGuard)
 	for {
-		out := stderr.String()
+		out, written := stderr.Next()
 		if m := listeningLine.FindStringSubmatch(out); m != nil && strings.Contains(out, "listening for other gateways' changes") {
 			p.addr = m[1]
 			return p
@@ -104,7 +104,7 @@ func startGatewayProcess(t *testing.T, bin, db string) *gatewayProcess {
 			t.Fatalf("vigil serve exited before listening:\n%s", out)
 		case <-deadline:
 			t.Fatalf("vigil serve never listened for other gateways (hang guard):\n%s", out)
-		case <-time.After(10 * time.Millisecond):
+		case <-written:
 		}
 	}
 }

@@ -68,7 +68,8 @@ func (r *serveRun) awaitListening(t *testing.T) {
 	t.Helper()
 	deadline := time.After(serveHangGuard)
 	for {
-		if m := listeningLine.FindStringSubmatch(r.stderr.String()); m != nil {
+		out, written := r.stderr.Next()
+		if m := listeningLine.FindStringSubmatch(out); m != nil {
 			r.addr = m[1]
 			return
 		}
@@ -78,7 +79,7 @@ func (r *serveRun) awaitListening(t *testing.T) {
 			t.Fatalf("vigil serve exited with %d before listening:\n%s", code, r.stderr.String())
 		case <-deadline:
 			t.Fatalf("vigil serve never logged its address (hang guard):\n%s", r.stderr.String())
-		case <-time.After(5 * time.Millisecond):
+		case <-written:
 		}
 	}
 }

@@ -22,9 +22,10 @@ func runFanOut(ctx context.Context, e *env) error {
 	// Each round measures every size in turn, so a busy spell on the
 	// machine slows one round of each size rather than every round of
 	// one: the comparison between sizes is what this workload is for. It
-	// compares about a fifth of a microsecond a watcher against a fixed
-	// cost of about 10 µs an event, so one round's noise can decide the
-	// verdict: even --quick takes the best of three.
+	// compares a watcher's small cost against an event's fixed cost some
+	// fifty times larger (docs/performance.md, "Running the
+	// measurements"), so one round's noise can decide the verdict: even
+	// --quick takes the best of three.
 	rounds := max(s.Rounds, fanOutMinRounds)
 	for r := range rounds {
 		for i, n := range s.FanOut {
@@ -70,10 +71,10 @@ func perWatcher(costs []float64, sizes []int, i int) float64 {
 
 // fanOutMode is the setting the fan-out runs at: NORMAL. A watcher's work
 // is the same at either setting, but at FULL every event also carries a
-// share of an fsync that swings by several microseconds from round to
-// round, and the per-watcher figure at 100 watchers is a difference of
-// some 25 µs between two sizes: that swing decided the verdict. At NORMAL
-// an event's fixed cost is a fourth as large, and steadier.
+// share of an fsync that swings from round to round, and the per-watcher
+// figure is a small difference between two sizes: that swing decided the
+// verdict (docs/performance-log.md). At NORMAL an event's fixed cost is
+// smaller, and steadier.
 func fanOutMode(e *env) string {
 	if e.pg {
 		return ""

@@ -2,38 +2,25 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	vigil "github.com/vigilhq/vigil"
-	"github.com/vigilhq/vigil/store/sqlitestore"
 )
 
 // The bare ceiling inserts rows shaped like the record workload's events
 // (the same columns and values) into a table with nothing else: no index,
-// no cursors, no heads, no notices. It runs on a store opened exactly as
-// the record workload's (same driver, same settings, same statement path),
-// so the two differ only in what vigil does per event. It is the ceiling
-// of several producers on SQLite; ceilings.go has the others.
+// no cursors, no heads, no notices. On SQLite the store does it
+// (sqlitestore.BenchCeiling), in its own write transactions through its
+// own statement path, so the ceiling and the record workload differ only
+// in what vigil does per event; on PostgreSQL it runs on the store's pool.
+// It is the ceiling of several producers on SQLite; ceilings.go has the
+// others.
 const (
-	ceilingTable = `CREATE TABLE bench_ceiling (
-	sequence    INTEGER PRIMARY KEY,
-	agent_id    TEXT    NOT NULL,
-	session_key TEXT    NOT NULL,
-	session_id  TEXT,
-	kind        TEXT    NOT NULL,
-	actor_type  TEXT    NOT NULL,
-	actor_id    TEXT,
-	run_id      TEXT,
-	occurred_at INTEGER NOT NULL,
-	recorded_at INTEGER NOT NULL,
-	summary     TEXT    NOT NULL,
-	payload     TEXT,
-	dedupe_key  TEXT)`
 	ceilingTablePG  = `CREATE TABLE bench_ceiling (sequence bigint PRIMARY KEY, agent_id text NOT NULL, session_key text NOT NULL, session_id text, kind text NOT NULL, actor_type text NOT NULL, actor_id text, run_id text, occurred_at bigint NOT NULL, recorded_at bigint NOT NULL, summary text NOT NULL, payload jsonb, dedupe_key text)`
-	ceilingInsert   = `INSERT INTO bench_ceiling VALUES (?, ?, ?, NULL, ?, ?, ?, NULL, ?, ?, ?, ?, NULL)`
 	ceilingInsertPG = `INSERT INTO bench_ceiling VALUES ($1, $2, $3, NULL, $4, $5, $6, NULL, $7, $8, $9, $10, NULL)`
 )
 
@@ -45,72 +32,44 @@ func (e *env) ceiling(ctx context.Context, mode string, perTx int, d time.Durati
 	}
 	defer st.close()
 	rec := humanMessage(targetRef(0))
-	var insert func(seq int64) error
-	var begin func() error
-	var commit func() error
+	var commit func(rows []vigil.Event) error
 	if st.sqlite != nil {
-		var tx *sqlitestore.Tx
-		begin = func() error {
-			t, err := st.sqlite.BeginWrite(ctx)
-			if err == nil {
-				tx = t.(*sqlitestore.Tx)
-			}
-			return err
-		}
-		if err := begin(); err != nil {
+		bare, err := st.sqlite.BenchCeiling(ctx)
+		if err != nil {
 			return 0, err
 		}
-		if _, err := tx.Exec(ceilingTable); err != nil {
-			tx.Rollback()
-			return 0, err
-		}
-		if err := tx.Commit(); err != nil {
-			return 0, err
-		}
-		insert = func(seq int64) error {
-			_, err := tx.Exec(ceilingInsert, seq, "bench", targetKey(int(seq%100)), string(rec.Kind), string(rec.ActorType),
-				rec.ActorID, seq, seq, rec.Summary, string(rec.Payload))
-			return err
-		}
-		commit = func() error { return tx.Commit() }
+		commit = func(rows []vigil.Event) error { return bare.Commit(ctx, rows) }
 	} else {
 		pool := st.pg.Pool()
 		if _, err := pool.Exec(ctx, ceilingTablePG); err != nil {
 			return 0, err
 		}
-		var tx interface {
-			Commit(context.Context) error
-		}
-		var exec func(seq int64) error
-		begin = func() error {
-			t, err := pool.Begin(ctx)
-			if err == nil {
-				tx = t
-				exec = func(seq int64) error {
-					_, err := t.Exec(ctx, ceilingInsertPG, seq, "bench", targetKey(int(seq%100)), string(rec.Kind),
-						string(rec.ActorType), rec.ActorID, seq, seq, rec.Summary, string(rec.Payload))
-					return err
+		commit = func(rows []vigil.Event) error {
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			for _, r := range rows {
+				if _, err := tx.Exec(ctx, ceilingInsertPG, r.Sequence, r.AgentID, r.SessionKey, string(r.Kind),
+					string(r.ActorType), r.ActorID, r.OccurredAt, r.RecordedAt, r.Summary, string(r.Payload)); err != nil {
+					return errors.Join(err, tx.Rollback(ctx))
 				}
 			}
-			return err
+			return tx.Commit(ctx)
 		}
-		insert = func(seq int64) error { return exec(seq) }
-		commit = func() error { return tx.Commit(ctx) }
 	}
+	rows := make([]vigil.Event, perTx)
 	var seq int64
 	start := time.Now()
 	deadline := start.Add(d)
 	for time.Now().Before(deadline) {
-		if err := begin(); err != nil {
-			return 0, err
-		}
-		for range perTx {
+		for j := range rows {
 			seq++
-			if err := insert(seq); err != nil {
-				return 0, err
-			}
+			rows[j] = vigil.Event{Sequence: seq, AgentID: "bench", SessionKey: targetKey(int(seq % 100)), Kind: rec.Kind,
+				ActorType: rec.ActorType, ActorID: rec.ActorID, OccurredAt: seq, RecordedAt: seq, Summary: rec.Summary,
+				Payload: rec.Payload}
 		}
-		if err := commit(); err != nil {
+		if err := commit(rows); err != nil {
 			return 0, err
 		}
 	}

@@ -46,9 +46,7 @@ type Options struct {
 	// engine's.
 	Gateway gateway.Options
 	// Wrap, when set, wraps the store the engine and the gateway are given
-	// (to make it fail, say). The engine looks for a store's optional
-	// interfaces, so a wrapper that keeps the store's speed-ups embeds the
-	// concrete store.
+	// (to make it fail, say).
 	Wrap func(Store) Store
 	// WrapSessions, when set, wraps the store the gateway alone is given
 	// (to count its calls, say); the engine keeps its own.

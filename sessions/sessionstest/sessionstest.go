@@ -134,7 +134,7 @@ var behaviours = []behaviour{
 	{"RecordedWritesRollBackWithTheTransaction", testRecordedWritesRollBack},
 	{"RollbackLeavesNothing", testRollback},
 	{"ReadsSeeOnlyCommittedWrites", testReadsCommittedOnly},
-	{"SessionTxCommitsAndRollsBackWithTheEnginesTransaction", testSessionTx},
+	{"SessionWritesCommitAndRollBackWithTheEnginesTransaction", testSessionWrites},
 	{"PushConfigFieldsRoundTrip", testPushConfigRoundTrip},
 	{"PutPushConfigReplacesTheConfigOfTheSameSessionOwnerAndID", testPutPushConfigReplaces},
 	{"DeletePushConfigDeletesOneAndSaysWhetherThereWasOne", testDeletePushConfig},

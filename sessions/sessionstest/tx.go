@@ -217,7 +217,7 @@ func testReadsCommittedOnly(t *testing.T, b Backend) {
 	}
 }
 
-func testSessionTx(t *testing.T, b Backend) {
+func testSessionWrites(t *testing.T, b Backend) {
 	ctx := t.Context()
 	event := func(ref vigil.SessionRef) *vigil.Event {
 		return &vigil.Event{AgentID: ref.AgentID, SessionKey: ref.Key, Kind: vigil.KindGoalChanged, ActorType: vigil.ActorHuman,

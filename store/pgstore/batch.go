@@ -4,7 +4,8 @@ package pgstore
 //
 // On a server every statement sent on its own is a round trip, and the
 // engine's group commit runs many writes in one transaction: sent one
-// statement at a time, a batch of 64 records cost about 200 round trips.
+// statement at a time, a batch cost a few round trips for each of its
+// records (docs/performance.md, "What the stores do for speed").
 // A transaction here therefore queues what it can and sends it with the
 // next statement that needs an answer, in one pipeline:
 //

@@ -9,6 +9,7 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
 	"github.com/vigilhq/vigil/sessions"
 	"github.com/vigilhq/vigil/store/pgstore"
 )
@@ -101,10 +102,8 @@ func schemaOf(t *testing.T, s *pgstore.Store) string {
 // The gateway runs on the store too: sessions, transcripts, runs and
 // their events commit together.
 func TestGatewayOnPostgres(t *testing.T) {
-	s := openFresh(t)
-	eng := openEngine(t, s)
-	g := gateway.New(eng, s, gateway.Options{})
-	t.Cleanup(g.Close)
+	gw := gatewaytest.Open(t, gatewaytest.Options{Schema: freshSchema(t)})
+	g, eng, s := gw.Gateway, gw.Engine, gw.Postgres
 	ctx := t.Context()
 	parent := vigil.MustRef("agent:alpha:main")
 	agent := gateway.Caller{Principal: gateway.Principal{Role: gateway.RoleAgent, ID: "alpha"}, Session: &parent}

@@ -79,18 +79,18 @@ func TestEveryFailureOfTheDatabaseIsMarkedAsTheStores(t *testing.T) {
 		{"Tx.PutTombstones", func() error { return tx.PutTombstones(ctx, betaMain, []string{alphaMain.Key}, 1) }},
 		{"Tx.DeleteTombstones", func() error { _, err := tx.DeleteTombstones(ctx, alphaMain.Key, nil); return err }},
 		{"Tx.ExpireTombstones", func() error { _, err := tx.ExpireTombstones(ctx, 0, 10); return err }},
-		{"SessionTx.GetSession", func() error { _, _, err := stx.GetSession(ctx, alphaMain); return err }},
-		{"SessionTx.MessagesAfter", func() error { _, err := stx.MessagesAfter(ctx, alphaMain, 0, 10); return err }},
-		{"SessionTx.PutSession", func() error {
+		{"sessions.Tx.GetSession", func() error { _, _, err := stx.GetSession(ctx, alphaMain); return err }},
+		{"sessions.Tx.MessagesAfter", func() error { _, err := stx.MessagesAfter(ctx, alphaMain, 0, 10); return err }},
+		{"sessions.Tx.PutSession", func() error {
 			return stx.PutSession(ctx, sessions.Session{Ref: alphaMain, SessionID: "s", Kind: sessions.KindMain, Label: "l"})
 		}},
-		{"SessionTx.DeleteSessionRow", func() error { return stx.DeleteSessionRow(ctx, alphaMain) }},
-		{"SessionTx.AppendMessage", func() error {
+		{"sessions.Tx.DeleteSessionRow", func() error { return stx.DeleteSessionRow(ctx, alphaMain) }},
+		{"sessions.Tx.AppendMessage", func() error {
 			_, err := stx.AppendMessage(ctx, sessions.Message{Session: alphaMain, Role: sessions.RoleUser, ActorType: vigil.ActorHuman, Content: "x"})
 			return err
 		}},
-		{"SessionTx.PutRun", func() error { return stx.PutRun(ctx, sessions.Run{RunID: "r", Session: alphaMain}) }},
-		{"SessionTx.GetRun", func() error { _, _, err := stx.GetRun(ctx, "r"); return err }},
+		{"sessions.Tx.PutRun", func() error { return stx.PutRun(ctx, sessions.Run{RunID: "r", Session: alphaMain}) }},
+		{"sessions.Tx.GetRun", func() error { _, _, err := stx.GetRun(ctx, "r"); return err }},
 	}
 	if n := checkMarked(t, txCalls); n == 0 {
 		t.Error("no statement of the open transaction failed after the cut")

@@ -3,9 +3,10 @@ package pgstore_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/internal/testwait"
+	"github.com/vigilhq/vigil/store/pgstore"
 )
 
 func TestOnlyOneGatewayPrunesAtATime(t *testing.T) {
@@ -53,10 +54,20 @@ func TestTheStartupSweepWaitsForTheMaintenanceLock(t *testing.T) {
 		}
 		opened <- eng
 	}()
+	// The opening engine's sweep asks for the lock and waits: the server
+	// shows its request, not granted.
+	testwait.Until(t, "the startup sweep waits for the maintenance lock", func() bool {
+		var waiting int
+		if err := a.Pool().QueryRow(t.Context(), `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
+			AND NOT granted AND ((classid::bigint << 32) | objid::bigint) = $1`, pgstore.MaintenanceKey(a)).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		return waiting > 0
+	})
 	select {
 	case <-opened:
 		t.Fatal("the engine opened (so swept) while another gateway held the maintenance lock")
-	case <-time.After(300 * time.Millisecond):
+	default:
 	}
 	unlock()
 	if eng := <-opened; eng != nil {

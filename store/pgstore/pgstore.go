@@ -315,7 +315,7 @@ func (s *Store) Versions(ctx context.Context, refs []vigil.SessionRef) (map[vigi
 	case 1:
 		// The server plans the statement over arrays anew on every run,
 		// at several times the cost of running it; with plain parameters
-		// it plans in a few microseconds. Every status check reads one
+		// it does not. Every status check reads one
 		// session's version (docs/performance.md, "What limits the
 		// figures").
 		var v int64

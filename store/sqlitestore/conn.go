@@ -103,10 +103,9 @@ type conn struct {
 
 // ErrTxEnded is returned by every statement the store runs in a write
 // transaction that SQLite already ended on its own, as it does when a
-// statement in it is interrupted or fails in some ways (and by Tx.Exec for
-// the statement that ended it): run outside a transaction, the statement
-// would write the file at once, where the store's memory could not follow.
-// Statements an embedder runs on Tx.Conn are its own to check.
+// statement in it is interrupted or fails in some ways: run outside a
+// transaction, the statement would write the file at once, where the
+// store's memory could not follow.
 var ErrTxEnded = errors.New("sqlitestore: SQLite already ended the write transaction; nothing more runs in it")
 
 // errClosed is returned by statements of a write transaction left open

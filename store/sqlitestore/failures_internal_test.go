@@ -64,11 +64,11 @@ func TestEveryCallOfAShutStoreFailsMarkedAsTheStores(t *testing.T) {
 		"Tx.OwedTo (locked)":      func() error { _, err := tx.OwedTo(ctx, nil, true); return err },
 		"Tx.PruneEvents":          func() error { _, err := tx.PruneEvents(ctx, 10, 0, 10); return err },
 		"Tx.OwedTo":               func() error { _, err := tx.OwedTo(ctx, nil, false); return err },
-		"SessionTx.GetSession":    func() error { _, _, err := stx.GetSession(ctx, failAlpha); return err },
-		"SessionTx.PutSession": func() error {
+		"sessions.Tx.GetSession":  func() error { _, _, err := stx.GetSession(ctx, failAlpha); return err },
+		"sessions.Tx.PutSession": func() error {
 			return stx.PutSession(ctx, sessions.Session{Ref: failAlpha, SessionID: "s", Kind: sessions.KindMain})
 		},
-		"SessionTx.AppendMessage": func() error {
+		"sessions.Tx.AppendMessage": func() error {
 			_, err := stx.AppendMessage(ctx, sessions.Message{Session: failAlpha, Role: sessions.RoleUser, ActorType: vigil.ActorHuman, Content: "x"})
 			return err
 		},

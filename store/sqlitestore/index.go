@@ -12,12 +12,12 @@ import (
 // The per-session index of the signal log (session_index) may lag behind
 // the log. An index on the events table itself would put a session's
 // newest entry on a page of its own, so every commit wrote one index page
-// per session it recorded on: with 40 records on 40 sessions, 40 pages,
-// where the events themselves fill three. Written in bulk instead, each
-// page takes many sessions' entries at once. An entry is keyed by its
-// session's number (session_numbers) and its sequence: with the session's
-// agent id and key instead, inserting an entry took about 1.4 times as
-// long at 100 sessions and 2.5 times at 1,000.
+// per session it recorded on, many more pages than its events fill.
+// Written in bulk instead, each page takes many sessions' entries at once.
+// An entry is keyed by its session's number (session_numbers) and its
+// sequence: keyed by the session's agent id and key instead, an entry took
+// longer to insert, the more so the more sessions (docs/performance.md,
+// "What the stores do for speed").
 //
 // The file says how far the index goes (sequence_floor.indexed_through):
 // every event at or below it has its entry, none above it has one. A read
@@ -33,13 +33,12 @@ import (
 // A store with its file to itself brings the index up to date when
 // indexMaxLag events have gathered above the mark, or at the next commit
 // once the oldest of them is indexMaxAge old; at Open and Close; and before
-// a write that deletes a session or runs an embedder's statements. Each
-// time it rewrites about one page per session recorded on, so the lag sets
-// how many events share those pages; it knows what lies above the mark,
-// so its reads do not scan there. A shared store does it in every write
-// that appends or runs an embedder's statements, before the commit, and
-// Open does it too: so the reads of a shared store skip the part above
-// the mark.
+// a write that deletes a session. Each time it rewrites about one page per
+// session recorded on, so the lag sets how many events share those pages;
+// it knows what lies above the mark, so its reads do not scan there. A
+// shared store does it in every write that appends, before the commit, and
+// Open does it too: so the reads of a shared store skip the part above the
+// mark.
 const (
 	indexMaxLag = 4096
 	indexMaxAge = time.Second
@@ -50,10 +49,10 @@ const (
 // while planning a join), the statement is compiled again once that value
 // changes, and clearing its bindings, which the driver does before every
 // run, expires it outright: so every run of such a statement compiled it
-// anew, about 80 µs of the 110 a history read of 5 events took from the
-// file. The unary plus leaves the value as it is (a bound value has no
-// affinity to lose) and keeps it from the planner, whose choices for these
-// statements never depended on it.
+// anew, most of the time a short history read took from the file
+// (docs/performance-log.md). The unary plus leaves the value as it is (a
+// bound value has no affinity to lose) and keeps it from the planner, whose
+// choices for these statements never depended on it.
 
 // The unindexed tail of ?1, ?2's events: those above the index's mark.
 // Its scan runs on the events table's primary key from the mark up.
@@ -88,21 +87,21 @@ func newIndexLag() *indexLag { return &indexLag{lagging: true} }
 // committing brings the index up to date when it is due: a store that
 // does not lag leaves nothing above the mark, so its readers need not
 // look there. Nothing is new since the write last brought the index up
-// to date, unless it appended since or an embedder's statements ran.
+// to date, unless it appended since.
 func (l *indexLag) committing(t *Tx, now time.Time) error {
-	if (t.appended > 0 || !t.indexed || t.opaque) && l.due(t.appended, t.opaque, now) {
+	if (t.appended > 0 || !t.indexed) && l.due(t.appended, now) {
 		return t.writeIndex()
 	}
 	return nil
 }
 
-// due reports whether a commit that appended appended events, and ran an
-// embedder's statements if opaque, should bring the index up to date.
-func (l *indexLag) due(appended int, opaque bool, now time.Time) bool {
+// due reports whether a commit that appended appended events should bring
+// the index up to date.
+func (l *indexLag) due(appended int, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.lagging {
-		return appended > 0 || opaque
+		return appended > 0
 	}
 	return l.events+appended >= indexMaxLag || (l.events > 0 && now.Sub(l.oldest) >= indexMaxAge)
 }
@@ -125,15 +124,6 @@ func (l *indexLag) ended(t *Tx, e txEnd) {
 	if !e.followed && l.lagging {
 		l.events = max(l.events, indexMaxLag)
 	}
-}
-
-// bypass brings the index up to date, for the embedder's statements to
-// meet a whole index.
-func (l *indexLag) bypass(t *Tx) error {
-	if !t.indexed {
-		return t.writeIndex()
-	}
-	return nil
 }
 
 // turnOff makes every later write that appends bring the index up to
@@ -195,8 +185,8 @@ const sweepNextQuery = `SELECT h.agent_id, h.session_key, h.pruned_watermark,
 // Pruning leaves the index entries of the events it deletes: deleting
 // each with its event (the trigger on events does for other deletions)
 // rewrote, in every pruning batch, the index page of each session the
-// batch took events from, so pruning 100 events across 100 sessions wrote
-// a hundred pages, and the log and checkpoints that carried them slowed
+// batch took events from, a page for each event of a batch spread over
+// many sessions, and the log and checkpoints that carried them slowed
 // every producer's commit. Readers count an entry only with its event
 // (they join the two), but for a session's newest, which a stale entry
 // never is above its head. The sweep (Tx.SweepIndex) deletes them after
@@ -242,9 +232,9 @@ func (t *Tx) SweepIndex(ctx context.Context, after vigil.SessionRef, limit int) 
 			after = next
 			continue
 		}
-		// The session's pruned events are at or below its watermark. An
-		// embedder's statements may have moved an event there: its entry
-		// stays.
+		// The session's pruned events are at or below its watermark. A
+		// statement run on the file by hand may have moved an event
+		// there: its entry stays.
 		n, err := t.c.exec(`DELETE FROM session_index WHERE session = ?1 AND sequence IN (
 			SELECT x.sequence FROM session_index x WHERE x.session = ?1 AND x.sequence <= ?2
 				AND NOT EXISTS (SELECT 1 FROM events e

@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -16,8 +17,8 @@ import (
 	"pgregory.net/rapid"
 )
 
-// Whatever a mix of appends, prunes, index sweeps, session deletions, an
-// embedder's own statements, rollbacks, commits, reopenings and crashes
+// Whatever a mix of appends, prunes, index sweeps, session deletions,
+// statements run on the file by hand, rollbacks, commits, reopenings and crashes
 // did, a session's history and version read from the file are exactly what
 // a scan of the log says, and the index holds exactly the events at or
 // below its mark (all of them, in a shared store, whose reads do not look
@@ -122,7 +123,7 @@ func checkSessionReads(t *testing.T, shared bool) {
 		copies := 0
 		for range rapid.IntRange(1, 25).Draw(rt, "steps") {
 			op := rapid.SampledFrom([]string{"append", "append", "append", "rollback", "prune", "delete",
-				"embedder", "index", "sweep", "reopen", "crash"}).Draw(rt, "op")
+				"by hand", "index", "sweep", "reopen", "crash"}).Draw(rt, "op")
 			switch op {
 			case "append":
 				write(appendSome)
@@ -150,35 +151,42 @@ func checkSessionReads(t *testing.T, shared bool) {
 					}
 					return tx.DeleteSession(ctx, ref)
 				})
-			case "embedder":
-				// Statements by hand: an insert above every number used, a
-				// deletion, a move to another session or another number.
+			case "by hand":
+				// Statements an operator runs on the file with the store
+				// closed: an insert above every number used, a deletion, a
+				// move to another session or another number.
 				ref := rapid.SampledFrom(sessions).Draw(rt, "by hand")
 				other := rapid.SampledFrom(sessions).Draw(rt, "moved to")
 				seq := rapid.Int64Range(1, 60).Draw(rt, "sequence by hand")
 				statement := rapid.SampledFrom([]string{"insert", "delete", "move", "renumber"}).Draw(rt, "statement")
 				thenAppend := rapid.Bool().Draw(rt, "then append")
-				write(func(tx *Tx) error {
-					var err error
-					switch statement {
-					case "insert":
-						_, err = tx.Exec(`INSERT INTO events (sequence, agent_id, session_key, kind, actor_type,
-							occurred_at, recorded_at, summary) SELECT max(coalesce((SELECT max(sequence) FROM events), 0),
-							floor, indexed_through) + 1, ?, ?, 'goal_changed', 'human', 1, 1, 'by hand' FROM sequence_floor`,
-							ref.AgentID, ref.Key)
-					case "delete":
-						_, err = tx.Exec(`DELETE FROM events WHERE sequence = ?`, seq)
-					case "move":
-						_, err = tx.Exec(`UPDATE events SET agent_id = ?, session_key = ? WHERE sequence = ?`,
-							other.AgentID, other.Key, seq)
-					case "renumber": // to a number no event has
-						_, err = tx.Exec(`UPDATE events SET sequence = -sequence WHERE sequence = ?`, seq)
-					}
-					if err == nil && thenAppend {
-						err = appendSome(tx)
-					}
-					return err
-				})
+				if err := s.Close(); err != nil {
+					rt.Fatal(err)
+				}
+				var err error
+				switch statement {
+				case "insert":
+					err = byHand(path, `INSERT INTO events (sequence, agent_id, session_key, kind, actor_type,
+						occurred_at, recorded_at, summary) SELECT max(coalesce((SELECT max(sequence) FROM events), 0),
+						floor, indexed_through) + 1, ?, ?, 'goal_changed', 'human', 1, 1, 'by hand' FROM sequence_floor`,
+						ref.AgentID, ref.Key)
+				case "delete":
+					err = byHand(path, `DELETE FROM events WHERE sequence = ?`, seq)
+				case "move":
+					err = byHand(path, `UPDATE events SET agent_id = ?, session_key = ? WHERE sequence = ?`,
+						other.AgentID, other.Key, seq)
+				case "renumber": // to a number no event has
+					err = byHand(path, `UPDATE events SET sequence = -sequence WHERE sequence = ?`, seq)
+				}
+				if err != nil {
+					rt.Fatal(err)
+				}
+				if s, err = Open(ctx, path, opts); err != nil {
+					rt.Fatalf("reopen after statements by hand: %v", err)
+				}
+				if thenAppend {
+					write(appendSome)
+				}
 			case "index":
 				write(func(tx *Tx) error { return tx.writeIndex() })
 			case "sweep": // some of a sweep, maybe all of it
@@ -218,6 +226,14 @@ func checkSessionReads(t *testing.T, shared bool) {
 			check(op)
 		}
 	})
+}
+
+// byHand runs a statement on the SQLite file at path through a connection
+// of its own, as an operator would with the store closed.
+func byHand(path, statement string, args ...any) error {
+	db := openDB("file:"+path+"?_journal_mode=WAL", nil)
+	_, err := db.Exec(statement, args...)
+	return errors.Join(err, db.Close())
 }
 
 // scanSession reads every event of ref by scanning the whole log.
@@ -592,7 +608,7 @@ func TestDeletingASessionDeletesTheEntriesPruningLeft(t *testing.T) {
 }
 
 // The entry of an event deleted by anything but a prune goes with it, as
-// before, even at or below the pruned mark (where an embedder's statements
+// before, even at or below the pruned mark (where statements run by hand
 // may move one): only a prune's deletions wait for the sweep.
 func TestAnEventDeletedByHandTakesItsIndexEntryWithIt(t *testing.T) {
 	// 1 to 12 pruned, their 12 entries left; 5 was s0's, 20 is s1's.

@@ -5,9 +5,9 @@ import "time"
 // A store that holds its file alone keeps parts of the file's state in
 // memory, so that its writes and reads need not go to the file for them:
 // each part is a mirror. A mirror is exact only because every write goes
-// through this store, and tells every mirror how it went: Commit, Rollback
-// and Tx.bypassed each call every mirror, through this interface, and
-// nowhere else does a transaction's end reach them. A new kind of write
+// through this store, and tells every mirror how it went: Commit and
+// Rollback each call every mirror, through this interface, and nowhere
+// else does a transaction's end reach them. A new kind of write
 // needs nothing more than to end through Commit or Rollback; a new mirror
 // needs only to be listed in mirrors.
 //
@@ -21,11 +21,6 @@ type mirror interface {
 	// ended follows t's end, before its connection goes back to the pool:
 	// the next write's end must reach the mirror after this one's.
 	ended(t *Tx, e txEnd)
-	// bypass runs before the first of an embedder's statements in t
-	// (Tx.Conn, Tx.Exec): what the statements must meet in the file is
-	// written in t, and what they may change stops being trusted at once
-	// (they may even commit at once).
-	bypass(t *Tx) error
 	// turnOff makes the mirror keep nothing from now on, and reports
 	// whether it holds something the file lacks, for the caller to write.
 	turnOff() (unwritten bool)
@@ -36,10 +31,10 @@ type txEnd struct {
 	// committed says its COMMIT succeeded.
 	committed bool
 	// followed says the mirrors can know everything it did to the file:
-	// no embedder's statement ran in it, and it ended as the store asked
-	// (not a COMMIT that failed, nor a transaction SQLite ended on its
-	// own, after which statements wrote the file at once). A mirror forgets
-	// whatever such a write may have changed.
+	// it ended as the store asked (not a COMMIT that failed, nor a
+	// transaction SQLite ended on its own, after which statements wrote
+	// the file at once). A mirror forgets whatever such a write may have
+	// changed.
 	followed bool
 	now      time.Time
 }

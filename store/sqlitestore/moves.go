@@ -93,13 +93,6 @@ func (m *heldMoves) generation() uint64 {
 	return m.gen
 }
 
-// count is the number of held moves.
-func (m *heldMoves) count() int {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return len(m.byKey)
-}
-
 // all returns every held move.
 func (m *heldMoves) all() []vigil.Cursor {
 	m.mu.RLock()
@@ -133,12 +126,10 @@ func (m *heldMoves) committing(t *Tx, now time.Time) error {
 	return nil
 }
 
-// ended brings memory in line with a transaction that committed, even one
-// that ran an embedder's statements (they met every held move in the
-// file): if it wrote the held moves, every move held before it is in the
-// file now; the keys it dropped had their rows written or deleted; and
-// its own moves are held from now on. A write that did not commit changed
-// none of them.
+// ended brings memory in line with a transaction that committed: if it
+// wrote the held moves, every move held before it is in the file now; the
+// keys it dropped had their rows written or deleted; and its own moves are
+// held from now on. A write that did not commit changed none of them.
 func (m *heldMoves) ended(t *Tx, e txEnd) {
 	if !e.committed {
 		return
@@ -160,14 +151,6 @@ func (m *heldMoves) ended(t *Tx, e txEnd) {
 	for k, c := range t.moved {
 		m.byKey[k] = c
 	}
-}
-
-// bypass writes every held move, for the embedder's statements to meet.
-func (m *heldMoves) bypass(t *Tx) error {
-	if t.holdsMoves() {
-		return t.writeMoves()
-	}
-	return nil
 }
 
 // turnOff makes every later move be written at once, and reports whether
@@ -212,7 +195,7 @@ func (t *Tx) rowWritten(k cursorKey) {
 // MoveCursors implements vigil.Tx: in a store with its file to itself the
 // moves are held in memory from the commit on (see heldMoves).
 func (t *Tx) MoveCursors(ctx context.Context, cs []vigil.Cursor) error {
-	if t.opaque || !t.s.moves.isHolding() {
+	if !t.s.moves.isHolding() {
 		return t.PutCursors(ctx, cs)
 	}
 	if t.moved == nil {
@@ -222,12 +205,6 @@ func (t *Tx) MoveCursors(ctx context.Context, cs []vigil.Cursor) error {
 		t.moved[keyOf(c)] = c
 	}
 	return nil
-}
-
-// holdsMoves reports whether any move is held, in memory or by t, that
-// the file does not have.
-func (t *Tx) holdsMoves() bool {
-	return len(t.moved) > 0 || (!t.movesWritten && t.s.moves.count() > 0)
 }
 
 // writeMoves writes every move held in memory or by this transaction, and

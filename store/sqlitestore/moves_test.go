@@ -152,26 +152,6 @@ func TestASharedStoreWritesMovesAtOnce(t *testing.T) {
 	}
 }
 
-func TestEmbedderStatementsMeetHeldMovesInTheFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "vigil.db")
-	s := open(t, path, sqlitestore.Options{})
-	putCursor(t, s, vigil.Cursor{Watcher: watcher, Target: alphaMain})
-	seq := moveOne(t, s, alphaMain, vigil.Cursor{Watcher: watcher, Target: alphaMain})
-	ctx := t.Context()
-	tx, err := s.BeginWrite(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	var m int64
-	if err := tx.(*sqlitestore.Tx).Conn().QueryRowContext(ctx, `SELECT material FROM cursors WHERE watcher = ?`, watcher).Scan(&m); err != nil {
-		t.Fatal(err)
-	}
-	if m != seq {
-		t.Fatalf("an embedder's statement read M=%d, want the held move's %d", m, seq)
-	}
-}
-
 func TestWithItsMemoryOffAStoreWritesLaterMovesAtOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "vigil.db")
 	s := open(t, path, sqlitestore.Options{})

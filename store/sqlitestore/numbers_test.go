@@ -74,36 +74,6 @@ func TestASessionNumberedAndDeletedInOneWriteIsIndexedWhenRecordedAgain(t *testi
 	recordAgain(t, s, ref)
 }
 
-// An embedder's statements may delete what the store numbered: it
-// numbers every session again as needed.
-func TestASessionWhoseNumberAnEmbedderDeletedIsIndexedWhenRecordedAgain(t *testing.T) {
-	s := openExclusive(t)
-	ctx := context.Background()
-	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
-	other := vigil.SessionRef{AgentID: "a", Key: "agent:a:other"}
-	appendEvents(t, s, ref, 1)
-	commitWrite(t, s, func(tx *Tx) error { return tx.writeIndex() }) // numbers it
-	commitWrite(t, s, func(tx *Tx) error {
-		for _, q := range []string{
-			`DELETE FROM events WHERE session_key = 'agent:a:main'`,
-			`DELETE FROM session_numbers WHERE session_key = 'agent:a:main'`,
-		} {
-			if _, err := tx.Exec(q); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	// A write that brings the index up to date, so memory knows what
-	// lies above its mark again.
-	appendEvents(t, s, other, 1)
-	commitWrite(t, s, func(tx *Tx) error { return tx.writeIndex() })
-	recordAgain(t, s, ref)
-	if h, err := s.readHistory(ctx, ref, 0, 10); err != nil || len(h.Events) != 1 {
-		t.Fatalf("history of the session recorded again: %d events (%v), want 1", len(h.Events), err)
-	}
-}
-
 // A session whose events were pruned before the index was written, and
 // so never got a number, gets one when it is recorded again.
 func TestASessionWhoseEventsWentBeforeTheIndexWriteIsIndexedWhenRecordedAgain(t *testing.T) {
@@ -118,39 +88,6 @@ func TestASessionWhoseEventsWentBeforeTheIndexWriteIsIndexedWhenRecordedAgain(t 
 	appendEvents(t, s, other, 1)
 	commitWrite(t, s, func(tx *Tx) error { return tx.writeIndex() })
 	recordAgain(t, s, ref)
-}
-
-// When SQLite ended a write early, an embedder's later statements wrote
-// the file at once, whatever the write's end: a session whose number they
-// deleted is numbered again.
-func TestASessionWhoseNumberAnEmbedderDeletedAfterTheWriteEndedIsIndexedWhenRecordedAgain(t *testing.T) {
-	for _, end := range []string{"commit", "rollback"} {
-		t.Run(end, func(t *testing.T) {
-			s := openExclusive(t)
-			ctx := context.Background()
-			ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
-			appendEvents(t, s, ref, 1)
-			commitWrite(t, s, func(tx *Tx) error { return tx.writeIndex() }) // numbers it
-			w, err := s.BeginWrite(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tx := w.(*Tx)
-			for _, q := range []string{`ROLLBACK`, // as SQLite does after an I/O error
-				`DELETE FROM events WHERE session_key = 'agent:a:main'`,
-				`DELETE FROM session_numbers WHERE session_key = 'agent:a:main'`} {
-				if _, err := tx.Conn().ExecContext(ctx, q); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if end == "commit" {
-				tx.Commit() // fails: the write ended
-			} else {
-				tx.Rollback()
-			}
-			recordAgain(t, s, ref)
-		})
-	}
 }
 
 // A write that deletes a session it had not indexed, then appends and

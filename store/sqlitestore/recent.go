@@ -31,8 +31,8 @@ type recentEvents struct {
 	// epoch moves whenever entries are dropped for a write, so a read
 	// from the file that started before the drop cannot fill one back.
 	epoch uint64
-	// off is set for good once writes may bypass the store (DB) or the
-	// store is closed: every read then goes to the file.
+	// off is set for good once the store is shared or closed: every read
+	// then goes to the file.
 	off bool
 	// versions holds the state versions of sessions with no entry, as a
 	// read of versions from the file (fillVersion) or an evicted entry
@@ -356,8 +356,6 @@ func (r *recentEvents) ended(t *Tx, e txEnd) {
 		r.reset()
 	}
 }
-
-func (r *recentEvents) bypass(*Tx) error { return nil }
 
 // turnOff forgets everything and answers nothing from now on.
 func (r *recentEvents) turnOff() bool {

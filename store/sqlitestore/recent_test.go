@@ -200,21 +200,6 @@ func openTestStore(t *testing.T, opts Options) *Store {
 	return s
 }
 
-// insertByHand begins a write and inserts an event numbered seq on
-// agent:a:main through an embedder's statement, leaving the write open.
-func insertByHand(t *testing.T, s *Store, seq int64) *Tx {
-	t.Helper()
-	tx, err := s.BeginWrite(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.(*Tx).Exec(`INSERT INTO events (sequence, agent_id, session_key, kind, actor_type, occurred_at,
-		recorded_at, summary) VALUES (?, 'a', 'agent:a:main', 'goal_changed', 'human', 1, 1, 'by hand')`, seq); err != nil {
-		t.Fatal(err)
-	}
-	return tx.(*Tx)
-}
-
 // appendOne commits one goal event on ref and returns its sequence.
 func appendOne(t *testing.T, s *Store, ref vigil.SessionRef) int64 {
 	t.Helper()
@@ -252,23 +237,6 @@ func wantFileAnswer(t *testing.T, s *Store, ref vigil.SessionRef) {
 	}
 }
 
-// Statements an embedder runs inside a write may change anything: the
-// memory forgets at their commit.
-func TestAnEmbeddersStatementsMakeTheMemoryForget(t *testing.T) {
-	s := openTestStore(t, Options{})
-	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
-	appendOne(t, s, ref)
-	wantFileAnswer(t, s, ref) // now held in memory
-	tx := insertByHand(t, s, 100)
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	wantFileAnswer(t, s, ref)
-	if next := appendOne(t, s, ref); next != 101 {
-		t.Fatalf("the append after an embedder's insert of 100 got sequence %d, want 101", next)
-	}
-}
-
 // Writes through DB bypass the store: from then on every read goes to the
 // file.
 func TestDBTurnsTheMemoryOff(t *testing.T) {
@@ -299,30 +267,5 @@ func TestAClosedStoreAnswersNothing(t *testing.T) {
 	}
 	if h, err := s.History(context.Background(), ref, 0, 10); err == nil {
 		t.Fatalf("History after Close = %+v, want an error", h)
-	}
-}
-
-// An embedder's statement in the same transaction, before the append,
-// counts too: the append takes the number after the embedder's.
-func TestAnAppendAfterAnEmbeddersInsertInTheSameWriteFollowsIt(t *testing.T) {
-	s := openTestStore(t, Options{})
-	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
-	appendOne(t, s, ref) // the store now remembers sequence 1
-	ctx := context.Background()
-	tx, err := s.BeginWrite(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.(*Tx).Exec(`UPDATE sequence_floor SET floor = 1000 WHERE id = 1`); err != nil {
-		t.Fatal(err)
-	}
-	e := &vigil.Event{AgentID: ref.AgentID, SessionKey: ref.Key, Kind: vigil.KindGoalChanged,
-		ActorType: vigil.ActorHuman, Summary: "goal updated"}
-	if _, err := tx.Append(ctx, e); err != nil {
-		t.Fatal(err)
-	}
-	if e.Sequence != 1001 {
-		t.Fatalf("the append after the floor was raised to 1000 got %d, want 1001", e.Sequence)
 	}
 }

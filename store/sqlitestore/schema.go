@@ -179,8 +179,8 @@ END;
 `},
 	// 7: the index is keyed by a number per session (session_numbers)
 	// rather than by its agent id and key: an entry keyed by two text
-	// columns took 1.4 times as long to insert at 100 sessions, 2.5 times
-	// at 1,000. A session gets its number when its first
+	// columns took longer to insert, the more so the more sessions (see
+	// index.go). A session gets its number when its first
 	// event is indexed (index.go), and keeps it until it is deleted; a
 	// number is never given again, so no entry a deletion missed can
 	// count for another session.

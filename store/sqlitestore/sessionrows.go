@@ -32,11 +32,7 @@ type sessionRows struct {
 	// when none. There is one write connection, so one writer at a time.
 	writer  *Tx
 	pending map[vigil.SessionRef]pendingRow
-	// bypassed is set from an embedder's first statement in the writer
-	// until the writer ends: those statements may change any row, and may
-	// even commit at once, so nothing kept is trusted meanwhile.
-	bypassed bool
-	off      bool
+	off     bool
 }
 
 // sessionRow is what the file holds for a session: its row, or none.
@@ -71,7 +67,7 @@ func copyRow(r sessionRow) sessionRow {
 func (m *sessionRows) committed(ref vigil.SessionRef) (row sessionRow, ok bool, gen uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.off || m.bypassed {
+	if m.off {
 		return sessionRow{}, false, m.gen
 	}
 	r, ok := m.kept[ref]
@@ -86,7 +82,7 @@ func (m *sessionRows) committed(ref vigil.SessionRef) (row sessionRow, ok bool, 
 func (m *sessionRows) keep(ref vigil.SessionRef, row sessionRow, gen uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.off || m.bypassed || gen != m.gen {
+	if m.off || gen != m.gen {
 		return
 	}
 	m.store(ref, row)
@@ -105,7 +101,7 @@ func (m *sessionRows) store(ref vigil.SessionRef, row sessionRow) {
 func (m *sessionRows) inTx(t *Tx, ref vigil.SessionRef) (sessionRow, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.off || m.bypassed {
+	if m.off {
 		return sessionRow{}, false
 	}
 	if m.writer == t {
@@ -129,7 +125,7 @@ func (m *sessionRows) inTx(t *Tx, ref vigil.SessionRef) (sessionRow, bool) {
 func (m *sessionRows) keepInTx(t *Tx, ref vigil.SessionRef, row sessionRow) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.off || m.bypassed {
+	if m.off {
 		return
 	}
 	if _, changed := m.pending[ref]; changed && m.writer == t {
@@ -156,8 +152,8 @@ func (m *sessionRows) change(t *Tx, ref vigil.SessionRef, row sessionRow, known 
 func (m *sessionRows) committing(*Tx, time.Time) error { return nil }
 
 // ended applies a committed writer's changes. After a transaction memory
-// cannot follow (an embedder's statements, a failed COMMIT, one SQLite
-// ended on its own) it forgets every row.
+// cannot follow (a failed COMMIT, one SQLite ended on its own) it forgets
+// every row.
 func (m *sessionRows) ended(t *Tx, e txEnd) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -180,18 +176,6 @@ func (m *sessionRows) ended(t *Tx, e txEnd) {
 		m.writer = nil
 		clear(m.pending)
 	}
-	m.bypassed = false
-}
-
-// bypass stops trusting kept rows until t ends: the embedder's statements
-// may change any of them.
-func (m *sessionRows) bypass(t *Tx) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.bypassed = true
-	clear(m.kept)
-	m.gen++
-	return nil
 }
 
 // turnOff stops keeping rows for good; every row kept was written.

@@ -9,9 +9,9 @@
 //
 // The driver is github.com/mattn/go-sqlite3, which builds SQLite's C
 // source with cgo (a C compiler is needed to build vigil). With the pure Go
-// drivers every record cost 10 to 45 percent more time, and they built no
-// faster; recording speed is what this store is for. docs/architecture.md
-// records the measurements.
+// drivers every record cost more time, and they built no faster;
+// recording speed is what this store is for. docs/architecture.md records
+// the measurements.
 package sqlitestore
 
 import (
@@ -59,9 +59,9 @@ type Options struct {
 }
 
 // readCacheKiB is each reader's page cache. SQLite's default (2 MiB) holds
-// a fraction of the pages a busy store's deltas touch (50,000 events and
-// their session index take about 10 MiB), and a page read from the file
-// costs a system call.
+// a fraction of the pages a busy store's deltas touch (docs/performance.md,
+// "What the stores do for speed"), and a page read from the file costs a
+// system call.
 const readCacheKiB = 8192
 
 // Store is a vigil.Store on one SQLite file.
@@ -561,7 +561,7 @@ func (s *Store) queryHistory(ctx context.Context, ref vigil.SessionRef, limit in
 		})
 	})
 	// The caller gets the events in memory of their exact size: grown by
-	// appending, a delta of 100 events allocated two and a half times that.
+	// appending, a delta allocated more than twice that.
 	if len(evs) > 0 {
 		h.Events = slices.Clone(evs)
 	}
@@ -796,7 +796,6 @@ type Tx struct {
 	seqLoaded  bool
 	seq        int64
 	floorDirty bool
-	reread     bool // an embedder's statement ran since the sequence was read
 
 	// appended counts the events the transaction appended since it last
 	// brought the session index up to date (indexed); unindexed are they,
@@ -808,9 +807,6 @@ type Tx struct {
 	// changes are what the store's memory of recent history learns at
 	// commit, in order.
 	changes []change
-	// opaque is set once an embedder's statements ran in the transaction:
-	// the memory cannot follow them.
-	opaque bool
 
 	// Cursor moves held for memory at commit (see heldMoves): this
 	// transaction's own, the keys whose rows it wrote itself, and whether
@@ -822,9 +818,6 @@ type Tx struct {
 	// them: their kept rows (watcherRows) are stale from the commit on.
 	touched    map[vigil.SessionRef]struct{}
 	touchedAll bool
-	// failed is an error from the store's own work around an embedder's
-	// statements; Commit returns it.
-	failed error
 	// args is Append's buffer of statement arguments, reused from one
 	// event to the next.
 	args []any
@@ -842,61 +835,6 @@ type change struct {
 // track notes a change for the memory of recent history to follow at
 // commit.
 func (t *Tx) track(c change) { t.changes = append(t.changes, c) }
-
-// Conn returns the connection the transaction runs on, for embedders whose
-// tables share the database: statements run on it belong to the
-// transaction until Commit or Rollback. Give them a context that is not
-// cancelled meanwhile; an interrupted write makes SQLite roll back the
-// whole transaction, and statements on the connection then run outside
-// any (the store's own refuse to, with ErrTxEnded; these are the caller's
-// to check). The store cannot see what they change, so its memory of
-// recent history and its kept cursor rows are dropped when the
-// transaction ends; the cursor moves it held in memory are written first,
-// for the statements to see.
-func (t *Tx) Conn() *sql.Conn {
-	t.bypassed()
-	return t.tx
-}
-
-// Exec runs a statement of the embedder's inside the transaction, through
-// the same prepared-statement path the store's own writes take, and
-// returns how many rows it changed. Arguments are int64 (or int), string,
-// []byte, float64 or nil. As with Conn, the store's memory of recent
-// history and its kept cursor rows are dropped when the transaction ends.
-func (t *Tx) Exec(query string, args ...any) (int64, error) {
-	if err := t.bypassed(); err != nil {
-		return 0, err
-	}
-	n, err := t.c.exec(query, args...)
-	if !t.c.inTx() {
-		// The caller learns it here, not a neighbour in its batch at the
-		// store's next statement.
-		err = errors.Join(err, ErrTxEnded)
-	}
-	return n, err
-}
-
-// bypassed notes that an embedder's statements run in the transaction.
-// Before the first, every mirror makes ready for them (the statements
-// meet in the file what memory held, and reads stop trusting what they
-// may change), and the mirrors forget what they may have changed when the
-// transaction ends. They may append events or raise the sequence floor,
-// so the next Append reads the last sequence from the file again.
-func (t *Tx) bypassed() error {
-	if t.done {
-		return sql.ErrTxDone
-	}
-	if !t.opaque {
-		for _, m := range t.s.mirrors() {
-			if err := m.bypass(t); err != nil && t.failed == nil {
-				t.failed = err
-			}
-		}
-		t.opaque = true
-	}
-	t.reread = true
-	return t.failed
-}
 
 // Append implements vigil.Tx.
 func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
@@ -982,9 +920,9 @@ func appendStatement(e *vigil.Event, args []any) (string, []any) {
 }
 
 // loadSequence makes t.seq the last sequence used up, reading it from the
-// file once a transaction (and again after an embedder's statements).
+// file once a transaction.
 func (t *Tx) loadSequence() error {
-	if t.seqLoaded && !t.reread {
+	if t.seqLoaded {
 		return nil
 	}
 	// Numbers this transaction used up without an event (a dedupe drop)
@@ -995,7 +933,7 @@ func (t *Tx) loadSequence() error {
 	}); err != nil {
 		return fmt.Errorf("read sequence: %w", err)
 	}
-	t.seqLoaded, t.reread = true, false
+	t.seqLoaded = true
 	return nil
 }
 
@@ -1003,11 +941,9 @@ func (t *Tx) loadSequence() error {
 func (t *Tx) Version(ctx context.Context, ref vigil.SessionRef) (int64, error) {
 	var v int64
 	q, args := versionQuery, []any{ref.AgentID, ref.Key}
-	if !t.opaque {
-		// No other write can commit meanwhile.
-		if list, _, ok := t.s.tail.list(ref, t.unindexed); ok {
-			q, args = versionOfListQuery, append(args, list)
-		}
+	// No other write can commit meanwhile.
+	if list, _, ok := t.s.tail.list(ref, t.unindexed); ok {
+		q, args = versionOfListQuery, append(args, list)
 	}
 	_, err := t.c.queryRow(q, args, func(r rowValues) error {
 		v = r.int(0)
@@ -1211,9 +1147,6 @@ func (t *Tx) Commit() error {
 	}
 	now := time.Now()
 	err := func() error {
-		if t.failed != nil {
-			return t.failed
-		}
 		if t.floorDirty {
 			if err := t.raiseFloor(); err != nil {
 				return err
@@ -1229,7 +1162,7 @@ func (t *Tx) Commit() error {
 	}()
 	// Before the connection goes back: the next write's changes must
 	// reach memory after these.
-	t.ending(txEnd{committed: err == nil, followed: err == nil && !t.opaque, now: now})
+	t.ending(txEnd{committed: err == nil, followed: err == nil, now: now})
 	t.end()
 	if err == nil {
 		t.s.ckpt.committed()
@@ -1250,7 +1183,7 @@ func (t *Tx) Rollback() error {
 	if !ended {
 		_, err = t.c.exec(`ROLLBACK`)
 	}
-	t.ending(txEnd{followed: !ended && !t.opaque, now: time.Now()})
+	t.ending(txEnd{followed: !ended, now: time.Now()})
 	t.end()
 	return err
 }

@@ -25,8 +25,8 @@ import (
 // could show the statement its deletions but not its appends, so the read
 // checks afterwards that none began since it took the list (stamps, as a
 // sequence lock does), and starts again if one did. Whatever memory
-// cannot follow (an embedder's statements, a commit whose outcome is
-// unknown) leaves it unknown until a later commit brings the index up to
+// cannot follow (a commit whose outcome is unknown, one SQLite ended on
+// its own) leaves it unknown until a later commit brings the index up to
 // date; reads scan the file meanwhile.
 type unindexedTail struct {
 	mu        sync.Mutex
@@ -147,13 +147,6 @@ func (m *unindexedTail) committed(indexed bool, appended []tailEntry) {
 	if m.count += len(appended); m.count > tailMaxEntries {
 		m.forgetLocked()
 	}
-}
-
-// bypass stops reads trusting memory at once: the embedder's statements
-// may even commit at once (see Tx.Conn).
-func (m *unindexedTail) bypass(*Tx) error {
-	m.forget()
-	return nil
 }
 
 func (m *unindexedTail) forget() {

@@ -2,8 +2,6 @@ package sqlitestore
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"testing"
 
 	vigil "github.com/vigilhq/vigil"
@@ -61,29 +59,6 @@ func TestAnExclusiveStoreKnowsEachSessionsEventsAboveTheIndexsMark(t *testing.T)
 	}
 }
 
-func TestAnEmbeddersStatementsLeaveTheTailUnknownUntilTheIndexIsWritten(t *testing.T) {
-	s := openTestStore(t, Options{Synchronous: "NORMAL"})
-	a := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
-	appendEvents(t, s, a, 1)
-	tx := insertByHand(t, s, 2)
-	if _, ok := tailList(t, s, a); ok {
-		t.Fatal("the tail is trusted while an embedder's statements run")
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := tailList(t, s, a); ok {
-		t.Fatal("the tail is trusted after an embedder's statements committed")
-	}
-	if h, err := s.readHistory(context.Background(), a, 0, 10); err != nil || len(h.Events) != 2 {
-		t.Fatalf("a read from the file finds %d events (%v), want the appended one and the one by hand", len(h.Events), err)
-	}
-	writeIndexNow(t, s)
-	if l, ok := tailList(t, s, a); !ok || l != "[]" {
-		t.Fatalf("once the index is written the tail is %q (known %v), want it known and empty", l, ok)
-	}
-}
-
 func TestAReadThatTookItsListBeforeDBWasHandedOutStartsAgain(t *testing.T) {
 	ctx := context.Background()
 	s := openTestStore(t, Options{Synchronous: "NORMAL"})
@@ -94,8 +69,8 @@ func TestAReadThatTookItsListBeforeDBWasHandedOutStartsAgain(t *testing.T) {
 	if !ok {
 		t.Fatal("the tail is unknown after the index was written")
 	}
-	// The embedder replaces event 1 by event 3 through DB, between the
-	// read's list and its statement.
+	// A write behind the store's back replaces event 1 by event 3, between
+	// the read's list and its statement.
 	tx, err := DB(t, s).BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -116,37 +91,5 @@ func TestAReadThatTookItsListBeforeDBWasHandedOutStartsAgain(t *testing.T) {
 	}
 	if s.tail.unchanged(stamp) {
 		t.Fatalf("the read would keep %d event(s): event 1 gone, event 3 missing, a state that never was", len(h.Events))
-	}
-}
-
-func TestAStatementOnAnEndedWriteIsRefusedAndLeavesTheTailKnown(t *testing.T) {
-	s := openTestStore(t, Options{Synchronous: "NORMAL"})
-	a := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
-	appendEvents(t, s, a, 1)
-	tx, err := s.BeginWrite(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.(*Tx).Exec(`SELECT 1`); !errors.Is(err, sql.ErrTxDone) {
-		t.Fatalf("Exec on a committed write: %v, want %v", err, sql.ErrTxDone)
-	}
-	if _, ok := tailList(t, s, a); !ok {
-		t.Fatal("the tail is unknown after a statement on an ended write")
-	}
-}
-
-func TestTheTailIsKnownAgainOneCommitAfterAnEmbeddersWrite(t *testing.T) {
-	s := openTestStore(t, Options{Synchronous: "NORMAL"})
-	a := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
-	appendEvents(t, s, a, 1)
-	if err := insertByHand(t, s, 2).Commit(); err != nil {
-		t.Fatal(err)
-	}
-	appendEvents(t, s, a, 1)
-	if l, ok := tailList(t, s, a); !ok || l != "[]" {
-		t.Fatalf("one commit after the embedder's the tail is %q (known %v), want it known, the index written", l, ok)
 	}
 }

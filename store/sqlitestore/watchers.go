@@ -74,13 +74,6 @@ func (w *watcherRows) ended(t *Tx, e txEnd) {
 	}
 }
 
-// bypass notes that the embedder's statements may write any target's
-// rows.
-func (w *watcherRows) bypass(t *Tx) error {
-	t.touchAll()
-	return nil
-}
-
 // turnOff stops keeping rows for good.
 func (w *watcherRows) turnOff() bool {
 	w.mu.Lock()
