@@ -15,6 +15,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -525,7 +526,38 @@ func writeError(w http.ResponseWriter, status int, code, message string) {
 	writeJSON(w, status, ErrorBody{Error: ErrorDetail{Code: code, Message: message}})
 }
 
+// jsonAppender is an answer that encodes itself, as encoding/json would
+// without escaping HTML's characters (gateway.StatusOutput, whose events
+// come encoded already).
+type jsonAppender interface {
+	AppendJSON(b []byte) ([]byte, error)
+}
+
+// answers lend writeJSON the room an answer that encodes itself is made
+// in; one larger than maxPooledAnswer is not kept.
+var answers = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledAnswer = 256 << 10
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	if a, ok := v.(jsonAppender); ok {
+		room := answers.Get().(*[]byte)
+		b, err := a.AppendJSON((*room)[:0])
+		if err == nil {
+			b = append(b, '\n')
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+			w.WriteHeader(status)
+			w.Write(b)
+			if cap(b) <= maxPooledAnswer {
+				*room = b[:0]
+			}
+		}
+		answers.Put(room)
+		if err == nil {
+			return
+		}
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
