@@ -247,7 +247,12 @@ func (s *server) count(next http.Handler, mux *http.ServeMux) http.Handler {
 		return next
 	}
 	return s.opts.Metrics.InstrumentHTTP(next, func(r *http.Request) metrics.Route {
-		_, pattern := mux.Handler(r)
+		// The mux named the pattern as it served the request; one refused
+		// before it (a foreign Host) is looked up here.
+		pattern := r.Pattern
+		if pattern == "" {
+			_, pattern = mux.Handler(r)
+		}
 		return metrics.Route{Pattern: pattern, Stream: streamRoutes[pattern] || (pattern == "/mcp" && r.Method == http.MethodGet)}
 	})
 }
@@ -306,12 +311,13 @@ func (s *server) resolve(r *http.Request, acting []string) (gateway.Caller, erro
 		return gateway.Caller{}, fmt.Errorf("%w: a valid bearer token is required", gateway.ErrUnauthenticated)
 	}
 	session := strings.TrimSpace(r.Header.Get(SessionHeader))
-	q := r.URL.Query()
-	for _, name := range acting {
-		if session != "" {
-			break
+	if session == "" && r.URL.RawQuery != "" {
+		q := r.URL.Query()
+		for _, name := range acting {
+			if session = strings.TrimSpace(q.Get(name)); session != "" {
+				break
+			}
 		}
-		session = strings.TrimSpace(q.Get(name))
 	}
 	return s.g.ResolveCaller(r.Context(), p, session)
 }
@@ -447,10 +453,11 @@ func (s *server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 }
 
 // call runs a tool. Its answer may wait (a long poll, a send awaiting a
-// reply), so the response is held open and only its write is bounded.
+// reply), so only writing it is bounded: the write deadline is set again
+// once the answer is known, and it is written at once, in one write.
 func (s *server) call(w http.ResponseWriter, r *http.Request, c gateway.Caller, tool *gateway.Tool, body []byte) {
-	w = s.holdOpen(w)
 	out, err := tool.Call(r.Context(), c, body)
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.opts.Timeouts.Write))
 	if err != nil {
 		s.fail(w, r, err)
 		return
