@@ -47,6 +47,9 @@ type Hub struct {
 	mu       sync.Mutex // guards every field below but deliveries, and those of listeners and subscriptions
 	sessions map[string]map[*Listener]struct{}
 	shared   bool
+	// hearing is set, on a shared store, while every process's commits
+	// reach the hub in order (HearCommits).
+	hearing bool
 
 	// The followers' subscriptions (subscribe.go): the ring of the whole
 	// log's recent events and how many were ever put in it, the
@@ -111,6 +114,20 @@ func (h *Hub) ShareStore() {
 func (h *Hub) Nudge() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.nudgeSubsLocked()
+}
+
+// appendedElsewhere tells the subscriptions that another process
+// appended events: those of the whole log read on from the store, and,
+// unless the hub hears commits (which give them their events), so do
+// those of every session.
+func (h *Hub) appendedElsewhere() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.hearing {
+		h.wholeNudgesLocked()
+		return
+	}
 	h.nudgeSubsLocked()
 }
 
@@ -253,20 +270,76 @@ func (h *Hub) LogListeners() int {
 }
 
 // Record is vigil.Options.OnRecord. It gives ev to the subscriptions of
-// the whole log and counts it for those of ev's session, and tells no one
-// else: on a shared store the whole log's are nudged instead, since only
-// the store orders this process's events among the others'.
+// the whole log and of ev's session, and tells no one else. On a shared
+// store only the store orders this process's events among the others':
+// the whole log's subscriptions are nudged to read it, and so are those
+// of ev's session, unless the hub hears every process's commits in
+// order (HearCommits), which then give them ev.
 func (h *Hub) Record(ev vigil.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.shared {
-		h.appendLocked(ev.SessionKey, nil)
+		if len(h.whole) > 0 {
+			h.wholeNudgesLocked()
+		}
+		if !h.hearing {
+			h.readSessionLocked(ev.SessionKey)
+		}
 		return
 	}
 	if len(h.whole) == 0 && h.subsOf[ev.SessionKey] == nil {
 		return
 	}
-	h.appendLocked(ev.SessionKey, &ev)
+	h.putLocked(&ev)
+}
+
+// HearCommits says, on a shared store, whether from now on the events
+// every process appends, this one's included, reach the hub through
+// Committed, each commit's in the order the commits were made (a change
+// listener that is connected: see pgstore.FollowOptions.OnCommits).
+// While they do, the subscriptions of a session are given its events
+// without reading the store; while they do not, they read the store on
+// every append. Either way, every session's subscriptions read the store
+// once now: what was in flight when the listener changed state may never
+// come.
+func (h *Hub) HearCommits(on bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.hearing = on
+	for session := range h.subsOf {
+		h.readSessionLocked(session)
+	}
+}
+
+// Committed gives the subscriptions of each event's session the events
+// of commits, every process's, in the order the commits were made (in
+// one commit, each session's in the order of their sequences), and tells
+// those of the sessions in uncarried (by key), which had events appended
+// that came without them, to read the store; lost says that some events
+// may have come neither way, and tells every session's subscriptions to
+// read it. It does nothing unless the hub hears commits (HearCommits):
+// the subscriptions then read the store on every append.
+func (h *Hub) Committed(events []vigil.Event, uncarried []string, lost bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.shared || !h.hearing {
+		return
+	}
+	if lost {
+		for session := range h.subsOf {
+			h.readSessionLocked(session)
+		}
+		return
+	}
+	for i := range events {
+		if h.subsOf[events[i].SessionKey] != nil {
+			ev := events[i]
+			h.putSessionLocked(&ev)
+		}
+	}
+	for _, session := range uncarried {
+		h.readSessionLocked(session)
+	}
 }
 
 // Attach returns opts with the hub hearing the engine's wakes, notices and
