@@ -68,21 +68,25 @@ type Hub struct {
 	deliveries *rate.Limiter
 }
 
-// The budget the followers of one hub share, in units: a round of a
-// follower costs one unit, and one more for each eventsPerUnit events it
-// delivered. A round costs a wake-up, a write and perhaps a read of the
-// store (tens of microseconds), an event its encoding once and its copy
-// to each client (about a microsecond), so the streams together take at
-// most a tenth or so of one core, however many are busy and however much
-// they carry: at most 2,000 rounds, or 64,000 events, a second. Their
-// share stays bounded when a thousand streams are open (each then gets
-// its turn a few times a second, carrying what came meanwhile), and a few
-// busy ones are not held back: the burst is spent at once after a quiet
-// spell.
+// The budget the followers of one hub share, in units of an estimated
+// microsecond of one core: a round of a follower costs roundUnits (a
+// wake-up and a write; a follower of one session is handed its events,
+// so no read of the store), and each event it delivered eventUnits (its
+// encoding once and its copy to each client). The budget is a tenth of a
+// core: at most 10,000 rounds a second, or 66,000 events, however many
+// followers are busy and however much they carry. Its share stays
+// bounded when a thousand streams are open (each then gets its turn a
+// few times a second, carrying what came meanwhile), while the rounds of
+// dozens of busy streams, each for the event that just came, fit in it
+// without waiting: a follower waits for its turn only when the streams
+// together would take more. A few busy ones are not held back after a
+// quiet spell: the burst, a quarter of a second's budget, is spent at
+// once.
 const (
-	unitsPerSecond = 2000
-	unitsBurst     = 500
-	eventsPerUnit  = 32
+	unitsPerSecond = 100_000
+	unitsBurst     = unitsPerSecond / 4
+	roundUnits     = 10
+	eventUnits     = 1.5
 )
 
 // turn waits until the caller (a follower with something to deliver) may
@@ -91,7 +95,7 @@ const (
 // waiting, first come first served. It returns ctx's error if ctx ends
 // first.
 func (h *Hub) turn(ctx context.Context, owed int) error {
-	units := min(1+owed/eventsPerUnit, unitsBurst)
+	units := min(roundUnits+int(float64(owed)*eventUnits), unitsBurst)
 	if err := h.deliveries.WaitN(ctx, units); err != nil && ctx.Err() != nil {
 		return ctx.Err()
 	}
