@@ -49,9 +49,9 @@ type sessionSubs struct {
 }
 
 // sessionRingSize is how many of a session's most recent events the hub
-// keeps while the session has subscriptions: more than one session is
-// given between two turns of a follower, so only one far behind reads
-// the store instead.
+// keeps while the session has subscriptions: more than a session gets
+// between two turns of a busy follower, so only one far behind reads the
+// store instead.
 const sessionRingSize = 64
 
 // ringSize is how many of the most recent appended events the hub keeps

@@ -383,7 +383,7 @@ func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, f Follower, opt
 	if opts.OnConnect != nil {
 		opts.OnConnect()
 	}
-	heard := newNews()
+	heard := newNews(opts.OnCommits != nil)
 	applied := make(chan struct{})
 	go func() {
 		defer close(applied)
@@ -452,6 +452,8 @@ type news struct {
 	// closed is set once the listener stops reading; what it holds is
 	// still taken.
 	closed bool
+	// commits says the news keeps the commits' events (OnCommits).
+	commits bool
 }
 
 // heard is news taken at once, to be applied together.
@@ -464,15 +466,18 @@ type heard struct {
 	commits Commits
 }
 
-func newNews() *news { return &news{ready: make(chan struct{}, 1)} }
+func newNews(commits bool) *news { return &news{ready: make(chan struct{}, 1), commits: commits} }
 
 // add merges a notification's change into the news: of its own commits
-// (own), a process takes the events alone.
+// (own), a process takes the events alone, and the events only when the
+// news keeps them.
 func (n *news) add(c change, own bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	h := &n.heard
-	h.addCommits(c)
+	if n.commits {
+		h.addCommits(c)
+	}
 	if own {
 		n.signal()
 		return

@@ -15,7 +15,7 @@ import (
 func arrivalOf(key string, id int64) arrival { return arrival{"main", key, float64(id)} }
 
 func TestNewsHeardBeforeItIsTakenIsTakenTogether(t *testing.T) {
-	n := newNews()
+	n := newNews(true)
 	n.add(change{Watchers: []string{"agent:a:main", "agent:b:main"}, Messages: []arrival{arrivalOf("agent:main:main", 1)}}, false)
 	n.add(change{Watchers: []string{"agent:b:main", "agent:c:main"}, Appended: true,
 		Messages: []arrival{arrivalOf("agent:main:main", 2), arrivalOf("agent:main:main", 3)}}, false)
@@ -39,7 +39,7 @@ func TestNewsHeardBeforeItIsTakenIsTakenTogether(t *testing.T) {
 }
 
 func TestNewsNamingMoreMessagesThanItHoldsBecomesAFullRebuild(t *testing.T) {
-	n := newNews()
+	n := newNews(true)
 	ms := make([]arrival, maxHeard+1)
 	for i := range ms {
 		ms[i] = arrivalOf("agent:main:main", int64(i+1))
@@ -52,7 +52,7 @@ func TestNewsNamingMoreMessagesThanItHoldsBecomesAFullRebuild(t *testing.T) {
 }
 
 func TestNewsNamingMoreWatchersThanItHoldsRebuildsEverythingAndKeepsTheMessages(t *testing.T) {
-	n := newNews()
+	n := newNews(true)
 	ws := make([]string, maxHeard+1)
 	for i := range ws {
 		ws[i] = fmt.Sprintf("agent:w%d:main", i)
@@ -63,7 +63,7 @@ func TestNewsNamingMoreWatchersThanItHoldsRebuildsEverythingAndKeepsTheMessages(
 }
 
 func TestNewsOfALostConnectionKeepsOnlyItsMessages(t *testing.T) {
-	n := newNews()
+	n := newNews(true)
 	n.add(change{Watchers: []string{"agent:a:main"}, Appended: true, Messages: []arrival{arrivalOf("agent:main:main", 4)}}, false)
 	n.resync()
 	n.forgetRebuilds()
@@ -76,7 +76,7 @@ func TestNewsOfALostConnectionKeepsOnlyItsMessages(t *testing.T) {
 }
 
 func TestAPollWithNewsWaitingRebuildsEverythingAndKeepsTheMessages(t *testing.T) {
-	n := newNews()
+	n := newNews(true)
 	n.add(change{Watchers: []string{"agent:a:main"}, Messages: []arrival{arrivalOf("agent:main:main", 7)}}, false)
 	n.resync()
 	h, _ := n.take(t.Context())
@@ -84,7 +84,7 @@ func TestAPollWithNewsWaitingRebuildsEverythingAndKeepsTheMessages(t *testing.T)
 }
 
 func TestClosedNewsIsTakenBeforeTheApplierStops(t *testing.T) {
-	n := newNews()
+	n := newNews(true)
 	n.add(change{Watchers: []string{"agent:a:main"}}, false)
 	n.close()
 	if h, ok := n.take(t.Context()); !ok || len(h.watchers) != 1 {
@@ -96,7 +96,7 @@ func TestClosedNewsIsTakenBeforeTheApplierStops(t *testing.T) {
 }
 
 func TestAMalformedArrivalIsLeftOut(t *testing.T) {
-	n := newNews()
+	n := newNews(true)
 	n.add(change{Messages: []arrival{{"main", "agent:main:main", -1.0}, {"main", 5.0, 3.0}}}, false)
 	n.close()
 	if h, ok := n.take(t.Context()); ok {
@@ -203,7 +203,7 @@ func takenSeqs(t *testing.T, n *news) (heard, []int64) {
 }
 
 func TestOfItsOwnCommitsAProcessTakesTheEventsAloneInCommitOrder(t *testing.T) {
-	n := newNews()
+	n := newNews(true)
 	n.add(change{Watchers: []string{"agent:a:main"}, Appended: true, Carries: true, Events: carriedOf(3, 4),
 		Messages: []arrival{arrivalOf("agent:main:main", 1)}}, true)
 	n.add(change{Carries: true, Events: carriedOf(5), Uncarried: [][2]string{{"main", "agent:main:x"}}}, false)
@@ -220,7 +220,7 @@ func TestOfItsOwnCommitsAProcessTakesTheEventsAloneInCommitOrder(t *testing.T) {
 }
 
 func TestEventsAnnouncedWithoutBeingCarriedMakeTheCommitsLost(t *testing.T) {
-	n := newNews()
+	n := newNews(true)
 	n.add(change{Carries: true, Events: carriedOf(3)}, false)
 	n.add(change{Appended: true}, false) // a process that does not carry them
 	n.add(change{Carries: true, Events: carriedOf(5)}, false)
@@ -230,7 +230,7 @@ func TestEventsAnnouncedWithoutBeingCarriedMakeTheCommitsLost(t *testing.T) {
 }
 
 func TestMoreEventsThanNewsHoldsAreLost(t *testing.T) {
-	n := newNews()
+	n := newNews(true)
 	seqs := make([]int64, maxHeard+1)
 	for i := range seqs {
 		seqs[i] = int64(i + 1)
