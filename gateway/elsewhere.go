@@ -51,7 +51,23 @@ func (g *Gateway) MessageArrived(ctx context.Context, session vigil.SessionRef, 
 // EventsAppendedElsewhere tells the gateway that another process appended
 // events to the log, so live readers of the whole log read on from the
 // store.
-func (g *Gateway) EventsAppendedElsewhere() { g.opts.Hub.Nudge() }
+func (g *Gateway) EventsAppendedElsewhere() { g.opts.Hub.appendedElsewhere() }
+
+// HearCommits says whether, from now on, the events every process on the
+// shared store commits, this one's included, reach the gateway through
+// EventsCommitted in commit order (a change listener is connected): the
+// followers of sessions are then given them without reading the store.
+func (g *Gateway) HearCommits(on bool) { g.opts.Hub.HearCommits(on) }
+
+// EventsCommitted gives the followers of sessions the events of commits,
+// every process's, in commit order, and tells those of the sessions in
+// uncarried (by key), whose events came without them, to read the store;
+// lost says that some events may be missing, and every session's
+// followers read the store. It does nothing unless commits are heard
+// (HearCommits).
+func (g *Gateway) EventsCommitted(events []vigil.Event, uncarried []string, lost bool) {
+	g.opts.Hub.Committed(events, uncarried, lost)
+}
 
 // Recheck makes up for news from other processes that may have been lost
 // (announcements made while this gateway was not listening): parked turns

@@ -28,3 +28,6 @@ func (g *Gateway) AwaitWaitingSends(ctx context.Context, target vigil.SessionRef
 	return g.await(ctx, func() bool { return g.WaitingSends(target) == n },
 		func() string { return fmt.Sprintf("%d sends wait for %s, want %d", g.WaitingSends(target), target, n) })
 }
+
+// AppendedElsewhere is what EventsAppendedElsewhere tells h.
+func AppendedElsewhere(h *Hub) { h.appendedElsewhere() }

@@ -269,8 +269,7 @@ func flush(r FollowReader) error {
 
 // round handles what woke the follower (first), once its turn has come,
 // then the live events its listener holds by then and everything its
-// subscription has: the whole log's events given in one call, a
-// session's read from the store once.
+// subscription has, given in one call (or read from the store once).
 func (f *Follower) round(ctx context.Context, r FollowReader, live <-chan *LiveEvent, first func() error) error {
 	owed := f.delivered
 	f.delivered = 0
@@ -310,7 +309,7 @@ drain:
 		}
 		t := f.sub.Take((*f.taken)[:0])
 		*f.taken = t.Events
-		done := !t.ReadStore && !t.Appended && len(t.Events) == 0
+		done := !t.ReadStore && len(t.Events) == 0
 		if err := f.heard(ctx, r, t); err != nil {
 			return err
 		}
@@ -371,12 +370,12 @@ func (f *Follower) bookmark(r FollowReader) error {
 	return r.Bookmark(f.pos)
 }
 
-// heard handles what the subscription had: the whole log's events, given
-// in one call, or a read of the store when the store has what it cannot
-// give in order (it was nudged, the ring moved past it, or the last read
-// stopped short) or, for a session, anything.
+// heard handles what the subscription had: its events (the whole log's,
+// or its session's), given in one call, or a read of the store when the
+// store has what it cannot give in order (it was nudged, the ring moved
+// past it, or the last read stopped short).
 func (f *Follower) heard(ctx context.Context, r FollowReader, t Taken) error {
-	if t.ReadStore || t.Appended || f.behind {
+	if t.ReadStore || f.behind {
 		// The store has the events taken too: they were appended before
 		// this read, which gives them in order after the position.
 		f.behind = false
@@ -385,6 +384,9 @@ func (f *Follower) heard(ctx context.Context, r FollowReader, t Taken) error {
 	for _, e := range t.Events {
 		if e.Sequence <= f.pos {
 			continue // given already, by a read of the store
+		}
+		if ref := f.opts.Session; ref != nil && (e.AgentID != ref.AgentID || e.SessionKey != ref.Key) {
+			continue // a bare key's session of another agent
 		}
 		f.pos = e.Sequence
 		if f.batch == nil {

@@ -53,8 +53,8 @@ func TestAWriteWakesOnlyTheSubscriptionsOfItsSessionAndOfTheWholeLog(t *testing.
 	if n := wokenOf(others); n != 0 {
 		t.Fatalf("%d subscriptions of other sessions were woken by the manager's event, want none", n)
 	}
-	if !woken(mine) || !mine.Take(nil).Appended {
-		t.Fatal("the manager's subscription did not hear of its append")
+	if !woken(mine) || fmt.Sprint(seqs(mine.Take(nil).Events)) != "[1]" {
+		t.Fatal("the manager's subscription was not given the event")
 	}
 	if !woken(all) || fmt.Sprint(seqs(all.Take(nil).Events)) != "[1]" {
 		t.Fatal("the whole log's subscription was not given the event")
@@ -73,8 +73,11 @@ func TestOnASharedStoreAWriteNudgesOnlyTheSubscriptionsOfItsSessionAndOfTheWhole
 	if n := wokenOf(others); n != 0 {
 		t.Fatalf("%d subscriptions of other sessions were woken by the manager's event, want none", n)
 	}
-	if !woken(mine) || !mine.Take(nil).Appended {
-		t.Fatal("the manager's subscription did not hear of its append")
+	if !woken(mine) {
+		t.Fatal("the manager's subscription was not woken")
+	}
+	if got := mine.Take(nil); !got.ReadStore || len(got.Events) != 0 {
+		t.Fatalf("the manager's subscription took %+v, want to read the store (no process's commits are heard in order)", got)
 	}
 	if !woken(all) {
 		t.Fatal("the whole log's subscription was not woken")
@@ -319,4 +322,44 @@ func TestAFollowerOfLiveEventsAloneHearsEverySessionNamedAndReadsNoEvents(t *tes
 			t.Fatal("a closed follower still listens")
 		}
 	})
+}
+
+func TestASessionsFollowerIsNotGivenTheEventsOfAnotherAgentsSessionOfTheSameBareKey(t *testing.T) {
+	g, _ := followGateway(t, t.TempDir(), gateway.Options{})
+	mine, theirs := vigil.SessionRef{AgentID: "a", Key: "global"}, vigil.SessionRef{AgentID: "b", Key: "global"}
+	ctx, cancel := context.WithTimeout(context.Background(), followHangGuard)
+	defer cancel()
+	f, err := g.Follow(ctx, gateway.FollowOptions{Session: &mine, After: 0, BookmarkInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	given := make(chan vigil.SessionRef, 16)
+	read := make(chan struct{}, 1) // the first read of the store is done
+	go f.Run(ctx, gateway.FollowReader{Events: func(events []vigil.Event) error {
+		for _, e := range events {
+			given <- e.Session()
+		}
+		return nil
+	}, Flush: func() error {
+		select {
+		case read <- struct{}{}:
+		default:
+		}
+		return nil
+	}})
+	<-read
+	for _, ref := range []vigil.SessionRef{theirs, mine} {
+		if _, err := g.Engine().Record(ctx, vigil.Record{Session: ref, Kind: vigil.KindCompacted, ActorType: vigil.ActorSystem}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case got := <-given:
+		if got != mine {
+			t.Fatalf("the follower of %v was given an event of %v", mine, got)
+		}
+	case <-ctx.Done():
+		t.Fatal("the follower was given nothing")
+	}
 }

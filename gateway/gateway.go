@@ -98,6 +98,7 @@ type Gateway struct {
 	holds   holds
 	changes changes
 	up      upstreamFollow
+	shown   shownEvents
 }
 
 // waiter is a sessions_send waiting for the target's reply.

@@ -52,6 +52,9 @@ type Hub struct {
 	mu       sync.Mutex // guards every field below but deliveries, and those of listeners and subscriptions
 	sessions map[string]map[*Listener]struct{}
 	shared   bool
+	// hearing is set, on a shared store, while every process's commits
+	// reach the hub in order (HearCommits).
+	hearing bool
 
 	// The followers' subscriptions (subscribe.go): the ring of the whole
 	// log's recent events and how many were ever put in it, the
@@ -70,21 +73,25 @@ type Hub struct {
 	deliveries *rate.Limiter
 }
 
-// The budget the followers of one hub share, in units: a round of a
-// follower costs one unit, and one more for each eventsPerUnit events it
-// delivered. A round costs a wake-up, a write and perhaps a read of the
-// store (tens of microseconds), an event its encoding once and its copy
-// to each client (about a microsecond), so the streams together take at
-// most a tenth or so of one core, however many are busy and however much
-// they carry: at most 2,000 rounds, or 64,000 events, a second. Their
-// share stays bounded when a thousand streams are open (each then gets
-// its turn a few times a second, carrying what came meanwhile), and a few
-// busy ones are not held back: the burst is spent at once after a quiet
-// spell.
+// The budget the followers of one hub share, in units of an estimated
+// microsecond of one core: a round of a follower costs roundUnits (a
+// wake-up and a write; a follower of one session is handed its events,
+// so no read of the store), and each event it delivered eventUnits (its
+// encoding once and its copy to each client). The budget is a tenth of a
+// core: at most 10,000 rounds a second, or 66,000 events, however many
+// followers are busy and however much they carry. Its share stays
+// bounded when a thousand streams are open (each then gets its turn a
+// few times a second, carrying what came meanwhile), while the rounds of
+// dozens of busy streams, each for the event that just came, fit in it
+// without waiting: a follower waits for its turn only when the streams
+// together would take more. A few busy ones are not held back after a
+// quiet spell: the burst, a quarter of a second's budget, is spent at
+// once.
 const (
-	unitsPerSecond = 2000
-	unitsBurst     = 500
-	eventsPerUnit  = 32
+	unitsPerSecond = 100_000
+	unitsBurst     = unitsPerSecond / 4
+	roundUnits     = 10
+	eventUnits     = 1.5
 )
 
 // turn waits until the caller (a follower with something to deliver) may
@@ -93,7 +100,7 @@ const (
 // waiting, first come first served. It returns ctx's error if ctx ends
 // first.
 func (h *Hub) turn(ctx context.Context, owed int) error {
-	units := min(1+owed/eventsPerUnit, unitsBurst)
+	units := min(roundUnits+int(float64(owed)*eventUnits), unitsBurst)
 	if err := h.deliveries.WaitN(ctx, units); err != nil && ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -116,6 +123,20 @@ func (h *Hub) ShareStore() {
 func (h *Hub) Nudge() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.nudgeSubsLocked()
+}
+
+// appendedElsewhere tells the subscriptions that another process
+// appended events: those of the whole log read on from the store, and,
+// unless the hub hears commits (which give them their events), so do
+// those of every session.
+func (h *Hub) appendedElsewhere() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.hearing {
+		h.wholeNudgesLocked()
+		return
+	}
 	h.nudgeSubsLocked()
 }
 
@@ -258,20 +279,76 @@ func (h *Hub) LogListeners() int {
 }
 
 // Record is vigil.Options.OnRecord. It gives ev to the subscriptions of
-// the whole log and counts it for those of ev's session, and tells no one
-// else: on a shared store the whole log's are nudged instead, since only
-// the store orders this process's events among the others'.
+// the whole log and of ev's session, and tells no one else. On a shared
+// store only the store orders this process's events among the others':
+// the whole log's subscriptions are nudged to read it, and so are those
+// of ev's session, unless the hub hears every process's commits in
+// order (HearCommits), which then give them ev.
 func (h *Hub) Record(ev vigil.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.shared {
-		h.appendLocked(ev.SessionKey, nil)
+		if len(h.whole) > 0 {
+			h.wholeNudgesLocked()
+		}
+		if !h.hearing {
+			h.readSessionLocked(ev.SessionKey)
+		}
 		return
 	}
 	if len(h.whole) == 0 && h.subsOf[ev.SessionKey] == nil {
 		return
 	}
-	h.appendLocked(ev.SessionKey, &ev)
+	h.putLocked(&ev)
+}
+
+// HearCommits says, on a shared store, whether from now on the events
+// every process appends, this one's included, reach the hub through
+// Committed, each commit's in the order the commits were made (a change
+// listener that is connected: see pgstore.FollowOptions.OnCommits).
+// While they do, the subscriptions of a session are given its events
+// without reading the store; while they do not, they read the store on
+// every append. Either way, every session's subscriptions read the store
+// once now: what was in flight when the listener changed state may never
+// come.
+func (h *Hub) HearCommits(on bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.hearing = on
+	for session := range h.subsOf {
+		h.readSessionLocked(session)
+	}
+}
+
+// Committed gives the subscriptions of each event's session the events
+// of commits, every process's, in the order the commits were made (in
+// one commit, each session's in the order of their sequences), and tells
+// those of the sessions in uncarried (by key), which had events appended
+// that came without them, to read the store; lost says that some events
+// may have come neither way, and tells every session's subscriptions to
+// read it. It does nothing unless the hub hears commits (HearCommits):
+// the subscriptions then read the store on every append.
+func (h *Hub) Committed(events []vigil.Event, uncarried []string, lost bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.shared || !h.hearing {
+		return
+	}
+	if lost {
+		for session := range h.subsOf {
+			h.readSessionLocked(session)
+		}
+		return
+	}
+	for i := range events {
+		if h.subsOf[events[i].SessionKey] != nil {
+			ev := events[i]
+			h.putSessionLocked(&ev)
+		}
+	}
+	for _, session := range uncarried {
+		h.readSessionLocked(session)
+	}
 }
 
 // Attach returns opts with the hub hearing the engine's wakes, notices and

@@ -851,6 +851,7 @@ func (m *modelMachine) actionStatus(t *rapid.T) {
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
+	statusJSON(t, out)
 	if out.Exists != m.s.rows[target] || out.StateVersion != m.s.heads[target] {
 		t.Fatalf("%s: exists %v at version %d, model %v at %d", what, out.Exists, out.StateVersion, m.s.rows[target], m.s.heads[target])
 	}

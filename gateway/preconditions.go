@@ -151,7 +151,7 @@ func (g *Gateway) awaitVersion(ctx context.Context, c Caller, ref vigil.SessionR
 			// An append to ref, or a nudge: take what woke it until the
 			// subscription parks again, so the next one wakes it, then
 			// read below.
-			for t := sub.Take(nil); t.Appended || t.ReadStore; t = sub.Take(nil) {
+			for t := sub.Take(nil); len(t.Events) > 0 || t.ReadStore; t = sub.Take(nil) {
 			}
 		case <-tick:
 			tick, stopTick = g.after(fenceRecheck)

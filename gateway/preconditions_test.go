@@ -5,14 +5,15 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/clock"
 	"github.com/vigilhq/vigil/gateway"
-	"github.com/vigilhq/vigil/internal/gatewaytest"
 	"github.com/vigilhq/vigil/internal/pgtest"
+	"github.com/vigilhq/vigil/store/pgstore"
 )
 
 // backend opens a gateway on one of the two stores; the PostgreSQL one
@@ -35,7 +36,73 @@ var backends = []backend{
 
 func gatewayOnPostgres(t *testing.T, schema string) *gateway.Gateway {
 	t.Helper()
-	return gatewaytest.Open(t, gatewaytest.Options{Schema: schema}).Gateway
+	g, _ := gatewayOnPostgresReading(t, schema)
+	return g
+}
+
+// gatewayOnPostgresReading is a gateway on schema, wired as a node wires
+// one (its change listener handing on every commit's events), with the
+// reads of a session's history its engine makes counted; it returns once
+// the listener hears commits.
+func gatewayOnPostgresReading(t *testing.T, schema string) (*gateway.Gateway, *atomic.Int64) {
+	t.Helper()
+	st, err := pgstore.Open(ctx, pgtest.URL(), pgstore.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := gateway.NewHub()
+	hub.ShareStore()
+	reads := &historyReads{Store: st}
+	eng, err := vigil.Open(ctx, reads, hub.Attach(vigil.Options{PruneInterval: -1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gateway.New(eng, st, gateway.Options{Hub: hub})
+	followCtx, stop := context.WithCancel(ctx)
+	done, connected := make(chan struct{}), make(chan struct{}, 1)
+	go func() {
+		defer close(done)
+		st.Follow(followCtx, eng, pgstore.FollowOptions{
+			OnAppended: g.EventsAppendedElsewhere,
+			OnCommits: func(_ context.Context, c pgstore.Commits) {
+				var keys []string
+				for _, u := range c.Uncarried {
+					keys = append(keys, u.Key)
+				}
+				g.EventsCommitted(c.Events, keys, c.Lost)
+			},
+			OnConnect: func() {
+				g.HearCommits(true)
+				select {
+				case connected <- struct{}{}:
+				default:
+				}
+			},
+			OnLost: func(error, time.Duration) { g.HearCommits(false) },
+		})
+	}()
+	t.Cleanup(func() { stop(); <-done; g.Close(); eng.Close(); st.Close() })
+	select {
+	case <-connected:
+	case <-time.After(listenerGuard):
+		t.Fatal("the change listener did not connect")
+	}
+	return g, &reads.n
+}
+
+// listenerGuard bounds waiting for PostgreSQL's listener in a test.
+const listenerGuard = 20 * time.Second
+
+// historyReads counts the reads of sessions' histories made through a
+// store.
+type historyReads struct {
+	*pgstore.Store
+	n atomic.Int64
+}
+
+func (s *historyReads) History(ctx context.Context, ref vigil.SessionRef, after int64, limit int) (vigil.History, error) {
+	s.n.Add(1)
+	return s.Store.History(ctx, ref, after, limit)
 }
 
 // preconditionWorld is a manager that spawned a worker, and a person.

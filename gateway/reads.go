@@ -38,13 +38,18 @@ func goalView(g *sessions.Goal) *GoalView {
 	return &GoalView{Objective: g.Objective, Status: g.Status, UpdatedAt: g.UpdatedAt}
 }
 
-// StateChanges is the delta part of session_status.
+// StateChanges is the delta part of session_status. The events' payload
+// maps are shared among the answers that carry the same event: never
+// change them.
 type StateChanges struct {
 	Events                    []vigil.AgentEvent `json:"events"`
 	Truncated                 bool               `json:"truncated"`
 	NextChangesSince          int64              `json:"nextChangesSince"`
 	EarliestAvailableSequence int64              `json:"earliestAvailableSequence"`
 	HistoryGap                bool               `json:"historyGap" jsonschema:"true when history after changesSince was pruned: re-read the whole session instead of trusting the delta"`
+	// encoded are the events' JSON, one for each of Events, as Status
+	// made them (StatusOutput.AppendJSON copies them); nil when unknown.
+	encoded [][]byte
 }
 
 // StatusOutput is session_status's output.
@@ -128,13 +133,14 @@ func (g *Gateway) Status(ctx context.Context, c Caller, in StatusInput) (_ Statu
 	if g.opts.ObserveDelta != nil {
 		g.opts.ObserveDelta(time.Since(start))
 	}
-	events := make([]vigil.AgentEvent, 0, len(d.Events))
-	for _, e := range d.Events {
-		events = append(events, e.ForAgent())
+	events := make([]vigil.AgentEvent, len(d.Events))
+	encoded := make([][]byte, len(d.Events))
+	for i := range d.Events {
+		events[i], encoded[i] = g.shown.show(&d.Events[i])
 	}
 	out.StateVersion = d.StateVersion
 	out.StateChanges = &StateChanges{Events: events, Truncated: d.Truncated, NextChangesSince: d.NextChangesSince,
-		EarliestAvailableSequence: d.EarliestAvailableSequence, HistoryGap: d.HistoryGap}
+		EarliestAvailableSequence: d.EarliestAvailableSequence, HistoryGap: d.HistoryGap, encoded: encoded}
 	return g.withState(ctx, out, ref)
 }
 

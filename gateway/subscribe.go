@@ -10,13 +10,17 @@ import (
 //
 //   - the whole log's events go into one ring the hub keeps, which every
 //     subscription of the whole log reads from its own position;
-//   - a subscription of one session keeps a count of that session's
-//     appends it has seen; its follower reads the events from the store;
+//   - a session's events go into a small ring of the session's, kept while
+//     it has subscriptions, which they read likewise;
 //   - a subscription waits (parks) only when it has read everything, and
 //     an append wakes the parked ones alone: one that is busy (delivering,
 //     or waiting for its turn) finds what came when it next takes.
 //
-// The hub's mutex guards every field below and the hub's ring, counts and
+// A subscription that cannot be given every event in order from a ring
+// (it fell further behind than the ring keeps, or an event came that the
+// hub was not given, from another process) is told to read the store.
+//
+// The hub's mutex guards every field below and the hub's rings, counts and
 // parked sets.
 type Subscription struct {
 	hub     *Hub
@@ -25,18 +29,30 @@ type Subscription struct {
 	// or a nudge came while the subscription was parked.
 	Wake chan struct{}
 
-	next   uint64 // the whole log's ring position read next, or the session's appends seen
+	next   uint64 // the ring position read next: the whole log's, or its session's
 	nudges uint64 // the hub's nudges seen
+	reads  uint64 // its session's calls to read the store seen
 	parked bool
 	closed bool
 }
 
-// sessionSubs are the subscriptions of one session, with its appends.
+// sessionSubs are the subscriptions of one session, with its ring: its
+// most recent appended events, each at its position (appends, when it was
+// put there) modulo sessionRingSize. reads counts the times they were told
+// to read the store, for appends the hub could not give them in order.
 type sessionSubs struct {
+	ring    []*vigil.Event // nil until the first append
 	appends uint64
+	reads   uint64
 	subs    map[*Subscription]struct{}
 	parked  map[*Subscription]struct{}
 }
+
+// sessionRingSize is how many of a session's most recent events the hub
+// keeps while the session has subscriptions: more than a session gets
+// between two turns of a busy follower, so only one far behind reads the
+// store instead.
+const sessionRingSize = 64
 
 // ringSize is how many of the most recent appended events the hub keeps
 // for the subscriptions of the whole log. One that falls further behind
@@ -67,7 +83,7 @@ func (h *Hub) Subscribe(session string) *Subscription {
 	}
 	ss.subs[s] = struct{}{}
 	ss.parked[s] = struct{}{}
-	s.next = ss.appends
+	s.next, s.reads = ss.appends, ss.reads
 	return s
 }
 
@@ -98,15 +114,15 @@ func (s *Subscription) Close() {
 
 // Taken is what Take found since the last Take.
 type Taken struct {
-	// Events are the whole log's events appended since, in commit order,
-	// shared with the other subscriptions: never to be changed.
+	// Events are the events appended since, of the whole log or of the
+	// subscription's session, in commit order, shared with the other
+	// subscriptions: never to be changed.
 	Events []*vigil.Event
-	// Appended says that events were appended to the subscription's
-	// session since (a session's subscription only).
-	Appended bool
 	// ReadStore says that the store has events the subscription cannot
-	// give in order: it was nudged (another process appended), or it fell
-	// so far behind that the ring no longer holds what it had not taken.
+	// be given in order: it was nudged (another process appended, or
+	// news of other processes may have been lost), or it fell so far
+	// behind that its ring no longer holds what it had not taken. The
+	// store has Events too: a read of it gives them in order.
 	ReadStore bool
 }
 
@@ -121,18 +137,15 @@ func (s *Subscription) Take(dst []*vigil.Event) Taken {
 	if n := h.nudgesFor(s); s.nudges != n {
 		s.nudges, t.ReadStore = n, true
 	}
-	if s.session != "" {
-		if ss := h.subsOf[s.session]; ss != nil && s.next != ss.appends {
-			s.next, t.Appended = ss.appends, true
+	if s.session == "" {
+		s.next = t.takeRing(h.ring, s.next, h.appended)
+	} else if ss := h.subsOf[s.session]; ss != nil {
+		if s.reads != ss.reads {
+			s.reads, t.ReadStore = ss.reads, true
 		}
-	} else if h.appended-s.next > ringSize {
-		s.next, t.ReadStore = h.appended, true // overwritten: the store has them
-	} else {
-		for ; s.next < h.appended; s.next++ {
-			t.Events = append(t.Events, h.ring[s.next%ringSize])
-		}
+		s.next = t.takeRing(ss.ring, s.next, ss.appends)
 	}
-	if !t.ReadStore && !t.Appended && len(t.Events) == len(dst) && !s.closed {
+	if !t.ReadStore && len(t.Events) == len(dst) && !s.closed {
 		s.parked = true
 		if s.session == "" {
 			h.parked[s] = struct{}{}
@@ -141,6 +154,20 @@ func (s *Subscription) Take(dst []*vigil.Event) Taken {
 		}
 	}
 	return t
+}
+
+// takeRing takes the events of ring from position next to appended (the
+// count of events ever put in it), or, when the ring no longer holds them
+// all, says to read the store; it returns the position to read next.
+func (t *Taken) takeRing(ring []*vigil.Event, next, appended uint64) uint64 {
+	if appended-next > uint64(len(ring)) {
+		t.ReadStore = true // overwritten: the store has them
+		return appended
+	}
+	for ; next < appended; next++ {
+		t.Events = append(t.Events, ring[next%uint64(len(ring))])
+	}
+	return next
 }
 
 // wakeLocked wakes the parked subscriptions of set.
@@ -155,22 +182,35 @@ func wakeLocked(parked map[*Subscription]struct{}) {
 	}
 }
 
-// appendLocked gives ev, appended to session, to the subscriptions: into
-// the ring for those of the whole log, counted for those of its session;
-// on a shared store (ev nil) only as a nudge for the whole log's, since
-// only the store orders this process's events among the others'.
-func (h *Hub) appendLocked(session string, ev *vigil.Event) {
+// putLocked gives ev, appended to its session, to the subscriptions of
+// the whole log and of its session, through their rings.
+func (h *Hub) putLocked(ev *vigil.Event) {
 	if len(h.whole) > 0 {
-		if ev == nil {
-			h.wholeNudgesLocked()
-		} else {
-			h.ring[h.appended%ringSize] = ev
-			h.appended++
-			wakeLocked(h.parked)
-		}
+		h.ring[h.appended%ringSize] = ev
+		h.appended++
+		wakeLocked(h.parked)
 	}
+	h.putSessionLocked(ev)
+}
+
+// putSessionLocked gives ev to the subscriptions of its session.
+func (h *Hub) putSessionLocked(ev *vigil.Event) {
+	ss := h.subsOf[ev.SessionKey]
+	if ss == nil {
+		return
+	}
+	if ss.ring == nil {
+		ss.ring = make([]*vigil.Event, sessionRingSize)
+	}
+	ss.ring[ss.appends%sessionRingSize] = ev
+	ss.appends++
+	wakeLocked(ss.parked)
+}
+
+// readSessionLocked tells the subscriptions of session to read the store.
+func (h *Hub) readSessionLocked(session string) {
 	if ss := h.subsOf[session]; ss != nil {
-		ss.appends++
+		ss.reads++
 		wakeLocked(ss.parked)
 	}
 }

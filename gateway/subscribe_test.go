@@ -81,7 +81,7 @@ func TestASubscriptionFurtherBehindThanTheHubKeepsIsToldToReadTheStore(t *testin
 	}
 }
 
-func TestASessionsSubscriptionCountsItsOwnAppendsAndHearsEveryNudge(t *testing.T) {
+func TestASessionsSubscriptionIsGivenItsOwnAppendsAndHearsEveryNudge(t *testing.T) {
 	h := gateway.NewHub()
 	mine := h.Subscribe("agent:main:main")
 	h.Record(vigil.Event{Sequence: 1, AgentID: "main", SessionKey: "agent:main:subagent:other"})
@@ -92,8 +92,8 @@ func TestASessionsSubscriptionCountsItsOwnAppendsAndHearsEveryNudge(t *testing.T
 	if !woken(mine) {
 		t.Fatal("its own session's append did not wake it")
 	}
-	if got := mine.Take(nil); !got.Appended || len(got.Events) != 0 {
-		t.Fatalf("take = %+v, want appended (its follower reads them from the store)", got)
+	if got := mine.Take(nil); got.ReadStore || fmt.Sprint(seqs(got.Events)) != "[2]" {
+		t.Fatalf("take = %+v, want the event of its session", got)
 	}
 	mine.Take(nil) // nothing: parks
 	h.Nudge()      // another process appended: to any session, as far as the hub knows
@@ -158,5 +158,103 @@ func TestEventsThatComeWhileAFollowerIsBusyAreGivenTogetherInOneCall(t *testing.
 	close(release)
 	if got := <-calls; !slices.Equal(got, more) {
 		t.Fatalf("after the busy call the follower gave %v, want the 100 events that came meanwhile in one call", got)
+	}
+}
+
+func TestASessionsSubscriptionFurtherBehindThanItsRingIsToldToReadTheStore(t *testing.T) {
+	h := gateway.NewHub()
+	s := h.Subscribe("agent:main:main")
+	for seq := int64(1); seq <= 100; seq++ { // more than a session's ring keeps
+		h.Record(vigil.Event{Sequence: seq, AgentID: "main", SessionKey: "agent:main:main"})
+	}
+	if got := s.Take(nil); !got.ReadStore || len(got.Events) != 0 {
+		t.Fatalf("after 100 appends not taken: read the store %v with %d events, want to read the store", got.ReadStore, len(got.Events))
+	}
+	h.Record(vigil.Event{Sequence: 101, AgentID: "main", SessionKey: "agent:main:main"})
+	if got := s.Take(nil); got.ReadStore || fmt.Sprint(seqs(got.Events)) != "[101]" {
+		t.Fatalf("the append after = %+v, want [101]", got)
+	}
+}
+
+// hearingHub is a hub of a shared store that hears every process's
+// commits, with a subscription of key whose first read of the store,
+// which hearing asks for, is taken.
+func hearingHub(t *testing.T, key string) (*gateway.Hub, *gateway.Subscription) {
+	t.Helper()
+	h := gateway.NewHub()
+	h.ShareStore()
+	s := h.Subscribe(key)
+	h.HearCommits(true)
+	if !woken(s) || !s.Take(nil).ReadStore {
+		t.Fatal("starting to hear commits did not make the subscription read the store")
+	}
+	s.Take(nil) // parks
+	return h, s
+}
+
+func TestWhileCommitsAreHeardASessionsSubscriptionIsGivenEveryProcesssEventsInCommitOrder(t *testing.T) {
+	key := "agent:main:main"
+	h, s := hearingHub(t, key)
+	// This process's own record: on a shared store only the commits
+	// heard order it among the other processes'.
+	h.Record(vigil.Event{Sequence: 5, AgentID: "main", SessionKey: key})
+	if woken(s) {
+		t.Fatal("this process's record woke the subscription before its commit was heard")
+	}
+	h.Committed([]vigil.Event{
+		{Sequence: 4, AgentID: "main", SessionKey: key},            // another process's, committed first
+		{Sequence: 3, AgentID: "main", SessionKey: "agent:main:x"}, // another session's
+		{Sequence: 5, AgentID: "main", SessionKey: key},            // this process's
+	}, nil, false)
+	if !woken(s) {
+		t.Fatal("the commits heard did not wake the subscription")
+	}
+	if got := s.Take(nil); got.ReadStore || fmt.Sprint(seqs(got.Events)) != "[4 5]" {
+		t.Fatalf("took %+v, want [4 5] without reading the store", got)
+	}
+}
+
+func TestAnAppendHeardWithoutItsEventTellsItsSessionsSubscriptionsToReadTheStore(t *testing.T) {
+	key := "agent:main:main"
+	h, s := hearingHub(t, key)
+	h.Committed([]vigil.Event{{Sequence: 4, AgentID: "main", SessionKey: key}}, []string{key}, false)
+	if got := s.Take(nil); !got.ReadStore {
+		t.Fatalf("an event that came without being carried: took %+v, want to read the store", got)
+	}
+	s.Take(nil)
+	h.Committed(nil, nil, true)
+	if !woken(s) || !s.Take(nil).ReadStore {
+		t.Fatal("commits lost did not make the subscription read the store")
+	}
+}
+
+func TestCommitsNoLongerHeardAreIgnoredAndEachAppendIsReadFromTheStore(t *testing.T) {
+	key := "agent:main:main"
+	h, s := hearingHub(t, key)
+	h.HearCommits(false) // the listener lost its connection
+	if !woken(s) || !s.Take(nil).ReadStore {
+		t.Fatal("hearing commits no more did not make the subscription read the store")
+	}
+	s.Take(nil)
+	h.Committed([]vigil.Event{{Sequence: 4, AgentID: "main", SessionKey: key}}, nil, false)
+	if woken(s) {
+		t.Fatal("commits heard late, after the listener stopped, were given")
+	}
+	h.Record(vigil.Event{Sequence: 5, AgentID: "main", SessionKey: key})
+	if got := s.Take(nil); !got.ReadStore || len(got.Events) != 0 {
+		t.Fatalf("this process's record took %+v, want to read the store", got)
+	}
+}
+
+func TestWhileCommitsAreHeardAnAppendElsewhereNudgesOnlyTheWholeLog(t *testing.T) {
+	key := "agent:main:main"
+	h, s := hearingHub(t, key)
+	all := h.Subscribe("")
+	gateway.AppendedElsewhere(h)
+	if woken(s) {
+		t.Fatal("an append elsewhere woke a session's subscription, whose events come with the commits")
+	}
+	if !woken(all) || !all.Take(nil).ReadStore {
+		t.Fatal("an append elsewhere did not make the whole log's subscription read the store")
 	}
 }

@@ -162,3 +162,40 @@ func (hg *hotGateway) callParallel(b *testing.B, path string, bodies [][]byte) {
 		}
 	})
 }
+
+// BenchmarkCatchUp100 is a watcher reading the last 100 changes of a
+// session (session_status with changesSince 100 back), the read that
+// follows a notice, through the whole handler.
+func BenchmarkCatchUp100(b *testing.B) {
+	hg := newHotGateway(b, "NORMAL", 1)
+	zero := 0
+	send, err := json.Marshal(gateway.SendInput{SessionKey: hg.children[0], Message: "Use the revised figures, not the draft.", TimeoutSeconds: &zero})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range 300 {
+		if code, body := hg.call("/v1/tools/sessions_send", e2eOperator, "", send); code != http.StatusOK {
+			b.Fatalf("send: %d %s", code, body)
+		}
+	}
+	code, body := hg.call("/v1/tools/session_status", e2eOperator, "", []byte(`{"sessionKey":"`+hg.children[0]+`"}`))
+	var st gateway.StatusOutput
+	if err := json.Unmarshal(body, &st); code != http.StatusOK || err != nil {
+		b.Fatalf("status: %d %s", code, body)
+	}
+	limit := 100
+	since := st.StateVersion - 100 // each send records one event, numbered in turn
+	in, err := json.Marshal(gateway.StatusInput{SessionKey: hg.children[0], ChangesSince: &since, Limit: &limit})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	defer timeCPU(b)()
+	for range b.N {
+		code, body := hg.call("/v1/tools/session_status", e2eOperator, "", in)
+		if code != http.StatusOK {
+			b.Fatalf("status: %d %s", code, body)
+		}
+		b.SetBytes(int64(len(body)))
+	}
+}

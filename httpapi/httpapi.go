@@ -15,6 +15,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -248,7 +249,12 @@ func (s *server) count(next http.Handler, mux *http.ServeMux) http.Handler {
 		return next
 	}
 	return s.opts.Metrics.InstrumentHTTP(next, func(r *http.Request) metrics.Route {
-		_, pattern := mux.Handler(r)
+		// The mux named the pattern as it served the request; one refused
+		// before it (a foreign Host) is looked up here.
+		pattern := r.Pattern
+		if pattern == "" {
+			_, pattern = mux.Handler(r)
+		}
 		return metrics.Route{Pattern: pattern, Stream: streamRoutes[pattern] || (pattern == "/mcp" && r.Method == http.MethodGet)}
 	})
 }
@@ -307,12 +313,13 @@ func (s *server) resolve(r *http.Request, acting []string) (gateway.Caller, erro
 		return gateway.Caller{}, fmt.Errorf("%w: a valid bearer token is required", gateway.ErrUnauthenticated)
 	}
 	session := strings.TrimSpace(r.Header.Get(SessionHeader))
-	q := r.URL.Query()
-	for _, name := range acting {
-		if session != "" {
-			break
+	if session == "" && r.URL.RawQuery != "" {
+		q := r.URL.Query()
+		for _, name := range acting {
+			if session = strings.TrimSpace(q.Get(name)); session != "" {
+				break
+			}
 		}
-		session = strings.TrimSpace(q.Get(name))
 	}
 	return s.g.ResolveCaller(r.Context(), p, session)
 }
@@ -448,10 +455,11 @@ func (s *server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 }
 
 // call runs a tool. Its answer may wait (a long poll, a send awaiting a
-// reply), so the response is held open and only its write is bounded.
+// reply), so only writing it is bounded: the write deadline is set again
+// once the answer is known, and it is written at once, in one write.
 func (s *server) call(w http.ResponseWriter, r *http.Request, c gateway.Caller, tool *gateway.Tool, body []byte) {
-	w = s.holdOpen(w)
 	out, err := tool.Call(r.Context(), c, body)
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.opts.Timeouts.Write))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -529,7 +537,38 @@ func writeError(w http.ResponseWriter, status int, code, message string) {
 	writeJSON(w, status, ErrorBody{Error: ErrorDetail{Code: code, Message: message}})
 }
 
+// jsonAppender is an answer that encodes itself, as encoding/json would
+// without escaping HTML's characters (gateway.StatusOutput, whose events
+// come encoded already).
+type jsonAppender interface {
+	AppendJSON(b []byte) ([]byte, error)
+}
+
+// answers lend writeJSON the room an answer that encodes itself is made
+// in; one larger than maxPooledAnswer is not kept.
+var answers = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledAnswer = 256 << 10
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	if a, ok := v.(jsonAppender); ok {
+		room := answers.Get().(*[]byte)
+		b, err := a.AppendJSON((*room)[:0])
+		if err == nil {
+			b = append(b, '\n')
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+			w.WriteHeader(status)
+			w.Write(b)
+			if cap(b) <= maxPooledAnswer {
+				*room = b[:0]
+			}
+		}
+		answers.Put(room)
+		if err == nil {
+			return
+		}
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/httpapi"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
 	"github.com/vigilhq/vigil/internal/testwait"
 )
 
@@ -232,4 +234,23 @@ func TestAParkedTurnMovesTheParkedGaugeAndTheRequestsInFlight(t *testing.T) {
 	if v, _ := metricValue(scrape(t, s), "vigil_parked_requests", nil); v != 0 {
 		t.Errorf("vigil_parked_requests = %v after the turn ended, want 0", v)
 	}
+}
+
+func TestARequestRefusedForItsHostIsCountedUnderTheRouteItAskedFor(t *testing.T) {
+	s := e2eStartWith(t, true, func(h *httpapi.Options, _ *gatewaytest.Options) { h.RestrictHosts = true })
+	req, err := http.NewRequest(http.MethodPost, s.URL+"/v1/tools/sessions_list", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "rebound.example"
+	req.Header.Set("Authorization", "Bearer "+e2eAdmin)
+	resp, err := e2eClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a foreign Host was answered %d, want 403", resp.StatusCode)
+	}
+	awaitMetric(t, s, "vigil_http_requests_total", map[string]string{"route": toolRoute, "tool": "", "code": "403"}, 1)
 }

@@ -279,6 +279,13 @@ func (n *Node) listen() {
 		n.shared.Follow(ctx, n.eng, pgstore.FollowOptions{
 			Logger:     log,
 			OnAppended: g.EventsAppendedElsewhere,
+			OnCommits: func(_ context.Context, c pgstore.Commits) {
+				keys := make([]string, len(c.Uncarried))
+				for i, u := range c.Uncarried {
+					keys[i] = u.Key
+				}
+				g.EventsCommitted(c.Events, keys, c.Lost)
+			},
 			OnMessages: func(ctx context.Context, as []pgstore.Arrival) {
 				for _, a := range as {
 					if err := g.MessageArrived(ctx, a.Session, a.MessageID); err != nil && ctx.Err() == nil {
@@ -293,9 +300,13 @@ func (n *Node) listen() {
 			},
 			OnConnect: func() {
 				n.listening.Store(true)
+				g.HearCommits(true)
 				log.Info("listening for other gateways' changes", "channel", n.shared.Channel())
 			},
-			OnLost: func(error, time.Duration) { n.listening.Store(false) },
+			OnLost: func(error, time.Duration) {
+				n.listening.Store(false)
+				g.HearCommits(false)
+			},
 		})
 	}()
 }

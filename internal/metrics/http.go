@@ -4,10 +4,11 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // StatusClientGone is the code a request is counted under when its client
@@ -31,6 +32,11 @@ type httpMetrics struct {
 	duration *prometheus.HistogramVec
 	streams  *prometheus.HistogramVec
 	inFlight prometheus.Gauge
+	// series holds the requests' and the durations' series already used
+	// (by seriesKey, a code of 0 for a duration), so a request finds its
+	// own without hashing and checking its labels' values again. Routes,
+	// tools and codes are bounded sets, so it is bounded too.
+	series sync.Map
 }
 
 // requestBuckets reach from a read answered from memory to the longest
@@ -42,8 +48,8 @@ var requestBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1
 // its client stays.
 var streamBuckets = []float64{1, 10, 60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 24 * 3600}
 
-func newHTTPMetrics() httpMetrics {
-	return httpMetrics{
+func newHTTPMetrics() *httpMetrics {
+	return &httpMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vigil_http_requests_total",
 			Help: `HTTP requests by route, tool (the tool called; "" on other routes) and status code (499: the client hung up first).`,
@@ -66,15 +72,14 @@ func newHTTPMetrics() httpMetrics {
 	}
 }
 
-func (h httpMetrics) register(r *prometheus.Registry) {
+func (h *httpMetrics) register(r *prometheus.Registry) {
 	r.MustRegister(h.requests, h.duration, h.streams, h.inFlight)
 }
 
 // requestLabels travel in a request's context from InstrumentHTTP to the
 // handler, which names the tool once it knows it.
 type requestLabels struct {
-	route string
-	tool  atomic.Pointer[string]
+	tool atomic.Pointer[string]
 }
 
 type labelsKey struct{}
@@ -89,13 +94,6 @@ func SetTool(ctx context.Context, name string) {
 	}
 }
 
-func routeLabel(ctx context.Context) string {
-	if l, ok := ctx.Value(labelsKey{}).(*requestLabels); ok {
-		return l.route
-	}
-	return ""
-}
-
 func toolLabel(ctx context.Context) string {
 	if l, ok := ctx.Value(labelsKey{}).(*requestLabels); ok {
 		if t := l.tool.Load(); t != nil {
@@ -108,39 +106,69 @@ func toolLabel(ctx context.Context) string {
 // InstrumentHTTP serves next, counting every request in
 // vigil_http_requests_total and timing it in
 // vigil_http_request_duration_seconds, or, for a stream,
-// vigil_http_stream_duration_seconds. route files each request before it
-// is served; a handler names the tool it calls with SetTool. A request
-// whose client hung up before anything was written is counted under
-// StatusClientGone.
+// vigil_http_stream_duration_seconds. route files each request once it
+// has been served (so a mux has named the pattern it matched); a handler
+// names the tool it calls with SetTool. A request whose client hung up
+// before anything was written is counted under StatusClientGone.
 func (m *Metrics) InstrumentHTTP(next http.Handler, route func(*http.Request) Route) http.Handler {
 	h := m.http
-	timed := promhttp.InstrumentHandlerDuration(h.duration, next,
-		promhttp.WithLabelFromCtx("route", routeLabel), promhttp.WithLabelFromCtx("tool", toolLabel))
-	streamed := promhttp.InstrumentHandlerDuration(h.streams, next, promhttp.WithLabelFromCtx("route", routeLabel))
-	return promhttp.InstrumentHandlerInFlight(h.inFlight, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rt := route(r)
-		l := &requestLabels{route: rt.Pattern}
-		r = r.WithContext(context.WithValue(r.Context(), labelsKey{}, l))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.inFlight.Inc()
+		defer h.inFlight.Dec()
+		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		r = r.WithContext(context.WithValue(r.Context(), labelsKey{}, &rec.labels))
+		next.ServeHTTP(rec, r)
+		took := time.Since(start).Seconds()
+		rt := route(r)
+		tool := toolLabel(r.Context())
 		if rt.Stream {
-			streamed.ServeHTTP(rec, r)
+			h.streams.WithLabelValues(rt.Pattern).Observe(took)
 		} else {
-			timed.ServeHTTP(rec, r)
+			h.timed(rt.Pattern, tool).Observe(took)
 		}
 		code := rec.code
 		if !rec.wrote && r.Context().Err() != nil {
 			code = StatusClientGone
 		}
-		h.requests.WithLabelValues(l.route, toolLabel(r.Context()), strconv.Itoa(code)).Inc()
-	}))
+		h.counted(rt.Pattern, tool, code).Inc()
+	})
+}
+
+// seriesKey names one series of the request metrics.
+type seriesKey struct {
+	route, tool string
+	code        int
+}
+
+// timed is the duration series of a route and tool.
+func (h *httpMetrics) timed(route, tool string) prometheus.Observer {
+	k := seriesKey{route: route, tool: tool}
+	if o, ok := h.series.Load(k); ok {
+		return o.(prometheus.Observer)
+	}
+	o, _ := h.series.LoadOrStore(k, h.duration.WithLabelValues(route, tool))
+	return o.(prometheus.Observer)
+}
+
+// counted is the request counter of a route, tool and code.
+func (h *httpMetrics) counted(route, tool string, code int) prometheus.Counter {
+	k := seriesKey{route: route, tool: tool, code: code}
+	if c, ok := h.series.Load(k); ok {
+		return c.(prometheus.Counter)
+	}
+	c, _ := h.series.LoadOrStore(k, h.requests.WithLabelValues(route, tool, strconv.Itoa(code)))
+	return c.(prometheus.Counter)
 }
 
 // statusRecorder notes the status a handler answered with, and whether it
-// wrote anything at all.
+// wrote anything at all; it holds the request's labels too, so one
+// allocation serves both.
 type statusRecorder struct {
 	http.ResponseWriter
-	code  int
-	wrote bool
+	code   int
+	wrote  bool
+	labels requestLabels
 }
 
 func (r *statusRecorder) WriteHeader(code int) {

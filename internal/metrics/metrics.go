@@ -20,7 +20,7 @@ import (
 type Metrics struct {
 	Registry *prometheus.Registry
 	delta    prometheus.Histogram
-	http     httpMetrics
+	http     *httpMetrics
 }
 
 // New registers the engine's counters (read from Engine.Stats at scrape

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -24,8 +25,9 @@ import (
 //
 //   - Commit sends, inside the transaction, one notification (or a few,
 //     when the payload would be too long) naming the watchers whose
-//     cursors changed and whether events were appended. PostgreSQL delivers
-//     them only after the commit, to every listener, in commit order.
+//     cursors changed, with the messages and events it appended.
+//     PostgreSQL delivers them only after the commit, to every listener,
+//     in commit order.
 //   - Follow holds one connection per process that LISTENs, and on each
 //     notification from another process asks the engine to rebuild those
 //     watchers' queues from the durable cursor rows (vigil.Engine.Refresh).
@@ -40,6 +42,14 @@ import (
 // good by a full rebuild (vigil.Engine.Resync) after every (re)connect, and
 // by a slow safety poll; more news at once than Follow holds (maxHeard)
 // becomes a full rebuild too.
+//
+// A commit's notifications also carry the events it appended, whole
+// (those too long for a notification are named by their session), and a
+// process hears its own commits' too: so a follower of one session, on
+// any gateway, is given each event in commit order as it is heard, with
+// no read of the store (FollowOptions.OnCommits). A session's events
+// commit in the order of their sequences (Tx.Append takes the session's
+// lock first), and PostgreSQL delivers notifications in commit order.
 
 // maxPayload keeps a notification below PostgreSQL's 8000-byte limit.
 const maxPayload = 7000
@@ -47,15 +57,74 @@ const maxPayload = 7000
 // change is a notification's payload.
 type change struct {
 	// Origin names the store that committed, so a process skips its own
-	// commits (its engine applied them already, in commit order).
+	// commits' watchers and messages (its engine applied them already, in
+	// commit order), and takes only their events.
 	Origin   string    `json:"o"`
 	Watchers []string  `json:"w,omitempty"`
 	Appended bool      `json:"e,omitempty"`
 	Messages []arrival `json:"m,omitempty"`
+	// Carries says the commit's appended events are given, across its
+	// notifications, each in Events or its session in Uncarried; a
+	// process that does not carry them announces Appended alone.
+	Carries   bool           `json:"c,omitempty"`
+	Events    []carriedEvent `json:"v,omitempty"`
+	Uncarried [][2]string    `json:"u,omitempty"`
+}
+
+// announcement is a change as Commit sends it, its events encoded
+// already (to know their size): the same JSON as a change.
+type announcement struct {
+	change
+	Events []json.RawMessage `json:"v,omitempty"`
+}
+
+// carriedEvent is an event in a payload.
+type carriedEvent struct {
+	Sequence   int64           `json:"s"`
+	AgentID    string          `json:"a"`
+	SessionKey string          `json:"k"`
+	SessionID  string          `json:"i,omitempty"`
+	Kind       vigil.Kind      `json:"n"`
+	ActorType  vigil.ActorType `json:"t"`
+	ActorID    string          `json:"r,omitempty"`
+	RunID      string          `json:"g,omitempty"`
+	OccurredAt int64           `json:"at"`
+	RecordedAt int64           `json:"rt"`
+	Summary    string          `json:"m,omitempty"`
+	Payload    json.RawMessage `json:"p,omitempty"`
+	DedupeKey  string          `json:"x,omitempty"`
+}
+
+func carry(e *vigil.Event) carriedEvent {
+	return carriedEvent{Sequence: e.Sequence, AgentID: e.AgentID, SessionKey: e.SessionKey, SessionID: e.SessionID,
+		Kind: e.Kind, ActorType: e.ActorType, ActorID: e.ActorID, RunID: e.RunID, OccurredAt: e.OccurredAt,
+		RecordedAt: e.RecordedAt, Summary: e.Summary, Payload: e.Payload, DedupeKey: e.DedupeKey}
+}
+
+func (c *carriedEvent) event() vigil.Event {
+	return vigil.Event{Sequence: c.Sequence, AgentID: c.AgentID, SessionKey: c.SessionKey, SessionID: c.SessionID,
+		Kind: c.Kind, ActorType: c.ActorType, ActorID: c.ActorID, RunID: c.RunID, OccurredAt: c.OccurredAt,
+		RecordedAt: c.RecordedAt, Summary: c.Summary, Payload: c.Payload, DedupeKey: c.DedupeKey}
 }
 
 // arrival is an Arrival in a payload: agent, key and message id.
 type arrival [3]any
+
+// Commits is what commits appended, as OnCommits is told.
+type Commits struct {
+	// Events are the events carried whole, in commit order; those of one
+	// session are in the order of their sequences.
+	Events []vigil.Event
+	// Uncarried are sessions that had events appended that were not
+	// carried (too long for a notification): their events are to be read
+	// from the store.
+	Uncarried []vigil.SessionRef
+	// Lost says that events may have been committed that are neither in
+	// Events nor in Uncarried: more news came than Follow holds, a full
+	// rebuild ran, or a process announced events without carrying them.
+	// Every session's events are to be read from the store.
+	Lost bool
+}
 
 // Arrival is a transcript message another process appended.
 type Arrival struct {
@@ -90,9 +159,9 @@ func channel(schema string) string {
 func jsonSize(s string) int { return 6*len(s) + 3 }
 
 // payloads splits a transaction's changes into notifications, each below
-// PostgreSQL's size limit.
+// PostgreSQL's size limit, its events in the order of their sequences.
 func (t *Tx) payloads() []string {
-	if len(t.watchers) == 0 && !t.appended && len(t.messages) == 0 {
+	if len(t.watchers) == 0 && !t.appended && len(t.messages) == 0 && len(t.events) == 0 {
 		return nil
 	}
 	ws := make([]string, 0, len(t.watchers))
@@ -101,12 +170,12 @@ func (t *Tx) payloads() []string {
 	}
 	slices.Sort(ws)
 	var out []string
-	c := change{Origin: t.s.origin, Appended: t.appended}
+	c := announcement{change: change{Origin: t.s.origin, Appended: t.appended, Carries: true}}
 	size := 0
 	flush := func() {
 		b, _ := json.Marshal(c)
 		out = append(out, string(b))
-		c = change{Origin: t.s.origin}
+		c = announcement{change: change{Origin: t.s.origin, Carries: true}}
 		size = 0
 	}
 	room := func(n int) {
@@ -122,6 +191,18 @@ func (t *Tx) payloads() []string {
 	for _, m := range t.messages {
 		room(jsonSize(m.Session.AgentID) + jsonSize(m.Session.Key) + 24)
 		c.Messages = append(c.Messages, arrival{m.Session.AgentID, m.Session.Key, m.MessageID})
+	}
+	slices.SortFunc(t.events, func(a, b vigil.Event) int { return cmp.Compare(a.Sequence, b.Sequence) })
+	for i := range t.events {
+		e := &t.events[i]
+		b, err := json.Marshal(carry(e))
+		if err != nil || len(b) > maxPayload-128-jsonSize(t.s.origin) {
+			room(jsonSize(e.AgentID) + jsonSize(e.SessionKey) + 8)
+			c.Uncarried = append(c.Uncarried, [2]string{e.AgentID, e.SessionKey})
+			continue
+		}
+		room(len(b) + 1)
+		c.Events = append(c.Events, b)
 	}
 	flush()
 	return out
@@ -153,8 +234,8 @@ type FollowOptions struct {
 	PollInterval time.Duration
 	// The callbacks below but OnLost run one at a time, on the goroutine
 	// that applies what Follow hears (or, after connecting, on Follow's
-	// own before that goroutine starts), each after the rebuild of the
-	// queues it follows.
+	// own before that goroutine starts), each but OnCommits after the
+	// rebuild of the queues it follows.
 
 	// OnAppended, when set, is called after another process committed
 	// events, so live readers of the whole log can catch up from the
@@ -163,6 +244,13 @@ type FollowOptions struct {
 	// OnMessages, when set, is called with the transcript messages
 	// another process appended, in commit order. It must return quickly.
 	OnMessages func(ctx context.Context, arrivals []Arrival)
+	// OnCommits, when set, is called with what commits appended, this
+	// process's own included, in commit order: heard while the listening
+	// connection is up, from OnConnect to OnLost. Together its calls
+	// give, in order, every event committed meanwhile, or name its
+	// session (Uncarried), or say that some may be missing (Lost). It
+	// must return quickly.
+	OnCommits func(ctx context.Context, c Commits)
 	// OnResync, when set, is called after each full rebuild: after
 	// (re)connecting, on every poll, and when more news arrived than
 	// Follow holds (maxHeard). Anything the embedder keeps from
@@ -295,7 +383,7 @@ func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, f Follower, opt
 	if opts.OnConnect != nil {
 		opts.OnConnect()
 	}
-	heard := newNews()
+	heard := newNews(opts.OnCommits != nil)
 	applied := make(chan struct{})
 	go func() {
 		defer close(applied)
@@ -341,8 +429,8 @@ func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, f Follower, opt
 			log.Warn("ignoring a malformed change notification", "err", err)
 			continue
 		}
-		if c.Origin != s.origin {
-			heard.add(c)
+		if opts.OnCommits != nil || c.Origin != s.origin {
+			heard.add(c, c.Origin == s.origin)
 		}
 	}
 }
@@ -364,6 +452,8 @@ type news struct {
 	// closed is set once the listener stops reading; what it holds is
 	// still taken.
 	closed bool
+	// commits says the news keeps the commits' events (OnCommits).
+	commits bool
 }
 
 // heard is news taken at once, to be applied together.
@@ -372,15 +462,26 @@ type heard struct {
 	appended bool
 	messages []Arrival // in commit order
 	full     bool      // a full rebuild, for a poll or dropped news
+	// commits are every process's commits' events (see Commits).
+	commits Commits
 }
 
-func newNews() *news { return &news{ready: make(chan struct{}, 1)} }
+func newNews(commits bool) *news { return &news{ready: make(chan struct{}, 1), commits: commits} }
 
-// add merges a notification's change into the news.
-func (n *news) add(c change) {
+// add merges a notification's change into the news: of its own commits
+// (own), a process takes the events alone, and the events only when the
+// news keeps them.
+func (n *news) add(c change, own bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	h := &n.heard
+	if n.commits {
+		h.addCommits(c)
+	}
+	if own {
+		n.signal()
+		return
+	}
 	h.appended = h.appended || c.Appended
 	if !h.full {
 		if h.watchers == nil {
@@ -405,6 +506,34 @@ func (n *news) add(c change) {
 		h.watchers = nil
 	}
 	n.signal()
+}
+
+// addCommits merges a change's events into the news, up to maxHeard of
+// them: past it, or for events announced without being carried, the
+// news says that some are lost.
+func (h *heard) addCommits(c change) {
+	cs := &h.commits
+	switch {
+	case c.Appended && !c.Carries:
+		cs.Lost = true
+	case len(cs.Events)+len(c.Events) > maxHeard:
+		cs.Events, cs.Lost = nil, true
+	}
+	if !cs.Lost {
+		for i := range c.Events {
+			cs.Events = append(cs.Events, c.Events[i].event())
+		}
+	}
+	for _, u := range c.Uncarried {
+		if len(cs.Uncarried) < maxHeard {
+			cs.Uncarried = append(cs.Uncarried, vigil.SessionRef{AgentID: u[0], Key: u[1]})
+		} else {
+			cs.Lost = true
+		}
+	}
+	if cs.Lost {
+		cs.Events, cs.Uncarried = nil, nil
+	}
 }
 
 // forgetRebuilds drops the rebuilds the news holds, and keeps its
@@ -464,11 +593,22 @@ func (n *news) take(ctx context.Context) (heard, bool) {
 }
 
 func (h *heard) empty() bool {
-	return len(h.watchers) == 0 && !h.appended && len(h.messages) == 0 && !h.full
+	cs := &h.commits
+	return len(h.watchers) == 0 && !h.appended && len(h.messages) == 0 && !h.full &&
+		len(cs.Events) == 0 && len(cs.Uncarried) == 0 && !cs.Lost
 }
 
-// apply rebuilds the queues the news changed, then tells the embedder.
+// apply hands on the commits' events, rebuilds the queues the news
+// changed, then tells the embedder.
 func (h *heard) apply(ctx context.Context, f Follower, opts FollowOptions, log *slog.Logger) {
+	// First: the events wait for nothing the rebuild reads.
+	if opts.OnCommits != nil {
+		cs := h.commits
+		cs.Lost = cs.Lost || h.full
+		if len(cs.Events) > 0 || len(cs.Uncarried) > 0 || cs.Lost {
+			opts.OnCommits(ctx, cs)
+		}
+	}
 	switch {
 	case h.full:
 		if err := f.Resync(ctx); err != nil && ctx.Err() == nil {
@@ -489,6 +629,7 @@ func (h *heard) apply(ctx context.Context, f Follower, opts FollowOptions, log *
 	if (h.appended || h.full) && opts.OnAppended != nil {
 		opts.OnAppended()
 	}
+
 	if len(h.messages) > 0 && opts.OnMessages != nil {
 		opts.OnMessages(ctx, h.messages)
 	}

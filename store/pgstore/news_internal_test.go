@@ -15,10 +15,10 @@ import (
 func arrivalOf(key string, id int64) arrival { return arrival{"main", key, float64(id)} }
 
 func TestNewsHeardBeforeItIsTakenIsTakenTogether(t *testing.T) {
-	n := newNews()
-	n.add(change{Watchers: []string{"agent:a:main", "agent:b:main"}, Messages: []arrival{arrivalOf("agent:main:main", 1)}})
+	n := newNews(true)
+	n.add(change{Watchers: []string{"agent:a:main", "agent:b:main"}, Messages: []arrival{arrivalOf("agent:main:main", 1)}}, false)
 	n.add(change{Watchers: []string{"agent:b:main", "agent:c:main"}, Appended: true,
-		Messages: []arrival{arrivalOf("agent:main:main", 2), arrivalOf("agent:main:main", 3)}})
+		Messages: []arrival{arrivalOf("agent:main:main", 2), arrivalOf("agent:main:main", 3)}}, false)
 	h, ok := n.take(t.Context())
 	if !ok {
 		t.Fatal("take found nothing")
@@ -39,12 +39,12 @@ func TestNewsHeardBeforeItIsTakenIsTakenTogether(t *testing.T) {
 }
 
 func TestNewsNamingMoreMessagesThanItHoldsBecomesAFullRebuild(t *testing.T) {
-	n := newNews()
+	n := newNews(true)
 	ms := make([]arrival, maxHeard+1)
 	for i := range ms {
 		ms[i] = arrivalOf("agent:main:main", int64(i+1))
 	}
-	n.add(change{Watchers: []string{"agent:a:main"}, Messages: ms})
+	n.add(change{Watchers: []string{"agent:a:main"}, Messages: ms}, false)
 	h, _ := n.take(t.Context())
 	if !h.full || len(h.watchers) != 0 || len(h.messages) != 0 {
 		t.Fatalf("full = %v with %d watchers and %d messages, want a full rebuild holding nothing", h.full, len(h.watchers), len(h.messages))
@@ -52,19 +52,19 @@ func TestNewsNamingMoreMessagesThanItHoldsBecomesAFullRebuild(t *testing.T) {
 }
 
 func TestNewsNamingMoreWatchersThanItHoldsRebuildsEverythingAndKeepsTheMessages(t *testing.T) {
-	n := newNews()
+	n := newNews(true)
 	ws := make([]string, maxHeard+1)
 	for i := range ws {
 		ws[i] = fmt.Sprintf("agent:w%d:main", i)
 	}
-	n.add(change{Watchers: ws, Messages: []arrival{arrivalOf("agent:main:main", 9)}})
+	n.add(change{Watchers: ws, Messages: []arrival{arrivalOf("agent:main:main", 9)}}, false)
 	h, _ := n.take(t.Context())
 	wantFullRebuildDelivering(t, h, 9)
 }
 
 func TestNewsOfALostConnectionKeepsOnlyItsMessages(t *testing.T) {
-	n := newNews()
-	n.add(change{Watchers: []string{"agent:a:main"}, Appended: true, Messages: []arrival{arrivalOf("agent:main:main", 4)}})
+	n := newNews(true)
+	n.add(change{Watchers: []string{"agent:a:main"}, Appended: true, Messages: []arrival{arrivalOf("agent:main:main", 4)}}, false)
 	n.resync()
 	n.forgetRebuilds()
 	n.close()
@@ -76,16 +76,16 @@ func TestNewsOfALostConnectionKeepsOnlyItsMessages(t *testing.T) {
 }
 
 func TestAPollWithNewsWaitingRebuildsEverythingAndKeepsTheMessages(t *testing.T) {
-	n := newNews()
-	n.add(change{Watchers: []string{"agent:a:main"}, Messages: []arrival{arrivalOf("agent:main:main", 7)}})
+	n := newNews(true)
+	n.add(change{Watchers: []string{"agent:a:main"}, Messages: []arrival{arrivalOf("agent:main:main", 7)}}, false)
 	n.resync()
 	h, _ := n.take(t.Context())
 	wantFullRebuildDelivering(t, h, 7)
 }
 
 func TestClosedNewsIsTakenBeforeTheApplierStops(t *testing.T) {
-	n := newNews()
-	n.add(change{Watchers: []string{"agent:a:main"}})
+	n := newNews(true)
+	n.add(change{Watchers: []string{"agent:a:main"}}, false)
 	n.close()
 	if h, ok := n.take(t.Context()); !ok || len(h.watchers) != 1 {
 		t.Fatalf("take = %+v, %v; want the news heard before closing", h, ok)
@@ -96,8 +96,8 @@ func TestClosedNewsIsTakenBeforeTheApplierStops(t *testing.T) {
 }
 
 func TestAMalformedArrivalIsLeftOut(t *testing.T) {
-	n := newNews()
-	n.add(change{Messages: []arrival{{"main", "agent:main:main", -1.0}, {"main", 5.0, 3.0}}})
+	n := newNews(true)
+	n.add(change{Messages: []arrival{{"main", "agent:main:main", -1.0}, {"main", 5.0, 3.0}}}, false)
 	n.close()
 	if h, ok := n.take(t.Context()); ok {
 		t.Fatalf("take = %+v, want nothing from arrivals that do not decode", h)
@@ -180,3 +180,83 @@ func wantDelivering(t *testing.T, h heard, id int64) {
 		t.Errorf("messages = %+v, want message %d still delivered", h.messages, id)
 	}
 }
+
+func carriedOf(seqs ...int64) []carriedEvent {
+	var out []carriedEvent
+	for _, s := range seqs {
+		out = append(out, carriedEvent{Sequence: s, AgentID: "main", SessionKey: "agent:main:main", Kind: vigil.KindCompacted})
+	}
+	return out
+}
+
+func takenSeqs(t *testing.T, n *news) (heard, []int64) {
+	t.Helper()
+	h, ok := n.take(t.Context())
+	if !ok {
+		t.Fatal("take found nothing")
+	}
+	var seqs []int64
+	for _, e := range h.commits.Events {
+		seqs = append(seqs, e.Sequence)
+	}
+	return h, seqs
+}
+
+func TestOfItsOwnCommitsAProcessTakesTheEventsAloneInCommitOrder(t *testing.T) {
+	n := newNews(true)
+	n.add(change{Watchers: []string{"agent:a:main"}, Appended: true, Carries: true, Events: carriedOf(3, 4),
+		Messages: []arrival{arrivalOf("agent:main:main", 1)}}, true)
+	n.add(change{Carries: true, Events: carriedOf(5), Uncarried: [][2]string{{"main", "agent:main:x"}}}, false)
+	h, seqs := takenSeqs(t, n)
+	if len(h.watchers) != 0 || len(h.messages) != 0 {
+		t.Errorf("its own commit's watchers %v and messages %v were taken: its engine has them already", h.watchers, h.messages)
+	}
+	if !slices.Equal(seqs, []int64{3, 4, 5}) || h.commits.Lost {
+		t.Errorf("events %v (lost %v), want 3, 4, 5 in commit order", seqs, h.commits.Lost)
+	}
+	if want := []vigil.SessionRef{{AgentID: "main", Key: "agent:main:x"}}; !slices.Equal(h.commits.Uncarried, want) {
+		t.Errorf("uncarried = %v, want %v", h.commits.Uncarried, want)
+	}
+}
+
+func TestEventsAnnouncedWithoutBeingCarriedMakeTheCommitsLost(t *testing.T) {
+	n := newNews(true)
+	n.add(change{Carries: true, Events: carriedOf(3)}, false)
+	n.add(change{Appended: true}, false) // a process that does not carry them
+	n.add(change{Carries: true, Events: carriedOf(5)}, false)
+	if h, seqs := takenSeqs(t, n); !h.commits.Lost || len(seqs) != 0 {
+		t.Fatalf("events %v, lost %v: want them lost, every session to be read", seqs, h.commits.Lost)
+	}
+}
+
+func TestMoreEventsThanNewsHoldsAreLost(t *testing.T) {
+	n := newNews(true)
+	seqs := make([]int64, maxHeard+1)
+	for i := range seqs {
+		seqs[i] = int64(i + 1)
+	}
+	n.add(change{Carries: true, Events: carriedOf(seqs...)}, false)
+	if h, got := takenSeqs(t, n); !h.commits.Lost || len(got) != 0 {
+		t.Fatalf("%d events held, lost %v: want them lost", len(got), h.commits.Lost)
+	}
+}
+
+func TestCommitsHeardAreHandedOnBeforeTheQueuesAreRebuilt(t *testing.T) {
+	var order []string
+	f := &orderFollower{order: &order}
+	h := heard{watchers: map[string]struct{}{"agent:a:main": {}}, commits: Commits{Events: []vigil.Event{{Sequence: 3}}}}
+	h.apply(t.Context(), f, FollowOptions{OnCommits: func(context.Context, Commits) { order = append(order, "commits") }},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if !slices.Equal(order, []string{"commits", "refresh"}) {
+		t.Fatalf("applied %v, want the commits' events first: they wait for nothing a rebuild reads", order)
+	}
+}
+
+type orderFollower struct{ order *[]string }
+
+func (f *orderFollower) Refresh(context.Context, []string) error {
+	*f.order = append(*f.order, "refresh")
+	return nil
+}
+
+func (f *orderFollower) Resync(context.Context) error { return nil }

@@ -51,8 +51,10 @@ type Tx struct {
 	watchers map[string]struct{}
 	appended bool
 	// messages are the transcript messages this transaction appended,
-	// also announced at Commit.
+	// also announced at Commit; events are the events it appended, which
+	// Commit's announcements carry.
 	messages []Arrival
+	events   []vigil.Event
 	// locked are the sessions whose head row this transaction holds, each
 	// with the round of locks (batch.go) that took it; pending are those
 	// asked for that are not taken yet, and ahead those of pending that
@@ -229,6 +231,7 @@ func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
 	}
 	e.Sequence = seq
 	t.held.addEvent(e, payload)
+	t.events = append(t.events, *e)
 	return true, nil
 }
 
@@ -321,6 +324,7 @@ func (t *Tx) appendDeduped(ctx context.Context, e *vigil.Event, payload *string)
 	}
 	if appended {
 		e.Sequence = seq
+		t.events = append(t.events, *e)
 		return true, nil
 	}
 	*e = stored

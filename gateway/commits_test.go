@@ -1,0 +1,67 @@
+package gateway_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/internal/pgtest"
+)
+
+func TestOnPostgreSQLAFollowerOfASessionIsGivenEveryGatewaysEventsOnceInOrderWithoutReadingTheStore(t *testing.T) {
+	schema := pgtest.FreshSchema(t)
+	here, reads := gatewayOnPostgresReading(t, schema)
+	elsewhere, _ := gatewayOnPostgresReading(t, schema)
+	ref := vigil.MustRef("agent:main:main")
+	recordOn(t, elsewhere, ref.Key)
+
+	ctx, cancel := context.WithTimeout(context.Background(), followHangGuard)
+	defer cancel()
+	f, err := here.Follow(ctx, gateway.FollowOptions{Session: &ref, After: 0, BookmarkInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	given := make(chan int64, 64)
+	read := make(chan struct{}, 1)
+	go f.Run(ctx, gateway.FollowReader{Events: func(events []vigil.Event) error {
+		for _, e := range events {
+			given <- e.Sequence
+		}
+		return nil
+	}, Flush: func() error {
+		select {
+		case read <- struct{}{}:
+		default:
+		}
+		return nil
+	}})
+	<-read
+	first := <-given // read from the store, as the follow began
+	before := reads.Load()
+
+	// Both gateways record, in turn, on the session and on another one.
+	want := []int64{first}
+	for i := range 20 {
+		g := []*gateway.Gateway{here, elsewhere}[i%2]
+		recordOn(t, g, "agent:main:subagent:other")
+		want = append(want, recordOn(t, g, ref.Key))
+	}
+	got := []int64{first}
+	for len(got) < len(want) {
+		select {
+		case seq := <-given:
+			got = append(got, seq)
+		case <-ctx.Done():
+			t.Fatalf("the follower gave %v, want %v", got, want)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("the follower gave %v, want %v: every event once, in order", got, want)
+	}
+	if n := reads.Load() - before; n != 0 {
+		t.Fatalf("the follower read the session's history %d times for 20 events heard with their commits, want none", n)
+	}
+}
