@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/clock"
 	"github.com/vigilhq/vigil/internal/scenario"
@@ -110,13 +112,13 @@ func (db testDB) open(t testing.TB) vigil.Store {
 func (env *testEnv) exec(statement string) {
 	env.t.Helper()
 	var err error
-	switch st := env.store.(type) {
+	switch env.store.(type) {
 	case *sqlitestore.Store:
 		env.close()
 		err = execOnFile(env.db.path, statement)
 		env.open()
 	case *pgstore.Store:
-		_, err = st.Pool().Exec(ctx, statement)
+		err = execOnSchema(env.db.schema, statement)
 	default:
 		env.t.Fatalf("exec on a %T", env.store)
 	}
@@ -246,4 +248,19 @@ func sequences(evs []vigil.Event) []int64 {
 		out = append(out, e.Sequence)
 	}
 	return out
+}
+
+// execOnSchema runs statement on a connection of its own whose search
+// path is schema, the store's.
+func execOnSchema(schema, statement string) error {
+	conn, err := pgx.Connect(ctx, postgresURL())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "SET search_path TO "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		return err
+	}
+	_, err = conn.Exec(ctx, statement)
+	return err
 }

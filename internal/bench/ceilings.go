@@ -93,7 +93,7 @@ func (e *env) oneEventCeilingPG(ctx context.Context, d time.Duration) (float64, 
 		return 0, err
 	}
 	defer st.close()
-	conn, err := st.pg.Pool().Acquire(ctx)
+	conn, err := st.raw.Acquire(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -145,7 +145,7 @@ func (e *env) batchedCeilingPG(ctx context.Context, perTx, targets, watchers int
 		return 0, err
 	}
 	defer st.close()
-	conn, err := st.pg.Pool().Acquire(ctx)
+	conn, err := st.raw.Acquire(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -220,7 +220,7 @@ func (e *env) copyCeilingPG(ctx context.Context, rows int, d time.Duration) (flo
 		return 0, err
 	}
 	defer st.close()
-	pool := st.pg.Pool()
+	pool := st.raw
 	if _, err := pool.Exec(ctx, ceilingTablePG); err != nil {
 		return 0, err
 	}

@@ -40,7 +40,7 @@ func (e *env) ceiling(ctx context.Context, mode string, perTx int, d time.Durati
 		}
 		commit = func(rows []vigil.Event) error { return bare.Commit(ctx, rows) }
 	} else {
-		pool := st.pg.Pool()
+		pool := st.raw
 		if _, err := pool.Exec(ctx, ceilingTablePG); err != nil {
 			return 0, err
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/sessions"
 	"github.com/vigilhq/vigil/store/pgstore"
@@ -29,6 +30,10 @@ type scratch struct {
 	store
 	sqlite *sqlitestore.Store // nil on PostgreSQL
 	pg     *pgstore.Store     // nil on SQLite
+	// raw is a pool of the PostgreSQL server's own, on the store's
+	// schema, for the ceilings that measure it without vigil; nil on
+	// SQLite.
+	raw *pgxpool.Pool
 	// url opens the same store in another process (`vigil serve --db`).
 	url   string
 	close func() error
@@ -90,11 +95,23 @@ func (e *env) openPG(ctx context.Context) (*scratch, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg, err := pgxpool.ParseConfig(base)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("the PostgreSQL URL: %w", err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	raw, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("open a pool on scratch schema %s: %w", schema, err)
+	}
 	u, _ := url.Parse(base)
 	q := u.Query()
 	q.Set("schema", schema)
 	u.RawQuery = q.Encode()
-	return &scratch{store: st, pg: st, url: u.String(), close: func() error {
+	return &scratch{store: st, pg: st, raw: raw, url: u.String(), close: func() error {
+		raw.Close()
 		st.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

@@ -347,7 +347,7 @@ func TestLogDoesNotOvertakeAnOpenWriter(t *testing.T) {
 	}
 
 	var naive bool
-	if err := s.Pool().QueryRow(ctx, `SELECT tx_id < pg_snapshot_xmin(pg_current_snapshot()) FROM events WHERE sequence = $1`,
+	if err := pgstore.PoolOf(s).QueryRow(ctx, `SELECT tx_id < pg_snapshot_xmin(pg_current_snapshot()) FROM events WHERE sequence = $1`,
 		high).Scan(&naive); err != nil {
 		t.Fatal(err)
 	}

@@ -93,7 +93,7 @@ func TestEngineRecordsNoticesAndDeltas(t *testing.T) {
 func schemaOf(t *testing.T, s *pgstore.Store) string {
 	t.Helper()
 	var schema string
-	if err := s.Pool().QueryRow(t.Context(), `SELECT current_schema()`).Scan(&schema); err != nil {
+	if err := pgstore.PoolOf(s).QueryRow(t.Context(), `SELECT current_schema()`).Scan(&schema); err != nil {
 		t.Fatal(err)
 	}
 	return schema

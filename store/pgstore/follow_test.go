@@ -198,7 +198,7 @@ func TestTheListenerReconnectsAfterItsConnectionIsTerminatedAndStillDelivers(t *
 	b := startGateway(t, schema, true)
 
 	var killed bool
-	if err := b.store.Pool().QueryRow(t.Context(), `SELECT coalesce(bool_or(pg_terminate_backend(pid)), false)
+	if err := pgstore.PoolOf(b.store).QueryRow(t.Context(), `SELECT coalesce(bool_or(pg_terminate_backend(pid)), false)
 		FROM pg_stat_activity WHERE application_name = $1`, b.store.ListenerName()).Scan(&killed); err != nil || !killed {
 		t.Fatalf("terminate the listener's backend: %v, %v", killed, err)
 	}
@@ -236,7 +236,7 @@ func TestTheSafetyPollCatchesAChangeWithoutANotification(t *testing.T) {
 
 	// Changed by hand, which announces nothing, as if a notification had
 	// been lost.
-	if _, err := a.store.Pool().Exec(t.Context(), `UPDATE cursors SET material = material + 1
+	if _, err := pgstore.PoolOf(a.store).Exec(t.Context(), `UPDATE cursors SET material = material + 1
 		WHERE watcher = $1`, fManager); err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +355,7 @@ func TestAGatewayOpensAndPrunesWithAPoolOfOneConnection(t *testing.T) {
 func terminateListener(t *testing.T, s *pgstore.Store) {
 	t.Helper()
 	var killed bool
-	if err := s.Pool().QueryRow(t.Context(), `SELECT coalesce(bool_or(pg_terminate_backend(pid)), false)
+	if err := pgstore.PoolOf(s).QueryRow(t.Context(), `SELECT coalesce(bool_or(pg_terminate_backend(pid)), false)
 		FROM pg_stat_activity WHERE application_name = $1`, s.ListenerName()).Scan(&killed); err != nil || !killed {
 		t.Fatalf("terminate the listener's backend: %v, %v", killed, err)
 	}

@@ -58,7 +58,7 @@ func TestTheStartupSweepWaitsForTheMaintenanceLock(t *testing.T) {
 	// shows its request, not granted.
 	testwait.Until(t, "the startup sweep waits for the maintenance lock", func() bool {
 		var waiting int
-		if err := a.Pool().QueryRow(t.Context(), `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
+		if err := pgstore.PoolOf(a).QueryRow(t.Context(), `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
 			AND NOT granted AND ((classid::bigint << 32) | objid::bigint) = $1`, pgstore.MaintenanceKey(a)).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}

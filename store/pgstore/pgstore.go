@@ -157,10 +157,6 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Pool returns the connection pool, for embedders' own tables and
-// migrations. Its connections have the store's schema as search_path.
-func (s *Store) Pool() *pgxpool.Pool { return s.pool }
-
 // IsRetryable reports whether err is a transaction conflict: a deadlock
 // (SQLSTATE 40P01) or serialization failure (40001), which says nothing
 // about the write itself, so running the whole transaction again may

@@ -78,7 +78,7 @@ var storeNames sync.Map
 func queryInt(t *testing.T, s *pgstore.Store, q string, args ...any) int64 {
 	t.Helper()
 	var v int64
-	if err := s.Pool().QueryRow(t.Context(), q, args...).Scan(&v); err != nil {
+	if err := pgstore.PoolOf(s).QueryRow(t.Context(), q, args...).Scan(&v); err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}
 	return v
@@ -191,7 +191,7 @@ func TestNewerSchemaVersionIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	newer := pgstore.SchemaVersion + 1
-	if _, err := s.Pool().Exec(t.Context(), `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, 0)`, newer); err != nil {
+	if _, err := pgstore.PoolOf(s).Exec(t.Context(), `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, 0)`, newer); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {

@@ -37,7 +37,7 @@ func TestMigratingKeepsTheSessionsRecordedBeforeAsRecorded(t *testing.T) {
 		`DROP TABLE recorded_sessions`,
 		`DELETE FROM schema_migrations WHERE version = 7`,
 	} {
-		if _, err := s.Pool().Exec(ctx, q); err != nil {
+		if _, err := pgstore.PoolOf(s).Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
