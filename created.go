@@ -8,6 +8,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/vigilhq/vigil/internal/jsstring"
 	"github.com/vigilhq/vigil/sessionkey"
 )
 
@@ -142,29 +143,29 @@ func (c Creation) announced(ref SessionRef) bool {
 func CreationNoticeText(c Creation) string {
 	var b strings.Builder
 	b.WriteString(`{"sessionKey":`)
-	jsonString(&b, c.Session.Key)
+	jsstring.Write(&b, c.Session.Key)
 	if t, ok := noticeLabel(c.Label); ok {
 		b.WriteString(`,"title":`)
-		jsonString(&b, t)
+		jsstring.Write(&b, t)
 	}
 	if c.Via != "" {
 		b.WriteString(`,"createdVia":`)
-		jsonString(&b, c.Via)
+		jsstring.Write(&b, c.Via)
 	}
 	if cr := c.Creator; cr != nil {
 		b.WriteString(`,"creator":{"type":`)
-		jsonString(&b, string(cr.Type))
+		jsstring.Write(&b, string(cr.Type))
 		if cr.Type == ActorHuman && cr.Source != "" {
 			b.WriteString(`,"source":`)
-			jsonString(&b, cr.Source)
+			jsstring.Write(&b, cr.Source)
 		}
 		if id, ok := noticeLabel(cr.ID); ok {
 			b.WriteString(`,"id":`)
-			jsonString(&b, id)
+			jsstring.Write(&b, id)
 		}
 		if l, ok := noticeLabel(cr.Label); ok {
 			b.WriteString(`,"label":`)
-			jsonString(&b, l)
+			jsstring.Write(&b, l)
 		}
 		b.WriteByte('}')
 	}
@@ -205,41 +206,6 @@ func stripUnsafe(s string) string {
 		}
 		return r
 	}, s)
-}
-
-// jsonString writes s as a JSON string the way JavaScript's JSON.stringify
-// does: only '"', '\\' and the C0 controls are escaped (the short forms
-// where JSON has them), everything else as it is.
-func jsonString(b *strings.Builder, s string) {
-	const hex = "0123456789abcdef"
-	b.WriteByte('"')
-	for _, r := range s {
-		switch r {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\b':
-			b.WriteString(`\b`)
-		case '\f':
-			b.WriteString(`\f`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		default:
-			if r < 0x20 {
-				b.WriteString(`\u00`)
-				b.WriteByte(hex[r>>4])
-				b.WriteByte(hex[r&0xf])
-				continue
-			}
-			b.WriteRune(r)
-		}
-	}
-	b.WriteByte('"')
 }
 
 // creationContextKey is the context key of the notice announcing ref's

@@ -12,11 +12,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/adoption"
+	"github.com/vigilhq/vigil/internal/jsstring"
 	"github.com/vigilhq/vigil/sessions"
 	"github.com/vigilhq/vigil/upstream"
 )
@@ -281,38 +281,5 @@ func (r *Runner) ownOf(_ context.Context, ref vigil.SessionRef) (adoption.Own, e
 // transcripts' offsets, which markers hold, are the same on both sides.
 func claudeRow(n int, thread, text string, at time.Time) []byte {
 	return fmt.Appendf(nil, `{"type":"user","uuid":"u-%d","sessionId":%s,"timestamp":"%s","message":{"role":"user","content":%s}}`+"\n",
-		n, jsString(thread), at.UTC().Format("2006-01-02T15:04:05.000Z"), jsString(text))
-}
-
-// jsString is s as JavaScript's JSON.stringify writes a string: only the
-// quote, the backslash and control characters are escaped.
-func jsString(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for _, r := range s {
-		switch r {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\b':
-			b.WriteString(`\b`)
-		case '\f':
-			b.WriteString(`\f`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		default:
-			if r < 0x20 {
-				fmt.Fprintf(&b, `\u%04x`, r)
-			} else {
-				b.WriteRune(r)
-			}
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
+		n, jsstring.Quote(thread), at.UTC().Format("2006-01-02T15:04:05.000Z"), jsstring.Quote(text))
 }
