@@ -91,33 +91,11 @@ func (g *Gateway) startUpstream() {
 	if every == 0 {
 		every = adoption.DefaultEvery
 	}
-	tick := make(chan struct{}, 1)
-	arm := func() clockTimer {
-		return g.clk.AfterFunc(every, func() {
-			select {
-			case tick <- struct{}{}:
-			default:
-			}
-		})
-	}
-	timer := arm() // before New returns: a clock moved right after it moves this timer
-	ctx := g.loopCtx
-	g.loops.Add(1)
-	go func() {
-		defer g.loops.Done()
-		for {
-			select {
-			case <-ctx.Done():
-				timer.Stop()
-				return
-			case <-tick:
-			}
-			if _, err := g.CheckUpstream(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, vigil.ErrClosed) {
-				g.log.Warn("check adopted sessions' transcripts", "err", err)
-			}
-			timer = arm()
+	g.every(every, func(ctx context.Context) {
+		if _, err := g.CheckUpstream(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, vigil.ErrClosed) {
+			g.log.Warn("check adopted sessions' transcripts", "err", err)
 		}
-	}()
+	})
 }
 
 // UpstreamTick is what CheckUpstream did.

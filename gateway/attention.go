@@ -42,16 +42,28 @@ func attentionEvery(stuckAfter time.Duration) time.Duration {
 }
 
 // watchAttention looks at the open runs every AttentionEvery until the
-// gateway closes. The clock's callback only signals, so a manual clock's
-// Advance never runs the look itself.
+// gateway closes.
 func (g *Gateway) watchAttention() {
 	every := g.opts.AttentionEvery
 	if every == 0 {
 		every = attentionEvery(g.opts.StuckAfter)
 	}
+	g.every(every, func(ctx context.Context) {
+		if _, err := g.CheckAttention(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, vigil.ErrClosed) {
+			g.log.Warn("look at open runs for attention", "err", err)
+		}
+	})
+}
+
+// every runs do every interval on the gateway's clock until the gateway
+// closes, each run after the one before has returned. The clock's
+// callback only signals, so a manual clock's Advance never runs do
+// itself; the first timer is armed before every returns, so a clock moved
+// right after it moves that timer.
+func (g *Gateway) every(interval time.Duration, do func(ctx context.Context)) {
 	tick := make(chan struct{}, 1)
 	arm := func() clockTimer {
-		return g.clk.AfterFunc(every, func() {
+		return g.clk.AfterFunc(interval, func() {
 			select {
 			case tick <- struct{}{}:
 			default:
@@ -59,7 +71,7 @@ func (g *Gateway) watchAttention() {
 		})
 	}
 	ctx := g.loopCtx
-	timer := arm() // before New returns: a clock moved right after it moves this timer
+	timer := arm()
 	g.loops.Add(1)
 	go func() {
 		defer g.loops.Done()
@@ -70,9 +82,7 @@ func (g *Gateway) watchAttention() {
 				return
 			case <-tick:
 			}
-			if _, err := g.CheckAttention(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, vigil.ErrClosed) {
-				g.log.Warn("look at open runs for attention", "err", err)
-			}
+			do(ctx)
 			timer = arm()
 		}
 	}()
