@@ -199,6 +199,39 @@ func TestAReportIsAppliedOnlyWhileTheLinkIsAsTheCheckReadIt(t *testing.T) {
 	}
 }
 
+func TestATurnACheckRecordsMovesTheRecordedSessionsLastRecordedTime(t *testing.T) {
+	w := newWorld(t, 2)
+	// Session 0 is kept as recorded, as the gateway keeps an adopted
+	// session it does not host; session 1 has no such row.
+	err := w.eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
+		tx, err := sessions.TxOf(txn)
+		if err != nil {
+			return err
+		}
+		return tx.PutRecorded(ctx, sessions.Recorded{Ref: w.refs[0], Kind: sessions.KindOther, Runtime: upstream.Claude,
+			CreatedAt: start.UnixMilli(), UpdatedAt: start.UnixMilli()})
+	}, vigil.Changing(w.refs[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.clk.Advance(time.Minute)
+	w.typeInto(0, "hello")
+	w.typeInto(1, "hello")
+	if tick, err := w.loop(0).Tick(ctx); err != nil || tick.Recorded != 2 {
+		t.Fatalf("a tick = %+v, %v; want both turns recorded", tick, err)
+	}
+	r, ok, err := w.st.RecordedSession(ctx, w.refs[0])
+	if err != nil || !ok {
+		t.Fatalf("RecordedSession = %+v, %v, %v", r, ok, err)
+	}
+	if want := start.Add(time.Minute).UnixMilli(); r.UpdatedAt != want || r.CreatedAt != start.UnixMilli() || r.Runtime != upstream.Claude {
+		t.Errorf("recorded session = %+v; want updated at %d, created and hosted as before", r, want)
+	}
+	if _, ok, err := w.st.RecordedSession(ctx, w.refs[1]); err != nil || ok {
+		t.Errorf("session 1 has a recorded row (%v, %v); a check gives none", ok, err)
+	}
+}
+
 func TestAReportIsRefusedWhenAMessageCameAfterTheOnesItsTurnsWereComparedWith(t *testing.T) {
 	w := newWorld(t, 1)
 	st := w.st

@@ -159,6 +159,11 @@ func Apply(ctx context.Context, txn *vigil.Txn, tx sessions.Tx, r Report) (Appli
 		if err != nil {
 			return Applied{}, fmt.Errorf("record that the transcript of %s is missing: %w", r.Session, err)
 		}
+		if rec.Appended {
+			if err := touchRecorded(ctx, txn, tx, r.Session); err != nil {
+				return Applied{}, err
+			}
+		}
 		if _, err := tx.DeleteUpstreamLink(ctx, r.Session); err != nil {
 			return Applied{}, fmt.Errorf("delete the link of %s: %w", r.Session, err)
 		}
@@ -187,6 +192,11 @@ func Apply(ctx context.Context, txn *vigil.Txn, tx sessions.Tx, r Report) (Appli
 		if out.Recorded.Skipped {
 			return Applied{Stale: "nobody watches the session any more"}, nil
 		}
+		if out.Recorded.Appended {
+			if err := touchRecorded(ctx, txn, tx, r.Session); err != nil {
+				return Applied{}, err
+			}
+		}
 	}
 	if SameMarker(stored, r.To) {
 		return out, nil
@@ -200,6 +210,25 @@ func Apply(ctx context.Context, txn *vigil.Txn, tx sessions.Tx, r Report) (Appli
 	}
 	out.Moved = true
 	return out, nil
+}
+
+// touchRecorded moves the last-recorded time of ref, when the gateway
+// keeps it as a recorded session, to the write's time: a check that
+// recorded in it is news of it, as a session_record is. A session the
+// gateway hosts has no such row and is given none.
+func touchRecorded(ctx context.Context, txn *vigil.Txn, tx sessions.Tx, ref vigil.SessionRef) error {
+	rs, ok, err := tx.GetRecorded(ctx, ref)
+	if err != nil {
+		return fmt.Errorf("read the recorded session %s: %w", ref, err)
+	}
+	if !ok {
+		return nil
+	}
+	rs.UpdatedAt = txn.Now().UnixMilli()
+	if err := tx.PutRecorded(ctx, rs); err != nil {
+		return fmt.Errorf("move the last-recorded time of %s: %w", ref, err)
+	}
+	return nil
 }
 
 // SameMarker reports whether two markers stand at the same place of the
