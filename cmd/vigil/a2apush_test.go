@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,47 +15,8 @@ import (
 
 	"github.com/vigilhq/vigil/a2aserver"
 	"github.com/vigilhq/vigil/gateway"
-	"github.com/vigilhq/vigil/internal/testwait"
 	"github.com/vigilhq/vigil/webhook"
 )
-
-// startServeOn runs the vigil binary as `vigil serve` on db (without
-// tokens: every request is the local admin) and waits until it listens.
-func startServeOn(t *testing.T, bin, db string) *gatewayProcess {
-	t.Helper()
-	stderr := &testwait.Output{}
-	cmd := exec.Command(bin, "serve", "--db", db, "--addr", "127.0.0.1:0")
-	cmd.Env = mcpEnv()
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-	})
-	p := &gatewayProcess{serveRun: &serveRun{stderr: stderr}, cmd: cmd}
-	deadline := time.After(serveHangGuard)
-	for {
-		out, written := stderr.Next()
-		if m := listeningLine.FindStringSubmatch(out); m != nil {
-			p.addr = m[1]
-			return p
-		}
-		select {
-		case <-exited:
-			t.Fatalf("vigil serve exited before listening:\n%s", stderr.String())
-		case <-deadline:
-			t.Fatalf("vigil serve never listened (hang guard):\n%s", stderr.String())
-		case <-written:
-		}
-	}
-}
 
 // a2a10 calls p's A2A endpoint in revision 1.0 and returns the result.
 func a2a10(t *testing.T, p *gatewayProcess, method, params string) json.RawMessage {
@@ -97,12 +57,12 @@ func TestA2APushConfigsAreListedAndDeliverAfterVigilServeIsKilled(t *testing.T) 
 	}))
 	defer hook.Close()
 
-	p := startServeOn(t, bin, db)
+	p := startGatewayProcess(t, bin, db)
 	child := callOK[gateway.SpawnOutput](t, p.serveRun, "", "agent:main:main", "sessions_spawn", map[string]any{"task": "work"}).ChildSessionKey
 	a2a10(t, p, "CreateTaskPushNotificationConfig", `{"taskId":"`+child+`","id":"survivor","url":"`+hook.URL+`","token":"`+secret+`"}`)
 	p.kill(t)
 
-	p = startServeOn(t, bin, db)
+	p = startGatewayProcess(t, bin, db)
 	var list struct {
 		Configs []struct{ ID, TaskID string }
 	}

@@ -71,8 +71,9 @@ type gatewayProcess struct {
 	cmd *exec.Cmd
 }
 
-// startGatewayProcess runs the vigil binary as `vigil serve` on db and
-// waits until it listens and hears other gateways.
+// startGatewayProcess runs the vigil binary as `vigil serve` on db
+// (without tokens: every request is the local admin) and waits until it
+// listens and, on PostgreSQL, hears other gateways.
 func startGatewayProcess(t *testing.T, bin, db string) *gatewayProcess {
 	t.Helper()
 	stderr := &testwait.Output{}
@@ -92,10 +93,11 @@ func startGatewayProcess(t *testing.T, bin, db string) *gatewayProcess {
 		<-exited
 	})
 	p := &gatewayProcess{serveRun: &serveRun{stderr: stderr}, cmd: cmd}
+	shared := strings.HasPrefix(db, "postgres")
 	deadline := time.After(serveHangGuard)
 	for {
 		out, written := stderr.Next()
-		if m := listeningLine.FindStringSubmatch(out); m != nil && strings.Contains(out, "listening for other gateways' changes") {
+		if m := listeningLine.FindStringSubmatch(out); m != nil && (!shared || strings.Contains(out, "listening for other gateways' changes")) {
 			p.addr = m[1]
 			return p
 		}
@@ -103,7 +105,7 @@ func startGatewayProcess(t *testing.T, bin, db string) *gatewayProcess {
 		case <-exited:
 			t.Fatalf("vigil serve exited before listening:\n%s", out)
 		case <-deadline:
-			t.Fatalf("vigil serve never listened for other gateways (hang guard):\n%s", out)
+			t.Fatalf("vigil serve never listened, or on PostgreSQL never heard other gateways (hang guard):\n%s", out)
 		case <-written:
 		}
 	}
