@@ -31,3 +31,11 @@ func (g *Gateway) AwaitWaitingSends(ctx context.Context, target vigil.SessionRef
 
 // AppendedElsewhere is what EventsAppendedElsewhere tells h.
 func AppendedElsewhere(h *Hub) { h.appendedElsewhere() }
+
+// HoldWakes holds the wakes of session's followers as a write's effects
+// do (Hub.hold), until release.
+func HoldWakes(h *Hub, session string) (release func()) {
+	var w heldWakes
+	h.hold(session, &w)
+	return func() { h.release(session, &w) }
+}

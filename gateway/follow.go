@@ -163,7 +163,7 @@ func (g *Gateway) Follow(ctx context.Context, opts FollowOptions) (*Follower, er
 	f := &Follower{g: g, opts: opts, pos: opts.After, stopMarks: func() {}, stopTick: func() {}}
 	// Listen before reading, so nothing committed in between is missed.
 	if opts.Session != nil && opts.Live {
-		f.live = g.opts.Hub.listen(append([]string{opts.Session.Key}, opts.LiveOf...), followLiveBuffer)
+		f.live = g.opts.Hub.listen(append([]string{opts.Session.Key}, opts.LiveOf...), followLiveBuffer, true)
 	}
 	if f.live == nil || !opts.LiveOnly {
 		if err := f.subscribe(ctx); err != nil {
@@ -227,8 +227,9 @@ func (f *Follower) Run(ctx context.Context, r FollowReader) error {
 		return err
 	}
 	var live <-chan *LiveEvent
+	var heard <-chan struct{}
 	if f.live != nil {
-		live = f.live.C
+		live, heard = f.live.C, f.live.Wake
 	}
 	var appended <-chan struct{}
 	if f.sub != nil {
@@ -237,10 +238,10 @@ func (f *Follower) Run(ctx context.Context, r FollowReader) error {
 	for {
 		var err error
 		select {
-		case ev, ok := <-live:
-			err = f.round(ctx, r, live, func() error { return f.heardLive(ctx, r, ev, ok) })
+		case <-heard:
+			err = f.round(ctx, r, live)
 		case <-appended:
-			err = f.round(ctx, r, live, func() error { return nil })
+			err = f.round(ctx, r, live)
 		case <-f.marks:
 			err = f.bookmark(r)
 		case <-f.tick:
@@ -267,17 +268,29 @@ func flush(r FollowReader) error {
 	return r.Flush()
 }
 
-// round handles what woke the follower (first), once its turn has come,
-// then the live events its listener holds by then and everything its
-// subscription has, given in one call (or read from the store once).
-func (f *Follower) round(ctx context.Context, r FollowReader, live <-chan *LiveEvent, first func() error) error {
+// round handles, once its turn has come, the live events its listener
+// holds by then and everything its subscription has, given in one call
+// (or read from the store once).
+func (f *Follower) round(ctx context.Context, r FollowReader, live <-chan *LiveEvent) error {
 	owed := f.delivered
 	f.delivered = 0
 	if err := f.g.opts.Hub.turn(ctx, owed); err != nil {
 		return err
 	}
-	if err := first(); err != nil {
-		return err
+	// This round takes all there is: a wake that came with what woke it
+	// would only make an empty round. Whatever comes from now on wakes
+	// the follower again.
+	if f.live != nil {
+		select {
+		case <-f.live.Wake:
+		default:
+		}
+	}
+	if f.sub != nil {
+		select {
+		case <-f.sub.Wake:
+		default:
+		}
 	}
 drain:
 	for n := 0; n < followLiveBuffer; n++ {

@@ -363,3 +363,71 @@ func TestASessionsFollowerIsNotGivenTheEventsOfAnotherAgentsSessionOfTheSameBare
 		t.Fatal("the follower was given nothing")
 	}
 }
+
+// In a synctest bubble Wait returns once the follower has done all it
+// will for now.
+func TestTheFollowerOfASessionHearsAllAWritesEffectsDidInOneRound(t *testing.T) {
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		g, _ := followGateway(t, dir, gateway.Options{})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		ref := vigil.MustRef("agent:main:main")
+		f, err := g.Follow(ctx, gateway.FollowOptions{Session: &ref, After: -1, Live: true, BookmarkInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		var rounds []string // what each round gave
+		var round []string
+		go f.Run(ctx, gateway.FollowReader{
+			Events: func(events []vigil.Event) error {
+				for _, e := range events {
+					round = append(round, string(e.Kind))
+				}
+				return nil
+			},
+			Live: func(ev gateway.LiveEvent) error { round = append(round, ev.Type); return nil },
+			Flush: func() error {
+				if len(round) > 0 {
+					rounds = append(rounds, fmt.Sprint(round))
+					round = nil
+				}
+				return nil
+			},
+		})
+		synctest.Wait()
+
+		release := gateway.HoldWakes(g.Hub(), ref.Key)
+		g.Hub().Publish(gateway.LiveEvent{Type: gateway.LiveMessage, Session: ref.Key})
+		recordOn(t, g, ref.Key)
+		synctest.Wait()
+		if len(rounds) != 0 {
+			t.Fatalf("the follower made rounds %q while the write's effects ran, want none", rounds)
+		}
+		release()
+		synctest.Wait()
+		if want := []string{fmt.Sprint([]string{gateway.LiveMessage, string(vigil.KindCompacted)})}; !slices.Equal(rounds, want) {
+			t.Fatalf("the rounds gave %q, want one with the live event and the appended one: %q", rounds, want)
+		}
+	})
+}
+
+func TestAHeldWakeKeepsTheLiveEventInItsListenersBufferAndWakesOtherSessionsAtOnce(t *testing.T) {
+	h := gateway.NewHub()
+	held, other := "agent:main:main", "agent:main:subagent:other"
+	l := h.Listen(held, 4)
+	otherSub := h.Subscribe(other)
+	release := gateway.HoldWakes(h, held)
+	defer release()
+
+	h.Publish(gateway.LiveEvent{Type: gateway.LiveMessage, Session: held})
+	h.Record(vigil.Event{Sequence: 1, AgentID: "main", SessionKey: other, Kind: vigil.KindCompacted})
+
+	if len(l.C) != 1 {
+		t.Fatalf("the listener's buffer holds %d events while the wakes are held, want the one published", len(l.C))
+	}
+	if !woken(otherSub) {
+		t.Fatal("another session's subscription was not woken while the session was held")
+	}
+}

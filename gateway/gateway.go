@@ -187,9 +187,20 @@ func (g *Gateway) write(ctx context.Context, fn gatewayWrite) error {
 // writeOn runs fn as write does, as a change of target: the engine locks
 // target before fn runs, with the other sessions its batch locks
 // (vigil.Changing), and a store may read what fn reads of it with the
-// lock.
+// lock. The followers of target are woken once for all its effects
+// (Hub.hold).
 func (g *Gateway) writeOn(ctx context.Context, target vigil.SessionRef, fn gatewayWrite) error {
-	return g.eng.Update(ctx, g.withTx(fn), vigil.Changing(target))
+	return g.eng.Update(ctx, g.withTx(func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
+		// Effects run all or none, each whatever the others do: a hold
+		// is always released.
+		var held heldWakes
+		txn.AfterCommit(func() { g.opts.Hub.hold(target.Key, &held) })
+		if err := fn(ctx, txn, tx); err != nil {
+			return err
+		}
+		txn.AfterCommit(func() { g.opts.Hub.release(target.Key, &held) })
+		return nil
+	}), vigil.Changing(target))
 }
 
 // withTx is fn as an engine write.

@@ -71,6 +71,57 @@ type Hub struct {
 
 	// deliveries is the budget the followers share (turn).
 	deliveries *rate.Limiter
+
+	// holds are the wakes held for the writes whose effects run now, by
+	// the key of the session each writes (hold).
+	holds map[string]*heldWakes
+}
+
+// heldWakes are the wakes of a session's followers that a write's effects
+// make, held until the last of them has run (Hub.hold).
+type heldWakes struct {
+	wakes []chan struct{}
+}
+
+// wake signals c, or holds it when h is not nil.
+func (h *heldWakes) wake(c chan struct{}) {
+	if h != nil {
+		h.wakes = append(h.wakes, c)
+		return
+	}
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// hold holds the wakes of session's followers (of its listeners with a
+// Wake, and of its subscriptions) in h until release. A write's effects
+// run between the two, one after another and without blocking, so the
+// followers hear everything the write did (its live events, its appended
+// events) in one wake-up, one round and one write to each stream, rather
+// than one each; what is held waits microseconds. Only the wakes wait:
+// the live events are in the listeners' buffers at once, in order. A
+// session another write holds now stays with that one.
+func (hub *Hub) hold(session string, h *heldWakes) {
+	hub.mu.Lock()
+	defer hub.mu.Unlock()
+	if hub.holds[session] == nil {
+		hub.holds[session] = h
+	}
+}
+
+// release ends the hold of session by h and makes the wakes it held.
+func (hub *Hub) release(session string, h *heldWakes) {
+	hub.mu.Lock()
+	if hub.holds[session] == h {
+		delete(hub.holds, session)
+	}
+	hub.mu.Unlock()
+	for _, c := range h.wakes {
+		(*heldWakes)(nil).wake(c)
+	}
+	h.wakes = nil
 }
 
 // The budget the followers of one hub share, in units of an estimated
@@ -144,7 +195,7 @@ func (h *Hub) appendedElsewhere() {
 // to gateway.Options.
 func NewHub() *Hub {
 	return &Hub{sessions: map[string]map[*Listener]struct{}{}, whole: map[*Subscription]struct{}{},
-		parked: map[*Subscription]struct{}{}, subsOf: map[string]*sessionSubs{},
+		parked: map[*Subscription]struct{}{}, subsOf: map[string]*sessionSubs{}, holds: map[string]*heldWakes{},
 		deliveries: rate.NewLimiter(unitsPerSecond, unitsBurst)}
 }
 
@@ -154,7 +205,12 @@ type Listener struct {
 	sessions []string // by key, each once
 	// C delivers events, shared with the other listeners: they are never
 	// to be changed. It is closed when the listener lags or is closed.
-	C      chan *LiveEvent
+	C chan *LiveEvent
+	// Wake, when the listener has one (a follower's), holds a value
+	// once events came to C, or C was closed, since it was last read:
+	// its reader waits on it rather than on C, so that a write's events
+	// wake it once (Hub.hold).
+	Wake   chan struct{}
 	lagged bool
 	closed bool
 }
@@ -168,14 +224,17 @@ func (l *Listener) Lagged() bool {
 
 // Listen subscribes to a session's live events with a buffer of size.
 func (h *Hub) Listen(session string, size int) *Listener {
-	return h.listen([]string{session}, size)
+	return h.listen([]string{session}, size, false)
 }
 
 // listen subscribes to the live events of every session named (by key),
 // in one buffer of size: a listener that falls behind on any of them
-// stops receiving all of them.
-func (h *Hub) listen(sessions []string, size int) *Listener {
+// stops receiving all of them. With wake, the listener has a Wake.
+func (h *Hub) listen(sessions []string, size int, wake bool) *Listener {
 	l := &Listener{hub: h, C: make(chan *LiveEvent, size)}
+	if wake {
+		l.Wake = make(chan struct{}, 1)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, session := range sessions {
@@ -205,6 +264,9 @@ func (h *Hub) dropLocked(l *Listener) {
 	}
 	l.closed = true
 	close(l.C)
+	if l.Wake != nil {
+		(*heldWakes)(nil).wake(l.Wake)
+	}
 	for _, session := range l.sessions {
 		delete(h.sessions[session], l)
 		if len(h.sessions[session]) == 0 {
@@ -231,9 +293,13 @@ func (h *Hub) Publish(ev LiveEvent) {
 		return
 	}
 	shared := &ev
+	held := h.holds[ev.Session]
 	for l := range h.sessions[ev.Session] {
 		select {
 		case l.C <- shared:
+			if l.Wake != nil {
+				held.wake(l.Wake)
+			}
 		default:
 			l.lagged = true
 			h.dropLocked(l)

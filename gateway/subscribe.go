@@ -172,12 +172,15 @@ func (t *Taken) takeRing(ring []*vigil.Event, next, appended uint64) uint64 {
 
 // wakeLocked wakes the parked subscriptions of set.
 func wakeLocked(parked map[*Subscription]struct{}) {
+	wakeHeldLocked(parked, nil)
+}
+
+// wakeHeldLocked wakes the parked subscriptions of set, or holds their
+// wakes in held (Hub.hold).
+func wakeHeldLocked(parked map[*Subscription]struct{}, held *heldWakes) {
 	for s := range parked {
 		s.parked = false
-		select {
-		case s.Wake <- struct{}{}:
-		default:
-		}
+		held.wake(s.Wake)
 		delete(parked, s)
 	}
 }
@@ -204,7 +207,7 @@ func (h *Hub) putSessionLocked(ev *vigil.Event) {
 	}
 	ss.ring[ss.appends%sessionRingSize] = ev
 	ss.appends++
-	wakeLocked(ss.parked)
+	wakeHeldLocked(ss.parked, h.holds[ev.SessionKey])
 }
 
 // readSessionLocked tells the subscriptions of session to read the store.
