@@ -123,9 +123,9 @@ func (s *Store) Log(ctx context.Context, after int64, limit int) (vigil.LogPage,
 		return p, wrap(err)
 	}
 	defer rows.Close()
+	var es eventScan
 	for rows.Next() {
-		var es eventScan
-		if err := rows.Scan(append([]any{&p.PrunedWatermark}, es.dest()...)...); err != nil {
+		if err := rows.Scan(es.dest(&p.PrunedWatermark)...); err != nil {
 			return vigil.LogPage{}, wrap(err)
 		}
 		if es.e.Sequence != 0 && es.e.Sequence <= horizon {

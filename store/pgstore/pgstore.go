@@ -220,25 +220,59 @@ const eventColumns = `coalesce(e.sequence, 0), coalesce(e.agent_id, ''),
 
 const cursorColumns = `target_agent, target_key, watcher, last_seen, notified, material, updated_at, ambient`
 
-// eventScan holds the scan targets of eventColumns.
+// eventScan holds the scan targets of eventColumns, reused from row to
+// row of one read. Its text columns go through one table of the strings
+// the read met already, so a value that repeats from row to row (a
+// session's key and id, kinds, actors, summaries) is allocated once per
+// read rather than once per row: a page of a session's events would
+// otherwise cost a dozen strings an event.
 type eventScan struct {
 	e       vigil.Event
 	kind    string
 	actor   string
-	payload *string
+	payload []byte
+	met     map[string]string
+	targets []any
 }
 
-func (s *eventScan) dest() []any {
-	return []any{&s.e.Sequence, &s.e.AgentID, &s.e.SessionKey, &s.e.SessionID, &s.kind, &s.actor,
-		&s.e.ActorID, &s.e.RunID, &s.e.OccurredAt, &s.e.RecordedAt, &s.e.Summary, &s.payload, &s.e.DedupeKey}
+// dest returns the scan targets of eventColumns, after those of the
+// query's first columns, the same slice each call.
+func (s *eventScan) dest(first ...any) []any {
+	if s.targets == nil {
+		s.met = map[string]string{}
+		s.targets = append(first, &s.e.Sequence, s.text(&s.e.AgentID), s.text(&s.e.SessionKey), s.text(&s.e.SessionID),
+			s.text(&s.kind), s.text(&s.actor), s.text(&s.e.ActorID), s.text(&s.e.RunID), &s.e.OccurredAt,
+			&s.e.RecordedAt, s.text(&s.e.Summary), &s.payload, s.text(&s.e.DedupeKey))
+	}
+	return s.targets
 }
 
+func (s *eventScan) text(dst *string) metText { return metText{met: s.met, dst: dst} }
+
+// metText scans a text column into dst, taking the string from met when
+// the read met the value already.
+type metText struct {
+	met map[string]string
+	dst *string
+}
+
+// ScanBytes implements pgtype.BytesScanner: v is the driver's buffer,
+// only borrowed.
+func (t metText) ScanBytes(v []byte) error {
+	s, ok := t.met[string(v)]
+	if !ok {
+		s = string(v)
+		t.met[s] = s
+	}
+	*t.dst = s
+	return nil
+}
+
+// event is the event of the row scanned last; its payload is its own
+// (each scan makes a new one).
 func (s *eventScan) event() vigil.Event {
 	e := s.e
-	e.Kind, e.ActorType = vigil.Kind(s.kind), vigil.ActorType(s.actor)
-	if s.payload != nil {
-		e.Payload = []byte(*s.payload)
-	}
+	e.Kind, e.ActorType, e.Payload = vigil.Kind(s.kind), vigil.ActorType(s.actor), s.payload
 	return e
 }
 
@@ -358,12 +392,15 @@ func (s *Store) History(ctx context.Context, ref vigil.SessionRef, after int64, 
 		return h, wrap(err)
 	}
 	defer rows.Close()
+	var es eventScan
 	for rows.Next() {
-		var es eventScan
-		if err := rows.Scan(append([]any{&h.Head, &h.PrunedWatermark, &h.EarliestRetained}, es.dest()...)...); err != nil {
+		if err := rows.Scan(es.dest(&h.Head, &h.PrunedWatermark, &h.EarliestRetained)...); err != nil {
 			return vigil.History{}, wrap(err)
 		}
 		if es.e.Sequence != 0 {
+			if h.Events == nil && limit > 0 {
+				h.Events = make([]vigil.Event, 0, min(limit, 256))
+			}
 			h.Events = append(h.Events, es.event())
 		}
 	}
