@@ -64,17 +64,21 @@ func (e *Error) Unwrap() error { return ErrInvalid }
 // "agent:<agentId>:<rest>" with at least three parts.
 func Parse(s string) (Key, error) {
 	fail := func(rule string) (Key, error) { return Key{}, &Error{Key: s, Rule: rule} }
-	// Checked before lower-casing, which would replace invalid bytes.
-	if !utf8.ValidString(s) {
-		return fail("not valid UTF-8")
+	// Most keys arrive normalised: those need no pass but this one.
+	norm, isPlain := s, plain(s)
+	if !isPlain {
+		// Checked before lower-casing, which would replace invalid bytes.
+		if !utf8.ValidString(s) {
+			return fail("not valid UTF-8")
+		}
+		norm = normalize(s)
 	}
-	norm := normalize(s)
 	switch {
 	case norm == "":
 		return fail("must not be empty")
 	case len(norm) > MaxLen:
 		return fail(fmt.Sprintf("longer than %d bytes", MaxLen))
-	case strings.IndexFunc(norm, unicode.IsControl) >= 0:
+	case !isPlain && strings.IndexFunc(norm, unicode.IsControl) >= 0:
 		return fail("contains a control character")
 	}
 	if norm[0] == ':' || norm[len(norm)-1] == ':' || strings.Contains(norm, "::") {
@@ -167,6 +171,19 @@ func normalize(s string) string {
 	}
 	b.WriteString(strings.ToLower(strings.TrimSpace(raw[at:])))
 	return b.String()
+}
+
+// plain reports whether s is printable ASCII without white space or
+// upper-case letters: valid UTF-8 without control characters, which
+// normalize leaves as it is (every part of it, kept or lower-cased, is
+// itself).
+func plain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c >= utf8.RuneSelf-1 || ('A' <= c && c <= 'Z') {
+			return false
+		}
+	}
+	return true
 }
 
 // lastASCIIFold is the index of the last occurrence of sub (lower-case

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 func TestParseNormalisesAndClassifies(t *testing.T) {
@@ -130,4 +132,24 @@ func TestGroupRoomAndChannelKeysAreGroups(t *testing.T) {
 			t.Errorf("Parse(%q).IsGroup() = %v, want %v", key, got, want)
 		}
 	}
+}
+
+// Parse takes a short way for a key already in normal form; with white
+// space around it, the same key takes the whole way, and must come out the
+// same, or be refused for the same rule.
+func TestAKeyParsesAsItDoesWithWhiteSpaceAroundIt(t *testing.T) {
+	parts := []string{"agent", "main", ":", "::", "subagent", "signal:group:", "matrix:channel:", ":thread:",
+		"Ab", "ÄÖ", "x", "-", "_", ".", "~", "\x7f", "\x00", "\t", " ", "\xff", strings.Repeat("y", MaxLen/2)}
+	rapid.Check(t, func(t *rapid.T) {
+		s := strings.Join(rapid.SliceOfN(rapid.SampledFrom(parts), 0, 8).Draw(t, "parts"), "")
+		got, gotErr := Parse(s)
+		want, wantErr := Parse(" " + s + "\t")
+		if (gotErr == nil) != (wantErr == nil) || got != want {
+			t.Fatalf("Parse(%q) = %+v, %v; with white space around it: %+v, %v", s, got, gotErr, want, wantErr)
+		}
+		var g, w *Error
+		if gotErr != nil && (!errors.As(gotErr, &g) || !errors.As(wantErr, &w) || g.Rule != w.Rule) {
+			t.Fatalf("Parse(%q) refused it with %v; with white space around it: %v", s, gotErr, wantErr)
+		}
+	})
 }
