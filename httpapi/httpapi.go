@@ -435,7 +435,7 @@ const codeTooLarge = "payload_too_large"
 // readBody reads a request body (bounded by the route's bounded),
 // answering the error itself.
 func (s *server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	body, err := io.ReadAll(r.Body)
+	body, err := readAll(r.Body, min(r.ContentLength, s.opts.MaxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -452,6 +452,30 @@ func (s *server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 		return nil, false
 	}
 	return body, true
+}
+
+// readAll is io.ReadAll with room for a body of the declared length
+// (-1 when none is) made at once: a call's body is a few hundred bytes,
+// which io.ReadAll would read into 512.
+func readAll(r io.Reader, declared int64) ([]byte, error) {
+	if declared < 0 {
+		return io.ReadAll(r)
+	}
+	// One byte more, so the end is read without growing.
+	b := make([]byte, 0, declared+1)
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
 }
 
 // call runs a tool. Its answer may wait (a long poll, a send awaiting a
