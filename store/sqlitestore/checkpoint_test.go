@@ -212,3 +212,51 @@ func TestTheLogIsCutBackOnlyAfterALongLogAndAQuietSpell(t *testing.T) {
 		}
 	}
 }
+
+// A writer that never pauses leaves a background pass no moment with the
+// whole log copied, and SQLite starts the log again only from such a
+// moment: every commit would append past the file's end. Once a pass has
+// copied a long log, the writer's next transaction copies what came since
+// and starts the log again, so the commits after it overwrite the file
+// from its beginning.
+func TestAWriterThatNeverPausesStillStartsTheLogAgain(t *testing.T) {
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "vigil.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	write := func(q string) {
+		t.Helper()
+		tx, err := s.begin(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.c.exec(q); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`CREATE TABLE burst (b BLOB)`)
+	// The log found at the opening is cut back first, and with it
+	// whatever it holds then.
+	waitForStats(t, s.ckpt, "the opening's cut", func(cs CheckpointStats) bool { return cs.Truncations > 0 })
+	write(`INSERT INTO burst VALUES (randomblob(4 * 4096 * ` + fmt.Sprint(restartFrames) + `))`)
+	// Each write commits after the pass before it, as a steady writer's
+	// do.
+	testwait.For(t, func() error {
+		write(`INSERT INTO burst VALUES (1)`)
+		if s.CheckpointStats().Restarts == 0 {
+			return fmt.Errorf("the log was never started again; counters %+v", s.CheckpointStats())
+		}
+		return nil
+	})
+	var busy, frames, copied int64
+	if err := s.write.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied); err != nil {
+		t.Fatal(err)
+	}
+	if frames > 8 {
+		t.Errorf("the log holds %d frames after it started again; want the last write's few", frames)
+	}
+}

@@ -745,6 +745,7 @@ func (s *Store) begin(ctx context.Context) (*Tx, error) {
 		return nil, failed(err)
 	}
 	c := conn{s: s, sc: sc}
+	s.ckpt.restart(c)
 	if _, err := c.exec(`BEGIN IMMEDIATE`); err != nil {
 		sc.Close()
 		return nil, err
