@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -216,6 +215,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	if err != nil {
 		return err
 	}
+	defer keepGCHeadroom(nil)()
 	defer n.Close()
 	log.Info("startup sweep done", "noticesQueued", n.Engine().Stats().SweepRequeued)
 	g := n.Gateway()
@@ -273,24 +273,4 @@ func redactURL(db string) string {
 		}
 	}
 	return db
-}
-
-// sweepGCPercent is the collector's target while the startup sweep runs.
-// The sweep reads every pending cursor and queues a notice for each: the
-// heap that lives on grows by a burst, and at its default target the
-// collector lets the burst's garbage (the lists read) pile up to as much
-// again before it runs, so a loaded gateway's peak depended on when the
-// collector happened to run. At this target the peak stays near what the
-// sweep holds (docs/performance.md, "What limits the figures"); collecting
-// sooner costs the sweep some processor time, once, at startup.
-const sweepGCPercent = 50
-
-// sweepGC lowers the collector's target for the startup sweep, unless the
-// operator set GOGC, and returns what restores it.
-func sweepGC() (restore func()) {
-	if os.Getenv("GOGC") != "" {
-		return func() {}
-	}
-	old := debug.SetGCPercent(sweepGCPercent)
-	return func() { debug.SetGCPercent(old) }
 }

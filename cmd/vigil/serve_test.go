@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
-	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -455,28 +454,5 @@ func TestServeOnPostgreSQLKeepsAPendingNoticeAcrossARestart(t *testing.T) {
 		map[string]any{"sessionKey": sp.ChildSessionKey, "changesSince": 2})
 	if len(st.StateChanges.Events) != 1 || st.StateChanges.Events[0].Kind != vigil.KindHumanDirectMessage {
 		t.Fatalf("changes since 2 = %+v", st.StateChanges)
-	}
-}
-
-// The collector runs sooner during the startup sweep, and as before once
-// it is done; an operator's GOGC is left alone.
-func TestTheStartupSweepCollectsSoonerUnlessGOGCIsSet(t *testing.T) {
-	before := debug.SetGCPercent(100)
-	defer debug.SetGCPercent(before)
-	t.Setenv("GOGC", "")
-	restore := sweepGC()
-	if got := debug.SetGCPercent(sweepGCPercent); got != sweepGCPercent {
-		t.Errorf("during the sweep the target is %d, want %d", got, sweepGCPercent)
-	}
-	restore()
-	if got := debug.SetGCPercent(100); got != 100 {
-		t.Errorf("after the sweep the target is %d, want 100 again", got)
-	}
-	t.Setenv("GOGC", "200")
-	restore = sweepGC()
-	got := debug.SetGCPercent(100)
-	restore()
-	if got != 100 {
-		t.Errorf("with GOGC set the target during the sweep was %d; it must stay the operator's", got)
 	}
 }
