@@ -100,32 +100,19 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 		if stale > 0 {
 			rewritten = make([]Cursor, 0, stale)
 		}
-		created := owed.Creations
-		queued := make([]watcherNotice, 0, len(created)+len(pending))
-		for _, c := range created {
-			queued = append(queued, watcherNotice{c.Watcher, e.creationNotice(c)})
-		}
-		n += len(created)
-		notices := sharedNotices{}
-		for _, c := range pending {
+		for i, c := range pending {
 			if c.Notified != c.Material || e.opts.InlineMaintenance {
-				c = c.recover(at)
-				rewritten = append(rewritten, c)
+				pending[i] = c.recover(at)
+				rewritten = append(rewritten, pending[i])
 			} else {
 				later = append(later, cursorID{c.Watcher, c.Target})
 			}
-			queued = append(queued, watcherNotice{c.Watcher, notices.of(c, e)})
 		}
 		if err := t.tx.PutCursors(ctx, rewritten); err != nil {
 			return err
 		}
-		for w, ns := range noticesOfTombstones(owed.Tombstones) {
-			for _, ev := range ns {
-				queued = append(queued, watcherNotice{w, ev})
-			}
-		}
-		n += len(owed.Tombstones)
-		t.AfterCommit(func() { e.enqueueNotices(ctx, queued) })
+		n += len(owed.Creations) + len(owed.Tombstones)
+		t.AfterCommit(func() { e.enqueueSwept(ctx, owed) })
 		t.AfterCommit(func() { e.stats.sweepRequeued.Add(int64(n)) })
 		return nil
 	})
@@ -154,6 +141,66 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 		}()
 	}
 	return n, nil
+}
+
+// sweptAtOnce is how many of a sweep's notices are built and queued at
+// a time.
+const sweptAtOnce = 4096
+
+// enqueueSwept queues the notices a sweep owes (the creation notices, the
+// pending cursors', the tombstones'), in that order, sweptAtOnce at a
+// time: built all at once, a large store's would be held together beside
+// the cursors they come from and the queues they go to, a third of a
+// restart's peak memory. Every slice is queued even if queueing one
+// panics (the queue must follow the cursors); the first panic is raised
+// at the end.
+func (e *Engine) enqueueSwept(ctx context.Context, owed Owed) {
+	total := len(owed.Creations) + len(owed.Cursors) + len(owed.Tombstones)
+	batch := make([]watcherNotice, 0, min(sweptAtOnce, total))
+	// Each watcher's queue is sized for all its notices, not a slice's.
+	var room map[string]int
+	if total >= sizedBatch {
+		room = make(map[string]int)
+		for _, c := range owed.Creations {
+			room[c.Watcher]++
+		}
+		for _, c := range owed.Cursors {
+			room[c.Watcher]++
+		}
+		for _, tb := range owed.Tombstones {
+			room[tb.Watcher]++
+		}
+	}
+	var first error
+	flush := func() {
+		if err := guard(func() error { e.enqueueNoticesRoom(ctx, batch, room); return nil }); err != nil && first == nil {
+			first = err
+		}
+		clear(batch) // holds no notice past its slice
+		batch = batch[:0]
+	}
+	add := func(watcher string, n SystemEvent) {
+		batch = append(batch, watcherNotice{watcher, n})
+		if len(batch) == sweptAtOnce {
+			flush()
+		}
+	}
+	for _, c := range owed.Creations {
+		add(c.Watcher, e.creationNotice(c))
+	}
+	notices := sharedNotices{}
+	for _, c := range owed.Cursors {
+		add(c.Watcher, notices.of(c, e))
+	}
+	for w, ns := range noticesOfTombstones(owed.Tombstones) {
+		for _, ev := range ns {
+			add(w, ev)
+		}
+	}
+	flush()
+	if first != nil {
+		panic(first) // a *panicked: guard passes it on with its stack
+	}
 }
 
 // maintenanceTurn waits for the maintenance turn (Engine.maintenance), or

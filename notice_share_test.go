@@ -49,8 +49,32 @@ func TestASweepSizedBatchSizesEachQueueForItsNotices(t *testing.T) {
 			ns = append(ns, watcherNotice{c.Watcher, e.noticeFor(c)})
 		}
 	}
-	q.pushAll(ns, make([]bool, len(ns)))
+	q.pushAll(ns, make([]bool, len(ns)), nil)
 	for w, list := range q.m {
+		if len(list) != 10 || cap(list) != 10 {
+			t.Fatalf("%s: %d notices in room for %d, want 10 in 10", w, len(list), cap(list))
+		}
+	}
+}
+
+// A sweep builds and queues its notices a slice at a time, yet queues
+// every one, each watcher's queue sized for all of its own, though a
+// store lists them by target, so that each watcher's span the slices.
+func TestASweepLargerThanASliceQueuesEveryNoticeInQueuesSizedForThem(t *testing.T) {
+	e := &Engine{queues: newQueues(DefaultQueueBound)}
+	watchers := sweptAtOnce/10 + 1
+	var owed Owed
+	for i := range 10 {
+		for w := range watchers {
+			owed.Cursors = append(owed.Cursors, Cursor{Watcher: fmt.Sprintf("agent:a:subagent:w%d", w),
+				Target: SessionRef{AgentID: "a", Key: fmt.Sprintf("agent:a:subagent:t%d", i)}, LastSeen: 1, Notified: 2, Material: 2})
+		}
+	}
+	e.enqueueSwept(t.Context(), owed)
+	if len(e.queues.m) != watchers {
+		t.Fatalf("%d queues, want one for each of %d watchers", len(e.queues.m), watchers)
+	}
+	for w, list := range e.queues.m {
 		if len(list) != 10 || cap(list) != 10 {
 			t.Fatalf("%s: %d notices in room for %d, want 10 in 10", w, len(list), cap(list))
 		}

@@ -53,17 +53,16 @@ const sizedBatch = 1024
 // event on a target queues one for each of its watchers). A full queue
 // drops its oldest entries. changed[i] reports whether ns[i] changed its
 // queue (a new entry, or a new text for a notice's pair); pushAll returns
-// how many entries overflow dropped in all.
-func (q *queues) pushAll(ns []watcherNotice, changed []bool) (dropped int) {
+// how many entries overflow dropped in all. room, when not nil, counts
+// the notices each watcher is to get in all, of which ns may be a part:
+// the lists pushAll starts are sized for them; without it a large ns
+// (sizedBatch) is counted.
+func (q *queues) pushAll(ns []watcherNotice, changed []bool, room map[string]int) (dropped int) {
 	// A sweep queues every pending notice at once: the lock is let go
 	// now and then, so turns looking at their queues meanwhile wait little.
 	const chunk = 256
-	var room map[string]int
-	if len(ns) >= sizedBatch {
-		room = make(map[string]int)
-		for _, n := range ns {
-			room[n.watcher]++
-		}
+	if room == nil && len(ns) >= sizedBatch {
+		room = roomFor(ns, nil)
 	}
 	for start := 0; start < len(ns); start += chunk {
 		q.mu.Lock()
@@ -75,6 +74,18 @@ func (q *queues) pushAll(ns []watcherNotice, changed []bool) (dropped int) {
 		q.mu.Unlock()
 	}
 	return dropped
+}
+
+// roomFor counts into room (a new map when nil) the notices ns holds for
+// each watcher: the room pushAll gives the lists it starts.
+func roomFor(ns []watcherNotice, room map[string]int) map[string]int {
+	if room == nil {
+		room = make(map[string]int)
+	}
+	for _, n := range ns {
+		room[n.watcher]++
+	}
+	return room
 }
 
 // put queues ev for watcher, with q.mu held: as pushAll does, or as

@@ -314,12 +314,18 @@ func hasWatcher(cs []Cursor, watcher string) bool {
 // are queued. ctx is that of the write that caused the notices: under a
 // sampled span, each notice gets a span of its own (SpanNoticeQueued).
 func (e *Engine) enqueueNotices(ctx context.Context, ns []watcherNotice) {
+	e.enqueueNoticesRoom(ctx, ns, nil)
+}
+
+// enqueueNoticesRoom is enqueueNotices with the room of each watcher's
+// queue counted for more notices than ns (queues.pushAll).
+func (e *Engine) enqueueNoticesRoom(ctx context.Context, ns []watcherNotice, room map[string]int) {
 	var spans []trace.Span
 	if e.trace.under(ctx) {
 		spans = e.startNoticeSpans(ctx, ns)
 	}
 	changed := make([]bool, len(ns))
-	if dropped := e.queues.pushAll(ns, changed); dropped > 0 {
+	if dropped := e.queues.pushAll(ns, changed, room); dropped > 0 {
 		e.stats.queueOverflow.Add(int64(dropped))
 	}
 	var first error
