@@ -27,7 +27,9 @@ type recentEvents struct {
 	lru      list.List // of *recentEntry, most recently used first
 	bytes    int       // estimated size of every entry's events
 	maxBytes int
-	perEntry int // most events one entry holds
+	// perEntry is how many events trimming leaves an entry; between trims
+	// it holds up to a quarter more (trim).
+	perEntry int
 	// epoch moves whenever entries are dropped for a write, so a read
 	// from the file that started before the drop cannot fill one back.
 	epoch uint64
@@ -284,21 +286,26 @@ func (r *recentEvents) appended(ev vigil.Event) {
 	r.evict()
 }
 
-// trim keeps an entry to perEntry events by dropping its oldest: from
-// rises to the newest one dropped, so the entry still holds every event
-// above from.
+// trim drops an entry's oldest events once it holds a quarter more than
+// perEntry, down to perEntry: from rises to the newest one dropped, so the
+// entry still holds every event above from. The survivors move down in
+// place, so a busy session's appends copy an entry once every quarter of
+// perEntry and allocate nothing once its array is grown; trimming at each
+// append past perEntry copied the whole entry twice an append.
 func (r *recentEvents) trim(e *recentEntry) {
-	over := len(e.h.Events) - r.perEntry
-	if over <= 0 {
+	if len(e.h.Events) <= r.perEntry+r.perEntry/4 {
 		return
 	}
+	over := len(e.h.Events) - r.perEntry
 	for _, ev := range e.h.Events[:over] {
 		b := eventBytes(ev)
 		e.bytes -= b
 		r.bytes -= b
 	}
 	e.from = e.h.Events[over-1].Sequence
-	e.h.Events = slices.Clone(e.h.Events[over:])
+	n := copy(e.h.Events, e.h.Events[over:])
+	clear(e.h.Events[n:]) // lets the dropped events' strings go
+	e.h.Events = e.h.Events[:n]
 }
 
 // evict drops the least recently used entries until the events fit.

@@ -269,3 +269,38 @@ func TestAClosedStoreAnswersNothing(t *testing.T) {
 		t.Fatalf("History after Close = %+v, want an error", h)
 	}
 }
+
+// A session appended to without end keeps its newest events in memory,
+// never more than a quarter above the entry's count, and a read of them
+// is still answered from there.
+func TestABusySessionsMemoryKeepsItsNewestEventsWithinAQuarterAbovePerEntry(t *testing.T) {
+	const perEntry = 8
+	r := newRecentEvents(1<<20, perEntry, 100)
+	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
+	r.fill(r.beginFill(ref), 0, 10, vigil.History{})
+	for seq := int64(1); seq <= 100; seq++ {
+		r.apply([]change{{appended: true, event: vigil.Event{Sequence: seq, AgentID: "a", SessionKey: ref.Key}}})
+		if n := len(r.entries[ref].h.Events); n > perEntry+perEntry/4 {
+			t.Fatalf("after %d appends the entry holds %d events, want at most %d", seq, n, perEntry+perEntry/4)
+		}
+	}
+	h, ok := r.history(ref, 100-perEntry, perEntry)
+	if !ok || len(h.Events) != perEntry || h.Events[0].Sequence != 100-perEntry+1 || h.Head != 100 {
+		t.Fatalf("the last %d events = %+v (answered from memory %v), want %d to 100", perEntry, h, ok, 100-perEntry+1)
+	}
+}
+
+// BenchmarkAppendToABusySessionsMemory is what a commit's append to a
+// session whose entry is full costs the memory.
+func BenchmarkAppendToABusySessionsMemory(b *testing.B) {
+	r := newRecentEvents(recentMaxBytes, recentPerEntry, recentMaxVersions)
+	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:subagent:busy"}
+	r.fill(r.beginFill(ref), 0, 10, vigil.History{})
+	ev := vigil.Event{AgentID: "a", SessionKey: ref.Key, SessionID: "0123456789abcdef", Kind: vigil.KindHumanDirectMessage,
+		ActorType: "human", ActorID: "ann", Summary: "human message via api", Payload: []byte(`{"channel":"api"}`)}
+	b.ReportAllocs()
+	for i := range b.N {
+		ev.Sequence = int64(i + 1)
+		r.apply([]change{{appended: true, event: ev}})
+	}
+}
