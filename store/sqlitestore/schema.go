@@ -260,6 +260,39 @@ CREATE INDEX runs_open ON runs (started_at) WHERE ended_at IS NULL;
 	// 12: the sessions known only through what was recorded of them
 	// (recorded.go).
 	{about: "sessions recorded elsewhere", sql: recordedSessionsSchema},
+	// 13: message ids without AUTOINCREMENT, which wrote its counter's
+	// page (sqlite_sequence) with every message: a lone send's commit
+	// wrote five pages instead of four. A new id is still above every id
+	// given out before (sessions.Tx.AppendMessage): one past the larger of
+	// the newest message and messages_floor, which takes the counter's
+	// value here and is raised only before messages are deleted
+	// (sessions.go), so plain appends do not touch its page. SQLite cannot
+	// drop AUTOINCREMENT from a table, so the table is copied; its index
+	// goes with the old one and is made again.
+	{about: "message ids without AUTOINCREMENT", sql: `
+CREATE TABLE messages_v13 (
+	id          INTEGER PRIMARY KEY,
+	agent_id    TEXT    NOT NULL,
+	session_key TEXT    NOT NULL,
+	role        TEXT    NOT NULL,
+	actor_type  TEXT    NOT NULL,
+	actor_id    TEXT,
+	channel     TEXT,
+	content     TEXT    NOT NULL,
+	reply_to    INTEGER,
+	created_at  INTEGER NOT NULL
+);
+INSERT INTO messages_v13 (id, agent_id, session_key, role, actor_type, actor_id, channel, content, reply_to, created_at)
+	SELECT id, agent_id, session_key, role, actor_type, actor_id, channel, content, reply_to, created_at
+	FROM messages ORDER BY id;
+ALTER TABLE sequence_floor ADD COLUMN messages_floor INTEGER NOT NULL DEFAULT 0;
+UPDATE sequence_floor SET messages_floor = max(
+	coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'messages'), 0),
+	coalesce((SELECT max(id) FROM messages), 0)) WHERE id = 1;
+DROP TABLE messages;
+ALTER TABLE messages_v13 RENAME TO messages;
+CREATE INDEX messages_by_session ON messages (agent_id, session_key, id);
+`},
 }
 
 // SchemaVersion is the schema version this build creates and understands.

@@ -290,6 +290,10 @@ func sameButCounters(a, b sessions.Session) bool {
 
 // DeleteSessionRow implements sessions.Tx.
 func (t *Tx) DeleteSessionRow(ctx context.Context, ref vigil.SessionRef) error {
+	// The newest message may be among those going: its id stays used up.
+	if _, err := t.c.exec(raiseMessagesFloorQuery); err != nil {
+		return fmt.Errorf("raise the messages' floor: %w", err)
+	}
 	for _, q := range []string{
 		`DELETE FROM sessions WHERE agent_id = ? AND session_key = ?`,
 		`DELETE FROM messages WHERE agent_id = ? AND session_key = ?`,
@@ -303,6 +307,23 @@ func (t *Tx) DeleteSessionRow(ctx context.Context, ref vigil.SessionRef) error {
 	t.s.rows.change(t, ref, sessionRow{}, true)
 	return nil
 }
+
+const (
+	// nextMessageID is a new message's id: one past the newest message
+	// and the floor, which holds the ids of deleted messages that were
+	// the newest (schema version 13).
+	nextMessageID = `(SELECT max(messages_floor, coalesce((SELECT max(id) FROM messages), 0)) + 1
+		FROM sequence_floor WHERE id = 1)`
+	appendMessageQuery = `INSERT INTO messages (id, agent_id, session_key, role, actor_type, actor_id,
+		channel, content, reply_to, created_at) VALUES (` + nextMessageID + `, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	appendGivenMessageQuery = `INSERT INTO messages (id, agent_id, session_key, role, actor_type, actor_id,
+		channel, content, reply_to, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	// raiseMessagesFloorQuery keeps the newest message's id from being
+	// given out again once it is deleted; it leaves the floor's page
+	// alone when the floor is there already.
+	raiseMessagesFloorQuery = `UPDATE sequence_floor SET messages_floor = (SELECT max(id) FROM messages)
+		WHERE id = 1 AND messages_floor < coalesce((SELECT max(id) FROM messages), 0)`
+)
 
 // AppendMessage implements sessions.Tx.
 func (t *Tx) AppendMessage(ctx context.Context, m sessions.Message) (int64, error) {
@@ -321,9 +342,13 @@ func (t *Tx) AppendMessage(ctx context.Context, m sessions.Message) (int64, erro
 	if m.ReplyTo != 0 {
 		replyTo = m.ReplyTo
 	}
-	_, newID, err := t.c.execID(`INSERT INTO messages (id, agent_id, session_key, role, actor_type, actor_id,
-		channel, content, reply_to, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		id, m.Session.AgentID, m.Session.Key, m.Role, string(m.ActorType), actorID, channel, m.Content, replyTo, m.CreatedAt)
+	q, args := appendMessageQuery, t.args[:0]
+	if id != nil {
+		q, args = appendGivenMessageQuery, append(args, id)
+	}
+	args = append(args, m.Session.AgentID, m.Session.Key, m.Role, string(m.ActorType), actorID, channel, m.Content, replyTo, m.CreatedAt)
+	t.args = args
+	_, newID, err := t.c.execID(q, args...)
 	if err != nil {
 		return 0, fmt.Errorf("append a message to %s: %w", m.Session, err)
 	}
@@ -349,7 +374,9 @@ func (t *Tx) CompactMessages(ctx context.Context, ref vigil.SessionRef, upTo int
 		return 0, err
 	}
 	// The summary takes the id of the newest message it replaces, so it
-	// sits where they were in the transcript's order.
+	// sits where they were in the transcript's order. The newest message
+	// overall stays (or comes back, in this transaction), so no id is
+	// freed and the messages' floor need not move.
 	summary.ID, summary.Session, summary.Role = last, ref, sessions.RoleSummary
 	if _, err := t.AppendMessage(ctx, summary); err != nil {
 		return 0, err

@@ -79,6 +79,7 @@ type Store struct {
 	moves    *heldMoves
 	watchers *watcherRows
 	rows     *sessionRows
+	last     *lastSequence
 	// index paces writes of the session index (see index.go), and tail
 	// knows what it lacks.
 	index *indexLag
@@ -162,6 +163,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s.moves = newHeldMoves()
 	s.watchers = newWatcherRows()
 	s.rows = newSessionRows()
+	s.last = &lastSequence{}
 	s.index = newIndexLag()
 	s.tail = newUnindexedTail()
 	if !exclusive {
@@ -945,9 +947,13 @@ func appendStatement(e *vigil.Event, args []any) (string, []any) {
 }
 
 // loadSequence makes t.seq the last sequence used up, reading it from the
-// file once a transaction.
+// file once a transaction, unless memory knows it (lastSequence).
 func (t *Tx) loadSequence() error {
 	if t.seqLoaded {
+		return nil
+	}
+	if seq, ok := t.s.last.get(); ok {
+		t.seq, t.seqLoaded = max(t.seq, seq), true
 		return nil
 	}
 	// Numbers this transaction used up without an event (a dedupe drop)
