@@ -40,12 +40,26 @@ type Subscription struct {
 // most recent appended events, each at its position (appends, when it was
 // put there) modulo sessionRingSize. reads counts the times they were told
 // to read the store, for appends the hub could not give them in order.
+//
+// On a shared store where the hub hears commits, given is the sequence of
+// the newest event given to them through the ring, when known: every
+// event of the session up to it has reached them (through the ring, or
+// through the read of the store each made after subscribing or on being
+// told to), so an event of this process's whose session's version before
+// it is given can be given at its commit (Hub.CommittedHere). It is
+// unknown (0) until a commit is heard with the session's events, and
+// again after the subscriptions are told to read the store. A key names
+// a session of each agent: given is one of givenAgent's. (An event with
+// no event of its session before it, version 0, may be given at its
+// commit whatever the hub knows: nothing can come before it.)
 type sessionSubs struct {
-	ring    []*vigil.Event // nil until the first append
-	appends uint64
-	reads   uint64
-	subs    map[*Subscription]struct{}
-	parked  map[*Subscription]struct{}
+	ring       []*vigil.Event // nil until the first append
+	appends    uint64
+	reads      uint64
+	given      int64
+	givenAgent string
+	subs       map[*Subscription]struct{}
+	parked     map[*Subscription]struct{}
 }
 
 // sessionRingSize is how many of a session's most recent events the hub
@@ -211,9 +225,12 @@ func (h *Hub) putSessionLocked(ev *vigil.Event) {
 }
 
 // readSessionLocked tells the subscriptions of session to read the store.
+// What the store gives them is not known to the hub: neither is the
+// newest event given.
 func (h *Hub) readSessionLocked(session string) {
 	if ss := h.subsOf[session]; ss != nil {
 		ss.reads++
+		ss.given = 0
 		wakeLocked(ss.parked)
 	}
 }
