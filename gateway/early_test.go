@@ -70,16 +70,54 @@ func TestAnEventGivenAtItsCommitIsNotGivenAgainWhenItsCommitIsHeard(t *testing.T
 	}
 }
 
-func TestThisProcesssEventWaitsForItsCommitToBeHeardWhenAnEventOfItsSessionBeforeItMayBeOnItsWay(t *testing.T) {
+func TestThisProcesssEventWaitsForTheEventOfItsSessionBeforeItWhenThatOneMayBeOnItsWay(t *testing.T) {
 	h, s := hubThatGave5(t)
 	committedHere(h, earlyEvent(8), 6) // 6 is another process's, not heard yet
 	if woken(s) || len(s.Take(nil).Events) != 0 {
 		t.Fatal("the event was given before the event before it")
 	}
 	h.Committed([]vigil.Event{earlyEvent(6)}, nil, false)
-	h.Committed([]vigil.Event{earlyEvent(8)}, nil, false)
+	if !woken(s) {
+		t.Fatal("the commit heard did not wake the subscription")
+	}
 	if got := seqs(s.Take(nil).Events); !slices.Equal(got, []int64{6, 8}) {
-		t.Fatalf("took %v, want [6 8]: in order, each once", got)
+		t.Fatalf("took %v, want [6 8]: the event given with the one before it, before its own commit is heard", got)
+	}
+	s.Take(nil) // parks it
+	h.Committed([]vigil.Event{earlyEvent(8)}, nil, false)
+	if woken(s) {
+		t.Fatal("hearing the commit of an event given already woke the subscription")
+	}
+}
+
+func TestASessionWrittenFasterThanCommitsAreHeardIsGivenEveryWaitingEventWithTheFirstCommitHeard(t *testing.T) {
+	h, s := hubThatGave5(t)
+	committedHere(h, earlyEvent(7), 6) // 6 is another process's, not heard yet
+	committedHere(h, earlyEvent(9), 7)
+	committedHere(h, earlyEvent(11), 9)
+	if woken(s) {
+		t.Fatal("events were given before the event before them")
+	}
+	h.Committed([]vigil.Event{earlyEvent(6)}, nil, false)
+	if !woken(s) {
+		t.Fatal("the commit heard did not wake the subscription")
+	}
+	if got := seqs(s.Take(nil).Events); !slices.Equal(got, []int64{6, 7, 9, 11}) {
+		t.Fatalf("took %v, want [6 7 9 11]", got)
+	}
+	s.Take(nil) // parks it
+	h.Committed([]vigil.Event{earlyEvent(7), earlyEvent(9), earlyEvent(11)}, nil, false)
+	if woken(s) {
+		t.Fatal("hearing the commits of events given already woke the subscription")
+	}
+}
+
+func TestAnEventWaitingWhoseCommitIsHeardFirstIsGivenOnce(t *testing.T) {
+	h, s := hubThatGave5(t)
+	committedHere(h, earlyEvent(8), 6)
+	h.Committed([]vigil.Event{earlyEvent(6), earlyEvent(8)}, nil, false)
+	if got := seqs(s.Take(nil).Events); !slices.Equal(got, []int64{6, 8}) {
+		t.Fatalf("took %v, want [6 8]: each once, in order", got)
 	}
 }
 
@@ -147,5 +185,22 @@ func TestHearingCommitsAgainForgetsTheEventsGivenAtTheirCommit(t *testing.T) {
 	h.Committed([]vigil.Event{earlyEvent(7)}, nil, false)
 	if got := seqs(s.Take(nil).Events); !slices.Equal(got, []int64{7}) {
 		t.Fatalf("took %v, want [7]: what is heard is given (each follower skips what it has)", got)
+	}
+}
+
+func TestAnEventWhoseCommitIsHeardBeforeThisProcessRecordsItIsGivenOnce(t *testing.T) {
+	h, s := hubThatGave5(t)
+	h.Committed([]vigil.Event{earlyEvent(7)}, nil, false) // heard before the committer went on
+	woken(s)
+	if got := seqs(s.Take(nil).Events); !slices.Equal(got, []int64{7}) {
+		t.Fatalf("took %v, want [7]", got)
+	}
+	s.Take(nil) // parks it
+	committedHere(h, earlyEvent(7), 5)
+	if woken(s) {
+		t.Fatal("the event was given again when this process recorded it")
+	}
+	if n := gateway.WaitingEvents(h, earlyKey); n != 0 {
+		t.Fatalf("%d events wait for the event before them, want none: the event was given", n)
 	}
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"golang.org/x/time/rate"
@@ -367,8 +368,8 @@ func (h *Hub) LogListeners() int {
 // the whole log's subscriptions are nudged to read it, and so are those
 // of ev's session, unless the hub hears every process's commits in
 // order (HearCommits), which then give them ev; it gives them ev now
-// when every event of its session before it was given already (see
-// CommittedHere).
+// when every event of its session before it was given already, or as
+// soon as that is so (see CommittedHere).
 func (h *Hub) Record(ev vigil.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -383,15 +384,17 @@ func (h *Hub) Record(ev vigil.Event) {
 		before, told := h.before[ev.Sequence]
 		delete(h.before, ev.Sequence)
 		ss := h.subsOf[ev.SessionKey]
-		if !told || ss == nil || len(h.early) >= maxEarly {
-			return
+		if !told || ss == nil || ev.Sequence <= ss.given && ev.AgentID == ss.givenAgent {
+			return // its commit was heard first (as told after it): given already
 		}
-		if before != 0 && (before != ss.given || ev.AgentID != ss.givenAgent) {
-			return // an event before it may be on its way: it waits for its commit to be heard
+		e := toldEvent{&ev, before}
+		switch {
+		case ss.follows(e):
+			h.giveEarlyLocked(ss, e)
+		case len(ss.waiting) < maxWaiting:
+			// An event before it may be on its way: it waits for it.
+			ss.waiting = append(ss.waiting, e)
 		}
-		h.early[ev.Sequence] = struct{}{}
-		h.putSessionLocked(&ev)
-		ss.given, ss.givenAgent = ev.Sequence, ev.AgentID
 		return
 	}
 	if len(h.whole) == 0 && h.subsOf[ev.SessionKey] == nil {
@@ -419,6 +422,37 @@ func (h *Hub) HearCommits(on bool) {
 	}
 }
 
+// giveEarlyLocked gives e, an event of this process's that follows
+// those given (sessionSubs.follows), to the subscriptions of its session
+// ss before its commit is heard, then the events waiting that follow it
+// in turn.
+func (h *Hub) giveEarlyLocked(ss *sessionSubs, e toldEvent) {
+	for {
+		if len(h.early) >= maxEarly {
+			return // the events left are given when their commits are heard
+		}
+		h.early[e.ev.Sequence] = struct{}{}
+		h.putSessionLocked(e.ev)
+		ss.given, ss.givenAgent = e.ev.Sequence, e.ev.AgentID
+		if !h.nextWaitingLocked(ss, &e) {
+			return
+		}
+	}
+}
+
+// nextWaitingLocked takes from the events waiting in ss the first that
+// follows those given, if any, into e.
+func (h *Hub) nextWaitingLocked(ss *sessionSubs, e *toldEvent) bool {
+	for i, w := range ss.waiting {
+		if ss.follows(w) {
+			ss.waiting = slices.Delete(ss.waiting, i, i+1)
+			*e = w
+			return true
+		}
+	}
+	return false
+}
+
 // forgetEarlyLocked forgets this process's commits told and the events
 // given at their commit: what is heard from now on is given (each
 // subscription skips what it has).
@@ -443,9 +477,10 @@ func (h *Hub) Followed(ref vigil.SessionRef) bool {
 // subscriptions are given it at once if every event of the session up
 // to that version was given them already: nothing can then come before
 // it, though its commit, and those of other processes before it, are not
-// heard yet. Otherwise it waits for its commit to be heard (Committed),
-// as every event of other processes does. Either way each event is given
-// once, in order. It is a pgstore.CommitHook's Committed.
+// heard yet. Otherwise it waits until the event before it is given (then
+// it is given with it), or its own commit is heard (Committed), as every
+// event of other processes does. Either way each event is given once, in
+// order. It is a pgstore.CommitHook's Committed.
 func (h *Hub) CommittedHere(events []vigil.Event, before []int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -492,8 +527,13 @@ func (h *Hub) Committed(events []vigil.Event, uncarried []string, lost bool) {
 		}
 		if ss := h.subsOf[events[i].SessionKey]; ss != nil {
 			ev := events[i]
+			ss.waiting = slices.DeleteFunc(ss.waiting, func(w toldEvent) bool { return w.ev.Sequence == seq })
 			h.putSessionLocked(&ev)
 			ss.given, ss.givenAgent = seq, ev.AgentID
+			var next toldEvent
+			if h.nextWaitingLocked(ss, &next) {
+				h.giveEarlyLocked(ss, next)
+			}
 		}
 	}
 	for _, session := range uncarried {
