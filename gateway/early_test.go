@@ -204,3 +204,15 @@ func TestAnEventWhoseCommitIsHeardBeforeThisProcessRecordsItIsGivenOnce(t *testi
 		t.Fatalf("%d events wait for the event before them, want none: the event was given", n)
 	}
 }
+
+func TestEventsGivenAtTheirCommitWhoseCommitsAreNeverHeardWithThemDoNotStopTheNextOnes(t *testing.T) {
+	h, s := hubThatGave5(t)
+	// Events too long to be carried: their commits name their session
+	// alone, or not yet; the hub remembers each as given until then.
+	for seq := int64(6); seq <= 6+gateway.MaxEarly; seq++ {
+		committedHere(h, earlyEvent(seq), seq-1)
+		if got := seqs(s.Take(nil).Events); !slices.Equal(got, []int64{seq}) {
+			t.Fatalf("took %v at the commit, want [%d]", got, seq)
+		}
+	}
+}

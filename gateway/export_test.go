@@ -50,3 +50,7 @@ func WaitingEvents(h *Hub, session string) int {
 	}
 	return 0
 }
+
+// MaxEarly is how many events given at their commit the hub remembers
+// until their commits are heard.
+const MaxEarly = maxEarly

@@ -83,7 +83,11 @@ type Hub struct {
 	// sequence (CommittedHere); early the sequences of the events given
 	// at their commit whose commit has not been heard yet, which the
 	// hub then does not give again (Committed). Both are bounded by
-	// maxEarly: past it, events wait for their commit to be heard.
+	// maxEarly. Past it, before takes no more (the events wait for their
+	// commits to be heard), and early starts again empty: an event whose
+	// commit is never heard with it (one too long to be carried) stays
+	// there until then, and one given twice is skipped by each
+	// subscription, which has it.
 	before map[int64]int64
 	early  map[int64]struct{}
 }
@@ -429,7 +433,7 @@ func (h *Hub) HearCommits(on bool) {
 func (h *Hub) giveEarlyLocked(ss *sessionSubs, e toldEvent) {
 	for {
 		if len(h.early) >= maxEarly {
-			return // the events left are given when their commits are heard
+			clear(h.early)
 		}
 		h.early[e.ev.Sequence] = struct{}{}
 		h.putSessionLocked(e.ev)
@@ -520,7 +524,7 @@ func (h *Hub) Committed(events []vigil.Event, uncarried []string, lost bool) {
 	}
 	for i := range events {
 		seq := events[i].Sequence
-		delete(h.before, seq) // another engine's on the same store, say: it is heard first
+		delete(h.before, seq) // heard before this process recorded it
 		if _, given := h.early[seq]; given {
 			delete(h.early, seq)
 			continue
