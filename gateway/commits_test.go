@@ -3,9 +3,12 @@ package gateway_test
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/clock"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/internal/pgtest"
 )
@@ -63,5 +66,56 @@ func TestOnPostgreSQLAFollowerOfASessionIsGivenEveryGatewaysEventsOnceInOrderWit
 	}
 	if n := reads.Load() - before; n != 0 {
 		t.Fatalf("the follower read the session's history %d times for 20 events heard with their commits, want none", n)
+	}
+}
+
+func TestOnPostgreSQLAFollowerIsGivenThisGatewaysEventWithoutWaitingForItsCommitToBeHeard(t *testing.T) {
+	var held sync.Mutex // held, the listener hands on no commit
+	// The gateway's clock stands still: the follower never reads on from
+	// the store of its own accord.
+	g, _ := gatewayOnPostgresHearing(t, pgtest.FreshSchema(t), clock.NewManual(time.Now()),
+		func() { held.Lock(); held.Unlock() })
+	ref := vigil.MustRef("agent:main:main")
+
+	ctx, cancel := context.WithTimeout(context.Background(), followHangGuard)
+	defer cancel()
+	f, err := g.Follow(ctx, gateway.FollowOptions{Session: &ref, After: 0, BookmarkInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	given := make(chan int64, 16)
+	go f.Run(ctx, gateway.FollowReader{Events: func(events []vigil.Event) error {
+		for _, e := range events {
+			given <- e.Sequence
+		}
+		return nil
+	}})
+	next := func() int64 {
+		select {
+		case seq := <-given:
+			return seq
+		case <-ctx.Done():
+			t.Fatal("the follower was not given the event")
+			return 0
+		}
+	}
+
+	first := recordOn(t, g, ref.Key)
+	if got := next(); got != first {
+		t.Fatalf("given %d, want %d", got, first)
+	}
+	held.Lock() // the commits from now on are not heard
+	release := sync.OnceFunc(held.Unlock)
+	t.Cleanup(release) // before the listener stops
+	second := recordOn(t, g, ref.Key)
+	got := next()
+	release()
+	if got != second {
+		t.Fatalf("given %d, want %d", got, second)
+	}
+	third := recordOn(t, g, ref.Key)
+	if got := next(); got != third {
+		t.Fatalf("given %d, want %d: each event once, in order", got, third)
 	}
 }

@@ -39,3 +39,18 @@ func HoldWakes(h *Hub, session string) (release func()) {
 	h.hold(session, &w)
 	return func() { h.release(session, &w) }
 }
+
+// WaitingEvents counts this process's events that wait, for the
+// subscriptions of session, for the event before them (Hub.CommittedHere).
+func WaitingEvents(h *Hub, session string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ss := h.subsOf[session]; ss != nil {
+		return len(ss.waiting)
+	}
+	return 0
+}
+
+// MaxEarly is how many events given at their commit the hub remembers
+// until their commits are heard.
+const MaxEarly = maxEarly

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"golang.org/x/time/rate"
@@ -75,7 +76,27 @@ type Hub struct {
 	// holds are the wakes held for the writes whose effects run now, by
 	// the key of the session each writes (hold).
 	holds map[string]*heldWakes
+
+	// On a shared store where the hub hears commits: before holds, for
+	// the events this process committed to a followed session and has
+	// not recorded yet, their sessions' versions before them, by
+	// sequence (CommittedHere); early the sequences of the events given
+	// at their commit whose commit has not been heard yet, which the
+	// hub then does not give again (Committed). Both are bounded by
+	// maxEarly. Past it, before takes no more (the events wait for their
+	// commits to be heard), and early starts again empty: an event whose
+	// commit is never heard with it (one too long to be carried) stays
+	// there until then, and one given twice is skipped by each
+	// subscription, which has it.
+	before map[int64]int64
+	early  map[int64]struct{}
 }
+
+// maxEarly bounds what the hub keeps of this process's commits until
+// they are recorded, and of the events it gave at their commit until the
+// commit is heard: more than the commits a busy process makes while one
+// is on its way back.
+const maxEarly = 4096
 
 // heldWakes are the wakes of a session's followers that a write's effects
 // make, held until the last of them has run (Hub.hold).
@@ -196,6 +217,7 @@ func (h *Hub) appendedElsewhere() {
 func NewHub() *Hub {
 	return &Hub{sessions: map[string]map[*Listener]struct{}{}, whole: map[*Subscription]struct{}{},
 		parked: map[*Subscription]struct{}{}, subsOf: map[string]*sessionSubs{}, holds: map[string]*heldWakes{},
+		before: map[int64]int64{}, early: map[int64]struct{}{},
 		deliveries: rate.NewLimiter(unitsPerSecond, unitsBurst)}
 }
 
@@ -349,7 +371,9 @@ func (h *Hub) LogListeners() int {
 // store only the store orders this process's events among the others':
 // the whole log's subscriptions are nudged to read it, and so are those
 // of ev's session, unless the hub hears every process's commits in
-// order (HearCommits), which then give them ev.
+// order (HearCommits), which then give them ev; it gives them ev now
+// when every event of its session before it was given already, or as
+// soon as that is so (see CommittedHere).
 func (h *Hub) Record(ev vigil.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -359,6 +383,21 @@ func (h *Hub) Record(ev vigil.Event) {
 		}
 		if !h.hearing {
 			h.readSessionLocked(ev.SessionKey)
+			return
+		}
+		before, told := h.before[ev.Sequence]
+		delete(h.before, ev.Sequence)
+		ss := h.subsOf[ev.SessionKey]
+		if !told || ss == nil || ev.Sequence <= ss.given && ev.AgentID == ss.givenAgent {
+			return // its commit was heard first (as told after it): given already
+		}
+		e := toldEvent{&ev, before}
+		switch {
+		case ss.follows(e):
+			h.giveEarlyLocked(ss, e)
+		case len(ss.waiting) < maxWaiting:
+			// An event before it may be on its way: it waits for it.
+			ss.waiting = append(ss.waiting, e)
 		}
 		return
 	}
@@ -381,8 +420,84 @@ func (h *Hub) HearCommits(on bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.hearing = on
+	h.forgetEarlyLocked()
 	for session := range h.subsOf {
 		h.readSessionLocked(session)
+	}
+}
+
+// giveEarlyLocked gives e, an event of this process's that follows
+// those given (sessionSubs.follows), to the subscriptions of its session
+// ss before its commit is heard, then the events waiting that follow it
+// in turn.
+func (h *Hub) giveEarlyLocked(ss *sessionSubs, e toldEvent) {
+	for {
+		if len(h.early) >= maxEarly {
+			clear(h.early)
+		}
+		h.early[e.ev.Sequence] = struct{}{}
+		h.putSessionLocked(e.ev)
+		ss.given, ss.givenAgent = e.ev.Sequence, e.ev.AgentID
+		if !h.nextWaitingLocked(ss, &e) {
+			return
+		}
+	}
+}
+
+// nextWaitingLocked takes from the events waiting in ss the first that
+// follows those given, if any, into e.
+func (h *Hub) nextWaitingLocked(ss *sessionSubs, e *toldEvent) bool {
+	for i, w := range ss.waiting {
+		if ss.follows(w) {
+			ss.waiting = slices.Delete(ss.waiting, i, i+1)
+			*e = w
+			return true
+		}
+	}
+	return false
+}
+
+// forgetEarlyLocked forgets this process's commits told and the events
+// given at their commit: what is heard from now on is given (each
+// subscription skips what it has).
+func (h *Hub) forgetEarlyLocked() {
+	clear(h.before)
+	clear(h.early)
+}
+
+// Followed reports whether this process's commits to ref are to be told
+// to CommittedHere: the store is shared, the hub hears commits, and ref's
+// key has subscriptions. It is a pgstore.CommitHook's Watched.
+func (h *Hub) Followed(ref vigil.SessionRef) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.shared && h.hearing && h.subsOf[ref.Key] != nil && len(h.before) < maxEarly
+}
+
+// CommittedHere is told, right after this process commits events to
+// sessions that are followed (Followed), each event's session's version
+// before it (the sequence of its newest event below it; see
+// pgstore.CommitHook). When the event is recorded (Record), its session's
+// subscriptions are given it at once if every event of the session up
+// to that version was given them already: nothing can then come before
+// it, though its commit, and those of other processes before it, are not
+// heard yet. Otherwise it waits until the event before it is given (then
+// it is given with it), or its own commit is heard (Committed), as every
+// event of other processes does. Either way each event is given once, in
+// order. It is a pgstore.CommitHook's Committed.
+func (h *Hub) CommittedHere(events []vigil.Event, before []int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.shared || !h.hearing {
+		return
+	}
+	for i := range events {
+		if len(h.before) >= maxEarly {
+			return
+		}
+		if i < len(before) && h.subsOf[events[i].SessionKey] != nil {
+			h.before[events[i].Sequence] = before[i]
+		}
 	}
 }
 
@@ -401,15 +516,28 @@ func (h *Hub) Committed(events []vigil.Event, uncarried []string, lost bool) {
 		return
 	}
 	if lost {
+		h.forgetEarlyLocked()
 		for session := range h.subsOf {
 			h.readSessionLocked(session)
 		}
 		return
 	}
 	for i := range events {
-		if h.subsOf[events[i].SessionKey] != nil {
+		seq := events[i].Sequence
+		delete(h.before, seq) // heard before this process recorded it
+		if _, given := h.early[seq]; given {
+			delete(h.early, seq)
+			continue
+		}
+		if ss := h.subsOf[events[i].SessionKey]; ss != nil {
 			ev := events[i]
+			ss.waiting = slices.DeleteFunc(ss.waiting, func(w toldEvent) bool { return w.ev.Sequence == seq })
 			h.putSessionLocked(&ev)
+			ss.given, ss.givenAgent = seq, ev.AgentID
+			var next toldEvent
+			if h.nextWaitingLocked(ss, &next) {
+				h.giveEarlyLocked(ss, next)
+			}
 		}
 	}
 	for _, session := range uncarried {

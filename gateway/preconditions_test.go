@@ -46,18 +46,28 @@ func gatewayOnPostgres(t *testing.T, schema string) *gateway.Gateway {
 // the listener hears commits.
 func gatewayOnPostgresReading(t *testing.T, schema string) (*gateway.Gateway, *atomic.Int64) {
 	t.Helper()
+	return gatewayOnPostgresHearing(t, schema, nil, func() {})
+}
+
+// gatewayOnPostgresHearing is gatewayOnPostgresReading with the
+// gateway's waits timed by clk (nil: the system clock), and heard called
+// each time the listener hands on commits, before the gateway is given
+// them: it may hold them back.
+func gatewayOnPostgresHearing(t *testing.T, schema string, clk clock.Clock, heard func()) (*gateway.Gateway, *atomic.Int64) {
+	t.Helper()
 	st, err := pgstore.Open(ctx, pgtest.URL(), pgstore.Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
 	hub := gateway.NewHub()
 	hub.ShareStore()
+	st.SetCommitHook(pgstore.CommitHook{Watched: hub.Followed, Committed: hub.CommittedHere})
 	reads := &historyReads{Store: st}
 	eng, err := vigil.Open(ctx, reads, hub.Attach(vigil.Options{PruneInterval: -1}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := gateway.New(eng, st, gateway.Options{Hub: hub})
+	g := gateway.New(eng, st, gateway.Options{Hub: hub, Clock: clk})
 	followCtx, stop := context.WithCancel(ctx)
 	done, connected := make(chan struct{}), make(chan struct{}, 1)
 	go func() {
@@ -65,6 +75,7 @@ func gatewayOnPostgresReading(t *testing.T, schema string) (*gateway.Gateway, *a
 		st.Follow(followCtx, eng, pgstore.FollowOptions{
 			OnAppended: g.EventsAppendedElsewhere,
 			OnCommits: func(_ context.Context, c pgstore.Commits) {
+				heard()
 				var keys []string
 				for _, u := range c.Uncarried {
 					keys = append(keys, u.Key)

@@ -40,13 +40,50 @@ type Subscription struct {
 // most recent appended events, each at its position (appends, when it was
 // put there) modulo sessionRingSize. reads counts the times they were told
 // to read the store, for appends the hub could not give them in order.
+//
+// On a shared store where the hub hears commits, given is the sequence of
+// the newest event given to them through the ring, when known: every
+// event of the session up to it has reached them (through the ring, or
+// through the read of the store each made after subscribing or on being
+// told to), so an event of this process's whose session's version before
+// it is given can be given at its commit (Hub.CommittedHere). It is
+// unknown (0) until a commit is heard with the session's events, and
+// again after the subscriptions are told to read the store. A key names
+// a session of each agent: given is one of givenAgent's. (An event with
+// no event of its session before it, version 0, may be given at its
+// commit whatever the hub knows: nothing can come before it.) waiting
+// are this process's events recorded before the event before them was
+// given, in commit order: each is given as soon as that one is, rather
+// than when its own commit is heard, so that a session written faster
+// than commits are heard does not wait for every one of them.
 type sessionSubs struct {
-	ring    []*vigil.Event // nil until the first append
-	appends uint64
-	reads   uint64
-	subs    map[*Subscription]struct{}
-	parked  map[*Subscription]struct{}
+	ring       []*vigil.Event // nil until the first append
+	appends    uint64
+	reads      uint64
+	given      int64
+	givenAgent string
+	waiting    []toldEvent
+	subs       map[*Subscription]struct{}
+	parked     map[*Subscription]struct{}
 }
+
+// toldEvent is an event of this process's with its session's version
+// before it (Hub.CommittedHere).
+type toldEvent struct {
+	ev     *vigil.Event
+	before int64
+}
+
+// follows reports whether e may be given after the events given, of
+// the session of the given one: every event of its session before it
+// was given (or there was none).
+func (ss *sessionSubs) follows(e toldEvent) bool {
+	return e.before == 0 || e.before == ss.given && e.ev.AgentID == ss.givenAgent
+}
+
+// maxWaiting bounds a session's waiting events: past it, they wait for
+// their commits to be heard.
+const maxWaiting = 64
 
 // sessionRingSize is how many of a session's most recent events the hub
 // keeps while the session has subscriptions: more than a session gets
@@ -211,9 +248,12 @@ func (h *Hub) putSessionLocked(ev *vigil.Event) {
 }
 
 // readSessionLocked tells the subscriptions of session to read the store.
+// What the store gives them is not known to the hub: neither is the
+// newest event given.
 func (h *Hub) readSessionLocked(session string) {
 	if ss := h.subsOf[session]; ss != nil {
 		ss.reads++
+		ss.given, ss.waiting = 0, nil // the waiting events are heard with their commits
 		wakeLocked(ss.parked)
 	}
 }

@@ -160,6 +160,10 @@ func Open(ctx context.Context, opts Options) (_ *Node, err error) {
 	if ps, ok := n.store.(*pgstore.Store); ok {
 		n.shared = ps
 		hub.ShareStore() // before the engine records anything
+		// The hub gives a follower of a session this process's events at
+		// their commit when nothing can come before them, rather than
+		// when the commit's notification comes back.
+		ps.SetCommitHook(pgstore.CommitHook{Watched: hub.Followed, Committed: hub.CommittedHere})
 	}
 	eopts := opts.Engine
 	if eopts.Logger == nil {
@@ -245,6 +249,9 @@ func (n *Node) Listening(context.Context) error {
 // returns the store's error. It is safe to call more than once.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
+		if n.shared != nil {
+			n.shared.SetCommitHook(pgstore.CommitHook{}) // a store passed in outlives the node
+		}
 		if n.stopListen != nil {
 			n.stopListen()
 			<-n.listenDone

@@ -36,7 +36,9 @@ import (
 //     together, with one Refresh of every watcher they name, so a busy
 //     gateway elsewhere costs a follower one rebuild per rebuild's time,
 //     not one per commit, and the listening connection is never left
-//     unread.
+//     unread. The events the commits carry (see below) are handed on
+//     by another goroutine as they are heard, never waiting for a
+//     rebuild.
 //
 // Notifications are hints: one lost while the connection was down is made
 // good by a full rebuild (vigil.Engine.Resync) after every (re)connect, and
@@ -232,10 +234,12 @@ type FollowOptions struct {
 	// PollInterval is how often a full Resync runs even when no
 	// notification arrives; 0 means DefaultPollInterval.
 	PollInterval time.Duration
-	// The callbacks below but OnLost run one at a time, on the goroutine
-	// that applies what Follow hears (or, after connecting, on Follow's
-	// own before that goroutine starts), each but OnCommits after the
-	// rebuild of the queues it follows.
+	// The callbacks below but OnLost and OnCommits run one at a time, on
+	// the goroutine that rebuilds what Follow hears (or, after
+	// connecting, on Follow's own before that goroutine starts), each
+	// after the rebuild of the queues it follows. OnCommits runs one call
+	// at a time on a goroutine of its own, which hands on the events as
+	// they are heard, whatever rebuild is under way.
 
 	// OnAppended, when set, is called after another process committed
 	// events, so live readers of the whole log can catch up from the
@@ -361,11 +365,12 @@ func (s *Store) Follow(ctx context.Context, f Follower, opts FollowOptions) erro
 
 // listen runs one connection's life: LISTEN, rebuild, then read
 // notifications and polls until the connection fails or ctx ends, while
-// a goroutine of its own applies what was read (news). It calls up once
-// the connection listens and the rebuild is done. When the connection
-// fails it drops the rebuilds not applied yet (the next connection's
-// rebuild does them) and returns once the messages read are handed on;
-// when ctx ends, at once.
+// goroutines of its own apply what was read (news): one hands on the
+// commits' events, the other rebuilds. It calls up once the connection
+// listens and the rebuild is done. When the connection fails it drops
+// the rebuilds not applied yet (the next connection's rebuild does them)
+// and returns once the events and messages read are handed on; when ctx
+// ends, at once.
 func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, f Follower, opts FollowOptions, log *slog.Logger, up func()) error {
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
@@ -383,16 +388,33 @@ func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, f Follower, opt
 	if opts.OnConnect != nil {
 		opts.OnConnect()
 	}
-	heard := newNews(opts.OnCommits != nil)
-	applied := make(chan struct{})
+	// Two goroutines apply what is read: one hands on the commits'
+	// events as they come, the other rebuilds queues, which reads the
+	// database and may take long, so that a rebuild never holds back
+	// the events heard meanwhile.
+	heard, rebuilds := newNews(opts.OnCommits != nil), newNews(false)
+	handedOn, rebuilt := make(chan struct{}), make(chan struct{})
 	go func() {
-		defer close(applied)
+		defer close(handedOn)
+		defer rebuilds.close()
 		for {
 			h, ok := heard.take(ctx)
 			if !ok {
 				return
 			}
-			h.apply(ctx, f, opts, log)
+			h.handOnCommits(ctx, opts)
+			h.commits = Commits{}
+			rebuilds.merge(h)
+		}
+	}()
+	go func() {
+		defer close(rebuilt)
+		for {
+			h, ok := rebuilds.take(ctx)
+			if !ok {
+				return
+			}
+			h.rebuild(ctx, f, opts, log)
 		}
 	}()
 	defer func() {
@@ -400,7 +422,11 @@ func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, f Follower, opt
 			heard.forgetRebuilds()
 		}
 		heard.close()
-		<-applied
+		<-handedOn
+		if ctx.Err() == nil {
+			rebuilds.forgetRebuilds()
+		}
+		<-rebuilt
 	}()
 	nextPoll := time.Now().Add(opts.PollInterval)
 	for {
@@ -536,6 +562,38 @@ func (h *heard) addCommits(c change) {
 	}
 }
 
+// merge merges news taken (h, its commits handed on) into n, as add
+// merges a change.
+func (n *news) merge(h heard) {
+	if h.empty() {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	m := &n.heard
+	m.appended = m.appended || h.appended
+	m.full = m.full || h.full
+	if !m.full {
+		if m.watchers == nil {
+			m.watchers = map[string]struct{}{}
+		}
+		for w := range h.watchers {
+			m.watchers[w] = struct{}{}
+		}
+	}
+	m.messages = append(m.messages, h.messages...)
+	if len(m.watchers) > maxHeard {
+		m.full = true
+	}
+	if len(m.messages) > maxHeard {
+		m.messages, m.full = nil, true
+	}
+	if m.full {
+		m.watchers = nil
+	}
+	n.signal()
+}
+
 // forgetRebuilds drops the rebuilds the news holds, and keeps its
 // messages: the listener lost its connection, and the full rebuild after
 // reconnecting (Follow) does what they would, with OnAppended and
@@ -602,13 +660,25 @@ func (h *heard) empty() bool {
 // changed, then tells the embedder.
 func (h *heard) apply(ctx context.Context, f Follower, opts FollowOptions, log *slog.Logger) {
 	// First: the events wait for nothing the rebuild reads.
-	if opts.OnCommits != nil {
-		cs := h.commits
-		cs.Lost = cs.Lost || h.full
-		if len(cs.Events) > 0 || len(cs.Uncarried) > 0 || cs.Lost {
-			opts.OnCommits(ctx, cs)
-		}
+	h.handOnCommits(ctx, opts)
+	h.rebuild(ctx, f, opts, log)
+}
+
+// handOnCommits hands on the commits' events (OnCommits); a full rebuild
+// says that some may be lost.
+func (h *heard) handOnCommits(ctx context.Context, opts FollowOptions) {
+	if opts.OnCommits == nil {
+		return
 	}
+	cs := h.commits
+	cs.Lost = cs.Lost || h.full
+	if len(cs.Events) > 0 || len(cs.Uncarried) > 0 || cs.Lost {
+		opts.OnCommits(ctx, cs)
+	}
+}
+
+// rebuild rebuilds the queues the news changed, then tells the embedder.
+func (h *heard) rebuild(ctx context.Context, f Follower, opts FollowOptions, log *slog.Logger) {
 	switch {
 	case h.full:
 		if err := f.Resync(ctx); err != nil && ctx.Err() == nil {

@@ -428,3 +428,72 @@ func TestTheWaitBeforeReconnectingStartsAgainFromTheFloorAfterAConnectionThatLas
 			waits, want)
 	}
 }
+
+// stalledFollower's rebuilds wait until release is closed, each saying
+// first that it began.
+type stalledFollower struct {
+	began   chan struct{}
+	release chan struct{}
+}
+
+func (f *stalledFollower) Refresh(ctx context.Context, _ []string) error {
+	select {
+	case f.began <- struct{}{}:
+	default:
+	}
+	select {
+	case <-f.release:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+func (f *stalledFollower) Resync(context.Context) error { return nil }
+
+func TestTheEventsOfCommitsAreHandedOnWhileARebuildIsUnderWay(t *testing.T) {
+	schema := freshSchema(t)
+	here, elsewhere := open(t, schema), startGateway(t, schema, false)
+	f := &stalledFollower{began: make(chan struct{}, 1), release: make(chan struct{})}
+	events, connected := make(chan int64, 16), make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- here.Follow(ctx, f, pgstore.FollowOptions{
+			OnConnect: func() { connected <- struct{}{} },
+			OnCommits: func(_ context.Context, c pgstore.Commits) {
+				for _, e := range c.Events {
+					events <- e.Sequence
+				}
+			},
+		})
+	}()
+	release := sync.OnceFunc(func() { close(f.release) })
+	t.Cleanup(func() { release(); cancel(); <-done })
+	guard := time.NewTimer(20 * time.Second) // a hang guard, no timing
+	defer guard.Stop()
+	await := func(c <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-c:
+		case <-guard.C:
+			t.Fatal(what)
+		}
+	}
+	await(connected, "the listener did not connect")
+
+	first := humanMessage(t, elsewhere.eng, fManager, fChild) // moves the manager's cursor: a rebuild
+	await(f.began, "the manager's queue was not rebuilt")
+	second := humanMessage(t, elsewhere.eng, fManager, fChild)
+	var got []int64
+	for len(got) < 2 {
+		select {
+		case seq := <-events:
+			got = append(got, seq)
+		case <-guard.C:
+			t.Fatalf("handed on %v while the rebuild was under way, want [%d %d]", got, first.Event.Sequence, second.Event.Sequence)
+		}
+	}
+	if want := []int64{first.Event.Sequence, second.Event.Sequence}; !slices.Equal(got, want) {
+		t.Fatalf("handed on %v, want %v", got, want)
+	}
+}

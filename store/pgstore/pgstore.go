@@ -40,6 +40,7 @@ import (
 	"log/slog"
 	"net/url"
 	"sync"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -82,6 +83,9 @@ type Store struct {
 		sync.Mutex
 		refs []vigil.SessionRef
 	}
+	// hook is told of the store's own commits (SetCommitHook); nil when
+	// no one is.
+	hook atomic.Pointer[CommitHook]
 }
 
 var _ vigil.Store = (*Store)(nil)

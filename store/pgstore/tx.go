@@ -729,6 +729,7 @@ func (t *Tx) Commit() error {
 	}
 	b := &pgx.Batch{}
 	n := t.queueAnnouncements(b)
+	told := t.queueVersionsBefore(b)
 	b.Queue(`COMMIT`)
 	err := func() error {
 		br := t.send(t.ctx, b, true)
@@ -736,6 +737,11 @@ func (t *Tx) Commit() error {
 		for range n {
 			if _, err := br.Exec(); err != nil {
 				return fmt.Errorf("announce changes: %w", err)
+			}
+		}
+		if told != nil {
+			if err := told.read(br); err != nil {
+				return err
 			}
 		}
 		tag, err := br.Exec()
@@ -752,6 +758,7 @@ func (t *Tx) Commit() error {
 		return wrap(err)
 	}
 	t.end()
+	told.tell()
 	return nil
 }
 
