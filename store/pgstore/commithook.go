@@ -62,7 +62,8 @@ func (s *Store) SetCommitHook(h CommitHook) {
 // them: a statement takes its own snapshot.
 const versionsBefore = `SELECT greatest(
 	coalesce((SELECT h.head FROM session_heads h WHERE h.agent_id = u.a AND h.session_key = u.k AND h.head < u.s), 0),
-	coalesce((SELECT max(e.sequence) FROM events e WHERE e.agent_id = u.a AND e.session_key = u.k AND e.sequence < u.s), 0))
+	coalesce((SELECT e.sequence FROM events e WHERE e.agent_id = u.a AND e.session_key = u.k AND e.sequence < u.s
+		ORDER BY e.sequence DESC LIMIT 1), 0))
 	FROM unnest($1::text[], $2::text[], $3::bigint[]) WITH ORDINALITY AS u(a, k, s, i) ORDER BY i`
 
 // toldCommit is what a transaction tells the commit hook: its events in
