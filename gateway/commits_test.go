@@ -84,22 +84,7 @@ func TestOnPostgreSQLAFollowerIsGivenThisGatewaysEventWithoutWaitingForItsCommit
 		t.Fatal(err)
 	}
 	defer f.Close()
-	given := make(chan int64, 16)
-	go f.Run(ctx, gateway.FollowReader{Events: func(events []vigil.Event) error {
-		for _, e := range events {
-			given <- e.Sequence
-		}
-		return nil
-	}})
-	next := func() int64 {
-		select {
-		case seq := <-given:
-			return seq
-		case <-ctx.Done():
-			t.Fatal("the follower was not given the event")
-			return 0
-		}
-	}
+	next, _, _ := sequencesGiven(t, ctx, f)
 
 	first := recordOn(t, g, ref.Key)
 	if got := next(); got != first {

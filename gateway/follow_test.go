@@ -147,6 +147,36 @@ func recordOn(t *testing.T, g *gateway.Gateway, key string) int64 {
 	return res.Event.Sequence
 }
 
+// sequencesGiven runs f, handing on the sequences of the events it gives:
+// next returns the next one, failing the test if the follow ends or ctx
+// does first; given holds those not taken yet; ran is told how Run ended.
+func sequencesGiven(t *testing.T, ctx context.Context, f *gateway.Follower) (next func() int64, given <-chan int64, ran <-chan error) {
+	t.Helper()
+	seqs := make(chan int64, 16)
+	ended := make(chan error, 1)
+	go func() {
+		ended <- f.Run(ctx, gateway.FollowReader{Events: func(events []vigil.Event) error {
+			for _, e := range events {
+				seqs <- e.Sequence
+			}
+			return nil
+		}})
+	}()
+	next = func() int64 {
+		t.Helper()
+		select {
+		case s := <-seqs:
+			return s
+		case err := <-ended:
+			t.Fatalf("the follow ended before it gave the event: %v", err)
+		case <-ctx.Done():
+			t.Fatal("the follower did not give the event")
+		}
+		return 0
+	}
+	return next, seqs, ended
+}
+
 func TestASessionsFollowerGivesEachChangeAfterItsPositionOnceInOrderThenTheLiveOnes(t *testing.T) {
 	g, _ := followGateway(t, t.TempDir(), gateway.Options{})
 	ref := vigil.MustRef("agent:main:main")
@@ -161,25 +191,7 @@ func TestASessionsFollowerGivesEachChangeAfterItsPositionOnceInOrderThenTheLiveO
 		t.Fatal(err)
 	}
 	defer f.Close()
-	given := make(chan int64, 16)
-	ran := make(chan error, 1)
-	go func() {
-		ran <- f.Run(ctx, gateway.FollowReader{Events: func(events []vigil.Event) error {
-			for _, e := range events {
-				given <- e.Sequence
-			}
-			return nil
-		}})
-	}()
-	next := func() int64 {
-		select {
-		case s := <-given:
-			return s
-		case err := <-ran:
-			t.Fatalf("the follow ended: %v", err)
-		}
-		return 0
-	}
+	next, given, ran := sequencesGiven(t, ctx, f)
 	got := []int64{next(), next()}
 	recordOn(t, g, "agent:main:subagent:other")
 	live := recordOn(t, g, ref.Key)

@@ -84,11 +84,7 @@ func TestMigrationThirteenKeepsMessagesAndTheIDsUsedUp(t *testing.T) {
 // messages hold the newest id raises it to that id.
 func TestOnlyADeletionMovesTheMessagesFloor(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "vigil.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTestStore(t, Options{})
 	alpha := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
 	beta := vigil.SessionRef{AgentID: "b", Key: "agent:b:main"}
 	var last int64

@@ -14,11 +14,7 @@ import (
 // session's deletion.
 func TestKeptLastSequenceIsTheFiles(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "vigil.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTestStore(t, Options{})
 	alpha := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
 	beta := vigil.SessionRef{AgentID: "b", Key: "agent:b:main"}
 	event := func(ref vigil.SessionRef, dedupe string) *vigil.Event {
