@@ -290,6 +290,29 @@ func TestABusySessionsMemoryKeepsItsNewestEventsWithinAQuarterAbovePerEntry(t *t
 	}
 }
 
+// Appending to a session whose entry is full copies nothing anew: the
+// oldest events are dropped in place, so a busy session's appends
+// allocate nothing once its entry has grown.
+func TestAppendsToAFullEntryAllocateNothing(t *testing.T) {
+	const perEntry = 64
+	r := newRecentEvents(1<<20, perEntry, 100)
+	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
+	r.fill(r.beginFill(ref), 0, 10, vigil.History{})
+	cs := []change{{appended: true, event: vigil.Event{AgentID: "a", SessionKey: ref.Key}}}
+	seq := int64(0)
+	appendOne := func() {
+		seq++
+		cs[0].event.Sequence = seq
+		r.apply(cs)
+	}
+	for range 4 * perEntry { // the entry grows to its largest
+		appendOne()
+	}
+	if n := testing.AllocsPerRun(4*perEntry, appendOne); n > 0 {
+		t.Fatalf("an append to a full entry allocates %.2f times on average, want none", n)
+	}
+}
+
 // BenchmarkAppendToABusySessionsMemory is what a commit's append to a
 // session whose entry is full costs the memory.
 func BenchmarkAppendToABusySessionsMemory(b *testing.B) {
