@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -43,7 +44,7 @@ func TestOnPostgreSQLAFollowerOfASessionIsGivenEveryGatewaysEventsOnceInOrderWit
 	}})
 	<-read
 	first := <-given // read from the store, as the follow began
-	before := reads.Load()
+	before := reads.history.Load()
 
 	// Both gateways record, in turn, on the session and on another one.
 	want := []int64{first}
@@ -64,7 +65,7 @@ func TestOnPostgreSQLAFollowerOfASessionIsGivenEveryGatewaysEventsOnceInOrderWit
 	if !slices.Equal(got, want) {
 		t.Fatalf("the follower gave %v, want %v: every event once, in order", got, want)
 	}
-	if n := reads.Load() - before; n != 0 {
+	if n := reads.history.Load() - before; n != 0 {
 		t.Fatalf("the follower read the session's history %d times for 20 events heard with their commits, want none", n)
 	}
 }
@@ -102,5 +103,48 @@ func TestOnPostgreSQLAFollowerIsGivenThisGatewaysEventWithoutWaitingForItsCommit
 	third := recordOn(t, g, ref.Key)
 	if got := next(); got != third {
 		t.Fatalf("given %d, want %d: each event once, in order", got, third)
+	}
+}
+
+func TestOnPostgreSQLFollowersOfTheWholeLogAreGivenEveryGatewaysEventsOnceInOrderWithOneReadAnAppend(t *testing.T) {
+	schema := pgtest.FreshSchema(t)
+	// The gateway's clock stands still: the followers never read on from
+	// the store of their own accord.
+	here, reads := gatewayOnPostgresHearing(t, schema, clock.NewManual(time.Now()), func() {})
+	elsewhere, _ := gatewayOnPostgresReading(t, schema)
+	ctx, cancel := context.WithTimeout(context.Background(), followHangGuard)
+	defer cancel()
+	const followers = 16
+	nexts := make([]func() int64, followers)
+	for i := range nexts {
+		f, err := here.Follow(ctx, gateway.FollowOptions{After: -1, BookmarkInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		nexts[i], _, _ = sequencesGiven(t, ctx, f)
+	}
+	before := reads.log.Load()
+
+	// Both gateways record, in turn, on three sessions.
+	var want []int64
+	for i := range 20 {
+		g := []*gateway.Gateway{here, elsewhere}[i%2]
+		want = append(want, recordOn(t, g, fmt.Sprintf("agent:main:subagent:w%d", i%3)))
+	}
+
+	for i, next := range nexts {
+		var got []int64
+		for range want {
+			got = append(got, next())
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("follower %d gave %v, want %v: every event once, in order", i, got, want)
+		}
+	}
+	// Each follower reads the log as it begins, and once more after the
+	// first fill; past those, one read an append at most.
+	if n, most := reads.log.Load()-before, int64(len(want)+2*followers); n > most {
+		t.Fatalf("%d followers of the whole log read it %d times for %d appends, want at most %d", followers, n, len(want), most)
 	}
 }

@@ -54,3 +54,14 @@ func WaitingEvents(h *Hub, session string) int {
 // MaxEarly is how many events given at their commit the hub remembers
 // until their commits are heard.
 const MaxEarly = maxEarly
+
+// FillLog is Hub.fillLog, filling h's whole log's ring from from.
+func FillLog(ctx context.Context, h *Hub, from interface {
+	Log(ctx context.Context, after int64, limit int) (vigil.LogPage, error)
+	LogHorizon(ctx context.Context) (int64, error)
+}) error {
+	return h.fillLog(ctx, from)
+}
+
+// FillPages bounds the pages one fill of the whole log's ring reads.
+const FillPages = fillPages

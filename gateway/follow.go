@@ -322,7 +322,7 @@ drain:
 		}
 		t := f.sub.Take((*f.taken)[:0])
 		*f.taken = t.Events
-		done := !t.ReadStore && len(t.Events) == 0
+		done := !t.ReadStore && !t.FillLog && len(t.Events) == 0
 		if err := f.heard(ctx, r, t); err != nil {
 			return err
 		}
@@ -386,7 +386,8 @@ func (f *Follower) bookmark(r FollowReader) error {
 // heard handles what the subscription had: its events (the whole log's,
 // or its session's), given in one call, or a read of the store when the
 // store has what it cannot give in order (it was nudged, the ring moved
-// past it, or the last read stopped short).
+// past it, or the last read stopped short); then, when the whole log's
+// ring is to be filled from the store, it fills it for the next take.
 func (f *Follower) heard(ctx context.Context, r FollowReader, t Taken) error {
 	if t.ReadStore || f.behind {
 		// The store has the events taken too: they were appended before
@@ -407,7 +408,15 @@ func (f *Follower) heard(ctx context.Context, r FollowReader, t Taken) error {
 		}
 		*f.batch = append(*f.batch, *e)
 	}
-	return f.deliverBatch(r)
+	if err := f.deliverBatch(r); err != nil {
+		return err
+	}
+	if t.FillLog {
+		if err := f.g.opts.Hub.fillLog(ctx, f.g.eng); err != nil {
+			return f.readFailed(ctx, r, err)
+		}
+	}
+	return nil
 }
 
 // deliverBatch gives r the events heard and kept, and gives their room
@@ -472,15 +481,22 @@ func (f *Follower) readOn(ctx context.Context, r FollowReader) error {
 		err = f.readLog(ctx, r)
 	}
 	var failed *readFailure
-	switch {
-	case !errors.As(err, &failed):
+	if !errors.As(err, &failed) {
 		return err
+	}
+	return f.readFailed(ctx, r, failed.err)
+}
+
+// readFailed tells r that a read of the store failed with err, or ends
+// the follow with it.
+func (f *Follower) readFailed(ctx context.Context, r FollowReader, err error) error {
+	switch {
 	case ctx.Err() != nil:
 		return ctx.Err() // a read cut short by the end of the follow is no failure
 	case r.ReadError != nil:
-		return r.ReadError(failed.err)
+		return r.ReadError(err)
 	}
-	return failed.err
+	return err
 }
 
 func (f *Follower) readSession(ctx context.Context, r FollowReader) error {

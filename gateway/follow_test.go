@@ -61,7 +61,7 @@ func TestAWriteWakesOnlyTheSubscriptionsOfItsSessionAndOfTheWholeLog(t *testing.
 	}
 }
 
-func TestOnASharedStoreAWriteNudgesOnlyTheSubscriptionsOfItsSessionAndOfTheWholeLog(t *testing.T) {
+func TestOnASharedStoreAWriteWakesOnlyTheSubscriptionsOfItsSessionAndOfTheWholeLog(t *testing.T) {
 	h := gateway.NewHub()
 	h.ShareStore()
 	others := subscribeToOthers(h, 1000)
@@ -82,8 +82,8 @@ func TestOnASharedStoreAWriteNudgesOnlyTheSubscriptionsOfItsSessionAndOfTheWhole
 	if !woken(all) {
 		t.Fatal("the whole log's subscription was not woken")
 	}
-	if got := all.Take(nil); !got.ReadStore || len(got.Events) != 0 {
-		t.Fatalf("the whole log's subscription took %+v, want to read the store (only it orders every process's events)", got)
+	if got := all.Take(nil); !got.FillLog || got.ReadStore || len(got.Events) != 0 {
+		t.Fatalf("the whole log's subscription took %+v, want to fill its ring from the store (only it orders every process's events)", got)
 	}
 }
 

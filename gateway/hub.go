@@ -70,6 +70,19 @@ type Hub struct {
 	nudges      uint64
 	wholeNudges uint64
 
+	// On a shared store, the whole log's ring is filled from the store
+	// by one read for all its subscriptions (fillLog, logfill.go):
+	// logAppends counts the appends heard (every process's), logFilled
+	// those the fills covered; logPos is the sequence the ring's events
+	// reach once logKnown; ringMade counts the rings made, so a fill
+	// under way when its ring was let go puts nothing in the next.
+	// filling is held by the fill under way, taken before mu.
+	logAppends, logFilled uint64
+	logPos                int64
+	logKnown              bool
+	ringMade              uint64
+	filling               chan struct{}
+
 	// deliveries is the budget the followers share (turn).
 	deliveries *rate.Limiter
 
@@ -180,9 +193,10 @@ func (h *Hub) turn(ctx context.Context, owed int) error {
 }
 
 // ShareStore tells the hub that other processes append to the same store,
-// so that only the store orders every event: from then on the
-// subscriptions of the whole log are nudged instead of given events, and
-// read on from the store. Call it before the engine records anything.
+// so that only the store orders every event: from then on the whole log's
+// ring is filled from the store (fillLog) when any process appends,
+// instead of given this process's events. Call it before the engine
+// records anything.
 func (h *Hub) ShareStore() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -199,17 +213,16 @@ func (h *Hub) Nudge() {
 }
 
 // appendedElsewhere tells the subscriptions that another process
-// appended events: those of the whole log read on from the store, and,
-// unless the hub hears commits (which give them their events), so do
-// those of every session.
+// appended events: those of the whole log fill their ring from the store,
+// and, unless the hub hears commits (which give them their events), those
+// of every session read on from it.
 func (h *Hub) appendedElsewhere() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.hearing {
-		h.wholeNudgesLocked()
-		return
+	h.logAppendedLocked()
+	if !h.hearing {
+		h.nudgeSessionsLocked()
 	}
-	h.nudgeSubsLocked()
 }
 
 // NewHub returns an empty hub. Attach it to the engine's options and pass it
@@ -217,7 +230,7 @@ func (h *Hub) appendedElsewhere() {
 func NewHub() *Hub {
 	return &Hub{sessions: map[string]map[*Listener]struct{}{}, whole: map[*Subscription]struct{}{},
 		parked: map[*Subscription]struct{}{}, subsOf: map[string]*sessionSubs{}, holds: map[string]*heldWakes{},
-		before: map[int64]int64{}, early: map[int64]struct{}{},
+		before: map[int64]int64{}, early: map[int64]struct{}{}, filling: make(chan struct{}, 1),
 		deliveries: rate.NewLimiter(unitsPerSecond, unitsBurst)}
 }
 
@@ -369,18 +382,16 @@ func (h *Hub) LogListeners() int {
 // Record is vigil.Options.OnRecord. It gives ev to the subscriptions of
 // the whole log and of ev's session, and tells no one else. On a shared
 // store only the store orders this process's events among the others':
-// the whole log's subscriptions are nudged to read it, and so are those
-// of ev's session, unless the hub hears every process's commits in
-// order (HearCommits), which then give them ev; it gives them ev now
-// when every event of its session before it was given already, or as
-// soon as that is so (see CommittedHere).
+// the whole log's ring is filled from it (fillLog), and ev's session's
+// subscriptions are told to read it, unless the hub hears every
+// process's commits in order (HearCommits), which then give them ev; it
+// gives them ev now when every event of its session before it was given
+// already, or as soon as that is so (see CommittedHere).
 func (h *Hub) Record(ev vigil.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.shared {
-		if len(h.whole) > 0 {
-			h.wholeNudgesLocked()
-		}
+		h.logAppendedLocked()
 		if !h.hearing {
 			h.readSessionLocked(ev.SessionKey)
 			return
@@ -421,9 +432,7 @@ func (h *Hub) HearCommits(on bool) {
 	defer h.mu.Unlock()
 	h.hearing = on
 	h.forgetEarlyLocked()
-	for session := range h.subsOf {
-		h.readSessionLocked(session)
-	}
+	h.nudgeSessionsLocked()
 }
 
 // giveEarlyLocked gives e, an event of this process's that follows
@@ -517,9 +526,7 @@ func (h *Hub) Committed(events []vigil.Event, uncarried []string, lost bool) {
 	}
 	if lost {
 		h.forgetEarlyLocked()
-		for session := range h.subsOf {
-			h.readSessionLocked(session)
-		}
+		h.nudgeSessionsLocked()
 		return
 	}
 	for i := range events {

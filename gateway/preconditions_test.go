@@ -42,9 +42,9 @@ func gatewayOnPostgres(t *testing.T, schema string) *gateway.Gateway {
 
 // gatewayOnPostgresReading is a gateway on schema, wired as a node wires
 // one (its change listener handing on every commit's events), with the
-// reads of a session's history its engine makes counted; it returns once
-// the listener hears commits.
-func gatewayOnPostgresReading(t *testing.T, schema string) (*gateway.Gateway, *atomic.Int64) {
+// reads of sessions' histories and of the whole log its engine makes
+// counted; it returns once the listener hears commits.
+func gatewayOnPostgresReading(t *testing.T, schema string) (*gateway.Gateway, *storeReads) {
 	t.Helper()
 	return gatewayOnPostgresHearing(t, schema, nil, func() {})
 }
@@ -53,7 +53,7 @@ func gatewayOnPostgresReading(t *testing.T, schema string) (*gateway.Gateway, *a
 // gateway's waits timed by clk (nil: the system clock), and heard called
 // each time the listener hands on commits, before the gateway is given
 // them: it may hold them back.
-func gatewayOnPostgresHearing(t *testing.T, schema string, clk clock.Clock, heard func()) (*gateway.Gateway, *atomic.Int64) {
+func gatewayOnPostgresHearing(t *testing.T, schema string, clk clock.Clock, heard func()) (*gateway.Gateway, *storeReads) {
 	t.Helper()
 	st, err := pgstore.Open(ctx, pgtest.URL(), pgstore.Options{Schema: schema})
 	if err != nil {
@@ -62,7 +62,7 @@ func gatewayOnPostgresHearing(t *testing.T, schema string, clk clock.Clock, hear
 	hub := gateway.NewHub()
 	hub.ShareStore()
 	st.SetCommitHook(pgstore.CommitHook{Watched: hub.Followed, Committed: hub.CommittedHere})
-	reads := &historyReads{Store: st}
+	reads := &storeReads{Store: st}
 	eng, err := vigil.Open(ctx, reads, hub.Attach(vigil.Options{PruneInterval: -1}))
 	if err != nil {
 		t.Fatal(err)
@@ -98,22 +98,27 @@ func gatewayOnPostgresHearing(t *testing.T, schema string, clk clock.Clock, hear
 	case <-time.After(listenerGuard):
 		t.Fatal("the change listener did not connect")
 	}
-	return g, &reads.n
+	return g, reads
 }
 
 // listenerGuard bounds waiting for PostgreSQL's listener in a test.
 const listenerGuard = 20 * time.Second
 
-// historyReads counts the reads of sessions' histories made through a
-// store.
-type historyReads struct {
+// storeReads counts the reads of sessions' histories, and of the whole
+// log, made through a store.
+type storeReads struct {
 	*pgstore.Store
-	n atomic.Int64
+	history, log atomic.Int64
 }
 
-func (s *historyReads) History(ctx context.Context, ref vigil.SessionRef, after int64, limit int) (vigil.History, error) {
-	s.n.Add(1)
+func (s *storeReads) History(ctx context.Context, ref vigil.SessionRef, after int64, limit int) (vigil.History, error) {
+	s.history.Add(1)
 	return s.Store.History(ctx, ref, after, limit)
+}
+
+func (s *storeReads) Log(ctx context.Context, after int64, limit int) (vigil.LogPage, error) {
+	s.log.Add(1)
+	return s.Store.Log(ctx, after, limit)
 }
 
 // preconditionWorld is a manager that spawned a worker, and a person.

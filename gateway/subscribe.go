@@ -9,7 +9,9 @@ import (
 // busy, and memory does not grow with their number:
 //
 //   - the whole log's events go into one ring the hub keeps, which every
-//     subscription of the whole log reads from its own position;
+//     subscription of the whole log reads from its own position (on a
+//     shared store, one read of the store fills it for all of them:
+//     logfill.go);
 //   - a session's events go into a small ring of the session's, kept while
 //     it has subscriptions, which they read likewise;
 //   - a subscription waits (parks) only when it has read everything, and
@@ -29,11 +31,12 @@ type Subscription struct {
 	// or a nudge came while the subscription was parked.
 	Wake chan struct{}
 
-	next   uint64 // the ring position read next: the whole log's, or its session's
-	nudges uint64 // the hub's nudges seen
-	reads  uint64 // its session's calls to read the store seen
-	parked bool
-	closed bool
+	next    uint64 // the ring position read next: the whole log's, or its session's
+	nudges  uint64 // the hub's nudges seen
+	reads   uint64 // its session's calls to read the store seen
+	appends uint64 // the whole log's appends seen, on a shared store (Hub.logAppends)
+	parked  bool
+	closed  bool
 }
 
 // sessionSubs are the subscriptions of one session, with its ring: its
@@ -107,10 +110,11 @@ func (h *Hub) Subscribe(session string) *Subscription {
 	if session == "" {
 		if len(h.whole) == 0 {
 			h.ring = make([]*vigil.Event, ringSize)
+			h.ringMade++
 		}
 		h.whole[s] = struct{}{}
 		h.parked[s] = struct{}{}
-		s.next = h.appended
+		s.next, s.appends = h.appended, h.logAppends
 		return s
 	}
 	ss := h.subsOf[session]
@@ -137,7 +141,9 @@ func (s *Subscription) Close() {
 		delete(h.whole, s)
 		delete(h.parked, s)
 		if len(h.whole) == 0 {
-			h.ring = nil // nobody reads it: its events are let go
+			// Nobody reads it: its events are let go, and where they
+			// reached is forgotten with them.
+			h.ring, h.logKnown = nil, false
 		}
 		return
 	}
@@ -161,6 +167,12 @@ type Taken struct {
 	// behind that its ring no longer holds what it had not taken. The
 	// store has Events too: a read of it gives them in order.
 	ReadStore bool
+	// FillLog says, to a subscription of the whole log on a shared
+	// store, that events were appended since its ring was last filled:
+	// after Hub.fillLog, the next Take gives them. It is said once for
+	// each append seen, so a fill that failed is tried again at the next
+	// append, not at once.
+	FillLog bool
 }
 
 // Take returns what came since the last Take, appending the events to
@@ -175,6 +187,9 @@ func (s *Subscription) Take(dst []*vigil.Event) Taken {
 		s.nudges, t.ReadStore = n, true
 	}
 	if s.session == "" {
+		if s.appends != h.logAppends {
+			s.appends, t.FillLog = h.logAppends, h.logFilled != h.logAppends
+		}
 		s.next = t.takeRing(h.ring, s.next, h.appended)
 	} else if ss := h.subsOf[s.session]; ss != nil {
 		if s.reads != ss.reads {
@@ -182,7 +197,7 @@ func (s *Subscription) Take(dst []*vigil.Event) Taken {
 		}
 		s.next = t.takeRing(ss.ring, s.next, ss.appends)
 	}
-	if !t.ReadStore && len(t.Events) == len(dst) && !s.closed {
+	if !t.ReadStore && !t.FillLog && len(t.Events) == len(dst) && !s.closed {
 		s.parked = true
 		if s.session == "" {
 			h.parked[s] = struct{}{}
@@ -226,11 +241,17 @@ func wakeHeldLocked(parked map[*Subscription]struct{}, held *heldWakes) {
 // the whole log and of its session, through their rings.
 func (h *Hub) putLocked(ev *vigil.Event) {
 	if len(h.whole) > 0 {
-		h.ring[h.appended%ringSize] = ev
-		h.appended++
-		wakeLocked(h.parked)
+		h.putWholeLocked(ev)
 	}
 	h.putSessionLocked(ev)
+}
+
+// putWholeLocked gives ev to the subscriptions of the whole log, which
+// has some.
+func (h *Hub) putWholeLocked(ev *vigil.Event) {
+	h.ring[h.appended%ringSize] = ev
+	h.appended++
+	wakeLocked(h.parked)
 }
 
 // putSessionLocked gives ev to the subscriptions of its session.
@@ -272,6 +293,25 @@ func (h *Hub) nudgesFor(s *Subscription) uint64 {
 // store.
 func (h *Hub) wholeNudgesLocked() {
 	h.wholeNudges++
+	wakeLocked(h.parked)
+}
+
+// nudgeSessionsLocked tells the subscriptions of every session to read
+// the store.
+func (h *Hub) nudgeSessionsLocked() {
+	for session := range h.subsOf {
+		h.readSessionLocked(session)
+	}
+}
+
+// logAppendedLocked tells the subscriptions of the whole log, on a shared
+// store, that events were appended: the first of them to take fills
+// their ring from the store.
+func (h *Hub) logAppendedLocked() {
+	if len(h.whole) == 0 {
+		return
+	}
+	h.logAppends++
 	wakeLocked(h.parked)
 }
 

@@ -246,7 +246,7 @@ func TestCommitsNoLongerHeardAreIgnoredAndEachAppendIsReadFromTheStore(t *testin
 	}
 }
 
-func TestWhileCommitsAreHeardAnAppendElsewhereNudgesOnlyTheWholeLog(t *testing.T) {
+func TestWhileCommitsAreHeardAnAppendElsewhereWakesOnlyTheWholeLogToFillItsRing(t *testing.T) {
 	key := "agent:main:main"
 	h, s := hearingHub(t, key)
 	all := h.Subscribe("")
@@ -254,7 +254,7 @@ func TestWhileCommitsAreHeardAnAppendElsewhereNudgesOnlyTheWholeLog(t *testing.T
 	if woken(s) {
 		t.Fatal("an append elsewhere woke a session's subscription, whose events come with the commits")
 	}
-	if !woken(all) || !all.Take(nil).ReadStore {
-		t.Fatal("an append elsewhere did not make the whole log's subscription read the store")
+	if !woken(all) || !all.Take(nil).FillLog {
+		t.Fatal("an append elsewhere did not make the whole log's subscription fill its ring from the store")
 	}
 }
