@@ -148,3 +148,44 @@ func TestOnPostgreSQLFollowersOfTheWholeLogAreGivenEveryGatewaysEventsOnceInOrde
 		t.Fatalf("%d followers of the whole log read it %d times for %d appends, want at most %d", followers, n, len(want), most)
 	}
 }
+
+func TestOnPostgreSQLFollowersOfTheWholeLogAreGivenThisGatewaysEventsWithoutReadingTheLogForEach(t *testing.T) {
+	// The gateway's clock stands still: the followers never read on from
+	// the store of their own accord.
+	g, reads := gatewayOnPostgresHearing(t, pgtest.FreshSchema(t), clock.NewManual(time.Now()), func() {})
+	ctx, cancel := context.WithTimeout(context.Background(), followHangGuard)
+	defer cancel()
+	const followers = 4
+	nexts := make([]func() int64, followers)
+	for i := range nexts {
+		f, err := g.Follow(ctx, gateway.FollowOptions{After: -1, BookmarkInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		nexts[i], _, _ = sequencesGiven(t, ctx, f)
+	}
+	before := reads.log.Load()
+
+	var want []int64
+	for i := range 20 {
+		want = append(want, recordOn(t, g, fmt.Sprintf("agent:main:subagent:w%d", i%3)))
+	}
+
+	for i, next := range nexts {
+		var got []int64
+		for range want {
+			got = append(got, next())
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("follower %d gave %v, want %v: every event once, in order", i, got, want)
+		}
+	}
+	// Each follower reads the log as it begins, and once more after the
+	// first fill; this gateway's events, each the next in sequence, go
+	// into their ring without a read.
+	if n, most := reads.log.Load()-before, int64(2*followers); n > most {
+		t.Fatalf("%d followers of the whole log read it %d times for this gateway's %d appends, want at most %d",
+			followers, n, len(want), most)
+	}
+}

@@ -19,6 +19,8 @@ type fakeLog struct {
 	fail     error
 	reads    int
 	horizons int
+	// reading, when set, runs as a read of the log begins.
+	reading func()
 }
 
 func (l *fakeLog) append(seqs ...int64) {
@@ -29,6 +31,9 @@ func (l *fakeLog) append(seqs ...int64) {
 
 func (l *fakeLog) Log(_ context.Context, after int64, limit int) (vigil.LogPage, error) {
 	l.reads++
+	if l.reading != nil {
+		l.reading()
+	}
 	if l.fail != nil {
 		return vigil.LogPage{}, l.fail
 	}
@@ -63,7 +68,7 @@ func sharedHubFilled(t *testing.T, log *fakeLog, n int) (*gateway.Hub, []*gatewa
 	for i := range subs {
 		subs[i] = h.Subscribe("")
 	}
-	h.Record(log.events[len(log.events)-1])
+	gateway.AppendedElsewhere(h)
 	if err := gateway.FillLog(ctx, h, log); err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +86,7 @@ func TestOnASharedStoreTheFirstFillReadsTheHorizonAndTellsTheWholeLogsSubscripti
 	h := gateway.NewHub()
 	h.ShareStore()
 	all := h.Subscribe("")
-	h.Record(log.events[2])
+	gateway.AppendedElsewhere(h)
 	if got := all.Take(nil); !got.FillLog {
 		t.Fatalf("the first append took %+v, want to fill the ring", got)
 	}
@@ -105,8 +110,8 @@ func TestOnASharedStoreOneReadOfTheStoreFillsTheRingOfEveryWholeLogSubscription(
 	reads := log.reads
 
 	log.append(2, 3)
-	h.Record(log.events[1])
-	h.Record(log.events[2])
+	gateway.AppendedElsewhere(h)
+	gateway.AppendedElsewhere(h)
 	for _, s := range subs {
 		if got := s.Take(nil); !got.FillLog {
 			t.Fatalf("a subscription took %+v after two appends, want to fill the ring", got)
@@ -136,13 +141,13 @@ func TestAFillGivesOnlyEventsAfterWhereTheRingReached(t *testing.T) {
 
 	var taken []*vigil.Event
 	take := func() { taken = subs[0].Take(taken).Events }
-	h.Record(log.events[3])
+	gateway.AppendedElsewhere(h)
 	take()
 	if err := gateway.FillLog(ctx, h, log); err != nil {
 		t.Fatal(err)
 	}
 	log.append(10)
-	h.Record(log.events[4])
+	gateway.AppendedElsewhere(h)
 	take()
 	if err := gateway.FillLog(ctx, h, log); err != nil {
 		t.Fatal(err)
@@ -162,7 +167,7 @@ func TestAFillThatFailsIsTriedAgainAtTheNextAppendNotAtOnce(t *testing.T) {
 	log.fail = errors.New("the database is down")
 
 	log.append(2)
-	h.Record(log.events[1])
+	gateway.AppendedElsewhere(h)
 	if !woken(all) || !all.Take(nil).FillLog {
 		t.Fatal("an append did not ask for a fill")
 	}
@@ -178,7 +183,7 @@ func TestAFillThatFailsIsTriedAgainAtTheNextAppendNotAtOnce(t *testing.T) {
 
 	log.fail = nil
 	log.append(3)
-	h.Record(log.events[2])
+	gateway.AppendedElsewhere(h)
 	if !woken(all) || !all.Take(nil).FillLog {
 		t.Fatal("the next append did not ask for a fill")
 	}
@@ -199,7 +204,7 @@ func TestAFillStopsAtWhatTheRingHoldsAndTheNextTakeFillsOn(t *testing.T) {
 	for s := range more {
 		log.append(int64(2 + s))
 	}
-	h.Record(log.events[len(log.events)-1])
+	gateway.AppendedElsewhere(h)
 	all.Take(nil)
 
 	if err := gateway.FillLog(ctx, h, log); err != nil {
@@ -225,7 +230,7 @@ func TestAFillPastPrunedEventsTellsTheWholeLogsSubscriptionsToReadTheStore(t *te
 	log.append(2, 3, 4)
 	log.events, log.pruned = log.events[3:], 3
 
-	h.Record(log.events[0])
+	gateway.AppendedElsewhere(h)
 	subs[0].Take(nil)
 	if err := gateway.FillLog(ctx, h, log); err != nil {
 		t.Fatal(err)
@@ -233,5 +238,66 @@ func TestAFillPastPrunedEventsTellsTheWholeLogsSubscriptionsToReadTheStore(t *te
 
 	if got := subs[0].Take(nil); !got.ReadStore {
 		t.Fatalf("after a fill past pruned events the subscription took %+v, want to read the store (and find its gap)", got)
+	}
+}
+
+func TestOnASharedStoreThisProcesssEventNextInSequenceGoesIntoTheRingWithoutAReadOfTheStore(t *testing.T) {
+	log := &fakeLog{}
+	log.append(1)
+	h, subs := sharedHubFilled(t, log, 1)
+	reads := log.reads
+
+	log.append(2, 3)
+	h.Record(log.events[1])
+	h.Record(log.events[2])
+
+	if got := subs[0].Take(nil); got.FillLog || got.ReadStore || !slices.Equal(seqs(got.Events), []int64{2, 3}) {
+		t.Fatalf("the subscription took %v (FillLog %v, ReadStore %v), want [2 3] and nothing to read",
+			seqs(got.Events), got.FillLog, got.ReadStore)
+	}
+	if log.reads != reads {
+		t.Fatalf("the log was read %d times, want none", log.reads-reads)
+	}
+}
+
+func TestThisProcesssEventAfterAGapInTheNumbersIsReadFromTheStore(t *testing.T) {
+	log := &fakeLog{}
+	log.append(1)
+	h, subs := sharedHubFilled(t, log, 1)
+
+	log.append(2, 3) // 2 another process's, not heard yet
+	h.Record(log.events[2])
+
+	if got := subs[0].Take(nil); !got.FillLog || len(got.Events) != 0 {
+		t.Fatalf("the subscription took %v (FillLog %v), want to fill the ring: 2 may come first", seqs(got.Events), got.FillLog)
+	}
+	if err := gateway.FillLog(ctx, h, log); err != nil {
+		t.Fatal(err)
+	}
+	if got := seqs(subs[0].Take(nil).Events); !slices.Equal(got, []int64{2, 3}) {
+		t.Fatalf("the subscription took %v after the fill, want [2 3]", got)
+	}
+}
+
+func TestThisProcesssEventPutInTheRingWhileAFillReadsIsGivenOnce(t *testing.T) {
+	log := &fakeLog{}
+	log.append(1)
+	h, subs := sharedHubFilled(t, log, 1)
+	gateway.AppendedElsewhere(h) // another process's event, not visible yet
+	subs[0].Take(nil)
+
+	// While the fill reads, this process records 2, the next after 1: it
+	// goes into the ring at once, and the fill's read finds it too.
+	log.reading = func() {
+		log.reading = nil
+		log.append(2)
+		h.Record(log.events[1])
+	}
+	if err := gateway.FillLog(ctx, h, log); err != nil {
+		t.Fatal(err)
+	}
+
+	if got := seqs(subs[0].Take(nil).Events); !slices.Equal(got, []int64{2}) {
+		t.Fatalf("the subscription took %v, want [2]: once", got)
 	}
 }
