@@ -157,6 +157,7 @@ var rulesOnPostgreSQL = []func(*testing.T){
 	TestRefreshRemovesTheNoticeOfAPairUnwatchedElsewhere,
 	TestRefreshIgnoresKeysThatCannotWatch,
 	TestResyncRebuildsEveryQueueFromTheCursors,
+	TestAResyncsNoticesOfOneTargetAtOneWatermarkShareTheirText,
 	TestADrainSharingABatchWithARefreshLeavesNothingQueued,
 	TestANoticeAcknowledgedByAnotherEngineIsNotDeliveredAgain,
 	TestAStaleNoticeIsDeliveredWithTheCursorsCurrentText,

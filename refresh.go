@@ -75,8 +75,11 @@ func (e *Engine) rebuild(ctx context.Context, keys []string) error {
 			for w, ns := range e.creationNotices(owed.Creations) {
 				want[w] = append(want[w], ns...)
 			}
+			// A target's watchers mostly stand at the same watermark:
+			// their notices share their parts, as the startup sweep's do.
+			shared := sharedNotices{}
 			for _, c := range owed.Cursors {
-				want[c.Watcher] = append(want[c.Watcher], e.noticeFor(c))
+				want[c.Watcher] = append(want[c.Watcher], shared.of(c, e))
 			}
 			for w, ns := range noticesOfTombstones(owed.Tombstones) {
 				want[w] = append(want[w], ns...)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"unsafe"
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/internal/testwait"
@@ -181,6 +182,27 @@ func TestResyncRebuildsEveryQueueFromTheCursors(t *testing.T) {
 	}
 	if got := queued(env.eng, manager); !slices.Equal(got, want) {
 		t.Fatalf("the first engine's own queue = %v, want %v", got, want)
+	}
+}
+
+func TestAResyncsNoticesOfOneTargetAtOneWatermarkShareTheirText(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	const second = "agent:ops:main"
+	env.watch(manager, other)
+	env.watch(second, other)
+	b := env.openPeer()
+
+	env.goal(other, vigil.ActorHuman, "web:1", "") // behind the peer's back
+	if err := b.eng.Resync(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	first, next := queued(b.eng, manager), queued(b.eng, second)
+	if len(first) != 1 || !slices.Equal(first, next) {
+		t.Fatalf("after resync the queues hold %v and %v, want the same notice about %s", first, next, other)
+	}
+	if unsafe.StringData(first[0]) != unsafe.StringData(next[0]) {
+		t.Error("the two watchers' notices hold two copies of one text")
 	}
 }
 
