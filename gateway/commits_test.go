@@ -106,33 +106,25 @@ func TestOnPostgreSQLAFollowerIsGivenThisGatewaysEventWithoutWaitingForItsCommit
 	}
 }
 
-func TestOnPostgreSQLFollowersOfTheWholeLogAreGivenEveryGatewaysEventsOnceInOrderWithOneReadAnAppend(t *testing.T) {
-	schema := pgtest.FreshSchema(t)
-	// The gateway's clock stands still: the followers never read on from
-	// the store of their own accord.
-	here, reads := gatewayOnPostgresHearing(t, schema, clock.NewManual(time.Now()), func() {})
-	elsewhere, _ := gatewayOnPostgresReading(t, schema)
-	ctx, cancel := context.WithTimeout(context.Background(), followHangGuard)
-	defer cancel()
-	const followers = 16
-	nexts := make([]func() int64, followers)
+// wholeLogFollowers starts n followers of g's whole log from now on and
+// returns, for each, what gives its next event's sequence.
+func wholeLogFollowers(t *testing.T, ctx context.Context, g *gateway.Gateway, n int) []func() int64 {
+	t.Helper()
+	nexts := make([]func() int64, n)
 	for i := range nexts {
-		f, err := here.Follow(ctx, gateway.FollowOptions{After: -1, BookmarkInterval: -1})
+		f, err := g.Follow(ctx, gateway.FollowOptions{After: -1, BookmarkInterval: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer f.Close()
+		t.Cleanup(f.Close)
 		nexts[i], _, _ = sequencesGiven(t, ctx, f)
 	}
-	before := reads.log.Load()
+	return nexts
+}
 
-	// Both gateways record, in turn, on three sessions.
-	var want []int64
-	for i := range 20 {
-		g := []*gateway.Gateway{here, elsewhere}[i%2]
-		want = append(want, recordOn(t, g, fmt.Sprintf("agent:main:subagent:w%d", i%3)))
-	}
-
+// eachGave fails t unless every follower gives want, in order, each once.
+func eachGave(t *testing.T, nexts []func() int64, want []int64) {
+	t.Helper()
 	for i, next := range nexts {
 		var got []int64
 		for range want {
@@ -142,6 +134,28 @@ func TestOnPostgreSQLFollowersOfTheWholeLogAreGivenEveryGatewaysEventsOnceInOrde
 			t.Fatalf("follower %d gave %v, want %v: every event once, in order", i, got, want)
 		}
 	}
+}
+
+func TestOnPostgreSQLFollowersOfTheWholeLogAreGivenEveryGatewaysEventsOnceInOrderWithOneReadAnAppend(t *testing.T) {
+	schema := pgtest.FreshSchema(t)
+	// The gateway's clock stands still: the followers never read on from
+	// the store of their own accord.
+	here, reads := gatewayOnPostgresHearing(t, schema, clock.NewManual(time.Now()), func() {})
+	elsewhere, _ := gatewayOnPostgresReading(t, schema)
+	ctx, cancel := context.WithTimeout(context.Background(), followHangGuard)
+	defer cancel()
+	const followers = 16
+	nexts := wholeLogFollowers(t, ctx, here, followers)
+	before := reads.log.Load()
+
+	// Both gateways record, in turn, on three sessions.
+	var want []int64
+	for i := range 20 {
+		g := []*gateway.Gateway{here, elsewhere}[i%2]
+		want = append(want, recordOn(t, g, fmt.Sprintf("agent:main:subagent:w%d", i%3)))
+	}
+
+	eachGave(t, nexts, want)
 	// Each follower reads the log as it begins, and once more after the
 	// first fill; past those, one read an append at most.
 	if n, most := reads.log.Load()-before, int64(len(want)+2*followers); n > most {
@@ -156,15 +170,7 @@ func TestOnPostgreSQLFollowersOfTheWholeLogAreGivenThisGatewaysEventsWithoutRead
 	ctx, cancel := context.WithTimeout(context.Background(), followHangGuard)
 	defer cancel()
 	const followers = 4
-	nexts := make([]func() int64, followers)
-	for i := range nexts {
-		f, err := g.Follow(ctx, gateway.FollowOptions{After: -1, BookmarkInterval: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		nexts[i], _, _ = sequencesGiven(t, ctx, f)
-	}
+	nexts := wholeLogFollowers(t, ctx, g, followers)
 	before := reads.log.Load()
 
 	var want []int64
@@ -172,15 +178,7 @@ func TestOnPostgreSQLFollowersOfTheWholeLogAreGivenThisGatewaysEventsWithoutRead
 		want = append(want, recordOn(t, g, fmt.Sprintf("agent:main:subagent:w%d", i%3)))
 	}
 
-	for i, next := range nexts {
-		var got []int64
-		for range want {
-			got = append(got, next())
-		}
-		if !slices.Equal(got, want) {
-			t.Fatalf("follower %d gave %v, want %v: every event once, in order", i, got, want)
-		}
-	}
+	eachGave(t, nexts, want)
 	// Each follower reads the log as it begins, and once more after the
 	// first fill; this gateway's events, each the next in sequence, go
 	// into their ring without a read.
