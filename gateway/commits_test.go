@@ -162,28 +162,3 @@ func TestOnPostgreSQLFollowersOfTheWholeLogAreGivenEveryGatewaysEventsOnceInOrde
 		t.Fatalf("%d followers of the whole log read it %d times for %d appends, want at most %d", followers, n, len(want), most)
 	}
 }
-
-func TestOnPostgreSQLFollowersOfTheWholeLogAreGivenThisGatewaysEventsWithoutReadingTheLogForEach(t *testing.T) {
-	// The gateway's clock stands still: the followers never read on from
-	// the store of their own accord.
-	g, reads := gatewayOnPostgresHearing(t, pgtest.FreshSchema(t), clock.NewManual(time.Now()), func() {})
-	ctx, cancel := context.WithTimeout(context.Background(), followHangGuard)
-	defer cancel()
-	const followers = 4
-	nexts := wholeLogFollowers(t, ctx, g, followers)
-	before := reads.log.Load()
-
-	var want []int64
-	for i := range 20 {
-		want = append(want, recordOn(t, g, fmt.Sprintf("agent:main:subagent:w%d", i%3)))
-	}
-
-	eachGave(t, nexts, want)
-	// Each follower reads the log as it begins, and once more after the
-	// first fill; this gateway's events, each the next in sequence, go
-	// into their ring without a read.
-	if n, most := reads.log.Load()-before, int64(2*followers); n > most {
-		t.Fatalf("%d followers of the whole log read it %d times for this gateway's %d appends, want at most %d",
-			followers, n, len(want), most)
-	}
-}

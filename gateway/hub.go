@@ -382,8 +382,7 @@ func (h *Hub) LogListeners() int {
 // Record is vigil.Options.OnRecord. It gives ev to the subscriptions of
 // the whole log and of ev's session, and tells no one else. On a shared
 // store only the store orders this process's events among the others':
-// the whole log's ring is given ev when it is the next event in sequence,
-// and is filled from the store otherwise (fillLog); ev's session's
+// the whole log's ring is filled from it (fillLog), and ev's session's
 // subscriptions are told to read it, unless the hub hears every
 // process's commits in order (HearCommits), which then give them ev; it
 // gives them ev now when every event of its session before it was given
@@ -392,7 +391,7 @@ func (h *Hub) Record(ev vigil.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.shared {
-		h.recordInLogLocked(&ev)
+		h.logAppendedLocked()
 		if !h.hearing {
 			h.readSessionLocked(ev.SessionKey)
 			return

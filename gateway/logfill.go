@@ -25,32 +25,11 @@ import (
 // ring reaches is not known when it is made: the first fill only reads
 // the log's horizon, and tells every subscription of the whole log to
 // read the store once, for what came before.
-//
-// This process's own event goes into the ring without a read when it is
-// the next number after where the ring reaches: no event of any process
-// can come between. On one gateway that is nearly every event; with
-// several, the numbers interleave and the others are read.
 
 // logReader is what the ring is filled from: the engine.
 type logReader interface {
 	Log(ctx context.Context, after int64, limit int) (vigil.LogPage, error)
 	LogHorizon(ctx context.Context) (int64, error)
-}
-
-// recordInLogLocked gives ev, an event this process recorded, to the
-// subscriptions of the whole log on a shared store: into their ring at
-// once when it is the next in sequence after where the ring reaches,
-// otherwise through a fill.
-func (h *Hub) recordInLogLocked(ev *vigil.Event) {
-	if len(h.whole) == 0 {
-		return
-	}
-	if !h.logKnown || ev.Sequence != h.logPos+1 {
-		h.logAppendedLocked()
-		return
-	}
-	h.logPos = ev.Sequence
-	h.putWholeLocked(ev)
 }
 
 // fillPages bounds one fill: a subscription further behind than the ring
@@ -104,21 +83,15 @@ func (h *Hub) fillLog(ctx context.Context, from logReader) error {
 			// Events are missing: each subscription reads the store, and
 			// finds whether its own position was pruned.
 			pos = page.PrunedWatermark
-			h.logPos = max(h.logPos, pos)
 			h.wholeNudgesLocked()
 		}
 		for i := range page.Events {
-			// Those this process recorded meanwhile, the next in
-			// sequence, are in the ring already (recordInLogLocked).
-			if e := &page.Events[i]; e.Sequence > h.logPos {
-				h.putWholeLocked(e)
-				h.logPos = e.Sequence
-			}
+			h.putWholeLocked(&page.Events[i])
 		}
 		if n := len(page.Events); n > 0 {
 			pos = page.Events[n-1].Sequence
 		}
-		pos = max(pos, h.logPos)
+		h.logPos = pos
 		if len(page.Events) < followLogPage {
 			h.logFilled = target
 			h.mu.Unlock()

@@ -19,8 +19,6 @@ type fakeLog struct {
 	fail     error
 	reads    int
 	horizons int
-	// reading, when set, runs as a read of the log begins.
-	reading func()
 }
 
 func (l *fakeLog) append(seqs ...int64) {
@@ -31,9 +29,6 @@ func (l *fakeLog) append(seqs ...int64) {
 
 func (l *fakeLog) Log(_ context.Context, after int64, limit int) (vigil.LogPage, error) {
 	l.reads++
-	if l.reading != nil {
-		l.reading()
-	}
 	if l.fail != nil {
 		return vigil.LogPage{}, l.fail
 	}
@@ -68,7 +63,7 @@ func sharedHubFilled(t *testing.T, log *fakeLog, n int) (*gateway.Hub, []*gatewa
 	for i := range subs {
 		subs[i] = h.Subscribe("")
 	}
-	gateway.AppendedElsewhere(h)
+	h.Record(log.events[len(log.events)-1])
 	if err := gateway.FillLog(ctx, h, log); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +81,7 @@ func TestOnASharedStoreTheFirstFillReadsTheHorizonAndTellsTheWholeLogsSubscripti
 	h := gateway.NewHub()
 	h.ShareStore()
 	all := h.Subscribe("")
-	gateway.AppendedElsewhere(h)
+	h.Record(log.events[2])
 	if got := all.Take(nil); !got.FillLog {
 		t.Fatalf("the first append took %+v, want to fill the ring", got)
 	}
@@ -110,8 +105,8 @@ func TestOnASharedStoreOneReadOfTheStoreFillsTheRingOfEveryWholeLogSubscription(
 	reads := log.reads
 
 	log.append(2, 3)
-	gateway.AppendedElsewhere(h)
-	gateway.AppendedElsewhere(h)
+	h.Record(log.events[1])
+	h.Record(log.events[2])
 	for _, s := range subs {
 		if got := s.Take(nil); !got.FillLog {
 			t.Fatalf("a subscription took %+v after two appends, want to fill the ring", got)
@@ -141,13 +136,13 @@ func TestAFillGivesOnlyEventsAfterWhereTheRingReached(t *testing.T) {
 
 	var taken []*vigil.Event
 	take := func() { taken = subs[0].Take(taken).Events }
-	gateway.AppendedElsewhere(h)
+	h.Record(log.events[3])
 	take()
 	if err := gateway.FillLog(ctx, h, log); err != nil {
 		t.Fatal(err)
 	}
 	log.append(10)
-	gateway.AppendedElsewhere(h)
+	h.Record(log.events[4])
 	take()
 	if err := gateway.FillLog(ctx, h, log); err != nil {
 		t.Fatal(err)
@@ -167,7 +162,7 @@ func TestAFillThatFailsIsTriedAgainAtTheNextAppendNotAtOnce(t *testing.T) {
 	log.fail = errors.New("the database is down")
 
 	log.append(2)
-	gateway.AppendedElsewhere(h)
+	h.Record(log.events[1])
 	if !woken(all) || !all.Take(nil).FillLog {
 		t.Fatal("an append did not ask for a fill")
 	}
@@ -183,7 +178,7 @@ func TestAFillThatFailsIsTriedAgainAtTheNextAppendNotAtOnce(t *testing.T) {
 
 	log.fail = nil
 	log.append(3)
-	gateway.AppendedElsewhere(h)
+	h.Record(log.events[2])
 	if !woken(all) || !all.Take(nil).FillLog {
 		t.Fatal("the next append did not ask for a fill")
 	}
@@ -204,7 +199,7 @@ func TestAFillStopsAtWhatTheRingHoldsAndTheNextTakeFillsOn(t *testing.T) {
 	for s := range more {
 		log.append(int64(2 + s))
 	}
-	gateway.AppendedElsewhere(h)
+	h.Record(log.events[len(log.events)-1])
 	all.Take(nil)
 
 	if err := gateway.FillLog(ctx, h, log); err != nil {
@@ -230,7 +225,7 @@ func TestAFillPastPrunedEventsTellsTheWholeLogsSubscriptionsToReadTheStore(t *te
 	log.append(2, 3, 4)
 	log.events, log.pruned = log.events[3:], 3
 
-	gateway.AppendedElsewhere(h)
+	h.Record(log.events[0])
 	subs[0].Take(nil)
 	if err := gateway.FillLog(ctx, h, log); err != nil {
 		t.Fatal(err)
@@ -238,66 +233,5 @@ func TestAFillPastPrunedEventsTellsTheWholeLogsSubscriptionsToReadTheStore(t *te
 
 	if got := subs[0].Take(nil); !got.ReadStore {
 		t.Fatalf("after a fill past pruned events the subscription took %+v, want to read the store (and find its gap)", got)
-	}
-}
-
-func TestOnASharedStoreThisProcesssEventNextInSequenceGoesIntoTheRingWithoutAReadOfTheStore(t *testing.T) {
-	log := &fakeLog{}
-	log.append(1)
-	h, subs := sharedHubFilled(t, log, 1)
-	reads := log.reads
-
-	log.append(2, 3)
-	h.Record(log.events[1])
-	h.Record(log.events[2])
-
-	if got := subs[0].Take(nil); got.FillLog || got.ReadStore || !slices.Equal(seqs(got.Events), []int64{2, 3}) {
-		t.Fatalf("the subscription took %v (FillLog %v, ReadStore %v), want [2 3] and nothing to read",
-			seqs(got.Events), got.FillLog, got.ReadStore)
-	}
-	if log.reads != reads {
-		t.Fatalf("the log was read %d times, want none", log.reads-reads)
-	}
-}
-
-func TestThisProcesssEventAfterAGapInTheNumbersIsReadFromTheStore(t *testing.T) {
-	log := &fakeLog{}
-	log.append(1)
-	h, subs := sharedHubFilled(t, log, 1)
-
-	log.append(2, 3) // 2 another process's, not heard yet
-	h.Record(log.events[2])
-
-	if got := subs[0].Take(nil); !got.FillLog || len(got.Events) != 0 {
-		t.Fatalf("the subscription took %v (FillLog %v), want to fill the ring: 2 may come first", seqs(got.Events), got.FillLog)
-	}
-	if err := gateway.FillLog(ctx, h, log); err != nil {
-		t.Fatal(err)
-	}
-	if got := seqs(subs[0].Take(nil).Events); !slices.Equal(got, []int64{2, 3}) {
-		t.Fatalf("the subscription took %v after the fill, want [2 3]", got)
-	}
-}
-
-func TestThisProcesssEventPutInTheRingWhileAFillReadsIsGivenOnce(t *testing.T) {
-	log := &fakeLog{}
-	log.append(1)
-	h, subs := sharedHubFilled(t, log, 1)
-	gateway.AppendedElsewhere(h) // another process's event, not visible yet
-	subs[0].Take(nil)
-
-	// While the fill reads, this process records 2, the next after 1: it
-	// goes into the ring at once, and the fill's read finds it too.
-	log.reading = func() {
-		log.reading = nil
-		log.append(2)
-		h.Record(log.events[1])
-	}
-	if err := gateway.FillLog(ctx, h, log); err != nil {
-		t.Fatal(err)
-	}
-
-	if got := seqs(subs[0].Take(nil).Events); !slices.Equal(got, []int64{2}) {
-		t.Fatalf("the subscription took %v, want [2]: once", got)
 	}
 }
