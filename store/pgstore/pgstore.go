@@ -46,6 +46,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/store/internal/cursornames"
 )
 
 // Options configure a Store. Pool sizes and timeouts are set in the URL
@@ -296,17 +297,20 @@ func collectCursors(rows pgx.Rows, err error) ([]vigil.Cursor, error) {
 	return appendCursors(nil, rows, err)
 }
 
-// appendCursors appends the cursors rows holds to out.
+// appendCursors appends the cursors rows holds to out, a long list
+// holding each session's name once (cursornames).
 func appendCursors(out []vigil.Cursor, rows pgx.Rows, err error) ([]vigil.Cursor, error) {
 	if err != nil {
 		return nil, wrap(err)
 	}
 	defer rows.Close()
+	var names cursornames.Shared
 	for rows.Next() {
 		c, err := scanCursor(rows)
 		if err != nil {
 			return nil, wrap(err)
 		}
+		names.Share(&c)
 		out = append(out, c)
 	}
 	return out, wrap(rows.Err())

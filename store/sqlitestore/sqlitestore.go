@@ -31,6 +31,7 @@ import (
 
 	sqlite3 "github.com/mattn/go-sqlite3"
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/store/internal/cursornames"
 )
 
 // Options configure a Store.
@@ -360,39 +361,19 @@ func collectCursors(rows *sql.Rows, err error) ([]vigil.Cursor, error) {
 	return out, failed(rows.Err())
 }
 
-// queryCursors reads cursorColumns rows. A long list names few sessions
-// many times over (a target once for each of its watchers, a watcher once
-// for each of its targets), and the driver makes every name anew: past
-// sharedNamesFrom rows, a name read before is taken from the list's own,
-// so that a sweep's half a million pending cursors hold each session's
-// name once, not once a row.
+// queryCursors reads cursorColumns rows, a long list holding each
+// session's name once (cursornames).
 func (c conn) queryCursors(q string, args ...any) ([]vigil.Cursor, error) {
 	var out []vigil.Cursor
-	var names map[string]string
-	name := func(s string) string {
-		if k, ok := names[s]; ok {
-			return k
-		}
-		names[s] = s
-		return s
-	}
+	var names cursornames.Shared
 	err := c.query(q, args, func(r rowValues) error {
 		cur := cursorAt(r)
-		if len(out) == sharedNamesFrom {
-			names = map[string]string{}
-		}
-		if names != nil {
-			cur.Target.AgentID, cur.Target.Key, cur.Watcher = name(cur.Target.AgentID), name(cur.Target.Key), name(cur.Watcher)
-		}
+		names.Share(&cur)
 		out = append(out, cur)
 		return nil
 	})
 	return out, err
 }
-
-// sharedNamesFrom is the length from which queryCursors shares names:
-// a short list is not worth a map.
-const sharedNamesFrom = 64
 
 // getCursor reads one cursorColumns row.
 func (c conn) getCursor(q string, args ...any) (vigil.Cursor, bool, error) {

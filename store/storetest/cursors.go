@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	vigil "github.com/vigilhq/vigil"
 )
@@ -365,4 +366,26 @@ func testOwedToWatchers(t *testing.T, s vigil.Store) {
 		cs := owedTo(t, ctx, tx, []string{alphaMain.Key}, false).Cursors
 		wantCursors(t, "OwedTo(alpha)'s cursors after catching up in the same transaction", cs, false)
 	})
+}
+
+// A long list of cursors holds each session's name once, not once a row:
+// a startup sweep reads half a million of them.
+func testLongCursorListsShareNames(t *testing.T, s vigil.Store) {
+	target := vigil.MustRef("agent:main:subagent:shared")
+	var cs []vigil.Cursor
+	for i := range 100 {
+		cs = append(cs, cursor(fmt.Sprintf("agent:main:subagent:w%03d", i), target, 1, 2, 2, 10))
+	}
+	putCursors(t, s, cs...)
+	got, err := s.Cursors(context.Background(), target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(cs) {
+		t.Fatalf("Cursors listed %d cursors, want %d", len(got), len(cs))
+	}
+	a, b := got[len(got)-2].Target, got[len(got)-1].Target
+	if a != target || b != target || unsafe.StringData(a.Key) != unsafe.StringData(b.Key) {
+		t.Errorf("the last two of %d cursors on one target hold two copies of its key", len(got))
+	}
 }

@@ -80,6 +80,7 @@ var behaviours = []struct {
 	{"PutCursorsWritesEveryCursorInOneCall", testPutCursors},
 	{"CursorsOnTargetListsEveryWatcherOfTheTarget", testCursorsOnTarget},
 	{"CursorsOnTargetAreKeyedByAgentAndKey", testCursorsOnTargetKeyed},
+	{"ALongListOfCursorsHoldsEachSessionsNameOnce", testLongCursorListsShareNames},
 	{"CursorsListsBothSides", testCursorsBothSides},
 	{"DeleteWatcherCursors", testDeleteWatcherCursors},
 	{"DeleteSessionRemovesEventsHeadAndCursors", testDeleteSession},
