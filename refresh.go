@@ -60,7 +60,10 @@ func (e *Engine) Resync(ctx context.Context) error {
 	return nil
 }
 
-// rebuild is Refresh of keys, or Resync when keys is nil.
+// rebuild is Refresh of keys, or Resync when keys is nil. A Resync reads
+// every pending cursor while the queues still hold their notices, so the
+// cursors' notices are built one watcher at a time, as its queue is
+// synced, rather than all of them first beside the queues.
 func (e *Engine) rebuild(ctx context.Context, keys []string) error {
 	return e.Update(ctx, func(ctx context.Context, t *Txn) error {
 		t.atEnd = append(t.atEnd, func(ctx context.Context) error {
@@ -71,34 +74,22 @@ func (e *Engine) rebuild(ctx context.Context, keys []string) error {
 			if keys == nil { // every one of them: on a shared store, others' writes too
 				t.countedPendingAtEnd(len(owed.Cursors))
 			}
-			want := map[string][]SystemEvent{}
-			for w, ns := range e.creationNotices(owed.Creations) {
-				want[w] = append(want[w], ns...)
-			}
-			// A target's watchers mostly stand at the same watermark:
-			// their notices share their parts, as the startup sweep's do.
-			shared := sharedNotices{}
-			for _, c := range owed.Cursors {
-				want[c.Watcher] = append(want[c.Watcher], shared.of(c, e))
-			}
-			for w, ns := range noticesOfTombstones(owed.Tombstones) {
-				want[w] = append(want[w], ns...)
-			}
+			want := newWanted(e, owed)
 			watchers := keys
 			if watchers == nil {
-				watchers = e.queues.watchers()
-				for w := range want {
-					watchers = append(watchers, w)
-				}
+				watchers = want.watchers(e.queues.watchers())
 			}
-			deleted, err := t.deletedTargets(ctx, watchers, want)
+			deleted, err := t.deletedTargets(ctx, watchers, want.has)
 			if err != nil {
 				return err
 			}
 			t.AfterCommit(func() {
+				var notices []SystemEvent
 				for _, w := range watchers {
-					e.syncNotices(w, want[w], deleted[w])
+					notices = want.of(notices[:0], w)
+					e.syncNotices(w, notices, deleted[w])
 				}
+				clear(notices) // holds no notice past the last queue's
 			})
 			return nil
 		})
@@ -106,13 +97,80 @@ func (e *Engine) rebuild(ctx context.Context, keys []string) error {
 	})
 }
 
-// deletedTargets lists, per watcher, the targets of queued notices that
-// want lacks and whose session no longer exists (version 0).
-func (t *Txn) deletedTargets(ctx context.Context, watchers []string, want map[string][]SystemEvent) (map[string][]SessionRef, error) {
+// wanted is what a rebuild finds each watcher owed: its creation notices
+// and its tombstones' notices, built, and its pending cursors, whose
+// notices are built when asked for (of), sharing their parts per target
+// and watermark.
+type wanted struct {
+	e          *Engine
+	created    map[string][]SystemEvent
+	deleted    map[string][]SystemEvent
+	cursors    []Cursor
+	cursorsOf  map[string][]int32 // indexes into cursors
+	sharedText sharedNotices
+}
+
+func newWanted(e *Engine, owed Owed) *wanted {
+	w := &wanted{e: e, created: e.creationNotices(owed.Creations), deleted: noticesOfTombstones(owed.Tombstones),
+		cursors: owed.Cursors, cursorsOf: map[string][]int32{}, sharedText: sharedNotices{}}
+	for i, c := range owed.Cursors {
+		w.cursorsOf[c.Watcher] = append(w.cursorsOf[c.Watcher], int32(i))
+	}
+	return w
+}
+
+// watchers returns queued, the watchers with a queue, followed by the
+// others owed something, each once.
+func (w *wanted) watchers(queued []string) []string {
+	seen := make(map[string]bool, len(queued))
+	for _, q := range queued {
+		seen[q] = true
+	}
+	out := queued
+	for _, m := range []map[string][]SystemEvent{w.created, w.deleted} {
+		for k := range m {
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, k)
+			}
+		}
+	}
+	for k := range w.cursorsOf {
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// has reports whether watcher is owed a notice about target.
+func (w *wanted) has(watcher string, target SessionRef) bool {
+	for _, i := range w.cursorsOf[watcher] {
+		if w.cursors[i].Target == target {
+			return true
+		}
+	}
+	return hasNotice(w.deleted[watcher], target)
+}
+
+// of appends to dst the notices watcher is owed: its creation notices,
+// its pending cursors', its tombstones'.
+func (w *wanted) of(dst []SystemEvent, watcher string) []SystemEvent {
+	dst = append(dst, w.created[watcher]...)
+	for _, i := range w.cursorsOf[watcher] {
+		dst = append(dst, w.sharedText.of(w.cursors[i], w.e))
+	}
+	return append(dst, w.deleted[watcher]...)
+}
+
+// deletedTargets lists, per watcher, the targets of queued notices it is
+// not owed and whose session no longer exists (version 0).
+func (t *Txn) deletedTargets(ctx context.Context, watchers []string, owed func(watcher string, target SessionRef) bool) (map[string][]SessionRef, error) {
 	out := map[string][]SessionRef{}
 	for _, w := range watchers {
 		for _, ev := range t.e.queues.peek(w) {
-			if !ev.IsNotice() || hasNotice(want[w], *ev.Target) {
+			if !ev.IsNotice() || owed(w, *ev.Target) {
 				continue
 			}
 			v, err := t.tx.Version(ctx, *ev.Target)
