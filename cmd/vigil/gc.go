@@ -99,10 +99,12 @@ func (k *gcKeeper) collected() {
 	}
 	p := gcPercentFor(k.live())
 	debug.SetGCPercent(p)
+	// Armed before anyone is told: whoever is told may collect again at
+	// once, and a collection before the next mark exists would go unseen.
+	k.arm()
 	if k.observe != nil {
 		k.observe(p)
 	}
-	k.arm()
 }
 
 func (k *gcKeeper) stop() {
