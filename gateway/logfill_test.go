@@ -52,6 +52,14 @@ func (l *fakeLog) LogHorizon(context.Context) (int64, error) {
 	return l.events[len(l.events)-1].Sequence, nil
 }
 
+// fill fills h's whole log's ring from log, failing t if the fill fails.
+func fill(t *testing.T, h *gateway.Hub, log *fakeLog) {
+	t.Helper()
+	if err := gateway.FillLog(ctx, h, log); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // sharedHubFilled is a hub on a shared store whose whole log's ring has
 // had its first fill (where it reaches is known: the log's horizon), with
 // n subscriptions of the whole log that have taken everything since.
@@ -64,9 +72,7 @@ func sharedHubFilled(t *testing.T, log *fakeLog, n int) (*gateway.Hub, []*gatewa
 		subs[i] = h.Subscribe("")
 	}
 	h.Record(log.events[len(log.events)-1])
-	if err := gateway.FillLog(ctx, h, log); err != nil {
-		t.Fatal(err)
-	}
+	fill(t, h, log)
 	for _, s := range subs { // each reads the store as told, then parks
 		for t := s.Take(nil); t.ReadStore || len(t.Events) > 0; t = s.Take(nil) {
 		}
@@ -86,9 +92,7 @@ func TestOnASharedStoreTheFirstFillReadsTheHorizonAndTellsTheWholeLogsSubscripti
 		t.Fatalf("the first append took %+v, want to fill the ring", got)
 	}
 
-	if err := gateway.FillLog(ctx, h, log); err != nil {
-		t.Fatal(err)
-	}
+	fill(t, h, log)
 
 	if log.horizons != 1 || log.reads != 0 {
 		t.Fatalf("the first fill read the horizon %d times and the log %d, want the horizon once", log.horizons, log.reads)
@@ -113,9 +117,7 @@ func TestOnASharedStoreOneReadOfTheStoreFillsTheRingOfEveryWholeLogSubscription(
 		}
 	}
 	for range subs { // each fills, or finds the ring filled
-		if err := gateway.FillLog(ctx, h, log); err != nil {
-			t.Fatal(err)
-		}
+		fill(t, h, log)
 	}
 
 	if n := log.reads - reads; n != 1 {
@@ -138,15 +140,11 @@ func TestAFillGivesOnlyEventsAfterWhereTheRingReached(t *testing.T) {
 	take := func() { taken = subs[0].Take(taken).Events }
 	h.Record(log.events[3])
 	take()
-	if err := gateway.FillLog(ctx, h, log); err != nil {
-		t.Fatal(err)
-	}
+	fill(t, h, log)
 	log.append(10)
 	h.Record(log.events[4])
 	take()
-	if err := gateway.FillLog(ctx, h, log); err != nil {
-		t.Fatal(err)
-	}
+	fill(t, h, log)
 	take()
 
 	if got := seqs(taken); !slices.Equal(got, []int64{5, 9, 10}) {
@@ -182,9 +180,7 @@ func TestAFillThatFailsIsTriedAgainAtTheNextAppendNotAtOnce(t *testing.T) {
 	if !woken(all) || !all.Take(nil).FillLog {
 		t.Fatal("the next append did not ask for a fill")
 	}
-	if err := gateway.FillLog(ctx, h, log); err != nil {
-		t.Fatal(err)
-	}
+	fill(t, h, log)
 	if got := seqs(all.Take(nil).Events); !slices.Equal(got, []int64{2, 3}) {
 		t.Fatalf("the subscription took %v, want [2 3]", got)
 	}
@@ -202,17 +198,13 @@ func TestAFillStopsAtWhatTheRingHoldsAndTheNextTakeFillsOn(t *testing.T) {
 	h.Record(log.events[len(log.events)-1])
 	all.Take(nil)
 
-	if err := gateway.FillLog(ctx, h, log); err != nil {
-		t.Fatal(err)
-	}
+	fill(t, h, log)
 	first := all.Take(nil)
 	if !first.FillLog || len(first.Events) != more-1 {
 		t.Fatalf("the first take after a long fill gave %d events, FillLog %v; want %d and to fill on",
 			len(first.Events), first.FillLog, more-1)
 	}
-	if err := gateway.FillLog(ctx, h, log); err != nil {
-		t.Fatal(err)
-	}
+	fill(t, h, log)
 	if got := seqs(all.Take(nil).Events); fmt.Sprint(got) != fmt.Sprint([]int64{int64(1 + more)}) {
 		t.Fatalf("the next fill gave %v, want the last event, %d", got, 1+more)
 	}
@@ -227,9 +219,7 @@ func TestAFillPastPrunedEventsTellsTheWholeLogsSubscriptionsToReadTheStore(t *te
 
 	h.Record(log.events[0])
 	subs[0].Take(nil)
-	if err := gateway.FillLog(ctx, h, log); err != nil {
-		t.Fatal(err)
-	}
+	fill(t, h, log)
 
 	if got := subs[0].Take(nil); !got.ReadStore {
 		t.Fatalf("after a fill past pruned events the subscription took %+v, want to read the store (and find its gap)", got)
