@@ -104,14 +104,14 @@ func (e *Engine) rebuild(ctx context.Context, keys []string) error {
 type wanted struct {
 	e          *Engine
 	created    map[string][]SystemEvent
-	deleted    map[string][]SystemEvent
+	tombstoned map[string][]SystemEvent
 	cursors    []Cursor
 	cursorsOf  map[string][]int32 // indexes into cursors
 	sharedText sharedNotices
 }
 
 func newWanted(e *Engine, owed Owed) *wanted {
-	w := &wanted{e: e, created: e.creationNotices(owed.Creations), deleted: noticesOfTombstones(owed.Tombstones),
+	w := &wanted{e: e, created: e.creationNotices(owed.Creations), tombstoned: noticesOfTombstones(owed.Tombstones),
 		cursors: owed.Cursors, cursorsOf: map[string][]int32{}, sharedText: sharedNotices{}}
 	for i, c := range owed.Cursors {
 		w.cursorsOf[c.Watcher] = append(w.cursorsOf[c.Watcher], int32(i))
@@ -127,19 +127,20 @@ func (w *wanted) watchers(queued []string) []string {
 		seen[q] = true
 	}
 	out := queued
-	for _, m := range []map[string][]SystemEvent{w.created, w.deleted} {
-		for k := range m {
-			if !seen[k] {
-				seen[k] = true
-				out = append(out, k)
-			}
-		}
-	}
-	for k := range w.cursorsOf {
+	add := func(k string) {
 		if !seen[k] {
 			seen[k] = true
 			out = append(out, k)
 		}
+	}
+	for k := range w.created {
+		add(k)
+	}
+	for k := range w.cursorsOf {
+		add(k)
+	}
+	for k := range w.tombstoned {
+		add(k)
 	}
 	return out
 }
@@ -151,7 +152,7 @@ func (w *wanted) has(watcher string, target SessionRef) bool {
 			return true
 		}
 	}
-	return hasNotice(w.deleted[watcher], target)
+	return hasNotice(w.tombstoned[watcher], target)
 }
 
 // of appends to dst the notices watcher is owed: its creation notices,
@@ -161,7 +162,7 @@ func (w *wanted) of(dst []SystemEvent, watcher string) []SystemEvent {
 	for _, i := range w.cursorsOf[watcher] {
 		dst = append(dst, w.sharedText.of(w.cursors[i], w.e))
 	}
-	return append(dst, w.deleted[watcher]...)
+	return append(dst, w.tombstoned[watcher]...)
 }
 
 // deletedTargets lists, per watcher, the targets of queued notices it is
