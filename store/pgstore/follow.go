@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -42,8 +41,9 @@ import (
 //
 // Notifications are hints: one lost while the connection was down is made
 // good by a full rebuild (vigil.Engine.Resync) after every (re)connect, and
-// by a slow safety poll; more news at once than Follow holds (maxHeard)
-// becomes a full rebuild too.
+// by a slow safety poll, spaced by what the last full rebuild cost
+// (pollDelay); more news at once than Follow holds (maxHeard) becomes a
+// full rebuild too.
 //
 // A commit's notifications also carry the events it appended, whole
 // (those too long for a notification are named by their session), and a
@@ -231,8 +231,11 @@ type Follower interface {
 
 // FollowOptions configure Follow.
 type FollowOptions struct {
-	// PollInterval is how often a full Resync runs even when no
-	// notification arrives; 0 means DefaultPollInterval.
+	// PollInterval is the least time from the end of a full rebuild to
+	// the next safety poll, which pings the listening connection and runs
+	// a full Resync even when every notification arrived; a rebuild that
+	// took longer than a twentieth of it puts the poll off to twenty
+	// times what it took (pollDelay). 0 means DefaultPollInterval.
 	PollInterval time.Duration
 	// The callbacks below but OnLost and OnCommits run one at a time, on
 	// the goroutine that rebuilds what Follow hears (or, after
@@ -269,15 +272,30 @@ type FollowOptions struct {
 	// listening connection is lost or cannot be made, with the error and
 	// the wait before the next attempt; the wait has begun by then.
 	OnLost func(err error, wait time.Duration)
-	// Clock times the waits between attempts and how long each connection
-	// lasted; nil means the system clock.
+	// Clock times the waits between attempts, how long each connection
+	// lasted, the full rebuilds and the polls; nil means the system
+	// clock.
 	Clock  clock.Clock
 	Logger *slog.Logger
 }
 
 // DefaultPollInterval is how often Follow rebuilds every queue without a
-// notification, as a safety net.
+// notification, as a safety net, when rebuilding costs little.
 const DefaultPollInterval = 30 * time.Second
+
+// pollCostFactor spaces the safety polls by what a full rebuild costs: see
+// pollDelay.
+const pollCostFactor = 20
+
+// pollDelay is how long after a full rebuild ended the next safety poll is
+// due, given how long that rebuild took: the poll interval, or
+// pollCostFactor times what the rebuild took when that is longer. So a
+// cheap rebuild is checked again every interval, and however many cursors
+// there are the polls' rebuilds take at most one part in pollCostFactor+1
+// (under 5%) of the listener's time.
+func pollDelay(interval, took time.Duration) time.Duration {
+	return max(interval, pollCostFactor*took)
+}
 
 // pingTimeout bounds the listening connection's answer at each poll.
 const pingTimeout = 5 * time.Second
@@ -332,7 +350,8 @@ func (s *Store) Follow(ctx context.Context, f Follower, opts FollowOptions) erro
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	clk := clock.Or(opts.Clock)
+	opts.Clock = clock.Or(opts.Clock)
+	clk := opts.Clock
 	cfg := s.pool.Config().ConnConfig.Copy()
 	cfg.RuntimeParams["application_name"] = s.ListenerName()
 	wait := reconnectFloor
@@ -380,10 +399,16 @@ func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, f Follower, opt
 	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{s.channel}.Sanitize()); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	// Stopped once the goroutines below are done (defers run last
+	// first), so none arms it again.
+	poll := newSafetyPoll(ctx, opts.Clock, opts.PollInterval)
+	defer poll.stop()
+	began := poll.rebuilding()
 	if err := f.Resync(ctx); err != nil {
 		return fmt.Errorf("rebuild queues after connecting: %w", err)
 	}
 	caughtUp(ctx, opts)
+	poll.rebuilt(began)
 	up()
 	if opts.OnConnect != nil {
 		opts.OnConnect()
@@ -414,7 +439,7 @@ func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, f Follower, opt
 			if !ok {
 				return
 			}
-			h.rebuild(ctx, f, opts, log)
+			h.rebuild(ctx, f, poll, opts, log)
 		}
 	}()
 	defer func() {
@@ -428,24 +453,23 @@ func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, f Follower, opt
 		}
 		<-rebuilt
 	}()
-	nextPoll := time.Now().Add(opts.PollInterval)
 	for {
-		wait, cancel := context.WithDeadline(ctx, nextPoll)
+		wait := poll.wait()
 		n, err := conn.WaitForNotification(wait)
-		cancel()
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case err != nil && errors.Is(err, context.DeadlineExceeded) && !conn.IsClosed():
-			// A connection that died without a word looks idle: ask it.
+		case err != nil && wait.Err() != nil && !conn.IsClosed():
+			// A poll is due. A connection that died without a word
+			// looks idle: ask it.
 			ping, cancel := context.WithTimeout(ctx, pingTimeout)
 			err := conn.Ping(ping)
 			cancel()
 			if err != nil {
 				return fmt.Errorf("listening connection does not answer: %w", err)
 			}
+			poll.polled()
 			heard.resync()
-			nextPoll = time.Now().Add(opts.PollInterval)
 			continue
 		case err != nil:
 			return fmt.Errorf("wait for notifications: %w", err)
@@ -459,6 +483,89 @@ func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, f Follower, opt
 			heard.add(c, c.Origin == s.origin)
 		}
 	}
+}
+
+// safetyPoll says when the listener polls: the wait for notifications it
+// gives (wait) ends when a poll is due, pollDelay after the last full
+// rebuild ended, whatever asked for that rebuild. No poll falls due while
+// a full rebuild runs, nor from a poll until the end of the rebuild it
+// asked for.
+//
+// The listening loop calls wait and polled; the goroutine that rebuilds
+// calls rebuilding and rebuilt (so does the loop for the rebuild after
+// connecting, before that goroutine starts).
+type safetyPoll struct {
+	ctx      context.Context // the listener's
+	clk      clock.Clock
+	interval time.Duration
+
+	// mu is taken with no other lock of the listener held; the clock's
+	// may be taken under it.
+	mu      sync.Mutex
+	waiting context.Context
+	due     context.CancelFunc // ends waiting
+	timer   clock.Timer        // calls due; nil while no poll is armed
+	stopped bool
+}
+
+func newSafetyPoll(ctx context.Context, clk clock.Clock, interval time.Duration) *safetyPoll {
+	p := &safetyPoll{ctx: ctx, clk: clk, interval: interval}
+	p.waiting, p.due = context.WithCancel(ctx)
+	return p
+}
+
+// wait is the context to wait for notifications with: it ends with the
+// listener's, or when a poll is due.
+func (p *safetyPoll) wait() context.Context {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.waiting
+}
+
+// polled says the due poll was made: the next one is armed when the full
+// rebuild it asked for ends.
+func (p *safetyPoll) polled() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.disarm()
+	p.due()
+	p.waiting, p.due = context.WithCancel(p.ctx)
+}
+
+// rebuilding disarms the poll while a full rebuild runs, and returns when
+// the rebuild began.
+func (p *safetyPoll) rebuilding() time.Time {
+	p.mu.Lock()
+	p.disarm()
+	p.mu.Unlock()
+	return p.clk.Now()
+}
+
+// rebuilt arms the next poll as the full rebuild that began at began ends.
+func (p *safetyPoll) rebuilt(began time.Time) {
+	took := p.clk.Now().Sub(began)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.disarm()
+	if !p.stopped {
+		p.timer = p.clk.AfterFunc(pollDelay(p.interval, took), p.due)
+	}
+}
+
+func (p *safetyPoll) disarm() {
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
+}
+
+// stop disarms the poll for good.
+func (p *safetyPoll) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stopped = true
+	p.disarm()
+	p.due()
 }
 
 // maxHeard bounds what news holds, in watchers and in messages: past it,
@@ -658,10 +765,10 @@ func (h *heard) empty() bool {
 
 // apply hands on the commits' events, rebuilds the queues the news
 // changed, then tells the embedder.
-func (h *heard) apply(ctx context.Context, f Follower, opts FollowOptions, log *slog.Logger) {
+func (h *heard) apply(ctx context.Context, f Follower, poll *safetyPoll, opts FollowOptions, log *slog.Logger) {
 	// First: the events wait for nothing the rebuild reads.
 	h.handOnCommits(ctx, opts)
-	h.rebuild(ctx, f, opts, log)
+	h.rebuild(ctx, f, poll, opts, log)
 }
 
 // handOnCommits hands on the commits' events (OnCommits); a full rebuild
@@ -678,9 +785,13 @@ func (h *heard) handOnCommits(ctx context.Context, opts FollowOptions) {
 }
 
 // rebuild rebuilds the queues the news changed, then tells the embedder.
-func (h *heard) rebuild(ctx context.Context, f Follower, opts FollowOptions, log *slog.Logger) {
+// A full rebuild, from Resync to OnResync, spaces the next poll by what it
+// took.
+func (h *heard) rebuild(ctx context.Context, f Follower, poll *safetyPoll, opts FollowOptions, log *slog.Logger) {
+	var began time.Time
 	switch {
 	case h.full:
+		began = poll.rebuilding()
 		if err := f.Resync(ctx); err != nil && ctx.Err() == nil {
 			log.Error("rebuild every queue", "err", err)
 		}
@@ -703,8 +814,11 @@ func (h *heard) rebuild(ctx context.Context, f Follower, opts FollowOptions, log
 	if len(h.messages) > 0 && opts.OnMessages != nil {
 		opts.OnMessages(ctx, h.messages)
 	}
-	if h.full && opts.OnResync != nil {
-		opts.OnResync(ctx)
+	if h.full {
+		if opts.OnResync != nil {
+			opts.OnResync(ctx)
+		}
+		poll.rebuilt(began)
 	}
 }
 

@@ -497,3 +497,93 @@ func TestTheEventsOfCommitsAreHandedOnWhileARebuildIsUnderWay(t *testing.T) {
 		t.Fatalf("handed on %v, want %v", got, want)
 	}
 }
+
+// timerClock is a manual clock that reports the delay of each timer set on
+// it: while its listener is connected, Follow sets none but its polls.
+type timerClock struct {
+	*clock.Manual
+	set chan time.Duration
+}
+
+func (c *timerClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	t := c.Manual.AfterFunc(d, f)
+	c.set <- d
+	return t
+}
+
+// timedFollower's full rebuilds each take cost on clk, and say first when
+// they began.
+type timedFollower struct {
+	clk   *clock.Manual
+	cost  time.Duration
+	began chan time.Time
+}
+
+func (f *timedFollower) Refresh(context.Context, []string) error { return nil }
+
+func (f *timedFollower) Resync(ctx context.Context) error {
+	select {
+	case f.began <- f.clk.Now():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	f.clk.Advance(f.cost)
+	return nil
+}
+
+// followTimed runs Follow on a fresh store, its polls 30s apart, with a
+// timedFollower whose full rebuilds each take cost, until the test ends.
+func followTimed(t *testing.T, cost time.Duration) (*timerClock, *timedFollower) {
+	t.Helper()
+	s := openFresh(t)
+	clk := &timerClock{Manual: clock.NewManual(time.Unix(1_700_000_000, 0)), set: make(chan time.Duration, 16)}
+	f := &timedFollower{clk: clk.Manual, cost: cost, began: make(chan time.Time, 16)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Follow(ctx, f, pgstore.FollowOptions{Clock: clk, PollInterval: 30 * time.Second}) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != context.Canceled {
+			t.Errorf("Follow returned %v, want context.Canceled", err)
+		}
+	})
+	return clk, f
+}
+
+// receive is the next value from c, failing t if the hang guard passes
+// first.
+func receive[T any](t *testing.T, c <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(testwait.HangGuard):
+		t.Fatalf("gave up waiting for %s (hang guard)", what)
+		var zero T
+		return zero
+	}
+}
+
+func TestACheapFullRebuildIsFollowedByAPollAfterThePollInterval(t *testing.T) {
+	clk, f := followTimed(t, 0)
+	connected := receive(t, f.began, "the rebuild after connecting")
+	if d := receive(t, clk.set, "the next poll to be set"); d != 30*time.Second {
+		t.Fatalf("next poll due %v after a rebuild that took no time, want the poll interval, 30s", d)
+	}
+	clk.Advance(30 * time.Second)
+	if at := receive(t, f.began, "the poll's rebuild"); !at.Equal(connected.Add(30 * time.Second)) {
+		t.Fatalf("the poll's rebuild began %v after the last, want 30s", at.Sub(connected))
+	}
+}
+
+func TestAFullRebuildThatTookLongPutsTheNextPollOffToTwentyTimesItsCost(t *testing.T) {
+	clk, f := followTimed(t, 3*time.Second)
+	connected := receive(t, f.began, "the rebuild after connecting")
+	if d := receive(t, clk.set, "the next poll to be set"); d != time.Minute {
+		t.Fatalf("next poll due %v after a rebuild that took 3s, want twenty times that, 1m0s", d)
+	}
+	clk.Advance(time.Minute)
+	if at := receive(t, f.began, "the poll's rebuild"); !at.Equal(connected.Add(3*time.Second + time.Minute)) {
+		t.Fatalf("the poll's rebuild began %v after the last, want 1m3s: its 3s, then a minute", at.Sub(connected))
+	}
+}

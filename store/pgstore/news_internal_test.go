@@ -8,8 +8,10 @@ import (
 	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/clock"
 )
 
 func arrivalOf(key string, id int64) arrival { return arrival{"main", key, float64(id)} }
@@ -142,11 +144,19 @@ func (c *callLog) options() FollowOptions {
 
 var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// idlePoll is a safety poll on a clock that never moves, for tests of what
+// news does.
+func idlePoll(t *testing.T) *safetyPoll {
+	p := newSafetyPoll(t.Context(), clock.NewManual(time.Unix(1_700_000_000, 0)), DefaultPollInterval)
+	t.Cleanup(p.stop)
+	return p
+}
+
 func TestAppliedNewsRefreshesItsWatchersOnceBeforeTellingTheEmbedder(t *testing.T) {
 	c := &callLog{}
 	h := heard{watchers: map[string]struct{}{"agent:b:main": {}, "agent:a:main": {}}, appended: true,
 		messages: []Arrival{{Session: vigil.MustRef("agent:main:main"), MessageID: 4}}}
-	h.apply(t.Context(), c, c.options(), discard)
+	h.apply(t.Context(), c, idlePoll(t), c.options(), discard)
 	want := []string{"refresh agent:a:main,agent:b:main", "appended", "message agent:main:main"}
 	if !slices.Equal(c.calls, want) {
 		t.Fatalf("calls = %q, want %q", c.calls, want)
@@ -156,7 +166,7 @@ func TestAppliedNewsRefreshesItsWatchersOnceBeforeTellingTheEmbedder(t *testing.
 func TestAFullRebuildResyncsInsteadOfRefreshingAndSaysSo(t *testing.T) {
 	c := &callLog{}
 	h := heard{full: true}
-	h.apply(t.Context(), c, c.options(), discard)
+	h.apply(t.Context(), c, idlePoll(t), c.options(), discard)
 	want := []string{"resync", "appended", "on resync"}
 	if !slices.Equal(c.calls, want) {
 		t.Fatalf("calls = %q, want %q", c.calls, want)
@@ -245,7 +255,7 @@ func TestCommitsHeardAreHandedOnBeforeTheQueuesAreRebuilt(t *testing.T) {
 	var order []string
 	f := &orderFollower{order: &order}
 	h := heard{watchers: map[string]struct{}{"agent:a:main": {}}, commits: Commits{Events: []vigil.Event{{Sequence: 3}}}}
-	h.apply(t.Context(), f, FollowOptions{OnCommits: func(context.Context, Commits) { order = append(order, "commits") }},
+	h.apply(t.Context(), f, idlePoll(t), FollowOptions{OnCommits: func(context.Context, Commits) { order = append(order, "commits") }},
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if !slices.Equal(order, []string{"commits", "refresh"}) {
 		t.Fatalf("applied %v, want the commits' events first: they wait for nothing a rebuild reads", order)
