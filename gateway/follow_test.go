@@ -87,6 +87,66 @@ func TestOnASharedStoreAWriteWakesOnlyTheSubscriptionsOfItsSessionAndOfTheWholeL
 	}
 }
 
+// subscribeTo subscribes n times to the appends of key.
+func subscribeTo(h *gateway.Hub, key string, n int) []*gateway.Subscription {
+	ss := make([]*gateway.Subscription, n)
+	for i := range ss {
+		ss[i] = h.Subscribe(key)
+	}
+	return ss
+}
+
+func TestAWriteThatWakesAFewFollowersYieldsTheProcessorToThemOnceItsEffectsRan(t *testing.T) {
+	h := gateway.NewHub()
+	yields := gateway.CountYields(h)
+	followers := subscribeTo(h, managerEvent.SessionKey, 2)
+
+	release := gateway.HoldWakes(h, managerEvent.SessionKey)
+	h.Record(managerEvent)
+	if *yields != 0 {
+		t.Fatalf("the hub yielded %d times while the write's effects ran, want none until they all had", *yields)
+	}
+	release()
+
+	if *yields != 1 {
+		t.Fatalf("the hub yielded %d times once the write's effects ran, want once", *yields)
+	}
+	if n := wokenOf(followers); n != len(followers) {
+		t.Fatalf("%d of %d followers were woken", n, len(followers))
+	}
+}
+
+func TestAWriteThatWakesMoreThanAFewFollowersDoesNotYieldTheProcessorToThem(t *testing.T) {
+	h := gateway.NewHub()
+	yields := gateway.CountYields(h)
+	followers := subscribeTo(h, managerEvent.SessionKey, 5)
+
+	release := gateway.HoldWakes(h, managerEvent.SessionKey)
+	h.Record(managerEvent)
+	release()
+
+	if *yields != 0 {
+		t.Fatalf("the hub yielded %d times after waking %d followers, want none", *yields, len(followers))
+	}
+	if n := wokenOf(followers); n != len(followers) {
+		t.Fatalf("%d of %d followers were woken", n, len(followers))
+	}
+}
+
+func TestAWriteThatWakesNoFollowerDoesNotYieldTheProcessor(t *testing.T) {
+	h := gateway.NewHub()
+	yields := gateway.CountYields(h)
+	subscribeToOthers(h, 3)
+
+	release := gateway.HoldWakes(h, managerEvent.SessionKey)
+	h.Record(managerEvent)
+	release()
+
+	if *yields != 0 {
+		t.Fatalf("the hub yielded %d times after a write that woke no follower, want none", *yields)
+	}
+}
+
 func TestANudgeFromElsewhereReachesTheSubscriptionsOfEverySession(t *testing.T) {
 	h := gateway.NewHub()
 	h.ShareStore()

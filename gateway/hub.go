@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"sync"
 
@@ -103,6 +104,10 @@ type Hub struct {
 	// subscription, which has it.
 	before map[int64]int64
 	early  map[int64]struct{}
+
+	// yield gives up the processor (runtime.Gosched; a test counts the
+	// calls instead): see release.
+	yield func()
 }
 
 // maxEarly bounds what the hub keeps of this process's commits until
@@ -117,17 +122,24 @@ type heldWakes struct {
 	wakes []chan struct{}
 }
 
-// wake signals c, or holds it when h is not nil.
-func (h *heldWakes) wake(c chan struct{}) {
+// wake signals c, or holds it when h is not nil. It reports whether it
+// signalled c now (not when c was signalled already).
+func (h *heldWakes) wake(c chan struct{}) bool {
 	if h != nil {
 		h.wakes = append(h.wakes, c)
-		return
+		return false
 	}
 	select {
 	case c <- struct{}{}:
+		return true
 	default:
+		return false
 	}
 }
+
+// yieldToFew is the most followers a write may wake and still have them
+// run before its caller is answered (Hub.release).
+const yieldToFew = 4
 
 // hold holds the wakes of session's followers (of its listeners with a
 // Wake, and of its subscriptions) in h until release. A write's effects
@@ -146,16 +158,30 @@ func (hub *Hub) hold(session string, h *heldWakes) {
 }
 
 // release ends the hold of session by h and makes the wakes it held.
+// When they woke a few followers (1 to yieldToFew), it then yields the
+// processor, on which the last of them is next to run: the followers of
+// the session a write changed (its stream, its parent's) write the change
+// to their readers before the write's caller is answered, rather than
+// after its answer and whatever the processor does next. Go's scheduler
+// makes this likely, not certain. A write that woke more does not wait
+// for them: their rounds share the streams' budget (turn), and the
+// writer is not held back by how many read.
 func (hub *Hub) release(session string, h *heldWakes) {
 	hub.mu.Lock()
 	if hub.holds[session] == h {
 		delete(hub.holds, session)
 	}
 	hub.mu.Unlock()
+	woken := 0
 	for _, c := range h.wakes {
-		(*heldWakes)(nil).wake(c)
+		if (*heldWakes)(nil).wake(c) {
+			woken++
+		}
 	}
 	h.wakes = nil
+	if woken > 0 && woken <= yieldToFew {
+		hub.yield()
+	}
 }
 
 // The budget the followers of one hub share, in units of an estimated
@@ -231,7 +257,7 @@ func NewHub() *Hub {
 	return &Hub{sessions: map[string]map[*Listener]struct{}{}, whole: map[*Subscription]struct{}{},
 		parked: map[*Subscription]struct{}{}, subsOf: map[string]*sessionSubs{}, holds: map[string]*heldWakes{},
 		before: map[int64]int64{}, early: map[int64]struct{}{}, filling: make(chan struct{}, 1),
-		deliveries: rate.NewLimiter(unitsPerSecond, unitsBurst)}
+		deliveries: rate.NewLimiter(unitsPerSecond, unitsBurst), yield: runtime.Gosched}
 }
 
 // Listener receives the live events of one session, or of a few.
