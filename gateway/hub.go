@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/time/rate"
 
@@ -105,8 +106,11 @@ type Hub struct {
 	before map[int64]int64
 	early  map[int64]struct{}
 
-	// yield gives up the processor (runtime.Gosched; a test counts the
-	// calls instead): see release.
+	// woken counts the followers' wakes signalled (wake), so that a
+	// write can tell how many its effects made (Gateway.write); yield
+	// gives up the processor (runtime.Gosched; a test counts the calls
+	// instead).
+	woken atomic.Uint64
 	yield func()
 }
 
@@ -122,24 +126,42 @@ type heldWakes struct {
 	wakes []chan struct{}
 }
 
-// wake signals c, or holds it when h is not nil. It reports whether it
-// signalled c now (not when c was signalled already).
-func (h *heldWakes) wake(c chan struct{}) bool {
-	if h != nil {
-		h.wakes = append(h.wakes, c)
-		return false
+// wake signals c, or holds it in held when held is not nil. A signal
+// made now is counted in woken (one already pending is not).
+func (hub *Hub) wake(c chan struct{}, held *heldWakes) {
+	if held != nil {
+		held.wakes = append(held.wakes, c)
+		return
 	}
 	select {
 	case c <- struct{}{}:
-		return true
+		hub.woken.Add(1)
 	default:
-		return false
 	}
 }
 
-// yieldToFew is the most followers a write may wake and still have them
-// run before its caller is answered (Hub.release).
+// yieldToFew is the most followers a write's effects may wake and still
+// be let run before its caller is answered (Hub.yieldToFew).
 const yieldToFew = 4
+
+// wakes returns the count of wakes signalled so far, for yieldToFew.
+func (hub *Hub) wakes() uint64 { return hub.woken.Load() }
+
+// yieldToFew yields the processor when the wakes signalled since from
+// (wakes) were a few: 1 to yieldToFew. Called once a write's effects have
+// run and before its caller is answered, it lets the followers they woke
+// (next to run on this processor: its stream, its parent's) write the
+// change to their readers first, rather than after the writer's answer
+// and whatever the processor does next. Go's scheduler makes that likely,
+// not certain. A write that woke more does not wait for them: their rounds
+// share the streams' budget (turn), and a writer is not held back by how
+// many read. Wakes other goroutines signal meanwhile count too; that only
+// moves a hint.
+func (hub *Hub) yieldToFew(from uint64) {
+	if n := hub.woken.Load() - from; n > 0 && n <= yieldToFew {
+		hub.yield()
+	}
+}
 
 // hold holds the wakes of session's followers (of its listeners with a
 // Wake, and of its subscriptions) in h until release. A write's effects
@@ -158,30 +180,16 @@ func (hub *Hub) hold(session string, h *heldWakes) {
 }
 
 // release ends the hold of session by h and makes the wakes it held.
-// When they woke a few followers (1 to yieldToFew), it then yields the
-// processor, on which the last of them is next to run: the followers of
-// the session a write changed (its stream, its parent's) write the change
-// to their readers before the write's caller is answered, rather than
-// after its answer and whatever the processor does next. Go's scheduler
-// makes this likely, not certain. A write that woke more does not wait
-// for them: their rounds share the streams' budget (turn), and the
-// writer is not held back by how many read.
 func (hub *Hub) release(session string, h *heldWakes) {
 	hub.mu.Lock()
 	if hub.holds[session] == h {
 		delete(hub.holds, session)
 	}
 	hub.mu.Unlock()
-	woken := 0
 	for _, c := range h.wakes {
-		if (*heldWakes)(nil).wake(c) {
-			woken++
-		}
+		hub.wake(c, nil)
 	}
 	h.wakes = nil
-	if woken > 0 && woken <= yieldToFew {
-		hub.yield()
-	}
 }
 
 // The budget the followers of one hub share, in units of an estimated
@@ -326,7 +334,7 @@ func (h *Hub) dropLocked(l *Listener) {
 	l.closed = true
 	close(l.C)
 	if l.Wake != nil {
-		(*heldWakes)(nil).wake(l.Wake)
+		h.wake(l.Wake, nil)
 	}
 	for _, session := range l.sessions {
 		delete(h.sessions[session], l)
@@ -359,7 +367,7 @@ func (h *Hub) Publish(ev LiveEvent) {
 		select {
 		case l.C <- shared:
 			if l.Wake != nil {
-				held.wake(l.Wake)
+				h.wake(l.Wake, held)
 			}
 		default:
 			l.lagged = true
