@@ -87,6 +87,96 @@ func TestOnASharedStoreAWriteWakesOnlyTheSubscriptionsOfItsSessionAndOfTheWholeL
 	}
 }
 
+// subscribeTo subscribes n times to the appends of key.
+func subscribeTo(h *gateway.Hub, key string, n int) []*gateway.Subscription {
+	ss := make([]*gateway.Subscription, n)
+	for i := range ss {
+		ss[i] = h.Subscribe(key)
+	}
+	return ss
+}
+
+// spawnedChild is a child of the main agent's main session, spawned in g.
+func spawnedChild(t *testing.T, g *gateway.Gateway) string {
+	t.Helper()
+	sp, err := g.Spawn(ctx, caller(t, g, mainAgentCred, ""), gateway.SpawnInput{Task: "draft the report"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sp.ChildSessionKey
+}
+
+// sendByAPerson sends a person's message into key, answered at once.
+func sendByAPerson(t *testing.T, g *gateway.Gateway, key string) {
+	t.Helper()
+	zero := 0
+	if _, err := g.Send(ctx, caller(t, g, person, ""), gateway.SendInput{SessionKey: key, Message: "use the new figures",
+		TimeoutSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAWriteThatWakesAFewFollowersYieldsTheProcessorToThemBeforeItsCallerHears(t *testing.T) {
+	g := gatewayWith(t, gateway.Options{})
+	child := spawnedChild(t, g)
+	yields := gateway.CountYields(g.Hub())
+	followers := subscribeTo(g.Hub(), child, 2)
+
+	sendByAPerson(t, g, child)
+
+	if *yields != 1 {
+		t.Fatalf("the send yielded %d times, want once, after all its effects, which woke its session's followers", *yields)
+	}
+	if n := wokenOf(followers); n != len(followers) {
+		t.Fatalf("%d of %d followers were woken", n, len(followers))
+	}
+}
+
+func TestAWriteThatWakesMoreThanAFewFollowersDoesNotYieldTheProcessorToThem(t *testing.T) {
+	g := gatewayWith(t, gateway.Options{})
+	child := spawnedChild(t, g)
+	yields := gateway.CountYields(g.Hub())
+	followers := subscribeTo(g.Hub(), child, 5)
+
+	sendByAPerson(t, g, child)
+
+	if *yields != 0 {
+		t.Fatalf("the send yielded %d times after waking %d followers, want none", *yields, len(followers))
+	}
+	if n := wokenOf(followers); n != len(followers) {
+		t.Fatalf("%d of %d followers were woken", n, len(followers))
+	}
+}
+
+func TestAWriteThatWakesNoFollowerDoesNotYieldTheProcessor(t *testing.T) {
+	g := gatewayWith(t, gateway.Options{})
+	child := spawnedChild(t, g)
+	yields := gateway.CountYields(g.Hub())
+	subscribeToOthers(g.Hub(), 3)
+
+	sendByAPerson(t, g, child)
+
+	if *yields != 0 {
+		t.Fatalf("a send that woke no follower yielded %d times, want none", *yields)
+	}
+}
+
+func TestAnyWriteThatWakesAFewFollowersYieldsTheProcessorToThem(t *testing.T) {
+	g := gatewayWith(t, gateway.Options{})
+	child := spawnedChild(t, g)
+	yields := gateway.CountYields(g.Hub())
+	follower := g.Hub().Subscribe(child)
+
+	in := gateway.GoalInput{SessionKey: child, Action: "set", Objective: "ship the revised report"}
+	if _, err := g.SetGoal(ctx, caller(t, g, person, ""), in); err != nil {
+		t.Fatal(err)
+	}
+
+	if !woken(follower) || *yields != 1 {
+		t.Fatalf("the goal's change woke its session's follower: %v, and yielded %d times; want woken, and once", woken(follower), *yields)
+	}
+}
+
 func TestANudgeFromElsewhereReachesTheSubscriptionsOfEverySession(t *testing.T) {
 	h := gateway.NewHub()
 	h.ShareStore()

@@ -184,6 +184,28 @@ func (g *Gateway) write(ctx context.Context, fn gatewayWrite) error {
 	return g.eng.Update(ctx, g.withTx(fn))
 }
 
+// withTx is fn as an engine write, whose followers (those its effects
+// wake) are let run before its caller is answered when they are few
+// (Hub.yieldToFew): a session's watchers hear of a change about when its
+// writer does.
+func (g *Gateway) withTx(fn gatewayWrite) func(context.Context, *vigil.Txn) error {
+	return func(ctx context.Context, txn *vigil.Txn) error {
+		tx, err := sessions.TxOf(txn)
+		if err != nil {
+			return err
+		}
+		// Effects run in order, all or none, after the commit: the first
+		// and the last of this write's bracket the wakes it makes.
+		var from uint64
+		txn.AfterCommit(func() { from = g.opts.Hub.wakes() })
+		if err := fn(ctx, txn, tx); err != nil {
+			return err
+		}
+		txn.AfterCommit(func() { g.opts.Hub.yieldToFew(from) })
+		return nil
+	}
+}
+
 // writeOn runs fn as write does, as a change of target: the engine locks
 // target before fn runs, with the other sessions its batch locks
 // (vigil.Changing), and a store may read what fn reads of it with the
@@ -201,17 +223,6 @@ func (g *Gateway) writeOn(ctx context.Context, target vigil.SessionRef, fn gatew
 		txn.AfterCommit(func() { g.opts.Hub.release(target.Key, &held) })
 		return nil
 	}), vigil.Changing(target))
-}
-
-// withTx is fn as an engine write.
-func (g *Gateway) withTx(fn gatewayWrite) func(context.Context, *vigil.Txn) error {
-	return func(ctx context.Context, txn *vigil.Txn) error {
-		tx, err := sessions.TxOf(txn)
-		if err != nil {
-			return err
-		}
-		return fn(ctx, txn, tx)
-	}
 }
 
 // after returns a channel that is closed once d has passed on the

@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/time/rate"
 
@@ -103,6 +105,13 @@ type Hub struct {
 	// subscription, which has it.
 	before map[int64]int64
 	early  map[int64]struct{}
+
+	// woken counts the followers' wakes signalled (wake), so that a
+	// write can tell how many its effects made (Gateway.write); yield
+	// gives up the processor (runtime.Gosched; a test counts the calls
+	// instead).
+	woken atomic.Uint64
+	yield func()
 }
 
 // maxEarly bounds what the hub keeps of this process's commits until
@@ -117,15 +126,40 @@ type heldWakes struct {
 	wakes []chan struct{}
 }
 
-// wake signals c, or holds it when h is not nil.
-func (h *heldWakes) wake(c chan struct{}) {
-	if h != nil {
-		h.wakes = append(h.wakes, c)
+// wake signals c, or holds it in held when held is not nil. A signal
+// made now is counted in woken (one already pending is not).
+func (hub *Hub) wake(c chan struct{}, held *heldWakes) {
+	if held != nil {
+		held.wakes = append(held.wakes, c)
 		return
 	}
 	select {
 	case c <- struct{}{}:
+		hub.woken.Add(1)
 	default:
+	}
+}
+
+// yieldToFew is the most followers a write's effects may wake and still
+// be let run before its caller is answered (Hub.yieldToFew).
+const yieldToFew = 4
+
+// wakes returns the count of wakes signalled so far, for yieldToFew.
+func (hub *Hub) wakes() uint64 { return hub.woken.Load() }
+
+// yieldToFew yields the processor when the wakes signalled since from
+// (wakes) were a few: 1 to yieldToFew. Called once a write's effects have
+// run and before its caller is answered, it lets the followers they woke
+// (next to run on this processor: its stream, its parent's) write the
+// change to their readers first, rather than after the writer's answer
+// and whatever the processor does next. Go's scheduler makes that likely,
+// not certain. A write that woke more does not wait for them: their rounds
+// share the streams' budget (turn), and a writer is not held back by how
+// many read. Wakes other goroutines signal meanwhile count too; that only
+// moves a hint.
+func (hub *Hub) yieldToFew(from uint64) {
+	if n := hub.woken.Load() - from; n > 0 && n <= yieldToFew {
+		hub.yield()
 	}
 }
 
@@ -153,7 +187,7 @@ func (hub *Hub) release(session string, h *heldWakes) {
 	}
 	hub.mu.Unlock()
 	for _, c := range h.wakes {
-		(*heldWakes)(nil).wake(c)
+		hub.wake(c, nil)
 	}
 	h.wakes = nil
 }
@@ -231,7 +265,7 @@ func NewHub() *Hub {
 	return &Hub{sessions: map[string]map[*Listener]struct{}{}, whole: map[*Subscription]struct{}{},
 		parked: map[*Subscription]struct{}{}, subsOf: map[string]*sessionSubs{}, holds: map[string]*heldWakes{},
 		before: map[int64]int64{}, early: map[int64]struct{}{}, filling: make(chan struct{}, 1),
-		deliveries: rate.NewLimiter(unitsPerSecond, unitsBurst)}
+		deliveries: rate.NewLimiter(unitsPerSecond, unitsBurst), yield: runtime.Gosched}
 }
 
 // Listener receives the live events of one session, or of a few.
@@ -300,7 +334,7 @@ func (h *Hub) dropLocked(l *Listener) {
 	l.closed = true
 	close(l.C)
 	if l.Wake != nil {
-		(*heldWakes)(nil).wake(l.Wake)
+		h.wake(l.Wake, nil)
 	}
 	for _, session := range l.sessions {
 		delete(h.sessions[session], l)
@@ -333,7 +367,7 @@ func (h *Hub) Publish(ev LiveEvent) {
 		select {
 		case l.C <- shared:
 			if l.Wake != nil {
-				held.wake(l.Wake)
+				h.wake(l.Wake, held)
 			}
 		default:
 			l.lagged = true

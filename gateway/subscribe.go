@@ -223,16 +223,16 @@ func (t *Taken) takeRing(ring []*vigil.Event, next, appended uint64) uint64 {
 }
 
 // wakeLocked wakes the parked subscriptions of set.
-func wakeLocked(parked map[*Subscription]struct{}) {
-	wakeHeldLocked(parked, nil)
+func (h *Hub) wakeLocked(parked map[*Subscription]struct{}) {
+	h.wakeHeldLocked(parked, nil)
 }
 
 // wakeHeldLocked wakes the parked subscriptions of set, or holds their
 // wakes in held (Hub.hold).
-func wakeHeldLocked(parked map[*Subscription]struct{}, held *heldWakes) {
+func (h *Hub) wakeHeldLocked(parked map[*Subscription]struct{}, held *heldWakes) {
 	for s := range parked {
 		s.parked = false
-		held.wake(s.Wake)
+		h.wake(s.Wake, held)
 		delete(parked, s)
 	}
 }
@@ -251,7 +251,7 @@ func (h *Hub) putLocked(ev *vigil.Event) {
 func (h *Hub) putWholeLocked(ev *vigil.Event) {
 	h.ring[h.appended%ringSize] = ev
 	h.appended++
-	wakeLocked(h.parked)
+	h.wakeLocked(h.parked)
 }
 
 // putSessionLocked gives ev to the subscriptions of its session.
@@ -265,7 +265,7 @@ func (h *Hub) putSessionLocked(ev *vigil.Event) {
 	}
 	ss.ring[ss.appends%sessionRingSize] = ev
 	ss.appends++
-	wakeHeldLocked(ss.parked, h.holds[ev.SessionKey])
+	h.wakeHeldLocked(ss.parked, h.holds[ev.SessionKey])
 }
 
 // readSessionLocked tells the subscriptions of session to read the store.
@@ -275,7 +275,7 @@ func (h *Hub) readSessionLocked(session string) {
 	if ss := h.subsOf[session]; ss != nil {
 		ss.reads++
 		ss.given, ss.waiting = 0, nil // the waiting events are heard with their commits
-		wakeLocked(ss.parked)
+		h.wakeLocked(ss.parked)
 	}
 }
 
@@ -293,7 +293,7 @@ func (h *Hub) nudgesFor(s *Subscription) uint64 {
 // store.
 func (h *Hub) wholeNudgesLocked() {
 	h.wholeNudges++
-	wakeLocked(h.parked)
+	h.wakeLocked(h.parked)
 }
 
 // nudgeSessionsLocked tells the subscriptions of every session to read
@@ -312,14 +312,14 @@ func (h *Hub) logAppendedLocked() {
 		return
 	}
 	h.logAppends++
-	wakeLocked(h.parked)
+	h.wakeLocked(h.parked)
 }
 
 // nudgeSubsLocked tells every subscription to read the store.
 func (h *Hub) nudgeSubsLocked() {
 	h.nudges++
-	wakeLocked(h.parked)
+	h.wakeLocked(h.parked)
 	for _, ss := range h.subsOf {
-		wakeLocked(ss.parked)
+		h.wakeLocked(ss.parked)
 	}
 }
