@@ -66,8 +66,8 @@ func FillLog(ctx context.Context, h *Hub, from interface {
 // FillPages bounds the pages one fill of the whole log's ring reads.
 const FillPages = fillPages
 
-// CountYields has h count the times it yields the processor (Hub.release)
-// instead of yielding.
+// CountYields has h count the times it yields the processor
+// (Hub.yieldToFew) instead of yielding.
 func CountYields(h *Hub) *int {
 	n := new(int)
 	h.yield = func() { *n++ }

@@ -186,8 +186,8 @@ func (g *Gateway) write(ctx context.Context, fn gatewayWrite) error {
 
 // withTx is fn as an engine write, whose followers (those its effects
 // wake) are let run before its caller is answered when they are few
-// (Hub.yieldToFew): a session's watchers hear of a change about when its
-// writer does.
+// (Hub.yieldToFew): a session's watchers usually hear of a change before
+// its writer does.
 func (g *Gateway) withTx(fn gatewayWrite) func(context.Context, *vigil.Txn) error {
 	return func(ctx context.Context, txn *vigil.Txn) error {
 		tx, err := sessions.TxOf(txn)

@@ -107,7 +107,7 @@ type Hub struct {
 	early  map[int64]struct{}
 
 	// woken counts the followers' wakes signalled (wake), so that a
-	// write can tell how many its effects made (Gateway.write); yield
+	// write can tell how many its effects made (Gateway.withTx); yield
 	// gives up the processor (runtime.Gosched; a test counts the calls
 	// instead).
 	woken atomic.Uint64
@@ -140,15 +140,15 @@ func (hub *Hub) wake(c chan struct{}, held *heldWakes) {
 	}
 }
 
-// yieldToFew is the most followers a write's effects may wake and still
+// fewFollowers is the most followers a write's effects may wake and still
 // be let run before its caller is answered (Hub.yieldToFew).
-const yieldToFew = 4
+const fewFollowers = 4
 
 // wakes returns the count of wakes signalled so far, for yieldToFew.
 func (hub *Hub) wakes() uint64 { return hub.woken.Load() }
 
 // yieldToFew yields the processor when the wakes signalled since from
-// (wakes) were a few: 1 to yieldToFew. Called once a write's effects have
+// (wakes) were a few: 1 to fewFollowers. Called once a write's effects have
 // run and before its caller is answered, it lets the followers they woke
 // (next to run on this processor: its stream, its parent's) write the
 // change to their readers first, rather than after the writer's answer
@@ -158,7 +158,7 @@ func (hub *Hub) wakes() uint64 { return hub.woken.Load() }
 // many read. Wakes other goroutines signal meanwhile count too; that only
 // moves a hint.
 func (hub *Hub) yieldToFew(from uint64) {
-	if n := hub.woken.Load() - from; n > 0 && n <= yieldToFew {
+	if n := hub.woken.Load() - from; n > 0 && n <= fewFollowers {
 		hub.yield()
 	}
 }
