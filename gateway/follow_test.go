@@ -116,35 +116,36 @@ func sendByAPerson(t *testing.T, g *gateway.Gateway, key string) {
 	}
 }
 
-func TestAWriteThatWakesAFewFollowersYieldsTheProcessorToThemBeforeItsCallerHears(t *testing.T) {
+// sendWaking sends a person's message into a child that n subscriptions
+// follow, and returns how often the hub yielded the processor and how
+// many of them were woken.
+func sendWaking(t *testing.T, n int) (yields, woken int) {
+	t.Helper()
 	g := gatewayWith(t, gateway.Options{})
 	child := spawnedChild(t, g)
-	yields := gateway.CountYields(g.Hub())
-	followers := subscribeTo(g.Hub(), child, 2)
-
+	counted := gateway.CountYields(g.Hub())
+	followers := subscribeTo(g.Hub(), child, n)
 	sendByAPerson(t, g, child)
+	return *counted, wokenOf(followers)
+}
 
-	if *yields != 1 {
-		t.Fatalf("the send yielded %d times, want once, after all its effects, which woke its session's followers", *yields)
+func TestAWriteThatWakesAFewFollowersYieldsTheProcessorToThemBeforeItsCallerHears(t *testing.T) {
+	yields, woken := sendWaking(t, 2)
+	if woken != 2 {
+		t.Fatalf("%d of 2 followers were woken", woken)
 	}
-	if n := wokenOf(followers); n != len(followers) {
-		t.Fatalf("%d of %d followers were woken", n, len(followers))
+	if yields != 1 {
+		t.Fatalf("the send yielded %d times, want once, after all its effects, which woke its session's followers", yields)
 	}
 }
 
 func TestAWriteThatWakesMoreThanAFewFollowersDoesNotYieldTheProcessorToThem(t *testing.T) {
-	g := gatewayWith(t, gateway.Options{})
-	child := spawnedChild(t, g)
-	yields := gateway.CountYields(g.Hub())
-	followers := subscribeTo(g.Hub(), child, 5)
-
-	sendByAPerson(t, g, child)
-
-	if *yields != 0 {
-		t.Fatalf("the send yielded %d times after waking %d followers, want none", *yields, len(followers))
+	yields, woken := sendWaking(t, 5)
+	if woken != 5 {
+		t.Fatalf("%d of 5 followers were woken", woken)
 	}
-	if n := wokenOf(followers); n != len(followers) {
-		t.Fatalf("%d of %d followers were woken", n, len(followers))
+	if yields != 0 {
+		t.Fatalf("the send yielded %d times after waking 5 followers, want none", yields)
 	}
 }
 
