@@ -47,6 +47,9 @@ func runStreams(ctx context.Context, e *env) error {
 		return err
 	}
 	defer control.stop()
+	if err := e.streamHearsItsSends(ctx, measured, s.StreamSends); err != nil {
+		return err
+	}
 	// Both gateways take the same sends; only the measured one has streams
 	// open during every other block.
 	var open float64 // the measured gateway's memory, the most with streams open
@@ -112,6 +115,81 @@ func runStreams(ctx context.Context, e *env) error {
 	e.add(Result{Workload: "streams", Case: fmt.Sprintf("vigil serve, after the %s streams closed", n), Value: after, Unit: "MiB",
 		Baseline: &Baseline{What: "the same sends, never a stream", Value: same, Unit: "MiB", Ratio: after / same},
 		Note:     fmt.Sprintf("anonymous resident memory (RssAnon) %v after the last streams closed", streamSettle)})
+	return nil
+}
+
+// streamHearsItsSends measures how soon a session's own stream carries a
+// send into the session, against the send's answer: one stream of the
+// first session open, n sends into it one after the other, each timed at
+// its answer and at its frame's arrival (a frame that came first counts
+// as no wait). The baseline is the send's round trip.
+func (e *env) streamHearsItsSends(ctx context.Context, g *streamGateway, n int) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	session := g.children[0]
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.base+"/v1/sessions/"+session+"/events", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := (&http.Client{}).Do(req)
+	if err != nil {
+		return fmt.Errorf("open the stream of %s: %w", session, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("open the stream of %s: %s", session, resp.Status)
+	}
+	r := bufio.NewReader(resp.Body)
+	if _, err := r.ReadString('\n'); err != nil { // ": connected"
+		return fmt.Errorf("open the stream of %s: %w", session, err)
+	}
+	heard := make(chan time.Time, n)
+	go func() {
+		signal := false
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			switch {
+			case line == "event: signal\n":
+				signal = true
+			case line == "\n" && signal:
+				heard <- time.Now()
+				signal = false
+			case line == "\n":
+				signal = false
+			}
+		}
+	}()
+	trips, gaps := make([]time.Duration, n), make([]time.Duration, n)
+	first := 0
+	for i := range n {
+		start := time.Now()
+		in := map[string]any{"sessionKey": session, "message": fmt.Sprintf("watched note %d", i), "timeoutSeconds": 0}
+		if err := g.client.post(ctx, "/v1/tools/sessions_send", "", in, nil); err != nil {
+			return err
+		}
+		answered := time.Now()
+		trips[i] = answered.Sub(start)
+		select {
+		case at := <-heard:
+			if gaps[i] = at.Sub(answered); gaps[i] < 0 {
+				gaps[i] = 0
+				first++
+			}
+		case <-time.After(time.Minute):
+			return fmt.Errorf("the stream of %s carried no frame for send %d within a minute", session, i)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	g.sent += n
+	v, b := percentile(gaps, 99), percentile(trips, 99)
+	e.add(Result{Workload: "streams", Case: "a session's stream carries a send, after its answer, p99",
+		Value: v, Unit: "s", Baseline: &Baseline{What: "the send's round trip, p99", Value: b, Unit: "s", Ratio: v / b},
+		Note: fmt.Sprintf("%s sends from one client into a session whose stream is open; %.0f%% of the frames came before the answer (counted as 0); p50 %s",
+			count(n), 100*float64(first)/float64(n), value(percentile(gaps, 50), "s"))})
 	return nil
 }
 
