@@ -127,22 +127,11 @@ func (e *env) streamHearsItsSends(ctx context.Context, g *streamGateway, n int) 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	session := g.children[0]
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.base+"/v1/sessions/"+session+"/events", nil)
+	r, body, err := openStream(ctx, &http.Client{}, g.base, "/v1/sessions/"+session+"/events")
 	if err != nil {
 		return err
 	}
-	resp, err := (&http.Client{}).Do(req)
-	if err != nil {
-		return fmt.Errorf("open the stream of %s: %w", session, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("open the stream of %s: %s", session, resp.Status)
-	}
-	r := bufio.NewReader(resp.Body)
-	if _, err := r.ReadString('\n'); err != nil { // ": connected"
-		return fmt.Errorf("open the stream of %s: %w", session, err)
-	}
+	defer body.Close()
 	heard := make(chan time.Time, n)
 	go func() {
 		signal := false
@@ -280,27 +269,12 @@ func openStreams(ctx context.Context, base string, sessions []string, n int) (*o
 		o.wg.Add(1)
 		go func() {
 			defer o.wg.Done()
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+			r, body, err := openStream(ctx, client, base, path)
+			started <- err
 			if err != nil {
-				started <- err
 				return
 			}
-			resp, err := client.Do(req)
-			if err != nil {
-				started <- err
-				return
-			}
-			defer resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				started <- fmt.Errorf("GET %s: %s", path, resp.Status)
-				return
-			}
-			r := bufio.NewReader(resp.Body)
-			if _, err := r.ReadString('\n'); err != nil { // ": connected"
-				started <- fmt.Errorf("GET %s: %w", path, err)
-				return
-			}
-			started <- nil
+			defer body.Close()
 			io.Copy(io.Discard, r)
 		}()
 	}
@@ -315,6 +289,30 @@ func openStreams(ctx context.Context, base string, sessions []string, n int) (*o
 		return nil, fmt.Errorf("open %d streams: %d failed, the first: %w", n, len(errs), errs[0])
 	}
 	return o, nil
+}
+
+// openStream opens the event stream at path and reads its first line
+// (": connected"), so that it is known to listen: it returns the stream
+// after that line and its body, to close.
+func openStream(ctx context.Context, client *http.Client, base, path string) (*bufio.Reader, io.Closer, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("GET %s: %w", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, nil, fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	r := bufio.NewReader(resp.Body)
+	if _, err := r.ReadString('\n'); err != nil {
+		resp.Body.Close()
+		return nil, nil, fmt.Errorf("GET %s: %w", path, err)
+	}
+	return r, resp.Body, nil
 }
 
 // anonMiB reads a process's anonymous resident memory (RssAnon) in MiB:
