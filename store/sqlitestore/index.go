@@ -30,10 +30,17 @@ import (
 // every number at or below the mark counts as used, so no new event goes
 // below it.
 //
-// A store with its file to itself brings the index up to date when
-// indexMaxLag events have gathered above the mark, or at the next commit
-// once the oldest of them is indexMaxAge old; at Open and Close; and before
-// a write that deletes a session. Each time it rewrites about one page per
+// The transcript's index (message_index, migration 14) is written the same
+// way and at the same times, keyed by the same numbers; its mark is
+// sequence_floor.messages_indexed_through, and what a store with its file
+// to itself knows above it is Store.mtail. A session gets its number when
+// its first event or message is indexed.
+//
+// A store with its file to itself brings the indexes up to date when
+// indexMaxLag events and messages have gathered above the marks, or at the
+// next commit once the oldest of them is indexMaxAge old; at Open and
+// Close; and before a write that deletes a session or compacts its
+// transcript. Each time it rewrites about one page per
 // session recorded on, so the lag sets how many events share those pages;
 // it knows what lies above the mark, so its reads do not scan there. A
 // shared store does it in every write that appends, before the commit, and
@@ -69,8 +76,8 @@ func tailOfList(param string) string {
 		` AND agent_id = +?1 AND session_key = +?2`
 }
 
-// indexLag counts the committed events the index lacks, to decide when a
-// commit brings it up to date. Reads never consult it: it only paces
+// indexLag counts the committed events and messages the indexes lack, to
+// decide when a commit brings them up to date. Reads never consult it: it only paces
 // writes, so a count that is off (after a failed commit, say) costs a
 // longer tail for a while, nothing more. Off, it lets nothing lag: every
 // write that appends brings the index up to date, so nothing stays above
@@ -150,21 +157,39 @@ const (
 		SELECT DISTINCT agent_id, session_key FROM events WHERE sequence > ` + indexMarkQuery
 )
 
-// writeIndex brings the session index up to date with every event the
-// transaction sees, numbering the sessions that have none yet. Entries go
-// in sorted, so each index page is visited once.
+// The transcript's counterparts: its mark, and the statements that number
+// the sessions of the messages above it and write their entries.
+const (
+	messagesMarkQuery  = `(SELECT messages_indexed_through FROM sequence_floor WHERE id = 1)`
+	messageNumberQuery = `INSERT OR IGNORE INTO session_numbers (agent_id, session_key)
+		SELECT DISTINCT agent_id, session_key FROM messages WHERE id > ` + messagesMarkQuery
+	messageIndexQuery = `INSERT OR IGNORE INTO message_index (session, id)
+		SELECT n.number, m.id FROM messages m
+			JOIN session_numbers n ON n.agent_id = m.agent_id AND n.session_key = m.session_key
+		WHERE m.id > ` + messagesMarkQuery + ` ORDER BY n.number, m.id`
+)
+
+// writeIndex brings the session index and the transcript's up to date
+// with every event and message the transaction sees, numbering the
+// sessions that have none yet. Entries go in sorted, so each index page
+// is visited once.
 func (t *Tx) writeIndex() error {
-	if _, err := t.c.exec(numberQuery); err != nil {
-		return fmt.Errorf("number sessions: %w", err)
+	for _, q := range []struct{ what, sql string }{
+		{"number sessions", numberQuery},
+		{"write session index", indexQuery},
+		{"write session index", `UPDATE sequence_floor SET indexed_through =
+			max(indexed_through, coalesce((SELECT max(sequence) FROM events), 0)) WHERE id = 1`},
+		{"number sessions", messageNumberQuery},
+		{"write transcript index", messageIndexQuery},
+		{"write transcript index", `UPDATE sequence_floor SET messages_indexed_through =
+			max(messages_indexed_through, coalesce((SELECT max(id) FROM messages), 0)) WHERE id = 1`},
+	} {
+		if _, err := t.c.exec(q.sql); err != nil {
+			return fmt.Errorf("%s: %w", q.what, err)
+		}
 	}
-	if _, err := t.c.exec(indexQuery); err != nil {
-		return fmt.Errorf("write session index: %w", err)
-	}
-	if _, err := t.c.exec(`UPDATE sequence_floor SET indexed_through =
-		max(indexed_through, coalesce((SELECT max(sequence) FROM events), 0)) WHERE id = 1`); err != nil {
-		return fmt.Errorf("write session index: %w", err)
-	}
-	t.indexed, t.appended, t.unindexed = true, 0, t.unindexed[:0]
+	t.indexed, t.appended = true, 0
+	t.unindexed, t.unindexedMessages = t.unindexed[:0], t.unindexedMessages[:0]
 	return nil
 }
 

@@ -42,8 +42,8 @@ type txEnd struct {
 // mirrors lists the store's mirrors, in the order a transaction's end
 // reaches them: held moves are written before the index, whose write the
 // tail then follows. An array, so that listing them allocates nothing.
-func (s *Store) mirrors() [7]mirror {
-	return [...]mirror{s.moves, s.index, s.tail, s.watchers, s.recent, s.rows, s.last}
+func (s *Store) mirrors() [8]mirror {
+	return [...]mirror{s.moves, s.index, s.tail, s.mtail, s.watchers, s.recent, s.rows, s.last}
 }
 
 // ending tells every mirror how t ended.

@@ -293,6 +293,52 @@ DROP TABLE messages;
 ALTER TABLE messages_v13 RENAME TO messages;
 CREATE INDEX messages_by_session ON messages (agent_id, session_key, id);
 `},
+	// 14: the transcript's index becomes a table of its own, keyed by the
+	// session numbers of migration 7 and written in bulk, as the events'
+	// index is (see index.go): an index on the messages table put each
+	// session's newest entry on a page of its own, so every commit wrote
+	// one index page per session it appended a message to.
+	// messages_indexed_through says how far it goes. The triggers keep a
+	// message's entry with it when it is deleted or changed, and give an
+	// entry at once to a message inserted at or below the mark (a
+	// compaction's summary takes the id of a message it replaces).
+	{about: "the transcript's index written in bulk", sql: `
+CREATE TABLE message_index (
+	session INTEGER NOT NULL,
+	id      INTEGER NOT NULL,
+	PRIMARY KEY (session, id)
+) WITHOUT ROWID;
+INSERT OR IGNORE INTO session_numbers (agent_id, session_key)
+	SELECT DISTINCT agent_id, session_key FROM messages ORDER BY agent_id, session_key;
+INSERT INTO message_index (session, id)
+	SELECT n.number, m.id FROM messages m
+		JOIN session_numbers n ON n.agent_id = m.agent_id AND n.session_key = m.session_key
+	ORDER BY n.number, m.id;
+ALTER TABLE sequence_floor ADD COLUMN messages_indexed_through INTEGER NOT NULL DEFAULT 0;
+UPDATE sequence_floor SET messages_indexed_through = coalesce((SELECT max(id) FROM messages), 0);
+DROP INDEX messages_by_session;
+CREATE TRIGGER messages_deleted_from_index AFTER DELETE ON messages BEGIN
+	DELETE FROM message_index WHERE id = old.id AND session =
+		(SELECT number FROM session_numbers WHERE agent_id = old.agent_id AND session_key = old.session_key);
+END;
+CREATE TRIGGER messages_inserted_below_mark AFTER INSERT ON messages
+	WHEN new.id <= (SELECT messages_indexed_through FROM sequence_floor WHERE id = 1) BEGIN
+	INSERT OR IGNORE INTO session_numbers (agent_id, session_key) VALUES (new.agent_id, new.session_key);
+	INSERT OR IGNORE INTO message_index (session, id)
+		SELECT number, new.id FROM session_numbers WHERE agent_id = new.agent_id AND session_key = new.session_key;
+END;
+CREATE TRIGGER messages_changed_in_index AFTER UPDATE OF agent_id, session_key, id ON messages BEGIN
+	DELETE FROM message_index WHERE id = old.id AND session =
+		(SELECT number FROM session_numbers WHERE agent_id = old.agent_id AND session_key = old.session_key);
+	INSERT OR IGNORE INTO session_numbers (agent_id, session_key)
+		SELECT new.agent_id, new.session_key
+		WHERE new.id <= (SELECT messages_indexed_through FROM sequence_floor WHERE id = 1);
+	INSERT OR IGNORE INTO message_index (session, id)
+		SELECT number, new.id FROM session_numbers
+		WHERE agent_id = new.agent_id AND session_key = new.session_key
+			AND new.id <= (SELECT messages_indexed_through FROM sequence_floor WHERE id = 1);
+END;
+`},
 }
 
 // SchemaVersion is the schema version this build creates and understands.

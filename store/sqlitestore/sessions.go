@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 
 	vigil "github.com/vigilhq/vigil"
@@ -139,27 +140,69 @@ func listQuery(columns, table string, f sessions.ListFilter) (string, []any) {
 
 // Messages implements sessions.Store.
 func (s *Store) Messages(ctx context.Context, ref vigil.SessionRef, afterID int64, limit int) ([]sessions.Message, error) {
-	var out []sessions.Message
-	err := s.reading(ctx, func(c conn) error {
-		var err error
-		out, err = c.messages(ref, afterID, limit)
-		return err
-	})
-	return out, err
+	return s.readMessages(ctx, ref, afterID, limit, ascending)
 }
 
 // LatestMessages implements sessions.Store.
 func (s *Store) LatestMessages(ctx context.Context, ref vigil.SessionRef, limit int) ([]sessions.Message, error) {
+	return s.readMessages(ctx, ref, math.MaxInt64, limit, descending)
+}
+
+// readMessages reads ref's messages in order from the transcript's index
+// and from above its mark (index.go): for a store with its file to itself,
+// looked up by id when it knows them (Store.mtail), scanned for otherwise;
+// a shared store brings the index up to date in every write, so nothing
+// committed lies above the mark.
+func (s *Store) readMessages(ctx context.Context, ref vigil.SessionRef, from int64, limit int, o messageOrder) ([]sessions.Message, error) {
 	var out []sessions.Message
-	err := s.reading(ctx, func(c conn) error {
-		return c.query(`SELECT `+messageColumns+` FROM messages
-			WHERE agent_id = ? AND session_key = ? ORDER BY id DESC LIMIT ?`, []any{ref.AgentID, ref.Key, limit},
-			func(r rowValues) error {
-				out = append(out, messageAt(r))
-				return nil
-			})
-	})
+	args := []any{ref.AgentID, ref.Key, from, limit}
+	run := func(q string, args ...any) error {
+		out = out[:0]
+		return s.reading(ctx, func(c conn) error { return c.query(q, args, collectMessages(&out)) })
+	}
+	if !s.scanTail.Load() {
+		return out, run(o.indexed, args...)
+	}
+	err := s.readAboveMark(s.mtail, []vigil.SessionRef{ref},
+		func(list string) error { return run(o.byList, append(args, list)...) },
+		func() error { return run(o.byScan, args...) })
 	return out, err
+}
+
+func collectMessages(out *[]sessions.Message) func(r rowValues) error {
+	return func(r rowValues) error {
+		*out = append(*out, messageAt(r))
+		return nil
+	}
+}
+
+// messageOrder holds the reads of ?1, ?2's messages in one order: at most
+// ?4, those after id ?3 (before it, in descending order), from the
+// transcript's index alone (indexed), with the session's messages above
+// the mark named in ?5 (byList), or with those above the mark scanned for
+// (byScan). The index's part takes its ids first, at most ?4 of them, so a
+// long transcript is not read whole.
+type messageOrder struct{ indexed, byList, byScan string }
+
+var (
+	ascending  = messageOrderOf(">", "ASC", `id > max(`+messagesMarkQuery+`, +?3)`)
+	descending = messageOrderOf("<", "DESC", `id > `+messagesMarkQuery+` AND id < +?3`)
+)
+
+// messageOrderOf builds a messageOrder from the comparison with ?3, the
+// direction, and the scan's range above the mark (the rowid's range with
+// both of its bounds, so that the scan starts at the higher).
+func messageOrderOf(cmp, dir, scanRange string) messageOrder {
+	indexed := `SELECT ` + messageColumns + ` FROM messages WHERE id IN (SELECT id FROM message_index
+		WHERE session = ` + sessionNumberOf + ` AND id ` + cmp + ` +?3 ORDER BY id ` + dir + ` LIMIT +?4)`
+	session := ` AND agent_id = +?1 AND session_key = +?2`
+	last := ` ORDER BY 1 ` + dir + ` LIMIT +?4`
+	return messageOrder{
+		indexed: indexed + last,
+		byList: indexed + ` UNION ALL SELECT ` + messageColumns + ` FROM messages
+			WHERE id IN (SELECT value FROM json_each(+?5)) AND id > ` + messagesMarkQuery + ` AND id ` + cmp + ` +?3` + session + last,
+		byScan: indexed + ` UNION ALL SELECT ` + messageColumns + ` FROM messages WHERE ` + scanRange + session + last,
+	}
 }
 
 // OpenRuns implements sessions.Store.
@@ -175,19 +218,15 @@ func (s *Store) OpenRuns(ctx context.Context) ([]sessions.Run, error) {
 	return out, err
 }
 
-// MessagesAfter implements sessions.Tx.
+// MessagesAfter implements sessions.Tx. Its own messages above the mark
+// are in t.unindexedMessages; no other write commits meanwhile.
 func (t *Tx) MessagesAfter(ctx context.Context, ref vigil.SessionRef, afterID int64, limit int) ([]sessions.Message, error) {
-	return t.c.messages(ref, afterID, limit)
-}
-
-func (c conn) messages(ref vigil.SessionRef, afterID int64, limit int) ([]sessions.Message, error) {
 	var out []sessions.Message
-	err := c.query(`SELECT `+messageColumns+` FROM messages
-		WHERE agent_id = ? AND session_key = ? AND id > ? ORDER BY id LIMIT ?`, []any{ref.AgentID, ref.Key, afterID, limit},
-		func(r rowValues) error {
-			out = append(out, messageAt(r))
-			return nil
-		})
+	q, args := ascending.byScan, []any{ref.AgentID, ref.Key, afterID, limit}
+	if list, _, ok := t.s.mtail.list(ref, t.unindexedMessages); ok {
+		q, args = ascending.byList, append(args, list)
+	}
+	err := t.c.query(q, args, collectMessages(&out))
 	return out, err
 }
 
@@ -294,9 +333,14 @@ func (t *Tx) DeleteSessionRow(ctx context.Context, ref vigil.SessionRef) error {
 	if _, err := t.c.exec(raiseMessagesFloorQuery); err != nil {
 		return fmt.Errorf("raise the messages' floor: %w", err)
 	}
+	// Then every message of the session has its entry, and the entries go
+	// with the messages (a trigger).
+	if err := t.writeIndex(); err != nil {
+		return err
+	}
 	for _, q := range []string{
 		`DELETE FROM sessions WHERE agent_id = ? AND session_key = ?`,
-		`DELETE FROM messages WHERE agent_id = ? AND session_key = ?`,
+		`DELETE FROM messages WHERE id IN (SELECT id FROM message_index WHERE session = ` + sessionNumberOf + `)`,
 		`DELETE FROM runs WHERE agent_id = ? AND session_key = ?`,
 		deletePushConfigsOfSession,
 	} {
@@ -352,14 +396,23 @@ func (t *Tx) AppendMessage(ctx context.Context, m sessions.Message) (int64, erro
 	if err != nil {
 		return 0, fmt.Errorf("append a message to %s: %w", m.Session, err)
 	}
+	// One given an id at or below the transcript index's mark got its
+	// entry from a trigger; reads look for it above the mark only.
+	t.appended++
+	t.unindexedMessages = append(t.unindexedMessages, tailEntry{m.Session, newID})
 	return newID, nil
 }
 
 // CompactMessages implements sessions.Tx.
 func (t *Tx) CompactMessages(ctx context.Context, ref vigil.SessionRef, upTo int64, summary sessions.Message) (int, error) {
+	// Then every message of the session has its entry, and the entries go
+	// with the messages (a trigger).
+	if err := t.writeIndex(); err != nil {
+		return 0, err
+	}
 	var last int64
 	var some bool
-	if _, err := t.c.queryRow(`SELECT max(id) FROM messages WHERE agent_id = ? AND session_key = ? AND id <= ?`,
+	if _, err := t.c.queryRow(`SELECT max(id) FROM message_index WHERE session = `+sessionNumberOf+` AND id <= ?3`,
 		[]any{ref.AgentID, ref.Key, upTo}, func(r rowValues) error {
 			last, some = r.int(0), !r.isNull(0)
 			return nil
@@ -369,7 +422,8 @@ func (t *Tx) CompactMessages(ctx context.Context, ref vigil.SessionRef, upTo int
 	if !some {
 		return 0, nil
 	}
-	n, err := t.c.exec(`DELETE FROM messages WHERE agent_id = ? AND session_key = ? AND id <= ?`, ref.AgentID, ref.Key, last)
+	n, err := t.c.exec(`DELETE FROM messages WHERE id IN
+		(SELECT id FROM message_index WHERE session = `+sessionNumberOf+` AND id <= ?3)`, ref.AgentID, ref.Key, last)
 	if err != nil {
 		return 0, err
 	}

@@ -81,10 +81,12 @@ type Store struct {
 	watchers *watcherRows
 	rows     *sessionRows
 	last     *lastSequence
-	// index paces writes of the session index (see index.go), and tail
-	// knows what it lacks.
+	// index paces writes of the session and transcript indexes (see
+	// index.go); tail knows what the session index lacks, and mtail what
+	// the transcript's lacks.
 	index *indexLag
 	tail  *unindexedTail
+	mtail *unindexedTail
 	// scanTail is set when reads must look above the index's mark: the
 	// store lets the index lag. Otherwise every write brings the index up
 	// to date before it commits.
@@ -166,7 +168,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s.rows = newSessionRows()
 	s.last = &lastSequence{}
 	s.index = newIndexLag()
-	s.tail = newUnindexedTail()
+	s.tail = newUnindexedTail(func(t *Tx) []tailEntry { return t.unindexed })
+	s.mtail = newUnindexedTail(func(t *Tx) []tailEntry { return t.unindexedMessages })
 	if !exclusive {
 		s.turnOff()
 	}
@@ -469,7 +472,7 @@ func (s *Store) readVersions(ctx context.Context, refs []vigil.SessionRef, out m
 			return readIndexedVersions(c, refs, tail, out)
 		}
 	}
-	return s.readAboveMark(refs,
+	return s.readAboveMark(s.tail, refs,
 		func(list string) error { return s.snapshot(ctx, withTail(tailVersionsOfListQuery, list)) },
 		func() error { return s.snapshot(ctx, withTail(tailVersionsQuery)) })
 }
@@ -513,7 +516,7 @@ func (s *Store) readHistory(ctx context.Context, ref vigil.SessionRef, after int
 		return s.queryHistory(ctx, ref, limit, historyIndexedQuery, args)
 	}
 	var h vigil.History
-	err := s.readAboveMark([]vigil.SessionRef{ref},
+	err := s.readAboveMark(s.tail, []vigil.SessionRef{ref},
 		func(list string) (err error) {
 			h, err = s.queryHistory(ctx, ref, limit, historyOfListQuery, append(args, list))
 			return err
@@ -529,18 +532,18 @@ func (s *Store) readHistory(ctx context.Context, ref vigil.SessionRef, after int
 // before it scans: each attempt that a commit overlapped starts again.
 const tailAttempts = 3
 
-// readAboveMark runs a read of refs that takes their events above the
-// index's mark: byList with the numbers the store knows (unindexedTail),
+// readAboveMark runs a read of refs that takes their rows above the mark
+// of tail's index: byList with the numbers the store knows (tail),
 // taken before the read, and again if a commit began meanwhile, up to
 // tailAttempts times; byScan when memory does not know them, or commits
 // kept overlapping. The last call's outcome is the read's.
-func (s *Store) readAboveMark(refs []vigil.SessionRef, byList func(list string) error, byScan func() error) error {
+func (s *Store) readAboveMark(tail *unindexedTail, refs []vigil.SessionRef, byList func(list string) error, byScan func() error) error {
 	for range tailAttempts {
-		list, stamp, ok := s.tail.listOf(refs, nil)
+		list, stamp, ok := tail.listOf(refs, nil)
 		if !ok {
 			break
 		}
-		if err := byList(list); err != nil || s.tail.unchanged(stamp) {
+		if err := byList(list); err != nil || tail.unchanged(stamp) {
 			return err
 		}
 	}
@@ -757,7 +760,8 @@ func (s *Store) begin(ctx context.Context) (*Tx, error) {
 		sc.Close()
 		return nil, err
 	}
-	t := &Tx{s: s, c: c, tx: sc, unindexed: s.spare.unindexed, changes: s.spare.changes, args: s.spare.args}
+	t := &Tx{s: s, c: c, tx: sc, unindexed: s.spare.unindexed, unindexedMessages: s.spare.unindexedMessages,
+		changes: s.spare.changes, args: s.spare.args}
 	s.spare = txBuffers{}
 	t.c.tx = t
 	return t, nil
@@ -767,9 +771,10 @@ func (s *Store) begin(ctx context.Context) (*Tx, error) {
 // kept from one write to the next so that a busy writer's do not grow
 // from nothing each time.
 type txBuffers struct {
-	unindexed []tailEntry
-	changes   []change
-	args      []any
+	unindexed         []tailEntry
+	unindexedMessages []tailEntry
+	changes           []change
+	args              []any
 }
 
 // txBuffersMax is the largest slice kept: a rare large write (a prune, a
@@ -780,8 +785,9 @@ const txBuffersMax = 1024
 // write. Entries are cleared so they hold no event past its write, and t
 // lets go of them: a call on it now must not reach the next write's.
 func (b *txBuffers) keep(t *Tx) {
-	*b = txBuffers{unindexed: reuse(t.unindexed), changes: reuse(t.changes), args: reuse(t.args)}
-	t.unindexed, t.changes, t.args = nil, nil, nil
+	*b = txBuffers{unindexed: reuse(t.unindexed), unindexedMessages: reuse(t.unindexedMessages),
+		changes: reuse(t.changes), args: reuse(t.args)}
+	t.unindexed, t.unindexedMessages, t.changes, t.args = nil, nil, nil, nil
 }
 
 func reuse[T any](s []T) []T {
@@ -805,12 +811,14 @@ type Tx struct {
 	seq        int64
 	floorDirty bool
 
-	// appended counts the events the transaction appended since it last
-	// brought the session index up to date (indexed); unindexed are they,
-	// for the memory of the index's tail.
-	appended  int
-	indexed   bool
-	unindexed []tailEntry
+	// appended counts the events and messages the transaction appended
+	// since it last brought the indexes up to date (indexed); unindexed
+	// are the events and unindexedMessages the messages, for the memory
+	// of each index's tail.
+	appended          int
+	indexed           bool
+	unindexed         []tailEntry
+	unindexedMessages []tailEntry
 
 	// changes are what the store's memory of recent history learns at
 	// commit, in order.
@@ -1058,9 +1066,12 @@ func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
 		{`DELETE FROM events WHERE sequence IN
 			(SELECT sequence FROM session_index WHERE session = ` + sessionNumberOf + `)`, []any{ref.AgentID, ref.Key}},
 		// And the entries pruned events left for the sweep, and the
-		// session's number.
+		// session's number, unless its messages still use it (the
+		// session's row and transcript go in a write of their own,
+		// Tx.DeleteSessionRow, which may come later).
 		{`DELETE FROM session_index WHERE session = ` + sessionNumberOf, []any{ref.AgentID, ref.Key}},
-		{`DELETE FROM session_numbers WHERE agent_id = ? AND session_key = ?`, []any{ref.AgentID, ref.Key}},
+		{`DELETE FROM session_numbers WHERE agent_id = ?1 AND session_key = ?2
+			AND NOT EXISTS (SELECT 1 FROM message_index WHERE session = ` + sessionNumberOf + `)`, []any{ref.AgentID, ref.Key}},
 		{`DELETE FROM session_heads WHERE agent_id = ? AND session_key = ?`, []any{ref.AgentID, ref.Key}},
 		{`DELETE FROM cursors WHERE target_agent = ? AND target_key = ?`, []any{ref.AgentID, ref.Key}},
 		{`DELETE FROM cursors WHERE watcher = ?`, []any{ref.Key}},

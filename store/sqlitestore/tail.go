@@ -8,12 +8,13 @@ import (
 	vigil "github.com/vigilhq/vigil"
 )
 
-// unindexedTail is what a store with its file to itself knows of the
-// events above the session index's mark: each session's sequences there.
-// A read from the file then looks the session's events above the mark up
-// by number, where it would otherwise scan every event above the mark for
-// them. So the index can lag further (indexMaxLag), and be written less
-// often, without making reads slower.
+// unindexedTail is what a store with its file to itself knows of the rows
+// above one of its indexes' marks: each session's sequences there (of
+// events above the session index's mark, or the ids of messages above the
+// transcript index's). A read from the file then looks the session's rows
+// above the mark up by number, where it would otherwise scan every row
+// above the mark for them. So the indexes can lag further (indexMaxLag),
+// and be written less often, without making reads slower.
 //
 // It is exact because the store that owns it holds the file alone and
 // updates it from every commit before Commit returns: an append adds its
@@ -29,6 +30,9 @@ import (
 // its own) leaves it unknown until a later commit brings the index up to
 // date; reads scan the file meanwhile.
 type unindexedTail struct {
+	// of are a transaction's rows this tail follows (Tx.unindexed or
+	// Tx.unindexedMessages).
+	of        func(*Tx) []tailEntry
 	mu        sync.Mutex
 	known     bool
 	off       bool // for good: the store is shared, or closed
@@ -41,7 +45,8 @@ type unindexedTail struct {
 	pending           []tailEntry
 }
 
-// tailEntry is an appended event a transaction has not indexed yet.
+// tailEntry is an appended row (an event, or a message by its id) a
+// transaction has not indexed yet.
 type tailEntry struct {
 	ref vigil.SessionRef
 	seq int64
@@ -51,8 +56,8 @@ type tailEntry struct {
 // (a failing write, say), reads scan the file again.
 const tailMaxEntries = 4 * indexMaxLag
 
-func newUnindexedTail() *unindexedTail {
-	return &unindexedTail{bySession: make(map[vigil.SessionRef][]int64)}
+func newUnindexedTail(of func(*Tx) []tailEntry) *unindexedTail {
+	return &unindexedTail{of: of, bySession: make(map[vigil.SessionRef][]int64)}
 }
 
 // list returns ref's sequences above the mark as a JSON array, with
@@ -101,7 +106,7 @@ func (m *unindexedTail) unchanged(stamp uint64) bool {
 func (m *unindexedTail) committing(t *Tx, _ time.Time) error {
 	m.mu.Lock()
 	m.started++
-	m.pending = t.unindexed
+	m.pending = m.of(t)
 	m.mu.Unlock()
 	return nil
 }
@@ -121,7 +126,7 @@ func (m *unindexedTail) doneLocked() {
 func (m *unindexedTail) ended(t *Tx, e txEnd) {
 	switch {
 	case e.committed && e.followed:
-		m.committed(t.indexed, t.unindexed)
+		m.committed(t.indexed, m.of(t))
 	case !e.followed:
 		m.forget()
 	}
