@@ -67,9 +67,21 @@ func FillLog(ctx context.Context, h *Hub, from interface {
 const FillPages = fillPages
 
 // CountYields has h count the times it yields the processor
-// (Hub.yieldToFew) instead of yielding.
+// (Hub.ownFew) instead of yielding.
 func CountYields(h *Hub) *int {
 	n := new(int)
 	h.yield = func() { *n++ }
 	return n
 }
+
+// Prepaid is how many followers' rounds writes paid for and no turn took.
+func Prepaid(h *Hub) int64 { return h.prepaid.Load() }
+
+// Prepay pays for n rounds, as writes that woke few followers do.
+func Prepay(h *Hub, n int64) { h.prepay(n) }
+
+// Turn is a follower's turn after a round that delivered owed events.
+func Turn(ctx context.Context, h *Hub, owed int) error { return h.turn(ctx, owed) }
+
+// MaxPrepaid bounds the paid rounds no turn took.
+const MaxPrepaid = maxPrepaid

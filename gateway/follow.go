@@ -124,7 +124,8 @@ type FollowReader struct {
 // meanwhile at once. When few followers are busy the turn comes at once;
 // when many are, each waits longer and delivers more per turn, so however
 // many streams are open, what they cost together stays bounded and the
-// other requests keep their share of the processor.
+// other requests keep their share of the processor. A round of one event
+// that a write paid for (Hub.ownFew) does not wait at all.
 type Follower struct {
 	g    *Gateway
 	opts FollowOptions

@@ -178,6 +178,67 @@ func TestAnyWriteThatWakesAFewFollowersYieldsTheProcessorToThem(t *testing.T) {
 	}
 }
 
+func TestAWriteThatWakesAFewFollowersPaysForTheirRounds(t *testing.T) {
+	g := gatewayWith(t, gateway.Options{})
+	child := spawnedChild(t, g)
+	followers := subscribeTo(g.Hub(), child, 2)
+
+	sendByAPerson(t, g, child)
+
+	if n := wokenOf(followers); n != 2 || gateway.Prepaid(g.Hub()) != 2 {
+		t.Fatalf("the send woke %d of 2 followers and paid for %d rounds; want both woken, both paid", n, gateway.Prepaid(g.Hub()))
+	}
+}
+
+func TestAWriteThatWakesMoreThanAFewFollowersLeavesTheirRoundsToTheBudget(t *testing.T) {
+	g := gatewayWith(t, gateway.Options{})
+	child := spawnedChild(t, g)
+	followers := subscribeTo(g.Hub(), child, 5)
+
+	sendByAPerson(t, g, child)
+
+	if n := wokenOf(followers); n != 5 || gateway.Prepaid(g.Hub()) != 0 {
+		t.Fatalf("the send woke %d of 5 followers and paid for %d rounds; want all woken, none paid", n, gateway.Prepaid(g.Hub()))
+	}
+}
+
+func TestATurnAfterARoundOfOneEventTakesAPaidRound(t *testing.T) {
+	h := gateway.NewHub()
+	gateway.Prepay(h, 1)
+
+	if err := gateway.Turn(ctx, h, 1); err != nil {
+		t.Fatal(err)
+	}
+
+	if n := gateway.Prepaid(h); n != 0 {
+		t.Fatalf("%d paid rounds left after a turn for a round of one event, want it taken", n)
+	}
+}
+
+func TestATurnAfterARoundOfManyEventsPaysTheBudgetInstead(t *testing.T) {
+	h := gateway.NewHub()
+	gateway.Prepay(h, 1)
+
+	if err := gateway.Turn(ctx, h, 5); err != nil {
+		t.Fatal(err)
+	}
+
+	if n := gateway.Prepaid(h); n != 1 {
+		t.Fatalf("%d paid rounds left after a turn for a round of 5 events, want the 1 untouched", n)
+	}
+}
+
+func TestPaidRoundsNoTurnTakesAreBounded(t *testing.T) {
+	h := gateway.NewHub()
+	for range gateway.MaxPrepaid {
+		gateway.Prepay(h, 4)
+	}
+
+	if n := gateway.Prepaid(h); n != gateway.MaxPrepaid {
+		t.Fatalf("%d paid rounds wait to be taken, want at most %d", n, gateway.MaxPrepaid)
+	}
+}
+
 func TestANudgeFromElsewhereReachesTheSubscriptionsOfEverySession(t *testing.T) {
 	h := gateway.NewHub()
 	h.ShareStore()

@@ -185,9 +185,10 @@ func (g *Gateway) write(ctx context.Context, fn gatewayWrite) error {
 }
 
 // withTx is fn as an engine write, whose followers (those its effects
-// wake) are let run before its caller is answered when they are few
-// (Hub.yieldToFew): a session's watchers usually hear of a change before
-// its writer does.
+// wake) are part of the write when they are few (Hub.ownFew): their
+// rounds are paid for, and they are let run before its caller is
+// answered, so a session's watchers usually hear of a change before its
+// writer does.
 func (g *Gateway) withTx(fn gatewayWrite) func(context.Context, *vigil.Txn) error {
 	return func(ctx context.Context, txn *vigil.Txn) error {
 		tx, err := sessions.TxOf(txn)
@@ -201,7 +202,7 @@ func (g *Gateway) withTx(fn gatewayWrite) func(context.Context, *vigil.Txn) erro
 		if err := fn(ctx, txn, tx); err != nil {
 			return err
 		}
-		txn.AfterCommit(func() { g.opts.Hub.yieldToFew(from) })
+		txn.AfterCommit(func() { g.opts.Hub.ownFew(from) })
 		return nil
 	}
 }

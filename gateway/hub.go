@@ -112,6 +112,9 @@ type Hub struct {
 	// instead).
 	woken atomic.Uint64
 	yield func()
+	// prepaid counts the followers' rounds that writes paid for (ownFew)
+	// and no turn has taken yet, at most maxPrepaid.
+	prepaid atomic.Int64
 }
 
 // maxEarly bounds what the hub keeps of this process's commits until
@@ -141,25 +144,62 @@ func (hub *Hub) wake(c chan struct{}, held *heldWakes) {
 }
 
 // fewFollowers is the most followers a write's effects may wake and still
-// be let run before its caller is answered (Hub.yieldToFew).
+// count as part of the write (Hub.ownFew).
 const fewFollowers = 4
 
-// wakes returns the count of wakes signalled so far, for yieldToFew.
+// maxPrepaid bounds the rounds paid for and not taken (a woken follower
+// whose round carried more than one event, say), so that they cannot
+// gather into a burst the budget never sees: a few milliseconds of the
+// budget's rounds.
+const maxPrepaid = 256
+
+// wakes returns the count of wakes signalled so far, for ownFew.
 func (hub *Hub) wakes() uint64 { return hub.woken.Load() }
 
-// yieldToFew yields the processor when the wakes signalled since from
-// (wakes) were a few: 1 to fewFollowers. Called once a write's effects have
-// run and before its caller is answered, it lets the followers they woke
-// (next to run on this processor: its stream, its parent's) write the
-// change to their readers first, rather than after the writer's answer
-// and whatever the processor does next. Go's scheduler makes that likely,
-// not certain. A write that woke more does not wait for them: their rounds
-// share the streams' budget (turn), and a writer is not held back by how
-// many read. Wakes other goroutines signal meanwhile count too; that only
-// moves a hint.
-func (hub *Hub) yieldToFew(from uint64) {
+// ownFew makes the followers a write's effects woke part of the write's
+// own work when they were a few (the wakes signalled since from, 1 to
+// fewFollowers): it pays for their rounds, which then do not wait for the
+// streams' budget (turn), and it yields the processor to them. Called
+// once the write's effects have run and before its caller is answered,
+// so the followers (next to run on this processor: its stream, its
+// parent's) usually write the change to their readers first, rather than
+// after the writer's answer and whatever the processor does next; Go's
+// scheduler makes that likely, not certain.
+//
+// The budget bounds what many streams cost when they follow few writes;
+// a stream for each writer would otherwise wait for a budget its own
+// writes paid for many times over (a write costs several rounds). A
+// write that woke more than a few neither pays nor waits: their rounds
+// share the budget, and a writer is not held back by how many read.
+// Wakes other goroutines signal meanwhile count too; that only moves a
+// hint.
+func (hub *Hub) ownFew(from uint64) {
 	if n := hub.woken.Load() - from; n > 0 && n <= fewFollowers {
+		hub.prepay(int64(n))
 		hub.yield()
+	}
+}
+
+// prepay adds n paid rounds, up to maxPrepaid.
+func (hub *Hub) prepay(n int64) {
+	for {
+		had := hub.prepaid.Load()
+		if hub.prepaid.CompareAndSwap(had, min(had+n, max(had, maxPrepaid))) {
+			return
+		}
+	}
+}
+
+// takePrepaid takes a paid round, if there is one.
+func (hub *Hub) takePrepaid() bool {
+	for {
+		had := hub.prepaid.Load()
+		if had <= 0 {
+			return false
+		}
+		if hub.prepaid.CompareAndSwap(had, had-1) {
+			return true
+		}
 	}
 }
 
@@ -215,10 +255,14 @@ const (
 
 // turn waits until the caller (a follower with something to deliver) may
 // deliver it, after paying for its last round's events (owed): at once
-// while the budget lasts, otherwise in turn with the other followers
-// waiting, first come first served. It returns ctx's error if ctx ends
-// first.
+// when its last round carried at most one event and a write paid for a
+// round (ownFew), or while the budget lasts; otherwise in turn with the
+// other followers waiting, first come first served. It returns ctx's
+// error if ctx ends first.
 func (h *Hub) turn(ctx context.Context, owed int) error {
+	if owed <= 1 && h.takePrepaid() {
+		return nil
+	}
 	units := min(roundUnits+int(float64(owed)*eventUnits), unitsBurst)
 	if err := h.deliveries.WaitN(ctx, units); err != nil && ctx.Err() != nil {
 		return ctx.Err()
