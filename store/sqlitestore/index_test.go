@@ -35,11 +35,7 @@ func checkSessionReads(t *testing.T, shared bool) {
 	rapid.Check(t, func(rt *rapid.T) {
 		run++
 		ctx := context.Background()
-		path := filepath.Join(dir, fmt.Sprintf("i%d.db", run))
-		s, err := Open(ctx, path, opts)
-		if err != nil {
-			rt.Fatal(err)
-		}
+		path, s := openForRun(rt, dir, fmt.Sprintf("i%d", run), opts)
 		defer func() { s.Close() }()
 		sessions := []vigil.SessionRef{{AgentID: "a", Key: "agent:a:main"}, {AgentID: "a", Key: "agent:a:t1"}, {AgentID: "b", Key: "agent:b:main"}}
 		write := func(f func(tx *Tx) error) { commitWrite(rt, s, f) }
@@ -128,14 +124,7 @@ func checkSessionReads(t *testing.T, shared bool) {
 			case "append":
 				write(appendSome)
 			case "rollback":
-				tx, err := s.BeginWrite(ctx)
-				if err != nil {
-					rt.Fatal(err)
-				}
-				if err := appendSome(tx.(*Tx)); err != nil {
-					rt.Fatal(err)
-				}
-				tx.Rollback()
+				rollBackAfter(rt, s, appendSome)
 			case "prune":
 				upTo := rapid.Int64Range(0, 60).Draw(rt, "prune up to")
 				limit := rapid.IntRange(1, 20).Draw(rt, "prune limit")
@@ -208,24 +197,58 @@ func checkSessionReads(t *testing.T, shared bool) {
 					rt.Fatalf("a complete sweep left %d entries of no event", n)
 				}
 			case "reopen", "crash":
-				from := path
 				if op == "crash" {
 					copies++
-					path = filepath.Join(dir, fmt.Sprintf("i%d-crashed-%d.db", run, copies))
-					if err := crashcopy.Copy(from, path); err != nil {
-						rt.Fatal(err)
-					}
 				}
-				if err := s.Close(); op == "reopen" && err != nil {
-					rt.Fatal(err)
-				}
-				if s, err = Open(ctx, path, opts); err != nil {
-					rt.Fatalf("reopen %s (from %s): %v", path, from, err)
-				}
+				path, s = reopenStore(rt, s, path, opts, op == "crash", copies)
 			}
 			check(op)
 		}
 	})
+}
+
+// openForRun opens a store on a new file in dir named for a property
+// test's run.
+func openForRun(rt *rapid.T, dir, name string, opts Options) (string, *Store) {
+	path := filepath.Join(dir, name+".db")
+	s, err := Open(context.Background(), path, opts)
+	if err != nil {
+		rt.Fatal(err)
+	}
+	return path, s
+}
+
+// reopenStore closes s and opens path again; crashed, it opens instead a
+// copy of the file made while s was open (the copies-th), as a crash would
+// have left it. It returns the file opened and its store.
+func reopenStore(rt *rapid.T, s *Store, path string, opts Options, crashed bool, copies int) (string, *Store) {
+	from := path
+	if crashed {
+		path = strings.TrimSuffix(from, ".db") + fmt.Sprintf("-crashed-%d.db", copies)
+		if err := crashcopy.Copy(from, path); err != nil {
+			rt.Fatal(err)
+		}
+	}
+	if err := s.Close(); !crashed && err != nil {
+		rt.Fatal(err)
+	}
+	s, err := Open(context.Background(), path, opts)
+	if err != nil {
+		rt.Fatalf("reopen %s (from %s): %v", path, from, err)
+	}
+	return path, s
+}
+
+// rollBackAfter runs f in a write transaction and rolls it back.
+func rollBackAfter(rt *rapid.T, s *Store, f func(tx *Tx) error) {
+	tx, err := s.BeginWrite(context.Background())
+	if err != nil {
+		rt.Fatal(err)
+	}
+	if err := f(tx.(*Tx)); err != nil {
+		rt.Fatal(err)
+	}
+	tx.Rollback()
 }
 
 // byHand runs a statement on the SQLite file at path through a connection

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	vigil "github.com/vigilhq/vigil"
-	"github.com/vigilhq/vigil/internal/crashcopy"
 	"github.com/vigilhq/vigil/sessions"
 	"pgregory.net/rapid"
 )
@@ -25,11 +24,7 @@ func checkTranscriptReads(t *testing.T, shared bool) {
 	rapid.Check(t, func(rt *rapid.T) {
 		run++
 		ctx := context.Background()
-		path := filepath.Join(dir, fmt.Sprintf("t%d.db", run))
-		s, err := Open(ctx, path, opts)
-		if err != nil {
-			rt.Fatal(err)
-		}
+		path, s := openForRun(rt, dir, fmt.Sprintf("t%d", run), opts)
 		defer func() { s.Close() }()
 		refs := []vigil.SessionRef{{AgentID: "a", Key: "agent:a:main"}, {AgentID: "a", Key: "agent:a:t1"}, {AgentID: "b", Key: "agent:b:main"}}
 		write := func(f func(tx *Tx) error) { commitWrite(rt, s, f) }
@@ -119,14 +114,7 @@ func checkTranscriptReads(t *testing.T, shared bool) {
 					return err
 				})
 			case "rollback":
-				tx, err := s.BeginWrite(ctx)
-				if err != nil {
-					rt.Fatal(err)
-				}
-				if err := appendSome(tx.(*Tx)); err != nil {
-					rt.Fatal(err)
-				}
-				tx.Rollback()
+				rollBackAfter(rt, s, appendSome)
 			case "compact":
 				ref := rapid.SampledFrom(refs).Draw(rt, "compacted")
 				upTo := rapid.Int64Range(0, 60).Draw(rt, "compact up to")
@@ -153,20 +141,10 @@ func checkTranscriptReads(t *testing.T, shared bool) {
 			case "forget": // reads scan above the mark until the index is written
 				s.mtail.forget()
 			case "reopen", "crash":
-				from := path
 				if op == "crash" {
 					copies++
-					path = filepath.Join(dir, fmt.Sprintf("t%d-crashed-%d.db", run, copies))
-					if err := crashcopy.Copy(from, path); err != nil {
-						rt.Fatal(err)
-					}
 				}
-				if err := s.Close(); op == "reopen" && err != nil {
-					rt.Fatal(err)
-				}
-				if s, err = Open(ctx, path, opts); err != nil {
-					rt.Fatalf("reopen %s (from %s): %v", path, from, err)
-				}
+				path, s = reopenStore(rt, s, path, opts, op == "crash", copies)
 			}
 			check(op)
 		}
