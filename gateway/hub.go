@@ -149,8 +149,7 @@ const fewFollowers = 4
 
 // maxPrepaid bounds the rounds paid for and not taken (a woken follower
 // whose round carried more than one event, say), so that they cannot
-// gather into a burst the budget never sees: a few milliseconds of the
-// budget's rounds.
+// gather into a burst the budget never sees: about 30 ms of the budget.
 const maxPrepaid = 256
 
 // wakes returns the count of wakes signalled so far, for ownFew.
