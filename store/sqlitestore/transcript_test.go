@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/internal/crashcopy"
 	"github.com/vigilhq/vigil/sessions"
 	"pgregory.net/rapid"
 )
@@ -243,5 +244,38 @@ func TestASharedStoreIndexesEveryMessageAtOnce(t *testing.T) {
 	appendMessageIn(t, s, newTranscriptMessage(vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}))
 	if n := queryCount(t, s, `SELECT count(*) FROM message_index`); n != 1 {
 		t.Fatalf("the transcript's index has %d entries after a shared store's commit of a message, want 1", n)
+	}
+}
+
+// A shared store's reads do not look above the transcript index's mark,
+// so opening a file that an exclusive store left with messages above it (a
+// crash) brings the index up to date first.
+func TestASharedStoreOpenedAfterAnExclusiveOneCrashedReadsEveryMessage(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "vigil.db")
+	s, err := Open(context.Background(), path, Options{Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
+	for range 3 { // above the mark: the exclusive store lets the index lag
+		appendMessageIn(t, s, newTranscriptMessage(ref))
+	}
+	crashed := filepath.Join(dir, "crashed.db")
+	if err := crashcopy.Copy(path, crashed); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	shared, err := Open(context.Background(), crashed, Options{Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shared.Close()
+	got, err := shared.Messages(context.Background(), ref, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 {
+		t.Fatalf("the shared store reads %d messages, want the 3 the crash left above the mark", len(got))
 	}
 }
