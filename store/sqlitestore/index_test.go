@@ -451,14 +451,31 @@ func TestAnAppendAfterTheNewestEventsWereDeletedByHandGoesAboveTheMark(t *testin
 // file that an exclusive store left with events above it (a crash) brings
 // the index up to date first.
 func TestASharedStoreOpenedAfterAnExclusiveOneCrashedReadsEveryEvent(t *testing.T) {
+	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
+	shared := sharedAfterCrash(t, func(s *Store) {
+		appendEvents(t, s, ref, 3) // above the mark: the exclusive store lets the index lag
+	})
+	h, err := shared.History(context.Background(), ref, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Events) != 3 || h.Head != 3 {
+		t.Fatalf("the shared store reads %d events (head %d), want the 3 the crash left above the mark", len(h.Events), h.Head)
+	}
+}
+
+// sharedAfterCrash opens a store with its file to itself, runs write on
+// it, and returns a shared store opened on a copy of the file as a crash
+// would have left it then.
+func sharedAfterCrash(t *testing.T, write func(s *Store)) *Store {
+	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "vigil.db")
 	s, err := Open(context.Background(), path, Options{Synchronous: "NORMAL"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
-	appendEvents(t, s, ref, 3) // above the mark: the exclusive store lets the index lag
+	write(s)
 	crashed := filepath.Join(dir, "crashed.db")
 	if err := crashcopy.Copy(path, crashed); err != nil {
 		t.Fatal(err)
@@ -468,14 +485,8 @@ func TestASharedStoreOpenedAfterAnExclusiveOneCrashedReadsEveryEvent(t *testing.
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer shared.Close()
-	h, err := shared.History(context.Background(), ref, 0, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(h.Events) != 3 || h.Head != 3 {
-		t.Fatalf("the shared store reads %d events (head %d), want the 3 the crash left above the mark", len(h.Events), h.Head)
-	}
+	t.Cleanup(func() { shared.Close() })
+	return shared
 }
 
 // DB's statements bypass the store, so once it is handed out a shared

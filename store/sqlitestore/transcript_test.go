@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	vigil "github.com/vigilhq/vigil"
-	"github.com/vigilhq/vigil/internal/crashcopy"
 	"github.com/vigilhq/vigil/sessions"
 	"pgregory.net/rapid"
 )
@@ -251,26 +250,12 @@ func TestASharedStoreIndexesEveryMessageAtOnce(t *testing.T) {
 // so opening a file that an exclusive store left with messages above it (a
 // crash) brings the index up to date first.
 func TestASharedStoreOpenedAfterAnExclusiveOneCrashedReadsEveryMessage(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "vigil.db")
-	s, err := Open(context.Background(), path, Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
-	for range 3 { // above the mark: the exclusive store lets the index lag
-		appendMessageIn(t, s, newTranscriptMessage(ref))
-	}
-	crashed := filepath.Join(dir, "crashed.db")
-	if err := crashcopy.Copy(path, crashed); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	shared, err := Open(context.Background(), crashed, Options{Shared: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer shared.Close()
+	shared := sharedAfterCrash(t, func(s *Store) {
+		for range 3 { // above the mark: the exclusive store lets the index lag
+			appendMessageIn(t, s, newTranscriptMessage(ref))
+		}
+	})
 	got, err := shared.Messages(context.Background(), ref, 0, 10)
 	if err != nil {
 		t.Fatal(err)
