@@ -96,16 +96,6 @@ func subscribeTo(h *gateway.Hub, key string, n int) []*gateway.Subscription {
 	return ss
 }
 
-// spawnedChild is a child of the main agent's main session, spawned in g.
-func spawnedChild(t *testing.T, g *gateway.Gateway) string {
-	t.Helper()
-	sp, err := g.Spawn(ctx, caller(t, g, mainAgentCred, ""), gateway.SpawnInput{Task: "draft the report"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sp.ChildSessionKey
-}
-
 // sendByAPerson sends a person's message into key, answered at once.
 func sendByAPerson(t *testing.T, g *gateway.Gateway, key string) {
 	t.Helper()
@@ -117,20 +107,20 @@ func sendByAPerson(t *testing.T, g *gateway.Gateway, key string) {
 }
 
 // sendWaking sends a person's message into a child that n subscriptions
-// follow, and returns how often the hub yielded the processor and how
-// many of them were woken.
-func sendWaking(t *testing.T, n int) (yields, woken int) {
+// follow, and returns how often the hub yielded the processor, how many
+// of them were woken and how many rounds the send paid for.
+func sendWaking(t *testing.T, n int) (yields, woken int, paid int64) {
 	t.Helper()
 	g := gatewayWith(t, gateway.Options{})
-	child := spawnedChild(t, g)
+	child := graphStory(t, g)
 	counted := gateway.CountYields(g.Hub())
 	followers := subscribeTo(g.Hub(), child, n)
 	sendByAPerson(t, g, child)
-	return *counted, wokenOf(followers)
+	return *counted, wokenOf(followers), gateway.Prepaid(g.Hub())
 }
 
 func TestAWriteThatWakesAFewFollowersYieldsTheProcessorToThemBeforeItsCallerHears(t *testing.T) {
-	yields, woken := sendWaking(t, 2)
+	yields, woken, _ := sendWaking(t, 2)
 	if woken != 2 {
 		t.Fatalf("%d of 2 followers were woken", woken)
 	}
@@ -140,7 +130,7 @@ func TestAWriteThatWakesAFewFollowersYieldsTheProcessorToThemBeforeItsCallerHear
 }
 
 func TestAWriteThatWakesMoreThanAFewFollowersDoesNotYieldTheProcessorToThem(t *testing.T) {
-	yields, woken := sendWaking(t, 5)
+	yields, woken, _ := sendWaking(t, 5)
 	if woken != 5 {
 		t.Fatalf("%d of 5 followers were woken", woken)
 	}
@@ -151,7 +141,7 @@ func TestAWriteThatWakesMoreThanAFewFollowersDoesNotYieldTheProcessorToThem(t *t
 
 func TestAWriteThatWakesNoFollowerDoesNotYieldTheProcessor(t *testing.T) {
 	g := gatewayWith(t, gateway.Options{})
-	child := spawnedChild(t, g)
+	child := graphStory(t, g)
 	yields := gateway.CountYields(g.Hub())
 	subscribeToOthers(g.Hub(), 3)
 
@@ -164,7 +154,7 @@ func TestAWriteThatWakesNoFollowerDoesNotYieldTheProcessor(t *testing.T) {
 
 func TestAnyWriteThatWakesAFewFollowersYieldsTheProcessorToThem(t *testing.T) {
 	g := gatewayWith(t, gateway.Options{})
-	child := spawnedChild(t, g)
+	child := graphStory(t, g)
 	yields := gateway.CountYields(g.Hub())
 	follower := g.Hub().Subscribe(child)
 
@@ -179,26 +169,16 @@ func TestAnyWriteThatWakesAFewFollowersYieldsTheProcessorToThem(t *testing.T) {
 }
 
 func TestAWriteThatWakesAFewFollowersPaysForTheirRounds(t *testing.T) {
-	g := gatewayWith(t, gateway.Options{})
-	child := spawnedChild(t, g)
-	followers := subscribeTo(g.Hub(), child, 2)
-
-	sendByAPerson(t, g, child)
-
-	if n := wokenOf(followers); n != 2 || gateway.Prepaid(g.Hub()) != 2 {
-		t.Fatalf("the send woke %d of 2 followers and paid for %d rounds; want both woken, both paid", n, gateway.Prepaid(g.Hub()))
+	_, n, paid := sendWaking(t, 2)
+	if n != 2 || paid != 2 {
+		t.Fatalf("the send woke %d of 2 followers and paid for %d rounds; want both woken, both paid", n, paid)
 	}
 }
 
 func TestAWriteThatWakesMoreThanAFewFollowersLeavesTheirRoundsToTheBudget(t *testing.T) {
-	g := gatewayWith(t, gateway.Options{})
-	child := spawnedChild(t, g)
-	followers := subscribeTo(g.Hub(), child, 5)
-
-	sendByAPerson(t, g, child)
-
-	if n := wokenOf(followers); n != 5 || gateway.Prepaid(g.Hub()) != 0 {
-		t.Fatalf("the send woke %d of 5 followers and paid for %d rounds; want all woken, none paid", n, gateway.Prepaid(g.Hub()))
+	_, n, paid := sendWaking(t, 5)
+	if n != 5 || paid != 0 {
+		t.Fatalf("the send woke %d of 5 followers and paid for %d rounds; want all woken, none paid", n, paid)
 	}
 }
 
