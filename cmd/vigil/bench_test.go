@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -159,9 +160,25 @@ func TestBenchGatewaysSkipsWithoutADatabase(t *testing.T) {
 	}
 }
 
+// gatewaysOnPostgreSQL runs the gateways workload on PostgreSQL once for
+// the tests that read its rows: it starts seven gateways.
+func gatewaysOnPostgreSQL(t *testing.T) map[string]bench.Result {
+	t.Helper()
+	gatewaysRun.Do(func() { gatewaysRows = byCase(benchJSON(t, "--db", pgtest.URL(), "--only", "gateways"), "gateways") })
+	if gatewaysRows == nil {
+		t.Fatal("the gateways workload on PostgreSQL failed in an earlier test")
+	}
+	return gatewaysRows
+}
+
+var (
+	gatewaysRun  sync.Once
+	gatewaysRows map[string]bench.Result
+)
+
 func TestBenchGatewaysOnPostgreSQLReportTheSumAndEachProcessCPU(t *testing.T) {
 	pgtest.Require(t)
-	rows := byCase(benchJSON(t, "--db", pgtest.URL(), "--only", "gateways"), "gateways")
+	rows := gatewaysOnPostgreSQL(t)
 	one, two := rows["1 gateway, sessions_send, 4 clients in all"], rows["2 gateways, sessions_send, 4 clients in all"]
 	if one.Value <= 0 || one.Baseline == nil || !strings.HasPrefix(one.Baseline.What, "/healthz") {
 		t.Errorf("one gateway's row is not a rate against its /healthz: %+v", rows)
@@ -172,6 +189,22 @@ func TestBenchGatewaysOnPostgreSQLReportTheSumAndEachProcessCPU(t *testing.T) {
 	if !strings.Contains(two.Note, "gateways ") || strings.Count(strings.SplitN(two.Note, ",", 2)[0], "+") != 1 ||
 		!strings.Contains(two.Note, "machine ") {
 		t.Errorf("two gateways' note does not give each gateway's and the machine's CPU: %q", two.Note)
+	}
+}
+
+func TestBenchGatewaysOnPostgreSQLReportHowSoonAStreamOnAnotherGatewayCarriesASend(t *testing.T) {
+	pgtest.Require(t)
+	rows := gatewaysOnPostgreSQL(t)
+	for _, writers := range []string{"1 writer", "4 writers"} {
+		for _, p := range []string{"p50", "p99"} {
+			name := "a stream on another gateway carries a send, " + writers + ", " + p
+			r, ok := rows[name]
+			if !ok || r.Unit != "s" || r.Value < 0 || r.Baseline == nil || r.Baseline.What != "the send's round trip, "+p ||
+				r.Baseline.Value <= 0 || r.Target == nil || !strings.Contains(r.Note, "the streams on the sending gateway: ") {
+				t.Errorf("row %q is not a latency against the send's round trip, with its target and the same gateway's: %+v %+v",
+					name, r, r.Baseline)
+			}
+		}
 	}
 }
 

@@ -18,8 +18,9 @@ import (
 // sum of the gateways' throughput, and, over the best round, the processor
 // time each gateway used, the PostgreSQL server's (its processes, when
 // this machine runs it) and the whole machine's, so that a reader can tell
-// whether the sum stopped growing because the processors were full. It
-// runs only on PostgreSQL (--db).
+// whether the sum stopped growing because the processors were full. With
+// two gateways it also measures how soon a stream on one carries a send
+// through the other (watchAcross). It runs only on PostgreSQL (--db).
 func runGateways(ctx context.Context, e *env) error {
 	s := e.cfg.Sizes
 	st, err := e.openPG(ctx)
@@ -36,6 +37,7 @@ func runGateways(ctx context.Context, e *env) error {
 		measured bool
 	}
 	var levels []level
+	var across []Result
 	var f *fleet
 	for _, n := range s.Gateways {
 		l, err := func() (level, error) {
@@ -86,6 +88,11 @@ func runGateways(ctx context.Context, e *env) error {
 				}
 				e.progress("  %s, round %d: %s req/s", plural(n, "gateway"), round+1, count(int(p.rate())))
 			}
+			if n == 2 {
+				if across, err = e.watchAcross(ctx, addrs, f); err != nil {
+					return l, err
+				}
+			}
 			for _, p := range procs {
 				if err := p.stop(); err != nil {
 					return l, fmt.Errorf("stop vigil serve: %w", err)
@@ -112,6 +119,9 @@ func runGateways(ctx context.Context, e *env) error {
 			r.Target = &Target{Text: fmt.Sprintf("> 1.05x %s, unless the CPU was full there", plural(prev.n, "gateway")),
 				Met: l.rate > 1.05*prev.rate || full}
 		}
+		e.add(r)
+	}
+	for _, r := range across {
 		e.add(r)
 	}
 	return nil

@@ -127,7 +127,7 @@ func (e *env) streamHearsItsSends(ctx context.Context, g *streamGateway, n int) 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	session := g.children[0]
-	r, body, err := openStream(ctx, &http.Client{}, g.base, "/v1/sessions/"+session+"/events")
+	r, body, err := openStream(ctx, &http.Client{}, g.base, "/v1/sessions/"+session+"/events", "")
 	if err != nil {
 		return err
 	}
@@ -269,7 +269,7 @@ func openStreams(ctx context.Context, base string, sessions []string, n int) (*o
 		o.wg.Add(1)
 		go func() {
 			defer o.wg.Done()
-			r, body, err := openStream(ctx, client, base, path)
+			r, body, err := openStream(ctx, client, base, path, "")
 			started <- err
 			if err != nil {
 				return
@@ -291,13 +291,17 @@ func openStreams(ctx context.Context, base string, sessions []string, n int) (*o
 	return o, nil
 }
 
-// openStream opens the event stream at path and reads its first line
-// (": connected"), so that it is known to listen: it returns the stream
-// after that line and its body, to close.
-func openStream(ctx context.Context, client *http.Client, base, path string) (*bufio.Reader, io.Closer, error) {
+// openStream opens the event stream at path, with token as its bearer
+// token unless it is empty, and reads its first line (": connected"), so
+// that it is known to listen: it returns the stream after that line and
+// its body, to close.
+func openStream(ctx context.Context, client *http.Client, base, path, token string) (*bufio.Reader, io.Closer, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
 	if err != nil {
 		return nil, nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
