@@ -250,7 +250,7 @@ func TestSeveralTurnsInOneCheckAreOneEventThatCountsThem(t *testing.T) {
 func adoptChildWorld(t *testing.T) (*adoptWorld, gateway.Caller, string) {
 	t.Helper()
 	w := newAdoptWorld(t)
-	manager := caller(t, w.g, mainAgentCred, "")
+	manager := caller(t, w.g, mainAgent, "")
 	sp, err := w.g.Spawn(ctx, manager, gateway.SpawnInput{Task: "Fix the cart"})
 	if err != nil {
 		t.Fatal(err)
@@ -492,7 +492,7 @@ func TestAnAdoptionOfWhatTheGatewayMayNotReadIsRefusedStoringNothing(t *testing.
 	if err := os.Symlink(outside, link); err != nil {
 		t.Fatal(err)
 	}
-	agent := caller(t, w.g, mainAgentCred, "")
+	agent := caller(t, w.g, mainAgent, "")
 	marker := fmt.Appendf(nil, `{"format":"claude-cli","path":%q,"offset":0,"linked":"2026-03-04T09:00:00Z","generation":0}`, w.path)
 	for _, c := range []struct {
 		in         gateway.AdoptInput
@@ -647,7 +647,7 @@ func TestSessionRecordRefusesAnUpstreamCheckItCannotApplyStoringNothing(t *testi
 	out := w.adopt(gateway.AdoptInput{Path: w.path, Watcher: "agent:main:main"})
 	from, _ := json.Marshal(out.Link.Marker)
 	moved := strings.Replace(string(from), fmt.Sprintf(`"offset":%d`, fileSize(t, w.path)), `"offset":1`, 1)
-	agent := caller(t, w.g, mainAgentCred, "")
+	agent := caller(t, w.g, mainAgent, "")
 	now := w.clk.Now().UnixMilli()
 	for _, c := range []struct {
 		who        gateway.Caller

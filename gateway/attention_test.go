@@ -24,7 +24,7 @@ func attentionGateway(t *testing.T) (*gateway.Gateway, *clock.Manual, string) {
 	t.Helper()
 	clk := clock.NewManual(time.Now())
 	g := gatewayWith(t, gateway.Options{Clock: clk, StuckAfter: 10 * time.Minute, AttentionEvery: -1, NoCreationNotices: true})
-	sp, err := g.Spawn(ctx, caller(t, g, mainAgentCred, ""), gateway.SpawnInput{Task: "draft"})
+	sp, err := g.Spawn(ctx, caller(t, g, mainAgent, ""), gateway.SpawnInput{Task: "draft"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestProgressEndsAStallAndAStallAfterItIsAnnouncedAgain(t *testing.T) {
 	clk.Advance(10 * time.Minute)
 	checkAttention(t, g, 1)
 	zero := 0
-	if _, err := g.Send(ctx, caller(t, g, mainAgentCred, ""), gateway.SendInput{SessionKey: child, Message: "status?",
+	if _, err := g.Send(ctx, caller(t, g, mainAgent, ""), gateway.SendInput{SessionKey: child, Message: "status?",
 		TimeoutSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestAChildThatAnsweredAPersonAndStalledWaitsOnThePerson(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.Reply(ctx, caller(t, g, mainAgentCred, child), gateway.ReplyInput{SessionKey: child,
+	if _, err := g.Reply(ctx, caller(t, g, mainAgent, child), gateway.ReplyInput{SessionKey: child,
 		Text: "Q2 or Q3?", ReplyTo: sent.MessageID}); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestAChildThatAnsweredAPersonAndStalledWaitsOnThePerson(t *testing.T) {
 
 func TestTheAgentsMainSessionIsToldBesidesTheParent(t *testing.T) {
 	g, clk, child := attentionGateway(t)
-	sp, err := g.Spawn(ctx, caller(t, g, mainAgentCred, child), gateway.SpawnInput{Task: "look it up"})
+	sp, err := g.Spawn(ctx, caller(t, g, mainAgent, child), gateway.SpawnInput{Task: "look it up"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestAResetClearsTheAttentionStateAndAnEndedRunNeedsNone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.EndRun(ctx, caller(t, g, mainAgentCred, ""), gateway.RunEndInput{RunID: runs.Events[1].RunID,
+	if _, err := g.EndRun(ctx, caller(t, g, mainAgent, ""), gateway.RunEndInput{RunID: runs.Events[1].RunID,
 		Outcome: vigil.OutcomeCompleted}); err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestAResetClearsTheAttentionStateAndAnEndedRunNeedsNone(t *testing.T) {
 func TestAGatewayLooksForStalledRunsOnItsOwnCadence(t *testing.T) {
 	clk := clock.NewManual(time.Now())
 	g := gatewayWith(t, gateway.Options{Clock: clk, StuckAfter: 10 * time.Minute, AttentionEvery: time.Minute})
-	sp, err := g.Spawn(ctx, caller(t, g, mainAgentCred, ""), gateway.SpawnInput{Task: "draft"})
+	sp, err := g.Spawn(ctx, caller(t, g, mainAgent, ""), gateway.SpawnInput{Task: "draft"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestAGatewayLooksForStalledRunsOnItsOwnCadence(t *testing.T) {
 func TestStuckAfterBelowZeroTurnsAttentionOff(t *testing.T) {
 	clk := clock.NewManual(time.Now())
 	g := gatewayWith(t, gateway.Options{Clock: clk, StuckAfter: -1})
-	if _, err := g.Spawn(ctx, caller(t, g, mainAgentCred, ""), gateway.SpawnInput{Task: "draft"}); err != nil {
+	if _, err := g.Spawn(ctx, caller(t, g, mainAgent, ""), gateway.SpawnInput{Task: "draft"}); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(24 * time.Hour)

@@ -25,8 +25,6 @@ func gatewayWithWakes(t *testing.T, opts gateway.Options, wakes chan<- string) *
 		Engine: vigil.Options{Clock: opts.Clock, OnWake: func(w string) { wakes <- w }}}).Gateway
 }
 
-var mainAgentCred = gateway.Principal{Role: gateway.RoleAgent, ID: "main"}
-
 func TestASpawnRecordsItsCreationBeforeTheSpawnAndTellsTheChildsAgentsMainSession(t *testing.T) {
 	g := gatewayWith(t, gateway.Options{})
 	admin := gateway.Principal{Role: gateway.RoleAdmin, ID: "root"}
@@ -77,7 +75,7 @@ func pendingTexts(t *testing.T, g *gateway.Gateway, key string) []string {
 
 func TestCreationNoticesCanBeTurnedOffForAGateway(t *testing.T) {
 	g := gatewayWith(t, gateway.Options{NoCreationNotices: true})
-	sp, err := g.Spawn(ctx, caller(t, g, mainAgentCred, ""), gateway.SpawnInput{Task: "draft"})
+	sp, err := g.Spawn(ctx, caller(t, g, mainAgent, ""), gateway.SpawnInput{Task: "draft"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +90,7 @@ func TestCreationNoticesCanBeTurnedOffForAGateway(t *testing.T) {
 func TestAParkedTurnIsNotEndedByACreationNoticeAndTheNextTurnTakesIt(t *testing.T) {
 	clk := clock.NewManual(time.Now())
 	g := gatewayWith(t, gateway.Options{BookmarkInterval: 30 * time.Second, Clock: clk})
-	manager := caller(t, g, mainAgentCred, "")
+	manager := caller(t, g, mainAgent, "")
 	turned := make(chan gateway.TurnOutput, 1)
 	go func() {
 		long := gateway.MaxTurnWait

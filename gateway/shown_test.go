@@ -47,7 +47,7 @@ func TestADeltaReadAgainAfterAPruneHasNoPrunedEventAndReportsTheGap(t *testing.T
 	}
 	g := gateway.New(eng, st, gateway.Options{Hub: hub})
 	t.Cleanup(func() { g.Close(); eng.Close(); st.Close() })
-	sp, err := g.Spawn(ctx, caller(t, g, mainAgentCred, ""), gateway.SpawnInput{Task: "draft"})
+	sp, err := g.Spawn(ctx, caller(t, g, mainAgent, ""), gateway.SpawnInput{Task: "draft"})
 	if err != nil {
 		t.Fatal(err)
 	}
