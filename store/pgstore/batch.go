@@ -440,6 +440,7 @@ func (t *Tx) queueCursorsAhead(b *pgx.Batch, reads []func(pgx.BatchResults) erro
 			t.known[cs[i].Target] = cs[i:j:j]
 			i = j
 		}
+		t.saw(cs...)
 		return nil
 	})
 	if appends == 0 {

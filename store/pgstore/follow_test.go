@@ -148,6 +148,66 @@ func TestCommitAnnouncesTheWatchersWhoseCursorsChanged(t *testing.T) {
 	}
 }
 
+// announced records the next commits through a and returns the watchers
+// each one's notification names, in order.
+func announced(t *testing.T, a *gatewayOn, commits ...func()) [][]string {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), testURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), `LISTEN `+pgx.Identifier{a.store.Channel()}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	var out [][]string
+	for i, commit := range commits {
+		commit()
+		wait, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		n, err := conn.WaitForNotification(wait)
+		cancel()
+		if err != nil {
+			t.Fatalf("no notification after commit %d: %v", i+1, err)
+		}
+		var c struct {
+			Watchers []string `json:"w"`
+		}
+		if err := json.Unmarshal([]byte(n.Payload), &c); err != nil {
+			t.Fatalf("payload %q: %v", n.Payload, err)
+		}
+		out = append(out, c.Watchers)
+	}
+	return out
+}
+
+// A record into a session whose watcher is already owed its notice only
+// raises the cursor's material watermark: every process's notice for it
+// stays as it was, so no other process needs to refresh the watcher.
+func TestARecordIntoASessionItsWatcherHasNotCaughtUpWithAnnouncesNoWatcher(t *testing.T) {
+	a := startGateway(t, freshSchema(t), false)
+	record := func() { humanMessage(t, a.eng, fManager, fChild) }
+	got := announced(t, a, record, record)
+	if !slices.Equal(got[0], []string{fManager}) || len(got[1]) != 0 {
+		t.Fatalf("watchers announced = %q, want the manager for the first record and none for the second", got)
+	}
+}
+
+// Once the watcher has caught up, the next record owes it a new notice,
+// and its watcher is announced again.
+func TestARecordAfterItsWatcherCaughtUpAnnouncesTheWatcher(t *testing.T) {
+	a := startGateway(t, freshSchema(t), false)
+	record := func() { humanMessage(t, a.eng, fManager, fChild) }
+	drain := func() {
+		if _, err := a.eng.Drain(t.Context(), fManager); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := announced(t, a, record, drain, record)
+	if !slices.Equal(got[1], []string{fManager}) || !slices.Equal(got[2], []string{fManager}) {
+		t.Fatalf("watchers announced = %q, want the manager for the catch-up and for the record after it", got)
+	}
+}
+
 func TestANoticeRecordedThroughOneGatewayWakesTheWatcherOnAnother(t *testing.T) {
 	schema := freshSchema(t)
 	a := startGateway(t, schema, true)

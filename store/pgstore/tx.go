@@ -78,6 +78,10 @@ type Tx struct {
 	// known are target cursors read ahead, under their target's lock, as
 	// the transaction's next statements would read them (batch.go).
 	known map[vigil.SessionRef][]vigil.Cursor
+	// cursors are the cursors as the transaction last read or wrote
+	// them, each under its lock: what a write of one changes
+	// (noticeUnchanged).
+	cursors map[cursorKey]vigil.Cursor
 	// sessionsRead are session rows read with another (GetSession), as
 	// the transaction's next statements would read them.
 	sessionsRead map[vigil.SessionRef]sessionRead
@@ -378,10 +382,12 @@ func (t *Tx) CursorsOnTarget(ctx context.Context, dst []vigil.Cursor, target vig
 	br := t.send(ctx, b, t.held.cursorsOn(target))
 	defer br.Close()
 	rows, err := br.Query()
+	from := len(dst)
 	cs, err := appendCursors(dst, rows, err)
 	if err != nil {
 		return nil, err
 	}
+	t.saw(cs[from:]...)
 	if spare {
 		var seq int64
 		if err := br.QueryRow().Scan(&seq); err != nil {
@@ -424,6 +430,7 @@ func (t *Tx) queueRecordAhead(b *pgx.Batch, ref vigil.SessionRef) func(pgx.Batch
 			t.known = map[vigil.SessionRef][]vigil.Cursor{}
 		}
 		t.known[ref] = cs
+		t.saw(cs...)
 		if !number {
 			return nil
 		}
@@ -466,27 +473,57 @@ func (t *Tx) Cursor(ctx context.Context, watcher string, target vigil.SessionRef
 	if err != nil {
 		return vigil.Cursor{}, false, err
 	}
+	if ok {
+		t.saw(c)
+	}
 	return c, ok, wrap(br.Close())
 }
 
 // PutCursor implements vigil.Tx. The write is held (batch.go).
 func (t *Tx) PutCursor(ctx context.Context, c vigil.Cursor) error {
-	t.watchers[c.Watcher] = struct{}{}
-	delete(t.known, c.Target)
-	t.held.addCursors([]vigil.Cursor{c})
-	return nil
+	return t.PutCursors(ctx, []vigil.Cursor{c})
 }
 
 // PutCursors implements vigil.Tx. The writes are held (batch.go), and
 // then written with the transaction's other cursor writes in one
-// statement: on a server each statement is a round trip.
+// statement: on a server each statement is a round trip. Each cursor's
+// watcher is announced to the other processes, which refresh its
+// notices, unless the write only raises the material watermark of a
+// cursor already owed a notice (noticeUnchanged).
 func (t *Tx) PutCursors(ctx context.Context, cs []vigil.Cursor) error {
 	for _, c := range cs {
-		t.watchers[c.Watcher] = struct{}{}
+		if !t.noticeUnchanged(c) {
+			t.watchers[c.Watcher] = struct{}{}
+		}
 		delete(t.known, c.Target)
 	}
+	t.saw(cs...)
 	t.held.addCursors(cs)
 	return nil
+}
+
+// noticeUnchanged reports whether writing c leaves the notices every
+// process queues for its watcher as they were: c was read ahead in this
+// transaction, already owed a notice (M > L), and the write raises only
+// its material watermark (and time). A notice is built from the target,
+// L, N and whether the watch is ambient (vigil.SystemEvent), so another
+// process's refresh of the watcher would change nothing, and a
+// record into a session its watcher has not caught up with, the common
+// write, costs the other processes no refresh.
+func (t *Tx) noticeUnchanged(c vigil.Cursor) bool {
+	old, ok := t.cursors[cursorKey{c.Target, c.Watcher}]
+	return ok && old.Material > old.LastSeen && c.Material >= old.Material && c.LastSeen == old.LastSeen &&
+		c.Notified == old.Notified && c.Ambient == old.Ambient
+}
+
+// saw keeps cs as the transaction last read or wrote them.
+func (t *Tx) saw(cs ...vigil.Cursor) {
+	if t.cursors == nil {
+		t.cursors = make(map[cursorKey]vigil.Cursor, len(cs))
+	}
+	for _, c := range cs {
+		t.cursors[cursorKey{c.Target, c.Watcher}] = c
+	}
 }
 
 // DeleteCursor implements vigil.Tx.
