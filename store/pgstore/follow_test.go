@@ -238,6 +238,46 @@ func TestANoticeRecordedThroughOneGatewayWakesTheWatcherOnAnother(t *testing.T) 
 	}
 }
 
+// Records into a session its watcher has not caught up with are not
+// announced, and change nothing another gateway holds: it keeps the one
+// notice it queued, and a turn there takes it as a turn on the gateway
+// that recorded would: acknowledged up to its watermark, with one
+// follow-up owed for the records after it.
+func TestAWatcherBehindKeepsItsNoticeOnAnotherGatewayAndATurnThereTakesIt(t *testing.T) {
+	schema := freshSchema(t)
+	a := startGateway(t, schema, true)
+	b := startGateway(t, schema, true)
+
+	first := humanMessage(t, a.eng, fManager, fChild)
+	want := []string{vigil.NoticeText(fChild, 0)}
+	testwait.Until(t, "gateway B queues the notice", func() bool { return slices.Equal(b.queued(fManager), want) })
+	humanMessage(t, a.eng, fManager, fChild)
+	last := humanMessage(t, a.eng, fManager, fChild)
+	// Notifications are applied in commit order: once B holds the notice
+	// of a later commit, it has applied the two records before it.
+	const otherManager, otherChild = "agent:other:main", "agent:other:subagent:c2"
+	humanMessage(t, a.eng, otherManager, otherChild)
+	testwait.Until(t, "gateway B queues the later commit's notice", func() bool { return len(b.queued(otherManager)) == 1 })
+	if got := b.queued(fManager); !slices.Equal(got, want) {
+		t.Fatalf("gateway B queue after two more records = %q, want %q", got, want)
+	}
+
+	d, err := b.eng.Drain(t.Context(), fManager)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(texts(d.Events), want) {
+		t.Fatalf("turn on B = %q, want the one notice", texts(d.Events))
+	}
+	c, _, err := b.eng.Cursor(t.Context(), fManager, vigil.MustRef(fChild))
+	if err != nil || c.LastSeen != first.Event.Sequence || c.Notified != last.Event.Sequence {
+		t.Fatalf("cursor after the turn on B = %+v, %v; want L = %d (the notice's watermark) and one follow-up up to %d",
+			c, err, first.Event.Sequence, last.Event.Sequence)
+	}
+	follow := []string{vigil.NoticeText(fChild, first.Event.Sequence)}
+	testwait.Until(t, "gateway A queues the one follow-up", func() bool { return slices.Equal(a.queued(fManager), follow) })
+}
+
 func TestAGatewayIgnoresItsOwnAnnouncements(t *testing.T) {
 	schema := freshSchema(t)
 	a := startGateway(t, schema, true)
