@@ -503,13 +503,14 @@ func (t *Tx) PutCursors(ctx context.Context, cs []vigil.Cursor) error {
 }
 
 // noticeUnchanged reports whether writing c leaves the notices every
-// process queues for its watcher as they were: c was read ahead in this
-// transaction, already owed a notice (M > L), and the write raises only
-// its material watermark (and time). A notice is built from the target,
-// L, N and whether the watch is ambient (vigil.SystemEvent), so another
-// process's refresh of the watcher would change nothing, and a
+// process queues for its watcher as they were: this transaction read or
+// wrote c before, it was owed a notice then (M > L), and the write raises
+// only its material watermark (and time). A notice is built from the
+// target, L, N and whether the watch is ambient (vigil.SystemEvent), so
+// another process's refresh of the watcher would change nothing, and a
 // record into a session its watcher has not caught up with, the common
-// write, costs the other processes no refresh.
+// write, costs the other processes no refresh. A write that did change
+// them announced the watcher already: announcements are only added.
 func (t *Tx) noticeUnchanged(c vigil.Cursor) bool {
 	old, ok := t.cursors[cursorKey{c.Target, c.Watcher}]
 	return ok && old.Material > old.LastSeen && c.Material >= old.Material && c.LastSeen == old.LastSeen &&
