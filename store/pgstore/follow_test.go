@@ -118,39 +118,23 @@ func humanMessage(t *testing.T, eng *vigil.Engine, parent, child string) vigil.R
 }
 
 func TestCommitAnnouncesTheWatchersWhoseCursorsChanged(t *testing.T) {
-	schema := freshSchema(t)
-	a := startGateway(t, schema, false)
-	conn, err := pgx.Connect(t.Context(), testURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(t.Context(), `LISTEN `+pgx.Identifier{a.store.Channel()}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
-
-	humanMessage(t, a.eng, fManager, fChild)
-	wait, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	n, err := conn.WaitForNotification(wait)
-	if err != nil {
-		t.Fatalf("no notification after a commit that moved a cursor: %v", err)
-	}
-	var c struct {
-		Watchers []string `json:"w"`
-		Appended bool     `json:"e"`
-	}
-	if err := json.Unmarshal([]byte(n.Payload), &c); err != nil {
-		t.Fatalf("payload %q: %v", n.Payload, err)
-	}
-	if !slices.Equal(c.Watchers, []string{fManager}) || !c.Appended {
-		t.Fatalf("payload = %s, want the manager's cursor and an append", n.Payload)
+	a := startGateway(t, freshSchema(t), false)
+	got := announced(t, a, func() { humanMessage(t, a.eng, fManager, fChild) })
+	if !slices.Equal(got[0].Watchers, []string{fManager}) || !got[0].Appended {
+		t.Fatalf("announcement = %+v, want the manager's cursor and an append", got[0])
 	}
 }
 
-// announced records the next commits through a and returns the watchers
-// each one's notification names, in order.
-func announced(t *testing.T, a *gatewayOn, commits ...func()) [][]string {
+// announcement is what a commit's notification says of its watchers and
+// appends.
+type announcement struct {
+	Watchers []string `json:"w"`
+	Appended bool     `json:"e"`
+}
+
+// announced makes the next commits through a and returns each one's
+// notification, in order.
+func announced(t *testing.T, a *gatewayOn, commits ...func()) []announcement {
 	t.Helper()
 	conn, err := pgx.Connect(t.Context(), testURL())
 	if err != nil {
@@ -160,7 +144,7 @@ func announced(t *testing.T, a *gatewayOn, commits ...func()) [][]string {
 	if _, err := conn.Exec(t.Context(), `LISTEN `+pgx.Identifier{a.store.Channel()}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
-	var out [][]string
+	var out []announcement
 	for i, commit := range commits {
 		commit()
 		wait, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -169,13 +153,11 @@ func announced(t *testing.T, a *gatewayOn, commits ...func()) [][]string {
 		if err != nil {
 			t.Fatalf("no notification after commit %d: %v", i+1, err)
 		}
-		var c struct {
-			Watchers []string `json:"w"`
-		}
+		var c announcement
 		if err := json.Unmarshal([]byte(n.Payload), &c); err != nil {
 			t.Fatalf("payload %q: %v", n.Payload, err)
 		}
-		out = append(out, c.Watchers)
+		out = append(out, c)
 	}
 	return out
 }
@@ -187,8 +169,8 @@ func TestARecordIntoASessionItsWatcherHasNotCaughtUpWithAnnouncesNoWatcher(t *te
 	a := startGateway(t, freshSchema(t), false)
 	record := func() { humanMessage(t, a.eng, fManager, fChild) }
 	got := announced(t, a, record, record)
-	if !slices.Equal(got[0], []string{fManager}) || len(got[1]) != 0 {
-		t.Fatalf("watchers announced = %q, want the manager for the first record and none for the second", got)
+	if !slices.Equal(got[0].Watchers, []string{fManager}) || len(got[1].Watchers) != 0 {
+		t.Fatalf("announcements = %+v, want the manager for the first record and no watcher for the second", got)
 	}
 }
 
@@ -203,8 +185,8 @@ func TestARecordAfterItsWatcherCaughtUpAnnouncesTheWatcher(t *testing.T) {
 		}
 	}
 	got := announced(t, a, record, drain, record)
-	if !slices.Equal(got[1], []string{fManager}) || !slices.Equal(got[2], []string{fManager}) {
-		t.Fatalf("watchers announced = %q, want the manager for the catch-up and for the record after it", got)
+	if !slices.Equal(got[1].Watchers, []string{fManager}) || !slices.Equal(got[2].Watchers, []string{fManager}) {
+		t.Fatalf("announcements = %+v, want the manager for the catch-up and for the record after it", got)
 	}
 }
 
