@@ -256,8 +256,14 @@ func TestAWatcherBehindKeepsItsNoticeOnAnotherGatewayAndATurnThereTakesIt(t *tes
 		t.Fatalf("cursor after the turn on B = %+v, %v; want L = %d (the notice's watermark) and one follow-up up to %d",
 			c, err, first.Event.Sequence, last.Event.Sequence)
 	}
+	// B's turn is announced: once A holds the notice of a later commit of
+	// B's, it has applied the turn, and holds the follow-up instead.
+	humanMessage(t, b.eng, otherManager, "agent:other:subagent:c3")
+	testwait.Until(t, "gateway A queues B's later notice", func() bool { return len(a.queued(otherManager)) == 2 })
 	follow := []string{vigil.NoticeText(fChild, first.Event.Sequence)}
-	testwait.Until(t, "gateway A queues the one follow-up", func() bool { return slices.Equal(a.queued(fManager), follow) })
+	if got := a.queued(fManager); !slices.Equal(got, follow) {
+		t.Fatalf("gateway A queue after the turn on B = %q, want the one follow-up %q", got, follow)
+	}
 }
 
 func TestAGatewayIgnoresItsOwnAnnouncements(t *testing.T) {
