@@ -89,6 +89,7 @@ func (b *batchLocks) reset() {
 // when it runs. A session is locked to change it when a write wants that,
 // whatever else wants it; to read it when every write wanting it only
 // reads it (turns, which append nothing to it); otherwise to write it.
+// Each lock counts the writes wanting it that may append to its session.
 func (b *batchLocks) take(ctx context.Context, tx Tx) error {
 	if b.taken {
 		return nil
@@ -97,12 +98,15 @@ func (b *batchLocks) take(ctx context.Context, tx Tx) error {
 	b.locks = b.locks[:0]
 	for i := 0; i < len(b.want); {
 		ref := b.want[i].Session
-		live, change, read := false, false, true
+		live, change, read, appends := false, false, true, 0
 		for ; i < len(b.want) && b.want[i].Session == ref; i++ {
 			if w := b.want[i]; w.ctx.Err() == nil {
 				live = true
 				change = change || w.Intent == LockToChange
 				read = read && w.Intent == LockToRead
+				if w.Intent != LockToRead {
+					appends++
+				}
 			}
 		}
 		intent := LockToWrite
@@ -114,7 +118,7 @@ func (b *batchLocks) take(ctx context.Context, tx Tx) error {
 		case read:
 			intent = LockToRead
 		}
-		b.locks = append(b.locks, Lock{ref, intent})
+		b.locks = append(b.locks, Lock{Session: ref, Intent: intent, Appends: appends})
 	}
 	if len(b.locks) == 0 {
 		return nil
@@ -129,7 +133,7 @@ func (b *batchLocks) take(ctx context.Context, tx Tx) error {
 // it next (Tx.Lock).
 func (t *Txn) lock(ctx context.Context, ref SessionRef, intent LockIntent) error {
 	l := t.e.oneLock[:] // writes run one at a time
-	l[0] = Lock{ref, intent}
+	l[0] = Lock{Session: ref, Intent: intent}
 	return t.tx.Lock(ctx, l)
 }
 

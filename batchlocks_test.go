@@ -55,17 +55,21 @@ type loggedTx struct {
 
 // Lock notes each lock, in the order given, with what it is for: "lock"
 // for a write, "lock to read" for a turn's targets, "lock target" for the
-// sessions an Update changes.
+// sessions an Update changes; and, after "for", the appends it announces
+// when more than one.
 func (t *loggedTx) Lock(ctx context.Context, locks []vigil.Lock) error {
 	for _, l := range locks {
+		call := "lock " + l.Session.Key
 		switch l.Intent {
 		case vigil.LockToRead:
-			t.log.note("lock to read " + l.Session.Key)
+			call = "lock to read " + l.Session.Key
 		case vigil.LockToChange:
-			t.log.note("lock target " + l.Session.Key)
-		default:
-			t.log.note("lock " + l.Session.Key)
+			call = "lock target " + l.Session.Key
 		}
+		if l.Appends > 1 {
+			call += fmt.Sprintf(" for %d appends", l.Appends)
+		}
+		t.log.note(call)
 	}
 	return t.Tx.Lock(ctx, locks)
 }
@@ -140,6 +144,24 @@ func TestABatchLocksItsRecordsTargetsTogetherInSessionOrder(t *testing.T) {
 	}
 	if slices.Contains(calls, "lock agent:main:subagent:d") {
 		t.Errorf("the batch's calls %q lock the target of a record that moves no cursor", calls)
+	}
+}
+
+// A batch's lock on a session says how many of its records may append to
+// it, so that a store taking sequence numbers with its locks takes enough
+// for all of them.
+func TestABatchsLockCountsTheRecordsThatMayAppendToItsSession(t *testing.T) {
+	eng, log := openLogged(t)
+	release := enginetest.HoldWrites(t, eng)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for i, key := range []string{"agent:main:subagent:a", "agent:main:subagent:b", "agent:main:subagent:a", "agent:main:subagent:a"} {
+		recordQueued(t, eng, ctx, goalOn(key), i+1, &wg, errs)
+	}
+	calls := batchCalls(t, log, release, &wg, errs)
+	want := []string{"lock agent:main:subagent:a for 3 appends", "lock agent:main:subagent:b"}
+	if len(calls) < len(want) || !slices.Equal(calls[:len(want)], want) {
+		t.Fatalf("the batch's calls began %q, want %q first", calls, want)
 	}
 }
 
@@ -224,7 +246,7 @@ func TestAnUpdateRunsWithTheSessionsItChangesLocked(t *testing.T) {
 }
 
 // A session that a record and an Update changing it both want is locked
-// by the batch as one to change.
+// by the batch as one to change, to which both may append.
 func TestABatchLocksASessionARecordAndAnUpdateBothWantAsOneToChange(t *testing.T) {
 	eng, log := openLogged(t)
 	release := enginetest.HoldWrites(t, eng)
@@ -239,7 +261,7 @@ func TestABatchLocksASessionARecordAndAnUpdateBothWantAsOneToChange(t *testing.T
 	eng.AwaitQueuedWrites(2)
 	recordQueued(t, eng, ctx, goalOn("agent:main:subagent:a"), 3, &wg, errs)
 	calls := batchCalls(t, log, release, &wg, errs)
-	want := []string{"lock agent:main:subagent:a", "lock target " + target.Key}
+	want := []string{"lock agent:main:subagent:a", "lock target " + target.Key + " for 2 appends"}
 	if len(calls) < len(want) || !slices.Equal(calls[:len(want)], want) {
 		t.Fatalf("the batch's calls began %q, want %q first", calls, want)
 	}

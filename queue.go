@@ -152,7 +152,7 @@ func (q *queues) noticeTargets(watcher string) []Lock {
 	var locks []Lock
 	for _, ev := range q.m[watcher] {
 		if ev.IsNotice() {
-			locks = append(locks, Lock{*ev.Target, LockToRead})
+			locks = append(locks, Lock{Session: *ev.Target, Intent: LockToRead})
 		}
 	}
 	return locks

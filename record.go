@@ -71,7 +71,7 @@ func (e *Engine) record(ctx context.Context, r Record) (Recorded, error) {
 func (e *Engine) updateRecord(ctx context.Context, w *recordWrite) error {
 	op := e.writes.newOp(ctx, w.fn)
 	if w.valid.Kind.Material() {
-		op.locks = append(op.lockBuf[:0], Lock{w.valid.Session(), LockToWrite})
+		op.locks = append(op.lockBuf[:0], Lock{Session: w.valid.Session(), Intent: LockToWrite})
 	}
 	return e.runWrite(op)
 }

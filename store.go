@@ -221,6 +221,11 @@ type Tx interface {
 type Lock struct {
 	Session SessionRef
 	Intent  LockIntent
+	// Appends is how many of the writes locking the session together may
+	// append to it (records, each at most one event), for a store that
+	// takes sequence numbers with its locks; 0 says nothing more than the
+	// intent does.
+	Appends int
 }
 
 // LockIntent says what a write does with a session it locks, for the
