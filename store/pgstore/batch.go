@@ -347,16 +347,19 @@ func (t *Tx) lockSet(asked []vigil.SessionRef) []vigil.SessionRef {
 // them runs (one Lock call), so when several locks taken to write or to
 // read go out together, the same round trip also reads every one of
 // those sessions' cursors, FOR UPDATE as CursorsOnTarget reads them,
-// after the transaction's held writes to them, and takes one sequence
-// number for each session, after all the locks, but for those taken to
-// read (vigil.LockToRead: a turn's targets, to which it appends nothing).
-// The records and turns then run without a round trip of their own:
+// after the transaction's held writes to them, and takes sequence
+// numbers after all the locks: one for each session, but for those taken
+// to read (vigil.LockToRead: a turn's targets, to which it appends
+// nothing), one more for each further append the locks announce
+// (vigil.Lock.Appends: a batch's second record on a session), and one
+// for each number still spare, which the new ones replace. The records
+// and turns then run without a round trip of their own:
 //
 //   - CursorsOnTarget, and Cursor for one watcher's (a turn acknowledging
-//     its notice reads it), answer from what was read, until the
-//     transaction writes a cursor of that target (a second record on it
-//     then reads again, seeing the first one's moves), and any statement
-//     sent through t.tx forgets everything read.
+//     its notice reads it), answer from what was read, which the
+//     transaction's own cursor writes keep up to date (a second record on
+//     the target sees the first one's moves), until a statement sent
+//     through t.tx forgets everything read.
 //   - Append and its dedupe take the numbers in call order, ascending,
 //     for any session whose lock came at or before the round that took
 //     them: every number is still taken after its session's lock and
@@ -446,6 +449,10 @@ func (t *Tx) queueCursorsAhead(b *pgx.Batch, reads []func(pgx.BatchResults) erro
 	if appends == 0 {
 		return reads // turns alone: nothing will append to these
 	}
+	// The numbers taken now replace those still spare, which are below
+	// them: they are taken for those appends too, and for the announced.
+	appends += t.announced + len(t.spares.ids)
+	t.announced = 0
 	if !t.published {
 		b.Queue(publishMarker, t.s.markerHi, t.s.markerLo)
 		reads = append(reads, func(br pgx.BatchResults) error {
@@ -561,17 +568,24 @@ func queueSpareIDs(b *pgx.Batch, reads []func(pgx.BatchResults) error, q, what s
 	b.Queue(q, n)
 	return append(reads, func(br pgx.BatchResults) error {
 		rows, err := br.Query()
+		ids, err := collectIDs(rows, err)
 		if err != nil {
 			return wrap(fmt.Errorf("take %d %s: %w", n, what, err))
 		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
-			return wrap(fmt.Errorf("take %d %s: %w", n, what, err))
-		}
-		slices.Sort(ids)
 		s.set(ids, round)
 		return nil
 	})
+}
+
+// collectIDs reads the ids a statement taking several returned, in
+// ascending order.
+func collectIDs(rows pgx.Rows, err error) ([]int64, error) {
+	if err != nil {
+		return nil, err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	slices.Sort(ids)
+	return ids, err
 }
 
 // relockFirst notes sessions for the next transaction to lock first.

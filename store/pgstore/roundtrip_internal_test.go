@@ -100,10 +100,17 @@ func TestAWriteOfManyRecordsTakesARoundTripPerRecord(t *testing.T) {
 }
 
 // BenchmarkRecord64Producers records human messages from 64 goroutines on
-// 100 targets with 2 watchers each, as vigil bench does.
+// targets with 2 watchers each: 100 targets, as vigil bench does, and 8,
+// so that a batch holds several records on each.
 func BenchmarkRecord64Producers(b *testing.B) {
+	for _, targets := range []int{100, 8} {
+		b.Run(fmt.Sprintf("targets=%d", targets), func(b *testing.B) { benchmarkRecord64Producers(b, targets) })
+	}
+}
+
+func benchmarkRecord64Producers(b *testing.B, targets int) {
 	pgtest.Require(b)
-	eng, rt, refs := openCounted(b, 100, 2)
+	eng, rt, refs := openCounted(b, targets, 2)
 	ctx := context.Background()
 	var next atomic.Int64
 	before := rt.n.Load()
@@ -164,11 +171,16 @@ func pgCPU(t testing.TB) time.Duration {
 }
 
 // lockAll locks refs as the engine's group commit locks the targets of a
-// batch's records, before the first of them runs.
+// batch's records, one each, before the first of them runs.
 func lockAll(ctx context.Context, txn *vigil.Txn, refs []vigil.SessionRef) error {
+	return lockAllFor(ctx, txn, refs, 1)
+}
+
+// lockAllFor is lockAll for a batch of appends records on each of refs.
+func lockAllFor(ctx context.Context, txn *vigil.Txn, refs []vigil.SessionRef, appends int) error {
 	locks := make([]vigil.Lock, len(refs))
 	for i, ref := range refs {
-		locks[i] = vigil.Lock{Session: ref, Intent: vigil.LockToWrite}
+		locks[i] = vigil.Lock{Session: ref, Intent: vigil.LockToWrite, Appends: appends}
 	}
 	return txn.Rows().(*Tx).Lock(ctx, locks)
 }
@@ -231,6 +243,85 @@ func TestASecondRecordOnATargetLockedWithOthersSeesTheFirstsMoves(t *testing.T) 
 		t.Errorf("cursor notified %d, material %d; want notified %d (the first event) and material %d (the second)",
 			c.Notified, c.Material, first.Event.Sequence, second.Event.Sequence)
 	}
+}
+
+// Further records on a target locked with others, for as many as the
+// lock announced, take no round trip of their own either: the round trip
+// of the locks took a sequence number for each, and the transaction knows
+// the target's cursors as its last record left them, so it neither reads
+// them again nor sends that record's moves early to read them back.
+func TestFurtherRecordsOnATargetLockedWithOthersTakeNoRoundTrip(t *testing.T) {
+	pgtest.Require(t)
+	const n = 10
+	eng, rt, refs := openCounted(t, n, 2)
+	got := roundTripsOfWrite(t, eng, rt, func(ctx context.Context, txn *vigil.Txn) error {
+		if err := lockAllFor(ctx, txn, refs, 3); err != nil {
+			return err
+		}
+		for range 3 {
+			for _, ref := range refs {
+				if _, err := txn.Record(ctx, humanMessage(ref)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if got > 2 {
+		t.Errorf("%d records, 3 on each of %d sessions locked together, took %d round trips, want at most 2",
+			3*n, n, got)
+	}
+}
+
+// A cursor a transaction writes on a target locked with others is read
+// back as written, in watcher order with the target's other cursors:
+// moved in place, or added where a read of the table would return it.
+func TestCursorsWrittenOnATargetLockedWithOthersReadBackAsWritten(t *testing.T) {
+	pgtest.Require(t)
+	eng, _, refs := openCounted(t, 2, 2) // watchers agent:rt:w0 and agent:rt:w1
+	ctx := t.Context()
+	var inTx []vigil.Cursor
+	if err := eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
+		tx := txn.Rows().(*Tx)
+		if err := lockAll(ctx, txn, refs); err != nil {
+			return err
+		}
+		cs, err := tx.CursorsOnTarget(ctx, nil, refs[0])
+		if err != nil {
+			return err
+		}
+		if len(cs) != 2 {
+			return fmt.Errorf("read %d cursors, want 2", len(cs))
+		}
+		moved := cs[1]
+		moved.Material, moved.UpdatedAt = 7, 7
+		added := vigil.Cursor{Watcher: "agent:rt:w0a", Target: refs[0], UpdatedAt: 7}
+		if err := tx.PutCursors(ctx, []vigil.Cursor{moved, added}); err != nil {
+			return err
+		}
+		inTx, err = tx.CursorsOnTarget(ctx, nil, refs[0])
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := eng.Cursors(ctx, refs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(inTx, stored) {
+		t.Errorf("read in the transaction after its writes:\n%+v\nstored once it committed:\n%+v", inTx, stored)
+	}
+	if w := watcherKeys(inTx); !slices.Equal(w, []string{"agent:rt:w0", "agent:rt:w0a", "agent:rt:w1"}) {
+		t.Errorf("watchers read in the transaction: %v, want them in order with the new one", w)
+	}
+}
+
+func watcherKeys(cs []vigil.Cursor) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.Watcher
+	}
+	return out
 }
 
 // openSends opens an engine as openCounted does, whose n targets are

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -71,6 +72,12 @@ type Tx struct {
 	toRead  []vigil.SessionRef
 	// held are the writes not sent yet (batch.go).
 	held heldWrites
+	// announced counts the appends Lock was told of (vigil.Lock.Appends)
+	// that no number was taken for yet, beyond the one a round that reads
+	// ahead takes for each session it locks to write: the next numbers
+	// taken take as many more, so that a batch's further records on a
+	// session find theirs spare.
+	announced int
 	// spares are sequence numbers taken ahead, for the next appends to
 	// the sessions locked with them (see number); messageIDs are message
 	// ids likewise, for the next messages (see AppendMessage).
@@ -97,6 +104,13 @@ var _ vigil.Tx = (*Tx)(nil)
 // the round trip reads with them (Reading ahead, in batch.go).
 func (t *Tx) Lock(ctx context.Context, locks []vigil.Lock) error {
 	for _, l := range locks {
+		if l.Intent != vigil.LockToRead {
+			if t.willHold(l.Session) {
+				t.announced += l.Appends
+			} else {
+				t.announced += max(l.Appends-1, 0)
+			}
+		}
 		switch l.Intent {
 		case vigil.LockToRead:
 			t.lockToRead(l.Session)
@@ -175,9 +189,6 @@ func (t *Tx) flushLocks(ctx context.Context) error { return nil }
 const lockHead = `INSERT INTO session_heads (agent_id, session_key, head, pruned_watermark) VALUES ($1, $2, 0, 0)
 	ON CONFLICT (agent_id, session_key) DO UPDATE SET head = session_heads.head`
 
-// nextNumber takes the next sequence number.
-const nextNumber = `SELECT nextval('event_sequence')`
-
 // appendEvent appends an event with a dedupe key, with the number $13 when
 // it is given and the next one otherwise: a row that ON CONFLICT drops (the
 // key is already present on the session) has used its number up all the
@@ -241,7 +252,8 @@ func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
 
 // number returns the number for the next append to ref: a spare one,
 // taken after ref's lock and after every number used so far, or else a
-// new one, after ref's lock, in a round trip of its own.
+// new one, after ref's lock, in a round trip of its own that takes the
+// announced appends' numbers too.
 func (t *Tx) number(ctx context.Context, ref vigil.SessionRef) (int64, error) {
 	if seq, ok := t.spares.take(t.locked[ref]); ok {
 		return seq, nil
@@ -249,19 +261,44 @@ func (t *Tx) number(ctx context.Context, ref vigil.SessionRef) (int64, error) {
 	t.lock(ref)
 	b := &pgx.Batch{}
 	publish := t.queueMarker(b)
-	b.Queue(nextNumber)
+	numbers := t.queueNumbers(b)
 	br := t.send(ctx, b, false)
 	defer br.Close()
 	if err := t.readMarker(br, publish); err != nil {
 		return 0, err
 	}
-	var seq int64
-	if err := br.QueryRow().Scan(&seq); err != nil {
-		return 0, wrap(fmt.Errorf("take a sequence number: %w", err))
+	if err := numbers(br); err != nil {
+		return 0, err
 	}
-	// Locks sent with it may have read ahead numbers, below this one.
-	t.spares.drop()
+	seq, ok := t.spares.take(t.locked[ref])
+	if !ok {
+		return 0, fmt.Errorf("take a sequence number for %s: none taken after its lock", ref)
+	}
 	return seq, wrap(br.Close())
+}
+
+// queueNumbers queues the taking of the numbers the transaction's next
+// appends need, after every lock queued before it: one, and as many more
+// as were announced (see announced). The returned function reads them
+// into the spare numbers, in place of any taken before, which are below
+// them (see spareIDs).
+func (t *Tx) queueNumbers(b *pgx.Batch) func(pgx.BatchResults) error {
+	n := 1 + t.announced
+	t.announced = 0
+	b.Queue(takeNumbers, n)
+	return func(br pgx.BatchResults) error {
+		rows, err := br.Query()
+		ids, err := collectIDs(rows, err)
+		if err != nil {
+			return wrap(fmt.Errorf("take %d sequence numbers: %w", n, err))
+		}
+		if len(ids) != n {
+			return fmt.Errorf("take %d sequence numbers: got %d", n, len(ids))
+		}
+		// Taken after every round of locks sent so far.
+		t.spares.set(ids, t.rounds)
+		return nil
+	}
 }
 
 // queueMarker queues the transaction's sequence marker (log.go) when it
@@ -357,14 +394,15 @@ func (t *Tx) Version(ctx context.Context, ref vigil.SessionRef) (int64, error) {
 //
 // A record reads its target's cursors right before it appends to it, so
 // once the transaction holds its marker (a record before this one
-// appended), the same round trip takes a spare number for that append,
-// unless one is spare already: after the target's lock, as Append
-// requires. A record that then appends nothing (a human message nobody
-// watches) leaves a gap in the sequence, which is allowed.
+// appended), the same round trip takes a spare number for that append
+// (and for the appends announced, see announced), unless one is spare
+// already: after the target's lock, as Append requires. A record that
+// then appends nothing (a human message nobody watches) leaves a gap in
+// the sequence, which is allowed.
 //
 // The cursors of a target locked with others (Lock) were read
-// with the lock, and are answered from that read until the transaction
-// writes a cursor of the target.
+// with the lock, and are answered from that read, kept up to date with
+// the transaction's writes of them (knowWritten).
 func (t *Tx) CursorsOnTarget(ctx context.Context, dst []vigil.Cursor, target vigil.SessionRef) ([]vigil.Cursor, error) {
 	if err := t.sendAhead(ctx, target, t.ahead); err != nil {
 		return nil, err
@@ -374,10 +412,9 @@ func (t *Tx) CursorsOnTarget(ctx context.Context, dst []vigil.Cursor, target vig
 	}
 	b := &pgx.Batch{}
 	b.Queue(cursorsOnTarget, target.AgentID, target.Key)
-	spare := t.published && t.willHold(target) && !t.spares.may(t.locked[target])
-	if spare {
-		t.spares.drop() // the number taken now is above them
-		b.Queue(nextNumber)
+	var numbers func(pgx.BatchResults) error
+	if t.published && t.willHold(target) && !t.spares.may(t.locked[target]) {
+		numbers = t.queueNumbers(b) // after the round that locks target, if it is pending
 	}
 	br := t.send(ctx, b, t.held.cursorsOn(target))
 	defer br.Close()
@@ -388,13 +425,10 @@ func (t *Tx) CursorsOnTarget(ctx context.Context, dst []vigil.Cursor, target vig
 		return nil, err
 	}
 	t.saw(cs[from:]...)
-	if spare {
-		var seq int64
-		if err := br.QueryRow().Scan(&seq); err != nil {
-			return nil, wrap(fmt.Errorf("take a sequence number: %w", err))
+	if numbers != nil {
+		if err := numbers(br); err != nil {
+			return nil, err
 		}
-		// Taken after the round that locked target, if it was pending.
-		t.spares.set(append(t.spares.ids[:0], seq), t.rounds)
 	}
 	return cs, wrap(br.Close())
 }
@@ -414,11 +448,11 @@ const cursorsOnTarget = `SELECT ` + cursorColumns + ` FROM cursors
 // allows.
 func (t *Tx) queueRecordAhead(b *pgx.Batch, ref vigil.SessionRef) func(pgx.BatchResults) error {
 	b.Queue(cursorsOnTarget, ref.AgentID, ref.Key)
-	number := len(t.spares.ids) == 0
+	var numbers func(pgx.BatchResults) error
 	publish := false
-	if number {
+	if len(t.spares.ids) == 0 {
 		publish = t.queueMarker(b)
-		b.Queue(nextNumber)
+		numbers = t.queueNumbers(b)
 	}
 	return func(br pgx.BatchResults) error {
 		rows, err := br.Query()
@@ -431,19 +465,13 @@ func (t *Tx) queueRecordAhead(b *pgx.Batch, ref vigil.SessionRef) func(pgx.Batch
 		}
 		t.known[ref] = cs
 		t.saw(cs...)
-		if !number {
+		if numbers == nil {
 			return nil
 		}
 		if err := t.readMarker(br, publish); err != nil {
 			return err
 		}
-		var seq int64
-		if err := br.QueryRow().Scan(&seq); err != nil {
-			return wrap(fmt.Errorf("take a sequence number: %w", err))
-		}
-		// Taken after every round of locks sent so far, ref's included.
-		t.spares.set(append(t.spares.ids[:0], seq), t.rounds)
-		return nil
+		return numbers(br)
 	}
 }
 
@@ -452,8 +480,8 @@ func (t *Tx) queueRecordAhead(b *pgx.Batch, ref vigil.SessionRef) func(pgx.Batch
 func (t *Tx) Cursor(ctx context.Context, watcher string, target vigil.SessionRef) (vigil.Cursor, bool, error) {
 	// A target whose cursors were read with its lock (Reading ahead, in
 	// batch.go) is answered from them, as CursorsOnTarget is: they were
-	// read as this reads, after the transaction's writes to them, and are
-	// forgotten at its next write to one.
+	// read as this reads, after the transaction's writes to them, and
+	// its later writes keep them up to date (knowWritten).
 	if err := t.sendAhead(ctx, target, t.ahead); err != nil {
 		return vigil.Cursor{}, false, err
 	}
@@ -495,11 +523,35 @@ func (t *Tx) PutCursors(ctx context.Context, cs []vigil.Cursor) error {
 		if !t.noticeUnchanged(c) {
 			t.watchers[c.Watcher] = struct{}{}
 		}
-		delete(t.known, c.Target)
+		t.knowWritten(c)
 	}
 	t.saw(cs...)
 	t.held.addCursors(cs)
 	return nil
+}
+
+// knowWritten brings the cursors read ahead of c's target, if they were,
+// up to date with the write of c, as a read after the write would return
+// them: in watcher order, c in place of the watcher's row or added. The
+// target is locked to the transaction's end, and every writer of a
+// target's cursors locks the target first, so no other transaction
+// changes them meanwhile; the next record on the target is then answered
+// from memory, where a read would first send the held writes and cost a
+// round trip.
+func (t *Tx) knowWritten(c vigil.Cursor) {
+	cs, ok := t.known[c.Target]
+	if !ok {
+		return
+	}
+	i, found := slices.BinarySearchFunc(cs, c.Watcher, func(k vigil.Cursor, w string) int {
+		return strings.Compare(k.Watcher, w)
+	})
+	if found {
+		cs[i] = c
+	} else {
+		cs = slices.Insert(cs, i, c)
+	}
+	t.known[c.Target] = cs
 }
 
 // noticeUnchanged reports whether writing c leaves the notices every
