@@ -222,9 +222,10 @@ type Lock struct {
 	Session SessionRef
 	Intent  LockIntent
 	// Appends is how many of the writes locking the session together may
-	// append to it (records, each at most one event), for a store that
-	// takes sequence numbers with its locks; 0 says nothing more than the
-	// intent does.
+	// append to it (a record at most one event), and, locked to change
+	// it, to what the store keeps of it beside its log (a send one
+	// message): a store that takes sequence numbers or message ids with
+	// its locks takes as many. 0 says nothing more than the intent does.
 	Appends int
 }
 

@@ -374,15 +374,16 @@ func (t *Tx) lockSet(asked []vigil.SessionRef) []vigil.SessionRef {
 //
 // Sessions locked to change them (vigil.LockToChange: the targets of the
 // gateway's sends, which the engine locks with the batch's other
-// sessions) are read
-// ahead even alone, and further: the same round trip reads their rows
-// and their parents' rows, as GetSession reads them, after the held
-// writes of those rows, and takes one message id for each, after all
-// the locks. GetSession answers from those rows until the transaction
-// writes the row or sends a statement through t.tx, and AppendMessage
-// takes the ids as Append takes the numbers: in call order, for any
-// session locked at or before the round that took them, the rest
-// dropped once an id is taken otherwise. Only LockToChange asks for this,
+// sessions) are read ahead even alone, and further: the same round trip
+// reads their rows and their parents' rows, as GetSession reads them,
+// after the held writes of those rows, and takes message ids after all
+// the locks, as it takes numbers: one for each, one more for each further
+// write the locks announce, and one for each id still spare. GetSession
+// answers from those rows, which the transaction's own writes of a row
+// read under its lock keep up to date, until a statement sent through
+// t.tx; AppendMessage takes the ids as Append takes the numbers: in call
+// order, for any session locked at or before the round that took them,
+// the rest dropped once an id is taken otherwise. Only LockToChange asks for this,
 // so a batch of records alone reads no rows and takes no ids: the
 // round trip of their locks stays as it was.
 
@@ -515,7 +516,11 @@ func (t *Tx) queueTargetsAhead(b *pgx.Batch, reads []func(pgx.BatchResults) erro
 		}
 		return nil
 	})
-	return queueSpareIDs(b, reads, takeMessageIDs, "message ids", len(refs), &t.messageIDs, round)
+	// As with sequence numbers (queueCursorsAhead), the ids taken now
+	// replace those still spare, and cover the announced messages.
+	n := len(refs) + t.announcedMessages + len(t.messageIDs.ids)
+	t.announcedMessages = 0
+	return queueSpareIDs(b, reads, takeMessageIDs, "message ids", n, &t.messageIDs, round)
 }
 
 // readSession notes a session's row read in the transaction, or its
@@ -524,7 +529,7 @@ func (t *Tx) readSession(ref vigil.SessionRef, s sessions.Session, ok bool) {
 	if t.sessionsRead == nil {
 		t.sessionsRead = map[vigil.SessionRef]sessionRead{}
 	}
-	t.sessionsRead[ref] = sessionRead{s, ok}
+	t.sessionsRead[ref] = sessionRead{s: s, ok: ok, locked: t.locked[ref] > 0}
 }
 
 // spareIDs are ids of one sequence taken ahead (event numbers, message

@@ -189,10 +189,11 @@ const sessionWithParent = `SELECT ` + sessionColumns + ` FROM sessions WHERE (ag
 	SELECT split_part(spawned_by, ':', 2), spawned_by FROM sessions
 	WHERE agent_id = $1 AND session_key = $2 AND spawned_by IS NOT NULL)`
 
-// sessionRead is a session row read in the transaction, or its absence.
+// sessionRead is a session row read in the transaction, or its absence;
+// locked says it was read under the session's lock.
 type sessionRead struct {
-	s  sessions.Session
-	ok bool
+	s          sessions.Session
+	ok, locked bool
 }
 
 // GetSession implements sessions.Tx. It reads after the held write of
@@ -202,8 +203,9 @@ type sessionRead struct {
 // The same round trip reads the row of the session's parent, which the
 // transaction then answers from, as from a statement sent a little
 // earlier, until it writes that row or sends a statement through t.tx.
-// The row of a session locked to change (vigil.LockToChange) is read with the
-// lock, and answered from that read likewise (batch.go).
+// The row of a session locked to change (vigil.LockToChange) is read with
+// the lock, and answered from that read likewise, except that the
+// transaction's own writes of it keep it up to date (keepRead; batch.go).
 func (t *Tx) GetSession(ctx context.Context, ref vigil.SessionRef) (sessions.Session, bool, error) {
 	if err := t.sendAhead(ctx, ref, t.targets); err != nil {
 		return sessions.Session{}, false, fmt.Errorf("read session %s: %w", ref, err)
@@ -227,9 +229,9 @@ func (t *Tx) GetSession(ctx context.Context, ref vigil.SessionRef) (sessions.Ses
 			return sessions.Session{}, false, wrap(fmt.Errorf("read session %s: %w", ref, err))
 		}
 		if s.Ref == ref {
-			found = sessionRead{s, true}
+			found = sessionRead{s: s, ok: true}
 		} else {
-			parent = &sessionRead{s, true}
+			parent = &sessionRead{s: s, ok: true}
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -275,11 +277,12 @@ func (t *Tx) PutSession(ctx context.Context, s sessions.Session) error {
 	if err := storableSession(s); err != nil {
 		return fmt.Errorf("session %s: %w", s.Ref.Key, err)
 	}
-	delete(t.sessionsRead, s.Ref)
 	if s.Label == "" {
 		t.held.addSession(s)
+		t.keepRead(s)
 		return nil
 	}
+	delete(t.sessionsRead, s.Ref)
 	var objective, status *string
 	var goalAt *int64
 	if s.Goal != nil {
@@ -311,6 +314,28 @@ func (t *Tx) PutSession(ctx context.Context, s sessions.Session) error {
 		return labelConflict(s.Label, "another session")
 	}
 	return wrap(err)
+}
+
+// keepRead brings the transaction's read of s's row up to date with the
+// held write of s, when it found the row under the session's lock, as a
+// read after the write would return it: s, with the row's creation time,
+// which the write keeps. The lock keeps the row from being deleted and
+// made again meanwhile (the only change the write does not overwrite), so
+// a second send to the session in a batch reads it without a round trip.
+// Any other read is forgotten.
+func (t *Tx) keepRead(s sessions.Session) {
+	r, ok := t.sessionsRead[s.Ref]
+	if !ok || !r.ok || !r.locked {
+		delete(t.sessionsRead, s.Ref)
+		return
+	}
+	row := s
+	row.CreatedAt = r.s.CreatedAt
+	if s.Goal != nil {
+		g := *s.Goal
+		row.Goal = &g
+	}
+	t.sessionsRead[s.Ref] = sessionRead{s: row, ok: true, locked: true}
 }
 
 func labelConflict(label, other string) error {
@@ -370,7 +395,9 @@ func (t *Tx) AppendMessage(ctx context.Context, m sessions.Message) (int64, erro
 	// any others pending, as every writer of the session takes it.
 	t.lock(m.Session)
 	b := &pgx.Batch{}
-	b.Queue(`SELECT nextval('message_ids')`)
+	n := 1 + t.announcedMessages // the announced messages' ids too
+	t.announcedMessages = 0
+	b.Queue(takeMessageIDs, n)
 	// A person's message is recorded on its session next (a person's
 	// send): what that record reads goes in this round trip too, unless
 	// the locks sent with it read ahead themselves.
@@ -379,8 +406,11 @@ func (t *Tx) AppendMessage(ctx context.Context, m sessions.Message) (int64, erro
 		recordAhead = t.queueRecordAhead(b, m.Session)
 	}
 	br := t.send(ctx, b, recordAhead != nil && t.held.cursorsOn(m.Session))
-	var id int64
-	err := br.QueryRow().Scan(&id)
+	rows, err := br.Query()
+	ids, err := collectIDs(rows, err)
+	if err == nil && len(ids) != n {
+		err = fmt.Errorf("took %d of %d", len(ids), n)
+	}
 	if err == nil && recordAhead != nil {
 		err = recordAhead(br)
 	}
@@ -390,8 +420,10 @@ func (t *Tx) AppendMessage(ctx context.Context, m sessions.Message) (int64, erro
 	if err != nil {
 		return 0, wrap(fmt.Errorf("take a message id for %s: %w", m.Session, err))
 	}
-	// Locks sent with it may have taken ids ahead, below this one.
-	t.messageIDs.drop()
+	// In place of any that locks sent with it took ahead, below these;
+	// taken after every round of locks sent so far.
+	t.messageIDs.set(ids[1:], t.rounds)
+	id := ids[0]
 	m.ID = id
 	t.held.addMessage(m)
 	t.messages = append(t.messages, Arrival{Session: m.Session, MessageID: id})

@@ -76,8 +76,9 @@ type Tx struct {
 	// that no number was taken for yet, beyond the one a round that reads
 	// ahead takes for each session it locks to write: the next numbers
 	// taken take as many more, so that a batch's further records on a
-	// session find theirs spare.
-	announced int
+	// session find theirs spare. announcedMessages counts those of
+	// sessions locked to change likewise, for message ids.
+	announced, announcedMessages int
 	// spares are sequence numbers taken ahead, for the next appends to
 	// the sessions locked with them (see number); messageIDs are message
 	// ids likewise, for the next messages (see AppendMessage).
@@ -105,10 +106,13 @@ var _ vigil.Tx = (*Tx)(nil)
 func (t *Tx) Lock(ctx context.Context, locks []vigil.Lock) error {
 	for _, l := range locks {
 		if l.Intent != vigil.LockToRead {
-			if t.willHold(l.Session) {
-				t.announced += l.Appends
-			} else {
-				t.announced += max(l.Appends-1, 0)
+			more := l.Appends
+			if !t.willHold(l.Session) {
+				more = max(more-1, 0) // the round of the lock takes one
+			}
+			t.announced += more
+			if l.Intent == vigil.LockToChange {
+				t.announcedMessages += more
 			}
 		}
 		switch l.Intent {
