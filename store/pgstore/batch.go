@@ -51,9 +51,19 @@ const beginQuery = `BEGIN ISOLATION LEVEL READ COMMITTED`
 // set, and the pending locks. It reads the results of those itself and
 // returns b's results, which the caller reads and closes; a failure among
 // the queued statements is b's failure.
+//
+// A failure among the queued statements breaks the transaction: what it
+// held in memory (writes, locks to take, BEGIN itself) went with them and
+// may not have reached the server, which a failure before anything was
+// sent (a caller's context done) leaves none the wiser. Every later
+// statement then fails, and so does Commit, even for a caller that
+// ignored the failure.
 func (t *Tx) send(ctx context.Context, b *pgx.Batch, writes bool) pgx.BatchResults {
 	if t.ended {
 		return pgx.FailedBatchResults(b, pgx.ErrTxClosed)
+	}
+	if t.broken != nil {
+		return pgx.FailedBatchResults(b, t.broken)
 	}
 	all := b
 	var reads []func(pgx.BatchResults) error
@@ -77,7 +87,8 @@ func (t *Tx) send(ctx context.Context, b *pgx.Batch, writes bool) pgx.BatchResul
 	for _, read := range reads {
 		if err := read(br); err != nil {
 			br.Close()
-			return pgx.FailedBatchResults(b, err)
+			t.broken = &retryError{err}
+			return pgx.FailedBatchResults(b, t.broken)
 		}
 	}
 	return br

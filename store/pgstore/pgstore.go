@@ -190,6 +190,16 @@ func (e *conflictError) Unwrap() []error {
 	return []error{e.err, vigil.ErrRetryable, vigil.ErrStoreFailed}
 }
 
+// retryError marks the failure of statements a transaction had queued
+// (Tx.send): the transaction is lost, but the writes in it did nothing
+// wrong, so the engine runs them again (vigil.ErrRetryable) in a new one.
+type retryError struct{ err error }
+
+func (e *retryError) Error() string { return e.err.Error() }
+func (e *retryError) Unwrap() []error {
+	return []error{e.err, vigil.ErrRetryable, vigil.ErrStoreFailed}
+}
+
 // failure marks an error of the database (or of the pool's connections to
 // it) as the store's: vigil.ErrStoreFailed, keeping the error's text.
 type failure struct{ err error }

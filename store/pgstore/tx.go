@@ -42,6 +42,9 @@ type Tx struct {
 	// begun is set once BEGIN is sent, ended once the transaction is
 	// committed or rolled back and conn is released.
 	begun, ended bool
+	// broken is the failure of statements the transaction had queued
+	// (send): it can then only roll back.
+	broken error
 
 	// published is set once the transaction holds its sequence marker
 	// (log.go), which must happen before its first nextval.
@@ -282,12 +285,12 @@ func (t *Tx) number(ctx context.Context, ref vigil.SessionRef) (int64, error) {
 }
 
 // queueNumbers queues the taking of the numbers the transaction's next
-// appends need, after every lock queued before it: one, and as many more
-// as were announced (see announced). The returned function reads them
-// into the spare numbers, in place of any taken before, which are below
-// them (see spareIDs).
+// appends need, after every lock queued before it: one, as many more as
+// were announced (see announced), and one for each still spare. The
+// returned function reads them into the spare numbers, in place of those,
+// which are below them (see spareIDs).
 func (t *Tx) queueNumbers(b *pgx.Batch) func(pgx.BatchResults) error {
-	n := 1 + t.announced
+	n := 1 + t.announced + len(t.spares.ids)
 	t.announced = 0
 	b.Queue(takeNumbers, n)
 	return func(br pgx.BatchResults) error {
@@ -814,6 +817,10 @@ func (t *Tx) ExpireCursors(ctx context.Context, updatedBefore int64, limit int) 
 func (t *Tx) Commit() error {
 	if t.ended {
 		return pgx.ErrTxClosed
+	}
+	if t.broken != nil {
+		_ = t.Rollback()
+		return wrap(fmt.Errorf("commit after a failed statement: %w", t.broken))
 	}
 	t.pending, t.ahead, t.targets = nil, nil, nil // a lock nothing reads under would end at once
 	t.spares.drop()
