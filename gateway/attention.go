@@ -125,11 +125,15 @@ func (g *Gateway) CheckAttention(ctx context.Context) (int, error) {
 			summary = "session waiting on a person"
 		}
 		err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
+			parent, err := liveParent(ctx, tx, s)
+			if err != nil {
+				return err
+			}
 			res, err := txn.Record(ctx, vigil.Record{Session: run.Session, SessionID: s.SessionID, Kind: vigil.KindAttention,
 				ActorType: vigil.ActorSystem, RunID: run.RunID, Summary: summary,
 				Payload:   []byte(`{"attention":"` + state + `"}`),
 				DedupeKey: "attention:" + state + ":" + run.RunID + ":" + strconv.FormatInt(since, 10),
-				Parent:    liveParent(ctx, tx, s), Notify: []string{sessionkey.MainKey(run.Session.AgentID)}})
+				Parent:    parent, Notify: []string{sessionkey.MainKey(run.Session.AgentID)}})
 			if err == nil && res.Appended {
 				recorded++
 			}

@@ -318,8 +318,12 @@ func (g *Gateway) SetGoal(ctx context.Context, c Caller, in GoalInput) (_ GoalOu
 			return err
 		}
 		payload, _ := json.Marshal(map[string]string{"action": in.Action})
+		parent, err := liveParent(ctx, tx, s)
+		if err != nil {
+			return err
+		}
 		res, err := txn.Record(ctx, vigil.Record{Session: ref, SessionID: s.SessionID, Kind: vigil.KindGoalChanged,
-			ActorType: actorType, ActorID: actorID, Summary: summary, Payload: payload, Parent: liveParent(ctx, tx, s)})
+			ActorType: actorType, ActorID: actorID, Summary: summary, Payload: payload, Parent: parent})
 		if err != nil {
 			return err
 		}
@@ -384,8 +388,12 @@ func (g *Gateway) Reset(ctx context.Context, c Caller, in SessionInput) (_ Reset
 			return err
 		}
 		actorType, actorID := c.actor()
+		parent, err := liveParent(ctx, tx, s)
+		if err != nil {
+			return err
+		}
 		if _, err := txn.Record(ctx, vigil.Record{Session: ref, SessionID: s.SessionID, Kind: vigil.KindSessionReset,
-			ActorType: actorType, ActorID: actorID, Parent: liveParent(ctx, tx, s)}); err != nil {
+			ActorType: actorType, ActorID: actorID, Parent: parent}); err != nil {
 			return err
 		}
 		txn.AfterCommit(func() { g.failWaiters(ref, "the session was reset") })
@@ -636,18 +644,25 @@ func (g *Gateway) Compact(ctx context.Context, c Caller, in CompactInput) (_ Com
 	return out, nil
 }
 
-func liveParent(ctx context.Context, tx sessions.Tx, s sessions.Session) string {
+// liveParent returns the key of the session that spawned s, if its row
+// is still there: the parent a record on s notifies. A failure to read
+// that row fails the write, which must not go on as if s had no parent.
+func liveParent(ctx context.Context, tx sessions.Tx, s sessions.Session) (string, error) {
 	if s.SpawnedBy == "" {
-		return ""
+		return "", nil
 	}
 	ref, err := vigil.Ref("", s.SpawnedBy)
 	if err != nil {
-		return ""
+		return "", nil
 	}
-	if _, ok, err := tx.GetSession(ctx, ref); err != nil || !ok {
-		return ""
+	_, ok, err := tx.GetSession(ctx, ref)
+	if err != nil {
+		return "", fmt.Errorf("read the row of %s's parent: %w", s.Ref, err)
 	}
-	return s.SpawnedBy
+	if !ok {
+		return "", nil
+	}
+	return s.SpawnedBy, nil
 }
 
 // ownOrPerson allows people and admins (on sessions they reach) and an

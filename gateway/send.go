@@ -170,9 +170,13 @@ func (g *Gateway) Send(ctx context.Context, c Caller, in SendInput) (_ SendOutpu
 			// The channel matched channelPattern, so it needs no escaping:
 			// these are the bytes json.Marshal would give, without its map.
 			payload := []byte(`{"channel":"` + channel + `"}`)
+			parent, err := liveParent(ctx, tx, s)
+			if err != nil {
+				return err
+			}
 			if _, err := txn.Record(ctx, vigil.Record{Session: target, SessionID: s.SessionID,
 				Kind: vigil.KindHumanDirectMessage, ActorType: vigil.ActorHuman, ActorID: actorID,
-				Summary: "human message via " + channel, Payload: payload, Parent: liveParent(ctx, tx, s)}); err != nil {
+				Summary: "human message via " + channel, Payload: payload, Parent: parent}); err != nil {
 				return err
 			}
 		}
