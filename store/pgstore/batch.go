@@ -54,10 +54,10 @@ const beginQuery = `BEGIN ISOLATION LEVEL READ COMMITTED`
 //
 // A failure among the queued statements breaks the transaction: what it
 // held in memory (writes, locks to take, BEGIN itself) went with them and
-// may not have reached the server, which a failure before anything was
-// sent (a caller's context done) leaves none the wiser. Every later
-// statement then fails, and so does Commit, even for a caller that
-// ignored the failure.
+// may not have reached the server, whose transaction, after a failure
+// before anything was sent (a caller's context done), goes on without
+// them. Every later statement then fails, and so does Commit, even for a
+// caller that ignored the failure.
 func (t *Tx) send(ctx context.Context, b *pgx.Batch, writes bool) pgx.BatchResults {
 	if t.ended {
 		return pgx.FailedBatchResults(b, pgx.ErrTxClosed)
