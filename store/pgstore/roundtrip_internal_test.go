@@ -189,24 +189,7 @@ func lockAllFor(ctx context.Context, txn *vigil.Txn, refs []vigil.SessionRef, ap
 // the locks, every target's cursors and the sequence numbers go in one
 // round trip, the appends and cursor moves with the commit in another.
 func TestRecordsOnSessionsLockedTogetherShareTheirRoundTrips(t *testing.T) {
-	pgtest.Require(t)
-	const n = 20
-	eng, rt, refs := openCounted(t, n, 2)
-	got := roundTripsOfWrite(t, eng, rt, func(ctx context.Context, txn *vigil.Txn) error {
-		if err := lockAll(ctx, txn, refs); err != nil {
-			return err
-		}
-		for _, ref := range refs {
-			if _, err := txn.Record(ctx, humanMessage(ref)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if got > 2 {
-		t.Errorf("%d records on sessions locked together took %d round trips (%.2f per record), want at most 2",
-			n, got, float64(got)/n)
-	}
+	checkRecordRounds(t, 20, 1)
 }
 
 // A second record on a target locked with others, in the same
@@ -251,14 +234,21 @@ func TestASecondRecordOnATargetLockedWithOthersSeesTheFirstsMoves(t *testing.T) 
 // the target's cursors as its last record left them, so it neither reads
 // them again nor sends that record's moves early to read them back.
 func TestFurtherRecordsOnATargetLockedWithOthersTakeNoRoundTrip(t *testing.T) {
+	checkRecordRounds(t, 10, 3)
+}
+
+// checkRecordRounds checks that one write taking n sessions' locks as a
+// batch of rounds records on each takes them, then recording on each in
+// turn, rounds times, takes at most two round trips.
+func checkRecordRounds(t *testing.T, n, rounds int) {
+	t.Helper()
 	pgtest.Require(t)
-	const n = 10
 	eng, rt, refs := openCounted(t, n, 2)
 	got := roundTripsOfWrite(t, eng, rt, func(ctx context.Context, txn *vigil.Txn) error {
-		if err := lockAllFor(ctx, txn, refs, 3); err != nil {
+		if err := lockAllFor(ctx, txn, refs, rounds); err != nil {
 			return err
 		}
-		for range 3 {
+		for range rounds {
 			for _, ref := range refs {
 				if _, err := txn.Record(ctx, humanMessage(ref)); err != nil {
 					return err
@@ -268,8 +258,8 @@ func TestFurtherRecordsOnATargetLockedWithOthersTakeNoRoundTrip(t *testing.T) {
 		return nil
 	})
 	if got > 2 {
-		t.Errorf("%d records, 3 on each of %d sessions locked together, took %d round trips, want at most 2",
-			3*n, n, got)
+		t.Errorf("%d records, %d on each of %d sessions locked together, took %d round trips, want at most 2",
+			rounds*n, rounds, n, got)
 	}
 }
 
@@ -590,21 +580,7 @@ func (c *waitingCtx) Done() <-chan struct{} {
 // vigil.Changing), costs two round trips in all, however many sends it holds:
 // one for the targets' locks and what the sends read, one for the commit.
 func TestABatchOfAPersonsSendsCostsTwoRoundTrips(t *testing.T) {
-	pgtest.Require(t)
-	const n = 20
-	eng, rt, refs := openSends(t, n)
-	batch := func(now int64) int64 {
-		t.Helper()
-		return inOneBatch(t, eng, rt, n, func(ctx context.Context, i int) error {
-			return eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
-				return personSend(ctx, txn, refs[i], now)
-			}, vigil.Changing(refs[i]))
-		})
-	}
-	batch(2) // prepares the statements on the connection
-	if got := batch(3); got > 2 {
-		t.Errorf("a batch of %d sends took %d round trips, want at most 2", n, got)
-	}
+	checkSendRounds(t, 20, 1)
 }
 
 // Further sends to a session in the batch take no round trip of their
@@ -612,12 +588,18 @@ func TestABatchOfAPersonsSendsCostsTwoRoundTrips(t *testing.T) {
 // message id and a sequence number for each, and the session's row read
 // with its lock is kept up to date with the transaction's write of it.
 func TestFurtherSendsToASessionInABatchTakeNoRoundTrip(t *testing.T) {
+	checkSendRounds(t, 10, 3)
+}
+
+// checkSendRounds checks that a batch of a person's sends, rounds to each
+// of n children in turn, takes at most two round trips.
+func checkSendRounds(t *testing.T, n, rounds int) {
+	t.Helper()
 	pgtest.Require(t)
-	const n = 10
 	eng, rt, refs := openSends(t, n)
 	batch := func(now int64) int64 {
 		t.Helper()
-		return inOneBatch(t, eng, rt, 3*n, func(ctx context.Context, i int) error {
+		return inOneBatch(t, eng, rt, rounds*n, func(ctx context.Context, i int) error {
 			return eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
 				return personSend(ctx, txn, refs[i%n], now)
 			}, vigil.Changing(refs[i%n]))
@@ -625,7 +607,8 @@ func TestFurtherSendsToASessionInABatchTakeNoRoundTrip(t *testing.T) {
 	}
 	batch(2) // prepares the statements on the connection
 	if got := batch(3); got > 2 {
-		t.Errorf("a batch of %d sends, 3 to each of %d sessions, took %d round trips, want at most 2", 3*n, n, got)
+		t.Errorf("a batch of %d sends, %d to each of %d sessions, took %d round trips, want at most 2",
+			rounds*n, rounds, n, got)
 	}
 }
 
