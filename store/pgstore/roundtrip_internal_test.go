@@ -237,6 +237,29 @@ func TestFurtherRecordsOnATargetLockedWithOthersTakeNoRoundTrip(t *testing.T) {
 	checkRecordRounds(t, 10, 3)
 }
 
+// A watch in a batch of records on its target forgets the watcher's
+// tombstone of the target without forgetting the target's cursors read
+// with its lock: the records after it read none again. What a watch
+// costs of its own is two round trips, the target's version and the
+// tombstones' statement.
+func TestAWatchAmongRecordsOnItsTargetLeavesTheirCursorsKnown(t *testing.T) {
+	pgtest.Require(t)
+	const n = 10
+	eng, rt, refs := openCounted(t, n, 1)
+	got := inOneBatch(t, eng, rt, 2*n, func(ctx context.Context, i int) error {
+		if i >= n {
+			_, err := eng.Watch(ctx, "agent:rt:w9", refs[i%n])
+			return err
+		}
+		_, err := eng.Record(ctx, humanMessage(refs[i]))
+		return err
+	})
+	if want := int64(2 + 2*n); got > want {
+		t.Errorf("%d records and %d watches on their targets in one batch took %d round trips, want at most %d",
+			n, n, got, want)
+	}
+}
+
 // checkRecordRounds checks that one write taking n sessions' locks as a
 // batch of rounds records on each takes them, then recording on each in
 // turn, rounds times, takes at most two round trips.

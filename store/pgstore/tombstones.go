@@ -4,12 +4,30 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	vigil "github.com/vigilhq/vigil"
 )
 
 // The tombstone writes name their watchers among those Commit announces:
 // another gateway's queue of each holds, or drops, the notice a tombstone
-// stands for.
+// stands for. They read and change nothing but tombstones, so they go
+// through execTombstones rather than t.tx, and the cursors and rows the
+// transaction read ahead stay known: a watch, which forgets its watcher's
+// tombstone of the target, leaves the next record on the target answered
+// from memory.
+
+// execTombstones runs one statement on the tombstones after what the
+// transaction has queued but its held writes, which never touch them.
+func (t *Tx) execTombstones(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	br := t.send(ctx, b, false)
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag, err
+}
 
 // PutTombstones implements vigil.Tx.
 func (t *Tx) PutTombstones(ctx context.Context, target vigil.SessionRef, watchers []string, at int64) error {
@@ -19,7 +37,7 @@ func (t *Tx) PutTombstones(ctx context.Context, target vigil.SessionRef, watcher
 	for _, w := range watchers {
 		t.watchers[w] = struct{}{}
 	}
-	_, err := t.tx.Exec(ctx, `INSERT INTO tombstones (watcher, target_agent, target_key, made_at)
+	_, err := t.execTombstones(ctx, `INSERT INTO tombstones (watcher, target_agent, target_key, made_at)
 		SELECT w, $2, $3, $4 FROM unnest($1::text[]) AS w
 		ON CONFLICT (watcher, target_agent, target_key) DO UPDATE SET made_at = excluded.made_at`,
 		watchers, target.AgentID, target.Key, at)
@@ -54,9 +72,9 @@ func (t *Tx) DeleteTombstones(ctx context.Context, watcher string, target *vigil
 	var tag interface{ RowsAffected() int64 }
 	var err error
 	if target == nil {
-		tag, err = t.tx.Exec(ctx, `DELETE FROM tombstones WHERE watcher = $1`, watcher)
+		tag, err = t.execTombstones(ctx, `DELETE FROM tombstones WHERE watcher = $1`, watcher)
 	} else {
-		tag, err = t.tx.Exec(ctx, `DELETE FROM tombstones WHERE watcher = $1 AND target_agent = $2 AND target_key = $3`,
+		tag, err = t.execTombstones(ctx, `DELETE FROM tombstones WHERE watcher = $1 AND target_agent = $2 AND target_key = $3`,
 			watcher, target.AgentID, target.Key)
 	}
 	if err != nil {
