@@ -299,7 +299,7 @@ func (t *Tx) queueLocks(b *pgx.Batch, reads []func(pgx.BatchResults) error) []fu
 		reads = t.queueLockGroup(b, reads, refs, refs[early:], true, round)
 	}
 	if ahead {
-		reads = t.queueReadAhead(b, reads, round)
+		reads = t.queueReadAhead(b, reads)
 	}
 	return reads
 }
@@ -411,20 +411,21 @@ func (t *Tx) readsAhead() bool { return len(t.ahead) >= 2 || len(t.targets) > 0 
 
 // queueReadAhead queues the reads of the ahead sessions' cursors and
 // their numbers, and of the targets' rows and their message ids, after
-// the locks of round, and appends the reads of their results to reads.
-func (t *Tx) queueReadAhead(b *pgx.Batch, reads []func(pgx.BatchResults) error, round int) []func(pgx.BatchResults) error {
+// the locks queued before them, and appends the reads of their results
+// to reads.
+func (t *Tx) queueReadAhead(b *pgx.Batch, reads []func(pgx.BatchResults) error) []func(pgx.BatchResults) error {
 	if len(t.ahead) > 0 {
-		reads = t.queueCursorsAhead(b, reads, round)
+		reads = t.queueCursorsAhead(b, reads)
 	}
 	if len(t.targets) > 0 {
-		reads = t.queueTargetsAhead(b, reads, round)
+		reads = t.queueTargetsAhead(b, reads)
 	}
 	return reads
 }
 
 // queueCursorsAhead queues the reads of the ahead sessions' cursors and
 // their numbers, as queueReadAhead does.
-func (t *Tx) queueCursorsAhead(b *pgx.Batch, reads []func(pgx.BatchResults) error, round int) []func(pgx.BatchResults) error {
+func (t *Tx) queueCursorsAhead(b *pgx.Batch, reads []func(pgx.BatchResults) error) []func(pgx.BatchResults) error {
 	refs := t.ahead
 	appends := len(refs)
 	for _, ref := range refs {
@@ -461,10 +462,6 @@ func (t *Tx) queueCursorsAhead(b *pgx.Batch, reads []func(pgx.BatchResults) erro
 	if appends == 0 {
 		return reads // turns alone: nothing will append to these
 	}
-	// The numbers taken now replace those still spare, which are below
-	// them: they are taken for those appends too, and for the announced.
-	appends += t.announced + len(t.spares.ids)
-	t.announced = 0
 	if !t.published {
 		b.Queue(publishMarker, t.s.markerHi, t.s.markerLo)
 		reads = append(reads, func(br pgx.BatchResults) error {
@@ -475,7 +472,7 @@ func (t *Tx) queueCursorsAhead(b *pgx.Batch, reads []func(pgx.BatchResults) erro
 			return nil
 		})
 	}
-	return queueSpareIDs(b, reads, takeNumbers, "sequence numbers", appends, &t.spares, round)
+	return append(reads, t.spares.queue(b, appends, &t.rounds))
 }
 
 // sessionsWithParents reads sessions' rows and their parents', as
@@ -492,7 +489,7 @@ const takeMessageIDs = `SELECT nextval('message_ids') FROM generate_series(1, $1
 
 // queueTargetsAhead queues the reads of the targets' rows, with their
 // parents', and their message ids, as queueReadAhead does.
-func (t *Tx) queueTargetsAhead(b *pgx.Batch, reads []func(pgx.BatchResults) error, round int) []func(pgx.BatchResults) error {
+func (t *Tx) queueTargetsAhead(b *pgx.Batch, reads []func(pgx.BatchResults) error) []func(pgx.BatchResults) error {
 	refs := t.targets
 	t.targets = nil
 	agents, keys := refColumns(refs)
@@ -527,11 +524,7 @@ func (t *Tx) queueTargetsAhead(b *pgx.Batch, reads []func(pgx.BatchResults) erro
 		}
 		return nil
 	})
-	// As with sequence numbers (queueCursorsAhead), the ids taken now
-	// replace those still spare, and cover the announced messages.
-	n := len(refs) + t.announcedMessages + len(t.messageIDs.ids)
-	t.announcedMessages = 0
-	return queueSpareIDs(b, reads, takeMessageIDs, "message ids", n, &t.messageIDs, round)
+	return append(reads, t.messageIDs.queue(b, len(refs), &t.rounds))
 }
 
 // readSession notes a session's row read in the transaction, or its
@@ -549,8 +542,16 @@ func (t *Tx) readSession(ref vigil.SessionRef, s sessions.Session, ok bool) {
 // order, to a session locked in one of those rounds, since any other
 // writer of it then took its ids before.
 type spareIDs struct {
-	ids   []int64
-	round int
+	// query takes $1 ids of the sequence, and what names them.
+	query, what string
+	ids         []int64
+	round       int
+	// announced counts the ids Lock was told the transaction's writes
+	// will use (vigil.Lock.Appends) beyond the one a round that reads
+	// ahead takes for each session it locks: the next ids taken take as
+	// many more, so that a batch's further writes on a session find
+	// theirs spare.
+	announced int
 }
 
 // may reports whether the next spare id may go to a session locked in
@@ -576,21 +577,26 @@ func (s *spareIDs) set(ids []int64, round int) { s.ids, s.round = ids, round }
 // drop forgets the spare ids: one taken otherwise is above them.
 func (s *spareIDs) drop() { s.ids = nil }
 
-// queueSpareIDs queues q, which takes n ids of one sequence (what names
-// them), and appends to reads the reading of its result into s, as ids
-// taken after the locks of round.
-func queueSpareIDs(b *pgx.Batch, reads []func(pgx.BatchResults) error, q, what string, n int, s *spareIDs,
-	round int) []func(pgx.BatchResults) error {
-	b.Queue(q, n)
-	return append(reads, func(br pgx.BatchResults) error {
+// queue queues, after every lock queued before it, the taking of n ids,
+// as many more as were announced, and one for each still spare, which the
+// new ones replace: they are above them. The returned function reads them
+// in, as ids taken after every round of locks sent by then (*rounds).
+func (s *spareIDs) queue(b *pgx.Batch, n int, rounds *int) func(pgx.BatchResults) error {
+	n += s.announced + len(s.ids)
+	s.announced = 0
+	b.Queue(s.query, n)
+	return func(br pgx.BatchResults) error {
 		rows, err := br.Query()
 		ids, err := collectIDs(rows, err)
 		if err != nil {
-			return wrap(fmt.Errorf("take %d %s: %w", n, what, err))
+			return wrap(fmt.Errorf("take %d %s: %w", n, s.what, err))
 		}
-		s.set(ids, round)
+		if len(ids) != n {
+			return fmt.Errorf("take %d %s: got %d", n, s.what, len(ids))
+		}
+		s.set(ids, *rounds)
 		return nil
-	})
+	}
 }
 
 // collectIDs reads the ids a statement taking several returned, in

@@ -395,9 +395,7 @@ func (t *Tx) AppendMessage(ctx context.Context, m sessions.Message) (int64, erro
 	// any others pending, as every writer of the session takes it.
 	t.lock(m.Session)
 	b := &pgx.Batch{}
-	n := 1 + t.announcedMessages // the announced messages' ids too
-	t.announcedMessages = 0
-	b.Queue(takeMessageIDs, n)
+	takeIDs := t.messageIDs.queue(b, 1, &t.rounds) // the announced messages' ids too
 	// A person's message is recorded on its session next (a person's
 	// send): what that record reads goes in this round trip too, unless
 	// the locks sent with it read ahead themselves.
@@ -406,11 +404,7 @@ func (t *Tx) AppendMessage(ctx context.Context, m sessions.Message) (int64, erro
 		recordAhead = t.queueRecordAhead(b, m.Session)
 	}
 	br := t.send(ctx, b, recordAhead != nil && t.held.cursorsOn(m.Session))
-	rows, err := br.Query()
-	ids, err := collectIDs(rows, err)
-	if err == nil && len(ids) != n {
-		err = fmt.Errorf("took %d of %d", len(ids), n)
-	}
+	err := takeIDs(br)
 	if err == nil && recordAhead != nil {
 		err = recordAhead(br)
 	}
@@ -420,10 +414,11 @@ func (t *Tx) AppendMessage(ctx context.Context, m sessions.Message) (int64, erro
 	if err != nil {
 		return 0, wrap(fmt.Errorf("take a message id for %s: %w", m.Session, err))
 	}
-	// In place of any that locks sent with it took ahead, below these;
-	// taken after every round of locks sent so far.
-	t.messageIDs.set(ids[1:], t.rounds)
-	id := ids[0]
+	// Taken after m's lock, in place of any that locks sent with it took.
+	id, ok := t.messageIDs.take(t.locked[m.Session])
+	if !ok {
+		return 0, fmt.Errorf("take a message id for %s: none taken after its lock", m.Session)
+	}
 	m.ID = id
 	t.held.addMessage(m)
 	t.messages = append(t.messages, Arrival{Session: m.Session, MessageID: id})

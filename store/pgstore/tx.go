@@ -23,7 +23,9 @@ func (s *Store) BeginWrite(ctx context.Context) (vigil.Tx, error) {
 	if err != nil {
 		return nil, wrap(err)
 	}
-	t := &Tx{s: s, conn: conn, ctx: ctx, watchers: map[string]struct{}{}, locked: map[vigil.SessionRef]int{}}
+	t := &Tx{s: s, conn: conn, ctx: ctx, watchers: map[string]struct{}{}, locked: map[vigil.SessionRef]int{},
+		spares:     spareIDs{query: takeNumbers, what: "sequence numbers"},
+		messageIDs: spareIDs{query: takeMessageIDs, what: "message ids"}}
 	t.tx = txConn{t}
 	// A batch that gave up on a lock out of order runs again in this
 	// transaction: it takes its locks in order first (batch.go).
@@ -75,13 +77,6 @@ type Tx struct {
 	toRead  []vigil.SessionRef
 	// held are the writes not sent yet (batch.go).
 	held heldWrites
-	// announced counts the appends Lock was told of (vigil.Lock.Appends)
-	// that no number was taken for yet, beyond the one a round that reads
-	// ahead takes for each session it locks to write: the next numbers
-	// taken take as many more, so that a batch's further records on a
-	// session find theirs spare. announcedMessages counts those of
-	// sessions locked to change likewise, for message ids.
-	announced, announcedMessages int
 	// spares are sequence numbers taken ahead, for the next appends to
 	// the sessions locked with them (see number); messageIDs are message
 	// ids likewise, for the next messages (see AppendMessage).
@@ -113,9 +108,9 @@ func (t *Tx) Lock(ctx context.Context, locks []vigil.Lock) error {
 			if !t.willHold(l.Session) {
 				more = max(more-1, 0) // the round of the lock takes one
 			}
-			t.announced += more
+			t.spares.announced += more
 			if l.Intent == vigil.LockToChange {
-				t.announcedMessages += more
+				t.messageIDs.announced += more
 			}
 		}
 		switch l.Intent {
@@ -268,7 +263,7 @@ func (t *Tx) number(ctx context.Context, ref vigil.SessionRef) (int64, error) {
 	t.lock(ref)
 	b := &pgx.Batch{}
 	publish := t.queueMarker(b)
-	numbers := t.queueNumbers(b)
+	numbers := t.spares.queue(b, 1, &t.rounds)
 	br := t.send(ctx, b, false)
 	defer br.Close()
 	if err := t.readMarker(br, publish); err != nil {
@@ -282,30 +277,6 @@ func (t *Tx) number(ctx context.Context, ref vigil.SessionRef) (int64, error) {
 		return 0, fmt.Errorf("take a sequence number for %s: none taken after its lock", ref)
 	}
 	return seq, wrap(br.Close())
-}
-
-// queueNumbers queues the taking of the numbers the transaction's next
-// appends need, after every lock queued before it: one, as many more as
-// were announced (see announced), and one for each still spare. The
-// returned function reads them into the spare numbers, in place of those,
-// which are below them (see spareIDs).
-func (t *Tx) queueNumbers(b *pgx.Batch) func(pgx.BatchResults) error {
-	n := 1 + t.announced + len(t.spares.ids)
-	t.announced = 0
-	b.Queue(takeNumbers, n)
-	return func(br pgx.BatchResults) error {
-		rows, err := br.Query()
-		ids, err := collectIDs(rows, err)
-		if err != nil {
-			return wrap(fmt.Errorf("take %d sequence numbers: %w", n, err))
-		}
-		if len(ids) != n {
-			return fmt.Errorf("take %d sequence numbers: got %d", n, len(ids))
-		}
-		// Taken after every round of locks sent so far.
-		t.spares.set(ids, t.rounds)
-		return nil
-	}
 }
 
 // queueMarker queues the transaction's sequence marker (log.go) when it
@@ -402,7 +373,7 @@ func (t *Tx) Version(ctx context.Context, ref vigil.SessionRef) (int64, error) {
 // A record reads its target's cursors right before it appends to it, so
 // once the transaction holds its marker (a record before this one
 // appended), the same round trip takes a spare number for that append
-// (and for the appends announced, see announced), unless one is spare
+// (and for the appends announced, see spareIDs), unless one is spare
 // already: after the target's lock, as Append requires. A record that
 // then appends nothing (a human message nobody watches) leaves a gap in
 // the sequence, which is allowed.
@@ -421,7 +392,7 @@ func (t *Tx) CursorsOnTarget(ctx context.Context, dst []vigil.Cursor, target vig
 	b.Queue(cursorsOnTarget, target.AgentID, target.Key)
 	var numbers func(pgx.BatchResults) error
 	if t.published && t.willHold(target) && !t.spares.may(t.locked[target]) {
-		numbers = t.queueNumbers(b) // after the round that locks target, if it is pending
+		numbers = t.spares.queue(b, 1, &t.rounds) // after the round that locks target, if it is pending
 	}
 	br := t.send(ctx, b, t.held.cursorsOn(target))
 	defer br.Close()
@@ -459,7 +430,7 @@ func (t *Tx) queueRecordAhead(b *pgx.Batch, ref vigil.SessionRef) func(pgx.Batch
 	publish := false
 	if len(t.spares.ids) == 0 {
 		publish = t.queueMarker(b)
-		numbers = t.queueNumbers(b)
+		numbers = t.spares.queue(b, 1, &t.rounds)
 	}
 	return func(br pgx.BatchResults) error {
 		rows, err := br.Query()
