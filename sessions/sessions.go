@@ -45,6 +45,17 @@ type Session struct {
 	UpdatedAt int64
 }
 
+// Clone returns s with a goal of its own. Its goal is the one part a copy
+// of a Session shares, so a store keeps what it is given, and hands out
+// what it keeps, as clones: callers change the sessions they hold.
+func (s Session) Clone() Session {
+	if s.Goal != nil {
+		g := *s.Goal
+		s.Goal = &g
+	}
+	return s
+}
+
 // Goal is a session's objective and its status.
 type Goal struct {
 	Objective string

@@ -67,11 +67,15 @@ type Tx interface {
 	PushTx
 	LinkWriter
 	RecordedWriter
+	// GetSession reads a session row as the transaction sees it, its own
+	// writes included. The session returned is the caller's to change.
 	GetSession(ctx context.Context, ref vigil.SessionRef) (Session, bool, error)
 	// MessagesAfter is Store.Messages inside the transaction.
 	MessagesAfter(ctx context.Context, ref vigil.SessionRef, afterID int64, limit int) ([]Message, error)
 	// PutSession creates or replaces a session row. A label already used by
-	// another session of the agent is an error wrapping ErrConflict.
+	// another session of the agent is an error wrapping ErrConflict. What
+	// is written is s as given: a later change of s's goal by the caller
+	// changes nothing stored, even when the write waits for the commit.
 	PutSession(ctx context.Context, s Session) error
 	// DeleteSessionRow deletes the session row, its transcript, its runs
 	// and its push configs.

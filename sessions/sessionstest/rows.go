@@ -296,3 +296,44 @@ func testDeleteSessionRow(t *testing.T, b Backend) {
 	}
 	putSessions(t, b, newSession(alphaDM, sessions.KindOther, "helper"))
 }
+
+func testSessionsAreTheCallersToChange(t *testing.T, b Backend) {
+	putSessions(t, b, newSession(alphaChild, sessions.KindSubAgent, ""))
+	const written = "ship it"
+	update(t, b, func(ctx context.Context, tx writeTx) {
+		// Locked to change, as the gateway locks a session it writes: a
+		// store may keep in the transaction what it reads under the lock.
+		if err := tx.Lock(ctx, []vigil.Lock{{Session: alphaChild, Intent: vigil.LockToChange, Appends: 1}}); err != nil {
+			t.Fatalf("Lock(%s): %v", alphaChild, err)
+		}
+		get := func(what string) sessions.Session {
+			t.Helper()
+			s, ok, err := tx.GetSession(ctx, alphaChild)
+			if err != nil || !ok {
+				t.Fatalf("Tx.GetSession(%s) %s: found %v, %v", alphaChild, what, ok, err)
+			}
+			if s.Goal == nil || s.Goal.Objective != written {
+				t.Errorf("Tx.GetSession(%s) %s: goal %+v, want the objective written, %q", alphaChild, what, s.Goal, written)
+			}
+			return s
+		}
+		s, _, err := tx.GetSession(ctx, alphaChild)
+		if err != nil {
+			t.Fatalf("Tx.GetSession(%s): %v", alphaChild, err)
+		}
+		s.Goal = &sessions.Goal{Objective: written, Status: sessions.GoalActive, UpdatedAt: baseTime + 9}
+		if err := tx.PutSession(ctx, s); err != nil {
+			t.Fatalf("PutSession(%s): %v", alphaChild, err)
+		}
+		s.Goal.Objective = "changed by the writer after its write"
+		read := get("after the write")
+		if read.Goal != nil {
+			read.Goal.Objective = "changed by a reader"
+		}
+		get("after a reader changed its copy")
+	})
+	got, ok := readSession(t, b, alphaChild)
+	if !ok || got.Goal == nil || got.Goal.Objective != written {
+		t.Errorf("Session(%s) once committed: found %v, goal %+v, want the objective written, %q", alphaChild, ok, got.Goal, written)
+	}
+}

@@ -107,6 +107,7 @@ var behaviours = []behaviour{
 	{"ListSessionsPagesAfterAPositionUpToALimit", testListPages},
 	{"ListSessionsFiltersByAgentAndKind", testListFilters},
 	{"DeleteSessionRowRemovesTheRowItsTranscriptAndItsRuns", testDeleteSessionRow},
+	{"ASessionGivenOrHandedOutIsTheCallersToChange", testSessionsAreTheCallersToChange},
 	{"MessageFieldsRoundTrip", testMessageRoundTrip},
 	{"MessagesPageAfterAnIDUpToALimit", testMessagesPages},
 	{"NewMessageIDsAreAboveEveryEarlierOne", testNewMessageIDs},

@@ -678,6 +678,7 @@ func (h *heldWrites) empty() bool {
 // after the other would leave that one on a row they created, and keep
 // the stored one on a row that exists.
 func (h *heldWrites) addSession(s sessions.Session) {
+	s = s.Clone() // written at the next statement: the caller's goal may change by then
 	if i, ok := h.sessionAt[s.Ref]; ok {
 		s.CreatedAt = h.sessions[i].CreatedAt
 		h.sessions[i] = s

@@ -211,7 +211,7 @@ func (t *Tx) GetSession(ctx context.Context, ref vigil.SessionRef) (sessions.Ses
 		return sessions.Session{}, false, fmt.Errorf("read session %s: %w", ref, err)
 	}
 	if r, ok := t.sessionsRead[ref]; ok {
-		return r.s, r.ok, nil
+		return r.s.Clone(), r.ok, nil
 	}
 	b := &pgx.Batch{}
 	b.Queue(sessionWithParent, ref.AgentID, ref.Key)
@@ -329,12 +329,8 @@ func (t *Tx) keepRead(s sessions.Session) {
 		delete(t.sessionsRead, s.Ref)
 		return
 	}
-	row := s
+	row := s.Clone()
 	row.CreatedAt = r.s.CreatedAt
-	if s.Goal != nil {
-		g := *s.Goal
-		row.Goal = &g
-	}
 	t.sessionsRead[s.Ref] = sessionRead{s: row, ok: true, locked: true}
 }
 

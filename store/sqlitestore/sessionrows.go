@@ -55,10 +55,7 @@ func newSessionRows() *sessionRows {
 // copyRow gives each reader and each entry its own goal: callers change
 // the sessions they are handed.
 func copyRow(r sessionRow) sessionRow {
-	if r.s.Goal != nil {
-		g := *r.s.Goal
-		r.s.Goal = &g
-	}
+	r.s = r.s.Clone()
 	return r
 }
 
