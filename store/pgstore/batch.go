@@ -124,7 +124,11 @@ func (c txConn) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 func (c txConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	b := &pgx.Batch{}
 	b.Queue(sql, args...)
-	br := c.SendBatch(ctx, b)
+	return execOne(c.SendBatch(ctx, b))
+}
+
+// execOne reads the outcome of the one statement of br and closes br.
+func execOne(br pgx.BatchResults) (pgconn.CommandTag, error) {
 	tag, err := br.Exec()
 	if cerr := br.Close(); err == nil {
 		err = cerr

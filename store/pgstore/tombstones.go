@@ -21,12 +21,7 @@ import (
 func (t *Tx) execTombstones(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	b := &pgx.Batch{}
 	b.Queue(sql, args...)
-	br := t.send(ctx, b, false)
-	tag, err := br.Exec()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	return tag, err
+	return execOne(t.send(ctx, b, false))
 }
 
 // PutTombstones implements vigil.Tx.
