@@ -67,7 +67,8 @@ type Options struct {
 	OnNotice func(watcher string, notice SystemEvent)
 	// OnRecord is called after commit, one call at a time, for every
 	// appended event, in commit order. Like OnNotice it must return
-	// quickly and never block.
+	// quickly and never block. The event's Payload is shared with the
+	// write's caller (Recorded): whoever keeps it must never change it.
 	OnRecord func(Event)
 	// WakeCoalesce is the wake coalescing window; 0 means 250 ms.
 	WakeCoalesce time.Duration

@@ -64,6 +64,7 @@ type SystemEvent struct {
 	ContextKey string
 	Text       string
 	// Target is the session a notice is about; nil for other system events.
+	// It is shared by every notice about that session: never change it.
 	Target *SessionRef
 	// created is the session a creation notice announces: the turn that
 	// consumes the notice marks it delivered in the store.

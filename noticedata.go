@@ -51,6 +51,8 @@ type NoticeData struct {
 	// change when it was opened by a change, every change since the last
 	// acknowledgement when it is a follow-up or was queued again at a
 	// restart (coalesced). Taking the notice acknowledges exactly these.
+	// Kinds, Actors and Attention are shared by the notice data of every
+	// watcher told of the same changes: never change them.
 	Kinds  []Kind
 	Actors []NoticeActor
 	// Attention lists, for a changed notice covering attention changes,

@@ -15,7 +15,9 @@ import (
 // Recorded is the outcome of a record.
 type Recorded struct {
 	// Event is the appended event, or the earlier event with the same
-	// dedupe key. It is zero when the record was skipped.
+	// dedupe key. It is zero when the record was skipped. Its Payload is
+	// the log's own, shared with the store until the commit and with
+	// OnRecord after it: never change it.
 	Event Event
 	// Appended is true when the record added an event (the head moved).
 	Appended bool

@@ -93,7 +93,9 @@ type Tx interface {
 	// setting e.Sequence. When e.DedupeKey is already present on the same
 	// session it appends nothing, fills e with the stored event and returns
 	// false; the allocated sequence is used up all the same. The session's
-	// state version becomes at least e.Sequence.
+	// state version becomes at least e.Sequence. Nothing changes e's
+	// payload once appended, so a store may keep it until the commit, and
+	// after it, without a copy.
 	Append(ctx context.Context, e *Event) (appended bool, err error)
 	// Lock holds each session's write lock until the transaction ends.
 	// Writers that read cursors on a session and write them back take it

@@ -88,9 +88,13 @@ type FollowOptions struct {
 // error returned by any ends the follow with that error.
 type FollowReader struct {
 	// Events are the next events after the position, in order, each once.
-	// The slice is the follower's: it is reused once Events returns.
+	// The slice is the follower's: it is reused once Events returns. The
+	// events' payloads are shared with every other reader: never change
+	// them.
 	Events func(events []vigil.Event) error
 	// Live is one of the session's live events (LiveRecheck excluded).
+	// Its Notice and Message are shared with every other listener: never
+	// change them.
 	Live func(ev LiveEvent) error
 	// Bookmark is the position, when the reader was given nothing for
 	// the bookmark interval.
