@@ -55,14 +55,17 @@ type Reader interface {
 	NthNewestSequence(ctx context.Context, n int) (int64, error)
 	// Log reads, in one snapshot, up to limit retained events of the whole
 	// store with sequence > after, ascending, and the store's pruned
-	// watermark.
+	// watermark. Where writers do not commit in sequence order it stops at
+	// the log's horizon (LogHorizon), which is never below a horizon the
+	// store reported before.
 	Log(ctx context.Context, after int64, limit int) (LogPage, error)
 	// LogHorizon is a sequence at or below which every event that will
 	// ever be retained is already visible to readers: a reader of the
 	// whole log starting after it misses nothing committed later. Where
 	// writers commit in sequence order it is the newest event; where they
 	// do not (several processes on one database), it stays below the
-	// events of every writer still open.
+	// events of every writer still open. It never falls: a reader that
+	// read up to a horizon is given every event below it by a later read.
 	LogHorizon(ctx context.Context) (int64, error)
 }
 

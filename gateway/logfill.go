@@ -17,18 +17,18 @@ import (
 // append costs one read of the store, not one each.
 //
 // Why a subscription given the ring's events misses none after its
-// follower's position: the ring's events are read in order, each read
-// going on from the last, so from a subscription's first take they hold
-// every event after where the ring reached when it subscribed. Every
-// event up to there was read below the log's horizon before it
-// subscribed, and the horizon never falls, so the read of the store its
-// follower makes after subscribing gave it those. (An event put in the
+// follower's position: the ring's events are read in order, each read going
+// on from the last, so from a subscription's first take they hold every
+// event after where the ring reached when it subscribed. Every event up to
+// there was read below the log's horizon before it subscribed, and the
+// horizon never falls (vigil.Store's LogHorizon), so the read of the store
+// its follower makes after subscribing gave it those. (An event put in the
 // ring as this process records it could lie above the horizon, another
-// transaction holding a number below it: a follower subscribing then
-// would read up to the horizon and never be given it.) Where the
-// ring reaches is not known when it is made: the first fill only reads
-// the log's horizon, and tells every subscription of the whole log to
-// read the store once, for what came before.
+// transaction holding a number below it: a follower subscribing then would
+// read up to the horizon and never be given it.) Where the ring reaches is
+// not known when it is made: the first fill only reads the log's horizon,
+// and tells every subscription of the whole log to read the store once, for
+// what came before.
 
 // logReader is what the ring is filled from: the engine.
 type logReader interface {

@@ -368,6 +368,36 @@ func TestLogDoesNotOvertakeAnOpenWriter(t *testing.T) {
 	}
 }
 
+// A marker can appear below a horizon the store has already reported: a
+// writer reads the sequence before it takes its marker's two locks, and
+// between the two a reader sees the high half alone, read as a marker of
+// 0. Every number up to a reported horizon belonged to a transaction that
+// had ended, so the log never falls back below one: a follower that read
+// up to it before is never told less after.
+func TestTheLogHorizonNeverFallsBelowOneItReported(t *testing.T) {
+	s := openFresh(t)
+	ctx := t.Context()
+	first := storetest.AppendOne(t, s, storetest.GoalEvent(alphaMain, ""))
+	if h, err := s.LogHorizon(ctx); err != nil || h < first {
+		t.Fatalf("LogHorizon after %d committed = %d, %v", first, h, err)
+	}
+	writer, err := pgstore.PoolOf(s).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Rollback(context.Background())
+	hi, _ := pgstore.MarkerNamespaces(s)
+	if _, err := writer.Exec(ctx, `SELECT pg_advisory_xact_lock_shared($1::int4, 0)`, hi); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := s.LogHorizon(ctx); err != nil || h < first {
+		t.Errorf("LogHorizon with a marker's high half alone = %d, %v; want at least %d, as reported before", h, err, first)
+	}
+	if got := logSequences(t, s, 0); !slices.Equal(got, []int64{first}) {
+		t.Errorf("Log(0) with a marker's high half alone = %v, want %d, below the horizon reported before", got, first)
+	}
+}
+
 // A rolled-back writer stops holding back the log; an open writer in
 // another schema never does.
 func TestLogHorizonFollowsOnlyThisStoresOpenWriters(t *testing.T) {

@@ -10,3 +10,7 @@ func MaintenanceKey(s *Store) int64 { return s.maintenanceKey }
 // as search_path), for tests that look at or change the database behind
 // the store.
 func PoolOf(s *Store) *pgxpool.Pool { return s.pool }
+
+// MarkerNamespaces are the advisory lock namespaces of s's sequence
+// markers, high half first, for tests that publish a marker by hand.
+func MarkerNamespaces(s *Store) (hi, lo int64) { return s.markerHi, s.markerLo }

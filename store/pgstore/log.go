@@ -58,6 +58,17 @@ package pgstore
 // lone low half is ignored; a lone high half is read with a low half of 0,
 // which is only more cautious.
 //
+// H, so computed, can fall: a writer reads L before it takes its locks, so
+// a number taken meanwhile by another writer may lie above L, and a lone
+// high half reads as 0. A reader that has had events up to an earlier H
+// must not be told less later (the whole log's followers in the gateway
+// hand over from their own read to a read made for all of them at such a
+// horizon). Nor need it be: every number <= an earlier H belonged to a
+// transaction that had ended by then, and a writer whose marker was not
+// yet in pg_locks at that read takes its numbers after it, above the V
+// read before. So the store keeps the greatest H it has reported
+// (Store.reported) and never reports less.
+//
 // The cost: Log reads pg_locks (which takes the lock manager's partition
 // locks briefly), and it lags behind every write transaction of this store
 // that has begun appending, for as long as that transaction stays open.
@@ -114,10 +125,7 @@ func (s *Store) Log(ctx context.Context, after int64, limit int) (vigil.LogPage,
 	if err := br.QueryRow().Scan(&marker); err != nil {
 		return p, wrap(err)
 	}
-	horizon := last
-	if marker != nil {
-		horizon = min(horizon, *marker)
-	}
+	horizon := s.horizon(last, marker)
 	rows, err := br.Query()
 	if err != nil {
 		return p, wrap(err)
@@ -155,8 +163,24 @@ func (s *Store) LogHorizon(ctx context.Context) (int64, error) {
 	if err := br.QueryRow().Scan(&marker); err != nil {
 		return 0, wrap(err)
 	}
+	return s.horizon(last, marker), wrap(br.Close())
+}
+
+// horizon is the log's horizon from the sequence's last value and the
+// least marker, read in that order: min(last, marker), or the greatest
+// horizon reported before when that is larger (see above).
+func (s *Store) horizon(last int64, marker *int64) int64 {
+	h := last
 	if marker != nil {
-		last = min(last, *marker)
+		h = min(h, *marker)
 	}
-	return last, wrap(br.Close())
+	for {
+		reported := s.reported.Load()
+		if h <= reported {
+			return reported
+		}
+		if s.reported.CompareAndSwap(reported, h) {
+			return h
+		}
+	}
 }

@@ -87,6 +87,9 @@ type Store struct {
 	// hook is told of the store's own commits (SetCommitHook); nil when
 	// no one is.
 	hook atomic.Pointer[CommitHook]
+	// reported is the greatest log horizon the store has reported, below
+	// which it never reports one (log.go).
+	reported atomic.Int64
 }
 
 var _ vigil.Store = (*Store)(nil)
