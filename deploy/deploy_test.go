@@ -292,6 +292,62 @@ func TestAServiceMonitorIsRenderedOnlyWhenEnabledAndScrapesWithAToken(t *testing
 	}
 }
 
+func TestTheServiceMonitorScrapesEachGatewayThroughOneServiceOnly(t *testing.T) {
+	// On SQLite the StatefulSet's headless Service fronts the same pod as
+	// the Service: a target for each would count every figure twice.
+	docs := render(t, "sqlite-values.yaml")
+	sm := ofKind(docs, "ServiceMonitor")
+	if len(sm) != 1 {
+		t.Fatalf("%d ServiceMonitors with metrics.serviceMonitor.enabled, want 1", len(sm))
+	}
+	var scraped []any
+	for _, svc := range ofKind(docs, "Service") {
+		if selects(get(sm[0], "spec", "selector"), get(svc, "metadata", "labels")) {
+			scraped = append(scraped, get(svc, "metadata", "name"))
+		}
+	}
+	if len(scraped) != 1 {
+		t.Errorf("the ServiceMonitor selects the Services %v, want one", scraped)
+	}
+}
+
+// selects says whether a label selector (matchLabels, and matchExpressions
+// with In, NotIn, Exists, DoesNotExist) selects an object with labels.
+func selects(selector, labels any) bool {
+	ls, _ := labels.(map[string]any)
+	for k, v := range get(selector, "matchLabels").(map[string]any) {
+		if ls[k] != v {
+			return false
+		}
+	}
+	exprs, _ := get(selector, "matchExpressions").([]any)
+	for _, e := range exprs {
+		v, has := ls[get(e, "key").(string)]
+		values, _ := get(e, "values").([]any)
+		switch get(e, "operator") {
+		case "In":
+			if !has || !slices.Contains(values, v) {
+				return false
+			}
+		case "NotIn":
+			if has && slices.Contains(values, v) {
+				return false
+			}
+		case "Exists":
+			if !has {
+				return false
+			}
+		case "DoesNotExist":
+			if has {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 func TestTheGatewayHasResourceRequestsAndAMemoryLimit(t *testing.T) {
 	for _, m := range modes {
 		r := get(container(t, workload(t, render(t, m.values), m.kind)), "resources")
