@@ -292,6 +292,28 @@ func TestAServiceMonitorIsRenderedOnlyWhenEnabledAndScrapesWithAToken(t *testing
 	}
 }
 
+func TestTheChartRefusesAServiceMonitorThatWouldScrapeWithoutAToken(t *testing.T) {
+	// Tokens from a credentials file alone: /metrics answers 401 to a
+	// scrape without one, and the gateway would look down.
+	configOnly := []string{"template", "vigil", chart, "--set", "auth.existingSecret=vigil-tokens", "--set", "auth.adminTokenKey=",
+		"--set", "auth.configKey=config.json", "--set", "metrics.serviceMonitor.enabled=true"}
+	if _, err := helm(t, configOnly...); err == nil || !strings.Contains(err.Error(), "metrics.serviceMonitor.tokenSecret") {
+		t.Errorf("a ServiceMonitor without a token rendered, or the refusal does not say how to give one: %v", err)
+	}
+	for _, fix := range [][]string{
+		{"metrics.serviceMonitor.tokenSecret=vigil-metrics", "metrics.serviceMonitor.tokenKey=token"},
+		{"extraArgs={--open-metrics}"},
+	} {
+		args := slices.Clone(configOnly)
+		for _, s := range fix {
+			args = append(args, "--set", s)
+		}
+		if _, err := helm(t, args...); err != nil {
+			t.Errorf("with %v: %v", fix, err)
+		}
+	}
+}
+
 func TestTheServiceMonitorScrapesEachGatewayThroughOneServiceOnly(t *testing.T) {
 	// On SQLite the StatefulSet's headless Service fronts the same pod as
 	// the Service: a target for each would count every figure twice.

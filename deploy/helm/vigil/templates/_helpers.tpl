@@ -51,6 +51,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if and .Values.auth.existingSecret (not .Values.auth.adminTokenKey) (not .Values.auth.configKey) -}}
 {{- fail "auth.existingSecret: name the key of an admin token (auth.adminTokenKey), of a credentials file (auth.configKey), or both" -}}
 {{- end -}}
+{{- /* With tokens from a credentials file alone there is no admin token to scrape with, and /metrics answers 401: every gateway would look down. */ -}}
+{{- $metricsKey := .Values.metrics.serviceMonitor.tokenKey | default (ternary .Values.auth.adminTokenKey "admin-token" (not (empty .Values.auth.existingSecret))) -}}
+{{- if and .Values.metrics.serviceMonitor.enabled (not $metricsKey) (not (has "--open-metrics" .Values.extraArgs)) -}}
+{{- fail "metrics.serviceMonitor.enabled: auth.existingSecret has no admin token (auth.adminTokenKey is empty), so /metrics would refuse the scrape: set metrics.serviceMonitor.tokenSecret and tokenKey to an admin or operator token, or add --open-metrics to extraArgs" -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The pod, the same for one gateway on SQLite and several on PostgreSQL. */}}
