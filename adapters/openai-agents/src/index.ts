@@ -65,8 +65,9 @@ const RUN_ID_PREFIX = "openai-agents:";
  * vigil. Each write (addItems, popItem, clearSession) is recorded with
  * session_record before it is stored:
  *
- * - the record is fenced with the version the writing run last read (a
- *   write outside a run: the app's last read outside one) (ifStateVersion, checked in the record's own write): if the
+ * - the record is fenced (ifStateVersion, checked in the record's own
+ *   write) with the version the writing run last read, or for a write
+ *   outside a run the app's last read outside one: if the
  *   conversation moved since, the write is refused with StaleSessionError
  *   (nothing stored), so of two writers that read the same version only
  *   the first stores; the record also carries a dedupe key naming that
