@@ -292,6 +292,84 @@ func TestAServiceMonitorIsRenderedOnlyWhenEnabledAndScrapesWithAToken(t *testing
 	}
 }
 
+func TestTheChartRefusesAServiceMonitorThatWouldScrapeWithoutAToken(t *testing.T) {
+	// Tokens from a credentials file alone: /metrics answers 401 to a
+	// scrape without one, and the gateway would look down.
+	configOnly := []string{"template", "vigil", chart, "--set", "auth.existingSecret=vigil-tokens", "--set", "auth.adminTokenKey=",
+		"--set", "auth.configKey=config.json", "--set", "metrics.serviceMonitor.enabled=true"}
+	if _, err := helm(t, configOnly...); err == nil || !strings.Contains(err.Error(), "metrics.serviceMonitor.tokenSecret") {
+		t.Errorf("a ServiceMonitor without a token rendered, or the refusal does not say how to give one: %v", err)
+	}
+	for _, fix := range [][]string{
+		{"metrics.serviceMonitor.tokenSecret=vigil-metrics", "metrics.serviceMonitor.tokenKey=token"},
+		{"extraArgs={--open-metrics}"},
+	} {
+		args := slices.Clone(configOnly)
+		for _, s := range fix {
+			args = append(args, "--set", s)
+		}
+		if _, err := helm(t, args...); err != nil {
+			t.Errorf("with %v: %v", fix, err)
+		}
+	}
+}
+
+func TestTheServiceMonitorScrapesEachGatewayThroughOneServiceOnly(t *testing.T) {
+	// On SQLite the StatefulSet's headless Service fronts the same pod as
+	// the Service: a target for each would count every figure twice.
+	docs := render(t, "sqlite-values.yaml")
+	sm := ofKind(docs, "ServiceMonitor")
+	if len(sm) != 1 {
+		t.Fatalf("%d ServiceMonitors with metrics.serviceMonitor.enabled, want 1", len(sm))
+	}
+	var scraped []any
+	for _, svc := range ofKind(docs, "Service") {
+		if selects(get(sm[0], "spec", "selector"), get(svc, "metadata", "labels")) {
+			scraped = append(scraped, get(svc, "metadata", "name"))
+		}
+	}
+	if len(scraped) != 1 {
+		t.Errorf("the ServiceMonitor selects the Services %v, want one", scraped)
+	}
+}
+
+// selects says whether a label selector (matchLabels, and matchExpressions
+// with In, NotIn, Exists, DoesNotExist) selects an object with labels.
+func selects(selector, labels any) bool {
+	ls, _ := labels.(map[string]any)
+	for k, v := range get(selector, "matchLabels").(map[string]any) {
+		if ls[k] != v {
+			return false
+		}
+	}
+	exprs, _ := get(selector, "matchExpressions").([]any)
+	for _, e := range exprs {
+		v, has := ls[get(e, "key").(string)]
+		values, _ := get(e, "values").([]any)
+		switch get(e, "operator") {
+		case "In":
+			if !has || !slices.Contains(values, v) {
+				return false
+			}
+		case "NotIn":
+			if has && slices.Contains(values, v) {
+				return false
+			}
+		case "Exists":
+			if !has {
+				return false
+			}
+		case "DoesNotExist":
+			if has {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 func TestTheGatewayHasResourceRequestsAndAMemoryLimit(t *testing.T) {
 	for _, m := range modes {
 		r := get(container(t, workload(t, render(t, m.values), m.kind)), "resources")

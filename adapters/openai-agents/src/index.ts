@@ -65,8 +65,9 @@ const RUN_ID_PREFIX = "openai-agents:";
  * vigil. Each write (addItems, popItem, clearSession) is recorded with
  * session_record before it is stored:
  *
- * - the record is fenced with the version this object last read
- *   (ifStateVersion, checked in the record's own write): if the
+ * - the record is fenced (ifStateVersion, checked in the record's own
+ *   write) with the version the writing run last read, or for a write
+ *   outside a run the app's last read outside one: if the
  *   conversation moved since, the write is refused with StaleSessionError
  *   (nothing stored), so of two writers that read the same version only
  *   the first stores; the record also carries a dedupe key naming that
@@ -78,7 +79,8 @@ const RUN_ID_PREFIX = "openai-agents:";
  * A run's read (getItems) remembers the version, and when the
  * conversation changed since this object last read it, appends one system
  * message (the watcher's notice, then one line per change) after the
- * history, so it comes right before the turn's new input.
+ * history, so it comes right before the turn's new input. A read outside
+ * a run leaves both alone.
  *
  * One run at a time per object, as with any Session; another process or
  * device uses its own object over the same store.
@@ -90,8 +92,14 @@ export class VigilSession implements Session {
   readonly store: Session;
   private readonly person: VigilSessionOptions["person"];
   private readonly parent: string | undefined;
-  /** The version this object last read or wrote; undefined before its first read. */
+  /** The version this object's runs last read, or it last wrote; undefined before its first read. */
   private seen: number | undefined;
+  /**
+   * The version the app last read outside a run. Kept apart from `seen`:
+   * an app showing the history while a run is in flight must not make the
+   * run's stale turn look current, nor swallow what its next run is told.
+   */
+  private seenOutsideRun: number | undefined;
 
   constructor(options: VigilSessionOptions) {
     this.client = options.client;
@@ -105,7 +113,7 @@ export class VigilSession implements Session {
     return this.store.getSessionId();
   }
 
-  /** The version this object last read or wrote. */
+  /** The version this object's runs last read, or it last wrote. */
   get lastSeenVersion(): number | undefined {
     return this.seen;
   }
@@ -117,9 +125,13 @@ export class VigilSession implements Session {
     const version = (await this.client.sessionStatus({ sessionKey: this.sessionKey })).stateVersion;
     const aware = this.aware();
     const items = aware ? await aware.getItems(limit, runContext) : await this.store.getItems(limit);
-    const before = this.seen;
+    if (!runContext) {
+      this.seenOutsideRun = version;
+      return items;
+    }
+    const before = this.seen ?? this.seenOutsideRun;
     this.seen = version;
-    if (!runContext || before === undefined || before >= version) return items;
+    if (before === undefined || before >= version) return items;
     // A run's read after changes: tell the model before its input.
     const change = await this.reconcile(before);
     if (change.changes.length === 0 && !change.historyGap) return items;
@@ -134,17 +146,17 @@ export class VigilSession implements Session {
     return this.write(fromPerson
       ? { kind: "human_direct_message", actorType: "human", actorId: this.person!.id, summary: `human message via ${this.person!.channel ?? "api"}` }
       : { kind: "run_completed", summary: `agent turn: ${items.length} item(s)` },
-    () => this.aware()?.addItems(items, runContext) ?? this.store.addItems(items));
+    runContext, () => this.aware()?.addItems(items, runContext) ?? this.store.addItems(items));
   }
 
   popItem(runContext?: RunContext<unknown>): Promise<AgentInputItem | undefined> {
     return this.write({ kind: "run_completed", summary: "the last item removed" },
-      () => this.aware()?.popItem(runContext) ?? this.store.popItem());
+      runContext, () => this.aware()?.popItem(runContext) ?? this.store.popItem());
   }
 
   clearSession(runContext?: RunContext<unknown>): Promise<void> {
     return this.write({ kind: "session_reset", summary: "history cleared" },
-      () => this.aware()?.clearSession(runContext) ?? this.store.clearSession());
+      runContext, () => this.aware()?.clearSession(runContext) ?? this.store.clearSession());
   }
 
   /** The store, when it takes the run's context. */
@@ -180,8 +192,12 @@ export class VigilSession implements Session {
     return change;
   }
 
-  private async write<T>(what: Pick<ToolInput<"session_record">, "kind" | "summary" | "actorType" | "actorId">, store: () => Promise<T>): Promise<T> {
-    const seen = this.seen ?? (await this.client.sessionStatus({ sessionKey: this.sessionKey })).stateVersion;
+  private async write<T>(what: Pick<ToolInput<"session_record">, "kind" | "summary" | "actorType" | "actorId">,
+    runContext: RunContext<unknown> | undefined, store: () => Promise<T>): Promise<T> {
+    // A run's write stands on what its run read; the app's own write
+    // outside a run on what the app last read, or else on the runs'.
+    const seen = (runContext ? this.seen : this.seenOutsideRun ?? this.seen) ??
+      (await this.client.sessionStatus({ sessionKey: this.sessionKey })).stateVersion;
     const refuse = async (): Promise<never> => {
       throw new StaleSessionError(await this.reconcile(seen));
     };
@@ -209,7 +225,7 @@ export class VigilSession implements Session {
       await refuse(); // another writer recorded after the same version first
     }
     const result = await store();
-    this.seen = out.sequence!;
+    this.seen = this.seenOutsideRun = out.sequence!;
     return result;
   }
 }

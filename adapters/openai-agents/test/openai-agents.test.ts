@@ -115,6 +115,55 @@ test("of two writers that read the same version and write at once, vigil stores 
   assert.equal((await changesOf(key))?.length, 1);
 });
 
+test("reading the history outside a run, while a turn is in flight, does not let that stale turn be stored", async () => {
+  const key = newKey();
+  const store = new MemorySession();
+  const phone = new VigilSession({ client: client(), sessionKey: key, store, person: PERSON });
+  const laptop = new VigilSession({ client: client(), sessionKey: key, store, person: { id: "telegram:42", channel: "web" } });
+  const phoneSide = supportAgent();
+  await runner.run(phoneSide.agent, "Hi, I ordered the blue lamp.", { session: phone });
+
+  let laptopDone!: () => void;
+  phoneSide.holdFirstAnswer(new Promise<void>((ok) => (laptopDone = ok)));
+  const phoneTurn = runner.run(phoneSide.agent, "Please ship it to my office instead.", { session: phone });
+  await phoneSide.firstCall;
+  await runner.run(supportAgent().agent, "Actually, cancel the order.", { session: laptop });
+  // The phone's app shows the conversation while its model still works.
+  await phone.getItems();
+  laptopDone();
+  const err = await phoneTurn.then(() => assert.fail("the stale turn was stored"), (e: unknown) => e);
+  assert.ok(err instanceof StaleSessionError, `got ${String(err)}`);
+});
+
+test("reading the history outside a run does not keep the next run from being told what changed", async () => {
+  const key = newKey();
+  const store = new MemorySession();
+  const phone = new VigilSession({ client: client(), sessionKey: key, store, person: PERSON });
+  const laptop = new VigilSession({ client: client(), sessionKey: key, store, person: { id: "telegram:42", channel: "web" } });
+  const phoneSide = supportAgent();
+  await runner.run(phoneSide.agent, "Hi, I ordered the blue lamp.", { session: phone });
+  await runner.run(supportAgent().agent, "Actually, cancel the order.", { session: laptop });
+  await phone.getItems(); // the phone's app shows the conversation
+
+  await runner.run(phoneSide.agent, "Please ship it to my office instead.", { session: phone });
+  const system = (phoneSide.requests.at(-1) as AgentInputItem[]).at(-2) as { role: string; content: string };
+  assert.equal(system.role, "system", "the laptop's message comes right before the turn's input");
+  assert.match(system.content, /human_direct_message by human telegram:42: human message via web/);
+});
+
+test("a write outside a run is fenced with what the app last read", async () => {
+  const key = newKey();
+  const store = new MemorySession();
+  const phone = new VigilSession({ client: client(), sessionKey: key, store, person: PERSON });
+  const laptop = new VigilSession({ client: client(), sessionKey: key, store, person: { id: "telegram:42", channel: "web" } });
+  await runner.run(supportAgent().agent, "Hi, I ordered the blue lamp.", { session: phone });
+  await runner.run(supportAgent().agent, "Actually, cancel the order.", { session: laptop });
+  await assert.rejects(phone.popItem(), StaleSessionError, "the app had not seen the laptop's turn");
+
+  await phone.getItems();
+  assert.equal(said([(await phone.popItem())!])[0], "assistant: Noted: Actually, cancel the order.");
+});
+
 test("clearing the history is recorded as a reset, so the watcher is told it is gone", async () => {
   const key = newKey();
   const session = new VigilSession({ client: client(), sessionKey: key, person: PERSON });

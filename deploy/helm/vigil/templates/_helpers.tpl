@@ -31,6 +31,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 {{- end -}}
 
+{{/* The key of the token Prometheus scrapes with: the one named, else the auth Secret's admin token; empty when there is none. */}}
+{{- define "vigil.metricsTokenKey" -}}
+{{- .Values.metrics.serviceMonitor.tokenKey | default (ternary .Values.auth.adminTokenKey "admin-token" (not (empty .Values.auth.existingSecret))) -}}
+{{- end -}}
+
 {{/* The values checked once, so a bad combination fails before anything renders. */}}
 {{- define "vigil.validate" -}}
 {{- if not (has .Values.database.type (list "sqlite" "postgres")) -}}
@@ -50,6 +55,10 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 {{- if and .Values.auth.existingSecret (not .Values.auth.adminTokenKey) (not .Values.auth.configKey) -}}
 {{- fail "auth.existingSecret: name the key of an admin token (auth.adminTokenKey), of a credentials file (auth.configKey), or both" -}}
+{{- end -}}
+{{- /* With tokens from a credentials file alone there is no admin token to scrape with, and /metrics answers 401: every gateway would look down. */ -}}
+{{- if and .Values.metrics.serviceMonitor.enabled (not (include "vigil.metricsTokenKey" .)) (not (has "--open-metrics" .Values.extraArgs)) -}}
+{{- fail "metrics.serviceMonitor.enabled: auth.existingSecret has no admin token (auth.adminTokenKey is empty), so /metrics would refuse the scrape: set metrics.serviceMonitor.tokenSecret and tokenKey to an admin or operator token, or add --open-metrics to extraArgs" -}}
 {{- end -}}
 {{- end -}}
 
