@@ -162,6 +162,8 @@ export class VigilCheckpointer extends BaseCheckpointSaver {
   private readonly handed = new Map<string, number>();
   /** Checkpoint id -> the refusal of its put, so its pending writes are refused too. */
   private readonly refused = new Map<string, ThreadConflictError>();
+  /** Session key -> its last session_reset, as of the version its changes were read through. */
+  private readonly incarnations = new Map<string, { reset: number; through: number }>();
 
   constructor(inner: BaseCheckpointSaver, options: VigilCheckpointerOptions) {
     super(inner.serde);
@@ -324,10 +326,25 @@ export class VigilCheckpointer extends BaseCheckpointSaver {
     return change;
   }
 
-  /** The sequence of the thread's last session_reset, 0 when it has none. */
+  /**
+   * The sequence of the thread's last session_reset, 0 when it has none.
+   * Read once from the start, then only past the version read through: a
+   * root checkpoint (each subgraph's first, in its namespace) would
+   * otherwise read the thread's whole history. A gap after that version
+   * (retention, or the session deleted) reads what remains from the start.
+   */
   private async incarnation(sessionKey: string): Promise<number> {
-    const { events } = await this.changesSince(sessionKey, 0, Number.MAX_SAFE_INTEGER);
-    return events.reduce((last, e) => (e.kind === "session_reset" ? e.sequence : last), 0);
+    const known = this.incarnations.get(sessionKey);
+    let read = await this.changesSince(sessionKey, known?.through ?? 0, Number.MAX_SAFE_INTEGER);
+    let reset = known?.reset ?? 0;
+    if (known && (read.historyGap || read.stateVersion < known.through)) {
+      read = await this.changesSince(sessionKey, 0, Number.MAX_SAFE_INTEGER);
+      reset = 0;
+    }
+    reset = read.events.reduce((last, e) => (e.kind === "session_reset" ? e.sequence : last), reset);
+    this.incarnations.set(sessionKey, { reset, through: read.stateVersion });
+    trim(this.incarnations, 4096);
+    return reset;
   }
 
   private async eventAt(sessionKey: string, sequence: number): Promise<AgentEvent | undefined> {

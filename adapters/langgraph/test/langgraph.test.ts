@@ -156,6 +156,58 @@ test("a change made in vigil outside the graph refuses the next write once, and 
   assert.deepEqual(refunds(side.refunds, new Map()), { "1": 1, "2": 1 });
 });
 
+test("a thread's next root checkpoint reads only what was recorded since the checkpointer last looked, not the thread's history from its start", async () => {
+  const client = agentClient();
+  const since: number[] = [];
+  const status = client.sessionStatus.bind(client);
+  client.sessionStatus = (input) => {
+    if (typeof input.changesSince === "number") since.push(input.changesSince);
+    return status(input);
+  };
+  const saver = new MemorySaver();
+  const cp = new VigilCheckpointer(saver, { client, agentId: "support" });
+  const side = buildSupportGraph(cp);
+  const threadId = newThread();
+  const config = { configurable: { thread_id: threadId } };
+  const conflicts: ThreadConflictError[] = [];
+  const run = (order: string) => invokeFenced(side.graph, { messages: [new HumanMessage(`refund order ${order}`)] }, config, {
+    checkpointer: cp,
+    onConflict: (e) => void conflicts.push(e),
+  });
+  // The first root checkpoint reads the thread from its start (empty
+  // then); after a reset, the next one reads the run's records too.
+  await run("1");
+  await cp.deleteThread(threadId);
+  await run("2");
+
+  await cp.deleteThread(threadId);
+  since.length = 0;
+  await run("3");
+  assert.ok(since.length > 0 && !since.includes(0), `read from ${JSON.stringify(since)}`);
+  assert.deepEqual(conflicts, []);
+  assert.deepEqual(Object.fromEntries(side.refunds), { "1": 1, "2": 1, "3": 1 });
+});
+
+test("a thread deleted through another checkpointer starts anew for this one too", async () => {
+  const saver = new MemorySaver();
+  const cp = new VigilCheckpointer(saver, { client: agentClient(), agentId: "support" });
+  const other = new VigilCheckpointer(saver, { client: agentClient(), agentId: "support" });
+  const side = buildSupportGraph(cp);
+  const threadId = newThread();
+  const config = { configurable: { thread_id: threadId } };
+  await invokeFenced(side.graph, { messages: [new HumanMessage("refund order 1")] }, config, { checkpointer: cp });
+
+  await other.deleteThread(threadId);
+  const conflicts: ThreadConflictError[] = [];
+  await invokeFenced(side.graph, { messages: [new HumanMessage("refund order 2")] }, config, {
+    checkpointer: cp,
+    onConflict: (e) => void conflicts.push(e),
+  });
+  assert.deepEqual(conflicts.map((e) => e.change.reason), [], "the new incarnation's first checkpoint is no fork of the old one's");
+  const state = await side.graph.getState(config);
+  assert.deepEqual(texts(state.values.messages).filter((t) => t.startsWith("refund order")), ["refund order 2"]);
+});
+
 test("a change recorded while a write is on its way to vigil refuses that very write", async () => {
   // The agent's record of its next input is held on its way to vigil
   // until a person's change has landed: the fence is in the record's own
