@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-json-experiment/json"
@@ -65,6 +66,15 @@ func (m Marker) Validate() error {
 	if _, err := Lookup(m.Format); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidMarker, err)
 	}
+	// Checked first, so that the errors below never quote a path of any
+	// length. No file has such a path: a marker naming one could only be
+	// stored and listed, never followed.
+	switch {
+	case len(m.Path) > maxPathBytes:
+		return fmt.Errorf("%w: path is longer than %d bytes", ErrInvalidMarker, maxPathBytes)
+	case strings.IndexByte(m.Path, 0) >= 0:
+		return fmt.Errorf("%w: path contains a NUL byte", ErrInvalidMarker)
+	}
 	if !filepath.IsAbs(m.Path) || filepath.Clean(m.Path) != m.Path {
 		return fmt.Errorf("%w: path %q is not absolute and clean", ErrInvalidMarker, m.Path)
 	}
@@ -106,6 +116,9 @@ func ParseMarker(data []byte) (Marker, error) {
 }
 
 const (
+	// maxPathBytes bounds a marker's path: Linux's PATH_MAX, which no
+	// path a system vigil runs on opens exceeds.
+	maxPathBytes = 4096
 	// fingerprintSpan is how many bytes at each end of the stretch before
 	// a marker its fingerprints cover. Rows carry ids and times, so the
 	// last 4 KiB before the marker differ between any two transcripts.

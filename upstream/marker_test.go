@@ -48,6 +48,8 @@ func TestParseMarkerRefusesWhatIsNotAMarker(t *testing.T) {
 		{"a fingerprint that is not hex", strings.Replace(good, `"tail":"00112233445566778899aabbccddeeff"`, `"tail":"zz112233445566778899aabbccddeeff"`, 1), "not hex"},
 		{"fingerprints at offset 0", strings.Replace(good, `"offset":10`, `"offset":0`, 1), "offset 0"},
 		{"invalid UTF-8", strings.Replace(good, `/t/a.jsonl`, "/t/\xff.jsonl", 1), "UTF-8"},
+		{"a path no file can have", strings.Replace(good, `/t/a.jsonl`, "/t/"+strings.Repeat("a", 5000), 1), "longer than"},
+		{"a path with a NUL", strings.Replace(good, `/t/a.jsonl`, `/t/a\u0000.jsonl`, 1), "NUL"},
 		{"truncated JSON", good[:40], "EOF"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
