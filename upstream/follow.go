@@ -305,7 +305,7 @@ func (f Follower) Check(ctx context.Context, m Marker, own []string) (Result, er
 			res.Missing = true
 			return res, nil
 		}
-		return Result{}, err
+		return Result{}, fmt.Errorf("upstream: check: %w", err)
 	}
 	defer fh.Close()
 	fi, err := fh.Stat()
