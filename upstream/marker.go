@@ -84,6 +84,9 @@ func (m Marker) Validate() error {
 	if m.Generation < 0 {
 		return fmt.Errorf("%w: negative generation %d", ErrInvalidMarker, m.Generation)
 	}
+	if m.Generation > maxGeneration {
+		return fmt.Errorf("%w: generation %d is more than %d", ErrInvalidMarker, m.Generation, maxGeneration)
+	}
 	if m.Offset == 0 {
 		if m.Head != "" || m.Tail != "" {
 			return fmt.Errorf("%w: fingerprints at offset 0, where nothing comes before", ErrInvalidMarker)
@@ -119,6 +122,11 @@ const (
 	// maxPathBytes bounds a marker's path: Linux's PATH_MAX, which no
 	// path a system vigil runs on opens exceeds.
 	maxPathBytes = 4096
+	// maxGeneration bounds a marker's generation, far above any count of
+	// truncations a file sees: a marker given near the integer's maximum
+	// would overflow at its next restart, and its link would be refused
+	// at every check after.
+	maxGeneration = 1<<31 - 1
 	// fingerprintSpan is how many bytes at each end of the stretch before
 	// a marker its fingerprints cover. Rows carry ids and times, so the
 	// last 4 KiB before the marker differ between any two transcripts.

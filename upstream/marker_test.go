@@ -41,6 +41,7 @@ func TestParseMarkerRefusesWhatIsNotAMarker(t *testing.T) {
 		{"a fractional offset", strings.Replace(good, `"offset":10`, `"offset":1.5`, 1), "offset"},
 		{"a negative offset", strings.Replace(good, `"offset":10`, `"offset":-1`, 1), "negative offset"},
 		{"a negative generation", strings.Replace(good, `"generation":0`, `"generation":-2`, 1), "negative generation"},
+		{"a generation whose restart would overflow", strings.Replace(good, `"generation":0`, `"generation":9223372036854775807`, 1), "generation 9223372036854775807 is more than"},
 		{"an unknown format", strings.Replace(good, `claude-cli`, `pi`, 1), "unknown transcript format"},
 		{"a relative path", strings.Replace(good, `/t/a.jsonl`, `t/a.jsonl`, 1), "not absolute"},
 		{"a path that is not clean", strings.Replace(good, `/t/a.jsonl`, `/t/../t/a.jsonl`, 1), "not absolute and clean"},
