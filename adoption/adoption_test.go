@@ -303,3 +303,18 @@ func TestFindLooksForTheAgentsSessionFileUnderTheRoots(t *testing.T) {
 		}
 	}
 }
+
+func TestFindTakesAFileUnderTwoOverlappingRootsForOne(t *testing.T) {
+	home := t.TempDir()
+	claude := filepath.Join(home, ".claude", "projects", "-home-ann-shop", "5f0c.jsonl")
+	if err := os.MkdirAll(filepath.Dir(claude), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(claude, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	roots := []string{filepath.Join(home, ".claude"), filepath.Join(home, ".claude", "projects"), filepath.Join(home, ".claude")}
+	if got, err := adoption.Find(roots, upstream.Claude, "5f0c"); err != nil || got != claude {
+		t.Fatalf("Find = %q, %v; want %s", got, err, claude)
+	}
+}

@@ -74,12 +74,19 @@ func Find(roots []string, format, id string) (string, error) {
 		}
 	}
 	var found []string
+	// Roots may overlap (one inside another, one given twice, a link to
+	// another): a file is one match however many roots it lies under.
+	walked, matched := map[string]bool{}, map[string]bool{}
 	seen := 0
 	for _, root := range roots {
 		root = filepath.Clean(root)
 		if real, err := filepath.EvalSymlinks(root); err == nil {
 			root = real // a root that is a symbolic link is walked where it leads
 		}
+		if walked[root] {
+			continue
+		}
+		walked[root] = true
 		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				if path == root {
@@ -96,7 +103,8 @@ func Find(roots []string, format, id string) (string, error) {
 				}
 				return nil
 			}
-			if d.Type().IsRegular() && match(d.Name()) {
+			if d.Type().IsRegular() && match(d.Name()) && !matched[path] {
+				matched[path] = true
 				found = append(found, path)
 			}
 			return nil

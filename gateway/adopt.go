@@ -180,8 +180,14 @@ type AdoptOutput struct {
 // hostPattern is what a host id may be.
 var hostPattern = regexp.MustCompile(`^(gateway:local|node:[a-z0-9][a-z0-9._-]{0,62})$`)
 
+// ValidHost reports whether host is a host id a link may have:
+// gateway:local, or node:<name> in lower-case letters, digits, '.', '_'
+// and '-'. A gateway's own (UpstreamOptions.Host) and a follower's must
+// be one, or nothing could be adopted for them.
+func ValidHost(host string) bool { return hostPattern.MatchString(host) }
+
 func checkHost(host string) error {
-	if !hostPattern.MatchString(host) {
+	if !ValidHost(host) {
 		return invalid("hostId %q is not gateway:local or node:<name> (lower-case letters, digits, '.', '_', '-')", host)
 	}
 	return nil

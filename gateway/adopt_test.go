@@ -980,3 +980,23 @@ func TestAGatewayChecksItsLinksOnItsOwnCadence(t *testing.T) {
 		t.Fatal("the gateway never checked")
 	}
 }
+
+func TestAnotherHostsMarkerNamingAPathNoFileCanHaveIsRefusedStoringNothing(t *testing.T) {
+	w := newAdoptWorld(t)
+	for name, path := range map[string]string{
+		"a path longer than any file's": "/home/ann/" + strings.Repeat("a", 64<<10) + ".jsonl",
+		"a path with a NUL":             "/home/ann/a\x00.jsonl",
+	} {
+		marker, _ := jsonMarshal(upstream.Marker{Format: upstream.Claude, Path: path, Linked: adoptStart})
+		_, err := w.g.Adopt(ctx, w.person, gateway.AdoptInput{Format: upstream.Claude, HostID: "node:laptop", ThreadID: "5f0c", Marker: marker})
+		if gateway.Code(err) != gateway.CodeInvalid || !strings.Contains(err.Error(), "marker: invalid upstream marker: path") {
+			t.Errorf("%s: %v, want invalid_argument naming the marker's path", name, err)
+		}
+	}
+	if _, ok := w.link("agent:main:claude-cli:5f0c"); ok {
+		t.Error("a refused adoption left a link")
+	}
+	if v, _ := w.g.Engine().Version(ctx, vigil.MustRef("agent:main:claude-cli:5f0c")); v != 0 {
+		t.Errorf("a refused adoption recorded: version %d", v)
+	}
+}

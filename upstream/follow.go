@@ -51,7 +51,9 @@ type Follower struct {
 	MaxScan int64
 	// Roots, when set, are the absolute directories transcripts may lie
 	// in. A path is judged with its symbolic links resolved, so a link
-	// inside a root that points outside it is refused (ErrOutsideRoots).
+	// inside a root that points outside it is refused (ErrOutsideRoots),
+	// and judged again once its file is open, so is a link swapped in
+	// between.
 	Roots []string
 	// Clock stamps Marker.Linked; nil means the real clock.
 	Clock clock.Clock
@@ -225,6 +227,9 @@ func (f Follower) Start(ctx context.Context, format, path string) (Marker, error
 	if err != nil {
 		return Marker{}, fmt.Errorf("upstream: start %s: %w", path, err)
 	}
+	if err := f.stillWithin(path, fi); err != nil {
+		return Marker{}, err
+	}
 	if !fi.Mode().IsRegular() {
 		return Marker{}, fmt.Errorf("upstream: start %s: %w: not a regular file", path, ErrMissing)
 	}
@@ -306,6 +311,13 @@ func (f Follower) Check(ctx context.Context, m Marker, own []string) (Result, er
 	fi, err := fh.Stat()
 	if err != nil {
 		return Result{}, fmt.Errorf("upstream: check %s: %w", m.Path, err)
+	}
+	if err := f.stillWithin(m.Path, fi); err != nil {
+		if errors.Is(err, ErrMissing) {
+			res.Missing = true
+			return res, nil
+		}
+		return Result{}, err
 	}
 	if !fi.Mode().IsRegular() {
 		res.Missing = true
@@ -474,6 +486,11 @@ func (f Follower) within(path string) error {
 		}
 		real = path
 	}
+	return f.inRoots(path, real)
+}
+
+// inRoots refuses path unless real, what it resolves to, lies in a root.
+func (f Follower) inRoots(path, real string) error {
 	for _, root := range f.Roots {
 		if !filepath.IsAbs(root) {
 			return fmt.Errorf("upstream: root %q is not absolute", root)
@@ -489,4 +506,30 @@ func (f Follower) within(path string) error {
 		}
 	}
 	return fmt.Errorf("upstream: %s: %w (%s)", path, ErrOutsideRoots, strings.Join(f.Roots, ", "))
+}
+
+// stillWithin makes sure that fi, the file opened at path, is the one the
+// path leads to inside the roots now. The path was judged before it was
+// opened, and a symbolic link on it may have been swapped meanwhile to
+// lead outside: judging it again after opening and comparing the two
+// files leaves no gap. A path that no longer leads anywhere wraps
+// ErrMissing.
+func (f Follower) stillWithin(path string, fi fs.FileInfo) error {
+	if len(f.Roots) == 0 {
+		return nil
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		if isMissing(err) {
+			return fmt.Errorf("upstream: %s: %w: it went while it was opened", path, ErrMissing)
+		}
+		return fmt.Errorf("upstream: resolve %s: %w", path, err)
+	}
+	if err := f.inRoots(path, real); err != nil {
+		return err
+	}
+	if now, err := os.Stat(real); err != nil || !os.SameFile(fi, now) {
+		return fmt.Errorf("upstream: %s was replaced while it was opened", path)
+	}
+	return nil
 }

@@ -573,3 +573,43 @@ func TestHumanRowWritesWhatItsFormatReadsAsATurn(t *testing.T) {
 		t.Fatalf("unknown format: %v", err)
 	}
 }
+
+func TestALinkSwappedToPointOutsideTheRootsAfterTheCheckIsNotRead(t *testing.T) {
+	root, outside := t.TempDir(), t.TempDir()
+	inside := filepath.Join(root, "5f0c.jsonl")
+	secret := filepath.Join(outside, "secret.jsonl")
+	for _, p := range []string{inside, secret} {
+		if err := os.WriteFile(p, []byte(claudeTyped("x", at(0))+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := filepath.Join(root, "link.jsonl")
+	f := newFollower()
+	f.Roots = []string{root}
+	// The link points inside the root when the path is judged and is
+	// swapped to point outside it just before the file is opened.
+	f.Open = func(path string) (File, error) {
+		if err := os.Remove(link); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(secret, link); err != nil {
+			t.Fatal(err)
+		}
+		return os.Open(path)
+	}
+	point := func() {
+		t.Helper()
+		os.Remove(link)
+		if err := os.Symlink(inside, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	point()
+	if m, err := f.Start(context.Background(), Claude, link); !errors.Is(err, ErrOutsideRoots) {
+		t.Errorf("Start = %+v, %v; want ErrOutsideRoots", m, err)
+	}
+	point()
+	if r, err := f.Check(context.Background(), Marker{Format: Claude, Path: link}, nil); !errors.Is(err, ErrOutsideRoots) {
+		t.Errorf("Check = %+v, %v; want ErrOutsideRoots", r, err)
+	}
+}

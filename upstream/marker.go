@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-json-experiment/json"
@@ -65,6 +66,15 @@ func (m Marker) Validate() error {
 	if _, err := Lookup(m.Format); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidMarker, err)
 	}
+	// Checked first, so that the errors below never quote a path of any
+	// length. No file has such a path: a marker naming one could only be
+	// stored and listed, never followed.
+	switch {
+	case len(m.Path) > maxPathBytes:
+		return fmt.Errorf("%w: path is longer than %d bytes", ErrInvalidMarker, maxPathBytes)
+	case strings.IndexByte(m.Path, 0) >= 0:
+		return fmt.Errorf("%w: path contains a NUL byte", ErrInvalidMarker)
+	}
 	if !filepath.IsAbs(m.Path) || filepath.Clean(m.Path) != m.Path {
 		return fmt.Errorf("%w: path %q is not absolute and clean", ErrInvalidMarker, m.Path)
 	}
@@ -73,6 +83,9 @@ func (m Marker) Validate() error {
 	}
 	if m.Generation < 0 {
 		return fmt.Errorf("%w: negative generation %d", ErrInvalidMarker, m.Generation)
+	}
+	if m.Generation > maxGeneration {
+		return fmt.Errorf("%w: generation %d is more than %d", ErrInvalidMarker, m.Generation, maxGeneration)
 	}
 	if m.Offset == 0 {
 		if m.Head != "" || m.Tail != "" {
@@ -106,6 +119,14 @@ func ParseMarker(data []byte) (Marker, error) {
 }
 
 const (
+	// maxPathBytes bounds a marker's path: Linux's PATH_MAX, which no
+	// path a system vigil runs on opens exceeds.
+	maxPathBytes = 4096
+	// maxGeneration bounds a marker's generation, far above any count of
+	// truncations a file sees: a marker given near the integer's maximum
+	// would overflow at its next restart, and its link would be refused
+	// at every check after.
+	maxGeneration = 1<<31 - 1
 	// fingerprintSpan is how many bytes at each end of the stretch before
 	// a marker its fingerprints cover. Rows carry ids and times, so the
 	// last 4 KiB before the marker differ between any two transcripts.

@@ -41,6 +41,7 @@ func TestParseMarkerRefusesWhatIsNotAMarker(t *testing.T) {
 		{"a fractional offset", strings.Replace(good, `"offset":10`, `"offset":1.5`, 1), "offset"},
 		{"a negative offset", strings.Replace(good, `"offset":10`, `"offset":-1`, 1), "negative offset"},
 		{"a negative generation", strings.Replace(good, `"generation":0`, `"generation":-2`, 1), "negative generation"},
+		{"a generation whose restart would overflow", strings.Replace(good, `"generation":0`, `"generation":9223372036854775807`, 1), "generation 9223372036854775807 is more than"},
 		{"an unknown format", strings.Replace(good, `claude-cli`, `pi`, 1), "unknown transcript format"},
 		{"a relative path", strings.Replace(good, `/t/a.jsonl`, `t/a.jsonl`, 1), "not absolute"},
 		{"a path that is not clean", strings.Replace(good, `/t/a.jsonl`, `/t/../t/a.jsonl`, 1), "not absolute and clean"},
@@ -48,6 +49,8 @@ func TestParseMarkerRefusesWhatIsNotAMarker(t *testing.T) {
 		{"a fingerprint that is not hex", strings.Replace(good, `"tail":"00112233445566778899aabbccddeeff"`, `"tail":"zz112233445566778899aabbccddeeff"`, 1), "not hex"},
 		{"fingerprints at offset 0", strings.Replace(good, `"offset":10`, `"offset":0`, 1), "offset 0"},
 		{"invalid UTF-8", strings.Replace(good, `/t/a.jsonl`, "/t/\xff.jsonl", 1), "UTF-8"},
+		{"a path no file can have", strings.Replace(good, `/t/a.jsonl`, "/t/"+strings.Repeat("a", 5000), 1), "longer than"},
+		{"a path with a NUL", strings.Replace(good, `/t/a.jsonl`, `/t/a\u0000.jsonl`, 1), "NUL"},
 		{"truncated JSON", good[:40], "EOF"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

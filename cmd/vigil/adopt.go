@@ -59,6 +59,9 @@ func init() {
 	cliFlagWords["format"] = upstream.Formats()
 }
 
+// hostNameRule is what NAME of a host id node:NAME may be.
+const hostNameRule = "NAME in lower-case letters, digits, '.', '_' and '-', at most 63"
+
 // checkUpstreamFlags checks vigil serve's --upstream-* flags, making the
 // roots absolute.
 func checkUpstreamFlags(up *gateway.UpstreamOptions) error {
@@ -68,8 +71,8 @@ func checkUpstreamFlags(up *gateway.UpstreamOptions) error {
 	}
 	up.Roots = roots
 	switch {
-	case up.Host != sessions.HostGateway && !strings.HasPrefix(up.Host, "node:"):
-		return cliUsagef("--upstream-host %q is not gateway:local or node:NAME", up.Host)
+	case !gateway.ValidHost(up.Host):
+		return cliUsagef("--upstream-host %q is not gateway:local or node:NAME (%s)", up.Host, hostNameRule)
 	case up.Every <= 0:
 		return cliUsagef("--upstream-every must be more than 0")
 	case up.PerTick < 1:
@@ -128,6 +131,9 @@ func cliAdopt(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) e
 				return cliUsagef("--upstream-root is for --host node:NAME; the gateway reads from its own roots")
 			}
 		} else {
+			if !gateway.ValidHost(*host) {
+				return cliUsagef("--host %q is not gateway:local or node:NAME (%s)", *host, hostNameRule)
+			}
 			m, err := cliStartLocal(ctx, format, &in, *roots)
 			if err != nil {
 				return err
@@ -202,6 +208,9 @@ func cliFollowUpstream(fs *pflag.FlagSet, c *cliClient) func(context.Context, []
 		}
 		if !strings.HasPrefix(*host, "node:") {
 			return cliUsagef("--host node:NAME is required: the host id the sessions were adopted with (vigil adopt --host)")
+		}
+		if !gateway.ValidHost(*host) {
+			return cliUsagef("--host %q is not gateway:local or node:NAME (%s)", *host, hostNameRule)
 		}
 		rs, err := cliRoots(*roots)
 		if err != nil {

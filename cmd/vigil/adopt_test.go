@@ -138,6 +138,8 @@ func TestTheAdoptionCommandsRefuseAWrongCommandLineWithExit2(t *testing.T) {
 		{[]string{"follow-upstream", "--host", "node:laptop"}, "--upstream-root is required"},
 		{[]string{"follow-upstream", "--host", "node:laptop", "--upstream-root", filepath.Join(root, "none")}, "is not a directory"},
 		{[]string{"follow-upstream", "--host", "node:laptop", "--upstream-root", root, "--per-tick", "500"}, "--per-tick must be from 1 to 200"},
+		{[]string{"follow-upstream", "--host", "node:Laptop", "--upstream-root", root, "--once"}, "is not gateway:local or node:"},
+		{[]string{"adopt", "claude-cli", "/x.jsonl", "--host", "node:", "--upstream-root", root}, "is not gateway:local or node:"},
 		{[]string{"serve", "--upstream-root", filepath.Join(root, "none")}, "is not a directory"},
 		{[]string{"serve", "--upstream-every", "0s"}, "--upstream-every must be more than 0"},
 		{[]string{"serve", "--upstream-host", "laptop"}, "is not gateway:local or node:NAME"},
@@ -145,6 +147,15 @@ func TestTheAdoptionCommandsRefuseAWrongCommandLineWithExit2(t *testing.T) {
 		code, _, errOut := cliRun(t, cliEnv(nil, "VIGIL_ADDR", "127.0.0.1:1"), c.args...)
 		if code != exitUsage || !strings.Contains(errOut, c.says) {
 			t.Errorf("vigil %s: exit %d, %q; want 2 saying %q", strings.Join(c.args, " "), code, errOut, c.says)
+		}
+	}
+}
+
+func TestServeRefusesAnUpstreamHostNoAdoptionCouldName(t *testing.T) {
+	for _, host := range []string{"node:", "node:Laptop", "node:ann's laptop"} {
+		up := gateway.UpstreamOptions{Host: host, Every: time.Minute, PerTick: 1, MaxScan: 1}
+		if err := checkUpstreamFlags(&up); err == nil || !strings.Contains(err.Error(), "is not gateway:local or node:") {
+			t.Errorf("--upstream-host %q: %v, want refused", host, err)
 		}
 	}
 }
