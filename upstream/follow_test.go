@@ -450,15 +450,23 @@ func TestStartFailsWhenTheLastLineIsLongerThanTheLimit(t *testing.T) {
 	}
 }
 
-func TestPathsOutsideTheRootsAreRefused(t *testing.T) {
+// rootAndSecret makes a root holding a transcript (inside), and another
+// transcript (secret) in a directory outside it.
+func rootAndSecret(t *testing.T) (root, inside, secret string) {
+	t.Helper()
 	root, outside := t.TempDir(), t.TempDir()
-	inside := filepath.Join(root, "5f0c.jsonl")
-	secret := filepath.Join(outside, "secret.jsonl")
+	inside = filepath.Join(root, "5f0c.jsonl")
+	secret = filepath.Join(outside, "secret.jsonl")
 	for _, p := range []string{inside, secret} {
 		if err := os.WriteFile(p, []byte(claudeTyped("x", at(0))+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return root, inside, secret
+}
+
+func TestPathsOutsideTheRootsAreRefused(t *testing.T) {
+	root, inside, secret := rootAndSecret(t)
 	link := filepath.Join(root, "link.jsonl")
 	if err := os.Symlink(secret, link); err != nil {
 		t.Fatal(err)
@@ -469,7 +477,7 @@ func TestPathsOutsideTheRootsAreRefused(t *testing.T) {
 	if _, err := f.Check(context.Background(), m, nil); err != nil {
 		t.Fatalf("a path inside the root: %v", err)
 	}
-	for _, p := range []string{secret, link, filepath.Join(root, "..", filepath.Base(outside), "secret.jsonl")} {
+	for _, p := range []string{secret, link, filepath.Join(root, "..", filepath.Base(filepath.Dir(secret)), "secret.jsonl")} {
 		if _, err := f.Start(context.Background(), Claude, p); !errors.Is(err, ErrOutsideRoots) {
 			t.Errorf("Start(%s) = %v, want ErrOutsideRoots", p, err)
 		}
@@ -575,14 +583,7 @@ func TestHumanRowWritesWhatItsFormatReadsAsATurn(t *testing.T) {
 }
 
 func TestALinkSwappedToPointOutsideTheRootsAfterTheCheckIsNotRead(t *testing.T) {
-	root, outside := t.TempDir(), t.TempDir()
-	inside := filepath.Join(root, "5f0c.jsonl")
-	secret := filepath.Join(outside, "secret.jsonl")
-	for _, p := range []string{inside, secret} {
-		if err := os.WriteFile(p, []byte(claudeTyped("x", at(0))+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	root, inside, secret := rootAndSecret(t)
 	link := filepath.Join(root, "link.jsonl")
 	f := newFollower()
 	f.Roots = []string{root}

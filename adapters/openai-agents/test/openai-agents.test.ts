@@ -31,6 +31,14 @@ const said = (items: AgentInputItem[]) => items.map((i) => {
   const content = typeof m.content === "string" ? m.content : (m.content as { text?: string }[]).map((c) => c.text ?? "").join("");
   return `${m.role}: ${content}`;
 });
+/** One conversation in one store, written from a phone and from a laptop by the same person. */
+const phoneAndLaptop = () => {
+  const key = newKey();
+  const store = new MemorySession();
+  const phone = new VigilSession({ client: client(), sessionKey: key, store, person: PERSON });
+  const laptop = new VigilSession({ client: client(), sessionKey: key, store, person: { id: "telegram:42", channel: "web" } });
+  return { key, store, phone, laptop };
+};
 const changesOf = async (key: string) =>
   (await client().sessionStatus({ sessionKey: key, changesSince: 0 })).stateChanges?.events?.map((e) => [e.kind, e.actorType, e.actorId, e.summary]);
 
@@ -47,10 +55,7 @@ test("a person's message is recorded in vigil, and the conversation's watcher ge
 });
 
 test("a turn written on a stale picture is refused and stores nothing; run again, the model is told what changed right before its input", async () => {
-  const key = newKey();
-  const store = new MemorySession();
-  const phone = new VigilSession({ client: client(), sessionKey: key, store, person: PERSON });
-  const laptop = new VigilSession({ client: client(), sessionKey: key, store, person: { id: "telegram:42", channel: "web" } });
+  const { key, store, phone, laptop } = phoneAndLaptop();
   const phoneSide = supportAgent();
   const laptopSide = supportAgent();
   await runner.run(phoneSide.agent, "Hi, I ordered the blue lamp.", { session: phone });
@@ -116,10 +121,7 @@ test("of two writers that read the same version and write at once, vigil stores 
 });
 
 test("reading the history outside a run, while a turn is in flight, does not let that stale turn be stored", async () => {
-  const key = newKey();
-  const store = new MemorySession();
-  const phone = new VigilSession({ client: client(), sessionKey: key, store, person: PERSON });
-  const laptop = new VigilSession({ client: client(), sessionKey: key, store, person: { id: "telegram:42", channel: "web" } });
+  const { key, store, phone, laptop } = phoneAndLaptop();
   const phoneSide = supportAgent();
   await runner.run(phoneSide.agent, "Hi, I ordered the blue lamp.", { session: phone });
 
@@ -136,10 +138,7 @@ test("reading the history outside a run, while a turn is in flight, does not let
 });
 
 test("reading the history outside a run does not keep the next run from being told what changed", async () => {
-  const key = newKey();
-  const store = new MemorySession();
-  const phone = new VigilSession({ client: client(), sessionKey: key, store, person: PERSON });
-  const laptop = new VigilSession({ client: client(), sessionKey: key, store, person: { id: "telegram:42", channel: "web" } });
+  const { key, store, phone, laptop } = phoneAndLaptop();
   const phoneSide = supportAgent();
   await runner.run(phoneSide.agent, "Hi, I ordered the blue lamp.", { session: phone });
   await runner.run(supportAgent().agent, "Actually, cancel the order.", { session: laptop });
@@ -152,10 +151,7 @@ test("reading the history outside a run does not keep the next run from being to
 });
 
 test("a write outside a run is fenced with what the app last read", async () => {
-  const key = newKey();
-  const store = new MemorySession();
-  const phone = new VigilSession({ client: client(), sessionKey: key, store, person: PERSON });
-  const laptop = new VigilSession({ client: client(), sessionKey: key, store, person: { id: "telegram:42", channel: "web" } });
+  const { key, store, phone, laptop } = phoneAndLaptop();
   await runner.run(supportAgent().agent, "Hi, I ordered the blue lamp.", { session: phone });
   await runner.run(supportAgent().agent, "Actually, cancel the order.", { session: laptop });
   await assert.rejects(phone.popItem(), StaleSessionError, "the app had not seen the laptop's turn");
