@@ -52,15 +52,18 @@ func (w *waker) wake(watcher string, from trace.SpanContext) {
 		return
 	}
 	st := w.state[watcher]
+	if st != nil && st.timer != nil {
+		// A merged wake is scheduled and has not fired: it fires after
+		// this notice is queued, so it covers it, even when its window
+		// has ended and its callback waits for the lock.
+		return
+	}
 	if st == nil || !now.Before(st.windowEnd) {
 		if st == nil && len(w.state) >= wakeStatePrune {
 			w.pruneLocked(now)
 		}
 		w.state[watcher] = &wakeState{windowEnd: now.Add(w.window)}
 		w.fire(watcher, from, false)
-		return
-	}
-	if st.timer != nil {
 		return
 	}
 	st.from = from

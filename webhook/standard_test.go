@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -305,4 +306,24 @@ func TestNewRefusesUnusableStandardSecretsNamingTheAgent(t *testing.T) {
 		t.Fatalf("New refused a 32-byte whsec_ secret: %v", err)
 	}
 	d.Close()
+}
+
+func TestATimestampSoFarOffThatItsAgeOverflowsIsRefused(t *testing.T) {
+	// A signer that put such a timestamp in a delivery (a broken clock, a
+	// bug) must not get it accepted: its age, now minus it, is the most
+	// negative int64, whose negation is itself.
+	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	far := time.Unix(now.Unix()+math.MinInt64, 0)
+	body := []byte(`{"type":"wake"}`)
+	sig, err := Sign(testSecret, "msg_1", far, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := http.Header{}
+	header.Set(HeaderID, "msg_1")
+	header.Set(HeaderTimestamp, strconv.FormatInt(far.Unix(), 10))
+	header.Set(HeaderStandard, sig)
+	if err := VerifyAt(testSecret, header, body, 0, now); !errors.Is(err, ErrTimestamp) {
+		t.Fatalf("webhook-timestamp %s at %d: VerifyAt = %v, want ErrTimestamp", header.Get(HeaderTimestamp), now.Unix(), err)
+	}
 }

@@ -742,12 +742,15 @@ func VerifyAt(secret string, header http.Header, body []byte, tolerance time.Dur
 		tolerance = DefaultTolerance
 	}
 	// Compare in seconds: a far-off timestamp would overflow a Duration.
-	limit := int64(tolerance / time.Second)
-	switch age := now.Unix() - secs; {
-	case age > limit:
-		return fmt.Errorf("%w: %s is %ds old, beyond the tolerance of %v", ErrTimestamp, HeaderTimestamp, age, tolerance)
-	case -age > limit:
-		return fmt.Errorf("%w: %s is %ds ahead, beyond the tolerance of %v", ErrTimestamp, HeaderTimestamp, -age, tolerance)
+	// The window's ends are computed from now, not the timestamp's age:
+	// now minus a timestamp near the most negative int64 wraps around, and
+	// the negation of the most negative age is that age again.
+	limit, at := int64(tolerance/time.Second), now.Unix()
+	switch {
+	case secs < at-limit:
+		return fmt.Errorf("%w: %s %d is more than %v before now (%d)", ErrTimestamp, HeaderTimestamp, secs, tolerance, at)
+	case secs > at+limit:
+		return fmt.Errorf("%w: %s %d is more than %v after now (%d)", ErrTimestamp, HeaderTimestamp, secs, tolerance, at)
 	}
 	want := standardMAC(key, id, ts, body)
 	for entry := range strings.FieldsSeq(sigs) {

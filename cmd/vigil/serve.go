@@ -201,6 +201,14 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		}
 		targets[w.Agent] = webhook.Target{URL: w.URL, Secret: w.Secret, PreviousSecrets: w.PreviousSecrets}
 	}
+	// Bound before the node opens: its startup sweep wakes every watcher
+	// owed a notice, and a runtime woken by webhook calls back at once. Its
+	// connection then waits for the server below instead of being refused.
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close() // Serve closes it too; this covers a return before
 	stuckAfter := cfg.stuckAfter
 	if stuckAfter == 0 {
 		stuckAfter = -1 // never
@@ -224,10 +232,6 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		ready = append(ready, httpapi.ReadyCheck{Name: "listener", Check: n.Listening})
 	}
 
-	ln, err := net.Listen("tcp", cfg.addr)
-	if err != nil {
-		return err
-	}
 	// Streams and long polls never go idle on their own: end them when
 	// shutdown begins so in-flight requests can finish.
 	open, closeStreams := context.WithCancel(context.Background())

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -454,5 +456,88 @@ func TestServeOnPostgreSQLKeepsAPendingNoticeAcrossARestart(t *testing.T) {
 		map[string]any{"sessionKey": sp.ChildSessionKey, "changesSince": 2})
 	if len(st.StateChanges.Events) != 1 || st.StateChanges.Events[0].Kind != vigil.KindHumanDirectMessage {
 		t.Fatalf("changes since 2 = %+v", st.StateChanges)
+	}
+}
+
+// heldLog passes serve's log through to out, holding the line with
+// message msg until release is closed: serve then waits just there.
+type heldLog struct {
+	out     *testwait.Output
+	msg     string
+	release <-chan struct{}
+}
+
+func (h heldLog) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte(`msg="`+h.msg+`"`)) {
+		select {
+		case <-h.release:
+		case <-time.After(serveHangGuard):
+		}
+	}
+	return h.out.Write(p)
+}
+
+func TestAnAgentWokenByTheStartupSweepCanReachTheGateway(t *testing.T) {
+	const secret = "a-webhook-secret-of-some-length"
+	dir := t.TempDir()
+	db := filepath.Join(dir, "vigil.db")
+	first := startServe(t, db, nil)
+	sp := callOK[gateway.SpawnOutput](t, first, "", "agent:main:main", "sessions_spawn", map[string]any{"task": "draft"})
+	callOK[gateway.SendOutput](t, first, "", "", "sessions_send",
+		map[string]any{"sessionKey": sp.ChildSessionKey, "message": "use the new figures", "timeoutSeconds": 0})
+	if code := first.stop(t); code != 0 {
+		t.Fatalf("stopping exited with %d:\n%s", code, first.stderr.String())
+	}
+
+	// The restarted gateway's address, known before it starts, so the
+	// receiver can call it back as a runtime does.
+	probe, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := probe.Addr().String()
+	probe.Close()
+
+	// The receiver does what runtimes are told to: on a wake, it calls
+	// the gateway back (here only as far as connecting).
+	woken := make(chan struct{})
+	var once sync.Once
+	var dialErr error
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		once.Do(func() {
+			conn, err := net.Dial("tcp", addr)
+			if err == nil {
+				conn.Close()
+			}
+			dialErr = err
+			close(woken)
+		})
+	}))
+	defer receiver.Close()
+	config := filepath.Join(dir, "vigil.json")
+	cfg, _ := json.Marshal(gateway.Config{Webhooks: []gateway.WebhookConfig{{Agent: "main", URL: receiver.URL, Secret: secret}}})
+	if err := os.WriteFile(config, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The restarted gateway is held once its startup sweep is done, until
+	// the wake that sweep owes the manager has reached the receiver.
+	ctx, cancel := context.WithCancel(context.Background())
+	stderr := &testwait.Output{}
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--db", db, "--addr", addr, "--config", config}, envFunc(nil), strings.NewReader(""), io.Discard,
+			heldLog{out: stderr, msg: "startup sweep done", release: woken})
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	select {
+	case <-woken:
+	case <-time.After(serveHangGuard):
+		t.Fatalf("the startup sweep woke nobody (hang guard):\n%s", stderr.String())
+	}
+	if dialErr != nil {
+		t.Fatalf("the woken agent could not reach the gateway: %v", dialErr)
 	}
 }
