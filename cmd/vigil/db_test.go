@@ -100,3 +100,15 @@ func TestDBBackupCopiesARunningGatewaysFileAndPointsPostgreSQLToPgDump(t *testin
 		t.Errorf("backup of PostgreSQL: exit %d, %q", code, errOut)
 	}
 }
+
+// The pg_dump command vigil db backup prints leaves out a password given
+// in the URL's query, as it does one given before the host.
+func TestDBBackupOfPostgreSQLHidesAPasswordInTheURLsQuery(t *testing.T) {
+	t.Parallel()
+	code, _, errOut := cliRun(t, cliEnv(nil), "db", "backup", "out.dump", "--db",
+		"postgres://vigil@db.example:5432/vigil?password=s3cret&sslpassword=k3y&schema=vigil")
+	if code != 1 || !strings.Contains(errOut, "pg_dump --format=custom --file=out.dump --schema=vigil") ||
+		strings.Contains(errOut, "s3cret") || strings.Contains(errOut, "k3y") {
+		t.Errorf("backup of PostgreSQL: exit %d, %q", code, errOut)
+	}
+}

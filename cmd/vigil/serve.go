@@ -264,13 +264,32 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	return nil
 }
 
-// redactURL hides a password in a database URL before it is logged.
+// redactURL hides a password in a database URL before it is logged. The
+// PostgreSQL driver takes one in the query too (password, and sslpassword
+// for a client key), so those are hidden as well.
 func redactURL(db string) string {
-	if u, err := url.Parse(db); err == nil && u.User != nil {
+	u, err := url.Parse(db)
+	if err != nil {
+		return db
+	}
+	hidden := false
+	if u.User != nil {
 		if _, has := u.User.Password(); has {
 			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-			return u.String()
+			hidden = true
 		}
 	}
-	return db
+	if q := u.Query(); q.Has("password") || q.Has("sslpassword") {
+		for _, k := range []string{"password", "sslpassword"} {
+			if q.Has(k) {
+				q.Set(k, "xxxxx")
+			}
+		}
+		u.RawQuery = q.Encode()
+		hidden = true
+	}
+	if !hidden {
+		return db
+	}
+	return u.String()
 }
