@@ -112,3 +112,16 @@ func TestDBBackupOfPostgreSQLHidesAPasswordInTheURLsQuery(t *testing.T) {
 		t.Errorf("backup of PostgreSQL: exit %d, %q", code, errOut)
 	}
 }
+
+// A PostgreSQL URL in VIGIL_DB is the default of --db; the help of the
+// commands that take it shows that default without its password.
+func TestTheHelpShowsVIGILDBWithoutItsPassword(t *testing.T) {
+	t.Parallel()
+	env := cliEnv(nil, "VIGIL_DB", "postgres://vigil:s3cret@db.example:5432/vigil")
+	for _, args := range [][]string{{"serve", "--help"}, {"db", "--help"}, {"db", "status", "--help"}} {
+		code, out, errOut := cliRun(t, env, args...)
+		if code != 0 || !strings.Contains(out, "postgres://vigil:xxxxx@db.example:5432/vigil") || strings.Contains(out+errOut, "s3cret") {
+			t.Errorf("vigil %s: exit %d, %q, %q", strings.Join(args, " "), code, out, errOut)
+		}
+	}
+}

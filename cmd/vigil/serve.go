@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/adoption"
@@ -90,7 +91,7 @@ for them (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER=console…; docs/ope
 	}
 	getenv := env.getenv
 	fs := cmd.Flags()
-	fs.StringVar(&cfg.db, "db", envOr(getenv, "VIGIL_DB", defaultDBPath(getenv)), "SQLite database file, or a postgres:// URL (env VIGIL_DB)")
+	dbFlag(fs, &cfg.db, getenv)
 	fs.StringVar(&cfg.config, "config", getenv("VIGIL_CONFIG"), "credentials file (env VIGIL_CONFIG; VIGIL_ADMIN_TOKEN adds an admin token)")
 	fs.StringVar(&cfg.sync, "synchronous", envOr(getenv, "VIGIL_SYNCHRONOUS", "FULL"), "SQLite synchronous setting: FULL (survives power loss) or NORMAL")
 	fs.StringSliceVar(&allowedHosts, "allowed-host", nil, "a host name requests may carry besides loopback ones, when listening on loopback (repeatable)")
@@ -262,6 +263,15 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// dbFlag defines --db, whose default is VIGIL_DB. The help shows that
+// default without its password: a postgres:// URL from the environment
+// would otherwise be printed by every --help.
+func dbFlag(fs *pflag.FlagSet, db *string, getenv func(string) string) {
+	fs.StringVar(db, "db", envOr(getenv, "VIGIL_DB", defaultDBPath(getenv)), "SQLite database file, or a postgres:// URL (env VIGIL_DB)")
+	f := fs.Lookup("db")
+	f.DefValue = redactURL(f.DefValue)
 }
 
 // redactURL hides a password in a database URL before it is logged. The
