@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -123,5 +124,27 @@ func TestTheHelpShowsVIGILDBWithoutItsPassword(t *testing.T) {
 		if code != 0 || !strings.Contains(out, "postgres://vigil:xxxxx@db.example:5432/vigil") || strings.Contains(out+errOut, "s3cret") {
 			t.Errorf("vigil %s: exit %d, %q, %q", strings.Join(args, " "), code, out, errOut)
 		}
+	}
+}
+
+// A backup holds every session's transcript: vigil db backup makes it
+// readable by its owner only, whatever the directory it is put in.
+func TestDBBackupIsReadableByItsOwnerOnly(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "vigil.db")
+	if code, _, errOut := cliRun(t, cliEnv(nil), "db", "migrate", "--db", db); code != 0 {
+		t.Fatalf("migrate: exit %d, %q", code, errOut)
+	}
+	backup := filepath.Join(dir, "backup.db")
+	if code, _, errOut := cliRun(t, cliEnv(nil), "db", "backup", backup, "--db", db); code != 0 {
+		t.Fatalf("backup: exit %d, %q", code, errOut)
+	}
+	fi, err := os.Stat(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode := fi.Mode().Perm(); mode&0o077 != 0 {
+		t.Errorf("the backup's mode is %v: others may read it", mode)
 	}
 }
