@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -136,6 +137,13 @@ for them (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER=console…; docs/ope
 		}
 		if err := vigil.CheckDashboardURL(cfg.dashboardURL); err != nil {
 			return cliUsagef("--dashboard-url: %v", err)
+		}
+		// The store would refuse it too, but only once its directory was
+		// made, and as a failure rather than a wrong command line.
+		switch strings.ToUpper(cfg.sync) {
+		case "FULL", "NORMAL":
+		default:
+			return cliUsagef("--synchronous %q: use FULL or NORMAL", cfg.sync)
 		}
 		if cfg.stuckAfter < 0 {
 			return cliUsagef("--stuck-after must be a duration of at least 0 (0: never)")
