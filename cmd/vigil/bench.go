@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -65,6 +66,13 @@ func runBenchWith(ctx context.Context, f benchFlags, asJSON bool, env *cliIO) er
 	}
 	if f.only != "" {
 		cfg.Only = strings.Split(f.only, ",")
+		// A misspelt workload is a wrong command line, refused before any
+		// scratch file is made.
+		for _, w := range cfg.Only {
+			if !slices.Contains(bench.Workloads, w) {
+				return cliUsagef("--only: unknown workload %q (workloads: %s)", w, strings.Join(bench.Workloads, ", "))
+			}
+		}
 	}
 	switch {
 	case f.serve != "":

@@ -322,7 +322,7 @@ func TestBenchRefusesBadArguments(t *testing.T) {
 	}{
 		{[]string{"--db", "vigil.db"}, 2, "postgres://"},
 		{[]string{"extra"}, 2, `unexpected argument "extra"`},
-		{[]string{"--only", "ceiling,nosuch"}, 1, `unknown workload "nosuch"`},
+		{[]string{"--only", "ceiling,nosuch"}, 2, `--only: unknown workload "nosuch"`},
 		{[]string{"--frobnicate"}, 2, "unknown flag: --frobnicate"},
 		{[]string{"--serve", "/no/such/vigil"}, 2, "--serve /no/such/vigil: not an executable file"},
 	} {

@@ -364,6 +364,17 @@ func (c *cliClient) printRaw(data []byte) {
 	c.stdout.Write(append(data[:len(data):len(data)], '\n'))
 }
 
+// printEvent writes one event of a stream as printRaw does; as YAML each
+// event is a document of its own, so the stream reads as YAML (documents
+// written one after another would otherwise run into one mapping with
+// every key repeated).
+func (c *cliClient) printEvent(data []byte) {
+	if c.yaml {
+		fmt.Fprintln(c.stdout, "---")
+	}
+	c.printRaw(data)
+}
+
 func (c *cliClient) printf(format string, args ...any) {
 	fmt.Fprintf(c.stdout, format, args...)
 }

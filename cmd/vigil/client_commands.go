@@ -611,13 +611,13 @@ func (c *cliClient) tailLog(ctx context.Context, after *int64) error {
 		switch e := ev.Event.(type) {
 		case client.LogEvent:
 			if c.json {
-				c.printRaw(ev.Data)
+				c.printEvent(ev.Data)
 			} else {
 				c.printf("#%d %s %s %s %s %s\n", e.Sequence, e.SessionKey, e.Kind, e.ActorType, cliOr(e.ActorID, "-"), e.Summary)
 			}
 		case client.HistoryGap:
 			if c.json {
-				c.printRaw(ev.Data)
+				c.printEvent(ev.Data)
 			} else {
 				c.printf("history gap: events after #%d were pruned (up to #%d): %s\n", e.Requested, e.PrunedWatermark, e.Message)
 			}
@@ -639,7 +639,7 @@ func (c *cliClient) tailSession(ctx context.Context, key string) error {
 			return nil // the stream is alive and the session quiet: nothing to show
 		case client.HistoryGap:
 			if c.json {
-				c.printRaw(ev.Data)
+				c.printEvent(ev.Data)
 			} else {
 				c.printf("history gap: changes after version %d were pruned (the earliest kept is #%d): %s\n",
 					e.Requested, e.EarliestAvailableSequence, e.Message)
@@ -672,7 +672,7 @@ func (c *cliClient) tailSession(ctx context.Context, key string) error {
 			return nil
 		}
 		if c.json {
-			c.printRaw(ev.Data)
+			c.printEvent(ev.Data)
 		} else {
 			c.printf("%-8s %s\n", ev.Type, ev.Data)
 		}

@@ -8,7 +8,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +22,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
@@ -573,6 +577,35 @@ func TestCLITailSinceReplaysAndStopsAtAHistoryGap(t *testing.T) {
 	// status warns of the gap as well.
 	out = cliOK(t, g, "status", w1, "--since", "0")
 	cliMustMatch(t, "status", out, `^warning: history gap: `)
+}
+
+// tail -o yaml prints each event as a YAML document of its own, so what
+// it prints is one YAML stream of the events.
+func TestCLITailAsYAMLPrintsEachEventAsADocument(t *testing.T) {
+	t.Parallel()
+	g := cliStartGateway(t, nil, vigil.Options{})
+	cliSpawnChild(t, g, cliManager, "write") // #1 created, #2 child_spawned
+	tail := cliStart(t, cliEnv(g), "tail", "--since", "0", "-o", "yaml")
+	tail.waitFor(t, tail.out, `^summary: child session spawned$`) // the last line of #2
+	if code := tail.stop(t); code != 0 {
+		t.Fatalf("tail: exit %d: %s", code, tail.errOut)
+	}
+	dec := yaml.NewDecoder(strings.NewReader(tail.out.String()))
+	var seqs []int64
+	for {
+		var ev struct {
+			Sequence int64 `yaml:"sequence"`
+		}
+		if err := dec.Decode(&ev); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("tail -o yaml is not a YAML stream: %v\n%s", err, tail.out)
+		}
+		seqs = append(seqs, ev.Sequence)
+	}
+	if !slices.Equal(seqs, []int64{1, 2}) {
+		t.Fatalf("documents of sequences %v, want [1 2]:\n%s", seqs, tail.out)
+	}
 }
 
 func TestCLITailOfASessionPrintsItsLiveEvents(t *testing.T) {

@@ -100,6 +100,23 @@ func TestOutputFormatsTableJSONAndYAML(t *testing.T) {
 	}
 }
 
+// The commands that print without a gateway refuse an unknown format as
+// the client commands do, rather than printing JSON for it.
+func TestAnUnknownOutputFormatIsAWrongCommandLineForCommandsWithoutAGateway(t *testing.T) {
+	t.Parallel()
+	env := cliEnv(nil, "VIGIL_CLIENT_CONFIG", filepath.Join(t.TempDir(), "config.yaml"))
+	for _, args := range [][]string{
+		{"version"},
+		{"config", "get-contexts"},
+		{"db", "status", "--db", filepath.Join(t.TempDir(), "vigil.db")},
+	} {
+		code, out, errOut := cliRun(t, env, append(args, "-o", "xml")...)
+		if code != 2 || out != "" || !strings.Contains(errOut, `--output "xml": use table, json or yaml`) {
+			t.Errorf("vigil %s -o xml: exit %d, stdout %q, stderr %q", strings.Join(args, " "), code, out, errOut)
+		}
+	}
+}
+
 func TestVersionPrintsTheModuleVersionAndCommit(t *testing.T) {
 	t.Parallel()
 	code, out, _ := cliRun(t, cliEnv(nil), "version")

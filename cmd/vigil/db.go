@@ -46,8 +46,7 @@ the migrations a database lacks when it starts, logging each; back the database 
 		Args: noArgs,
 	}
 	var db string
-	cmd.PersistentFlags().StringVar(&db, "db", envOr(env.getenv, "VIGIL_DB", defaultDBPath(env.getenv)),
-		"SQLite database file, or a postgres:// URL (env VIGIL_DB)")
+	dbFlag(cmd.PersistentFlags(), &db, env.getenv)
 	cmd.AddCommand(&cobra.Command{
 		Use:   "status",
 		Short: "show the schema version and each migration, applied or not",

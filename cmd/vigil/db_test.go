@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -98,5 +99,52 @@ func TestDBBackupCopiesARunningGatewaysFileAndPointsPostgreSQLToPgDump(t *testin
 	if code != 1 || !strings.Contains(errOut, "pg_dump --format=custom --file=out.dump --schema=vigil postgres://vigil:xxxxx@db.example:5432/vigil") ||
 		strings.Contains(errOut, "s3cret") {
 		t.Errorf("backup of PostgreSQL: exit %d, %q", code, errOut)
+	}
+}
+
+// The pg_dump command vigil db backup prints leaves out a password given
+// in the URL's query, as it does one given before the host.
+func TestDBBackupOfPostgreSQLHidesAPasswordInTheURLsQuery(t *testing.T) {
+	t.Parallel()
+	code, _, errOut := cliRun(t, cliEnv(nil), "db", "backup", "out.dump", "--db",
+		"postgres://vigil@db.example:5432/vigil?password=s3cret&sslpassword=k3y&schema=vigil")
+	if code != 1 || !strings.Contains(errOut, "pg_dump --format=custom --file=out.dump --schema=vigil") ||
+		strings.Contains(errOut, "s3cret") || strings.Contains(errOut, "k3y") {
+		t.Errorf("backup of PostgreSQL: exit %d, %q", code, errOut)
+	}
+}
+
+// A PostgreSQL URL in VIGIL_DB is the default of --db; the help of the
+// commands that take it shows that default without its password.
+func TestTheHelpShowsVIGILDBWithoutItsPassword(t *testing.T) {
+	t.Parallel()
+	env := cliEnv(nil, "VIGIL_DB", "postgres://vigil:s3cret@db.example:5432/vigil")
+	for _, args := range [][]string{{"serve", "--help"}, {"db", "--help"}, {"db", "status", "--help"}} {
+		code, out, errOut := cliRun(t, env, args...)
+		if code != 0 || !strings.Contains(out, "postgres://vigil:xxxxx@db.example:5432/vigil") || strings.Contains(out+errOut, "s3cret") {
+			t.Errorf("vigil %s: exit %d, %q, %q", strings.Join(args, " "), code, out, errOut)
+		}
+	}
+}
+
+// A backup holds every session's transcript: vigil db backup makes it
+// readable by its owner only, whatever the directory it is put in.
+func TestDBBackupIsReadableByItsOwnerOnly(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "vigil.db")
+	if code, _, errOut := cliRun(t, cliEnv(nil), "db", "migrate", "--db", db); code != 0 {
+		t.Fatalf("migrate: exit %d, %q", code, errOut)
+	}
+	backup := filepath.Join(dir, "backup.db")
+	if code, _, errOut := cliRun(t, cliEnv(nil), "db", "backup", backup, "--db", db); code != 0 {
+		t.Fatalf("backup: exit %d, %q", code, errOut)
+	}
+	fi, err := os.Stat(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode := fi.Mode().Perm(); mode&0o077 != 0 {
+		t.Errorf("the backup's mode is %v: others may read it", mode)
 	}
 }

@@ -51,6 +51,12 @@ OpenTelemetry traces when the OTEL_* environment asks for them (docs/operations.
 		if key == "" {
 			return cliUsagef("--session is required: the session this client acts as, e.g. agent:main:main")
 		}
+		// Checked here, as the client commands check theirs: the gateway
+		// would refuse it only as an initialize that failed, and --db would
+		// have made its database first.
+		if err := cliCheckKey("--session", key); err != nil {
+			return err
+		}
 		log, err := logs.logger(env.stderr)
 		if err != nil {
 			return err

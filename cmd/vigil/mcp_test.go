@@ -446,6 +446,25 @@ func mcpCheckInstructionsAndResources(t *testing.T, cs *mcp.ClientSession, updat
 // A call the stdio client of the relay cancels, or leaves by hanging up,
 // is cancelled on the gateway at once: its wait gives its slot back long
 // before its own timeout.
+// A malformed --session is refused naming the rule it breaks, before a
+// gateway is called or a database made.
+func TestMCPRefusesAMalformedSessionBeforeOpeningAnything(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "vigil.db")
+	for _, args := range [][]string{
+		{"mcp", "--session", "agent::x", "--addr", "127.0.0.1:1"},
+		{"mcp", "--session", "agent::x", "--db", db},
+	} {
+		code, out, errOut := cliRun(t, cliEnv(nil), args...)
+		if code != 1 || out != "" || !strings.Contains(errOut, `--session: invalid session key "agent::x": has an empty part`) {
+			t.Errorf("vigil %s: exit %d, stdout %q, stderr %q", strings.Join(args, " "), code, out, errOut)
+		}
+	}
+	if _, err := os.Stat(db); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the database named by --db: %v; want none made", err)
+	}
+}
+
 func TestMCPRelayCancelsADroppedCallOnTheGatewayAtOnce(t *testing.T) {
 	bin := gatewayBinary(t)
 	for _, drop := range []string{"cancelled by the client", "client hangs up"} {

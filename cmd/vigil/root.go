@@ -104,6 +104,16 @@ moved on (a precondition conflict).`,
 	root.SetHelpTemplate(helpTemplate)
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cliUsagef("%v", err) })
+	// Checked here, before any command runs, so that every command refuses
+	// a format it cannot print, not only the client commands: the others
+	// would print JSON for any word but table.
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		switch g.output {
+		case "table", "json", "yaml":
+			return nil
+		}
+		return cliUsagef("--output %q: use table, json or yaml", g.output)
+	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.addr, "addr", "", "the gateway's address, host:port or a URL (env VIGIL_ADDR; default "+defaultAddr+")")
 	pf.StringVar(&g.token, "token", "", "the bearer token (env VIGIL_TOKEN)")

@@ -10,9 +10,11 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/adoption"
@@ -90,7 +92,7 @@ for them (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER=console…; docs/ope
 	}
 	getenv := env.getenv
 	fs := cmd.Flags()
-	fs.StringVar(&cfg.db, "db", envOr(getenv, "VIGIL_DB", defaultDBPath(getenv)), "SQLite database file, or a postgres:// URL (env VIGIL_DB)")
+	dbFlag(fs, &cfg.db, getenv)
 	fs.StringVar(&cfg.config, "config", getenv("VIGIL_CONFIG"), "credentials file (env VIGIL_CONFIG; VIGIL_ADMIN_TOKEN adds an admin token)")
 	fs.StringVar(&cfg.sync, "synchronous", envOr(getenv, "VIGIL_SYNCHRONOUS", "FULL"), "SQLite synchronous setting: FULL (survives power loss) or NORMAL")
 	fs.StringSliceVar(&allowedHosts, "allowed-host", nil, "a host name requests may carry besides loopback ones, when listening on loopback (repeatable)")
@@ -135,6 +137,13 @@ for them (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER=console…; docs/ope
 		}
 		if err := vigil.CheckDashboardURL(cfg.dashboardURL); err != nil {
 			return cliUsagef("--dashboard-url: %v", err)
+		}
+		// The store would refuse it too, but only once its directory was
+		// made, and as a failure rather than a wrong command line.
+		switch strings.ToUpper(cfg.sync) {
+		case "FULL", "NORMAL":
+		default:
+			return cliUsagef("--synchronous %q: use FULL or NORMAL", cfg.sync)
 		}
 		if cfg.stuckAfter < 0 {
 			return cliUsagef("--stuck-after must be a duration of at least 0 (0: never)")
@@ -268,13 +277,41 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	return nil
 }
 
-// redactURL hides a password in a database URL before it is logged.
+// dbFlag defines --db, whose default is VIGIL_DB. The help shows that
+// default without its password: a postgres:// URL from the environment
+// would otherwise be printed by every --help.
+func dbFlag(fs *pflag.FlagSet, db *string, getenv func(string) string) {
+	fs.StringVar(db, "db", envOr(getenv, "VIGIL_DB", defaultDBPath(getenv)), "SQLite database file, or a postgres:// URL (env VIGIL_DB)")
+	f := fs.Lookup("db")
+	f.DefValue = redactURL(f.DefValue)
+}
+
+// redactURL hides a password in a database URL before it is logged. The
+// PostgreSQL driver takes one in the query too (password, and sslpassword
+// for a client key), so those are hidden as well.
 func redactURL(db string) string {
-	if u, err := url.Parse(db); err == nil && u.User != nil {
+	u, err := url.Parse(db)
+	if err != nil {
+		return db
+	}
+	hidden := false
+	if u.User != nil {
 		if _, has := u.User.Password(); has {
 			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-			return u.String()
+			hidden = true
 		}
 	}
-	return db
+	if q := u.Query(); q.Has("password") || q.Has("sslpassword") {
+		for _, k := range []string{"password", "sslpassword"} {
+			if q.Has(k) {
+				q.Set(k, "xxxxx")
+			}
+		}
+		u.RawQuery = q.Encode()
+		hidden = true
+	}
+	if !hidden {
+		return db
+	}
+	return u.String()
 }

@@ -293,6 +293,18 @@ func TestServeRefusesABadDashboardURLOrStuckAfter(t *testing.T) {
 	}
 }
 
+func TestServeRefusesAnUnknownSynchronousSettingBeforeMakingItsDatabase(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "state")
+	r := runServeAsync(t, nil, "--db", filepath.Join(dir, "vigil.db"), "--addr", "127.0.0.1:0", "--synchronous", "OFF")
+	if code := r.wait(t); code != 2 || !strings.Contains(r.stderr.String(), `--synchronous "OFF": use FULL or NORMAL`) {
+		t.Fatalf("exit %d, want 2 naming --synchronous:\n%s", code, r.stderr.String())
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the refused serve made the database's directory: %v", err)
+	}
+}
+
 // With a dashboard address, notices end with a link to their session's
 // page; without creation notices, a spawn queues none.
 func TestServeLinksNoticesToTheDashboardAndCreationNoticesCanBeTurnedOff(t *testing.T) {
