@@ -172,3 +172,20 @@ func TestAnUnreachableGatewayIsATransportErrorNamingTheTool(t *testing.T) {
 		t.Fatalf("a closed port: %v, want a transport error naming sessions_list", err)
 	}
 }
+
+func TestATextThatIsNotUTF8IsRefusedNamingItsFieldNotSentAltered(t *testing.T) {
+	gw := startGateway(t, nil)
+	worker, _ := spawnWorker(t, gw, "")
+	c := connect(t, gw, operatorToken, "")
+	_, err := c.Goal(bounded(t), client.GoalInput{SessionKey: worker, Action: client.GoalSet, Objective: "ship \xff it"})
+	checkAPIError(t, "an objective with a stray byte", err, 0, client.ErrInvalidArgument, "objective", "not valid UTF-8")
+	if st := must(c.Status(bounded(t), client.StatusInput{SessionKey: worker}))(t); st.Goal != nil {
+		t.Fatalf("the goal was set to %q", st.Goal.Objective)
+	}
+}
+
+func TestASessionKeyThatIsNotUTF8IsRefusedNotReadAsAnotherKey(t *testing.T) {
+	gw := startGateway(t, nil)
+	_, err := connect(t, gw, operatorToken, "").Status(bounded(t), client.StatusInput{SessionKey: "agent:main:\xff"})
+	checkAPIError(t, "a key with a stray byte", err, 0, client.ErrInvalidArgument, "sessionKey", "not valid UTF-8")
+}
