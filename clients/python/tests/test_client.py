@@ -247,6 +247,13 @@ class Tools(unittest.TestCase):
         rec = rt.session_record(worker, "run_completed", if_state_version=e.exception.state_version)
         self.assertEqual((rec.recorded, rec.state_version), (True, v + 2))
 
+    def test_a_session_whose_key_is_not_ascii_takes_its_turn_and_is_acted_as(self) -> None:
+        rt = as_(RUNTIME, "agent:ext:main")
+        for key in (f"agent:ext:chat:müller{next(_names)}", f"agent:ext:chat:日本{next(_names)}"):
+            rt.session_record(key, "child_spawned", parent="agent:ext:main")
+            self.assertEqual(rt.session_turn(key, wait_seconds=0).session_key, key)
+            self.assertEqual(rt.as_session(key).session_pending(key).events, [])
+
     def test_call_reaches_a_tool_by_name_and_tools_lists_them_all(self) -> None:
         admin = as_(ADMIN)
         admin.health()

@@ -234,6 +234,15 @@ describe("tools", () => {
     assert.deepEqual([rec.recorded, rec.stateVersion], [true, v + 2]);
   });
 
+  test("a session whose key is not ASCII takes its turn and is acted as", async () => {
+    const rt = as(RUNTIME, "agent:ext:main");
+    for (const key of [`agent:ext:chat:müller${++names}`, `agent:ext:chat:日本${++names}`]) {
+      await rt.sessionRecord({ sessionKey: key, kind: "child_spawned", parent: "agent:ext:main" });
+      assert.equal((await rt.sessionTurn({ sessionKey: key, waitSeconds: 0 })).sessionKey, key);
+      assert.deepEqual((await rt.as(key).sessionPending({ sessionKey: key })).events, []);
+    }
+  });
+
   test("call reaches a tool by name, and tools lists every tool the client has a method for", async () => {
     const admin = as(ADMIN);
     await admin.health();

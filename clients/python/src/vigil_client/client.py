@@ -19,6 +19,19 @@ SESSION_HEADER = "Vigil-Session"
 _MARGIN = 30.0
 
 
+def _header_safe(key: str) -> bool:
+    """Whether a header can carry the key as it is: printable ASCII only."""
+    return key.isascii() and key.isprintable()
+
+
+def _quote(op: str, key: str, safe: str) -> str:
+    """The key percent-encoded as UTF-8 for a URL."""
+    try:
+        return urllib.parse.quote(key, safe=safe)
+    except UnicodeEncodeError as e:
+        raise InvalidArgumentError(op, 0, "invalid_argument", f"session key {key!r} is not valid Unicode: {e.reason}") from e
+
+
 def _input(**fields: Any) -> dict[str, Any]:
     """A tool's input: the given fields under their wire names."""
     return {t.camel(k): v for k, v in fields.items() if v is not None}
@@ -63,17 +76,27 @@ class Client:
             h["Content-Type"] = "application/json"
         if self.token:
             h["Authorization"] = "Bearer " + self.token
-        if session:
+        if session and _header_safe(session):
             h[SESSION_HEADER] = session
         return h
+
+    def _target(self, op: str, path: str, session: Optional[str]) -> str:
+        """The request target of path acting as session. A key a header
+        cannot carry goes as the ?as= parameter instead: http.client sends a
+        header's text as Latin-1, refusing what Latin-1 lacks, and the
+        gateway reads UTF-8."""
+        if not session or _header_safe(session):
+            return self._prefix + path
+        return self._prefix + path + ("&" if "?" in path else "?") + "as=" + _quote(op, session, "")
 
     def _request(self, op: str, method: str, path: str, session: Optional[str], body: Any = None,
                  wait: float = 0.0) -> Any:
         data = None if body is None else json.dumps(body).encode("utf-8")
+        target = self._target(op, path, session)
         conn = self._connect(self.timeout + wait)
         try:
             try:
-                conn.request(method, self._prefix + path, body=data, headers=self._headers(session, data is not None))
+                conn.request(method, target, body=data, headers=self._headers(session, data is not None))
                 resp = conn.getresponse()
                 raw = resp.read()
             except (OSError, http.client.HTTPException) as e:
@@ -98,7 +121,7 @@ class Client:
     def _session_path(self, op: str, key: str, verb: str) -> str:
         if not key or not key.strip():
             raise InvalidArgumentError(op, 0, "invalid_argument", "session_key is required")
-        return "/v1/sessions/" + urllib.parse.quote(key, safe=":") + "/" + verb
+        return "/v1/sessions/" + _quote(op, key, ":") + "/" + verb
 
     def health(self) -> None:
         """Raises unless the gateway answers GET /healthz."""
@@ -393,6 +416,7 @@ class Stream:
 
     def _open(self) -> http.client.HTTPResponse:
         c = self._client
+        target = c._target(self._op, self._path, c.session)
         conn = c._connect(self._idle)
         headers = c._headers(c.session, False)
         headers["Accept"] = "text/event-stream"
@@ -401,7 +425,7 @@ class Stream:
         with self._lock:
             self._conn = conn
         try:
-            conn.request("GET", c._prefix + self._path, headers=headers)
+            conn.request("GET", target, headers=headers)
             resp = conn.getresponse()
         except (OSError, http.client.HTTPException) as e:
             self._drop()
