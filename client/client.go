@@ -249,6 +249,11 @@ func sessionPath(op, key, verb string) (string, error) {
 	if strings.TrimSpace(key) == "" {
 		return "", invalid(op, "sessionKey is required")
 	}
+	if key == "." || key == ".." {
+		// A URL resolves such a segment away (the gateway redirects to the
+		// route it names), so the request would reach another route.
+		return "", invalid(op, "session key %q cannot name a session's route: it is not agent-qualified", key)
+	}
 	return "/v1/sessions/" + url.PathEscape(key) + "/" + verb, nil
 }
 

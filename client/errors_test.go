@@ -189,3 +189,18 @@ func TestASessionKeyThatIsNotUTF8IsRefusedNotReadAsAnotherKey(t *testing.T) {
 	_, err := connect(t, gw, operatorToken, "").Status(bounded(t), client.StatusInput{SessionKey: "agent:main:\xff"})
 	checkAPIError(t, "a key with a stray byte", err, 0, client.ErrInvalidArgument, "sessionKey", "not valid UTF-8")
 }
+
+func TestASessionRouteRefusesADotKeyThatAURLCannotName(t *testing.T) {
+	gw := startGateway(t, nil)
+	spawnWorker(t, gw, "") // the log has events a wrong route would give
+	c := connect(t, gw, adminToken, "")
+	for ev, err := range c.SessionEvents(bounded(t), "..", client.SessionEventsOptions{After: new(int64(0))}) {
+		checkAPIError(t, `the stream of ".."`, err, 0, client.ErrInvalidArgument, `".."`)
+		if ev != nil {
+			t.Fatalf(`the stream of "..": %+v`, ev)
+		}
+		break
+	}
+	_, err := c.Turn(bounded(t), client.TurnInput{SessionKey: "."})
+	checkAPIError(t, `the turn of "."`, err, 0, client.ErrInvalidArgument, `"."`)
+}

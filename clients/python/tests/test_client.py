@@ -276,6 +276,14 @@ class Errors(unittest.TestCase):
         with self.assertRaises(vc.InvalidArgumentError):
             as_(MAIN).session_turn("")
 
+    def test_a_sessions_route_refuses_a_key_of_dots_which_a_url_resolves_to_another_route(self) -> None:
+        for key in (".", ".."):
+            with self.assertRaises(vc.InvalidArgumentError) as e:
+                as_(ADMIN).session_turn(key, wait_seconds=0)
+            self.assertIn(repr(key), e.exception.message)
+            with self.assertRaises(vc.InvalidArgumentError):
+                as_(ADMIN).session_events(key)
+
     def test_a_wrong_token_is_unauthenticated(self) -> None:
         with self.assertRaises(vc.UnauthenticatedError) as e:
             as_("not-a-real-token-at-all").sessions_list()

@@ -210,6 +210,10 @@ export class VigilClient {
 
   private sessionPath(op: string, key: string, verb: string): string {
     if (!key || !key.trim()) throw new APIError(op, 0, "invalid_argument", "sessionKey is required");
+    if (key === "." || key === "..") {
+      // A URL resolves such a segment away, so the request would reach another route.
+      throw new APIError(op, 0, "invalid_argument", `session key ${JSON.stringify(key)} cannot name a session's route: it is not agent-qualified`);
+    }
     return `/v1/sessions/${encodeURIComponent(key).replaceAll("%3A", ":")}/${verb}`;
   }
 

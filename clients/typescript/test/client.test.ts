@@ -271,6 +271,13 @@ describe("errors", () => {
     assert.throws(() => as(MAIN).sessionTurn({ sessionKey: "" }), APIError);
   });
 
+  test("a session's route refuses a key of dots, which a URL resolves to another route", async () => {
+    for (const key of [".", ".."]) {
+      assert.throws(() => as(ADMIN).sessionTurn({ sessionKey: key }), APIError);
+      assert.throws(() => as(ADMIN).sessionEvents(key), APIError);
+    }
+  });
+
   test("a wrong token is unauthenticated", async () => {
     await code(as("not-a-real-token-at-all").sessionsList(), 401, "unauthenticated");
   });

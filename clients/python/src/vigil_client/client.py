@@ -121,6 +121,10 @@ class Client:
     def _session_path(self, op: str, key: str, verb: str) -> str:
         if not key or not key.strip():
             raise InvalidArgumentError(op, 0, "invalid_argument", "session_key is required")
+        if key in (".", ".."):
+            # A URL resolves such a segment away, so the request would reach another route.
+            raise InvalidArgumentError(op, 0, "invalid_argument",
+                                       f"session key {key!r} cannot name a session's route: it is not agent-qualified")
         return "/v1/sessions/" + _quote(op, key, ":") + "/" + verb
 
     def health(self) -> None:
