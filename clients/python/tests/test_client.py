@@ -434,6 +434,34 @@ class Streams(unittest.TestCase):
             self.assertEqual(first(events, t.LogEvent).sequence, 4)
         self.assertEqual(asked[:2], ["1", "3"])
 
+    def test_close_from_another_thread_ends_a_stream_whose_answer_ends_with_its_connection(self) -> None:
+        # An HTTP/1.0 answer (a proxy's, say) has no length: its body ends
+        # when the connection does.
+        asked, done = threading.Event(), threading.Event()
+
+        class Quiet(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                self.wfile.write(b": connected\n\n")
+                self.wfile.flush()
+                asked.set()
+                done.wait(20)  # then a bookmark, for a stream close() did not end
+                self.wfile.write(b'id: 7\nevent: bookmark\ndata: {"sequence":7}\n\n')
+
+            def log_message(self, *args) -> None:
+                pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.server_close)
+        self.addCleanup(srv.shutdown)
+        self.addCleanup(done.set)
+        stream = Client(f"http://127.0.0.1:{srv.server_address[1]}").events(after=1, idle_timeout=3600)
+        threading.Thread(target=lambda: (asked.wait(20), stream.close()), daemon=True).start()
+        self.assertEqual(list(stream), [])
+
 
 # The tools' input parameters and output types, checked against the
 # published OpenAPI document (docs/openapi.json) so they cannot drift.

@@ -349,6 +349,11 @@ class Stream:
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._conn: Optional[http.client.HTTPConnection] = None
+        # The connection's socket, kept apart: for an answer that ends with
+        # its connection (no length, HTTP/1.0, Connection: close),
+        # http.client hands the socket to the response and the connection
+        # lets go of it.
+        self._sock: Optional[socket.socket] = None
 
     def __enter__(self) -> "Stream":
         return self
@@ -360,10 +365,10 @@ class Stream:
         """Ends the stream, also while another thread waits on it."""
         self._closed.set()
         with self._lock:
-            conn = self._conn
-        if conn is not None and conn.sock is not None:
+            sock = self._sock
+        if sock is not None:
             try:
-                conn.sock.shutdown(socket.SHUT_RDWR)
+                sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
 
@@ -414,7 +419,7 @@ class Stream:
 
     def _drop(self) -> None:
         with self._lock:
-            conn, self._conn = self._conn, None
+            conn, self._conn, self._sock = self._conn, None, None
         if conn is not None:
             conn.close()
 
@@ -430,6 +435,10 @@ class Stream:
             self._conn = conn
         try:
             conn.request("GET", target, headers=headers)
+            with self._lock:
+                self._sock = conn.sock
+            if self._closed.is_set():  # closed before the socket could be shut
+                raise OSError("the stream was closed")
             resp = conn.getresponse()
         except (OSError, http.client.HTTPException) as e:
             self._drop()
@@ -474,6 +483,7 @@ class Stream:
         except (OSError, http.client.HTTPException, ValueError) as e:
             end["error"] = TransportError(f"vigil: {self._op}: {e}")
         finally:
+            resp.close()  # it holds the socket when the answer ends with the connection
             self._drop()
         return end
 
