@@ -462,6 +462,44 @@ class Streams(unittest.TestCase):
         threading.Thread(target=lambda: (asked.wait(20), stream.close()), daemon=True).start()
         self.assertEqual(list(stream), [])
 
+    def test_an_event_too_large_for_any_the_gateway_sends_is_a_dropped_connection(self) -> None:
+        # What answers is not the gateway (a proxy's page, a wrong URL): a
+        # line that never ends. The stream drops the connection and
+        # reconnects, rather than holding memory without bound.
+        opened, done = [], threading.Event()
+
+        class Endless(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                opened.append(1)
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                if len(opened) == 1:
+                    self.wfile.write(b"data: " + b"x" * (5 << 20))  # and never a line's end
+                    self.wfile.flush()
+                    done.wait()
+                else:
+                    self.wfile.write(b': connected\n\nid: 7\nevent: bookmark\ndata: {"sequence":7}\n\n')
+                    self.wfile.flush()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Endless)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.server_close)
+        self.addCleanup(srv.shutdown)
+        self.addCleanup(done.set)
+        with Client(f"http://127.0.0.1:{srv.server_address[1]}").events(after=1, idle_timeout=3600) as stream:
+            guard = threading.Timer(20, stream.close)  # a client that waits for the line's end hangs here
+            guard.start()
+            self.addCleanup(guard.cancel)
+            events = iter(stream)
+            resumed = next(events)
+            self.assertIsInstance(resumed, t.Resumed)
+            self.assertIn("larger than 4 MiB", str(resumed.cause))
+            self.assertEqual(next(events), t.Bookmark(position=7))
+
 
 # The tools' input parameters and output types, checked against the
 # published OpenAPI document (docs/openapi.json) so they cannot drift.

@@ -396,6 +396,34 @@ describe("streams", () => {
     for (let r = await pending; !r.done; r = await it.next()) assert.equal(r.value.type, "bookmark");
   });
 
+  test("an event too large for any the gateway sends is a dropped connection, not memory held without bound", { timeout: 20_000 }, async () => {
+    // What answers is not the gateway (a proxy's page, a wrong URL): a line
+    // that never ends. The stream drops the connection and reconnects.
+    let opened = 0;
+    const srv = createServer((_req, res) => {
+      res.writeHead(200, { "Content-Type": "text/event-stream" });
+      if (++opened === 1) {
+        res.write("data: " + "x".repeat(5 << 20)); // and never a line's end
+      } else {
+        res.write(`: connected\n\nid: 7\nevent: bookmark\ndata: {"sequence":7}\n\n`);
+      }
+    });
+    await new Promise<void>((ok) => srv.listen(0, "127.0.0.1", ok));
+    const stop = new AbortController();
+    try {
+      const url = `http://127.0.0.1:${(srv.address() as { port: number }).port}`;
+      const it = new VigilClient(url).events({ after: 1, signal: stop.signal, idleTimeout: 3600 })[Symbol.asyncIterator]();
+      const first = (await it.next()).value as StreamEvent;
+      assert.equal(first.type, "resumed");
+      assert.match(String((first as { cause: unknown }).cause), /larger than 4 MiB/);
+      assert.deepEqual((await it.next()).value, { type: "bookmark", position: 7 });
+    } finally {
+      stop.abort();
+      srv.closeAllConnections();
+      await new Promise((ok) => srv.close(ok));
+    }
+  });
+
   test("a history gap is reported and the stream goes on after the watermark", async () => {
     // vigil serve keeps 50,000 events and has no retention flag, so the gap
     // comes from a server that sends what the gateway sends for a pruned

@@ -327,6 +327,12 @@ def _decode_session(typ: str, data: dict[str, Any]) -> Optional[t.Event]:
 
 _FIRST_DELAY, _MAX_DELAY = 0.1, 5.0
 
+#: The most bytes one event may hold, its unfinished line included. The
+#: gateway's largest (a message of 64 KiB, escaped) is far below it; past it
+#: what answers is not the gateway, and reading on would hold memory without
+#: bound.
+_MAX_EVENT_SIZE = 4 << 20
+
 
 class _Closed(Exception):
     pass
@@ -452,12 +458,16 @@ class Stream:
     def _read(self, resp: http.client.HTTPResponse):
         """Yields the events of one connection; returns why it ended."""
         end: dict[str, Any] = {}
-        typ, data, last_id = "", [], None
+        typ, data, last_id, size = "", [], None, 0
         try:
             while True:
-                line = resp.readline()
+                line = resp.readline(_MAX_EVENT_SIZE - size + 1)
                 if not line:
                     break  # the gateway closed the stream
+                size += len(line)
+                if size > _MAX_EVENT_SIZE:
+                    raise ValueError(f"an event larger than {_MAX_EVENT_SIZE >> 20} MiB: "
+                                     "what answers is not a vigil gateway's stream")
                 text = line.decode("utf-8").rstrip("\r\n")
                 if text == "":
                     if data or typ:
@@ -468,7 +478,7 @@ class Stream:
                             yield ev
                         if "gap" in end or end.get("lagged"):
                             return end
-                    typ, data = "", []
+                    typ, data, size = "", [], 0
                     continue
                 if text.startswith(":"):
                     continue
