@@ -2,13 +2,16 @@ package client
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
+	"unicode/utf8"
 )
 
 // SessionHeader names the session a request acts as.
@@ -115,12 +118,81 @@ func (c *Client) do(ctx context.Context, op, method, path, session string, in, o
 	if raw, ok := in.(json.RawMessage); ok {
 		body = raw
 	} else if in != nil {
+		if at := notUTF8(reflect.ValueOf(in), "", 0); at != "" {
+			return invalid(op, "%s is not valid UTF-8", at)
+		}
 		var err error
 		if body, err = json.Marshal(in); err != nil {
 			return fmt.Errorf("vigil: %s: encode the input: %w", op, err)
 		}
 	}
 	return c.send(ctx, op, method, path, session, body, out)
+}
+
+// notUTF8 names the first string in v (a field by its JSON name, an
+// element by its index, a map's entry by its key) that is not valid
+// UTF-8, or gives "". encoding/json would send such a string with each
+// bad byte replaced by U+FFFD, so the gateway would store, or look up,
+// something other than what was given instead of refusing it. Byte
+// slices are left alone (a json.RawMessage goes as it is, and the gateway
+// checks it). Past a depth json.Marshal reports as a cycle it gives up.
+func notUTF8(v reflect.Value, at string, depth int) string {
+	if depth > 1000 {
+		return ""
+	}
+	join := func(name string) string {
+		if at == "" {
+			return name
+		}
+		return at + "." + name
+	}
+	switch v.Kind() {
+	case reflect.String:
+		if !utf8.ValidString(v.String()) {
+			return cmp.Or(at, "the input")
+		}
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			return notUTF8(v.Elem(), at, depth+1)
+		}
+	case reflect.Struct:
+		t := v.Type()
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if (!f.IsExported() && !f.Anonymous) || name == "-" {
+				continue
+			}
+			if f.Anonymous && name == "" {
+				name = at // an embedded struct's fields are its parent's
+			} else {
+				name = join(cmp.Or(name, f.Name))
+			}
+			if bad := notUTF8(v.Field(i), name, depth+1); bad != "" {
+				return bad
+			}
+		}
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			k := fmt.Sprint(it.Key()) // a string, or a number
+			if it.Key().Kind() == reflect.String && !utf8.ValidString(k) {
+				return fmt.Sprintf("the key %q of %s", k, cmp.Or(at, "the input"))
+			}
+			if bad := notUTF8(it.Value(), join(k), depth+1); bad != "" {
+				return bad
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return ""
+		}
+		for i := range v.Len() {
+			if bad := notUTF8(v.Index(i), fmt.Sprintf("%s[%d]", at, i), depth+1); bad != "" {
+				return bad
+			}
+		}
+	}
+	return ""
 }
 
 // send is do with the body already encoded (nil for none).
@@ -176,6 +248,11 @@ func call[Out any](ctx context.Context, c *Client, tool string, in any) (*Out, e
 func sessionPath(op, key, verb string) (string, error) {
 	if strings.TrimSpace(key) == "" {
 		return "", invalid(op, "sessionKey is required")
+	}
+	if key == "." || key == ".." {
+		// A URL resolves such a segment away (the gateway redirects to the
+		// route it names), so the request would reach another route.
+		return "", invalid(op, "session key %q cannot name a session's route: it is not agent-qualified", key)
 	}
 	return "/v1/sessions/" + url.PathEscape(key) + "/" + verb, nil
 }

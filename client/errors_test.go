@@ -172,3 +172,35 @@ func TestAnUnreachableGatewayIsATransportErrorNamingTheTool(t *testing.T) {
 		t.Fatalf("a closed port: %v, want a transport error naming sessions_list", err)
 	}
 }
+
+func TestATextThatIsNotUTF8IsRefusedNamingItsFieldNotSentAltered(t *testing.T) {
+	gw := startGateway(t, nil)
+	worker, _ := spawnWorker(t, gw, "")
+	c := connect(t, gw, operatorToken, "")
+	_, err := c.Goal(bounded(t), client.GoalInput{SessionKey: worker, Action: client.GoalSet, Objective: "ship \xff it"})
+	checkAPIError(t, "an objective with a stray byte", err, 0, client.ErrInvalidArgument, "objective", "not valid UTF-8")
+	if st := must(c.Status(bounded(t), client.StatusInput{SessionKey: worker}))(t); st.Goal != nil {
+		t.Fatalf("the goal was set to %q", st.Goal.Objective)
+	}
+}
+
+func TestASessionKeyThatIsNotUTF8IsRefusedNotReadAsAnotherKey(t *testing.T) {
+	gw := startGateway(t, nil)
+	_, err := connect(t, gw, operatorToken, "").Status(bounded(t), client.StatusInput{SessionKey: "agent:main:\xff"})
+	checkAPIError(t, "a key with a stray byte", err, 0, client.ErrInvalidArgument, "sessionKey", "not valid UTF-8")
+}
+
+func TestASessionRouteRefusesADotKeyThatAURLCannotName(t *testing.T) {
+	gw := startGateway(t, nil)
+	spawnWorker(t, gw, "") // the log has events a wrong route would give
+	c := connect(t, gw, adminToken, "")
+	for ev, err := range c.SessionEvents(bounded(t), "..", client.SessionEventsOptions{After: new(int64(0))}) {
+		checkAPIError(t, `the stream of ".."`, err, 0, client.ErrInvalidArgument, `".."`)
+		if ev != nil {
+			t.Fatalf(`the stream of "..": %+v`, ev)
+		}
+		break
+	}
+	_, err := c.Turn(bounded(t), client.TurnInput{SessionKey: "."})
+	checkAPIError(t, `the turn of "."`, err, 0, client.ErrInvalidArgument, `"."`)
+}

@@ -247,6 +247,13 @@ class Tools(unittest.TestCase):
         rec = rt.session_record(worker, "run_completed", if_state_version=e.exception.state_version)
         self.assertEqual((rec.recorded, rec.state_version), (True, v + 2))
 
+    def test_a_session_whose_key_is_not_ascii_takes_its_turn_and_is_acted_as(self) -> None:
+        rt = as_(RUNTIME, "agent:ext:main")
+        for key in (f"agent:ext:chat:müller{next(_names)}", f"agent:ext:chat:日本{next(_names)}"):
+            rt.session_record(key, "child_spawned", parent="agent:ext:main")
+            self.assertEqual(rt.session_turn(key, wait_seconds=0).session_key, key)
+            self.assertEqual(rt.as_session(key).session_pending(key).events, [])
+
     def test_call_reaches_a_tool_by_name_and_tools_lists_them_all(self) -> None:
         admin = as_(ADMIN)
         admin.health()
@@ -268,6 +275,14 @@ class Errors(unittest.TestCase):
     def test_a_turn_without_a_key_is_refused_before_anything_is_sent(self) -> None:
         with self.assertRaises(vc.InvalidArgumentError):
             as_(MAIN).session_turn("")
+
+    def test_a_sessions_route_refuses_a_key_of_dots_which_a_url_resolves_to_another_route(self) -> None:
+        for key in (".", ".."):
+            with self.assertRaises(vc.InvalidArgumentError) as e:
+                as_(ADMIN).session_turn(key, wait_seconds=0)
+            self.assertIn(repr(key), e.exception.message)
+            with self.assertRaises(vc.InvalidArgumentError):
+                as_(ADMIN).session_events(key)
 
     def test_a_wrong_token_is_unauthenticated(self) -> None:
         with self.assertRaises(vc.UnauthenticatedError) as e:
@@ -418,6 +433,72 @@ class Streams(unittest.TestCase):
             self.assertEqual((gap.requested, gap.pruned_watermark, gap.resume_after), (1, 3, 3))
             self.assertEqual(first(events, t.LogEvent).sequence, 4)
         self.assertEqual(asked[:2], ["1", "3"])
+
+    def test_close_from_another_thread_ends_a_stream_whose_answer_ends_with_its_connection(self) -> None:
+        # An HTTP/1.0 answer (a proxy's, say) has no length: its body ends
+        # when the connection does.
+        asked, done = threading.Event(), threading.Event()
+
+        class Quiet(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                self.wfile.write(b": connected\n\n")
+                self.wfile.flush()
+                asked.set()
+                done.wait(20)  # then a bookmark, for a stream close() did not end
+                self.wfile.write(b'id: 7\nevent: bookmark\ndata: {"sequence":7}\n\n')
+
+            def log_message(self, *args) -> None:
+                pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.server_close)
+        self.addCleanup(srv.shutdown)
+        self.addCleanup(done.set)
+        stream = Client(f"http://127.0.0.1:{srv.server_address[1]}").events(after=1, idle_timeout=3600)
+        threading.Thread(target=lambda: (asked.wait(20), stream.close()), daemon=True).start()
+        self.assertEqual(list(stream), [])
+
+    def test_an_event_too_large_for_any_the_gateway_sends_is_a_dropped_connection(self) -> None:
+        # What answers is not the gateway (a proxy's page, a wrong URL): a
+        # line that never ends. The stream drops the connection and
+        # reconnects, rather than holding memory without bound.
+        opened, done = [], threading.Event()
+
+        class Endless(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                opened.append(1)
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                if len(opened) == 1:
+                    self.wfile.write(b"data: " + b"x" * (5 << 20))  # and never a line's end
+                    self.wfile.flush()
+                    done.wait()
+                else:
+                    self.wfile.write(b': connected\n\nid: 7\nevent: bookmark\ndata: {"sequence":7}\n\n')
+                    self.wfile.flush()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Endless)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.server_close)
+        self.addCleanup(srv.shutdown)
+        self.addCleanup(done.set)
+        with Client(f"http://127.0.0.1:{srv.server_address[1]}").events(after=1, idle_timeout=3600) as stream:
+            guard = threading.Timer(20, stream.close)  # a client that waits for the line's end hangs here
+            guard.start()
+            self.addCleanup(guard.cancel)
+            events = iter(stream)
+            resumed = next(events)
+            self.assertIsInstance(resumed, t.Resumed)
+            self.assertIn("larger than 4 MiB", str(resumed.cause))
+            self.assertEqual(next(events), t.Bookmark(position=7))
 
 
 # The tools' input parameters and output types, checked against the

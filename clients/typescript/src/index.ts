@@ -167,8 +167,18 @@ export class VigilClient {
     const h: Record<string, string> = { Accept: "application/json" };
     if (body) h["Content-Type"] = "application/json";
     if (this.token) h["Authorization"] = `Bearer ${this.token}`;
-    if (session) h[SESSION_HEADER] = session;
+    if (session && headerSafe(session)) h[SESSION_HEADER] = session;
     return h;
+  }
+
+  /**
+   * The URL of path for a request acting as session. A key a header cannot
+   * carry goes as the ?as= parameter instead: fetch sends a header's text
+   * as Latin-1, refusing what Latin-1 lacks, and the gateway reads UTF-8.
+   */
+  private url(path: string, session: string | undefined): string {
+    if (!session || headerSafe(session)) return this.baseUrl + path;
+    return `${this.baseUrl}${path}${path.includes("?") ? "&" : "?"}as=${encodeURIComponent(session)}`;
   }
 
   private async request<T>(op: string, method: string, path: string, session: string | undefined, body?: unknown, signal?: AbortSignal): Promise<T> {
@@ -177,7 +187,7 @@ export class VigilClient {
       const init: RequestInit = { method, headers: this.headers(session, body !== undefined) };
       if (body !== undefined) init.body = JSON.stringify(body);
       if (signal) init.signal = signal;
-      resp = await this.fetch(this.baseUrl + path, init);
+      resp = await this.fetch(this.url(path, session), init);
     } catch (e) {
       if (signal?.aborted) throw e;
       throw new TransportError(`vigil: ${op}: ${(e as Error).message}`, { cause: e });
@@ -200,6 +210,10 @@ export class VigilClient {
 
   private sessionPath(op: string, key: string, verb: string): string {
     if (!key || !key.trim()) throw new APIError(op, 0, "invalid_argument", "sessionKey is required");
+    if (key === "." || key === "..") {
+      // A URL resolves such a segment away, so the request would reach another route.
+      throw new APIError(op, 0, "invalid_argument", `session key ${JSON.stringify(key)} cannot name a session's route: it is not agent-qualified`);
+    }
     return `/v1/sessions/${encodeURIComponent(key).replaceAll("%3A", ":")}/${verb}`;
   }
 
@@ -336,7 +350,7 @@ export class VigilClient {
           headers["Accept"] = "text/event-stream";
           if (position !== null) headers["Last-Event-ID"] = String(position);
           touch();
-          resp = await this.fetch(this.baseUrl + path, { headers, signal: conn.signal });
+          resp = await this.fetch(this.url(path, this.session), { headers, signal: conn.signal });
         } catch (e) {
           if (stop?.aborted) return;
           throw new TransportError(`vigil: ${op}: ${(e as Error).message}`, { cause: e });
@@ -401,6 +415,11 @@ export class VigilClient {
     if (ev.event === "lagged") return { type: "lagged", message: (data as { message?: string }).message ?? "" };
     return decode(ev.event, data);
   }
+}
+
+/** Whether a header can carry the key as it is: printable ASCII only. */
+function headerSafe(key: string): boolean {
+  return /^[\x20-\x7e]*$/.test(key);
 }
 
 function bookmark(data: unknown): number {

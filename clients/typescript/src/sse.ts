@@ -6,11 +6,19 @@ export interface ServerSentEvent {
 }
 
 /**
+ * The most text one event may hold, its unfinished line included. The
+ * gateway's largest (a message of 64 KiB, escaped) is far below it; past
+ * it what answers is not the gateway, and reading on would hold memory
+ * without bound.
+ */
+export const MAX_EVENT_SIZE = 4 << 20;
+
+/**
  * Parses a server-sent event stream as the HTML specification lays it out
  * (fields event, data, id; comments skipped; a blank line dispatches).
  * `touch` is called whenever bytes arrive, so a watchdog can tell a quiet
  * stream from a dead one. An event cut short by the end of the stream is
- * dropped.
+ * dropped. An event larger than MAX_EVENT_SIZE is an error.
  */
 export async function* readEvents(body: ReadableStream<Uint8Array>, touch: () => void): AsyncGenerator<ServerSentEvent> {
   const decoder = new TextDecoder("utf-8");
@@ -19,6 +27,7 @@ export async function* readEvents(body: ReadableStream<Uint8Array>, touch: () =>
   let id: string | undefined;
   let data: string[] = [];
   let dirty = false;
+  let size = 0; // the text of the event so far
   const reader = body.getReader();
   try {
     for (;;) {
@@ -36,6 +45,7 @@ export async function* readEvents(body: ReadableStream<Uint8Array>, touch: () =>
           id = undefined;
           data = [];
           dirty = false;
+          size = 0;
           continue;
         }
         if (line.startsWith(":")) continue;
@@ -48,6 +58,10 @@ export async function* readEvents(body: ReadableStream<Uint8Array>, touch: () =>
         else if (name === "id" && !value.includes("\0")) id = value;
         else continue;
         dirty = true;
+        size += line.length;
+      }
+      if (size + buffer.length > MAX_EVENT_SIZE) {
+        throw new Error(`an event larger than ${MAX_EVENT_SIZE >> 20} MiB: what answers is not a vigil gateway's stream`);
       }
     }
   } finally {

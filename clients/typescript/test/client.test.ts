@@ -234,6 +234,15 @@ describe("tools", () => {
     assert.deepEqual([rec.recorded, rec.stateVersion], [true, v + 2]);
   });
 
+  test("a session whose key is not ASCII takes its turn and is acted as", async () => {
+    const rt = as(RUNTIME, "agent:ext:main");
+    for (const key of [`agent:ext:chat:müller${++names}`, `agent:ext:chat:日本${++names}`]) {
+      await rt.sessionRecord({ sessionKey: key, kind: "child_spawned", parent: "agent:ext:main" });
+      assert.equal((await rt.sessionTurn({ sessionKey: key, waitSeconds: 0 })).sessionKey, key);
+      assert.deepEqual((await rt.as(key).sessionPending({ sessionKey: key })).events, []);
+    }
+  });
+
   test("call reaches a tool by name, and tools lists every tool the client has a method for", async () => {
     const admin = as(ADMIN);
     await admin.health();
@@ -260,6 +269,13 @@ describe("errors", () => {
 
   test("a turn without a key is refused before anything is sent", async () => {
     assert.throws(() => as(MAIN).sessionTurn({ sessionKey: "" }), APIError);
+  });
+
+  test("a session's route refuses a key of dots, which a URL resolves to another route", async () => {
+    for (const key of [".", ".."]) {
+      assert.throws(() => as(ADMIN).sessionTurn({ sessionKey: key }), APIError);
+      assert.throws(() => as(ADMIN).sessionEvents(key), APIError);
+    }
   });
 
   test("a wrong token is unauthenticated", async () => {
@@ -378,6 +394,34 @@ describe("streams", () => {
     const pending = it.next();
     stop.abort();
     for (let r = await pending; !r.done; r = await it.next()) assert.equal(r.value.type, "bookmark");
+  });
+
+  test("an event too large for any the gateway sends is a dropped connection, not memory held without bound", { timeout: 20_000 }, async () => {
+    // What answers is not the gateway (a proxy's page, a wrong URL): a line
+    // that never ends. The stream drops the connection and reconnects.
+    let opened = 0;
+    const srv = createServer((_req, res) => {
+      res.writeHead(200, { "Content-Type": "text/event-stream" });
+      if (++opened === 1) {
+        res.write("data: " + "x".repeat(5 << 20)); // and never a line's end
+      } else {
+        res.write(`: connected\n\nid: 7\nevent: bookmark\ndata: {"sequence":7}\n\n`);
+      }
+    });
+    await new Promise<void>((ok) => srv.listen(0, "127.0.0.1", ok));
+    const stop = new AbortController();
+    try {
+      const url = `http://127.0.0.1:${(srv.address() as { port: number }).port}`;
+      const it = new VigilClient(url).events({ after: 1, signal: stop.signal, idleTimeout: 3600 })[Symbol.asyncIterator]();
+      const first = (await it.next()).value as StreamEvent;
+      assert.equal(first.type, "resumed");
+      assert.match(String((first as { cause: unknown }).cause), /larger than 4 MiB/);
+      assert.deepEqual((await it.next()).value, { type: "bookmark", position: 7 });
+    } finally {
+      stop.abort();
+      srv.closeAllConnections();
+      await new Promise((ok) => srv.close(ok));
+    }
   });
 
   test("a history gap is reported and the stream goes on after the watermark", async () => {

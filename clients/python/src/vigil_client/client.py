@@ -19,6 +19,19 @@ SESSION_HEADER = "Vigil-Session"
 _MARGIN = 30.0
 
 
+def _header_safe(key: str) -> bool:
+    """Whether a header can carry the key as it is: printable ASCII only."""
+    return key.isascii() and key.isprintable()
+
+
+def _quote(op: str, key: str, safe: str) -> str:
+    """The key percent-encoded as UTF-8 for a URL."""
+    try:
+        return urllib.parse.quote(key, safe=safe)
+    except UnicodeEncodeError as e:
+        raise InvalidArgumentError(op, 0, "invalid_argument", f"session key {key!r} is not valid Unicode: {e.reason}") from e
+
+
 def _input(**fields: Any) -> dict[str, Any]:
     """A tool's input: the given fields under their wire names."""
     return {t.camel(k): v for k, v in fields.items() if v is not None}
@@ -63,17 +76,27 @@ class Client:
             h["Content-Type"] = "application/json"
         if self.token:
             h["Authorization"] = "Bearer " + self.token
-        if session:
+        if session and _header_safe(session):
             h[SESSION_HEADER] = session
         return h
+
+    def _target(self, op: str, path: str, session: Optional[str]) -> str:
+        """The request target of path acting as session. A key a header
+        cannot carry goes as the ?as= parameter instead: http.client sends a
+        header's text as Latin-1, refusing what Latin-1 lacks, and the
+        gateway reads UTF-8."""
+        if not session or _header_safe(session):
+            return self._prefix + path
+        return self._prefix + path + ("&" if "?" in path else "?") + "as=" + _quote(op, session, "")
 
     def _request(self, op: str, method: str, path: str, session: Optional[str], body: Any = None,
                  wait: float = 0.0) -> Any:
         data = None if body is None else json.dumps(body).encode("utf-8")
+        target = self._target(op, path, session)
         conn = self._connect(self.timeout + wait)
         try:
             try:
-                conn.request(method, self._prefix + path, body=data, headers=self._headers(session, data is not None))
+                conn.request(method, target, body=data, headers=self._headers(session, data is not None))
                 resp = conn.getresponse()
                 raw = resp.read()
             except (OSError, http.client.HTTPException) as e:
@@ -98,7 +121,11 @@ class Client:
     def _session_path(self, op: str, key: str, verb: str) -> str:
         if not key or not key.strip():
             raise InvalidArgumentError(op, 0, "invalid_argument", "session_key is required")
-        return "/v1/sessions/" + urllib.parse.quote(key, safe=":") + "/" + verb
+        if key in (".", ".."):
+            # A URL resolves such a segment away, so the request would reach another route.
+            raise InvalidArgumentError(op, 0, "invalid_argument",
+                                       f"session key {key!r} cannot name a session's route: it is not agent-qualified")
+        return "/v1/sessions/" + _quote(op, key, ":") + "/" + verb
 
     def health(self) -> None:
         """Raises unless the gateway answers GET /healthz."""
@@ -300,6 +327,12 @@ def _decode_session(typ: str, data: dict[str, Any]) -> Optional[t.Event]:
 
 _FIRST_DELAY, _MAX_DELAY = 0.1, 5.0
 
+#: The most bytes one event may hold, its unfinished line included. The
+#: gateway's largest (a message of 64 KiB, escaped) is far below it; past it
+#: what answers is not the gateway, and reading on would hold memory without
+#: bound.
+_MAX_EVENT_SIZE = 4 << 20
+
 
 class _Closed(Exception):
     pass
@@ -322,6 +355,11 @@ class Stream:
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._conn: Optional[http.client.HTTPConnection] = None
+        # The connection's socket, kept apart: for an answer that ends with
+        # its connection (no length, HTTP/1.0, Connection: close),
+        # http.client hands the socket to the response and the connection
+        # lets go of it.
+        self._sock: Optional[socket.socket] = None
 
     def __enter__(self) -> "Stream":
         return self
@@ -333,10 +371,10 @@ class Stream:
         """Ends the stream, also while another thread waits on it."""
         self._closed.set()
         with self._lock:
-            conn = self._conn
-        if conn is not None and conn.sock is not None:
+            sock = self._sock
+        if sock is not None:
             try:
-                conn.sock.shutdown(socket.SHUT_RDWR)
+                sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
 
@@ -387,12 +425,13 @@ class Stream:
 
     def _drop(self) -> None:
         with self._lock:
-            conn, self._conn = self._conn, None
+            conn, self._conn, self._sock = self._conn, None, None
         if conn is not None:
             conn.close()
 
     def _open(self) -> http.client.HTTPResponse:
         c = self._client
+        target = c._target(self._op, self._path, c.session)
         conn = c._connect(self._idle)
         headers = c._headers(c.session, False)
         headers["Accept"] = "text/event-stream"
@@ -401,7 +440,11 @@ class Stream:
         with self._lock:
             self._conn = conn
         try:
-            conn.request("GET", c._prefix + self._path, headers=headers)
+            conn.request("GET", target, headers=headers)
+            with self._lock:
+                self._sock = conn.sock
+            if self._closed.is_set():  # closed before the socket could be shut
+                raise OSError("the stream was closed")
             resp = conn.getresponse()
         except (OSError, http.client.HTTPException) as e:
             self._drop()
@@ -415,12 +458,16 @@ class Stream:
     def _read(self, resp: http.client.HTTPResponse):
         """Yields the events of one connection; returns why it ended."""
         end: dict[str, Any] = {}
-        typ, data, last_id = "", [], None
+        typ, data, last_id, size = "", [], None, 0
         try:
             while True:
-                line = resp.readline()
+                line = resp.readline(_MAX_EVENT_SIZE - size + 1)
                 if not line:
                     break  # the gateway closed the stream
+                size += len(line)
+                if size > _MAX_EVENT_SIZE:
+                    raise ValueError(f"an event larger than {_MAX_EVENT_SIZE >> 20} MiB: "
+                                     "what answers is not a vigil gateway's stream")
                 text = line.decode("utf-8").rstrip("\r\n")
                 if text == "":
                     if data or typ:
@@ -431,7 +478,7 @@ class Stream:
                             yield ev
                         if "gap" in end or end.get("lagged"):
                             return end
-                    typ, data = "", []
+                    typ, data, size = "", [], 0
                     continue
                 if text.startswith(":"):
                     continue
@@ -446,6 +493,7 @@ class Stream:
         except (OSError, http.client.HTTPException, ValueError) as e:
             end["error"] = TransportError(f"vigil: {self._op}: {e}")
         finally:
+            resp.close()  # it holds the socket when the answer ends with the connection
             self._drop()
         return end
 
