@@ -20,18 +20,11 @@ func Backup(ctx context.Context, path, dest string) error {
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("no database at %s: %w", path, err)
 	}
-	// VACUUM INTO takes an empty file, and would make one with the
-	// process's default mode: made here first, the copy is the owner's
-	// alone from its first byte, and O_EXCL refuses a file that exists.
-	f, err := os.OpenFile(dest, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
+	// VACUUM INTO takes an empty file: made here first, the copy is the
+	// owner's alone from its first byte.
+	if err := newOwnerOnlyFile(dest); errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("%s already exists: name a file that does not", dest)
-	}
-	if err != nil {
-		return fmt.Errorf("back up to %s: %w", dest, err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(dest)
+	} else if err != nil {
 		return fmt.Errorf("back up to %s: %w", dest, err)
 	}
 	// Not query_only, which refuses VACUUM INTO too; the statement only

@@ -21,6 +21,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"slices"
@@ -153,6 +154,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("open %s: %w: a SQLite file serves one vigil process at a time, so stop the other one or reach it through its gateway", path, err)
 		}
 		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	// A new database is the owner's alone, as its backups are; a file
+	// that exists keeps the mode it has.
+	if err := newOwnerOnlyFile(path); err != nil && !errors.Is(err, fs.ErrExist) {
+		lock.release()
+		return nil, fmt.Errorf("open %s: create the database file: %w", path, err)
 	}
 	exclusive := !opts.Shared && lock != nil
 	s, err := open(ctx, path, syncMode, exclusive, opts)

@@ -202,6 +202,39 @@ func TestJournalModeIsWAL(t *testing.T) {
 	}
 }
 
+func TestANewDatabaseAndItsWALAreReadableByTheirOwnerOnly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	s := open(t, path, sqlitestore.Options{})
+	storetest.AppendOne(t, s, storetest.GoalEvent(alphaMain, "k"))
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mode := fi.Mode().Perm(); mode&0o077 != 0 {
+			t.Errorf("%s has mode %v: others may read it", filepath.Base(p), mode)
+		}
+	}
+}
+
+func TestADatabaseFileThatExistsKeepsItsMode(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	if err := os.WriteFile(path, nil, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o640); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	open(t, path, sqlitestore.Options{})
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode := fi.Mode().Perm(); mode != 0o640 {
+		t.Errorf("mode %v, want 0640 as it was", mode)
+	}
+}
+
 // Two stores on one file stand for two processes: their writes are
 // serialised and never share a sequence.
 func TestWritersOnOneFileAreSerialised(t *testing.T) {
