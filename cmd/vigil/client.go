@@ -238,7 +238,7 @@ type cliReachError struct {
 }
 
 func (e *cliReachError) Error() string {
-	return fmt.Sprintf("cannot reach vigil at %s: is `vigil serve` running? (%v)", e.base, cliRootCause(e.err))
+	return fmt.Sprintf("cannot reach vigil at %s: is `vigil serve` running? (%v)", redactURL(e.base), cliRootCause(e.err))
 }
 
 func (e *cliReachError) Unwrap() error { return e.err }

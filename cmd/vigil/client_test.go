@@ -694,6 +694,20 @@ func TestCLIResetAndDelete(t *testing.T) {
 	cliMustMatch(t, "status", out, `^version\s+0$`)
 }
 
+func TestCLISaysWhichGatewayItCannotReachWithoutThePasswordInItsAddress(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	code, _, errOut := cliRun(t, cliEnv(nil), "sessions", "--addr", "http://ann:s3cret@"+addr)
+	if code != 1 || !strings.Contains(errOut, "cannot reach vigil at http://ann:xxxxx@"+addr) || strings.Contains(errOut, "s3cret") {
+		t.Errorf("exit %d, %q; want 1, naming the gateway without its password", code, errOut)
+	}
+}
+
 func TestCLISaysWhenTheGatewayIsNotRunning(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -134,7 +134,7 @@ func serveMCPBridge(ctx context.Context, log *slog.Logger, base, token, session 
 		Endpoint: base + "/mcp", HTTPClient: httpClient, MaxRetries: -1, DisableStandaloneSSE: true,
 	}, nil)
 	if err != nil {
-		return fmt.Errorf("cannot reach vigil at %s (is `vigil serve` running, and are the token and session right?): %w", base, err)
+		return fmt.Errorf("cannot reach vigil at %s (is `vigil serve` running, and are the token and session right?): %w", redactURL(base), err)
 	}
 	defer remote.Close()
 	followCtx, stopFollowing := context.WithCancel(ctx)
