@@ -462,6 +462,35 @@ class Streams(unittest.TestCase):
         threading.Thread(target=lambda: (asked.wait(20), stream.close()), daemon=True).start()
         self.assertEqual(list(stream), [])
 
+    def test_an_idle_timeout_of_0_is_the_default_as_in_the_go_client_and_a_negative_one_is_refused(self) -> None:
+        class OneBookmark(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                self.wfile.write(b': connected\n\nid: 7\nevent: bookmark\ndata: {"sequence":7}\n\n')
+                self.wfile.flush()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), OneBookmark)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.server_close)
+        self.addCleanup(srv.shutdown)
+        client = Client(f"http://127.0.0.1:{srv.server_address[1]}")
+        got: list = []
+        with client.events(after=1, idle_timeout=0) as stream:
+            # Read on a thread: a stream that never yields fails the test
+            # instead of holding it.
+            reader = threading.Thread(target=lambda: got.append(next(iter(stream))), daemon=True)
+            reader.start()
+            reader.join(20)
+        self.assertEqual(got, [t.Bookmark(position=7)])
+        for bad in (-1, float("nan"), "45"):
+            with self.assertRaisesRegex(vc.InvalidArgumentError, "idle_timeout"):
+                client.events(after=1, idle_timeout=bad)
+
     def test_an_event_too_large_for_any_the_gateway_sends_is_a_dropped_connection(self) -> None:
         # What answers is not the gateway (a proxy's page, a wrong URL): a
         # line that never ends. The stream drops the connection and

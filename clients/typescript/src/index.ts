@@ -99,7 +99,7 @@ export interface StreamOptions {
   after?: number;
   /** Stops the stream. */
   signal?: AbortSignal;
-  /** Seconds of silence after which the connection is taken for dead; 45 by default. */
+  /** Seconds of silence after which the connection is taken for dead; 45 when absent or 0, as in the Go client. */
   idleTimeout?: number;
 }
 
@@ -322,7 +322,11 @@ export class VigilClient {
     decode: (type: string, data: unknown) => StreamEvent | undefined,
   ): AsyncGenerator<StreamEvent> {
     const stop = options.signal;
-    const idle = (options.idleTimeout ?? 45) * 1000;
+    const seconds = options.idleTimeout ?? 0;
+    if (typeof seconds !== "number" || !Number.isFinite(seconds) || seconds < 0) {
+      throw new APIError(op, 0, "invalid_argument", `idleTimeout must be a number of seconds of at least 0 (0: 45 s), got ${String(seconds)}`);
+    }
+    const idle = (seconds || 45) * 1000;
     let position: number | null = options.after ?? null;
     let delay = FIRST_DELAY;
     let cause: unknown;

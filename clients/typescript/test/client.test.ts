@@ -424,6 +424,26 @@ describe("streams", () => {
     }
   });
 
+  test("an idle timeout of 0 is the default, as in the Go client, and a negative one is refused", { timeout: 20_000 }, async () => {
+    const srv = createServer((_req, res) => {
+      res.writeHead(200, { "Content-Type": "text/event-stream" });
+      res.write(`: connected\n\nid: 7\nevent: bookmark\ndata: {"sequence":7}\n\n`);
+    });
+    await new Promise<void>((ok) => srv.listen(0, "127.0.0.1", ok));
+    const stop = new AbortController();
+    try {
+      const url = `http://127.0.0.1:${(srv.address() as { port: number }).port}`;
+      const it = new VigilClient(url).events({ after: 1, signal: stop.signal, idleTimeout: 0 })[Symbol.asyncIterator]();
+      assert.deepEqual((await it.next()).value, { type: "bookmark", position: 7 });
+      const refused = new VigilClient(url).events({ after: 1, idleTimeout: -1 })[Symbol.asyncIterator]();
+      await assert.rejects(refused.next(), (e: unknown) => e instanceof APIError && e.code === "invalid_argument" && /idleTimeout/.test(e.message));
+    } finally {
+      stop.abort();
+      srv.closeAllConnections();
+      await new Promise((ok) => srv.close(ok));
+    }
+  });
+
   test("a history gap is reported and the stream goes on after the watermark", async () => {
     // vigil serve keeps 50,000 events and has no retention flag, so the gap
     // comes from a server that sends what the gateway sends for a pruned

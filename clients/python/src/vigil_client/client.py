@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
 import socket
 import threading
 import urllib.parse
@@ -341,7 +342,7 @@ class _Closed(Exception):
 class Stream:
     """An event stream: iterate it for events. After a dropped connection
     (a network error, the gateway restarting, nothing heard for
-    idle_timeout seconds) it reconnects with Last-Event-ID set to the last
+    idle_timeout seconds, 45 when 0) it reconnects with Last-Event-ID set to the last
     position it saw and yields Resumed; after a HistoryGap it goes on with
     every retained event. close(), from any thread, ends it promptly; so
     does leaving a ``with`` block. An error reconnecting cannot mend (a
@@ -349,6 +350,13 @@ class Stream:
     """
 
     def __init__(self, client: Client, op: str, path: str, after: Optional[int], idle_timeout: float, decode):
+        # 0 is the default, as in the Go client: a socket timeout of 0
+        # would make every read fail at once.
+        if isinstance(idle_timeout, bool) or not isinstance(idle_timeout, (int, float)) \
+                or not math.isfinite(idle_timeout) or idle_timeout < 0:
+            raise InvalidArgumentError(op, 0, "invalid_argument",
+                                       f"idle_timeout must be a number of seconds of at least 0 (0: 45 s), got {idle_timeout!r}")
+        idle_timeout = idle_timeout or 45.0
         self._client, self._op, self._path, self._idle, self._decode = client, op, path, idle_timeout, decode
         #: The last position seen (a log sequence or a state version), or None.
         self.position: Optional[int] = after
