@@ -81,10 +81,17 @@ func (g *Gateway) checkPrecondition(ctx context.Context, txn *vigil.Txn, c Calle
 	var stale *vigil.Stale
 	switch {
 	case errors.As(err, &stale) && stale.Watcher == "":
+		// A version ahead of the session's was never one it had (it was
+		// deleted since, or the caller's picture is another session's):
+		// nothing lies after it, so the whole session is what to read.
+		from := *p.IfStateVersion
+		if from > stale.Version {
+			from = 0
+		}
 		return &ConflictError{Target: target, StateVersion: stale.Version, msg: fmt.Sprintf(
 			"conflict: %s is at state version %d, not %d: nothing was changed; reconcile with session_status "+
 				"sessionKey %q changesSince %d, then retry with ifStateVersion %d",
-			target, stale.Version, *p.IfStateVersion, target.Key, *p.IfStateVersion, stale.Version)}
+			target, stale.Version, *p.IfStateVersion, target.Key, from, stale.Version)}
 	case errors.As(err, &stale):
 		return &ConflictError{Target: target, StateVersion: stale.Version, Notice: stale.Notice, entry: stale.Queued,
 			watcher: stale.Watcher, msg: fmt.Sprintf(

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -270,6 +271,22 @@ func TestAChangeWhoseStateVersionMovedSinceTheCallerLookedIsRefusedStoringNothin
 				}
 			})
 		}
+	}
+}
+
+func TestAConflictOnAVersionAheadOfTheSessionsSaysToReadTheWholeSession(t *testing.T) {
+	g, _ := backends[0].open(t)
+	w := newPreconditionWorld(t, g)
+	now := w.version(t, worker(w))
+	ahead := now + 5
+	err := changingTools[1].run(w, gateway.Precondition{IfStateVersion: &ahead})
+	var conflict *gateway.ConflictError
+	if !errors.As(err, &conflict) {
+		t.Fatalf("a write at a version the session never had answered %v, want a conflict", err)
+	}
+	want := fmt.Sprintf("changesSince 0, then retry with ifStateVersion %d", now)
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("conflict %q, want it to say %q: nothing lies after version %d", err, want, ahead)
 	}
 }
 
