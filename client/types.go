@@ -71,7 +71,7 @@ type ListOutput struct {
 type SessionRow struct {
 	SessionKey string    `json:"sessionKey"`
 	AgentID    string    `json:"agentId"`
-	SessionID  string    `json:"sessionId"`
+	SessionID  string    `json:"sessionId,omitempty"` // "" for a recorded session
 	Kind       string    `json:"kind"`
 	Label      string    `json:"label,omitempty"`
 	SpawnedBy  string    `json:"spawnedBy,omitempty"`

@@ -176,7 +176,7 @@ type ListInput struct {
 type SessionRow struct {
 	SessionKey   string    `json:"sessionKey"`
 	AgentID      string    `json:"agentId"`
-	SessionID    string    `json:"sessionId"`
+	SessionID    string    `json:"sessionId,omitempty" jsonschema:"the session's incarnation id; absent for a recorded session, which vigil gives none"`
 	Kind         string    `json:"kind"`
 	Label        string    `json:"label,omitempty"`
 	SpawnedBy    string    `json:"spawnedBy,omitempty"`

@@ -118,3 +118,21 @@ func TestARecordedSessionIsActedAsByItsAgentsCredentialAndNoOtherAgents(t *testi
 		map[string]any{"sessionKey": "agent:ext:subagent:never-recorded"})
 	e2eCheckError(t, "acting as a session of its own vigil knows nothing of", code, body, http.StatusNotFound, gateway.CodeNotFound)
 }
+
+func TestARecordedSessionsListRowHasNoSessionID(t *testing.T) {
+	s := e2eStart(t)
+	recordSpawn(t, s)
+	out := e2eDo[struct {
+		Sessions []map[string]any `json:"sessions"`
+	}](t, s, e2eAdmin, "", "sessions_list", map[string]any{"agentId": "ext"})
+	for _, row := range out.Sessions {
+		if row["sessionKey"] != recordWorker {
+			continue
+		}
+		if id, has := row["sessionId"]; has || row["state"] != "recorded" {
+			t.Fatalf("the recorded session's row carries sessionId %q (state %v): vigil gives it none", id, row["state"])
+		}
+		return
+	}
+	t.Fatalf("the recorded session is not listed: %v", out.Sessions)
+}
