@@ -488,7 +488,7 @@ func (d *oaDocument) addStreams() error {
 			{Ref: "#/components/parameters/LastEventID"}, {Ref: "#/components/parameters/After"},
 		},
 		Responses: responses(eventStream("The log's events.", ": connected\n\nid: 2\nevent: signal\ndata: "+
-			`{"sequence":2,"sessionKey":"agent:main:subagent:3b4b1755e7608772","agentId":"main",`+
+			`{"sequence":2,"sessionKey":"agent:main:subagent:3b4b1755e7608772","agentId":"main","sessionId":"2daee12379bbb1b1",`+
 			`"kind":"human_direct_message","actorType":"human","actorId":"ann","occurredAt":1767258005000,`+
 			`"recordedAt":1767258005000,"summary":"human message via telegram","payload":{"channel":"telegram"}}`+"\n\n",
 			[]oaEvents{
