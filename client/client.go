@@ -30,6 +30,24 @@ type Client struct {
 	http    *http.Client
 }
 
+// String describes the client by its gateway and acting session and
+// whether it has a token, never the token itself: printing a Client (in a
+// log line, say, with %v or %+v) would otherwise disclose its credential.
+func (c Client) String() string {
+	token := "none"
+	if c.token != "" {
+		token = "set"
+	}
+	base := ""
+	if c.base != nil {
+		base = c.base.Redacted()
+	}
+	return fmt.Sprintf("client.Client{gateway: %s, session: %q, token: %s}", base, c.session, token)
+}
+
+// GoString is String, for %#v.
+func (c Client) GoString() string { return c.String() }
+
 // Option configures a Client.
 type Option func(*Client)
 

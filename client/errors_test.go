@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -203,4 +204,19 @@ func TestASessionRouteRefusesADotKeyThatAURLCannotName(t *testing.T) {
 	}
 	_, err := c.Turn(bounded(t), client.TurnInput{SessionKey: "."})
 	checkAPIError(t, `the turn of "."`, err, 0, client.ErrInvalidArgument, `"."`)
+}
+
+func TestAPrintedClientNeverShowsItsToken(t *testing.T) {
+	const token = "agent-token-never-printed-0001"
+	c, err := client.New("http://127.0.0.1:7317", client.WithToken(token), client.WithSession("agent:main:main"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s"} {
+		for _, v := range []any{c, *c} {
+			if out := fmt.Sprintf(verb, v); strings.Contains(out, token) || !strings.Contains(out, "agent:main:main") {
+				t.Errorf("%s of a %T printed %q: want the session, never the token", verb, v, out)
+			}
+		}
+	}
 }

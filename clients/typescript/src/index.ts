@@ -140,7 +140,8 @@ export const toolMethods: Readonly<Record<ToolName, keyof VigilClient>> = method
  */
 export class VigilClient {
   readonly baseUrl: string;
-  readonly token: string | undefined;
+  /** The bearer token, held in a private field so that printing or serialising a client never shows it. */
+  readonly #token: string | undefined;
   readonly session: string | undefined;
   private readonly fetch: typeof fetch;
 
@@ -150,7 +151,7 @@ export class VigilClient {
       throw new TypeError(`vigil: base URL ${baseUrl}: want http(s)://host[:port]`);
     }
     this.baseUrl = u.origin + u.pathname.replace(/\/+$/, "");
-    this.token = options.token;
+    this.#token = options.token;
     this.session = options.session;
     this.fetch = options.fetch ?? globalThis.fetch;
   }
@@ -158,7 +159,7 @@ export class VigilClient {
   /** A copy acting as the session key (undefined: a person, or an agent token's main session). */
   as(session: string | undefined): VigilClient {
     const opts: ClientOptions = { fetch: this.fetch };
-    if (this.token !== undefined) opts.token = this.token;
+    if (this.#token !== undefined) opts.token = this.#token;
     if (session !== undefined) opts.session = session;
     return new VigilClient(this.baseUrl, opts);
   }
@@ -166,7 +167,7 @@ export class VigilClient {
   private headers(session: string | undefined, body: boolean): Record<string, string> {
     const h: Record<string, string> = { Accept: "application/json" };
     if (body) h["Content-Type"] = "application/json";
-    if (this.token) h["Authorization"] = `Bearer ${this.token}`;
+    if (this.#token) h["Authorization"] = `Bearer ${this.#token}`;
     if (session && headerSafe(session)) h[SESSION_HEADER] = session;
     return h;
   }

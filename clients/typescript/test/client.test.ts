@@ -2,6 +2,7 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
+import { inspect } from "node:util";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 
@@ -422,6 +423,15 @@ describe("streams", () => {
       srv.closeAllConnections();
       await new Promise((ok) => srv.close(ok));
     }
+  });
+
+  test("a printed or serialised client never shows its token", () => {
+    const token = "agent-token-never-printed-0001";
+    const client = new VigilClient("http://127.0.0.1:7317", { token, session: MANAGER });
+    for (const shown of [inspect(client, { showHidden: true, depth: 5 }), JSON.stringify(client), String(Object.values(client))]) {
+      assert.ok(!shown.includes(token), `shown as ${shown}`);
+    }
+    assert.ok(inspect(client).includes(MANAGER));
   });
 
   test("an idle timeout of 0 is the default, as in the Go client, and a negative one is refused", { timeout: 20_000 }, async () => {
