@@ -344,6 +344,31 @@ class Errors(unittest.TestCase):
         with self.assertRaises(vc.TransportError):
             Client(f"http://127.0.0.1:{free_port()}").sessions_list()
 
+    def test_an_answer_larger_than_any_the_gateway_sends_is_refused_not_held_in_memory(self) -> None:
+        # What answers is not the gateway: a body of 80 MiB.
+        class Huge(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                block = b" " * (1 << 20)
+                try:
+                    for _ in range(80):
+                        self.wfile.write(block)
+                except OSError:
+                    pass  # the client hung up
+
+            def log_message(self, *args) -> None:
+                pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Huge)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.server_close)
+        self.addCleanup(srv.shutdown)
+        with self.assertRaisesRegex(vc.TransportError, "larger than 64 MiB"):
+            Client(f"http://127.0.0.1:{srv.server_address[1]}").session_status(session_key=MANAGER)
+
 
 class Streams(unittest.TestCase):
     def test_a_session_stream_cut_and_resumed_gets_every_change_once(self) -> None:

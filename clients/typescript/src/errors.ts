@@ -77,9 +77,42 @@ function retryAfter(header: string | null): number | undefined {
   return Number.isNaN(when) ? undefined : Math.max(0, (when - Date.now()) / 1000);
 }
 
+/**
+ * The most an answer read into memory may hold, as in the Go client: the
+ * gateway's largest (a page of 200 messages of at most 64 KiB, escaped)
+ * stays well under it. Past it what answers is not a gateway.
+ */
+export const MAX_ANSWER_SIZE = 64 << 20;
+
+/** The answer's body as text, refused past MAX_ANSWER_SIZE bytes. */
+export async function answerText(op: string, resp: Response): Promise<string> {
+  if (!resp.body) return "";
+  const reader = resp.body.getReader();
+  const decoder = new TextDecoder("utf-8");
+  const parts: string[] = [];
+  let size = 0;
+  for (;;) {
+    let chunk: ReadableStreamReadResult<Uint8Array>;
+    try {
+      chunk = await reader.read();
+    } catch (e) {
+      throw new TransportError(`vigil: ${op}: read the answer: ${(e as Error).message}`, { cause: e });
+    }
+    if (chunk.done) break;
+    size += chunk.value.byteLength;
+    if (size > MAX_ANSWER_SIZE) {
+      await reader.cancel().catch(() => undefined);
+      throw new TransportError(`vigil: ${op}: the answer is larger than ${MAX_ANSWER_SIZE >> 20} MiB: what answers is not a vigil gateway`);
+    }
+    parts.push(decoder.decode(chunk.value, { stream: true }));
+  }
+  parts.push(decoder.decode());
+  return parts.join("");
+}
+
 /** The error of an answer that is not 200. */
 export async function errorFrom(op: string, resp: Response): Promise<APIError> {
-  const text = await resp.text().catch(() => "");
+  const text = await answerText(op, resp).catch(() => "");
   const retry = retryAfter(resp.headers.get("Retry-After"));
   let detail: { code?: unknown; message?: unknown; stateVersion?: number; notice?: string; noticeData?: NoticeData | null } | undefined;
   try {

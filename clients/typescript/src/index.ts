@@ -5,7 +5,7 @@
  * after a dropped connection and report bookmarks and history gaps.
  */
 import type { components, paths } from "./openapi.js";
-import { APIError, TransportError, errorFrom } from "./errors.js";
+import { APIError, TransportError, answerText, errorFrom } from "./errors.js";
 import { readEvents, type ServerSentEvent } from "./sse.js";
 
 export { APIError, ConflictError, TransportError, VigilError, type ErrorCode, type NoticeData } from "./errors.js";
@@ -194,8 +194,9 @@ export class VigilClient {
       throw new TransportError(`vigil: ${op}: ${(e as Error).message}`, { cause: e });
     }
     if (resp.status !== 200) throw await errorFrom(op, resp);
+    const text = await answerText(op, resp);
     try {
-      return (await resp.json()) as T;
+      return JSON.parse(text) as T;
     } catch (e) {
       throw new TransportError(`vigil: ${op}: the answer is not JSON: ${(e as Error).message}`, { cause: e });
     }

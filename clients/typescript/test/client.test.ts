@@ -331,6 +331,43 @@ describe("errors", () => {
   test("an unreachable gateway is a transport error", async () => {
     await rejects(new VigilClient("http://127.0.0.1:9").sessionsList(), TransportError);
   });
+
+  test("an answer larger than any the gateway sends is refused, not held in memory", { timeout: 20_000 }, async () => {
+    // What answers is not the gateway: a body of 80 MiB.
+    const srv = createServer((req, res) => {
+      req.resume();
+      res.writeHead(200, { "Content-Type": "application/json" });
+      const block = Buffer.alloc(1 << 20, 32);
+      let sent = 0;
+      const more = () => {
+        while (sent < 80) {
+          sent++;
+          if (!res.write(block)) return void res.once("drain", more);
+        }
+        res.end();
+      };
+      res.on("error", () => undefined);
+      more();
+    });
+    await new Promise<void>((ok) => srv.listen(0, "127.0.0.1", ok));
+    try {
+      const url = `http://127.0.0.1:${(srv.address() as { port: number }).port}`;
+      await assert.rejects(new VigilClient(url).sessionStatus({ sessionKey: MANAGER }),
+        (e: unknown) => e instanceof TransportError && /larger than 64 MiB/.test(e.message));
+    } finally {
+      srv.closeAllConnections();
+      await new Promise((ok) => srv.close(ok));
+    }
+  });
+
+  test("a printed or serialised client never shows its token", () => {
+    const token = "agent-token-never-printed-0001";
+    const client = new VigilClient("http://127.0.0.1:7317", { token, session: MANAGER });
+    for (const shown of [inspect(client, { showHidden: true, depth: 5 }), JSON.stringify(client), String(Object.values(client))]) {
+      assert.ok(!shown.includes(token), `shown as ${shown}`);
+    }
+    assert.ok(inspect(client).includes(MANAGER));
+  });
 });
 
 describe("streams", () => {
@@ -423,15 +460,6 @@ describe("streams", () => {
       srv.closeAllConnections();
       await new Promise((ok) => srv.close(ok));
     }
-  });
-
-  test("a printed or serialised client never shows its token", () => {
-    const token = "agent-token-never-printed-0001";
-    const client = new VigilClient("http://127.0.0.1:7317", { token, session: MANAGER });
-    for (const shown of [inspect(client, { showHidden: true, depth: 5 }), JSON.stringify(client), String(Object.values(client))]) {
-      assert.ok(!shown.includes(token), `shown as ${shown}`);
-    }
-    assert.ok(inspect(client).includes(MANAGER));
   });
 
   test("an idle timeout of 0 is the default, as in the Go client, and a negative one is refused", { timeout: 20_000 }, async () => {

@@ -19,6 +19,20 @@ SESSION_HEADER = "Vigil-Session"
 #: How long a call may take beyond any wait it asks for.
 _MARGIN = 30.0
 
+#: The most an answer read into memory may hold, as in the Go client: the
+#: gateway's largest (a page of 200 messages of at most 64 KiB, escaped)
+#: stays well under it. Past it what answers is not a gateway.
+_MAX_ANSWER = 64 << 20
+
+
+def _read_answer(op: str, resp: http.client.HTTPResponse) -> bytes:
+    """The answer's body, refused past _MAX_ANSWER bytes."""
+    raw = resp.read(_MAX_ANSWER + 1)
+    if len(raw) > _MAX_ANSWER:
+        raise TransportError(f"vigil: {op}: the answer is larger than {_MAX_ANSWER >> 20} MiB: "
+                             "what answers is not a vigil gateway")
+    return raw
+
 
 def _header_safe(key: str) -> bool:
     """Whether a header can carry the key as it is: printable ASCII only."""
@@ -99,7 +113,7 @@ class Client:
             try:
                 conn.request(method, target, body=data, headers=self._headers(session, data is not None))
                 resp = conn.getresponse()
-                raw = resp.read()
+                raw = _read_answer(op, resp)
             except (OSError, http.client.HTTPException) as e:
                 raise TransportError(f"vigil: {op}: {e}") from e
             if resp.status != 200:
@@ -458,8 +472,10 @@ class Stream:
             self._drop()
             raise TransportError(f"vigil: {self._op}: {e}") from e
         if resp.status != 200:
-            body = resp.read()
-            self._drop()
+            try:
+                body = _read_answer(self._op, resp)
+            finally:
+                self._drop()
             raise error_from(self._op, resp.status, body, resp.getheader("Retry-After"))
         return resp
 
