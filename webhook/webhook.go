@@ -345,10 +345,18 @@ func safeURL(u *url.URL) string {
 	return c.Redacted()
 }
 
+// maxResponseHeaderBytes bounds a receiver's answer's headers.
+const maxResponseHeaderBytes = 64 << 10
+
 func defaultClient() *http.Client {
 	var tr http.RoundTripper = http.DefaultTransport
 	if t, ok := http.DefaultTransport.(*http.Transport); ok {
-		tr = t.Clone()
+		c := t.Clone()
+		// A receiver's answer is read for its status alone: headers of
+		// 10 MB (the default bound) from a hostile one would be held by
+		// every attempt.
+		c.MaxResponseHeaderBytes = maxResponseHeaderBytes
+		tr = c
 	}
 	return &http.Client{
 		Transport: tr,

@@ -726,6 +726,17 @@ func TestNewDefaultsToAClientWithATimeout(t *testing.T) {
 	wake(t, d, "agent:alpha:main") // no targets: ignored
 }
 
+func TestTheDefaultClientReadsAReceiversHeadersUpToABound(t *testing.T) {
+	d := newDispatcher(t, nil, Options{})
+	tr, ok := d.client.Transport.(*http.Transport)
+	if !ok {
+		t.Fatalf("default transport %T, want an *http.Transport", d.client.Transport)
+	}
+	if tr.MaxResponseHeaderBytes != maxResponseHeaderBytes {
+		t.Errorf("the default transport reads headers up to %d bytes, want %d", tr.MaxResponseHeaderBytes, maxResponseHeaderBytes)
+	}
+}
+
 func TestVerifyLegacyRefusesTamperedBodyOrSignature(t *testing.T) {
 	secret := []byte(testSecret)
 	body := []byte(`{"type":"wake","sessionKey":"agent:alpha:main","agentId":"alpha","deliveryId":"abc","sentAt":1}`)
