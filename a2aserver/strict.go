@@ -275,7 +275,10 @@ func (p *messageSendParams) check() error {
 			return invalidf("field configuration.historyLength must be at least 0, got %d", *c.HistoryLength)
 		}
 		if c.PushNotificationConfig != nil {
-			return c.PushNotificationConfig.check("configuration.pushNotificationConfig")
+			// The binding would take the message and drop the config: vigil
+			// sets configs on tasks that exist, as 1.0's binding says too.
+			return invalidf("field configuration.pushNotificationConfig: vigil sets push notification configs on " +
+				"tasks that exist: call tasks/pushNotificationConfig/set on the task")
 		}
 	}
 	return nil

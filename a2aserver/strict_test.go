@@ -188,3 +188,23 @@ func TestAChunkedA2ABodyOverTheLimitIsAnswered413(t *testing.T) {
 		t.Fatalf("a chunked body over the limit: %d %s", resp.StatusCode, raw)
 	}
 }
+
+// A push config given with a 0.3 message would not be kept (vigil sets
+// configs on tasks that exist), so the message is refused rather than
+// taken with its config silently dropped, as in 1.0.
+func TestAPushConfigGivenWithAnA2A03MessageIsRefused(t *testing.T) {
+	s := start(t)
+	ctx := guarded(t)
+	worker := spawnWorker(ctx, t, client(s, tokMain, manager))
+	before := storedState(t, s, worker)
+	_, a := post(t, s, tokAdmin, "", `{"jsonrpc":"2.0","id":7,"method":"message/send","params":{"message":{"kind":"message",`+
+		`"messageId":"m1","role":"user","taskId":"`+worker+`","parts":[{"kind":"text","text":"hello"}]},"configuration":`+
+		`{"pushNotificationConfig":{"url":"http://127.0.0.1:1/hook","token":"a-push-secret-of-some-length"}}}}`)
+	if a.Error == nil || a.Error.Code != -32602 || !strings.Contains(a.Error.Data["error"], "configuration.pushNotificationConfig") ||
+		!strings.Contains(a.Error.Data["error"], "tasks/pushNotificationConfig/set") {
+		t.Fatalf("a message with a push config: %s, %+v", a.Result, a.Error)
+	}
+	if after := storedState(t, s, worker); after != before {
+		t.Fatalf("the refused message changed what is stored: %s, then %s", before, after)
+	}
+}
