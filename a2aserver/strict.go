@@ -152,10 +152,18 @@ func checkRequest(body []byte, params func(method string, raw jsontext.Value) er
 	// request's id and a fault within the params is told apart from one of
 	// the envelope.
 	var loose rpcEnvelope
-	if err := jsonv2.Unmarshal(body, &loose, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true),
-		jsonv2.RejectUnknownMembers(false)); err != nil {
+	lenient := []jsonv2.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
+	if err := jsonv2.Unmarshal(body, &loose, append(lenient, jsonv2.RejectUnknownMembers(false))...); err != nil {
 		var env rpcEnvelope
-		return rpcEnvelope{}, &requestError{codeParse, gateway.DecodeStrict(body, &env)}
+		// JSON that parses but is no request object (an array, a number,
+		// a method that is not a string) is an invalid request; only JSON
+		// that does not parse is a parse error (JSON-RPC 2.0, section 5.1).
+		code := codeParse
+		var whole jsontext.Value
+		if jsonv2.Unmarshal(body, &whole, lenient...) == nil {
+			code = codeInvalidRequest
+		}
+		return rpcEnvelope{}, &requestError{code, gateway.DecodeStrict(body, &env)}
 	}
 	if k := loose.ID.Kind(); loose.ID != nil && k != '"' && k != '0' && k != 'n' {
 		loose.ID = nil

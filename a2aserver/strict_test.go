@@ -208,3 +208,22 @@ func TestAPushConfigGivenWithAnA2A03MessageIsRefused(t *testing.T) {
 		t.Fatalf("the refused message changed what is stored: %s, then %s", before, after)
 	}
 }
+
+// JSON that parses but is no request object (an array, a number, a method
+// that is not a string) is an invalid request, as JSON-RPC numbers it;
+// parse error is for JSON that does not parse.
+func TestWellFormedJSONThatIsNoRequestIsAnInvalidRequest(t *testing.T) {
+	s := start(t)
+	for _, body := range []string{`[]`, `[{"jsonrpc":"2.0","id":7,"method":"tasks/get","params":{"id":"x"}}]`, `42`,
+		`{"jsonrpc":"2.0","id":7,"method":5,"params":{}}`} {
+		if _, a := post(t, s, tokOperator, "", body); a.Error == nil || a.Error.Code != -32600 || a.Error.Data["error"] == "" {
+			t.Errorf("0.3, %s: %+v, want -32600 saying why", body, a.Error)
+		}
+		resp := as10(t, s, tokOperator, "").post(body, "application/json", nil)
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if _, e := as10(t, s, tokOperator, "").answer("", raw); e == nil || e.Code != -32600 {
+			t.Errorf("1.0, %s: %v, want -32600", body, e)
+		}
+	}
+}
