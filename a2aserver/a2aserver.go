@@ -359,7 +359,10 @@ func rpcError(err error) error {
 		}
 		return fmt.Errorf("%w: the request could not be served", a2a.ErrInternalError)
 	}
-	return fmt.Errorf("%s: %w", err.Error(), kind)
+	// The gateway's error stays in the chain: 1.0's error details carry
+	// its code, which tells a client what to do (close a stream of its
+	// own, or retry later) where the protocol's kind alone does not.
+	return fmt.Errorf("%w: %w", err, kind)
 }
 
 // isA2A reports whether err already is one of the protocol's errors.
