@@ -274,6 +274,8 @@ func answerError(w http.ResponseWriter, status int, id jsontext.Value, code int,
 		message = a2a.ErrParseError.Error()
 	case codeInvalidParams:
 		message = a2a.ErrInvalidParams.Error()
+	case codeMethodNotFound:
+		message = a2a.ErrMethodNotFound.Error()
 	default:
 		message = a2a.ErrInvalidRequest.Error()
 	}

@@ -208,8 +208,8 @@ func (k kindOf) Error() string   { return k.err.Error() }
 func (k kindOf) Unwrap() []error { return []error{k.err, k.kind} }
 
 // checkParams checks a 0.3 method's params against the protocol's type
-// for them. A method vigil does not know is left to the SDK's binding,
-// which answers method not found.
+// for them. A method 0.3 does not have is refused naming it (the SDK's
+// binding would answer method not found without saying which, or why).
 func checkParams(method string, raw jsontext.Value) error {
 	var check func([]byte) error
 	switch method {
@@ -243,8 +243,15 @@ func checkParams(method string, raw jsontext.Value) error {
 			var p pushConfigParams
 			return decodeThen(b, &p, func() error { return p.check(needID) })
 		}
+	case "agent/getAuthenticatedExtendedCard":
+		return nil // it takes no params
 	default:
-		return nil
+		// decodeParams10 knows 1.0's methods: any other is not found there.
+		if _, err := decodeParams10(method, nil); !errors.Is(err, a2a.ErrMethodNotFound) {
+			return fmt.Errorf("%w: method %q is one of A2A 1.0, and a request without %s is served as 0.3: "+
+				"send %s: 1.0 to call it: %w", gateway.ErrInvalid, method, VersionHeader, VersionHeader, a2a.ErrMethodNotFound)
+		}
+		return fmt.Errorf("%w: method %q is not one of A2A 0.3: %w", gateway.ErrInvalid, method, a2a.ErrMethodNotFound)
 	}
 	if k := raw.Kind(); raw == nil || k == 'n' {
 		return fmt.Errorf("%w: params are required, as an object", gateway.ErrInvalid)

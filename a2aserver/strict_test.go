@@ -227,3 +227,23 @@ func TestWellFormedJSONThatIsNoRequestIsAnInvalidRequest(t *testing.T) {
 		}
 	}
 }
+
+// A method 0.3 does not have is refused naming it; one of 1.0's, sent
+// without A2A-Version, says which header would have served it.
+func TestAnUnknownA2A03MethodIsRefusedNamingIt(t *testing.T) {
+	s := start(t)
+	for method, want := range map[string][]string{
+		"tasks/frobnicate": {`"tasks/frobnicate"`, "0.3"},
+		"GetTask":          {`"GetTask"`, "A2A-Version: 1.0"},
+	} {
+		_, a := post(t, s, tokOperator, "", `{"jsonrpc":"2.0","id":7,"method":"`+method+`","params":{"id":"x"}}`)
+		if a.Error == nil || a.Error.Code != -32601 || a.Error.Message != "method not found" || string(a.ID) != "7" {
+			t.Fatalf("%s: %+v", method, a.Error)
+		}
+		for _, w := range want {
+			if !strings.Contains(a.Error.Data["error"], w) {
+				t.Errorf("%s: data.error %q does not say %q", method, a.Error.Data["error"], w)
+			}
+		}
+	}
+}
