@@ -166,7 +166,8 @@ func Handler(ctx context.Context, g *gateway.Gateway, resolve Resolver, opts Opt
 			rpc10.serve(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)), c, body)
 			return
 		}
-		if env, bad := checkRequest(body, checkParams); bad != nil {
+		env, bad := checkRequest(body, checkParams)
+		if bad != nil {
 			answerError(w, http.StatusOK, env.ID, bad.code, bad.err)
 			return
 		}
@@ -174,9 +175,42 @@ func Handler(ctx context.Context, g *gateway.Gateway, resolve Resolver, opts Opt
 		// The SDK's binding writes answers without a media type; a stream
 		// replaces this with its own.
 		w.Header().Set("Content-Type", "application/json")
-		rpc03.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
+		r = r.WithContext(context.WithValue(r.Context(), callerKey{}, c))
+		if env.Method != methodDeletePush03 {
+			rpc03.ServeHTTP(w, r)
+			return
+		}
+		// The SDK's binding writes nothing for a method that succeeds
+		// without a result, which only deleting a push config does; JSON-RPC
+		// answers every request, so its null result is written here.
+		rw := &writeTracker{ResponseWriter: w}
+		rpc03.ServeHTTP(rw, r)
+		if !rw.wrote {
+			_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": rawID(env.ID), "result": nil})
+		}
 	})
 }
+
+// methodDeletePush03 is 0.3's method that deletes a push config.
+const methodDeletePush03 = "tasks/pushNotificationConfig/delete"
+
+// writeTracker notes whether anything was written through it.
+type writeTracker struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (t *writeTracker) WriteHeader(status int) {
+	t.wrote = true
+	t.ResponseWriter.WriteHeader(status)
+}
+
+func (t *writeTracker) Write(b []byte) (int, error) {
+	t.wrote = true
+	return t.ResponseWriter.Write(b)
+}
+
+func (t *writeTracker) Unwrap() http.ResponseWriter { return t.ResponseWriter }
 
 // errVersionNotSupported is a revision vigil does not serve.
 var errVersionNotSupported = errors.New("version not supported")
@@ -240,6 +274,8 @@ func answerError(w http.ResponseWriter, status int, id jsontext.Value, code int,
 		message = a2a.ErrParseError.Error()
 	case codeInvalidParams:
 		message = a2a.ErrInvalidParams.Error()
+	case codeMethodNotFound:
+		message = a2a.ErrMethodNotFound.Error()
 	default:
 		message = a2a.ErrInvalidRequest.Error()
 	}
@@ -325,7 +361,10 @@ func rpcError(err error) error {
 		}
 		return fmt.Errorf("%w: the request could not be served", a2a.ErrInternalError)
 	}
-	return fmt.Errorf("%s: %w", err.Error(), kind)
+	// The gateway's error stays in the chain: 1.0's error details carry
+	// its code, which tells a client what to do (close a stream of its
+	// own, or retry later) where the protocol's kind alone does not.
+	return fmt.Errorf("%w: %w", err, kind)
 }
 
 // isA2A reports whether err already is one of the protocol's errors.

@@ -420,3 +420,23 @@ func wantNoticeMeta(t *testing.T, meta map[string]any, target string, since int6
 		t.Fatalf("the update's notice data = %#v, want %#v", got, want)
 	}
 }
+
+// Deleting a push config in 0.3 has no result, and is answered with one
+// anyway (null), as JSON-RPC answers every request that has an id.
+func TestDeletingAPushConfigIsAnsweredInA2A03(t *testing.T) {
+	s := start(t)
+	ctx := guarded(t)
+	hook, _ := receiver(t, "a-push-secret-of-some-length", "")
+	child := a2a.TaskID(spawnWorker(ctx, t, client(s, tokMain, manager)))
+	admin := client(s, tokAdmin, "")
+	if _, err := admin.SetTaskPushConfig(ctx, &a2a.TaskPushConfig{TaskID: child,
+		Config: a2a.PushConfig{ID: "hook-1", URL: hook.URL, Token: "a-push-secret-of-some-length"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.DeleteTaskPushConfig(ctx, &a2a.DeleteTaskPushConfigParams{TaskID: child, ConfigID: "hook-1"}); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if cfgs, err := admin.ListTaskPushConfig(ctx, &a2a.ListTaskPushConfigParams{TaskID: child}); err != nil || len(cfgs) != 0 {
+		t.Fatalf("listed after delete: %v, %v", cfgs, err)
+	}
+}

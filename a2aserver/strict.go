@@ -152,10 +152,18 @@ func checkRequest(body []byte, params func(method string, raw jsontext.Value) er
 	// request's id and a fault within the params is told apart from one of
 	// the envelope.
 	var loose rpcEnvelope
-	if err := jsonv2.Unmarshal(body, &loose, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true),
-		jsonv2.RejectUnknownMembers(false)); err != nil {
+	lenient := []jsonv2.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
+	if err := jsonv2.Unmarshal(body, &loose, append(lenient, jsonv2.RejectUnknownMembers(false))...); err != nil {
 		var env rpcEnvelope
-		return rpcEnvelope{}, &requestError{codeParse, gateway.DecodeStrict(body, &env)}
+		// JSON that parses but is no request object (an array, a number,
+		// a method that is not a string) is an invalid request; only JSON
+		// that does not parse is a parse error (JSON-RPC 2.0, section 5.1).
+		code := codeParse
+		var whole jsontext.Value
+		if jsonv2.Unmarshal(body, &whole, lenient...) == nil {
+			code = codeInvalidRequest
+		}
+		return rpcEnvelope{}, &requestError{code, gateway.DecodeStrict(body, &env)}
 	}
 	if k := loose.ID.Kind(); loose.ID != nil && k != '"' && k != '0' && k != 'n' {
 		loose.ID = nil
@@ -200,8 +208,8 @@ func (k kindOf) Error() string   { return k.err.Error() }
 func (k kindOf) Unwrap() []error { return []error{k.err, k.kind} }
 
 // checkParams checks a 0.3 method's params against the protocol's type
-// for them. A method vigil does not know is left to the SDK's binding,
-// which answers method not found.
+// for them. A method 0.3 does not have is refused naming it (the SDK's
+// binding would answer method not found without saying which, or why).
 func checkParams(method string, raw jsontext.Value) error {
 	var check func([]byte) error
 	switch method {
@@ -235,8 +243,15 @@ func checkParams(method string, raw jsontext.Value) error {
 			var p pushConfigParams
 			return decodeThen(b, &p, func() error { return p.check(needID) })
 		}
+	case "agent/getAuthenticatedExtendedCard":
+		return nil // it takes no params
 	default:
-		return nil
+		// decodeParams10 knows 1.0's methods: any other is not found there.
+		if _, err := decodeParams10(method, nil); !errors.Is(err, a2a.ErrMethodNotFound) {
+			return fmt.Errorf("%w: method %q is one of A2A 1.0, and a request without %s is served as 0.3: "+
+				"send %s: 1.0 to call it: %w", gateway.ErrInvalid, method, VersionHeader, VersionHeader, a2a.ErrMethodNotFound)
+		}
+		return fmt.Errorf("%w: method %q is not one of A2A 0.3: %w", gateway.ErrInvalid, method, a2a.ErrMethodNotFound)
 	}
 	if k := raw.Kind(); raw == nil || k == 'n' {
 		return fmt.Errorf("%w: params are required, as an object", gateway.ErrInvalid)
@@ -275,7 +290,10 @@ func (p *messageSendParams) check() error {
 			return invalidf("field configuration.historyLength must be at least 0, got %d", *c.HistoryLength)
 		}
 		if c.PushNotificationConfig != nil {
-			return c.PushNotificationConfig.check("configuration.pushNotificationConfig")
+			// The binding would take the message and drop the config: vigil
+			// sets configs on tasks that exist, as 1.0's binding says too.
+			return invalidf("field configuration.pushNotificationConfig: vigil sets push notification configs on " +
+				"tasks that exist: call tasks/pushNotificationConfig/set on the task")
 		}
 	}
 	return nil

@@ -188,3 +188,62 @@ func TestAChunkedA2ABodyOverTheLimitIsAnswered413(t *testing.T) {
 		t.Fatalf("a chunked body over the limit: %d %s", resp.StatusCode, raw)
 	}
 }
+
+// A push config given with a 0.3 message would not be kept (vigil sets
+// configs on tasks that exist), so the message is refused rather than
+// taken with its config silently dropped, as in 1.0.
+func TestAPushConfigGivenWithAnA2A03MessageIsRefused(t *testing.T) {
+	s := start(t)
+	ctx := guarded(t)
+	worker := spawnWorker(ctx, t, client(s, tokMain, manager))
+	before := storedState(t, s, worker)
+	_, a := post(t, s, tokAdmin, "", `{"jsonrpc":"2.0","id":7,"method":"message/send","params":{"message":{"kind":"message",`+
+		`"messageId":"m1","role":"user","taskId":"`+worker+`","parts":[{"kind":"text","text":"hello"}]},"configuration":`+
+		`{"pushNotificationConfig":{"url":"http://127.0.0.1:1/hook","token":"a-push-secret-of-some-length"}}}}`)
+	if a.Error == nil || a.Error.Code != -32602 || !strings.Contains(a.Error.Data["error"], "configuration.pushNotificationConfig") ||
+		!strings.Contains(a.Error.Data["error"], "tasks/pushNotificationConfig/set") {
+		t.Fatalf("a message with a push config: %s, %+v", a.Result, a.Error)
+	}
+	if after := storedState(t, s, worker); after != before {
+		t.Fatalf("the refused message changed what is stored: %s, then %s", before, after)
+	}
+}
+
+// JSON that parses but is no request object (an array, a number, a method
+// that is not a string) is an invalid request, as JSON-RPC numbers it;
+// parse error is for JSON that does not parse.
+func TestWellFormedJSONThatIsNoRequestIsAnInvalidRequest(t *testing.T) {
+	s := start(t)
+	for _, body := range []string{`[]`, `[{"jsonrpc":"2.0","id":7,"method":"tasks/get","params":{"id":"x"}}]`, `42`,
+		`{"jsonrpc":"2.0","id":7,"method":5,"params":{}}`} {
+		if _, a := post(t, s, tokOperator, "", body); a.Error == nil || a.Error.Code != -32600 || a.Error.Data["error"] == "" {
+			t.Errorf("0.3, %s: %+v, want -32600 saying why", body, a.Error)
+		}
+		resp := as10(t, s, tokOperator, "").post(body, "application/json", nil)
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if _, e := as10(t, s, tokOperator, "").answer("", raw); e == nil || e.Code != -32600 {
+			t.Errorf("1.0, %s: %v, want -32600", body, e)
+		}
+	}
+}
+
+// A method 0.3 does not have is refused naming it; one of 1.0's, sent
+// without A2A-Version, says which header would have served it.
+func TestAnUnknownA2A03MethodIsRefusedNamingIt(t *testing.T) {
+	s := start(t)
+	for method, want := range map[string][]string{
+		"tasks/frobnicate": {`"tasks/frobnicate"`, "0.3"},
+		"GetTask":          {`"GetTask"`, "A2A-Version: 1.0"},
+	} {
+		_, a := post(t, s, tokOperator, "", `{"jsonrpc":"2.0","id":7,"method":"`+method+`","params":{"id":"x"}}`)
+		if a.Error == nil || a.Error.Code != -32601 || a.Error.Message != "method not found" || string(a.ID) != "7" {
+			t.Fatalf("%s: %+v", method, a.Error)
+		}
+		for _, w := range want {
+			if !strings.Contains(a.Error.Data["error"], w) {
+				t.Errorf("%s: data.error %q does not say %q", method, a.Error.Data["error"], w)
+			}
+		}
+	}
+}

@@ -589,6 +589,28 @@ func TestPushConfigsAreBoundedPerCredentialOnATask(t *testing.T) {
 	}
 }
 
+// A refusal of the gateway's carries its code in 1.0's error details, so a
+// client tells a limit of its own (close something) from the gateway's
+// (retry later), and a task it may not reach from one that is not there.
+func TestAGatewayRefusalCarriesVigilsCodeInA2A10(t *testing.T) {
+	s := start(t)
+	child := spawn10(as10(t, s, tokMain, manager))
+	admin := as10(t, s, tokAdmin, "")
+	hook, _ := receiver(t, "a-push-secret-of-some-length", "")
+	var e *rpcError10
+	for i := range 17 {
+		_, e = admin.call("CreateTaskPushNotificationConfig", `{"taskId":`+quote(child)+`,"id":"c`+fmt.Sprint(i)+`","url":`+
+			quote(hook.URL)+`,"token":"a-push-secret-of-some-length"}`)
+	}
+	if e == nil || e.Code != -32000 || len(e.Data) != 1 || e.Data[0].Metadata["code"] != "too_many_requests" {
+		t.Fatalf("a config over the credential's limit: %v, %+v", e, e)
+	}
+	_, e = as10(t, s, tokOps, "").call("GetTask", `{"id":`+quote(child)+`}`)
+	if e == nil || e.Code != -32600 || len(e.Data) != 1 || e.Data[0].Metadata["code"] != "permission_denied" {
+		t.Fatalf("another agent's task: %v, %+v", e, e)
+	}
+}
+
 func TestAPushConfigGoesWithItsSession(t *testing.T) {
 	s := start(t)
 	child := spawn10(as10(t, s, tokMain, manager))
