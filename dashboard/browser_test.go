@@ -401,6 +401,21 @@ func TestSessionsViewFiltersByAgent(t *testing.T) {
 	}
 }
 
+// Two agents may each have a session with the same bare key: the
+// session is the pair (agentId, key), so both are listed.
+func TestSessionsViewListsEachAgentsSessionOfTheSameBareKey(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	for _, agent := range []string{"main", "ops"} {
+		tool[gateway.RecordOutput](t, gw, "", "session_record", map[string]any{"sessionKey": "global", "agentId": agent,
+			"kind": "goal_changed", "hostedBy": "langgraph"})
+	}
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	waitFor(t, ctx, "the rows of both agents' global sessions",
+		`[...document.querySelectorAll('#sessions-body tr.session[data-key="global"]')].map(r => r.dataset.agent).join(' ') === 'main ops'`)
+}
+
 func TestSessionsViewShowsANewChildWithoutReloading(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, true)

@@ -563,17 +563,22 @@ function renderAgentFilter() {
   sel.value = app.agent;
 }
 
+// sessionRef names a session as the API does, by agent and key: two agents
+// may each have a session of the same bare key ("global").
+const sessionRef = (agentId, key) => agentId + ' ' + key;
+
 // renderSessions lists sessions depth-first along spawn edges, so each
 // child sits under its parent.
 function renderSessions() {
   const shown = app.sessions.filter((s) => !app.agent || s.agentId === app.agent);
-  const byKey = new Map(shown.map((s) => [s.sessionKey, s]));
+  const byId = new Map(shown.map((s) => [sessionRef(s.agentId, s.sessionKey), s]));
   const children = new Map();
   const roots = [];
   for (const s of shown) {
-    if (s.spawnedBy && byKey.has(s.spawnedBy) && s.spawnedBy !== s.sessionKey) {
-      if (!children.has(s.spawnedBy)) children.set(s.spawnedBy, []);
-      children.get(s.spawnedBy).push(s);
+    const parent = s.spawnedBy ? sessionRef(refOf(s.spawnedBy) || s.agentId, s.spawnedBy) : '';
+    if (parent && byId.has(parent) && s.spawnedBy !== s.sessionKey) {
+      if (!children.has(parent)) children.set(parent, []);
+      children.get(parent).push(s);
     } else {
       roots.push(s);
     }
@@ -581,10 +586,11 @@ function renderSessions() {
   const rows = [];
   const seen = new Set();
   const visit = (s, depth) => {
-    if (seen.has(s.sessionKey)) return;
-    seen.add(s.sessionKey);
+    const id = sessionRef(s.agentId, s.sessionKey);
+    if (seen.has(id)) return;
+    seen.add(id);
     rows.push(sessionRow(s, depth));
-    for (const c of children.get(s.sessionKey) || []) visit(c, depth + 1);
+    for (const c of children.get(id) || []) visit(c, depth + 1);
   };
   roots.forEach((s) => visit(s, 0));
   shown.forEach((s) => visit(s, 0)); // anything left in a spawn cycle
