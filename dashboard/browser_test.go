@@ -514,6 +514,23 @@ func TestTheManagersPageShowsOnceThatAPersonDeletedItsChild(t *testing.T) {
 		chromedp.WaitNotPresent(chromedp.CSS("#queued li.queued-event")))
 }
 
+// A session deleted and created again under the same key while its page
+// is open is a new session: the page shows nothing of the deleted one.
+func TestASessionPageShowsNothingOfADeletedSessionOfTheSameKey(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	tool[gateway.SendOutput](t, gw, "", "sessions_send", map[string]any{"sessionKey": manager, "message": "the deleted session's message", "timeoutSeconds": 0})
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(manager))
+	waitText(t, ctx, "#transcript", "the deleted session's message")
+	tool[gateway.DeleteOutput](t, gw, "", "session_delete", map[string]any{"sessionKey": manager})
+	tool[gateway.SendOutput](t, gw, "", "sessions_send", map[string]any{"sessionKey": manager, "message": "the new session's message", "timeoutSeconds": 0})
+	waitText(t, ctx, "#transcript", "the new session's message")
+	if shown := eval[string](t, ctx, `document.getElementById('transcript').innerText`); strings.Contains(shown, "the deleted session's message") {
+		t.Fatalf("the page still shows the deleted session's transcript:\n%s", shown)
+	}
+}
+
 // editGoal types a new objective into the session page's goal form, once
 // the agent's goal shows, without saving it.
 func editGoal(t *testing.T, ctx context.Context, objective string) {

@@ -443,6 +443,15 @@ async function loadPage(full) {
     schedule('page-full');
     return;
   }
+  const was = p.status;
+  if (!full && was && was.exists && status.exists && (status.sessionId !== was.sessionId || status.createdAt !== was.createdAt)) {
+    // Another incarnation: after a reset it is read again whole, and after
+    // the session was deleted and created again under its key (between two
+    // reads, so the page never saw it gone) nothing of the deleted one,
+    // whose transcript and log are gone, may stay on the page.
+    schedule('page-full');
+    return;
+  }
   const json = JSON.stringify([status, queued]);
   if (!full && events.length === 0 && messages.length === 0 && json === p.drawn) return;
   p.drawn = json;
