@@ -438,6 +438,17 @@ func TestSessionsViewShowsANewChildWithoutReloading(t *testing.T) {
 	}
 }
 
+// A link to a session page whose address cannot be decoded (cut short in
+// a chat, say) opens the sessions view instead of a blank page.
+func TestALinkThatNamesNoSessionOpensTheSessionsView(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	open(t, ctx, gw, "#/session/main/agent%3Amain%3Asub%E0%A4")
+	run(t, ctx, "wait for the sessions view", chromedp.WaitVisible(row(child)))
+}
+
 // ---- the seed's story, from the page ----
 
 func TestAPersonWritesIntoAChildFromTheSessionPageAsAWebMessage(t *testing.T) {

@@ -475,9 +475,21 @@ function sessionHref(agentId, key) {
   return '#/session/' + encodeURIComponent(agentId) + '/' + encodeURIComponent(key);
 }
 
+// pageOf is the session a page address names, or null; an address that
+// does not decode (a link cut short) names none.
+function pageOf(hash) {
+  const m = hash.match(/^#\/session\/([^/]+)\/(.+)$/);
+  if (!m) return null;
+  try {
+    return {agentId: decodeURIComponent(m[1]), key: decodeURIComponent(m[2])};
+  } catch (e) {
+    return null;
+  }
+}
+
 function route() {
   if (!app.signedIn) return;
-  const m = location.hash.match(/^#\/session\/([^/]+)\/(.+)$/);
+  const m = pageOf(location.hash);
   if (!m) {
     closePage();
     $('view-session').hidden = true;
@@ -486,8 +498,7 @@ function route() {
     $('sessions-title').focus({preventScroll: true});
     return;
   }
-  const agentId = decodeURIComponent(m[1]);
-  const key = decodeURIComponent(m[2]);
+  const {agentId, key} = m;
   $('view-sessions').hidden = true;
   $('view-session').hidden = false;
   if (app.page && app.page.key === key && app.page.agentId === agentId) return;
