@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"image/png"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -540,6 +541,23 @@ func TestASessionPageShowsNothingOfADeletedSessionOfTheSameKey(t *testing.T) {
 	if shown := eval[string](t, ctx, `document.getElementById('transcript').innerText`); strings.Contains(shown, "the deleted session's message") {
 		t.Fatalf("the page still shows the deleted session's transcript:\n%s", shown)
 	}
+}
+
+// A notice queued for a watcher links to the session it is about, also
+// when that is another agent's session of a bare key.
+func TestAQueuedNoticeLinksToAnotherAgentsBareSession(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	// The manager (an admin acting as it) records that it started ops'
+	// global session, so it watches it; then a person changes that session.
+	gw.do(t, http.MethodPost, "/v1/tools/session_record", adminToken, manager, map[string]any{"sessionKey": "global", "agentId": "ops",
+		"kind": "child_spawned", "parent": manager, "hostedBy": "langgraph"}, nil)
+	takeTurn(t, gw, manager) // takes the notice that the session was created
+	tool[gateway.RecordOutput](t, gw, "", "session_record", map[string]any{"sessionKey": "global", "agentId": "ops", "kind": "goal_changed"})
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(manager))
+	waitFor(t, ctx, "the notice about ops' global session, linked to its page",
+		`[...document.querySelectorAll('#queued li.queued-event[data-target="global"] a')].some(a => a.getAttribute('href') === '#/session/ops/global')`)
 }
 
 // editGoal types a new objective into the session page's goal form, once

@@ -769,7 +769,8 @@ function renderPage() {
   $('queued-card').hidden = !canWatch;
   $('queued').replaceChildren(...(p.queued || []).map((e) => h('li',
     {class: 'queued-event' + (e.data && e.data.type === 'deleted' ? ' deleted' : ''), 'data-target': e.target || ''},
-    e.target ? h('div', {class: 'meta'}, sessionLink(refOf(e.target) || st.agentId, e.target)) : null,
+    // A bare target key does not name its agent: the notice's data does.
+    e.target ? h('div', {class: 'meta'}, sessionLink((e.data && e.data.targetAgentId) || refOf(e.target) || st.agentId, e.target)) : null,
     h('p', {class: 'notice'}, e.text))));
   $('queued-empty').hidden = !canWatch || (p.queued || []).length > 0;
   renderPageGraph();
