@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"image/png"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -401,6 +402,21 @@ func TestSessionsViewFiltersByAgent(t *testing.T) {
 	}
 }
 
+// Two agents may each have a session with the same bare key: the
+// session is the pair (agentId, key), so both are listed.
+func TestSessionsViewListsEachAgentsSessionOfTheSameBareKey(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	for _, agent := range []string{"main", "ops"} {
+		tool[gateway.RecordOutput](t, gw, "", "session_record", map[string]any{"sessionKey": "global", "agentId": agent,
+			"kind": "goal_changed", "hostedBy": "langgraph"})
+	}
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	waitFor(t, ctx, "the rows of both agents' global sessions",
+		`[...document.querySelectorAll('#sessions-body tr.session[data-key="global"]')].map(r => r.dataset.agent).join(' ') === 'main ops'`)
+}
+
 func TestSessionsViewShowsANewChildWithoutReloading(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, true)
@@ -421,6 +437,17 @@ func TestSessionsViewShowsANewChildWithoutReloading(t *testing.T) {
 	if loads != 1 {
 		t.Errorf("the page was loaded %d times", loads)
 	}
+}
+
+// A link to a session page whose address cannot be decoded (cut short in
+// a chat, say) opens the sessions view instead of a blank page.
+func TestALinkThatNamesNoSessionOpensTheSessionsView(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	open(t, ctx, gw, "#/session/main/agent%3Amain%3Asub%E0%A4")
+	run(t, ctx, "wait for the sessions view", chromedp.WaitVisible(row(child)))
 }
 
 // ---- the seed's story, from the page ----
@@ -497,6 +524,40 @@ func TestTheManagersPageShowsOnceThatAPersonDeletedItsChild(t *testing.T) {
 	takeTurn(t, gw, manager)
 	run(t, ctx, "see the queue empty once the manager's turn consumed the notice",
 		chromedp.WaitNotPresent(chromedp.CSS("#queued li.queued-event")))
+}
+
+// A session deleted and created again under the same key while its page
+// is open is a new session: the page shows nothing of the deleted one.
+func TestASessionPageShowsNothingOfADeletedSessionOfTheSameKey(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	tool[gateway.SendOutput](t, gw, "", "sessions_send", map[string]any{"sessionKey": manager, "message": "the deleted session's message", "timeoutSeconds": 0})
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(manager))
+	waitText(t, ctx, "#transcript", "the deleted session's message")
+	tool[gateway.DeleteOutput](t, gw, "", "session_delete", map[string]any{"sessionKey": manager})
+	tool[gateway.SendOutput](t, gw, "", "sessions_send", map[string]any{"sessionKey": manager, "message": "the new session's message", "timeoutSeconds": 0})
+	waitText(t, ctx, "#transcript", "the new session's message")
+	if shown := eval[string](t, ctx, `document.getElementById('transcript').innerText`); strings.Contains(shown, "the deleted session's message") {
+		t.Fatalf("the page still shows the deleted session's transcript:\n%s", shown)
+	}
+}
+
+// A notice queued for a watcher links to the session it is about, also
+// when that is another agent's session of a bare key.
+func TestAQueuedNoticeLinksToAnotherAgentsBareSession(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	// The manager (an admin acting as it) records that it started ops'
+	// global session, so it watches it; then a person changes that session.
+	gw.do(t, http.MethodPost, "/v1/tools/session_record", adminToken, manager, map[string]any{"sessionKey": "global", "agentId": "ops",
+		"kind": "child_spawned", "parent": manager, "hostedBy": "langgraph"}, nil)
+	takeTurn(t, gw, manager) // takes the notice that the session was created
+	tool[gateway.RecordOutput](t, gw, "", "session_record", map[string]any{"sessionKey": "global", "agentId": "ops", "kind": "goal_changed"})
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(manager))
+	waitFor(t, ctx, "the notice about ops' global session, linked to its page",
+		`[...document.querySelectorAll('#queued li.queued-event[data-target="global"] a')].some(a => a.getAttribute('href') === '#/session/ops/global')`)
 }
 
 // editGoal types a new objective into the session page's goal form, once

@@ -443,6 +443,15 @@ async function loadPage(full) {
     schedule('page-full');
     return;
   }
+  const was = p.status;
+  if (!full && was && was.exists && status.exists && (status.sessionId !== was.sessionId || status.createdAt !== was.createdAt)) {
+    // Another incarnation: after a reset it is read again whole, and after
+    // the session was deleted and created again under its key (between two
+    // reads, so the page never saw it gone) nothing of the deleted one,
+    // whose transcript and log are gone, may stay on the page.
+    schedule('page-full');
+    return;
+  }
   const json = JSON.stringify([status, queued]);
   if (!full && events.length === 0 && messages.length === 0 && json === p.drawn) return;
   p.drawn = json;
@@ -466,9 +475,21 @@ function sessionHref(agentId, key) {
   return '#/session/' + encodeURIComponent(agentId) + '/' + encodeURIComponent(key);
 }
 
+// pageOf is the session a page address names, or null; an address that
+// does not decode (a link cut short) names none.
+function pageOf(hash) {
+  const m = hash.match(/^#\/session\/([^/]+)\/(.+)$/);
+  if (!m) return null;
+  try {
+    return {agentId: decodeURIComponent(m[1]), key: decodeURIComponent(m[2])};
+  } catch (e) {
+    return null;
+  }
+}
+
 function route() {
   if (!app.signedIn) return;
-  const m = location.hash.match(/^#\/session\/([^/]+)\/(.+)$/);
+  const m = pageOf(location.hash);
   if (!m) {
     closePage();
     $('view-session').hidden = true;
@@ -477,8 +498,7 @@ function route() {
     $('sessions-title').focus({preventScroll: true});
     return;
   }
-  const agentId = decodeURIComponent(m[1]);
-  const key = decodeURIComponent(m[2]);
+  const {agentId, key} = m;
   $('view-sessions').hidden = true;
   $('view-session').hidden = false;
   if (app.page && app.page.key === key && app.page.agentId === agentId) return;
@@ -563,17 +583,22 @@ function renderAgentFilter() {
   sel.value = app.agent;
 }
 
+// sessionRef names a session as the API does, by agent and key: two agents
+// may each have a session of the same bare key ("global").
+const sessionRef = (agentId, key) => agentId + ' ' + key;
+
 // renderSessions lists sessions depth-first along spawn edges, so each
 // child sits under its parent.
 function renderSessions() {
   const shown = app.sessions.filter((s) => !app.agent || s.agentId === app.agent);
-  const byKey = new Map(shown.map((s) => [s.sessionKey, s]));
+  const byId = new Map(shown.map((s) => [sessionRef(s.agentId, s.sessionKey), s]));
   const children = new Map();
   const roots = [];
   for (const s of shown) {
-    if (s.spawnedBy && byKey.has(s.spawnedBy) && s.spawnedBy !== s.sessionKey) {
-      if (!children.has(s.spawnedBy)) children.set(s.spawnedBy, []);
-      children.get(s.spawnedBy).push(s);
+    const parent = s.spawnedBy ? sessionRef(refOf(s.spawnedBy) || s.agentId, s.spawnedBy) : '';
+    if (parent && byId.has(parent) && s.spawnedBy !== s.sessionKey) {
+      if (!children.has(parent)) children.set(parent, []);
+      children.get(parent).push(s);
     } else {
       roots.push(s);
     }
@@ -581,10 +606,11 @@ function renderSessions() {
   const rows = [];
   const seen = new Set();
   const visit = (s, depth) => {
-    if (seen.has(s.sessionKey)) return;
-    seen.add(s.sessionKey);
+    const id = sessionRef(s.agentId, s.sessionKey);
+    if (seen.has(id)) return;
+    seen.add(id);
     rows.push(sessionRow(s, depth));
-    for (const c of children.get(s.sessionKey) || []) visit(c, depth + 1);
+    for (const c of children.get(id) || []) visit(c, depth + 1);
   };
   roots.forEach((s) => visit(s, 0));
   shown.forEach((s) => visit(s, 0)); // anything left in a spawn cycle
@@ -743,7 +769,8 @@ function renderPage() {
   $('queued-card').hidden = !canWatch;
   $('queued').replaceChildren(...(p.queued || []).map((e) => h('li',
     {class: 'queued-event' + (e.data && e.data.type === 'deleted' ? ' deleted' : ''), 'data-target': e.target || ''},
-    e.target ? h('div', {class: 'meta'}, sessionLink(refOf(e.target) || st.agentId, e.target)) : null,
+    // A bare target key does not name its agent: the notice's data does.
+    e.target ? h('div', {class: 'meta'}, sessionLink((e.data && e.data.targetAgentId) || refOf(e.target) || st.agentId, e.target)) : null,
     h('p', {class: 'notice'}, e.text))));
   $('queued-empty').hidden = !canWatch || (p.queued || []).length > 0;
   renderPageGraph();
