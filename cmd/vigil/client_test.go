@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -696,12 +695,7 @@ func TestCLIResetAndDelete(t *testing.T) {
 
 func TestCLISaysWhichGatewayItCannotReachWithoutThePasswordInItsAddress(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := nothingListens(t)
 	code, _, errOut := cliRun(t, cliEnv(nil), "sessions", "--addr", "http://ann:s3cret@"+addr)
 	if code != 1 || !strings.Contains(errOut, "cannot reach vigil at http://ann:xxxxx@"+addr) || strings.Contains(errOut, "s3cret") {
 		t.Errorf("exit %d, %q; want 1, naming the gateway without its password", code, errOut)
@@ -710,12 +704,7 @@ func TestCLISaysWhichGatewayItCannotReachWithoutThePasswordInItsAddress(t *testi
 
 func TestCLISaysWhenTheGatewayIsNotRunning(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := nothingListens(t)
 	want := "cannot reach vigil at http://" + addr + ": is `vigil serve` running?"
 	for _, args := range [][]string{
 		{"sessions"},

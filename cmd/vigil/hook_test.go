@@ -377,8 +377,8 @@ func TestAnAgentThatKeepsStandardInputOpenStillGetsItsAnswer(t *testing.T) {
 	}
 }
 
-// hookNoGateway is an address nothing listens on.
-func hookNoGateway(t *testing.T) string {
+// nothingListens is an address nothing listens on.
+func nothingListens(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -391,7 +391,7 @@ func hookNoGateway(t *testing.T) string {
 
 func TestWithTheGatewayDownTheHookWarnsAndTheAgentGoesOn(t *testing.T) {
 	t.Parallel()
-	addr := hookNoGateway(t)
+	addr := nothingListens(t)
 	for _, payload := range []string{"session_start.json", "user_prompt_submit.json", "pre_tool_use_edit.json", "post_tool_use_edit.json", "stop.json"} {
 		code, out, errOut := hookRun(t, cliEnv(nil, "VIGIL_ADDR", addr), hookPayload(t, payload))
 		if code != exitError || out != "" || !strings.Contains(errOut, "cannot reach vigil at http://"+addr) ||
@@ -407,7 +407,7 @@ func TestWithTheGatewayDownTheHookWarnsAndTheAgentGoesOn(t *testing.T) {
 
 func TestWithTheGatewayDownAClosedHookRefusesAFencedToolCallOnly(t *testing.T) {
 	t.Parallel()
-	addr := hookNoGateway(t)
+	addr := nothingListens(t)
 	for _, env := range []func(string) string{
 		cliEnv(nil, "VIGIL_ADDR", addr, "VIGIL_HOOK_ON_ERROR", "closed"),
 		cliEnv(nil, "VIGIL_ADDR", addr),

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -364,12 +363,7 @@ func TestMCPOverStdio(t *testing.T) {
 
 	t.Run("with nothing listening it exits 1 saying so", func(t *testing.T) {
 		t.Parallel()
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
+		addr := nothingListens(t)
 		code, stderr := mcpExit(t, bin, mcpEnv(), "mcp", "--session", mcpManager, "--addr", addr)
 		for _, want := range []string{"cannot reach vigil at http://" + addr, "vigil serve"} {
 			if code != 1 || !strings.Contains(stderr, want) {
