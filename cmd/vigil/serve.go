@@ -215,7 +215,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	// connection then waits for the server below instead of being refused.
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
-		return err
+		return fmt.Errorf("listen on --addr %s: %w (another vigil serve, or another program, may hold it)", cfg.addr, err)
 	}
 	defer ln.Close() // Serve closes it too; this covers a return before
 	stuckAfter := cfg.stuckAfter

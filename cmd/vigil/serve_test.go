@@ -305,6 +305,23 @@ func TestServeRefusesAnUnknownSynchronousSettingBeforeMakingItsDatabase(t *testi
 	}
 }
 
+func TestServeOnATakenAddressSaysWhichFlagAndStopsBeforeOpeningItsDatabase(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	dir := filepath.Join(t.TempDir(), "state")
+	r := runServeAsync(t, nil, "--db", filepath.Join(dir, "vigil.db"), "--addr", taken.Addr().String())
+	if code := r.wait(t); code != 1 || !strings.Contains(r.stderr.String(), "listen on --addr "+taken.Addr().String()) {
+		t.Fatalf("exit %d, want 1 naming --addr:\n%s", code, r.stderr.String())
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the serve that could not listen made the database's directory: %v", err)
+	}
+}
+
 // With a dashboard address, notices end with a link to their session's
 // page; without creation notices, a spawn queues none.
 func TestServeLinksNoticesToTheDashboardAndCreationNoticesCanBeTurnedOff(t *testing.T) {
