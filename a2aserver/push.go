@@ -49,9 +49,15 @@ const maxPushIDLen = 128
 // its session): before each POST it looks, and a sweep looks now and then
 // for those with nothing to deliver.
 type pushes struct {
-	h       *core
-	mu      sync.Mutex // guards running
+	h *core
+	// configs reads every stored config: the gateway's, or a test's.
+	configs func(context.Context) ([]sessions.PushConfig, error)
+	mu      sync.Mutex // guards running and registered
 	running map[pushKey]*delivery
+	// registered counts the deliveries started so far: a sweep leaves
+	// alone those started after its read began, whose configs were
+	// stored too late for the read to see.
+	registered uint64
 }
 
 type pushKey struct {
@@ -66,9 +72,15 @@ func keyOf(p sessions.PushConfig) pushKey { return pushKey{p.Session, p.Owner, p
 type delivery struct {
 	cfg    sessions.PushConfig
 	cancel context.CancelFunc
+	n      uint64 // its place in pushes.registered
 }
 
-func newPushes(h *core) *pushes { return &pushes{h: h, running: map[pushKey]*delivery{}} }
+func newPushes(h *core) *pushes {
+	return &pushes{h: h, running: map[pushKey]*delivery{},
+		configs: func(ctx context.Context) ([]sessions.PushConfig, error) {
+			return h.g.StoredPushConfigs(ctx, sessions.PushFilter{})
+		}}
+}
 
 // pushSpec is a push config as a client sets it, in either revision.
 type pushSpec struct {
@@ -184,17 +196,26 @@ func (h *core) pushDelete(ctx context.Context, c gateway.Caller, key, id string)
 // start follows cfg as c until it is stopped, replacing a running
 // delivery of the same config; it returns once the follower listens.
 func (p *pushes) start(c gateway.Caller, cfg sessions.PushConfig) {
-	ctx, cancel := context.WithCancel(p.h.ctx)
-	d := &delivery{cfg: cfg, cancel: cancel}
-	p.mu.Lock()
-	if old, ok := p.running[keyOf(cfg)]; ok {
-		old.cancel()
-	}
-	p.running[keyOf(cfg)] = d
-	p.mu.Unlock()
+	ctx, d := p.register(cfg)
 	ready := make(chan struct{})
 	go p.deliver(ctx, c, d, ready)
 	<-ready
+}
+
+// register makes d, a new delivery of cfg, the running one, replacing
+// any, and gives the context its follower runs in.
+func (p *pushes) register(cfg sessions.PushConfig) (context.Context, *delivery) {
+	ctx, cancel := context.WithCancel(p.h.ctx)
+	d := &delivery{cfg: cfg, cancel: cancel}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if old, ok := p.running[keyOf(cfg)]; ok {
+		old.cancel()
+	}
+	p.registered++
+	d.n = p.registered
+	p.running[keyOf(cfg)] = d
+	return ctx, d
 }
 
 // stop ends the delivery of k, if one runs.
@@ -227,7 +248,7 @@ func (p *pushes) count() int {
 // resume starts the delivery of every stored config whose credential is
 // still configured and may still have vigil POST where it says.
 func (p *pushes) resume(ctx context.Context) error {
-	cfgs, err := p.h.g.StoredPushConfigs(ctx, sessions.PushFilter{})
+	cfgs, err := p.configs(ctx)
 	if err != nil {
 		return fmt.Errorf("read the push configs: %w", err)
 	}
@@ -267,9 +288,15 @@ func (p *pushes) callerOf(cfg sessions.PushConfig) (gateway.Caller, error) {
 	return c, nil
 }
 
-// sweep stops the deliveries whose config is no longer stored.
+// sweep stops the deliveries whose config is no longer stored. A config
+// is stored before its delivery starts, so one started before the read
+// began and missing from it was deleted; one started since may have been
+// stored too late for the read, and is left for the next sweep.
 func (p *pushes) sweep(ctx context.Context) error {
-	cfgs, err := p.h.g.StoredPushConfigs(ctx, sessions.PushFilter{})
+	p.mu.Lock()
+	before := p.registered
+	p.mu.Unlock()
+	cfgs, err := p.configs(ctx)
 	if err != nil {
 		return fmt.Errorf("read the push configs: %w", err)
 	}
@@ -280,7 +307,7 @@ func (p *pushes) sweep(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for k, d := range p.running {
-		if !stored[k] {
+		if !stored[k] && d.n <= before {
 			d.cancel()
 			delete(p.running, k)
 		}
