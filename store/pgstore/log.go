@@ -69,6 +69,13 @@ package pgstore
 // read before. So the store keeps the greatest H it has reported
 // (Store.reported) and never reports less.
 //
+// A reported H stands for a snapshot taken after the marker read that
+// found it, so Log takes it as its floor only when it was reported before
+// Log sent its own reads: one reported by a read running alongside may
+// stand for a later snapshot than Log's step 3, which then misses events
+// below it that committed in between, and a caller paging on from the
+// last event returned would skip them.
+//
 // The cost: Log reads pg_locks (which takes the lock manager's partition
 // locks briefly), and it lags behind every write transaction of this store
 // that has begun appending, for as long as that transaction stays open.
@@ -109,6 +116,7 @@ const leastMarker = `WITH l AS MATERIALIZED (
 // from the same snapshot as the events.
 func (s *Store) Log(ctx context.Context, after int64, limit int) (vigil.LogPage, error) {
 	var p vigil.LogPage
+	floor := s.reported.Load() // before the snapshot (see above)
 	b := &pgx.Batch{}
 	b.Queue(lastSequence)
 	b.Queue(leastMarker, s.markerHi, s.markerLo)
@@ -125,7 +133,7 @@ func (s *Store) Log(ctx context.Context, after int64, limit int) (vigil.LogPage,
 	if err := br.QueryRow().Scan(&marker); err != nil {
 		return p, wrap(err)
 	}
-	horizon := s.horizon(last, marker)
+	horizon := s.horizon(floor, last, marker)
 	rows, err := br.Query()
 	if err != nil {
 		return p, wrap(err)
@@ -150,6 +158,7 @@ func (s *Store) Log(ctx context.Context, after int64, limit int) (vigil.LogPage,
 // LogHorizon implements vigil.Reader: H = min(V, M) of the steps
 // above, without reading events.
 func (s *Store) LogHorizon(ctx context.Context) (int64, error) {
+	floor := s.reported.Load()
 	b := &pgx.Batch{}
 	b.Queue(lastSequence)
 	b.Queue(leastMarker, s.markerHi, s.markerLo)
@@ -163,23 +172,22 @@ func (s *Store) LogHorizon(ctx context.Context) (int64, error) {
 	if err := br.QueryRow().Scan(&marker); err != nil {
 		return 0, wrap(err)
 	}
-	return s.horizon(last, marker), wrap(br.Close())
+	return s.horizon(floor, last, marker), wrap(br.Close())
 }
 
 // horizon is the log's horizon from the sequence's last value and the
-// least marker, read in that order: min(last, marker), or the greatest
-// horizon reported before when that is larger (see above).
-func (s *Store) horizon(last int64, marker *int64) int64 {
+// least marker, read in that order: min(last, marker), or floor, the
+// greatest horizon reported before they were read, when that is larger
+// (see above). It raises the horizon reported to what it returns.
+func (s *Store) horizon(floor, last int64, marker *int64) int64 {
 	h := last
 	if marker != nil {
 		h = min(h, *marker)
 	}
+	h = max(h, floor)
 	for {
 		reported := s.reported.Load()
-		if h <= reported {
-			return reported
-		}
-		if s.reported.CompareAndSwap(reported, h) {
+		if h <= reported || s.reported.CompareAndSwap(reported, h) {
 			return h
 		}
 	}
