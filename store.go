@@ -57,7 +57,7 @@ type Reader interface {
 	// store with sequence > after, ascending, and the store's pruned
 	// watermark. Where writers do not commit in sequence order it stops at
 	// the log's horizon (LogHorizon), which is never below a horizon the
-	// store reported before.
+	// store reported before the read began.
 	Log(ctx context.Context, after int64, limit int) (LogPage, error)
 	// LogHorizon is a sequence at or below which every event that will
 	// ever be retained is already visible to readers: a reader of the
@@ -65,7 +65,8 @@ type Reader interface {
 	// writers commit in sequence order it is the newest event; where they
 	// do not (several processes on one database), it stays below the
 	// events of every writer still open. It never falls: a reader that
-	// read up to a horizon is given every event below it by a later read.
+	// read up to a horizon is given every event below it by any read begun
+	// after that horizon was reported.
 	LogHorizon(ctx context.Context) (int64, error)
 }
 
