@@ -767,12 +767,17 @@ func (t *Tx) PruneEvents(ctx context.Context, maxSequence, recordedBefore int64,
 }
 
 // ExpireCursors implements vigil.Tx.
+//
+// The age is checked again outside the subquery: a cursor that another
+// writer moved after the subquery's snapshot is deleted, once that writer
+// commits, only if the row as it now stands is still idle. PostgreSQL
+// checks the outer condition against the new row, not the subquery.
 func (t *Tx) ExpireCursors(ctx context.Context, updatedBefore int64, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, nil
 	}
 	expired := 0
-	rows, err := t.tx.Query(ctx, `DELETE FROM cursors WHERE (target_agent, target_key, watcher) IN (
+	rows, err := t.tx.Query(ctx, `DELETE FROM cursors WHERE updated_at < $1 AND (target_agent, target_key, watcher) IN (
 		SELECT target_agent, target_key, watcher FROM cursors WHERE updated_at < $1 LIMIT $2) RETURNING watcher`,
 		updatedBefore, limit)
 	if err := t.noteWatchers(rows, err, &expired); err != nil {
