@@ -3,12 +3,14 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/internal/testwait"
 	"github.com/vigilhq/vigil/store/pgstore"
+	"github.com/vigilhq/vigil/store/storetest"
 )
 
 func TestOnlyOneGatewayPrunesAtATime(t *testing.T) {
@@ -165,5 +167,63 @@ func TestATombstoneMadeAgainWhileOldOnesExpireIsKept(t *testing.T) {
 	}
 	if err := expire.Commit(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A session deleted and recorded anew under its key while a prune removes
+// the old session's events starts with nothing pruned: its pruned
+// watermark and state version owe nothing to the events of its namesake.
+func TestASessionRecordedAnewWhileItsNamesakeIsPrunedHasNoHistoryGap(t *testing.T) {
+	schema := freshSchema(t)
+	pruner := fmt.Sprintf("vigil-test-pruner-%d", time.Now().UnixNano())
+	s, p := open(t, schema), openNamed(t, schema, pruner)
+	old := begin(t, s)
+	mustAppend(t, old, storetest.GoalEvent(alphaMain, "")) // 1
+	mustAppend(t, old, storetest.GoalEvent(betaMain, ""))  // 2: beta's namesake
+	if err := old.Commit(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A writer on alpha holds its lock, so the prune waits there, before
+	// it comes to beta.
+	holder := begin(t, s)
+	mustAppend(t, holder, storetest.GoalEvent(alphaMain, ""))
+	prune := begin(t, p)
+	pruned := make(chan int, 1)
+	go func() {
+		n, err := prune.PruneEvents(context.Background(), math.MaxInt64, math.MaxInt64, 100)
+		if err != nil {
+			t.Error(err)
+		}
+		pruned <- n
+	}()
+	awaitLockWait(t, pruner)
+
+	del := begin(t, s)
+	if err := del.DeleteSession(t.Context(), betaMain); err != nil {
+		t.Fatal(err)
+	}
+	if err := del.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	anew := begin(t, s)
+	seq := mustAppend(t, anew, storetest.GoalEvent(betaMain, ""))
+	if err := anew.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	<-pruned
+	if err := prune.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.History(t.Context(), betaMain, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.PrunedWatermark != 0 || h.Head != seq || h.EarliestRetained != seq {
+		t.Fatalf("history of the new session = watermark %d, head %d, earliest %d; want 0, %d, %d",
+			h.PrunedWatermark, h.Head, h.EarliestRetained, seq, seq)
 	}
 }

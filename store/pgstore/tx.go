@@ -744,8 +744,14 @@ func (t *Tx) PruneEvents(ctx context.Context, maxSequence, recordedBefore int64,
 	slices.SortFunc(refs, compareRefs)
 	b := &pgx.Batch{}
 	for _, ref := range refs {
+		// Only while the session still holds the event: one deleted since
+		// it was selected (each statement here sees what committed before
+		// it) may be recorded anew already, and the new session's head
+		// row owes nothing to its namesake's events.
 		b.Queue(`UPDATE session_heads SET head = greatest(head, $3), pruned_watermark = greatest(pruned_watermark, $3)
-			WHERE agent_id = $1 AND session_key = $2`, ref.AgentID, ref.Key, pruned[ref])
+			WHERE agent_id = $1 AND session_key = $2
+				AND EXISTS (SELECT 1 FROM events WHERE sequence = $3 AND agent_id = $1 AND session_key = $2)`,
+			ref.AgentID, ref.Key, pruned[ref])
 	}
 	b.Queue(`UPDATE store_state SET pruned_watermark = greatest(pruned_watermark, $1) WHERE id = 1`, seqs[len(seqs)-1])
 	b.Queue(`DELETE FROM events WHERE sequence = ANY($1)`, seqs)
