@@ -88,6 +88,8 @@ var rulesOnPostgreSQL = []func(*testing.T){
 	TestAWatchersResetDropsTheDeletionNoticesItWasOwed,
 	TestAnUndrainedDeletionNoticeExpiresLikeAnIdleCursor,
 	TestADeletionNoticeIsDeliveredByOneGatewayOnly,
+	TestSpawningTheDeletedKeyAgainSupersedesItsDeletionNotice,
+	TestAParentsNewCursorOnTheDeletedKeySupersedesItsDeletionNotice,
 	// created_test.go
 	TestACreationQueuesOneNoticeForItsAgentsMainSession,
 	TestACreatorsCreationIsRecordedAsLogOnlyAndOnce,

@@ -181,9 +181,18 @@ func (t *Txn) record(ctx context.Context, ev, valid *Event, occurredAt time.Time
 	case ev.Kind == KindChildSpawned && parentWatches:
 		// The seed replaces any earlier cursor of the pair, which may
 		// have been unacknowledged.
-		old, _, err := t.tx.Cursor(ctx, parentKey.String(), target)
+		old, had, err := t.tx.Cursor(ctx, parentKey.String(), target)
 		if err != nil {
 			return Recorded{}, fmt.Errorf("read parent cursor: %w", err)
+		}
+		if !had {
+			// A new cursor of the pair supersedes the tombstone of the
+			// target's deleted namesake, as a watch does: kept, its
+			// notice would take the new cursor's slot at a restart and
+			// say the live target is gone.
+			if err := t.forgetTombstones(ctx, parentKey.String(), &target); err != nil {
+				return Recorded{}, fmt.Errorf("seed parent cursor: %w", err)
+			}
 		}
 		c := seeded(parentKey.String(), target, ev.Sequence, nowMs)
 		if err := t.tx.PutCursor(ctx, c); err != nil {
@@ -235,6 +244,10 @@ func (t *Txn) record(ctx context.Context, ev, valid *Event, occurredAt time.Time
 		// sessions the record names to notify. Creating a cursor is not a
 		// move: a replay of the event could not know them.
 		if parentWatches && !parentHasCursor && ev.movesCursorOf(parentKey.String()) {
+			// As for a spawn's seed, the new cursor supersedes a tombstone.
+			if err := t.forgetTombstones(ctx, parentKey.String(), &target); err != nil {
+				return Recorded{}, fmt.Errorf("create the parent's cursor: %w", err)
+			}
 			c := Cursor{Watcher: parentKey.String(), Target: target}.markMaterial(ev.Sequence, nowMs)
 			if err := t.tx.PutCursor(ctx, c); err != nil {
 				return Recorded{}, fmt.Errorf("create the parent's cursor: %w", err)
@@ -249,6 +262,9 @@ func (t *Txn) record(ctx context.Context, ev, valid *Event, occurredAt time.Time
 				hasWatcher(watchers, w) || (parentWatches && w == parentKey.String()) ||
 				slices.ContainsFunc(notify[:i], func(o string) bool { ok, _ := sessionkey.Parse(o); return ok.String() == w }) {
 				continue
+			}
+			if err := t.forgetTombstones(ctx, w, &target); err != nil {
+				return Recorded{}, fmt.Errorf("create the cursor of %s: %w", w, err)
 			}
 			c := Cursor{Watcher: w, Target: target}.markMaterial(ev.Sequence, nowMs)
 			if err := t.tx.PutCursor(ctx, c); err != nil {

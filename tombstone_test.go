@@ -170,3 +170,35 @@ func TestADeletionNoticeIsDeliveredByOneGatewayOnly(t *testing.T) {
 		t.Fatalf("the second turn drained %v, want nothing: the watcher was told once", got)
 	}
 }
+
+func TestSpawningTheDeletedKeyAgainSupersedesItsDeletionNotice(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	env.spawn(manager, child, "run-1")
+	env.remove(child, "")
+	seed := env.spawn(manager, child, "run-2").Event.Sequence
+	env.human(child, manager) // the new child changes: a notice is pending
+	want := []string{vigil.NoticeText(child, seed)}
+	env.restart()
+	if got := env.pending(manager); !slices.Equal(got, want) {
+		t.Fatalf("pending after a restart = %v, want the notice about the new child", got)
+	}
+	if d := env.drain(manager); len(d.Acknowledged) != 1 {
+		t.Fatalf("the turn acknowledged %v, want the new child", d.Acknowledged)
+	}
+	env.restart()
+	if got := env.pending(manager); len(got) != 0 {
+		t.Fatalf("pending after a restart past the turn = %v, want nothing", got)
+	}
+}
+
+func TestAParentsNewCursorOnTheDeletedKeySupersedesItsDeletionNotice(t *testing.T) {
+	env := newEnv(t, vigil.Options{})
+	env.spawn(manager, child, "run-1")
+	env.remove(child, "")
+	env.human(child, manager) // recorded anew with manager as parent: its cursor is new
+	want := []string{vigil.NoticeText(child, 0)}
+	env.restart()
+	if got := env.pending(manager); !slices.Equal(got, want) {
+		t.Fatalf("pending after a restart = %v, want the notice about the new child", got)
+	}
+}

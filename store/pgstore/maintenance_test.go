@@ -2,11 +2,15 @@ package pgstore_test
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"testing"
+	"time"
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/internal/testwait"
 	"github.com/vigilhq/vigil/store/pgstore"
+	"github.com/vigilhq/vigil/store/storetest"
 )
 
 func TestOnlyOneGatewayPrunesAtATime(t *testing.T) {
@@ -72,5 +76,154 @@ func TestTheStartupSweepWaitsForTheMaintenanceLock(t *testing.T) {
 	unlock()
 	if eng := <-opened; eng != nil {
 		eng.Close()
+	}
+}
+
+// A cursor that another gateway's write brings up to date while a prune
+// expires idle cursors is no longer idle: the expiry waits for that write
+// and then leaves the cursor.
+func TestACursorUpdatedWhileIdleCursorsExpireIsKept(t *testing.T) {
+	schema := freshSchema(t)
+	pruner := fmt.Sprintf("vigil-test-pruner-%d", time.Now().UnixNano())
+	s, p := open(t, schema), openNamed(t, schema, pruner)
+	idle := vigil.Cursor{Watcher: "agent:beta:main", Target: alphaMain, LastSeen: 1, Notified: 1, Material: 1, UpdatedAt: 10}
+	put := begin(t, s)
+	if err := put.PutCursor(t.Context(), idle); err != nil {
+		t.Fatal(err)
+	}
+	if err := put.Commit(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The write holds the cursor's row, as a record's does, and moves it.
+	write := begin(t, s)
+	c, ok, err := write.Cursor(t.Context(), idle.Watcher, idle.Target)
+	if err != nil || !ok {
+		t.Fatalf("Cursor = %v, %v", ok, err)
+	}
+	c.Notified, c.Material, c.UpdatedAt = 5, 5, 100
+	if err := write.PutCursor(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+
+	expire := begin(t, p)
+	expired := make(chan int, 1)
+	go func() {
+		n, err := expire.ExpireCursors(context.Background(), 50, 100)
+		if err != nil {
+			t.Error(err)
+		}
+		expired <- n
+	}()
+	awaitLockWait(t, pruner) // the expiry waits for the cursor's row
+	if err := write.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if n := <-expired; n != 0 {
+		t.Errorf("expired %d cursors, want none: the only one was updated meanwhile", n)
+	}
+	if err := expire.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := s.Cursor(t.Context(), idle.Watcher, idle.Target); err != nil || !ok || got != c {
+		t.Fatalf("cursor after the expiry = %+v, %v, %v; want %+v", got, ok, err, c)
+	}
+}
+
+// A tombstone that another gateway's deletion makes again while a prune
+// expires old tombstones is as new as that deletion: it stays.
+func TestATombstoneMadeAgainWhileOldOnesExpireIsKept(t *testing.T) {
+	schema := freshSchema(t)
+	pruner := fmt.Sprintf("vigil-test-pruner-%d", time.Now().UnixNano())
+	s, p := open(t, schema), openNamed(t, schema, pruner)
+	watchers := []string{"agent:beta:main"}
+	put := begin(t, s)
+	if err := put.PutTombstones(t.Context(), alphaMain, watchers, 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := put.Commit(); err != nil {
+		t.Fatal(err)
+	}
+
+	again := begin(t, s)
+	if err := again.PutTombstones(t.Context(), alphaMain, watchers, 100); err != nil {
+		t.Fatal(err)
+	}
+	expire := begin(t, p)
+	expired := make(chan int, 1)
+	go func() {
+		n, err := expire.ExpireTombstones(context.Background(), 50, 100)
+		if err != nil {
+			t.Error(err)
+		}
+		expired <- n
+	}()
+	awaitLockWait(t, pruner) // the expiry waits for the tombstone's row
+	if err := again.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if n := <-expired; n != 0 {
+		t.Errorf("expired %d tombstones, want none: the only one was made again meanwhile", n)
+	}
+	if err := expire.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A session deleted and recorded anew under its key while a prune removes
+// the old session's events starts with nothing pruned: its pruned
+// watermark and state version owe nothing to the events of its namesake.
+func TestASessionRecordedAnewWhileItsNamesakeIsPrunedHasNoHistoryGap(t *testing.T) {
+	schema := freshSchema(t)
+	pruner := fmt.Sprintf("vigil-test-pruner-%d", time.Now().UnixNano())
+	s, p := open(t, schema), openNamed(t, schema, pruner)
+	old := begin(t, s)
+	mustAppend(t, old, storetest.GoalEvent(alphaMain, "")) // 1
+	mustAppend(t, old, storetest.GoalEvent(betaMain, ""))  // 2: beta's namesake
+	if err := old.Commit(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A writer on alpha holds its lock, so the prune waits there, before
+	// it comes to beta.
+	holder := begin(t, s)
+	mustAppend(t, holder, storetest.GoalEvent(alphaMain, ""))
+	prune := begin(t, p)
+	pruned := make(chan int, 1)
+	go func() {
+		n, err := prune.PruneEvents(context.Background(), math.MaxInt64, math.MaxInt64, 100)
+		if err != nil {
+			t.Error(err)
+		}
+		pruned <- n
+	}()
+	awaitLockWait(t, pruner)
+
+	del := begin(t, s)
+	if err := del.DeleteSession(t.Context(), betaMain); err != nil {
+		t.Fatal(err)
+	}
+	if err := del.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	anew := begin(t, s)
+	seq := mustAppend(t, anew, storetest.GoalEvent(betaMain, ""))
+	if err := anew.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	<-pruned
+	if err := prune.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.History(t.Context(), betaMain, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.PrunedWatermark != 0 || h.Head != seq || h.EarliestRetained != seq {
+		t.Fatalf("history of the new session = watermark %d, head %d, earliest %d; want 0, %d, %d",
+			h.PrunedWatermark, h.Head, h.EarliestRetained, seq, seq)
 	}
 }

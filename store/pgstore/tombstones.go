@@ -82,7 +82,9 @@ func (t *Tx) DeleteTombstones(ctx context.Context, watcher string, target *vigil
 	return n, nil
 }
 
-// ExpireTombstones implements vigil.Tx.
+// ExpireTombstones implements vigil.Tx. As in ExpireCursors, the age is
+// checked again on the row as it stands once a writer that remade the
+// tombstone meanwhile has committed.
 func (t *Tx) ExpireTombstones(ctx context.Context, madeBefore int64, limit int) (int, error) {
 	if err := t.flushLocks(ctx); err != nil {
 		return 0, err
@@ -91,7 +93,7 @@ func (t *Tx) ExpireTombstones(ctx context.Context, madeBefore int64, limit int) 
 		return 0, nil
 	}
 	expired := 0
-	rows, err := t.tx.Query(ctx, `DELETE FROM tombstones WHERE (watcher, target_agent, target_key) IN (
+	rows, err := t.tx.Query(ctx, `DELETE FROM tombstones WHERE made_at < $1 AND (watcher, target_agent, target_key) IN (
 		SELECT watcher, target_agent, target_key FROM tombstones WHERE made_at < $1 LIMIT $2) RETURNING watcher`,
 		madeBefore, limit)
 	if err := t.noteWatchers(rows, err, &expired); err != nil {

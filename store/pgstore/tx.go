@@ -744,8 +744,14 @@ func (t *Tx) PruneEvents(ctx context.Context, maxSequence, recordedBefore int64,
 	slices.SortFunc(refs, compareRefs)
 	b := &pgx.Batch{}
 	for _, ref := range refs {
+		// Only while the session still holds the event: one deleted since
+		// it was selected (each statement here sees what committed before
+		// it) may be recorded anew already, and the new session's head
+		// row owes nothing to its namesake's events.
 		b.Queue(`UPDATE session_heads SET head = greatest(head, $3), pruned_watermark = greatest(pruned_watermark, $3)
-			WHERE agent_id = $1 AND session_key = $2`, ref.AgentID, ref.Key, pruned[ref])
+			WHERE agent_id = $1 AND session_key = $2
+				AND EXISTS (SELECT 1 FROM events WHERE sequence = $3 AND agent_id = $1 AND session_key = $2)`,
+			ref.AgentID, ref.Key, pruned[ref])
 	}
 	b.Queue(`UPDATE store_state SET pruned_watermark = greatest(pruned_watermark, $1) WHERE id = 1`, seqs[len(seqs)-1])
 	b.Queue(`DELETE FROM events WHERE sequence = ANY($1)`, seqs)
@@ -767,12 +773,17 @@ func (t *Tx) PruneEvents(ctx context.Context, maxSequence, recordedBefore int64,
 }
 
 // ExpireCursors implements vigil.Tx.
+//
+// The age is checked again outside the subquery: a cursor that another
+// writer moved after the subquery's snapshot is deleted, once that writer
+// commits, only if the row as it now stands is still idle. PostgreSQL
+// checks the outer condition against the new row, not the subquery.
 func (t *Tx) ExpireCursors(ctx context.Context, updatedBefore int64, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, nil
 	}
 	expired := 0
-	rows, err := t.tx.Query(ctx, `DELETE FROM cursors WHERE (target_agent, target_key, watcher) IN (
+	rows, err := t.tx.Query(ctx, `DELETE FROM cursors WHERE updated_at < $1 AND (target_agent, target_key, watcher) IN (
 		SELECT target_agent, target_key, watcher FROM cursors WHERE updated_at < $1 LIMIT $2) RETURNING watcher`,
 		updatedBefore, limit)
 	if err := t.noteWatchers(rows, err, &expired); err != nil {
