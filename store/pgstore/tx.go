@@ -747,10 +747,14 @@ func (t *Tx) PruneEvents(ctx context.Context, maxSequence, recordedBefore int64,
 		// Only while the session still holds the event: one deleted since
 		// it was selected (each statement here sees what committed before
 		// it) may be recorded anew already, and the new session's head
-		// row owes nothing to its namesake's events.
-		b.Queue(`UPDATE session_heads SET head = greatest(head, $3), pruned_watermark = greatest(pruned_watermark, $3)
-			WHERE agent_id = $1 AND session_key = $2
-				AND EXISTS (SELECT 1 FROM events WHERE sequence = $3 AND agent_id = $1 AND session_key = $2)`,
+		// row owes nothing to its namesake's events. A session that holds
+		// it without a head row (deleted and recorded again in one
+		// transaction, whose lock on it outlived the deleted row) gets one,
+		// or its version would fall to 0 with its last event.
+		b.Queue(`INSERT INTO session_heads (agent_id, session_key, head, pruned_watermark)
+			SELECT $1, $2, $3, $3 WHERE EXISTS (SELECT 1 FROM events WHERE sequence = $3 AND agent_id = $1 AND session_key = $2)
+			ON CONFLICT (agent_id, session_key) DO UPDATE SET head = greatest(session_heads.head, excluded.head),
+				pruned_watermark = greatest(session_heads.pruned_watermark, excluded.pruned_watermark)`,
 			ref.AgentID, ref.Key, pruned[ref])
 	}
 	b.Queue(`UPDATE store_state SET pruned_watermark = greatest(pruned_watermark, $1) WHERE id = 1`, seqs[len(seqs)-1])

@@ -234,3 +234,18 @@ func testDeleteUnknownSession(t *testing.T, s vigil.Store) {
 	wantSequences(t, "alpha main", fullHistory(t, s, alphaMain).Events, seq)
 	wantCursors(t, "cursors", allCursors(t, s), true, c)
 }
+
+// A group commit can hold a delete and a record of one session.
+func testDeleteAndRecordInOneTx(t *testing.T, s vigil.Store) {
+	appendAll(t, s, newEvent(betaMain, 1))
+	var seq int64
+	update(t, s, func(ctx context.Context, tx vigil.Tx) {
+		if err := tx.DeleteSession(ctx, betaMain); err != nil {
+			t.Fatalf("DeleteSession: %v", err)
+		}
+		seq = mustAppend(t, ctx, tx, newEvent(betaMain, 2))
+	})
+	prune(t, s, math.MaxInt64, math.MaxInt64, 100)
+	wantBounds(t, "History once the new event was pruned", fullHistory(t, s, betaMain), seq, seq, 0)
+	wantVersion(t, s, betaMain, seq)
+}

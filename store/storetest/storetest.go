@@ -86,6 +86,7 @@ var behaviours = []struct {
 	{"DeleteSessionRemovesEventsHeadAndCursors", testDeleteSession},
 	{"DeleteBareSessionKeepsSameKeyOfOtherAgent", testDeleteBareSession},
 	{"DeleteUnknownSessionIsHarmless", testDeleteUnknownSession},
+	{"ASessionDeletedAndRecordedAgainInOneTransactionKeepsItsVersionOnceItsEventIsPruned", testDeleteAndRecordInOneTx},
 	{"OwedCursorsAreThoseWithMaterialAboveLastSeen", testOwedCursors},
 	{"OwedToReadsOnlyTheGivenWatchers", testOwedToWatchers},
 	{"ExpireCursors", testExpireCursors},
