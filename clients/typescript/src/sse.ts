@@ -37,6 +37,9 @@ export async function* readEvents(body: ReadableStream<Uint8Array>, touch: () =>
       buffer += decoder.decode(value, { stream: true });
       let nl: number;
       while ((nl = buffer.search(/\r\n|\r|\n/)) >= 0) {
+        // A CR that ends what has arrived may be the first half of a CRLF
+        // split between two reads: the next read says which.
+        if (nl === buffer.length - 1 && buffer[nl] === "\r") break;
         const line = buffer.slice(0, nl);
         buffer = buffer.slice(nl + (buffer.startsWith("\r\n", nl) ? 2 : 1));
         if (line === "") {

@@ -7,6 +7,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 
 import { APIError, ConflictError, TransportError, VigilClient, toolMethods, type StreamEvent } from "../src/index.js";
+import { readEvents } from "../src/sse.js";
 import { ADMIN, Gateway, MAIN, MANAGER, OPERATOR, OPERATOR_ID, OPS, Proxy, REPO, RUNTIME, createdText, noticeText } from "./live.js";
 
 let gateway: Gateway;
@@ -460,6 +461,20 @@ describe("streams", () => {
       srv.closeAllConnections();
       await new Promise((ok) => srv.close(ok));
     }
+  });
+
+  test("a CRLF split between two reads ends one line, not two", async () => {
+    const enc = new TextEncoder();
+    const body = new ReadableStream<Uint8Array>({
+      start(c) {
+        c.enqueue(enc.encode("event: signal\r\ndata: a\r"));
+        c.enqueue(enc.encode("\ndata: b\r\n\r\n"));
+        c.close();
+      },
+    });
+    const got = [];
+    for await (const e of readEvents(body, () => undefined)) got.push(e);
+    assert.deepEqual(got, [{ event: "signal", id: undefined, data: "a\nb" }]);
   });
 
   test("an idle timeout of 0 is the default, as in the Go client, and a negative one is refused", { timeout: 20_000 }, async () => {
