@@ -516,6 +516,31 @@ class Streams(unittest.TestCase):
             with self.assertRaisesRegex(vc.InvalidArgumentError, "idle_timeout"):
                 client.events(after=1, idle_timeout=bad)
 
+    def test_a_history_gap_that_leaves_nothing_to_resume_from_ends_the_stream_with_an_error(self) -> None:
+        # A gateway never answers so; something else in its place might,
+        # and reconnecting at once to the same gap would never end.
+        class SameGap(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = b': connected\n\nevent: history_gap\ndata: {"requested":5,"prunedWatermark":5,"message":"pruned"}\n\n'
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), SameGap)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.server_close)
+        self.addCleanup(srv.shutdown)
+        with Client(f"http://127.0.0.1:{srv.server_address[1]}").events(after=5, idle_timeout=3600) as stream:
+            events = iter(stream)
+            self.assertIsInstance(next(events), t.HistoryGap)
+            with self.assertRaisesRegex(vc.TransportError, "nothing retained to resume from"):
+                next(events)
+
     def test_an_event_too_large_for_any_the_gateway_sends_is_a_dropped_connection(self) -> None:
         # What answers is not the gateway (a proxy's page, a wrong URL): a
         # line that never ends. The stream drops the connection and

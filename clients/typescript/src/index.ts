@@ -348,7 +348,7 @@ export class VigilClient {
         if (conn.signal.aborted) return;
         timer = setTimeout(() => conn.abort(new TransportError(`vigil: ${op}: nothing heard for ${idle / 1000}s`)), idle);
       };
-      let end: { gap?: number; lagged?: boolean; error?: unknown; heard?: boolean } = {};
+      let end: { gap?: { requested: number; resumeAfter: number }; lagged?: boolean; error?: unknown; heard?: boolean } = {};
       try {
         let resp: Response;
         try {
@@ -372,7 +372,7 @@ export class VigilClient {
             if (ev.id !== undefined && /^\d+$/.test(ev.id)) position = Number(ev.id);
             if (!parsed) continue;
             if (parsed.type === "history_gap") {
-              end.gap = parsed.resumeAfter;
+              end.gap = { requested: parsed.requested, resumeAfter: parsed.resumeAfter };
               yield parsed;
               break;
             }
@@ -399,7 +399,12 @@ export class VigilClient {
       if (stop?.aborted) return;
       if (end.heard) delay = FIRST_DELAY;
       if (end.gap !== undefined) {
-        position = end.gap;
+        // At once, as the retained events are there; a position that did
+        // not move would ask for the same gap again and again.
+        if (end.gap.resumeAfter <= end.gap.requested) {
+          throw new TransportError(`vigil: ${op}: history gap after ${end.gap.requested}, and nothing retained to resume from`);
+        }
+        position = end.gap.resumeAfter;
         continue;
       }
       if (end.lagged) continue;

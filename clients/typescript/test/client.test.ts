@@ -463,6 +463,27 @@ describe("streams", () => {
     }
   });
 
+  test("a history gap that leaves nothing to resume from ends the stream with an error, not a loop", { timeout: 20_000 }, async () => {
+    // A gateway never answers so; something else in its place might, and
+    // reconnecting at once to the same gap would never end.
+    const srv = createServer((_req, res) => {
+      res.writeHead(200, { "Content-Type": "text/event-stream" });
+      res.end(`: connected\n\nevent: history_gap\ndata: ${JSON.stringify({ requested: 5, prunedWatermark: 5, message: "pruned" })}\n\n`);
+    });
+    await new Promise<void>((ok) => srv.listen(0, "127.0.0.1", ok));
+    const stop = new AbortController();
+    try {
+      const url = `http://127.0.0.1:${(srv.address() as { port: number }).port}`;
+      const it = new VigilClient(url).events({ after: 5, signal: stop.signal, idleTimeout: 3600 })[Symbol.asyncIterator]();
+      assert.equal(((await it.next()).value as StreamEvent).type, "history_gap");
+      await assert.rejects(it.next(), (e: unknown) => e instanceof TransportError && /nothing retained to resume from/.test(e.message));
+    } finally {
+      stop.abort();
+      srv.closeAllConnections();
+      await new Promise((ok) => srv.close(ok));
+    }
+  });
+
   test("a CRLF split between two reads ends one line, not two", async () => {
     const enc = new TextEncoder();
     const body = new ReadableStream<Uint8Array>({

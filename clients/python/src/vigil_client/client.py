@@ -433,7 +433,13 @@ class Stream:
                 if end.get("heard"):
                     delay = _FIRST_DELAY
                 if "gap" in end:
-                    self.position = end["gap"].resume_after
+                    # At once, as the retained events are there; a position
+                    # that did not move would ask for the same gap again.
+                    gap = end["gap"]
+                    if gap.resume_after <= gap.requested:
+                        raise TransportError(f"vigil: {self._op}: history gap after {gap.requested}, "
+                                             "and nothing retained to resume from")
+                    self.position = gap.resume_after
                     continue
                 if end.get("lagged"):
                     continue
