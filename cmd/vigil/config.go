@@ -7,6 +7,7 @@ package main
 // otherwise.
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -150,13 +151,15 @@ wins over the context.`,
 	}
 	load := func() (cliConfig, string, error) { return cliLoadConfig(env.getenv) }
 	setCtx := &cobra.Command{
-		Use:   "set-context NAME [--addr A] [--token T] [--session KEY]",
+		Use:   "set-context NAME [--addr A] [--token T | --token-stdin] [--session KEY]",
 		Short: "create or change a context",
 		Args:  cobra.ExactArgs(1),
 	}
 	var session string
-	var use bool
+	var use, tokenStdin bool
 	setCtx.Flags().StringVar(&session, "session", "", "the session the context acts as, when a command takes --as")
+	setCtx.Flags().BoolVar(&tokenStdin, "token-stdin", false,
+		"read the token from standard input's first line, so it stays out of the process list and the shell's history")
 	setCtx.Flags().BoolVar(&use, "use", false, "also make it the current context")
 	setCtx.RunE = func(cmd *cobra.Command, args []string) error {
 		name := strings.TrimSpace(args[0])
@@ -179,7 +182,18 @@ wins over the context.`,
 			}
 			c.Addr = g.addr
 		}
-		if g.flags.Changed("token") {
+		switch {
+		case tokenStdin && g.flags.Changed("token"):
+			return cliUsagef("give the token with --token or --token-stdin, not both")
+		case tokenStdin:
+			line, err := bufio.NewReader(io.LimitReader(env.stdin, 64<<10)).ReadString('\n')
+			if err != nil && !errors.Is(err, io.EOF) {
+				return fmt.Errorf("--token-stdin: read standard input: %w", err)
+			}
+			if c.Token = strings.TrimSpace(line); c.Token == "" {
+				return cliUsagef("--token-stdin: standard input holds no token")
+			}
+		case g.flags.Changed("token"):
 			c.Token = g.token
 		}
 		if cmd.Flags().Changed("session") {

@@ -5,6 +5,7 @@ package main
 // the client config's contexts, and the commands for every tool.
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -137,6 +138,27 @@ func TestASendThatGetsNoReplyInTimeExits3(t *testing.T) {
 	code, out, errOut := cliRun(t, cliEnv(g), "send", child, "anyone there?", "--timeout", "1")
 	if code != exitTimedOut || !strings.Contains(out, "timeout") || !strings.Contains(errOut, "did not reply in time") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+func TestAContextsTokenCanBeReadFromStandardInput(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	env := cliEnv(nil, "VIGIL_CLIENT_CONFIG", cfg)
+	var out, errOut bytes.Buffer
+	code := run(t.Context(), []string{"config", "set-context", "local", "--addr", "127.0.0.1:7317", "--token-stdin"}, env,
+		strings.NewReader("a-token-from-stdin-0001\n"), &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	saved, err := os.ReadFile(cfg)
+	if err != nil || !strings.Contains(string(saved), "a-token-from-stdin-0001") {
+		t.Fatalf("the saved config lacks the token read from standard input (%v):\n%s", err, saved)
+	}
+	errOut.Reset()
+	code = run(t.Context(), []string{"config", "set-context", "local", "--token-stdin"}, env, strings.NewReader(""), &out, &errOut)
+	if code != 2 || !strings.Contains(errOut.String(), "standard input holds no token") {
+		t.Fatalf("no token on standard input: exit %d, %q", code, errOut.String())
 	}
 }
 
