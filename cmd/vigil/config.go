@@ -79,6 +79,15 @@ func cliLoadConfig(getenv func(string) string) (cliConfig, string, error) {
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
 		return cfg, path, fmt.Errorf("read the client config %s: %w", path, err)
 	}
+	// A name given twice would make the second context unreachable by
+	// name, and which one is current a guess.
+	seen := map[string]bool{}
+	for _, c := range cfg.Contexts {
+		if seen[c.Name] {
+			return cfg, path, fmt.Errorf("read the client config %s: two contexts are named %q", path, c.Name)
+		}
+		seen[c.Name] = true
+	}
 	return cfg, path, nil
 }
 

@@ -162,6 +162,19 @@ func TestAContextsTokenCanBeReadFromStandardInput(t *testing.T) {
 	}
 }
 
+func TestAClientConfigWithTwoContextsOfOneNameIsRefusedNamingIt(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	twice := "current-context: prod\ncontexts:\n  - name: prod\n    addr: 127.0.0.1:1\n  - name: prod\n    addr: 127.0.0.1:2\n"
+	if err := os.WriteFile(cfg, []byte(twice), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := cliRun(t, cliEnv(nil, "VIGIL_CLIENT_CONFIG", cfg), "config", "get-contexts")
+	if code == 0 || !strings.Contains(errOut, `two contexts are named "prod"`) {
+		t.Fatalf("exit %d, %q; want a refusal naming the context", code, errOut)
+	}
+}
+
 func TestContextsOfTheClientConfigNameTheGatewayAndToken(t *testing.T) {
 	t.Parallel()
 	g := cliStartGateway(t, nil, vigil.Options{})
