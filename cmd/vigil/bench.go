@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"os"
@@ -45,7 +46,11 @@ func newBenchCmd(env *cliIO, g *cliGlobal) *cobra.Command {
 	serve := fs.String("serve", "", "the `PATH` of the vigil binary the memory, http and gateways workloads start as vigil serve (default: this one), to measure another build under the same load")
 	_ = cmd.RegisterFlagCompletionFunc("only", cliWords(bench.Workloads...))
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		return runBenchWith(cmd.Context(), benchFlags{db: *db, quick: *quick, only: *only, dir: *dir, serve: *serve}, g.json || g.output == "json", env)
+		format := g.output
+		if g.json {
+			format = "json"
+		}
+		return runBenchWith(cmd.Context(), benchFlags{db: *db, quick: *quick, only: *only, dir: *dir, serve: *serve}, format, env)
 	}
 	return cmd
 }
@@ -56,7 +61,9 @@ type benchFlags struct {
 	quick                bool
 }
 
-func runBenchWith(ctx context.Context, f benchFlags, asJSON bool, env *cliIO) error {
+// runBenchWith runs the benchmark and prints its report in format: table,
+// json or yaml.
+func runBenchWith(ctx context.Context, f benchFlags, format string, env *cliIO) error {
 	if f.db != "" && !node.IsPostgres(f.db) {
 		return cliUsagef("--db must be a postgres:// URL (SQLite runs on scratch files by default)")
 	}
@@ -94,8 +101,16 @@ func runBenchWith(ctx context.Context, f benchFlags, asJSON bool, env *cliIO) er
 	if err != nil {
 		return err
 	}
-	if asJSON {
+	switch format {
+	case "json":
 		return bench.WriteJSON(stdout, rep)
+	case "yaml":
+		var data bytes.Buffer
+		if err := bench.WriteJSON(&data, rep); err != nil {
+			return err
+		}
+		(&cliClient{stdout: stdout, yaml: true}).printRaw(data.Bytes())
+		return nil
 	}
 	return bench.WriteTable(stdout, rep)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vigilhq/vigil/internal/bench"
 	"github.com/vigilhq/vigil/internal/pgtest"
+	"go.yaml.in/yaml/v3"
 )
 
 // benchTiny shrinks every workload to a size that runs in seconds: the
@@ -311,6 +312,20 @@ func TestBenchJSONHasTheReportFields(t *testing.T) {
 	}
 	if rep.TargetsMet+rep.TargetsMissed == 0 {
 		t.Errorf("no target was judged: %s", out)
+	}
+}
+
+func TestBenchAsYAMLPrintsTheReportAsYAML(t *testing.T) {
+	code, out, errOut := runBenchCmd(t, benchTiny(""), "-o", "yaml", "--only", "delta")
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", code, errOut)
+	}
+	var rep map[string]any
+	if err := yaml.Unmarshal([]byte(out), &rep); err != nil || rep["store"] == nil || rep["targetsMet"] == nil {
+		t.Fatalf("standard output is not the report as YAML (%v):\n%s", err, out)
+	}
+	if results, _ := rep["results"].([]any); len(results) == 0 {
+		t.Fatalf("the YAML report has no results:\n%s", out)
 	}
 }
 
