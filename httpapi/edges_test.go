@@ -318,6 +318,38 @@ func TestStreamLimitsRefuseTheNextStreamNamingTheLimit(t *testing.T) {
 	liveOpen(t, ls, path, e2eMain, "")
 }
 
+func TestAStreamAskedForOnceShutdownBeganIsRefused503WithRetryAfter(t *testing.T) {
+	open, shutdown := context.WithCancel(context.Background())
+	defer shutdown()
+	s := e2eStartWith(t, true, func(h *httpapi.Options, _ *gatewaytest.Options) { h.Context = open })
+	e2eStory(t, s)
+	shutdown()
+	for _, path := range []string{"/v1/sessions/" + e2eManager + "/events", "/v1/events?after=0"} {
+		req, err := http.NewRequest(http.MethodGet, s.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+e2eMain)
+		resp, err := e2eClient.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		e2eCheckError(t, "GET "+path+" once shutdown began", resp.StatusCode, body, http.StatusServiceUnavailable,
+			gateway.CodeUnavailable, "shutting down")
+		if resp.Header.Get("Retry-After") == "" {
+			t.Errorf("GET %s once shutdown began: no Retry-After", path)
+		}
+	}
+	if n := s.G.Held(gateway.HoldStream); n != 0 {
+		t.Errorf("%d streams held after the refusals, want 0", n)
+	}
+}
+
 func TestWaitLimitsRefuseTheNextParkedTurnAndTheNextWaitingSendStoringNothing(t *testing.T) {
 	s := e2eStartWith(t, true, func(_ *httpapi.Options, g *gatewaytest.Options) {
 		g.Gateway.Limits = gateway.Limits{WaitsPerCredential: 1}

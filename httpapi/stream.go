@@ -96,6 +96,12 @@ func (s *server) holdStream(w http.ResponseWriter, r *http.Request, c gateway.Ca
 // holdStreamOf admits one more stream for c; release ends it, and counts
 // it for giving its memory back.
 func (s *server) holdStreamOf(c gateway.Caller) (release func(), err error) {
+	// A stream begun once shutdown has begun would end at once with a 200,
+	// which tells a client to reconnect here straight away; a 503 tells it
+	// to retry later, elsewhere if it can.
+	if s.opts.Context.Err() != nil {
+		return nil, fmt.Errorf("%w: the gateway is shutting down; open the stream again later", gateway.ErrUnavailable)
+	}
 	held, err := s.g.Hold(c, gateway.HoldStream)
 	if err != nil {
 		return nil, err
