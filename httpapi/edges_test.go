@@ -532,6 +532,14 @@ func TestAnIdleSessionStreamGetsBookmarksOfTheStateVersion(t *testing.T) {
 	}
 }
 
+func TestABareSessionIsStreamedWithItsAgentNamedInTheQuery(t *testing.T) {
+	s := e2eStartWith(t, true, func(h *httpapi.Options, _ *gatewaytest.Options) { h.BookmarkInterval = 20 * time.Millisecond })
+	st := liveOpen(t, &liveServer{e2eServer: s}, "/v1/sessions/global/events?agent=main", e2eOperator, "")
+	if ev := st.next(t); ev.Event != "bookmark" {
+		t.Fatalf("the bare session's stream began with %+v, want a bookmark", ev)
+	}
+}
+
 func TestABodyDeclaredOverTheLimitIsAnswered413BeforeItIsReadOnEveryRouteThatTakesOne(t *testing.T) {
 	s := e2eStartWith(t, false, nil) // the default body timeout (30 s) is past the hang guard
 	worker := edgeSpawn(t, s)

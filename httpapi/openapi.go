@@ -457,7 +457,7 @@ func (d *oaDocument) addStreams() error {
 			"these without a wake), message (an inbound message), reply (the session replied). A client that falls " +
 			"behind gets one lagged event and the stream ends: reconnect and take a turn.",
 		Tags:       []string{tagStreams},
-		Parameters: append([]oaRef{{Ref: "#/components/parameters/SessionKey"}}, acting...),
+		Parameters: append([]oaRef{{Ref: "#/components/parameters/SessionKey"}, {Ref: "#/components/parameters/SessionAgent"}}, acting...),
 		Responses: responses(eventStream("The session's live events.",
 			": connected\n\nevent: wake\ndata: "+`{"type":"wake","sessionKey":"agent:main:main"}`+"\n\n",
 			[]oaEvents{
@@ -470,6 +470,8 @@ func (d *oaDocument) addStreams() error {
 		Description: "Resume after this sequence: every retained event after it is sent first."}
 	d.Components.Parameters["After"] = oaParameter{Name: "after", In: "query", Schema: position,
 		Description: "Resume after this sequence, for a client that cannot set Last-Event-ID (which wins when both are given)."}
+	d.Components.Parameters["SessionAgent"] = oaParameter{Name: "agent", In: "query", Schema: &jsonschema.Schema{Type: "string"},
+		Description: "The agent of a bare session key (global); an agent-qualified key names its own."}
 	d.Components.Parameters["FilterSession"] = oaParameter{Name: "session", In: "query", Schema: &jsonschema.Schema{Type: "string"},
 		Description: "Only events of this session."}
 	d.Components.Parameters["FilterAgent"] = oaParameter{Name: "agent", In: "query", Schema: &jsonschema.Schema{Type: "string"},

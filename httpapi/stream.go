@@ -254,7 +254,9 @@ func resumePosition(r *http.Request) (pos int64, given bool, err error) {
 // falls behind the live events gets a "lagged" event and the stream ends:
 // it should reconnect and take a turn to catch up.
 func (s *server) sessionEvents(w http.ResponseWriter, r *http.Request, c gateway.Caller) {
-	ref, err := vigil.Ref("", r.PathValue("key"))
+	// ?agent= names the agent of a bare key (global), which the path alone
+	// cannot.
+	ref, err := vigil.Ref(r.URL.Query().Get("agent"), r.PathValue("key"))
 	if err != nil {
 		s.fail(w, r, fmt.Errorf("%w: %w", gateway.ErrInvalid, err))
 		return
