@@ -285,6 +285,18 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if h.tasks.servesListen(w, r, c) {
 			return
 		}
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Method") == "subscriptions/listen" {
+			// A listen keeps its request open while its client listens,
+			// as 2025-11-25's GET stream does: an open stream, held as
+			// one, or a client could hold listens without bound. The SDK
+			// refuses a request whose body names another method.
+			release, err := h.g.Hold(c, gateway.HoldStream)
+			if err != nil {
+				fail(w, err)
+				return
+			}
+			defer release()
+		}
 		h.stateless.ServeHTTP(w, r)
 		return
 	}

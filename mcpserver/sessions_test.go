@@ -424,3 +424,44 @@ func median(ds []time.Duration) time.Duration {
 	slices.Sort(s)
 	return s[len(s)/2]
 }
+
+// A subscriptions/listen for sessions (2026-07-28) holds its request open
+// for as long as its client listens, as a GET stream does on 2025-11-25:
+// it is an open stream, counted and bounded by the stream limits, and its
+// place is given back when it ends.
+func TestAListenForSessionsIsAStreamBoundedByTheStreamLimits(t *testing.T) {
+	t.Parallel()
+	lg := liveStartWith(t, gateway.Limits{StreamsPerCredential: 1}, httpapi.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), liveHangGuard)
+	defer cancel()
+	listening, stop := context.WithCancel(ctx)
+	const sessions = `"notifications":{"resourceSubscriptions":["vigil://session/agent:main:main"]}`
+	first := live2026Stream(t, listening, lg.URL, liveMainToken, liveManager, "subscriptions/listen", "", sessions, "{}")
+	if ack := <-first; ack.Method != "notifications/subscriptions/acknowledged" {
+		t.Fatalf("the first listen: %+v, want its acknowledgement", ack)
+	}
+	if n := lg.g.Held(gateway.HoldStream); n != 1 {
+		t.Fatalf("%d streams counted with a listen open, want 1", n)
+	}
+	listen := liveMessage{revision: revision20260728, method: "subscriptions/listen", id: 8, params: sessions}
+	req, err := listen.request(ctx, lg.URL, liveMainToken, liveManager)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var e httpapi.ErrorBody
+	if err := json.Unmarshal(body, &e); err != nil || resp.StatusCode != http.StatusTooManyRequests ||
+		e.Error.Code != gateway.CodeTooMany || !strings.Contains(e.Error.Message, "already holds 1 open event streams, its limit") ||
+		resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("a second listen over the credential's stream limit: %s %s, want 429 naming the limit, with Retry-After", resp.Status, body)
+	}
+	stop()
+	if err := lg.g.AwaitHeld(ctx, gateway.HoldStream, 0); err != nil {
+		t.Fatalf("the listen ended but its stream stays held: %v", err)
+	}
+}

@@ -202,18 +202,20 @@ type bridgeFollows struct {
 
 // bridgeFollow is one session's stream being read.
 type bridgeFollow struct {
-	subscribers int // subscriptions to its URI (each 2026-07-28 listen naming it is one)
-	stop        context.CancelFunc
-	done        chan struct{} // closed once it has stopped
+	stop context.CancelFunc
+	done chan struct{} // closed once it has stopped
 }
 
 // subscribe follows uri's session; it returns once the gateway streams
-// it, so no change after the answer is missed.
+// it, so no change after the answer is missed. Subscribing again to a
+// URI followed already changes nothing: the SDK keeps one subscription
+// per URI and session, and stdio has one session, so its first
+// unsubscribe (or the end of a listen naming the URI) ends it whatever
+// came before, and the stream on the gateway must end with it.
 func (b *bridgeFollows) subscribe(uri string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if f, ok := b.follows[uri]; ok {
-		f.subscribers++
+	if _, ok := b.follows[uri]; ok {
 		return nil
 	}
 	key := strings.TrimPrefix(uri, mcpserver.SessionURIPrefix)
@@ -223,22 +225,18 @@ func (b *bridgeFollows) subscribe(uri string) error {
 		stop()
 		return fmt.Errorf("follow %s on the gateway: %w", uri, err)
 	}
-	f := &bridgeFollow{subscribers: 1, stop: stop, done: make(chan struct{})}
+	f := &bridgeFollow{stop: stop, done: make(chan struct{})}
 	b.follows[uri] = f
 	go b.run(ctx, uri, key, s, f)
 	return nil
 }
 
-// unsubscribe stops following uri once nobody subscribes to it; it
-// returns when its stream is closed, so nothing is sent for it after the
-// answer.
+// unsubscribe stops following uri; it returns when its stream is closed,
+// so nothing is sent for it after the answer.
 func (b *bridgeFollows) unsubscribe(uri string) {
 	b.mu.Lock()
 	f, ok := b.follows[uri]
-	if ok {
-		f.subscribers--
-	}
-	if !ok || f.subscribers > 0 {
+	if !ok {
 		b.mu.Unlock()
 		return
 	}
