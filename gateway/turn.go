@@ -117,6 +117,13 @@ func (g *Gateway) Turn(ctx context.Context, c Caller, in TurnInput) (_ TurnOutpu
 	if c.Principal.Role != RoleAdmin && (c.Session == nil || *c.Session != ref) {
 		return TurnOutput{}, fmt.Errorf("%w: only %s itself may take its turn", ErrForbidden, ref)
 	}
+	if (c.Session == nil || *c.Session != ref) && kindOf(ref.Key) != sessions.KindMain {
+		// An acting session was found when the caller was; a session an
+		// admin names was not, and a turn of none would wait for nothing.
+		if err := g.known(ctx, ref); err != nil {
+			return TurnOutput{}, fmt.Errorf("turn of %s: %w", ref, err)
+		}
+	}
 	wait := DefaultTurnWait
 	if in.WaitSeconds != nil {
 		if *in.WaitSeconds < 0 || *in.WaitSeconds > MaxTurnWait {

@@ -122,3 +122,15 @@ func TestAParkedTurnEndsWhenItsSessionIsDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// An admin taking the turn of a session nobody created is told it is not
+// found, instead of waiting for work that cannot come.
+func TestATurnOfAnUnknownSessionIsNotFound(t *testing.T) {
+	g := gatewayWith(t, gateway.Options{})
+	admin := caller(t, g, gateway.Principal{Role: gateway.RoleAdmin, ID: "root"}, "")
+	zero := 0
+	_, err := g.Turn(ctx, admin, gateway.TurnInput{SessionKey: "agent:main:subagent:never-spawned", WaitSeconds: &zero})
+	if !errors.Is(err, gateway.ErrNotFound) {
+		t.Fatalf("turn of an unknown session = %v; want not found", err)
+	}
+}
