@@ -84,10 +84,13 @@ type Gateway struct {
 	opts  Options
 	tools *Registry
 
-	waitMu  sync.Mutex // guards waiters and closed
+	waitMu  sync.Mutex // guards waiters, parked and closed
 	waiters map[vigil.SessionRef][]*waiter
-	closed  bool
-	done    chan struct{} // closed by Close: waiting turns end
+	// parked are the turns waiting for work, by session: each channel is
+	// closed when its session is deleted.
+	parked map[vigil.SessionRef]map[chan struct{}]struct{}
+	closed bool
+	done   chan struct{} // closed by Close: waiting turns end
 
 	// loops are the background loops (attention, transcripts), which
 	// stop when loopCtx ends; Close ends it and waits for them.
@@ -134,7 +137,7 @@ func New(eng *vigil.Engine, store sessions.Store, opts Options) *Gateway {
 		opts.StuckAfter = DefaultStuckAfter
 	}
 	g := &Gateway{eng: eng, clk: clock.Or(opts.Clock), store: store, log: opts.Logger, opts: opts, waiters: map[vigil.SessionRef][]*waiter{},
-		done: make(chan struct{})}
+		parked: map[vigil.SessionRef]map[chan struct{}]struct{}{}, done: make(chan struct{})}
 	g.loopCtx, g.stopLoop = context.WithCancel(context.Background())
 	g.tools = newRegistry(g)
 	if opts.StuckAfter > 0 && opts.AttentionEvery >= 0 {

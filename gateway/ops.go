@@ -463,7 +463,10 @@ func (g *Gateway) Delete(ctx context.Context, c Caller, in SessionInput) (_ Dele
 		if _, err := txn.RemoveSession(ctx, ref, by); err != nil {
 			return err
 		}
-		txn.AfterCommit(func() { g.failWaiters(ref, "the session was deleted") })
+		txn.AfterCommit(func() {
+			g.failWaiters(ref, "the session was deleted")
+			g.endParked(ref)
+		})
 		return nil
 	})
 	if err != nil {

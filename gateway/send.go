@@ -351,6 +351,17 @@ func (g *Gateway) Reply(ctx context.Context, c Caller, in ReplyInput) (_ ReplyOu
 		if err != nil {
 			return err
 		}
+		if in.ReplyTo != 0 {
+			// A reply naming no message sent to the session would complete
+			// no send and leave the transcript pointing nowhere.
+			msgs, err := tx.MessagesAfter(ctx, ref, in.ReplyTo-1, 1)
+			if err != nil {
+				return err
+			}
+			if len(msgs) == 0 || msgs[0].ID != in.ReplyTo || msgs[0].Role != sessions.RoleUser {
+				return invalid("replyTo %d is no message sent to %s", in.ReplyTo, ref)
+			}
+		}
 		now := txn.Now().UnixMilli()
 		m := sessions.Message{Session: ref, Role: sessions.RoleAssistant, ActorType: vigil.ActorAgent, ActorID: ref.Key,
 			Content: in.Text, ReplyTo: in.ReplyTo, CreatedAt: now}

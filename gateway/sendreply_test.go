@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -61,4 +62,38 @@ func sendWaiting(t *testing.T, sendCtx context.Context, g *gateway.Gateway, c ga
 		t.Fatal(err)
 	}
 	return sent
+}
+
+// A reply naming a message that was never sent to the session is refused,
+// and nothing is stored: it could complete no send.
+func TestAReplyToNoMessageSentToTheSessionIsRefusedAndStoresNothing(t *testing.T) {
+	g, _ := newGateway(t)
+	agent := gateway.Principal{Role: gateway.RoleAgent, ID: "main"}
+	manager := caller(t, g, agent, "agent:main:main")
+	sp, err := g.Spawn(ctx, manager, gateway.SpawnInput{Task: "draft"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker := caller(t, g, agent, sp.ChildSessionKey)
+	own, err := g.Reply(ctx, worker, gateway.ReplyInput{SessionKey: sp.ChildSessionKey, Text: "started"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := g.History(ctx, worker, gateway.HistoryInput{SessionKey: sp.ChildSessionKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, replyTo := range []int64{own.MessageID + 100, own.MessageID} { // none at all; the session's own answer
+		_, err := g.Reply(ctx, worker, gateway.ReplyInput{SessionKey: sp.ChildSessionKey, Text: "done", ReplyTo: replyTo})
+		if !errors.Is(err, gateway.ErrInvalid) {
+			t.Fatalf("a reply to message %d = %v; want invalid", replyTo, err)
+		}
+	}
+	after, err := g.History(ctx, worker, gateway.HistoryInput{SessionKey: sp.ChildSessionKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after.Messages) != len(before.Messages) {
+		t.Fatalf("the refused replies stored messages: %d before, %d after", len(before.Messages), len(after.Messages))
+	}
 }

@@ -117,6 +117,13 @@ func (g *Gateway) Turn(ctx context.Context, c Caller, in TurnInput) (_ TurnOutpu
 	if c.Principal.Role != RoleAdmin && (c.Session == nil || *c.Session != ref) {
 		return TurnOutput{}, fmt.Errorf("%w: only %s itself may take its turn", ErrForbidden, ref)
 	}
+	if (c.Session == nil || *c.Session != ref) && kindOf(ref.Key) != sessions.KindMain {
+		// An acting session was found when the caller was; a session an
+		// admin names was not, and a turn of none would wait for nothing.
+		if err := g.known(ctx, ref); err != nil {
+			return TurnOutput{}, fmt.Errorf("turn of %s: %w", ref, err)
+		}
+	}
 	wait := DefaultTurnWait
 	if in.WaitSeconds != nil {
 		if *in.WaitSeconds < 0 || *in.WaitSeconds > MaxTurnWait {
@@ -130,6 +137,14 @@ func (g *Gateway) Turn(ctx context.Context, c Caller, in TurnInput) (_ TurnOutpu
 	}
 	expired, stop := g.after(d)
 	defer stop()
+	// Heard from before the first look, so a deletion committed while the
+	// turn looks still ends its wait.
+	var deleted <-chan struct{}
+	if wait > 0 {
+		var unpark func()
+		deleted, unpark = g.park(ref)
+		defer unpark()
+	}
 	var release func() // the hold of a parked turn, taken once it parks
 	defer func() {
 		if release != nil {
@@ -178,6 +193,10 @@ func (g *Gateway) Turn(ctx context.Context, c Caller, in TurnInput) (_ TurnOutpu
 			case <-expired:
 				l.Close()
 				return g.idleTurn(ctx, ref)
+			case <-deleted:
+				// Its queue and cursors went with it: no work can come.
+				l.Close()
+				return TurnOutput{}, fmt.Errorf("%w: session %s was deleted while its turn waited", ErrNotFound, ref)
 			case <-ctx.Done():
 				l.Close()
 				return TurnOutput{}, ctx.Err()
@@ -189,6 +208,38 @@ func (g *Gateway) Turn(ctx context.Context, c Caller, in TurnInput) (_ TurnOutpu
 		}
 		l.Close()
 	}
+}
+
+// park notes a turn of ref waiting for work: the channel is closed when
+// ref is deleted (endParked). unpark forgets it.
+func (g *Gateway) park(ref vigil.SessionRef) (deleted <-chan struct{}, unpark func()) {
+	ch := make(chan struct{})
+	g.waitMu.Lock()
+	defer g.waitMu.Unlock()
+	if g.parked[ref] == nil {
+		g.parked[ref] = map[chan struct{}]struct{}{}
+	}
+	g.parked[ref][ch] = struct{}{}
+	return ch, func() {
+		g.waitMu.Lock()
+		defer g.waitMu.Unlock()
+		if turns := g.parked[ref]; turns != nil {
+			delete(turns, ch)
+			if len(turns) == 0 {
+				delete(g.parked, ref)
+			}
+		}
+	}
+}
+
+// endParked ends the turns of ref waiting for work: ref was deleted.
+func (g *Gateway) endParked(ref vigil.SessionRef) {
+	g.waitMu.Lock()
+	defer g.waitMu.Unlock()
+	for ch := range g.parked[ref] {
+		close(ch)
+	}
+	delete(g.parked, ref)
 }
 
 // idleTurn is the answer of a turn whose wait ended with no work: timed

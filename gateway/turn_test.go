@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -77,5 +78,59 @@ func TestATurnThatFoundWorkCarriesNoBookmark(t *testing.T) {
 	}
 	if out.TimedOut || out.Bookmark != nil || len(out.SystemEvents) != 2 {
 		t.Fatalf("turn = %+v; want its notices (the creation's, the change's) and no bookmark", out)
+	}
+}
+
+// A parked turn of a session that is deleted ends at once, saying so: no
+// work can come for it, and it must not hold its wait until the deadline.
+func TestAParkedTurnEndsWhenItsSessionIsDeleted(t *testing.T) {
+	clk := clock.NewManual(time.Now())
+	g := gatewayWith(t, gateway.Options{Clock: clk})
+	agent := gateway.Principal{Role: gateway.RoleAgent, ID: "main"}
+	sp, err := g.Spawn(ctx, caller(t, g, agent, ""), gateway.SpawnInput{Task: "draft"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := caller(t, g, agent, sp.ChildSessionKey)
+	zero := 0 // the task is work: a first turn takes it
+	if _, err := g.Turn(ctx, child, gateway.TurnInput{SessionKey: sp.ChildSessionKey, WaitSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	turned := make(chan error, 1)
+	go func() {
+		long := gateway.MaxTurnWait
+		_, err := g.Turn(ctx, child, gateway.TurnInput{SessionKey: sp.ChildSessionKey, WaitSeconds: &long})
+		turned <- err
+	}()
+	hang, cancel := context.WithTimeout(ctx, 20*time.Second) // a hang guard, not a timing
+	defer cancel()
+	if err := g.AwaitHeld(hang, gateway.HoldWait, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Delete(ctx, caller(t, g, person, ""), gateway.SessionInput{SessionKey: sp.ChildSessionKey}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err = <-turned: // the gateway's clock has not moved: only the deletion ends it
+	case <-hang.Done():
+		t.Fatal("the turn still waits after its session was deleted")
+	}
+	if !errors.Is(err, gateway.ErrNotFound) {
+		t.Fatalf("turn of the deleted session = %v; want not found", err)
+	}
+	if err := g.AwaitHeld(hang, gateway.HoldWait, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An admin taking the turn of a session nobody created is told it is not
+// found, instead of waiting for work that cannot come.
+func TestATurnOfAnUnknownSessionIsNotFound(t *testing.T) {
+	g := gatewayWith(t, gateway.Options{})
+	admin := caller(t, g, gateway.Principal{Role: gateway.RoleAdmin, ID: "root"}, "")
+	zero := 0
+	_, err := g.Turn(ctx, admin, gateway.TurnInput{SessionKey: "agent:main:subagent:never-spawned", WaitSeconds: &zero})
+	if !errors.Is(err, gateway.ErrNotFound) {
+		t.Fatalf("turn of an unknown session = %v; want not found", err)
 	}
 }
