@@ -752,6 +752,9 @@ func TestLiveSubAgentWatchersPendingTurnIsNotWokenEvenByMoreNoticesThanItsListen
 
 func TestLiveSessionKeyInTheBodyEqualToThePathsIsAcceptedHoweverJSONSpellsIt(t *testing.T) {
 	s := liveStart(t, vigil.Options{})
+	// A turn is of a session that exists: one recorded here.
+	e2eDo[gateway.RecordOutput](t, s.e2eServer, e2eAdmin, "", "session_record", map[string]any{
+		"sessionKey": "agent:main:r&d", "kind": "run_completed", "actorId": "agent:main:r&d"})
 	// The same string, spelt as JSON allows: plainly with '&' (which Go's
 	// encoder would escape), and with an escaped letter.
 	for _, tc := range []struct{ key, body string }{
