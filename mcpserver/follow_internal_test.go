@@ -5,13 +5,16 @@ package mcpserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	vigil "github.com/vigilhq/vigil"
@@ -43,6 +46,33 @@ func TestAnIdentityListensToTheLogOnlyForTheSessionsItSubscribesTo(t *testing.T)
 			t.Fatal(err)
 		}
 		listening(1-i, "unsubscribed from "+uri)
+	}
+}
+
+func TestAnMCPSessionFollowsAtMostItsBoundOfSessions(t *testing.T) {
+	g := edgeGateway(t)
+	cs := connectAs(t, g, agentCaller(t, g, "main", "agent:main:main"))
+	ctx, cancel := context.WithTimeout(context.Background(), edgeHangGuard)
+	defer cancel()
+	uri := func(i int) string { return fmt.Sprintf("%sagent:main:subagent:w%d", SessionURIPrefix, i) }
+	for i := range MaxSubscriptionsPerSession {
+		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri(i)}); err != nil {
+			t.Fatalf("subscription %d: %v", i+1, err)
+		}
+	}
+	over := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri(MaxSubscriptionsPerSession)})
+	var rpcErr *jsonrpc.Error
+	if !errors.As(over, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidRequest || !strings.Contains(rpcErr.Message, "at most 1024") {
+		t.Fatalf("a subscription over the bound: %v, want an invalid request naming it", over)
+	}
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri(0)}); err != nil {
+		t.Fatalf("subscribing again to a session followed already: %v", err)
+	}
+	if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri(0)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri(MaxSubscriptionsPerSession)}); err != nil {
+		t.Fatalf("a subscription once one was given back: %v", err)
 	}
 }
 

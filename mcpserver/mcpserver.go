@@ -266,6 +266,9 @@ func rpcError(uri string, err error) error {
 	switch code {
 	case gateway.CodeInvalid, gateway.CodeForbidden, gateway.CodeUnauthenticated:
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error(), Data: data}
+	case gateway.CodeTooMany:
+		// A request the server will not take now: data.code says why.
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error(), Data: data}
 	case gateway.CodeUnavailable:
 		msg := "unavailable: the store cannot be reached; try again"
 		if failure := (*gateway.Failure)(nil); errors.As(err, &failure) {
@@ -406,7 +409,15 @@ func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if fw, ok := s.follows[uri]; ok {
+	fw, ok := s.follows[uri]
+	if ok && fw.sessions[req.Session] {
+		return nil
+	}
+	if n := s.subscribedLocked(req.Session); n >= MaxSubscriptionsPerSession {
+		return rpcError(uri, fmt.Errorf("%w: an MCP session follows at most %d sessions; unsubscribe from one first",
+			gateway.ErrTooMany, MaxSubscriptionsPerSession))
+	}
+	if ok {
 		fw.sessions[req.Session] = true
 		return nil
 	}
@@ -415,10 +426,26 @@ func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 		return rpcError(uri, fmt.Errorf("follow %s: %w", ref, err))
 	}
 	followCtx, stop := context.WithCancel(s.ctx)
-	fw := &follow{sessions: map[*mcp.ServerSession]bool{req.Session: true}, stop: stop, done: make(chan struct{})}
+	fw = &follow{sessions: map[*mcp.ServerSession]bool{req.Session: true}, stop: stop, done: make(chan struct{})}
 	s.follows[uri] = fw
 	go s.run(followCtx, uri, fw, f)
 	return nil
+}
+
+// MaxSubscriptionsPerSession bounds the sessions one MCP session follows:
+// each is a follower of the log, and a session need not exist to be
+// subscribed to.
+const MaxSubscriptionsPerSession = 1024
+
+// subscribedLocked counts the sessions ss follows.
+func (s *subscriptions) subscribedLocked(ss *mcp.ServerSession) int {
+	n := 0
+	for _, fw := range s.follows {
+		if fw.sessions[ss] {
+			n++
+		}
+	}
+	return n
 }
 
 // unsubscribe stops following a session once no MCP session of this
