@@ -106,24 +106,10 @@ func TestACursorUpdatedWhileIdleCursorsExpireIsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	expire := begin(t, p)
-	expired := make(chan int, 1)
-	go func() {
-		n, err := expire.ExpireCursors(context.Background(), 50, 100)
-		if err != nil {
-			t.Error(err)
-		}
-		expired <- n
-	}()
-	awaitLockWait(t, pruner) // the expiry waits for the cursor's row
-	if err := write.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	if n := <-expired; n != 0 {
+	if n := expireBehind(t, p, pruner, write, func(ctx context.Context, tx vigil.Tx) (int, error) {
+		return tx.ExpireCursors(ctx, 50, 100)
+	}); n != 0 {
 		t.Errorf("expired %d cursors, want none: the only one was updated meanwhile", n)
-	}
-	if err := expire.Commit(); err != nil {
-		t.Fatal(err)
 	}
 	if got, ok, err := s.Cursor(t.Context(), idle.Watcher, idle.Target); err != nil || !ok || got != c {
 		t.Fatalf("cursor after the expiry = %+v, %v, %v; want %+v", got, ok, err, c)
@@ -149,25 +135,37 @@ func TestATombstoneMadeAgainWhileOldOnesExpireIsKept(t *testing.T) {
 	if err := again.PutTombstones(t.Context(), alphaMain, watchers, 100); err != nil {
 		t.Fatal(err)
 	}
-	expire := begin(t, p)
+	if n := expireBehind(t, p, pruner, again, func(ctx context.Context, tx vigil.Tx) (int, error) {
+		return tx.ExpireTombstones(ctx, 50, 100)
+	}); n != 0 {
+		t.Errorf("expired %d tombstones, want none: the only one was made again meanwhile", n)
+	}
+}
+
+// expireBehind runs expire in a transaction of p (whose connections are
+// named pruner) while writer holds the rows it must wait for: once expire
+// waits on writer's lock, writer commits. It gives what expire counted,
+// its transaction committed.
+func expireBehind(t *testing.T, p vigil.Store, pruner string, writer vigil.Tx, expire func(context.Context, vigil.Tx) (int, error)) int {
+	t.Helper()
+	tx := begin(t, p)
 	expired := make(chan int, 1)
 	go func() {
-		n, err := expire.ExpireTombstones(context.Background(), 50, 100)
+		n, err := expire(context.Background(), tx)
 		if err != nil {
 			t.Error(err)
 		}
 		expired <- n
 	}()
-	awaitLockWait(t, pruner) // the expiry waits for the tombstone's row
-	if err := again.Commit(); err != nil {
+	awaitLockWait(t, pruner)
+	if err := writer.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	if n := <-expired; n != 0 {
-		t.Errorf("expired %d tombstones, want none: the only one was made again meanwhile", n)
-	}
-	if err := expire.Commit(); err != nil {
+	n := <-expired
+	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
+	return n
 }
 
 // A session deleted and recorded anew under its key while a prune removes
