@@ -329,6 +329,12 @@ func IsPostgres(db string) bool {
 func PostgresTarget(db string) (server, schema string, err error) {
 	u, err := url.Parse(db)
 	if err != nil {
+		// url.Error quotes the whole URL, its password included: only
+		// the reason goes into an error that may be logged.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return "", "", fmt.Errorf("not a valid database URL: %w", err)
 	}
 	q := u.Query()

@@ -254,3 +254,20 @@ func TestANodesGatewayRunsOnTheEnginesClockUnlessGivenItsOwn(t *testing.T) {
 		t.Fatalf("the follow ended with %v before the stalled run was announced", err)
 	}
 }
+
+func TestAMalformedPostgreSQLURLIsRefusedWithoutItsPassword(t *testing.T) {
+	for _, db := range []string{
+		"postgres://vigil:s3cret@db.example:port/vigil",   // a port that is no number
+		"postgres://vigil:s3cret@db.example/vigil\x7f",    // a control character
+		"postgresql://vigil:s3cret@[db.example/vigil?x=1", // an unclosed bracket
+	} {
+		_, err := node.Open(context.Background(), node.Options{DB: db})
+		if err == nil {
+			t.Errorf("%q: opened", db)
+			continue
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%q: the error shows the password: %v", db, err)
+		}
+	}
+}
