@@ -337,7 +337,12 @@ func PostgresTarget(db string) (server, schema string, err error) {
 		}
 		return "", "", fmt.Errorf("not a valid database URL: %w", err)
 	}
-	q := u.Query()
+	// Read strictly: a pair that does not parse would be dropped, and a
+	// schema=NAME with it, putting vigil's tables in the default schema.
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return "", "", fmt.Errorf("not a valid database URL: its query: %w", err)
+	}
 	schema = q.Get("schema")
 	q.Del("schema")
 	u.RawQuery = q.Encode()

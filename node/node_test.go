@@ -271,3 +271,12 @@ func TestAMalformedPostgreSQLURLIsRefusedWithoutItsPassword(t *testing.T) {
 		}
 	}
 }
+
+func TestAPostgreSQLURLWhoseQueryCannotBeReadIsRefused(t *testing.T) {
+	// Read leniently, the bad pair would be dropped, schema with it, and
+	// vigil's tables would go to the server's default schema.
+	_, schema, err := node.PostgresTarget("postgres://vigil@db.example/vigil?schema=team%zz")
+	if err == nil {
+		t.Fatalf("a query with a bad escape was taken, as schema %q", schema)
+	}
+}
