@@ -329,9 +329,20 @@ func IsPostgres(db string) bool {
 func PostgresTarget(db string) (server, schema string, err error) {
 	u, err := url.Parse(db)
 	if err != nil {
+		// url.Error quotes the whole URL, its password included: only
+		// the reason goes into an error that may be logged.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return "", "", fmt.Errorf("not a valid database URL: %w", err)
 	}
-	q := u.Query()
+	// Read strictly: a pair that does not parse would be dropped, and a
+	// schema=NAME with it, putting vigil's tables in the default schema.
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return "", "", fmt.Errorf("not a valid database URL: its query: %w", err)
+	}
 	schema = q.Get("schema")
 	q.Del("schema")
 	u.RawQuery = q.Encode()

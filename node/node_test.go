@@ -254,3 +254,29 @@ func TestANodesGatewayRunsOnTheEnginesClockUnlessGivenItsOwn(t *testing.T) {
 		t.Fatalf("the follow ended with %v before the stalled run was announced", err)
 	}
 }
+
+func TestAMalformedPostgreSQLURLIsRefusedWithoutItsPassword(t *testing.T) {
+	for _, db := range []string{
+		"postgres://vigil:s3cret@db.example:port/vigil",   // a port that is no number
+		"postgres://vigil:s3cret@db.example/vigil\x7f",    // a control character
+		"postgresql://vigil:s3cret@[db.example/vigil?x=1", // an unclosed bracket
+	} {
+		_, err := node.Open(context.Background(), node.Options{DB: db})
+		if err == nil {
+			t.Errorf("%q: opened", db)
+			continue
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%q: the error shows the password: %v", db, err)
+		}
+	}
+}
+
+func TestAPostgreSQLURLWhoseQueryCannotBeReadIsRefused(t *testing.T) {
+	// Read leniently, the bad pair would be dropped, schema with it, and
+	// vigil's tables would go to the server's default schema.
+	_, schema, err := node.PostgresTarget("postgres://vigil@db.example/vigil?schema=team%zz")
+	if err == nil {
+		t.Fatalf("a query with a bad escape was taken, as schema %q", schema)
+	}
+}

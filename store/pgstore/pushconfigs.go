@@ -2,9 +2,12 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/sessions"
 )
@@ -104,14 +107,46 @@ func (t *Tx) DeletePushConfig(ctx context.Context, session vigil.SessionRef, own
 }
 
 // CountPushConfigs implements sessions.PushTx.
+//
+// The gateway adds a config only when the counts are under its limits.
+// Under READ COMMITTED two writers (two gateways on one schema) would
+// each count without the other's uncommitted config and both add one
+// past a limit, so the count first takes a lock that every counting
+// transaction holds until it ends: the second count then waits, and sees
+// the first one's config. A transaction that holds session locks waits
+// for it at most outOfOrderWait, then fails retryable: the holder may be
+// waiting for one of those sessions.
 func (t *Tx) CountPushConfigs(ctx context.Context, session vigil.SessionRef, owner string) (sessions.PushCount, error) {
 	if err := t.flushLocks(ctx); err != nil {
 		return sessions.PushCount{}, err
 	}
-	var n sessions.PushCount
-	err := t.tx.QueryRow(ctx, `SELECT
+	bounded := len(t.locked) > 0 || len(t.pending) > 0
+	b := &pgx.Batch{}
+	if bounded {
+		b.Queue(`SET LOCAL lock_timeout = '` + outOfOrderWait + `'`)
+	}
+	b.Queue(`SELECT pg_advisory_xact_lock($1)`, lockKey("vigil push configs", t.s.channel))
+	if bounded {
+		b.Queue(`SET LOCAL lock_timeout TO DEFAULT`)
+	}
+	b.Queue(`SELECT
 		(SELECT count(*) FROM push_configs WHERE agent_id = $1 AND session_key = $2 AND owner = $3),
 		(SELECT count(*) FROM push_configs WHERE owner = $3),
-		(SELECT count(*) FROM push_configs)`, session.AgentID, session.Key, owner).Scan(&n.OnSession, &n.OfOwner, &n.All)
-	return n, wrap(err)
+		(SELECT count(*) FROM push_configs)`, session.AgentID, session.Key, owner)
+	br := t.tx.SendBatch(ctx, b)
+	defer br.Close()
+	for range len(b.QueuedQueries) - 1 {
+		if _, err := br.Exec(); err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == lockNotAvailable {
+				err = &conflictError{err}
+			}
+			return sessions.PushCount{}, wrap(fmt.Errorf("lock the push configs to count them: %w", err))
+		}
+	}
+	var n sessions.PushCount
+	if err := br.QueryRow().Scan(&n.OnSession, &n.OfOwner, &n.All); err != nil {
+		return sessions.PushCount{}, wrap(err)
+	}
+	return n, wrap(br.Close())
 }
