@@ -220,7 +220,7 @@ type Dispatcher struct {
 type worker struct {
 	agent  string
 	url    string      // as given, for requests
-	logURL string      // without password or query, for logs
+	logURL string      // scheme and host only, for logs (safeURL)
 	secret []byte      // the configured secret's own bytes: the legacy key
 	keys   [][]byte    // standard signing keys: Secret's, then each previous one's
 	queue  chan string // session keys
@@ -345,15 +345,17 @@ func checkURL(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// safeURL renders u for logs and errors: the password is redacted and the
-// query (which may carry a token) left out.
+// safeURL renders u for logs and errors: the password is redacted, and
+// the path and query left out, since either may carry the token of a
+// capability URL (many hosted webhook endpoints put it in the path). The
+// agent each line names tells the targets apart.
 func safeURL(u *url.URL) string {
-	c := *u
-	if c.RawQuery != "" || c.ForceQuery {
-		c.RawQuery, c.ForceQuery = "", false
-		return c.Redacted() + "?…"
+	c := url.URL{Scheme: u.Scheme, User: u.User, Host: u.Host}
+	s := c.Redacted()
+	if (u.Path != "" && u.Path != "/") || u.Opaque != "" || u.RawQuery != "" || u.ForceQuery {
+		s += "/…"
 	}
-	return c.Redacted()
+	return s
 }
 
 // maxResponseHeaderBytes bounds a receiver's answer's headers.

@@ -895,3 +895,25 @@ func TestAWakeOfASessionBeingSentQueuesAnotherDelivery(t *testing.T) {
 	}
 	logs.waitFor(t, msgDelivered, 2)
 }
+
+func TestLogsNeverRevealATokenInTheURLsPath(t *testing.T) {
+	// Hosted endpoints often take a capability URL, its token in the path.
+	srv, hits := newReceiver(t, answerStatus(http.StatusNotFound))
+	url := srv.URL + "/hooks/catch/path-token-hidden/"
+	logs := newLogRecorder()
+	d := newDispatcher(t, alphaTarget(url), Options{Logger: logs.logger()})
+	wake(t, d, "agent:alpha:main")
+	if got := recv(t, hits, "the wake"); got.decode(t).SessionKey != "agent:alpha:main" {
+		t.Fatalf("delivered %s", got.body)
+	}
+	logs.waitFor(t, msgNotRetryable, 1)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	for _, e := range logs.all() {
+		if strings.Contains(e.text, "path-token-hidden") {
+			t.Errorf("reveals the URL's path: %s", e.text)
+		}
+		if e.msg == msgNotRetryable && !strings.Contains(e.text, host) {
+			t.Errorf("the failure does not name the receiver's host %s: %s", host, e.text)
+		}
+	}
+}
