@@ -22,8 +22,15 @@ type waker struct {
 	fn     func(watcher string)
 	trace  tracing
 
-	mu      sync.Mutex // a leaf in the engine's lock order (see Engine); guards state and closed
-	state   map[string]*wakeState
+	mu    sync.Mutex // a leaf in the engine's lock order (see Engine); guards the fields below
+	state map[string]*wakeState
+	// pruneAt is the size of state at which the next new watcher prunes
+	// it: twice what the last prune left, so that many watchers woken in
+	// one window (the startup sweep wakes every watcher owed a notice)
+	// cost a few prunes, not a scan of them all per watcher. 0 means
+	// wakeStatePrune.
+	pruneAt int
+	prunes  int // prunes made, which a test counts
 	closed  bool
 	running sync.WaitGroup
 }
@@ -59,7 +66,7 @@ func (w *waker) wake(watcher string, from trace.SpanContext) {
 		return
 	}
 	if st == nil || !now.Before(st.windowEnd) {
-		if st == nil && len(w.state) >= wakeStatePrune {
+		if st == nil && len(w.state) >= max(w.pruneAt, wakeStatePrune) {
 			w.pruneLocked(now)
 		}
 		w.state[watcher] = &wakeState{windowEnd: now.Add(w.window)}
@@ -80,17 +87,21 @@ func (w *waker) wake(watcher string, from trace.SpanContext) {
 	})
 }
 
-// wakeStatePrune is how many watchers' windows are kept before the closed
-// ones are dropped, so the map does not grow with every watcher ever woken.
+// wakeStatePrune is how many watchers' windows are kept at least before
+// the closed ones are dropped, so the map does not grow with every watcher
+// ever woken.
 const wakeStatePrune = 1024
 
-// pruneLocked drops closed windows. Called with w.mu held.
+// pruneLocked drops closed windows and sets when the next prune is due.
+// Called with w.mu held.
 func (w *waker) pruneLocked(now time.Time) {
 	for k, st := range w.state {
 		if st.timer == nil && !now.Before(st.windowEnd) {
 			delete(w.state, k)
 		}
 	}
+	w.prunes++
+	w.pruneAt = 2 * len(w.state)
 }
 
 // fire runs the callback on its own goroutine, in a span (SpanWake) when

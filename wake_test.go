@@ -1,6 +1,7 @@
 package vigil
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -46,5 +47,39 @@ func TestANoticeAtTheWindowsEndBeforeItsMergedWakeFiresWakesOnce(t *testing.T) {
 	// after it, it covers that notice too.
 	if wakes != 2 {
 		t.Fatalf("%d wakes, want 2: the first at once, then one merged at the window's end", wakes)
+	}
+}
+
+func TestManyWatchersWokenInOneWindowArePrunedAFewTimesNotOncePerWatcher(t *testing.T) {
+	clk := clock.NewManual(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
+	w := newWaker(clk, DefaultWakeCoalesce, func(string) {}, tracing{})
+	defer w.close()
+	// As the startup sweep does: every watcher owed a notice, at once.
+	const watchers = 16 * wakeStatePrune
+	for i := range watchers {
+		w.wake(fmt.Sprintf("agent:a%d:main", i), trace.SpanContext{})
+	}
+	w.mu.Lock()
+	prunes, kept := w.prunes, len(w.state)
+	w.mu.Unlock()
+	if kept != watchers {
+		t.Fatalf("%d windows kept, want the %d still open", kept, watchers)
+	}
+	// Each prune scans every window: one per watcher past the threshold
+	// makes waking n watchers cost n² on the writer.
+	if prunes > 5 {
+		t.Errorf("%d prunes for %d watchers woken in one window, want a few (the threshold doubling)", prunes, watchers)
+	}
+
+	// Once their windows have closed, the next new watcher drops them.
+	clk.Advance(DefaultWakeCoalesce)
+	for i := range 2 * watchers {
+		w.wake(fmt.Sprintf("agent:b%d:main", i), trace.SpanContext{})
+	}
+	w.mu.Lock()
+	kept = len(w.state)
+	w.mu.Unlock()
+	if kept != 2*watchers {
+		t.Errorf("%d windows kept, want only the %d open ones", kept, 2*watchers)
 	}
 }

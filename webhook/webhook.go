@@ -6,7 +6,11 @@
 // "agent:<agentId>:<rest>") and, when that agent has a target, queues a
 // delivery on the agent's bounded queue. Each target agent has its own
 // worker goroutine, which delivers that agent's wakes one at a time, in
-// order, so a slow receiver of one agent never delays another's.
+// order, so a slow receiver of one agent never delays another's. A wake
+// is a hint to take a turn, so a wake of a session whose delivery is still
+// waiting in the queue merges into it: a receiver that is slow or down
+// gets one delivery per session it owes a turn, and a busy session's wakes
+// cannot fill the queue and push out another session's.
 //
 // Each delivery is a POST of a JSON body
 //
@@ -170,9 +174,9 @@ type Options struct {
 	// Backoff is the delay before the first retry; it doubles for each
 	// further retry, with jitter, capped at 30 s. 0 or less means 250 ms.
 	Backoff time.Duration
-	// QueueSize is how many deliveries may wait for each agent; a wake
-	// arriving when its agent's queue is full is dropped. 0 or less means
-	// 1024.
+	// QueueSize is how many deliveries may wait for each agent (each for
+	// a different session); a wake arriving when its agent's queue is full
+	// is dropped. 0 or less means 1024.
 	QueueSize int
 	// Clock times the retry delays and stamps sentAt and
 	// webhook-timestamp; nil means real time.
@@ -216,10 +220,16 @@ type Dispatcher struct {
 type worker struct {
 	agent  string
 	url    string      // as given, for requests
-	logURL string      // without password or query, for logs
+	logURL string      // scheme and host only, for logs (safeURL)
 	secret []byte      // the configured secret's own bytes: the legacy key
 	keys   [][]byte    // standard signing keys: Secret's, then each previous one's
 	queue  chan string // session keys
+	// queued are the session keys waiting in queue, so a second wake of a
+	// session whose delivery has not started yet merges into it instead of
+	// taking a place another session's wake may need. It never holds more
+	// keys than queue does.
+	mu     sync.Mutex
+	queued map[string]bool
 	// dropStreak counts drops since the queue last accepted a wake, so a
 	// stuck receiver logs one warning per streak instead of one per wake.
 	dropStreak atomic.Int64
@@ -266,6 +276,7 @@ func New(targets map[string]Target, opts Options) (*Dispatcher, error) {
 			secret: []byte(t.Secret),
 			keys:   keys,
 			queue:  make(chan string, queueSize),
+			queued: map[string]bool{},
 		}
 	}
 
@@ -334,15 +345,17 @@ func checkURL(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// safeURL renders u for logs and errors: the password is redacted and the
-// query (which may carry a token) left out.
+// safeURL renders u for logs and errors: the password is redacted, and
+// the path and query left out, since either may carry the token of a
+// capability URL (many hosted webhook endpoints put it in the path). The
+// agent each line names tells the targets apart.
 func safeURL(u *url.URL) string {
-	c := *u
-	if c.RawQuery != "" || c.ForceQuery {
-		c.RawQuery, c.ForceQuery = "", false
-		return c.Redacted() + "?…"
+	c := url.URL{Scheme: u.Scheme, User: u.User, Host: u.Host}
+	s := c.Redacted()
+	if (u.Path != "" && u.Path != "/") || u.Opaque != "" || u.RawQuery != "" || u.ForceQuery {
+		s += "/…"
 	}
-	return c.Redacted()
+	return s
 }
 
 // maxResponseHeaderBytes bounds a receiver's answer's headers.
@@ -369,7 +382,9 @@ func defaultClient() *http.Client {
 
 // Wake queues a delivery of a wake for watcher to its agent's webhook. It
 // never blocks. Keys that are not agent-qualified, or whose agent has no
-// target, are ignored; when the agent's queue is full the wake is dropped,
+// target, are ignored; a wake of a session whose delivery is still queued
+// (not yet being sent) merges into that delivery, which is sent after it
+// and so covers it; when the agent's queue is full the wake is dropped,
 // logged and counted. Wakes after Close are ignored.
 func (d *Dispatcher) Wake(watcher string) {
 	agent, ok := agentOf(watcher)
@@ -380,12 +395,23 @@ func (d *Dispatcher) Wake(watcher string) {
 	if w == nil || d.ctx.Err() != nil {
 		return
 	}
+	w.mu.Lock()
+	if w.queued[watcher] {
+		w.mu.Unlock()
+		return
+	}
+	accepted := false
 	select {
 	case w.queue <- watcher:
+		w.queued[watcher], accepted = true, true
+	default:
+	}
+	w.mu.Unlock()
+	if accepted {
 		if n := w.dropStreak.Swap(0); n > 0 {
 			d.log.Info("webhook queue accepting wakes again", "agent", agent, "dropped", n)
 		}
-	default:
+	} else {
 		d.dropped.Add(1)
 		if w.dropStreak.Add(1) == 1 {
 			d.log.Warn("webhook queue full: dropping wake", "agent", agent, "session", watcher, "queueSize", cap(w.queue))
@@ -445,6 +471,11 @@ func (d *Dispatcher) run(w *worker) {
 		case <-d.ctx.Done():
 			return
 		case key := <-w.queue:
+			// From here a new wake of key needs a delivery of its own:
+			// this one may reach the receiver before what woke it.
+			w.mu.Lock()
+			delete(w.queued, key)
+			w.mu.Unlock()
 			if d.ctx.Err() != nil {
 				return
 			}

@@ -834,3 +834,86 @@ func TestLogsAndErrorsNeverRevealURLCredentials(t *testing.T) {
 		}
 	}
 }
+
+func TestAWakeOfASessionWaitingInTheQueueMergesIntoItsDelivery(t *testing.T) {
+	// The first request waits for release, so the wakes below find the
+	// worker busy and the queue as they left it.
+	release := make(chan struct{})
+	srv, hits := newReceiver(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		if n == 1 {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	logs := newLogRecorder()
+	d := newDispatcher(t, alphaTarget(srv.URL), Options{QueueSize: 2, Logger: logs.logger()})
+
+	wake(t, d, "agent:alpha:main")
+	// Being sent: the next wake of main needs a delivery of its own.
+	got := []string{recv(t, hits, "the first wake at the receiver").decode(t).SessionKey}
+	wake(t, d, "agent:alpha:main", "agent:alpha:main", "agent:alpha:main", "agent:alpha:other")
+	close(release)
+
+	for range 2 {
+		got = append(got, recv(t, hits, "a wake").decode(t).SessionKey)
+	}
+	if want := []string{"agent:alpha:main", "agent:alpha:main", "agent:alpha:other"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("deliveries %q, want %q: repeated wakes of a queued session took the place of another's", got, want)
+	}
+	logs.waitFor(t, msgDelivered, 3)
+	if got := d.Stats(); got != (Stats{Delivered: 3}) {
+		t.Errorf("Stats = %+v, want 3 delivered and nothing dropped", got)
+	}
+}
+
+func TestAWakeOfASessionBeingSentQueuesAnotherDelivery(t *testing.T) {
+	release := make(chan struct{})
+	srv, hits := newReceiver(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		if n == 1 {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	logs := newLogRecorder()
+	d := newDispatcher(t, alphaTarget(srv.URL), Options{Logger: logs.logger()})
+
+	wake(t, d, "agent:alpha:main")
+	first := recv(t, hits, "the first wake at the receiver").decode(t)
+	// The receiver may have read its work before this wake's notice was
+	// queued: it must hear of the session again.
+	wake(t, d, "agent:alpha:main")
+	close(release)
+	second := recv(t, hits, "the second wake").decode(t)
+	if second.SessionKey != "agent:alpha:main" || second.DeliveryID == first.DeliveryID {
+		t.Errorf("second delivery %+v, want a new delivery for agent:alpha:main", second)
+	}
+	logs.waitFor(t, msgDelivered, 2)
+}
+
+func TestLogsNeverRevealATokenInTheURLsPath(t *testing.T) {
+	// Hosted endpoints often take a capability URL, its token in the path.
+	srv, hits := newReceiver(t, answerStatus(http.StatusNotFound))
+	url := srv.URL + "/hooks/catch/path-token-hidden/"
+	logs := newLogRecorder()
+	d := newDispatcher(t, alphaTarget(url), Options{Logger: logs.logger()})
+	wake(t, d, "agent:alpha:main")
+	if got := recv(t, hits, "the wake"); got.decode(t).SessionKey != "agent:alpha:main" {
+		t.Fatalf("delivered %s", got.body)
+	}
+	logs.waitFor(t, msgNotRetryable, 1)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	for _, e := range logs.all() {
+		if strings.Contains(e.text, "path-token-hidden") {
+			t.Errorf("reveals the URL's path: %s", e.text)
+		}
+		if e.msg == msgNotRetryable && !strings.Contains(e.text, host) {
+			t.Errorf("the failure does not name the receiver's host %s: %s", host, e.text)
+		}
+	}
+}
