@@ -318,9 +318,16 @@ func (n *Node) listen() {
 	}()
 }
 
-// IsPostgres reports whether a database name is a PostgreSQL URL.
+// IsPostgres reports whether a database name is a PostgreSQL URL. A
+// URL's scheme is case-insensitive: POSTGRES://… is a server too, not a
+// file of that name.
 func IsPostgres(db string) bool {
-	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
+	for _, scheme := range []string{"postgres://", "postgresql://"} {
+		if len(db) >= len(scheme) && strings.EqualFold(db[:len(scheme)], scheme) {
+			return true
+		}
+	}
+	return false
 }
 
 // PostgresTarget splits a PostgreSQL URL into the server's URL and

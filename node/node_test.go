@@ -280,3 +280,14 @@ func TestAPostgreSQLURLWhoseQueryCannotBeReadIsRefused(t *testing.T) {
 		t.Fatalf("a query with a bad escape was taken, as schema %q", schema)
 	}
 }
+
+func TestAPostgreSQLURLWhoseSchemeIsInCapitalsNamesAServer(t *testing.T) {
+	db := "POSTGRES://vigil@db.example/vigil?schema=team"
+	if !node.IsPostgres(db) {
+		t.Fatalf("%q taken for a SQLite file", db)
+	}
+	server, schema, err := node.PostgresTarget(db)
+	if err != nil || !strings.HasPrefix(server, "postgres://") || schema != "team" {
+		t.Fatalf("PostgresTarget(%q) = %q, %q, %v; want a postgres:// server and schema team", db, server, schema, err)
+	}
+}
