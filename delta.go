@@ -53,8 +53,9 @@ func (e *Engine) ChangesSince(ctx context.Context, ref SessionRef, since int64, 
 	if e.trace.on {
 		id, agent := conversation(ref)
 		ctx, span := e.trace.start(ctx, SpanChangesSince, id, agent, attrChangesSince.Int64(since))
-		d, err := e.changesSince(ctx, ref, since, limit)
-		endChangesSince(span, d, err)
+		d, err := Delta{}, errPanicked
+		defer func() { endChangesSince(span, d, err) }()
+		d, err = e.changesSince(ctx, ref, since, limit)
 		return d, err
 	}
 	return e.changesSince(ctx, ref, since, limit)

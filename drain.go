@@ -33,8 +33,9 @@ type Drained struct {
 func (e *Engine) Drain(ctx context.Context, watcher string) (Drained, error) {
 	if e.trace.on {
 		ctx, span := e.trace.start(ctx, SpanTurn, keyAttrs(watcher)...)
-		d, err := e.drain(ctx, watcher)
-		e.endTurn(ctx, span, watcher, d, err)
+		d, err := Drained{}, errPanicked
+		defer func() { e.endTurn(ctx, span, watcher, d, err) }()
+		d, err = e.drain(ctx, watcher)
 		return d, err
 	}
 	return e.drain(ctx, watcher)

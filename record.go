@@ -37,8 +37,9 @@ type Recorded struct {
 func (e *Engine) Record(ctx context.Context, r Record) (Recorded, error) {
 	if e.trace.on {
 		ctx, span := e.trace.startRecord(ctx, r)
-		res, err := e.record(ctx, r)
-		endRecord(span, res, err)
+		res, err := Recorded{}, errPanicked
+		defer func() { endRecord(span, res, err) }()
+		res, err = e.record(ctx, r)
 		return res, err
 	}
 	return e.record(ctx, r)
@@ -110,8 +111,9 @@ func (w *recordWrite) run(ctx context.Context, t *Txn) error {
 func (t *Txn) Record(ctx context.Context, r Record) (Recorded, error) {
 	if t.e.trace.on {
 		ctx, span := t.e.trace.startRecord(ctx, r)
-		res, err := t.recordValid(ctx, r)
-		endRecord(span, res, err)
+		res, err := Recorded{}, errPanicked
+		defer func() { endRecord(span, res, err) }()
+		res, err = t.recordValid(ctx, r)
 		return res, err
 	}
 	return t.recordValid(ctx, r)

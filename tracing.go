@@ -101,6 +101,11 @@ func (t tracing) start(ctx context.Context, name string, attrs ...attribute.KeyV
 	return t.tracer.Start(ctx, name, trace.WithAttributes(attrs...))
 }
 
+// errPanicked is what a span records when the call it covers panicked:
+// the span still ends (deferred), failed, and the panic goes on to the
+// caller. Until the call returns, its error is this.
+var errPanicked = errors.New("panicked")
+
 // fail marks span as failed, naming only the kind of failure: an error's
 // text may quote what was asked.
 func fail(span trace.Span, err error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -186,5 +187,37 @@ func BenchmarkRecordTraced(b *testing.B) {
 			b.Cleanup(func() { eng.Close(); st.Close() })
 			benchRecord(b, eng, producers, 100, 2)
 		})
+	}
+}
+
+// TestARecordWhoseNoticeHookPanicsStillEndsItsSpan: the panic of an
+// OnNotice hook reaches Record's caller, and the record's span ends on
+// the way, marked failed, so the trace of what went wrong keeps it.
+func TestARecordWhoseNoticeHookPanicsStillEndsItsSpan(t *testing.T) {
+	tp, exported := spanRecorder()
+	var armed atomic.Bool
+	env := newEnv(t, vigil.Options{TracerProvider: tp, OnNotice: func(string, vigil.SystemEvent) {
+		if armed.Load() {
+			panic("the hook failed")
+		}
+	}})
+	env.spawn(manager, child, "run-1")
+	exported.Reset()
+	armed.Store(true)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the hook's panic did not reach Record's caller")
+			}
+		}()
+		env.eng.Record(ctx, vigil.Record{Session: vigil.MustRef(child), Kind: vigil.KindHumanDirectMessage,
+			ActorType: vigil.ActorHuman, ActorID: "telegram:42", Summary: "human message via telegram", Parent: manager})
+	}()
+	records := named(exported.GetSpans(), vigil.SpanRecord)
+	if len(records) != 1 {
+		t.Fatalf("%d record spans ended, want the panicking record's", len(records))
+	}
+	if records[0].Status.Code != codes.Error {
+		t.Errorf("the panicking record's span has status %v, want an error", records[0].Status.Code)
 	}
 }

@@ -14,10 +14,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -393,6 +395,56 @@ func TestPythonRuntimeGivesUp(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "[runtime] giving up after 1 failed turns: ") || stderr.String() != "" {
 		t.Errorf("runtime without a gateway:\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
+	}
+}
+
+// TestPythonRuntimeGoesOnWhenTheGatewayDropsAReply: the gateway going
+// away between a turn and its reply (a restart) is said on one line and
+// the runtime takes its next turn, as when a turn itself fails; it does
+// not end with a traceback. The gateway here is a stand-in that drops the
+// first reply's connection.
+func TestPythonRuntimeGoesOnWhenTheGatewayDropsAReply(t *testing.T) {
+	python3(t)
+	const worker = "agent:main:subagent:w"
+	var turns, replies atomic.Int32
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/sessions/{key}/turn", func(w http.ResponseWriter, r *http.Request) {
+		n := turns.Add(1)
+		fmt.Fprintf(w, `{"turnId":"turn-%d","sessionKey":%q,"messages":[{"id":%d,"role":"user","actorType":"agent",`+
+			`"actorId":%q,"content":"How far along are you?"}]}`, n, worker, n, manager)
+	})
+	mux.HandleFunc("POST /v1/sessions/{key}/reply", func(w http.ResponseWriter, r *http.Request) {
+		if replies.Add(1) == 1 {
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			conn.Close() // the gateway went away mid-request
+			return
+		}
+		fmt.Fprint(w, `{"messageId":10,"delivered":true}`)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	cmd, stdout, stderr := startRuntime(t, ctx, &liveGateway{URL: srv.URL}, worker, "--wait", "0", "--turns", "2")
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("runtime: %v, want it to go on after the dropped reply\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
+	}
+	out := stdout.String()
+	for _, want := range []string{
+		"[runtime] turn 1 failed before it was done: ",
+		"[runtime] reply to message 2: ",
+		"[runtime] done after 2 turn(s)\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the runtime's output lacks %q:\n%s", want, out)
+		}
+	}
+	if s := stderr.String(); s != "" {
+		t.Errorf("runtime stderr:\n%s", s)
 	}
 }
 

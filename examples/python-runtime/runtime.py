@@ -191,7 +191,16 @@ def run(args):
         if turn.timed_out:
             continue  # no work within waitSeconds: poll again
         taken += 1
-        rt.handle(turn, taken)
+        try:
+            rt.handle(turn, taken)
+        except (TransportError, APIError) as e:
+            # The gateway went away after the turn (a restart): what this
+            # turn still had to reconcile or answer is lost, as a sender's
+            # wait is. The next turn finds out whether the gateway is back,
+            # and backs off if not. Any other refusal ends the runtime.
+            if isinstance(e, APIError) and e.status != 503:
+                raise
+            say(f"turn {taken} failed before it was done: {e}")
     say(f"done after {taken} turn(s)")
     return 0
 

@@ -30,6 +30,9 @@ import time
 import runtime
 
 DEFAULT_TOLERANCE = 300  # seconds either way, as vigil's webhook.Verify
+# A wake is a few hundred bytes (a session key is at most 512); a larger
+# body is refused before it is read.
+MAX_BODY = 64 * 1024
 
 
 class Refused(Exception):
@@ -111,7 +114,20 @@ def serve(args):
             self.wfile.flush()
 
         def do_POST(self):
-            length = int(self.headers.get("Content-Length") or 0)
+            # Anyone can reach this port, so nothing is read (or made room
+            # for) before the declared length is known to fit a wake.
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+                if length < 0:
+                    raise ValueError
+            except ValueError:
+                say("refused a delivery: Content-Length is not a number of bytes")
+                self.answer(400, "Content-Length must be a number of bytes\n")
+                return
+            if length > MAX_BODY:
+                say(f"refused a delivery: a body of {length} bytes, more than a wake's {MAX_BODY}")
+                self.answer(413, "too large for a wake\n")
+                return
             body = self.rfile.read(length)
             try:
                 msg_id = verify(args.secret, self.headers, body, args.tolerance)
