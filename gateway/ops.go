@@ -276,7 +276,10 @@ func (g *Gateway) SetGoal(ctx context.Context, c Caller, in GoalInput) (_ GoalOu
 	}
 	actorType, actorID := c.actor()
 	var out GoalOutput
-	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
+	// On the session's lock, as every write that reads the session's row
+	// and writes it back: another gateway of the database changing the row
+	// meanwhile would otherwise have its change overwritten.
+	err = g.writeOn(ctx, ref, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
 		if err := g.checkPrecondition(ctx, txn, c, ref, pre); err != nil {
 			return err
 		}
@@ -370,7 +373,8 @@ func (g *Gateway) Reset(ctx context.Context, c Caller, in SessionInput) (_ Reset
 		return ResetOutput{}, err
 	}
 	var out ResetOutput
-	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
+	// On the session's lock: see SetGoal.
+	err = g.writeOn(ctx, ref, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
 		if err := g.checkPrecondition(ctx, txn, c, ref, pre); err != nil {
 			return err
 		}
@@ -428,7 +432,11 @@ func (g *Gateway) Delete(ctx context.Context, c Caller, in SessionInput) (_ Dele
 	if err := pre.validate(c); err != nil {
 		return DeleteOutput{}, err
 	}
-	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
+	// On the session's lock, taken before anything is read or deleted:
+	// a write on another gateway of the database that found the session
+	// under its lock (a push config set, a send) commits first, and what
+	// it added is deleted here too, instead of outliving the session.
+	err = g.writeOn(ctx, ref, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
 		if err := g.checkPrecondition(ctx, txn, c, ref, pre); err != nil {
 			return err
 		}

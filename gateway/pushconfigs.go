@@ -53,7 +53,11 @@ func (g *Gateway) SetPushConfig(ctx context.Context, c Caller, cfg sessions.Push
 	if c.Session != nil {
 		cfg.ActingAs = *c.Session
 	}
-	return g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
+	// On the session's lock, which a delete takes before it deletes the
+	// session's configs: a delete on another gateway of the database then
+	// either comes first, and the session is not found, or deletes this
+	// config too.
+	return g.writeOn(ctx, cfg.Session, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
 		if _, err := mustGet(ctx, tx, cfg.Session); err != nil {
 			return err
 		}

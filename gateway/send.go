@@ -346,7 +346,8 @@ func (g *Gateway) Reply(ctx context.Context, c Caller, in ReplyInput) (_ ReplyOu
 		return ReplyOutput{}, invalid("replyTo must be a message id")
 	}
 	var out ReplyOutput
-	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
+	// On the session's lock: the row read is written back (see SetGoal).
+	err = g.writeOn(ctx, ref, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
 		s, err := mustGet(ctx, tx, ref)
 		if err != nil {
 			return err

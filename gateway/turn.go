@@ -294,7 +294,9 @@ func (g *Gateway) takeTurn(ctx context.Context, ref vigil.SessionRef) (TurnOutpu
 	// The notices are acknowledged now, so the turn must be answered: the
 	// inbox read runs even if the caller has gone, and if it fails the turn
 	// still returns its notices (the messages stay unread for the next).
-	err = g.write(context.WithoutCancel(ctx), func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
+	// On the session's lock: the row read is written back, and a change
+	// another gateway makes to it meanwhile must not be overwritten.
+	err = g.writeOn(context.WithoutCancel(ctx), ref, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
 		out.Messages = out.Messages[:0]
 		s, ok, err := tx.GetSession(ctx, ref)
 		if err != nil || !ok {
