@@ -25,17 +25,10 @@ const (
 	sequence    INTEGER PRIMARY KEY,
 	agent_id    TEXT    NOT NULL,
 	session_key TEXT    NOT NULL,
-	session_id  TEXT,
-	kind        TEXT    NOT NULL,
-	actor_type  TEXT    NOT NULL,
-	actor_id    TEXT,
-	run_id      TEXT,
-	occurred_at INTEGER NOT NULL,
 	recorded_at INTEGER NOT NULL,
-	summary     TEXT    NOT NULL,
-	payload     TEXT,
-	dedupe_key  TEXT)`
-	benchCeilingInsert = `INSERT INTO bench_ceiling VALUES (?, ?, ?, NULL, ?, ?, ?, NULL, ?, ?, ?, ?, NULL)`
+	dedupe_key  TEXT,
+	body        BLOB    NOT NULL)`
+	benchCeilingInsert = `INSERT INTO bench_ceiling (sequence, agent_id, session_key, recorded_at, body) VALUES (?, ?, ?, ?, ?)`
 )
 
 // BenchCeiling creates the bench's table in the store's file, empty.
@@ -54,18 +47,18 @@ func (s *Store) BenchCeiling(ctx context.Context) (*BenchCeiling, error) {
 }
 
 // Commit inserts rows into the bench's table, one statement each, in one
-// write transaction of the store. A row keeps what a recorded message
-// sets: its sequence (which must be new to the table), session, kind,
-// actor, times, summary and payload.
+// write transaction of the store. A row is an event's as the store
+// writes it (eventbody.go); its sequence must be new to the table.
 func (b *BenchCeiling) Commit(ctx context.Context, rows []vigil.Event) error {
 	t, err := b.s.begin(ctx)
 	if err != nil {
 		return fmt.Errorf("bench ceiling: %w", err)
 	}
+	var body []byte
 	for i := range rows {
 		e := &rows[i]
-		if _, err := t.c.exec(benchCeilingInsert, e.Sequence, e.AgentID, e.SessionKey, string(e.Kind), string(e.ActorType),
-			e.ActorID, e.OccurredAt, e.RecordedAt, e.Summary, string(e.Payload)); err != nil {
+		body = appendBody(body[:0], e)
+		if _, err := t.c.exec(benchCeilingInsert, e.Sequence, e.AgentID, e.SessionKey, e.RecordedAt, body); err != nil {
 			return fmt.Errorf("bench ceiling: insert: %w", errors.Join(err, t.Rollback()))
 		}
 	}

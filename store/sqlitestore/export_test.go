@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"testing"
+
+	vigil "github.com/vigilhq/vigil"
 )
 
 // TurnOffMemory turns the store's mirrors of the file off (memory.go), as
@@ -29,4 +31,12 @@ func DB(t testing.TB, s *Store) *sql.DB {
 		}
 	}
 	return s.write
+}
+
+// HandBody is the body (eventbody.go) of a goal changed by a person at
+// time 1 with the given summary and payload, for tests that insert
+// events by hand.
+func HandBody(summary, payload string) []byte {
+	return appendBody(nil, &vigil.Event{Kind: vigil.KindGoalChanged, ActorType: vigil.ActorHuman, OccurredAt: 1,
+		Summary: summary, Payload: []byte(payload)})
 }

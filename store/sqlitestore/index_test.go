@@ -155,10 +155,9 @@ func checkSessionReads(t *testing.T, shared bool) {
 				var err error
 				switch statement {
 				case "insert":
-					err = byHand(path, `INSERT INTO events (sequence, agent_id, session_key, kind, actor_type,
-						occurred_at, recorded_at, summary) SELECT max(coalesce((SELECT max(sequence) FROM events), 0),
-						floor, indexed_through) + 1, ?, ?, 'goal_changed', 'human', 1, 1, 'by hand' FROM sequence_floor`,
-						ref.AgentID, ref.Key)
+					err = byHand(path, `INSERT INTO events (sequence, agent_id, session_key, recorded_at, body)
+						SELECT max(coalesce((SELECT max(sequence) FROM events), 0), floor, indexed_through) + 1,
+						?, ?, 1, ? FROM sequence_floor`, ref.AgentID, ref.Key, HandBody("by hand", ""))
 				case "delete":
 					err = byHand(path, `DELETE FROM events WHERE sequence = ?`, seq)
 				case "move":
@@ -265,8 +264,9 @@ func scanSession(t *rapid.T, s *Store, ref vigil.SessionRef) []vigil.Event {
 	if err := s.reading(context.Background(), func(c conn) error {
 		return c.query(`SELECT `+eventColumns+` FROM events NOT INDEXED WHERE agent_id = ? AND session_key = ?
 			ORDER BY sequence`, []any{ref.AgentID, ref.Key}, func(r rowValues) error {
-			out = append(out, eventAt(r, 0))
-			return nil
+			e, err := eventAt(r, 0)
+			out = append(out, e)
+			return err
 		})
 	}); err != nil {
 		t.Fatal(err)
@@ -499,9 +499,8 @@ func TestASharedStoreReadsEventsInsertedByHandThroughDB(t *testing.T) {
 	defer s.Close()
 	ref := vigil.SessionRef{AgentID: "a", Key: "agent:a:main"}
 	appendEvents(t, s, ref, 1)
-	if _, err := DB(t, s).ExecContext(context.Background(), `INSERT INTO events (sequence, agent_id, session_key, kind,
-		actor_type, occurred_at, recorded_at, summary) VALUES (2, ?, ?, 'goal_changed', 'human', 1, 1, 'by hand')`,
-		ref.AgentID, ref.Key); err != nil {
+	if _, err := DB(t, s).ExecContext(context.Background(), `INSERT INTO events (sequence, agent_id, session_key,
+		recorded_at, body) VALUES (2, ?, ?, 1, ?)`, ref.AgentID, ref.Key, HandBody("by hand", "")); err != nil {
 		t.Fatal(err)
 	}
 	h, err := s.History(context.Background(), ref, 0, 10)

@@ -245,8 +245,8 @@ func TestDBTurnsTheMemoryOff(t *testing.T) {
 	seq := appendOne(t, s, ref)
 	db := DB(t, s)
 	wantFileAnswer(t, s, ref)
-	if _, err := db.Exec(`INSERT INTO events (sequence, agent_id, session_key, kind, actor_type, occurred_at,
-		recorded_at, summary) VALUES (?, 'a', 'agent:a:main', 'goal_changed', 'human', 1, 1, 'by hand')`, seq+1); err != nil {
+	if _, err := db.Exec(`INSERT INTO events (sequence, agent_id, session_key, recorded_at, body)
+		VALUES (?, 'a', 'agent:a:main', 1, ?)`, seq+1, HandBody("by hand", "")); err != nil {
 		t.Fatal(err)
 	}
 	wantFileAnswer(t, s, ref)

@@ -296,15 +296,17 @@ func (s *Store) turnOff() bool {
 	return unwritten
 }
 
-const eventColumns = `sequence, agent_id, session_key, coalesce(session_id, ''), kind, actor_type,
-	coalesce(actor_id, ''), coalesce(run_id, ''), occurred_at, recorded_at, summary, payload, coalesce(dedupe_key, '')`
+// eventColumns reads an event's row (eventbody.go); eventAt decodes them.
+const eventColumns = `sequence, agent_id, session_key, recorded_at, dedupe_key, body`
 
 // eventAt decodes eventColumns starting at column i.
-func eventAt(r rowValues, i int) vigil.Event {
-	return vigil.Event{Sequence: r.int(i), AgentID: r.str(i + 1), SessionKey: r.str(i + 2), SessionID: r.str(i + 3),
-		Kind: vigil.Kind(r.str(i + 4)), ActorType: vigil.ActorType(r.str(i + 5)), ActorID: r.str(i + 6),
-		RunID: r.str(i + 7), OccurredAt: r.int(i + 8), RecordedAt: r.int(i + 9), Summary: r.str(i + 10),
-		Payload: r.bytes(i + 11), DedupeKey: r.str(i + 12)}
+func eventAt(r rowValues, i int) (vigil.Event, error) {
+	e := vigil.Event{Sequence: r.int(i), AgentID: r.str(i + 1), SessionKey: r.str(i + 2), RecordedAt: r.int(i + 3),
+		DedupeKey: r.str(i + 4)}
+	if err := decodeBody(&e, ownedBlob(r, i+5)); err != nil {
+		return vigil.Event{}, fmt.Errorf("event %d: %w", e.Sequence, err)
+	}
+	return e, nil
 }
 
 const cursorColumns = `target_agent, target_key, watcher, last_seen, notified, material, updated_at, ambient`
@@ -570,10 +572,12 @@ func (s *Store) queryHistory(ctx context.Context, ref vigil.SessionRef, limit in
 				h.EarliestRetained, h.Head, h.PrunedWatermark = r.int(0), max(r.int(1), r.int(2)), r.int(3)
 				return nil
 			}
-			evs = append(evs, vigil.Event{Sequence: r.int(4), AgentID: ref.AgentID, SessionKey: ref.Key,
-				SessionID: r.str(5), Kind: vigil.Kind(r.str(6)), ActorType: vigil.ActorType(r.str(7)), ActorID: r.str(8),
-				RunID: r.str(9), OccurredAt: r.int(10), RecordedAt: r.int(11), Summary: r.str(12),
-				Payload: ownedBlob(r, 13), DedupeKey: r.str(14)})
+			e := vigil.Event{Sequence: r.int(4), AgentID: ref.AgentID, SessionKey: ref.Key, RecordedAt: r.int(5),
+				DedupeKey: r.str(6)}
+			if err := decodeBody(&e, ownedBlob(r, 7)); err != nil {
+				return fmt.Errorf("event %d: %w", e.Sequence, err)
+			}
+			evs = append(evs, e)
 			return nil
 		})
 	})
@@ -604,10 +608,9 @@ var historyBuffers = sync.Pool{New: func() any { return new([]vigil.Event) }}
 
 const historyBufferMax = 1024
 
-// ownedBlob reads a BLOB column (the payload, cast to one) without copying
-// it: the driver hands each row's BLOB values over in memory of their own,
-// where a TEXT value would need copying into a []byte. An empty BLOB reads
-// as empty, not nil, as an empty TEXT value did.
+// ownedBlob reads a BLOB column (an event's body) without copying it: the
+// driver hands each row's BLOB values over in memory of their own, where a
+// TEXT value would need copying into a []byte.
 func ownedBlob(r rowValues, i int) []byte {
 	if b, ok := r[i].([]byte); ok {
 		return b
@@ -620,9 +623,9 @@ func ownedBlob(r rowValues, i int) []byte {
 // from the unindexed tail, one row per event, in one statement. A compound
 // select needs no sort of the whole result, as an outer join with ORDER BY
 // did. The session's key columns are the caller's, so they are not read
-// back, and nullable columns come back as NULL, which the driver hands over
-// without a copy; the payload comes back as a BLOB, which needs no copy
-// either (ownedBlob). Bound values are written +?N (see index.go).
+// back; the dedupe key is mostly NULL, which the driver hands over without
+// a copy, and the body needs no copy either (ownedBlob). Bound values are
+// written +?N (see index.go).
 // historyOfListQuery looks the tail up by the numbers in
 // ?5 (unindexedTail) instead of scanning it, and historyIndexedQuery has no
 // tail, for a store that keeps none (scanTail).
@@ -643,20 +646,17 @@ func historyQueryOf(tail string) string {
 		first = `coalesce(` + first + `, (SELECT min(sequence) FROM ` + tail + `))`
 		last = `coalesce((SELECT max(sequence) FROM ` + tail + `), ` + last + `)`
 	}
-	q := `SELECT ` + first + `, ` + last + `, h.head, h.pruned_watermark,
-		NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+	q := `SELECT ` + first + `, ` + last + `, h.head, h.pruned_watermark, NULL, NULL, NULL, NULL
 		FROM (SELECT 1) LEFT JOIN session_heads h ON h.agent_id = +?1 AND h.session_key = +?2
 	UNION ALL
-	SELECT * FROM (SELECT NULL, NULL, NULL, NULL, e.sequence, e.session_id, e.kind, e.actor_type, e.actor_id,
-		e.run_id, e.occurred_at, e.recorded_at, e.summary, CAST(e.payload AS BLOB), e.dedupe_key
+	SELECT * FROM (SELECT NULL, NULL, NULL, NULL, e.sequence, e.recorded_at, e.dedupe_key, e.body
 		FROM session_index x JOIN events e
 			ON e.sequence = x.sequence AND e.agent_id = +?1 AND e.session_key = +?2
 		WHERE x.session = ` + sessionNumberOf + ` AND x.sequence > +?3 ORDER BY x.sequence LIMIT +?4)`
 	if tail != "" {
 		q += `
 	UNION ALL
-	SELECT * FROM (SELECT NULL, NULL, NULL, NULL, sequence, session_id, kind, actor_type, actor_id, run_id,
-		occurred_at, recorded_at, summary, CAST(payload AS BLOB), dedupe_key
+	SELECT * FROM (SELECT NULL, NULL, NULL, NULL, sequence, recorded_at, dedupe_key, body
 		FROM ` + tail + ` AND sequence > +?3 ORDER BY sequence LIMIT +?4)`
 	}
 	return q
@@ -736,8 +736,9 @@ func (s *Store) Log(ctx context.Context, after int64, limit int) (vigil.LogPage,
 		}
 		return c.query(`SELECT `+eventColumns+` FROM events WHERE sequence > ? ORDER BY sequence LIMIT +?`,
 			[]any{after, limit}, func(r rowValues) error {
-				p.Events = append(p.Events, eventAt(r, 0))
-				return nil
+				e, err := eventAt(r, 0)
+				p.Events = append(p.Events, e)
+				return err
 			})
 	})
 	return p, err
@@ -841,9 +842,11 @@ type Tx struct {
 	// them: their kept rows (watcherRows) are stale from the commit on.
 	touched    map[vigil.SessionRef]struct{}
 	touchedAll bool
-	// args is Append's buffer of statement arguments, reused from one
-	// event to the next.
+	// args and body are Append's buffers of statement arguments and of
+	// the event's body, reused from one event to the next: the driver
+	// copies what it binds.
 	args []any
+	body []byte
 }
 
 // change is one committed write the recent-history memory must follow:
@@ -866,8 +869,8 @@ func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
 	}
 	t.seq++
 	e.Sequence = t.seq
-	q, args := appendStatement(e, t.args[:0])
-	t.args = args
+	q, args, body := appendStatement(e, t.args[:0], t.body[:0])
+	t.args, t.body = args, body
 	n, err := t.c.exec(q, args...)
 	if err != nil {
 		return false, err
@@ -881,9 +884,9 @@ func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
 	}
 	t.floorDirty = true // the number is used up with no event to show for it
 	var prior vigil.Event
-	found, err := t.c.queryRow(byDedupeQuery, []any{e.AgentID, e.SessionKey, e.DedupeKey}, func(r rowValues) error {
-		prior = eventAt(r, 0)
-		return nil
+	found, err := t.c.queryRow(byDedupeQuery, []any{e.AgentID, e.SessionKey, e.DedupeKey}, func(r rowValues) (err error) {
+		prior, err = eventAt(r, 0)
+		return err
 	})
 	if err == nil && !found {
 		err = sql.ErrNoRows
@@ -895,51 +898,25 @@ func (t *Tx) Append(ctx context.Context, e *vigil.Event) (bool, error) {
 	return false, nil
 }
 
-// appendQueries holds the insert of an event for each combination of
-// its optional columns (session_id, actor_id, run_id, dedupe_key: bit 0
-// to 3) that is set. An empty one is a NULL in the statement rather than
-// a parameter, and only an event with a dedupe key can conflict: most
-// events set few of them, and each parameter bound costs a call into
-// SQLite.
-var appendQueries = func() (qs [16]string) {
-	optional := []string{"session_id", "actor_id", "run_id", "dedupe_key"}
-	for mask := range qs {
-		var values strings.Builder
-		values.WriteString("?, ?, ?, ?, ?, ?, ?, ?, ?")
-		for bit := range optional {
-			if mask&(1<<bit) != 0 {
-				values.WriteString(", ?")
-			} else {
-				values.WriteString(", NULL")
-			}
-		}
-		q := `INSERT INTO events (sequence, agent_id, session_key, kind, actor_type, occurred_at, recorded_at,
-		summary, payload, ` + strings.Join(optional, ", ") + `) VALUES (` + values.String() + `)`
-		if mask&(1<<3) != 0 {
-			q += ` ON CONFLICT (agent_id, session_key, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING`
-		}
-		qs[mask] = q
-	}
-	return qs
-}()
+// appendQuery inserts an event without a dedupe key, which cannot
+// conflict; appendDedupedQuery one with, which may. An absent dedupe key
+// is NULL, so that the unique index leaves it out.
+const (
+	appendQuery        = `INSERT INTO events (sequence, agent_id, session_key, recorded_at, body) VALUES (?, ?, ?, ?, ?)`
+	appendDedupedQuery = `INSERT INTO events (sequence, agent_id, session_key, recorded_at, body, dedupe_key)
+		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (agent_id, session_key, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING`
+)
 
 // appendStatement returns the insert of e and its arguments, appended to
-// args.
-func appendStatement(e *vigil.Event, args []any) (string, []any) {
-	var payload any
-	if len(e.Payload) > 0 {
-		payload = string(e.Payload)
+// args, with e's body appended to body (which the statement holds until
+// it has run).
+func appendStatement(e *vigil.Event, args []any, body []byte) (string, []any, []byte) {
+	body = appendBody(body, e)
+	args = append(args, e.Sequence, e.AgentID, e.SessionKey, e.RecordedAt, body)
+	if e.DedupeKey == "" {
+		return appendQuery, args, body
 	}
-	args = append(args, e.Sequence, e.AgentID, e.SessionKey, string(e.Kind), string(e.ActorType),
-		e.OccurredAt, e.RecordedAt, e.Summary, payload)
-	mask := 0
-	for bit, v := range [...]string{e.SessionID, e.ActorID, e.RunID, e.DedupeKey} {
-		if v != "" {
-			mask |= 1 << bit
-			args = append(args, v)
-		}
-	}
-	return appendQueries[mask], args
+	return appendDedupedQuery, append(args, e.DedupeKey), body
 }
 
 // loadSequence makes t.seq the last sequence used up, reading it from the

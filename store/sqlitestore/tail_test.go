@@ -75,12 +75,12 @@ func TestAReadThatTookItsListBeforeDBWasHandedOutStartsAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{`DELETE FROM events WHERE sequence = 1`,
-		`INSERT INTO events (sequence, agent_id, session_key, kind, actor_type, occurred_at, recorded_at, summary)
-			VALUES (3, 'a', 'agent:a:main', 'goal_changed', 'human', 1, 1, 'by hand')`} {
-		if _, err := tx.Exec(q); err != nil {
-			t.Fatal(err)
-		}
+	if _, err := tx.Exec(`DELETE FROM events WHERE sequence = 1`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(`INSERT INTO events (sequence, agent_id, session_key, recorded_at, body)
+		VALUES (3, 'a', 'agent:a:main', 1, ?)`, HandBody("by hand", "")); err != nil {
+		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
