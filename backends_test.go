@@ -192,6 +192,7 @@ var rulesOnPostgreSQL = []func(*testing.T){
 	TestARefusedRecordsSpanSaysItFailedWithoutItsInput,
 	TestAMergedWakeIsAChildOfTheNoticeThatAskedForIt,
 	TestAnEngineWithoutATracerProviderMakesNoSpansEvenWithAGlobalOne,
+	TestARecordWhoseNoticeHookPanicsStillEndsItsSpan,
 	// require_test.go
 	TestARequirementOfTheTargetsCurrentVersionHolds,
 	TestARequirementOfAVersionTheTargetMovedPastIsStaleWithTheVersionNow,
