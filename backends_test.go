@@ -96,6 +96,7 @@ var rulesOnPostgreSQL = []func(*testing.T){
 	TestACreationNoticeRegistersNoWatchAndWakesNobody,
 	TestATurnConsumesTheCreationNoticeAndAcknowledgesNothing,
 	TestAnUndrainedCreationNoticeSurvivesRestartsUntilATurnTakesIt,
+	TestACreationNoticePushedOutOfAFullQueueComesWithALaterTurn,
 	TestASessionKeyIsAnnouncedOnceEver,
 	TestCreationsTheRulesKeepQuietAboutAreNotAnnounced,
 	TestResettingOrDeletingTheMainSessionDropsItsCreationNotices,

@@ -304,3 +304,23 @@ func TestTheCreationNoticeShowsNamesCleanedAndCutAndNothingThatClosesItsBlock(t 
 		t.Fatalf("text\n%q\nwant\n%q", got, want)
 	}
 }
+
+// A main session that takes no turn for a while may be told of more new
+// sessions than its queue holds: the oldest creation notices leave the
+// queue, but they are still owed, and the turn that makes room takes them
+// on the next turn, without waiting for a restart.
+func TestACreationNoticePushedOutOfAFullQueueComesWithALaterTurn(t *testing.T) {
+	env := newEnv(t, vigil.Options{QueueBound: 2})
+	keys := []string{"agent:main:dm:a", "agent:main:dm:b", "agent:main:dm:c"}
+	var want []string
+	for _, k := range keys {
+		want = append(want, env.create(vigil.Creation{Session: vigil.MustRef(k)}).Notice)
+	}
+	got := texts(env.drain(manager).Events)
+	got = append(got, texts(env.drain(manager).Events)...)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("two turns took %q, want every creation notice once: %q", got, want)
+	}
+}

@@ -48,6 +48,22 @@ func (e *Engine) drain(ctx context.Context, watcher string) (Drained, error) {
 		return Drained{}, fmt.Errorf("drain: %w", err)
 	}
 	watcher = k.String()
+	d, err := e.drainQueue(ctx, watcher)
+	if err == nil && e.queues.takeShort(watcher) {
+		// The queue left out entries that are still owed: now that the
+		// turn has made room, they are queued for the next one. The turn
+		// itself is done, so a failure here only waits for the next.
+		if err := e.Refresh(ctx, []string{watcher}); err != nil {
+			e.queues.markShort(watcher)
+			e.log.WarnContext(ctx, "queue again what a full queue left out", "watcher", watcher, "err", err)
+		}
+	}
+	return d, err
+}
+
+// drainQueue is drain of a parsed watcher key, without making its queue
+// whole again.
+func (e *Engine) drainQueue(ctx context.Context, watcher string) (Drained, error) {
 	// A queue without notices needs no write. One with notices is taken
 	// inside the write, on the writer: a Refresh then runs wholly before
 	// or after it and cannot queue again a notice this turn acknowledges.
@@ -151,7 +167,7 @@ func (e *Engine) drain(ctx context.Context, watcher string) (Drained, error) {
 		// session the batch holds until it commits.
 		op.locks = locks
 	}
-	err = e.runWrite(op)
+	err := e.runWrite(op)
 	if err != nil {
 		if taken {
 			e.queues.restore(watcher, entries)

@@ -12,10 +12,16 @@ type queues struct {
 	mu    sync.Mutex // a leaf in the engine's lock order (see Engine)
 	bound int
 	m     map[string][]SystemEvent // watcher key -> entries, oldest first
+	// short are the watchers whose queue had to leave out an entry for
+	// want of room since their last turn. What it left out is still owed
+	// (a creation notice, a pending cursor), and nothing else would queue
+	// it again before a restart: a creation notice has no next change.
+	// The turn that makes room queues it again (Engine.drain).
+	short map[string]bool
 }
 
 func newQueues(bound int) *queues {
-	return &queues{bound: bound, m: map[string][]SystemEvent{}}
+	return &queues{bound: bound, m: map[string][]SystemEvent{}, short: map[string]bool{}}
 }
 
 // sameSlot reports whether a and b occupy the same queue slot. A notice's
@@ -109,6 +115,7 @@ func (q *queues) put(watcher string, ev SystemEvent, evict bool, room int) (chan
 		}
 	}
 	if !evict && len(list) >= q.bound {
+		q.short[watcher] = true
 		return false, 0
 	}
 	if list == nil && room > 1 {
@@ -124,6 +131,7 @@ func (q *queues) put(watcher string, ev SystemEvent, evict bool, room int) (chan
 		clear(list[n:])
 		list = list[:n]
 		dropped = over
+		q.short[watcher] = true
 	}
 	q.m[watcher] = list
 	return true, dropped
@@ -177,10 +185,29 @@ outer:
 	list := append(back, cur...)
 	if over := len(list) - q.bound; over > 0 {
 		list = list[over:]
+		q.short[watcher] = true
 	}
 	if len(list) > 0 {
 		q.m[watcher] = list
 	}
+}
+
+// takeShort reports whether the watcher's queue left out an entry since
+// it was last asked, and forgets it.
+func (q *queues) takeShort(watcher string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	short := q.short[watcher]
+	delete(q.short, watcher)
+	return short
+}
+
+// markShort notes again that the watcher's queue left out an entry, for a
+// queue that could not be made whole.
+func (q *queues) markShort(watcher string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.short[watcher] = true
 }
 
 func (q *queues) removeTarget(watcher string, target SessionRef) {
@@ -191,6 +218,7 @@ func (q *queues) clear(watcher string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	delete(q.m, watcher)
+	delete(q.short, watcher)
 }
 
 // depth returns the number of queued entries across all sessions.

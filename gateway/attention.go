@@ -125,6 +125,13 @@ func (g *Gateway) CheckAttention(ctx context.Context) (int, error) {
 			summary = "session waiting on a person"
 		}
 		err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
+			// The look above read outside this write: a session that
+			// progressed (or was reset or deleted) since is not the one
+			// judged stalled. The next look judges it afresh.
+			cur, ok, err := tx.GetSession(ctx, run.Session)
+			if err != nil || !ok || cur.UpdatedAt != s.UpdatedAt || cur.SessionID != s.SessionID {
+				return err
+			}
 			parent, err := liveParent(ctx, tx, s)
 			if err != nil {
 				return err

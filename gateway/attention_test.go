@@ -215,3 +215,49 @@ func TestCloseReturnsOnlyOnceTheLookAtOpenRunsHasStopped(t *testing.T) {
 		t.Fatal("Close returned while the gateway was still looking at open runs")
 	}
 }
+
+// progressWhileLooked is a store on which a message reaches the session
+// while the gateway reads its newest messages to tell its state: between
+// the look that found it stalled and the write that would announce it.
+type progressWhileLooked struct {
+	sessions.Store
+	progress atomic.Pointer[func()]
+}
+
+func (s *progressWhileLooked) LatestMessages(ctx context.Context, ref vigil.SessionRef, limit int) ([]sessions.Message, error) {
+	ms, err := s.Store.LatestMessages(ctx, ref, limit)
+	if f := s.progress.Swap(nil); f != nil {
+		(*f)()
+	}
+	return ms, err
+}
+
+func TestASessionThatProgressedWhileItWasLookedAtIsNotAnnounced(t *testing.T) {
+	clk := clock.NewManual(time.Now())
+	st := &progressWhileLooked{}
+	g := gatewaytest.Open(t, gatewaytest.Options{
+		Engine:  vigil.Options{Clock: clk},
+		Gateway: gateway.Options{Clock: clk, StuckAfter: 10 * time.Minute, AttentionEvery: -1, NoCreationNotices: true},
+		WrapSessions: func(s sessions.Store) sessions.Store {
+			st.Store = s
+			return st
+		},
+	}).Gateway
+	sp, err := g.Spawn(ctx, caller(t, g, mainAgent, ""), gateway.SpawnInput{Task: "draft"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(10 * time.Minute)
+	progress := func() {
+		zero := 0
+		if _, err := g.Send(ctx, caller(t, g, mainAgent, ""), gateway.SendInput{SessionKey: sp.ChildSessionKey,
+			Message: "status?", TimeoutSeconds: &zero}); err != nil {
+			t.Error(err)
+		}
+	}
+	st.progress.Store(&progress)
+	checkAttention(t, g, 0)
+	if got := attentionEvents(t, g, sp.ChildSessionKey); len(got) != 0 {
+		t.Fatalf("attention events = %q, want none: the session made progress before anything was recorded", got)
+	}
+}
