@@ -109,6 +109,7 @@ var rulesOnPostgreSQL = []func(*testing.T){
 	TestNoticeTextIsStableWhilePending,
 	TestEachWatcherOfAnEventGetsTheNoticeOfItsOwnCursor,
 	TestQueueIsBoundedAndDropsTheOldest,
+	TestANoticeAFullQueueLeftOutComesWithTheNextTurn,
 	TestMainWatcherIsWokenAtOnce,
 	TestSubAgentWatcherIsNeverWoken,
 	TestWakesInsideTheWindowMergeIntoOneAtItsEnd,

@@ -118,6 +118,31 @@ func TestQueueIsBoundedAndDropsTheOldest(t *testing.T) {
 	}
 }
 
+// A watcher told of more changed targets than its queue holds still owes
+// the oldest: the turn that makes room queues them for the next turn,
+// which acknowledges every target once, without a restart or a further
+// change of those targets.
+func TestANoticeAFullQueueLeftOutComesWithTheNextTurn(t *testing.T) {
+	env := newEnv(t, vigil.Options{QueueBound: 2})
+	targets := []string{"agent:main:subagent:wa", "agent:main:subagent:wb", "agent:main:subagent:wc"}
+	for _, target := range targets {
+		env.human(target, manager)
+	}
+	var got []string
+	for range 2 {
+		for _, ref := range env.drain(manager).Acknowledged {
+			got = append(got, ref.Key)
+		}
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, targets) {
+		t.Fatalf("two turns acknowledged %q, want each of %q once", got, targets)
+	}
+	if left := env.pending(manager); len(left) != 0 {
+		t.Fatalf("after two turns %q still queued, want nothing", left)
+	}
+}
+
 // wakeRecorder collects wake callbacks.
 type wakeRecorder struct {
 	mu    sync.Mutex
