@@ -616,7 +616,11 @@ func (g *Gateway) Compact(ctx context.Context, c Caller, in CompactInput) (_ Com
 		return CompactOutput{}, err
 	}
 	var out CompactOutput
-	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
+	// On the session's lock: a delete on another gateway of the database
+	// then either finds the compaction committed, and deletes it with the
+	// rest, or has committed first, and the compaction finds no session,
+	// instead of recording on a session that is gone.
+	err = g.writeOn(ctx, ref, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
 		s, err := mustGet(ctx, tx, ref)
 		if err != nil {
 			return err

@@ -1,0 +1,111 @@
+package gateway_test
+
+// Writes on one gateway of a database that race a change of the same
+// session on another: each is held back by a pausingStore between its
+// read and its writes while the other gateway acts.
+
+import (
+	"context"
+	"testing"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
+	"github.com/vigilhq/vigil/internal/pgtest"
+	"github.com/vigilhq/vigil/internal/testwait"
+)
+
+// pausedGateway opens a gateway as o says, on schema, whose store is p.
+func pausedGateway(t *testing.T, schema string, p *pausingStore, o gatewaytest.Options) *gatewaytest.Gateway {
+	t.Helper()
+	p.read, p.resume = make(chan struct{}), make(chan struct{})
+	o.Schema = schema
+	o.Wrap = func(inner gatewaytest.Store) gatewaytest.Store {
+		p.Store = inner
+		return p
+	}
+	return gatewaytest.Open(t, o)
+}
+
+// race runs write, holds it back at p's read, runs meanwhile until it
+// ends or waits for a lock, then lets write go on. It returns what each
+// returned.
+func race(t *testing.T, p *pausingStore, write, meanwhile func() error) (writeErr, meanwhileErr error) {
+	t.Helper()
+	p.armed.Store(true)
+	wrote := make(chan error, 1)
+	go func() { wrote <- write() }()
+	<-p.read
+	other := make(chan error, 1)
+	go func() { other <- meanwhile() }()
+	look := pgtest.Connect(t)
+	defer look.Close(context.Background())
+	testwait.Until(t, "the other gateway's write ends or waits for the held one", func() bool {
+		return len(other) > 0 || blockedBehind(t, look, 0) > 0
+	})
+	close(p.resume)
+	return <-wrote, <-other
+}
+
+// leftOf fails t unless nothing is left of a deleted session: no row, no
+// transcript, no runs, no events.
+func leftOf(t *testing.T, gw *gatewaytest.Gateway, ref vigil.SessionRef, runIDs ...string) {
+	t.Helper()
+	if _, ok, err := gw.Postgres.Session(ctx, ref); err != nil || ok {
+		t.Fatalf("the deleted session's row: %v, %v", ok, err)
+	}
+	if ms, err := gw.Postgres.Messages(ctx, ref, 0, 10); err != nil || len(ms) > 0 {
+		t.Fatalf("the deleted session's transcript: %+v, %v", ms, err)
+	}
+	for _, id := range runIDs {
+		if run, ok, err := gw.Postgres.Run(ctx, id); err != nil || ok {
+			t.Fatalf("the deleted session's run: %+v, %v, %v", run, ok, err)
+		}
+	}
+	h, err := gw.Postgres.History(ctx, ref, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Events) > 0 {
+		t.Fatalf("the deleted session has %d events left: %+v", len(h.Events), h.Events)
+	}
+}
+
+// deleting returns a delete of ref by a person on g.
+func deleting(t *testing.T, g *gateway.Gateway, ref vigil.SessionRef) func() error {
+	by := caller(t, g, person, "")
+	return func() error {
+		_, err := g.Delete(ctx, by, gateway.SessionInput{SessionKey: ref.Key})
+		return err
+	}
+}
+
+// okOrGone fails t unless err is nil or says the session is not found.
+func okOrGone(t *testing.T, what string, err error) {
+	t.Helper()
+	if err != nil && gateway.Code(err) != gateway.CodeNotFound {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func TestACompactionReportedWhileAnotherGatewayDeletesTheSessionLeavesNothingOfIt(t *testing.T) {
+	pgtest.Require(t)
+	schema := pgtest.FreshSchema(t)
+	deleter := gatewayOnPostgres(t, schema)
+	child := vigil.MustRef(graphStory(t, deleter))
+	p := &pausingStore{target: child}
+	gw := pausedGateway(t, schema, p, gatewaytest.Options{})
+	by := caller(t, gw.Gateway, person, "")
+
+	compacted, deleted := race(t, p, func() error {
+		// A compaction the runtime did itself: there is only an event to
+		// record.
+		_, err := gw.Gateway.Compact(ctx, by, gateway.CompactInput{SessionKey: child.Key})
+		return err
+	}, deleting(t, deleter, child))
+	okOrGone(t, "compacting", compacted)
+	if deleted != nil {
+		t.Fatalf("deleting: %v", deleted)
+	}
+	leftOf(t, gw, child)
+}
