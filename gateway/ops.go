@@ -524,8 +524,20 @@ func (g *Gateway) EndRun(ctx context.Context, c Caller, in RunEndInput) (_ RunEn
 	if err := pre.validate(c); err != nil {
 		return RunEndOutput{}, err
 	}
+	// The write runs on the lock of the run's session, and so reads the
+	// run again under it: a delete of the session on another gateway of
+	// the database, or another end of the run, commits before the run is
+	// read or after it is written, never between, so neither a deleted
+	// run is written back nor an end already committed overwritten.
+	found, ok, err := g.store.Run(ctx, in.RunID)
+	if err != nil {
+		return RunEndOutput{}, fmt.Errorf("end run %s: read it: %w", in.RunID, err)
+	}
+	if !ok {
+		return RunEndOutput{}, fmt.Errorf("end run %s: %w: run %q", in.RunID, ErrNotFound, in.RunID)
+	}
 	var out RunEndOutput
-	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
+	err = g.writeOn(ctx, found.Session, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
 		run, ok, err := tx.GetRun(ctx, in.RunID)
 		if err != nil {
 			return err

@@ -109,3 +109,80 @@ func TestACompactionReportedWhileAnotherGatewayDeletesTheSessionLeavesNothingOfI
 	}
 	leftOf(t, gw, child)
 }
+
+func TestARunEndedWhileAnotherGatewayDeletesItsSessionLeavesNothingOfIt(t *testing.T) {
+	pgtest.Require(t)
+	schema := pgtest.FreshSchema(t)
+	deleter := gatewayOnPostgres(t, schema)
+	sp, err := deleter.Spawn(ctx, caller(t, deleter, mainAgent, ""), gateway.SpawnInput{Task: "draft the report"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := vigil.MustRef(sp.ChildSessionKey)
+	p := &pausingStore{target: child, run: sp.RunID}
+	gw := pausedGateway(t, schema, p, gatewaytest.Options{})
+	by := caller(t, gw.Gateway, person, "")
+
+	ended, deleted := race(t, p, func() error {
+		_, err := gw.Gateway.EndRun(ctx, by, gateway.RunEndInput{RunID: sp.RunID, Outcome: vigil.OutcomeCompleted})
+		return err
+	}, deleting(t, deleter, child))
+	okOrGone(t, "ending the run", ended)
+	if deleted != nil {
+		t.Fatalf("deleting: %v", deleted)
+	}
+	leftOf(t, gw, child, sp.RunID)
+}
+
+// Of two ends of one run reported on two gateways, the first is the run's
+// outcome: its row and its terminal event say the same, and both callers
+// are told that outcome.
+func TestARunEndedOnTwoGatewaysAtOnceKeepsTheFirstOutcome(t *testing.T) {
+	pgtest.Require(t)
+	schema := pgtest.FreshSchema(t)
+	other := gatewayOnPostgres(t, schema)
+	sp, err := other.Spawn(ctx, caller(t, other, mainAgent, ""), gateway.SpawnInput{Task: "draft the report"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := vigil.MustRef(sp.ChildSessionKey)
+	p := &pausingStore{target: child, run: sp.RunID}
+	gw := pausedGateway(t, schema, p, gatewaytest.Options{})
+
+	var completed, failed gateway.RunEndOutput
+	byOne, byOther := caller(t, gw.Gateway, person, ""), caller(t, other, person, "")
+	errOne, errOther := race(t, p, func() (err error) {
+		completed, err = gw.Gateway.EndRun(ctx, byOne, gateway.RunEndInput{RunID: sp.RunID, Outcome: vigil.OutcomeCompleted})
+		return err
+	}, func() (err error) {
+		failed, err = other.EndRun(ctx, byOther, gateway.RunEndInput{RunID: sp.RunID, Outcome: vigil.OutcomeError})
+		return err
+	})
+	if errOne != nil || errOther != nil {
+		t.Fatalf("ending the run: %v; on the other gateway: %v", errOne, errOther)
+	}
+	run, ok, err := gw.Postgres.Run(ctx, sp.RunID)
+	if err != nil || !ok {
+		t.Fatalf("the run: %v, %v", ok, err)
+	}
+	h, err := gw.Postgres.History(ctx, child, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var terminal []vigil.Event
+	for _, e := range h.Events {
+		if e.Kind == vigil.KindRunCompleted || e.Kind == vigil.KindRunFailed {
+			terminal = append(terminal, e)
+		}
+	}
+	want := vigil.KindRunCompleted
+	if run.Outcome != vigil.OutcomeCompleted {
+		want = vigil.KindRunFailed
+	}
+	if len(terminal) != 1 || terminal[0].Kind != want {
+		t.Fatalf("the run's row says %q, its terminal events are %+v", run.Outcome, terminal)
+	}
+	if completed.Outcome != run.Outcome || failed.Outcome != run.Outcome || completed.Recorded == failed.Recorded {
+		t.Fatalf("the run ended %q; its callers were told %+v and %+v", run.Outcome, completed, failed)
+	}
+}
