@@ -186,3 +186,44 @@ func TestARunEndedOnTwoGatewaysAtOnceKeepsTheFirstOutcome(t *testing.T) {
 		t.Fatalf("the run ended %q; its callers were told %+v and %+v", run.Outcome, completed, failed)
 	}
 }
+
+// An agent's main session first used on two gateways at once is created
+// once: the id a client reads of it once its first message was taken is
+// its id from then on.
+func TestAMainSessionCreatedOnTwoGatewaysAtOnceKeepsTheIdFirstSeen(t *testing.T) {
+	pgtest.Require(t)
+	schema := pgtest.FreshSchema(t)
+	other := gatewayOnPostgres(t, schema)
+	main := vigil.SessionRef{AgentID: "main", Key: "agent:main:main"}
+	p := &pausingStore{target: main}
+	gw := pausedGateway(t, schema, p, gatewaytest.Options{})
+	manager, sender := caller(t, gw.Gateway, mainAgent, ""), caller(t, other, person, "")
+
+	var seen string
+	spawned, sent := race(t, p, func() error {
+		_, err := gw.Gateway.Spawn(ctx, manager, gateway.SpawnInput{Task: "draft the report"})
+		return err
+	}, func() error {
+		zero := 0
+		if _, err := other.Send(ctx, sender, gateway.SendInput{AgentID: "main", Message: "start on the report",
+			TimeoutSeconds: &zero, Channel: "web"}); err != nil {
+			return err
+		}
+		s, ok, err := gw.Postgres.Session(ctx, main)
+		if err != nil || !ok {
+			t.Errorf("the main session once the message was taken: %v, %v", ok, err)
+		}
+		seen = s.SessionID
+		return nil
+	})
+	if spawned != nil || sent != nil {
+		t.Fatalf("spawning: %v; sending: %v", spawned, sent)
+	}
+	s, ok, err := gw.Postgres.Session(ctx, main)
+	if err != nil || !ok {
+		t.Fatalf("the main session: %v, %v", ok, err)
+	}
+	if s.SessionID != seen {
+		t.Fatalf("the main session's id changed from %q to %q", seen, s.SessionID)
+	}
+}
