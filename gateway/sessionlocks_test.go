@@ -7,8 +7,10 @@ package gateway_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/clock"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/internal/gatewaytest"
 	"github.com/vigilhq/vigil/internal/pgtest"
@@ -225,5 +227,95 @@ func TestAMainSessionCreatedOnTwoGatewaysAtOnceKeepsTheIdFirstSeen(t *testing.T)
 	}
 	if s.SessionID != seen {
 		t.Fatalf("the main session's id changed from %q to %q", seen, s.SessionID)
+	}
+}
+
+// stallGateways opens two gateways on one schema and one manual clock,
+// which look at open runs only when told to, with StuckAfter ten
+// minutes: the second's store is p. A child of the main session is
+// spawned on the first, and the clock moved an hour on: its run has made
+// no progress for that long.
+func stallGateways(t *testing.T, p *pausingStore) (other *gateway.Gateway, gw *gatewaytest.Gateway, child vigil.SessionRef) {
+	t.Helper()
+	pgtest.Require(t)
+	schema := pgtest.FreshSchema(t)
+	clk := clock.NewManual(time.Now())
+	o := gatewaytest.Options{Schema: schema, Engine: vigil.Options{Clock: clk},
+		Gateway: gateway.Options{Clock: clk, StuckAfter: 10 * time.Minute, AttentionEvery: -1}}
+	other = gatewaytest.Open(t, o).Gateway
+	child = vigil.MustRef(graphStory(t, other))
+	p.target, p.committed = child, true
+	gw = pausedGateway(t, schema, p, o)
+	clk.Advance(time.Hour)
+	return other, gw, child
+}
+
+func TestAStallLookedAtWhileAnotherGatewayDeletesTheSessionIsNotAnnounced(t *testing.T) {
+	p := &pausingStore{}
+	deleter, gw, child := stallGateways(t, p)
+
+	var announced int
+	looked, deleted := race(t, p, func() (err error) {
+		announced, err = gw.Gateway.CheckAttention(ctx)
+		return err
+	}, deleting(t, deleter, child))
+	if looked != nil || deleted != nil {
+		t.Fatalf("looking: %v; deleting: %v", looked, deleted)
+	}
+	if announced != 0 {
+		t.Fatalf("%d stalls announced of a deleted session", announced)
+	}
+	leftOf(t, gw, child)
+}
+
+// A stall ended by progress on another gateway while it was looked at is
+// not announced after the progress, as if the session still stalled.
+func TestAStallLookedAtWhileAnotherGatewayTakesAMessageIsNotAnnounced(t *testing.T) {
+	p := &pausingStore{}
+	other, gw, child := stallGateways(t, p)
+	sender := caller(t, other, person, "")
+
+	var announced int
+	looked, sent := race(t, p, func() (err error) {
+		announced, err = gw.Gateway.CheckAttention(ctx)
+		return err
+	}, func() error {
+		zero := 0
+		_, err := other.Send(ctx, sender, gateway.SendInput{SessionKey: child.Key, Message: "here are the figures",
+			TimeoutSeconds: &zero, Channel: "web"})
+		return err
+	})
+	if looked != nil || sent != nil {
+		t.Fatalf("looking: %v; sending: %v", looked, sent)
+	}
+	if announced != 0 {
+		t.Fatalf("%d stalls announced of a session that had just made progress", announced)
+	}
+}
+
+// A stall whose run is ended on another gateway while it is looked at is
+// not announced after the end, as if the run were still open.
+func TestAStallLookedAtWhileAnotherGatewayEndsItsRunIsNotAnnounced(t *testing.T) {
+	p := &pausingStore{}
+	other, gw, _ := stallGateways(t, p)
+	runs, err := gw.Postgres.OpenRuns(ctx)
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("open runs: %+v, %v", runs, err)
+	}
+	ender := caller(t, other, person, "")
+
+	var announced int
+	looked, ended := race(t, p, func() (err error) {
+		announced, err = gw.Gateway.CheckAttention(ctx)
+		return err
+	}, func() error {
+		_, err := other.EndRun(ctx, ender, gateway.RunEndInput{RunID: runs[0].RunID, Outcome: vigil.OutcomeCompleted})
+		return err
+	})
+	if looked != nil || ended != nil {
+		t.Fatalf("looking: %v; ending the run: %v", looked, ended)
+	}
+	if announced != 0 {
+		t.Fatalf("%d stalls announced of a run that had just ended", announced)
 	}
 }
