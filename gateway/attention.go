@@ -124,12 +124,17 @@ func (g *Gateway) CheckAttention(ctx context.Context) (int, error) {
 		if state == AttentionWaitingOnPerson {
 			summary = "session waiting on a person"
 		}
-		err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
-			// The look above read outside this write: a session that
-			// progressed (or was reset or deleted) since is not the one
-			// judged stalled. The next look judges it afresh.
+		// On the session's lock, which every change of its row and its
+		// runs takes, the stall is looked at again: a session deleted
+		// meanwhile, or whose row or run changed (progress, an end), is
+		// no longer the stall that was looked at, and is left to the
+		// next look.
+		err = g.writeOn(ctx, run.Session, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
 			cur, ok, err := tx.GetSession(ctx, run.Session)
 			if err != nil || !ok || cur.UpdatedAt != s.UpdatedAt || cur.SessionID != s.SessionID {
+				return err
+			}
+			if r, ok, err := tx.GetRun(ctx, run.RunID); err != nil || !ok || r.EndedAt != 0 {
 				return err
 			}
 			parent, err := liveParent(ctx, tx, s)

@@ -346,7 +346,9 @@ func (g *Gateway) actingSession(ctx context.Context, txn *vigil.Txn, tx sessions
 }
 
 // ensureSession returns the session, creating it (without a parent) when
-// missing.
+// missing. The write must hold ref's lock (writeOn): two writes creating
+// it on two gateways would otherwise both write its row, each with its
+// own session id.
 func (g *Gateway) ensureSession(ctx context.Context, txn *vigil.Txn, tx sessions.Tx, ref vigil.SessionRef) (sessions.Session, error) {
 	s, ok, err := tx.GetSession(ctx, ref)
 	if err != nil || ok {

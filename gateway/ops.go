@@ -121,7 +121,12 @@ func (g *Gateway) Spawn(ctx context.Context, c Caller, in SpawnInput) (_ SpawnOu
 		return SpawnOutput{}, err
 	}
 	runID := "run-" + g.opts.NewID()
-	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
+	// On the parent's lock: a main session used for the first time is
+	// created here, and another gateway of the database creating it too
+	// (a send to it) then finds this one's row, instead of replacing it
+	// with a session id of its own; and a parent deleted on another
+	// gateway is either found gone or deleted after its child was added.
+	err = g.writeOn(ctx, parent, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
 		if err := g.checkPrecondition(ctx, txn, c, parent, pre); err != nil {
 			return err
 		}
@@ -524,8 +529,20 @@ func (g *Gateway) EndRun(ctx context.Context, c Caller, in RunEndInput) (_ RunEn
 	if err := pre.validate(c); err != nil {
 		return RunEndOutput{}, err
 	}
+	// The write runs on the lock of the run's session, and so reads the
+	// run again under it: a delete of the session on another gateway of
+	// the database, or another end of the run, commits before the run is
+	// read or after it is written, never between, so neither a deleted
+	// run is written back nor an end already committed overwritten.
+	found, ok, err := g.store.Run(ctx, in.RunID)
+	if err != nil {
+		return RunEndOutput{}, fmt.Errorf("end run %s: read it: %w", in.RunID, err)
+	}
+	if !ok {
+		return RunEndOutput{}, fmt.Errorf("end run %s: %w: run %q", in.RunID, ErrNotFound, in.RunID)
+	}
 	var out RunEndOutput
-	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
+	err = g.writeOn(ctx, found.Session, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
 		run, ok, err := tx.GetRun(ctx, in.RunID)
 		if err != nil {
 			return err
@@ -616,7 +633,11 @@ func (g *Gateway) Compact(ctx context.Context, c Caller, in CompactInput) (_ Com
 		return CompactOutput{}, err
 	}
 	var out CompactOutput
-	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
+	// On the session's lock: a delete on another gateway of the database
+	// then either finds the compaction committed, and deletes it with the
+	// rest, or has committed first, and the compaction finds no session,
+	// instead of recording on a session that is gone.
+	err = g.writeOn(ctx, ref, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
 		s, err := mustGet(ctx, tx, ref)
 		if err != nil {
 			return err

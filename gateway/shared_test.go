@@ -19,9 +19,30 @@ import (
 type pausingStore struct {
 	gatewaytest.Store
 	target vigil.SessionRef
-	armed  atomic.Bool
-	read   chan struct{} // closed once the armed read is answered
-	resume chan struct{} // closed to let the write go on
+	// run, when set, is the run whose read in a write is held back
+	// instead; committed, when set, holds back a read of target's row
+	// outside any write (Store.Session) instead.
+	run       string
+	committed bool
+	armed     atomic.Bool
+	read      chan struct{} // closed once the armed read is answered
+	resume    chan struct{} // closed to let the write go on
+}
+
+// pause holds the caller back, once, if the store is armed.
+func (s *pausingStore) pause() {
+	if s.armed.CompareAndSwap(true, false) {
+		close(s.read)
+		<-s.resume
+	}
+}
+
+func (s *pausingStore) Session(ctx context.Context, ref vigil.SessionRef) (sessions.Session, bool, error) {
+	row, ok, err := s.Store.Session(ctx, ref)
+	if s.committed && ref == s.target {
+		s.pause()
+	}
+	return row, ok, err
 }
 
 func (s *pausingStore) BeginWrite(ctx context.Context) (vigil.Tx, error) {
@@ -46,11 +67,18 @@ type pausingRows struct {
 
 func (r pausingRows) GetSession(ctx context.Context, ref vigil.SessionRef) (sessions.Session, bool, error) {
 	s, ok, err := r.Tx.GetSession(ctx, ref)
-	if ref == r.s.target && r.s.armed.CompareAndSwap(true, false) {
-		close(r.s.read)
-		<-r.s.resume
+	if r.s.run == "" && !r.s.committed && ref == r.s.target {
+		r.s.pause()
 	}
 	return s, ok, err
+}
+
+func (r pausingRows) GetRun(ctx context.Context, runID string) (sessions.Run, bool, error) {
+	run, ok, err := r.Tx.GetRun(ctx, runID)
+	if r.s.run != "" && runID == r.s.run {
+		r.s.pause()
+	}
+	return run, ok, err
 }
 
 // A write that reads a session's row and writes it back, on one gateway
