@@ -40,9 +40,20 @@ type heldMoves struct {
 	byKey   map[cursorKey]vigil.Cursor
 	oldest  time.Time
 	holding bool // false once turned off: later moves are written at once
-	// gen counts commits that took held moves away; readers that overlay
-	// moves on rows they read from the file check it did not change.
+	// gen moves twice with each commit that changes cursors (their rows
+	// in the file, or the moves held): as the commit begins and once
+	// memory follows it. Between the two the file may show the commit
+	// while memory does not, or the other way round, so a reader that
+	// lays held moves over rows it read from the file checks that gen did
+	// not move meanwhile (readCursors).
 	gen uint64
+	// commits is held whole by a commit that changes cursors, from just
+	// before its COMMIT until memory follows it (committing to ended), and
+	// shared by a read that waits for such a commit to end, or keeps the
+	// next ones off. committed says this write holds it; only the writer
+	// uses it.
+	commits   sync.RWMutex
+	committed bool
 	// spare is a cleared map for the next write's own moves: a record on a
 	// target with thousands of watchers moves thousands of cursors, and a
 	// new map each time was most of what a watcher cost beyond its work.
@@ -86,11 +97,19 @@ func (m *heldMoves) get(k cursorKey) (vigil.Cursor, bool) {
 	return c, ok
 }
 
-// generation is the count of commits that took held moves away.
+// generation is gen (see heldMoves).
 func (m *heldMoves) generation() uint64 {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.gen
+}
+
+// settled waits for a commit that changes cursors to end, if one is under
+// way, and returns gen.
+func (m *heldMoves) settled() uint64 {
+	m.commits.RLock()
+	defer m.commits.RUnlock()
+	return m.generation()
 }
 
 // all returns every held move.
@@ -118,10 +137,20 @@ func (m *heldMoves) isHolding() bool {
 	return m.holding
 }
 
-// committing writes the held moves when they are due.
+// committing writes the held moves when they are due, and marks a commit
+// that changes cursors as under way (see gen).
 func (m *heldMoves) committing(t *Tx, now time.Time) error {
 	if m.due(now) {
-		return t.writeMoves()
+		if err := t.writeMoves(); err != nil {
+			return err
+		}
+	}
+	if t.touchedAll || len(t.touched) > 0 || len(t.moved) > 0 {
+		m.commits.Lock()
+		m.committed = true
+		m.mu.Lock()
+		m.gen++
+		m.mu.Unlock()
 	}
 	return nil
 }
@@ -131,13 +160,15 @@ func (m *heldMoves) committing(t *Tx, now time.Time) error {
 // keys it dropped had their rows written or deleted; and its own moves are
 // held from now on. A write that did not commit changed none of them.
 func (m *heldMoves) ended(t *Tx, e txEnd) {
-	if !e.committed {
-		return
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if (t.movesWritten || len(t.dropped) > 0) && len(m.byKey) > 0 {
+	if m.committed {
 		m.gen++
+		m.committed = false
+		defer m.commits.Unlock()
+	}
+	if !e.committed {
+		return
 	}
 	if t.movesWritten {
 		clear(m.byKey)

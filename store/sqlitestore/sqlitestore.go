@@ -672,14 +672,20 @@ func (s *Store) Cursor(ctx context.Context, watcher string, target vigil.Session
 }
 
 // readCursors reads cursor rows from the file with the moves held in
-// memory over them. Should a commit take held moves away (writing them,
-// or rewriting their rows) between the two steps, the row read may predate
-// it while the move is gone: the read starts again, up to readRetries
-// times, after which it answers with what it read (as of just before that
-// commit).
+// memory over them. Should a commit that changes cursors overlap the two
+// steps, the rows read and the moves held may be of either side of it: the
+// read starts again, up to readRetries times, each once the commit has
+// ended; the last keeps such commits off until it is done.
 func (s *Store) readCursors(ctx context.Context, q string, args ...any) ([]vigil.Cursor, error) {
 	for attempt := 0; ; attempt++ {
-		gen := s.moves.generation()
+		var gen uint64
+		last := attempt == readRetries
+		if last {
+			s.moves.commits.RLock()
+			defer s.moves.commits.RUnlock()
+		} else {
+			gen = s.moves.settled()
+		}
 		var out []vigil.Cursor
 		err := s.reading(ctx, func(c conn) error {
 			var err error
@@ -689,16 +695,21 @@ func (s *Store) readCursors(ctx context.Context, q string, args ...any) ([]vigil
 		if err != nil {
 			return out, err
 		}
+		testHookCursorsRead()
 		for i := range out {
 			if m, ok := s.moves.get(keyOf(out[i])); ok {
 				out[i] = m
 			}
 		}
-		if s.moves.generation() == gen || attempt == readRetries {
+		if last || s.moves.generation() == gen {
 			return out, nil
 		}
 	}
 }
+
+// testHookCursorsRead runs after a cursor read took its rows from the
+// file, before it lays the held moves over them.
+var testHookCursorsRead = func() {}
 
 // Cursors implements vigil.Reader.
 func (s *Store) Cursors(ctx context.Context, ref vigil.SessionRef) ([]vigil.Cursor, error) {
