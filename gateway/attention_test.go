@@ -261,3 +261,22 @@ func TestASessionThatProgressedWhileItWasLookedAtIsNotAnnounced(t *testing.T) {
 		t.Fatalf("attention events = %q, want none: the session made progress before anything was recorded", got)
 	}
 }
+
+// The main session is told of a stall deeper down than its own children,
+// and watches that session from then on, as a parent watches its child.
+func TestAMainSessionToldOfAGrandchildsStallWatchesItFromThenOn(t *testing.T) {
+	g, clk, child := attentionGateway(t)
+	sp, err := g.Spawn(ctx, caller(t, g, mainAgent, child), gateway.SpawnInput{Task: "research"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	grandchild := vigil.MustRef(sp.ChildSessionKey)
+	if _, ok, err := g.Engine().Cursor(ctx, "agent:main:main", grandchild); err != nil || ok {
+		t.Fatalf("main watches the grandchild before any stall: %v, %v", ok, err)
+	}
+	clk.Advance(10 * time.Minute)
+	checkAttention(t, g, 2) // the child's stall and the grandchild's
+	if _, ok, err := g.Engine().Cursor(ctx, "agent:main:main", grandchild); err != nil || !ok {
+		t.Fatalf("main watches the grandchild after its stall was announced: %v, %v; want a cursor", ok, err)
+	}
+}
