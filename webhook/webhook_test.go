@@ -835,9 +835,10 @@ func TestLogsAndErrorsNeverRevealURLCredentials(t *testing.T) {
 	}
 }
 
-func TestAWakeOfASessionWaitingInTheQueueMergesIntoItsDelivery(t *testing.T) {
-	// The first request waits for release, so the wakes below find the
-	// worker busy and the queue as they left it.
+// heldReceiver is a receiver whose first request waits until release is
+// closed (or the request ends), keeping its agent's worker busy.
+func heldReceiver(t *testing.T) (*httptest.Server, <-chan hit, chan struct{}) {
+	t.Helper()
 	release := make(chan struct{})
 	srv, hits := newReceiver(t, func(n int, w http.ResponseWriter, r *http.Request) {
 		if n == 1 {
@@ -848,6 +849,12 @@ func TestAWakeOfASessionWaitingInTheQueueMergesIntoItsDelivery(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusOK)
 	})
+	return srv, hits, release
+}
+
+func TestAWakeOfASessionWaitingInTheQueueMergesIntoItsDelivery(t *testing.T) {
+	// The wakes below find the worker busy and the queue as they left it.
+	srv, hits, release := heldReceiver(t)
 	logs := newLogRecorder()
 	d := newDispatcher(t, alphaTarget(srv.URL), Options{QueueSize: 2, Logger: logs.logger()})
 
@@ -870,16 +877,7 @@ func TestAWakeOfASessionWaitingInTheQueueMergesIntoItsDelivery(t *testing.T) {
 }
 
 func TestAWakeOfASessionBeingSentQueuesAnotherDelivery(t *testing.T) {
-	release := make(chan struct{})
-	srv, hits := newReceiver(t, func(n int, w http.ResponseWriter, r *http.Request) {
-		if n == 1 {
-			select {
-			case <-release:
-			case <-r.Context().Done():
-			}
-		}
-		w.WriteHeader(http.StatusOK)
-	})
+	srv, hits, release := heldReceiver(t)
 	logs := newLogRecorder()
 	d := newDispatcher(t, alphaTarget(srv.URL), Options{Logger: logs.logger()})
 
