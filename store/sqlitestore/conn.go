@@ -109,8 +109,13 @@ type conn struct {
 var ErrTxEnded = errors.New("sqlitestore: SQLite already ended the write transaction; nothing more runs in it")
 
 // errClosed is returned by statements of a write transaction left open
-// past Close: the file is no longer this store's.
+// past Close that start after it: the store writes nothing more.
 var errClosed = errors.New("sqlitestore: store closed")
+
+// errWriteRunning is part of Close's error when a write transaction still
+// held the writer connection once Close stopped waiting for it.
+var errWriteRunning = errors.New("sqlitestore: a write transaction was still running at Close; " +
+	"its connection, the file and the file's lock are released when it ends")
 
 // failure marks an error of SQLite, of its connections or of a store
 // already closed as the store's: vigil.ErrStoreFailed, keeping its text.
@@ -149,9 +154,16 @@ func (c conn) withStmt(q string, f func(cs *connState, p *prepared) error) error
 		if err != nil {
 			return err
 		}
+		if c.tx != nil {
+			testHookWriteStatement()
+		}
 		return f(cs, p)
 	}))
 }
+
+// testHookWriteStatement runs when a statement of a write transaction is
+// about to run, its statement prepared: tests hold it there.
+var testHookWriteStatement = func() {}
 
 // exec runs a statement and returns how many rows it changed.
 func (c conn) exec(q string, args ...any) (int64, error) {

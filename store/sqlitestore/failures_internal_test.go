@@ -49,8 +49,8 @@ func TestEveryCallOfAShutStoreFailsMarkedAsTheStores(t *testing.T) {
 		t.Fatal(err)
 	}
 	stx := tx.Rows().(sessions.Tx)
-	if err := s.shutDown(); err != nil {
-		t.Fatal(err)
+	if err := s.shutDown(); !errors.Is(err, errWriteRunning) {
+		t.Fatalf("shutDown with a write open: %v, want it to say a write was still running", err)
 	}
 	cursor := vigil.Cursor{Watcher: failAlpha.Key, Target: failBeta, LastSeen: 1, Notified: 1, Material: 1}
 	mustBeMarked(t, map[string]func() error{

@@ -258,8 +258,8 @@ func TestASharedStoreRecordsThatItsMovesAreWritten(t *testing.T) {
 	}
 }
 
-// A write transaction left open past Close runs nothing more: the file is
-// no longer the store's. (Close waits its bound for the writer first: the
+// A write transaction left open past Close starts nothing more: the store
+// writes no more. (Close waits its bound for the writer first: the
 // store is opened in a synctest bubble, so that bound passes on the
 // bubble's clock, at once, when nothing else can happen. The directory is
 // made outside, as its cleanup outlives the bubble.)

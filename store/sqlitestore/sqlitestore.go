@@ -101,8 +101,18 @@ type Store struct {
 	conns  sync.Map // *sqlite3.SQLiteConn -> *connState
 	closed atomic.Bool
 	// shut is set once Close no longer writes: a write transaction left
-	// open past it runs nothing more.
+	// open past it starts no statement more.
 	shut atomic.Bool
+	// writeMu guards the state of the writer connection. writeEnded is
+	// made when a write transaction takes the connection and closed when
+	// it hands it back; writerConn is that transaction's driver
+	// connection. orphaned is set when shutDown ran while a write held
+	// the connection: the write's end then finalizes its statements and
+	// closes it, the synced file and the lock (handBack).
+	writeMu    sync.Mutex
+	writeEnded chan struct{}
+	writerConn any
+	orphaned   bool
 	// readsMu is held shared by every read on a reader connection and
 	// whole by Close while it finalizes their statements: a statement
 	// finalized under a running read crashed the process.
@@ -250,40 +260,116 @@ const closeWriteWait = 5 * time.Second
 // Close writes the cursor moves held in memory and the session index, and
 // closes the store. Should that write fail, the engine replays the moves
 // at the next Open, which also brings the index up to date.
+//
+// Close waits up to closeWriteWait for a write transaction holding the
+// writer connection. One still running then is left alone: a statement it
+// has under way runs to its end, later ones fail, and its Commit or
+// Rollback closes the connection and only then lets go of the file and
+// its lock, so no other process opens the file while this one may still
+// write it. Close then says a write was still running (errWriteRunning).
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	// Bounded: a write connection someone never handed back must not hold
+	// Close forever.
+	ctx, cancel := context.WithTimeout(context.Background(), closeWriteWait)
+	defer cancel()
 	var err error
 	if s.exclusive {
-		// Bounded: a write connection someone never handed back must not
-		// hold Close forever.
-		ctx, cancel := context.WithTimeout(context.Background(), closeWriteWait)
 		err = s.writeHeld(ctx, true)
-		cancel()
+	}
+	s.writeMu.Lock()
+	ended := s.writeEnded
+	s.writeMu.Unlock()
+	if ended != nil {
+		select {
+		case <-ended:
+		case <-ctx.Done():
+		}
 	}
 	return errors.Join(err, s.shutDown())
 }
 
-// shutDown closes the store without writing anything more.
+// shutDown closes the store without writing anything more. A write
+// transaction still holding the writer connection keeps it, with its
+// statements, the synced file and the lock, until it ends (handBack).
 func (s *Store) shutDown() error {
 	s.closed.Store(true)
 	s.shut.Store(true)
 	s.turnOff() // reads after Close fail, as the file's do
 	err := s.ckpt.close()
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	running := s.writeEnded != nil
 	// Finalize the kept statements first: a connection with live
 	// statements cannot close. Reads still running finish first, and later
-	// ones find the store shut.
+	// ones find the store shut; a running write's are its own.
 	s.readsMu.Lock()
 	s.conns.Range(func(k, v any) bool {
+		if running && k == s.writerConn {
+			return true
+		}
 		v.(*connState).close()
 		s.conns.Delete(k)
 		return true
 	})
 	s.readsMu.Unlock()
-	err = errors.Join(err, s.read.Close(), s.write.Close(), s.ckpt.closeFile(), s.lock.release())
+	// The writer pool closes its connection when the write hands it back.
+	err = errors.Join(err, s.read.Close(), s.write.Close())
+	if running {
+		s.orphaned = true
+		return errors.Join(err, errWriteRunning)
+	}
+	err = errors.Join(err, s.ckpt.closeFile(), s.lock.release())
 	s.lock = nil
 	return err
+}
+
+// takeWriter records that a write transaction holds the writer
+// connection sc, unless the store is shut.
+func (s *Store) takeWriter(sc *sql.Conn) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if s.shut.Load() {
+		sc.Close()
+		return failed(errClosed)
+	}
+	sc.Raw(func(dc any) error {
+		s.writerConn = dc
+		return nil
+	})
+	s.writeEnded = make(chan struct{})
+	return nil
+}
+
+// handBack returns the writer connection sc, taken by takeWriter. If the
+// store was shut meanwhile, it finalizes the connection's statements and
+// closes it, and then the synced file and the lock, which shutDown left:
+// closing the file drops every lock this process holds on it, SQLite's
+// included, and the lock kept other processes away while this write could
+// still change the file.
+func (s *Store) handBack(sc *sql.Conn) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	close(s.writeEnded)
+	s.writeEnded, s.writerConn = nil, nil
+	if !s.orphaned {
+		sc.Close()
+		return
+	}
+	s.orphaned = false
+	sc.Raw(func(dc any) error {
+		if cs, ok := s.conns.LoadAndDelete(dc); ok {
+			cs.(*connState).close()
+		}
+		return nil
+	})
+	err := errors.Join(sc.Close(), s.ckpt.closeFile(), s.lock.release())
+	s.lock = nil
+	if err != nil {
+		s.log.Error("sqlitestore: releasing the file after a write left open past Close", "err", err)
+	}
 }
 
 // turnOff turns every mirror off, and reports whether one holds what the
@@ -773,10 +859,13 @@ func (s *Store) begin(ctx context.Context) (*Tx, error) {
 	if err != nil {
 		return nil, failed(err)
 	}
+	if err := s.takeWriter(sc); err != nil {
+		return nil, err
+	}
 	c := conn{s: s, sc: sc}
 	s.ckpt.restart(c)
 	if _, err := c.exec(`BEGIN IMMEDIATE`); err != nil {
-		sc.Close()
+		s.handBack(sc)
 		return nil, err
 	}
 	t := &Tx{s: s, c: c, tx: sc, unindexed: s.spare.unindexed, unindexedMessages: s.spare.unindexedMessages,
@@ -1213,7 +1302,7 @@ func (t *Tx) end() {
 	}
 	t.done = true
 	t.s.spare.keep(t)
-	t.tx.Close()
+	t.s.handBack(t.tx)
 	if t.moved != nil { // memory has what it needed of it
 		t.s.moves.giveBack(t.moved)
 		t.moved = nil
