@@ -110,6 +110,8 @@ var rulesOnPostgreSQL = []func(*testing.T){
 	TestEachWatcherOfAnEventGetsTheNoticeOfItsOwnCursor,
 	TestQueueIsBoundedAndDropsTheOldest,
 	TestANoticeAFullQueueLeftOutComesWithTheNextTurn,
+	TestATurnAfterAFailedRequeueTakesWhatAFullQueueLeftOut,
+	TestANoticeQueuedAgainForTheTurnThatTakesItWakesNobody,
 	TestMainWatcherIsWokenAtOnce,
 	TestSubAgentWatcherIsNeverWoken,
 	TestWakesInsideTheWindowMergeIntoOneAtItsEnd,

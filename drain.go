@@ -48,17 +48,33 @@ func (e *Engine) drain(ctx context.Context, watcher string) (Drained, error) {
 		return Drained{}, fmt.Errorf("drain: %w", err)
 	}
 	watcher = k.String()
+	if e.queues.takeShortIfEmpty(watcher) {
+		// Entries were left out and nothing holds their place any more:
+		// queued now, this turn takes them, so they wake nobody. Should
+		// that fail, the turn goes on with what it has.
+		e.queueLeftOut(ctx, watcher, false)
+	}
 	d, err := e.drainQueue(ctx, watcher)
 	if err == nil && e.queues.takeShort(watcher) {
 		// The queue left out entries that are still owed: now that the
 		// turn has made room, they are queued for the next one. The turn
 		// itself is done, so a failure here only waits for the next.
-		if err := e.Refresh(ctx, []string{watcher}); err != nil {
-			e.queues.markShort(watcher)
-			e.log.WarnContext(ctx, "queue again what a full queue left out", "watcher", watcher, "err", err)
-		}
+		e.queueLeftOut(ctx, watcher, true)
 	}
 	return d, err
+}
+
+// queueLeftOut queues again what the watcher's full queue left out (as
+// Refresh does, waking the watcher only when wake is set), or notes it
+// still left out when that fails.
+func (e *Engine) queueLeftOut(ctx context.Context, watcher string, wake bool) {
+	if _, err := watcherKey(watcher); err != nil {
+		return // a bare key is owed no notice: its queue holds none
+	}
+	if err := e.rebuild(ctx, []string{watcher}, wake); err != nil {
+		e.queues.markShort(watcher)
+		e.log.WarnContext(ctx, "queue again what a full queue left out", "watcher", watcher, "err", err)
+	}
 }
 
 // drainQueue is drain of a parsed watcher key, without making its queue
@@ -175,6 +191,17 @@ func (e *Engine) drainQueue(ctx context.Context, watcher string) (Drained, error
 		return Drained{}, fmt.Errorf("drain %s: acknowledge: %w", watcher, err)
 	}
 	return d, nil
+}
+
+// HasWork reports whether a turn of watcher has system events to take:
+// queued ones, or ones its full queue left out, which the turn queues
+// again (Drain). Looking changes nothing.
+func (e *Engine) HasWork(watcher string) bool {
+	k, err := sessionkey.Parse(watcher)
+	if err != nil {
+		return false
+	}
+	return e.queues.owes(k.String())
 }
 
 // Pending returns the watcher's queued system events without consuming

@@ -3,10 +3,13 @@ package vigil_test
 // Tests for notices and wakes (SPEC 4).
 
 import (
+	"context"
+	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -141,6 +144,93 @@ func TestANoticeAFullQueueLeftOutComesWithTheNextTurn(t *testing.T) {
 	if left := env.pending(manager); len(left) != 0 {
 		t.Fatalf("after two turns %q still queued, want nothing", left)
 	}
+}
+
+// owedToFails is a store whose reads of what watchers are owed fail while
+// fail is above zero, one failure a read.
+type owedToFails struct {
+	vigil.Store
+	fail atomic.Int32
+}
+
+func (s *owedToFails) BeginWrite(ctx context.Context) (vigil.Tx, error) {
+	tx, err := s.Store.BeginWrite(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &owedToFailsTx{Tx: tx, s: s}, nil
+}
+
+type owedToFailsTx struct {
+	vigil.Tx
+	s *owedToFails
+}
+
+func (t *owedToFailsTx) OwedTo(ctx context.Context, watchers []string, lock bool) (vigil.Owed, error) {
+	if t.s.fail.Add(-1) >= 0 {
+		return vigil.Owed{}, errors.New("owed: store unavailable")
+	}
+	return t.Tx.OwedTo(ctx, watchers, lock)
+}
+
+// leftOutOfAFullQueue has a person change three targets of the manager,
+// whose queue holds two, and reopens the engine on a store whose reads of
+// what is owed can be made to fail. The sweep leaves the oldest out again.
+func leftOutOfAFullQueue(t *testing.T, env *testEnv) (*owedToFails, []string) {
+	t.Helper()
+	targets := []string{"agent:main:subagent:wa", "agent:main:subagent:wb", "agent:main:subagent:wc"}
+	for _, target := range targets {
+		env.human(target, manager)
+	}
+	env.eng.Close()
+	st := &owedToFails{Store: env.store}
+	eng, err := vigil.Open(ctx, st, env.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.eng = eng
+	return st, targets
+}
+
+// A turn whose queue could not be made whole after it (the store failed)
+// still answers what it took, and the next turn takes what the full queue
+// left out, though nothing else is queued.
+func TestATurnAfterAFailedRequeueTakesWhatAFullQueueLeftOut(t *testing.T) {
+	env := newEnv(t, vigil.Options{QueueBound: 2})
+	st, targets := leftOutOfAFullQueue(t, env)
+	st.fail.Store(1)
+	first := env.drain(manager)
+	if got := refKeys(first.Acknowledged); !slices.Equal(got, targets[1:]) {
+		t.Fatalf("first turn acknowledged %q, want %q", got, targets[1:])
+	}
+	if got := refKeys(env.drain(manager).Acknowledged); !slices.Equal(got, targets[:1]) {
+		t.Fatalf("second turn acknowledged %q, want %q, left out of the full queue", got, targets[:1])
+	}
+}
+
+// What a full queue left out, queued again for the very turn that takes
+// it, wakes nobody: the watcher is taking its turn.
+func TestANoticeQueuedAgainForTheTurnThatTakesItWakesNobody(t *testing.T) {
+	env := newEnv(t, vigil.Options{QueueBound: 2})
+	st, targets := leftOutOfAFullQueue(t, env)
+	st.fail.Store(1)
+	env.drain(manager)
+	before := env.eng.Stats().Wakes
+	if got := refKeys(env.drain(manager).Acknowledged); !slices.Equal(got, targets[:1]) {
+		t.Fatalf("turn acknowledged %q, want %q", got, targets[:1])
+	}
+	if woke := env.eng.Stats().Wakes - before; woke != 0 {
+		t.Fatalf("the turn woke its watcher %d times, want none", woke)
+	}
+}
+
+func refKeys(refs []vigil.SessionRef) []string {
+	var out []string
+	for _, r := range refs {
+		out = append(out, r.Key)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // wakeRecorder collects wake callbacks.

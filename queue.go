@@ -202,6 +202,28 @@ func (q *queues) takeShort(watcher string) bool {
 	return short
 }
 
+// takeShortIfEmpty is takeShort for a watcher whose queue holds nothing:
+// what pushed its entries out has gone since (unwatched, taken by a turn
+// that could not queue them again), so the turn can have them now.
+func (q *queues) takeShortIfEmpty(watcher string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.m[watcher]) > 0 {
+		return false
+	}
+	short := q.short[watcher]
+	delete(q.short, watcher)
+	return short
+}
+
+// owes reports whether a turn of watcher has entries to take: queued,
+// or left out of a full queue.
+func (q *queues) owes(watcher string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.m[watcher]) > 0 || q.short[watcher]
+}
+
 // markShort notes again that the watcher's queue left out an entry, for a
 // queue that could not be made whole.
 func (q *queues) markShort(watcher string) {

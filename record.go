@@ -378,11 +378,16 @@ func (e *Engine) enqueueNotice(ctx context.Context, watcher string, ev SystemEve
 // ambient watch's notice). The wake follows from the notice's span, if it
 // has one.
 func (e *Engine) noticeQueued(watcher string, ev SystemEvent) {
+	e.announceNotice(watcher, ev, true)
+}
+
+// announceNotice is noticeQueued, waking nobody unless wake is set.
+func (e *Engine) announceNotice(watcher string, ev SystemEvent, wake bool) {
 	e.stats.noticesQueued.Add(1)
 	if e.opts.OnNotice != nil {
 		e.opts.OnNotice(watcher, ev)
 	}
-	if !ev.quiet && !sessionkey.IsSubAgent(watcher) {
+	if wake && !ev.quiet && !sessionkey.IsSubAgent(watcher) {
 		e.stats.wakes.Add(1)
 		var from trace.SpanContext
 		if ev.origin != nil {

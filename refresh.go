@@ -44,7 +44,7 @@ func (e *Engine) Refresh(ctx context.Context, watchers []string) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	if err := e.rebuild(ctx, keys); err != nil {
+	if err := e.rebuild(ctx, keys, true); err != nil {
 		return fmt.Errorf("refresh %d watchers: %w", len(keys), err)
 	}
 	return nil
@@ -54,7 +54,7 @@ func (e *Engine) Refresh(ctx context.Context, watchers []string) error {
 // for the watchers that hold a pending cursor or a queued notice. Unlike
 // Sweep it writes nothing.
 func (e *Engine) Resync(ctx context.Context) error {
-	if err := e.rebuild(ctx, nil); err != nil {
+	if err := e.rebuild(ctx, nil, true); err != nil {
 		return fmt.Errorf("resync queues: %w", err)
 	}
 	return nil
@@ -63,8 +63,9 @@ func (e *Engine) Resync(ctx context.Context) error {
 // rebuild is Refresh of keys, or Resync when keys is nil. A Resync reads
 // every pending cursor while the queues still hold their notices, so the
 // cursors' notices are built one watcher at a time, as its queue is
-// synced, rather than all of them first beside the queues.
-func (e *Engine) rebuild(ctx context.Context, keys []string) error {
+// synced, rather than all of them first beside the queues. Unless wake is
+// set, the notices it queues wake nobody: a turn about to take them.
+func (e *Engine) rebuild(ctx context.Context, keys []string, wake bool) error {
 	return e.Update(ctx, func(ctx context.Context, t *Txn) error {
 		t.atEnd = append(t.atEnd, func(ctx context.Context) error {
 			owed, err := t.tx.OwedTo(ctx, keys, false)
@@ -87,7 +88,7 @@ func (e *Engine) rebuild(ctx context.Context, keys []string) error {
 				var notices []SystemEvent
 				for _, w := range watchers {
 					notices = want.of(notices[:0], w)
-					e.syncNotices(w, notices, deleted[w])
+					e.syncNotices(w, notices, deleted[w], wake)
 				}
 				clear(notices) // holds no notice past the last queue's
 			})
@@ -205,9 +206,9 @@ func hasCreationNotice(notices []SystemEvent, session SessionRef) bool {
 }
 
 // syncNotices makes watcher's queued notices and creation notices exactly
-// notices, keeping the notices about the targets in keep. Runs after
-// commit, on the writer.
-func (e *Engine) syncNotices(watcher string, notices []SystemEvent, keep []SessionRef) {
+// notices, keeping the notices about the targets in keep; those it queues
+// wake the watcher only when wake is set. Runs after commit, on the writer.
+func (e *Engine) syncNotices(watcher string, notices []SystemEvent, keep []SessionRef, wake bool) {
 	e.queues.keepNotices(watcher, func(target SessionRef) bool {
 		for _, k := range keep {
 			if k == target {
@@ -219,7 +220,7 @@ func (e *Engine) syncNotices(watcher string, notices []SystemEvent, keep []Sessi
 	e.queues.keepCreationNotices(watcher, func(session SessionRef) bool { return hasCreationNotice(notices, session) })
 	for _, n := range notices {
 		if e.queues.pushIfRoom(watcher, n) {
-			e.noticeQueued(watcher, n)
+			e.announceNotice(watcher, n, wake)
 		}
 	}
 }

@@ -261,7 +261,7 @@ func (g *Gateway) takeTurn(ctx context.Context, ref vigil.SessionRef) (TurnOutpu
 	if err != nil {
 		return out, false, err
 	}
-	if !unread && len(g.eng.Pending(ref.Key)) == 0 {
+	if !unread && !g.eng.HasWork(ref.Key) {
 		return out, false, nil
 	}
 	d, err := g.eng.Drain(ctx, ref.Key)

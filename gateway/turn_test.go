@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -132,5 +133,50 @@ func TestATurnOfAnUnknownSessionIsNotFound(t *testing.T) {
 	_, err := g.Turn(ctx, admin, gateway.TurnInput{SessionKey: "agent:main:subagent:never-spawned", WaitSeconds: &zero})
 	if !errors.Is(err, gateway.ErrNotFound) {
 		t.Fatalf("turn of an unknown session = %v; want not found", err)
+	}
+}
+
+// A notice a full queue left out comes with a turn even when nothing else
+// is queued any more: here the watcher unwatched the sessions whose notices
+// pushed it out.
+func TestATurnTakesANoticeAFullQueueLeftOutWhenNothingElseIsQueued(t *testing.T) {
+	g := gatewaytest.Open(t, gatewaytest.Options{Engine: vigil.Options{QueueBound: 2}}).Gateway
+	manager := caller(t, g, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "")
+	turn := func() gateway.TurnOutput {
+		t.Helper()
+		zero := 0
+		out, err := g.Turn(ctx, manager, gateway.TurnInput{SessionKey: "agent:main:main", WaitSeconds: &zero})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	var children []string
+	for _, task := range []string{"one", "two", "three"} {
+		sp, err := g.Spawn(ctx, manager, gateway.SpawnInput{Task: task})
+		if err != nil {
+			t.Fatal(err)
+		}
+		children = append(children, sp.ChildSessionKey)
+	}
+	for range len(children) + 1 { // the creation notices, two a turn at most
+		if turn().TimedOut {
+			break
+		}
+	}
+	zero := 0
+	for _, child := range children {
+		if _, err := g.Send(ctx, caller(t, g, person, ""), gateway.SendInput{SessionKey: child,
+			Message: "use the new figures", TimeoutSeconds: &zero}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, child := range children[1:] { // the two notices the queue holds
+		if _, err := g.Unwatch(ctx, manager, gateway.UnwatchInput{SessionKey: child}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out := turn(); !slices.Equal(out.Acknowledged, children[:1]) {
+		t.Fatalf("turn = %+v; want the notice about %s the full queue left out", out, children[0])
 	}
 }
