@@ -348,7 +348,9 @@ func (e *Engine) replayMoves(ctx context.Context) error {
 			return fmt.Errorf("replay cursor moves: read the log after %d: %w", after, err)
 		}
 		if len(page.Events) == 0 {
-			return nil
+			return e.Update(ctx, func(ctx context.Context, t *Txn) error {
+				return t.tx.MovesReplayed(ctx)
+			})
 		}
 		err = e.Update(ctx, func(ctx context.Context, t *Txn) error {
 			for _, ev := range page.Events {

@@ -120,3 +120,61 @@ func TestAStoreThatCrashedWithHeldMovesComesBackWithEveryCursor(t *testing.T) {
 		t.Fatal("no run replayed a move: the crash copies held none")
 	}
 }
+
+// A store a crash left owing cursor moves, opened and closed without an
+// engine (as vigil db migrate does, or a start that fails before its
+// replay), still owes them: the next start replays them, so the watcher
+// learns of the change.
+func TestAStoreClosedBeforeTheReplayLeavesTheCrashsMovesToTheNextStart(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "live.db")
+	st, err := sqlitestore.Open(ctx, path, sqlitestore.Options{Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	eng, err := vigil.Open(ctx, st, vigil.Options{PruneInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	worker := vigil.MustRef("agent:a:subagent:w")
+	if _, err := eng.Watch(ctx, "agent:a:main", worker); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := eng.Record(ctx, vigil.Record{Session: worker, Kind: vigil.KindHumanDirectMessage,
+		ActorType: vigil.ActorHuman, ActorID: "telegram:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashed := filepath.Join(dir, "crashed.db")
+	if err := crashcopy.Copy(path, crashed); err != nil {
+		t.Fatal(err)
+	}
+
+	bare, err := sqlitestore.Open(ctx, crashed, sqlitestore.Options{Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bare.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	st2, err := sqlitestore.Open(ctx, crashed, sqlitestore.Options{Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st2.Close()
+	eng2, err := vigil.Open(ctx, st2, vigil.Options{PruneInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng2.Close()
+	cs, err := eng2.Cursors(ctx, worker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 1 || cs[0].Material != rec.Event.Sequence {
+		t.Fatalf("cursors on the worker after the restart: %+v; want the main session's at material %d", cs, rec.Event.Sequence)
+	}
+}

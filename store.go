@@ -169,6 +169,12 @@ type Tx interface {
 	// every event at or below it are written (math.MaxInt64 for a backend
 	// that writes every move with its commit).
 	MovesDurableThrough(ctx context.Context) (int64, error)
+	// MovesReplayed says that the material events after
+	// MovesDurableThrough have been applied to the cursors again. A
+	// backend that opened owing moves (a crash lost them) records none as
+	// written past where they ended until it is told so: a store closed
+	// before the replay leaves them to the next start.
+	MovesReplayed(ctx context.Context) error
 	// PruneEvents deletes up to limit of the oldest events, in sequence
 	// order, stopping before the first one with a sequence above maxSequence
 	// or recorded at or after recordedBefore. Before deleting, it raises each

@@ -171,8 +171,12 @@ func dbSummary(st dbStatus) string {
 	if st.Version == st.Latest {
 		return fmt.Sprintf("version %d, up to date", st.Version)
 	}
-	return fmt.Sprintf("version %d; this build's is %d: %d migrations to apply (vigil db migrate, or vigil serve as it starts)",
-		st.Version, st.Latest, st.Latest-st.Version)
+	missing, noun := st.Latest-st.Version, "migrations"
+	if missing == 1 {
+		noun = "migration"
+	}
+	return fmt.Sprintf("version %d; this build's is %d: %d %s to apply (vigil db migrate, or vigil serve as it starts)",
+		st.Version, st.Latest, missing, noun)
 }
 
 // dbPgDumpAdvice says how to back up a PostgreSQL database: vigil's schema

@@ -148,3 +148,11 @@ func TestDBBackupIsReadableByItsOwnerOnly(t *testing.T) {
 		t.Errorf("the backup's mode is %v: others may read it", mode)
 	}
 }
+
+// The one migration an upgrade usually brings is counted as one.
+func TestDBStatusCountsASingleMissingMigrationInTheSingular(t *testing.T) {
+	got := dbSummary(dbStatus{Version: 14, Latest: 15})
+	if want := "version 14; this build's is 15: 1 migration to apply"; !strings.Contains(got, want) {
+		t.Errorf("summary %q, want %q", got, want)
+	}
+}

@@ -684,6 +684,10 @@ func (t *Tx) MoveCursors(ctx context.Context, cs []vigil.Cursor) error { return 
 // commit.
 func (t *Tx) MovesDurableThrough(ctx context.Context) (int64, error) { return math.MaxInt64, nil }
 
+// MovesReplayed implements vigil.Tx: every move is written with its
+// commit, so none is ever owed.
+func (t *Tx) MovesReplayed(ctx context.Context) error { return nil }
+
 // SweepIndex implements vigil.Tx: the session index loses its entries
 // with their events, so there is nothing to sweep.
 func (t *Tx) SweepIndex(ctx context.Context, after vigil.SessionRef, limit int) (int, vigil.SessionRef, bool, error) {

@@ -239,7 +239,8 @@ func (t *Tx) MoveCursors(ctx context.Context, cs []vigil.Cursor) error {
 }
 
 // writeMoves writes every move held in memory or by this transaction, and
-// records that the moves of every event numbered so far are in the file.
+// records that the moves of every event numbered so far are in the file,
+// unless a crash's moves are still to be replayed (owesReplay).
 // Writes that read or delete cursors in bulk call it first, so they meet
 // the file alone. A store that holds no moves records the number all the
 // same, so the replay at the next Open starts from it.
@@ -265,8 +266,10 @@ func (t *Tx) writeMoves() error {
 	if err := t.loadSequence(); err != nil {
 		return err
 	}
-	if _, err := t.c.exec(`UPDATE sequence_floor SET moves_through = max(moves_through, ?) WHERE id = 1`, t.seq); err != nil {
-		return fmt.Errorf("write held cursor moves: %w", err)
+	if !t.s.owesReplay.Load() {
+		if _, err := t.c.exec(`UPDATE sequence_floor SET moves_through = max(moves_through, ?) WHERE id = 1`, t.seq); err != nil {
+			return fmt.Errorf("write held cursor moves: %w", err)
+		}
 	}
 	t.movesWritten = true
 	clear(t.moved)
@@ -284,6 +287,32 @@ func (t *Tx) MovesDurableThrough(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("read how far cursor moves are written: %w", err)
 	}
 	return n, nil
+}
+
+// MovesReplayed implements vigil.Tx: from now on a write of the moves
+// held records them as written through the newest event.
+func (t *Tx) MovesReplayed(ctx context.Context) error {
+	t.s.owesReplay.Store(false)
+	return nil
+}
+
+// readReplayOwed sets owesReplay if the file's events go beyond where it
+// says cursor moves are written.
+func (s *Store) readReplayOwed(ctx context.Context) error {
+	t, err := s.begin(ctx)
+	if err != nil {
+		return err
+	}
+	through, err := t.MovesDurableThrough(ctx)
+	if err == nil {
+		err = t.loadSequence()
+	}
+	if err != nil {
+		t.Rollback()
+		return err
+	}
+	s.owesReplay.Store(through < t.seq)
+	return t.Commit()
 }
 
 // writeHeld brings the session index up to date and, with moves set,

@@ -92,6 +92,13 @@ type Store struct {
 	// store lets the index lag. Otherwise every write brings the index up
 	// to date before it commits.
 	scanTail atomic.Bool
+	// owesReplay is set when the file, as the store opened it, had
+	// events whose cursor moves it does not say are written (a crash lost
+	// them), until the engine has applied them again (Tx.MovesReplayed).
+	// Meanwhile no write records moves as written past where the file
+	// said they end, so that a store closed before the replay (vigil db
+	// migrate, a start that failed) leaves them to the next one.
+	owesReplay atomic.Bool
 
 	// spare holds the last write transaction's buffers for the next one;
 	// the write connection passes from one write to the next, and with
@@ -193,8 +200,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	// What a crash of an exclusive store left above the index's mark gets
 	// its entries: a shared store's reads count on there being none.
 	if err := s.writeHeld(ctx, false); err != nil {
-		// Not Close: it would record every move as written, and the
-		// engine's replay of the ones a crash lost would never run.
+		// Not Close: it would write what memory holds, which is nothing
+		// yet.
+		s.shutDown()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := s.readReplayOwed(ctx); err != nil {
 		s.shutDown()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
