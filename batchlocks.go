@@ -104,7 +104,7 @@ func (b *batchLocks) take(ctx context.Context, tx Tx) error {
 				live = true
 				change = change || w.Intent == LockToChange
 				read = read && w.Intent == LockToRead
-				if w.Intent != LockToRead {
+				if w.Intent != LockToRead && !w.AppendsNothing {
 					appends++
 				}
 			}

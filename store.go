@@ -239,6 +239,10 @@ type Lock struct {
 	// message): a store that takes sequence numbers or message ids with
 	// its locks takes as many. 0 says nothing more than the intent does.
 	Appends int
+	// AppendsNothing is set by a write that locks the session to change
+	// what the store keeps of it but appends nothing to it (ChangingRow):
+	// it counts in no lock's Appends.
+	AppendsNothing bool
 }
 
 // LockIntent says what a write does with a session it locks, for the
@@ -264,6 +268,14 @@ const (
 // it before the write runs, and the store may read with the lock what
 // such a write reads of the session.
 func Changing(ref SessionRef) Lock { return Lock{Session: ref, Intent: LockToChange} }
+
+// ChangingRow is Changing for a write that appends nothing to ref, neither
+// to its log nor to its transcript (a turn's read of the inbox, a spawn
+// on its parent, a deletion): a store that takes sequence numbers or
+// message ids with its locks takes none for it.
+func ChangingRow(ref SessionRef) Lock {
+	return Lock{Session: ref, Intent: LockToChange, AppendsNothing: true}
+}
 
 // Owed is what watchers are owed: the notices of their pending cursors,
 // of their tombstones and their creation notices.

@@ -216,6 +216,17 @@ func (g *Gateway) withTx(fn gatewayWrite) func(context.Context, *vigil.Txn) erro
 // lock. The followers of target are woken once for all its effects
 // (Hub.hold).
 func (g *Gateway) writeOn(ctx context.Context, target vigil.SessionRef, fn gatewayWrite) error {
+	return g.writeLocked(ctx, vigil.Changing(target), fn)
+}
+
+// writeOnRow is writeOn for a write that appends nothing to target
+// (vigil.ChangingRow).
+func (g *Gateway) writeOnRow(ctx context.Context, target vigil.SessionRef, fn gatewayWrite) error {
+	return g.writeLocked(ctx, vigil.ChangingRow(target), fn)
+}
+
+func (g *Gateway) writeLocked(ctx context.Context, lock vigil.Lock, fn gatewayWrite) error {
+	target := lock.Session
 	return g.eng.Update(ctx, g.withTx(func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
 		// Effects run all or none, each whatever the others do: a hold
 		// is always released.
@@ -226,7 +237,7 @@ func (g *Gateway) writeOn(ctx context.Context, target vigil.SessionRef, fn gatew
 		}
 		txn.AfterCommit(func() { g.opts.Hub.release(target.Key, &held) })
 		return nil
-	}), vigil.Changing(target))
+	}), lock)
 }
 
 // after returns a channel that is closed once d has passed on the

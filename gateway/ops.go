@@ -126,7 +126,7 @@ func (g *Gateway) Spawn(ctx context.Context, c Caller, in SpawnInput) (_ SpawnOu
 	// (a send to it) then finds this one's row, instead of replacing it
 	// with a session id of its own; and a parent deleted on another
 	// gateway is either found gone or deleted after its child was added.
-	err = g.writeOn(ctx, parent, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
+	err = g.writeOnRow(ctx, parent, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
 		if err := g.checkPrecondition(ctx, txn, c, parent, pre); err != nil {
 			return err
 		}

@@ -57,7 +57,7 @@ func (g *Gateway) SetPushConfig(ctx context.Context, c Caller, cfg sessions.Push
 	// session's configs: a delete on another gateway of the database then
 	// either comes first, and the session is not found, or deletes this
 	// config too.
-	return g.writeOn(ctx, cfg.Session, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
+	return g.writeOnRow(ctx, cfg.Session, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
 		if _, err := mustGet(ctx, tx, cfg.Session); err != nil {
 			return err
 		}

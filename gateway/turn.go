@@ -296,7 +296,7 @@ func (g *Gateway) takeTurn(ctx context.Context, ref vigil.SessionRef) (TurnOutpu
 	// still returns its notices (the messages stay unread for the next).
 	// On the session's lock: the row read is written back, and a change
 	// another gateway makes to it meanwhile must not be overwritten.
-	err = g.writeOn(context.WithoutCancel(ctx), ref, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
+	err = g.writeOnRow(context.WithoutCancel(ctx), ref, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
 		out.Messages = out.Messages[:0]
 		s, ok, err := tx.GetSession(ctx, ref)
 		if err != nil || !ok {

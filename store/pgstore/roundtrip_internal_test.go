@@ -1004,3 +1004,35 @@ func TestTurnsAmongRecordsLoseNoAcknowledgement(t *testing.T) {
 		}
 	}
 }
+
+// A write that locks a session to change its row but appends nothing to
+// it (a turn's read of the inbox, a spawn on its parent) takes no number
+// of the log: the next event on any session gets the next number.
+func TestAWriteThatChangesOnlyARowLeavesTheLogsNumbersAsTheyWere(t *testing.T) {
+	pgtest.Require(t)
+	eng, _, refs := openSends(t, 1)
+	record := func() int64 {
+		t.Helper()
+		res, err := eng.Record(t.Context(), vigil.Record{Session: refs[0], Kind: vigil.KindGoalChanged,
+			ActorType: vigil.ActorHuman, ActorID: "operator:ann", Summary: "goal updated"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Event.Sequence
+	}
+	first := record()
+	if err := eng.Update(t.Context(), func(ctx context.Context, txn *vigil.Txn) error {
+		tx := txn.Rows().(*Tx)
+		s, ok, err := tx.GetSession(ctx, refs[0])
+		if err != nil || !ok {
+			return fmt.Errorf("read %s: %v, found %v", refs[0], err, ok)
+		}
+		s.InboxSeen++
+		return tx.PutSession(ctx, s)
+	}, vigil.ChangingRow(refs[0])); err != nil {
+		t.Fatal(err)
+	}
+	if next := record(); next != first+1 {
+		t.Fatalf("the event after a write that changed only a row is %d, want %d: the write took a number", next, first+1)
+	}
+}

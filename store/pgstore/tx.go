@@ -103,6 +103,16 @@ var _ vigil.Tx = (*Tx)(nil)
 // the round trip reads with them (Reading ahead, in batch.go).
 func (t *Tx) Lock(ctx context.Context, locks []vigil.Lock) error {
 	for _, l := range locks {
+		if l.Intent == vigil.LockToChange && l.AppendsNothing {
+			// The row is read ahead as for any change; no sequence
+			// number is taken, as for a turn's targets, so the log's
+			// numbers keep no gap for a write that appends nothing.
+			if t.locked[l.Session] == 0 && !slices.Contains(t.targets, l.Session) {
+				t.targets = append(t.targets, l.Session)
+			}
+			t.lockToRead(l.Session)
+			continue
+		}
 		if l.Intent != vigil.LockToRead {
 			more := l.Appends
 			if !t.willHold(l.Session) {
