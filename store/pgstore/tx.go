@@ -619,14 +619,15 @@ func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
 }
 
 // watcherTargets selects the targets of a watcher's cursors and
-// tombstones.
+// tombstones, and the sessions of its undelivered creation notices.
 const watcherTargets = `SELECT target_agent, target_key FROM cursors WHERE watcher = $1
-	UNION SELECT target_agent, target_key FROM tombstones WHERE watcher = $1`
+	UNION SELECT target_agent, target_key FROM tombstones WHERE watcher = $1
+	UNION SELECT agent_id, session_key FROM creation_notices WHERE watcher = $1 AND NOT delivered`
 
 // lockTargetsOf locks the targets of watcher's cursors and tombstones,
-// for a write that deletes them all (a reset, a delete of the watcher).
-// Every other writer of a target's cursors and tombstones holds the
-// target's lock first, and may hold it waiting for a row of these: rows
+// and the sessions of its undelivered creation notices, for a write that
+// deletes or drops them all (a reset, a delete of the watcher). Every
+// other writer of those rows holds their session's lock first, and may hold it waiting for a row of these: rows
 // taken without the lock, by a write that then wants the lock (another
 // write of its batch recording on the target), would make the two wait
 // for each other until PostgreSQL's deadlock check. The targets are read

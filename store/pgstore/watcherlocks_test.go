@@ -90,3 +90,79 @@ func TestDroppingAWatchersCursorsAndRecordingOnTheirTargetDoNotDeadlock(t *testi
 		t.Errorf("PostgreSQL detected a deadlock between the drop of a watcher's cursors and a record on their target: %v", deadlocks)
 	}
 }
+
+// A turn delivers a creation notice on the created session's lock, taken
+// with the locks of the turn's other notices, in session order. Two
+// gateways' turns of the same watcher, one holding another notice's
+// target while it comes to the creation notice, the other delivering
+// that creation notice first and then coming to the held target, then
+// wait for each other only in session order: neither is aborted by
+// PostgreSQL's deadlock check nor run again.
+func TestTwoTurnsDeliveringTheSameCreationNoticeDoNotDeadlock(t *testing.T) {
+	schema := freshSchema(t)
+	ctx := t.Context()
+	watcher := vigil.MustRef("agent:alpha:main")
+	created := vigil.MustRef("agent:alpha:subagent:c")
+	x, y := vigil.MustRef("agent:alpha:subagent:x"), vigil.MustRef("agent:alpha:subagent:y")
+	first := fmt.Sprintf("vigil-test-first-turn-%d", time.Now().UnixNano())
+	second := fmt.Sprintf("vigil-test-second-turn-%d", time.Now().UnixNano())
+	deliversFirst := openEngine(t, openNamed(t, schema, first))
+	holdsFirst := openEngine(t, openNamed(t, schema, second))
+	goal := func(ref vigil.SessionRef) vigil.Record {
+		return vigil.Record{Session: ref, Kind: vigil.KindGoalChanged, ActorType: vigil.ActorHuman, Summary: "goal",
+			Parent: watcher.Key}
+	}
+	// One gateway's queue: the creation notice, then one notice (x).
+	if _, err := deliversFirst.RecordCreation(ctx, vigil.Creation{Session: created, SessionID: "s1", Via: "spawn",
+		Creator: &vigil.Creator{Type: vigil.ActorAgent, ID: watcher.Key}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := deliversFirst.Record(ctx, goal(x)); err != nil {
+		t.Fatal(err)
+	}
+	// The other's: the notices of x and y, and the creation notice.
+	if _, err := holdsFirst.Record(ctx, goal(y)); err != nil {
+		t.Fatal(err)
+	}
+	if err := holdsFirst.Refresh(ctx, []string{watcher.Key}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A connection of the test holds y's lock: the second turn takes its
+	// locks in session order and stops at y, holding x (and, locked
+	// before x, the created session when the turn locks it).
+	conn := connect(t)
+	defer conn.Close(context.Background())
+	hold, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Rollback(context.Background())
+	if _, err := hold.Exec(ctx, `INSERT INTO `+schema+`.session_heads (agent_id, session_key, head, pruned_watermark)
+		VALUES ($1, $2, 0, 0) ON CONFLICT (agent_id, session_key) DO UPDATE SET head = session_heads.head`,
+		y.AgentID, y.Key); err != nil {
+		t.Fatal(err)
+	}
+	turns := make(chan error, 2)
+	go func() {
+		_, err := holdsFirst.Drain(context.Background(), watcher.Key)
+		turns <- err
+	}()
+	awaitLockWait(t, second)
+	go func() {
+		_, err := deliversFirst.Drain(context.Background(), watcher.Key)
+		turns <- err
+	}()
+	awaitLockWait(t, first)
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-turns; err != nil {
+			t.Fatalf("turn: %v", err)
+		}
+	}
+	if n := deliversFirst.Stats().Conflicts + holdsFirst.Stats().Conflicts; n > 0 {
+		t.Errorf("the turns ran again %d times (a deadlock PostgreSQL broke after deadlock_timeout); want none", n)
+	}
+}
