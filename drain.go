@@ -96,6 +96,13 @@ func (e *Engine) drainQueue(ctx context.Context, watcher string) (Drained, error
 		d = Drained{}
 		for _, ev := range entries {
 			if ev.created != nil {
+				// On the created session's lock, as its notices' targets:
+				// a turn on another gateway of the database holding it
+				// while it delivers the same notice would otherwise wait
+				// for this one's row, and this one for its lock.
+				if err := t.lock(ctx, *ev.created, LockToRead); err != nil {
+					return err
+				}
 				delivered, err := t.tx.DeliverCreationNotice(ctx, *ev.created)
 				if err != nil {
 					return err

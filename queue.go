@@ -152,15 +152,19 @@ func (q *queues) peek(watcher string) []SystemEvent {
 }
 
 // noticeTargets returns the targets of the watcher's queued notices,
-// oldest first (a queue holds at most one notice a target), as a turn
-// locks them: to read their cursors.
+// oldest first (a queue holds at most one notice a target), and the
+// sessions its creation notices announce, as a turn locks them: to read
+// their cursors, or to deliver the creation notice.
 func (q *queues) noticeTargets(watcher string) []Lock {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var locks []Lock
 	for _, ev := range q.m[watcher] {
-		if ev.IsNotice() {
+		switch {
+		case ev.IsNotice():
 			locks = append(locks, Lock{Session: *ev.Target, Intent: LockToRead})
+		case ev.created != nil:
+			locks = append(locks, Lock{Session: *ev.created, Intent: LockToRead})
 		}
 	}
 	return locks

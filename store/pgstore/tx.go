@@ -578,9 +578,13 @@ func (t *Tx) DeleteCursor(ctx context.Context, watcher string, target vigil.Sess
 	return tag.RowsAffected() > 0, nil
 }
 
-// DeleteWatcherCursors implements vigil.Tx.
+// DeleteWatcherCursors implements vigil.Tx, after the locks of the
+// cursors' targets (lockTargetsOf).
 func (t *Tx) DeleteWatcherCursors(ctx context.Context, watcher string) (int, error) {
 	t.watchers[watcher] = struct{}{}
+	if err := t.lockTargetsOf(ctx, watcher); err != nil {
+		return 0, err
+	}
 	tag, err := t.tx.Exec(ctx, `DELETE FROM cursors WHERE watcher = $1`, watcher)
 	if err != nil {
 		return 0, wrap(err)
@@ -595,6 +599,9 @@ func (t *Tx) DeleteWatcherCursors(ctx context.Context, watcher string) (int, err
 // deletes, which therefore delete them too.
 func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
 	t.lock(ref)
+	if err := t.lockTargetsOf(ctx, ref.Key); err != nil {
+		return err
+	}
 	b := &pgx.Batch{}
 	b.Queue(`DELETE FROM events WHERE agent_id = $1 AND session_key = $2`, ref.AgentID, ref.Key)
 	b.Queue(`DELETE FROM session_heads WHERE agent_id = $1 AND session_key = $2`, ref.AgentID, ref.Key)
@@ -619,6 +626,48 @@ func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
 	}
 	t.watchers[ref.Key] = struct{}{}
 	return wrap(br.Close())
+}
+
+// watcherTargets selects the targets of a watcher's cursors and
+// tombstones, and the sessions of its undelivered creation notices.
+const watcherTargets = `SELECT target_agent, target_key FROM cursors WHERE watcher = $1
+	UNION SELECT target_agent, target_key FROM tombstones WHERE watcher = $1
+	UNION SELECT agent_id, session_key FROM creation_notices WHERE watcher = $1 AND NOT delivered`
+
+// lockTargetsOf locks the targets of watcher's cursors and tombstones,
+// and the sessions of its undelivered creation notices, for a write that
+// deletes or drops them all (a reset, a delete of the watcher). Every
+// other writer of those rows holds their session's lock first, and may hold it waiting for a row of these: rows
+// taken without the lock, by a write that then wants the lock (another
+// write of its batch recording on the target), would make the two wait
+// for each other until PostgreSQL's deadlock check. The targets are read
+// again with their locks, until no new one shows up: a cursor created
+// meanwhile is locked too before the delete.
+func (t *Tx) lockTargetsOf(ctx context.Context, watcher string) error {
+	for {
+		rows, err := t.tx.Query(ctx, watcherTargets, watcher)
+		if err != nil {
+			return wrap(err)
+		}
+		more := false
+		for rows.Next() {
+			var ref vigil.SessionRef
+			if err := rows.Scan(&ref.AgentID, &ref.Key); err != nil {
+				rows.Close()
+				return wrap(err)
+			}
+			if !t.willHold(ref) {
+				t.lock(ref)
+				more = true
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return wrap(err)
+		}
+		if !more {
+			return nil
+		}
+	}
 }
 
 // noteWatchers adds the watcher keys a DELETE ... RETURNING watcher
