@@ -341,7 +341,9 @@ func (h *hook) fenced(tool string) bool {
 
 // stale reports whether a stale-state notice (one about a target) is
 // pending: the session has not acknowledged a change someone else made to
-// a session it watches, as ifSynced would find.
+// a session it watches, as ifSynced would find. A queue that left out
+// entries still owed may have left out such a notice, which session_pending
+// does not show: it counts as stale, and the refusal's turn takes them.
 func (h *hook) stale(ctx context.Context) (bool, error) {
 	ctx, cancel := context.WithDeadline(ctx, h.deadline)
 	defer cancel()
@@ -352,6 +354,9 @@ func (h *hook) stale(ctx context.Context) (bool, error) {
 	}
 	if err != nil {
 		return false, err
+	}
+	if p.LeftOut {
+		return true, nil
 	}
 	for _, e := range p.Events {
 		if e.Target != "" {
