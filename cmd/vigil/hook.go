@@ -149,25 +149,28 @@ func cliHook(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) er
 			return err
 		}
 		h := &hook{c: c, parent: *parent, person: *person, channel: *channel, record: *record, timeout: *timeout}
-		if !fs.Changed("on-error") {
-			*onError = cliOr(c.getenv("VIGIL_HOOK_ON_ERROR"), *onError)
+		// A setting is named, when it is wrong, as it was given: by its
+		// flag or by its variable.
+		onErrorFrom, fenceFrom := "--on-error", "--fence"
+		if v := c.getenv("VIGIL_HOOK_ON_ERROR"); v != "" && !fs.Changed("on-error") {
+			*onError, onErrorFrom = v, "VIGIL_HOOK_ON_ERROR"
 		}
 		switch *onError {
 		case "open":
 		case "closed":
 			h.closed = true
 		default:
-			return cliUsagef("--on-error %q: use open or closed", *onError)
+			return cliUsagef("%s %q: use open or closed", onErrorFrom, *onError)
 		}
-		if !fs.Changed("fence") {
-			*fence = cliOr(c.getenv("VIGIL_HOOK_FENCE"), *fence)
+		if v := c.getenv("VIGIL_HOOK_FENCE"); v != "" && !fs.Changed("fence") {
+			*fence, fenceFrom = v, "VIGIL_HOOK_FENCE"
 		}
 		for _, p := range strings.Split(*fence, ",") {
 			if p = strings.TrimSpace(p); p == "" {
 				continue
 			}
 			if _, err := path.Match(p, ""); err != nil {
-				return cliUsagef("--fence: %q is not a tool name or pattern", p)
+				return cliUsagef("%s: %q is not a tool name or pattern", fenceFrom, p)
 			}
 			h.fence = append(h.fence, p)
 		}

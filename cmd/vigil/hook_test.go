@@ -253,6 +253,21 @@ func TestTheFencedToolsAreConfigurable(t *testing.T) {
 	}
 }
 
+// A bad setting taken from the environment is refused naming the variable
+// it came from, not a flag the command line never gave.
+func TestABadHookSettingFromTheEnvironmentNamesItsVariable(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, value, want string }{
+		{"VIGIL_HOOK_ON_ERROR", "ajar", `VIGIL_HOOK_ON_ERROR "ajar": use open or closed`},
+		{"VIGIL_HOOK_FENCE", "Edit,[", `VIGIL_HOOK_FENCE: "[" is not a tool name or pattern`},
+	} {
+		code, _, errOut := hookRun(t, cliEnv(nil, tc.name, tc.value), hookPayload(t, "pre_tool_use_edit.json"), "--session", cliManager)
+		if code != exitUsage || !strings.HasPrefix(errOut, "vigil hook: "+tc.want+"\n") {
+			t.Errorf("%s=%s: exit %d, stderr %q; want exit 2 and %q", tc.name, tc.value, code, errOut, tc.want)
+		}
+	}
+}
+
 func TestAPersonsPromptIsRecordedForTheSessionsWatchersAndItsNoticesAnswerIt(t *testing.T) {
 	t.Parallel()
 	g := cliStartGateway(t, nil, vigil.Options{})
