@@ -211,6 +211,17 @@ func (e *Engine) HasWork(watcher string) bool {
 	return e.queues.owes(k.String())
 }
 
+// LeftOut reports whether the watcher's full queue left out system events
+// still owed to it, which Pending does not show: its next turn takes them,
+// or queues them again as it makes room (Drain). Looking changes nothing.
+func (e *Engine) LeftOut(watcher string) bool {
+	k, err := sessionkey.Parse(watcher)
+	if err != nil {
+		return false
+	}
+	return e.queues.isShort(k.String())
+}
+
 // Pending returns the watcher's queued system events without consuming
 // them. Looking never acknowledges anything.
 func (e *Engine) Pending(watcher string) []SystemEvent {

@@ -228,6 +228,14 @@ func (q *queues) owes(watcher string) bool {
 	return len(q.m[watcher]) > 0 || q.short[watcher]
 }
 
+// isShort reports whether the watcher's queue left out entries that are
+// still owed, without forgetting it.
+func (q *queues) isShort(watcher string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.short[watcher]
+}
+
 // markShort notes again that the watcher's queue left out an entry, for a
 // queue that could not be made whole.
 func (q *queues) markShort(watcher string) {

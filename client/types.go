@@ -296,9 +296,12 @@ type PendingInput struct {
 }
 
 // PendingOutput is a session's queued system events, not consumed.
+// LeftOut is set when its full queue left out entries still owed, which
+// Events does not show: the next turn takes them.
 type PendingOutput struct {
 	SessionKey string            `json:"sessionKey"`
 	Events     []SystemEventView `json:"events"`
+	LeftOut    bool              `json:"leftOut,omitempty"`
 }
 
 // SystemEventView is a queued system event; Target is the session a

@@ -33,6 +33,10 @@ type SystemEventView struct {
 type PendingOutput struct {
 	SessionKey string            `json:"sessionKey"`
 	Events     []SystemEventView `json:"events"`
+	// LeftOut is set when the queue, full, left out entries still owed:
+	// the session's next turn takes them, or queues them again as it
+	// makes room, so events is not all the session is owed.
+	LeftOut bool `json:"leftOut,omitempty" jsonschema:"true when the full queue left out entries still owed, not among events: the next turn takes them, or queues them again as it makes room"`
 }
 
 // Pending shows a session's queued system events (its pending notices)
@@ -46,11 +50,14 @@ func (g *Gateway) Pending(ctx context.Context, c Caller, in PendingInput) (_ Pen
 	if err := c.ownOrPerson(ref, "look at the queue of"); err != nil {
 		return PendingOutput{}, err
 	}
+	// Read before the queue, so that what a turn meanwhile queues again
+	// from left out is seen by one of the two reads.
+	leftOut := g.eng.LeftOut(ref.Key)
 	events, err := g.SystemEventViews(ctx, ref.Key, g.eng.Pending(ref.Key))
 	if err != nil {
 		return PendingOutput{}, err
 	}
-	return PendingOutput{SessionKey: ref.Key, Events: events}, nil
+	return PendingOutput{SessionKey: ref.Key, Events: events, LeftOut: leftOut}, nil
 }
 
 func (g *Gateway) publishMessage(typ string, m sessions.Message) {

@@ -149,25 +149,28 @@ func cliHook(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) er
 			return err
 		}
 		h := &hook{c: c, parent: *parent, person: *person, channel: *channel, record: *record, timeout: *timeout}
-		if !fs.Changed("on-error") {
-			*onError = cliOr(c.getenv("VIGIL_HOOK_ON_ERROR"), *onError)
+		// A setting is named, when it is wrong, as it was given: by its
+		// flag or by its variable.
+		onErrorFrom, fenceFrom := "--on-error", "--fence"
+		if v := c.getenv("VIGIL_HOOK_ON_ERROR"); v != "" && !fs.Changed("on-error") {
+			*onError, onErrorFrom = v, "VIGIL_HOOK_ON_ERROR"
 		}
 		switch *onError {
 		case "open":
 		case "closed":
 			h.closed = true
 		default:
-			return cliUsagef("--on-error %q: use open or closed", *onError)
+			return cliUsagef("%s %q: use open or closed", onErrorFrom, *onError)
 		}
-		if !fs.Changed("fence") {
-			*fence = cliOr(c.getenv("VIGIL_HOOK_FENCE"), *fence)
+		if v := c.getenv("VIGIL_HOOK_FENCE"); v != "" && !fs.Changed("fence") {
+			*fence, fenceFrom = v, "VIGIL_HOOK_FENCE"
 		}
 		for _, p := range strings.Split(*fence, ",") {
 			if p = strings.TrimSpace(p); p == "" {
 				continue
 			}
 			if _, err := path.Match(p, ""); err != nil {
-				return cliUsagef("--fence: %q is not a tool name or pattern", p)
+				return cliUsagef("%s: %q is not a tool name or pattern", fenceFrom, p)
 			}
 			h.fence = append(h.fence, p)
 		}
@@ -341,7 +344,9 @@ func (h *hook) fenced(tool string) bool {
 
 // stale reports whether a stale-state notice (one about a target) is
 // pending: the session has not acknowledged a change someone else made to
-// a session it watches, as ifSynced would find.
+// a session it watches, as ifSynced would find. A queue that left out
+// entries still owed may have left out such a notice, which session_pending
+// does not show: it counts as stale, and the refusal's turn takes them.
 func (h *hook) stale(ctx context.Context) (bool, error) {
 	ctx, cancel := context.WithDeadline(ctx, h.deadline)
 	defer cancel()
@@ -352,6 +357,9 @@ func (h *hook) stale(ctx context.Context) (bool, error) {
 	}
 	if err != nil {
 		return false, err
+	}
+	if p.LeftOut {
+		return true, nil
 	}
 	for _, e := range p.Events {
 		if e.Target != "" {

@@ -160,6 +160,76 @@ func TestACreationNoticeAloneDoesNotFenceAToolCall(t *testing.T) {
 	}
 }
 
+// hookLeftOutOfAFullQueue is a gateway whose manager, with a queue of two,
+// was told of changes to three workers and then unwatched the last two,
+// whose notices had pushed the first one's out: nothing is queued, and
+// the notice about the first worker is still owed.
+func hookLeftOutOfAFullQueue(t *testing.T) (*cliGateway, []string) {
+	t.Helper()
+	g := cliStartGateway(t, nil, vigil.Options{QueueBound: 2})
+	var workers []string
+	for _, task := range []string{"one", "two", "three"} {
+		workers = append(workers, cliSpawnChild(t, g, cliManager, task))
+	}
+	for range len(workers) + 1 { // the creation notices, two a turn at most
+		cliOK(t, g, "turn", cliManager, "--wait", "0")
+	}
+	for _, w := range workers {
+		cliOK(t, g, "send", w, "Use the revised figures", "--timeout", "0")
+	}
+	for _, w := range workers[1:] { // the two notices the queue holds
+		cliOK(t, g, "unwatch", w, "--as", cliManager)
+	}
+	return g, workers
+}
+
+// A notice a full queue left out is owed as surely as a queued one: the
+// fenced tool call is refused with it, though nothing else is queued.
+func TestAFencedToolCallIsRefusedWithANoticeAFullQueueLeftOutWhenNothingElseIsQueued(t *testing.T) {
+	t.Parallel()
+	g, workers := hookLeftOutOfAFullQueue(t)
+	out := hookOK(t, cliEnv(g), "pre_tool_use_edit.json", "--session", cliManager, "--record=false")
+	want := `{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":` +
+		hookText(hookDenyLead+"\nSystem: "+vigil.NoticeText(workers[0], 2)) + `}}` + "\n"
+	if out != want {
+		t.Fatalf("PreToolUse Edit answered\n%s\nwant\n%s", out, want)
+	}
+}
+
+// vigil pending does not say nothing is pending while a full queue's
+// left-out entries are owed.
+func TestPendingSaysMoreIsOwedWhenAFullQueueLeftEntriesOut(t *testing.T) {
+	t.Parallel()
+	g, _ := hookLeftOutOfAFullQueue(t)
+	if out := cliOK(t, g, "pending", cliManager); out != "and more the full queue left out: the next turn takes it\n" {
+		t.Fatalf("vigil pending said %q, want that more is owed", out)
+	}
+}
+
+// A full queue of notices that sessions were created can push out the
+// notice of a change: the fenced tool call is refused all the same, and
+// once the agent has what was left out, with that notice.
+func TestAFencedToolCallIsRefusedWhileAChangeNoticeIsLeftOutOfAQueueFullOfCreations(t *testing.T) {
+	t.Parallel()
+	g := cliStartGateway(t, nil, vigil.Options{QueueBound: 2})
+	asManager := []string{"--session", cliManager, "--record=false"}
+	w := cliSpawnChild(t, g, cliManager, "one")
+	cliOK(t, g, "turn", cliManager, "--wait", "0") // its creation notice
+	cliOK(t, g, "send", w, "Use the revised figures", "--timeout", "0")
+	cliSpawnChild(t, g, cliManager, "two")
+	cliSpawnChild(t, g, cliManager, "three") // pushes the notice of the change out
+	out := hookOK(t, cliEnv(g), "pre_tool_use_edit.json", asManager...)
+	if !strings.Contains(out, `"permissionDecision":"deny"`) {
+		t.Fatalf("PreToolUse Edit with a change notice left out answered %q, want a refusal", out)
+	}
+	out = hookOK(t, cliEnv(g), "pre_tool_use_edit.json", asManager...)
+	want := `{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":` +
+		hookText(hookDenyLead+"\nSystem: "+vigil.NoticeText(w, 2)) + `}}` + "\n"
+	if out != want {
+		t.Fatalf("the Edit tried again answered\n%s\nwant\n%s", out, want)
+	}
+}
+
 func TestTheFencedToolsAreConfigurable(t *testing.T) {
 	t.Parallel()
 	g, _ := hookManagerWithANotice(t)
@@ -180,6 +250,21 @@ func TestTheFencedToolsAreConfigurable(t *testing.T) {
 	code, _, errOut := hookRun(t, cliEnv(g), hookPayload(t, "pre_tool_use_edit.json"), append(asManager, "--fence", "Edit,[")...)
 	if code != exitUsage || !strings.Contains(errOut, `--fence: "[" is not a tool name or pattern`) {
 		t.Fatalf("a bad pattern: exit %d, %q", code, errOut)
+	}
+}
+
+// A bad setting taken from the environment is refused naming the variable
+// it came from, not a flag the command line never gave.
+func TestABadHookSettingFromTheEnvironmentNamesItsVariable(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, value, want string }{
+		{"VIGIL_HOOK_ON_ERROR", "ajar", `VIGIL_HOOK_ON_ERROR "ajar": use open or closed`},
+		{"VIGIL_HOOK_FENCE", "Edit,[", `VIGIL_HOOK_FENCE: "[" is not a tool name or pattern`},
+	} {
+		code, _, errOut := hookRun(t, cliEnv(nil, tc.name, tc.value), hookPayload(t, "pre_tool_use_edit.json"), "--session", cliManager)
+		if code != exitUsage || !strings.HasPrefix(errOut, "vigil hook: "+tc.want+"\n") {
+			t.Errorf("%s=%s: exit %d, stderr %q; want exit 2 and %q", tc.name, tc.value, code, errOut, tc.want)
+		}
 	}
 }
 

@@ -99,11 +99,14 @@ func cliPending(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string)
 		if printed, err := c.tool(ctx, "session_pending", c.as, client.PendingInput{SessionKey: args[0]}, &out); printed || err != nil {
 			return err
 		}
-		if len(out.Events) == 0 {
+		if len(out.Events) == 0 && !out.LeftOut {
 			c.printf("nothing pending for %s\n", out.SessionKey)
 		}
 		for _, e := range out.Events {
 			c.printf("%s\n", e.Text)
+		}
+		if out.LeftOut {
+			c.printf("and more the full queue left out: the next turn takes it\n")
 		}
 		return nil
 	}

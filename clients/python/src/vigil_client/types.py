@@ -231,6 +231,8 @@ class SystemEventView:
 class PendingOutput:
     session_key: str = ""
     events: list[SystemEventView] = field(default_factory=list)
+    #: True when the full queue left out entries still owed, not in events.
+    left_out: bool = False
 
 
 @dataclass
