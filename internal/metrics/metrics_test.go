@@ -257,8 +257,8 @@ func TestWebhookDeliveriesRetriesFailuresAndDropsAreCounted(t *testing.T) {
 	mu.Unlock()
 	d.Wake("agent:main:main") // held by the receiver
 	<-arrived
-	d.Wake("agent:main:main") // fills the queue of one
-	d.Wake("agent:main:main") // dropped
+	d.Wake("agent:main:main")        // fills the queue of one
+	d.Wake("agent:main:subagent:w2") // another session's: dropped (one of main's would merge)
 	if got := count("vigil_webhook_dropped_total"); got != 1 {
 		t.Errorf("vigil_webhook_dropped_total = %v, want 1", got)
 	}
