@@ -198,21 +198,17 @@ outer:
 
 // takeShort reports whether the watcher's queue left out an entry since
 // it was last asked, and forgets it.
-func (q *queues) takeShort(watcher string) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	short := q.short[watcher]
-	delete(q.short, watcher)
-	return short
-}
+func (q *queues) takeShort(watcher string) bool { return q.takeShortWhen(watcher, false) }
 
 // takeShortIfEmpty is takeShort for a watcher whose queue holds nothing:
 // what pushed its entries out has gone since (unwatched, taken by a turn
 // that could not queue them again), so the turn can have them now.
-func (q *queues) takeShortIfEmpty(watcher string) bool {
+func (q *queues) takeShortIfEmpty(watcher string) bool { return q.takeShortWhen(watcher, true) }
+
+func (q *queues) takeShortWhen(watcher string, onlyEmpty bool) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.m[watcher]) > 0 {
+	if onlyEmpty && len(q.m[watcher]) > 0 {
 		return false
 	}
 	short := q.short[watcher]

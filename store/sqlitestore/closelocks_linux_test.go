@@ -1,7 +1,6 @@
 package sqlitestore
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -44,20 +43,11 @@ func sqliteLocksHeld(t *testing.T, path string) int {
 func TestAWriteLeftOpenPastCloseKeepsSQLitesLocksOnTheFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "vigil.db")
 	synctest.Test(t, func(t *testing.T) {
-		s, err := Open(t.Context(), path, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		tx, err := s.BeginWrite(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, tx := openWithAWrite(t, path)
 		if sqliteLocksHeld(t, path) == 0 {
 			t.Fatal("no SQLite lock on the file in a write transaction")
 		}
-		if err := s.Close(); !errors.Is(err, errWriteRunning) {
-			t.Errorf("Close = %v, want it to say a write was still running", err)
-		}
+		closeUnderTheWrite(t, s)
 		if sqliteLocksHeld(t, path) == 0 {
 			t.Error("the write left open past Close lost SQLite's locks on the file")
 		}

@@ -24,6 +24,29 @@ func holdNextWriteStatement(t *testing.T) (stopped <-chan struct{}, resume chan<
 	return held, go_
 }
 
+// openWithAWrite opens a store at path and begins a write transaction on
+// it, which the caller ends.
+func openWithAWrite(t *testing.T, path string) (*Store, vigil.Tx) {
+	t.Helper()
+	s, err := Open(t.Context(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := s.BeginWrite(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, tx
+}
+
+// closeUnderTheWrite closes s while a write transaction still runs on it.
+func closeUnderTheWrite(t *testing.T, s *Store) {
+	t.Helper()
+	if err := s.Close(); !errors.Is(err, errWriteRunning) {
+		t.Errorf("Close = %v, want it to say a write was still running", err)
+	}
+}
+
 // Close does not finalize the statements of a write transaction still
 // running on the writer connection: a statement under way when Close gives
 // up waiting runs to its end on statements still alive, and Close says a
@@ -73,17 +96,8 @@ func TestCloseLeavesTheStatementsOfARunningWriteAlone(t *testing.T) {
 func TestTheFileStaysLockedUntilAWriteLeftOpenPastCloseEnds(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "vigil.db")
 	synctest.Test(t, func(t *testing.T) {
-		s, err := Open(t.Context(), path, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		tx, err := s.BeginWrite(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Close(); !errors.Is(err, errWriteRunning) {
-			t.Errorf("Close = %v, want it to say a write was still running", err)
-		}
+		s, tx := openWithAWrite(t, path)
+		closeUnderTheWrite(t, s)
 		if other, err := Open(t.Context(), path, Options{BusyTimeout: time.Millisecond}); !errors.Is(err, ErrInUse) {
 			if err == nil {
 				other.Close()
