@@ -118,7 +118,11 @@ func (b *batchLocks) take(ctx context.Context, tx Tx) error {
 		case read:
 			intent = LockToRead
 		}
-		b.locks = append(b.locks, Lock{Session: ref, Intent: intent, Appends: appends})
+		// A session only changed by writes appending nothing to it
+		// (ChangingRow) is locked as such: the store takes no number
+		// for it.
+		b.locks = append(b.locks, Lock{Session: ref, Intent: intent, Appends: appends,
+			AppendsNothing: intent == LockToChange && appends == 0})
 	}
 	if len(b.locks) == 0 {
 		return nil

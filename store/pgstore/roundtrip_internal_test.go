@@ -1036,3 +1036,27 @@ func TestAWriteThatChangesOnlyARowLeavesTheLogsNumbersAsTheyWere(t *testing.T) {
 		t.Fatalf("the event after a write that changed only a row is %d, want %d: the write took a number", next, first+1)
 	}
 }
+
+// Writes that change only rows (vigil.ChangingRow), batched together so
+// that the batch locks their sessions with one call, take no number of
+// the log either: the next event gets the number after the last one.
+func TestABatchOfWritesThatChangeOnlyRowsLeavesTheLogsNumbersAsTheyWere(t *testing.T) {
+	pgtest.Require(t)
+	const n = 2
+	eng, rt, refs := openSends(t, n)
+	first := recordOnEach(t, eng, refs[:1])
+	inOneBatch(t, eng, rt, n, func(ctx context.Context, i int) error {
+		return eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
+			tx := txn.Rows().(*Tx)
+			s, ok, err := tx.GetSession(ctx, refs[i])
+			if err != nil || !ok {
+				return fmt.Errorf("read %s: %v, found %v", refs[i], err, ok)
+			}
+			s.InboxSeen++
+			return tx.PutSession(ctx, s)
+		}, vigil.ChangingRow(refs[i]))
+	})
+	if next := recordOnEach(t, eng, refs[:1]); next != first+1 {
+		t.Fatalf("the event after a batch of %d writes that changed only rows is %d, want %d: the batch took numbers", n, next, first+1)
+	}
+}
