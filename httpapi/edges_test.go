@@ -633,3 +633,15 @@ func TestOpenStreamsHoldTwoGoroutinesEachAndReleaseEverythingWhenTheyClose(t *te
 		return s.g.Held(gateway.HoldStream) == 0 && s.g.Hub().LogListeners() == 0 && runtime.NumGoroutine() <= base+few
 	})
 }
+
+func TestASessionRouteWhoseKeyIsNotUTF8IsRefusedNotReadAsAnotherKey(t *testing.T) {
+	s := e2eStartWith(t, false, nil)
+	// The session the bad byte would name, were it replaced by U+FFFD.
+	e2eSend(t, s, "", "", "agent:\ufffd:main", "hello")
+	before := e2eSnapshot(t, s)
+	for verb, body := range map[string]string{"reply": `{"text": "forged"}`, "turn": `{"waitSeconds": 0}`} {
+		code, answer := e2eRequest(t, s, http.MethodPost, "/v1/sessions/agent:%FF:main/"+verb, "", "", []byte(body))
+		e2eCheckError(t, verb, code, answer, http.StatusBadRequest, gateway.CodeInvalid, "sessionKey", "UTF-8")
+	}
+	e2eSameSnapshot(t, before, e2eSnapshot(t, s))
+}
