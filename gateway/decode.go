@@ -80,6 +80,15 @@ func describeJSONError(err error, v any) error {
 				return invalid("the request is not valid UTF-8 (at byte %d)", syntax.ByteOffset)
 			}
 			return invalid("field %s: not valid UTF-8", where)
+		case syntax.Err != nil && strings.Contains(syntax.Err.Error(), "invalid surrogate pair"):
+			// What a client of a language with UTF-16 strings sends for
+			// text that is not valid Unicode: invalid UTF-8, escaped.
+			if where == "" {
+				return invalid("the request is not valid Unicode: an escaped UTF-16 surrogate without its pair (at byte %d)", syntax.ByteOffset)
+			}
+			return invalid("field %s: not valid Unicode: an escaped UTF-16 surrogate without its pair", where)
+		case where != "" && syntax.Err != nil && strings.Contains(syntax.Err.Error(), "invalid escape sequence"):
+			return invalid("field %s: %v", where, syntax.Err)
 		case errors.Is(syntax.Err, io.ErrUnexpectedEOF):
 			return invalid("truncated JSON: the object ends too early")
 		case syntax.Err != nil && strings.HasPrefix(syntax.Err.Error(), "unexpected EOF"):
