@@ -120,6 +120,10 @@ const (
 	metaCount // an integer of at least 0
 )
 
+// maxExactCount is the largest count a float64 holds exactly along with
+// every count below it.
+const maxExactCount = 1 << 53
+
 // Where vigil reads metadata, and what each key it reads must be. Other
 // keys pass through unread, but one that differs from vigil's only in case
 // is refused, since vigil would silently not read it.
@@ -426,6 +430,11 @@ func checkMeta(at string, meta metadata, known map[string]metaKind) error {
 			}
 			if n < 0 {
 				return invalidf("field %s must be an integer of at least 0, got %d", field, n)
+			}
+			if n > maxExactCount {
+				// The binding reads metadata as float64s: a larger count
+				// would reach vigil as another number.
+				return invalidf("field %s must be at most %d, got %d", field, int64(maxExactCount), n)
 			}
 		}
 	}

@@ -125,6 +125,10 @@ func TestA2AInputBreakingTheStrictRulesIsRefusedNamingTheFieldAndStoresNothing(t
 			-32602, []string{"message.metadata.label", "string"}},
 		{"a negative changesSince", `{"jsonrpc":"2.0","id":7,"method":"tasks/get","params":{"id":"` + worker +
 			`","metadata":{"changesSince":-1}}}`, -32602, []string{"metadata.changesSince", "at least 0"}},
+		// The binding reads metadata as float64s, which would make it 2^53.
+		{"a changesSince past the integers metadata holds exactly", `{"jsonrpc":"2.0","id":7,"method":"tasks/get","params":{"id":"` +
+			worker + `","metadata":{"changesSince":9007199254740993}}}`, -32602,
+			[]string{"metadata.changesSince", "at most 9007199254740992", "9007199254740993"}},
 		{"a stateVersion not an integer", `{"jsonrpc":"2.0","id":7,"method":"tasks/resubscribe","params":{"id":"` + worker +
 			`","metadata":{"stateVersion":"2"}}}`, -32602, []string{"metadata.stateVersion", "integer"}},
 		{"a task id twice", `{"jsonrpc":"2.0","id":7,"method":"tasks/get","params":{"id":"x","id":"` + worker + `"}}`, -32602,

@@ -58,6 +58,24 @@ func DecodeStrict(raw []byte, v any) error {
 	return describeJSONError(err, v)
 }
 
+// CheckJSON checks that raw, well-formed JSON, keeps the strict rules of
+// syntax: no member name given twice in any object and valid UTF-8 in
+// every string (escaped surrogates in pairs), with an error wrapping
+// ErrInvalid that names the member. It is for a transport whose envelope
+// another decoder reads, which would take the last of two members and
+// replace invalid bytes; names, types and malformed JSON are left to
+// that decoder. A breach within the member at the JSON pointer inner
+// (such as "/params/arguments"; "" for none) is left to whoever decodes
+// that member strictly, to word as it words every refusal.
+func CheckJSON(raw []byte, inner string) error {
+	err := checkSyntax(raw)
+	var syntax *jsontext.SyntacticError
+	if err == nil || (inner != "" && errors.As(err, &syntax) && strings.HasPrefix(string(syntax.JSONPointer), inner+"/")) {
+		return nil
+	}
+	return describeJSONError(err, nil)
+}
+
 // checkSyntax reads the whole input as one JSON value under the strict
 // rules, decoding it into nothing of the caller's. It runs only for input
 // already refused, so its copy of the value costs a valid call nothing.
@@ -80,6 +98,15 @@ func describeJSONError(err error, v any) error {
 				return invalid("the request is not valid UTF-8 (at byte %d)", syntax.ByteOffset)
 			}
 			return invalid("field %s: not valid UTF-8", where)
+		case syntax.Err != nil && strings.Contains(syntax.Err.Error(), "invalid surrogate pair"):
+			// What a client of a language with UTF-16 strings sends for
+			// text that is not valid Unicode: invalid UTF-8, escaped.
+			if where == "" {
+				return invalid("the request is not valid Unicode: an escaped UTF-16 surrogate without its pair (at byte %d)", syntax.ByteOffset)
+			}
+			return invalid("field %s: not valid Unicode: an escaped UTF-16 surrogate without its pair", where)
+		case where != "" && syntax.Err != nil && strings.Contains(syntax.Err.Error(), "invalid escape sequence"):
+			return invalid("field %s: %v", where, syntax.Err)
 		case errors.Is(syntax.Err, io.ErrUnexpectedEOF):
 			return invalid("truncated JSON: the object ends too early")
 		case syntax.Err != nil && strings.HasPrefix(syntax.Err.Error(), "unexpected EOF"):

@@ -24,6 +24,9 @@ func TestDecodeStrictRefusesInputThatOnlyLooksValid(t *testing.T) {
 	}{
 		{"invalid UTF-8 in a string field", "{\"sessionKey\": \"agent:main:\xff\"}", []string{"field sessionKey", "UTF-8"}},
 		{"invalid UTF-8 inside a payload", "{\"payload\": {\"note\": \"\xc3\"}}", []string{"payload", "UTF-8"}},
+		{"a lone surrogate escaped in a string field", `{"sessionKey": "agent:main:\udcff"}`, []string{"field sessionKey", "not valid Unicode", "surrogate"}},
+		{"a lone surrogate escaped inside a payload", `{"payload": {"note": "a\ud800b"}}`, []string{"field payload.note", "not valid Unicode"}},
+		{"an unknown escape in a string field", `{"sessionKey": "agent:main:\x41"}`, []string{"field sessionKey", "escape sequence"}},
 		{"a name in another case", `{"SESSIONKEY": "agent:main:main"}`, []string{`unknown field "SESSIONKEY"`, `"sessionKey"`}},
 		{"a name given twice", `{"sessionKey": "agent:main:a", "sessionKey": "agent:main:b"}`, []string{"field sessionKey", "more than once"}},
 		{"a name given twice inside a payload", `{"payload": {"a": 1, "a": 2}}`, []string{"field payload.a", "more than once"}},

@@ -633,3 +633,44 @@ func TestOpenStreamsHoldTwoGoroutinesEachAndReleaseEverythingWhenTheyClose(t *te
 		return s.g.Held(gateway.HoldStream) == 0 && s.g.Hub().LogListeners() == 0 && runtime.NumGoroutine() <= base+few
 	})
 }
+
+func TestASessionRouteWhoseKeyIsNotUTF8IsRefusedNotReadAsAnotherKey(t *testing.T) {
+	s := e2eStartWith(t, false, nil)
+	// The session the bad byte would name, were it replaced by U+FFFD.
+	e2eSend(t, s, "", "", "agent:\ufffd:main", "hello")
+	before := e2eSnapshot(t, s)
+	for verb, body := range map[string]string{"reply": `{"text": "forged"}`, "turn": `{"waitSeconds": 0}`} {
+		code, answer := e2eRequest(t, s, http.MethodPost, "/v1/sessions/agent:%FF:main/"+verb, "", "", []byte(body))
+		e2eCheckError(t, verb, code, answer, http.StatusBadRequest, gateway.CodeInvalid, "sessionKey", "UTF-8")
+	}
+	e2eSameSnapshot(t, before, e2eSnapshot(t, s))
+}
+
+func TestAnMCPMessageGivingAMemberTwiceOrInvalidUTF8IsRefusedNamingItAndStoresNothing(t *testing.T) {
+	s := e2eStartWith(t, false, nil)
+	worker := edgeSpawn(t, s)
+	_, sid := edgeMCP(t, s, "", `{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+		"capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}`)
+	edgeMCP(t, s, sid, `{"jsonrpc": "2.0", "method": "notifications/initialized"}`)
+	before := e2eSnapshot(t, s)
+	headers := map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
+	for _, c := range []struct{ msg, want string }{
+		// Read last-wins, either would set the worker's goal.
+		{fmt.Sprintf(`{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "session_goal",
+			"arguments": {"sessionKey": %q, "action": "set", "objective": "one"},
+			"arguments": {"sessionKey": %q, "action": "set", "objective": "two"}}}`, worker, worker),
+			"field params.arguments is given more than once"},
+		{fmt.Sprintf(`{"jsonrpc": "2.0", "id": 3, "method": "tools/list", "method": "tools/call", "params": {"name": "session_goal",
+			"arguments": {"sessionKey": %q, "action": "set", "objective": "two"}}}`, worker), "field method is given more than once"},
+		// Read with the byte replaced, the URI would name another session.
+		{"{\"jsonrpc\": \"2.0\", \"id\": 4, \"method\": \"resources/read\", \"params\": {\"uri\": \"vigil://session/agent:main:\xff\"}}",
+			"field params.uri: not valid UTF-8"},
+	} {
+		status, body := edgeRequest(t, s, http.MethodPost, "/mcp?session="+e2eManager, headers, c.msg)
+		if status != http.StatusBadRequest || !strings.Contains(string(body), c.want) {
+			t.Errorf("%s: answered %d %s, want 400 saying %q", c.msg, status, body, c.want)
+		}
+	}
+	e2eSameSnapshot(t, before, e2eSnapshot(t, s))
+}

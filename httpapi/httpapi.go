@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -385,6 +386,12 @@ func (s *server) sessionTool(name string) func(http.ResponseWriter, *http.Reques
 			return
 		}
 		path := r.PathValue("key")
+		if !utf8.ValidString(path) {
+			// Encoding it into the body would replace each bad byte by
+			// U+FFFD, naming another session instead of refusing this one.
+			writeError(w, http.StatusBadRequest, gateway.CodeInvalid, "sessionKey in the path is not valid UTF-8")
+			return
+		}
 		if given, ok := in["sessionKey"]; ok {
 			var key string
 			if err := json.Unmarshal(given, &key); err != nil {

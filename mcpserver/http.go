@@ -1,10 +1,12 @@
 package mcpserver
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -277,6 +279,9 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
+	if !checkMessage(w, r) {
+		return
+	}
 	r, req, done := h.withRequest(r, c)
 	defer done()
 	if isStateless(r) {
@@ -450,6 +455,37 @@ func (h *httpHandler) closeAll() {
 		s.release()
 	}
 }
+
+// checkMessage holds a POST's JSON-RPC message to the strict rules of
+// syntax every transport keeps (gateway.CheckJSON), answering a breach
+// itself, before the SDK reads it: the SDK's decoder takes the last of two
+// members of one name (a second "name" or "arguments" would be the call
+// run) and replaces invalid UTF-8 (a resource's URI would name another
+// session). JSON that does not parse, and a body that cannot be read, are
+// the SDK's to answer, as they were.
+func checkMessage(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method != http.MethodPost || r.Body == nil || r.Body == http.NoBody {
+		return true
+	}
+	body, err := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), failingReader{err}))
+	if err != nil || !json.Valid(body) {
+		return true
+	}
+	// A tool's arguments are decoded strictly by the tool, whose refusal
+	// is a tool result a model reads.
+	if err := gateway.CheckJSON(body, "/params/arguments"); err != nil {
+		fail(w, err)
+		return false
+	}
+	return true
+}
+
+// failingReader gives its error (io.EOF when it has none), so a body read
+// ahead is read again as it was, failure included.
+type failingReader struct{ err error }
+
+func (f failingReader) Read([]byte) (int, error) { return 0, cmp.Or(f.err, io.EOF) }
 
 // fail answers an error before the SDK sees the request: the HTTP API's
 // status and body for its code, and Retry-After for a limit.

@@ -177,18 +177,19 @@ export class VigilClient {
    * carry goes as the ?as= parameter instead: fetch sends a header's text
    * as Latin-1, refusing what Latin-1 lacks, and the gateway reads UTF-8.
    */
-  private url(path: string, session: string | undefined): string {
+  private url(op: string, path: string, session: string | undefined): string {
     if (!session || headerSafe(session)) return this.baseUrl + path;
-    return `${this.baseUrl}${path}${path.includes("?") ? "&" : "?"}as=${encodeURIComponent(session)}`;
+    return `${this.baseUrl}${path}${path.includes("?") ? "&" : "?"}as=${quoteKey(op, session)}`;
   }
 
   private async request<T>(op: string, method: string, path: string, session: string | undefined, body?: unknown, signal?: AbortSignal): Promise<T> {
+    const url = this.url(op, path, session); // before the try: a bad key is the caller's, not the network's
     let resp: Response;
     try {
       const init: RequestInit = { method, headers: this.headers(session, body !== undefined) };
       if (body !== undefined) init.body = JSON.stringify(body);
       if (signal) init.signal = signal;
-      resp = await this.fetch(this.url(path, session), init);
+      resp = await this.fetch(url, init);
     } catch (e) {
       if (signal?.aborted) throw e;
       throw new TransportError(`vigil: ${op}: ${(e as Error).message}`, { cause: e });
@@ -216,7 +217,7 @@ export class VigilClient {
       // A URL resolves such a segment away, so the request would reach another route.
       throw new APIError(op, 0, "invalid_argument", `session key ${JSON.stringify(key)} cannot name a session's route: it is not agent-qualified`);
     }
-    return `/v1/sessions/${encodeURIComponent(key).replaceAll("%3A", ":")}/${verb}`;
+    return `/v1/sessions/${quoteKey(op, key).replaceAll("%3A", ":")}/${verb}`;
   }
 
   /** Resolves when the gateway answers GET /healthz. */
@@ -329,6 +330,8 @@ export class VigilClient {
       throw new APIError(op, 0, "invalid_argument", `idleTimeout must be a number of seconds of at least 0 (0: 45 s), got ${String(seconds)}`);
     }
     const idle = (seconds || 45) * 1000;
+    // Once, before any connection: a bad acting key is refused, not retried.
+    const url = this.url(op, path, this.session);
     let position: number | null = options.after ?? null;
     let delay = FIRST_DELAY;
     let cause: unknown;
@@ -356,7 +359,7 @@ export class VigilClient {
           headers["Accept"] = "text/event-stream";
           if (position !== null) headers["Last-Event-ID"] = String(position);
           touch();
-          resp = await this.fetch(this.url(path, this.session), { headers, signal: conn.signal });
+          resp = await this.fetch(url, { headers, signal: conn.signal });
         } catch (e) {
           if (stop?.aborted) return;
           throw new TransportError(`vigil: ${op}: ${(e as Error).message}`, { cause: e });
@@ -425,6 +428,19 @@ export class VigilClient {
     }
     if (ev.event === "lagged") return { type: "lagged", message: (data as { message?: string }).message ?? "" };
     return decode(ev.event, data);
+  }
+}
+
+/**
+ * The key percent-encoded as UTF-8 for a URL. A string holding a UTF-16
+ * surrogate without its pair has no UTF-8 form: it is the caller's
+ * mistake, refused as one.
+ */
+function quoteKey(op: string, key: string): string {
+  try {
+    return encodeURIComponent(key);
+  } catch {
+    throw new APIError(op, 0, "invalid_argument", `session key ${JSON.stringify(key)} is not valid Unicode: it holds a UTF-16 surrogate without its pair`);
   }
 }
 

@@ -280,6 +280,19 @@ describe("errors", () => {
     }
   });
 
+  test("a session key that is not valid Unicode is an invalid argument, not sent nor retried", async () => {
+    const key = "agent:main:\ud800"; // a surrogate without its pair, which no URL can carry
+    for (const refused of [() => as(ADMIN).sessionTurn({ sessionKey: key }), () => as(ADMIN).sessionEvents(key)]) {
+      assert.throws(refused, (e: unknown) => e instanceof APIError && e.code === "invalid_argument" && /not valid Unicode/.test(e.detail));
+    }
+    const acting = await rejects(as(ADMIN, key).sessionStatus({ sessionKey: MANAGER }), APIError);
+    assert.equal(acting.code, "invalid_argument");
+    assert.match(acting.detail, /not valid Unicode/);
+    const stream = as(ADMIN, key).events()[Symbol.asyncIterator]();
+    const streamed = await rejects(stream.next(), APIError);
+    assert.equal(streamed.code, "invalid_argument");
+  });
+
   test("a wrong token is unauthenticated", async () => {
     await code(as("not-a-real-token-at-all").sessionsList(), 401, "unauthenticated");
   });
