@@ -117,7 +117,7 @@ var liveTransports = []liveTransport{
 		toClient, fromServer := io.Pipe()
 		served := make(chan error, 1)
 		go func() {
-			served <- mcpserver.New(ctx, lg.g, caller, nil).Run(ctx, &mcp.IOTransport{Reader: toServer, Writer: fromServer})
+			served <- mcpserver.New(ctx, lg.g, caller, nil).Run(ctx, mcpserver.StdioTransport(toServer, fromServer))
 		}()
 		connectCtx, stop := context.WithTimeout(ctx, liveHangGuard)
 		defer stop()

@@ -61,7 +61,7 @@ OpenTelemetry traces when the OTEL_* environment asks for them (docs/operations.
 		if err != nil {
 			return err
 		}
-		transport := &mcp.IOTransport{Reader: io.NopCloser(env.stdin), Writer: nopWriteCloser{env.stdout}}
+		transport := mcpserver.StdioTransport(env.stdin, env.stdout)
 		if *db != "" {
 			err = serveMCPEmbedded(cmd.Context(), log, *db, key, transport)
 		} else {
@@ -74,10 +74,6 @@ OpenTelemetry traces when the OTEL_* environment asks for them (docs/operations.
 	}
 	return cmd
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
 
 // serveMCPEmbedded runs a node of its own (engine, gateway and, on a
 // PostgreSQL database, the change listener that hears what other gateways
