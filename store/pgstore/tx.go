@@ -629,20 +629,30 @@ func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
 }
 
 // watcherTargets selects the targets of a watcher's cursors and
-// tombstones, and the sessions of its undelivered creation notices.
+// tombstones, the sessions of its undelivered creation notices, and the
+// sessions it spawned.
 const watcherTargets = `SELECT target_agent, target_key FROM cursors WHERE watcher = $1
 	UNION SELECT target_agent, target_key FROM tombstones WHERE watcher = $1
-	UNION SELECT agent_id, session_key FROM creation_notices WHERE watcher = $1 AND NOT delivered`
+	UNION SELECT agent_id, session_key FROM creation_notices WHERE watcher = $1 AND NOT delivered
+	UNION SELECT agent_id, session_key FROM sessions WHERE spawned_by = $1`
 
 // lockTargetsOf locks the targets of watcher's cursors and tombstones,
-// and the sessions of its undelivered creation notices, for a write that
-// deletes or drops them all (a reset, a delete of the watcher). Every
-// other writer of those rows holds their session's lock first, and may hold it waiting for a row of these: rows
+// the sessions of its undelivered creation notices, and the sessions it
+// spawned, for a write that deletes or drops them all (a reset, a delete
+// of the watcher). Every other writer of those rows holds their
+// session's lock first, and may hold it waiting for a row of these: rows
 // taken without the lock, by a write that then wants the lock (another
 // write of its batch recording on the target), would make the two wait
 // for each other until PostgreSQL's deadlock check. The targets are read
 // again with their locks, until no new one shows up: a cursor created
 // meanwhile is locked too before the delete.
+//
+// A record on a spawned session creates its parent's cursor when the
+// parent holds none (after a reset or an unwatch), on the child's lock
+// alone, once it found the parent's row: the children are locked so that
+// such a record on another gateway either commits first, and its cursor
+// is deleted here, or finds the parent gone. Their records thus never
+// wait for the parent's lock, which its own writes hold.
 func (t *Tx) lockTargetsOf(ctx context.Context, watcher string) error {
 	for {
 		rows, err := t.tx.Query(ctx, watcherTargets, watcher)
