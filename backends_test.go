@@ -169,6 +169,8 @@ var rulesOnPostgreSQL = []func(*testing.T){
 	TestAStaleNoticeIsDeliveredWithTheCursorsCurrentText,
 	TestRefreshKeepsANoticeAboutADeletedSession,
 	TestRefreshNeverPushesOlderEntriesOutOfAFullQueue,
+	TestAWatcherDeletedElsewhereIsOwedNothingItsFullQueueLeftOut,
+	TestANoticeARefreshLeavesOutOfAQueueOfQuietEntriesWakesItsWatcher,
 	// model_test.go (fewer sequences on PostgreSQL, see modelSequences)
 	TestEngineMatchesReferenceModel,
 	// batch_test.go

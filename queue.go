@@ -38,13 +38,14 @@ func sameSlot(a, b SystemEvent) bool {
 }
 
 // pushIfRoom queues ev for watcher like pushAll, except that when the
-// queue is full and ev has no slot in it yet, it drops ev rather than the
-// oldest entry. It reports whether the queue changed.
-func (q *queues) pushIfRoom(watcher string, ev SystemEvent) bool {
+// queue is full and ev has no slot in it yet, it leaves ev out rather than
+// the oldest entry (and marks the queue short). It reports whether the
+// queue changed, and whether ev was left out.
+func (q *queues) pushIfRoom(watcher string, ev SystemEvent) (changed, leftOut bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	changed, _ := q.put(watcher, ev, false, 0)
-	return changed
+	changed, dropped := q.put(watcher, ev, false, 0)
+	return changed, dropped > 0
 }
 
 // sizedBatch is the size from which pushAll sizes the lists it starts for
@@ -96,7 +97,9 @@ func roomFor(ns []watcherNotice, room map[string]int) map[string]int {
 
 // put queues ev for watcher, with q.mu held: as pushAll does, or as
 // pushIfRoom does when evict is false. A list it starts has room for room
-// entries (up to the bound), when room says more than one is coming.
+// entries (up to the bound), when room says more than one is coming. It
+// reports how many entries were dropped: the oldest ones pushed out, or
+// ev itself when it was left out.
 func (q *queues) put(watcher string, ev SystemEvent, evict bool, room int) (changed bool, dropped int) {
 	list := q.m[watcher]
 	for i := range list {
@@ -116,7 +119,7 @@ func (q *queues) put(watcher string, ev SystemEvent, evict bool, room int) (chan
 	}
 	if !evict && len(list) >= q.bound {
 		q.short[watcher] = true
-		return false, 0
+		return false, 1
 	}
 	if list == nil && room > 1 {
 		list = make([]SystemEvent, 0, min(room, q.bound))

@@ -387,12 +387,21 @@ func (e *Engine) announceNotice(watcher string, ev SystemEvent, wake bool) {
 	if e.opts.OnNotice != nil {
 		e.opts.OnNotice(watcher, ev)
 	}
-	if wake && !ev.quiet && !sessionkey.IsSubAgent(watcher) {
-		e.stats.wakes.Add(1)
-		var from trace.SpanContext
-		if ev.origin != nil {
-			from = ev.origin.span
-		}
-		e.waker.wake(watcher, from)
+	if wake {
+		e.wakeFor(watcher, ev)
 	}
+}
+
+// wakeFor wakes watcher for ev, owed to it, unless it is a sub-agent or ev
+// is quiet (a creation notice, an ambient watch's notice).
+func (e *Engine) wakeFor(watcher string, ev SystemEvent) {
+	if ev.quiet || sessionkey.IsSubAgent(watcher) {
+		return
+	}
+	e.stats.wakes.Add(1)
+	var from trace.SpanContext
+	if ev.origin != nil {
+		from = ev.origin.span
+	}
+	e.waker.wake(watcher, from)
 }

@@ -21,7 +21,8 @@ import (
 
 // Refresh rebuilds the given watchers' queued notices from their cursors:
 // a pending cursor (M > L) has its notice queued (and a watcher that is
-// not a sub-agent woken, when that is new), and a queued notice whose
+// not a sub-agent woken, when that is new, or when a full queue leaves the
+// notice out; see syncNotices), and a queued notice whose
 // cursor is no longer pending is removed, unless its cursor is gone with
 // its deleted target (notices about a deleted session stay queued).
 // Creation notices follow the store likewise: an undelivered one is
@@ -208,7 +209,18 @@ func hasCreationNotice(notices []SystemEvent, session SessionRef) bool {
 // syncNotices makes watcher's queued notices and creation notices exactly
 // notices, keeping the notices about the targets in keep; those it queues
 // wake the watcher only when wake is set. Runs after commit, on the writer.
+//
+// notices are everything the watcher is owed, so the queue is marked as
+// having left something out exactly when one of them finds no room: a
+// mark left from before would outlive what it stood for (the watcher
+// deleted or reset elsewhere), and give a later session of its key work
+// it was never owed.
+//
+// A notice left out wakes the watcher as one queued would, when the queue
+// was not short already: what fills it may wake nobody (an ambient
+// watch's notices), and the watcher's next turn takes what was left out.
 func (e *Engine) syncNotices(watcher string, notices []SystemEvent, keep []SessionRef, wake bool) {
+	wasShort := e.queues.takeShort(watcher)
 	e.queues.keepNotices(watcher, func(target SessionRef) bool {
 		for _, k := range keep {
 			if k == target {
@@ -219,8 +231,12 @@ func (e *Engine) syncNotices(watcher string, notices []SystemEvent, keep []Sessi
 	})
 	e.queues.keepCreationNotices(watcher, func(session SessionRef) bool { return hasCreationNotice(notices, session) })
 	for _, n := range notices {
-		if e.queues.pushIfRoom(watcher, n) {
+		changed, leftOut := e.queues.pushIfRoom(watcher, n)
+		switch {
+		case changed:
 			e.announceNotice(watcher, n, wake)
+		case leftOut && wake && !wasShort:
+			e.wakeFor(watcher, n)
 		}
 	}
 }

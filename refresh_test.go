@@ -323,3 +323,49 @@ func TestRefreshNeverPushesOlderEntriesOutOfAFullQueue(t *testing.T) {
 		return true
 	})
 }
+
+// A watcher deleted through another engine is owed nothing its full queue
+// left out: refreshed, its queue says so, and a later session of its key
+// does not start with work it was never owed.
+func TestAWatcherDeletedElsewhereIsOwedNothingItsFullQueueLeftOut(t *testing.T) {
+	env := newEnv(t, vigil.Options{QueueBound: 2})
+	b := env.openPeer()
+	for _, target := range []string{"agent:main:subagent:wa", "agent:main:subagent:wb", "agent:main:subagent:wc"} {
+		env.human(target, manager)
+	}
+	if !env.eng.LeftOut(manager) {
+		t.Fatal("the full queue of two left nothing of three notices out")
+	}
+	if err := b.eng.DeleteSession(ctx, vigil.MustRef(manager)); err != nil {
+		t.Fatal(err)
+	}
+	refresh(t, env.eng, manager)
+	if env.eng.LeftOut(manager) || env.eng.HasWork(manager) {
+		t.Fatalf("after its deletion elsewhere the watcher is still owed what its queue left out (left out %v, work %v)",
+			env.eng.LeftOut(manager), env.eng.HasWork(manager))
+	}
+}
+
+// A notice a refresh finds no room for, in a queue full of entries that
+// wake nobody (an ambient watch's), still wakes its watcher, whose next
+// turn takes it: nothing else would.
+func TestANoticeARefreshLeavesOutOfAQueueOfQuietEntriesWakesItsWatcher(t *testing.T) {
+	env := newEnv(t, vigil.Options{QueueBound: 2})
+	b := env.openPeer()
+	for _, g := range []string{"agent:main:telegram:group:g1", "agent:main:telegram:group:g2"} {
+		env.human(g, coord)
+		env.ambient(manager, g)
+		env.human(g, "")
+	}
+	refresh(t, b.eng, manager)
+	if got := b.eng.Pending(manager); len(got) != 2 || !got[0].Quiet() || !got[1].Quiet() {
+		t.Fatalf("the peer queued %v, want the two quiet notices", texts(got))
+	}
+	env.spawn(manager, child, "run-1")
+	env.human(child, manager)
+	refresh(t, b.eng, manager)
+	if !b.eng.LeftOut(manager) {
+		t.Fatalf("the peer queued %v and left nothing out", queued(b.eng, manager))
+	}
+	testwait.Until(t, "the peer wakes the manager", func() bool { return slices.Contains(b.wakes(), manager) })
+}

@@ -319,3 +319,32 @@ func TestAStallLookedAtWhileAnotherGatewayEndsItsRunIsNotAnnounced(t *testing.T)
 		t.Fatalf("%d stalls announced of a run that had just ended", announced)
 	}
 }
+
+// A child's record that found its parent's row, committing after another
+// gateway deleted the parent, gives the deleted parent no cursor: here
+// the parent had dropped its watch (a reset), so the record would create
+// it anew.
+func TestAChildsRecordWhileAnotherGatewayDeletesItsParentGivesTheParentNoCursor(t *testing.T) {
+	pgtest.Require(t)
+	schema := pgtest.FreshSchema(t)
+	deleter := gatewayOnPostgres(t, schema)
+	child := vigil.MustRef(graphStory(t, deleter))
+	parent := vigil.MustRef("agent:main:main")
+	if _, err := deleter.Reset(ctx, caller(t, deleter, person, ""), gateway.SessionInput{SessionKey: parent.Key}); err != nil {
+		t.Fatal(err)
+	}
+	p := &pausingStore{target: parent}
+	gw := pausedGateway(t, schema, p, gatewaytest.Options{})
+	by := caller(t, gw.Gateway, person, "")
+
+	set, deleted := race(t, p, func() error {
+		_, err := gw.Gateway.SetGoal(ctx, by, gateway.GoalInput{SessionKey: child.Key, Action: "set", Objective: "publish"})
+		return err
+	}, deleting(t, deleter, parent))
+	if set != nil || deleted != nil {
+		t.Fatalf("setting the child's goal: %v; deleting its parent: %v", set, deleted)
+	}
+	if c, ok, err := gw.Postgres.Cursor(ctx, parent.Key, child); err != nil || ok {
+		t.Fatalf("the deleted parent's cursor on its child: %+v, %v, %v", c, ok, err)
+	}
+}

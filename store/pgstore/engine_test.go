@@ -302,3 +302,30 @@ func sameSession(a, b sessions.Session) bool {
 	a.Goal, b.Goal = nil, nil
 	return a == b
 }
+
+// A deleted session keeps no head: the turn that delivers its watcher the
+// notice that it was deleted looks at the pair's cursor under the
+// session's lock, and that lock does not give the session a head again.
+func TestATurnTellingOfADeletedSessionLeavesItNoHead(t *testing.T) {
+	s := openFresh(t)
+	eng := openEngine(t, s)
+	ctx := t.Context()
+	const parent, child = "agent:main:main", "agent:main:subagent:c1"
+	if _, err := eng.Record(ctx, vigil.Record{Session: vigil.MustRef(child), Kind: vigil.KindGoalChanged,
+		ActorType: vigil.ActorHuman, ActorID: "web:1", Parent: parent}); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Update(ctx, func(ctx context.Context, txn *vigil.Txn) error {
+		_, err := txn.RemoveSession(ctx, vigil.MustRef(child), "")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := eng.Drain(ctx, parent)
+	if err != nil || len(d.Events) == 0 {
+		t.Fatalf("the parent's turn took %+v, %v; want the notice that its child was deleted", d.Events, err)
+	}
+	if n := queryInt(t, s, `SELECT count(*) FROM session_heads WHERE session_key = $1`, child); n != 0 {
+		t.Fatalf("the deleted session has %d heads after its watcher's turn, want none", n)
+	}
+}

@@ -33,9 +33,11 @@ func TestMigratingKeepsTheSessionsRecordedBeforeAsRecorded(t *testing.T) {
 			VALUES ('ext', 'agent:ext:lg:t1', 'agent:ext:supervisor', 1, 1, 1, 15)`,
 		`INSERT INTO upstream_links (agent_id, session_key, catalog_id, host_id, thread_id, marker, created_at, updated_at)
 			VALUES ('main', 'agent:main:claude-cli:x', 'claude-cli', 'gateway:local', 'x', '{}', 40, 40)`,
-		// As the build before left the schema.
+		// As the build before left the schema: without migration 7 and
+		// those after it.
 		`DROP TABLE recorded_sessions`,
-		`DELETE FROM schema_migrations WHERE version = 7`,
+		`DROP INDEX sessions_by_parent`,
+		`DELETE FROM schema_migrations WHERE version >= 7`,
 	} {
 		if _, err := pgstore.PoolOf(s).Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)

@@ -170,6 +170,11 @@ CREATE INDEX runs_open ON runs (started_at) WHERE ended_at IS NULL;
 	// 7: the sessions known only through what was recorded of them
 	// (recorded.go).
 	{about: "sessions recorded elsewhere", sql: recordedSessionsSchema},
+	// 8: the sessions each session spawned, which a delete of the parent
+	// locks (lockTargetsOf).
+	{about: "sessions by the session that spawned them", sql: `
+CREATE INDEX sessions_by_parent ON sessions (spawned_by) WHERE spawned_by IS NOT NULL;
+`},
 }
 
 // SchemaVersion is the schema version this build creates and understands.

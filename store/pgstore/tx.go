@@ -75,6 +75,9 @@ type Tx struct {
 	// number.
 	targets []vigil.SessionRef
 	toRead  []vigil.SessionRef
+	// readLocks are the sessions locked to read, whose head rows the
+	// locks may have made (Commit).
+	readLocks []vigil.SessionRef
 	// held are the writes not sent yet (batch.go).
 	held heldWrites
 	// spares are sequence numbers taken ahead, for the next appends to
@@ -156,6 +159,7 @@ func (t *Tx) lockToWrite(ref vigil.SessionRef) {
 func (t *Tx) lockToRead(ref vigil.SessionRef) {
 	if !t.willHold(ref) {
 		t.toRead = append(t.toRead, ref)
+		t.readLocks = append(t.readLocks, ref)
 	}
 	t.lockToWrite(ref)
 }
@@ -629,20 +633,30 @@ func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
 }
 
 // watcherTargets selects the targets of a watcher's cursors and
-// tombstones, and the sessions of its undelivered creation notices.
+// tombstones, the sessions of its undelivered creation notices, and the
+// sessions it spawned.
 const watcherTargets = `SELECT target_agent, target_key FROM cursors WHERE watcher = $1
 	UNION SELECT target_agent, target_key FROM tombstones WHERE watcher = $1
-	UNION SELECT agent_id, session_key FROM creation_notices WHERE watcher = $1 AND NOT delivered`
+	UNION SELECT agent_id, session_key FROM creation_notices WHERE watcher = $1 AND NOT delivered
+	UNION SELECT agent_id, session_key FROM sessions WHERE spawned_by = $1`
 
 // lockTargetsOf locks the targets of watcher's cursors and tombstones,
-// and the sessions of its undelivered creation notices, for a write that
-// deletes or drops them all (a reset, a delete of the watcher). Every
-// other writer of those rows holds their session's lock first, and may hold it waiting for a row of these: rows
+// the sessions of its undelivered creation notices, and the sessions it
+// spawned, for a write that deletes or drops them all (a reset, a delete
+// of the watcher). Every other writer of those rows holds their
+// session's lock first, and may hold it waiting for a row of these: rows
 // taken without the lock, by a write that then wants the lock (another
 // write of its batch recording on the target), would make the two wait
 // for each other until PostgreSQL's deadlock check. The targets are read
 // again with their locks, until no new one shows up: a cursor created
 // meanwhile is locked too before the delete.
+//
+// A record on a spawned session creates its parent's cursor when the
+// parent holds none (after a reset or an unwatch), on the child's lock
+// alone, once it found the parent's row: the children are locked so that
+// such a record on another gateway either commits first, and its cursor
+// is deleted here, or finds the parent gone. Their records thus never
+// wait for the parent's lock, which its own writes hold.
 func (t *Tx) lockTargetsOf(ctx context.Context, watcher string) error {
 	for {
 		rows, err := t.tx.Query(ctx, watcherTargets, watcher)
@@ -880,6 +894,7 @@ func (t *Tx) Commit() error {
 	b := &pgx.Batch{}
 	n := t.queueAnnouncements(b)
 	told := t.queueVersionsBefore(b)
+	dropHeads := t.queueDropEmptyHeads(b)
 	b.Queue(`COMMIT`)
 	err := func() error {
 		br := t.send(t.ctx, b, true)
@@ -892,6 +907,11 @@ func (t *Tx) Commit() error {
 		if told != nil {
 			if err := told.read(br); err != nil {
 				return err
+			}
+		}
+		if dropHeads {
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("drop the heads its locks made: %w", err)
 			}
 		}
 		tag, err := br.Exec()
@@ -910,6 +930,34 @@ func (t *Tx) Commit() error {
 	t.end()
 	told.tell()
 	return nil
+}
+
+// dropEmptyHeads deletes the head rows of sessions with no head and no
+// pruned watermark, which say no more than no row does.
+const dropEmptyHeads = `DELETE FROM session_heads WHERE (agent_id, session_key) IN (
+	SELECT a, k FROM unnest($1::text[], $2::text[]) AS u(a, k)) AND head = 0 AND pruned_watermark = 0`
+
+// queueDropEmptyHeads queues the delete of the empty head rows of the
+// sessions the transaction locked to read, and reports whether it did. A
+// lock takes a session's head row, making it when there is none: a turn
+// that tells its watcher a session was deleted, or delivers the notice of
+// a session created and deleted since, looks at it under its lock, and
+// would otherwise leave a head for every such session, which nothing
+// deletes. A transaction waiting for the lock of one of them makes the
+// row anew once this one commits.
+func (t *Tx) queueDropEmptyHeads(b *pgx.Batch) bool {
+	var refs []vigil.SessionRef
+	for _, ref := range t.readLocks {
+		if t.locked[ref] > 0 {
+			refs = append(refs, ref)
+		}
+	}
+	if len(refs) == 0 {
+		return false
+	}
+	agents, keys := refColumns(refs)
+	b.Queue(dropEmptyHeads, agents, keys)
+	return true
 }
 
 // Rollback implements vigil.Tx. Rolling back a transaction that already
