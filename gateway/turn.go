@@ -389,6 +389,3 @@ func (g *Gateway) Wait(ctx context.Context, c Caller, in WaitInput) (_ TurnOutpu
 	}
 	return g.Turn(ctx, c, TurnInput{SessionKey: c.Session.Key, WaitSeconds: in.TimeoutSeconds})
 }
-
-// liveParent is the session's parent key when that parent still exists: a
-// deleted parent watches nothing, and must not get a cursor back.
