@@ -523,6 +523,21 @@ type RecordInput struct {
 	// Upstream reports a check of an adopted session's transcript; the
 	// gateway then makes the event itself.
 	Upstream *UpstreamCheck `json:"upstream,omitempty"`
+	// Creation, with KindCreated only, says how the session came to be,
+	// for the notice its agent's main session is given.
+	Creation *RecordedCreation `json:"creation,omitempty"`
+}
+
+// RecordedCreation is how a session recorded as created came to be. Its
+// agent's main session is not told of a draft or incognito session, nor
+// of one created by cron or internally (Via "cron" or "internal").
+type RecordedCreation struct {
+	Via           string `json:"via,omitempty"` // operator, channel, message_tool, cron, internal, ...
+	Label         string `json:"label,omitempty"`
+	Draft         bool   `json:"draft,omitempty"`
+	Incognito     bool   `json:"incognito,omitempty"`
+	CreatorLabel  string `json:"creatorLabel,omitempty"`
+	CreatorSource string `json:"creatorSource,omitempty"` // for a person: where their identity comes from
 }
 
 // RecordOutput is what recording did: Recorded is false, with Reason, for

@@ -145,6 +145,73 @@ func TestSessionRecordOfCreatedTellsTheAgentsMainSessionOnce(t *testing.T) {
 	}
 }
 
+func TestSessionRecordOfCreatedSaysHowTheSessionCameToBeInItsNotice(t *testing.T) {
+	g := gatewayWith(t, gateway.Options{})
+	in := gateway.RecordInput{SessionKey: "agent:main:telegram:direct:42", Kind: vigil.KindCreated,
+		Creation: &gateway.RecordedCreation{Via: "channel", Label: "Ann's questions", CreatorLabel: "Ann", CreatorSource: "telegram"}}
+	if _, err := g.RecordElsewhere(ctx, caller(t, g, person, ""), in); err != nil {
+		t.Fatal(err)
+	}
+	want := vigil.CreationNoticeText(vigil.Creation{Session: vigil.MustRef(in.SessionKey), Via: "channel", Label: "Ann's questions",
+		Creator: &vigil.Creator{Type: vigil.ActorHuman, ID: "ann", Label: "Ann", Source: "telegram"}})
+	if got := pendingTexts(t, g, "agent:main:main"); !slices.Equal(got, []string{want}) {
+		t.Fatalf("main's queue = %q, want %q", got, want)
+	}
+}
+
+func TestSessionRecordOfCreatedAnnouncesNoDraftIncognitoCronOrInternalSession(t *testing.T) {
+	for name, creation := range map[string]gateway.RecordedCreation{
+		"a draft":              {Draft: true},
+		"an incognito session": {Incognito: true},
+		"created by cron":      {Via: "cron"},
+		"created internally":   {Via: "internal"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := gatewayWith(t, gateway.Options{})
+			out, err := g.RecordElsewhere(ctx, caller(t, g, person, ""), gateway.RecordInput{SessionKey: "agent:main:dashboard:plan",
+				Kind: vigil.KindCreated, Creation: &creation})
+			if err != nil || !out.Recorded {
+				t.Fatalf("record = %+v, %v", out, err)
+			}
+			if got := pendingTexts(t, g, "agent:main:main"); len(got) != 0 {
+				t.Fatalf("main's queue = %q, want nothing", got)
+			}
+		})
+	}
+}
+
+func TestSessionRecordRefusesACreationThatIsNotACreatedsOrDoesNotFitANotice(t *testing.T) {
+	g := gatewayWith(t, gateway.Options{})
+	key := "agent:main:dashboard:plan"
+	for _, tt := range []struct {
+		in   gateway.RecordInput
+		want string
+	}{
+		{gateway.RecordInput{Kind: vigil.KindGoalChanged, Creation: &gateway.RecordedCreation{Via: "operator"}},
+			"creation goes with kind created only, not goal_changed"},
+		{gateway.RecordInput{Kind: vigil.KindCreated, Creation: &gateway.RecordedCreation{Via: "Cron Job"}},
+			`creation.via must be one lowercase word`},
+		{gateway.RecordInput{Kind: vigil.KindCreated, Creation: &gateway.RecordedCreation{Label: "two\nlines"}},
+			"creation.label must be one line"},
+		{gateway.RecordInput{Kind: vigil.KindCreated, Creation: &gateway.RecordedCreation{CreatorLabel: strings.Repeat("a", 129)}},
+			"creation.creatorLabel is 129 bytes, more than 128"},
+		{gateway.RecordInput{Kind: vigil.KindCreated, Creation: &gateway.RecordedCreation{CreatorSource: "\xff"}},
+			"creation.creatorSource is not valid UTF-8"},
+	} {
+		tt.in.SessionKey = key
+		_, err := g.RecordElsewhere(ctx, caller(t, g, person, ""), tt.in)
+		if gateway.Code(err) != gateway.CodeInvalid || !strings.Contains(fmt.Sprint(err), tt.want) {
+			t.Errorf("record %+v: %v, want invalid naming %q", tt.in, err, tt.want)
+		}
+	}
+	if v, _ := g.Engine().Version(ctx, vigil.MustRef(key)); v != 0 {
+		t.Fatalf("version = %d after refused records", v)
+	}
+	if got := pendingTexts(t, g, "agent:main:main"); len(got) != 0 {
+		t.Fatalf("main's queue = %q after refused records", got)
+	}
+}
+
 func TestSessionRecordRefusesTheNewKindsWithTheWrongActorOrASummaryThatDoesNotFit(t *testing.T) {
 	g := gatewayWith(t, gateway.Options{})
 	runtime := caller(t, g, gateway.Principal{Role: gateway.RoleAgent, ID: "ext", RecordHuman: true}, "")

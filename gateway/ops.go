@@ -169,15 +169,19 @@ func (g *Gateway) Spawn(ctx context.Context, c Caller, in SpawnInput) (_ SpawnOu
 	return SpawnOutput{Status: "accepted", ChildSessionKey: child.Key, RunID: runID}, nil
 }
 
-func checkLabel(label string) error {
-	if label == "" {
+func checkLabel(label string) error { return checkLine("label", label) }
+
+// checkLine checks a short name of something (a label, a creator's
+// label): at most MaxLabelBytes, one line without control characters.
+func checkLine(field, v string) error {
+	if v == "" {
 		return nil
 	}
-	if err := checkText("label", label, MaxLabelBytes, false); err != nil {
+	if err := checkText(field, v, MaxLabelBytes, false); err != nil {
 		return err
 	}
-	if strings.ContainsFunc(label, func(r rune) bool { return r < ' ' }) {
-		return invalid("label must be one line without control characters")
+	if strings.ContainsFunc(v, func(r rune) bool { return r < ' ' }) {
+		return invalid("%s must be one line without control characters", field)
 	}
 	return nil
 }

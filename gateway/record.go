@@ -36,6 +36,43 @@ type RecordInput struct {
 	// Upstream is set by a follower of adopted sessions' transcripts on
 	// another machine (adopt.go).
 	Upstream *UpstreamCheck `json:"upstream,omitempty" jsonschema:"a check of an adopted session's transcript by its follower (vigil follow-upstream): the gateway makes the event and moves the link's marker with it, in one write"`
+	// Creation goes with kind created only.
+	Creation *RecordedCreation `json:"creation,omitempty" jsonschema:"with kind created: how the session came to be, for the notice its agent's main session is given (none for a draft or incognito session, or one created by cron or internally)"`
+}
+
+// RecordedCreation is how a session recorded as created came to be: what
+// its creation notice says, and whether there is one (the reference's
+// rules: draft and incognito sessions, and those created by cron or
+// internally, are not announced).
+type RecordedCreation struct {
+	Via           string `json:"via,omitempty" jsonschema:"how it was created: operator, channel, message_tool, cron, internal, ... (one lowercase word)"`
+	Label         string `json:"label,omitempty" jsonschema:"the session's title, shown in the notice"`
+	Draft         bool   `json:"draft,omitempty" jsonschema:"a draft: not announced"`
+	Incognito     bool   `json:"incognito,omitempty" jsonschema:"an incognito session: not announced"`
+	CreatorLabel  string `json:"creatorLabel,omitempty" jsonschema:"the creator's name for people, shown in the notice"`
+	CreatorSource string `json:"creatorSource,omitempty" jsonschema:"for a person: where their identity comes from (a profile, a channel), shown in the notice"`
+}
+
+// check refuses a creation given with another kind than created, or one
+// whose fields would not fit a notice.
+func (cr *RecordedCreation) check(kind vigil.Kind) error {
+	if cr == nil {
+		return nil
+	}
+	if kind != vigil.KindCreated {
+		return invalid("creation goes with kind created only, not %s", kind)
+	}
+	if cr.Via != "" && !channelPattern.MatchString(cr.Via) {
+		return invalid("creation.via must be one lowercase word (a-z, 0-9, then also _ . -) of at most 32 characters, got %q", cr.Via)
+	}
+	for _, f := range []struct{ name, v string }{
+		{"creation.label", cr.Label}, {"creation.creatorLabel", cr.CreatorLabel}, {"creation.creatorSource", cr.CreatorSource},
+	} {
+		if err := checkLine(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // RecordOutput is session_record's output.
@@ -89,7 +126,13 @@ func (g *Gateway) RecordElsewhere(ctx context.Context, c Caller, in RecordInput)
 		return RecordOutput{}, err
 	}
 	pre := Precondition{IfStateVersion: in.IfStateVersion, IfSynced: in.IfSynced}
+	if err := in.Creation.check(in.Kind); err != nil {
+		return RecordOutput{}, err
+	}
 	if in.Upstream != nil {
+		if in.Creation != nil {
+			return RecordOutput{}, invalid("creation does not go with upstream: a follower's check makes its own event")
+		}
 		if in.HostedBy != "" {
 			return RecordOutput{}, invalid("hostedBy does not go with upstream: an adopted session is hosted by its coding agent")
 		}
@@ -157,8 +200,13 @@ func (g *Gateway) RecordElsewhere(ctx context.Context, c Caller, in RecordInput)
 		}
 		switch {
 		case rec.Kind == vigil.KindCreated && res.Appended:
-			_, _, err = txn.AnnounceCreation(ctx, vigil.Creation{Session: ref,
-				Creator: &vigil.Creator{Type: actorType, ID: actorID}, NoNotice: g.opts.NoCreationNotices})
+			creation := vigil.Creation{Session: ref, Creator: &vigil.Creator{Type: actorType, ID: actorID},
+				NoNotice: g.opts.NoCreationNotices}
+			if cr := in.Creation; cr != nil {
+				creation.Via, creation.Label, creation.Draft, creation.Incognito = cr.Via, cr.Label, cr.Draft, cr.Incognito
+				creation.Creator.Label, creation.Creator.Source = cr.CreatorLabel, cr.CreatorSource
+			}
+			_, _, err = txn.AnnounceCreation(ctx, creation)
 		case rec.Kind == vigil.KindHumanDirectMessage && actorType == vigil.ActorHuman && rec.Parent == "":
 			// Also after a first message nobody watched yet, which the log
 			// skips: the watch starts from the version it leaves.

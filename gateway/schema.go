@@ -167,4 +167,5 @@ func (RecordInput) refineSchema(p props) {
 	p.oneOf("actorType", string(vigil.ActorHuman), string(vigil.ActorAgent), string(vigil.ActorSystem))
 	p.preconditions()
 	refineUpstream(props{p.get("upstream")})
+	props{p.get("creation")}.get("via").Pattern = channelPattern.String()
 }

@@ -335,3 +335,19 @@ func TestYAMLKeepsIntegersStringsAndTheAnswersOrder(t *testing.T) {
 		t.Errorf("yaml reorders the answer's members:\n%s", asYAML)
 	}
 }
+
+func TestARecordOfCreatedTellsTheMainSessionWhatItsFlagsSayUnlessCronMadeIt(t *testing.T) {
+	t.Parallel()
+	g := cliStartGateway(t, nil, vigil.Options{})
+	cliOK(t, g, "record", "agent:ext:lg:nightly", "created", "--created-via", "cron")
+	cliOK(t, g, "record", "agent:ext:lg:thread-2", "created", "--title", "Ann's questions", "--created-via", "channel")
+	out := cliOK(t, g, "pending", "agent:ext:main")
+	if !strings.Contains(out, `agent:ext:lg:thread-2`) || !strings.Contains(out, `Ann's questions`) || !strings.Contains(out, `channel`) ||
+		strings.Contains(out, "nightly") {
+		t.Fatalf("main's pending notices: %q, want thread-2's creation with its title and how, and none of nightly's", out)
+	}
+	code, _, errOut := cliRun(t, cliEnv(g), "record", "agent:ext:lg:thread-3", "goal_changed", "--title", "x")
+	if code != 1 || !strings.Contains(errOut, "creation goes with kind created only") {
+		t.Fatalf("a title on goal_changed: exit %d, %q", code, errOut)
+	}
+}

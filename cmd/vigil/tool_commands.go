@@ -74,7 +74,9 @@ func init() {
 				"notices as for a hosted session. A person's event (--actor-type human, which adopted\n" +
 				"takes) needs a credential with the recordHuman right. vigil sessions lists KEY from\n" +
 				"then on, hosted by --hosted-by (default agent:<its agent>). --if-version and\n" +
-				"--if-synced record only while KEY is as you last read it (exit 4 on a conflict).",
+				"--if-synced record only while KEY is as you last read it (exit 4 on a conflict). With KIND\n" +
+				"created, its agent's main session is told of KEY (once), as --created-via, --title and\n" +
+				"--creator-label say, unless KEY is a --draft, --incognito, or created by cron or internally.",
 			define: cliRecord,
 		},
 		cliCommand{
@@ -268,6 +270,13 @@ func cliRecord(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) 
 	parent := fs.String("parent", "", "the session's parent, a watcher")
 	runID := fs.String("run", "", "the run the event is about")
 	hostedBy := fs.String("hosted-by", "", "the runtime that keeps KEY (langgraph, claude-code, ...), shown as where it is hosted")
+	var creation client.RecordedCreation
+	fs.StringVar(&creation.Via, "created-via", "", "with KIND created: how KEY was created (operator, channel, message_tool, cron, internal, ...)")
+	fs.StringVar(&creation.Label, "title", "", "with KIND created: KEY's title, shown in the creation notice")
+	fs.BoolVar(&creation.Draft, "draft", false, "with KIND created: KEY is a draft, which its agent's main session is not told of")
+	fs.BoolVar(&creation.Incognito, "incognito", false, "with KIND created: KEY is incognito, which its agent's main session is not told of")
+	fs.StringVar(&creation.CreatorLabel, "creator-label", "", "with KIND created: its creator's name for people")
+	fs.StringVar(&creation.CreatorSource, "creator-source", "", "with KIND created: where a person creator's identity comes from (a profile, a channel)")
 	pre := cliPreconditions(fs, "KEY")
 	return func(ctx context.Context, args []string) error {
 		if err := cliArgs(args, "KEY", "KIND"); err != nil {
@@ -296,6 +305,9 @@ func cliRecord(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) 
 			if synced {
 				in["ifSynced"] = true
 			}
+		}
+		if creation != (client.RecordedCreation{}) {
+			in["creation"] = creation // the gateway refuses it with another kind than created
 		}
 		var out client.RecordOutput
 		if printed, err := c.tool(ctx, "session_record", c.as, in, &out); printed || err != nil {

@@ -267,19 +267,23 @@ class Client:
                        dedupe_key: Optional[str] = None, occurred_at: Optional[int] = None,
                        parent: Optional[str] = None, hosted_by: Optional[str] = None,
                        if_state_version: Optional[int] = None, if_synced: Optional[bool] = None,
-                       upstream: Optional[dict[str, Any]] = None) -> t.RecordOutput:
+                       upstream: Optional[dict[str, Any]] = None,
+                       creation: Optional[dict[str, Any]] = None) -> t.RecordOutput:
         """Records an event of a session your runtime keeps itself; its
         watchers get their notices as for a hosted session, and it is listed
         as recorded, hosted by hosted_by (your runtime's name). With
         if_state_version or if_synced it records only while the session is
         as you last read it, else raises ConflictError. upstream is a
         follower's check of an adopted session's transcript (see
-        docs/api.md), with which the gateway makes the event itself."""
+        docs/api.md), with which the gateway makes the event itself.
+        creation, with kind "created", says how the session came to be
+        (via, label, draft, incognito, creatorLabel, creatorSource), for
+        the notice its agent's main session is given."""
         return t.decode(t.RecordOutput, self.call("session_record", _input(
             session_key=session_key, agent_id=agent_id, kind=kind, actor_type=actor_type, actor_id=actor_id,
             run_id=run_id, summary=summary, payload=payload, dedupe_key=dedupe_key, occurred_at=occurred_at,
             parent=parent, hosted_by=hosted_by, if_state_version=if_state_version, if_synced=if_synced,
-            upstream=upstream)))
+            upstream=upstream, creation=creation)))
 
     def session_adopt(self, format: str, *, path: Optional[str] = None, thread_id: Optional[str] = None,
                       session_key: Optional[str] = None, agent_id: Optional[str] = None, host_id: Optional[str] = None,
