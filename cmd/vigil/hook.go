@@ -138,7 +138,7 @@ func cliHook(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) er
 	session := fs.String("session", "", "the vigil session the agent's session is (env VIGIL_SESSION; default: derived from the hook's session_id)")
 	agent := fs.String("agent", "main", "the agent of a session key derived from the hook's session_id")
 	channel := fs.String("channel", "claude-code", "the agent's name: the channel of the prompts it records, and the middle of a derived session key")
-	fence := fs.String("fence", defaultFence, "the tools refused while a notice is pending: names or patterns such as mcp__*, comma-separated; '' for none (env VIGIL_HOOK_FENCE)")
+	fence := fs.String("fence", defaultFence, "the tools refused while a notice is pending: names or patterns such as mcp__*, comma-separated; --fence '' for none (env VIGIL_HOOK_FENCE, which counts as unset when empty)")
 	onError := fs.String("on-error", "open", "when the gateway cannot answer: open (warn, the agent goes on) or closed (a fenced tool call is refused) (env VIGIL_HOOK_ON_ERROR)")
 	parent := fs.String("parent", "", "a watcher of the session, told of the person's prompts (session_record's parent)")
 	person := fs.String("person", "", "who types the prompts, as the gateway records them (default: the credential's person; an agent token needs it)")
