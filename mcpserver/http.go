@@ -277,6 +277,20 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
+	if isStateless(r) && r.Method == http.MethodPost && r.Header.Get("Mcp-Method") == "subscriptions/listen" {
+		// A listen stays open until its client leaves: like any stream it
+		// is refused once shutdown has begun (a 200 ending at once would
+		// tell its client to listen here again straight away), and ends
+		// when shutdown begins, or it would hold the shutdown up.
+		if h.ctx.Err() != nil {
+			fail(w, fmt.Errorf("%w: the gateway is shutting down; listen again later", gateway.ErrUnavailable))
+			return
+		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		defer context.AfterFunc(h.ctx, cancel)()
+		r = r.WithContext(ctx)
+	}
 	r, req, done := h.withRequest(r, c)
 	defer done()
 	if isStateless(r) {

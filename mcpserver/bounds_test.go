@@ -1,0 +1,123 @@
+package mcpserver_test
+
+// What a caller holds open is given back on every path: a listen when
+// shutdown begins, a listen for tasks without leaving its waits behind,
+// an MCP session's subscriptions when it closes.
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/httpapi"
+)
+
+// A 2026-07-28 subscriptions/listen lasts until its client leaves: when
+// shutdown begins it ends, giving its stream back (it would otherwise
+// hold the server's shutdown up until that gave up), and one asked for
+// afterwards is refused with a 503, as any stream is.
+func TestAListenEndsWhenShutdownBeginsAndIsRefusedAfter(t *testing.T) {
+	t.Parallel()
+	lg := liveStart(t)
+	ctx, cancel := context.WithTimeout(context.Background(), liveHangGuard)
+	defer cancel()
+	const sessions = `"notifications":{"resourceSubscriptions":["vigil://session/agent:main:main"]}`
+	msgs := live2026Stream(t, ctx, lg.URL, liveMainToken, liveManager, "subscriptions/listen", "", sessions, "{}")
+	if ack := <-msgs; ack.Method != "notifications/subscriptions/acknowledged" {
+		t.Fatalf("the listen: %+v, want its acknowledgement", ack)
+	}
+	if n := lg.g.Held(gateway.HoldStream); n != 1 {
+		t.Fatalf("%d streams held with a listen open, want 1", n)
+	}
+	lg.shutdown()
+	ended := time.After(10 * time.Second)
+	for open := true; open; {
+		select {
+		case _, open = <-msgs:
+		case <-ended:
+			t.Fatalf("the listen is still open 10 s after shutdown began (%d streams held)", lg.g.Held(gateway.HoldStream))
+		}
+	}
+	if err := lg.g.AwaitHeld(ctx, gateway.HoldStream, 0); err != nil {
+		t.Fatalf("the listen ended but its stream stays held: %v", err)
+	}
+	listen := liveMessage{revision: revision20260728, method: "subscriptions/listen", id: 8, params: sessions}
+	req, err := listen.request(ctx, lg.URL, liveMainToken, liveManager)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var e httpapi.ErrorBody
+	if err := json.NewDecoder(resp.Body).Decode(&e); err != nil || resp.StatusCode != http.StatusServiceUnavailable ||
+		e.Error.Code != gateway.CodeUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("a listen once shutdown has begun: %s %+v (%v), want 503 with Retry-After", resp.Status, e, err)
+	}
+	if n := lg.g.Held(gateway.HoldStream); n != 0 {
+		t.Fatalf("%d streams held after a refused listen, want 0", n)
+	}
+}
+
+// waitingForTasks counts the goroutines a listen for tasks runs to wait
+// for its tasks.
+func waitingForTasks() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "mcpserver.(*tasks).listen.func")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// A listen for tasks whose client leaves before they finish leaves
+// nothing waiting for them: listening again and again for a task that
+// waits minutes would otherwise pile up a goroutine per listen and task.
+// Not parallel: it counts goroutines of the whole package.
+func TestAListenForTasksLeavesNothingWaitingWhenItsClientLeaves(t *testing.T) {
+	lg := liveStart(t)
+	child := liveAPI[gateway.SpawnOutput](t, lg, liveMainToken, liveManager, "sessions_spawn", map[string]any{"task": "draft"}).ChildSessionKey
+	at := liveAPI[gateway.StatusOutput](t, lg, liveMainToken, liveManager, "session_status", map[string]any{"sessionKey": child}).StateVersion
+	var ids []string
+	for range 4 {
+		task := liveStartTask(t, lg, liveMainToken, liveManager, "session_status",
+			`{"sessionKey":`+strconv.Quote(child)+`,"waitForVersion":`+strconv.FormatInt(at+1, 10)+`,"timeoutSeconds":60}`)
+		ids = append(ids, strconv.Quote(task.TaskID))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), liveHangGuard)
+	defer cancel()
+	for i := range 5 {
+		listening, leave := context.WithCancel(ctx)
+		msgs := live2026Stream(t, listening, lg.URL, liveMainToken, liveManager, "subscriptions/listen", "",
+			`"notifications":{"taskIds":[`+strings.Join(ids, ",")+`]}`, liveTasksCaps)
+		if ack := <-msgs; ack.Method != "notifications/subscriptions/acknowledged" {
+			t.Fatalf("listen %d: %+v, want its acknowledgement", i+1, ack)
+		}
+		leave()
+		for range msgs {
+		}
+	}
+	if err := lg.g.AwaitHeld(ctx, gateway.HoldStream, 0); err != nil {
+		t.Fatalf("the listens ended but their streams stay held: %v", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for n := waitingForTasks(); n > 0; n = waitingForTasks() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines still wait for tasks of listens that ended (4 tasks, 5 listens)", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := lg.g.Held(gateway.HoldMCPTask); n != 4 {
+		t.Fatalf("%d tasks held, want the 4 still waiting", n)
+	}
+}
