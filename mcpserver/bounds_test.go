@@ -7,6 +7,7 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"runtime"
 	"strconv"
@@ -14,8 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
+	"github.com/vigilhq/vigil/mcpserver"
 )
 
 // A 2026-07-28 subscriptions/listen lasts until its client leaves: when
@@ -119,5 +123,54 @@ func TestAListenForTasksLeavesNothingWaitingWhenItsClientLeaves(t *testing.T) {
 	}
 	if n := lg.g.Held(gateway.HoldMCPTask); n != 4 {
 		t.Fatalf("%d tasks held, want the 4 still waiting", n)
+	}
+}
+
+// An MCP session that closes, deleted by its client or idled out, stops
+// following the sessions it subscribed to at once: its followers would
+// otherwise outlive it until their next look (15 s), so a client opening,
+// subscribing and closing sessions in a loop held far more followers than
+// its open sessions allow.
+func TestAClosedMCPSessionsSubscriptionsGoWithIt(t *testing.T) {
+	t.Parallel()
+	for _, how := range []string{"deleted", "idled out"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			lg := liveStartWith(t, gateway.Limits{}, httpapi.Options{MCPIdleTimeout: 200 * time.Millisecond})
+			ctx, cancel := context.WithTimeout(context.Background(), liveHangGuard)
+			defer cancel()
+			// Only revisions up to 2025-11-25 have MCP sessions; without its
+			// GET stream open, the session can idle out.
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "bounds-test", Version: "1"}, nil).Connect(ctx,
+				&mcp.StreamableClientTransport{Endpoint: lg.URL + "/mcp", MaxRetries: -1, DisableStandaloneSSE: true,
+					HTTPClient: &http.Client{Transport: liveHeaders{token: liveMainToken, session: liveManager}}},
+				&mcp.ClientSessionOptions{ProtocolVersion: revision20251125})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			for i := range 3 {
+				uri := fmt.Sprintf("%sagent:main:subagent:w%d", mcpserver.SessionURIPrefix, i)
+				if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := lg.g.Hub().LogListeners(); n != 3 {
+				t.Fatalf("%d log listeners with 3 subscriptions, want 3", n)
+			}
+			if how == "deleted" {
+				cs.Close()
+			}
+			if err := lg.g.AwaitHeld(ctx, gateway.HoldMCPSession, 0); err != nil {
+				t.Fatalf("the MCP session was %s but stays held: %v", how, err)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for n := lg.g.Hub().LogListeners(); n > 0; n = lg.g.Hub().LogListeners() {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d log listeners 5 s after the MCP session that subscribed was %s, want 0", n, how)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
 	}
 }

@@ -46,6 +46,8 @@ type httpHandler struct {
 	stateless *mcp.StreamableHTTPHandler
 	// tasks are the tasks modern serves.
 	tasks *tasks
+	// subs are the subscriptions of both servers' sessions.
+	subs *subscriptions
 
 	idle  time.Duration // how long an MCP session may go without a request
 	retry []byte        // the SSE retry field put into each stream's first event; nil for none
@@ -235,6 +237,7 @@ func newHTTPHandler(ctx context.Context, g *gateway.Gateway, resolve Resolver, l
 	h := &httpHandler{g: g, resolve: resolve, log: log, ctx: ctx, idle: idle, retry: retry, sessions: map[string]*session{},
 		tasks: newTasks(ctx, g, log, opts)}
 	subs := newSubscriptions(ctx, g, log)
+	h.subs = subs
 	h.srv = newServer(g, log, h.origin, subs, nil)
 	h.srv.AddReceivingMiddleware(h.noteInitialize)
 	h.modern = newServer(g, log, h.origin, subs, h.tasks)
@@ -347,7 +350,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Only its owner gets here, and the SDK has closed it.
 		h.forgetLocked(s)
 		h.mu.Unlock()
-		s.release()
+		h.close(s, false)
 		return
 	}
 	h.doneLocked(s)
@@ -390,7 +393,8 @@ func (h *httpHandler) open(w http.ResponseWriter, r *http.Request, req *request)
 		}
 		h.mu.Unlock()
 		if alive {
-			ss.Close() // ctx ended meanwhile
+			ss.Close() // ctx ended, or its client deleted it, meanwhile
+			h.subs.forget(ss)
 		}
 		release()
 		return
@@ -443,8 +447,7 @@ func (h *httpHandler) expire(s *session) {
 	}
 	h.forgetLocked(s)
 	h.mu.Unlock()
-	s.ss.Close()
-	s.release()
+	h.close(s, true)
 }
 
 // closeAll closes every session, once ctx has ended.
@@ -460,9 +463,20 @@ func (h *httpHandler) closeAll() {
 	}
 	h.mu.Unlock()
 	for _, s := range open {
-		s.ss.Close()
-		s.release()
+		h.close(s, true)
 	}
+}
+
+// close closes s (unless the SDK has: closeSDK false), once it has been
+// forgotten, drops its subscriptions, and gives its place back.
+func (h *httpHandler) close(s *session, closeSDK bool) {
+	if s.ss != nil {
+		if closeSDK {
+			s.ss.Close()
+		}
+		h.subs.forget(s.ss)
+	}
+	s.release()
 }
 
 // fail answers an error before the SDK sees the request: the HTTP API's
