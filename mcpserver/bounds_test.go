@@ -174,3 +174,59 @@ func TestAClosedMCPSessionsSubscriptionsGoWithIt(t *testing.T) {
 		})
 	}
 }
+
+// An MCP session its client deletes while one of its calls waits (a send
+// for its reply) is closed at once, the call ending as when its client
+// hangs up: the SDK closes a session only once its calls have returned,
+// so the DELETE was answered, and the session's and the wait's places
+// given back, only when the send timed out.
+func TestDeletingAnMCPSessionEndsTheCallsWaitingOnIt(t *testing.T) {
+	t.Parallel()
+	lg := liveStart(t)
+	ctx, cancel := context.WithTimeout(context.Background(), liveHangGuard)
+	defer cancel()
+	child := liveAPI[gateway.SpawnOutput](t, lg, liveMainToken, liveManager, "sessions_spawn", map[string]any{"task": "draft"}).ChildSessionKey
+	httpClient := &http.Client{Transport: liveHeaders{token: liveMainToken, session: liveManager}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bounds-test", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: lg.URL + "/mcp", MaxRetries: -1, DisableStandaloneSSE: true, HTTPClient: httpClient},
+		&mcp.ClientSessionOptions{ProtocolVersion: revision20251125})
+	if err != nil {
+		t.Fatal(err)
+	}
+	called := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "sessions_send",
+			Arguments: map[string]any{"sessionKey": child, "message": "the figures?", "timeoutSeconds": 300}})
+		called <- err
+	}()
+	if err := lg.g.AwaitHeld(ctx, gateway.HoldWait, 1); err != nil {
+		t.Fatalf("the send never waited: %v", err)
+	}
+	// The SDK client's Close waits for its calls; a client may as well
+	// send the DELETE at once.
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, lg.URL+"/mcp", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Mcp-Session-Id", cs.ID())
+	req.Header.Set("Mcp-Protocol-Version", revision20251125)
+	deleted := time.Now()
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if took := time.Since(deleted); resp.StatusCode != http.StatusNoContent || took > 5*time.Second {
+		t.Fatalf("DELETE with a call waiting: %s after %v, want 204 at once", resp.Status, took)
+	}
+	for _, h := range []gateway.Hold{gateway.HoldMCPSession, gateway.HoldWait} {
+		if err := lg.g.AwaitHeld(ctx, h, 0); err != nil {
+			t.Fatalf("the session was deleted: %v", err)
+		}
+	}
+	select {
+	case <-called:
+	case <-ctx.Done():
+		t.Fatal("the call on the deleted session never returned")
+	}
+}

@@ -81,6 +81,10 @@ type session struct {
 	active   int                // requests on it being served, its GET stream included
 	idle     *time.Timer        // closes it once idle; stopped while active
 	gone     bool               // closed, or being closed, and forgotten
+	// ended ends the requests served on it when its client deletes it
+	// (end): a call still waiting there must not hold the close up.
+	ended context.Context
+	end   context.CancelFunc
 }
 
 // requestHeader carries, from ServeHTTP to the handlers of the messages a
@@ -343,6 +347,20 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.stream.ServeHTTP(w, r)
 		return
 	}
+	if r.Method == http.MethodDelete {
+		// Its owner ends it: the SDK closes it only once every call being
+		// handled on it has returned, so a call still waiting there (a
+		// send for its reply, for minutes) would hold the close up, and the
+		// session's and the wait's places with it. Those calls end now, as
+		// when their clients hang up.
+		s.end()
+	} else {
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		defer context.AfterFunc(s.ended, cancel)()
+		r = r.WithContext(ctx)
+		req.ctx = ctx // before the SDK hands any of r's messages to a handler
+	}
 	ans := &answer{ResponseWriter: w, retry: h.retry}
 	h.stream.ServeHTTP(ans, r)
 	h.mu.Lock()
@@ -378,7 +396,8 @@ func (h *httpHandler) open(w http.ResponseWriter, r *http.Request, req *request)
 		if sid := hd.Get("Mcp-Session-Id"); sid != "" {
 			h.mu.Lock()
 			defer h.mu.Unlock()
-			s = &session{id: sid, identity: identity(req.caller), release: release, active: 1}
+			ended, end := context.WithCancel(context.Background())
+			s = &session{id: sid, identity: identity(req.caller), release: release, active: 1, ended: ended, end: end}
 			h.sessions[sid] = s
 		}
 	}}
@@ -470,6 +489,7 @@ func (h *httpHandler) closeAll() {
 // close closes s (unless the SDK has: closeSDK false), once it has been
 // forgotten, drops its subscriptions, and gives its place back.
 func (h *httpHandler) close(s *session, closeSDK bool) {
+	s.end()
 	if s.ss != nil {
 		if closeSDK {
 			s.ss.Close()
