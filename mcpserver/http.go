@@ -39,7 +39,7 @@ type httpHandler struct {
 	srv, modern *mcp.Server
 	// stream serves the revisions with sessions (2025-11-25 and before):
 	// initialize, an Mcp-Session-Id, a standalone GET stream, resumption.
-	stream *mcp.StreamableHTTPHandler
+	stream http.Handler // an *mcp.StreamableHTTPHandler
 	// stateless serves 2026-07-28 and later, which have no sessions: each
 	// request stands alone, and subscriptions/listen keeps its own stream
 	// open. The SDK serves those revisions only from a stateless handler.
@@ -362,9 +362,18 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		req.ctx = ctx // before the SDK hands any of r's messages to a handler
 	}
 	ans := &answer{ResponseWriter: w, retry: h.retry}
+	// Deferred, so a request that panics (net/http recovers it) still ends
+	// on s: otherwise s would never go idle, and its place would be held
+	// until shutdown.
+	defer h.served(s, r, ans)
 	h.stream.ServeHTTP(ans, r)
+}
+
+// served notes the end of request r on s, which ans answered: s is
+// closed if r deleted it.
+func (h *httpHandler) served(s *session, r *http.Request, ans *answer) {
 	h.mu.Lock()
-	if r.Method == http.MethodDelete && ans.status == http.StatusNoContent {
+	if r.Method == http.MethodDelete && ans.status == http.StatusNoContent && !s.gone {
 		// Only its owner gets here, and the SDK has closed it.
 		h.forgetLocked(s)
 		h.mu.Unlock()
@@ -401,11 +410,22 @@ func (h *httpHandler) open(w http.ResponseWriter, r *http.Request, req *request)
 			h.sessions[sid] = s
 		}
 	}}
+	// Deferred, so an initialize that panics (net/http recovers it) still
+	// gives its place back, or leaves a session that can idle out.
+	defer h.opened(&s, req, release)
 	h.stream.ServeHTTP(ans, r)
+}
+
+// opened settles the session an initialize opened once it has been
+// answered: *handed (nil if none was handed out; set under h.mu) is kept
+// if the SDK opened it, else forgotten, closed and its place given back
+// with release.
+func (h *httpHandler) opened(handed **session, req *request, release func()) {
 	ss := req.opened.Load()
 	// The SDK closes a session whose first request did not initialize it.
 	alive := ss != nil && ss.InitializeParams() != nil
 	h.mu.Lock()
+	s := *handed
 	if s == nil || s.gone || !alive {
 		if s != nil && !s.gone {
 			h.forgetLocked(s)
