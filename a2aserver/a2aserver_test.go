@@ -50,6 +50,9 @@ type server struct {
 	// Path is the database file; Stop stops the server and closes it.
 	Path string
 	Stop func()
+	// Shutdown begins the server's shutdown, as vigil serve does: it ends
+	// the handler's context.
+	Shutdown func()
 }
 
 func start(t *testing.T) *server {
@@ -102,7 +105,7 @@ func startLogging(t *testing.T, path string, log *slog.Logger, drop ...string) *
 		})
 	}
 	t.Cleanup(stop)
-	return &server{URL: srv.URL, Eng: gw.Engine, Store: gw.SQLite, Path: path, Stop: stop}
+	return &server{URL: srv.URL, Eng: gw.Engine, Store: gw.SQLite, Path: path, Stop: stop, Shutdown: cancel}
 }
 
 // headers adds a token and an acting session to every request.

@@ -306,6 +306,14 @@ func (h *core) cancel(ctx context.Context, c gateway.Caller, key string) error {
 // seen. It holds one of c's open streams while it runs.
 func (h *core) stream(ctx context.Context, c gateway.Caller, in *sendInput, key string, seen *int64,
 	emit func(event) bool, fail func(error)) {
+	// Begun once shutdown has, a stream would end at once, which tells a
+	// client to open it here again straight away (and a streaming send
+	// would deliver its message first): a refusal tells it to retry later,
+	// elsewhere if it can, as the HTTP API's streams do.
+	if h.ctx.Err() != nil {
+		fail(rpcError(fmt.Errorf("%w: the gateway is shutting down; open the stream again later", gateway.ErrUnavailable)))
+		return
+	}
 	release, err := h.g.Hold(c, gateway.HoldStream)
 	if err != nil {
 		fail(rpcError(err))

@@ -7,6 +7,7 @@ package a2aserver_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,6 +23,7 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/a2aserver"
+	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
 	"github.com/vigilhq/vigil/sessions"
 	"github.com/vigilhq/vigil/webhook"
@@ -795,5 +797,38 @@ func TestAPushConfigIsNotResumedOnceItsCredentialIsNoLongerConfigured(t *testing
 	// It is kept: the credential may come back.
 	if cfgs, err := s.Store.PushConfigs(guarded(t), sessions.PushFilter{}); err != nil || len(cfgs) != 1 {
 		t.Fatalf("stored configs: %+v, %v", cfgs, err)
+	}
+}
+
+// A stream asked for once shutdown has begun is refused as unavailable,
+// before a streaming send delivers anything: begun, it would end at once,
+// which tells a client to open it here again straight away.
+func TestAStreamAskedForOnceShutdownHasBegunIsRefusedInA2A10(t *testing.T) {
+	s := start(t)
+	coord := as10(t, s, tokMain, manager)
+	child := spawn10(coord)
+	ref := vigil.SessionRef{AgentID: "main", Key: child}
+	before, err := s.Store.Messages(context.Background(), ref, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Shutdown()
+	for _, call := range []struct{ method, params string }{
+		{"SendStreamingMessage", send10(child, "use the Q3 numbers", "")},
+		{"SubscribeToTask", `{"id":` + quote(child) + `}`},
+	} {
+		next, stop := coord.stream(call.method, call.params, nil)
+		_, e := next()
+		stop()
+		if e == nil || e.Code != -32000 || len(e.Data) != 1 || e.Data[0].Metadata["code"] != gateway.CodeUnavailable {
+			t.Fatalf("%s once shutdown has begun: %+v, want a server error saying unavailable", call.method, e)
+		}
+	}
+	after, err := s.Store.Messages(context.Background(), ref, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before) {
+		t.Fatalf("the refused streaming send delivered its message: %d messages, want %d", len(after), len(before))
 	}
 }

@@ -41,13 +41,15 @@ type httpHandler struct {
 	srv, modern *mcp.Server
 	// stream serves the revisions with sessions (2025-11-25 and before):
 	// initialize, an Mcp-Session-Id, a standalone GET stream, resumption.
-	stream *mcp.StreamableHTTPHandler
+	stream http.Handler // an *mcp.StreamableHTTPHandler
 	// stateless serves 2026-07-28 and later, which have no sessions: each
 	// request stands alone, and subscriptions/listen keeps its own stream
 	// open. The SDK serves those revisions only from a stateless handler.
 	stateless *mcp.StreamableHTTPHandler
 	// tasks are the tasks modern serves.
 	tasks *tasks
+	// subs are the subscriptions of both servers' sessions.
+	subs *subscriptions
 
 	idle  time.Duration // how long an MCP session may go without a request
 	retry []byte        // the SSE retry field put into each stream's first event; nil for none
@@ -81,6 +83,10 @@ type session struct {
 	active   int                // requests on it being served, its GET stream included
 	idle     *time.Timer        // closes it once idle; stopped while active
 	gone     bool               // closed, or being closed, and forgotten
+	// ended ends the requests served on it when its client deletes it
+	// (end): a call still waiting there must not hold the close up.
+	ended context.Context
+	end   context.CancelFunc
 }
 
 // requestHeader carries, from ServeHTTP to the handlers of the messages a
@@ -237,6 +243,7 @@ func newHTTPHandler(ctx context.Context, g *gateway.Gateway, resolve Resolver, l
 	h := &httpHandler{g: g, resolve: resolve, log: log, ctx: ctx, idle: idle, retry: retry, sessions: map[string]*session{},
 		tasks: newTasks(ctx, g, log, opts)}
 	subs := newSubscriptions(ctx, g, log)
+	h.subs = subs
 	h.srv = newServer(g, log, h.origin, subs, nil)
 	h.srv.AddReceivingMiddleware(h.noteInitialize)
 	h.modern = newServer(g, log, h.origin, subs, h.tasks)
@@ -281,6 +288,20 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !checkMessage(w, r) {
 		return
+	}
+	if isStateless(r) && r.Method == http.MethodPost && r.Header.Get("Mcp-Method") == "subscriptions/listen" {
+		// A listen stays open until its client leaves: like any stream it
+		// is refused once shutdown has begun (a 200 ending at once would
+		// tell its client to listen here again straight away), and ends
+		// when shutdown begins, or it would hold the shutdown up.
+		if h.ctx.Err() != nil {
+			fail(w, fmt.Errorf("%w: the gateway is shutting down; listen again later", gateway.ErrUnavailable))
+			return
+		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		defer context.AfterFunc(h.ctx, cancel)()
+		r = r.WithContext(ctx)
 	}
 	r, req, done := h.withRequest(r, c)
 	defer done()
@@ -331,14 +352,37 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.stream.ServeHTTP(w, r)
 		return
 	}
+	if r.Method == http.MethodDelete {
+		// Its owner ends it: the SDK closes it only once every call being
+		// handled on it has returned, so a call still waiting there (a
+		// send for its reply, for minutes) would hold the close up, and the
+		// session's and the wait's places with it. Those calls end now, as
+		// when their clients hang up.
+		s.end()
+	} else {
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		defer context.AfterFunc(s.ended, cancel)()
+		r = r.WithContext(ctx)
+		req.ctx = ctx // before the SDK hands any of r's messages to a handler
+	}
 	ans := &answer{ResponseWriter: w, retry: h.retry}
+	// Deferred, so a request that panics (net/http recovers it) still ends
+	// on s: otherwise s would never go idle, and its place would be held
+	// until shutdown.
+	defer h.served(s, r, ans)
 	h.stream.ServeHTTP(ans, r)
+}
+
+// served notes the end of request r on s, which ans answered: s is
+// closed if r deleted it.
+func (h *httpHandler) served(s *session, r *http.Request, ans *answer) {
 	h.mu.Lock()
-	if r.Method == http.MethodDelete && ans.status == http.StatusNoContent {
+	if r.Method == http.MethodDelete && ans.status == http.StatusNoContent && !s.gone {
 		// Only its owner gets here, and the SDK has closed it.
 		h.forgetLocked(s)
 		h.mu.Unlock()
-		s.release()
+		h.close(s, false)
 		return
 	}
 	h.doneLocked(s)
@@ -366,22 +410,35 @@ func (h *httpHandler) open(w http.ResponseWriter, r *http.Request, req *request)
 		if sid := hd.Get("Mcp-Session-Id"); sid != "" {
 			h.mu.Lock()
 			defer h.mu.Unlock()
-			s = &session{id: sid, identity: identity(req.caller), release: release, active: 1}
+			ended, end := context.WithCancel(context.Background())
+			s = &session{id: sid, identity: identity(req.caller), release: release, active: 1, ended: ended, end: end}
 			h.sessions[sid] = s
 		}
 	}}
+	// Deferred, so an initialize that panics (net/http recovers it) still
+	// gives its place back, or leaves a session that can idle out.
+	defer h.opened(&s, req, release)
 	h.stream.ServeHTTP(ans, r)
+}
+
+// opened settles the session an initialize opened once it has been
+// answered: *handed (nil if none was handed out; set under h.mu) is kept
+// if the SDK opened it, else forgotten, closed and its place given back
+// with release.
+func (h *httpHandler) opened(handed **session, req *request, release func()) {
 	ss := req.opened.Load()
 	// The SDK closes a session whose first request did not initialize it.
 	alive := ss != nil && ss.InitializeParams() != nil
 	h.mu.Lock()
+	s := *handed
 	if s == nil || s.gone || !alive {
 		if s != nil && !s.gone {
 			h.forgetLocked(s)
 		}
 		h.mu.Unlock()
 		if alive {
-			ss.Close() // ctx ended meanwhile
+			ss.Close() // ctx ended, or its client deleted it, meanwhile
+			h.subs.forget(ss)
 		}
 		release()
 		return
@@ -434,8 +491,7 @@ func (h *httpHandler) expire(s *session) {
 	}
 	h.forgetLocked(s)
 	h.mu.Unlock()
-	s.ss.Close()
-	s.release()
+	h.close(s, true)
 }
 
 // closeAll closes every session, once ctx has ended.
@@ -451,8 +507,7 @@ func (h *httpHandler) closeAll() {
 	}
 	h.mu.Unlock()
 	for _, s := range open {
-		s.ss.Close()
-		s.release()
+		h.close(s, true)
 	}
 }
 
@@ -486,6 +541,19 @@ func checkMessage(w http.ResponseWriter, r *http.Request) bool {
 type failingReader struct{ err error }
 
 func (f failingReader) Read([]byte) (int, error) { return 0, cmp.Or(f.err, io.EOF) }
+
+// close closes s (unless the SDK has: closeSDK false), once it has been
+// forgotten, drops its subscriptions, and gives its place back.
+func (h *httpHandler) close(s *session, closeSDK bool) {
+	s.end()
+	if s.ss != nil {
+		if closeSDK {
+			s.ss.Close()
+		}
+		h.subs.forget(s.ss)
+	}
+	s.release()
+}
 
 // fail answers an error before the SDK sees the request: the HTTP API's
 // status and body for its code, and Retry-After for a limit.

@@ -2,10 +2,14 @@ package mcpserver
 
 import (
 	"context"
+	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -207,4 +211,62 @@ func TestAnMCPSessionWithItsStreamOpenDoesNotIdleOut(t *testing.T) {
 			t.Fatalf("closed by its client: %d known, %d counted, %d served; want none", k, c, s)
 		}
 	})
+}
+
+// panicky has every request carrying the header panic once its handler
+// is done with it: a handler that panics, which net/http recovers.
+func panicky(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r)
+		if r.Header.Get("X-Test-Panic") != "" {
+			panic(http.ErrAbortHandler)
+		}
+	})
+}
+
+// panicking adds the header to every request while on is set.
+type panicking struct{ on *atomic.Bool }
+
+func (p panicking) RoundTrip(r *http.Request) (*http.Response, error) {
+	if p.on.Load() {
+		r = r.Clone(r.Context())
+		r.Header.Set("X-Test-Panic", "1")
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// A request on an MCP session, its initialize included, whose handler
+// panics still ends on the session: the session goes idle and gives its
+// place back, instead of holding it until shutdown.
+func TestAnMCPSessionWhoseRequestPanickedStillIdlesOut(t *testing.T) {
+	for _, when := range []string{"initialize", "a later request"} {
+		t.Run(when, func(t *testing.T) {
+			g := edgeGateway(t)
+			resolve := func(r *http.Request) (gateway.Caller, error) {
+				return g.ResolveCaller(r.Context(), gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "")
+			}
+			h := newHTTPHandler(t.Context(), g, resolve, nil, HTTPOptions{IdleTimeout: 100 * time.Millisecond})
+			h.stream = panicky(h.stream)
+			srv := httptest.NewUnstartedServer(h)
+			srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the recovered panics
+			srv.Start()
+			defer srv.Close()
+			ctx, cancel := context.WithTimeout(t.Context(), edgeHangGuard)
+			defer cancel()
+			var on atomic.Bool
+			on.Store(when == "initialize")
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "panic-test", Version: "1"}, nil).Connect(ctx,
+				&mcp.StreamableClientTransport{Endpoint: srv.URL, MaxRetries: -1, DisableStandaloneSSE: true,
+					HTTPClient: &http.Client{Transport: panicking{&on}}},
+				&mcp.ClientSessionOptions{ProtocolVersion: rawProtocol})
+			if err == nil {
+				defer cs.Close()
+				on.Store(true)
+				cs.ListTools(ctx, nil) // its answer is lost with the panic
+			}
+			if err := g.AwaitHeld(ctx, gateway.HoldMCPSession, 0); err != nil {
+				t.Fatalf("a request that panicked on %s: %v", when, err)
+			}
+		})
+	}
 }

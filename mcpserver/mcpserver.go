@@ -363,10 +363,13 @@ type subscriptions struct {
 	mu      sync.Mutex
 	servers []*mcp.Server      // whose sessions subscribe; added before they serve
 	follows map[string]*follow // by URI
+	// of counts the sessions each MCP session follows: the follows it is
+	// among the sessions of.
+	of map[*mcp.ServerSession]int
 }
 
 func newSubscriptions(ctx context.Context, g *gateway.Gateway, log *slog.Logger) *subscriptions {
-	return &subscriptions{g: g, log: log, ctx: ctx, follows: map[string]*follow{}}
+	return &subscriptions{g: g, log: log, ctx: ctx, follows: map[string]*follow{}, of: map[*mcp.ServerSession]int{}}
 }
 
 // add makes srv's sessions subscribers: one follower per session serves
@@ -413,12 +416,13 @@ func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 	if ok && fw.sessions[req.Session] {
 		return nil
 	}
-	if n := s.subscribedLocked(req.Session); n >= MaxSubscriptionsPerSession {
+	if s.of[req.Session] >= MaxSubscriptionsPerSession {
 		return rpcError(uri, fmt.Errorf("%w: an MCP session follows at most %d sessions; unsubscribe from one first",
 			gateway.ErrTooMany, MaxSubscriptionsPerSession))
 	}
 	if ok {
 		fw.sessions[req.Session] = true
+		s.of[req.Session]++
 		return nil
 	}
 	f, err := s.g.Follow(ctx, gateway.FollowOptions{Session: &ref, After: -1})
@@ -428,6 +432,7 @@ func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 	followCtx, stop := context.WithCancel(s.ctx)
 	fw = &follow{sessions: map[*mcp.ServerSession]bool{req.Session: true}, stop: stop, done: make(chan struct{})}
 	s.follows[uri] = fw
+	s.of[req.Session]++
 	go s.run(followCtx, uri, fw, f)
 	return nil
 }
@@ -437,15 +442,39 @@ func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 // subscribed to.
 const MaxSubscriptionsPerSession = 1024
 
-// subscribedLocked counts the sessions ss follows.
-func (s *subscriptions) subscribedLocked(ss *mcp.ServerSession) int {
-	n := 0
-	for _, fw := range s.follows {
-		if fw.sessions[ss] {
-			n++
+// leaveLocked takes ss from the subscribers of fw, if it is one.
+func (s *subscriptions) leaveLocked(fw *follow, ss *mcp.ServerSession) {
+	if !fw.sessions[ss] {
+		return
+	}
+	delete(fw.sessions, ss)
+	if s.of[ss]--; s.of[ss] <= 0 {
+		delete(s.of, ss)
+	}
+}
+
+// forget stops following, for ss, every session it subscribed to: ss has
+// been closed (its client deleted it, it idled out), and its followers
+// go at once rather than at their next tick. It returns once every
+// follower no other MCP session needs has stopped.
+func (s *subscriptions) forget(ss *mcp.ServerSession) {
+	s.mu.Lock()
+	var stopped []*follow
+	if s.of[ss] > 0 {
+		for uri, fw := range s.follows {
+			if fw.sessions[ss] {
+				s.leaveLocked(fw, ss)
+				if s.dropIfUnfollowedLocked(uri, fw) {
+					stopped = append(stopped, fw)
+				}
+			}
 		}
 	}
-	return n
+	delete(s.of, ss)
+	s.mu.Unlock()
+	for _, fw := range stopped {
+		<-fw.done
+	}
 }
 
 // unsubscribe stops following a session once no MCP session of this
@@ -456,7 +485,7 @@ func (s *subscriptions) unsubscribe(_ context.Context, req *mcp.UnsubscribeReque
 	fw, ok := s.follows[req.Params.URI]
 	stopped := false
 	if ok {
-		delete(fw.sessions, req.Session)
+		s.leaveLocked(fw, req.Session)
 		stopped = s.dropIfUnfollowedLocked(req.Params.URI, fw)
 	}
 	s.mu.Unlock()
@@ -493,7 +522,7 @@ func (s *subscriptions) pruneEnded(uri string, fw *follow) {
 	defer s.mu.Unlock()
 	for ss := range fw.sessions {
 		if !live[ss] {
-			delete(fw.sessions, ss)
+			s.leaveLocked(fw, ss)
 		}
 	}
 	s.dropIfUnfollowedLocked(uri, fw)

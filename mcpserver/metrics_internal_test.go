@@ -213,3 +213,32 @@ func TestOpenMCPSessionsAreAGauge(t *testing.T) {
 	}
 	open(0, "once it is closed")
 }
+
+func TestMCPTasksAreAGauge(t *testing.T) {
+	g := edgeGateway(t)
+	m := metrics.New(g.Engine())
+	if err := m.RegisterGateway(g); err != nil {
+		t.Fatal(err)
+	}
+	held := func(want float64, after string) {
+		t.Helper()
+		if v, _ := series(t, m.Registry, "vigil_mcp_tasks", nil); v != want {
+			t.Errorf("vigil_mcp_tasks = %v %s, want %v", v, after, want)
+		}
+	}
+	held(0, "before any task")
+	ctx, stop := context.WithCancel(t.Context())
+	ts := newTasks(ctx, g, slog.New(slog.DiscardHandler), HTTPOptions{})
+	// A fence already reached finishes at once, and is kept with its result.
+	task := startTask(t, ts, agentCaller(t, g, "main", "agent:main:main"), "session_status",
+		`{"sessionKey":"agent:main:main","waitForVersion":0}`)
+	<-task.done
+	held(1, "with a finished task kept")
+	stop()
+	guard, cancel := context.WithTimeout(t.Context(), edgeHangGuard)
+	defer cancel()
+	if err := g.AwaitHeld(guard, gateway.HoldMCPTask, 0); err != nil {
+		t.Fatal(err)
+	}
+	held(0, "once the server ended")
+}

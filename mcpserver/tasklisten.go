@@ -161,10 +161,18 @@ func (ts *tasks) listen(w http.ResponseWriter, r *http.Request, c gateway.Caller
 		return
 	}
 	finished := make(chan *task, len(honoured)) // never blocks: one a task
+	// Each task is waited for only while the listen lasts: a client that
+	// leaves leaves no goroutine behind it until its tasks end (up to a
+	// send's timeout), which listening again and again would pile up.
+	left := make(chan struct{})
+	defer close(left)
 	for _, t := range honoured {
 		go func() {
-			<-t.done // closed for every task: it ends by its timeout, tasks/cancel or shutdown
-			finished <- t
+			select {
+			case <-t.done: // closed for every task: it ends by its timeout, tasks/cancel or shutdown
+				finished <- t
+			case <-left:
+			}
 		}()
 	}
 	for range honoured {

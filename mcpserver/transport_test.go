@@ -45,6 +45,9 @@ const (
 type liveGateway struct {
 	URL string
 	g   *gateway.Gateway
+	// shutdown begins the server's shutdown, as vigil serve does: it
+	// ends the context the handler was given.
+	shutdown func()
 }
 
 func liveStart(t *testing.T) *liveGateway {
@@ -74,7 +77,7 @@ func liveStartWith(t *testing.T, limits gateway.Limits, opts httpapi.Options) *l
 		srv.CloseClientConnections()
 		srv.Close()
 	})
-	return &liveGateway{URL: srv.URL, g: g}
+	return &liveGateway{URL: srv.URL, g: g, shutdown: closeStreams}
 }
 
 // liveHeaders adds a credential and an acting session to every request.

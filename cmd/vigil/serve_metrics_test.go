@@ -27,6 +27,8 @@ func TestServeExportsItsGatewayWebhookStoreAndBuildMetrics(t *testing.T) {
 	for _, want := range []string{
 		"\nvigil_open_streams 0\n",
 		"\nvigil_parked_requests 0\n",
+		"\nvigil_open_mcp_sessions 0\n",
+		"\nvigil_mcp_tasks 0\n",
 		"\nvigil_pending_cursors 0\n",
 		"\nvigil_webhook_deliveries_total 0\n",
 		"\nvigil_webhook_failures_total 0\n",

@@ -13,13 +13,13 @@ import (
 )
 
 // RegisterGateway adds the gauges of what g holds open now (event streams,
-// waiting requests and MCP sessions) and the counters of its follower of
+// waiting requests, MCP sessions and MCP tasks) and the counters of its follower of
 // adopted sessions' transcripts. Call it once per Metrics; a second gateway's
 // gauges would collide with the first's and are refused with an error.
 func (m *Metrics) RegisterGateway(g *gateway.Gateway) error {
 	streams := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "vigil_open_streams",
-		Help: "Event streams held open now: /v1/events, a session's /events and MCP's GET streams.",
+		Help: "Event streams held open now: /v1/events, a session's /events, MCP's GET streams and listens, and A2A's streams.",
 	}, func() float64 { return float64(g.Held(gateway.HoldStream)) })
 	waits := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "vigil_parked_requests",
@@ -30,7 +30,11 @@ func (m *Metrics) RegisterGateway(g *gateway.Gateway) error {
 		Name: "vigil_open_mcp_sessions",
 		Help: "MCP sessions open now: opened by an initialize on /mcp, not yet closed or idled out.",
 	}, func() float64 { return float64(g.Held(gateway.HoldMCPSession)) })
-	return register(m.Registry, "gateway", streams, waits, sessions,
+	tasks := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "vigil_mcp_tasks",
+		Help: "MCP tasks held now: running, or finished and keeping their results for their clients.",
+	}, func() float64 { return float64(g.Held(gateway.HoldMCPTask)) })
+	return register(m.Registry, "gateway", streams, waits, sessions, tasks,
 		snapshotCollector[adoption.Stats]{g.UpstreamStats, upstreamFamilies})
 }
 
