@@ -346,6 +346,60 @@ func TestAPushConfigDeliversEachUpdateSignedAsStandardWebhooks(t *testing.T) {
 	}
 }
 
+// logLines is a log's output, one line a Write, handed over as each is
+// written; lines past its buffer are dropped, so a log nobody reads any
+// more holds nothing up.
+type logLines chan string
+
+func (l logLines) Write(p []byte) (int, error) {
+	select {
+	case l <- string(p):
+	default:
+	}
+	return len(p), nil
+}
+
+// A push URL may carry a token in its path or query: a delivery that
+// fails on the network is logged naming its config, never its URL.
+func TestAPushDeliveryThatCannotReachItsReceiverIsLoggedWithoutItsURL(t *testing.T) {
+	t.Parallel()
+	logs := make(logLines, 256)
+	s := startLogging(t, filepath.Join(t.TempDir(), "vigil.db"), slog.New(slog.NewTextHandler(logs, nil)))
+	ctx := guarded(t)
+	hangUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}))
+	defer hangUp.Close()
+	child := a2a.TaskID(spawnWorker(ctx, t, client(s, tokMain, manager)))
+	if _, err := client(s, tokAdmin, "").SetTaskPushConfig(ctx, &a2a.TaskPushConfig{TaskID: child,
+		Config: a2a.PushConfig{ID: "hook-1", URL: hangUp.URL + "/hooks/path-s3cret?token=query-s3cret",
+			Token: "a-push-secret-of-some-length"}}); err != nil {
+		t.Fatal(err)
+	}
+	m := text("a person writes")
+	m.TaskID = child
+	if _, err := client(s, tokOperator, "").SendMessage(ctx, &a2a.MessageSendParams{Message: m}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case line := <-logs:
+			if !strings.Contains(line, "a2a push notification not delivered") {
+				continue
+			}
+			if strings.Contains(line, "s3cret") || !strings.Contains(line, "hook-1") {
+				t.Fatalf("the failed delivery is logged as %q; want its config named, not its URL", line)
+			}
+			return
+		case <-ctx.Done():
+			t.Fatal("no failed delivery was logged (hang guard)")
+		}
+	}
+}
+
 // A push config made acting as a watcher delivers its notices, each with
 // its data.
 func TestAPushedNoticeCarriesItsData(t *testing.T) {

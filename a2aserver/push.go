@@ -465,7 +465,7 @@ func (p *pushes) post(ctx context.Context, cfg sessions.PushConfig, u *updateVie
 		}
 		resp, err := p.h.opts.Client.Do(req)
 		if err != nil {
-			last = err
+			last = webhook.WithoutURL(err)
 			continue
 		}
 		resp.Body.Close()

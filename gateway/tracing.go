@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/sessionkey"
 )
 
 // Attribute keys of a tool call's span besides the GenAI conventions'.
@@ -84,7 +85,9 @@ func (tt toolTracing) traceTool(ctx context.Context, name string, c Caller, in a
 
 // sessionOf is the session a tool's input or output names in its
 // sessionKey (and agentId) fields, as a conversation id: the key as
-// vigil.SessionRef words it. "" when it names none.
+// vigil.SessionRef words it. "" when it names none, or a key or agent id
+// that does not parse: an input is read before it is checked, and its
+// fields may hold anything, at any length.
 func sessionOf(v any) string {
 	var key, agent string
 	if raw, ok := v.(json.RawMessage); ok {
@@ -111,11 +114,15 @@ func sessionOf(v any) string {
 			agent = f.String()
 		}
 	}
-	if key == "" {
+	k, err := sessionkey.Parse(key)
+	if err != nil {
 		return ""
 	}
 	if agent == "" {
-		return key
+		return k.String()
 	}
-	return vigil.SessionRef{AgentID: agent, Key: key}.String()
+	if agent, err = sessionkey.ParseAgentID(agent); err != nil {
+		return ""
+	}
+	return vigil.SessionRef{AgentID: agent, Key: k.String()}.String()
 }

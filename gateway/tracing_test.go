@@ -229,3 +229,21 @@ func TestAToolCallWhoseCallerWentAwayIsTracedAsCancelled(t *testing.T) {
 		t.Fatalf("error.type %q, want cancelled", attr(span, "error.type"))
 	}
 }
+
+// A key that is no session's names no conversation: the span would
+// otherwise carry whatever a caller put in the field, at any length.
+func TestAToolCallGivenAKeyThatDoesNotParseNamesNoConversation(t *testing.T) {
+	g, _, exported := tracedGateway(t)
+	tool, _ := g.Tools().Get("session_status")
+	for _, key := range []string{"agent:main:" + strings.Repeat("x", 100_000), "agent:main:w1\nwire the money tonight"} {
+		exported.Reset()
+		raw, _ := json.Marshal(gateway.StatusInput{SessionKey: key})
+		if _, err := tool.Call(ctx, caller(t, g, person, ""), raw); err == nil {
+			t.Fatalf("session_status of %.20q answered", key)
+		}
+		span := traced(exported.GetSpans()).one(t, "execute_tool session_status", "", "")
+		if got := attr(span, "gen_ai.conversation.id"); got != "" {
+			t.Errorf("a call given the key %.20q names the conversation %.40q (%d bytes)", key, got, len(got))
+		}
+	}
+}

@@ -260,6 +260,10 @@ func TestAMalformedPostgreSQLURLIsRefusedWithoutItsPassword(t *testing.T) {
 		"postgres://vigil:s3cret@db.example:port/vigil",   // a port that is no number
 		"postgres://vigil:s3cret@db.example/vigil\x7f",    // a control character
 		"postgresql://vigil:s3cret@[db.example/vigil?x=1", // an unclosed bracket
+		"postgres://vigil:s3cret#1@db.example/vigil",      // a # not escaped: the password reads as a port
+		"postgres://vigil:s3cret/1@db.example/vigil",      // a / not escaped
+		"postgres://vigil:s3cret?1@db.example/vigil",      // a ? not escaped
+		"postgres://vigil:s3c%zzret@db.example/vigil",     // a % that escapes nothing
 	} {
 		_, err := node.Open(context.Background(), node.Options{DB: db})
 		if err == nil {

@@ -527,7 +527,7 @@ func (d *Dispatcher) deliver(w *worker, key string) {
 		}
 		attrs := []any{"attempt", attempt}
 		if res.err != nil {
-			attrs = append(attrs, "err", errText(res.err))
+			attrs = append(attrs, "err", WithoutURL(res.err))
 		} else {
 			attrs = append(attrs, "status", res.status)
 		}
@@ -551,14 +551,15 @@ func (d *Dispatcher) deliver(w *worker, key string) {
 	}
 }
 
-// errText describes a client error without the request URL, whose query
-// may carry a token.
-func errText(err error) string {
+// WithoutURL is an HTTP client's error as a log may show it: a
+// *url.Error without the request's URL, whose path or query may carry a
+// token. It still wraps the cause.
+func WithoutURL(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		return ue.Op + ": " + ue.Err.Error()
+		return fmt.Errorf("%s: %w", ue.Op, ue.Err)
 	}
-	return err.Error()
+	return err
 }
 
 // attempt sends one request.

@@ -193,7 +193,7 @@ func cliBaseURL(addr string) (string, error) {
 	}
 	u, err := url.Parse(addr)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return "", fmt.Errorf("--addr %q is not host:port or an http(s) URL", addr)
+		return "", fmt.Errorf("--addr %q is not host:port or an http(s) URL", redactURL(addr))
 	}
 	return strings.TrimRight(u.String(), "/"), nil
 }
@@ -289,7 +289,7 @@ func (c *cliClient) failure(ctx context.Context, err error) error {
 	if errors.As(err, &dns) {
 		return &cliReachError{base: c.base, err: err}
 	}
-	return fmt.Errorf("request to %s: %v", c.base, cliDetail(err))
+	return fmt.Errorf("request to %s: %v", redactURL(c.base), cliDetail(err))
 }
 
 // cliDetail is what an error of the client says without the client's own

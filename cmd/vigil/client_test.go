@@ -702,6 +702,29 @@ func TestCLISaysWhichGatewayItCannotReachWithoutThePasswordInItsAddress(t *testi
 	}
 }
 
+func TestCLISaysWhichGatewayHungUpWithoutThePasswordInItsAddress(t *testing.T) {
+	t.Parallel()
+	hangUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
+	}))
+	t.Cleanup(hangUp.Close)
+	addr := strings.TrimPrefix(hangUp.URL, "http://")
+	code, _, errOut := cliRun(t, cliEnv(nil), "sessions", "--addr", "http://ann:s3cret@"+addr)
+	if code != 1 || !strings.Contains(errOut, "http://ann:xxxxx@"+addr) || strings.Contains(errOut, "s3cret") {
+		t.Errorf("exit %d, %q; want 1, naming the gateway without its password", code, errOut)
+	}
+}
+
+func TestCLIRefusesAnAddressThatDoesNotParseWithoutQuotingItsPassword(t *testing.T) {
+	t.Parallel()
+	code, _, errOut := cliRun(t, cliEnv(nil), "sessions", "--addr", "http://ann:s3cret#1@127.0.0.1:7317")
+	if code != exitUsage || !strings.Contains(errOut, "is not host:port or an http(s) URL") || strings.Contains(errOut, "s3cret") {
+		t.Errorf("exit %d, %q; want a usage error that does not quote the password", code, errOut)
+	}
+}
+
 func TestCLISaysWhenTheGatewayIsNotRunning(t *testing.T) {
 	t.Parallel()
 	addr := nothingListens(t)

@@ -127,6 +127,17 @@ func TestTheHelpShowsVIGILDBWithoutItsPassword(t *testing.T) {
 	}
 }
 
+// A VIGIL_DB that does not parse as a URL (a # in the password, not
+// percent-encoded) is shown by the help without its password too.
+func TestTheHelpShowsAVIGILDBThatDoesNotParseWithoutItsPassword(t *testing.T) {
+	t.Parallel()
+	env := cliEnv(nil, "VIGIL_DB", "postgres://vigil:s3cret#1@db.example:5432/vigil")
+	code, out, errOut := cliRun(t, env, "serve", "--help")
+	if code != 0 || !strings.Contains(out, "postgres://xxxxx@db.example:5432/vigil") || strings.Contains(out+errOut, "s3cret") {
+		t.Errorf("vigil serve --help: exit %d, %q, %q", code, out, errOut)
+	}
+}
+
 // A backup holds every session's transcript: vigil db backup makes it
 // readable by its owner only, whatever the directory it is put in.
 func TestDBBackupIsReadableByItsOwnerOnly(t *testing.T) {

@@ -513,9 +513,10 @@ func TestWithTheGatewayDownAClosedHookRefusesAFencedToolCallOnly(t *testing.T) {
 	}
 }
 
-func TestAGatewayThatDoesNotAnswerIsGivenUpOnAfterTheTimeout(t *testing.T) {
-	t.Parallel()
-	// A listener that accepts connections and never answers.
+// silentGateway is the address of a listener that accepts connections
+// and never answers.
+func silentGateway(t *testing.T) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -536,8 +537,26 @@ func TestAGatewayThatDoesNotAnswerIsGivenUpOnAfterTheTimeout(t *testing.T) {
 			held = append(held, c)
 		}
 	}()
-	code, out, errOut := hookRun(t, cliEnv(nil, "VIGIL_ADDR", ln.Addr().String()), hookPayload(t, "stop.json"), "--timeout", "50ms")
-	if code != exitError || out != "" || !strings.Contains(errOut, "no answer from vigil at http://"+ln.Addr().String()+" within 50ms") {
+	return ln.Addr().String()
+}
+
+func TestAGatewayThatDoesNotAnswerIsGivenUpOnAfterTheTimeout(t *testing.T) {
+	t.Parallel()
+	addr := silentGateway(t)
+	code, out, errOut := hookRun(t, cliEnv(nil, "VIGIL_ADDR", addr), hookPayload(t, "stop.json"), "--timeout", "50ms")
+	if code != exitError || out != "" || !strings.Contains(errOut, "no answer from vigil at http://"+addr+" within 50ms") {
 		t.Fatalf("a silent gateway: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// The hook's warning goes to the agent, and from it to the model: a
+// gateway that does not answer is named there without the password in
+// its address.
+func TestAGatewayThatDoesNotAnswerIsNamedWithoutThePasswordInItsAddress(t *testing.T) {
+	t.Parallel()
+	addr := silentGateway(t)
+	code, _, errOut := hookRun(t, cliEnv(nil, "VIGIL_ADDR", "http://ann:s3cret@"+addr), hookPayload(t, "stop.json"), "--timeout", "50ms")
+	if code != exitError || !strings.Contains(errOut, "no answer from vigil at http://ann:xxxxx@"+addr) || strings.Contains(errOut, "s3cret") {
+		t.Fatalf("a silent gateway: exit %d, stderr %q; want it named without its password", code, errOut)
 	}
 }

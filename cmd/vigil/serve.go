@@ -286,12 +286,19 @@ func dbFlag(fs *pflag.FlagSet, db *string, getenv func(string) string) {
 	f.DefValue = redactURL(f.DefValue)
 }
 
-// redactURL hides a password in a database URL before it is logged. The
-// PostgreSQL driver takes one in the query too (password, and sslpassword
-// for a client key), so those are hidden as well.
+// redactURL hides a password in a URL (a database's, or the gateway's
+// address) before it is logged or printed. The PostgreSQL driver takes one in the query too (password, and sslpassword
+// for a client key), so those are hidden as well. A URL that does not
+// parse loses all that comes before its last @: a password holding a / ?
+// or # not percent-encoded is what keeps many from parsing.
 func redactURL(db string) string {
 	u, err := url.Parse(db)
 	if err != nil {
+		if scheme, rest, ok := strings.Cut(db, "://"); ok {
+			if at := strings.LastIndex(rest, "@"); at >= 0 {
+				return scheme + "://xxxxx" + rest[at:]
+			}
+		}
 		return db
 	}
 	hidden := false
