@@ -287,10 +287,11 @@ func dbFlag(fs *pflag.FlagSet, db *string, getenv func(string) string) {
 }
 
 // redactURL hides a password in a URL (a database's, or the gateway's
-// address) before it is logged or printed. The PostgreSQL driver takes one in the query too (password, and sslpassword
-// for a client key), so those are hidden as well. A URL that does not
-// parse loses all that comes before its last @: a password holding a / ?
-// or # not percent-encoded is what keeps many from parsing.
+// address) before it is logged or printed. The PostgreSQL driver takes
+// one in the query too (password, and sslpassword for a client key), so
+// those are hidden as well. A URL that does not parse loses all that
+// comes before its last @: a password holding a / ? or # not
+// percent-encoded is what keeps many from parsing.
 func redactURL(db string) string {
 	u, err := url.Parse(db)
 	if err != nil {
