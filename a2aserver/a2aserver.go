@@ -43,6 +43,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
+	a2alog "github.com/a2aproject/a2a-go/log"
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/vigilhq/vigil/gateway"
@@ -175,7 +176,10 @@ func Handler(ctx context.Context, g *gateway.Gateway, resolve Resolver, opts Opt
 		// The SDK's binding writes answers without a media type; a stream
 		// replaces this with its own.
 		w.Header().Set("Content-Type", "application/json")
-		r = r.WithContext(context.WithValue(r.Context(), callerKey{}, c))
+		// The binding logs through the logger its request's context
+		// carries, else the process's default, which this gateway's level
+		// and format do not govern.
+		r = r.WithContext(a2alog.WithLogger(context.WithValue(r.Context(), callerKey{}, c), h.log))
 		if env.Method != methodDeletePush03 {
 			rpc03.ServeHTTP(w, r)
 			return
