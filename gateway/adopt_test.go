@@ -994,9 +994,37 @@ func TestAnotherHostsMarkerNamingAPathNoFileCanHaveIsRefusedStoringNothing(t *te
 		}
 	}
 	if _, ok := w.link("agent:main:claude-cli:5f0c"); ok {
-		t.Error("a refused adoption left a link")
+		t.Fatal("a refused adoption left a link")
 	}
 	if v, _ := w.g.Engine().Version(ctx, vigil.MustRef("agent:main:claude-cli:5f0c")); v != 0 {
 		t.Errorf("a refused adoption recorded: version %d", v)
+	}
+}
+
+func TestATranscriptWhosePathIsNotUTF8IsRefusedNotDeclaredMissing(t *testing.T) {
+	w := newAdoptWorld(t)
+	// A project directory named in Latin-1: the file is there, but a
+	// marker, kept as JSON, cannot hold its path.
+	project := filepath.Join(w.root, "projects", "-home-ann-caf\xe9")
+	if err := os.MkdirAll(project, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const thread = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+	appendTo(t, filepath.Join(project, thread+".jsonl"), typed(t, upstream.Claude, "history", adoptStart))
+	key := "agent:main:claude-cli:" + thread
+	for _, in := range []gateway.AdoptInput{
+		{Format: upstream.Claude, ThreadID: thread, Watcher: "agent:main:main"},
+		{Format: upstream.Claude, Path: filepath.Join(project, thread+".jsonl"), Watcher: "agent:main:main"},
+	} {
+		wantRefused(t, w, w.person, in, gateway.CodeInvalid, "not valid UTF-8")
+	}
+	if _, ok := w.link(key); ok {
+		t.Fatal("a refused adoption left a link")
+	}
+	for range upstream.MissingThreshold {
+		w.check()
+	}
+	if got := w.events(key); len(got) != 0 {
+		t.Fatalf("events = %q, want none", got)
 	}
 }

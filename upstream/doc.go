@@ -96,7 +96,8 @@
 // link, a present check starting the count again.
 //
 // Bad input. An unknown format, a marker that is not valid
-// ([Marker.Validate], [ParseMarker]), a path that is not absolute or lies
+// ([Marker.Validate], [ParseMarker]), a path that is not absolute, is
+// not valid UTF-8 (a marker, kept as JSON, could not hold it) or lies
 // outside Follower.Roots ([ErrOutsideRoots]) is refused with an error and
 // nothing is read. No line, however malformed or long, makes a classifier
 // panic (FuzzClassify).
