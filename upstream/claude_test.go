@@ -214,3 +214,22 @@ func TestMalformedLinesAreRefusedByEveryFormat(t *testing.T) {
 		}
 	}
 }
+
+// JavaScript's JSON.stringify writes a string holding half of a
+// surrogate pair (text cut in the middle of an emoji) as an escape, \ud83d:
+// the line is JSON of valid UTF-8 and the reference reads it. Such a turn
+// is a person's turn like any other, its broken half read as U+FFFD.
+func TestATurnHoldingHalfAnEmojiAsClaudeCodeWritesItIsATurn(t *testing.T) {
+	checkRows(t, Claude, []rowCase{
+		{
+			name: "a typed turn",
+			line: `{"type":"user","message":{"role":"user","content":"look at this \ud83d and fix it"},"timestamp":"2026-03-04T10:15:30.123Z"}`,
+			kind: KindHuman, text: "look at this \uFFFD and fix it", time: claudeAt,
+		},
+		{
+			name: "a tool's output cut short",
+			line: `{"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_1","type":"tool_result","content":"done \ud83d"}]},"toolUseResult":{"stdout":"done \ud83d"},"timestamp":"2026-03-04T10:15:30.123Z"}`,
+			kind: KindToolResult, time: claudeAt,
+		},
+	})
+}

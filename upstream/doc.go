@@ -56,6 +56,9 @@
 // never become readable, and stopping at it would stop the following for
 // good, losing every later turn, where passing it loses at most that line,
 // which the caller can surface. Blank lines hold nothing and are passed.
+// A string escaping half of a surrogate pair (\ud83d alone, which
+// JavaScript writes for text cut inside an emoji) is valid JSON of valid
+// UTF-8: it is read, the half as U+FFFD.
 //
 // Truncation and replacement. A marker carries fingerprints of the first
 // and the last 4 KiB before its offset. A check compares them with the
