@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -1026,5 +1027,57 @@ func TestATranscriptWhosePathIsNotUTF8IsRefusedNotDeclaredMissing(t *testing.T) 
 	}
 	if got := w.events(key); len(got) != 0 {
 		t.Fatalf("events = %q, want none", got)
+	}
+}
+
+// A check that finds its transcript truncated or replaced sends the link to
+// the start of the file in the next generation, and finds no turns there.
+// A report of any other leap across generations was not made by a check:
+// it would send the follower back over the transcript's history.
+func TestSessionRecordRefusesAMarkerNoCheckCouldHaveMadeAcrossGenerations(t *testing.T) {
+	w := newAdoptWorld(t)
+	out := w.adopt(gateway.AdoptInput{Path: w.path, Watcher: "agent:main:main"})
+	from, _ := json.Marshal(out.Link.Marker)
+	to := func(generation int, offset bool) json.RawMessage {
+		m := maps.Clone(out.Link.Marker)
+		m["generation"] = generation
+		if !offset {
+			m["offset"] = 0
+			delete(m, "head")
+			delete(m, "tail")
+		}
+		data, _ := json.Marshal(m)
+		return data
+	}
+	now := w.clk.Now().UnixMilli()
+	for _, c := range []struct {
+		name  string
+		to    json.RawMessage
+		turns int
+	}{
+		{"the next generation past its start", to(1, true), 0},
+		{"two generations on", to(2, false), 0},
+		{"the next generation's start with turns", to(1, false), 1},
+	} {
+		in := gateway.RecordInput{SessionKey: claudeKey, Kind: vigil.KindHumanDirectMessage,
+			Upstream: &gateway.UpstreamCheck{From: from, To: c.to, LinkUpdatedAt: out.Link.UpdatedAt, Turns: c.turns}}
+		if c.turns > 0 {
+			in.OccurredAt = now
+		}
+		_, err := w.g.RecordElsewhere(ctx, w.person, in)
+		if gateway.Code(err) != gateway.CodeInvalid || !strings.Contains(err.Error(), "generation") {
+			t.Errorf("%s: %v, want invalid naming the generation", c.name, err)
+		}
+	}
+	if got := w.events(claudeKey); len(got) != 1 {
+		t.Fatalf("refused reports recorded: %q", got)
+	}
+	want, err := upstream.ParseMarker(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := w.link(claudeKey)
+	if got, err := upstream.ParseMarker(l.Marker); err != nil || !adoption.SameMarker(got, want) || l.UpdatedAt != out.Link.UpdatedAt {
+		t.Fatalf("refused reports moved the link: %s (%v)", l.Marker, err)
 	}
 }
