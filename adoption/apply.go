@@ -104,8 +104,14 @@ func (r Report) Validate() error {
 	if r.To.Format != r.From.Format || r.To.Path != r.From.Path || !r.To.Linked.Equal(r.From.Linked) {
 		return fmt.Errorf("the marker after the check is of another transcript or link than the one it started from")
 	}
-	if r.To.Generation < r.From.Generation || (r.To.Generation == r.From.Generation && r.To.Offset < r.From.Offset) {
+	switch {
+	case r.To.Generation < r.From.Generation || (r.To.Generation == r.From.Generation && r.To.Offset < r.From.Offset):
 		return fmt.Errorf("the marker after the check stands before the one it started from")
+	case r.To.Generation != r.From.Generation && (r.To.Generation != r.From.Generation+1 || r.To.Offset != 0 || r.Turns != 0):
+		// upstream.Follower.Check's restart: it classifies nothing.
+		return fmt.Errorf("the marker after the check is in generation %d at byte %d with %d turns: a check that finds "+
+			"the transcript truncated or replaced goes to the start of the next generation, %d, and finds no turns",
+			r.To.Generation, r.To.Offset, r.Turns, r.From.Generation+1)
 	}
 	return nil
 }

@@ -332,7 +332,7 @@ func (g *Gateway) startLocal(ctx context.Context, in *AdoptInput) (upstream.Mark
 			ErrForbidden, path, strings.Join(roots, ", "))
 	case errors.Is(err, upstream.ErrMissing):
 		return upstream.Marker{}, fmt.Errorf("%w: no transcript file at %s", ErrNotFound, path)
-	case errors.Is(err, upstream.ErrLineTooLong):
+	case errors.Is(err, upstream.ErrLineTooLong), errors.Is(err, upstream.ErrInvalidMarker):
 		return upstream.Marker{}, invalid("%v", err)
 	case err != nil && ctx.Err() == nil:
 		return upstream.Marker{}, invalid("%s cannot be read as a transcript: %v", path, err)

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -994,9 +995,89 @@ func TestAnotherHostsMarkerNamingAPathNoFileCanHaveIsRefusedStoringNothing(t *te
 		}
 	}
 	if _, ok := w.link("agent:main:claude-cli:5f0c"); ok {
-		t.Error("a refused adoption left a link")
+		t.Fatal("a refused adoption left a link")
 	}
 	if v, _ := w.g.Engine().Version(ctx, vigil.MustRef("agent:main:claude-cli:5f0c")); v != 0 {
 		t.Errorf("a refused adoption recorded: version %d", v)
+	}
+}
+
+func TestATranscriptWhosePathIsNotUTF8IsRefusedNotDeclaredMissing(t *testing.T) {
+	w := newAdoptWorld(t)
+	// A project directory named in Latin-1: the file is there, but a
+	// marker, kept as JSON, cannot hold its path.
+	project := filepath.Join(w.root, "projects", "-home-ann-caf\xe9")
+	if err := os.MkdirAll(project, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const thread = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+	appendTo(t, filepath.Join(project, thread+".jsonl"), typed(t, upstream.Claude, "history", adoptStart))
+	key := "agent:main:claude-cli:" + thread
+	for _, in := range []gateway.AdoptInput{
+		{Format: upstream.Claude, ThreadID: thread, Watcher: "agent:main:main"},
+		{Format: upstream.Claude, Path: filepath.Join(project, thread+".jsonl"), Watcher: "agent:main:main"},
+	} {
+		wantRefused(t, w, w.person, in, gateway.CodeInvalid, "not valid UTF-8")
+	}
+	if _, ok := w.link(key); ok {
+		t.Fatal("a refused adoption left a link")
+	}
+	for range upstream.MissingThreshold {
+		w.check()
+	}
+	if got := w.events(key); len(got) != 0 {
+		t.Fatalf("events = %q, want none", got)
+	}
+}
+
+// A check that finds its transcript truncated or replaced sends the link to
+// the start of the file in the next generation, and finds no turns there.
+// A report of any other leap across generations was not made by a check:
+// it would send the follower back over the transcript's history.
+func TestSessionRecordRefusesAMarkerNoCheckCouldHaveMadeAcrossGenerations(t *testing.T) {
+	w := newAdoptWorld(t)
+	out := w.adopt(gateway.AdoptInput{Path: w.path, Watcher: "agent:main:main"})
+	from, _ := json.Marshal(out.Link.Marker)
+	to := func(generation int, offset bool) json.RawMessage {
+		m := maps.Clone(out.Link.Marker)
+		m["generation"] = generation
+		if !offset {
+			m["offset"] = 0
+			delete(m, "head")
+			delete(m, "tail")
+		}
+		data, _ := json.Marshal(m)
+		return data
+	}
+	now := w.clk.Now().UnixMilli()
+	for _, c := range []struct {
+		name  string
+		to    json.RawMessage
+		turns int
+	}{
+		{"the next generation past its start", to(1, true), 0},
+		{"two generations on", to(2, false), 0},
+		{"the next generation's start with turns", to(1, false), 1},
+	} {
+		in := gateway.RecordInput{SessionKey: claudeKey, Kind: vigil.KindHumanDirectMessage,
+			Upstream: &gateway.UpstreamCheck{From: from, To: c.to, LinkUpdatedAt: out.Link.UpdatedAt, Turns: c.turns}}
+		if c.turns > 0 {
+			in.OccurredAt = now
+		}
+		_, err := w.g.RecordElsewhere(ctx, w.person, in)
+		if gateway.Code(err) != gateway.CodeInvalid || !strings.Contains(err.Error(), "generation") {
+			t.Errorf("%s: %v, want invalid naming the generation", c.name, err)
+		}
+	}
+	if got := w.events(claudeKey); len(got) != 1 {
+		t.Fatalf("refused reports recorded: %q", got)
+	}
+	want, err := upstream.ParseMarker(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := w.link(claudeKey)
+	if got, err := upstream.ParseMarker(l.Marker); err != nil || !adoption.SameMarker(got, want) || l.UpdatedAt != out.Link.UpdatedAt {
+		t.Fatalf("refused reports moved the link: %s (%v)", l.Marker, err)
 	}
 }

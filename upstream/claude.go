@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"strings"
+	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -23,9 +24,13 @@ import (
 //
 // A slash command or a "!" shell command the person typed is a user row of
 // its own ("<command-name>…", "<bash-input>…") and counts as a turn; the
-// output Claude Code records after it does not. Feedback typed while
-// refusing a tool call is recorded inside that call's tool result and is
-// not reported, as in the reference.
+// output Claude Code records after it does not. A prompt typed while the
+// agent works is folded into the running turn and written with no user
+// row, as an "attachment" row holding a "queued_command" of mode "prompt";
+// it is a turn when its origin's kind is "human" and it is not meta (a
+// queued message of another session, or a queued task notification, is
+// injected). Feedback typed while refusing a tool call is recorded inside
+// that call's tool result and is not reported, as in the reference.
 type claudeFormat struct{}
 
 func (claudeFormat) Name() string { return Claude }
@@ -40,6 +45,7 @@ type claudeRow struct {
 	IsVisibleInTranscriptOnly jsontext.Value `json:"isVisibleInTranscriptOnly"`
 	ToolUseResult             jsontext.Value `json:"toolUseResult"`
 	Origin                    jsontext.Value `json:"origin"`
+	Attachment                jsontext.Value `json:"attachment"`
 }
 
 func (claudeFormat) Classify(line []byte) (Row, error) {
@@ -54,6 +60,8 @@ func (claudeFormat) Classify(line []byte) (Row, error) {
 	switch typ, _ := str(r.Type); typ {
 	case "assistant":
 		return Row{Kind: KindAssistant, Time: at}, nil
+	case "attachment":
+		return claudeQueued(r, at), nil
 	case "user":
 	default:
 		return Row{Kind: KindOther, Time: at}, nil
@@ -74,13 +82,19 @@ func (claudeFormat) Classify(line []byte) (Row, error) {
 	if isTrue(r.IsMeta) || isTrue(r.IsCompactSummary) || isTrue(r.IsVisibleInTranscriptOnly) || claudeTaskNotification(r.Origin) {
 		return Row{Kind: KindInjected, Time: at}, nil
 	}
+	return claudeContent(msg.Content, at), nil
+}
+
+// claudeContent classifies what a person's message holds: a string or
+// content blocks.
+func claudeContent(content jsontext.Value, at time.Time) Row {
 	var pieces []string
-	if s, ok := str(msg.Content); ok {
+	if s, ok := str(content); ok {
 		pieces = []string{s}
 	} else {
 		var blocks []jsontext.Value
-		if !decodeShape(msg.Content, &blocks) {
-			return Row{Kind: KindOther, Time: at}, nil
+		if !decodeShape(content, &blocks) {
+			return Row{Kind: KindOther, Time: at}
 		}
 		for _, raw := range blocks {
 			var b typedText
@@ -89,7 +103,7 @@ func (claudeFormat) Classify(line []byte) (Row, error) {
 			}
 			switch typ, _ := str(b.Type); typ {
 			case "tool_result":
-				return Row{Kind: KindToolResult, Time: at}, nil
+				return Row{Kind: KindToolResult, Time: at}
 			case "text":
 				if s, ok := str(b.Text); ok {
 					pieces = append(pieces, s)
@@ -97,18 +111,48 @@ func (claudeFormat) Classify(line []byte) (Row, error) {
 			}
 		}
 	}
-	return userRow(pieces, claudeInjected, at), nil
+	return userRow(pieces, claudeInjected, at)
 }
 
-func claudeTaskNotification(origin jsontext.Value) bool {
+// claudeQueued classifies an attachment row: a prompt queued while the
+// agent worked is a person's turn when a person typed it; the other
+// attachments (hook context, file and memory contents, ...) are
+// bookkeeping.
+func claudeQueued(r claudeRow, at time.Time) Row {
+	var a struct {
+		Type        jsontext.Value `json:"type"`
+		CommandMode jsontext.Value `json:"commandMode"`
+		Origin      jsontext.Value `json:"origin"`
+		IsMeta      jsontext.Value `json:"isMeta"`
+		Prompt      jsontext.Value `json:"prompt"`
+	}
+	if !decodeShape(r.Attachment, &a) {
+		return Row{Kind: KindOther, Time: at}
+	}
+	if typ, _ := str(a.Type); typ != "queued_command" {
+		return Row{Kind: KindOther, Time: at}
+	}
+	mode, _ := str(a.CommandMode)
+	if mode != "prompt" || claudeOriginKind(a.Origin) != "human" || isTrue(a.IsMeta) || isTrue(r.IsMeta) {
+		return Row{Kind: KindInjected, Time: at}
+	}
+	return claudeContent(a.Prompt, at)
+}
+
+// claudeOriginKind is the kind of a row's origin, "" when it has none.
+func claudeOriginKind(origin jsontext.Value) string {
 	var o struct {
 		Kind jsontext.Value `json:"kind"`
 	}
 	if !decodeShape(origin, &o) {
-		return false
+		return ""
 	}
 	kind, _ := str(o.Kind)
-	return kind == "task-notification"
+	return kind
+}
+
+func claudeTaskNotification(origin jsontext.Value) bool {
+	return claudeOriginKind(origin) == "task-notification"
 }
 
 // claudeInjectedPrefixes begin the text blocks Claude Code writes itself

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -213,4 +214,65 @@ func TestMalformedLinesAreRefusedByEveryFormat(t *testing.T) {
 			})
 		}
 	}
+}
+
+// JavaScript's JSON.stringify writes a string holding half of a
+// surrogate pair (text cut in the middle of an emoji) as an escape, \ud83d:
+// the line is JSON of valid UTF-8 and the reference reads it. Such a turn
+// is a person's turn like any other, its broken half read as U+FFFD.
+func TestATurnHoldingHalfAnEmojiAsClaudeCodeWritesItIsATurn(t *testing.T) {
+	checkRows(t, Claude, []rowCase{
+		{
+			name: "a typed turn",
+			line: `{"type":"user","message":{"role":"user","content":"look at this \ud83d and fix it"},"timestamp":"2026-03-04T10:15:30.123Z"}`,
+			kind: KindHuman, text: "look at this \uFFFD and fix it", time: claudeAt,
+		},
+		{
+			name: "a tool's output cut short",
+			line: `{"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_1","type":"tool_result","content":"done \ud83d"}]},"toolUseResult":{"stdout":"done \ud83d"},"timestamp":"2026-03-04T10:15:30.123Z"}`,
+			kind: KindToolResult, time: claudeAt,
+		},
+	})
+}
+
+// A prompt a person types while Claude Code is still working is folded into
+// the running turn: Claude Code writes it as a "queued_command" attachment,
+// with no user row at all.
+func TestAPromptTypedWhileClaudeCodeWorksIsATurn(t *testing.T) {
+	queued := func(attachment string) string {
+		return `{"parentUuid":"a1","isSidechain":false,"userType":"external","sessionId":"5f0c","version":"2.1.90","type":"attachment","attachment":` +
+			attachment + `,"uuid":"c4","timestamp":"2026-03-04T10:15:30.123Z"}`
+	}
+	checkRows(t, Claude, []rowCase{
+		{
+			name: "a prompt typed while the agent worked is a human turn with its time",
+			line: queued(`{"type":"queued_command","prompt":"also update the README","commandMode":"prompt","origin":{"kind":"human"}}`),
+			kind: KindHuman, text: "also update the README", time: claudeAt,
+		},
+		{
+			name: "one written as text blocks is a human turn",
+			line: queued(`{"type":"queued_command","prompt":[{"type":"text","text":"and bump the version"}],"commandMode":"prompt","origin":{"kind":"human"}}`),
+			kind: KindHuman, text: "and bump the version", time: claudeAt,
+		},
+		{
+			name: "another session's message is not a person's",
+			line: queued(`{"type":"queued_command","prompt":"from the lead: stop","commandMode":"prompt","origin":{"kind":"peer"},"isMeta":true}`),
+			kind: KindInjected, time: claudeAt,
+		},
+		{
+			name: "a queued task notification is injected",
+			line: queued(`{"type":"queued_command","prompt":"<task-notification><status>completed</status></task-notification>","commandMode":"task-notification"}`),
+			kind: KindInjected, time: claudeAt,
+		},
+		{
+			name: "context a hook added is not a turn",
+			line: queued(`{"type":"hook_additional_context","content":["vigil: news"],"hookName":"UserPromptSubmit"}`),
+			kind: KindOther, time: claudeAt,
+		},
+		{
+			name: "a sub-agent's queued prompt is the sub-agent's",
+			line: strings.Replace(queued(`{"type":"queued_command","prompt":"go on","commandMode":"prompt","origin":{"kind":"human"}}`), `"isSidechain":false`, `"isSidechain":true`, 1),
+			kind: KindSidechain, time: claudeAt,
+		},
+	})
 }

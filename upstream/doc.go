@@ -56,6 +56,9 @@
 // never become readable, and stopping at it would stop the following for
 // good, losing every later turn, where passing it loses at most that line,
 // which the caller can surface. Blank lines hold nothing and are passed.
+// A string escaping half of a surrogate pair (\ud83d alone, which
+// JavaScript writes for text cut inside an emoji) is valid JSON of valid
+// UTF-8: it is read, the half as U+FFFD.
 //
 // Truncation and replacement. A marker carries fingerprints of the first
 // and the last 4 KiB before its offset. A check compares them with the
@@ -96,7 +99,8 @@
 // link, a present check starting the count again.
 //
 // Bad input. An unknown format, a marker that is not valid
-// ([Marker.Validate], [ParseMarker]), a path that is not absolute or lies
+// ([Marker.Validate], [ParseMarker]), a path that is not absolute, is
+// not valid UTF-8 (a marker, kept as JSON, could not hold it) or lies
 // outside Follower.Roots ([ErrOutsideRoots]) is refused with an error and
 // nothing is read. No line, however malformed or long, makes a classifier
 // panic (FuzzClassify).

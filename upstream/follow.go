@@ -212,6 +212,10 @@ func (f Follower) Start(ctx context.Context, format, path string) (Marker, error
 		return Marker{}, fmt.Errorf("upstream: start: path %q is not absolute", path)
 	}
 	path = filepath.Clean(path)
+	// The marker made must be one a store can keep (ParseMarker).
+	if err := (Marker{Format: format, Path: path}).Validate(); err != nil {
+		return Marker{}, fmt.Errorf("upstream: start: %w", err)
+	}
 	if err := f.within(path); err != nil {
 		return Marker{}, err
 	}

@@ -405,6 +405,7 @@ func TestStartRefusesWhatItCannotFollow(t *testing.T) {
 		{"an unknown format", "opencode", tr.path, ErrUnknownFormat},
 		{"a missing file", Claude, tr.path + ".missing", ErrMissing},
 		{"a directory", Claude, filepath.Dir(tr.path), ErrMissing},
+		{"a path a marker cannot keep, not being UTF-8", Claude, "/t/caf\xe9.jsonl", ErrInvalidMarker},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if _, err := f.Start(ctx, c.format, c.path); !errors.Is(err, c.want) {

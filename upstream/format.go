@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -146,23 +147,32 @@ func Formats() []string {
 
 // decodeRow decodes a line into v, a struct whose fields are all
 // jsontext.Value. This is the one place a line's syntax is judged: the
-// decoder reads every byte of it, refusing invalid UTF-8, repeated member
-// names and trailing data. (A JSON null would decode into a struct as
-// nothing, so the object is asked for first.)
+// line must be valid UTF-8, and the decoder reads every byte of it,
+// refusing repeated member names and trailing data. (A JSON null would
+// decode into a struct as nothing, so the object is asked for first.)
 func decodeRow(line []byte, v any) error {
+	if !utf8.Valid(line) {
+		return fmt.Errorf("%w: not valid UTF-8", ErrMalformed)
+	}
 	if jsontext.Value(bytes.Trim(line, " \t\r\n")).Kind() != '{' {
 		return fmt.Errorf("%w: not a JSON object", ErrMalformed)
 	}
-	if err := json.Unmarshal(line, v); err != nil {
+	if err := json.Unmarshal(line, v, halfPairs); err != nil {
 		return fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	return nil
 }
 
+// halfPairs lets a string escape half of a surrogate pair (\ud83d alone),
+// read as U+FFFD. JavaScript's JSON.stringify writes text cut inside an
+// emoji that way, and Claude Code's rows, a person's turns included, hold
+// such text; the line's own bytes are checked for UTF-8 before.
+var halfPairs = jsontext.AllowInvalidUTF8(true)
+
 // decodeShape decodes an already valid value into v; an error only means
 // the value is not of that shape.
 func decodeShape(raw jsontext.Value, v any) bool {
-	return len(raw) > 0 && json.Unmarshal(raw, v) == nil
+	return len(raw) > 0 && json.Unmarshal(raw, v, halfPairs) == nil
 }
 
 // str returns a JSON string's value; ok is false for anything else.
@@ -170,7 +180,7 @@ func str(raw jsontext.Value) (s string, ok bool) {
 	if raw.Kind() != '"' {
 		return "", false
 	}
-	return s, json.Unmarshal(raw, &s) == nil
+	return s, json.Unmarshal(raw, &s, halfPairs) == nil
 }
 
 // isTrue reports whether a raw value is the literal true: a flag of any

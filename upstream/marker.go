@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
 )
@@ -74,6 +75,10 @@ func (m Marker) Validate() error {
 		return fmt.Errorf("%w: path is longer than %d bytes", ErrInvalidMarker, maxPathBytes)
 	case strings.IndexByte(m.Path, 0) >= 0:
 		return fmt.Errorf("%w: path contains a NUL byte", ErrInvalidMarker)
+	case !utf8.ValidString(m.Path):
+		// JSON strings are UTF-8: stored, the path would name another
+		// file, and the transcript would seem gone.
+		return fmt.Errorf("%w: path %q is not valid UTF-8", ErrInvalidMarker, m.Path)
 	}
 	if !filepath.IsAbs(m.Path) || filepath.Clean(m.Path) != m.Path {
 		return fmt.Errorf("%w: path %q is not absolute and clean", ErrInvalidMarker, m.Path)
