@@ -300,6 +300,28 @@ func TestSigningOutForgetsTheTokenAndHidesEverySession(t *testing.T) {
 	}
 }
 
+// An agent's token may read its agent's sessions but look at the queue of
+// none it does not act as: their pages show all the rest.
+func TestWithAnAgentsTokenASessionPageShowsEverythingButAQueueItMayNotSee(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	run(t, ctx, "open the child's page and sign in with the manager's token",
+		chromedp.Navigate(gw.URL+"/"+sessionHash(child)),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), managerToken),
+		chromedp.Click(chromedp.CSS("#login-form button[type=submit]")),
+	)
+	waitText(t, ctx, "#s-facts", "writer")
+	waitText(t, ctx, "#transcript", "Draft the Q3 report")
+	shown := eval[[]bool](t, ctx, `['queued-card', 'banner'].map(id => !document.getElementById(id).hidden)`)
+	if !slices.Equal(shown, []bool{false, false}) {
+		t.Errorf("on the child's page with the manager's token, shown: queue, banner = %v; want neither (banner: %q)",
+			shown, eval[string](t, ctx, `document.getElementById('banner-text').textContent`))
+	}
+}
+
 func TestWithoutTokensThePageOpensStraightOnTheSessions(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, false)
