@@ -474,6 +474,20 @@ func TestALinkThatNamesNoSessionOpensTheSessionsView(t *testing.T) {
 
 // ---- the seed's story, from the page ----
 
+// A link spelling a session in capitals opens the page of the session the
+// gateway names, with its watchers, at the address the page itself gives.
+func TestALinkSpellingASessionInCapitalsShowsItsPageWithItsWatchers(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	open(t, ctx, gw, "#/session/MAIN/"+strings.ReplaceAll(strings.ToUpper(child), ":", "%3A"))
+	run(t, ctx, "see the manager among the child's watchers", chromedp.WaitVisible(cursor("#watchers", manager, child, "")))
+	if hash := eval[string](t, ctx, `location.hash`); hash != sessionHash(child) {
+		t.Errorf("the page's address is %q, want %q", hash, sessionHash(child))
+	}
+}
+
 func TestAPersonWritesIntoAChildFromTheSessionPageAsAWebMessage(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, true)

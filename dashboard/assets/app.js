@@ -436,6 +436,12 @@ async function loadPage(full) {
   let queued = [];
   if (status.exists && p.key.startsWith('agent:')) queued = await queueOf(p.key);
   if (app.page !== p) return;
+  if (status.sessionKey !== p.key || status.agentId !== p.agentId) {
+    // The address spelled the session otherwise (in capitals, say): the
+    // page moves to the spelling signals and the watch graph use.
+    location.replace(sessionHref(status.agentId, status.sessionKey));
+    return;
+  }
   if (!full && status.stateChanges.historyGap) {
     // Retention removed events after where the page stood: read it afresh.
     schedule('page-full');
