@@ -300,6 +300,28 @@ func TestSigningOutForgetsTheTokenAndHidesEverySession(t *testing.T) {
 	}
 }
 
+// An agent's token may read its agent's sessions but look at the queue of
+// none it does not act as: their pages show all the rest.
+func TestWithAnAgentsTokenASessionPageShowsEverythingButAQueueItMayNotSee(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	run(t, ctx, "open the child's page and sign in with the manager's token",
+		chromedp.Navigate(gw.URL+"/"+sessionHash(child)),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), managerToken),
+		chromedp.Click(chromedp.CSS("#login-form button[type=submit]")),
+	)
+	waitText(t, ctx, "#s-facts", "writer")
+	waitText(t, ctx, "#transcript", "Draft the Q3 report")
+	shown := eval[[]bool](t, ctx, `['queued-card', 'banner'].map(id => !document.getElementById(id).hidden)`)
+	if !slices.Equal(shown, []bool{false, false}) {
+		t.Errorf("on the child's page with the manager's token, shown: queue, banner = %v; want neither (banner: %q)",
+			shown, eval[string](t, ctx, `document.getElementById('banner-text').textContent`))
+	}
+}
+
 func TestWithoutTokensThePageOpensStraightOnTheSessions(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, false)
@@ -451,6 +473,20 @@ func TestALinkThatNamesNoSessionOpensTheSessionsView(t *testing.T) {
 }
 
 // ---- the seed's story, from the page ----
+
+// A link spelling a session in capitals opens the page of the session the
+// gateway names, with its watchers, at the address the page itself gives.
+func TestALinkSpellingASessionInCapitalsShowsItsPageWithItsWatchers(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	open(t, ctx, gw, "#/session/MAIN/"+strings.ReplaceAll(strings.ToUpper(child), ":", "%3A"))
+	run(t, ctx, "see the manager among the child's watchers", chromedp.WaitVisible(cursor("#watchers", manager, child, "")))
+	if hash := eval[string](t, ctx, `location.hash`); hash != sessionHash(child) {
+		t.Errorf("the page's address is %q, want %q", hash, sessionHash(child))
+	}
+}
 
 func TestAPersonWritesIntoAChildFromTheSessionPageAsAWebMessage(t *testing.T) {
 	t.Parallel()

@@ -195,6 +195,16 @@ func (c Caller) CanReach(agentID string) bool { return c.Principal.canReach(agen
 // Reach checks the caller may read or change ref, naming why not.
 func (c Caller) Reach(ref vigil.SessionRef) error { return c.reach(ref) }
 
+// SeesQueueOf reports whether the caller may be shown what is queued for
+// ref as it is queued (a session stream's notices): a person, an admin, or
+// a credential of ref's own agent, which may act as ref and read its queue
+// in its turn. Another agent's credential may not, allow-listed or not: a
+// session's queue stays its own, and its notices name sessions that
+// credential may not reach.
+func (c Caller) SeesQueueOf(ref vigil.SessionRef) bool {
+	return c.Principal.Role != RoleAgent || c.Principal.ID == ref.AgentID
+}
+
 // actor is the actor the caller's changes are recorded as: the acting
 // session's key for an agent, the person's id otherwise. It never comes
 // from a request body.

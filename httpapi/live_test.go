@@ -812,6 +812,44 @@ func TestLiveSessionStreamShowsNoticeWakeMessageAndReplyOfAMainWatcher(t *testin
 	e2eCheckError(t, "another agent's stream", code, body, http.StatusForbidden, gateway.CodeForbidden)
 }
 
+// A session's queue stays its own, allow-list or not: an agent that may
+// reach another agent's session follows its changes and messages, never
+// the notices queued for it, which name sessions it may not reach.
+func TestLiveSessionStreamOfAnotherAgentsSessionCarriesNoneOfItsNotices(t *testing.T) {
+	s := liveStart(t, vigil.Options{})
+	// ops' main session watches a session of agent main, which boss (whose
+	// allow-list names ops only) may not reach.
+	const secret = "agent:main:langgraph:secret-plan"
+	e2eDo[gateway.RecordOutput](t, s.e2eServer, e2eAdmin, e2eOpsMain, "session_record",
+		map[string]any{"sessionKey": secret, "kind": "child_spawned", "parent": e2eOpsMain, "hostedBy": "langgraph"})
+	if _, err := s.Eng.Drain(context.Background(), e2eOpsMain); err != nil {
+		t.Fatal(err)
+	}
+	e2eFail(t, s.e2eServer, e2eBoss, e2eBossKey, "session_status", map[string]any{"sessionKey": secret},
+		http.StatusForbidden, gateway.CodeForbidden, "allow-list")
+	stream := liveOpen(t, s, "/v1/sessions/"+e2eOpsMain+"/events", e2eBoss, "")
+
+	e2eDo[gateway.RecordOutput](t, s.e2eServer, e2eOperator, "", "session_record",
+		map[string]any{"sessionKey": secret, "kind": "goal_changed"})
+	livePersonWrites(t, s, e2eOpsMain, "status?")
+	// The message comes after the notice; the stream shows it, and no
+	// notice before it.
+	for {
+		ev := stream.next(t)
+		if ev.Event == gateway.LiveNotice {
+			t.Fatalf("boss's stream of %s carries the notice queued for it: %s", e2eOpsMain, ev.Data)
+		}
+		if ev.Event == gateway.LiveMessage {
+			break
+		}
+	}
+	// The notice was queued: ops' own stream would have carried it.
+	if pending := e2eDo[gateway.PendingOutput](t, s.e2eServer, e2eOps, e2eOpsMain, "session_pending",
+		map[string]any{"sessionKey": e2eOpsMain}); len(pending.Events) != 1 || pending.Events[0].Target != secret {
+		t.Fatalf("ops' queue = %+v, want the notice about %s", pending.Events, secret)
+	}
+}
+
 func TestLiveSessionStreamThatFallsBehindGetsLaggedAndEnds(t *testing.T) {
 	s := liveStart(t, vigil.Options{})
 	conn, resp := liveStalled(t, s, "/v1/sessions/"+e2eManager+"/events", e2eMain)

@@ -247,7 +247,8 @@ func resumePosition(r *http.Request) (pos int64, given bool, err error) {
 // sessionEvents streams one session as things happen: its signal-log
 // events (as agents see them, each with its sequence as the SSE id, so the
 // stream's position is the session's state version), and its wakes,
-// notices, messages and replies. With Last-Event-ID (or ?after=N) it first
+// notices (to those who may see its queue: Caller.SeesQueueOf), messages
+// and replies. With Last-Event-ID (or ?after=N) it first
 // sends every retained event after that version, so a client that
 // reconnects misses no change and sees none twice; if some were pruned it
 // gets one history_gap event instead and the stream ends. A client that
@@ -265,6 +266,9 @@ func (s *server) sessionEvents(w http.ResponseWriter, r *http.Request, c gateway
 		s.fail(w, r, err)
 		return
 	}
+	// Another agent's credential follows the session's changes and
+	// messages, not the notices queued for it.
+	queue := c.SeesQueueOf(ref)
 	pos, resume, err := resumePosition(r)
 	if err != nil {
 		s.fail(w, r, err)
@@ -307,7 +311,12 @@ func (s *server) sessionEvents(w http.ResponseWriter, r *http.Request, c gateway
 			}
 			return nil
 		},
-		Live:  func(ev gateway.LiveEvent) error { return out.send("", ev.Type, ev) },
+		Live: func(ev gateway.LiveEvent) error {
+			if ev.Type == gateway.LiveNotice && !queue {
+				return nil
+			}
+			return out.send("", ev.Type, ev)
+		},
 		Flush: out.flush,
 		Bookmark: func(v int64) error {
 			return out.send(strconv.FormatInt(v, 10), "bookmark", Bookmark{StateVersion: &v})

@@ -434,10 +434,14 @@ async function loadPage(full) {
   }
   // A session that can watch (an agent's) has a queue of its own.
   let queued = [];
-  if (status.exists && p.key.startsWith('agent:')) {
-    queued = (await call('session_pending', {sessionKey: p.key})).events;
-  }
+  if (status.exists && p.key.startsWith('agent:')) queued = await queueOf(p.key);
   if (app.page !== p) return;
+  if (status.sessionKey !== p.key || status.agentId !== p.agentId) {
+    // The address spelled the session otherwise (in capitals, say): the
+    // page moves to the spelling signals and the watch graph use.
+    location.replace(sessionHref(status.agentId, status.sessionKey));
+    return;
+  }
   if (!full && status.stateChanges.historyGap) {
     // Retention removed events after where the page stood: read it afresh.
     schedule('page-full');
@@ -467,6 +471,18 @@ async function loadPage(full) {
   p.afterId = afterId;
   if (full) p.gap = status.stateChanges.historyGap;
   renderPage();
+}
+
+// queueOf is what is queued for a session's next turn, or null when the
+// token may not see it (an agent's token sees only the queue of the
+// session it acts as): the page then shows the rest of the session.
+async function queueOf(key) {
+  try {
+    return (await call('session_pending', {sessionKey: key})).events;
+  } catch (e) {
+    if (e.code === 'permission_denied') return null;
+    throw e;
+  }
 }
 
 // ---- routes ----
@@ -765,7 +781,7 @@ function renderPage() {
   if (p.gap) $('timeline').append(h('li', {class: 'gap'}, 'Older changes were removed by retention.'));
   $('timeline-empty').hidden = events.length > 0;
 
-  const canWatch = st.exists && p.key.startsWith('agent:');
+  const canWatch = st.exists && p.key.startsWith('agent:') && p.queued !== null;
   $('queued-card').hidden = !canWatch;
   $('queued').replaceChildren(...(p.queued || []).map((e) => h('li',
     {class: 'queued-event' + (e.data && e.data.type === 'deleted' ? ' deleted' : ''), 'data-target': e.target || ''},
