@@ -3,6 +3,8 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime/debug"
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/sessionkey"
@@ -124,7 +126,16 @@ func (g *Gateway) publicIn(ctx context.Context, err error) error {
 // public replaces *err by what Public makes of it, unless the caller went
 // away (then nobody is told, and nothing is logged as a failure). The
 // operations a transport calls defer it.
+//
+// It also ends a panic in the operation as an internal error, logged
+// with its stack under the request id the caller is given: a bug in one
+// request must not take the gateway down, which a panic on a goroutine no
+// server recovers (MCP's handlers run on the SDK's) would.
 func (g *Gateway) public(ctx context.Context, err *error) {
+	if v := recover(); v != nil {
+		*err = g.publicIn(context.WithoutCancel(ctx), fmt.Errorf("panic: %v\n%s", v, debug.Stack()))
+		return
+	}
 	if *err != nil && ctx.Err() == nil {
 		g.conflictData(ctx, *err)
 		*err = g.publicIn(ctx, *err)

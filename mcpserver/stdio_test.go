@@ -9,8 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
 	"github.com/vigilhq/vigil/mcpserver"
+	"github.com/vigilhq/vigil/sessions"
 )
 
 // stdioPeer is a client writing raw lines to a server on StdioTransport
@@ -121,5 +124,36 @@ func TestAStdioToolsArgumentsGivingAMemberTwiceAreTheToolsToRefuse(t *testing.T)
 	got, _ := json.Marshal(result)
 	if result == nil || result["isError"] != true || !strings.Contains(string(got), "sessionKey") {
 		t.Errorf("answered %v, want a tool error naming sessionKey", answer)
+	}
+}
+
+// panicking is a store whose read of one session panics, as a bug would.
+type panicking struct {
+	sessions.Store
+	key string
+}
+
+func (p panicking) Session(ctx context.Context, ref vigil.SessionRef) (sessions.Session, bool, error) {
+	if ref.Key == p.key {
+		panic("a bug in reading " + ref.Key)
+	}
+	return p.Store.Session(ctx, ref)
+}
+
+// The SDK runs a call's handler on a goroutine of its own, which nothing
+// recovers: a panic there would end the gateway for every client.
+func TestAToolCallThatPanicsIsAnInternalErrorAndTheServerGoesOn(t *testing.T) {
+	g := gatewaytest.Open(t, gatewaytest.Options{
+		WrapSessions: func(s sessions.Store) sessions.Store { return panicking{Store: s, key: "agent:main:boom"} },
+	}).Gateway
+	p := stdioServe(t, g, "agent:main:main")
+	answer := p.call(t, `{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "session_status",
+		"arguments": {"sessionKey": "agent:main:boom"}}}`)
+	got, _ := json.Marshal(answer)
+	if !strings.Contains(string(got), "internal error") || !strings.Contains(string(got), "request id") {
+		t.Fatalf("answered %s, want an internal error naming its request id", got)
+	}
+	if answer := p.call(t, `{"jsonrpc": "2.0", "id": 3, "method": "tools/list"}`); answer["result"] == nil {
+		t.Fatalf("the next call answered %v", answer)
 	}
 }

@@ -1,0 +1,53 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
+	"github.com/vigilhq/vigil/sessions"
+)
+
+// panicking is a store whose read of one session panics, as a bug would.
+type panicking struct {
+	sessions.Store
+	key string
+}
+
+func (p panicking) Session(ctx context.Context, ref vigil.SessionRef) (sessions.Session, bool, error) {
+	if ref.Key == p.key {
+		panic("a bug in reading " + ref.Key)
+	}
+	return p.Store.Session(ctx, ref)
+}
+
+func TestAPanicInAnOperationIsAnInternalErrorLoggedWithItsStackUnderItsRequestID(t *testing.T) {
+	var logs bytes.Buffer
+	g := gatewaytest.Open(t, gatewaytest.Options{
+		Gateway:      gateway.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))},
+		WrapSessions: func(s sessions.Store) sessions.Store { return panicking{Store: s, key: "agent:main:boom"} },
+	}).Gateway
+	_, err := g.Status(context.Background(), gateway.Caller{Principal: gateway.LocalPrincipal},
+		gateway.StatusInput{SessionKey: "agent:main:boom"})
+	var f *gateway.Failure
+	if !errors.As(err, &f) || gateway.Code(err) != gateway.CodeInternal {
+		t.Fatalf("status = %v, want an internal error", err)
+	}
+	if strings.Contains(err.Error(), "a bug in reading") {
+		t.Errorf("the caller is told the panic's details: %v", err)
+	}
+	if !strings.Contains(logs.String(), f.RequestID) || !strings.Contains(logs.String(), "a bug in reading agent:main:boom") ||
+		!strings.Contains(logs.String(), "goroutine") {
+		t.Errorf("the log holds %q, want the panic and its stack under %s", logs.String(), f.RequestID)
+	}
+	if _, err := g.Status(context.Background(), gateway.Caller{Principal: gateway.LocalPrincipal},
+		gateway.StatusInput{SessionKey: "agent:main:main"}); err != nil {
+		t.Fatalf("the next status: %v", err)
+	}
+}
