@@ -11,7 +11,8 @@ import (
 // credential and across the gateway; 0 means the default, a negative value
 // means no limit.
 type Limits struct {
-	// Streams bounds open event streams (HTTP and MCP) in all; default 1024.
+	// Streams bounds open event streams (HTTP, MCP and A2A) and MCP
+	// resource subscriptions, in all; default 1024.
 	Streams int
 	// StreamsPerCredential bounds one credential's open streams; default 256.
 	StreamsPerCredential int

@@ -36,8 +36,8 @@ func TestAListenEndsWhenShutdownBeginsAndIsRefusedAfter(t *testing.T) {
 	if ack := <-msgs; ack.Method != "notifications/subscriptions/acknowledged" {
 		t.Fatalf("the listen: %+v, want its acknowledgement", ack)
 	}
-	if n := lg.g.Held(gateway.HoldStream); n != 1 {
-		t.Fatalf("%d streams held with a listen open, want 1", n)
+	if n := lg.g.Held(gateway.HoldStream); n != 2 {
+		t.Fatalf("%d streams held with a listen for one session open, want 2: the listen and its subscription", n)
 	}
 	lg.shutdown()
 	ended := time.After(10 * time.Second)

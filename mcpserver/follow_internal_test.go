@@ -50,7 +50,9 @@ func TestAnIdentityListensToTheLogOnlyForTheSessionsItSubscribesTo(t *testing.T)
 }
 
 func TestAnMCPSessionFollowsAtMostItsBoundOfSessions(t *testing.T) {
-	g := edgeGateway(t)
+	// Without stream limits, which would refuse a subscription first.
+	g := gatewaytest.Open(t, gatewaytest.Options{Gateway: gateway.Options{
+		Limits: gateway.Limits{Streams: -1, StreamsPerCredential: -1}}}).Gateway
 	cs := connectAs(t, g, agentCaller(t, g, "main", "agent:main:main"))
 	ctx, cancel := context.WithTimeout(context.Background(), edgeHangGuard)
 	defer cancel()
@@ -215,6 +217,20 @@ func TestASubscriptionOfAClientThatWentAwayIsFollowedNoLongerThanAReadOn(t *test
 		synctest.Wait()
 		if n := b.g.Hub().LogListeners(); n != 0 {
 			t.Fatalf("a read-on after the client went away: %d log listeners, want 0", n)
+		}
+	})
+}
+
+func TestASubscriptionOfAClientThatWentAwayGivesItsStreamBackByAReadOn(t *testing.T) {
+	inBubble(t, func(b bubble) {
+		if n := b.g.Held(gateway.HoldStream); n != 1 {
+			t.Fatalf("subscribed: %d streams held, want 1", n)
+		}
+		b.client.Close() // without unsubscribing
+		time.Sleep(gateway.FollowReadOn)
+		synctest.Wait()
+		if n := b.g.Held(gateway.HoldStream); n != 0 {
+			t.Fatalf("a read-on after the client went away: %d streams held, want 0", n)
 		}
 	})
 }

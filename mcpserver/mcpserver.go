@@ -249,8 +249,11 @@ func toolError(err error) string {
 //     specification settles it, with the URI in its data);
 //   - a malformed session key, or a session the caller may not reach:
 //     -32602 invalid params, the gateway's message saying what was wrong;
+//   - a caller over one of its own limits: -32600 invalid request, the
+//     gateway's message naming the limit;
 //   - anything else: -32603 internal error, saying only what a caller can
-//     act on (the store is unavailable, or an internal failure).
+//     act on (the store is unavailable, the gateway is at one of its
+//     limits, which the message names, or an internal failure).
 //
 // The data carries {"uri", "code"} with the gateway's error code, so a
 // client can tell a refusal from a typo without parsing the message.
@@ -273,6 +276,8 @@ func rpcError(uri string, err error) error {
 		msg := "unavailable: the store cannot be reached; try again"
 		if failure := (*gateway.Failure)(nil); errors.As(err, &failure) {
 			msg = failure.Error() // with the request id of its log line
+		} else if errors.Is(err, gateway.ErrUnavailable) && !errors.Is(err, vigil.ErrStoreFailed) {
+			msg = err.Error() // a gateway-wide limit, which names itself
 		}
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: msg, Data: data}
 	}
@@ -389,15 +394,23 @@ func (s *subscriptions) each() []*mcp.Server {
 
 // follow is one session's follower and the MCP sessions subscribed to it.
 type follow struct {
-	sessions map[*mcp.ServerSession]bool
+	// sessions gives, for each MCP session subscribed, what gives its
+	// subscription's stream back (see subscribe).
+	sessions map[*mcp.ServerSession]func()
 	stop     context.CancelFunc
 	done     chan struct{} // closed once the follower has stopped
 }
 
 // subscribe follows a session the caller may read, like reading it. A
-// session need not exist yet to be followed. Refusals are JSON-RPC errors
-// with standard codes (see rpcError). The session is followed once this
-// returns, so no change after the answer goes unnoticed.
+// session need not exist yet to be followed. Each subscription (an MCP
+// session subscribed to a URI) holds one of the caller's open streams
+// (gateway.HoldStream) until it ends: its follower is shared, but without
+// the hold one credential could keep a follower for each of up to
+// MaxSubscriptionsPerSession sessions in every MCP session it may open.
+// Subscribing again to a URI holds nothing more. Refusals, a stream limit
+// among them, are JSON-RPC errors with standard codes (see rpcError). The
+// session is followed once this returns, so no change after the answer
+// goes unnoticed.
 func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 	uri := req.Params.URI
 	if !strings.HasPrefix(uri, SessionURIPrefix) {
@@ -413,24 +426,31 @@ func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fw, ok := s.follows[uri]
-	if ok && fw.sessions[req.Session] {
-		return nil
+	if ok {
+		if _, in := fw.sessions[req.Session]; in {
+			return nil
+		}
 	}
 	if s.of[req.Session] >= MaxSubscriptionsPerSession {
 		return rpcError(uri, fmt.Errorf("%w: an MCP session follows at most %d sessions; unsubscribe from one first",
 			gateway.ErrTooMany, MaxSubscriptionsPerSession))
 	}
+	release, err := s.g.Hold(callerOf(ctx), gateway.HoldStream)
+	if err != nil {
+		return rpcError(uri, err)
+	}
 	if ok {
-		fw.sessions[req.Session] = true
+		fw.sessions[req.Session] = release
 		s.of[req.Session]++
 		return nil
 	}
 	f, err := s.g.Follow(ctx, gateway.FollowOptions{Session: &ref, After: -1})
 	if err != nil {
+		release()
 		return rpcError(uri, fmt.Errorf("follow %s: %w", ref, err))
 	}
 	followCtx, stop := context.WithCancel(s.ctx)
-	fw = &follow{sessions: map[*mcp.ServerSession]bool{req.Session: true}, stop: stop, done: make(chan struct{})}
+	fw = &follow{sessions: map[*mcp.ServerSession]func(){req.Session: release}, stop: stop, done: make(chan struct{})}
 	s.follows[uri] = fw
 	s.of[req.Session]++
 	go s.run(followCtx, uri, fw, f)
@@ -439,15 +459,20 @@ func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 
 // MaxSubscriptionsPerSession bounds the sessions one MCP session follows:
 // each is a follower of the log, and a session need not exist to be
-// subscribed to.
+// subscribed to. Each is also one of its caller's open streams, which the
+// gateway's stream limits bound across MCP sessions.
 const MaxSubscriptionsPerSession = 1024
 
-// leaveLocked takes ss from the subscribers of fw, if it is one.
+// leaveLocked takes ss from the subscribers of fw, if it is one, and
+// gives its subscription's stream back. Every way a subscription ends
+// comes here.
 func (s *subscriptions) leaveLocked(fw *follow, ss *mcp.ServerSession) {
-	if !fw.sessions[ss] {
+	release, ok := fw.sessions[ss]
+	if !ok {
 		return
 	}
 	delete(fw.sessions, ss)
+	release()
 	if s.of[ss]--; s.of[ss] <= 0 {
 		delete(s.of, ss)
 	}
@@ -462,7 +487,7 @@ func (s *subscriptions) forget(ss *mcp.ServerSession) {
 	var stopped []*follow
 	if s.of[ss] > 0 {
 		for uri, fw := range s.follows {
-			if fw.sessions[ss] {
+			if _, in := fw.sessions[ss]; in {
 				s.leaveLocked(fw, ss)
 				if s.dropIfUnfollowedLocked(uri, fw) {
 					stopped = append(stopped, fw)

@@ -427,11 +427,11 @@ func median(ds []time.Duration) time.Duration {
 
 // A subscriptions/listen for sessions (2026-07-28) holds its request open
 // for as long as its client listens, as a GET stream does on 2025-11-25:
-// it is an open stream, counted and bounded by the stream limits, and its
-// place is given back when it ends.
+// it is an open stream, counted and bounded by the stream limits, as is
+// each session it follows, and their places are given back when it ends.
 func TestAListenForSessionsIsAStreamBoundedByTheStreamLimits(t *testing.T) {
 	t.Parallel()
-	lg := liveStartWith(t, gateway.Limits{StreamsPerCredential: 1}, httpapi.Options{})
+	lg := liveStartWith(t, gateway.Limits{StreamsPerCredential: 2}, httpapi.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), liveHangGuard)
 	defer cancel()
 	listening, stop := context.WithCancel(ctx)
@@ -440,8 +440,8 @@ func TestAListenForSessionsIsAStreamBoundedByTheStreamLimits(t *testing.T) {
 	if ack := <-first; ack.Method != "notifications/subscriptions/acknowledged" {
 		t.Fatalf("the first listen: %+v, want its acknowledgement", ack)
 	}
-	if n := lg.g.Held(gateway.HoldStream); n != 1 {
-		t.Fatalf("%d streams counted with a listen open, want 1", n)
+	if n := lg.g.Held(gateway.HoldStream); n != 2 {
+		t.Fatalf("%d streams counted with a listen for one session open, want 2: the listen and its subscription", n)
 	}
 	listen := liveMessage{revision: revision20260728, method: "subscriptions/listen", id: 8, params: sessions}
 	req, err := listen.request(ctx, lg.URL, liveMainToken, liveManager)
@@ -456,12 +456,31 @@ func TestAListenForSessionsIsAStreamBoundedByTheStreamLimits(t *testing.T) {
 	resp.Body.Close()
 	var e httpapi.ErrorBody
 	if err := json.Unmarshal(body, &e); err != nil || resp.StatusCode != http.StatusTooManyRequests ||
-		e.Error.Code != gateway.CodeTooMany || !strings.Contains(e.Error.Message, "already holds 1 open event streams, its limit") ||
+		e.Error.Code != gateway.CodeTooMany || !strings.Contains(e.Error.Message, "already holds 2 open event streams, its limit") ||
 		resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("a second listen over the credential's stream limit: %s %s, want 429 naming the limit, with Retry-After", resp.Status, body)
 	}
 	stop()
 	if err := lg.g.AwaitHeld(ctx, gateway.HoldStream, 0); err != nil {
 		t.Fatalf("the listen ended but its stream stays held: %v", err)
+	}
+}
+
+// A listen whose sessions would take the caller over its stream limit is
+// refused whole, naming the limit, and holds nothing afterwards: neither
+// its own stream nor the sessions it followed before the one refused.
+func TestAListenForMoreSessionsThanTheStreamLimitAdmitsIsRefusedNamingIt(t *testing.T) {
+	t.Parallel()
+	lg := liveStartWith(t, gateway.Limits{StreamsPerCredential: 2}, httpapi.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), liveHangGuard)
+	defer cancel()
+	msg := live2026(t, lg.URL, liveMainToken, liveManager, "subscriptions/listen", "",
+		`"notifications":{"resourceSubscriptions":["vigil://session/agent:main:main","vigil://session/agent:main:subagent:w1"]}`)
+	if msg.Error == nil || msg.Error.Code != -32600 || !strings.Contains(string(msg.Error.Data), gateway.CodeTooMany) ||
+		!strings.Contains(msg.Error.Message, "already holds 2 open event streams, its limit") {
+		t.Fatalf("a listen for two sessions with room for two streams: %+v, want -32600 naming the limit", msg)
+	}
+	if err := lg.g.AwaitHeld(ctx, gateway.HoldStream, 0); err != nil {
+		t.Fatalf("the listen was refused but holds streams: %v", err)
 	}
 }

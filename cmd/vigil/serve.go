@@ -105,8 +105,8 @@ for them (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER=console…; docs/ope
 	fs.DurationVar(&t.Write, "write-timeout", httpapi.DefaultWriteTimeout, "time a client has to read a response, or each part of a stream")
 	fs.DurationVar(&t.Idle, "idle-timeout", httpapi.DefaultIdleTimeout, "how long an idle keep-alive connection stays open")
 	l := &cfg.limits
-	fs.IntVar(&l.Streams, "max-streams", gateway.DefaultMaxStreams, "open event streams in all (-1: no limit)")
-	fs.IntVar(&l.StreamsPerCredential, "max-streams-per-credential", gateway.DefaultMaxStreamsPerCredential, "open event streams per credential (-1: no limit)")
+	fs.IntVar(&l.Streams, "max-streams", gateway.DefaultMaxStreams, "open event streams and MCP resource subscriptions in all (-1: no limit)")
+	fs.IntVar(&l.StreamsPerCredential, "max-streams-per-credential", gateway.DefaultMaxStreamsPerCredential, "open event streams and MCP resource subscriptions per credential (-1: no limit)")
 	fs.IntVar(&l.Waits, "max-waits", gateway.DefaultMaxWaits, "parked turns and sends waiting for a reply, in all (-1: no limit)")
 	fs.IntVar(&l.WaitsPerCredential, "max-waits-per-credential", gateway.DefaultMaxWaitsPerCredential, "parked turns and waiting sends per credential (-1: no limit)")
 	fs.IntVar(&l.MCPSessions, "max-mcp-sessions", gateway.DefaultMaxMCPSessions, "open MCP sessions in all (-1: no limit)")

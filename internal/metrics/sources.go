@@ -19,7 +19,7 @@ import (
 func (m *Metrics) RegisterGateway(g *gateway.Gateway) error {
 	streams := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "vigil_open_streams",
-		Help: "Event streams held open now: /v1/events, a session's /events, MCP's GET streams and listens, and A2A's streams.",
+		Help: "Event streams held open now: /v1/events, a session's /events, MCP's GET streams, listens and resource subscriptions, and A2A's streams.",
 	}, func() float64 { return float64(g.Held(gateway.HoldStream)) })
 	waits := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "vigil_parked_requests",

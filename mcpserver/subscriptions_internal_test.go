@@ -1,0 +1,218 @@
+package mcpserver
+
+// Each resource subscription holds one of its caller's open streams, from
+// its subscribe until it ends, however it ends.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
+	"github.com/vigilhq/vigil/internal/metrics"
+)
+
+// subscribing is an MCP server over HTTP whose every request comes from
+// agent main acting as agent:main:main, on a gateway put together as the
+// test says, and whose vigil_open_streams gauge the test reads.
+type subscribing struct {
+	t   *testing.T
+	ctx context.Context
+	g   *gateway.Gateway
+	m   *metrics.Metrics
+	url string
+}
+
+func startSubscribing(t *testing.T, o gatewaytest.Options) *subscribing {
+	t.Helper()
+	g := gatewaytest.Open(t, o).Gateway
+	m := metrics.New(g.Engine())
+	if err := m.RegisterGateway(g); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), edgeHangGuard)
+	t.Cleanup(cancel)
+	resolve := func(r *http.Request) (gateway.Caller, error) {
+		return g.ResolveCaller(r.Context(), gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main")
+	}
+	srv := httptest.NewServer(newHTTPHandler(ctx, g, resolve, nil, HTTPOptions{}))
+	t.Cleanup(srv.Close)
+	return &subscribing{t: t, ctx: ctx, g: g, m: m, url: srv.URL}
+}
+
+// open opens an MCP session without a standalone stream: the streams
+// held are its subscriptions alone.
+func (s *subscribing) open() *mcp.ClientSession {
+	s.t.Helper()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "subscriptions-test", Version: "1"}, nil).Connect(s.ctx,
+		&mcp.StreamableClientTransport{Endpoint: s.url, MaxRetries: -1, DisableStandaloneSSE: true},
+		&mcp.ClientSessionOptions{ProtocolVersion: rawProtocol})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// streams fails the test unless the gauge says want streams are open.
+func (s *subscribing) streams(want float64, after string) {
+	s.t.Helper()
+	if v, _ := series(s.t, s.m.Registry, "vigil_open_streams", nil); v != want {
+		s.t.Fatalf("vigil_open_streams = %v %s, want %v", v, after, want)
+	}
+}
+
+// limited puts a gateway together with limits.
+func limited(limits gateway.Limits) gatewaytest.Options {
+	return gatewaytest.Options{Gateway: gateway.Options{Limits: limits}}
+}
+
+func workerURI(i int) string { return fmt.Sprintf("%sagent:main:subagent:w%d", SessionURIPrefix, i) }
+
+func TestASubscribeOverTheCredentialsStreamLimitIsRefusedNamingIt(t *testing.T) {
+	s := startSubscribing(t, limited(gateway.Limits{StreamsPerCredential: 1}))
+	cs := s.open()
+	if err := cs.Subscribe(s.ctx, &mcp.SubscribeParams{URI: workerURI(0)}); err != nil {
+		t.Fatal(err)
+	}
+	over := cs.Subscribe(s.ctx, &mcp.SubscribeParams{URI: workerURI(1)})
+	if over == nil {
+		t.Fatal("a subscription over the credential's stream limit was admitted")
+	}
+	we, data := wireError(t, over)
+	if we.Code != jsonrpc.CodeInvalidRequest || data["code"] != gateway.CodeTooMany || data["uri"] != workerURI(1) ||
+		!strings.Contains(we.Message, "already holds 1 open event streams, its limit") {
+		t.Fatalf("a subscription over the credential's stream limit: %d %q %s, want %d naming the limit, data code %q",
+			we.Code, we.Message, we.Data, jsonrpc.CodeInvalidRequest, gateway.CodeTooMany)
+	}
+	s.streams(1, "with one subscription admitted and one refused")
+}
+
+func TestASubscribeOverTheGatewaysStreamLimitIsRefusedNamingIt(t *testing.T) {
+	s := startSubscribing(t, limited(gateway.Limits{Streams: 1}))
+	cs := s.open()
+	if err := cs.Subscribe(s.ctx, &mcp.SubscribeParams{URI: workerURI(0)}); err != nil {
+		t.Fatal(err)
+	}
+	we, data := wireError(t, cs.Subscribe(s.ctx, &mcp.SubscribeParams{URI: workerURI(1)}))
+	if we.Code != jsonrpc.CodeInternalError || data["code"] != gateway.CodeUnavailable ||
+		!strings.Contains(we.Message, "the gateway already holds 1 open event streams, its limit") {
+		t.Fatalf("a subscription over the gateway's stream limit: %d %q %s, want %d naming the limit, data code %q",
+			we.Code, we.Message, we.Data, jsonrpc.CodeInternalError, gateway.CodeUnavailable)
+	}
+}
+
+func TestUnsubscribingGivesTheSubscriptionsStreamBack(t *testing.T) {
+	s := startSubscribing(t, limited(gateway.Limits{StreamsPerCredential: 1}))
+	cs := s.open()
+	s.streams(0, "before any subscription")
+	if err := cs.Subscribe(s.ctx, &mcp.SubscribeParams{URI: workerURI(0)}); err != nil {
+		t.Fatal(err)
+	}
+	s.streams(1, "with a subscription")
+	if err := cs.Unsubscribe(s.ctx, &mcp.UnsubscribeParams{URI: workerURI(0)}); err != nil {
+		t.Fatal(err)
+	}
+	s.streams(0, "once unsubscribed")
+	if err := cs.Subscribe(s.ctx, &mcp.SubscribeParams{URI: workerURI(1)}); err != nil {
+		t.Fatalf("a subscription at the limit once one was given back: %v", err)
+	}
+}
+
+func TestDeletingAnMCPSessionGivesItsSubscriptionsStreamsBack(t *testing.T) {
+	s := startSubscribing(t, limited(gateway.Limits{StreamsPerCredential: 2}))
+	cs := s.open()
+	for i := range 2 {
+		if err := cs.Subscribe(s.ctx, &mcp.SubscribeParams{URI: workerURI(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.streams(2, "with two subscriptions")
+	if err := cs.Close(); err != nil { // DELETE /mcp
+		t.Fatal(err)
+	}
+	// The close is answered before the session's subscriptions go.
+	if err := s.g.AwaitHeld(s.ctx, gateway.HoldStream, 0); err != nil {
+		t.Fatalf("the MCP session was deleted but its subscriptions stay held: %v", err)
+	}
+	s.streams(0, "once the MCP session was deleted")
+	again := s.open()
+	for i := range 2 {
+		if err := again.Subscribe(s.ctx, &mcp.SubscribeParams{URI: workerURI(i)}); err != nil {
+			t.Fatalf("a subscription of a new MCP session once the deleted one's were given back: %v", err)
+		}
+	}
+}
+
+func TestASessionSubscribedTwiceHoldsOneStream(t *testing.T) {
+	s := startSubscribing(t, limited(gateway.Limits{}))
+	cs := s.open()
+	for range 2 {
+		if err := cs.Subscribe(s.ctx, &mcp.SubscribeParams{URI: workerURI(0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.streams(1, "with one session subscribed to twice")
+	if err := cs.Unsubscribe(s.ctx, &mcp.UnsubscribeParams{URI: workerURI(0)}); err != nil {
+		t.Fatal(err)
+	}
+	s.streams(0, "once unsubscribed")
+}
+
+func TestSubscriptionsOfTwoMCPSessionsToOneSessionHoldAStreamEach(t *testing.T) {
+	s := startSubscribing(t, limited(gateway.Limits{}))
+	first, second := s.open(), s.open()
+	for _, cs := range []*mcp.ClientSession{first, second} {
+		if err := cs.Subscribe(s.ctx, &mcp.SubscribeParams{URI: workerURI(0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.streams(2, "with two MCP sessions subscribed to one session")
+	if err := first.Unsubscribe(s.ctx, &mcp.UnsubscribeParams{URI: workerURI(0)}); err != nil {
+		t.Fatal(err)
+	}
+	s.streams(1, "once one of them unsubscribed")
+}
+
+// versionsFailing is a store whose reads of state versions fail once fail
+// is set: a subscription cannot find where its session stands.
+type versionsFailing struct {
+	gatewaytest.Store
+	fail atomic.Bool
+}
+
+func (s *versionsFailing) Versions(ctx context.Context, refs []vigil.SessionRef) (map[vigil.SessionRef]int64, error) {
+	if s.fail.Load() {
+		return nil, fmt.Errorf("%w: the versions cannot be read", vigil.ErrStoreFailed)
+	}
+	return s.Store.Versions(ctx, refs)
+}
+
+func TestASubscribeThatFailsGivesItsStreamBack(t *testing.T) {
+	store := &versionsFailing{}
+	s := startSubscribing(t, gatewaytest.Options{
+		Gateway: gateway.Options{Limits: gateway.Limits{StreamsPerCredential: 1}},
+		Wrap: func(inner gatewaytest.Store) gatewaytest.Store {
+			store.Store = inner
+			return store
+		}})
+	cs := s.open()
+	store.fail.Store(true)
+	if err := cs.Subscribe(s.ctx, &mcp.SubscribeParams{URI: workerURI(0)}); err == nil {
+		t.Fatal("a subscription whose session's state version cannot be read was admitted")
+	}
+	s.streams(0, "after a subscription failed")
+	store.fail.Store(false)
+	if err := cs.Subscribe(s.ctx, &mcp.SubscribeParams{URI: workerURI(0)}); err != nil {
+		t.Fatalf("a subscription at the limit once the store answers again: %v", err)
+	}
+}
