@@ -357,7 +357,7 @@ func NormalizeSummary(s string) string {
 	return s
 }
 
-// isLineBreak reports whether r breaks a summary's one line: a control
+// isLineBreak reports whether r breaks a text's one line: a control
 // character, or a line or paragraph separator.
 func isLineBreak(r rune) bool { return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' }
 
@@ -370,9 +370,6 @@ func CheckSummary(s string) error {
 	if err := checkLine("summary", s); err != nil {
 		return err
 	}
-	if strings.ContainsAny(s, "\u2028\u2029") {
-		return fmt.Errorf("summary must be one line without control characters")
-	}
 	if n := utf8.RuneCountInString(s); n > MaxSummaryChars {
 		return fmt.Errorf("summary is %d characters, more than %d", n, MaxSummaryChars)
 	}
@@ -383,11 +380,17 @@ func checkLine(field, s string) error {
 	if !utf8.ValidString(s) {
 		return fmt.Errorf("%s is not valid UTF-8", field)
 	}
-	if strings.IndexFunc(s, unicode.IsControl) >= 0 {
+	if !OneLine(s) {
 		return fmt.Errorf("%s must be one line without control characters", field)
 	}
 	return nil
 }
+
+// OneLine reports whether s reads as one line everywhere it is shown: no
+// control character (C0, DEL or C1, U+0085 among them) and no Unicode line
+// or paragraph separator (isLineBreak). Summaries, ids and labels keep to
+// it.
+func OneLine(s string) bool { return !strings.ContainsFunc(s, isLineBreak) }
 
 func checkPayload(p json.RawMessage) (json.RawMessage, error) {
 	p = bytes.TrimSpace(p)

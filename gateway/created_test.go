@@ -193,6 +193,10 @@ func TestSessionRecordRefusesACreationThatIsNotACreatedsOrDoesNotFitANotice(t *t
 			`creation.via must be one lowercase word`},
 		{gateway.RecordInput{Kind: vigil.KindCreated, Creation: &gateway.RecordedCreation{Label: "two\nlines"}},
 			"creation.label must be one line"},
+		{gateway.RecordInput{Kind: vigil.KindCreated, Creation: &gateway.RecordedCreation{Label: "two\u2028lines"}},
+			"creation.label must be one line"},
+		{gateway.RecordInput{Kind: vigil.KindCreated, Creation: &gateway.RecordedCreation{CreatorLabel: "next\u0085line"}},
+			"creation.creatorLabel must be one line"},
 		{gateway.RecordInput{Kind: vigil.KindCreated, Creation: &gateway.RecordedCreation{CreatorLabel: strings.Repeat("a", 129)}},
 			"creation.creatorLabel is 129 bytes, more than 128"},
 		{gateway.RecordInput{Kind: vigil.KindCreated, Creation: &gateway.RecordedCreation{CreatorSource: "\xff"}},
@@ -298,5 +302,19 @@ func TestOnlyUnparentedGroupSessionsAreWatchedAndOnlyWhenGroupWatchesAreOn(t *te
 				t.Fatal("the main session watches it")
 			}
 		})
+	}
+}
+
+func TestASpawnRefusesALabelThatDoesNotReadAsOneLine(t *testing.T) {
+	g := gatewayWith(t, gateway.Options{})
+	manager := caller(t, g, admin, "agent:main:main")
+	for _, label := range []string{"two\nlines", "two\u0085lines", "two\u2028lines", "del\x7f"} {
+		_, err := g.Spawn(ctx, manager, gateway.SpawnInput{Task: "draft", Label: label})
+		if gateway.Code(err) != gateway.CodeInvalid || !strings.Contains(fmt.Sprint(err), "label must be one line") {
+			t.Errorf("spawn labelled %q: %v, want invalid naming the label", label, err)
+		}
+	}
+	if got := pendingTexts(t, g, "agent:main:main"); len(got) != 0 {
+		t.Fatalf("main's queue = %q after refused spawns", got)
 	}
 }

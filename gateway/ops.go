@@ -180,7 +180,7 @@ func checkLine(field, v string) error {
 	if err := checkText(field, v, MaxLabelBytes, false); err != nil {
 		return err
 	}
-	if strings.ContainsFunc(v, func(r rune) bool { return r < ' ' }) {
+	if !vigil.OneLine(v) {
 		return invalid("%s must be one line without control characters", field)
 	}
 	return nil
