@@ -171,6 +171,7 @@ var rulesOnPostgreSQL = []func(*testing.T){
 	TestRefreshNeverPushesOlderEntriesOutOfAFullQueue,
 	TestAWatcherDeletedElsewhereIsOwedNothingItsFullQueueLeftOut,
 	TestANoticeARefreshLeavesOutOfAQueueOfQuietEntriesWakesItsWatcher,
+	TestANoticeARefreshLeavesOutWakesItsWatcherAfterAQuietOneWasLeftOut,
 	// model_test.go (fewer sequences on PostgreSQL, see modelSequences)
 	TestEngineMatchesReferenceModel,
 	// batch_test.go

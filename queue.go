@@ -1,6 +1,9 @@
 package vigil
 
-import "sync"
+import (
+	"slices"
+	"sync"
+)
 
 // DefaultQueueBound is how many system events a session's queue holds.
 const DefaultQueueBound = 20
@@ -16,7 +19,11 @@ type queues struct {
 	// want of room since their last turn. What it left out is still owed
 	// (a creation notice, a pending cursor), and nothing else would queue
 	// it again before a restart: a creation notice has no next change.
-	// The turn that makes room queues it again (Engine.drain).
+	// The turn that makes room queues it again (Engine.drain). A mark is
+	// true when an entry it stands for wakes its watcher (is not quiet):
+	// the watcher was woken for that one, and the turn it was woken for
+	// takes what else was left out. A false mark stands for quiet entries
+	// only, for which nobody was woken.
 	short map[string]bool
 }
 
@@ -118,7 +125,7 @@ func (q *queues) put(watcher string, ev SystemEvent, evict bool, room int) (chan
 		}
 	}
 	if !evict && len(list) >= q.bound {
-		q.short[watcher] = true
+		q.noteShort(watcher, []SystemEvent{ev})
 		return false, 1
 	}
 	if list == nil && room > 1 {
@@ -130,11 +137,11 @@ func (q *queues) put(watcher string, ev SystemEvent, evict bool, room int) (chan
 		// peek copies), and a watcher that never drains overflows at
 		// every notice, so a new array each time would be garbage each
 		// time.
+		q.noteShort(watcher, list[:over])
 		n := copy(list, list[over:])
 		clear(list[n:])
 		list = list[:n]
 		dropped = over
-		q.short[watcher] = true
 	}
 	q.m[watcher] = list
 	return true, dropped
@@ -191,32 +198,47 @@ outer:
 	}
 	list := append(back, cur...)
 	if over := len(list) - q.bound; over > 0 {
+		q.noteShort(watcher, list[:over])
 		list = list[over:]
-		q.short[watcher] = true
 	}
 	if len(list) > 0 {
 		q.m[watcher] = list
 	}
 }
 
+// noteShort marks the watcher's queue short of left, with q.mu held: a
+// mark that stood for quiet entries only becomes true when one of left
+// wakes its watcher.
+func (q *queues) noteShort(watcher string, left []SystemEvent) {
+	q.short[watcher] = q.short[watcher] || slices.ContainsFunc(left, func(e SystemEvent) bool { return !e.quiet })
+}
+
 // takeShort reports whether the watcher's queue left out an entry since
 // it was last asked, and forgets it.
-func (q *queues) takeShort(watcher string) bool { return q.takeShortWhen(watcher, false) }
+func (q *queues) takeShort(watcher string) bool {
+	short, _ := q.takeShortWhen(watcher, false)
+	return short
+}
 
 // takeShortIfEmpty is takeShort for a watcher whose queue holds nothing:
 // what pushed its entries out has gone since (unwatched, taken by a turn
 // that could not queue them again), so the turn can have them now.
-func (q *queues) takeShortIfEmpty(watcher string) bool { return q.takeShortWhen(watcher, true) }
+func (q *queues) takeShortIfEmpty(watcher string) bool {
+	short, _ := q.takeShortWhen(watcher, true)
+	return short
+}
 
-func (q *queues) takeShortWhen(watcher string, onlyEmpty bool) bool {
+// takeShortWhen is takeShort, or takeShortIfEmpty when onlyEmpty is set;
+// loud reports whether the mark was true (see queues.short).
+func (q *queues) takeShortWhen(watcher string, onlyEmpty bool) (short, loud bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if onlyEmpty && len(q.m[watcher]) > 0 {
-		return false
+		return false, false
 	}
-	short := q.short[watcher]
+	loud, short = q.short[watcher]
 	delete(q.short, watcher)
-	return short
+	return short, loud
 }
 
 // owes reports whether a turn of watcher has entries to take: queued,
@@ -224,7 +246,8 @@ func (q *queues) takeShortWhen(watcher string, onlyEmpty bool) bool {
 func (q *queues) owes(watcher string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.m[watcher]) > 0 || q.short[watcher]
+	_, short := q.short[watcher]
+	return len(q.m[watcher]) > 0 || short
 }
 
 // isShort reports whether the watcher's queue left out entries that are
@@ -232,15 +255,17 @@ func (q *queues) owes(watcher string) bool {
 func (q *queues) isShort(watcher string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.short[watcher]
+	_, short := q.short[watcher]
+	return short
 }
 
 // markShort notes again that the watcher's queue left out an entry, for a
-// queue that could not be made whole.
+// queue that could not be made whole; it wakes nobody, so the mark stays
+// as loud as it was.
 func (q *queues) markShort(watcher string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.short[watcher] = true
+	q.short[watcher] = q.short[watcher]
 }
 
 func (q *queues) removeTarget(watcher string, target SessionRef) {

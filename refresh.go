@@ -216,11 +216,12 @@ func hasCreationNotice(notices []SystemEvent, session SessionRef) bool {
 // deleted or reset elsewhere), and give a later session of its key work
 // it was never owed.
 //
-// A notice left out wakes the watcher as one queued would, when the queue
-// was not short already: what fills it may wake nobody (an ambient
-// watch's notices), and the watcher's next turn takes what was left out.
+// A notice left out wakes the watcher as one queued would, unless the
+// queue had left out one that wakes it already (a true mark, see
+// queues.short): what fills it may wake nobody (an ambient watch's
+// notices), and the watcher's next turn takes what was left out.
 func (e *Engine) syncNotices(watcher string, notices []SystemEvent, keep []SessionRef, wake bool) {
-	wasShort := e.queues.takeShort(watcher)
+	_, woken := e.queues.takeShortWhen(watcher, false)
 	e.queues.keepNotices(watcher, func(target SessionRef) bool {
 		for _, k := range keep {
 			if k == target {
@@ -235,7 +236,7 @@ func (e *Engine) syncNotices(watcher string, notices []SystemEvent, keep []Sessi
 		switch {
 		case changed:
 			e.announceNotice(watcher, n, wake)
-		case leftOut && wake && !wasShort:
+		case leftOut && wake && !woken:
 			e.wakeFor(watcher, n)
 		}
 	}

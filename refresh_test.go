@@ -369,3 +369,24 @@ func TestANoticeARefreshLeavesOutOfAQueueOfQuietEntriesWakesItsWatcher(t *testin
 	}
 	testwait.Until(t, "the peer wakes the manager", func() bool { return slices.Contains(b.wakes(), manager) })
 }
+
+// A notice a refresh leaves out wakes its watcher even when the queue had
+// already left out one that wakes nobody: that one woke nobody, so the
+// mark it left says nothing about a wake.
+func TestANoticeARefreshLeavesOutWakesItsWatcherAfterAQuietOneWasLeftOut(t *testing.T) {
+	env := newEnv(t, vigil.Options{QueueBound: 2})
+	b := env.openPeer()
+	for _, g := range []string{"agent:main:telegram:group:g1", "agent:main:telegram:group:g2", "agent:main:telegram:group:g3"} {
+		env.human(g, coord)
+		env.ambient(manager, g)
+		env.human(g, "")
+	}
+	refresh(t, b.eng, manager)
+	if !b.eng.LeftOut(manager) {
+		t.Fatalf("the peer queued %v and left none of the three quiet notices out", queued(b.eng, manager))
+	}
+	env.spawn(manager, child, "run-1")
+	env.human(child, manager)
+	refresh(t, b.eng, manager)
+	testwait.Until(t, "the peer wakes the manager", func() bool { return slices.Contains(b.wakes(), manager) })
+}

@@ -1,9 +1,10 @@
 package mcpserver
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"sync"
 
@@ -21,18 +22,21 @@ import (
 // so refused has no answer and is dropped. Within a tool's arguments the
 // tool refuses such input itself, as a tool result.
 //
-// A line longer than the SDK's limit on a message goes on unchecked, for
-// the SDK to refuse as it refuses every such line.
+// Messages are read as the SDK reads them, one JSON value after another
+// whatever lines they span, and held to its limits: a message larger than
+// its limit, one followed on its line by anything but its end, or input
+// that is not JSON ends the session, as the SDK would end it.
 func StdioTransport(r io.Reader, w io.Writer) mcp.Transport {
 	out := &lineWriter{w: w}
+	in := &frameLimit{r: r, limit: mcp.DefaultMaxLineLength}
 	return &mcp.IOTransport{
-		Reader: io.NopCloser(&checkedLines{in: bufio.NewReaderSize(r, 64<<10), out: out}),
+		Reader: io.NopCloser(&checkedMessages{in: in, dec: json.NewDecoder(in), out: out}),
 		Writer: out,
 	}
 }
 
 // lineWriter writes whole messages to w one at a time: the SDK's and the
-// refusals checkedLines answers, from two goroutines.
+// refusals checkedMessages answers, from two goroutines.
 type lineWriter struct {
 	mu sync.Mutex
 	w  io.Writer
@@ -46,20 +50,37 @@ func (l *lineWriter) Write(p []byte) (int, error) {
 
 func (*lineWriter) Close() error { return nil }
 
-// checkedLines hands on the lines of in that keep the strict rules, and
-// answers the others on out.
-type checkedLines struct {
-	in  *bufio.Reader
+// frameLimit fails a read once the message being read has taken limit
+// bytes of r since reset, as the SDK bounds what its decoder buffers.
+type frameLimit struct {
+	r            io.Reader
+	limit, count int
+}
+
+func (f *frameLimit) Read(p []byte) (int, error) {
+	if f.count >= f.limit {
+		return 0, fmt.Errorf("read a message: larger than %d bytes", f.limit)
+	}
+	p = p[:min(len(p), f.limit-f.count)]
+	n, err := f.r.Read(p)
+	f.count += n
+	return n, err
+}
+
+func (f *frameLimit) reset() { f.count = 0 }
+
+// checkedMessages hands on, each on a line of its own, the messages of in
+// that keep the strict rules, and answers the others on out.
+type checkedMessages struct {
+	in  *frameLimit
+	dec *json.Decoder // reads in
 	out *lineWriter
-	// line holds the line being read; pending is what of it is still to
-	// be handed on.
-	line, pending []byte
-	// passing is set while the rest of a line too long to check goes on.
-	passing bool
+	// pending is what of the message read last is still to be handed on.
+	pending []byte
 	err     error // the input's error, given once pending is empty
 }
 
-func (c *checkedLines) Read(p []byte) (int, error) {
+func (c *checkedMessages) Read(p []byte) (int, error) {
 	for len(c.pending) == 0 {
 		if c.err != nil {
 			return 0, c.err
@@ -71,43 +92,27 @@ func (c *checkedLines) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// next reads the next line, or the next part of a line too long to check,
-// and returns what of it goes on to the SDK (nothing for a refused line).
-func (c *checkedLines) next() ([]byte, error) {
-	if c.passing {
-		chunk, err := c.in.ReadSlice('\n')
-		c.passing = err == bufio.ErrBufferFull
-		if c.passing {
-			err = nil
-		}
-		c.line = append(c.line[:0], chunk...)
-		return c.line, err
+// next reads the next message and returns it with its line's end, or
+// nothing for a refused one.
+func (c *checkedMessages) next() ([]byte, error) {
+	var msg json.RawMessage
+	if err := c.dec.Decode(&msg); err != nil {
+		return nil, err
 	}
-	c.line = c.line[:0]
-	for {
-		chunk, err := c.in.ReadSlice('\n')
-		c.line = append(c.line, chunk...)
-		if err == bufio.ErrBufferFull {
-			if len(c.line) > mcp.DefaultMaxLineLength {
-				c.passing = true
-				return c.line, nil
-			}
-			continue
-		}
-		if c.refuse(c.line) {
-			return nil, err
-		}
-		return c.line, err
+	c.in.reset()
+	var after [1]byte
+	if n, _ := c.dec.Buffered().Read(after[:]); n > 0 && after[0] != '\n' && after[0] != '\r' {
+		return nil, errors.New("read a message: followed on its line by more than its end")
 	}
+	if c.refuse(msg) {
+		return nil, nil
+	}
+	return append(msg, '\n'), nil
 }
 
 // refuse answers a message that breaks the strict rules, and reports
-// whether it did. Input that is not JSON at all is the SDK's to answer.
-func (c *checkedLines) refuse(line []byte) bool {
-	msg := bytes.TrimSpace(line)
-	if len(msg) == 0 || !json.Valid(msg) {
-		return false
-	}
+// whether it did.
+func (c *checkedMessages) refuse(msg []byte) bool {
 	err := gateway.CheckJSON(msg, "/params/arguments")
 	if err == nil {
 		return false

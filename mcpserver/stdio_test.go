@@ -157,3 +157,30 @@ func TestAToolCallThatPanicsIsAnInternalErrorAndTheServerGoesOn(t *testing.T) {
 		t.Fatalf("the next call answered %v", answer)
 	}
 }
+
+// The SDK reads a message across lines, as JSON allows: held to the strict
+// rules line by line, the lines of a message that gives a member twice
+// would each pass, not being JSON alone, and the second name would run.
+func TestAStdioMessageSpanningLinesIsHeldToTheStrictRules(t *testing.T) {
+	g := newGateway(t)
+	p := stdioServe(t, g, "agent:main:main")
+	msg := "{\"jsonrpc\": \"2.0\", \"id\": 2, \"method\": \"tools/call\",\n" +
+		"\"params\": {\"name\": \"sessions_list\", \"name\": \"session_goal\",\n" +
+		"\"arguments\": {\"sessionKey\": \"agent:main:main\", \"action\": \"set\", \"objective\": \"two\"}}}\n"
+	if _, err := io.WriteString(p.in, msg); err != nil {
+		t.Fatal(err)
+	}
+	line, err := p.out.ReadBytes('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answer map[string]any
+	if err := json.Unmarshal(line, &answer); err != nil {
+		t.Fatalf("answer %s: %v", line, err)
+	}
+	e, _ := answer["error"].(map[string]any)
+	if answer["id"] != float64(2) || e == nil || e["code"] != float64(-32600) ||
+		!strings.Contains(fmt.Sprint(e["message"]), "field params.name is given more than once") {
+		t.Errorf("answered %s, want an Invalid Request error for id 2 naming params.name", line)
+	}
+}

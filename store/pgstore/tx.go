@@ -775,9 +775,10 @@ func (t *Tx) SweepIndex(ctx context.Context, after vigil.SessionRef, limit int) 
 // events it selected, not a sequence range: a transaction still open
 // elsewhere may commit an older number later, and that event stays (it was
 // not seen, so no watermark covers it). Each affected session's head row is
-// updated, not upserted: every session with an event has one (Append
-// creates it, DeleteSession removes it with the events), and a session
-// deleted meanwhile must not get its head back.
+// written only while the session still holds the pruned event: a session
+// deleted meanwhile must not get its head back. A session with events may
+// have no row (a commit drops the empty rows of the sessions it locked to
+// read, queueDropEmptyHeads), and gets one.
 func (t *Tx) PruneEvents(ctx context.Context, maxSequence, recordedBefore int64, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, nil
@@ -825,9 +826,10 @@ func (t *Tx) PruneEvents(ctx context.Context, maxSequence, recordedBefore int64,
 		// it was selected (each statement here sees what committed before
 		// it) may be recorded anew already, and the new session's head
 		// row owes nothing to its namesake's events. A session that holds
-		// it without a head row (deleted and recorded again in one
-		// transaction, whose lock on it outlived the deleted row) gets one,
-		// or its version would fall to 0 with its last event.
+		// it without a head row (its empty row dropped, or deleted and
+		// recorded again in one transaction, whose lock on it outlived the
+		// deleted row) gets one, or its version would fall to 0 with its
+		// last event.
 		b.Queue(`INSERT INTO session_heads (agent_id, session_key, head, pruned_watermark)
 			SELECT $1, $2, $3, $3 WHERE EXISTS (SELECT 1 FROM events WHERE sequence = $3 AND agent_id = $1 AND session_key = $2)
 			ON CONFLICT (agent_id, session_key) DO UPDATE SET head = greatest(session_heads.head, excluded.head),
