@@ -15,6 +15,14 @@ import (
 // for a caller.
 var ErrStoreFailed = errors.New("store failed")
 
+// ErrOutcomeUnknown marks a commit that may or may not have been made: the
+// connection to the store failed after the commit went out, and the store
+// could not find out how it ended. It comes with ErrStoreFailed. Unlike
+// any other failure of the store, it does not say that nothing was
+// changed: repeating the write could make it twice, so a caller checks
+// what the store holds first (ChangesSince).
+var ErrOutcomeUnknown = errors.New("store failed while committing: the outcome is unknown")
+
 // Store is the storage the engine needs. A backend implements it with plain
 // storage primitives; every rule about what those primitives are used for
 // lives in the engine. store/storetest holds the conformance suite every

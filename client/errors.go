@@ -22,7 +22,7 @@ var (
 	ErrPayloadTooLarge  = errors.New("payload_too_large") // 413
 	ErrTooManyRequests  = errors.New("too_many_requests") // 429: this credential's limit; see APIError.RetryAfter
 	ErrInternal         = errors.New("internal")          // 500
-	ErrUnavailable      = errors.New("unavailable")       // 503: safe to retry; see APIError.RetryAfter
+	ErrUnavailable      = errors.New("unavailable")       // 503: safe to retry (see APIError.RetryAfter), unless the message says the outcome is unknown
 )
 
 var codeErrors = map[string]error{}

@@ -23,7 +23,8 @@ var (
 	ErrTooMany = errors.New("too many requests")
 	// ErrUnavailable is a gateway that cannot serve the request now (its
 	// store failed, or it is at a gateway-wide limit); nothing was changed
-	// and the request may be retried.
+	// and the request may be retried, except after a *Failure with
+	// OutcomeUnknown set.
 	ErrUnavailable = errors.New("unavailable")
 	// errInternal is a failure that is neither the caller's nor the
 	// store's: a bug, which retrying does not mend.
@@ -65,7 +66,8 @@ func Code(err error) string {
 }
 
 // Failure is an error that is not the caller's, as a caller is told it:
-// whether the store failed (the request may be retried) or something else
+// whether the store failed (the request may be retried, unless the store
+// failed while committing and the outcome is unknown) or something else
 // did (a bug: retrying will not help), and the request id under which the
 // gateway logged the details. Its message never holds those details: a
 // store's error may name the database, its user, host and port.
@@ -75,10 +77,17 @@ type Failure struct {
 	// Store is set when the store failed; otherwise it is an internal
 	// error.
 	Store bool
-	err   error
+	// OutcomeUnknown is set when the store failed while committing, so
+	// that the change may have been made (vigil.ErrOutcomeUnknown).
+	OutcomeUnknown bool
+	err            error
 }
 
 func (f *Failure) Error() string {
+	if f.OutcomeUnknown {
+		return "unavailable: the store failed while committing, and whether the change was made is unknown; " +
+			"check with session_status changesSince before repeating it (request id " + f.RequestID + ")"
+	}
 	if f.Store {
 		return "unavailable: the store is unavailable, nothing was changed; retry later (request id " + f.RequestID + ")"
 	}
@@ -114,7 +123,7 @@ func (g *Gateway) publicIn(ctx context.Context, err error) error {
 	if code := Code(err); code != CodeInternal && !(code == CodeUnavailable && store) {
 		return err
 	}
-	f = &Failure{RequestID: "req-" + randomID(), Store: store, err: err}
+	f = &Failure{RequestID: "req-" + randomID(), Store: store, OutcomeUnknown: errors.Is(err, vigil.ErrOutcomeUnknown), err: err}
 	if store {
 		g.log.WarnContext(ctx, "request failed: the store failed", "requestId", f.RequestID, "err", err)
 	} else {

@@ -216,7 +216,7 @@ var errorResponses = []errorResponse{
 	{http.StatusInternalServerError, "Internal", gateway.CodeInternal,
 		"A fault on the server; retrying will not help. The body's requestId (also the Vigil-Request-Id header) names the log line with the details, which the answer never holds.", false},
 	{http.StatusServiceUnavailable, "Unavailable", gateway.CodeUnavailable,
-		"The store failed (nothing was changed, so the request may be retried; the body's requestId, also the Vigil-Request-Id header, names the log line with the details), the gateway is at a limit for all callers, or it is shutting down.", true},
+		"The store failed (nothing was changed, so the request may be retried; the body's requestId, also the Vigil-Request-Id header, names the log line with the details), the gateway is at a limit for all callers, or it is shutting down. When the message says the outcome is unknown, the store failed while committing and the change may have been made: check the session (session_status changesSince) before repeating it.", true},
 }
 
 // The statuses each kind of operation can answer besides success. A

@@ -1,6 +1,9 @@
 package pgtest
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
 	"io"
 	"net"
 	"net/url"
@@ -12,13 +15,26 @@ import (
 // connections through it break and new ones are refused, as when the
 // network to the database fails, while the server itself (which other
 // tests share) runs on. URL is the test database's URL through the proxy.
+//
+// It can also lose the answer to a COMMIT (LoseNextCommitAnswer), as when
+// the network fails after the server committed and before its answer
+// came back.
 type Proxy struct {
 	URL string
 	ln  net.Listener
+	// framed is set when the server's side of each connection is read as
+	// messages (the URL asks for no TLS), which LoseNextCommitAnswer
+	// needs.
+	framed bool
 
 	mu    sync.Mutex
 	conns []net.Conn
 	cut   bool
+	// loseCommit arms the proxy to lose the next COMMIT's answer; lost
+	// is closed once it has, and cutAfter says whether the proxy is then
+	// cut, refusing new connections too.
+	loseCommit, cutAfter bool
+	lost                 chan struct{}
 }
 
 // NewProxy starts a proxy to the test server, cut when t ends; it skips t
@@ -35,8 +51,9 @@ func NewProxy(t testing.TB) *Proxy {
 		t.Fatal(err)
 	}
 	server := u.Host
+	framed := u.Query().Get("sslmode") == "disable"
 	u.Host = ln.Addr().String()
-	p := &Proxy{URL: u.String(), ln: ln}
+	p := &Proxy{URL: u.String(), ln: ln, framed: framed}
 	go p.serve(server)
 	t.Cleanup(p.Cut)
 	return p
@@ -62,8 +79,12 @@ func (p *Proxy) serve(server string) {
 		}
 		p.conns = append(p.conns, c, s)
 		p.mu.Unlock()
-		go relay(c, s)
 		go relay(s, c)
+		if p.framed {
+			go p.relayAnswers(c, s)
+		} else {
+			go relay(c, s)
+		}
 	}
 }
 
@@ -85,4 +106,88 @@ func (p *Proxy) Cut() {
 	for _, c := range p.conns {
 		c.Close()
 	}
+}
+
+// LoseNextCommitAnswer arms the proxy: the next answer of the server that
+// holds a COMMIT's completion is not passed on, and that connection is
+// broken instead. The server has committed by then, and the client cannot
+// tell whether it did. With cut set the proxy is then cut too (Cut), so
+// the client cannot reach the server to find out. The returned channel is
+// closed once the answer was lost. It skips t when the proxy cannot read
+// the server's messages (a URL that allows TLS).
+func (p *Proxy) LoseNextCommitAnswer(t testing.TB, cut bool) <-chan struct{} {
+	t.Helper()
+	if !p.framed {
+		t.Skip("the proxy reads the server's messages only on a URL with sslmode=disable")
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.loseCommit, p.cutAfter, p.lost = true, cut, make(chan struct{})
+	return p.lost
+}
+
+// relayAnswers relays the server's messages to the client, an answer at a
+// time: what the server sends up to ReadyForQuery goes out together, so
+// that an answer holding a COMMIT's completion can be lost whole, as if
+// the connection broke right after the client sent it. Messages the
+// server sends on its own (notifications, notices, parameter changes)
+// while no answer is under way go out at once.
+func (p *Proxy) relayAnswers(dst, src net.Conn) {
+	defer dst.Close()
+	defer src.Close()
+	r := bufio.NewReader(src)
+	var answer []byte
+	for {
+		var head [5]byte
+		if _, err := io.ReadFull(r, head[:]); err != nil {
+			return
+		}
+		n := int(binary.BigEndian.Uint32(head[1:])) - 4
+		if n < 0 {
+			return
+		}
+		msg := make([]byte, 5+n)
+		copy(msg, head[:])
+		if _, err := io.ReadFull(r, msg[5:]); err != nil {
+			return
+		}
+		answer = append(answer, msg...)
+		switch head[0] {
+		case 'A', 'N', 'S':
+			if len(answer) > len(msg) {
+				continue // within an answer: goes out with it
+			}
+		case 'Z':
+			if p.loses(answer) {
+				return
+			}
+		default:
+			continue
+		}
+		if _, err := dst.Write(answer); err != nil {
+			return
+		}
+		answer = answer[:0]
+	}
+}
+
+// commitComplete is the CommandComplete message of a COMMIT.
+var commitComplete = []byte("C\x00\x00\x00\x0bCOMMIT\x00")
+
+// loses reports whether answer is the COMMIT answer the proxy is armed to
+// lose, and disarms it then.
+func (p *Proxy) loses(answer []byte) bool {
+	p.mu.Lock()
+	if !p.loseCommit || !bytes.Contains(answer, commitComplete) {
+		p.mu.Unlock()
+		return false
+	}
+	p.loseCommit = false
+	cut := p.cutAfter
+	p.mu.Unlock()
+	if cut {
+		p.Cut()
+	}
+	close(p.lost)
+	return true
 }

@@ -46,6 +46,20 @@ import (
 // beginQuery begins every write transaction (see BeginWrite).
 const beginQuery = `BEGIN ISOLATION LEVEL READ COMMITTED`
 
+// xactIDQuery goes with BEGIN: the transaction's id, by which Commit finds
+// out whether a COMMIT whose answer was lost was made (see outcome, in
+// tx.go). It gives the transaction its id at once, where its first write
+// would otherwise.
+const xactIDQuery = `SELECT pg_current_xact_id()::text`
+
+// readXactID reads the answer of xactIDQuery.
+func (t *Tx) readXactID(br pgx.BatchResults) error {
+	if err := br.QueryRow().Scan(&t.xactID); err != nil {
+		return wrap(fmt.Errorf("read the transaction's id: %w", err))
+	}
+	return nil
+}
+
 // send sends b on the transaction's connection after what the transaction
 // has queued: BEGIN if it has not begun, the held writes when writes is
 // set, and the pending locks. It reads the results of those itself and
@@ -75,6 +89,8 @@ func (t *Tx) send(ctx context.Context, b *pgx.Batch, writes bool) pgx.BatchResul
 		if !t.begun {
 			all.Queue(beginQuery)
 			reads = append(reads, execRead("begin transaction"))
+			all.Queue(xactIDQuery)
+			reads = append(reads, t.readXactID)
 			t.begun = true
 		}
 		if writes {

@@ -7,8 +7,10 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	vigil "github.com/vigilhq/vigil"
 )
@@ -47,6 +49,8 @@ type Tx struct {
 	// broken is the failure of statements the transaction had queued
 	// (send): it can then only roll back.
 	broken error
+	// xactID is the transaction's id, read with BEGIN; empty until then.
+	xactID string
 
 	// published is set once the transaction holds its sequence marker
 	// (log.go), which must happen before its first nextval.
@@ -879,6 +883,14 @@ func (t *Tx) ExpireCursors(ctx context.Context, updatedBefore int64, limit int) 
 // transaction's cursor changes and appends (follow.go) and COMMIT go in
 // one round trip; PostgreSQL delivers the notifications only if the
 // transaction commits, and only once it has.
+//
+// When the connection fails after COMMIT went out and before its answer
+// came back, the server may have committed or not. Commit then finds out
+// on another connection (outcome): it returns nil when the transaction
+// committed, a retryable error when it did not (nothing of it was stored,
+// so the engine runs it again), and an error marked
+// vigil.ErrOutcomeUnknown when it cannot tell, which is never retryable:
+// running the writes again could store them twice.
 func (t *Tx) Commit() error {
 	if t.ended {
 		return pgx.ErrTxClosed
@@ -926,12 +938,73 @@ func (t *Tx) Commit() error {
 		return br.Close()
 	}()
 	if err != nil {
+		pid := t.conn.Conn().PgConn().PID() // the pool may close it at Rollback
 		_ = t.Rollback()
-		return wrap(err)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) || errors.Is(err, pgx.ErrTxCommitRollback) || pgconn.SafeToRetry(err) {
+			return wrap(err) // the server refused it, or nothing went out
+		}
+		return t.outcome(err, pid)
 	}
 	t.end()
 	told.tell()
 	return nil
+}
+
+// outcomeWait bounds how long Commit tries to find out whether a COMMIT
+// whose answer was lost was made.
+const outcomeWait = 5 * time.Second
+
+// xactOutcome reads the status of transaction $1 and, while it is in
+// progress on backend $2 (whose connection failed: the backend has not
+// read the COMMIT, or never will), terminates that backend, which ends the
+// transaction one way or the other.
+const xactOutcome = `SELECT pg_xact_status($1::xid8), (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+	WHERE pid = $2 AND backend_xid = $1::xid8::xid)`
+
+// outcome finds out whether the transaction, whose COMMIT went out on the
+// connection to backend pid before it failed with failed, committed: on
+// another connection, by the transaction's id. It returns nil when it
+// committed, a retryable error when it did not, and one marked
+// vigil.ErrOutcomeUnknown when it cannot tell. failed is kept as text
+// only: when it broke a statement queued before the COMMIT (send) it is
+// marked retryable, which must not carry over to a commit that may have
+// been made.
+func (t *Tx) outcome(failed error, pid uint32) error {
+	if t.xactID == "" { // BEGIN went out with the COMMIT: its id is lost too
+		return &outcomeError{fmt.Errorf("commit: %v; the transaction's id was lost with it", failed)}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), outcomeWait)
+	defer cancel()
+	for {
+		var status *string
+		var terminated *bool
+		err := t.s.pool.QueryRow(ctx, xactOutcome, t.xactID, pid).Scan(&status, &terminated)
+		switch {
+		case err != nil:
+			return &outcomeError{fmt.Errorf("commit: %v; read the status of transaction %s: %w", failed, t.xactID, err)}
+		case status == nil:
+			return &outcomeError{fmt.Errorf("commit: %v; transaction %s has no status", failed, t.xactID)}
+		case *status == "committed":
+			return nil
+		case *status == "aborted":
+			return &retryError{fmt.Errorf("commit: %v; transaction %s did not commit", failed, t.xactID)}
+		}
+		select { // in progress: wait for its backend to end
+		case <-ctx.Done():
+			return &outcomeError{fmt.Errorf("commit: %v; transaction %s still in progress: %w", failed, t.xactID, ctx.Err())}
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// outcomeError marks a commit whose outcome is unknown as the store's
+// failure, vigil.ErrOutcomeUnknown, and never retryable.
+type outcomeError struct{ err error }
+
+func (e *outcomeError) Error() string { return e.err.Error() }
+func (e *outcomeError) Unwrap() []error {
+	return []error{e.err, vigil.ErrOutcomeUnknown, vigil.ErrStoreFailed}
 }
 
 // dropEmptyHeads deletes the head rows of sessions with no head and no
