@@ -8,30 +8,15 @@ import (
 	"strings"
 	"testing"
 
-	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/internal/gatewaytest"
-	"github.com/vigilhq/vigil/sessions"
 )
-
-// panicking is a store whose read of one session panics, as a bug would.
-type panicking struct {
-	sessions.Store
-	key string
-}
-
-func (p panicking) Session(ctx context.Context, ref vigil.SessionRef) (sessions.Session, bool, error) {
-	if ref.Key == p.key {
-		panic("a bug in reading " + ref.Key)
-	}
-	return p.Store.Session(ctx, ref)
-}
 
 func TestAPanicInAnOperationIsAnInternalErrorLoggedWithItsStackUnderItsRequestID(t *testing.T) {
 	var logs bytes.Buffer
 	g := gatewaytest.Open(t, gatewaytest.Options{
 		Gateway:      gateway.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))},
-		WrapSessions: func(s sessions.Store) sessions.Store { return panicking{Store: s, key: "agent:main:boom"} },
+		WrapSessions: gatewaytest.PanicReading("agent:main:boom"),
 	}).Gateway
 	_, err := g.Status(context.Background(), gateway.Caller{Principal: gateway.LocalPrincipal},
 		gateway.StatusInput{SessionKey: "agent:main:boom"})

@@ -9,11 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/internal/gatewaytest"
 	"github.com/vigilhq/vigil/mcpserver"
-	"github.com/vigilhq/vigil/sessions"
 )
 
 // stdioPeer is a client writing raw lines to a server on StdioTransport
@@ -127,24 +125,11 @@ func TestAStdioToolsArgumentsGivingAMemberTwiceAreTheToolsToRefuse(t *testing.T)
 	}
 }
 
-// panicking is a store whose read of one session panics, as a bug would.
-type panicking struct {
-	sessions.Store
-	key string
-}
-
-func (p panicking) Session(ctx context.Context, ref vigil.SessionRef) (sessions.Session, bool, error) {
-	if ref.Key == p.key {
-		panic("a bug in reading " + ref.Key)
-	}
-	return p.Store.Session(ctx, ref)
-}
-
 // The SDK runs a call's handler on a goroutine of its own, which nothing
 // recovers: a panic there would end the gateway for every client.
 func TestAToolCallThatPanicsIsAnInternalErrorAndTheServerGoesOn(t *testing.T) {
 	g := gatewaytest.Open(t, gatewaytest.Options{
-		WrapSessions: func(s sessions.Store) sessions.Store { return panicking{Store: s, key: "agent:main:boom"} },
+		WrapSessions: gatewaytest.PanicReading("agent:main:boom"),
 	}).Gateway
 	p := stdioServe(t, g, "agent:main:main")
 	answer := p.call(t, `{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "session_status",

@@ -161,3 +161,21 @@ func New(ctx context.Context, o Options) (*Gateway, error) {
 	}
 	return gw, nil
 }
+
+// PanicReading is an Options.WrapSessions whose read of the session key
+// panics, as a bug would; every other call goes to the store.
+func PanicReading(key string) func(sessions.Store) sessions.Store {
+	return func(s sessions.Store) sessions.Store { return panicking{Store: s, key: key} }
+}
+
+type panicking struct {
+	sessions.Store
+	key string
+}
+
+func (p panicking) Session(ctx context.Context, ref vigil.SessionRef) (sessions.Session, bool, error) {
+	if ref.Key == p.key {
+		panic("a bug in reading " + ref.Key)
+	}
+	return p.Store.Session(ctx, ref)
+}
