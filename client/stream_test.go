@@ -3,8 +3,11 @@ package client_test
 import (
 	"context"
 	"errors"
+	"io"
 	"iter"
 	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -273,5 +276,65 @@ func TestAStreamEndsWhenItsContextEnds(t *testing.T) {
 			t.Fatalf("a stream stopped by its context yielded %v", err)
 		}
 		_ = ev // a bookmark already read from the connection may still come
+	}
+}
+
+// TestACallerSlowToTakeAnEventKeepsTheConnection: the idle timeout
+// measures the gateway's silence, not the time the caller spends on an
+// event (a coordinator's model turn may outlast it): a reconnection then
+// would drop the live events the connection holds and say Resumed for
+// nothing.
+func TestACallerSlowToTakeAnEventKeepsTheConnection(t *testing.T) {
+	t.Parallel()
+	const idle = 50 * time.Millisecond
+	var requests atomic.Int32
+	kept := make(chan struct{}) // the gateway kept writing for many idle timeouts
+	cut := make(chan struct{})  // the client dropped the connection
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if requests.Add(1) > 1 {
+			<-r.Context().Done()
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, ": connected\n\nid: 1\nevent: bookmark\ndata: {\"sequence\":1}\n\n")
+		w.(http.Flusher).Flush()
+		// A gateway's keepalives, faster than the idle timeout, while the
+		// caller holds the event.
+		tick := time.NewTicker(idle / 5)
+		defer tick.Stop()
+		for range 50 {
+			select {
+			case <-tick.C:
+				io.WriteString(w, ": keepalive\n\n")
+				w.(http.Flusher).Flush()
+			case <-r.Context().Done():
+				close(cut)
+				return
+			}
+		}
+		close(kept)
+		io.WriteString(w, "id: 2\nevent: bookmark\ndata: {\"sequence\":2}\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(srv.CloseClientConnections)
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := pull(t, c.Events(bounded(t), client.EventsOptions{IdleTimeout: idle, ReportDrops: true}))
+	if e, ok := st.event(t).(client.Bookmark); !ok || e.Position != 1 {
+		t.Fatalf("the first event: %#v, want the bookmark at 1", e)
+	}
+	select { // the caller is busy with the event meanwhile
+	case <-kept:
+	case <-cut:
+	}
+	if ev := st.event(t); ev != (client.Bookmark{Position: 2}) {
+		t.Fatalf("after the caller took its time: %#v, want the bookmark at 2 on the same connection", ev)
+	}
+	if n := requests.Load(); n != 1 {
+		t.Fatalf("%d requests, want the one connection kept", n)
 	}
 }
