@@ -501,7 +501,9 @@ events:
 			return end, true
 		}
 	}
-	if end.err == nil && conn.Err() != nil && ctx.Err() == nil {
+	if conn.Err() != nil && ctx.Err() == nil {
+		// The watchdog closed the connection: whatever the read then
+		// failed with, the cause is the silence.
 		end.err = fmt.Errorf("vigil: %s: nothing heard for %s", f.op, f.idle)
 	}
 	return end, false

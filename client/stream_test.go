@@ -7,6 +7,7 @@ import (
 	"iter"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -337,4 +338,41 @@ func TestACallerSlowToTakeAnEventKeepsTheConnection(t *testing.T) {
 	if n := requests.Load(); n != 1 {
 		t.Fatalf("%d requests, want the one connection kept", n)
 	}
+}
+
+func TestASilentConnectionIsDroppedAsSilentAndResumedFromItsPosition(t *testing.T) {
+	t.Parallel()
+	const idle = 50 * time.Millisecond
+	resumedWith := make(chan string, 1)
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, ": connected\n\n")
+		if requests.Add(1) == 1 {
+			io.WriteString(w, "id: 1\nevent: bookmark\ndata: {\"sequence\":1}\n\n")
+		} else {
+			resumedWith <- r.Header.Get("Last-Event-ID")
+		}
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // and never a keepalive
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(srv.CloseClientConnections)
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := pull(t, c.Events(bounded(t), client.EventsOptions{IdleTimeout: idle, ReportDrops: true}))
+	if ev := st.event(t); ev != (client.Bookmark{Position: 1}) {
+		t.Fatalf("the first event: %#v, want the bookmark at 1", ev)
+	}
+	d, ok := st.event(t).(client.Dropped)
+	if !ok || d.Cause == nil || !strings.Contains(d.Cause.Error(), "nothing heard for 50ms") {
+		t.Fatalf("after the silence: %#v, want Dropped saying nothing was heard", d)
+	}
+	next := st.ahead()
+	if id := <-resumedWith; id != "1" {
+		t.Fatalf("the stream resumed with Last-Event-ID %q, want 1", id)
+	}
+	resumed(t, <-next, 1)
 }
