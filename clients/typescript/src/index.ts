@@ -366,6 +366,7 @@ export class VigilClient {
           resp = await this.fetch(url, { headers, signal: conn.signal });
         } catch (e) {
           if (stop?.aborted) return;
+          if (conn.signal.reason instanceof TransportError) throw conn.signal.reason; // the watchdog's, worded already
           throw new TransportError(`vigil: ${op}: ${(e as Error).message}`, { cause: e });
         }
         if (resp.status !== 200) throw await errorFrom(op, resp);

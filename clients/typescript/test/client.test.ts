@@ -576,6 +576,29 @@ describe("streams", () => {
     }
   });
 
+  test("a gateway silent before it answers is dropped as silent, then resumed", { timeout: 20_000 }, async () => {
+    let requests = 0;
+    const srv = createServer((_req, res) => {
+      if (++requests === 1) return; // and never an answer
+      res.writeHead(200, { "Content-Type": "text/event-stream" });
+      res.write(`: connected\n\nid: 7\nevent: bookmark\ndata: {"sequence":7}\n\n`);
+    });
+    await new Promise<void>((ok) => srv.listen(0, "127.0.0.1", ok));
+    const stop = new AbortController();
+    try {
+      const url = `http://127.0.0.1:${(srv.address() as { port: number }).port}`;
+      const it = new VigilClient(url).events({ after: 1, signal: stop.signal, idleTimeout: 1 })[Symbol.asyncIterator]();
+      const resumed = await next(it, "resumed");
+      assert.equal(resumed.position, 1);
+      assert.equal((resumed.cause as Error).message, "vigil: log events: nothing heard for 1s");
+      assert.deepEqual((await it.next()).value, { type: "bookmark", position: 7 });
+    } finally {
+      stop.abort();
+      srv.closeAllConnections();
+      await new Promise((ok) => srv.close(ok));
+    }
+  });
+
   test("a history gap is reported and the stream goes on after the watermark", async () => {
     // vigil serve keeps 50,000 events and has no retention flag, so the gap
     // comes from a server that sends what the gateway sends for a pruned
