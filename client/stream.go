@@ -154,7 +154,8 @@ type EventsOptions struct {
 	Session, Agent string
 	// IdleTimeout is how long the stream may stay silent before it is
 	// taken for dead and reconnected; 0 means 45 s (the gateway sends a
-	// keepalive every 15 s).
+	// keepalive every 15 s). The time the caller takes with an event does
+	// not count.
 	IdleTimeout time.Duration
 	// Raw yields every event of the gateway as a [RawEvent], keeping its
 	// data exactly as sent beside its decoded form (for a program that
@@ -444,6 +445,13 @@ func (c *Client) read(ctx context.Context, f follow, resp *http.Response, pos *i
 	defer stopConn()
 	defer resp.Body.Close()
 	body := &watchdog{r: resp.Body, touch: func() { idle.Reset(f.idle) }}
+	// The time the caller takes with an event is not the gateway's
+	// silence: the watchdog rests until the caller asks for the next.
+	give := func(e Event) bool {
+		idle.Stop()
+		defer idle.Reset(f.idle)
+		return yield(e, nil)
+	}
 events:
 	for ev, err := range sse.Read(body, &sse.ReadConfig{MaxEventSize: maxEventSize}) {
 		if err != nil {
@@ -476,12 +484,12 @@ events:
 				gap.ResumeAfter = max(gap.EarliestAvailableSequence-1, 0)
 			}
 			end.gap = &gap
-			return end, !yield(given(gap), nil)
+			return end, !give(given(gap))
 		case "lagged":
 			var l Lagged
 			_ = json.Unmarshal([]byte(ev.Data), &l) // the event itself is what matters
 			end.lagged = true
-			return end, !yield(given(l), nil)
+			return end, !give(given(l))
 		}
 		e, err := f.decode(ev.Type, []byte(ev.Data))
 		if err != nil {
@@ -489,11 +497,13 @@ events:
 			break
 		}
 		end.heard = true
-		if (e != nil || f.raw) && !yield(given(e), nil) {
+		if (e != nil || f.raw) && !give(given(e)) {
 			return end, true
 		}
 	}
-	if end.err == nil && conn.Err() != nil && ctx.Err() == nil {
+	if conn.Err() != nil && ctx.Err() == nil {
+		// The watchdog closed the connection: whatever the read then
+		// failed with, the cause is the silence.
 		end.err = fmt.Errorf("vigil: %s: nothing heard for %s", f.op, f.idle)
 	}
 	return end, false

@@ -3,8 +3,12 @@ package client_test
 import (
 	"context"
 	"errors"
+	"io"
 	"iter"
 	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -274,4 +278,101 @@ func TestAStreamEndsWhenItsContextEnds(t *testing.T) {
 		}
 		_ = ev // a bookmark already read from the connection may still come
 	}
+}
+
+// TestACallerSlowToTakeAnEventKeepsTheConnection: the idle timeout
+// measures the gateway's silence, not the time the caller spends on an
+// event (a coordinator's model turn may outlast it): a reconnection then
+// would drop the live events the connection holds and say Resumed for
+// nothing.
+func TestACallerSlowToTakeAnEventKeepsTheConnection(t *testing.T) {
+	t.Parallel()
+	const idle = 50 * time.Millisecond
+	var requests atomic.Int32
+	kept := make(chan struct{}) // the gateway kept writing for many idle timeouts
+	cut := make(chan struct{})  // the client dropped the connection
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if requests.Add(1) > 1 {
+			<-r.Context().Done()
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, ": connected\n\nid: 1\nevent: bookmark\ndata: {\"sequence\":1}\n\n")
+		w.(http.Flusher).Flush()
+		// A gateway's keepalives, faster than the idle timeout, while the
+		// caller holds the event.
+		tick := time.NewTicker(idle / 5)
+		defer tick.Stop()
+		for range 50 {
+			select {
+			case <-tick.C:
+				io.WriteString(w, ": keepalive\n\n")
+				w.(http.Flusher).Flush()
+			case <-r.Context().Done():
+				close(cut)
+				return
+			}
+		}
+		close(kept)
+		io.WriteString(w, "id: 2\nevent: bookmark\ndata: {\"sequence\":2}\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(srv.CloseClientConnections)
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := pull(t, c.Events(bounded(t), client.EventsOptions{IdleTimeout: idle, ReportDrops: true}))
+	if e, ok := st.event(t).(client.Bookmark); !ok || e.Position != 1 {
+		t.Fatalf("the first event: %#v, want the bookmark at 1", e)
+	}
+	select { // the caller is busy with the event meanwhile
+	case <-kept:
+	case <-cut:
+	}
+	if ev := st.event(t); ev != (client.Bookmark{Position: 2}) {
+		t.Fatalf("after the caller took its time: %#v, want the bookmark at 2 on the same connection", ev)
+	}
+	if n := requests.Load(); n != 1 {
+		t.Fatalf("%d requests, want the one connection kept", n)
+	}
+}
+
+func TestASilentConnectionIsDroppedAsSilentAndResumedFromItsPosition(t *testing.T) {
+	t.Parallel()
+	const idle = 50 * time.Millisecond
+	resumedWith := make(chan string, 1)
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, ": connected\n\n")
+		if requests.Add(1) == 1 {
+			io.WriteString(w, "id: 1\nevent: bookmark\ndata: {\"sequence\":1}\n\n")
+		} else {
+			resumedWith <- r.Header.Get("Last-Event-ID")
+		}
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // and never a keepalive
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(srv.CloseClientConnections)
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := pull(t, c.Events(bounded(t), client.EventsOptions{IdleTimeout: idle, ReportDrops: true}))
+	if ev := st.event(t); ev != (client.Bookmark{Position: 1}) {
+		t.Fatalf("the first event: %#v, want the bookmark at 1", ev)
+	}
+	d, ok := st.event(t).(client.Dropped)
+	if !ok || d.Cause == nil || !strings.Contains(d.Cause.Error(), "nothing heard for 50ms") {
+		t.Fatalf("after the silence: %#v, want Dropped saying nothing was heard", d)
+	}
+	next := st.ahead()
+	if id := <-resumedWith; id != "1" {
+		t.Fatalf("the stream resumed with Last-Event-ID %q, want 1", id)
+	}
+	resumed(t, <-next, 1)
 }

@@ -516,6 +516,37 @@ class Streams(unittest.TestCase):
             with self.assertRaisesRegex(vc.InvalidArgumentError, "idle_timeout"):
                 client.events(after=1, idle_timeout=bad)
 
+    def test_a_silent_connection_is_dropped_as_silent_and_resumed_from_its_position(self) -> None:
+        asked, done = [], threading.Event()
+
+        class Silent(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                asked.append(self.headers.get("Last-Event-ID"))
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                self.wfile.write(b": connected\n\n")
+                if len(asked) == 1:
+                    self.wfile.write(b'id: 7\nevent: bookmark\ndata: {"sequence":7}\n\n')
+                self.wfile.flush()
+                done.wait(20)  # and never a keepalive
+
+            def log_message(self, *args) -> None:
+                pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Silent)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.server_close)
+        self.addCleanup(srv.shutdown)
+        self.addCleanup(done.set)
+        with Client(f"http://127.0.0.1:{srv.server_address[1]}").events(idle_timeout=0.5) as stream:
+            events = iter(stream)
+            self.assertEqual(next(events), t.Bookmark(position=7))
+            resumed = next(events)
+            self.assertIsInstance(resumed, t.Resumed)
+            self.assertEqual((resumed.position, str(resumed.cause)), (7, "vigil: log events: nothing heard for 0.5s"))
+        self.assertEqual(asked, [None, "7"])
+
     def test_a_history_gap_that_leaves_nothing_to_resume_from_ends_the_stream_with_an_error(self) -> None:
         # A gateway never answers so; something else in its place might,
         # and reconnecting at once to the same gap would never end.

@@ -99,7 +99,11 @@ export interface StreamOptions {
   after?: number;
   /** Stops the stream. */
   signal?: AbortSignal;
-  /** Seconds of silence after which the connection is taken for dead; 45 when absent or 0, as in the Go client. */
+  /**
+   * Seconds of silence after which the connection is taken for dead; 45
+   * when absent or 0, as in the Go client. The time the caller takes with
+   * an event does not count.
+   */
   idleTimeout?: number;
 }
 
@@ -362,11 +366,16 @@ export class VigilClient {
           resp = await this.fetch(url, { headers, signal: conn.signal });
         } catch (e) {
           if (stop?.aborted) return;
+          if (conn.signal.reason instanceof TransportError) throw conn.signal.reason; // the watchdog's, worded already
           throw new TransportError(`vigil: ${op}: ${(e as Error).message}`, { cause: e });
         }
         if (resp.status !== 200) throw await errorFrom(op, resp);
+        // The time the caller takes with an event is not the gateway's
+        // silence: the watchdog rests until the caller asks for the next.
         if (reconnecting) {
+          clearTimeout(timer);
           yield { type: "resumed", position, cause };
+          touch();
           reconnecting = false;
         }
         try {
@@ -374,18 +383,13 @@ export class VigilClient {
             const parsed = this.dispatch(ev, decode);
             if (ev.id !== undefined && /^\d+$/.test(ev.id)) position = Number(ev.id);
             if (!parsed) continue;
-            if (parsed.type === "history_gap") {
-              end.gap = { requested: parsed.requested, resumeAfter: parsed.resumeAfter };
-              yield parsed;
-              break;
-            }
-            if (parsed.type === "lagged") {
-              end.lagged = true;
-              yield parsed;
-              break;
-            }
-            end.heard = true;
+            if (parsed.type === "history_gap") end.gap = { requested: parsed.requested, resumeAfter: parsed.resumeAfter };
+            else if (parsed.type === "lagged") end.lagged = true;
+            else end.heard = true;
+            clearTimeout(timer);
             yield parsed;
+            if (end.gap || end.lagged) break;
+            touch();
           }
         } catch (e) {
           end.error = conn.signal.reason instanceof TransportError ? conn.signal.reason : e;

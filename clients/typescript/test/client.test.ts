@@ -531,6 +531,74 @@ describe("streams", () => {
     }
   });
 
+  test("a caller slow to take an event keeps the connection: the idle timeout is the gateway's silence", { timeout: 20_000 }, async () => {
+    // A coordinator's model turn may outlast the idle timeout; a
+    // reconnection then would drop the live events the connection holds
+    // and say resumed for nothing.
+    let requests = 0;
+    let settle!: (how: "kept" | "cut") => void;
+    const held = new Promise<"kept" | "cut">((ok) => (settle = ok));
+    const srv = createServer((req, res) => {
+      res.writeHead(200, { "Content-Type": "text/event-stream" });
+      res.write(": connected\n\n");
+      if (++requests > 1) return;
+      res.write(`id: 1\nevent: bookmark\ndata: {"sequence":1}\n\n`);
+      // A gateway's keepalives, faster than the idle timeout, while the
+      // caller holds the event.
+      let ticks = 0;
+      const tick = setInterval(() => {
+        if (++ticks <= 25) {
+          res.write(": keepalive\n\n");
+          return;
+        }
+        clearInterval(tick);
+        res.write(`id: 2\nevent: bookmark\ndata: {"sequence":2}\n\n`);
+        settle("kept");
+      }, 100);
+      req.socket.on("close", () => {
+        clearInterval(tick);
+        settle("cut");
+      });
+    });
+    await new Promise<void>((ok) => srv.listen(0, "127.0.0.1", ok));
+    const stop = new AbortController();
+    try {
+      const url = `http://127.0.0.1:${(srv.address() as { port: number }).port}`;
+      const it = new VigilClient(url).events({ signal: stop.signal, idleTimeout: 1 })[Symbol.asyncIterator]();
+      assert.deepEqual((await it.next()).value, { type: "bookmark", position: 1 });
+      await held; // the caller is busy with the event meanwhile
+      assert.deepEqual((await it.next()).value, { type: "bookmark", position: 2 });
+      assert.equal(requests, 1);
+    } finally {
+      stop.abort();
+      srv.closeAllConnections();
+      await new Promise((ok) => srv.close(ok));
+    }
+  });
+
+  test("a gateway silent before it answers is dropped as silent, then resumed", { timeout: 20_000 }, async () => {
+    let requests = 0;
+    const srv = createServer((_req, res) => {
+      if (++requests === 1) return; // and never an answer
+      res.writeHead(200, { "Content-Type": "text/event-stream" });
+      res.write(`: connected\n\nid: 7\nevent: bookmark\ndata: {"sequence":7}\n\n`);
+    });
+    await new Promise<void>((ok) => srv.listen(0, "127.0.0.1", ok));
+    const stop = new AbortController();
+    try {
+      const url = `http://127.0.0.1:${(srv.address() as { port: number }).port}`;
+      const it = new VigilClient(url).events({ after: 1, signal: stop.signal, idleTimeout: 1 })[Symbol.asyncIterator]();
+      const resumed = await next(it, "resumed");
+      assert.equal(resumed.position, 1);
+      assert.equal((resumed.cause as Error).message, "vigil: log events: nothing heard for 1s");
+      assert.deepEqual((await it.next()).value, { type: "bookmark", position: 7 });
+    } finally {
+      stop.abort();
+      srv.closeAllConnections();
+      await new Promise((ok) => srv.close(ok));
+    }
+  });
+
   test("a history gap is reported and the stream goes on after the watermark", async () => {
     // vigil serve keeps 50,000 events and has no retention flag, so the gap
     // comes from a server that sends what the gateway sends for a pruned

@@ -478,6 +478,9 @@ class Stream:
             if self._closed.is_set():  # closed before the socket could be shut
                 raise OSError("the stream was closed")
             resp = conn.getresponse()
+        except TimeoutError as e:
+            self._drop()
+            raise self._silent() from e
         except (OSError, http.client.HTTPException) as e:
             self._drop()
             raise TransportError(f"vigil: {self._op}: {e}") from e
@@ -524,12 +527,19 @@ class Stream:
                     data.append(value)
                 elif name == "id" and "\0" not in value:
                     last_id = value
+        except TimeoutError:
+            end["error"] = self._silent()
         except (OSError, http.client.HTTPException, ValueError) as e:
             end["error"] = TransportError(f"vigil: {self._op}: {e}")
         finally:
             resp.close()  # it holds the socket when the answer ends with the connection
             self._drop()
         return end
+
+    def _silent(self) -> TransportError:
+        """Why a connection whose socket timed out was dropped: the idle
+        timeout is the socket's, so its timing out is the silence."""
+        return TransportError(f"vigil: {self._op}: nothing heard for {self._idle:g}s")
 
     def _dispatch(self, typ: str, raw: str, end: dict[str, Any]) -> Optional[t.Event]:
         data = json.loads(raw) if raw else {}
