@@ -207,6 +207,11 @@ func (f *Follower) subscribe(ctx context.Context) error {
 	return nil
 }
 
+// Position is where the follower stands: where it started until Run has
+// given its reader something, then what it gave last. Run's goroutine owns
+// it while Run runs.
+func (f *Follower) Position() int64 { return f.pos }
+
 // Close stops listening and the timers. It is safe to call more than once.
 func (f *Follower) Close() {
 	if f.live != nil {

@@ -294,6 +294,9 @@ func liveParseSSE(r io.Reader, emit func(liveSSE) bool) error {
 type liveStream struct {
 	c      chan liveSSE // closed when the stream ends
 	cancel context.CancelFunc
+	// start is the position the opening bookmark of a stream asked for
+	// without one gave; "" for a stream given a position.
+	start string
 }
 
 // liveOpen opens a stream that must answer 200 with text/event-stream.
@@ -354,6 +357,14 @@ func liveTryOpen(t *testing.T, s *liveServer, path, token, lastEventID string) (
 		})
 	}()
 	t.Cleanup(cancel)
+	if lastEventID == "" && !strings.Contains(path, "after=") {
+		// A stream without a position first says where it starts.
+		ev := st.next(t)
+		if ev.Event != "bookmark" || ev.ID == "" {
+			t.Fatalf("GET %s: the first event is %+v, want a bookmark with the position", path, ev)
+		}
+		st.start = ev.ID
+	}
 	return st, resp.StatusCode, nil
 }
 
@@ -1302,4 +1313,28 @@ func TestLiveASessionStreamResumedFromAPrunedPositionSaysHistoryGap(t *testing.T
 		t.Fatalf("gap %+v", gap)
 	}
 	st.ended(t)
+}
+
+// A stream asked for without a position has one from its first event, so
+// a client cut off before the first change resumes from there and misses
+// nothing.
+func TestAStreamWithoutAPositionSaysWhereItStartsSoAClientCutOffMissesNothing(t *testing.T) {
+	s := liveStart(t, vigil.Options{})
+	child := liveSpawn(t, s, e2eMain, e2eManager, "summarise the quarterly report").ChildSessionKey
+	path := "/v1/sessions/" + child + "/events"
+	st := liveOpen(t, s, path, e2eMain, "")
+	if want := strconv.FormatInt(e2eVersion(t, s.e2eServer, child), 10); st.start != want {
+		t.Fatalf("the opening bookmark says %q, want the session's version %s", st.start, want)
+	}
+	st.cancel() // cut off before any change
+	livePersonWrites(t, s, child, "use the Q3 numbers, not Q2")
+	again := liveOpen(t, s, path, e2eMain, st.start)
+	ev := again.next(t)
+	if want := strconv.FormatInt(e2eVersion(t, s.e2eServer, child), 10); ev.Event != "signal" || ev.ID != want {
+		t.Fatalf("the resumed stream's first event is %+v, want the change made meanwhile (signal %s)", ev, want)
+	}
+	log := liveOpen(t, s, "/v1/events", e2eAdmin, "")
+	if log.start == "" {
+		t.Fatal("the log stream gave no opening position")
+	}
 }

@@ -296,6 +296,16 @@ func (s *server) sessionEvents(w http.ResponseWriter, r *http.Request, c gateway
 	if !ok {
 		return
 	}
+	bookmark := func(v int64) error {
+		return out.send(strconv.FormatInt(v, 10), "bookmark", Bookmark{StateVersion: &v})
+	}
+	if !resume {
+		// Where a stream without a position starts, so that a client cut
+		// off before the first change resumes from there, missing nothing.
+		if err := bookmark(f.Position()); err != nil {
+			return
+		}
+	}
 	err = f.Run(ctx, gateway.FollowReader{
 		Events: func(events []vigil.Event) error {
 			for _, e := range events {
@@ -317,11 +327,9 @@ func (s *server) sessionEvents(w http.ResponseWriter, r *http.Request, c gateway
 			}
 			return out.send("", ev.Type, ev)
 		},
-		Flush: out.flush,
-		Bookmark: func(v int64) error {
-			return out.send(strconv.FormatInt(v, 10), "bookmark", Bookmark{StateVersion: &v})
-		},
-		Tick: keepalive(out),
+		Flush:    out.flush,
+		Bookmark: bookmark,
+		Tick:     keepalive(out),
 		ReadError: func(err error) error {
 			s.log.Warn("session stream: read the changes", "session", ref.String(), "err", err)
 			return err
@@ -427,6 +435,15 @@ func (s *server) logEvents(w http.ResponseWriter, r *http.Request, c gateway.Cal
 	if !ok {
 		return
 	}
+	bookmark := func(seq int64) error {
+		return out.send(strconv.FormatInt(seq, 10), "bookmark", Bookmark{Sequence: &seq})
+	}
+	if !given {
+		// Where a stream without a position starts (see sessionEvents).
+		if err := bookmark(f.Position()); err != nil {
+			return
+		}
+	}
 	err = f.Run(ctx, gateway.FollowReader{
 		Events: func(events []vigil.Event) error {
 			for _, e := range events {
@@ -442,11 +459,9 @@ func (s *server) logEvents(w http.ResponseWriter, r *http.Request, c gateway.Cal
 			}
 			return nil
 		},
-		Flush: out.flush,
-		Bookmark: func(seq int64) error {
-			return out.send(strconv.FormatInt(seq, 10), "bookmark", Bookmark{Sequence: &seq})
-		},
-		Tick: keepalive(out),
+		Flush:    out.flush,
+		Bookmark: bookmark,
+		Tick:     keepalive(out),
 		ReadError: func(err error) error {
 			s.log.Error("event stream: read log", "err", err)
 			return err
