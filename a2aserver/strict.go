@@ -173,6 +173,13 @@ func checkRequest(body []byte, params func(method string, raw jsontext.Value) er
 		loose.ID = nil
 		return loose, &requestError{codeInvalidRequest, fmt.Errorf("%w: field id: expected a string, a number or null", gateway.ErrInvalid)}
 	}
+	if loose.ID == nil {
+		// A notification: its method would run with no one to hear the
+		// answer (a spawned child's key, a stream). Every A2A method
+		// answers, so it is refused before anything is done.
+		return loose, &requestError{codeInvalidRequest, fmt.Errorf("%w: field id is required: every A2A method answers, "+
+			"so a request without an id (a JSON-RPC notification) is not served", gateway.ErrInvalid)}
+	}
 	if err := params(loose.Method, loose.Params); err != nil {
 		code := codeInvalidParams
 		if errors.Is(err, a2a.ErrMethodNotFound) {

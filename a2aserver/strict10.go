@@ -418,7 +418,26 @@ func (p *listPushConfigsRequest10) check() error {
 	if p.PageSize != nil && *p.PageSize < 0 {
 		return invalidf("field pageSize must be at least 0, got %d", *p.PageSize)
 	}
+	if t := p.PageToken; t != nil && *t != "" {
+		if _, ok := configTokenPosition(*t); !ok {
+			return invalidf("field pageToken %q is not a nextPageToken ListTaskPushNotificationConfigs gave", *t)
+		}
+	}
 	return required("taskId", p.TaskID)
+}
+
+// page is the page the request asks for: pageSize 0, or none, is every
+// config.
+func (p *listPushConfigsRequest10) page() configPage {
+	var out configPage
+	if p.PageSize != nil {
+		out.size = int(*p.PageSize)
+	}
+	if t := p.PageToken; t != nil && *t != "" {
+		after, _ := configTokenPosition(*t) // checked by check
+		out.after = &after
+	}
+	return out
 }
 
 func (p *extendedCardRequest10) check() error { return noTenant("tenant", p.Tenant) }

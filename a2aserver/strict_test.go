@@ -69,7 +69,7 @@ func storedState(t *testing.T, s *server, worker string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	list, err := s.Store.ListSessions(ctx, sessions.ListFilter{Limit: 100})
+	list, err := s.Store.ListSessions(ctx, sessions.ListFilter{Kind: "subagent", Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,5 +249,38 @@ func TestAnUnknownA2A03MethodIsRefusedNamingIt(t *testing.T) {
 				t.Errorf("%s: data.error %q does not say %q", method, a.Error.Data["error"], w)
 			}
 		}
+	}
+}
+
+// A request without an id (a JSON-RPC notification) would have its method
+// run with no one to hear the answer: a spawned child whose key nobody is
+// told, a stream nobody reads. Every A2A method answers, so it is refused
+// as an invalid request, in both revisions, and nothing is done.
+func TestARequestWithoutAnIDIsRefusedAndDoesNothing(t *testing.T) {
+	s := start(t)
+	count := func() int {
+		rows, err := s.Store.ListSessions(guarded(t), sessions.ListFilter{Kind: "subagent", Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(rows)
+	}
+	before := count()
+	send03 := `{"jsonrpc":"2.0","method":"message/send","params":{"message":{"kind":"message","messageId":"m1",` +
+		`"role":"user","parts":[{"kind":"text","text":"a task"}]}}}`
+	if _, a := post(t, s, tokMain, manager, send03); a.Error == nil || a.Error.Code != -32600 ||
+		!strings.Contains(a.Error.Data["error"], "field id") || string(a.ID) != "null" {
+		t.Errorf("0.3 without an id: %+v, want -32600 naming field id", a.Error)
+	}
+	resp := as10(t, s, tokMain, manager).post(`{"jsonrpc":"2.0","method":"SendMessage","params":`+send10("", "a task", "")+`}`,
+		"application/json", nil)
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if _, e := as10(t, s, tokMain, manager).answer("SendMessage", raw); e == nil || e.Code != -32600 ||
+		!strings.Contains(e.Message, "field id") {
+		t.Errorf("1.0 without an id: %v, want -32600 naming field id", e)
+	}
+	if after := count(); after != before {
+		t.Fatalf("%d children after the refused sends, want %d", after, before)
 	}
 }

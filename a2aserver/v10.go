@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -326,8 +327,9 @@ func (h v10) serve(w http.ResponseWriter, r *http.Request, c gateway.Caller, bod
 			answer(nil, err)
 			return
 		}
-		out := listPushConfigs10{Configs: make([]pushConfig10, 0, len(cfgs))}
-		for _, cfg := range cfgs {
+		page, next := pushConfigPage(cfgs, p.page())
+		out := listPushConfigs10{Configs: make([]pushConfig10, 0, len(page)), NextPageToken: next}
+		for _, cfg := range page {
 			out.Configs = append(out.Configs, pushConfig10Of(cfg))
 		}
 		answer(out, nil)
@@ -390,6 +392,47 @@ func (h v10) streamOut(w http.ResponseWriter, r *http.Request, id jsontext.Value
 		code, reason := code10(err)
 		send(map[string]any{"jsonrpc": "2.0", "id": rawID(id), "error": errorObject10(code, reason, err)})
 	})
+}
+
+// configPage is the page ListTaskPushNotificationConfigs asks for: at
+// most size configs (0: all), those after the config id after names.
+type configPage struct {
+	size  int
+	after *string
+}
+
+// pushConfigPage is one page of cfgs, in the order of their ids, and the
+// token of the page after it ("" when it is the last).
+func pushConfigPage(cfgs []sessions.PushConfig, p configPage) ([]sessions.PushConfig, string) {
+	// Sorted here, by bytes: the databases order ids by their collations,
+	// which need not agree with the comparison the page token is read by.
+	slices.SortFunc(cfgs, func(a, b sessions.PushConfig) int { return strings.Compare(a.ID, b.ID) })
+	if p.after != nil {
+		cfgs = cfgs[sort.Search(len(cfgs), func(i int) bool { return cfgs[i].ID > *p.after }):]
+	}
+	if p.size == 0 || len(cfgs) <= p.size {
+		return cfgs, ""
+	}
+	return cfgs[:p.size], configToken10(cfgs[p.size-1].ID)
+}
+
+// configToken10 names the position after the config id in
+// ListTaskPushNotificationConfigs' order.
+func configToken10(id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(configTokenPrefix + id))
+}
+
+// configTokenPrefix begins every config page token, so that one made up
+// is told from one given.
+const configTokenPrefix = "config|"
+
+// configTokenPosition is the config id a page token names.
+func configTokenPosition(token string) (string, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil {
+		return "", false
+	}
+	return strings.CutPrefix(string(b), configTokenPrefix)
 }
 
 // listFilter is ListTasks' selection and page.

@@ -567,6 +567,45 @@ func TestAPushConfigOfA2A10DeliversStreamResponsesAndIsListedGotAndDeleted(t *te
 	}
 }
 
+// pageSize is the most configs one page holds (the specification's
+// words); the rest follow through nextPageToken, and a token the method
+// did not give is refused.
+func TestListTaskPushNotificationConfigsGivesAtMostPageSizeAPageAtATime(t *testing.T) {
+	s := start(t)
+	child := spawn10(as10(t, s, tokMain, manager))
+	admin := as10(t, s, tokAdmin, "")
+	hook, _ := receiver(t, "a-push-secret-of-some-length", "")
+	for _, id := range []string{"c1", "c2", "c3"} {
+		admin.must("CreateTaskPushNotificationConfig", `{"taskId":`+quote(child)+`,"id":"`+id+`","url":`+quote(hook.URL)+
+			`,"token":"a-push-secret-of-some-length"}`, nil)
+	}
+	var ids []string
+	token := ""
+	for range 3 {
+		var page struct {
+			Configs       []pushConfig10
+			NextPageToken string
+		}
+		admin.must("ListTaskPushNotificationConfigs", `{"taskId":`+quote(child)+`,"pageSize":2,"pageToken":`+quote(token)+`}`, &page)
+		if len(page.Configs) > 2 {
+			t.Fatalf("a page of %d configs, asked for at most 2", len(page.Configs))
+		}
+		for _, cfg := range page.Configs {
+			ids = append(ids, cfg.ID)
+		}
+		if token = page.NextPageToken; token == "" {
+			break
+		}
+	}
+	if strings.Join(ids, ",") != "c1,c2,c3" || token != "" {
+		t.Fatalf("configs listed a page at a time: %v (next page %q), want c1,c2,c3 and no next page", ids, token)
+	}
+	if _, e := admin.call("ListTaskPushNotificationConfigs", `{"taskId":`+quote(child)+`,"pageToken":"not-a-token"}`); e == nil ||
+		e.Code != -32602 || !strings.Contains(e.Message, "pageToken") {
+		t.Fatalf("a page token the method did not give: %v, want -32602 naming pageToken", e)
+	}
+}
+
 func TestPushConfigsAreBoundedPerCredentialOnATask(t *testing.T) {
 	s := start(t)
 	child := spawn10(as10(t, s, tokMain, manager))
