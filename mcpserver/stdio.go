@@ -19,8 +19,8 @@ import (
 // a member twice or holds invalid UTF-8 is answered with an Invalid Request
 // error naming the member and never reaches the SDK, whose decoder would
 // take the last of two members and replace invalid bytes. A notification
-// so refused has no answer and is dropped. Within a tool's arguments the
-// tool refuses such input itself, as a tool result.
+// or a response so refused has no answer and is dropped. Within a tool's
+// arguments the tool refuses such input itself, as a tool result.
 //
 // Messages are read as the SDK reads them, one JSON value after another
 // whatever lines they span, and held to its limits: a message larger than
@@ -119,7 +119,7 @@ func (c *checkedMessages) refuse(msg []byte) bool {
 	}
 	id, ok := requestID(msg)
 	if !ok {
-		return true // a notification: JSON-RPC gives it no answer
+		return true // a notification or a response: JSON-RPC gives it no answer
 	}
 	answer, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id,
 		"error": map[string]any{"code": -32600, "message": err.Error(), "data": map[string]string{"code": gateway.Code(err)}}})
@@ -128,7 +128,10 @@ func (c *checkedMessages) refuse(msg []byte) bool {
 }
 
 // requestID is the id of msg, a JSON-RPC request to be answered: null for
-// a batch or an id given twice, and ok false for a notification.
+// a batch or an id given twice, and ok false for a notification or a
+// response (a result or an error, to a request of the server's): a client
+// would take an answer to its response for the answer to its own request
+// of that id.
 func requestID(msg []byte) (id json.RawMessage, ok bool) {
 	null := json.RawMessage("null")
 	dec := json.NewDecoder(bytes.NewReader(msg))
@@ -136,6 +139,7 @@ func requestID(msg []byte) (id json.RawMessage, ok bool) {
 		return null, true
 	}
 	found := 0
+	method, response := false, false
 	for dec.More() {
 		name, err := dec.Token()
 		if err != nil {
@@ -145,14 +149,19 @@ func requestID(msg []byte) (id json.RawMessage, ok bool) {
 		if err := dec.Decode(&value); err != nil {
 			return null, true
 		}
-		if name == "id" {
+		switch name {
+		case "id":
 			id, found = value, found+1
+		case "method":
+			method = true
+		case "result", "error":
+			response = true
 		}
 	}
-	switch found {
-	case 0:
+	switch {
+	case found == 0 || (response && !method):
 		return nil, false
-	case 1:
+	case found == 1:
 		return id, true
 	}
 	return null, true

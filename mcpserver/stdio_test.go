@@ -169,3 +169,31 @@ func TestAStdioMessageSpanningLinesIsHeldToTheStrictRules(t *testing.T) {
 		t.Errorf("answered %s, want an Invalid Request error for id 2 naming params.name", line)
 	}
 }
+
+// JSON-RPC never answers a response: a client's response (to a ping of the
+// server's, say) that breaks the strict rules is dropped, as an answer to
+// it would read as the answer to the client's own request of that id.
+func TestAStdioResponseBreakingTheStrictRulesIsNotAnswered(t *testing.T) {
+	g := newGateway(t)
+	p := stdioServe(t, g, "agent:main:main")
+	// Written on a goroutine of its own: an answer to the response would
+	// block the server until it is read.
+	sent := make(chan error, 1)
+	go func() {
+		_, err := io.WriteString(p.in, `{"jsonrpc": "2.0", "id": 5, "result": {}, "result": {}}`+"\n"+
+			`{"jsonrpc": "2.0", "id": 6, "error": {"code": 1, "message": "no"}, "id": 6}`+"\n"+
+			`{"jsonrpc": "2.0", "id": 7, "method": "ping"}`+"\n")
+		sent <- err
+	}()
+	line, err := p.out.ReadBytes('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answer map[string]any
+	if err := json.Unmarshal(line, &answer); err != nil || answer["id"] != float64(7) {
+		t.Errorf("answered %s, want the ping's answer (id 7) first", line)
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+}

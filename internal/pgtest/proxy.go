@@ -32,9 +32,10 @@ type Proxy struct {
 	cut   bool
 	// loseCommit arms the proxy to lose the next COMMIT's answer; lost
 	// is closed once it has, and cutAfter says whether the proxy is then
-	// cut, refusing new connections too.
-	loseCommit, cutAfter bool
-	lost                 chan struct{}
+	// cut, refusing new connections too. With endAfter it passes on the
+	// COMMIT's completion and loses only what follows it.
+	loseCommit, cutAfter, endAfter bool
+	lost                           chan struct{}
 }
 
 // NewProxy starts a proxy to the test server, cut when t ends; it skips t
@@ -122,8 +123,39 @@ func (p *Proxy) LoseNextCommitAnswer(t testing.TB, cut bool) <-chan struct{} {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.loseCommit, p.cutAfter, p.lost = true, cut, make(chan struct{})
+	p.loseCommit, p.cutAfter, p.endAfter, p.lost = true, cut, false, make(chan struct{})
 	return p.lost
+}
+
+// EndAfterNextCommit arms the proxy: the next answer of the server that
+// holds a COMMIT's completion is passed on up to that completion, and
+// then, instead of the rest, the connection ends with the error a server
+// sends when it shuts down (FATAL 57P01), as when the server is stopped
+// while it commits. It skips t as LoseNextCommitAnswer does.
+func (p *Proxy) EndAfterNextCommit(t testing.TB) {
+	t.Helper()
+	p.LoseNextCommitAnswer(t, false)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.endAfter = true
+}
+
+// adminShutdown is the ErrorResponse of a backend ended by a server's
+// shutdown.
+var adminShutdown = errorResponse("FATAL", "57P01", "terminating connection due to administrator command")
+
+func errorResponse(severity, code, message string) []byte {
+	var body []byte
+	for _, f := range []struct {
+		field byte
+		value string
+	}{{'S', severity}, {'V', severity}, {'C', code}, {'M', message}} {
+		body = append(append(append(body, f.field), f.value...), 0)
+	}
+	body = append(body, 0)
+	msg := []byte{'E', 0, 0, 0, 0}
+	binary.BigEndian.PutUint32(msg[1:], uint32(4+len(body)))
+	return append(msg, body...)
 }
 
 // relayAnswers relays the server's messages to the client, an answer at a
@@ -158,7 +190,11 @@ func (p *Proxy) relayAnswers(dst, src net.Conn) {
 				continue // within an answer: goes out with it
 			}
 		case 'Z':
-			if p.loses(answer) {
+			if lose, endAfter := p.loses(answer); endAfter {
+				end := bytes.Index(answer, commitComplete) + len(commitComplete)
+				_, _ = dst.Write(append(answer[:end:end], adminShutdown...))
+				return
+			} else if lose {
 				return
 			}
 		default:
@@ -175,19 +211,20 @@ func (p *Proxy) relayAnswers(dst, src net.Conn) {
 var commitComplete = []byte("C\x00\x00\x00\x0bCOMMIT\x00")
 
 // loses reports whether answer is the COMMIT answer the proxy is armed to
-// lose, and disarms it then.
-func (p *Proxy) loses(answer []byte) bool {
+// lose, and whether only what follows the COMMIT's completion is lost,
+// and disarms it then.
+func (p *Proxy) loses(answer []byte) (lose, endAfter bool) {
 	p.mu.Lock()
 	if !p.loseCommit || !bytes.Contains(answer, commitComplete) {
 		p.mu.Unlock()
-		return false
+		return false, false
 	}
 	p.loseCommit = false
-	cut := p.cutAfter
+	cut, endAfter := p.cutAfter, p.endAfter
 	p.mu.Unlock()
 	if cut {
 		p.Cut()
 	}
 	close(p.lost)
-	return true
+	return true, endAfter
 }

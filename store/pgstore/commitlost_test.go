@@ -124,3 +124,33 @@ func TestACommitWhoseOutcomeCannotBeFoundOutSaysSo(t *testing.T) {
 		t.Errorf("events stored on the child: %v, want the one recorded", seqs)
 	}
 }
+
+// A COMMIT answered as made was made, whatever breaks after its answer:
+// a server stopped while it commits answers the COMMIT and then ends the
+// connection with an error, and the commit is still reported made, not
+// failed with nothing changed (a caller told so would make it again).
+func TestACommitAnsweredAsMadeIsReportedMadeThoughTheConnectionEndsAfterIt(t *testing.T) {
+	proxy := pgtest.NewProxy(t)
+	schema := freshSchema(t)
+	st, err := pgstore.Open(context.Background(), proxy.URL, pgstore.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := t.Context()
+	tx, err := st.BeginWrite(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.Append(ctx, storetest.GoalEvent(vigil.MustRef(lostChild), "goal-1")); err != nil {
+		t.Fatal(err)
+	}
+	proxy.EndAfterNextCommit(t)
+	if err := tx.Commit(); err != nil {
+		t.Errorf("the commit answered as made: %v, want it reported made", err)
+	}
+	if seqs := eventsOf(t, open(t, schema), lostChild); len(seqs) != 1 {
+		t.Errorf("events stored on the child: %v, want the one appended", seqs)
+	}
+}

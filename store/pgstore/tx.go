@@ -910,6 +910,7 @@ func (t *Tx) Commit() error {
 	told := t.queueVersionsBefore(b)
 	dropHeads := t.queueDropEmptyHeads(b)
 	b.Queue(`COMMIT`)
+	committed := false // the server answered the COMMIT as made
 	err := func() error {
 		br := t.send(t.ctx, b, true)
 		defer br.Close()
@@ -935,9 +936,14 @@ func (t *Tx) Commit() error {
 		if tag.String() == "ROLLBACK" {
 			return pgx.ErrTxCommitRollback
 		}
+		committed = true
 		return br.Close()
 	}()
-	if err != nil {
+	// A failure after the COMMIT's answer (a server shutting down ends
+	// the connection with FATAL before its next ready-for-query) cannot
+	// undo the commit; it broke the connection only, which the pool then
+	// discards (end).
+	if err != nil && !committed {
 		pid := t.conn.Conn().PgConn().PID() // the pool may close it at Rollback
 		_ = t.Rollback()
 		var pgErr *pgconn.PgError
