@@ -84,22 +84,7 @@ func TestAWriteWhoseCommitLandedButWhoseAnswerWasLostIsReportedDone(t *testing.T
 // COMMIT goes out with nothing held: when it landed and its answer was
 // lost, the commit is still reported made, not failed.
 func TestACommitWithNothingHeldWhoseAnswerWasLostIsReportedMade(t *testing.T) {
-	proxy := pgtest.NewProxy(t)
-	schema := freshSchema(t)
-	st, err := pgstore.Open(context.Background(), proxy.URL, pgstore.Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	ctx := t.Context()
-	tx, err := st.BeginWrite(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.Append(ctx, storetest.GoalEvent(vigil.MustRef(lostChild), "goal-1")); err != nil {
-		t.Fatal(err)
-	}
+	proxy, schema, tx := appendedBehind(t)
 	proxy.LoseNextCommitAnswer(t, false)
 	if err := tx.Commit(); err != nil {
 		t.Errorf("the commit that landed: %v, want it reported made", err)
@@ -130,22 +115,7 @@ func TestACommitWhoseOutcomeCannotBeFoundOutSaysSo(t *testing.T) {
 // connection with an error, and the commit is still reported made, not
 // failed with nothing changed (a caller told so would make it again).
 func TestACommitAnsweredAsMadeIsReportedMadeThoughTheConnectionEndsAfterIt(t *testing.T) {
-	proxy := pgtest.NewProxy(t)
-	schema := freshSchema(t)
-	st, err := pgstore.Open(context.Background(), proxy.URL, pgstore.Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	ctx := t.Context()
-	tx, err := st.BeginWrite(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.Append(ctx, storetest.GoalEvent(vigil.MustRef(lostChild), "goal-1")); err != nil {
-		t.Fatal(err)
-	}
+	proxy, schema, tx := appendedBehind(t)
 	proxy.EndAfterNextCommit(t)
 	if err := tx.Commit(); err != nil {
 		t.Errorf("the commit answered as made: %v, want it reported made", err)
@@ -153,4 +123,29 @@ func TestACommitAnsweredAsMadeIsReportedMadeThoughTheConnectionEndsAfterIt(t *te
 	if seqs := eventsOf(t, open(t, schema), lostChild); len(seqs) != 1 {
 		t.Errorf("events stored on the child: %v, want the one appended", seqs)
 	}
+}
+
+// appendedBehind opens a store in a fresh schema behind a proxy and
+// begins a write that appends one event with a dedupe key to the child,
+// so its COMMIT goes out with nothing held; the store and the write end
+// with the test.
+func appendedBehind(t *testing.T) (*pgtest.Proxy, string, vigil.Tx) {
+	t.Helper()
+	proxy := pgtest.NewProxy(t)
+	schema := freshSchema(t)
+	st, err := pgstore.Open(context.Background(), proxy.URL, pgstore.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ctx := t.Context()
+	tx, err := st.BeginWrite(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback() })
+	if _, err := tx.Append(ctx, storetest.GoalEvent(vigil.MustRef(lostChild), "goal-1")); err != nil {
+		t.Fatal(err)
+	}
+	return proxy, schema, tx
 }
