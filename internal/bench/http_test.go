@@ -57,8 +57,10 @@ func inProcessGateway(tb testing.TB, sync string) string {
 }
 
 // BenchmarkHTTP is the http workload's sessions_send and session_status,
-// and its /healthz, from 64 clients, against a gateway in this process,
-// for profiling their paths:
+// and its /healthz, from 64 clients, and its sessions_send from one client
+// (send1: a lone send's latency, whose target compares it with the
+// engine's record), against a gateway in this process, for profiling their
+// paths:
 //
 //	go test -run X -bench 'HTTP/send/FULL' -cpuprofile cpu.out ./internal/bench
 //
@@ -70,10 +72,14 @@ func BenchmarkHTTP(b *testing.B) {
 		if sync == "" {
 			name = "PostgreSQL"
 		}
-		for _, op := range []string{"send", "status", "healthz"} {
+		for _, op := range []string{"send", "send1", "status", "healthz"} {
 			b.Run(op+"/"+name, func(b *testing.B) {
 				addr := inProcessGateway(b, sync)
-				cs, err := dialAll([]string{addr}, 64)
+				clients := 64
+				if op == "send1" {
+					clients = 1
+				}
+				cs, err := dialAll([]string{addr}, clients)
 				if err != nil {
 					b.Fatal(err)
 				}
