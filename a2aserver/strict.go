@@ -11,6 +11,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/sessionkey"
 )
 
 // A request is checked here, under the rules every transport decodes by
@@ -289,6 +290,35 @@ func required(field string, s *string) error {
 	return nil
 }
 
+// requiredTaskID is required and taskID in one.
+func requiredTaskID(field string, s *string) error {
+	if err := required(field, s); err != nil {
+		return err
+	}
+	return taskID(field, s)
+}
+
+// taskID refuses a task id (a session key in vigil) that cannot name a
+// session, in the caller's terms: the field the id came in and the rule
+// it breaks. Left to the gateway, the error would name sessionKey, a
+// field no A2A request has. An id not given, or empty, is left to the
+// method to require.
+func taskID(field string, s *string) error {
+	if s == nil || *s == "" {
+		return nil
+	}
+	_, err := sessionkey.Parse(*s)
+	var bad *sessionkey.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &bad):
+		return invalidf("field %s: invalid task id %q (a task id is a session key): %s", field, *s, bad.Rule)
+	default:
+		return invalidf("field %s: invalid task id %q: %v", field, *s, err)
+	}
+}
+
 func (p *messageSendParams) check() error {
 	if p.Message == nil {
 		return invalidf("field message is required")
@@ -315,6 +345,12 @@ func (m *message) check(at string) error {
 		return invalidf(`field %s.kind must be "message"`, at)
 	}
 	if err := required(at+".messageId", m.MessageID); err != nil {
+		return err
+	}
+	if err := taskID(at+".taskId", m.TaskID); err != nil {
+		return err
+	}
+	if err := taskID(at+".contextId", m.ContextID); err != nil {
 		return err
 	}
 	if m.Role == nil || (*m.Role != "user" && *m.Role != "agent") {
@@ -365,7 +401,7 @@ func (c *pushNotificationConfig) check(at string) error {
 }
 
 func (p *taskQueryParams) check() error {
-	if err := required("id", p.ID); err != nil {
+	if err := requiredTaskID("id", p.ID); err != nil {
 		return err
 	}
 	if p.HistoryLength != nil && *p.HistoryLength < 0 {
@@ -375,14 +411,14 @@ func (p *taskQueryParams) check() error {
 }
 
 func (p *taskIDParams) check(meta map[string]metaKind) error {
-	if err := required("id", p.ID); err != nil {
+	if err := requiredTaskID("id", p.ID); err != nil {
 		return err
 	}
 	return checkMeta("metadata", p.Metadata, meta)
 }
 
 func (p *taskPushNotificationConfig) check() error {
-	if err := required("taskId", p.TaskID); err != nil {
+	if err := requiredTaskID("taskId", p.TaskID); err != nil {
 		return err
 	}
 	if p.PushNotificationConfig == nil {
@@ -392,7 +428,7 @@ func (p *taskPushNotificationConfig) check() error {
 }
 
 func (p *pushConfigParams) check(needConfigID bool) error {
-	if err := required("id", p.ID); err != nil {
+	if err := requiredTaskID("id", p.ID); err != nil {
 		return err
 	}
 	if needConfigID {

@@ -284,3 +284,69 @@ func TestARequestWithoutAnIDIsRefusedAndDoesNothing(t *testing.T) {
 		t.Fatalf("%d children after the refused sends, want %d", after, before)
 	}
 }
+
+// A task id is a session key, but the caller sent a task id: a malformed
+// one is refused naming the field it came in (id, taskId, contextId, as
+// the method and revision have it) and the rule it breaks, never
+// sessionKey, which no A2A request has.
+func TestAMalformedTaskIDIsRefusedNamingTheFieldTheCallerSent(t *testing.T) {
+	s := start(t)
+	const bad = "agent::x"
+	q := quote(bad)
+	msg03 := func(member string) string {
+		return `{"jsonrpc":"2.0","id":7,"method":"message/send","params":{"message":{"kind":"message","messageId":"m1",` +
+			`"role":"user",` + member + `,"parts":[{"kind":"text","text":"hi"}]}}}`
+	}
+	call03 := func(method, params string) string {
+		return `{"jsonrpc":"2.0","id":7,"method":"` + method + `","params":` + params + `}`
+	}
+	for _, c := range []struct{ body, field string }{
+		{call03("tasks/get", `{"id":`+q+`}`), "field id"},
+		{call03("tasks/cancel", `{"id":`+q+`}`), "field id"},
+		{call03("tasks/resubscribe", `{"id":`+q+`}`), "field id"},
+		{call03("tasks/pushNotificationConfig/set", `{"taskId":`+q+`,"pushNotificationConfig":{"url":"http://127.0.0.1:1/h",`+
+			`"token":"a-push-secret-of-some-length"}}`), "field taskId"},
+		{call03("tasks/pushNotificationConfig/get", `{"id":`+q+`}`), "field id"},
+		{call03("tasks/pushNotificationConfig/list", `{"id":`+q+`}`), "field id"},
+		{call03("tasks/pushNotificationConfig/delete", `{"id":`+q+`,"pushNotificationConfigId":"c1"}`), "field id"},
+		{msg03(`"taskId":` + q), "field message.taskId"},
+		{msg03(`"contextId":` + q), "field message.contextId"},
+	} {
+		_, a := post(t, s, tokAdmin, "", c.body)
+		if a.Error == nil || a.Error.Code != -32602 {
+			t.Errorf("0.3 %s: %+v, want -32602", c.body, a.Error)
+			continue
+		}
+		if msg := a.Error.Data["error"]; !strings.Contains(msg, c.field) || !strings.Contains(msg, q) ||
+			!strings.Contains(msg, "empty part") || strings.Contains(msg, "sessionKey") {
+			t.Errorf("0.3 %s: data.error %q, want it to name %s, quote %s and say the rule, not sessionKey", c.body, msg, c.field, q)
+		}
+	}
+	send := func(member string) string {
+		return `{"message":{"messageId":"m1","role":"ROLE_USER",` + member + `,"parts":[{"text":"hi"}]}}`
+	}
+	admin := as10(t, s, tokAdmin, "")
+	for _, c := range []struct{ method, params, field string }{
+		{"GetTask", `{"id":` + q + `}`, "field id"},
+		{"CancelTask", `{"id":` + q + `}`, "field id"},
+		{"SubscribeToTask", `{"id":` + q + `}`, "field id"},
+		{"ListTasks", `{"contextId":` + q + `}`, "field contextId"},
+		{"CreateTaskPushNotificationConfig", `{"taskId":` + q + `,"url":"http://127.0.0.1:1/h","token":"a-push-secret-of-some-length"}`,
+			"field taskId"},
+		{"GetTaskPushNotificationConfig", `{"taskId":` + q + `,"id":"c1"}`, "field taskId"},
+		{"DeleteTaskPushNotificationConfig", `{"taskId":` + q + `,"id":"c1"}`, "field taskId"},
+		{"ListTaskPushNotificationConfigs", `{"taskId":` + q + `}`, "field taskId"},
+		{"SendMessage", send(`"taskId":` + q), "field message.taskId"},
+		{"SendStreamingMessage", send(`"contextId":` + q), "field message.contextId"},
+	} {
+		_, e := admin.call(c.method, c.params)
+		if e == nil || e.Code != -32602 {
+			t.Errorf("1.0 %s %s: %v, want -32602", c.method, c.params, e)
+			continue
+		}
+		if !strings.Contains(e.Message, c.field) || !strings.Contains(e.Message, q) || !strings.Contains(e.Message, "empty part") ||
+			strings.Contains(e.Message, "sessionKey") {
+			t.Errorf("1.0 %s: message %q, want it to name %s, quote %s and say the rule, not sessionKey", c.method, e.Message, c.field, q)
+		}
+	}
+}
