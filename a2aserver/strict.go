@@ -307,9 +307,14 @@ func taskID(field string, s *string) error {
 	if s == nil || *s == "" {
 		return nil
 	}
-	_, err := sessionkey.Parse(*s)
+	k, err := sessionkey.Parse(*s)
 	var bad *sessionkey.Error
 	switch {
+	case err == nil && !k.Qualified():
+		// A bare key names a session only together with its agent, which
+		// a task id has no room for.
+		return invalidf("field %s: invalid task id %q: a task id is an agent-qualified session key "+
+			"(agent:<agentId>:<rest>)", field, *s)
 	case err == nil:
 		return nil
 	case errors.As(err, &bad):

@@ -291,7 +291,15 @@ func TestARequestWithoutAnIDIsRefusedAndDoesNothing(t *testing.T) {
 // sessionKey, which no A2A request has.
 func TestAMalformedTaskIDIsRefusedNamingTheFieldTheCallerSent(t *testing.T) {
 	s := start(t)
-	const bad = "agent::x"
+	// A bare key is a session key, but only with its agent: a task id
+	// has no agent to go with it.
+	for bad, rule := range map[string]string{"agent::x": "empty part", "global": "agent-qualified"} {
+		malformedTaskIDs(t, s, bad, rule)
+	}
+}
+
+func malformedTaskIDs(t *testing.T, s *server, bad, rule string) {
+	t.Helper()
 	q := quote(bad)
 	msg03 := func(member string) string {
 		return `{"jsonrpc":"2.0","id":7,"method":"message/send","params":{"message":{"kind":"message","messageId":"m1",` +
@@ -318,7 +326,7 @@ func TestAMalformedTaskIDIsRefusedNamingTheFieldTheCallerSent(t *testing.T) {
 			continue
 		}
 		if msg := a.Error.Data["error"]; !strings.Contains(msg, c.field) || !strings.Contains(msg, q) ||
-			!strings.Contains(msg, "empty part") || strings.Contains(msg, "sessionKey") {
+			!strings.Contains(msg, rule) || strings.Contains(msg, "sessionKey") {
 			t.Errorf("0.3 %s: data.error %q, want it to name %s, quote %s and say the rule, not sessionKey", c.body, msg, c.field, q)
 		}
 	}
@@ -344,7 +352,7 @@ func TestAMalformedTaskIDIsRefusedNamingTheFieldTheCallerSent(t *testing.T) {
 			t.Errorf("1.0 %s %s: %v, want -32602", c.method, c.params, e)
 			continue
 		}
-		if !strings.Contains(e.Message, c.field) || !strings.Contains(e.Message, q) || !strings.Contains(e.Message, "empty part") ||
+		if !strings.Contains(e.Message, c.field) || !strings.Contains(e.Message, q) || !strings.Contains(e.Message, rule) ||
 			strings.Contains(e.Message, "sessionKey") {
 			t.Errorf("1.0 %s: message %q, want it to name %s, quote %s and say the rule, not sessionKey", c.method, e.Message, c.field, q)
 		}

@@ -760,7 +760,7 @@ func TestA2A10InputBreakingTheStrictRulesIsRefusedNamingTheFieldAndStoresNothing
 			quote(worker) + `}}`, nil, -32602, []string{"url", "required"}},
 		{"no params", `{"jsonrpc":"2.0","id":7,"method":"SendMessage"}`, nil, -32602, []string{"params are required"}},
 		{"a method of 0.3", `{"jsonrpc":"2.0","id":7,"method":"message/send","params":{}}`, nil, -32601, []string{"message/send"}},
-		{"the method twice", `{"jsonrpc":"2.0","id":7,"method":"SendMessage","method":"GetTask","params":{"id":"x"}}`, nil, -32600,
+		{"the method twice", `{"jsonrpc":"2.0","id":7,"method":"SendMessage","method":"GetTask","params":{"id":` + quote(worker) + `}}`, nil, -32600,
 			[]string{"method", "more than once"}},
 		{"truncated JSON", `{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"message":{` + ok, nil, -32700,
 			[]string{"truncated"}},
