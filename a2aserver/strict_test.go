@@ -358,3 +358,22 @@ func malformedTaskIDs(t *testing.T, s *server, bad, rule string) {
 		}
 	}
 }
+
+// Keys are compared as vigil reads them, lower-cased and trimmed: a
+// taskId and a contextId that differ only so name one session, and a
+// message giving both is taken in either revision.
+func TestATaskIDAndContextIDDifferingOnlyInCaseNameOneSession(t *testing.T) {
+	s := start(t)
+	worker := spawnWorker(guarded(t), t, client(s, tokMain, manager))
+	loud := " " + strings.ToUpper(worker)
+	_, a := post(t, s, tokOperator, "", sendBody(`"kind":"message","messageId":"m1","role":"user","taskId":`+quote(loud)+
+		`,"contextId":`+quote(worker)+`,"parts":[{"kind":"text","text":"hello"}]`))
+	if a.Error != nil {
+		t.Errorf("0.3: %+v, want the message taken", a.Error)
+	}
+	_, e := as10(t, s, tokOperator, "").call("SendMessage", `{"message":{"messageId":"m2","role":"ROLE_USER","taskId":`+quote(worker)+
+		`,"contextId":`+quote(loud)+`,"parts":[{"text":"hello"}]}}`)
+	if e != nil {
+		t.Errorf("1.0: %v, want the message taken", e)
+	}
+}
