@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/a2aproject/a2a-go/a2a"
 	jsonv2 "github.com/go-json-experiment/json"
@@ -173,6 +174,12 @@ func checkRequest(body []byte, params func(method string, raw jsontext.Value) er
 	if k := loose.ID.Kind(); loose.ID != nil && k != '"' && k != '0' && k != 'n' {
 		loose.ID = nil
 		return loose, &requestError{codeInvalidRequest, fmt.Errorf("%w: field id: expected a string, a number or null", gateway.ErrInvalid)}
+	}
+	if !utf8.Valid(loose.ID) {
+		// Echoed, it would make the answer no JSON text: JSON-RPC answers
+		// a request whose id cannot be read with id null.
+		loose.ID = nil
+		return loose, &requestError{codeInvalidRequest, fmt.Errorf("%w: field id is not valid UTF-8", gateway.ErrInvalid)}
 	}
 	if loose.ID == nil {
 		// A notification: its method would run with no one to hear the

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/a2aserver"
@@ -375,5 +376,40 @@ func TestATaskIDAndContextIDDifferingOnlyInCaseNameOneSession(t *testing.T) {
 		`,"contextId":`+quote(loud)+`,"parts":[{"text":"hello"}]}}`)
 	if e != nil {
 		t.Errorf("1.0: %v, want the message taken", e)
+	}
+}
+
+// An id that is not valid UTF-8 cannot be echoed: the answer would not be
+// JSON. It is refused as an invalid request answered with id null, as
+// JSON-RPC answers a request whose id it cannot read, in both revisions.
+func TestAnIDThatIsNotValidUTF8IsAnsweredWithIDNull(t *testing.T) {
+	s := start(t)
+	body := func(method string) string {
+		return `{"jsonrpc":"2.0","id":"a` + "\xff" + `","method":"` + method + `","params":{"id":"agent:main:main"}}`
+	}
+	for _, c := range []struct {
+		revision, method string
+	}{{"", "tasks/get"}, {"1.0", "GetTask"}} {
+		req, err := http.NewRequest(http.MethodPost, s.URL+a2aserver.Path, strings.NewReader(body(c.method)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tokOperator)
+		if c.revision != "" {
+			req.Header.Set(a2aserver.VersionHeader, c.revision)
+		}
+		resp, err := (&http.Client{Timeout: hangGuard}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var a struct {
+			ID    json.RawMessage
+			Error *struct{ Code int }
+		}
+		if !utf8.Valid(raw) || json.Unmarshal(raw, &a) != nil || string(a.ID) != "null" || a.Error == nil || a.Error.Code != -32600 {
+			t.Errorf("%s: answered %q, want valid UTF-8 JSON with id null and error -32600", c.method, raw)
+		}
 	}
 }
