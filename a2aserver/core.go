@@ -148,8 +148,10 @@ func metaBool(m map[string]any, key string) (*bool, error) {
 }
 
 // taskKey is the session a message names through its taskId or contextId.
+// The two are compared as session keys, which a difference in case or
+// surrounding space does not change.
 func taskKey(taskID, contextID string) (string, error) {
-	if taskID != "" && contextID != "" && taskID != contextID {
+	if taskID != "" && contextID != "" && canonicalKey(taskID) != canonicalKey(contextID) {
 		return "", fmt.Errorf("taskId %q and contextId %q name different sessions (both are a session key in vigil): %w",
 			taskID, contextID, a2a.ErrInvalidParams)
 	}
@@ -157,6 +159,15 @@ func taskKey(taskID, contextID string) (string, error) {
 		return taskID, nil
 	}
 	return contextID, nil
+}
+
+// canonicalKey is key as vigil stores it, or key itself when it is no
+// session key (the strict check refuses that before any method runs).
+func canonicalKey(key string) string {
+	if k, err := sessionkey.Parse(key); err == nil {
+		return k.String()
+	}
+	return key
 }
 
 // send runs message/send: a spawn when the message names no task, a
@@ -353,9 +364,7 @@ func (h *core) follow(ctx context.Context, c gateway.Caller, key string, seen *i
 	// The hub knows a session by its canonical key; a task id differing in
 	// case or spaces names the same session and must hear its events. A key
 	// that does not parse is refused by the task read below.
-	if k, err := sessionkey.Parse(key); err == nil {
-		key = k.String()
-	}
+	key = canonicalKey(key)
 	listen := func(ref vigil.SessionRef) (*gateway.Follower, error) {
 		opts := gateway.FollowOptions{Session: &ref, Live: true, LiveOnly: true, BookmarkInterval: -1}
 		if c.Session != nil {

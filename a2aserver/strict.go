@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/a2aproject/a2a-go/a2a"
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/sessionkey"
 )
 
 // A request is checked here, under the rules every transport decodes by
@@ -173,6 +175,12 @@ func checkRequest(body []byte, params func(method string, raw jsontext.Value) er
 		loose.ID = nil
 		return loose, &requestError{codeInvalidRequest, fmt.Errorf("%w: field id: expected a string, a number or null", gateway.ErrInvalid)}
 	}
+	if !utf8.Valid(loose.ID) {
+		// Echoed, it would make the answer no JSON text: JSON-RPC answers
+		// a request whose id cannot be read with id null.
+		loose.ID = nil
+		return loose, &requestError{codeInvalidRequest, fmt.Errorf("%w: field id is not valid UTF-8", gateway.ErrInvalid)}
+	}
 	if loose.ID == nil {
 		// A notification: its method would run with no one to hear the
 		// answer (a spawned child's key, a stream). Every A2A method
@@ -289,6 +297,40 @@ func required(field string, s *string) error {
 	return nil
 }
 
+// requiredTaskID is required and taskID in one.
+func requiredTaskID(field string, s *string) error {
+	if err := required(field, s); err != nil {
+		return err
+	}
+	return taskID(field, s)
+}
+
+// taskID refuses a task id (a session key in vigil) that cannot name a
+// session, in the caller's terms: the field the id came in and the rule
+// it breaks. Left to the gateway, the error would name sessionKey, a
+// field no A2A request has. An id not given, or empty, is left to the
+// method to require.
+func taskID(field string, s *string) error {
+	if s == nil || *s == "" {
+		return nil
+	}
+	k, err := sessionkey.Parse(*s)
+	var bad *sessionkey.Error
+	switch {
+	case err == nil && !k.Qualified():
+		// A bare key names a session only together with its agent, which
+		// a task id has no room for.
+		return invalidf("field %s: invalid task id %q: a task id is an agent-qualified session key "+
+			"(agent:<agentId>:<rest>)", field, *s)
+	case err == nil:
+		return nil
+	case errors.As(err, &bad):
+		return invalidf("field %s: invalid task id %q (a task id is a session key): %s", field, *s, bad.Rule)
+	default:
+		return invalidf("field %s: invalid task id %q: %v", field, *s, err)
+	}
+}
+
 func (p *messageSendParams) check() error {
 	if p.Message == nil {
 		return invalidf("field message is required")
@@ -315,6 +357,12 @@ func (m *message) check(at string) error {
 		return invalidf(`field %s.kind must be "message"`, at)
 	}
 	if err := required(at+".messageId", m.MessageID); err != nil {
+		return err
+	}
+	if err := taskID(at+".taskId", m.TaskID); err != nil {
+		return err
+	}
+	if err := taskID(at+".contextId", m.ContextID); err != nil {
 		return err
 	}
 	if m.Role == nil || (*m.Role != "user" && *m.Role != "agent") {
@@ -365,7 +413,7 @@ func (c *pushNotificationConfig) check(at string) error {
 }
 
 func (p *taskQueryParams) check() error {
-	if err := required("id", p.ID); err != nil {
+	if err := requiredTaskID("id", p.ID); err != nil {
 		return err
 	}
 	if p.HistoryLength != nil && *p.HistoryLength < 0 {
@@ -375,14 +423,14 @@ func (p *taskQueryParams) check() error {
 }
 
 func (p *taskIDParams) check(meta map[string]metaKind) error {
-	if err := required("id", p.ID); err != nil {
+	if err := requiredTaskID("id", p.ID); err != nil {
 		return err
 	}
 	return checkMeta("metadata", p.Metadata, meta)
 }
 
 func (p *taskPushNotificationConfig) check() error {
-	if err := required("taskId", p.TaskID); err != nil {
+	if err := requiredTaskID("taskId", p.TaskID); err != nil {
 		return err
 	}
 	if p.PushNotificationConfig == nil {
@@ -392,7 +440,7 @@ func (p *taskPushNotificationConfig) check() error {
 }
 
 func (p *pushConfigParams) check(needConfigID bool) error {
-	if err := required("id", p.ID); err != nil {
+	if err := requiredTaskID("id", p.ID); err != nil {
 		return err
 	}
 	if needConfigID {

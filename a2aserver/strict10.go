@@ -189,6 +189,12 @@ func (m *message10In) check(at string) error {
 	if err := required(at+".messageId", m.MessageID); err != nil {
 		return err
 	}
+	if err := taskID(at+".taskId", m.TaskID); err != nil {
+		return err
+	}
+	if err := taskID(at+".contextId", m.ContextID); err != nil {
+		return err
+	}
 	if m.Role == nil || (*m.Role != "ROLE_USER" && *m.Role != "ROLE_AGENT") {
 		return invalidf(`field %s.role must be "ROLE_USER" or "ROLE_AGENT"`, at)
 	}
@@ -267,7 +273,7 @@ func (p *getTaskRequest10) check() error {
 	if err := noTenant("tenant", p.Tenant); err != nil {
 		return err
 	}
-	if err := required("id", p.ID); err != nil {
+	if err := requiredTaskID("id", p.ID); err != nil {
 		return err
 	}
 	return atLeast0("historyLength", p.HistoryLength)
@@ -288,6 +294,9 @@ func (p *listTasksRequest10) check() error {
 		return invalidf("field pageSize must be between 1 and %d, got %d", maxListPage, *n)
 	}
 	if err := atLeast0("historyLength", p.HistoryLength); err != nil {
+		return err
+	}
+	if err := taskID("contextId", p.ContextID); err != nil {
 		return err
 	}
 	if s := p.Status; s != nil && *s != "" && *s != stateUnspecified {
@@ -357,21 +366,21 @@ func (p *cancelTaskRequest10) check() error {
 	if err := noTenant("tenant", p.Tenant); err != nil {
 		return err
 	}
-	return required("id", p.ID)
+	return requiredTaskID("id", p.ID)
 }
 
 func (p *subscribeRequest10) check() error {
 	if err := noTenant("tenant", p.Tenant); err != nil {
 		return err
 	}
-	return required("id", p.ID)
+	return requiredTaskID("id", p.ID)
 }
 
 func (p *pushConfigIn10) check() error {
 	if err := noTenant("tenant", p.Tenant); err != nil {
 		return err
 	}
-	if err := required("taskId", p.TaskID); err != nil {
+	if err := requiredTaskID("taskId", p.TaskID); err != nil {
 		return err
 	}
 	if err := required("url", p.URL); err != nil {
@@ -405,7 +414,7 @@ func (p *pushConfigRequest10) check() error {
 	if err := noTenant("tenant", p.Tenant); err != nil {
 		return err
 	}
-	if err := required("taskId", p.TaskID); err != nil {
+	if err := requiredTaskID("taskId", p.TaskID); err != nil {
 		return err
 	}
 	return required("id", p.ID)
@@ -423,7 +432,7 @@ func (p *listPushConfigsRequest10) check() error {
 			return invalidf("field pageToken %q is not a nextPageToken ListTaskPushNotificationConfigs gave", *t)
 		}
 	}
-	return required("taskId", p.TaskID)
+	return requiredTaskID("taskId", p.TaskID)
 }
 
 // page is the page the request asks for: pageSize 0, or none, is every

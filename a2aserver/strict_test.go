@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/a2aserver"
@@ -282,5 +283,133 @@ func TestARequestWithoutAnIDIsRefusedAndDoesNothing(t *testing.T) {
 	}
 	if after := count(); after != before {
 		t.Fatalf("%d children after the refused sends, want %d", after, before)
+	}
+}
+
+// A task id is a session key, but the caller sent a task id: a malformed
+// one is refused naming the field it came in (id, taskId, contextId, as
+// the method and revision have it) and the rule it breaks, never
+// sessionKey, which no A2A request has.
+func TestAMalformedTaskIDIsRefusedNamingTheFieldTheCallerSent(t *testing.T) {
+	s := start(t)
+	// A bare key is a session key, but only with its agent: a task id
+	// has no agent to go with it.
+	for bad, rule := range map[string]string{"agent::x": "empty part", "global": "agent-qualified"} {
+		malformedTaskIDs(t, s, bad, rule)
+	}
+}
+
+func malformedTaskIDs(t *testing.T, s *server, bad, rule string) {
+	t.Helper()
+	q := quote(bad)
+	msg03 := func(member string) string {
+		return `{"jsonrpc":"2.0","id":7,"method":"message/send","params":{"message":{"kind":"message","messageId":"m1",` +
+			`"role":"user",` + member + `,"parts":[{"kind":"text","text":"hi"}]}}}`
+	}
+	call03 := func(method, params string) string {
+		return `{"jsonrpc":"2.0","id":7,"method":"` + method + `","params":` + params + `}`
+	}
+	for _, c := range []struct{ body, field string }{
+		{call03("tasks/get", `{"id":`+q+`}`), "field id"},
+		{call03("tasks/cancel", `{"id":`+q+`}`), "field id"},
+		{call03("tasks/resubscribe", `{"id":`+q+`}`), "field id"},
+		{call03("tasks/pushNotificationConfig/set", `{"taskId":`+q+`,"pushNotificationConfig":{"url":"http://127.0.0.1:1/h",`+
+			`"token":"a-push-secret-of-some-length"}}`), "field taskId"},
+		{call03("tasks/pushNotificationConfig/get", `{"id":`+q+`}`), "field id"},
+		{call03("tasks/pushNotificationConfig/list", `{"id":`+q+`}`), "field id"},
+		{call03("tasks/pushNotificationConfig/delete", `{"id":`+q+`,"pushNotificationConfigId":"c1"}`), "field id"},
+		{msg03(`"taskId":` + q), "field message.taskId"},
+		{msg03(`"contextId":` + q), "field message.contextId"},
+	} {
+		_, a := post(t, s, tokAdmin, "", c.body)
+		if a.Error == nil || a.Error.Code != -32602 {
+			t.Errorf("0.3 %s: %+v, want -32602", c.body, a.Error)
+			continue
+		}
+		if msg := a.Error.Data["error"]; !strings.Contains(msg, c.field) || !strings.Contains(msg, q) ||
+			!strings.Contains(msg, rule) || strings.Contains(msg, "sessionKey") {
+			t.Errorf("0.3 %s: data.error %q, want it to name %s, quote %s and say the rule, not sessionKey", c.body, msg, c.field, q)
+		}
+	}
+	send := func(member string) string {
+		return `{"message":{"messageId":"m1","role":"ROLE_USER",` + member + `,"parts":[{"text":"hi"}]}}`
+	}
+	admin := as10(t, s, tokAdmin, "")
+	for _, c := range []struct{ method, params, field string }{
+		{"GetTask", `{"id":` + q + `}`, "field id"},
+		{"CancelTask", `{"id":` + q + `}`, "field id"},
+		{"SubscribeToTask", `{"id":` + q + `}`, "field id"},
+		{"ListTasks", `{"contextId":` + q + `}`, "field contextId"},
+		{"CreateTaskPushNotificationConfig", `{"taskId":` + q + `,"url":"http://127.0.0.1:1/h","token":"a-push-secret-of-some-length"}`,
+			"field taskId"},
+		{"GetTaskPushNotificationConfig", `{"taskId":` + q + `,"id":"c1"}`, "field taskId"},
+		{"DeleteTaskPushNotificationConfig", `{"taskId":` + q + `,"id":"c1"}`, "field taskId"},
+		{"ListTaskPushNotificationConfigs", `{"taskId":` + q + `}`, "field taskId"},
+		{"SendMessage", send(`"taskId":` + q), "field message.taskId"},
+		{"SendStreamingMessage", send(`"contextId":` + q), "field message.contextId"},
+	} {
+		_, e := admin.call(c.method, c.params)
+		if e == nil || e.Code != -32602 {
+			t.Errorf("1.0 %s %s: %v, want -32602", c.method, c.params, e)
+			continue
+		}
+		if !strings.Contains(e.Message, c.field) || !strings.Contains(e.Message, q) || !strings.Contains(e.Message, rule) ||
+			strings.Contains(e.Message, "sessionKey") {
+			t.Errorf("1.0 %s: message %q, want it to name %s, quote %s and say the rule, not sessionKey", c.method, e.Message, c.field, q)
+		}
+	}
+}
+
+// Keys are compared as vigil reads them, lower-cased and trimmed: a
+// taskId and a contextId that differ only so name one session, and a
+// message giving both is taken in either revision.
+func TestATaskIDAndContextIDDifferingOnlyInCaseNameOneSession(t *testing.T) {
+	s := start(t)
+	worker := spawnWorker(guarded(t), t, client(s, tokMain, manager))
+	loud := " " + strings.ToUpper(worker)
+	_, a := post(t, s, tokOperator, "", sendBody(`"kind":"message","messageId":"m1","role":"user","taskId":`+quote(loud)+
+		`,"contextId":`+quote(worker)+`,"parts":[{"kind":"text","text":"hello"}]`))
+	if a.Error != nil {
+		t.Errorf("0.3: %+v, want the message taken", a.Error)
+	}
+	_, e := as10(t, s, tokOperator, "").call("SendMessage", `{"message":{"messageId":"m2","role":"ROLE_USER","taskId":`+quote(worker)+
+		`,"contextId":`+quote(loud)+`,"parts":[{"text":"hello"}]}}`)
+	if e != nil {
+		t.Errorf("1.0: %v, want the message taken", e)
+	}
+}
+
+// An id that is not valid UTF-8 cannot be echoed: the answer would not be
+// JSON. It is refused as an invalid request answered with id null, as
+// JSON-RPC answers a request whose id it cannot read, in both revisions.
+func TestAnIDThatIsNotValidUTF8IsAnsweredWithIDNull(t *testing.T) {
+	s := start(t)
+	body := func(method string) string {
+		return `{"jsonrpc":"2.0","id":"a` + "\xff" + `","method":"` + method + `","params":{"id":"agent:main:main"}}`
+	}
+	for _, c := range []struct {
+		revision, method string
+	}{{"", "tasks/get"}, {"1.0", "GetTask"}} {
+		req, err := http.NewRequest(http.MethodPost, s.URL+a2aserver.Path, strings.NewReader(body(c.method)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tokOperator)
+		if c.revision != "" {
+			req.Header.Set(a2aserver.VersionHeader, c.revision)
+		}
+		resp, err := (&http.Client{Timeout: hangGuard}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var a struct {
+			ID    json.RawMessage
+			Error *struct{ Code int }
+		}
+		if !utf8.Valid(raw) || json.Unmarshal(raw, &a) != nil || string(a.ID) != "null" || a.Error == nil || a.Error.Code != -32600 {
+			t.Errorf("%s: answered %q, want valid UTF-8 JSON with id null and error -32600", c.method, raw)
+		}
 	}
 }

@@ -471,7 +471,8 @@ func before(a, b *taskView) bool {
 }
 
 // listTasks lists the tasks (sessions) c reaches, most recently updated
-// first, a page at a time. It reads every session c reaches, in pages of
+// first, a page at a time; a filter by a context c cannot reach is an
+// empty page, not an error. It reads every session c reaches, in pages of
 // sessions_list, to sort and count them.
 func (h *core) listTasks(ctx context.Context, c gateway.Caller, f listFilter) (taskPage, error) {
 	var all []*taskView
@@ -481,9 +482,12 @@ func (h *core) listTasks(ctx context.Context, c gateway.Caller, f listFilter) (t
 		}
 	}
 	if f.contextID != "" {
+		// The filter narrows what c may see: a session c cannot reach
+		// selects nothing, as one that does not exist does, so the answer
+		// says nothing of another agent's sessions.
 		t, _, err := h.task(ctx, c, f.contextID, nil)
 		switch {
-		case errors.Is(err, a2a.ErrTaskNotFound):
+		case errors.Is(err, a2a.ErrTaskNotFound), errors.Is(err, gateway.ErrForbidden):
 		case err != nil:
 			return taskPage{}, err
 		default:

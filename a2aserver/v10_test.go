@@ -396,6 +396,38 @@ func TestListTasksGivesTheReachableTasksNewestFirstAPageAtATime(t *testing.T) {
 	}
 }
 
+// ListTasks lists what the caller may see, and contextId only narrows
+// that: a context the caller cannot reach (another agent's session, or
+// none at all) selects no task, and the answer is the same whether that
+// session exists or not.
+func TestListTasksByAContextTheCallerCannotReachIsAnEmptyPage(t *testing.T) {
+	s := start(t)
+	theirs := spawn10(as10(t, s, tokOps, ""))
+	main := as10(t, s, tokMain, manager)
+	var want json.RawMessage
+	for i, ctx := range []string{theirs, "agent:ops:subagent:no-such-session", "agent:main:subagent:no-such-session"} {
+		res, e := main.call("ListTasks", `{"contextId":`+quote(ctx)+`}`)
+		if e != nil {
+			t.Fatalf("main listing by %s: %v, want an empty page", ctx, e)
+		}
+		var p struct {
+			Tasks     []task10
+			TotalSize int
+		}
+		if err := json.Unmarshal(res, &p); err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Tasks) != 0 || p.TotalSize != 0 {
+			t.Fatalf("main listing by %s: %s, want no task", ctx, res)
+		}
+		if i == 0 {
+			want = res
+		} else if string(res) != string(want) {
+			t.Fatalf("main listing by %s: %s, but by another agent's session: %s", ctx, res, want)
+		}
+	}
+}
+
 func TestCancelIsRefusedAndTheCardListsBothRevisionsInA2A10(t *testing.T) {
 	s := start(t)
 	coord := as10(t, s, tokMain, manager)
@@ -728,7 +760,7 @@ func TestA2A10InputBreakingTheStrictRulesIsRefusedNamingTheFieldAndStoresNothing
 			quote(worker) + `}}`, nil, -32602, []string{"url", "required"}},
 		{"no params", `{"jsonrpc":"2.0","id":7,"method":"SendMessage"}`, nil, -32602, []string{"params are required"}},
 		{"a method of 0.3", `{"jsonrpc":"2.0","id":7,"method":"message/send","params":{}}`, nil, -32601, []string{"message/send"}},
-		{"the method twice", `{"jsonrpc":"2.0","id":7,"method":"SendMessage","method":"GetTask","params":{"id":"x"}}`, nil, -32600,
+		{"the method twice", `{"jsonrpc":"2.0","id":7,"method":"SendMessage","method":"GetTask","params":{"id":` + quote(worker) + `}}`, nil, -32600,
 			[]string{"method", "more than once"}},
 		{"truncated JSON", `{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"message":{` + ok, nil, -32700,
 			[]string{"truncated"}},

@@ -56,6 +56,7 @@ import (
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/internal/metrics"
+	"github.com/vigilhq/vigil/internal/redact"
 	"github.com/vigilhq/vigil/sessions"
 	"github.com/vigilhq/vigil/store/pgstore"
 	"github.com/vigilhq/vigil/store/sqlitestore"
@@ -336,7 +337,7 @@ func IsPostgres(db string) bool {
 func PostgresTarget(db string) (server, schema string, err error) {
 	u, err := url.Parse(db)
 	if err != nil {
-		return "", "", fmt.Errorf("not a valid database URL: %w", parseFailure(db))
+		return "", "", fmt.Errorf("not a valid database URL: %w", redact.ParseError(db))
 	}
 	// Read strictly: a pair that does not parse would be dropped, and a
 	// schema=NAME with it, putting vigil's tables in the default schema.
@@ -348,27 +349,6 @@ func PostgresTarget(db string) (server, schema string, err error) {
 	q.Del("schema")
 	u.RawQuery = q.Encode()
 	return u.String(), schema, nil
-}
-
-// parseFailure says why url.Parse refused db without quoting its user
-// name or password. A url.Error quotes the whole URL, and its reason may
-// quote a part of it: a password holding a / ? or # that is not
-// percent-encoded ends the host early, and is then quoted as the host's
-// port. So the reason given is that of a parse of the URL without what
-// comes before its last @, or, when that parses, a hint at what the user
-// name or password holds.
-func parseFailure(db string) error {
-	_, err := url.Parse(db)
-	scheme, rest, _ := strings.Cut(db, "://")
-	if at := strings.LastIndex(rest, "@"); at >= 0 {
-		if _, err = url.Parse(scheme + "://" + rest[at+1:]); err == nil {
-			return errors.New("its user name or password holds a character that must be percent-encoded (such as / ? # or %)")
-		}
-	}
-	if ue := (*url.Error)(nil); errors.As(err, &ue) {
-		return ue.Err
-	}
-	return err
 }
 
 // OpenStore opens the database db names (see Options.DB) and nothing

@@ -20,6 +20,7 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/client"
+	"github.com/vigilhq/vigil/internal/redact"
 	"github.com/vigilhq/vigil/sessionkey"
 
 	"github.com/spf13/cobra"
@@ -193,7 +194,7 @@ func cliBaseURL(addr string) (string, error) {
 	}
 	u, err := url.Parse(addr)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return "", fmt.Errorf("--addr %q is not host:port or an http(s) URL", redactURL(addr))
+		return "", fmt.Errorf("--addr %q is not host:port or an http(s) URL", redact.URL(addr))
 	}
 	return strings.TrimRight(u.String(), "/"), nil
 }
@@ -238,7 +239,7 @@ type cliReachError struct {
 }
 
 func (e *cliReachError) Error() string {
-	return fmt.Sprintf("cannot reach vigil at %s: is `vigil serve` running? (%v)", redactURL(e.base), cliRootCause(e.err))
+	return fmt.Sprintf("cannot reach vigil at %s: is `vigil serve` running? (%v)", redact.URL(e.base), cliRootCause(e.err))
 }
 
 func (e *cliReachError) Unwrap() error { return e.err }
@@ -289,7 +290,7 @@ func (c *cliClient) failure(ctx context.Context, err error) error {
 	if errors.As(err, &dns) {
 		return &cliReachError{base: c.base, err: err}
 	}
-	return fmt.Errorf("request to %s: %v", redactURL(c.base), cliDetail(err))
+	return fmt.Errorf("request to %s: %v", redact.URL(c.base), cliDetail(err))
 }
 
 // cliDetail is what an error of the client says without the client's own

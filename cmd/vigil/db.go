@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vigilhq/vigil/internal/redact"
 	"github.com/vigilhq/vigil/node"
 	"github.com/vigilhq/vigil/store/pgstore"
 	"github.com/vigilhq/vigil/store/sqlitestore"
@@ -134,7 +135,7 @@ PostgreSQL, take the copy with pg_dump: the command says how.`,
 
 // dbReadStatus reads the schema's migrations of the database db names.
 func dbReadStatus(ctx context.Context, db string) (dbStatus, error) {
-	st := dbStatus{Database: redactURL(db), Migrations: []dbMigration{}}
+	st := dbStatus{Database: redact.URL(db), Migrations: []dbMigration{}}
 	var applied []dbMigration
 	if node.IsPostgres(db) {
 		server, schema, err := node.PostgresTarget(db)
@@ -190,7 +191,7 @@ func dbPgDumpAdvice(db, file string) string {
 	if schema != "" {
 		args = append(args, "--schema="+shellQuote(schema))
 	}
-	args = append(args, shellQuote(redactURL(server)))
+	args = append(args, shellQuote(redact.URL(server)))
 	return "vigil db backup copies SQLite files; back up PostgreSQL with pg_dump, which takes one consistent " +
 		"snapshot while the gateways run (docs/operations.md, \"Backup and restore\"):\n  " + strings.Join(args, " ")
 }

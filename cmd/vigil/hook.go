@@ -24,6 +24,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/vigilhq/vigil/client"
+	"github.com/vigilhq/vigil/internal/redact"
 )
 
 func init() {
@@ -399,7 +400,7 @@ func (h *hook) turn(ctx context.Context) ([]string, error) {
 func (h *hook) unanswered(ctx context.Context, err error, block bool) error {
 	why := h.c.failure(ctx, err)
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-		why = fmt.Errorf("no answer from vigil at %s within %s", redactURL(h.c.base), h.timeout)
+		why = fmt.Errorf("no answer from vigil at %s within %s", redact.URL(h.c.base), h.timeout)
 	}
 	if block {
 		return &cliExit{code: hookRefused, msg: fmt.Sprintf("%s refused: vigil could not check it (%v), and --on-error is closed",

@@ -18,6 +18,7 @@ import (
 	"github.com/vigilhq/vigil/client"
 	"github.com/vigilhq/vigil/clock"
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/internal/redact"
 	"github.com/vigilhq/vigil/mcpserver"
 	"github.com/vigilhq/vigil/node"
 )
@@ -130,7 +131,7 @@ func serveMCPBridge(ctx context.Context, log *slog.Logger, base, token, session 
 		Endpoint: base + "/mcp", HTTPClient: httpClient, MaxRetries: -1, DisableStandaloneSSE: true,
 	}, nil)
 	if err != nil {
-		return fmt.Errorf("cannot reach vigil at %s (is `vigil serve` running, and are the token and session right?): %w", redactURL(base), err)
+		return fmt.Errorf("cannot reach vigil at %s (is `vigil serve` running, and are the token and session right?): %w", redact.URL(base), err)
 	}
 	defer remote.Close()
 	followCtx, stopFollowing := context.WithCancel(ctx)

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"github.com/vigilhq/vigil/adoption"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
+	"github.com/vigilhq/vigil/internal/redact"
 	"github.com/vigilhq/vigil/mcpserver"
 	"github.com/vigilhq/vigil/node"
 	"github.com/vigilhq/vigil/sessions"
@@ -259,7 +259,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		g.Close() // waiting sends and turns answer at once instead of holding shutdown
 		closeStreams()
 	})
-	log.Info("vigil listening", "addr", ln.Addr().String(), "db", redactURL(cfg.db))
+	log.Info("vigil listening", "addr", ln.Addr().String(), "db", redact.URL(cfg.db))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -283,43 +283,5 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 func dbFlag(fs *pflag.FlagSet, db *string, getenv func(string) string) {
 	fs.StringVar(db, "db", envOr(getenv, "VIGIL_DB", defaultDBPath(getenv)), "SQLite database file, or a postgres:// URL (env VIGIL_DB)")
 	f := fs.Lookup("db")
-	f.DefValue = redactURL(f.DefValue)
-}
-
-// redactURL hides a password in a URL (a database's, or the gateway's
-// address) before it is logged or printed. The PostgreSQL driver takes
-// one in the query too (password, and sslpassword for a client key), so
-// those are hidden as well. A URL that does not parse loses all that
-// comes before its last @: a password holding a / ? or # not
-// percent-encoded is what keeps many from parsing.
-func redactURL(db string) string {
-	u, err := url.Parse(db)
-	if err != nil {
-		if scheme, rest, ok := strings.Cut(db, "://"); ok {
-			if at := strings.LastIndex(rest, "@"); at >= 0 {
-				return scheme + "://xxxxx" + rest[at:]
-			}
-		}
-		return db
-	}
-	hidden := false
-	if u.User != nil {
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-			hidden = true
-		}
-	}
-	if q := u.Query(); q.Has("password") || q.Has("sslpassword") {
-		for _, k := range []string{"password", "sslpassword"} {
-			if q.Has(k) {
-				q.Set(k, "xxxxx")
-			}
-		}
-		u.RawQuery = q.Encode()
-		hidden = true
-	}
-	if !hidden {
-		return db
-	}
-	return u.String()
+	f.DefValue = redact.URL(f.DefValue)
 }
