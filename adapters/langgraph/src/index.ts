@@ -21,7 +21,7 @@ import {
   type PendingWrite,
 } from "@langchain/langgraph-checkpoint";
 import { Annotation } from "@langchain/langgraph";
-import { ConflictError, type AgentEvent, type ToolInput, type ToolOutput, type VigilClient } from "@vigilhq/client";
+import { APIError, ConflictError, type AgentEvent, type ToolInput, type ToolOutput, type VigilClient } from "@vigilhq/client";
 
 /** What a refused writer is told: the exact changes after the version it had seen. */
 export interface ThreadChange {
@@ -318,9 +318,16 @@ export class VigilCheckpointer extends BaseCheckpointSaver {
     const { stateVersion, events, historyGap } = await this.changesSince(sessionKey, since);
     const change: ThreadChange = { threadId, checkpointNs: ns, sessionKey, reason, since, stateVersion, changes: events, historyGap, refused };
     if (winner) change.winner = winner;
-    if (this.client.session) {
-      const pending = await this.client.sessionPending({ sessionKey: this.client.session });
-      const notice = (pending.events ?? []).find((e) => e.target === sessionKey);
+    if (this.parent) {
+      // The notice is queued for the watcher; only a session itself may
+      // read its queue, and a credential that may not act as the watcher
+      // gets the refusal without its notice.
+      const reader = this.parent === this.client.session ? this.client : this.client.as(this.parent);
+      const pending = await reader.sessionPending({ sessionKey: this.parent }).catch((e: unknown) => {
+        if (e instanceof APIError && e.code === "permission_denied") return undefined;
+        throw e;
+      });
+      const notice = (pending?.events ?? []).find((e) => e.target === sessionKey);
       if (notice?.text) change.notice = notice.text;
     }
     return change;
