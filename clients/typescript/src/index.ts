@@ -494,6 +494,8 @@ function waitOf(tool: string, input: Record<string, unknown>): number {
     case "sessions_send":
     case "session_wait":
       return seconds(input["timeoutSeconds"], 30);
+    case "session_turn":
+      return seconds(input["waitSeconds"], 30);
     case "session_status":
       return input["waitForVersion"] === undefined ? 0 : seconds(input["timeoutSeconds"], 30);
     default:

@@ -367,6 +367,14 @@ describe("errors", () => {
     assert.equal(st.timedOut, true);
   });
 
+  test("a turn taken through the generic call is given the wait it asks for on top of the client's timeout", { timeout: 20_000 }, async () => {
+    const { worker } = await spawnWorker(MANAGER);
+    const rt = new VigilClient(gateway.url, { fetch: globalThis.fetch, token: ADMIN, timeout: 0.2 });
+    await rt.sessionTurn({ sessionKey: worker, waitSeconds: 0 }); // takes the task, so the next turn waits
+    const turn = await rt.call("session_turn", { sessionKey: worker, waitSeconds: 1 });
+    assert.deepEqual(turn.messages ?? [], []);
+  });
+
   test("an answer larger than any the gateway sends is refused, not held in memory", { timeout: 20_000 }, async () => {
     // What answers is not the gateway: a body of 80 MiB.
     const srv = createServer((req, res) => {
