@@ -21,7 +21,7 @@ import {
   type PendingWrite,
 } from "@langchain/langgraph-checkpoint";
 import { Annotation } from "@langchain/langgraph";
-import { ConflictError, type AgentEvent, type ToolInput, type ToolOutput, type VigilClient } from "@vigilhq/client";
+import { APIError, ConflictError, type AgentEvent, type ToolInput, type ToolOutput, type VigilClient } from "@vigilhq/client";
 
 /** What a refused writer is told: the exact changes after the version it had seen. */
 export interface ThreadChange {
@@ -37,7 +37,10 @@ export interface ThreadChange {
   reason: "fork" | "changed";
   /** The version this writer had seen: `changes` are those after it. */
   since: number;
-  /** The thread's version when the changes were read. */
+  /**
+   * The thread's version when the changes were read; below `since` when
+   * the thread was deleted in vigil (its log with it) after `since`.
+   */
   stateVersion: number;
   /** The typed changes after `since`, oldest first (never message content). */
   changes: AgentEvent[];
@@ -158,8 +161,13 @@ export class VigilCheckpointer extends BaseCheckpointSaver {
   private readonly parent: string | undefined;
   /** Checkpoint id -> the version its record made (known ones only). */
   private readonly versions = new Map<string, number>();
-  /** Thread -> the version up to which changes were handed to the graph in a refusal. */
-  private readonly handed = new Map<string, number>();
+  /**
+   * Thread -> the version up to which changes were handed to the graph in
+   * a refusal (`through`), and, once a deletion of the thread in vigil was
+   * handed, the last version before it (`deletedAfter`): checkpoints
+   * recorded up to it belong to the deleted thread.
+   */
+  private readonly handed = new Map<string, { through: number; deletedAfter?: number }>();
   /** Checkpoint id -> the refusal of its put, so its pending writes are refused too. */
   private readonly refused = new Map<string, ThreadConflictError>();
   /** Session key -> its last session_reset, as of the version its changes were read through. */
@@ -200,11 +208,15 @@ export class VigilCheckpointer extends BaseCheckpointSaver {
     // A checkpoint extends its parent; a thread's first checkpoint extends
     // the thread's current incarnation (its last reset).
     const base = parentId !== undefined ? await this.versionOf(config, parentId) : await this.incarnation(sessionKey);
-    const seen = Math.max(base, this.handed.get(threadId) ?? 0);
+    const handed = this.handed.get(threadId);
+    const seen = handed?.deletedAfter !== undefined && base <= handed.deletedAfter ? handed.through : Math.max(base, handed?.through ?? 0);
     const refuse = async (reason: ThreadChange["reason"], winner?: AgentEvent): Promise<never> => {
       const refused = { checkpointId: checkpoint.id, source: metadata.source, step: metadata.step };
       const change = await this.reconcile(threadId, ns, sessionKey, seen, reason, refused, winner);
-      this.handed.set(threadId, Math.max(this.handed.get(threadId) ?? 0, change.stateVersion));
+      const before = this.handed.get(threadId);
+      this.handed.set(threadId, change.stateVersion < seen
+        ? { through: change.stateVersion, deletedAfter: Math.max(seen, before?.deletedAfter ?? 0) }
+        : { ...before, through: Math.max(before?.through ?? 0, change.stateVersion) });
       const err = new ThreadConflictError(change);
       this.refused.set(checkpoint.id, err);
       trim(this.refused, 256);
@@ -270,8 +282,9 @@ export class VigilCheckpointer extends BaseCheckpointSaver {
   /**
    * Records `record` only while the thread is at version `seen`, in one
    * call (ifStateVersion). When it moved, the changes since are read: any
-   * made outside the graph (or pruned) calls `changed`, which refuses the
-   * write; checkpoints alone (the thread's other namespaces, or another
+   * made outside the graph (or pruned), or a version that went back (the
+   * thread deleted in vigil), calls `changed`, which refuses the write;
+   * checkpoints alone (the thread's other namespaces, or another
    * writer, whose fork the record's dedupe key refuses) fence the record
    * again from the version they left.
    */
@@ -285,7 +298,7 @@ export class VigilCheckpointer extends BaseCheckpointSaver {
         if (!(e instanceof ConflictError && e.precondition)) throw e;
       }
       const since = await this.changesSince(sessionKey, expect);
-      if (since.historyGap || since.events.some((e) => !isCheckpointRecord(e))) await changed();
+      if (since.historyGap || since.stateVersion < expect || since.events.some((e) => !isCheckpointRecord(e))) await changed();
       if (attempt >= MAX_FENCE_ATTEMPTS) {
         throw new Error(`VigilCheckpointer: ${sessionKey} kept moving with other checkpoints (${attempt} attempts to record after version ${seen})`);
       }
@@ -318,9 +331,16 @@ export class VigilCheckpointer extends BaseCheckpointSaver {
     const { stateVersion, events, historyGap } = await this.changesSince(sessionKey, since);
     const change: ThreadChange = { threadId, checkpointNs: ns, sessionKey, reason, since, stateVersion, changes: events, historyGap, refused };
     if (winner) change.winner = winner;
-    if (this.client.session) {
-      const pending = await this.client.sessionPending({ sessionKey: this.client.session });
-      const notice = (pending.events ?? []).find((e) => e.target === sessionKey);
+    if (this.parent) {
+      // The notice is queued for the watcher; only a session itself may
+      // read its queue, and a credential that may not act as the watcher
+      // gets the refusal without its notice.
+      const reader = this.parent === this.client.session ? this.client : this.client.as(this.parent);
+      const pending = await reader.sessionPending({ sessionKey: this.parent }).catch((e: unknown) => {
+        if (e instanceof APIError && e.code === "permission_denied") return undefined;
+        throw e;
+      });
+      const notice = (pending?.events ?? []).find((e) => e.target === sessionKey);
       if (notice?.text) change.notice = notice.text;
     }
     return change;

@@ -252,6 +252,59 @@ test("a change recorded while a write is on its way to vigil refuses that very w
   assert.equal(texts(state.values.messages).filter((t) => t === "refund order 2").length, 1, "the retried input is in the thread once");
 });
 
+test("a refusal carries the pending notice of the watcher named as parent, not of the client's own session", async () => {
+  const coordinator = "agent:support:coordinator";
+  const cp = new VigilCheckpointer(new MemorySaver(), { client: agentClient(), agentId: "support", parent: coordinator });
+  const side = buildSupportGraph(cp);
+  const threadId = newThread();
+  const key = cp.sessionKeyOf(threadId);
+  const config = { configurable: { thread_id: threadId } };
+  await invokeFenced(side.graph, { messages: [new HumanMessage("refund order 1")] }, config, { checkpointer: cp });
+
+  const person = new VigilClient(gateway.url, { token: OPERATOR });
+  await person.sessionRecord({ sessionKey: key, kind: "human_direct_message", summary: "human message via email", parent: coordinator });
+  const notice = (await agentClient().as(coordinator).sessionPending({ sessionKey: coordinator })).events?.find((e) => e.target === key);
+  assert.ok(notice, "the coordinator has a notice about the thread");
+
+  const conflicts: ThreadConflictError[] = [];
+  await invokeFenced(side.graph, { messages: [new HumanMessage("refund order 2")] }, config, {
+    checkpointer: cp,
+    onConflict: (e) => void conflicts.push(e),
+  });
+  assert.equal(conflicts.length, 1);
+  assert.equal(conflicts[0]!.change.notice, notice.text);
+});
+
+test("a thread deleted in vigil refuses the graph's next write once, and the graph is handed the deletion before it retries", async () => {
+  const saver = new MemorySaver();
+  const cp = new VigilCheckpointer(saver, { client: agentClient(), agentId: "support" });
+  const side = buildSupportGraph(cp);
+  const threadId = newThread();
+  const key = cp.sessionKeyOf(threadId);
+  const config = { configurable: { thread_id: threadId } };
+  // A person's input: the agent watches the thread from then on.
+  await invokeFenced(side.graph, { messages: [new HumanMessage("refund order 1")] }, { configurable: { thread_id: threadId, ...PERSON } }, { checkpointer: cp });
+  const before = (await agentClient().sessionStatus({ sessionKey: key })).stateVersion;
+
+  await new VigilClient(gateway.url, { token: OPERATOR }).sessionDelete({ sessionKey: key });
+  const notice = (await agentClient().sessionPending({ sessionKey: AGENT })).events?.find((e) => e.target === key);
+  assert.equal(notice?.data?.type, "deleted");
+
+  const conflicts: ThreadConflictError[] = [];
+  await invokeFenced(side.graph, { messages: [new HumanMessage("refund order 2")] }, config, {
+    checkpointer: cp,
+    onConflict: (e) => void conflicts.push(e),
+  });
+  assert.equal(conflicts.length, 1, "refused once, then run on top of the deletion");
+  const change = conflicts[0]!.change;
+  assert.equal(change.reason, "changed");
+  assert.equal(change.refused.source, "input", "refused before storing anything");
+  assert.deepEqual([change.since, change.stateVersion, change.changes], [before, 0, []]);
+  assert.equal(change.notice, notice.text);
+  assert.ok(side.model.prompts.some((p) => p[0]?.[0] === "system" && p[0][1].startsWith(notice.text!)), "the retry's model was told");
+  assert.deepEqual(refunds(side.refunds, new Map()), { "1": 1, "2": 1 });
+});
+
 test("each thread id maps to one session key vigil accepts; ids that are not plain lower case are hex-encoded", async () => {
   assert.equal(threadSessionKey("support", "ticket-42"), "agent:support:langgraph:ticket-42");
   assert.equal(threadSessionKey("support", "Ticket 42"), "agent:support:langgraph:hex:5469636b6574203432");

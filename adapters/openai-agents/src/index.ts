@@ -131,13 +131,18 @@ export class VigilSession implements Session {
     }
     const before = this.seen ?? this.seenOutsideRun;
     this.seen = version;
-    if (before === undefined || before >= version) return items;
-    // A run's read after changes: tell the model before its input.
+    if (before === undefined || before === version) return items;
+    // A run's read after changes: tell the model before its input. A
+    // version that went back means the session was deleted in vigil (its
+    // log with it), which the run is told too.
+    const deleted = version < before;
     const change = await this.reconcile(before);
-    if (change.changes.length === 0 && !change.historyGap) return items;
+    if (!deleted && change.changes.length === 0 && !change.historyGap) return items;
     const lines = change.changes.map((e) => `#${e.sequence} ${e.kind} by ${e.actorType} ${e.actorId ?? ""}: ${e.summary}`.replace(/ +:/, ":"));
     if (change.historyGap) lines.push("(part of the changes were removed by retention: the history above is current)");
-    const head = change.notice ?? `Session "${this.sessionKey}" changed after version ${before}:`;
+    const head = change.notice ?? (deleted
+      ? `Session "${this.sessionKey}" was deleted in vigil after version ${before}: its log of changes is gone.`
+      : `Session "${this.sessionKey}" changed after version ${before}:`);
     return [...items, { type: "message", role: "system", content: [head, ...lines].join("\n") }];
   }
 

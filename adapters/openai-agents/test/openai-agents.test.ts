@@ -10,7 +10,7 @@ import { MemorySession, Runner, type AgentInputItem } from "@openai/agents";
 import { ConflictError, VigilClient } from "@vigilhq/client";
 import { StaleSessionError, VigilSession } from "@vigilhq/openai-agents";
 import { supportAgent } from "../examples/support-agent.mjs";
-import { Gateway, SUPPORT } from "../../testing/gateway.mjs";
+import { Gateway, OPERATOR, SUPPORT } from "../../testing/gateway.mjs";
 
 const AGENT = "agent:support:main";
 const PERSON = { id: "telegram:42", channel: "telegram" };
@@ -167,6 +167,22 @@ test("clearing the history is recorded as a reset, so the watcher is told it is 
   await session.clearSession();
   assert.deepEqual((await changesOf(key))?.map((c) => c[0]), ["human_direct_message", "session_reset"]);
   assert.deepEqual(await session.store.getItems(), []);
+});
+
+test("a conversation deleted in vigil since the last run is told to the next run, right before its input", async () => {
+  const key = newKey();
+  const session = new VigilSession({ client: client(), sessionKey: key, person: PERSON });
+  const side = supportAgent();
+  await runner.run(side.agent, "Hi, I ordered the blue lamp.", { session });
+  await new VigilClient(gateway.url, { token: OPERATOR }).sessionDelete({ sessionKey: key });
+  const notice = (await client().sessionPending({ sessionKey: AGENT })).events?.find((e) => e.target === key);
+  assert.equal(notice?.data?.type, "deleted");
+
+  await runner.run(side.agent, "Is my order still there?", { session });
+  const input = side.requests.at(-1) as AgentInputItem[];
+  const system = input.at(-2) as { role: string; content: string };
+  assert.equal(system.role, "system", "the deletion comes right before the turn's input");
+  assert.equal(system.content, notice?.text);
 });
 
 test("the example tells the conversation's story against a live gateway", async () => {

@@ -92,6 +92,13 @@ export interface ClientOptions {
   session?: string;
   /** The fetch to use; the platform's by default. */
   fetch?: typeof fetch;
+  /**
+   * Seconds a call may take beyond any wait it asks for (a turn's
+   * waitSeconds, a send's or a fenced status's timeoutSeconds); 30 by
+   * default, as in the Python client. Past it the call is a TransportError.
+   * Streams are bounded by their idle timeout instead.
+   */
+  timeout?: number;
 }
 
 export interface StreamOptions {
@@ -147,6 +154,8 @@ export class VigilClient {
   /** The bearer token, held in a private field so that printing or serialising a client never shows it. */
   readonly #token: string | undefined;
   readonly session: string | undefined;
+  /** Seconds a call may take beyond any wait it asks for. */
+  readonly timeout: number;
   private readonly fetch: typeof fetch;
 
   constructor(baseUrl = "http://127.0.0.1:7317", options: ClientOptions = {}) {
@@ -157,12 +166,17 @@ export class VigilClient {
     this.baseUrl = u.origin + u.pathname.replace(/\/+$/, "");
     this.#token = options.token;
     this.session = options.session;
+    const timeout = options.timeout ?? 30;
+    if (typeof timeout !== "number" || !Number.isFinite(timeout) || timeout <= 0) {
+      throw new TypeError(`vigil: timeout must be a number of seconds above 0, got ${String(timeout)}`);
+    }
+    this.timeout = timeout;
     this.fetch = options.fetch ?? globalThis.fetch;
   }
 
   /** A copy acting as the session key (undefined: a person, or an agent token's main session). */
   as(session: string | undefined): VigilClient {
-    const opts: ClientOptions = { fetch: this.fetch };
+    const opts: ClientOptions = { fetch: this.fetch, timeout: this.timeout };
     if (this.#token !== undefined) opts.token = this.#token;
     if (session !== undefined) opts.session = session;
     return new VigilClient(this.baseUrl, opts);
@@ -186,20 +200,35 @@ export class VigilClient {
     return `${this.baseUrl}${path}${path.includes("?") ? "&" : "?"}as=${quoteKey(op, session)}`;
   }
 
-  private async request<T>(op: string, method: string, path: string, session: string | undefined, body?: unknown, signal?: AbortSignal): Promise<T> {
+  /**
+   * One request, bounded by the client's timeout plus `wait`, the seconds
+   * the call asks the gateway to wait on purpose.
+   */
+  private async request<T>(op: string, method: string, path: string, session: string | undefined, body?: unknown,
+    signal?: AbortSignal, wait = 0): Promise<T> {
     const url = this.url(op, path, session); // before the try: a bad key is the caller's, not the network's
+    const limit = this.timeout + wait;
+    const late = AbortSignal.timeout(limit * 1000);
+    const lateError = () => new TransportError(`vigil: ${op}: no answer within ${limit}s (the client's timeout)`);
     let resp: Response;
     try {
       const init: RequestInit = { method, headers: this.headers(session, body !== undefined) };
       if (body !== undefined) init.body = JSON.stringify(body);
-      if (signal) init.signal = signal;
+      init.signal = signal ? AbortSignal.any([signal, late]) : late;
       resp = await this.fetch(url, init);
     } catch (e) {
       if (signal?.aborted) throw e;
+      if (late.aborted) throw lateError();
       throw new TransportError(`vigil: ${op}: ${(e as Error).message}`, { cause: e });
     }
     if (resp.status !== 200) throw await errorFrom(op, resp);
-    const text = await answerText(op, resp);
+    let text: string;
+    try {
+      text = await answerText(op, resp);
+    } catch (e) {
+      if (!signal?.aborted && late.aborted) throw lateError();
+      throw e;
+    }
     try {
       return JSON.parse(text) as T;
     } catch (e) {
@@ -212,7 +241,7 @@ export class VigilClient {
     if (!tool || /[/?#%]/.test(tool)) {
       return Promise.reject(new APIError(tool, 0, "invalid_argument", `${JSON.stringify(tool)} is not a tool's name`));
     }
-    return this.request(tool, "POST", `/v1/tools/${tool}`, this.session, input ?? {}, signal);
+    return this.request(tool, "POST", `/v1/tools/${tool}`, this.session, input ?? {}, signal, waitOf(tool, (input ?? {}) as Record<string, unknown>));
   }
 
   private sessionPath(op: string, key: string, verb: string): string {
@@ -280,7 +309,8 @@ export class VigilClient {
    * it follows.
    */
   sessionTurn(input: ToolInput<"session_turn">, signal?: AbortSignal): Promise<TurnOutput> {
-    return this.request("session_turn", "POST", this.sessionPath("session_turn", input.sessionKey, "turn"), input.sessionKey, input, signal);
+    return this.request("session_turn", "POST", this.sessionPath("session_turn", input.sessionKey, "turn"), input.sessionKey, input, signal,
+      seconds(input.waitSeconds, 30));
   }
 
   /** Answers as a session (POST /v1/sessions/{key}/reply), acting as it; completes the send waiting for it. */
@@ -451,6 +481,26 @@ function quoteKey(op: string, key: string): string {
 /** Whether a header can carry the key as it is: printable ASCII only. */
 function headerSafe(key: string): boolean {
   return /^[\x20-\x7e]*$/.test(key);
+}
+
+/** A number of seconds asked for, or else the gateway's default. */
+function seconds(asked: unknown, otherwise: number): number {
+  return typeof asked === "number" && Number.isFinite(asked) && asked >= 0 ? asked : otherwise;
+}
+
+/** The seconds a tool's call asks the gateway to wait on purpose (a long poll), with the gateway's defaults. */
+function waitOf(tool: string, input: Record<string, unknown>): number {
+  switch (tool) {
+    case "sessions_send":
+    case "session_wait":
+      return seconds(input["timeoutSeconds"], 30);
+    case "session_turn":
+      return seconds(input["waitSeconds"], 30);
+    case "session_status":
+      return input["waitForVersion"] === undefined ? 0 : seconds(input["timeoutSeconds"], 30);
+    default:
+      return 0;
+  }
 }
 
 function bookmark(data: unknown): number {

@@ -346,6 +346,35 @@ describe("errors", () => {
     await rejects(new VigilClient("http://127.0.0.1:9").sessionsList(), TransportError);
   });
 
+  test("a gateway that never answers is a transport error after the client's timeout, not a wait without end", { timeout: 20_000 }, async () => {
+    const srv = createServer((req) => void req.resume()); // reads the request, never answers
+    await new Promise<void>((ok) => srv.listen(0, "127.0.0.1", ok));
+    try {
+      const url = `http://127.0.0.1:${(srv.address() as { port: number }).port}`;
+      const options = { fetch: globalThis.fetch, timeout: 0.2 };
+      await assert.rejects(new VigilClient(url, options).sessionStatus({ sessionKey: MANAGER }),
+        (e: unknown) => e instanceof TransportError && /no answer within 0\.2s/.test(e.message));
+    } finally {
+      srv.closeAllConnections();
+      await new Promise((ok) => srv.close(ok));
+    }
+  });
+
+  test("a long poll is given the wait it asks for on top of the client's timeout", { timeout: 20_000 }, async () => {
+    const { worker, v } = await spawnWorker(MANAGER);
+    const options = { fetch: globalThis.fetch, token: ADMIN, timeout: 0.2 };
+    const st = await new VigilClient(gateway.url, options).sessionStatus({ sessionKey: worker, waitForVersion: v + 1, timeoutSeconds: 1 });
+    assert.equal(st.timedOut, true);
+  });
+
+  test("a turn taken through the generic call is given the wait it asks for on top of the client's timeout", { timeout: 20_000 }, async () => {
+    const { worker } = await spawnWorker(MANAGER);
+    const rt = new VigilClient(gateway.url, { fetch: globalThis.fetch, token: ADMIN, timeout: 0.2 });
+    await rt.sessionTurn({ sessionKey: worker, waitSeconds: 0 }); // takes the task, so the next turn waits
+    const turn = await rt.call("session_turn", { sessionKey: worker, waitSeconds: 1 });
+    assert.deepEqual(turn.messages ?? [], []);
+  });
+
   test("an answer larger than any the gateway sends is refused, not held in memory", { timeout: 20_000 }, async () => {
     // What answers is not the gateway: a body of 80 MiB.
     const srv = createServer((req, res) => {
