@@ -157,7 +157,11 @@ func TestASendAwaitingAReplyFromASessionDeletedThroughAnotherGatewayAnswersAnErr
 		}
 		answered <- out
 	}()
-	waitHeld(t, here, 1)
+	hang, cancel := context.WithTimeout(ctx, followHangGuard) // a hang guard, not a timing
+	defer cancel()
+	if err := here.AwaitWaitingSends(hang, w.worker, 1); err != nil { // its message stored, it waits
+		t.Fatal(err)
+	}
 	deleteOn(t, deleter, w.worker)
 	select {
 	case out := <-answered:
