@@ -52,6 +52,9 @@ import (
 // no read of the store (FollowOptions.OnCommits). A session's events
 // commit in the order of their sequences (Tx.Append takes the session's
 // lock first), and PostgreSQL delivers notifications in commit order.
+// They carry the sessions the commit deleted too, each with its state
+// version then, so the other processes end what follows or waits on them
+// (Commits.Deleted).
 
 // maxPayload keeps a notification below PostgreSQL's 8000-byte limit.
 const maxPayload = 7000
