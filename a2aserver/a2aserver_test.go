@@ -7,6 +7,7 @@ package a2aserver_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"iter"
 	"log/slog"
@@ -495,5 +496,48 @@ func TestDeletingAPushConfigIsAnsweredInA2A03(t *testing.T) {
 	}
 	if cfgs, err := admin.ListTaskPushConfig(ctx, &a2a.ListTaskPushConfigParams{TaskID: child}); err != nil || len(cfgs) != 0 {
 		t.Fatalf("listed after delete: %v, %v", cfgs, err)
+	}
+}
+
+// A subscription to a task whose session is then deleted ends with the
+// error a call on it now gets (task not found), rather than staying open.
+func TestResubscribeToATaskWhoseSessionIsDeletedEndsTaskNotFound(t *testing.T) {
+	s := start(t)
+	ctx := guarded(t)
+	child := spawnWorker(ctx, t, client(s, tokMain, manager))
+	pull, stop := pullOf(client(s, tokOperator, "").ResubscribeToTask(ctx, &a2a.TaskIDParams{ID: a2a.TaskID(child)}))
+	defer stop()
+	if task, ok := next(t, pull).(*a2a.Task); !ok || string(task.ID) != child {
+		t.Fatalf("first event = %#v", task)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/v1/tools/session_delete",
+		strings.NewReader(`{"sessionKey":"`+child+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tokOperator)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("delete: %s", resp.Status)
+	}
+	for {
+		ev, err, ok := pull()
+		if !ok {
+			t.Fatal("the stream of a deleted task ended without saying why")
+		}
+		if err != nil {
+			if !errors.Is(err, a2a.ErrTaskNotFound) {
+				t.Fatalf("the stream of a deleted task ended with %v, want task not found", err)
+			}
+			return
+		}
+		if _, ok := ev.(*a2a.TaskStatusUpdateEvent); !ok {
+			t.Fatalf("the stream of a deleted task gave %#v", ev)
+		}
 	}
 }

@@ -355,7 +355,8 @@ func (h *core) stream(ctx context.Context, c gateway.Caller, in *sendInput, key 
 // follower, the live events alone: the session's, and the acting
 // session's (where the notices about it are queued). Listening starts
 // before the task is read, so nothing that happens after the task's
-// version is missed.
+// version is missed. A session deleted meanwhile ends the follow with
+// task not found, as a call on the task then answers.
 func (h *core) follow(ctx context.Context, c gateway.Caller, key string, seen *int64, edit func(*taskView),
 	emit func(event) bool, fail func(error)) {
 	ctx, stop := context.WithCancel(ctx)
@@ -421,9 +422,14 @@ func (h *core) follow(ctx context.Context, c gateway.Caller, key string, seen *i
 			}
 			return nil
 		}})
+		var deleted *gateway.SessionDeletedError
 		switch {
 		case failed != nil:
 			fail(failed)
+			return
+		case errors.As(err, &deleted):
+			// What a call on the task now answers, as the last word.
+			fail(fmt.Errorf("session %s was deleted while followed: %w", key, a2a.ErrTaskNotFound))
 			return
 		case !errors.Is(err, gateway.ErrFellBehind):
 			return // ctx ended, or the client went away

@@ -39,7 +39,9 @@
 // reports the reconnection as a [Resumed] event. Bookmarks of a quiet
 // stream arrive as [Bookmark] events, and a position whose history was
 // pruned as a [HistoryGap] event, after which the stream goes on with
-// every event still retained. Cancel the context to stop a stream.
+// every event still retained. A session's stream whose session is deleted
+// ends with a [SessionDeleted] event and is not reopened. Cancel the
+// context to stop a stream.
 //
 // [Client.OpenEvents] and [Client.OpenSessionEvents] open a stream's first
 // connection before they return, so nothing after the return is missed

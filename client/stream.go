@@ -24,15 +24,16 @@ import (
 // type; kinds a later gateway adds may appear, so keep a default case.
 type Event interface{ isEvent() }
 
-func (AgentEvent) isEvent() {}
-func (LogEvent) isEvent()   {}
-func (LiveEvent) isEvent()  {}
-func (Bookmark) isEvent()   {}
-func (HistoryGap) isEvent() {}
-func (Lagged) isEvent()     {}
-func (Resumed) isEvent()    {}
-func (RawEvent) isEvent()   {}
-func (Dropped) isEvent()    {}
+func (AgentEvent) isEvent()     {}
+func (LogEvent) isEvent()       {}
+func (LiveEvent) isEvent()      {}
+func (Bookmark) isEvent()       {}
+func (HistoryGap) isEvent()     {}
+func (Lagged) isEvent()         {}
+func (Resumed) isEvent()        {}
+func (RawEvent) isEvent()       {}
+func (Dropped) isEvent()        {}
+func (SessionDeleted) isEvent() {}
 
 // LogEvent is an event of the signal log, as GET /v1/events gives it.
 type LogEvent struct {
@@ -100,6 +101,17 @@ type HistoryGap struct {
 	ResumeAfter int64 `json:"-"`
 }
 
+// SessionDeleted says the session followed was deleted: it is a session
+// stream's last event, and the stream ends (it is not resumed: a session
+// made again with the same key is a new one, to be followed anew without
+// a position). StateVersion is its version when it was deleted.
+type SessionDeleted struct {
+	SessionKey   string `json:"sessionKey"`
+	AgentID      string `json:"agentId"`
+	StateVersion int64  `json:"stateVersion"`
+	Message      string `json:"message"`
+}
+
 // Lagged says a session stream fell behind the session's live events and
 // the gateway cut it. The stream reconnects at once from its position (no
 // change is lost); live events of the gap are: take a turn.
@@ -131,7 +143,7 @@ type RawEvent struct {
 	ID   string
 	Data json.RawMessage
 	// Event is the decoded event: an AgentEvent, LogEvent, LiveEvent,
-	// Bookmark, HistoryGap or Lagged, or nil.
+	// Bookmark, HistoryGap, Lagged or SessionDeleted, or nil.
 	Event Event
 }
 
@@ -210,7 +222,8 @@ func logFollow(opts EventsOptions) follow {
 // SessionEvents follows one session (GET /v1/sessions/{key}/events): its
 // changes as [AgentEvent]s (Sequence is its state version), its
 // [LiveEvent]s, and [Bookmark]s while it is quiet. It reconnects as
-// Events does, and after a [Lagged] at once.
+// Events does, and after a [Lagged] at once. When the session is deleted
+// the sequence ends with a [SessionDeleted].
 func (c *Client) SessionEvents(ctx context.Context, key string, opts SessionEventsOptions) iter.Seq2[Event, error] {
 	f, err := sessionFollow(key, opts)
 	if err != nil {
@@ -319,6 +332,7 @@ type follow struct {
 type streamEnd struct {
 	gap    *HistoryGap // the gateway sent history_gap
 	lagged bool        // the gateway sent lagged
+	gone   bool        // the gateway sent deleted: the stream is over
 	err    error       // the connection failed, or nil when the gateway closed it
 	heard  bool        // an event arrived on it
 }
@@ -376,7 +390,7 @@ func (c *Client) follow(ctx context.Context, f follow) iter.Seq2[Event, error] {
 				reconnecting = false
 			}
 			end, stop := c.read(ctx, f, resp, &pos, &positioned, yield)
-			if stop || ctx.Err() != nil {
+			if stop || ctx.Err() != nil || end.gone {
 				return
 			}
 			if end.heard {
@@ -490,6 +504,11 @@ events:
 			_ = json.Unmarshal([]byte(ev.Data), &l) // the event itself is what matters
 			end.lagged = true
 			return end, !give(given(l))
+		case "deleted":
+			var d SessionDeleted
+			_ = json.Unmarshal([]byte(ev.Data), &d) // the event itself is what matters
+			end.gone = true
+			return end, !give(given(d))
 		}
 		e, err := f.decode(ev.Type, []byte(ev.Data))
 		if err != nil {

@@ -376,3 +376,18 @@ func TestASilentConnectionIsDroppedAsSilentAndResumedFromItsPosition(t *testing.
 	}
 	resumed(t, <-next, 1)
 }
+
+func TestASessionStreamOfADeletedSessionEndsWithSessionDeleted(t *testing.T) {
+	gw := startGateway(t, nil)
+	worker, _ := spawnWorker(t, gw, "")
+	st := pull(t, connect(t, gw, operatorToken, "").SessionEvents(bounded(t), worker, client.SessionEventsOptions{}))
+	nextOf[client.Bookmark](t, st) // the stream is open
+	must(connect(t, gw, operatorToken, "").Delete(bounded(t), client.DeleteInput{SessionKey: worker}))(t)
+	gone, ok := st.event(t).(client.SessionDeleted)
+	if !ok || gone.SessionKey != worker || gone.StateVersion != 2 || gone.Message == "" {
+		t.Fatalf("after the deletion: %+v, want SessionDeleted at version 2", gone)
+	}
+	if ev, err, ok := st.next(); ok {
+		t.Fatalf("the stream of a deleted session went on: %+v, %v", ev, err)
+	}
+}

@@ -69,6 +69,48 @@ func (g *Gateway) EventsCommitted(events []vigil.Event, uncarried []string, lost
 	g.opts.Hub.Committed(events, uncarried, lost)
 }
 
+// sessionDeleted ends everything that follows or waits on d's session,
+// once its deletion committed here: the hub tells its streams and
+// subscriptions (Hub.Deleted), a send waiting for its reply answers an
+// error, and a turn parked on it ends not found.
+func (g *Gateway) sessionDeleted(d SessionDeletion) {
+	g.opts.Hub.Deleted(d)
+	g.endWaits(d.Session)
+}
+
+// endWaits ends the sends and turns waiting on ref: it was deleted.
+func (g *Gateway) endWaits(ref vigil.SessionRef) {
+	g.failWaiters(ref, "the session was deleted")
+	g.endParked(ref)
+}
+
+// SessionsDeletedElsewhere tells the gateway that other processes
+// deleted sessions, in commit order, each at its state version then: it
+// ends what follows or waits on them here as its own deletions do. Call it
+// as each commit is heard, before the events heard with it are given
+// (EventsCommitted), so that a follower ends before it could be given a
+// change of a session made again with the same key since. A session made
+// again is told from the one deleted by its version: a follower or fence
+// already past the deletion's goes on, and so do the sends and turns
+// waiting on a session whose version in the store is past it now. Only
+// those are read from the store, and only when something waits here.
+func (g *Gateway) SessionsDeletedElsewhere(ctx context.Context, ds []SessionDeletion) error {
+	for _, d := range ds {
+		g.opts.Hub.Deleted(d)
+		if !g.awaited(d.Session) && !g.parkedOn(d.Session) {
+			continue
+		}
+		v, err := g.eng.Version(ctx, d.Session)
+		if err != nil {
+			return fmt.Errorf("read the version of %s, deleted elsewhere: %w", d.Session, err)
+		}
+		if v <= d.Version {
+			g.endWaits(d.Session)
+		}
+	}
+	return nil
+}
+
 // Recheck makes up for news from other processes that may have been lost
 // (announcements made while this gateway was not listening): parked turns
 // look at the store again, and sends waiting here for a reply complete if

@@ -38,6 +38,22 @@ const followRoundsTaken = 4
 // again, so the reader must start over and re-read the session.
 var ErrFellBehind = errors.New("fell behind the session's live events")
 
+// SessionDeletedError ends a follow of a session that was deleted, and
+// a wait on it: nothing more can come of it. It is ErrNotFound, as any
+// call on the session now is. A session made again with the same key is
+// a new one, to be followed anew from its start.
+type SessionDeletedError struct {
+	Session vigil.SessionRef
+	// Version is the session's state version when it was deleted.
+	Version int64
+}
+
+func (e *SessionDeletedError) Error() string {
+	return fmt.Sprintf("session %s was deleted", e.Session)
+}
+
+func (e *SessionDeletedError) Unwrap() error { return ErrNotFound }
+
 // HistoryGapError ends a follow whose position was pruned: the events
 // after it are no longer all there.
 type HistoryGapError struct {
@@ -226,9 +242,11 @@ func (f *Follower) Close() {
 
 // Run delivers to r, first what came after the position, then as things
 // happen, until ctx ends (it returns ctx's error), a call of r fails, the
-// reader fell behind the live events (ErrFellBehind) or, unless r takes
-// them, a read fails or the position was pruned (*HistoryGapError). The
-// follower keeps its position and listeners: Run may be called again.
+// reader fell behind the live events (ErrFellBehind), the session
+// followed was deleted (*SessionDeletedError, once every change before
+// the deletion heard was given) or, unless r takes them, a read fails or
+// the position was pruned (*HistoryGapError). The follower keeps its
+// position and listeners: Run may be called again.
 func (f *Follower) Run(ctx context.Context, r FollowReader) error {
 	if err := f.readOn(ctx, r); err != nil {
 		return err
@@ -332,7 +350,7 @@ drain:
 		}
 		t := f.sub.Take((*f.taken)[:0])
 		*f.taken = t.Events
-		done := !t.ReadStore && !t.FillLog && len(t.Events) == 0
+		done := !t.ReadStore && !t.FillLog && len(t.Events) == 0 && len(t.Deleted) == 0
 		if err := f.heard(ctx, r, t); err != nil {
 			return err
 		}
@@ -366,6 +384,10 @@ func (f *Follower) heardLive(ctx context.Context, r FollowReader, ev *LiveEvent,
 	case !ok:
 		return ErrFellBehind
 	case ev.Type == LiveRecheck: // for waiting turns only
+	case ev.Type == LiveDeleted:
+		if ev.deletion != nil && f.endedBy(*ev.deletion) {
+			return &SessionDeletedError{Session: ev.deletion.Session, Version: ev.deletion.Version}
+		}
 	case r.Live != nil:
 		f.given = f.g.clk.Now()
 		live, err := f.g.LiveNotice(ctx, *ev)
@@ -399,6 +421,9 @@ func (f *Follower) bookmark(r FollowReader) error {
 // past it, or the last read stopped short); then, when the whole log's
 // ring is to be filled from the store, it fills it for the next take.
 func (f *Follower) heard(ctx context.Context, r FollowReader, t Taken) error {
+	if d, ok := f.deletedIn(t); ok {
+		return f.deleted(ctx, r, t, d)
+	}
 	if t.ReadStore || f.behind {
 		// The store has the events taken too: they were appended before
 		// this read, which gives them in order after the position.
@@ -427,6 +452,42 @@ func (f *Follower) heard(ctx context.Context, r FollowReader, t Taken) error {
 		}
 	}
 	return nil
+}
+
+// endedBy reports whether d ends the follow: it deleted the session
+// followed (of the agent named, or of any when the key alone is), and
+// the follower has given nothing past it, of a session made again since.
+func (f *Follower) endedBy(d SessionDeletion) bool {
+	ref := f.opts.Session
+	return ref != nil && d.Session.Key == ref.Key && (ref.AgentID == "" || d.Session.AgentID == ref.AgentID) &&
+		f.pos <= d.Version
+}
+
+// deletedIn returns the first deletion taken that ends the follow.
+func (f *Follower) deletedIn(t Taken) (SessionDeletion, bool) {
+	for _, d := range t.Deleted {
+		if f.endedBy(d) {
+			return d, true
+		}
+	}
+	return SessionDeletion{}, false
+}
+
+// deleted gives r the events taken with d that the session had before it
+// (those after it are of a session made again since), and ends the
+// follow. A read of the store the take asked for is not made: what the
+// session had is gone with it.
+func (f *Follower) deleted(ctx context.Context, r FollowReader, t Taken, d SessionDeletion) error {
+	var before []*vigil.Event
+	for _, e := range t.Events {
+		if e.Sequence <= d.Version {
+			before = append(before, e)
+		}
+	}
+	if err := f.heard(ctx, r, Taken{Events: before}); err != nil {
+		return err
+	}
+	return &SessionDeletedError{Session: d.Session, Version: d.Version}
 }
 
 // deliverBatch gives r the events heard and kept, and gives their room

@@ -21,7 +21,21 @@ const (
 	// LiveRecheck tells a waiting turn to look at the store again, after
 	// news from other processes may have been lost. Streams skip it.
 	LiveRecheck = "recheck"
+	// LiveDeleted says the session was deleted (Hub.Deleted). A follower
+	// of the session ends with a *SessionDeletedError instead of giving
+	// it to its reader.
+	LiveDeleted = "deleted"
 )
+
+// SessionDeletion is a session deleted, as the hub announces it.
+type SessionDeletion struct {
+	Session vigil.SessionRef
+	// Version is the session's state version when it was deleted. A
+	// session made again with the same key since has only events past
+	// it: a follower or wait already past it is one of the new
+	// session's, which the deletion does not end.
+	Version int64
+}
 
 // LiveEvent is something that happened to one session, as its stream and
 // its waiting turn see it.
@@ -30,6 +44,8 @@ type LiveEvent struct {
 	Session string       `json:"sessionKey"`
 	Notice  *NoticeView  `json:"notice,omitempty"`
 	Message *MessageView `json:"message,omitempty"`
+	// deletion is LiveDeleted's.
+	deletion *SessionDeletion
 }
 
 // NoticeView is a notice in a live event.
@@ -430,6 +446,27 @@ func (h *Hub) Recheck() {
 	for _, s := range sessions {
 		h.Publish(LiveEvent{Type: LiveRecheck, Session: s})
 	}
+}
+
+// Deleted announces that d's session was deleted, once its deletion
+// committed (on this process or, on a shared store, on another): its
+// listeners get LiveDeleted, and its subscriptions are woken to take the
+// deletion (Taken.Deleted). Every follower of the session and every wait
+// on it that is not past d.Version then ends.
+func (h *Hub) Deleted(d SessionDeletion) {
+	h.Publish(LiveEvent{Type: LiveDeleted, Session: d.Session.Key, deletion: &d})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ss := h.subsOf[d.Session.Key]
+	if ss == nil {
+		return
+	}
+	if len(ss.deletions) == maxDeletions {
+		ss.deletions = slices.Delete(ss.deletions, 0, 1)
+	}
+	ss.deletions = append(ss.deletions, d)
+	ss.deletes++
+	h.wakeLocked(ss.parked)
 }
 
 // Wake is vigil.Options.OnWake.

@@ -464,12 +464,14 @@ func (g *Gateway) Delete(ctx context.Context, c Caller, in SessionInput) (_ Dele
 		if err != nil {
 			return err
 		}
-		if !hosted && !recorded {
-			if v, err := txn.Version(ctx, ref); err != nil {
-				return err
-			} else if v == 0 {
-				return fmt.Errorf("%w: session %s", ErrNotFound, ref)
-			}
+		// The version it is deleted at, under its lock: what follows or
+		// waits on it up to there ends (sessionDeleted).
+		v, err := txn.Version(ctx, ref)
+		if err != nil {
+			return err
+		}
+		if !hosted && !recorded && v == 0 {
+			return fmt.Errorf("%w: session %s", ErrNotFound, ref)
 		}
 		// Its watchers are told once, durably; the acting session, if it
 		// watched, deleted it itself and is told nothing.
@@ -480,10 +482,7 @@ func (g *Gateway) Delete(ctx context.Context, c Caller, in SessionInput) (_ Dele
 		if _, err := txn.RemoveSession(ctx, ref, by); err != nil {
 			return err
 		}
-		txn.AfterCommit(func() {
-			g.failWaiters(ref, "the session was deleted")
-			g.endParked(ref)
-		})
+		txn.AfterCommit(func() { g.sessionDeleted(SessionDeletion{Session: ref, Version: v}) })
 		return nil
 	})
 	if err != nil {

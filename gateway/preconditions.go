@@ -133,7 +133,8 @@ const fenceRecheck = time.Second
 // awaitVersion waits until ref's state version is at least v, or until
 // wait ends; it reports the version last read and whether it was reached.
 // Any commit that moves ref's version, here or (on a shared database) in
-// another gateway, ends the wait.
+// another gateway, ends the wait; so does ref's deletion, unreached, with
+// version 0.
 func (g *Gateway) awaitVersion(ctx context.Context, c Caller, ref vigil.SessionRef, v int64, wait time.Duration) (int64, bool, error) {
 	sub := g.opts.Hub.Subscribe(ref.Key) // before reading, so no commit slips between
 	defer sub.Close()
@@ -155,10 +156,20 @@ func (g *Gateway) awaitVersion(ctx context.Context, c Caller, ref vigil.SessionR
 	for {
 		select {
 		case <-sub.Wake:
-			// An append to ref, or a nudge: take what woke it until the
-			// subscription parks again, so the next one wakes it, then
-			// read below.
-			for t := sub.Take(nil); len(t.Events) > 0 || t.ReadStore; t = sub.Take(nil) {
+			// An append to ref, a nudge or a deletion: take what woke it
+			// until the subscription parks again, so the next one wakes
+			// it, then read below. A deletion of the session the fence
+			// read ends it: the version cannot be reached (a session made
+			// again with the key is a new one; one read past the deletion
+			// is that one, which goes on being waited for).
+			gone := false
+			for t := sub.Take(nil); len(t.Events) > 0 || t.ReadStore || len(t.Deleted) > 0; t = sub.Take(nil) {
+				for _, d := range t.Deleted {
+					gone = gone || d.Session == ref && version <= d.Version
+				}
+			}
+			if gone {
+				return 0, false, nil
 			}
 		case <-tick:
 			tick, stopTick = g.after(fenceRecheck)

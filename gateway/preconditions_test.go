@@ -75,8 +75,15 @@ func gatewayOnPostgresHearing(t *testing.T, schema string, clk clock.Clock, hear
 		defer close(done)
 		st.Follow(followCtx, eng, pgstore.FollowOptions{
 			OnAppended: g.EventsAppendedElsewhere,
-			OnCommits: func(_ context.Context, c pgstore.Commits) {
+			OnCommits: func(ctx context.Context, c pgstore.Commits) {
 				heard()
+				var ds []gateway.SessionDeletion
+				for _, d := range c.Deleted {
+					ds = append(ds, gateway.SessionDeletion{Session: d.Session, Version: d.Version})
+				}
+				if err := g.SessionsDeletedElsewhere(ctx, ds); err != nil && ctx.Err() == nil {
+					t.Error(err)
+				}
 				var keys []string
 				for _, u := range c.Uncarried {
 					keys = append(keys, u.Key)

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"slices"
+
 	vigil "github.com/vigilhq/vigil"
 )
 
@@ -35,6 +37,7 @@ type Subscription struct {
 	nudges  uint64 // the hub's nudges seen
 	reads   uint64 // its session's calls to read the store seen
 	appends uint64 // the whole log's appends seen, on a shared store (Hub.logAppends)
+	deletes uint64 // its session's deletions seen (sessionSubs.deletes)
 	parked  bool
 	closed  bool
 }
@@ -68,7 +71,16 @@ type sessionSubs struct {
 	waiting    []toldEvent
 	subs       map[*Subscription]struct{}
 	parked     map[*Subscription]struct{}
+	// deletions are the session's latest deletions announced while it
+	// had subscriptions, at most maxDeletions; deletes counts them all.
+	deletions []SessionDeletion
+	deletes   uint64
 }
+
+// maxDeletions bounds the deletions of a session kept for its
+// subscriptions: one that missed more (each of another agent's session
+// of a bare key, or of a session made again) is given the latest.
+const maxDeletions = 8
 
 // toldEvent is an event of this process's with its session's version
 // before it (Hub.CommittedHere).
@@ -124,7 +136,7 @@ func (h *Hub) Subscribe(session string) *Subscription {
 	}
 	ss.subs[s] = struct{}{}
 	ss.parked[s] = struct{}{}
-	s.next, s.reads = ss.appends, ss.reads
+	s.next, s.reads, s.deletes = ss.appends, ss.reads, ss.deletes
 	return s
 }
 
@@ -173,6 +185,11 @@ type Taken struct {
 	// each append seen, so a fill that failed is tried again at the next
 	// append, not at once.
 	FillLog bool
+	// Deleted are the deletions of the subscription's session announced
+	// since (Hub.Deleted), oldest first. Events may hold events of the
+	// session deleted, appended before it, and of a session made again
+	// with the same key since: those past the deletion's version.
+	Deleted []SessionDeletion
 }
 
 // Take returns what came since the last Take, appending the events to
@@ -196,8 +213,12 @@ func (s *Subscription) Take(dst []*vigil.Event) Taken {
 			s.reads, t.ReadStore = ss.reads, true
 		}
 		s.next = t.takeRing(ss.ring, s.next, ss.appends)
+		if missed := ss.deletes - s.deletes; missed > 0 {
+			kept := ss.deletions[len(ss.deletions)-int(min(missed, uint64(len(ss.deletions)))):]
+			t.Deleted, s.deletes = slices.Clone(kept), ss.deletes
+		}
 	}
-	if !t.ReadStore && !t.FillLog && len(t.Events) == len(dst) && !s.closed {
+	if !t.ReadStore && !t.FillLog && len(t.Events) == len(dst) && len(t.Deleted) == 0 && !s.closed {
 		s.parked = true
 		if s.session == "" {
 			h.parked[s] = struct{}{}

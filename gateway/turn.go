@@ -239,6 +239,13 @@ func (g *Gateway) park(ref vigil.SessionRef) (deleted <-chan struct{}, unpark fu
 	}
 }
 
+// parkedOn reports whether a turn of ref waits for work.
+func (g *Gateway) parkedOn(ref vigil.SessionRef) bool {
+	g.waitMu.Lock()
+	defer g.waitMu.Unlock()
+	return len(g.parked[ref]) > 0
+}
+
 // endParked ends the turns of ref waiting for work: ref was deleted.
 func (g *Gateway) endParked(ref vigil.SessionRef) {
 	g.waitMu.Lock()

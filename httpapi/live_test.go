@@ -1338,3 +1338,30 @@ func TestAStreamWithoutAPositionSaysWhereItStartsSoAClientCutOffMissesNothing(t 
 		t.Fatal("the log stream gave no opening position")
 	}
 }
+
+// A session's stream ends when the session is deleted, with one deleted
+// event saying so, after the changes it made before: the stream holds
+// none of its caller's streams from then on.
+func TestLiveASessionStreamEndsWithADeletedEventWhenTheSessionIsDeleted(t *testing.T) {
+	s := liveStart(t, vigil.Options{})
+	child := liveSpawn(t, s, e2eMain, e2eManager, "draft").ChildSessionKey
+	st := liveOpen(t, s, "/v1/sessions/"+child+"/events", e2eOperator, "")
+	livePersonWrites(t, s, child, "one last thing")
+	last := e2eVersion(t, s.e2eServer, child)
+	e2eDo[gateway.DeleteOutput](t, s.e2eServer, e2eOperator, "", "session_delete", map[string]any{"sessionKey": child})
+	var ev liveSSE
+	for ev = st.next(t); ev.Event != "deleted"; ev = st.next(t) {
+		if ev.Event != "signal" && ev.Event != "message" {
+			t.Fatalf("the stream of a deleted session gave %+v before it ended, want its changes, then deleted", ev)
+		}
+	}
+	gone := liveData[struct {
+		SessionKey   string `json:"sessionKey"`
+		StateVersion int64  `json:"stateVersion"`
+		Message      string `json:"message"`
+	}](t, ev)
+	if gone.SessionKey != child || gone.StateVersion != last || gone.Message == "" {
+		t.Fatalf("the deleted event says %+v, want the session and the version %d it was deleted at", gone, last)
+	}
+	st.ended(t)
+}

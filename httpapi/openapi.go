@@ -450,12 +450,18 @@ func (d *oaDocument) addStreams() error {
 	if err != nil {
 		return err
 	}
+	deleted, err := schemaFor[SessionDeleted]()
+	if err != nil {
+		return err
+	}
 	d.Paths["/v1/sessions/{key}/events"] = &oaPathItem{Get: &oaOperation{
 		OperationID: "session_events",
 		Summary:     "Stream one session's wakes, notices, messages and replies as they happen.",
 		Description: "Event types: wake (take a turn), notice (a notice entered the session's queue; sub-agents get " +
 			"these without a wake), message (an inbound message), reply (the session replied). A client that falls " +
-			"behind gets one lagged event and the stream ends: reconnect and take a turn.",
+			"behind gets one lagged event and the stream ends: reconnect and take a turn. A session deleted while " +
+			"its stream is open gets one deleted event and the stream ends: do not resume it (a session made again " +
+			"with the same key is a new one, followed anew without a position).",
 		Tags:       []string{tagStreams},
 		Parameters: append([]oaRef{{Ref: "#/components/parameters/SessionKey"}, {Ref: "#/components/parameters/SessionAgent"}}, acting...),
 		Responses: responses(eventStream("The session's live events.",
@@ -463,6 +469,7 @@ func (d *oaDocument) addStreams() error {
 			[]oaEvents{
 				{Events: []string{gateway.LiveWake, gateway.LiveNotice, gateway.LiveMessage, gateway.LiveReply}, Data: live},
 				{Events: []string{"lagged"}, Data: lagged},
+				{Events: []string{"deleted"}, Data: deleted},
 			}), streamErrors),
 	}}
 	position := &jsonschema.Schema{Type: "integer", Minimum: new(float64)}

@@ -227,6 +227,18 @@ type SessionGap struct {
 	Message                   string `json:"message"`
 }
 
+// SessionDeleted is the last event of a session's stream whose session
+// was deleted: nothing more comes of it. StateVersion is its version when
+// it was deleted. A session made again with the same key is a new one,
+// followed anew without a position (its versions are past this one, so a
+// stream resumed from it would run the two together).
+type SessionDeleted struct {
+	SessionKey   string `json:"sessionKey"`
+	AgentID      string `json:"agentId"`
+	StateVersion int64  `json:"stateVersion"`
+	Message      string `json:"message"`
+}
+
 // resumePosition reads where a stream resumes: Last-Event-ID, or ?after=N;
 // given reports whether either was.
 func resumePosition(r *http.Request) (pos int64, given bool, err error) {
@@ -253,7 +265,8 @@ func resumePosition(r *http.Request) (pos int64, given bool, err error) {
 // reconnects misses no change and sees none twice; if some were pruned it
 // gets one history_gap event instead and the stream ends. A client that
 // falls behind the live events gets a "lagged" event and the stream ends:
-// it should reconnect and take a turn to catch up.
+// it should reconnect and take a turn to catch up. A session deleted
+// while its stream is open gets one deleted event and the stream ends.
 func (s *server) sessionEvents(w http.ResponseWriter, r *http.Request, c gateway.Caller) {
 	// ?agent= names the agent of a bare key (global), which the path alone
 	// cannot.
@@ -336,7 +349,11 @@ func (s *server) sessionEvents(w http.ResponseWriter, r *http.Request, c gateway
 		},
 	})
 	var gap *gateway.HistoryGapError
+	var deleted *gateway.SessionDeletedError
 	switch {
+	case errors.As(err, &deleted):
+		out.send("", "deleted", SessionDeleted{SessionKey: deleted.Session.Key, AgentID: deleted.Session.AgentID,
+			StateVersion: deleted.Version, Message: "the session was deleted; its history is gone"})
 	case errors.As(err, &gap):
 		out.send("", "history_gap", SessionGap{Requested: gap.Requested, EarliestAvailableSequence: gap.EarliestAvailableSequence,
 			Message: "changes after the requested version were pruned; re-read the session"})

@@ -37,6 +37,13 @@ const SessionURIPrefix = "vigil://session/"
 // not know the key reads the resource again and finds that version.
 const BookmarkMetaKey = "io.github.vigilhq/bookmark"
 
+// DeletedMetaKey names, in the _meta of a notifications/resources/updated,
+// the followed session's deletion: {"stateVersion": V}, its state version
+// when it was deleted. It is the subscription's last notification: the
+// subscription has ended, and reading the resource finds no session. A
+// session made again with the same key is followed by subscribing again.
+const DeletedMetaKey = "io.github.vigilhq/deleted"
+
 // NoticesMetaKey names, in the _meta of a tool result that hands notices
 // over, the notices as data: a list of {"text", "contextKey", "target",
 // "data"} objects (gateway.SystemEventView), one per System: line, in the
@@ -582,7 +589,25 @@ func (s *subscriptions) run(ctx context.Context, uri string, fw *follow, f *gate
 		},
 		Gap: func(*gateway.HistoryGapError) error { updated(nil); return nil },
 	})
-	if ctx.Err() == nil {
+	var deleted *gateway.SessionDeletedError
+	switch {
+	case errors.As(err, &deleted):
+		// The last word on it: its subscriptions end, and give their
+		// streams back.
+		updated(mcp.Meta{DeletedMetaKey: map[string]any{"stateVersion": deleted.Version}})
+		s.endAll(uri, fw)
+	case ctx.Err() == nil:
 		s.log.Error("mcp: a subscribed session is no longer followed", "uri", uri, "err", err)
 	}
+}
+
+// endAll ends every subscription of fw, following uri: its session was
+// deleted. A subscribe after it follows anew.
+func (s *subscriptions) endAll(uri string, fw *follow) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ss := range fw.sessions {
+		s.leaveLocked(fw, ss)
+	}
+	s.dropIfUnfollowedLocked(uri, fw)
 }

@@ -216,3 +216,55 @@ func TestASubscribeThatFailsGivesItsStreamBack(t *testing.T) {
 		t.Fatalf("a subscription at the limit once the store answers again: %v", err)
 	}
 }
+
+// A subscription to a session that is then deleted ends: its subscribers
+// are told once more, with the deletion in the notification's _meta, and
+// its stream is given back.
+func TestASubscriptionToASessionThatIsDeletedEndsAndGivesItsStreamBack(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), edgeHangGuard) // a hang guard, not a timing
+	defer cancel()
+	g := gatewaytest.Open(t, gatewaytest.Options{}).Gateway
+	caller, err := g.ResolveCaller(ctx, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ct := mcp.NewInMemoryTransports()
+	served := make(chan error, 1)
+	go func() { served <- New(ctx, g, caller, nil).Run(ctx, st) }()
+	defer func() { cancel(); <-served }()
+	told := make(chan mcp.Meta, 8)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "subscriptions-test", Version: "1"}, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) { told <- req.Params.Meta },
+	}).Connect(ctx, ct, &mcp.ClientSessionOptions{ProtocolVersion: rawProtocol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	worker := vigil.MustRef("agent:main:subagent:w0")
+	if _, err := g.Engine().Record(ctx, vigil.Record{Session: worker, Kind: vigil.KindCompacted, ActorType: vigil.ActorSystem}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: workerURI(0)}); err != nil {
+		t.Fatal(err)
+	}
+	person, err := g.ResolveCaller(ctx, gateway.Principal{Role: gateway.RoleOperator, ID: "ann"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Delete(ctx, person, gateway.SessionInput{SessionKey: worker.Key}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.AwaitHeld(ctx, gateway.HoldStream, 0); err != nil {
+		t.Fatalf("the subscription of a deleted session stays held: %v", err)
+	}
+	for {
+		select {
+		case meta := <-told:
+			if meta[DeletedMetaKey] != nil {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatal("the subscribers of a deleted session were not told it was deleted (hang guard)")
+		}
+	}
+}

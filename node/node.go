@@ -287,7 +287,14 @@ func (n *Node) listen() {
 		n.shared.Follow(ctx, n.eng, pgstore.FollowOptions{
 			Logger:     log,
 			OnAppended: g.EventsAppendedElsewhere,
-			OnCommits: func(_ context.Context, c pgstore.Commits) {
+			OnCommits: func(ctx context.Context, c pgstore.Commits) {
+				// Deletions first: a follower of a session deleted ends
+				// before it could be given a change of one made again.
+				if len(c.Deleted) > 0 {
+					if err := g.SessionsDeletedElsewhere(ctx, deletions(c.Deleted)); err != nil && ctx.Err() == nil {
+						log.Error("sessions deleted by another gateway", "err", err)
+					}
+				}
 				keys := make([]string, len(c.Uncarried))
 				for i, u := range c.Uncarried {
 					keys[i] = u.Key
@@ -317,6 +324,15 @@ func (n *Node) listen() {
 			},
 		})
 	}()
+}
+
+// deletions are a commit's deletions as the gateway takes them.
+func deletions(ds []pgstore.Deletion) []gateway.SessionDeletion {
+	out := make([]gateway.SessionDeletion, len(ds))
+	for i, d := range ds {
+		out[i] = gateway.SessionDeletion{Session: d.Session, Version: d.Version}
+	}
+	return out
 }
 
 // IsPostgres reports whether a database name is a PostgreSQL URL. A

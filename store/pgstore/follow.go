@@ -52,6 +52,9 @@ import (
 // no read of the store (FollowOptions.OnCommits). A session's events
 // commit in the order of their sequences (Tx.Append takes the session's
 // lock first), and PostgreSQL delivers notifications in commit order.
+// They carry the sessions the commit deleted too, each with its state
+// version then, so the other processes end what follows or waits on them
+// (Commits.Deleted).
 
 // maxPayload keeps a notification below PostgreSQL's 8000-byte limit.
 const maxPayload = 7000
@@ -71,6 +74,16 @@ type change struct {
 	Carries   bool           `json:"c,omitempty"`
 	Events    []carriedEvent `json:"v,omitempty"`
 	Uncarried [][2]string    `json:"u,omitempty"`
+	// Deleted are the sessions the commit deleted, each with its state
+	// version then.
+	Deleted []deletion `json:"d,omitempty"`
+}
+
+// deletion is a Deletion in a payload.
+type deletion struct {
+	AgentID    string `json:"a"`
+	SessionKey string `json:"k"`
+	Version    int64  `json:"v"`
 }
 
 // announcement is a change as Commit sends it, its events encoded
@@ -126,6 +139,20 @@ type Commits struct {
 	// rebuild ran, or a process announced events without carrying them.
 	// Every session's events are to be read from the store.
 	Lost bool
+	// Deleted are the sessions other processes deleted, in commit order
+	// (this process's own deletions are not repeated). The events carried
+	// with them may be of commits before or after theirs. Deletions made
+	// while the listening connection was down are not heard: a full
+	// rebuild does not find them.
+	Deleted []Deletion
+}
+
+// Deletion is a session a commit deleted.
+type Deletion struct {
+	Session vigil.SessionRef
+	// Version is the session's state version when it was deleted: a
+	// session made again with the same key has only versions past it.
+	Version int64
 }
 
 // Arrival is a transcript message another process appended.
@@ -163,7 +190,7 @@ func jsonSize(s string) int { return 6*len(s) + 3 }
 // payloads splits a transaction's changes into notifications, each below
 // PostgreSQL's size limit, its events in the order of their sequences.
 func (t *Tx) payloads() []string {
-	if len(t.watchers) == 0 && !t.appended && len(t.messages) == 0 && len(t.events) == 0 {
+	if len(t.watchers) == 0 && !t.appended && len(t.messages) == 0 && len(t.events) == 0 && len(t.deleted) == 0 {
 		return nil
 	}
 	ws := make([]string, 0, len(t.watchers))
@@ -189,6 +216,10 @@ func (t *Tx) payloads() []string {
 	for _, w := range ws {
 		room(jsonSize(w))
 		c.Watchers = append(c.Watchers, w)
+	}
+	for _, d := range t.deleted {
+		room(jsonSize(d.Session.AgentID) + jsonSize(d.Session.Key) + 32)
+		c.Deleted = append(c.Deleted, deletion{d.Session.AgentID, d.Session.Key, d.Version})
 	}
 	for _, m := range t.messages {
 		room(jsonSize(m.Session.AgentID) + jsonSize(m.Session.Key) + 24)
@@ -609,7 +640,7 @@ func (n *news) add(c change, own bool) {
 	defer n.mu.Unlock()
 	h := &n.heard
 	if n.commits {
-		h.addCommits(c)
+		h.addCommits(c, own)
 	}
 	if own {
 		n.signal()
@@ -643,9 +674,16 @@ func (n *news) add(c change, own bool) {
 
 // addCommits merges a change's events into the news, up to maxHeard of
 // them: past it, or for events announced without being carried, the
-// news says that some are lost.
-func (h *heard) addCommits(c change) {
+// news says that some are lost. Its deletions are kept unless they are
+// this process's own (own), up to maxHeard too; past it they are lost,
+// as any heard while the connection was down.
+func (h *heard) addCommits(c change, own bool) {
 	cs := &h.commits
+	for _, d := range c.Deleted {
+		if !own && len(cs.Deleted) < maxHeard {
+			cs.Deleted = append(cs.Deleted, Deletion{Session: vigil.SessionRef{AgentID: d.AgentID, Key: d.SessionKey}, Version: d.Version})
+		}
+	}
 	switch {
 	case c.Appended && !c.Carries:
 		cs.Lost = true
@@ -760,7 +798,7 @@ func (n *news) take(ctx context.Context) (heard, bool) {
 func (h *heard) empty() bool {
 	cs := &h.commits
 	return len(h.watchers) == 0 && !h.appended && len(h.messages) == 0 && !h.full &&
-		len(cs.Events) == 0 && len(cs.Uncarried) == 0 && !cs.Lost
+		len(cs.Events) == 0 && len(cs.Uncarried) == 0 && !cs.Lost && len(cs.Deleted) == 0
 }
 
 // apply hands on the commits' events, rebuilds the queues the news
@@ -779,7 +817,7 @@ func (h *heard) handOnCommits(ctx context.Context, opts FollowOptions) {
 	}
 	cs := h.commits
 	cs.Lost = cs.Lost || h.full
-	if len(cs.Events) > 0 || len(cs.Uncarried) > 0 || cs.Lost {
+	if len(cs.Events) > 0 || len(cs.Uncarried) > 0 || cs.Lost || len(cs.Deleted) > 0 {
 		opts.OnCommits(ctx, cs)
 	}
 }

@@ -65,6 +65,9 @@ type Tx struct {
 	// Commit's announcements carry.
 	messages []Arrival
 	events   []vigil.Event
+	// deleted are the sessions this transaction deleted, each with its
+	// state version then, also announced at Commit.
+	deleted []Deletion
 	// locked are the sessions whose head row this transaction holds, each
 	// with the round of locks (batch.go) that took it; pending are those
 	// asked for that are not taken yet, and ahead those of pending that
@@ -604,13 +607,15 @@ func (t *Tx) DeleteWatcherCursors(ctx context.Context, watcher string) (int, err
 // first, so an append to the session committing meanwhile elsewhere is
 // either deleted too (the deletes below start after it committed) or comes
 // after the delete. The writes this transaction holds go before the
-// deletes, which therefore delete them too.
+// deletes, which therefore delete them too. Commit announces the deletion
+// with the session's state version before it (Commits.Deleted).
 func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
 	t.lock(ref)
 	if err := t.lockTargetsOf(ctx, ref.Key); err != nil {
 		return err
 	}
 	b := &pgx.Batch{}
+	b.Queue(versionQuery, ref.AgentID, ref.Key)
 	b.Queue(`DELETE FROM events WHERE agent_id = $1 AND session_key = $2`, ref.AgentID, ref.Key)
 	b.Queue(`DELETE FROM session_heads WHERE agent_id = $1 AND session_key = $2`, ref.AgentID, ref.Key)
 	b.Queue(`DELETE FROM cursors WHERE target_agent = $1 AND target_key = $2 RETURNING watcher`, ref.AgentID, ref.Key)
@@ -618,6 +623,10 @@ func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
 	b.Queue(deleteLink, ref.AgentID, ref.Key)
 	br := t.tx.SendBatch(ctx, b)
 	defer br.Close()
+	var version int64
+	if err := br.QueryRow().Scan(&version); err != nil {
+		return wrap(err)
+	}
 	for range 2 {
 		if _, err := br.Exec(); err != nil {
 			return wrap(err)
@@ -633,6 +642,7 @@ func (t *Tx) DeleteSession(ctx context.Context, ref vigil.SessionRef) error {
 		}
 	}
 	t.watchers[ref.Key] = struct{}{}
+	t.deleted = append(t.deleted, Deletion{Session: ref, Version: version})
 	return wrap(br.Close())
 }
 

@@ -1,0 +1,213 @@
+package gateway_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/internal/pgtest"
+)
+
+// A deletion ends what follows or waits on the deleted session, on the
+// gateway that deleted it and, on a shared database, on every other: the
+// tests below delete through a second gateway of the database on
+// PostgreSQL, and through the same gateway on SQLite (a file has one).
+
+// deletingGateways are a gateway of backend b and the gateway that
+// deletes: another of the same database on PostgreSQL, the same on SQLite.
+func deletingGateways(t *testing.T, b backend) (here, deleter *gateway.Gateway) {
+	t.Helper()
+	here, where := b.open(t)
+	if b.name == "postgres" {
+		return here, gatewayOnPostgres(t, where)
+	}
+	return here, here
+}
+
+// deleteOn deletes ref through g, as a person.
+func deleteOn(t *testing.T, g *gateway.Gateway, ref vigil.SessionRef) {
+	t.Helper()
+	if _, err := g.Delete(ctx, caller(t, g, person, ""), gateway.SessionInput{SessionKey: ref.Key, AgentID: ref.AgentID}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runFollow runs f with an empty reader and tells how Run ended.
+func runFollow(ctx context.Context, f *gateway.Follower) <-chan error {
+	ran := make(chan error, 1)
+	go func() { ran <- f.Run(ctx, gateway.FollowReader{}) }()
+	return ran
+}
+
+func TestAFollowerOfASessionEndsNotFoundWhenTheSessionIsDeleted(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			here, deleter := deletingGateways(t, b)
+			w := newPreconditionWorld(t, here)
+			hang, cancel := context.WithTimeout(ctx, followHangGuard) // a hang guard, not a timing
+			defer cancel()
+			f, err := here.Follow(hang, gateway.FollowOptions{Session: &w.worker, After: -1, BookmarkInterval: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			ran := runFollow(hang, f)
+			deleteOn(t, deleter, w.worker)
+			if err := <-ran; gateway.Code(err) != gateway.CodeNotFound {
+				t.Fatalf("the follow of a deleted session ended with %v, want not found", err)
+			}
+		})
+	}
+}
+
+func TestAFollowerOfLiveEventsAloneEndsNotFoundWhenItsSessionIsDeleted(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			here, deleter := deletingGateways(t, b)
+			w := newPreconditionWorld(t, here)
+			hang, cancel := context.WithTimeout(ctx, followHangGuard)
+			defer cancel()
+			f, err := here.Follow(hang, gateway.FollowOptions{Session: &vigil.SessionRef{Key: w.worker.Key}, Live: true, LiveOnly: true,
+				LiveOf: []string{"agent:main:main"}, BookmarkInterval: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			ran := runFollow(hang, f)
+			deleteOn(t, deleter, w.worker)
+			if err := <-ran; gateway.Code(err) != gateway.CodeNotFound {
+				t.Fatalf("the follow of a deleted session's live events ended with %v, want not found", err)
+			}
+		})
+	}
+}
+
+func TestAFenceOnASessionThatIsDeletedAnswersTimedOutAndGone(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			here, deleter := deletingGateways(t, b)
+			w := newPreconditionWorld(t, here)
+			target, sixty := w.version(t, w.worker)+1, 60
+			answered := make(chan gateway.StatusOutput, 1)
+			go func() {
+				out, err := here.Status(ctx, w.person, gateway.StatusInput{SessionKey: w.worker.Key, WaitForVersion: &target,
+					TimeoutSeconds: &sixty})
+				if err != nil {
+					t.Error(err)
+				}
+				answered <- out
+			}()
+			waitHeld(t, here, 1)
+			deleteOn(t, deleter, w.worker)
+			select {
+			case out := <-answered:
+				if !out.TimedOut || out.Exists || out.StateVersion != 0 {
+					t.Fatalf("the fence answered %+v, want timed out on a session that does not exist", out)
+				}
+			case <-time.After(followHangGuard):
+				t.Fatal("the fence on a deleted session did not answer (hang guard)")
+			}
+		})
+	}
+}
+
+// On one gateway a parked turn and a waiting send of a deleted session
+// end as the deletion commits (TestAParkedTurnEndsWhenItsSessionIsDeleted);
+// on PostgreSQL a deletion through another gateway ends them too.
+
+func TestATurnParkedOnASessionDeletedThroughAnotherGatewayEndsNotFound(t *testing.T) {
+	schema := pgtest.FreshSchema(t)
+	here, deleter := gatewayOnPostgres(t, schema), gatewayOnPostgres(t, schema)
+	w := newPreconditionWorld(t, here)
+	worker := caller(t, here, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, w.worker.Key)
+	if _, err := here.Turn(ctx, worker, gateway.TurnInput{SessionKey: w.worker.Key, WaitSeconds: new(int)}); err != nil {
+		t.Fatal(err) // takes the task, so the next turn parks
+	}
+	sixty := 60
+	ended := make(chan error, 1)
+	go func() {
+		_, err := here.Turn(ctx, worker, gateway.TurnInput{SessionKey: w.worker.Key, WaitSeconds: &sixty})
+		ended <- err
+	}()
+	waitHeld(t, here, 1)
+	deleteOn(t, deleter, w.worker)
+	select {
+	case err := <-ended:
+		if gateway.Code(err) != gateway.CodeNotFound {
+			t.Fatalf("the parked turn of a session deleted elsewhere ended with %v, want not found", err)
+		}
+	case <-time.After(followHangGuard):
+		t.Fatal("the parked turn of a session deleted elsewhere did not end (hang guard)")
+	}
+}
+
+func TestASendAwaitingAReplyFromASessionDeletedThroughAnotherGatewayAnswersAnError(t *testing.T) {
+	schema := pgtest.FreshSchema(t)
+	here, deleter := gatewayOnPostgres(t, schema), gatewayOnPostgres(t, schema)
+	w := newPreconditionWorld(t, here)
+	sixty := 60
+	answered := make(chan gateway.SendOutput, 1)
+	go func() {
+		out, err := here.Send(ctx, w.person, gateway.SendInput{SessionKey: w.worker.Key, Message: "anyone there?", TimeoutSeconds: &sixty})
+		if err != nil {
+			t.Error(err)
+		}
+		answered <- out
+	}()
+	hang, cancel := context.WithTimeout(ctx, followHangGuard) // a hang guard, not a timing
+	defer cancel()
+	if err := here.AwaitWaitingSends(hang, w.worker, 1); err != nil { // its message stored, it waits
+		t.Fatal(err)
+	}
+	deleteOn(t, deleter, w.worker)
+	select {
+	case out := <-answered:
+		if out.Status != "error" || out.Error != "the session was deleted" {
+			t.Fatalf("the send awaiting a reply from a session deleted elsewhere answered %+v, want an error saying so", out)
+		}
+	case <-time.After(followHangGuard):
+		t.Fatal("the send awaiting a reply from a session deleted elsewhere did not answer (hang guard)")
+	}
+}
+
+// A deletion heard late, after the session was made again with the same
+// key, ends the follower of the session deleted and not that of the one
+// made since: the deletion carries the version it deleted at, and a
+// follower already past it follows the new session.
+func TestADeletionHeardAfterTheSessionWasMadeAgainEndsOnlyTheFollowerOfTheOneDeleted(t *testing.T) {
+	schema := pgtest.FreshSchema(t)
+	var held sync.Mutex // held, the gateway here hears no commit
+	here, _ := gatewayOnPostgresHearing(t, schema, nil, func() { held.Lock(); held.Unlock() })
+	deleter := gatewayOnPostgres(t, schema)
+	ref := vigil.MustRef("agent:main:subagent:again")
+	recordOn(t, deleter, ref.Key)
+	hang, cancel := context.WithTimeout(ctx, followHangGuard)
+	defer cancel()
+	old, err := here.Follow(hang, gateway.FollowOptions{Session: &ref, After: -1, BookmarkInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	oldRan := runFollow(hang, old)
+
+	held.Lock()
+	deleteOn(t, deleter, ref)
+	recordOn(t, deleter, ref.Key) // the session again
+	made, err := here.Follow(hang, gateway.FollowOptions{Session: &ref, After: -1, BookmarkInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer made.Close()
+	next, _, _ := sequencesGiven(t, hang, made)
+	held.Unlock()
+
+	if err := <-oldRan; gateway.Code(err) != gateway.CodeNotFound {
+		t.Fatalf("the follow of the deleted session ended with %v, want not found", err)
+	}
+	if seq := recordOn(t, deleter, ref.Key); next() != seq {
+		t.Fatal("the follower of the session made again was not given its next change")
+	}
+}
