@@ -411,6 +411,22 @@ class Streams(unittest.TestCase):
         with as_(OPERATOR).session_events(worker) as stream:
             self.assertEqual(first(stream, t.Bookmark).position, v + 1)
 
+    def test_a_session_stream_ends_with_session_deleted_when_its_session_is_deleted(self) -> None:
+        worker, _, v = spawn(manager_key())
+        with as_(OPERATOR).session_events(worker) as stream:
+            guard = threading.Timer(20, stream.close)  # a stream that never ends fails, not hangs
+            guard.start()
+            try:
+                events = iter(stream)
+                first(events, t.Bookmark)  # the stream is open
+                as_(OPERATOR).session_delete(worker)
+                rest = list(events)
+            finally:
+                guard.cancel()
+        self.assertEqual(rest, [t.SessionDeleted(session_key=worker, agent_id=agent_of(worker), state_version=v,
+                                                 message=rest[-1].message if rest else "")])
+        self.assertTrue(rest[0].message)
+
     def test_a_refused_stream_raises_the_error(self) -> None:
         with self.assertRaises(vc.PermissionDeniedError):
             with as_(OPS).session_events("agent:main:main") as stream:

@@ -63,7 +63,10 @@ export interface LiveEvent {
  * (after `position`, or live when it had none yet): live events of the
  * outage were missed, so a runtime takes a turn. `history_gap` says events
  * after `requested` were pruned: re-read what you follow; the stream goes
- * on after `resumeAfter` with every event still retained.
+ * on after `resumeAfter` with every event still retained. `deleted` is a
+ * session stream's last item: the session was deleted (at `stateVersion`)
+ * and the stream ends rather than resuming; a session made again with the
+ * same key is a new one, followed anew without a position.
  */
 export type StreamEvent =
   | { type: "signal"; event: LogEvent }
@@ -79,6 +82,7 @@ export type StreamEvent =
       resumeAfter: number;
     }
   | { type: "lagged"; message: string }
+  | { type: "deleted"; sessionKey: string; agentId: string; stateVersion: number; message: string }
   | { type: "resumed"; position: number | null; cause: unknown };
 
 export interface ClientOptions {
@@ -385,7 +389,7 @@ export class VigilClient {
         if (conn.signal.aborted) return;
         timer = setTimeout(() => conn.abort(new TransportError(`vigil: ${op}: nothing heard for ${idle / 1000}s`)), idle);
       };
-      let end: { gap?: { requested: number; resumeAfter: number }; lagged?: boolean; error?: unknown; heard?: boolean } = {};
+      let end: { gap?: { requested: number; resumeAfter: number }; lagged?: boolean; deleted?: boolean; error?: unknown; heard?: boolean } = {};
       try {
         let resp: Response;
         try {
@@ -415,8 +419,15 @@ export class VigilClient {
             if (!parsed) continue;
             if (parsed.type === "history_gap") end.gap = { requested: parsed.requested, resumeAfter: parsed.resumeAfter };
             else if (parsed.type === "lagged") end.lagged = true;
+            else if (parsed.type === "deleted") end.deleted = true;
             else end.heard = true;
             clearTimeout(timer);
+            if (end.deleted) {
+              // The last item: the finally below closes the connection
+              // whether or not the caller asks for more.
+              yield parsed;
+              return;
+            }
             yield parsed;
             if (end.gap || end.lagged) break;
             touch();
@@ -461,6 +472,10 @@ export class VigilClient {
       return { type: "history_gap", ...g, resumeAfter };
     }
     if (ev.event === "lagged") return { type: "lagged", message: (data as { message?: string }).message ?? "" };
+    if (ev.event === "deleted") {
+      const d = data as { sessionKey?: string; agentId?: string; stateVersion?: number; message?: string };
+      return { type: "deleted", sessionKey: d.sessionKey ?? "", agentId: d.agentId ?? "", stateVersion: d.stateVersion ?? 0, message: d.message ?? "" };
+    }
     return decode(ev.event, data);
   }
 }

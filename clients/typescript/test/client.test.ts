@@ -462,6 +462,21 @@ describe("streams", () => {
     stop.abort();
   });
 
+  test("a session stream ends with a deleted item when its session is deleted, and does not resume", { timeout: 20_000 }, async () => {
+    const { worker, v } = await spawnWorker(managerKey());
+    const stop = new AbortController();
+    try {
+      const it = as(OPERATOR).sessionEvents(worker, { signal: stop.signal })[Symbol.asyncIterator]();
+      await next(it, "bookmark"); // the stream is open
+      await as(OPERATOR).sessionDelete({ sessionKey: worker });
+      const gone = await next(it, "deleted");
+      assert.deepEqual([gone.sessionKey, gone.agentId, gone.stateVersion], [worker, agentOf(worker), v]);
+      assert.equal((await it.next()).done, true);
+    } finally {
+      stop.abort();
+    }
+  });
+
   test("a refused stream throws the error", async () => {
     const it = as(OPS).sessionEvents(MANAGER)[Symbol.asyncIterator]();
     const e = await rejects(it.next(), APIError);

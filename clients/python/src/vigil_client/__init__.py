@@ -15,12 +15,13 @@ from .client import SESSION_HEADER, Client, Stream
 from .errors import (APIError, ConflictError, InternalError, InvalidArgumentError, NotFoundError,
                      PayloadTooLargeError, PermissionDeniedError, RequestTimeoutError, TooManyRequestsError,
                      TransportError, UnauthenticatedError, UnavailableError, VigilError)
-from .types import (AgentEvent, Bookmark, Event, HistoryGap, Lagged, LiveEvent, LogEvent, NoticeData, Resumed)
+from .types import (AgentEvent, Bookmark, Event, HistoryGap, Lagged, LiveEvent, LogEvent, NoticeData, Resumed,
+                    SessionDeleted)
 
 __all__ = [
     "SESSION_HEADER", "Client", "Stream",
     "VigilError", "TransportError", "APIError", "InvalidArgumentError", "UnauthenticatedError",
     "PermissionDeniedError", "NotFoundError", "RequestTimeoutError", "ConflictError", "PayloadTooLargeError",
     "TooManyRequestsError", "InternalError", "UnavailableError",
-    "Event", "AgentEvent", "LogEvent", "LiveEvent", "NoticeData", "Bookmark", "HistoryGap", "Lagged", "Resumed",
+    "Event", "AgentEvent", "LogEvent", "LiveEvent", "NoticeData", "Bookmark", "HistoryGap", "Lagged", "SessionDeleted", "Resumed",
 ]

@@ -362,7 +362,8 @@ class Stream:
     (a network error, the gateway restarting, nothing heard for
     idle_timeout seconds, 45 when 0) it reconnects with Last-Event-ID set to the last
     position it saw and yields Resumed; after a HistoryGap it goes on with
-    every retained event. close(), from any thread, ends it promptly; so
+    every retained event. A session stream ends after a SessionDeleted, its
+    session's deletion. close(), from any thread, ends it promptly; so
     does leaving a ``with`` block. An error reconnecting cannot mend (a
     refused credential, a bad filter) is raised from the iteration.
     """
@@ -433,6 +434,8 @@ class Stream:
                     reconnecting = False
                 end = yield from self._read(resp)
                 if self._closed.is_set():
+                    return
+                if end.get("deleted"):
                     return
                 if end.get("heard"):
                     delay = _FIRST_DELAY
@@ -513,7 +516,7 @@ class Stream:
                         ev = self._dispatch(typ or "message", "\n".join(data), end)
                         if ev is not None:
                             yield ev
-                        if "gap" in end or end.get("lagged"):
+                        if "gap" in end or end.get("lagged") or end.get("deleted"):
                             return end
                     typ, data, size = "", [], 0
                     continue
@@ -551,6 +554,9 @@ class Stream:
         if typ == "lagged":
             end["lagged"] = True
             return t.decode(t.Lagged, data)
+        if typ == "deleted":
+            end["deleted"] = True
+            return t.decode(t.SessionDeleted, data)
         ev = self._decode(typ, data)
         end["heard"] = True
         return ev

@@ -425,6 +425,19 @@ class Lagged:
 
 
 @dataclass
+class SessionDeleted:
+    """The session followed was deleted, at ``state_version``: a session
+    stream's last event. The stream ends rather than resuming; a session
+    made again with the same key is a new one, followed anew without a
+    position."""
+
+    session_key: str = ""
+    agent_id: str = ""
+    state_version: int = 0
+    message: str = ""
+
+
+@dataclass
 class Resumed:
     """The stream reconnected after a drop, after ``position`` (None when it
     had seen none yet and started again live). Live events of the outage
@@ -434,4 +447,4 @@ class Resumed:
     cause: Optional[BaseException] = None
 
 
-Event = Union[AgentEvent, LogEvent, LiveEvent, Bookmark, HistoryGap, Lagged, Resumed]
+Event = Union[AgentEvent, LogEvent, LiveEvent, Bookmark, HistoryGap, Lagged, SessionDeleted, Resumed]
