@@ -37,9 +37,6 @@ const (
 // session stops.
 const DefaultPushSweepInterval = time.Minute
 
-// maxPushIDLen bounds a config id a client chooses.
-const maxPushIDLen = 128
-
 // pushes runs the deliveries of the stored push configs. A config is
 // stored first (gateway.SetPushConfig: with its session, bounded per
 // credential and task), then followed here as the credential that set it,
@@ -88,6 +85,9 @@ type pushSpec struct {
 	id, url, token              string
 	authScheme, authCredentials string
 	field                       string // where the config's fields are in the request, for errors
+	// schemeField names the scheme within field: 0.3 lists schemes and
+	// vigil keeps the first.
+	schemeField string
 }
 
 // checkPush refuses a config vigil would not deliver: a URL that is not
@@ -95,6 +95,14 @@ type pushSpec struct {
 // that is no signing secret, or authentication that would not make a
 // header.
 func (h *core) checkPush(c gateway.Caller, s pushSpec) error {
+	// First, before any rule reads a field of any length.
+	if field, limit, ok := gateway.PushFieldTooLong(sessions.PushConfig{ID: s.id, URL: s.url, Token: s.token,
+		AuthScheme: s.authScheme, AuthCredentials: s.authCredentials}); ok {
+		if field == "authentication.scheme" && s.schemeField != "" {
+			field = s.schemeField
+		}
+		return fmt.Errorf("%s%s may be at most %d bytes: %w", s.field, field, limit, a2a.ErrInvalidParams)
+	}
 	u, err := url.Parse(s.url)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("%surl must be an absolute http or https URL: %w", s.field, a2a.ErrInvalidParams)
@@ -109,9 +117,8 @@ func (h *core) checkPush(c gateway.Caller, s pushSpec) error {
 	if _, err := webhook.SigningKey(s.token); err != nil {
 		return fmt.Errorf("%stoken: %v: %w", s.field, err, a2a.ErrInvalidParams)
 	}
-	if len(s.id) > maxPushIDLen || strings.ContainsFunc(s.id, unicode.IsControl) {
-		return fmt.Errorf("%sid must be at most %d characters, none of them control characters: %w", s.field, maxPushIDLen,
-			a2a.ErrInvalidParams)
+	if strings.ContainsFunc(s.id, unicode.IsControl) {
+		return fmt.Errorf("%sid must hold no control characters: %w", s.field, a2a.ErrInvalidParams)
 	}
 	if s.authScheme == "" && s.authCredentials != "" {
 		return fmt.Errorf("%sauthentication has credentials but no scheme to send them with: %w", s.field, a2a.ErrInvalidParams)
