@@ -25,9 +25,8 @@ import (
 	"github.com/vigilhq/vigil/webhook"
 )
 
-// Push deliveries: one attempt's timeout, and attempts per update.
+// Push deliveries: attempts per update, and the first retry's delay.
 const (
-	pushTimeout  = 10 * time.Second
 	pushAttempts = 3
 	pushBackoff  = 500 * time.Millisecond
 )

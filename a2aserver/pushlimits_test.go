@@ -2,12 +2,17 @@ package a2aserver_test
 
 import (
 	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/sessions"
+	"github.com/vigilhq/vigil/webhook"
 )
 
 // pushFields are a push config's fields as a caller sets them, each as
@@ -100,6 +105,39 @@ func TestAPushConfigFieldOverItsLimitIsRefusedNamingItAndStoresNothing(t *testin
 		}
 		if after := storedPushConfigs(t, s); !reflect.DeepEqual(after, before) {
 			t.Fatalf("a refused %s changed the stored configs (%d stored, %d before)", c.field, len(after), len(before))
+		}
+	}
+}
+
+// A receiver's answer is read for its status: one whose headers run past
+// webhook.MaxResponseHeaderBytes fails the delivery rather than being held
+// in memory, by every delivery at once, up to the transport's 10 MB.
+func TestAPushReceiverAnsweringWithHeadersOverTheBoundFailsTheDelivery(t *testing.T) {
+	t.Parallel()
+	logs := make(logLines, 256)
+	s := startLogging(t, filepath.Join(t.TempDir(), "vigil.db"), slog.New(slog.NewTextHandler(logs, nil)))
+	ctx := guarded(t)
+	bloated := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Padding", strings.Repeat("h", 2*webhook.MaxResponseHeaderBytes))
+		w.WriteHeader(http.StatusBadRequest)
+	}))
+	defer bloated.Close()
+	child := spawn10(as10(t, s, tokMain, manager))
+	as10(t, s, tokAdmin, "").must("CreateTaskPushNotificationConfig", `{"taskId":`+quote(child)+`,"id":"bloated","url":`+
+		quote(bloated.URL)+`,"token":"a-push-secret-of-some-length"}`, nil)
+	as10(t, s, tokOperator, "").must("SendMessage", send10(child, "a person writes", ""), nil)
+	for {
+		select {
+		case line := <-logs:
+			if !strings.Contains(line, "a2a push notification not delivered") {
+				continue
+			}
+			if !strings.Contains(line, "bloated") || !strings.Contains(line, "header") {
+				t.Fatalf("the delivery is logged as %q; want it failed on the answer's headers", line)
+			}
+			return
+		case <-ctx.Done():
+			t.Fatal("no failed delivery was logged (hang guard)")
 		}
 	}
 }
