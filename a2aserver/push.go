@@ -397,7 +397,11 @@ func (p *pushes) deliver(ctx context.Context, c gateway.Caller, d *delivery, rea
 			}
 			return false // deleted, with its session or on its own
 		}
-		if err := p.post(ctx, cfg, ev.update); err != nil && ctx.Err() == nil {
+		err := p.post(ctx, d, ev.update)
+		if errors.Is(err, errConfigGone) {
+			return false
+		}
+		if err != nil && ctx.Err() == nil {
 			p.h.log.Warn("a2a push notification not delivered", "task", cfg.Session.Key, "config", cfg.ID, "err", err)
 		}
 		return true
@@ -436,9 +440,16 @@ func deliveryID(cfg sessions.PushConfig, u *updateView) string {
 	return "msg_" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
+// errConfigGone: a delivery's config is no longer stored.
+var errConfigGone = errors.New("its push notification config is gone")
+
 // post delivers one update, retrying network errors, 408, 429 and 5xx
-// answers.
-func (p *pushes) post(ctx context.Context, cfg sessions.PushConfig, u *updateView) error {
+// answers. Before each retry it looks for d's config again, as deliver
+// does before each update, and gives up with errConfigGone once it is
+// gone: deleting a session deletes its configs without stopping their
+// deliveries, which find out here.
+func (p *pushes) post(ctx context.Context, d *delivery, u *updateView) error {
+	cfg := d.cfg
 	body, contentType, err := pushPayload(cfg, u)
 	if err != nil {
 		return fmt.Errorf("encode the update: %w", err)
@@ -451,6 +462,11 @@ func (p *pushes) post(ctx context.Context, cfg sessions.PushConfig, u *updateVie
 			case <-ctx.Done():
 				return ctx.Err()
 			case <-time.After(pushBackoff << attempt):
+			}
+			// A config that cannot be read now is retried as a receiver
+			// that cannot be reached is.
+			if ok, err := p.stored(ctx, d); err == nil && !ok {
+				return errConfigGone
 			}
 		}
 		now := time.Now()
