@@ -86,7 +86,10 @@ type Options struct {
 	// AllowPush decides whether caller may have vigil POST to u. A push
 	// config makes vigil send requests where the caller says, which no
 	// other transport lets a credential do, so nil allows it to admin
-	// credentials only.
+	// credentials only. It is asked when a config is set and when it is
+	// resumed, and sees the URL, not the address each attempt connects
+	// to, which DNS may change meanwhile: a rule on addresses belongs in
+	// Client's dialer.
 	AllowPush func(c gateway.Caller, u *url.URL) error
 	// Client POSTs push notifications; nil means webhook.NewClient: a
 	// 10 s timeout, no redirects followed, an answer's headers bounded.
