@@ -48,6 +48,7 @@ import (
 
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/internal/buildinfo"
+	"github.com/vigilhq/vigil/webhook"
 )
 
 // Path is where the JSON-RPC endpoint is served.
@@ -85,10 +86,13 @@ type Options struct {
 	// AllowPush decides whether caller may have vigil POST to u. A push
 	// config makes vigil send requests where the caller says, which no
 	// other transport lets a credential do, so nil allows it to admin
-	// credentials only.
+	// credentials only. It is asked when a config is set and when it is
+	// resumed, and sees the URL, not the address each attempt connects
+	// to, which DNS may change meanwhile: a rule on addresses belongs in
+	// Client's dialer.
 	AllowPush func(c gateway.Caller, u *url.URL) error
-	// Client POSTs push notifications; nil means a client with a 10 s
-	// timeout that follows no redirects.
+	// Client POSTs push notifications; nil means webhook.NewClient: a
+	// 10 s timeout, no redirects followed, an answer's headers bounded.
 	Client *http.Client
 	// MaxBodyBytes bounds a request body; 0 means MaxBodyBytes.
 	MaxBodyBytes int64
@@ -125,8 +129,7 @@ func Handler(ctx context.Context, g *gateway.Gateway, resolve Resolver, opts Opt
 		opts.AllowPush = adminsOnly
 	}
 	if opts.Client == nil {
-		opts.Client = &http.Client{Timeout: pushTimeout,
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		opts.Client = webhook.NewClient()
 	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = MaxBodyBytes

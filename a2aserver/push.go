@@ -25,9 +25,8 @@ import (
 	"github.com/vigilhq/vigil/webhook"
 )
 
-// Push deliveries: one attempt's timeout, and attempts per update.
+// Push deliveries: attempts per update, and the first retry's delay.
 const (
-	pushTimeout  = 10 * time.Second
 	pushAttempts = 3
 	pushBackoff  = 500 * time.Millisecond
 )
@@ -36,9 +35,6 @@ const (
 // checked against the stored configs, so one whose config went with its
 // session stops.
 const DefaultPushSweepInterval = time.Minute
-
-// maxPushIDLen bounds a config id a client chooses.
-const maxPushIDLen = 128
 
 // pushes runs the deliveries of the stored push configs. A config is
 // stored first (gateway.SetPushConfig: with its session, bounded per
@@ -88,6 +84,9 @@ type pushSpec struct {
 	id, url, token              string
 	authScheme, authCredentials string
 	field                       string // where the config's fields are in the request, for errors
+	// schemeField names the scheme within field: 0.3 lists schemes and
+	// vigil keeps the first.
+	schemeField string
 }
 
 // checkPush refuses a config vigil would not deliver: a URL that is not
@@ -95,6 +94,14 @@ type pushSpec struct {
 // that is no signing secret, or authentication that would not make a
 // header.
 func (h *core) checkPush(c gateway.Caller, s pushSpec) error {
+	// First, before any rule reads a field of any length.
+	if field, limit, ok := gateway.PushFieldTooLong(sessions.PushConfig{ID: s.id, URL: s.url, Token: s.token,
+		AuthScheme: s.authScheme, AuthCredentials: s.authCredentials}); ok {
+		if field == "authentication.scheme" && s.schemeField != "" {
+			field = s.schemeField
+		}
+		return fmt.Errorf("%s%s may be at most %d bytes: %w", s.field, field, limit, a2a.ErrInvalidParams)
+	}
 	u, err := url.Parse(s.url)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("%surl must be an absolute http or https URL: %w", s.field, a2a.ErrInvalidParams)
@@ -109,9 +116,8 @@ func (h *core) checkPush(c gateway.Caller, s pushSpec) error {
 	if _, err := webhook.SigningKey(s.token); err != nil {
 		return fmt.Errorf("%stoken: %v: %w", s.field, err, a2a.ErrInvalidParams)
 	}
-	if len(s.id) > maxPushIDLen || strings.ContainsFunc(s.id, unicode.IsControl) {
-		return fmt.Errorf("%sid must be at most %d characters, none of them control characters: %w", s.field, maxPushIDLen,
-			a2a.ErrInvalidParams)
+	if strings.ContainsFunc(s.id, unicode.IsControl) {
+		return fmt.Errorf("%sid must hold no control characters: %w", s.field, a2a.ErrInvalidParams)
 	}
 	if s.authScheme == "" && s.authCredentials != "" {
 		return fmt.Errorf("%sauthentication has credentials but no scheme to send them with: %w", s.field, a2a.ErrInvalidParams)
@@ -391,7 +397,11 @@ func (p *pushes) deliver(ctx context.Context, c gateway.Caller, d *delivery, rea
 			}
 			return false // deleted, with its session or on its own
 		}
-		if err := p.post(ctx, cfg, ev.update); err != nil && ctx.Err() == nil {
+		err := p.post(ctx, d, ev.update)
+		if errors.Is(err, errConfigGone) {
+			return false
+		}
+		if err != nil && ctx.Err() == nil {
 			p.h.log.Warn("a2a push notification not delivered", "task", cfg.Session.Key, "config", cfg.ID, "err", err)
 		}
 		return true
@@ -430,9 +440,16 @@ func deliveryID(cfg sessions.PushConfig, u *updateView) string {
 	return "msg_" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
+// errConfigGone: a delivery's config is no longer stored.
+var errConfigGone = errors.New("its push notification config is gone")
+
 // post delivers one update, retrying network errors, 408, 429 and 5xx
-// answers.
-func (p *pushes) post(ctx context.Context, cfg sessions.PushConfig, u *updateView) error {
+// answers. Before each retry it looks for d's config again, as deliver
+// does before each update, and gives up with errConfigGone once it is
+// gone: deleting a session deletes its configs without stopping their
+// deliveries, which find out here.
+func (p *pushes) post(ctx context.Context, d *delivery, u *updateView) error {
+	cfg := d.cfg
 	body, contentType, err := pushPayload(cfg, u)
 	if err != nil {
 		return fmt.Errorf("encode the update: %w", err)
@@ -445,6 +462,11 @@ func (p *pushes) post(ctx context.Context, cfg sessions.PushConfig, u *updateVie
 			case <-ctx.Done():
 				return ctx.Err()
 			case <-time.After(pushBackoff << attempt):
+			}
+			// A config that cannot be read now is retried as a receiver
+			// that cannot be reached is.
+			if ok, err := p.stored(ctx, d); err == nil && !ok {
+				return errConfigGone
 			}
 		}
 		now := time.Now()

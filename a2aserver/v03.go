@@ -205,7 +205,7 @@ func (h v03) OnSetTaskPushConfig(ctx context.Context, p *a2a.TaskPushConfig) (*a
 		return nil, fmt.Errorf("params are required: %w", a2a.ErrInvalidParams)
 	}
 	spec := pushSpec{task: string(p.TaskID), id: p.Config.ID, url: p.Config.URL, token: p.Config.Token,
-		field: "pushNotificationConfig."}
+		field: "pushNotificationConfig.", schemeField: "authentication.schemes[0]"}
 	if a := p.Config.Auth; a != nil {
 		// The protocol lists the schemes the receiver takes; a delivery
 		// can use one, the first.

@@ -35,16 +35,59 @@ func (l PushLimits) WithDefaults() PushLimits {
 	return l
 }
 
+// Bounds, in bytes, of the fields of a push config its caller chooses.
+// Each is stored as given and goes with every delivery; bounded, one
+// config holds under 7 KiB, so the most a gateway keeps
+// (DefaultMaxPushConfigs) stays under 7 MiB.
+const (
+	MaxPushIDBytes  = 128  // a name among the caller's configs on a task
+	MaxPushURLBytes = 2048 // the longest URL that common proxies and servers take
+	// MaxPushTokenBytes fits a "whsec_" secret of a 256-byte key.
+	MaxPushTokenBytes      = 512
+	MaxPushAuthSchemeBytes = 64 // one word: "Bearer", "Basic"
+	// MaxPushAuthCredentialsBytes fits a large JWT, and with the scheme
+	// stays within the 8 KiB a receiver's header line commonly may take.
+	MaxPushAuthCredentialsBytes = 4096
+)
+
+// PushFieldTooLong finds the first field of cfg its caller chose that is
+// longer than its bound: its name as A2A spells it ("id", "url", "token",
+// "authentication.scheme", "authentication.credentials"), and the bound.
+// ok is false when every field is within its bound.
+func PushFieldTooLong(cfg sessions.PushConfig) (field string, limit int, ok bool) {
+	for _, f := range []struct {
+		name  string
+		value string
+		limit int
+	}{
+		{"id", cfg.ID, MaxPushIDBytes},
+		{"url", cfg.URL, MaxPushURLBytes},
+		{"token", cfg.Token, MaxPushTokenBytes},
+		{"authentication.scheme", cfg.AuthScheme, MaxPushAuthSchemeBytes},
+		{"authentication.credentials", cfg.AuthCredentials, MaxPushAuthCredentialsBytes},
+	} {
+		if len(f.value) > f.limit {
+			return f.name, f.limit, true
+		}
+	}
+	return "", 0, false
+}
+
 // PushOwner names the credential of p as push configs record their owner.
 func PushOwner(p Principal) string { return string(p.Role) + "|" + p.ID }
 
 // SetPushConfig stores cfg (replacing c's config of the same id on the
 // same session) as c's: its Session must exist and be one c reaches.
+// A field over its bound (PushFieldTooLong) is refused with an error
+// wrapping ErrInvalid that names it and the bound, and nothing is stored.
 // A new config over one of l's limits is refused, over the credential's
 // with an error wrapping ErrTooMany, over the gateway's with one wrapping
 // ErrUnavailable; each names the limit.
 func (g *Gateway) SetPushConfig(ctx context.Context, c Caller, cfg sessions.PushConfig, l PushLimits) (err error) {
 	defer g.public(ctx, &err)
+	if field, limit, ok := PushFieldTooLong(cfg); ok {
+		return fmt.Errorf("%w: a push notification config's %s may be at most %d bytes", ErrInvalid, field, limit)
+	}
 	if err := c.reach(cfg.Session); err != nil {
 		return err
 	}

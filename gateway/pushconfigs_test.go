@@ -2,6 +2,8 @@ package gateway_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -85,5 +87,24 @@ func TestAPushConfigSetWhileAnotherGatewayDeletesItsSessionGoesWithTheSession(t 
 	}
 	if len(left) > 0 {
 		t.Fatalf("%d push configs outlived their deleted task: %+v", len(left), left)
+	}
+}
+
+// The gateway bounds the fields it stores whichever transport hands it a
+// config: one over a bound is refused as invalid, naming the field and
+// the bound, and nothing is stored.
+func TestAPushConfigFieldOverItsBoundIsRefusedByTheGateway(t *testing.T) {
+	g, _ := newGateway(t)
+	task := vigil.MustRef(graphStory(t, g))
+	c := caller(t, g, person, "")
+	cfg := sessions.PushConfig{Session: task, ID: "hook", URL: "https://example.test/" +
+		strings.Repeat("p", gateway.MaxPushURLBytes), Token: "a-push-secret-of-some-length", Protocol: "1.0", CreatedAt: 1}
+	err := g.SetPushConfig(ctx, c, cfg, gateway.PushLimits{}.WithDefaults())
+	if gateway.Code(err) != gateway.CodeInvalid || !strings.Contains(err.Error(), "url") ||
+		!strings.Contains(err.Error(), fmt.Sprint(gateway.MaxPushURLBytes)) {
+		t.Fatalf("a URL over its bound: %v, want invalid naming url and %d", err, gateway.MaxPushURLBytes)
+	}
+	if left, err := g.StoredPushConfigs(ctx, sessions.PushFilter{}); err != nil || len(left) != 0 {
+		t.Fatalf("stored after the refusal: %d configs, %v", len(left), err)
 	}
 }

@@ -290,7 +290,7 @@ func New(targets map[string]Target, opts Options) (*Dispatcher, error) {
 		workers:     workers,
 	}
 	if d.client == nil {
-		d.client = defaultClient()
+		d.client = NewClient()
 		d.ownClient = true
 	}
 	if d.log == nil {
@@ -358,17 +358,22 @@ func safeURL(u *url.URL) string {
 	return s
 }
 
-// maxResponseHeaderBytes bounds a receiver's answer's headers.
-const maxResponseHeaderBytes = 64 << 10
+// MaxResponseHeaderBytes bounds a receiver's answer's headers.
+const MaxResponseHeaderBytes = 64 << 10
 
-func defaultClient() *http.Client {
+// NewClient returns the client a Dispatcher sends with when its Options
+// give none, for any delivery to a receiver vigil does not run: each
+// request is bounded by DefaultTimeout (connecting, sending and the
+// answer's headers), redirects are not followed, and at most
+// MaxResponseHeaderBytes of an answer's headers are read.
+func NewClient() *http.Client {
 	var tr http.RoundTripper = http.DefaultTransport
 	if t, ok := http.DefaultTransport.(*http.Transport); ok {
 		c := t.Clone()
 		// A receiver's answer is read for its status alone: headers of
 		// 10 MB (the default bound) from a hostile one would be held by
 		// every attempt.
-		c.MaxResponseHeaderBytes = maxResponseHeaderBytes
+		c.MaxResponseHeaderBytes = MaxResponseHeaderBytes
 		tr = c
 	}
 	return &http.Client{

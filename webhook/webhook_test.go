@@ -732,8 +732,8 @@ func TestTheDefaultClientReadsAReceiversHeadersUpToABound(t *testing.T) {
 	if !ok {
 		t.Fatalf("default transport %T, want an *http.Transport", d.client.Transport)
 	}
-	if tr.MaxResponseHeaderBytes != maxResponseHeaderBytes {
-		t.Errorf("the default transport reads headers up to %d bytes, want %d", tr.MaxResponseHeaderBytes, maxResponseHeaderBytes)
+	if tr.MaxResponseHeaderBytes != MaxResponseHeaderBytes {
+		t.Errorf("the default transport reads headers up to %d bytes, want %d", tr.MaxResponseHeaderBytes, MaxResponseHeaderBytes)
 	}
 }
 
