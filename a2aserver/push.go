@@ -95,8 +95,8 @@ type pushSpec struct {
 // header.
 func (h *core) checkPush(c gateway.Caller, s pushSpec) error {
 	// First, before any rule reads a field of any length.
-	if field, limit, ok := gateway.PushFieldTooLong(sessions.PushConfig{ID: s.id, URL: s.url, Token: s.token,
-		AuthScheme: s.authScheme, AuthCredentials: s.authCredentials}); ok {
+	if field, limit, over := gateway.PushFieldTooLong(sessions.PushConfig{ID: s.id, URL: s.url, Token: s.token,
+		AuthScheme: s.authScheme, AuthCredentials: s.authCredentials}); over {
 		if field == "authentication.scheme" && s.schemeField != "" {
 			field = s.schemeField
 		}

@@ -53,8 +53,8 @@ const (
 // PushFieldTooLong finds the first field of cfg its caller chose that is
 // longer than its bound: its name as A2A spells it ("id", "url", "token",
 // "authentication.scheme", "authentication.credentials"), and the bound.
-// ok is false when every field is within its bound.
-func PushFieldTooLong(cfg sessions.PushConfig) (field string, limit int, ok bool) {
+// over is false when every field is within its bound.
+func PushFieldTooLong(cfg sessions.PushConfig) (field string, limit int, over bool) {
 	for _, f := range []struct {
 		name  string
 		value string
@@ -85,7 +85,7 @@ func PushOwner(p Principal) string { return string(p.Role) + "|" + p.ID }
 // ErrUnavailable; each names the limit.
 func (g *Gateway) SetPushConfig(ctx context.Context, c Caller, cfg sessions.PushConfig, l PushLimits) (err error) {
 	defer g.public(ctx, &err)
-	if field, limit, ok := PushFieldTooLong(cfg); ok {
+	if field, limit, over := PushFieldTooLong(cfg); over {
 		return fmt.Errorf("%w: a push notification config's %s may be at most %d bytes", ErrInvalid, field, limit)
 	}
 	if err := c.reach(cfg.Session); err != nil {
