@@ -562,6 +562,23 @@ func TestTheManagersPageShowsOnceThatAPersonDeletedItsChild(t *testing.T) {
 		chromedp.WaitNotPresent(chromedp.CSS("#queued li.queued-event")))
 }
 
+// A session deleted while its page is open is shown gone, and leaves the
+// sessions list, as soon as its stream says so, not at the next poll
+// (held off here: the tab reports itself hidden, and the poll reads
+// nothing for a hidden tab).
+func TestASessionPageShowsAtOnceThatItsSessionWasDeleted(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	run(t, ctx, "see the child's page", chromedp.WaitVisible(chromedp.ID("s-title")), chromedp.WaitNotVisible(chromedp.ID("s-missing")))
+	eval[bool](t, ctx, `Object.defineProperty(document, 'visibilityState', {get: () => 'hidden'}) && true`)
+	tool[gateway.DeleteOutput](t, gw, "", "session_delete", map[string]any{"sessionKey": child})
+	run(t, ctx, "see the page say the session does not exist", chromedp.WaitVisible(chromedp.ID("s-missing")))
+	run(t, ctx, "see the list without it", chromedp.WaitNotPresent(row(child)))
+}
+
 // A session deleted and created again under the same key while its page
 // is open is a new session: the page shows nothing of the deleted one.
 func TestASessionPageShowsNothingOfADeletedSessionOfTheSameKey(t *testing.T) {

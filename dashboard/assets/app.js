@@ -305,6 +305,11 @@ async function followSession(p) {
         event(type) {
           if (type === 'message' || type === 'reply') schedule('page');
           else if (type === 'notice' || type === 'wake') schedule('graph', 'page');
+          // The session was deleted: no log event says so, so the list,
+          // the graph and the page are read now rather than at the next
+          // poll. The stream then ends and is opened again without a
+          // position, for a session made again with the key.
+          else if (type === 'deleted') schedule('sessions', 'graph', 'page');
         },
       });
     } catch (e) {
