@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
 )
 
@@ -454,11 +455,27 @@ func (d *oaDocument) addStreams() error {
 	if err != nil {
 		return err
 	}
+	change, err := schemaFor[vigil.AgentEvent]()
+	if err != nil {
+		return err
+	}
+	sessionGap, err := schemaFor[SessionGap]()
+	if err != nil {
+		return err
+	}
+	bookmark, err := schemaFor[Bookmark]()
+	if err != nil {
+		return err
+	}
 	d.Paths["/v1/sessions/{key}/events"] = &oaPathItem{Get: &oaOperation{
 		OperationID: "session_events",
 		Summary:     "Stream one session's wakes, notices, messages and replies as they happen.",
 		Description: "Event types: wake (take a turn), notice (a notice entered the session's queue; sub-agents get " +
-			"these without a wake), message (an inbound message), reply (the session replied). A client that falls " +
+			"these without a wake), message (an inbound message), reply (the session replied), signal (each change of " +
+			"the session, with its state version as the event id) and bookmark (the state version the stream has " +
+			"reached: its first event when opened without a position, then whenever it is quiet). With a position it " +
+			"first sends every retained change after it; if some were pruned, one history_gap event and the stream " +
+			"ends: re-read the session. A client that falls " +
 			"behind gets one lagged event and the stream ends: reconnect and take a turn. A session deleted while " +
 			"its stream is open gets one deleted event and the stream ends: do not resume it (a session made again " +
 			"with the same key is a new one, followed anew without a position).",
@@ -468,6 +485,9 @@ func (d *oaDocument) addStreams() error {
 			": connected\n\nevent: wake\ndata: "+`{"type":"wake","sessionKey":"agent:main:main"}`+"\n\n",
 			[]oaEvents{
 				{Events: []string{gateway.LiveWake, gateway.LiveNotice, gateway.LiveMessage, gateway.LiveReply}, Data: live},
+				{Events: []string{"signal"}, Data: change},
+				{Events: []string{"bookmark"}, Data: bookmark},
+				{Events: []string{"history_gap"}, Data: sessionGap},
 				{Events: []string{"lagged"}, Data: lagged},
 				{Events: []string{"deleted"}, Data: deleted},
 			}), streamErrors),
@@ -488,7 +508,9 @@ func (d *oaDocument) addStreams() error {
 		Summary:     "Stream the signal log as it grows.",
 		Description: "Each signal event has its sequence as the event id. Without a position the stream starts live; " +
 			"with one it first replays every retained event after it, so a client that reconnects misses nothing and " +
-			"sees nothing twice. If events after the position were pruned, it sends one history_gap event and ends. " +
+			"sees nothing twice. A bookmark event gives the position reached: the first event when opened without a " +
+			"position, then whenever the stream is quiet. If events after the position were pruned, it sends one " +
+			"history_gap event and ends. " +
 			"An agent token sees only the agents it may reach.",
 		Tags: []string{tagStreams},
 		Parameters: []oaRef{
@@ -502,6 +524,7 @@ func (d *oaDocument) addStreams() error {
 			`"recordedAt":1767258005000,"summary":"human message via telegram","payload":{"channel":"telegram"}}`+"\n\n",
 			[]oaEvents{
 				{Events: []string{"signal"}, Data: signal},
+				{Events: []string{"bookmark"}, Data: bookmark},
 				{Events: []string{"history_gap"}, Data: gap},
 			}), streamErrors),
 	}}
