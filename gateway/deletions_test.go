@@ -43,13 +43,29 @@ func runFollow(ctx context.Context, f *gateway.Follower) <-chan error {
 }
 
 func TestAFollowerOfASessionEndsNotFoundWhenTheSessionIsDeleted(t *testing.T) {
+	followEndsNotFoundWhenDeleted(t, "the follow of a deleted session", func(w *preconditionWorld) gateway.FollowOptions {
+		return gateway.FollowOptions{Session: &w.worker, After: -1, BookmarkInterval: -1}
+	})
+}
+
+func TestAFollowerOfLiveEventsAloneEndsNotFoundWhenItsSessionIsDeleted(t *testing.T) {
+	followEndsNotFoundWhenDeleted(t, "the follow of a deleted session's live events", func(w *preconditionWorld) gateway.FollowOptions {
+		return gateway.FollowOptions{Session: &vigil.SessionRef{Key: w.worker.Key}, Live: true, LiveOnly: true,
+			LiveOf: []string{"agent:main:main"}, BookmarkInterval: -1}
+	})
+}
+
+// followEndsNotFoundWhenDeleted follows the worker with the options opts
+// gives, deletes it through the other gateway and wants the follow ended
+// not found, on every backend.
+func followEndsNotFoundWhenDeleted(t *testing.T, what string, opts func(w *preconditionWorld) gateway.FollowOptions) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			here, deleter := deletingGateways(t, b)
 			w := newPreconditionWorld(t, here)
 			hang, cancel := context.WithTimeout(ctx, followHangGuard) // a hang guard, not a timing
 			defer cancel()
-			f, err := here.Follow(hang, gateway.FollowOptions{Session: &w.worker, After: -1, BookmarkInterval: -1})
+			f, err := here.Follow(hang, opts(w))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -57,29 +73,7 @@ func TestAFollowerOfASessionEndsNotFoundWhenTheSessionIsDeleted(t *testing.T) {
 			ran := runFollow(hang, f)
 			deleteOn(t, deleter, w.worker)
 			if err := <-ran; gateway.Code(err) != gateway.CodeNotFound {
-				t.Fatalf("the follow of a deleted session ended with %v, want not found", err)
-			}
-		})
-	}
-}
-
-func TestAFollowerOfLiveEventsAloneEndsNotFoundWhenItsSessionIsDeleted(t *testing.T) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			here, deleter := deletingGateways(t, b)
-			w := newPreconditionWorld(t, here)
-			hang, cancel := context.WithTimeout(ctx, followHangGuard)
-			defer cancel()
-			f, err := here.Follow(hang, gateway.FollowOptions{Session: &vigil.SessionRef{Key: w.worker.Key}, Live: true, LiveOnly: true,
-				LiveOf: []string{"agent:main:main"}, BookmarkInterval: -1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			ran := runFollow(hang, f)
-			deleteOn(t, deleter, w.worker)
-			if err := <-ran; gateway.Code(err) != gateway.CodeNotFound {
-				t.Fatalf("the follow of a deleted session's live events ended with %v, want not found", err)
+				t.Fatalf("%s ended with %v, want not found", what, err)
 			}
 		})
 	}
