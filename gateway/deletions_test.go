@@ -303,3 +303,37 @@ func TestAFollowerOfASessionDeletedAndMadeAgainWhileTheListenerWasDownEndsNotFou
 	default:
 	}
 }
+
+// A position ahead of the session's version (given by a client, or kept
+// from before a restore) is not a deletion: the session lives, and its
+// follower goes on (here: it is given the session's next live event).
+func TestAFollowerFromAPositionAheadOfItsSessionIsNotToldTheSessionWasDeleted(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			here, _ := deletingGateways(t, b)
+			w := newPreconditionWorld(t, here)
+			hang, cancel := context.WithTimeout(ctx, followHangGuard) // a hang guard, not a timing
+			defer cancel()
+			f, err := here.Follow(hang, gateway.FollowOptions{Session: &w.worker, After: w.version(t, w.worker) + 1000,
+				Live: true, LiveOf: []string{w.worker.Key}, BookmarkInterval: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			live := make(chan string, 16)
+			ran := make(chan error, 1)
+			go func() {
+				ran <- f.Run(hang, gateway.FollowReader{Live: func(ev gateway.LiveEvent) error {
+					live <- ev.Type
+					return nil
+				}})
+			}()
+			w.personWrites(t)
+			select {
+			case err := <-ran:
+				t.Fatalf("the follow from a position ahead of its live session ended with %v", err)
+			case <-live:
+			}
+		})
+	}
+}

@@ -613,13 +613,18 @@ func (f *Follower) readSession(ctx context.Context, r FollowReader) error {
 // version then is not known: at least the position.
 //
 // A follower at position 0 has seen no event, and follows whichever
-// session has the key: nothing tells it gone.
+// session has the key: nothing tells it gone. Nor is a session whose
+// version is below the position (one given by the client, ahead of the
+// session, or a database restored from before it): that session lives,
+// and the follower gives what comes past the position.
 func (f *Follower) gone(ctx context.Context, d vigil.Delta) (bool, error) {
 	switch {
 	case f.pos <= 0:
 		return false, nil
+	case d.StateVersion == 0:
+		return true, nil // no session has the key now
 	case d.StateVersion < f.pos:
-		return true, nil // a session's version never falls while it lives
+		return false, nil
 	case d.HistoryGap || d.EarliestAvailableSequence <= f.pos:
 		return false, nil // its events up to the position were pruned, or some are there
 	}
