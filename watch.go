@@ -209,7 +209,10 @@ func (t *Txn) ResetSession(ctx context.Context, ref SessionRef) error {
 
 // DeleteSession deletes a session's events, head and every cursor naming
 // it, and its own queue. Notices already queued about it for others stay;
-// reconciling then shows it gone (version 0).
+// reconciling then shows it gone (version 0). A store shared by several
+// processes announces the deletion to the others; this process's gateway
+// hub is not told, so what follows or waits on the session here goes on:
+// a gateway deletes through gateway.Gateway.Delete, which tells it.
 func (e *Engine) DeleteSession(ctx context.Context, ref SessionRef) error {
 	if _, err := Ref(ref.AgentID, ref.Key); err != nil {
 		return err

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,8 +88,8 @@ type pushSpec struct {
 	schemeField string
 }
 
-// checkPush refuses a config vigil would not deliver: a URL that is not
-// absolute http(s), one the caller may not have vigil POST to, a token
+// checkPush refuses a config vigil would not deliver: a URL that
+// webhook.CheckURL refuses, one the caller may not have vigil POST to, a token
 // that is no signing secret, or authentication that would not make a
 // header.
 func (h *core) checkPush(c gateway.Caller, s pushSpec) error {
@@ -102,9 +101,9 @@ func (h *core) checkPush(c gateway.Caller, s pushSpec) error {
 		}
 		return fmt.Errorf("%s%s may be at most %d bytes: %w", s.field, field, limit, a2a.ErrInvalidParams)
 	}
-	u, err := url.Parse(s.url)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%surl must be an absolute http or https URL: %w", s.field, a2a.ErrInvalidParams)
+	u, err := webhook.CheckURL(s.url)
+	if err != nil {
+		return fmt.Errorf("%s%v: %w", s.field, err, a2a.ErrInvalidParams)
 	}
 	if err := h.opts.AllowPush(c, u); err != nil {
 		return rpcError(err)
@@ -284,9 +283,11 @@ func (p *pushes) callerOf(cfg sessions.PushConfig) (gateway.Caller, error) {
 		acting := cfg.ActingAs
 		c.Session = &acting
 	}
-	u, err := url.Parse(cfg.URL)
+	// Checked again: a config stored before the rule took its present
+	// form is not resumed if the rule now refuses it.
+	u, err := webhook.CheckURL(cfg.URL)
 	if err != nil {
-		return gateway.Caller{}, fmt.Errorf("its URL: %w", err)
+		return gateway.Caller{}, err
 	}
 	if err := p.h.opts.AllowPush(c, u); err != nil {
 		return gateway.Caller{}, err

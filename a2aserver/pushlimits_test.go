@@ -141,3 +141,23 @@ func TestAPushReceiverAnsweringWithHeadersOverTheBoundFailsTheDelivery(t *testin
 		}
 	}
 }
+
+// A push URL with a port but no hostname would have vigil connect to the
+// machine it runs on: it is refused in either revision, naming the url,
+// as a webhook's is, and nothing is stored.
+func TestAPushConfigWhoseURLHasNoHostnameIsRefusedNamingTheURL(t *testing.T) {
+	s := start(t)
+	child := spawn10(as10(t, s, tokMain, manager))
+	f := pushFields{id: "local", url: "http://:8080/hook", token: "a-push-secret-of-some-length", scheme: "Bearer", credentials: "c"}
+	if _, e := as10(t, s, tokAdmin, "").call("CreateTaskPushNotificationConfig", f.body10(child)); e == nil || e.Code != -32602 ||
+		!strings.Contains(e.Message, "url") || !strings.Contains(e.Message, "host") {
+		t.Errorf("1.0: a URL without a hostname: %v, want -32602 naming the url and its host", e)
+	}
+	if _, a := post(t, s, tokAdmin, "", f.body03(child)); a.Error == nil || a.Error.Code != -32602 ||
+		!strings.Contains(a.Error.Data["error"], "url") || !strings.Contains(a.Error.Data["error"], "host") {
+		t.Errorf("0.3: a URL without a hostname: %+v, want -32602 naming the url and its host", a.Error)
+	}
+	if cfgs := storedPushConfigs(t, s); len(cfgs) != 0 {
+		t.Fatalf("%d configs stored, want none", len(cfgs))
+	}
+}

@@ -7,8 +7,10 @@ import (
 	"time"
 
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/clock"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/internal/pgtest"
+	"github.com/vigilhq/vigil/store/pgstore"
 )
 
 // A deletion ends what follows or waits on the deleted session, on the
@@ -203,5 +205,129 @@ func TestADeletionHeardAfterTheSessionWasMadeAgainEndsOnlyTheFollowerOfTheOneDel
 	}
 	if seq := recordOn(t, deleter, ref.Key); next() != seq {
 		t.Fatal("the follower of the session made again was not given its next change")
+	}
+}
+
+// deafGateway is a gateway on schema whose change listener can be made to
+// lose its connection (deafen) and to reconnect (hear): a deletion made
+// elsewhere in between is not heard here, and the rebuild after
+// reconnecting is what finds it.
+type deafGateway struct {
+	*gateway.Gateway
+	store     *pgstore.Store
+	reconnect *clock.Manual
+	lost      chan struct{}
+}
+
+func newDeafGateway(t *testing.T, schema string) *deafGateway {
+	t.Helper()
+	d := &deafGateway{reconnect: clock.NewManual(time.Unix(1_700_000_000, 0)), lost: make(chan struct{}, 1)}
+	d.Gateway, _, d.store = gatewayOnPostgresWired(t, schema, listenerWiring{reconnect: d.reconnect,
+		lost: func() { d.lost <- struct{}{} }})
+	return d
+}
+
+// deafen ends the listener's connection, and returns once the listener
+// knows it: it waits on the reconnect clock until hear.
+func (d *deafGateway) deafen(t *testing.T) {
+	t.Helper()
+	conn := pgtest.Connect(t)
+	var killed bool
+	if err := conn.QueryRow(ctx, `SELECT coalesce(bool_or(pg_terminate_backend(pid)), false)
+		FROM pg_stat_activity WHERE application_name = $1`, d.store.ListenerName()).Scan(&killed); err != nil || !killed {
+		t.Fatalf("end the listener's connection: %v, %v", killed, err)
+	}
+	select {
+	case <-d.lost:
+	case <-time.After(listenerGuard):
+		t.Fatal("the listener did not lose its connection (hang guard)")
+	}
+}
+
+// hear lets the listener reconnect: the wait after a first loss is at
+// most a minute.
+func (d *deafGateway) hear() { d.reconnect.Advance(time.Minute) }
+
+func TestAFollowerOfASessionDeletedWhileTheListenerWasDownEndsNotFoundOnceItReconnects(t *testing.T) {
+	schema := pgtest.FreshSchema(t)
+	here, deleter := newDeafGateway(t, schema), gatewayOnPostgres(t, schema)
+	ref := vigil.MustRef("agent:main:subagent:unheard")
+	recordOn(t, deleter, ref.Key)
+	hang, cancel := context.WithTimeout(ctx, followHangGuard) // a hang guard, not a timing
+	defer cancel()
+	f, err := here.Follow(hang, gateway.FollowOptions{Session: &ref, After: -1, BookmarkInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ran := runFollow(hang, f)
+
+	here.deafen(t)
+	deleteOn(t, deleter, ref)
+	here.hear()
+	if err := <-ran; gateway.Code(err) != gateway.CodeNotFound {
+		t.Fatalf("the follow of a session deleted unheard ended with %v, want not found", err)
+	}
+}
+
+func TestAFollowerOfASessionDeletedAndMadeAgainWhileTheListenerWasDownEndsNotFoundGivenNothingOfTheNewOne(t *testing.T) {
+	schema := pgtest.FreshSchema(t)
+	here, deleter := newDeafGateway(t, schema), gatewayOnPostgres(t, schema)
+	ref := vigil.MustRef("agent:main:subagent:unheard")
+	recordOn(t, deleter, ref.Key)
+	hang, cancel := context.WithTimeout(ctx, followHangGuard)
+	defer cancel()
+	f, err := here.Follow(hang, gateway.FollowOptions{Session: &ref, After: -1, BookmarkInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	_, given, ran := sequencesGiven(t, hang, f)
+
+	here.deafen(t)
+	deleteOn(t, deleter, ref)
+	recordOn(t, deleter, ref.Key) // the session again
+	here.hear()
+	if err := <-ran; gateway.Code(err) != gateway.CodeNotFound {
+		t.Fatalf("the follow of a session deleted unheard and made again ended with %v, want not found", err)
+	}
+	select {
+	case seq := <-given:
+		t.Fatalf("the follower of the session deleted was given %d, of the one made again", seq)
+	default:
+	}
+}
+
+// A position ahead of the session's version (given by a client, or kept
+// from before a restore) is not a deletion: the session lives, and its
+// follower goes on (here: it is given the session's next live event).
+func TestAFollowerFromAPositionAheadOfItsSessionIsNotToldTheSessionWasDeleted(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			here, _ := deletingGateways(t, b)
+			w := newPreconditionWorld(t, here)
+			hang, cancel := context.WithTimeout(ctx, followHangGuard) // a hang guard, not a timing
+			defer cancel()
+			f, err := here.Follow(hang, gateway.FollowOptions{Session: &w.worker, After: w.version(t, w.worker) + 1000,
+				Live: true, LiveOf: []string{w.worker.Key}, BookmarkInterval: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			live := make(chan string, 16)
+			ran := make(chan error, 1)
+			go func() {
+				ran <- f.Run(hang, gateway.FollowReader{Live: func(ev gateway.LiveEvent) error {
+					live <- ev.Type
+					return nil
+				}})
+			}()
+			w.personWrites(t)
+			select {
+			case err := <-ran:
+				t.Fatalf("the follow from a position ahead of its live session ended with %v", err)
+			case <-live:
+			}
+		})
 	}
 }

@@ -244,9 +244,11 @@ func (f *Follower) Close() {
 // happen, until ctx ends (it returns ctx's error), a call of r fails, the
 // reader fell behind the live events (ErrFellBehind), the session
 // followed was deleted (*SessionDeletedError, once every change before
-// the deletion heard was given) or, unless r takes them, a read fails or
-// the position was pruned (*HistoryGapError). The follower keeps its
-// position and listeners: Run may be called again.
+// the deletion heard was given; a deletion not heard, made by another
+// process while this one was not listening, is found by the next read of
+// the store of a follower past position 0) or, unless r takes them, a
+// read fails or the position was pruned (*HistoryGapError). The follower
+// keeps its position and listeners: Run may be called again.
 func (f *Follower) Run(ctx context.Context, r FollowReader) error {
 	if err := f.readOn(ctx, r); err != nil {
 		return err
@@ -577,6 +579,11 @@ func (f *Follower) readSession(ctx context.Context, r FollowReader) error {
 		if err != nil {
 			return &readFailure{fmt.Errorf("read the changes of %s after %d: %w", ref, f.pos, err)}
 		}
+		if gone, err := f.gone(ctx, d); err != nil {
+			return &readFailure{err}
+		} else if gone {
+			return &SessionDeletedError{Session: ref, Version: f.pos}
+		}
 		if d.HistoryGap {
 			if err := f.gap(r, &HistoryGapError{Requested: f.pos, EarliestAvailableSequence: d.EarliestAvailableSequence}); err != nil {
 				return err
@@ -595,6 +602,40 @@ func (f *Follower) readSession(ctx context.Context, r FollowReader) error {
 			return nil
 		}
 	}
+}
+
+// gone reports whether the session the follower followed was deleted, as
+// d, read after its position, shows: what the store has under its key is
+// nothing, or a session made again since, all of whose events are past
+// the position. A deletion is announced, but one made by another process
+// while this one was not listening is never heard; the read of the store
+// after reconnecting, or the next tick's, finds it here instead. Its
+// version then is not known: at least the position.
+//
+// A follower at position 0 has seen no event, and follows whichever
+// session has the key: nothing tells it gone. Nor is a session whose
+// version is below the position (one given by the client, ahead of the
+// session, or a database restored from before it): that session lives,
+// and the follower gives what comes past the position.
+func (f *Follower) gone(ctx context.Context, d vigil.Delta) (bool, error) {
+	switch {
+	case f.pos <= 0:
+		return false, nil
+	case d.StateVersion == 0:
+		return true, nil // no session has the key now
+	case d.StateVersion < f.pos:
+		return false, nil
+	case d.HistoryGap || d.EarliestAvailableSequence <= f.pos:
+		return false, nil // its events up to the position were pruned, or some are there
+	}
+	// Every event retained is past the position: the events up to it
+	// were pruned up to the position exactly, or deleted with the session.
+	ref := *f.opts.Session
+	p, err := f.g.eng.ChangesSince(ctx, ref, f.pos-1, 1)
+	if err != nil {
+		return false, fmt.Errorf("read the changes of %s after %d: %w", ref, f.pos-1, err)
+	}
+	return !p.HistoryGap, nil
 }
 
 func (f *Follower) readLog(ctx context.Context, r FollowReader) error {

@@ -56,6 +56,29 @@ func gatewayOnPostgresReading(t *testing.T, schema string) (*gateway.Gateway, *s
 // them: it may hold them back.
 func gatewayOnPostgresHearing(t *testing.T, schema string, clk clock.Clock, heard func()) (*gateway.Gateway, *storeReads) {
 	t.Helper()
+	g, reads, _ := gatewayOnPostgresWired(t, schema, listenerWiring{clock: clk, heard: heard})
+	return g, reads
+}
+
+// listenerWiring is what a test changes in how a gateway's change
+// listener is wired (gatewayOnPostgresWired); the zero value is the
+// system clock and nothing told.
+type listenerWiring struct {
+	clock clock.Clock // the gateway's waits; nil: the system clock
+	// reconnect times the listener's waits before reconnecting; nil:
+	// the system clock.
+	reconnect clock.Clock
+	heard     func() // called before each hand-on of commits; may block
+	lost      func() // called each time the listener loses its connection
+}
+
+// gatewayOnPostgresWired is a gateway on schema, wired as a node wires
+// one, with its store; it returns once the listener hears commits.
+func gatewayOnPostgresWired(t *testing.T, schema string, w listenerWiring) (*gateway.Gateway, *storeReads, *pgstore.Store) {
+	t.Helper()
+	if w.heard == nil {
+		w.heard = func() {}
+	}
 	st, err := pgstore.Open(ctx, pgtest.URL(), pgstore.Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
@@ -68,15 +91,16 @@ func gatewayOnPostgresHearing(t *testing.T, schema string, clk clock.Clock, hear
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := gateway.New(eng, st, gateway.Options{Hub: hub, Clock: clk})
+	g := gateway.New(eng, st, gateway.Options{Hub: hub, Clock: w.clock})
 	followCtx, stop := context.WithCancel(ctx)
 	done, connected := make(chan struct{}), make(chan struct{}, 1)
 	go func() {
 		defer close(done)
 		st.Follow(followCtx, eng, pgstore.FollowOptions{
+			Clock:      w.reconnect,
 			OnAppended: g.EventsAppendedElsewhere,
 			OnCommits: func(ctx context.Context, c pgstore.Commits) {
-				heard()
+				w.heard()
 				var ds []gateway.SessionDeletion
 				for _, d := range c.Deleted {
 					ds = append(ds, gateway.SessionDeletion{Session: d.Session, Version: d.Version})
@@ -90,6 +114,11 @@ func gatewayOnPostgresHearing(t *testing.T, schema string, clk clock.Clock, hear
 				}
 				g.EventsCommitted(c.Events, keys, c.Lost)
 			},
+			OnResync: func(ctx context.Context) {
+				if err := g.Recheck(ctx); err != nil && ctx.Err() == nil {
+					t.Error(err)
+				}
+			},
 			OnConnect: func() {
 				g.HearCommits(true)
 				select {
@@ -97,7 +126,12 @@ func gatewayOnPostgresHearing(t *testing.T, schema string, clk clock.Clock, hear
 				default:
 				}
 			},
-			OnLost: func(error, time.Duration) { g.HearCommits(false) },
+			OnLost: func(error, time.Duration) {
+				g.HearCommits(false)
+				if w.lost != nil {
+					w.lost()
+				}
+			},
 		})
 	}()
 	t.Cleanup(func() { stop(); <-done; g.Close(); eng.Close(); st.Close() })
@@ -106,7 +140,7 @@ func gatewayOnPostgresHearing(t *testing.T, schema string, clk clock.Clock, hear
 	case <-time.After(listenerGuard):
 		t.Fatal("the change listener did not connect")
 	}
-	return g, reads
+	return g, reads, st
 }
 
 // listenerGuard bounds waiting for PostgreSQL's listener in a test.

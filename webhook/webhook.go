@@ -253,7 +253,7 @@ func New(targets map[string]Target, opts Options) (*Dispatcher, error) {
 		if _, dup := workers[agent]; dup {
 			return nil, fmt.Errorf("webhook: agent %q: configured twice", agent)
 		}
-		u, err := checkURL(t.URL)
+		u, err := CheckURL(t.URL)
 		if err != nil {
 			return nil, fmt.Errorf("webhook: agent %q: %w", agent, err)
 		}
@@ -327,7 +327,12 @@ func checkSecret(secret string) ([]byte, error) {
 	return key, nil
 }
 
-func checkURL(raw string) (*url.URL, error) {
+// CheckURL is the rule for a URL vigil POSTs to, a webhook's or a push
+// notification's: absolute http or https with a hostname (one without,
+// such as http://:8080/, would connect to the machine vigil runs on).
+// Its errors name the field ("url …") and never quote a password, a path
+// or a query, which may hold a token.
+func CheckURL(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		// url.Error quotes the URL, which may hold a password: say less.

@@ -142,8 +142,9 @@ type Commits struct {
 	// Deleted are the sessions other processes deleted, in commit order
 	// (this process's own deletions are not repeated). The events carried
 	// with them may be of commits before or after theirs. Deletions made
-	// while the listening connection was down are not heard: a full
-	// rebuild does not find them.
+	// while the listening connection was down are not heard, and a full
+	// rebuild does not find them: a follower of a session finds its
+	// deletion when it reads the store on the nudge of the reconnect.
 	Deleted []Deletion
 }
 
