@@ -331,3 +331,26 @@ func TestAFollowerFromAPositionAheadOfItsSessionIsNotToldTheSessionWasDeleted(t 
 		})
 	}
 }
+
+func TestAFollowerOfLiveEventsAloneOfASessionDeletedWhileTheListenerWasDownEndsNotFoundOnceItReconnects(t *testing.T) {
+	schema := pgtest.FreshSchema(t)
+	here, deleter := newDeafGateway(t, schema), gatewayOnPostgres(t, schema)
+	ref := vigil.MustRef("agent:main:subagent:unheard")
+	recordOn(t, deleter, ref.Key)
+	hang, cancel := context.WithTimeout(ctx, followHangGuard) // a hang guard, not a timing
+	defer cancel()
+	f, err := here.Follow(hang, gateway.FollowOptions{Session: &vigil.SessionRef{Key: ref.Key}, Live: true, LiveOnly: true,
+		BookmarkInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ran := runFollow(hang, f)
+
+	here.deafen(t)
+	deleteOn(t, deleter, ref)
+	here.hear()
+	if err := <-ran; gateway.Code(err) != gateway.CodeNotFound {
+		t.Fatalf("the follow of live events of a session deleted unheard ended with %v, want not found", err)
+	}
+}

@@ -385,7 +385,8 @@ func (f *Follower) heardLive(ctx context.Context, r FollowReader, ev *LiveEvent,
 	switch {
 	case !ok:
 		return ErrFellBehind
-	case ev.Type == LiveRecheck: // for waiting turns only
+	case ev.Type == LiveRecheck:
+		return f.recheckLive(ctx, ev)
 	case ev.Type == LiveDeleted:
 		if ev.deletion != nil && f.endedBy(*ev.deletion) {
 			return &SessionDeletedError{Session: ev.deletion.Session, Version: ev.deletion.Version}
@@ -452,6 +453,29 @@ func (f *Follower) heard(ctx context.Context, r FollowReader, t Taken) error {
 		if err := f.g.opts.Hub.fillLog(ctx, f.g.eng); err != nil {
 			return f.readFailed(ctx, r, err)
 		}
+	}
+	return nil
+}
+
+// recheckLive looks, for a follower of a session's live events alone,
+// whether the session still exists once news from other processes may
+// have been lost (LiveRecheck, after the listener reconnected): such a
+// follower reads nothing else from the store, so a deletion made by
+// another process while this one was not listening would leave it open
+// for good. Other followers find it in their next read of the store
+// (gone). A failed read leaves the follow as it is, to the next recheck.
+func (f *Follower) recheckLive(ctx context.Context, ev *LiveEvent) error {
+	ref := f.opts.Session
+	if f.sub != nil || ref == nil || ev.Session != ref.Key {
+		return nil
+	}
+	v, err := f.g.eng.Version(ctx, *ref)
+	if err != nil {
+		f.g.log.WarnContext(ctx, "recheck whether a followed session exists", "session", ref.Key, "err", err)
+		return nil
+	}
+	if v == 0 {
+		return &SessionDeletedError{Session: *ref}
 	}
 	return nil
 }
