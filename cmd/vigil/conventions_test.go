@@ -351,3 +351,20 @@ func TestARecordOfCreatedTellsTheMainSessionWhatItsFlagsSayUnlessCronMadeIt(t *t
 		t.Fatalf("a title on goal_changed: exit %d, %q", code, errOut)
 	}
 }
+
+// A context's address may carry a user and password; get-contexts hides
+// the password as it hides the token, in every output format.
+func TestGetContextsHidesAPasswordInAContextsAddress(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	env := cliEnv(nil, "VIGIL_CLIENT_CONFIG", cfg)
+	if code, _, errOut := cliRun(t, env, "config", "set-context", "prod", "--addr", "https://ann:s3cret-pw@vigil.example"); code != 0 {
+		t.Fatalf("set-context: exit %d, %q", code, errOut)
+	}
+	for _, format := range []string{"table", "json", "yaml"} {
+		code, out, errOut := cliRun(t, env, "config", "get-contexts", "-o", format)
+		if code != 0 || strings.Contains(out, "s3cret-pw") || !strings.Contains(out, "ann:xxxxx@vigil.example") {
+			t.Fatalf("get-contexts -o %s: exit %d, %q, %q; want the address without its password", format, code, out, errOut)
+		}
+	}
+}
