@@ -368,3 +368,25 @@ func TestGetContextsHidesAPasswordInAContextsAddress(t *testing.T) {
 		}
 	}
 }
+
+// JSON that does not parse, given to call or to record's --payload, is
+// refused with what is wrong and where, without the input repeated back:
+// it can be megabytes, or hold what should not reach a terminal or a log.
+func TestJSONThatDoesNotParseIsRefusedSayingWhereWithoutEchoingIt(t *testing.T) {
+	t.Parallel()
+	big := `{"sessionKey": "agent:main:main", "note": "` + strings.Repeat("x", 1<<20)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"call", "session_status", big}, "unexpected end of JSON input, at byte"},
+		{[]string{"call", "session_status", `{"sessionKey": "agent:main:main"} trailing`}, "invalid character 't' after top-level value, at byte 35 of 42"},
+		{[]string{"record", "agent:ext:one", "goal_changed", "--payload", big}, "--payload is not valid JSON: unexpected end of JSON input"},
+	} {
+		code, _, errOut := cliRun(t, cliEnv(nil, "VIGIL_ADDR", "127.0.0.1:1"), tc.args...)
+		if code != 2 || !strings.Contains(errOut, tc.want) || strings.Contains(errOut, "xxxx") || strings.Contains(errOut, "trailing") {
+			t.Fatalf("vigil %s…: exit %d, %d bytes on stderr starting %.200q; want exit 2 saying %q, not the input",
+				tc.args[0], code, len(errOut), errOut, tc.want)
+		}
+	}
+}
