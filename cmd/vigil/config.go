@@ -25,6 +25,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/vigilhq/vigil/internal/buildinfo"
+	"github.com/vigilhq/vigil/internal/redact"
 )
 
 // cliConfig is the client config file.
@@ -262,7 +263,7 @@ wins over the context.`,
 	})
 	getCtx := &cobra.Command{
 		Use:   "get-contexts",
-		Short: "list the contexts (tokens are not shown)",
+		Short: "list the contexts (tokens and passwords are not shown)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, _, err := load()
@@ -274,6 +275,7 @@ wins over the context.`,
 				if c.Token != "" {
 					c.Token = "(set)"
 				}
+				c.Addr = redact.URL(c.Addr)
 				shown.Contexts = append(shown.Contexts, c)
 			}
 			if g.json || g.output != "table" {

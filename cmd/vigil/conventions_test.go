@@ -351,3 +351,42 @@ func TestARecordOfCreatedTellsTheMainSessionWhatItsFlagsSayUnlessCronMadeIt(t *t
 		t.Fatalf("a title on goal_changed: exit %d, %q", code, errOut)
 	}
 }
+
+// A context's address may carry a user and password; get-contexts hides
+// the password as it hides the token, in every output format.
+func TestGetContextsHidesAPasswordInAContextsAddress(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	env := cliEnv(nil, "VIGIL_CLIENT_CONFIG", cfg)
+	if code, _, errOut := cliRun(t, env, "config", "set-context", "prod", "--addr", "https://ann:s3cret-pw@vigil.example"); code != 0 {
+		t.Fatalf("set-context: exit %d, %q", code, errOut)
+	}
+	for _, format := range []string{"table", "json", "yaml"} {
+		code, out, errOut := cliRun(t, env, "config", "get-contexts", "-o", format)
+		if code != 0 || strings.Contains(out, "s3cret-pw") || !strings.Contains(out, "ann:xxxxx@vigil.example") {
+			t.Fatalf("get-contexts -o %s: exit %d, %q, %q; want the address without its password", format, code, out, errOut)
+		}
+	}
+}
+
+// JSON that does not parse, given to call or to record's --payload, is
+// refused with what is wrong and where, without the input repeated back:
+// it can be megabytes, or hold what should not reach a terminal or a log.
+func TestJSONThatDoesNotParseIsRefusedSayingWhereWithoutEchoingIt(t *testing.T) {
+	t.Parallel()
+	big := `{"sessionKey": "agent:main:main", "note": "` + strings.Repeat("x", 1<<20)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"call", "session_status", big}, "unexpected end of JSON input, at byte"},
+		{[]string{"call", "session_status", `{"sessionKey": "agent:main:main"} trailing`}, "invalid character 't' after top-level value, at byte 35 of 42"},
+		{[]string{"record", "agent:ext:one", "goal_changed", "--payload", big}, "--payload is not valid JSON: unexpected end of JSON input"},
+	} {
+		code, _, errOut := cliRun(t, cliEnv(nil, "VIGIL_ADDR", "127.0.0.1:1"), tc.args...)
+		if code != 2 || !strings.Contains(errOut, tc.want) || strings.Contains(errOut, "xxxx") || strings.Contains(errOut, "trailing") {
+			t.Fatalf("vigil %s…: exit %d, %d bytes on stderr starting %.200q; want exit 2 saying %q, not the input",
+				tc.args[0], code, len(errOut), errOut, tc.want)
+		}
+	}
+}

@@ -45,6 +45,9 @@ as vigil serve's does (env VIGIL_DB; default ` + "`" + `~/.local/state/vigil/vig
 the migrations a database lacks when it starts, logging each; back the database up first
 (docs/operations.md, "Upgrading").`,
 		Args: noArgs,
+		// Runnable, so that an unknown subcommand is refused by noArgs
+		// (exit 2) instead of answered with the help and exit 0.
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	var db string
 	dbFlag(cmd.PersistentFlags(), &db, env.getenv)

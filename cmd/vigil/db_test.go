@@ -167,3 +167,17 @@ func TestDBStatusCountsASingleMissingMigrationInTheSingular(t *testing.T) {
 		t.Errorf("summary %q, want %q", got, want)
 	}
 }
+
+// A mistyped db subcommand is a wrong command line, as for every other
+// group of commands: it must not pass for done.
+func TestAnUnknownDBSubcommandExits2NamingIt(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "vigil.db")
+	code, out, errOut := cliRun(t, cliEnv(nil), "db", "migrat", "--db", db)
+	if code != 2 || !strings.Contains(errOut, `"migrat"`) || out != "" {
+		t.Fatalf("vigil db migrat: exit %d, stdout %q, stderr %q; want exit 2 naming it", code, out, errOut)
+	}
+	if _, err := os.Stat(db); !os.IsNotExist(err) {
+		t.Fatalf("the database was created: %v", err)
+	}
+}

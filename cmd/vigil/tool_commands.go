@@ -5,8 +5,10 @@ package main
 // the shell completion of session keys, which asks the gateway.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -293,8 +295,8 @@ func cliRecord(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) 
 			}
 		}
 		if *payload != "" {
-			if !json.Valid([]byte(*payload)) {
-				return cliUsagef("--payload is not valid JSON: %s", *payload)
+			if err := cliCheckJSON("--payload", []byte(*payload)); err != nil {
+				return err
 			}
 			in["payload"] = json.RawMessage(*payload)
 		}
@@ -360,8 +362,8 @@ func cliCall(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) er
 				return fmt.Errorf("read the input: %w", err)
 			}
 		}
-		if !json.Valid(body) {
-			return cliUsagef("the input is not valid JSON: %s", strings.TrimSpace(string(body)))
+		if err := cliCheckJSON("the input", body); err != nil {
+			return err
 		}
 		// Sent as given, byte for byte: the gateway judges the input.
 		data, err := c.call(ctx, args[0], c.as, json.RawMessage(body))
@@ -371,6 +373,26 @@ func cliCall(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) er
 		c.printRaw(data)
 		return nil
 	}
+}
+
+// cliCheckJSON refuses data that is not one JSON value, saying what is
+// wrong and at which byte, but not repeating data, which can be
+// megabytes or hold what should not reach a terminal or a log. Only the
+// syntax is checked here: the gateway judges the rest, invalid UTF-8 and
+// duplicate members included.
+func cliCheckJSON(what string, data []byte) error {
+	if json.Valid(data) {
+		return nil
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return cliUsagef("%s is not valid JSON: it is empty", what)
+	}
+	err := json.Unmarshal(data, new(json.RawMessage))
+	var syntax *json.SyntaxError
+	if errors.As(err, &syntax) {
+		return cliUsagef("%s is not valid JSON: %v, at byte %d of %d", what, syntax, syntax.Offset, len(data))
+	}
+	return cliUsagef("%s is not valid JSON: %v", what, err)
 }
 
 // cliCompleteKeys completes session keys by asking the gateway the
