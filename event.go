@@ -149,15 +149,24 @@ func Ref(agentID, key string) (SessionRef, error) {
 	}
 	if k.Qualified() {
 		if agentID != "" && agentID != k.AgentID() {
-			return SessionRef{}, fmt.Errorf("%w: session key %q belongs to agent %q, not %q", ErrBadRequest, k, k.AgentID(), agentID)
+			return SessionRef{}, &refError{fmt.Sprintf("session key %q belongs to agent %q, not %q", k, k.AgentID(), agentID)}
 		}
 		return SessionRef{AgentID: k.AgentID(), Key: k.String()}, nil
 	}
 	if agentID == "" {
-		return SessionRef{}, fmt.Errorf("%w: session key %q is not agent-qualified: an agent id is required", ErrBadRequest, k)
+		return SessionRef{}, &refError{fmt.Sprintf("session key %q is not agent-qualified: an agent id is required", k)}
 	}
 	return SessionRef{AgentID: agentID, Key: k.String()}, nil
 }
+
+// refError is a key and agent that name no session. It is ErrBadRequest,
+// but says only what is wrong, as the key's own parse errors do: callers
+// name the field first and the class once ("invalid argument: sessionKey:
+// …"), never twice.
+type refError struct{ msg string }
+
+func (e *refError) Error() string { return e.msg }
+func (e *refError) Unwrap() error { return ErrBadRequest }
 
 // MustRef is Ref for agent-qualified constants; it panics on error.
 func MustRef(key string) SessionRef {

@@ -136,6 +136,19 @@ func TestAKeyWithSpacesAroundItsAgentIDIsRefusedAsInvalid(t *testing.T) {
 	}
 }
 
+// A key that names no session with the agent given is refused naming the
+// field, and saying it is an invalid argument once, not twice.
+func TestAKeyThatNamesNoSessionWithItsAgentSaysInvalidArgumentOnce(t *testing.T) {
+	g, _ := newGateway(t)
+	for _, in := range []gateway.StatusInput{{SessionKey: "worker"}, {SessionKey: "agent:main:x", AgentID: "ops"}} {
+		_, err := g.Status(ctx, caller(t, g, person, ""), in)
+		if msg := fmt.Sprint(err); gateway.Code(err) != gateway.CodeInvalid || !strings.HasPrefix(msg, "invalid argument: sessionKey: session key ") ||
+			strings.Count(msg, "invalid argument") != 1 {
+			t.Errorf("session_status of %+v: %q (%s), want it refused as invalid, saying so once", in, msg, gateway.Code(err))
+		}
+	}
+}
+
 // A limit is from 1 to the tool's most, on every tool that takes one: one
 // above the most is refused like 0, naming the range, and not clamped, so
 // a caller that asked for more never takes a full page for all there is.
