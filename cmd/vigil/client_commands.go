@@ -341,7 +341,7 @@ func cliPrintStatus(c *cliClient, out client.StatusOutput, since int64) {
 func cliSend(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) error {
 	from := fs.String("from", "", "send as this session (default: as a person)")
 	watch := fs.Bool("watch", false, "after delivery, the sending session watches KEY (needs --from)")
-	timeout := fs.Int("timeout", gateway.DefaultSendWait, "seconds to wait for KEY's reply; 0 returns at once")
+	timeout := fs.Int("timeout", gateway.DefaultSendWait, fmt.Sprintf("seconds to wait for KEY's reply (at most %d); 0 returns at once", int(gateway.DefaultMaxSendTimeout/time.Second)))
 	channel := fs.String("channel", "", "a person's message: the channel it came through (default api)")
 	pre := cliPreconditions(fs, "KEY")
 	return func(ctx context.Context, args []string) error {
