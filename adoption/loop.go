@@ -21,6 +21,12 @@ import (
 // as the reference.
 const DefaultEvery = time.Minute
 
+// FirstCheck is how long after it starts a gateway checks its links for
+// the first time (or one cadence, when that is shorter), as the
+// reference: turns typed while it was down do not wait a whole cadence
+// to be seen.
+const FirstCheck = 15 * time.Second
+
 // DefaultPerTick is how many links one tick checks at most. A tick reads
 // at most the scan limit (upstream.DefaultMaxScan, 1 MiB) and 8 KiB
 // beside it per link, so this bounds a tick's reads; more links are

@@ -370,7 +370,8 @@ type GraphOutput struct {
 // GraphCursor is one watcher's cursor on one target: LastSeen (L, what the
 // watcher acknowledged), Notified (N, where its pending notice froze) and
 // Material (M, the target's newest change by someone else). Notice is the
-// queued line while one is pending.
+// queued line while one is pending. Ambient marks an agent's main session
+// watching one of its group, room or channel sessions.
 type GraphCursor struct {
 	Watcher       string `json:"watcher"`
 	Target        string `json:"target"`
@@ -380,6 +381,7 @@ type GraphCursor struct {
 	Material      int64  `json:"material"`
 	Pending       bool   `json:"pending"`
 	Notice        string `json:"notice,omitempty"`
+	Ambient       bool   `json:"ambient,omitempty"`
 	UpdatedAt     int64  `json:"updatedAt"`
 }
 

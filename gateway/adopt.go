@@ -45,7 +45,9 @@ type UpstreamOptions struct {
 	Host string
 	// Every is the cadence of the checks; 0 means adoption.DefaultEvery
 	// (a minute, as the reference), negative never (a caller then runs
-	// CheckUpstream itself).
+	// CheckUpstream itself). The first check comes adoption.FirstCheck
+	// (15 seconds) after the gateway starts, or one cadence when that is
+	// shorter.
 	Every time.Duration
 	// PerTick bounds the links one tick checks; 0 means
 	// adoption.DefaultPerTick.
@@ -91,7 +93,7 @@ func (g *Gateway) startUpstream() {
 	if every == 0 {
 		every = adoption.DefaultEvery
 	}
-	g.every(every, func(ctx context.Context) {
+	g.every(min(adoption.FirstCheck, every), every, func(ctx context.Context) {
 		if _, err := g.CheckUpstream(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, vigil.ErrClosed) {
 			g.log.Warn("check adopted sessions' transcripts", "err", err)
 		}

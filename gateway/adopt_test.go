@@ -1081,3 +1081,24 @@ func TestSessionRecordRefusesAMarkerNoCheckCouldHaveMadeAcrossGenerations(t *tes
 		t.Fatalf("refused reports moved the link: %s (%v)", l.Marker, err)
 	}
 }
+
+func TestAGatewaysFirstCheckOfItsLinksComesFifteenSecondsAfterItStarts(t *testing.T) {
+	w := newAdoptWorld(t)
+	w.adopt(gateway.AdoptInput{Path: w.path, Watcher: "agent:main:main"})
+	w.typeIn("typed while the gateway was down")
+	w.close()
+	w.opts.Every = time.Minute
+	w.open()
+	appended := appendedKinds(t, w.g, claudeKey)
+	w.clk.Advance(adoption.FirstCheck)
+	hang, cancel := context.WithTimeout(ctx, 20*time.Second) // a hang guard, not a timing
+	defer cancel()
+	select {
+	case kind := <-appended:
+		if kind != vigil.KindHumanDirectMessage {
+			t.Fatalf("appended %s, want human_direct_message", kind)
+		}
+	case <-hang.Done():
+		t.Fatalf("no check %s after the start", adoption.FirstCheck)
+	}
+}

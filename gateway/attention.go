@@ -48,22 +48,22 @@ func (g *Gateway) watchAttention() {
 	if every == 0 {
 		every = attentionEvery(g.opts.StuckAfter)
 	}
-	g.every(every, func(ctx context.Context) {
+	g.every(every, every, func(ctx context.Context) {
 		if _, err := g.CheckAttention(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, vigil.ErrClosed) {
 			g.log.Warn("look at open runs for attention", "err", err)
 		}
 	})
 }
 
-// every runs do every interval on the gateway's clock until the gateway
-// closes, each run after the one before has returned. The clock's
-// callback only signals, so a manual clock's Advance never runs do
-// itself; the first timer is armed before every returns, so a clock moved
+// every runs do once first has passed, then every interval, on the
+// gateway's clock until the gateway closes, each run after the one before
+// has returned. The clock's callback only signals, so a manual clock's
+// Advance never runs do itself; the first timer is armed before every returns, so a clock moved
 // right after it moves that timer.
-func (g *Gateway) every(interval time.Duration, do func(ctx context.Context)) {
+func (g *Gateway) every(first, interval time.Duration, do func(ctx context.Context)) {
 	tick := make(chan struct{}, 1)
-	arm := func() clockTimer {
-		return g.clk.AfterFunc(interval, func() {
+	arm := func(after time.Duration) clockTimer {
+		return g.clk.AfterFunc(after, func() {
 			select {
 			case tick <- struct{}{}:
 			default:
@@ -71,7 +71,7 @@ func (g *Gateway) every(interval time.Duration, do func(ctx context.Context)) {
 		})
 	}
 	ctx := g.loopCtx
-	timer := arm()
+	timer := arm(first)
 	g.loops.Add(1)
 	go func() {
 		defer g.loops.Done()
@@ -83,7 +83,7 @@ func (g *Gateway) every(interval time.Duration, do func(ctx context.Context)) {
 			case <-tick:
 			}
 			do(ctx)
-			timer = arm()
+			timer = arm(interval)
 		}
 	}()
 }

@@ -318,3 +318,50 @@ func TestASpawnRefusesALabelThatDoesNotReadAsOneLine(t *testing.T) {
 		t.Fatalf("main's queue = %q after refused spawns", got)
 	}
 }
+
+func TestTheWatchGraphMarksAMainSessionsWatchOfAGroupAsAmbient(t *testing.T) {
+	g := gatewayWith(t, gateway.Options{})
+	runtime := caller(t, g, gateway.Principal{Role: gateway.RoleAgent, ID: "ext", RecordHuman: true}, "")
+	group := "agent:ext:telegram:group:-100123"
+	for range 2 {
+		if _, err := g.RecordElsewhere(ctx, runtime, gateway.RecordInput{SessionKey: group, Kind: vigil.KindHumanDirectMessage,
+			ActorType: vigil.ActorHuman, ActorID: "telegram:42", Summary: "human message via telegram"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := g.Graph(ctx, runtime, gateway.GraphInput{AgentID: "ext"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Cursors) != 1 || out.Cursors[0].Watcher != "agent:ext:main" || out.Cursors[0].Target != group || !out.Cursors[0].Ambient {
+		t.Fatalf("graph = %+v, want main's ambient watch of the group", out.Cursors)
+	}
+}
+
+func TestAGroupSessionAndItsMainSessionsWatchAreListedFromAPersonsFirstMessage(t *testing.T) {
+	g := gatewayWith(t, gateway.Options{})
+	runtime := caller(t, g, gateway.Principal{Role: gateway.RoleAgent, ID: "ext", RecordHuman: true}, "")
+	group := "agent:ext:telegram:group:-100123"
+	if _, err := g.RecordElsewhere(ctx, runtime, gateway.RecordInput{SessionKey: group, Kind: vigil.KindHumanDirectMessage,
+		ActorType: vigil.ActorHuman, ActorID: "telegram:42", Summary: "human message via telegram"}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := g.List(ctx, runtime, gateway.ListInput{AgentID: "ext"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, s := range list.Sessions {
+		keys = append(keys, s.SessionKey+" "+s.State)
+	}
+	if want := []string{"agent:ext:main recorded", group + " recorded"}; !slices.Equal(keys, want) {
+		t.Fatalf("sessions_list = %q, want %q", keys, want)
+	}
+	graph, err := g.Graph(ctx, runtime, gateway.GraphInput{AgentID: "ext"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(graph.Cursors) != 1 || graph.Cursors[0].Watcher != "agent:ext:main" || graph.Cursors[0].Target != group {
+		t.Fatalf("graph = %+v, want main's watch of the group", graph.Cursors)
+	}
+}

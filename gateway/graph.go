@@ -30,6 +30,7 @@ type GraphCursor struct {
 	Material      int64  `json:"material" jsonschema:"M: the target's newest material change"`
 	Pending       bool   `json:"pending" jsonschema:"true while a notice is outstanding (notified differs from lastSeen)"`
 	Notice        string `json:"notice,omitempty" jsonschema:"the notice's exact text while it waits in the watcher's queue"`
+	Ambient       bool   `json:"ambient,omitempty" jsonschema:"true for an agent's main session watching one of its group, room or channel sessions since a person's first message there: its notices wait for the main session's next turn"`
 	UpdatedAt     int64  `json:"updatedAt"`
 }
 
@@ -102,7 +103,7 @@ func (g *Gateway) Graph(ctx context.Context, c Caller, in GraphInput) (_ GraphOu
 				out.Cursors = append(out.Cursors, GraphCursor{Watcher: cur.Watcher, Target: cur.Target.Key,
 					TargetAgentID: cur.Target.AgentID, LastSeen: cur.LastSeen, Notified: cur.Notified,
 					Material: cur.Material, Pending: cur.Pending(), Notice: queuedNotice(queues[cur.Watcher], cur.Target),
-					UpdatedAt: cur.UpdatedAt})
+					Ambient: cur.Ambient, UpdatedAt: cur.UpdatedAt})
 			}
 		}
 		if len(rows) < f.Limit {

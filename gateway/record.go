@@ -210,7 +210,7 @@ func (g *Gateway) RecordElsewhere(ctx context.Context, c Caller, in RecordInput)
 		case rec.Kind == vigil.KindHumanDirectMessage && actorType == vigil.ActorHuman && rec.Parent == "":
 			// Also after a first message nobody watched yet, which the log
 			// skips: the watch starts from the version it leaves.
-			err = g.watchGroup(ctx, txn, ref)
+			err = g.watchGroup(ctx, txn, tx, ref, in.HostedBy)
 		}
 		return err
 	})
@@ -233,13 +233,23 @@ func (g *Gateway) RecordElsewhere(ctx context.Context, c Caller, in RecordInput)
 // watchGroup makes the agent's main session an ambient watcher of ref
 // after a person's message in it, when ref is a group, room or channel
 // session (and group watches are on). A watch the pair has already stays
-// as it is.
-func (g *Gateway) watchGroup(ctx context.Context, txn *vigil.Txn, ref vigil.SessionRef) error {
+// as it is. A new watch lists the group and the main session as recorded
+// (by runtime) from then on, though the first message, which nobody
+// watched, left nothing in the log: the main session can find the groups
+// it watches (sessions_graph marks the watch ambient) at once.
+func (g *Gateway) watchGroup(ctx context.Context, txn *vigil.Txn, tx sessions.Tx, ref vigil.SessionRef, runtime string) error {
 	if g.opts.NoGroupWatches || !sessionkey.MustParse(ref.Key).IsGroup() {
 		return nil
 	}
-	_, _, err := txn.WatchAmbient(ctx, sessionkey.MainKey(ref.AgentID), ref)
-	return err
+	main := sessionkey.MainKey(ref.AgentID)
+	_, made, err := txn.WatchAmbient(ctx, main, ref)
+	if err != nil || !made {
+		return err
+	}
+	if err := noteRecorded(ctx, txn, tx, ref, runtime); err != nil {
+		return err
+	}
+	return noteRecordedWatcher(ctx, txn, tx, main, runtime)
 }
 
 // recordActor decides who an event recorded by c is attributed to.

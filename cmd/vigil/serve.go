@@ -123,7 +123,7 @@ for them (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER=console…; docs/ope
 	up := &cfg.upstream
 	fs.StringSliceVar(&up.Roots, "upstream-root", nil, "a directory of coding agents' transcripts the gateway may read, to adopt and follow them (repeatable; none: adopting this machine's sessions is off)")
 	fs.StringVar(&up.Host, "upstream-host", sessions.HostGateway, "the host id of this gateway's transcripts (gateways sharing a database on different machines need their own)")
-	fs.DurationVar(&up.Every, "upstream-every", adoption.DefaultEvery, "how often adopted sessions' transcripts are checked")
+	fs.DurationVar(&up.Every, "upstream-every", adoption.DefaultEvery, "how often adopted sessions' transcripts are checked (the first check comes 15s after the start, or sooner with a shorter cadence)")
 	fs.IntVar(&up.PerTick, "upstream-links-per-tick", adoption.DefaultPerTick, "transcripts checked at most each time; more are checked in turns")
 	fs.Int64Var(&up.MaxScan, "upstream-max-scan", upstream.DefaultMaxScan, "bytes of new rows read at most from one transcript each time")
 	_ = cmd.RegisterFlagCompletionFunc("synchronous", cliWords("FULL", "NORMAL"))
