@@ -697,11 +697,15 @@ class Types(unittest.TestCase):
         doc = json.loads((REPO / "docs" / "openapi.json").read_text())
         log = doc["paths"]["/v1/events"]["get"]["responses"]["200"]["content"]["text/event-stream"]["x-vigil-events"]
         session = doc["paths"]["/v1/sessions/{key}/events"]["get"]["responses"]["200"]["content"]["text/event-stream"]["x-vigil-events"]
-        by_event = {e: group["data"] for group in log + session for e in group["events"]}
-        self.assertEqual(self._fields(t.LogEvent), set(by_event["signal"]["properties"]))
-        self.assertEqual(self._fields(t.LiveEvent), set(by_event["wake"]["properties"]))
-        self.assertEqual(self._fields(t.NoticeView), set(by_event["wake"]["properties"]["notice"]["properties"]))
-        self.assertTrue(set(by_event["history_gap"]["properties"]) <= self._fields(t.HistoryGap))
+        of_log = {e: group["data"] for group in log for e in group["events"]}
+        of_session = {e: group["data"] for group in session for e in group["events"]}
+        self.assertEqual(self._fields(t.LogEvent), set(of_log["signal"]["properties"]))
+        self.assertEqual(self._fields(t.AgentEvent), set(of_session["signal"]["properties"]))
+        self.assertEqual(self._fields(t.LiveEvent), set(of_session["wake"]["properties"]))
+        self.assertEqual(self._fields(t.NoticeView), set(of_session["wake"]["properties"]["notice"]["properties"]))
+        self.assertEqual(self._fields(t.SessionDeleted), set(of_session["deleted"]["properties"]))
+        self.assertTrue(set(of_log["history_gap"]["properties"]) <= self._fields(t.HistoryGap))
+        self.assertTrue(set(of_session["history_gap"]["properties"]) <= self._fields(t.HistoryGap))
 
 
 if __name__ == "__main__":

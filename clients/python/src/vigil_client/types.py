@@ -238,7 +238,9 @@ class PendingOutput:
 @dataclass
 class GraphCursor:
     """A watcher's cursor on a target: last_seen (L), notified (N) and
-    material (M) versions, and the queued notice while one is pending."""
+    material (M) versions, and the queued notice while one is pending.
+    ambient marks an agent's main session watching one of its group, room
+    or channel sessions since a person's first message there."""
 
     watcher: str = ""
     target: str = ""
@@ -248,6 +250,7 @@ class GraphCursor:
     material: int = 0
     pending: bool = False
     notice: str = ""
+    ambient: bool = False
     updated_at: int = 0
 
 
