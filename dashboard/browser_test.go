@@ -375,6 +375,28 @@ func TestASessionRecordedElsewhereIsListedAndShownAsHostedByItsRuntime(t *testin
 	}
 }
 
+// A key holding a character that reorders or hides text shows it as its
+// code point, in the list and on its page, so that it cannot pass for
+// another key; a label's right-to-left text stays within the label.
+func TestAKeyShowsTheCharactersThatWouldDisguiseItAsCodePoints(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	const disguised = "agent:main:x\u202enim"
+	tool[gateway.RecordOutput](t, gw, manager, "session_record", map[string]any{"sessionKey": disguised, "kind": "child_spawned",
+		"parent": manager, "hostedBy": "langgraph"})
+	child := spawn(t, gw, manager, "Draft the Q3 report", "\u05e9\u05dc\u05d5\u05dd")
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	run(t, ctx, "wait for the labelled child's row", chromedp.WaitVisible(row(child)))
+	const want = "agent:main:x<U+202E>nim"
+	waitText(t, ctx, "#sessions-body", want)
+	if bidi := eval[string](t, ctx, `getComputedStyle(document.querySelector('tr.session[data-key="`+child+`"] .label')).unicodeBidi`); bidi != "isolate" {
+		t.Errorf("the label's unicode-bidi is %q, want isolate", bidi)
+	}
+	run(t, ctx, "open its page", chromedp.Navigate(gw.URL+"/"+sessionHash(disguised)), chromedp.WaitVisible(chromedp.ID("s-elsewhere")))
+	waitText(t, ctx, "#s-title", want)
+}
+
 func TestSessionsViewListsEachChildUnderItsParent(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, true)

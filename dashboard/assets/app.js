@@ -528,8 +528,8 @@ function route() {
     abort: new AbortController(), goalDirty: false, drawn: ''};
   document.title = key + ' · vigil';
   clearPage();
-  $('s-title').textContent = key;
-  $('s-crumb').textContent = key;
+  $('s-title').textContent = keyText(key);
+  $('s-crumb').textContent = keyText(key);
   $('s-title').focus({preventScroll: true});
   if (key.startsWith('agent:')) followSession(app.page);
   renderPageGraph();
@@ -572,7 +572,16 @@ function labelOf(agentId, key) {
 }
 
 function sessionLink(agentId, key) {
-  return h('a', {href: sessionHref(agentId, key), class: 'key'}, key);
+  return h('a', {href: sessionHref(agentId, key), class: 'key'}, keyText(key));
+}
+
+// A key is an identifier, and any text may be one: a character that
+// reorders or hides what follows it (bidi embeddings, overrides, isolates
+// and marks, zero-width characters) would let one key look like another,
+// so a key shows each as its code point.
+const HIDDEN_CHARS = /[\u061C\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]/g;
+function keyText(key) {
+  return key.replace(HIDDEN_CHARS, (c) => '<U+' + c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0') + '>');
 }
 
 // graphLink is sessionLink for the watch graph, where a row of raw keys is
