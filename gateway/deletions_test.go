@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -404,6 +405,64 @@ func TestAFollowerOfLiveEventsAloneOfALivingSessionWithNoEventGoesOnThroughARech
 			case err := <-ran:
 				t.Fatalf("the follow of a living session's live events ended at a recheck with %v", err)
 			case <-live:
+			}
+		})
+	}
+}
+
+// A follower of a session's changes and live events, busy with a live
+// event while a change and then the deletion come, gives the change
+// before it ends: the deletion's live event, heard first, does not cut
+// off what the session had before it.
+func TestAFollowerWithLiveEventsGivesTheChangesBeforeADeletionHeardWhileItWasBusy(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			here, _ := b.open(t)
+			w := newPreconditionWorld(t, here)
+			hang, cancel := context.WithTimeout(ctx, followHangGuard) // a hang guard, not a timing
+			defer cancel()
+			f, err := here.Follow(hang, gateway.FollowOptions{Session: &w.worker, After: -1, Live: true, BookmarkInterval: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			busy, goOn := make(chan struct{}), make(chan struct{})
+			var given []int64
+			ran := make(chan error, 1)
+			go func() {
+				first := true
+				ran <- f.Run(hang, gateway.FollowReader{
+					Events: func(events []vigil.Event) error {
+						for _, e := range events {
+							given = append(given, e.Sequence)
+						}
+						return nil
+					},
+					Live: func(gateway.LiveEvent) error {
+						if first {
+							first = false
+							close(busy)
+							<-goOn
+						}
+						return nil
+					},
+				})
+			}()
+			zero := 0
+			if _, err := here.Send(ctx, w.manager, gateway.SendInput{SessionKey: w.worker.Key, Message: "a word first",
+				TimeoutSeconds: &zero}); err != nil {
+				t.Fatal(err)
+			}
+			<-busy
+			w.personWrites(t) // a change: the person's message is in the log
+			changed := w.version(t, w.worker)
+			deleteOn(t, here, w.worker)
+			close(goOn)
+			if err := <-ran; gateway.Code(err) != gateway.CodeNotFound {
+				t.Fatalf("the follow of a deleted session ended with %v, want not found", err)
+			}
+			if !slices.Contains(given, changed) {
+				t.Fatalf("the follower was given %v before the deletion, not the change %d made before it", given, changed)
 			}
 		})
 	}

@@ -327,7 +327,7 @@ drain:
 		select {
 		case ev, ok := <-live:
 			if err := f.heardLive(ctx, r, ev, ok); err != nil {
-				return err
+				return f.endLive(ctx, r, err)
 			}
 		default:
 			break drain
@@ -400,6 +400,25 @@ func (f *Follower) heardLive(ctx context.Context, r FollowReader, ev *LiveEvent,
 		return r.Live(live)
 	}
 	return nil
+}
+
+// endLive ends the follow with err, from the live events. A deletion
+// heard there first gives the reader what the subscription holds of the
+// session before it: the changes made before the deletion were put in
+// its ring before the deletion was announced.
+func (f *Follower) endLive(ctx context.Context, r FollowReader, err error) error {
+	var deleted *SessionDeletedError
+	if f.sub == nil || !errors.As(err, &deleted) {
+		return err
+	}
+	if f.taken == nil {
+		f.taken = takenRoom.Get().(*[]*vigil.Event)
+	}
+	t := f.sub.Take((*f.taken)[:0])
+	*f.taken = t.Events
+	err = f.deleted(ctx, r, t, SessionDeletion{Session: deleted.Session, Version: deleted.Version})
+	f.giveBackTaken()
+	return err
 }
 
 // bookmark tells r where it stands if it was given nothing for the
