@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -352,5 +353,117 @@ func TestAFollowerOfLiveEventsAloneOfASessionDeletedWhileTheListenerWasDownEndsN
 	here.hear()
 	if err := <-ran; gateway.Code(err) != gateway.CodeNotFound {
 		t.Fatalf("the follow of live events of a session deleted unheard ended with %v, want not found", err)
+	}
+}
+
+// A main session made by another session's message has no event, so its
+// state version is 0, yet it lives: the recheck of a follower of its live
+// events alone (after a reconnect, and at every poll on PostgreSQL) must
+// not take it for deleted. The follower goes on and is given the
+// session's next message.
+func TestAFollowerOfLiveEventsAloneOfALivingSessionWithNoEventGoesOnThroughARecheck(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			here, _ := b.open(t)
+			sender := caller(t, here, gateway.Principal{Role: gateway.RoleAgent, ID: "main", Allow: []string{"other"}},
+				"agent:main:main")
+			target := vigil.MustRef("agent:other:main")
+			zero := 0
+			send := func(text string) {
+				t.Helper()
+				if _, err := here.Send(ctx, sender, gateway.SendInput{SessionKey: target.Key, Message: text,
+					TimeoutSeconds: &zero}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			send("a first message makes the session")
+			if st, err := here.Status(ctx, caller(t, here, person, ""), gateway.StatusInput{SessionKey: target.Key}); err != nil ||
+				!st.Exists || st.StateVersion != 0 {
+				t.Fatalf("setup: status %+v, %v; want a living session at version 0", st, err)
+			}
+			hang, cancel := context.WithTimeout(ctx, followHangGuard) // a hang guard, not a timing
+			defer cancel()
+			f, err := here.Follow(hang, gateway.FollowOptions{Session: &vigil.SessionRef{Key: target.Key}, Live: true,
+				LiveOnly: true, BookmarkInterval: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			live := make(chan string, 16)
+			ran := make(chan error, 1)
+			go func() {
+				ran <- f.Run(hang, gateway.FollowReader{Live: func(ev gateway.LiveEvent) error {
+					live <- ev.Type
+					return nil
+				}})
+			}()
+			if err := here.Recheck(ctx); err != nil {
+				t.Fatal(err)
+			}
+			send("a second message, heard after the recheck")
+			select {
+			case err := <-ran:
+				t.Fatalf("the follow of a living session's live events ended at a recheck with %v", err)
+			case <-live:
+			}
+		})
+	}
+}
+
+// A follower of a session's changes and live events, busy with a live
+// event while a change and then the deletion come, gives the change
+// before it ends: the deletion's live event, heard first, does not cut
+// off what the session had before it.
+func TestAFollowerWithLiveEventsGivesTheChangesBeforeADeletionHeardWhileItWasBusy(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			here, _ := b.open(t)
+			w := newPreconditionWorld(t, here)
+			hang, cancel := context.WithTimeout(ctx, followHangGuard) // a hang guard, not a timing
+			defer cancel()
+			f, err := here.Follow(hang, gateway.FollowOptions{Session: &w.worker, After: -1, Live: true, BookmarkInterval: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			busy, goOn := make(chan struct{}), make(chan struct{})
+			var given []int64
+			ran := make(chan error, 1)
+			go func() {
+				first := true
+				ran <- f.Run(hang, gateway.FollowReader{
+					Events: func(events []vigil.Event) error {
+						for _, e := range events {
+							given = append(given, e.Sequence)
+						}
+						return nil
+					},
+					Live: func(gateway.LiveEvent) error {
+						if first {
+							first = false
+							close(busy)
+							<-goOn
+						}
+						return nil
+					},
+				})
+			}()
+			zero := 0
+			if _, err := here.Send(ctx, w.manager, gateway.SendInput{SessionKey: w.worker.Key, Message: "a word first",
+				TimeoutSeconds: &zero}); err != nil {
+				t.Fatal(err)
+			}
+			<-busy
+			w.personWrites(t) // a change: the person's message is in the log
+			changed := w.version(t, w.worker)
+			deleteOn(t, here, w.worker)
+			close(goOn)
+			if err := <-ran; gateway.Code(err) != gateway.CodeNotFound {
+				t.Fatalf("the follow of a deleted session ended with %v, want not found", err)
+			}
+			if !slices.Contains(given, changed) {
+				t.Fatalf("the follower was given %v before the deletion, not the change %d made before it", given, changed)
+			}
+		})
 	}
 }

@@ -327,7 +327,7 @@ drain:
 		select {
 		case ev, ok := <-live:
 			if err := f.heardLive(ctx, r, ev, ok); err != nil {
-				return err
+				return f.endLive(ctx, r, err)
 			}
 		default:
 			break drain
@@ -402,6 +402,25 @@ func (f *Follower) heardLive(ctx context.Context, r FollowReader, ev *LiveEvent,
 	return nil
 }
 
+// endLive ends the follow with err, from the live events. A deletion
+// heard there first gives the reader what the subscription holds of the
+// session before it: the changes made before the deletion were put in
+// its ring before the deletion was announced.
+func (f *Follower) endLive(ctx context.Context, r FollowReader, err error) error {
+	var deleted *SessionDeletedError
+	if f.sub == nil || !errors.As(err, &deleted) {
+		return err
+	}
+	if f.taken == nil {
+		f.taken = takenRoom.Get().(*[]*vigil.Event)
+	}
+	t := f.sub.Take((*f.taken)[:0])
+	*f.taken = t.Events
+	err = f.deleted(ctx, r, t, SessionDeletion{Session: deleted.Session, Version: deleted.Version})
+	f.giveBackTaken()
+	return err
+}
+
 // bookmark tells r where it stands if it was given nothing for the
 // interval, and arms the timer for when that would next be so.
 func (f *Follower) bookmark(r FollowReader) error {
@@ -463,21 +482,41 @@ func (f *Follower) heard(ctx context.Context, r FollowReader, t Taken) error {
 // follower reads nothing else from the store, so a deletion made by
 // another process while this one was not listening would leave it open
 // for good. Other followers find it in their next read of the store
-// (gone). A failed read leaves the follow as it is, to the next recheck.
+// (gone). A session with no event lives at version 0 all the same (one
+// made by another session's message, say): only one that vigil knows
+// nothing of is gone. A failed read leaves the follow as it is, to the
+// next recheck.
 func (f *Follower) recheckLive(ctx context.Context, ev *LiveEvent) error {
 	ref := f.opts.Session
 	if f.sub != nil || ref == nil || ev.Session != ref.Key {
 		return nil
 	}
-	v, err := f.g.eng.Version(ctx, *ref)
+	exists, err := f.g.sessionExists(ctx, *ref)
 	if err != nil {
 		f.g.log.WarnContext(ctx, "recheck whether a followed session exists", "session", ref.Key, "err", err)
 		return nil
 	}
-	if v == 0 {
+	if !exists {
 		return &SessionDeletedError{Session: *ref}
 	}
 	return nil
+}
+
+// sessionExists reports whether vigil knows ref: it has events (a state
+// version), is hosted here, or is recorded as kept by a runtime elsewhere.
+func (g *Gateway) sessionExists(ctx context.Context, ref vigil.SessionRef) (bool, error) {
+	ref, err := vigil.Ref(ref.AgentID, ref.Key)
+	if err != nil {
+		return false, err
+	}
+	if v, err := g.eng.Version(ctx, ref); err != nil || v > 0 {
+		return v > 0, err
+	}
+	if _, hosted, err := g.store.Session(ctx, ref); err != nil || hosted {
+		return hosted, err
+	}
+	_, recorded, err := g.store.RecordedSession(ctx, ref)
+	return recorded, err
 }
 
 // endedBy reports whether d ends the follow: it deleted the session
