@@ -467,3 +467,48 @@ func TestAFollowerWithLiveEventsGivesTheChangesBeforeADeletionHeardWhileItWasBus
 		})
 	}
 }
+
+// A session with no event lives at version 0 all the same: a follower
+// from a position ahead of it (a client's) is not told it was deleted,
+// and goes on (here: it is given the session's next live event).
+func TestAFollowerFromAPositionAheadOfALivingSessionWithNoEventGoesOn(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			here, _ := b.open(t)
+			sender := caller(t, here, gateway.Principal{Role: gateway.RoleAgent, ID: "main", Allow: []string{"other"}},
+				"agent:main:main")
+			target := vigil.MustRef("agent:other:main")
+			zero := 0
+			send := func(text string) {
+				t.Helper()
+				if _, err := here.Send(ctx, sender, gateway.SendInput{SessionKey: target.Key, Message: text,
+					TimeoutSeconds: &zero}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			send("a first message makes the session")
+			hang, cancel := context.WithTimeout(ctx, followHangGuard) // a hang guard, not a timing
+			defer cancel()
+			f, err := here.Follow(hang, gateway.FollowOptions{Session: &target, After: 3, Live: true,
+				LiveOf: []string{target.Key}, BookmarkInterval: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			live := make(chan string, 16)
+			ran := make(chan error, 1)
+			go func() {
+				ran <- f.Run(hang, gateway.FollowReader{Live: func(ev gateway.LiveEvent) error {
+					live <- ev.Type
+					return nil
+				}})
+			}()
+			send("a second message, heard live")
+			select {
+			case err := <-ran:
+				t.Fatalf("the follow of a living session without an event ended with %v", err)
+			case <-live:
+			}
+		})
+	}
+}

@@ -685,7 +685,10 @@ func (f *Follower) gone(ctx context.Context, d vigil.Delta) (bool, error) {
 	case f.pos <= 0:
 		return false, nil
 	case d.StateVersion == 0:
-		return true, nil // no session has the key now
+		// No event under the key: gone, unless a session lives there
+		// without one (a position ahead of it, as below).
+		exists, err := f.g.sessionExists(ctx, *f.opts.Session)
+		return !exists, err
 	case d.StateVersion < f.pos:
 		return false, nil
 	case d.HistoryGap || d.EarliestAvailableSequence <= f.pos:
