@@ -307,30 +307,61 @@ func TestAFollowerFromAPositionAheadOfItsSessionIsNotToldTheSessionWasDeleted(t 
 		t.Run(b.name, func(t *testing.T) {
 			here, _ := deletingGateways(t, b)
 			w := newPreconditionWorld(t, here)
-			hang, cancel := context.WithTimeout(ctx, followHangGuard) // a hang guard, not a timing
-			defer cancel()
-			f, err := here.Follow(hang, gateway.FollowOptions{Session: &w.worker, After: w.version(t, w.worker) + 1000,
-				Live: true, LiveOf: []string{w.worker.Key}, BookmarkInterval: -1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			live := make(chan string, 16)
-			ran := make(chan error, 1)
-			go func() {
-				ran <- f.Run(hang, gateway.FollowReader{Live: func(ev gateway.LiveEvent) error {
-					live <- ev.Type
-					return nil
-				}})
-			}()
-			w.personWrites(t)
-			select {
-			case err := <-ran:
-				t.Fatalf("the follow from a position ahead of its live session ended with %v", err)
-			case <-live:
-			}
+			followGoesOn(t, here, "the follow from a position ahead of its live session", gateway.FollowOptions{Session: &w.worker,
+				After: w.version(t, w.worker) + 1000, Live: true, LiveOf: []string{w.worker.Key}, BookmarkInterval: -1},
+				func() { w.personWrites(t) })
 		})
 	}
+}
+
+// followGoesOn runs a follower of here with opts, does what happen does
+// (which gives the session a live event) and wants the follower given it,
+// not ended: what runs the follower before happen could end it wrongly.
+func followGoesOn(t *testing.T, here *gateway.Gateway, what string, opts gateway.FollowOptions, happen func()) {
+	t.Helper()
+	hang, cancel := context.WithTimeout(ctx, followHangGuard) // a hang guard, not a timing
+	defer cancel()
+	f, err := here.Follow(hang, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	live := make(chan string, 16)
+	ran := make(chan error, 1)
+	go func() {
+		ran <- f.Run(hang, gateway.FollowReader{Live: func(ev gateway.LiveEvent) error {
+			live <- ev.Type
+			return nil
+		}})
+	}()
+	happen()
+	select {
+	case err := <-ran:
+		t.Fatalf("%s ended with %v", what, err)
+	case <-live:
+	}
+}
+
+// livingSessionWithNoEvent makes agent:other:main by a message from
+// another agent's session, which leaves it no event (state version 0),
+// and returns it with a way to send it another.
+func livingSessionWithNoEvent(t *testing.T, here *gateway.Gateway) (vigil.SessionRef, func(text string)) {
+	t.Helper()
+	sender := caller(t, here, gateway.Principal{Role: gateway.RoleAgent, ID: "main", Allow: []string{"other"}}, "agent:main:main")
+	target := vigil.MustRef("agent:other:main")
+	zero := 0
+	send := func(text string) {
+		t.Helper()
+		if _, err := here.Send(ctx, sender, gateway.SendInput{SessionKey: target.Key, Message: text, TimeoutSeconds: &zero}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send("a first message makes the session")
+	if st, err := here.Status(ctx, caller(t, here, person, ""), gateway.StatusInput{SessionKey: target.Key}); err != nil ||
+		!st.Exists || st.StateVersion != 0 {
+		t.Fatalf("setup: status %+v, %v; want a living session at version 0", st, err)
+	}
+	return target, send
 }
 
 func TestAFollowerOfLiveEventsAloneOfASessionDeletedWhileTheListenerWasDownEndsNotFoundOnceItReconnects(t *testing.T) {
@@ -365,47 +396,14 @@ func TestAFollowerOfLiveEventsAloneOfALivingSessionWithNoEventGoesOnThroughARech
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			here, _ := b.open(t)
-			sender := caller(t, here, gateway.Principal{Role: gateway.RoleAgent, ID: "main", Allow: []string{"other"}},
-				"agent:main:main")
-			target := vigil.MustRef("agent:other:main")
-			zero := 0
-			send := func(text string) {
-				t.Helper()
-				if _, err := here.Send(ctx, sender, gateway.SendInput{SessionKey: target.Key, Message: text,
-					TimeoutSeconds: &zero}); err != nil {
+			target, send := livingSessionWithNoEvent(t, here)
+			followGoesOn(t, here, "the follow of a living session's live events", gateway.FollowOptions{
+				Session: &vigil.SessionRef{Key: target.Key}, Live: true, LiveOnly: true, BookmarkInterval: -1}, func() {
+				if err := here.Recheck(ctx); err != nil {
 					t.Fatal(err)
 				}
-			}
-			send("a first message makes the session")
-			if st, err := here.Status(ctx, caller(t, here, person, ""), gateway.StatusInput{SessionKey: target.Key}); err != nil ||
-				!st.Exists || st.StateVersion != 0 {
-				t.Fatalf("setup: status %+v, %v; want a living session at version 0", st, err)
-			}
-			hang, cancel := context.WithTimeout(ctx, followHangGuard) // a hang guard, not a timing
-			defer cancel()
-			f, err := here.Follow(hang, gateway.FollowOptions{Session: &vigil.SessionRef{Key: target.Key}, Live: true,
-				LiveOnly: true, BookmarkInterval: -1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			live := make(chan string, 16)
-			ran := make(chan error, 1)
-			go func() {
-				ran <- f.Run(hang, gateway.FollowReader{Live: func(ev gateway.LiveEvent) error {
-					live <- ev.Type
-					return nil
-				}})
-			}()
-			if err := here.Recheck(ctx); err != nil {
-				t.Fatal(err)
-			}
-			send("a second message, heard after the recheck")
-			select {
-			case err := <-ran:
-				t.Fatalf("the follow of a living session's live events ended at a recheck with %v", err)
-			case <-live:
-			}
+				send("a second message, heard after the recheck")
+			})
 		})
 	}
 }
@@ -475,40 +473,10 @@ func TestAFollowerFromAPositionAheadOfALivingSessionWithNoEventGoesOn(t *testing
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			here, _ := b.open(t)
-			sender := caller(t, here, gateway.Principal{Role: gateway.RoleAgent, ID: "main", Allow: []string{"other"}},
-				"agent:main:main")
-			target := vigil.MustRef("agent:other:main")
-			zero := 0
-			send := func(text string) {
-				t.Helper()
-				if _, err := here.Send(ctx, sender, gateway.SendInput{SessionKey: target.Key, Message: text,
-					TimeoutSeconds: &zero}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			send("a first message makes the session")
-			hang, cancel := context.WithTimeout(ctx, followHangGuard) // a hang guard, not a timing
-			defer cancel()
-			f, err := here.Follow(hang, gateway.FollowOptions{Session: &target, After: 3, Live: true,
-				LiveOf: []string{target.Key}, BookmarkInterval: -1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			live := make(chan string, 16)
-			ran := make(chan error, 1)
-			go func() {
-				ran <- f.Run(hang, gateway.FollowReader{Live: func(ev gateway.LiveEvent) error {
-					live <- ev.Type
-					return nil
-				}})
-			}()
-			send("a second message, heard live")
-			select {
-			case err := <-ran:
-				t.Fatalf("the follow of a living session without an event ended with %v", err)
-			case <-live:
-			}
+			target, send := livingSessionWithNoEvent(t, here)
+			followGoesOn(t, here, "the follow of a living session without an event", gateway.FollowOptions{Session: &target,
+				After: 3, Live: true, LiveOf: []string{target.Key}, BookmarkInterval: -1},
+				func() { send("a second message, heard live") })
 		})
 	}
 }
