@@ -155,8 +155,18 @@ for them (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER=console…; docs/ope
 			"max-waits": l.Waits, "max-waits-per-credential": l.WaitsPerCredential,
 			"max-mcp-sessions": l.MCPSessions, "max-mcp-sessions-per-credential": l.MCPSessionsPerCredential,
 			"max-mcp-tasks": l.MCPTasks, "max-mcp-tasks-per-credential": l.MCPTasksPerCredential} {
-			if v == 0 {
+			if v == 0 || v < -1 {
 				return cliUsagef("--%s must be at least 1, or -1 for no limit", name)
+			}
+		}
+		// The server would take 0 or less for its default without a word,
+		// while whoever wrote it likely meant no bound at all.
+		for _, d := range []struct {
+			name string
+			v    time.Duration
+		}{{"header-timeout", t.Header}, {"body-timeout", t.Body}, {"write-timeout", t.Write}, {"idle-timeout", t.Idle}} {
+			if d.v <= 0 {
+				return cliUsagef("--%s must be more than 0", d.name)
 			}
 		}
 		if cfg.http.MCPIdleTimeout <= 0 {

@@ -43,3 +43,20 @@ func TestServeRefusesAWebhookItCouldNotDeliverBeforeMakingItsDatabase(t *testing
 		refusedBeforeItsDatabase(t, nil, 1, []string{"webhooks:", c.says}, "--config", config)
 	}
 }
+
+func TestServeRefusesATimeoutOfZeroOrLessNamingItsFlag(t *testing.T) {
+	t.Parallel()
+	for _, flag := range []string{"header-timeout", "body-timeout", "write-timeout", "idle-timeout"} {
+		for _, v := range []string{"0", "-1s"} {
+			refusedBeforeItsDatabase(t, nil, 2, []string{"--" + flag + " must be more than 0"}, "--"+flag+"="+v)
+		}
+	}
+}
+
+func TestServeRefusesALimitBelowMinusOneNamingItsFlag(t *testing.T) {
+	t.Parallel()
+	for _, flag := range []string{"max-streams", "max-streams-per-credential", "max-waits", "max-waits-per-credential",
+		"max-mcp-sessions", "max-mcp-sessions-per-credential", "max-mcp-tasks", "max-mcp-tasks-per-credential"} {
+		refusedBeforeItsDatabase(t, nil, 2, []string{"--" + flag + " must be at least 1, or -1 for no limit"}, "--"+flag+"=-2")
+	}
+}
