@@ -1,10 +1,18 @@
 package main
 
 import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/vigilhq/vigil/internal/testwait"
 )
 
 // refusedBeforeItsDatabase runs `vigil serve` with args on a database in a
@@ -58,5 +66,59 @@ func TestServeRefusesALimitBelowMinusOneNamingItsFlag(t *testing.T) {
 	for _, flag := range []string{"max-streams", "max-streams-per-credential", "max-waits", "max-waits-per-credential",
 		"max-mcp-sessions", "max-mcp-sessions-per-credential", "max-mcp-tasks", "max-mcp-tasks-per-credential"} {
 		refusedBeforeItsDatabase(t, nil, 2, []string{"--" + flag + " must be at least 1, or -1 for no limit"}, "--"+flag+"=-2")
+	}
+}
+
+func TestServeCutsTheRequestsStillInFlightAtItsShutdownTimeout(t *testing.T) {
+	t.Parallel()
+	// The body timeout outlasts the test: only the shutdown timeout can
+	// end the request below.
+	r := runServeAsync(t, nil, "--db", filepath.Join(t.TempDir(), "vigil.db"), "--addr", "127.0.0.1:0",
+		"--body-timeout", "10m", "--shutdown-timeout", "1ns")
+	r.awaitListening(t)
+	conn := holdARequest(t, r.addr)
+	if code := r.stop(t); code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", code, r.stderr.String())
+	}
+	if log := r.stderr.String(); !strings.Contains(log, "requests still in flight after --shutdown-timeout 1ns were cut") {
+		t.Fatalf("the log does not say why the stop failed:\n%s", log)
+	}
+	checkCut(t, conn)
+}
+
+// holdARequest sends a request whose body never comes, so its handler
+// holds a stop, and returns once the server serves it.
+func holdARequest(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	fmt.Fprintf(conn, "POST /v1/tools/sessions_list HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+	// Once the gauge counts it beside the scrape that reads it, its
+	// handler is waiting for the body.
+	testwait.Until(t, "the held request is in flight", func() bool {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(body), "\nvigil_http_requests_in_flight 2\n")
+	})
+	return conn
+}
+
+// checkCut checks the held request's connection ended without an answer.
+func checkCut(t *testing.T, conn net.Conn) {
+	t.Helper()
+	conn.SetReadDeadline(time.Now().Add(serveHangGuard))
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("the held request's connection is still open (hang guard)")
+	}
+	if err == nil {
+		t.Fatalf("the held request was answered %q", line)
 	}
 }
