@@ -7,8 +7,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -66,6 +69,64 @@ func TestServeRefusesALimitBelowMinusOneNamingItsFlag(t *testing.T) {
 	for _, flag := range []string{"max-streams", "max-streams-per-credential", "max-waits", "max-waits-per-credential",
 		"max-mcp-sessions", "max-mcp-sessions-per-credential", "max-mcp-tasks", "max-mcp-tasks-per-credential"} {
 		refusedBeforeItsDatabase(t, nil, 2, []string{"--" + flag + " must be at least 1, or -1 for no limit"}, "--"+flag+"=-2")
+	}
+}
+
+// A gateway told to stop finishes the requests in flight, up to a bound;
+// one told again stops at once rather than waiting on a slow client.
+func TestASecondSignalStopsAGatewayThatIsStillFinishingARequest(t *testing.T) {
+	t.Parallel()
+	bin := gatewayBinary(t)
+	stderr := &testwait.Output{}
+	// The body timeout outlasts the hang guard: only the second signal
+	// can end the request below in time.
+	cmd := exec.Command(bin, "serve", "--db", filepath.Join(t.TempDir(), "vigil.db"), "--addr", "127.0.0.1:0",
+		"--body-timeout", "10m", "--shutdown-timeout", "10m")
+	cmd.Env = mcpEnv()
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+	})
+	awaitLog(t, stderr, listeningLine)
+	conn := holdARequest(t, listeningLine.FindStringSubmatch(stderr.String())[1])
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	awaitLog(t, stderr, regexp.MustCompile(`msg="shutting down`))
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(serveHangGuard):
+		t.Fatalf("the gateway went on waiting for the request after a second signal (hang guard):\n%s", stderr.String())
+	}
+	checkCut(t, conn)
+}
+
+// awaitLog waits until the log matches re.
+func awaitLog(t *testing.T, log *testwait.Output, re *regexp.Regexp) {
+	t.Helper()
+	deadline := time.After(serveHangGuard)
+	for {
+		out, written := log.Next()
+		if re.MatchString(out) {
+			return
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("the log never matched %s (hang guard):\n%s", re, out)
+		case <-written:
+		}
 	}
 }
 
