@@ -250,6 +250,13 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 			Upstream: cfg.upstream}})
 	restoreGC()
 	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			// A stop asked for meanwhile, not a failure: a migration
+			// under way is rolled back (each runs in its own
+			// transaction) and run again at the next start.
+			log.Info("stopped before serving: the stop came while the store was opening")
+			return nil
+		}
 		return err
 	}
 	defer keepGCHeadroom(nil)()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -181,5 +182,20 @@ func checkCut(t *testing.T, conn net.Conn) {
 	}
 	if err == nil {
 		t.Fatalf("the held request was answered %q", line)
+	}
+}
+
+// A stop asked for while the store opens (a long migration, say) is a
+// stop, not a failure: a supervisor that asked for it should not see the
+// unit fail.
+func TestServeStoppedWhileItsStoreOpensExitsCleanly(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the signal came before the store was open
+	stderr := &testwait.Output{}
+	code := run(ctx, []string{"serve", "--db", filepath.Join(t.TempDir(), "vigil.db"), "--addr", "127.0.0.1:0"},
+		envFunc(nil), strings.NewReader(""), io.Discard, stderr)
+	if log := stderr.String(); code != 0 || strings.Contains(log, "vigil serve failed") || !strings.Contains(log, "stopped before serving") {
+		t.Fatalf("exit %d, want 0 saying it stopped before serving:\n%s", code, log)
 	}
 }
