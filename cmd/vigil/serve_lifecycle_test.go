@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -12,10 +13,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/internal/testwait"
 )
 
@@ -197,5 +200,71 @@ func TestServeStoppedWhileItsStoreOpensExitsCleanly(t *testing.T) {
 		envFunc(nil), strings.NewReader(""), io.Discard, stderr)
 	if log := stderr.String(); code != 0 || strings.Contains(log, "vigil serve failed") || !strings.Contains(log, "stopped before serving") {
 		t.Fatalf("exit %d, want 0 saying it stopped before serving:\n%s", code, log)
+	}
+}
+
+// Sends keep coming while the gateway stops: each is answered with its
+// message kept, or refused (its connection ended or was never made),
+// never answered and then lost.
+func TestServeStoppedUnderLoadKeepsEverySendItAccepted(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "vigil.db")
+	r := startServe(t, db, nil)
+	const senders = 4
+	accepted := make(chan string, 1<<16)
+	var wg sync.WaitGroup
+	for s := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			client := &http.Client{Timeout: serveHangGuard}
+			for i := 0; ; i++ {
+				text := fmt.Sprintf("send %d.%d", s, i)
+				body := fmt.Sprintf(`{"sessionKey": "agent:main:main", "message": %q, "timeoutSeconds": 0}`, text)
+				resp, err := client.Post("http://"+r.addr+"/v1/tools/sessions_send", "application/json", strings.NewReader(body))
+				if err != nil {
+					return // refused: the gateway has stopped
+				}
+				var out gateway.SendOutput
+				err = json.NewDecoder(resp.Body).Decode(&out)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK && err == nil && out.Status == "accepted" && out.MessageID > 0 {
+					accepted <- text
+				}
+			}
+		}()
+	}
+	// Stop once sends are flowing, so some are in flight when it begins.
+	var answered []string
+	for range 50 {
+		answered = append(answered, <-accepted)
+	}
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, r.stderr.String())
+	}
+	wg.Wait()
+	close(accepted)
+	for text := range accepted {
+		answered = append(answered, text)
+	}
+
+	again := startServe(t, db, nil)
+	kept := map[string]bool{}
+	after := int64(0)
+	for {
+		page := callOK[gateway.HistoryOutput](t, again, "", "", "sessions_history",
+			map[string]any{"sessionKey": "agent:main:main", "afterId": after, "limit": 200})
+		for _, m := range page.Messages {
+			kept[m.Content] = true
+		}
+		if page.NextAfterID == 0 {
+			break
+		}
+		after = page.NextAfterID
+	}
+	for _, text := range answered {
+		if !kept[text] {
+			t.Errorf("%q was accepted, and is not in the transcript after the restart", text)
+		}
 	}
 }
