@@ -148,14 +148,16 @@ func Open(ctx context.Context, opts Options) (_ *Node, err error) {
 			n.Close()
 		}
 	}()
+	// The webhooks are checked first: a configuration refused for them
+	// must not have made, or migrated, the database.
+	if n.hooks, err = webhook.New(opts.Webhooks, webhook.Options{Logger: log}); err != nil {
+		return nil, fmt.Errorf("webhooks: %w", err)
+	}
 	if n.store == nil {
 		if n.store, err = OpenStore(ctx, opts.DB, opts.Synchronous, log); err != nil {
 			return nil, err
 		}
 		n.ownStore = true
-	}
-	if n.hooks, err = webhook.New(opts.Webhooks, webhook.Options{Logger: log}); err != nil {
-		return nil, fmt.Errorf("webhooks: %w", err)
 	}
 	hub := gateway.NewHub()
 	if ps, ok := n.store.(*pgstore.Store); ok {

@@ -18,9 +18,21 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first signal asks for a clean stop (vigil serve finishes the
+	// requests in flight, up to its bound); a second one ends the process
+	// at once, as a crash would, which every store survives whole. The
+	// signals go back to their default before the stop is asked for, so
+	// one that comes while it runs is never swallowed.
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-signals
+		signal.Stop(signals)
+		cancel()
+	}()
 	code := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
-	stop()
+	cancel()
 	os.Exit(code)
 }
 

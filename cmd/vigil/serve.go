@@ -29,6 +29,10 @@ import (
 
 const defaultAddr = "127.0.0.1:7317"
 
+// defaultShutdownTimeout is how long a stop waits for requests in flight
+// (deploy/ gives systemd and Kubernetes 10 s more before they kill).
+const defaultShutdownTimeout = 30 * time.Second
+
 // defaultDBPath is vigil.db in the user's state directory.
 func defaultDBPath(getenv func(string) string) string {
 	dir := getenv("XDG_STATE_HOME")
@@ -72,6 +76,8 @@ type serveConfig struct {
 	notifyOnCreate, groupWatches bool
 	dashboardURL                 string
 	stuckAfter                   time.Duration
+	// shutdownTimeout bounds how long a stop waits for requests in flight.
+	shutdownTimeout time.Duration
 	// Adopted sessions' transcripts (docs/adoption.md).
 	upstream gateway.UpstreamOptions
 }
@@ -115,6 +121,7 @@ for them (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER=console…; docs/ope
 	fs.IntVar(&l.MCPTasks, "max-mcp-tasks", gateway.DefaultMaxMCPTasks, "MCP tasks, running or keeping their results, in all (-1: no limit)")
 	fs.IntVar(&l.MCPTasksPerCredential, "max-mcp-tasks-per-credential", gateway.DefaultMaxMCPTasksPerCredential, "MCP tasks per credential (-1: no limit)")
 	fs.DurationVar(&cfg.http.MCPTaskRetention, "mcp-task-retention", mcpserver.DefaultTaskRetention, "how long a finished MCP task's result is kept for its client to read")
+	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long a stop (SIGTERM, SIGINT) waits for the requests in flight before it cuts them")
 	logs := addLogFlags(cmd, "info", true)
 	fs.BoolVar(&cfg.notifyOnCreate, "notify-on-create", true, "tell an agent's main session of each session created for the agent")
 	fs.BoolVar(&cfg.groupWatches, "group-watches", true, "have an agent's main session watch its group, room and channel sessions after a person's first message")
@@ -155,9 +162,22 @@ for them (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER=console…; docs/ope
 			"max-waits": l.Waits, "max-waits-per-credential": l.WaitsPerCredential,
 			"max-mcp-sessions": l.MCPSessions, "max-mcp-sessions-per-credential": l.MCPSessionsPerCredential,
 			"max-mcp-tasks": l.MCPTasks, "max-mcp-tasks-per-credential": l.MCPTasksPerCredential} {
-			if v == 0 {
+			if v == 0 || v < -1 {
 				return cliUsagef("--%s must be at least 1, or -1 for no limit", name)
 			}
+		}
+		// The server would take 0 or less for its default without a word,
+		// while whoever wrote it likely meant no bound at all.
+		for _, d := range []struct {
+			name string
+			v    time.Duration
+		}{{"header-timeout", t.Header}, {"body-timeout", t.Body}, {"write-timeout", t.Write}, {"idle-timeout", t.Idle}} {
+			if d.v <= 0 {
+				return cliUsagef("--%s must be more than 0", d.name)
+			}
+		}
+		if cfg.shutdownTimeout <= 0 {
+			return cliUsagef("--shutdown-timeout must be more than 0")
 		}
 		if cfg.http.MCPIdleTimeout <= 0 {
 			return cliUsagef("--mcp-idle-timeout must be more than 0")
@@ -230,6 +250,13 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 			Upstream: cfg.upstream}})
 	restoreGC()
 	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			// A stop asked for meanwhile, not a failure: a migration
+			// under way is rolled back (each runs in its own
+			// transaction) and run again at the next start.
+			log.Info("stopped before serving: the stop came while the store was opening")
+			return nil
+		}
 		return err
 	}
 	defer keepGCHeadroom(nil)()
@@ -268,10 +295,16 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	case <-ctx.Done():
 	}
 	log.Info("shutting down: finishing requests in flight")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		// Their connections end: a caller is never told of a success the
+		// closing store would then not keep.
+		srv.Close()
+		return fmt.Errorf("requests still in flight after --shutdown-timeout %s were cut", cfg.shutdownTimeout)
 	}
 	log.Info("stopped")
 	return nil
