@@ -100,7 +100,7 @@ for them (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER=console…; docs/ope
 	fs := cmd.Flags()
 	dbFlag(fs, &cfg.db, getenv)
 	fs.StringVar(&cfg.config, "config", getenv("VIGIL_CONFIG"), "credentials file (env VIGIL_CONFIG; VIGIL_ADMIN_TOKEN adds an admin token)")
-	fs.StringVar(&cfg.sync, "synchronous", envOr(getenv, "VIGIL_SYNCHRONOUS", "FULL"), "SQLite synchronous setting: FULL (survives power loss) or NORMAL")
+	fs.StringVar(&cfg.sync, "synchronous", envOr(getenv, "VIGIL_SYNCHRONOUS", "FULL"), "SQLite synchronous setting: FULL (survives power loss) or NORMAL (env VIGIL_SYNCHRONOUS)")
 	fs.StringSliceVar(&allowedHosts, "allowed-host", nil, "a host name requests may carry besides loopback ones, when listening on loopback (repeatable)")
 	fs.StringSliceVar(&trustedOrigins, "trusted-origin", nil, "a web origin (scheme://host[:port]) whose pages may call the API from a browser (repeatable)")
 	fs.BoolVar(&cfg.http.OpenMetrics, "open-metrics", false, "serve /metrics without a token even when tokens are configured")
