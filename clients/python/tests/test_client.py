@@ -284,6 +284,76 @@ class Errors(unittest.TestCase):
             with self.assertRaises(vc.InvalidArgumentError):
                 as_(ADMIN).session_events(key)
 
+    def test_a_wait_that_is_negative_not_a_number_or_text_is_the_gateways_invalid_argument_not_a_socket_error(self) -> None:
+        manager = manager_key()
+        worker, _, _ = spawn(manager)
+        for bad in (-50, float("nan"), "5", 1e300, 10**30):
+            with self.subTest(bad=bad):
+                with self.assertRaises(vc.InvalidArgumentError):
+                    as_(ADMIN).session_turn(worker, wait_seconds=bad)
+                with self.assertRaises(vc.InvalidArgumentError):
+                    as_(ADMIN).session_status(worker, wait_for_version=10**6, timeout_seconds=bad)
+                with self.assertRaises(vc.InvalidArgumentError):
+                    as_(ADMIN, manager).session_wait(timeout_seconds=bad)
+                if bad != 10**30:  # a send's wait is capped, not refused
+                    with self.assertRaises(vc.InvalidArgumentError):
+                        as_(OPERATOR).sessions_send(worker, message="hi", timeout_seconds=bad)
+        self.assertEqual(as_(ADMIN).sessions_history(worker).messages[-1].content, "draft the report")
+
+    def test_a_value_json_cannot_carry_is_an_invalid_argument_and_nothing_is_sent(self) -> None:
+        worker, _, v = spawn(manager_key())
+        with self.assertRaisesRegex(vc.InvalidArgumentError, "bytes"):
+            as_(OPERATOR).sessions_send(worker, message=b"hi", timeout_seconds=0)
+        with self.assertRaisesRegex(vc.InvalidArgumentError, "set"):
+            as_(RUNTIME, "agent:ext:x").session_record("agent:ext:x", "message", payload={"a": {1}})
+        self.assertEqual(as_(ADMIN).session_status(worker).state_version, v)
+
+    def test_a_session_key_that_is_not_a_string_is_an_invalid_argument(self) -> None:
+        for call in (lambda: as_(ADMIN).session_turn(5, wait_seconds=0),
+                     lambda: as_(ADMIN).session_reply(5, "done"),
+                     lambda: as_(ADMIN).session_events(5),
+                     lambda: as_(ADMIN).as_session(5).sessions_list(),
+                     lambda: next(iter(as_(ADMIN, 5).events()))):
+            with self.assertRaisesRegex(vc.InvalidArgumentError, "session key"):
+                call()
+
+    def test_a_tool_name_a_url_cannot_carry_is_an_invalid_argument(self) -> None:
+        for bad in ("sessi\u00f6ns_list", "sessions list", "sessions_list\n", 5):
+            with self.assertRaisesRegex(vc.InvalidArgumentError, "not a tool's name"):
+                as_(ADMIN).call(bad)
+
+    def test_an_events_filter_that_is_not_valid_unicode_is_an_invalid_argument(self) -> None:
+        for kw in ({"session": "agent:main:\ud800"}, {"agent": "m\udc80"}):
+            with self.assertRaisesRegex(vc.InvalidArgumentError, "not valid Unicode"):
+                as_(ADMIN).events(**kw)
+
+    def test_a_resume_position_that_is_not_an_integer_of_at_least_0_is_refused_before_it_is_sent(self) -> None:
+        for bad in ("1\r\nX-Other: 1", "7", -1, True, 1.5):
+            with self.assertRaisesRegex(vc.InvalidArgumentError, "after"):
+                as_(ADMIN).events(after=bad)
+            with self.assertRaisesRegex(vc.InvalidArgumentError, "after"):
+                as_(ADMIN).session_events("agent:main:main", after=bad)
+
+    def test_a_huge_idle_timeout_is_refused_not_an_overflow(self) -> None:
+        for bad in (1e300, 10**30):
+            with self.assertRaisesRegex(vc.InvalidArgumentError, "idle_timeout"):
+                as_(ADMIN).events(idle_timeout=bad)
+
+    def test_a_client_timeout_that_is_not_a_number_of_seconds_above_0_is_refused_when_the_client_is_made(self) -> None:
+        for bad in (-1, 0, float("nan"), float("inf"), "30", True, None, 1e300):
+            with self.assertRaisesRegex(ValueError, "timeout"):
+                Client(gateway.url, token=ADMIN, timeout=bad)
+
+    def test_a_token_a_header_cannot_carry_is_refused_when_the_client_is_made(self) -> None:
+        for bad in ("t\u00f6ken\u20ac", "tok\r\nX-Other: 1", 5):
+            with self.assertRaisesRegex(ValueError, "token"):
+                Client(gateway.url, token=bad)
+
+    def test_a_base_url_that_is_not_a_string_is_refused_when_the_client_is_made(self) -> None:
+        for bad in (None, 7317, b"http://127.0.0.1:1"):
+            with self.assertRaisesRegex(ValueError, "base URL"):
+                Client(bad)
+
     def test_a_wrong_token_is_unauthenticated(self) -> None:
         with self.assertRaises(vc.UnauthenticatedError) as e:
             as_("not-a-real-token-at-all").sessions_list()

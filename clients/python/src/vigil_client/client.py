@@ -39,12 +39,42 @@ def _header_safe(key: str) -> bool:
     return key.isascii() and key.isprintable()
 
 
-def _quote(op: str, key: str, safe: str) -> str:
+def _quote(op: str, key: str, safe: str, what: str = "session key") -> str:
     """The key percent-encoded as UTF-8 for a URL."""
     try:
         return urllib.parse.quote(key, safe=safe)
     except UnicodeEncodeError as e:
-        raise InvalidArgumentError(op, 0, "invalid_argument", f"session key {key!r} is not valid Unicode: {e.reason}") from e
+        raise InvalidArgumentError(op, 0, "invalid_argument", f"{what} {key!r} is not valid Unicode: {e.reason}") from e
+
+
+#: The longest wait any call may ask for (a send's timeoutSeconds is capped
+#: at 300), and the longest idle timeout of a stream: a socket's timeout
+#: past the platform's clock overflows.
+_MAX_WAIT = 300.0
+_MAX_IDLE = 86400.0
+
+
+def _seconds(value: Any) -> Optional[float]:
+    """value as seconds, or None unless it is a finite number of at least 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        value = float(value)
+    except OverflowError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def _wait(value: Any) -> float:
+    """How long the client allows a call for the wait it asks for: none for
+    a value the gateway refuses at once, as it answers without waiting."""
+    seconds = _seconds(value)
+    return 0.0 if seconds is None else min(seconds, _MAX_WAIT)
+
+
+def _check_key(op: str, key: Any) -> None:
+    if key is not None and not isinstance(key, str):
+        raise InvalidArgumentError(op, 0, "invalid_argument", f"session key {key!r} is not a string")
 
 
 def _input(**fields: Any) -> dict[str, Any]:
@@ -65,11 +95,18 @@ class Client:
 
     def __init__(self, base_url: str = "http://127.0.0.1:7317", *, token: Optional[str] = None,
                  session: Optional[str] = None, timeout: float = 30.0):
+        if not isinstance(base_url, str):
+            raise ValueError(f"vigil: base URL {base_url!r}: want http(s)://host[:port] as a string")
         u = urllib.parse.urlsplit(base_url.strip())
         if u.scheme not in ("http", "https") or not u.hostname:
             raise ValueError(f"vigil: base URL {base_url!r}: want http(s)://host[:port]")
         self._scheme, self._host, self._port = u.scheme, u.hostname, u.port
         self._prefix = u.path.rstrip("/")
+        seconds = _seconds(timeout)
+        if not seconds or seconds > _MAX_IDLE:
+            raise ValueError(f"vigil: timeout must be a number of seconds above 0 and at most {_MAX_IDLE:g}, got {timeout!r}")
+        if token is not None and not (isinstance(token, str) and _header_safe(token)):
+            raise ValueError("vigil: the token must be a string of printable ASCII, as a header carries it")
         self.base_url = base_url
         self.token, self.session, self.timeout = token, session, timeout
 
@@ -100,15 +137,19 @@ class Client:
         cannot carry goes as the ?as= parameter instead: http.client sends a
         header's text as Latin-1, refusing what Latin-1 lacks, and the
         gateway reads UTF-8."""
+        _check_key(op, session)
         if not session or _header_safe(session):
             return self._prefix + path
         return self._prefix + path + ("&" if "?" in path else "?") + "as=" + _quote(op, session, "")
 
     def _request(self, op: str, method: str, path: str, session: Optional[str], body: Any = None,
                  wait: float = 0.0) -> Any:
-        data = None if body is None else json.dumps(body).encode("utf-8")
+        try:
+            data = None if body is None else json.dumps(body).encode("utf-8")
+        except (TypeError, ValueError) as e:
+            raise InvalidArgumentError(op, 0, "invalid_argument", f"the input cannot be sent as JSON: {e}") from e
         target = self._target(op, path, session)
-        conn = self._connect(self.timeout + wait)
+        conn = self._connect(self.timeout + _wait(wait))
         try:
             try:
                 conn.request(method, target, body=data, headers=self._headers(session, data is not None))
@@ -129,11 +170,12 @@ class Client:
         """Calls any tool by name with its input (wire names) and returns its
         output as decoded JSON. ``wait`` is how long the call may wait on
         purpose (a long poll), added to the timeout."""
-        if not tool or any(ch in tool for ch in "/?#%"):
+        if not isinstance(tool, str) or not tool or not _header_safe(tool) or any(ch in tool for ch in "/?#% "):
             raise InvalidArgumentError(tool, 0, "invalid_argument", f"{tool!r} is not a tool's name")
         return self._request(tool, "POST", "/v1/tools/" + tool, self.session, input or {}, wait)
 
     def _session_path(self, op: str, key: str, verb: str) -> str:
+        _check_key(op, key)
         if not key or not key.strip():
             raise InvalidArgumentError(op, 0, "invalid_argument", "session_key is required")
         if key in (".", ".."):
@@ -309,8 +351,8 @@ class Client:
         """Follows the signal log (GET /v1/events): LogEvents and Bookmarks;
         from after (a log sequence) if given, else live. session and agent
         filter."""
-        query = {k: v for k, v in (("session", session), ("agent", agent)) if v}
-        path = "/v1/events" + ("?" + urllib.parse.urlencode(query) if query else "")
+        query = [f"{k}={_quote('log events', v, '', k + ' filter')}" for k, v in (("session", session), ("agent", agent)) if v]
+        path = "/v1/events" + ("?" + "&".join(query) if query else "")
         return Stream(self, "log events", path, after, idle_timeout, _decode_log)
 
     def session_events(self, session_key: str, *, after: Optional[int] = None,
@@ -371,10 +413,13 @@ class Stream:
     def __init__(self, client: Client, op: str, path: str, after: Optional[int], idle_timeout: float, decode):
         # 0 is the default, as in the Go client: a socket timeout of 0
         # would make every read fail at once.
-        if isinstance(idle_timeout, bool) or not isinstance(idle_timeout, (int, float)) \
-                or not math.isfinite(idle_timeout) or idle_timeout < 0:
-            raise InvalidArgumentError(op, 0, "invalid_argument",
-                                       f"idle_timeout must be a number of seconds of at least 0 (0: 45 s), got {idle_timeout!r}")
+        seconds = _seconds(idle_timeout)
+        if seconds is None or seconds > _MAX_IDLE:
+            raise InvalidArgumentError(op, 0, "invalid_argument", "idle_timeout must be a number of seconds from 0 "
+                                       f"to {_MAX_IDLE:g} (0: 45 s), got {idle_timeout!r}")
+        if after is not None and (isinstance(after, bool) or not isinstance(after, int) or after < 0):
+            # It goes as the Last-Event-ID header, which must not carry other text.
+            raise InvalidArgumentError(op, 0, "invalid_argument", f"after must be an integer of at least 0, got {after!r}")
         idle_timeout = idle_timeout or 45.0
         self._client, self._op, self._path, self._idle, self._decode = client, op, path, idle_timeout, decode
         #: The last position seen (a log sequence or a state version), or None.
