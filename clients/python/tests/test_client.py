@@ -306,6 +306,8 @@ class Errors(unittest.TestCase):
             as_(OPERATOR).sessions_send(worker, message=b"hi", timeout_seconds=0)
         with self.assertRaisesRegex(vc.InvalidArgumentError, "set"):
             as_(RUNTIME, "agent:ext:x").session_record("agent:ext:x", "message", payload={"a": {1}})
+        with self.assertRaisesRegex(vc.InvalidArgumentError, "float"):  # NaN and infinity are no JSON numbers
+            as_(RUNTIME, "agent:ext:x").session_record("agent:ext:x", "message", payload={"a": float("nan")})
         self.assertEqual(as_(ADMIN).session_status(worker).state_version, v)
 
     def test_a_session_key_that_is_not_a_string_is_an_invalid_argument(self) -> None:

@@ -145,7 +145,7 @@ class Client:
     def _request(self, op: str, method: str, path: str, session: Optional[str], body: Any = None,
                  wait: float = 0.0) -> Any:
         try:
-            data = None if body is None else json.dumps(body).encode("utf-8")
+            data = None if body is None else json.dumps(body, allow_nan=False).encode("utf-8")
         except (TypeError, ValueError) as e:
             raise InvalidArgumentError(op, 0, "invalid_argument", f"the input cannot be sent as JSON: {e}") from e
         target = self._target(op, path, session)
