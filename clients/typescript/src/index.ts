@@ -249,6 +249,10 @@ export class VigilClient {
   }
 
   private sessionPath(op: string, key: string, verb: string): string {
+    if (key !== undefined && key !== null && typeof key !== "string") {
+      // What a caller without the types can pass: refused as the gateway would.
+      throw new APIError(op, 0, "invalid_argument", `sessionKey ${JSON.stringify(key) ?? String(key)} is not a string`);
+    }
     if (!key || !key.trim()) throw new APIError(op, 0, "invalid_argument", "sessionKey is required");
     if (key === "." || key === "..") {
       // A URL resolves such a segment away, so the request would reach another route.

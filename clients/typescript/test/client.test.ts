@@ -273,6 +273,14 @@ describe("errors", () => {
     assert.throws(() => as(MAIN).sessionTurn({ sessionKey: "" }), APIError);
   });
 
+  test("a session key that is not a string is an invalid argument, not a TypeError", async () => {
+    const key = 5 as unknown as string; // what a caller without the types can pass
+    for (const refused of [() => as(ADMIN).sessionTurn({ sessionKey: key }), () => as(ADMIN).sessionEvents(key),
+      () => as(ADMIN).sessionReply({ sessionKey: key, text: "done" })]) {
+      assert.throws(refused, (e: unknown) => e instanceof APIError && e.code === "invalid_argument" && /not a string/.test(e.detail));
+    }
+  });
+
   test("a session's route refuses a key of dots, which a URL resolves to another route", async () => {
     for (const key of [".", ".."]) {
       assert.throws(() => as(ADMIN).sessionTurn({ sessionKey: key }), APIError);
