@@ -76,22 +76,7 @@ type gatewayProcess struct {
 // listens and, on PostgreSQL, hears other gateways.
 func startGatewayProcess(t *testing.T, bin, db string) *gatewayProcess {
 	t.Helper()
-	stderr := &testwait.Output{}
-	cmd := exec.Command(bin, "serve", "--db", db, "--addr", "127.0.0.1:0")
-	cmd.Env = mcpEnv()
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-	})
+	cmd, stderr, exited := startServeProcess(t, bin, "--db", db, "--addr", "127.0.0.1:0")
 	p := &gatewayProcess{serveRun: &serveRun{stderr: stderr}, cmd: cmd}
 	shared := strings.HasPrefix(db, "postgres")
 	deadline := time.After(serveHangGuard)
@@ -109,6 +94,30 @@ func startGatewayProcess(t *testing.T, bin, db string) *gatewayProcess {
 		case <-written:
 		}
 	}
+}
+
+// startServeProcess starts the vigil binary as `vigil serve` with args,
+// its log kept in stderr; exited closes when it has exited. The test's
+// end kills it, if it still runs, and waits for it.
+func startServeProcess(t *testing.T, bin string, args ...string) (cmd *exec.Cmd, stderr *testwait.Output, exited <-chan struct{}) {
+	t.Helper()
+	stderr = &testwait.Output{}
+	cmd = exec.Command(bin, append([]string{"serve"}, args...)...)
+	cmd.Env = mcpEnv()
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(done)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-done
+	})
+	return cmd, stderr, done
 }
 
 // kill ends the process with SIGKILL, as a crash would.

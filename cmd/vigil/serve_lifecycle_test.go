@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -80,26 +79,10 @@ func TestServeRefusesALimitBelowMinusOneNamingItsFlag(t *testing.T) {
 // one told again stops at once rather than waiting on a slow client.
 func TestASecondSignalStopsAGatewayThatIsStillFinishingARequest(t *testing.T) {
 	t.Parallel()
-	bin := gatewayBinary(t)
-	stderr := &testwait.Output{}
 	// The body timeout outlasts the hang guard: only the second signal
 	// can end the request below in time.
-	cmd := exec.Command(bin, "serve", "--db", filepath.Join(t.TempDir(), "vigil.db"), "--addr", "127.0.0.1:0",
-		"--body-timeout", "10m", "--shutdown-timeout", "10m")
-	cmd.Env = mcpEnv()
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-	})
+	cmd, stderr, exited := startServeProcess(t, gatewayBinary(t), "--db", filepath.Join(t.TempDir(), "vigil.db"),
+		"--addr", "127.0.0.1:0", "--body-timeout", "10m", "--shutdown-timeout", "10m")
 	awaitLog(t, stderr, listeningLine)
 	conn := holdARequest(t, listeningLine.FindStringSubmatch(stderr.String())[1])
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
