@@ -23,7 +23,7 @@ func hubThatGave5(t *testing.T) (*gateway.Hub, *gateway.Subscription) {
 	h.HearCommits(true)
 	s := h.Subscribe(earlyKey)
 	t.Cleanup(s.Close)
-	h.Committed([]vigil.Event{earlyEvent(5)}, nil, false)
+	h.Committed(gateway.Heard{Events: []vigil.Event{earlyEvent(5)}})
 	if !woken(s) {
 		t.Fatal("the commit heard did not wake the subscription")
 	}
@@ -60,11 +60,11 @@ func TestAnEventGivenAtItsCommitIsNotGivenAgainWhenItsCommitIsHeard(t *testing.T
 	woken(s)
 	s.Take(nil)
 	s.Take(nil) // parks it
-	h.Committed([]vigil.Event{earlyEvent(7)}, nil, false)
+	h.Committed(gateway.Heard{Events: []vigil.Event{earlyEvent(7)}})
 	if woken(s) {
 		t.Fatal("hearing the commit of an event given already woke the subscription")
 	}
-	h.Committed([]vigil.Event{earlyEvent(8)}, nil, false)
+	h.Committed(gateway.Heard{Events: []vigil.Event{earlyEvent(8)}})
 	if got := seqs(s.Take(nil).Events); !slices.Equal(got, []int64{8}) {
 		t.Fatalf("took %v, want [8]: the event given at its commit once, the next one heard", got)
 	}
@@ -76,7 +76,7 @@ func TestThisProcesssEventWaitsForTheEventOfItsSessionBeforeItWhenThatOneMayBeOn
 	if woken(s) || len(s.Take(nil).Events) != 0 {
 		t.Fatal("the event was given before the event before it")
 	}
-	h.Committed([]vigil.Event{earlyEvent(6)}, nil, false)
+	h.Committed(gateway.Heard{Events: []vigil.Event{earlyEvent(6)}})
 	if !woken(s) {
 		t.Fatal("the commit heard did not wake the subscription")
 	}
@@ -84,7 +84,7 @@ func TestThisProcesssEventWaitsForTheEventOfItsSessionBeforeItWhenThatOneMayBeOn
 		t.Fatalf("took %v, want [6 8]: the event given with the one before it, before its own commit is heard", got)
 	}
 	s.Take(nil) // parks it
-	h.Committed([]vigil.Event{earlyEvent(8)}, nil, false)
+	h.Committed(gateway.Heard{Events: []vigil.Event{earlyEvent(8)}})
 	if woken(s) {
 		t.Fatal("hearing the commit of an event given already woke the subscription")
 	}
@@ -98,7 +98,7 @@ func TestASessionWrittenFasterThanCommitsAreHeardIsGivenEveryWaitingEventWithThe
 	if woken(s) {
 		t.Fatal("events were given before the event before them")
 	}
-	h.Committed([]vigil.Event{earlyEvent(6)}, nil, false)
+	h.Committed(gateway.Heard{Events: []vigil.Event{earlyEvent(6)}})
 	if !woken(s) {
 		t.Fatal("the commit heard did not wake the subscription")
 	}
@@ -106,7 +106,7 @@ func TestASessionWrittenFasterThanCommitsAreHeardIsGivenEveryWaitingEventWithThe
 		t.Fatalf("took %v, want [6 7 9 11]", got)
 	}
 	s.Take(nil) // parks it
-	h.Committed([]vigil.Event{earlyEvent(7), earlyEvent(9), earlyEvent(11)}, nil, false)
+	h.Committed(gateway.Heard{Events: []vigil.Event{earlyEvent(7), earlyEvent(9), earlyEvent(11)}})
 	if woken(s) {
 		t.Fatal("hearing the commits of events given already woke the subscription")
 	}
@@ -115,7 +115,7 @@ func TestASessionWrittenFasterThanCommitsAreHeardIsGivenEveryWaitingEventWithThe
 func TestAnEventWaitingWhoseCommitIsHeardFirstIsGivenOnce(t *testing.T) {
 	h, s := hubThatGave5(t)
 	committedHere(h, earlyEvent(8), 6)
-	h.Committed([]vigil.Event{earlyEvent(6), earlyEvent(8)}, nil, false)
+	h.Committed(gateway.Heard{Events: []vigil.Event{earlyEvent(6), earlyEvent(8)}})
 	if got := seqs(s.Take(nil).Events); !slices.Equal(got, []int64{6, 8}) {
 		t.Fatalf("took %v, want [6 8]: each once, in order", got)
 	}
@@ -123,7 +123,7 @@ func TestAnEventWaitingWhoseCommitIsHeardFirstIsGivenOnce(t *testing.T) {
 
 func TestAfterItsSubscriptionsAreToldToReadTheStoreASessionsEventsWaitForTheirCommitsToBeHeard(t *testing.T) {
 	h, s := hubThatGave5(t)
-	h.Committed(nil, []string{earlyKey}, false) // an event too long to carry: its sequence is not known
+	h.Committed(gateway.Heard{Uncarried: []string{earlyKey}}) // an event too long to carry: its sequence is not known
 	if !woken(s) || !s.Take(nil).ReadStore {
 		t.Fatal("the subscription was not told to read the store")
 	}
@@ -132,7 +132,7 @@ func TestAfterItsSubscriptionsAreToldToReadTheStoreASessionsEventsWaitForTheirCo
 	if woken(s) {
 		t.Fatal("an event was given at its commit though the hub no longer knew what its subscriptions had")
 	}
-	h.Committed([]vigil.Event{earlyEvent(7)}, nil, false)
+	h.Committed(gateway.Heard{Events: []vigil.Event{earlyEvent(7)}})
 	if got := seqs(s.Take(nil).Events); !slices.Equal(got, []int64{7}) {
 		t.Fatalf("took %v, want [7]", got)
 	}
@@ -182,7 +182,7 @@ func TestHearingCommitsAgainForgetsTheEventsGivenAtTheirCommit(t *testing.T) {
 	h.HearCommits(true)
 	s.Take(nil) // told to read the store
 	s.Take(nil) // parks it
-	h.Committed([]vigil.Event{earlyEvent(7)}, nil, false)
+	h.Committed(gateway.Heard{Events: []vigil.Event{earlyEvent(7)}})
 	if got := seqs(s.Take(nil).Events); !slices.Equal(got, []int64{7}) {
 		t.Fatalf("took %v, want [7]: what is heard is given (each follower skips what it has)", got)
 	}
@@ -190,7 +190,7 @@ func TestHearingCommitsAgainForgetsTheEventsGivenAtTheirCommit(t *testing.T) {
 
 func TestAnEventWhoseCommitIsHeardBeforeThisProcessRecordsItIsGivenOnce(t *testing.T) {
 	h, s := hubThatGave5(t)
-	h.Committed([]vigil.Event{earlyEvent(7)}, nil, false) // heard before the committer went on
+	h.Committed(gateway.Heard{Events: []vigil.Event{earlyEvent(7)}}) // heard before the committer went on
 	woken(s)
 	if got := seqs(s.Take(nil).Events); !slices.Equal(got, []int64{7}) {
 		t.Fatalf("took %v, want [7]", got)

@@ -55,18 +55,34 @@ func (g *Gateway) EventsAppendedElsewhere() { g.opts.Hub.appendedElsewhere() }
 
 // HearCommits says whether, from now on, the events every process on the
 // shared store commits, this one's included, reach the gateway through
-// EventsCommitted in commit order (a change listener is connected): the
+// CommitsHeard in commit order (a change listener is connected): the
 // followers of sessions are then given them without reading the store.
 func (g *Gateway) HearCommits(on bool) { g.opts.Hub.HearCommits(on) }
 
-// EventsCommitted gives the followers of sessions the events of commits,
-// every process's, in commit order, and tells those of the sessions in
-// uncarried (by key), whose events came without them, to read the store;
-// lost says that some events may be missing, and every session's
-// followers read the store. It does nothing unless commits are heard
-// (HearCommits).
-func (g *Gateway) EventsCommitted(events []vigil.Event, uncarried []string, lost bool) {
-	g.opts.Hub.Committed(events, uncarried, lost)
+// CommitsHeard hands on what a change listener heard of the commits of
+// every process on the shared store, in one step for the followers
+// (Hub.Committed): the events of the commits (given only while commits
+// are heard, HearCommits), and the sessions other processes deleted,
+// whose followers end once given the changes heard with the deletion
+// that came before it. Sends and turns waiting here on a deleted
+// session end too, unless it was made again since: a session made again
+// is told from the one deleted by its version, and only the sessions
+// something waits on here are read from the store for it.
+func (g *Gateway) CommitsHeard(ctx context.Context, c Heard) error {
+	g.opts.Hub.Committed(c)
+	for _, d := range c.Deleted {
+		if !g.awaited(d.Session) && !g.parkedOn(d.Session) {
+			continue
+		}
+		v, err := g.eng.Version(ctx, d.Session)
+		if err != nil {
+			return fmt.Errorf("read the version of %s, deleted elsewhere: %w", d.Session, err)
+		}
+		if v <= d.Version {
+			g.endWaits(d.Session)
+		}
+	}
+	return nil
 }
 
 // sessionDeleted ends everything that follows or waits on d's session,
@@ -82,33 +98,6 @@ func (g *Gateway) sessionDeleted(d SessionDeletion) {
 func (g *Gateway) endWaits(ref vigil.SessionRef) {
 	g.failWaiters(ref, "the session was deleted")
 	g.endParked(ref)
-}
-
-// SessionsDeletedElsewhere tells the gateway that other processes
-// deleted sessions, in commit order, each at its state version then: it
-// ends what follows or waits on them here as its own deletions do. Call it
-// as each commit is heard, before the events heard with it are given
-// (EventsCommitted), so that a follower ends before it could be given a
-// change of a session made again with the same key since. A session made
-// again is told from the one deleted by its version: a follower or fence
-// already past the deletion's goes on, and so do the sends and turns
-// waiting on a session whose version in the store is past it now. Only
-// those are read from the store, and only when something waits here.
-func (g *Gateway) SessionsDeletedElsewhere(ctx context.Context, ds []SessionDeletion) error {
-	for _, d := range ds {
-		g.opts.Hub.Deleted(d)
-		if !g.awaited(d.Session) && !g.parkedOn(d.Session) {
-			continue
-		}
-		v, err := g.eng.Version(ctx, d.Session)
-		if err != nil {
-			return fmt.Errorf("read the version of %s, deleted elsewhere: %w", d.Session, err)
-		}
-		if v <= d.Version {
-			g.endWaits(d.Session)
-		}
-	}
-	return nil
 }
 
 // Recheck makes up for news from other processes that may have been lost

@@ -449,14 +449,21 @@ func (h *Hub) Recheck() {
 }
 
 // Deleted announces that d's session was deleted, once its deletion
-// committed (on this process or, on a shared store, on another): its
-// listeners get LiveDeleted, and its subscriptions are woken to take the
-// deletion (Taken.Deleted). Every follower of the session and every wait
-// on it that is not past d.Version then ends.
+// committed on this process: its listeners get LiveDeleted, and its
+// subscriptions are woken to take the deletion (Taken.Deleted). Every
+// follower of the session and every wait on it that is not past
+// d.Version then ends. Deletions other processes commit come with the
+// events heard with them (Committed).
 func (h *Hub) Deleted(d SessionDeletion) {
-	h.Publish(LiveEvent{Type: LiveDeleted, Session: d.Session.Key, deletion: &d})
 	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.deletedLocked(d)
+	h.mu.Unlock()
+	h.publishDeleted(d)
+}
+
+// deletedLocked keeps d for the subscriptions of its session, if it has
+// any, and wakes them to take it.
+func (h *Hub) deletedLocked(d SessionDeletion) {
 	ss := h.subsOf[d.Session.Key]
 	if ss == nil {
 		return
@@ -467,6 +474,14 @@ func (h *Hub) Deleted(d SessionDeletion) {
 	ss.deletions = append(ss.deletions, d)
 	ss.deletes++
 	h.wakeLocked(ss.parked)
+}
+
+// publishDeleted tells the listeners of d's session (LiveDeleted). A
+// follower with a subscription too takes what the subscription holds
+// before it ends (Follower.endLive), so d is kept for the subscriptions
+// first.
+func (h *Hub) publishDeleted(d SessionDeletion) {
+	h.Publish(LiveEvent{Type: LiveDeleted, Session: d.Session.Key, deletion: &d})
 }
 
 // Wake is vigil.Options.OnWake.
@@ -624,20 +639,56 @@ func (h *Hub) CommittedHere(events []vigil.Event, before []int64) {
 	}
 }
 
-// Committed gives the subscriptions of each event's session the events
-// of commits, every process's, in the order the commits were made (in
-// one commit, each session's in the order of their sequences), and tells
-// those of the sessions in uncarried (by key), which had events appended
-// that came without them, to read the store; lost says that some events
-// may have come neither way, and tells every session's subscriptions to
-// read it. It does nothing unless the hub hears commits (HearCommits):
-// the subscriptions then read the store on every append.
-func (h *Hub) Committed(events []vigil.Event, uncarried []string, lost bool) {
+// Heard is what a change listener heard of the commits of every process
+// on a shared store since it last handed news on (Hub.Committed,
+// Gateway.CommitsHeard).
+type Heard struct {
+	// Events are the events carried whole, in commit order (in one
+	// commit, each session's in the order of their sequences).
+	Events []vigil.Event
+	// Uncarried are the keys of sessions that had events appended that
+	// came without them: their subscriptions read the store.
+	Uncarried []string
+	// Lost says that some events may have come neither way: every
+	// session's subscriptions read the store.
+	Lost bool
+	// Deleted are the sessions other processes deleted, in commit order,
+	// each at its state version then. The events may hold events of a
+	// deleted session from before its deletion, and of a session made
+	// again with the key since (past the deletion's version).
+	Deleted []SessionDeletion
+}
+
+// Committed hands on what the commits heard brought, in one step: a
+// subscription takes the events and the deletions of one hand-on
+// together, so a follower of a session deleted is given the changes
+// heard with the deletion that came before it, and none of a session
+// made again since (Follower.deleted). The events and uncarried sessions
+// are given only while the hub hears commits (HearCommits), as
+// committed does; the deletions always, since nothing else tells them.
+func (h *Hub) Committed(c Heard) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if !h.shared || !h.hearing {
-		return
+	if h.shared && h.hearing {
+		h.committedLocked(c.Events, c.Uncarried, c.Lost)
 	}
+	for _, d := range c.Deleted {
+		h.deletedLocked(d)
+	}
+	h.mu.Unlock()
+	for _, d := range c.Deleted {
+		h.publishDeleted(d)
+	}
+}
+
+// committedLocked gives the subscriptions of each event's session the
+// events of commits, every process's, in the order the commits were made
+// (in one commit, each session's in the order of their sequences), and
+// tells those of the sessions in uncarried (by key), which had events
+// appended that came without them, to read the store; lost says that
+// some events may have come neither way, and tells every session's
+// subscriptions to read it. The hub hears commits (HearCommits): while
+// it does not, the subscriptions read the store on every append.
+func (h *Hub) committedLocked(events []vigil.Event, uncarried []string, lost bool) {
 	if lost {
 		h.forgetEarlyLocked()
 		h.nudgeSessionsLocked()

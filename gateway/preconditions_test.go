@@ -101,18 +101,16 @@ func gatewayOnPostgresWired(t *testing.T, schema string, w listenerWiring) (*gat
 			OnAppended: g.EventsAppendedElsewhere,
 			OnCommits: func(ctx context.Context, c pgstore.Commits) {
 				w.heard()
-				var ds []gateway.SessionDeletion
-				for _, d := range c.Deleted {
-					ds = append(ds, gateway.SessionDeletion{Session: d.Session, Version: d.Version})
+				h := gateway.Heard{Events: c.Events, Lost: c.Lost}
+				for _, u := range c.Uncarried {
+					h.Uncarried = append(h.Uncarried, u.Key)
 				}
-				if err := g.SessionsDeletedElsewhere(ctx, ds); err != nil && ctx.Err() == nil {
+				for _, d := range c.Deleted {
+					h.Deleted = append(h.Deleted, gateway.SessionDeletion{Session: d.Session, Version: d.Version})
+				}
+				if err := g.CommitsHeard(ctx, h); err != nil && ctx.Err() == nil {
 					t.Error(err)
 				}
-				var keys []string
-				for _, u := range c.Uncarried {
-					keys = append(keys, u.Key)
-				}
-				g.EventsCommitted(c.Events, keys, c.Lost)
 			},
 			OnResync: func(ctx context.Context) {
 				if err := g.Recheck(ctx); err != nil && ctx.Err() == nil {

@@ -201,11 +201,11 @@ func TestWhileCommitsAreHeardASessionsSubscriptionIsGivenEveryProcesssEventsInCo
 	if woken(s) {
 		t.Fatal("this process's record woke the subscription before its commit was heard")
 	}
-	h.Committed([]vigil.Event{
+	h.Committed(gateway.Heard{Events: []vigil.Event{
 		{Sequence: 4, AgentID: "main", SessionKey: key},            // another process's, committed first
 		{Sequence: 3, AgentID: "main", SessionKey: "agent:main:x"}, // another session's
 		{Sequence: 5, AgentID: "main", SessionKey: key},            // this process's
-	}, nil, false)
+	}})
 	if !woken(s) {
 		t.Fatal("the commits heard did not wake the subscription")
 	}
@@ -217,12 +217,12 @@ func TestWhileCommitsAreHeardASessionsSubscriptionIsGivenEveryProcesssEventsInCo
 func TestAnAppendHeardWithoutItsEventTellsItsSessionsSubscriptionsToReadTheStore(t *testing.T) {
 	key := "agent:main:main"
 	h, s := hearingHub(t, key)
-	h.Committed([]vigil.Event{{Sequence: 4, AgentID: "main", SessionKey: key}}, []string{key}, false)
+	h.Committed(gateway.Heard{Events: []vigil.Event{{Sequence: 4, AgentID: "main", SessionKey: key}}, Uncarried: []string{key}})
 	if got := s.Take(nil); !got.ReadStore {
 		t.Fatalf("an event that came without being carried: took %+v, want to read the store", got)
 	}
 	s.Take(nil)
-	h.Committed(nil, nil, true)
+	h.Committed(gateway.Heard{Lost: true})
 	if !woken(s) || !s.Take(nil).ReadStore {
 		t.Fatal("commits lost did not make the subscription read the store")
 	}
@@ -236,7 +236,7 @@ func TestCommitsNoLongerHeardAreIgnoredAndEachAppendIsReadFromTheStore(t *testin
 		t.Fatal("hearing commits no more did not make the subscription read the store")
 	}
 	s.Take(nil)
-	h.Committed([]vigil.Event{{Sequence: 4, AgentID: "main", SessionKey: key}}, nil, false)
+	h.Committed(gateway.Heard{Events: []vigil.Event{{Sequence: 4, AgentID: "main", SessionKey: key}}})
 	if woken(s) {
 		t.Fatal("commits heard late, after the listener stopped, were given")
 	}
@@ -256,5 +256,33 @@ func TestWhileCommitsAreHeardAnAppendElsewhereWakesOnlyTheWholeLogToFillItsRing(
 	}
 	if !woken(all) || !all.Take(nil).FillLog {
 		t.Fatal("an append elsewhere did not make the whole log's subscription fill its ring from the store")
+	}
+}
+
+func TestADeletionHeardIsTakenTogetherWithTheEventsHeardWithIt(t *testing.T) {
+	key := "agent:main:subagent:gone"
+	h, s := hearingHub(t, key)
+	ref := vigil.MustRef(key)
+	h.Committed(gateway.Heard{
+		Events: []vigil.Event{
+			{Sequence: 4, AgentID: "main", SessionKey: key}, // before the deletion, in another commit
+			{Sequence: 7, AgentID: "main", SessionKey: key}, // the session made again since
+		},
+		Deleted: []gateway.SessionDeletion{{Session: ref, Version: 4}},
+	})
+	got := s.Take(nil)
+	if fmt.Sprint(seqs(got.Events)) != "[4 7]" || len(got.Deleted) != 1 || got.Deleted[0].Version != 4 {
+		t.Fatalf("took %+v, want the events [4 7] with the deletion at version 4, in one take", got)
+	}
+}
+
+func TestADeletionIsTakenWhileCommitsAreNotHeard(t *testing.T) {
+	key := "agent:main:subagent:gone"
+	h, s := hearingHub(t, key)
+	h.HearCommits(false)
+	s.Take(nil)
+	h.Committed(gateway.Heard{Deleted: []gateway.SessionDeletion{{Session: vigil.MustRef(key), Version: 4}}})
+	if !woken(s) || len(s.Take(nil).Deleted) != 1 {
+		t.Fatal("a deletion heard while commits were not heard was not taken")
 	}
 }

@@ -290,18 +290,9 @@ func (n *Node) listen() {
 			Logger:     log,
 			OnAppended: g.EventsAppendedElsewhere,
 			OnCommits: func(ctx context.Context, c pgstore.Commits) {
-				// Deletions first: a follower of a session deleted ends
-				// before it could be given a change of one made again.
-				if len(c.Deleted) > 0 {
-					if err := g.SessionsDeletedElsewhere(ctx, deletions(c.Deleted)); err != nil && ctx.Err() == nil {
-						log.Error("sessions deleted by another gateway", "err", err)
-					}
+				if err := g.CommitsHeard(ctx, heard(c)); err != nil && ctx.Err() == nil {
+					log.Error("commits heard from other gateways", "err", err)
 				}
-				keys := make([]string, len(c.Uncarried))
-				for i, u := range c.Uncarried {
-					keys[i] = u.Key
-				}
-				g.EventsCommitted(c.Events, keys, c.Lost)
 			},
 			OnMessages: func(ctx context.Context, as []pgstore.Arrival) {
 				for _, a := range as {
@@ -328,13 +319,17 @@ func (n *Node) listen() {
 	}()
 }
 
-// deletions are a commit's deletions as the gateway takes them.
-func deletions(ds []pgstore.Deletion) []gateway.SessionDeletion {
-	out := make([]gateway.SessionDeletion, len(ds))
-	for i, d := range ds {
-		out[i] = gateway.SessionDeletion{Session: d.Session, Version: d.Version}
+// heard is what the listener heard as the gateway takes it.
+func heard(c pgstore.Commits) gateway.Heard {
+	h := gateway.Heard{Events: c.Events, Lost: c.Lost, Uncarried: make([]string, len(c.Uncarried)),
+		Deleted: make([]gateway.SessionDeletion, len(c.Deleted))}
+	for i, u := range c.Uncarried {
+		h.Uncarried[i] = u.Key
 	}
-	return out
+	for i, d := range c.Deleted {
+		h.Deleted[i] = gateway.SessionDeletion{Session: d.Session, Version: d.Version}
+	}
+	return h
 }
 
 // IsPostgres reports whether a database name is a PostgreSQL URL. A
