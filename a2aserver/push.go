@@ -30,6 +30,13 @@ const (
 	pushBackoff  = 500 * time.Millisecond
 )
 
+// A delivery whose follow of its task failed follows it again after
+// pushRefollowMin, doubled for each failure in a row up to pushRefollowMax.
+const (
+	pushRefollowMin = time.Second
+	pushRefollowMax = time.Minute
+)
+
 // DefaultPushSweepInterval is how often the running deliveries are
 // checked against the stored configs, so one whose config went with its
 // session stops.
@@ -370,7 +377,11 @@ func (p *pushes) stored(ctx context.Context, d *delivery) (bool, error) {
 }
 
 // deliver follows the task and POSTs its updates (not the first snapshot,
-// which the client already has) until ctx ends or the config is gone.
+// which the client already has) until ctx ends or the config is gone. A
+// follow that fails otherwise (a read of the store, say) is not the end
+// of a config that is still stored: the task is followed again, after a
+// wait that doubles up to pushRefollowMax, and the first update then says
+// what moved meanwhile, as a stream that fell behind does.
 func (p *pushes) deliver(ctx context.Context, c gateway.Caller, d *delivery, ready chan struct{}) {
 	defer p.ended(d)
 	cfg := d.cfg
@@ -382,36 +393,62 @@ func (p *pushes) deliver(ctx context.Context, c gateway.Caller, d *delivery, rea
 		}
 	}
 	defer started()
-	p.h.follow(ctx, c, cfg.Session.Key, nil, nil, func(ev event) bool {
-		if first {
-			started()
-			return true
-		}
-		if ev.update == nil {
-			return true
-		}
-		if ok, err := p.stored(ctx, d); err != nil || !ok {
-			if err != nil && ctx.Err() == nil {
-				p.h.log.Warn("a2a push notification not delivered: its config could not be read", "task", cfg.Session.Key,
-					"config", cfg.ID, "err", err)
+	var seen *int64 // the task's state version as far as updates went; nil until the first follow read it
+	wait := pushRefollowMin
+	for {
+		var failed error
+		p.h.follow(ctx, c, cfg.Session.Key, seen, nil, func(ev event) bool {
+			if ev.task != nil {
+				if v, ok := ev.task.meta[MetaStateVersion].(int64); ok && seen == nil {
+					seen = &v
+				}
+				wait = pushRefollowMin
+				started()
 				return true
 			}
-			return false // deleted, with its session or on its own
+			if ev.update == nil {
+				return true
+			}
+			if v, ok := ev.update.meta[MetaStateVersion].(int64); ok && seen != nil {
+				*seen = max(*seen, v)
+			}
+			if ok, err := p.stored(ctx, d); err != nil || !ok {
+				if err != nil && ctx.Err() == nil {
+					p.h.log.Warn("a2a push notification not delivered: its config could not be read", "task", cfg.Session.Key,
+						"config", cfg.ID, "err", err)
+					return true
+				}
+				return false // deleted, with its session or on its own
+			}
+			err := p.post(ctx, d, ev.update)
+			if errors.Is(err, errConfigGone) {
+				return false
+			}
+			if err != nil && ctx.Err() == nil {
+				p.h.log.Warn("a2a push notification not delivered", "task", cfg.Session.Key, "config", cfg.ID, "err", err)
+			}
+			return true
+		}, func(err error) {
+			started()
+			failed = err
+		})
+		if failed == nil || ctx.Err() != nil || errors.Is(failed, a2a.ErrTaskNotFound) {
+			return // stopped, its config gone, or its session deleted
 		}
-		err := p.post(ctx, d, ev.update)
-		if errors.Is(err, errConfigGone) {
-			return false
+		p.h.log.Warn("a2a push notifications interrupted: the task will be followed again", "task", cfg.Session.Key,
+			"config", cfg.ID, "err", failed, "retry in", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
 		}
-		if err != nil && ctx.Err() == nil {
-			p.h.log.Warn("a2a push notification not delivered", "task", cfg.Session.Key, "config", cfg.ID, "err", err)
+		wait = min(2*wait, pushRefollowMax)
+		if ok, err := p.stored(ctx, d); err == nil && !ok {
+			return
 		}
-		return true
-	}, func(err error) {
-		started()
-		if !errors.Is(err, a2a.ErrTaskNotFound) {
-			p.h.log.Warn("a2a push notifications stopped", "task", cfg.Session.Key, "config", cfg.ID, "err", err)
-		}
-	})
+	}
 }
 
 // pushPayload is one update as the config's revision delivers it: in 0.3
