@@ -302,7 +302,8 @@ func (p *pushes) callerOf(cfg sessions.PushConfig) (gateway.Caller, error) {
 	return c, nil
 }
 
-// sweep stops the deliveries whose config is no longer stored. A config
+// sweep stops the deliveries whose config is no longer stored, or is
+// stored changed (see stored). A config
 // is stored before its delivery starts, so one started before the read
 // began and missing from it was deleted; one started since may have been
 // stored too late for the read, and is left for the next sweep.
@@ -314,14 +315,14 @@ func (p *pushes) sweep(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read the push configs: %w", err)
 	}
-	stored := make(map[pushKey]bool, len(cfgs))
+	stored := make(map[pushKey]sessions.PushConfig, len(cfgs))
 	for _, cfg := range cfgs {
-		stored[keyOf(cfg)] = true
+		stored[keyOf(cfg)] = cfg
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for k, d := range p.running {
-		if !stored[k] && d.n <= before {
+		if cfg, ok := stored[k]; (!ok || !sameDelivery(cfg, d.cfg)) && d.n <= before {
 			d.cancel()
 			delete(p.running, k)
 		}
@@ -362,7 +363,11 @@ func (p *pushes) run(ctx context.Context, resumed bool, interval time.Duration) 
 	}
 }
 
-// stored reports whether d's config is still stored.
+// stored reports whether d's config is still stored as d delivers it. One
+// replaced meanwhile where this gateway did not see it (through another
+// gateway of the database, or deleted and set again there) is no longer
+// d's: the gateway that set it delivers it, and d must not go on POSTing
+// to a URL or with a token that were changed, perhaps because they leaked.
 func (p *pushes) stored(ctx context.Context, d *delivery) (bool, error) {
 	cfgs, err := p.h.g.StoredPushConfigs(ctx, sessions.PushFilter{Session: d.cfg.Session, Owner: d.cfg.Owner})
 	if err != nil {
@@ -370,10 +375,18 @@ func (p *pushes) stored(ctx context.Context, d *delivery) (bool, error) {
 	}
 	for _, cfg := range cfgs {
 		if cfg.ID == d.cfg.ID {
-			return true, nil
+			return sameDelivery(cfg, d.cfg), nil
 		}
 	}
 	return false, nil
+}
+
+// sameDelivery reports whether configs a and b, of one key, are delivered
+// alike: to the same URL, signed and authenticated alike, shaped by the
+// same revision, followed as the same session.
+func sameDelivery(a, b sessions.PushConfig) bool {
+	return a.URL == b.URL && a.Token == b.Token && a.AuthScheme == b.AuthScheme &&
+		a.AuthCredentials == b.AuthCredentials && a.Protocol == b.Protocol && a.ActingAs == b.ActingAs
 }
 
 // deliver follows the task and POSTs its updates (not the first snapshot,
