@@ -479,12 +479,19 @@ func pushPayload(cfg sessions.PushConfig, u *updateView) ([]byte, string, error)
 
 // deliveryID names one update of one config, the same on every attempt
 // and from every gateway that delivers it, so a receiver that keeps the
-// ids it saw (as Standard Webhooks asks) takes each update once.
+// ids it saw (as Standard Webhooks asks) takes each update once. A message
+// or reply is named by its id, a notice by its text and the version it
+// counts from; the task's state version, which is read when the update is
+// and so depends on when a gateway heard of it, names a gap alone.
 func deliveryID(cfg sessions.PushConfig, u *updateView) string {
+	version := ""
+	if u.meta[MetaGap] == true {
+		version = fmt.Sprint(u.meta[MetaStateVersion])
+	}
 	h := sha256.New()
 	for _, part := range []string{cfg.Session.AgentID, cfg.Session.Key, cfg.Owner, cfg.ID, fmt.Sprint(u.meta[MetaEvent]),
 		fmt.Sprint(u.meta["messageId"]), fmt.Sprint(u.meta[MetaChangesSince]), fmt.Sprint(u.meta[MetaNotice]),
-		fmt.Sprint(u.meta[MetaStateVersion])} {
+		version} {
 		h.Write([]byte(part))
 		h.Write([]byte{0})
 	}

@@ -127,3 +127,49 @@ func TestADeliveryOfAConfigReplacedElsewhereStopsInsteadOfPostingTheOldOne(t *te
 		t.Fatal("the delivery of the config as it was before the change still runs (hang guard)")
 	}
 }
+
+// An update's webhook-id is the same from every gateway that delivers it:
+// a gateway that reads the task for it later, after the task moved on (it
+// heard of the update later, or its delivery was busy with the one
+// before), names it as the first did, so the receiver takes it once. Two
+// updates are still told apart.
+func TestAnUpdateReadAfterItsTaskMovedOnKeepsItsDeliveryID(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second) // a hang guard, not a timing
+	defer cancel()
+	g := gatewaytest.Open(t, gatewaytest.Options{}).Gateway
+	task := vigil.MustRef("agent:main:main")
+	admin, err := g.ResolveCaller(ctx, gateway.Principal{Role: gateway.RoleAdmin, ID: "root"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := 0
+	send := func(text string) {
+		t.Helper()
+		if _, err := g.Send(ctx, admin, gateway.SendInput{SessionKey: task.Key, Message: text, TimeoutSeconds: &now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send("a task")
+	h := &core{ctx: ctx, g: g, log: slog.New(slog.DiscardHandler)}
+	cfg := sessions.PushConfig{Session: task, Owner: gateway.PushOwner(admin.Principal), ID: "hook-1", Protocol: protocol10}
+	idOf := func(message int64) string {
+		t.Helper()
+		ev := gateway.LiveEvent{Type: gateway.LiveMessage, Session: task.Key,
+			Message: &gateway.MessageView{ID: message, Role: "user", ActorType: vigil.ActorHuman, Content: "an update"}}
+		up, err := h.update(ctx, admin, task, ev)
+		if err != nil || up == nil {
+			t.Fatalf("update: %v, %v", up, err)
+		}
+		return deliveryID(cfg, up)
+	}
+	first := idOf(42)
+	if _, err := g.Engine().Record(ctx, vigil.Record{Session: task, Kind: vigil.KindCompacted, ActorType: vigil.ActorSystem}); err != nil {
+		t.Fatal(err)
+	}
+	if later := idOf(42); later != first {
+		t.Errorf("one update is %s read at once and %s read after the task moved on: a receiver takes it twice", first, later)
+	}
+	if other := idOf(43); other == first {
+		t.Errorf("two updates share the webhook-id %s", first)
+	}
+}
