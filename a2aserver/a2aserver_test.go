@@ -72,8 +72,15 @@ func startAt(t *testing.T, path string, drop ...string) *server {
 // startLogging is startAt, logging to log (when not nil).
 func startLogging(t *testing.T, path string, log *slog.Logger, drop ...string) *server {
 	t.Helper()
-	ctx := context.Background()
-	gw := gatewaytest.Open(t, gatewaytest.Options{Path: path})
+	return startWith(t, context.Background(), gatewaytest.Options{Path: path}, log, drop...)
+}
+
+// startWith starts a server on the gateway opts put together, whose
+// handler's context (streams' and push deliveries') is made from ctx.
+func startWith(t *testing.T, ctx context.Context, opts gatewaytest.Options, log *slog.Logger, drop ...string) *server {
+	t.Helper()
+	path := opts.Path
+	gw := gatewaytest.Open(t, opts)
 	var tokens []gateway.TokenConfig
 	for _, tc := range []gateway.TokenConfig{
 		{Token: tokMain, Role: gateway.RoleAgent, Agent: "main"},

@@ -30,6 +30,13 @@ const (
 	pushBackoff  = 500 * time.Millisecond
 )
 
+// A delivery whose follow of its task failed follows it again after
+// pushRefollowMin, doubled for each failure in a row up to pushRefollowMax.
+const (
+	pushRefollowMin = time.Second
+	pushRefollowMax = time.Minute
+)
+
 // DefaultPushSweepInterval is how often the running deliveries are
 // checked against the stored configs, so one whose config went with its
 // session stops.
@@ -295,7 +302,8 @@ func (p *pushes) callerOf(cfg sessions.PushConfig) (gateway.Caller, error) {
 	return c, nil
 }
 
-// sweep stops the deliveries whose config is no longer stored. A config
+// sweep stops the deliveries whose config is no longer stored, or is
+// stored changed (see stored). A config
 // is stored before its delivery starts, so one started before the read
 // began and missing from it was deleted; one started since may have been
 // stored too late for the read, and is left for the next sweep.
@@ -307,14 +315,14 @@ func (p *pushes) sweep(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read the push configs: %w", err)
 	}
-	stored := make(map[pushKey]bool, len(cfgs))
+	stored := make(map[pushKey]sessions.PushConfig, len(cfgs))
 	for _, cfg := range cfgs {
-		stored[keyOf(cfg)] = true
+		stored[keyOf(cfg)] = cfg
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for k, d := range p.running {
-		if !stored[k] && d.n <= before {
+		if cfg, ok := stored[k]; (!ok || !sameDelivery(cfg, d.cfg)) && d.n <= before {
 			d.cancel()
 			delete(p.running, k)
 		}
@@ -355,7 +363,11 @@ func (p *pushes) run(ctx context.Context, resumed bool, interval time.Duration) 
 	}
 }
 
-// stored reports whether d's config is still stored.
+// stored reports whether d's config is still stored as d delivers it. One
+// replaced meanwhile where this gateway did not see it (through another
+// gateway of the database, or deleted and set again there) is no longer
+// d's: the gateway that set it delivers it, and d must not go on POSTing
+// to a URL or with a token that were changed, perhaps because they leaked.
 func (p *pushes) stored(ctx context.Context, d *delivery) (bool, error) {
 	cfgs, err := p.h.g.StoredPushConfigs(ctx, sessions.PushFilter{Session: d.cfg.Session, Owner: d.cfg.Owner})
 	if err != nil {
@@ -363,14 +375,26 @@ func (p *pushes) stored(ctx context.Context, d *delivery) (bool, error) {
 	}
 	for _, cfg := range cfgs {
 		if cfg.ID == d.cfg.ID {
-			return true, nil
+			return sameDelivery(cfg, d.cfg), nil
 		}
 	}
 	return false, nil
 }
 
+// sameDelivery reports whether configs a and b, of one key, are delivered
+// alike: to the same URL, signed and authenticated alike, shaped by the
+// same revision, followed as the same session.
+func sameDelivery(a, b sessions.PushConfig) bool {
+	return a.URL == b.URL && a.Token == b.Token && a.AuthScheme == b.AuthScheme &&
+		a.AuthCredentials == b.AuthCredentials && a.Protocol == b.Protocol && a.ActingAs == b.ActingAs
+}
+
 // deliver follows the task and POSTs its updates (not the first snapshot,
-// which the client already has) until ctx ends or the config is gone.
+// which the client already has) until ctx ends or the config is gone. A
+// follow that fails otherwise (a read of the store, say) is not the end
+// of a config that is still stored: the task is followed again, after a
+// wait that doubles up to pushRefollowMax, and the first update then says
+// what moved meanwhile, as a stream that fell behind does.
 func (p *pushes) deliver(ctx context.Context, c gateway.Caller, d *delivery, ready chan struct{}) {
 	defer p.ended(d)
 	cfg := d.cfg
@@ -382,36 +406,62 @@ func (p *pushes) deliver(ctx context.Context, c gateway.Caller, d *delivery, rea
 		}
 	}
 	defer started()
-	p.h.follow(ctx, c, cfg.Session.Key, nil, nil, func(ev event) bool {
-		if first {
-			started()
-			return true
-		}
-		if ev.update == nil {
-			return true
-		}
-		if ok, err := p.stored(ctx, d); err != nil || !ok {
-			if err != nil && ctx.Err() == nil {
-				p.h.log.Warn("a2a push notification not delivered: its config could not be read", "task", cfg.Session.Key,
-					"config", cfg.ID, "err", err)
+	var seen *int64 // the task's state version as far as updates went; nil until the first follow read it
+	wait := pushRefollowMin
+	for {
+		var failed error
+		p.h.follow(ctx, c, cfg.Session.Key, seen, nil, func(ev event) bool {
+			if ev.task != nil {
+				if v, ok := ev.task.meta[MetaStateVersion].(int64); ok && seen == nil {
+					seen = &v
+				}
+				wait = pushRefollowMin
+				started()
 				return true
 			}
-			return false // deleted, with its session or on its own
+			if ev.update == nil {
+				return true
+			}
+			if v, ok := ev.update.meta[MetaStateVersion].(int64); ok && seen != nil {
+				*seen = max(*seen, v)
+			}
+			if ok, err := p.stored(ctx, d); err != nil || !ok {
+				if err != nil && ctx.Err() == nil {
+					p.h.log.Warn("a2a push notification not delivered: its config could not be read", "task", cfg.Session.Key,
+						"config", cfg.ID, "err", err)
+					return true
+				}
+				return false // deleted, with its session or on its own
+			}
+			err := p.post(ctx, d, ev.update)
+			if errors.Is(err, errConfigGone) {
+				return false
+			}
+			if err != nil && ctx.Err() == nil {
+				p.h.log.Warn("a2a push notification not delivered", "task", cfg.Session.Key, "config", cfg.ID, "err", err)
+			}
+			return true
+		}, func(err error) {
+			started()
+			failed = err
+		})
+		if failed == nil || ctx.Err() != nil || errors.Is(failed, a2a.ErrTaskNotFound) {
+			return // stopped, its config gone, or its session deleted
 		}
-		err := p.post(ctx, d, ev.update)
-		if errors.Is(err, errConfigGone) {
-			return false
+		p.h.log.Warn("a2a push notifications interrupted: the task will be followed again", "task", cfg.Session.Key,
+			"config", cfg.ID, "err", failed, "retry in", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
 		}
-		if err != nil && ctx.Err() == nil {
-			p.h.log.Warn("a2a push notification not delivered", "task", cfg.Session.Key, "config", cfg.ID, "err", err)
+		wait = min(2*wait, pushRefollowMax)
+		if ok, err := p.stored(ctx, d); err == nil && !ok {
+			return
 		}
-		return true
-	}, func(err error) {
-		started()
-		if !errors.Is(err, a2a.ErrTaskNotFound) {
-			p.h.log.Warn("a2a push notifications stopped", "task", cfg.Session.Key, "config", cfg.ID, "err", err)
-		}
-	})
+	}
 }
 
 // pushPayload is one update as the config's revision delivers it: in 0.3
@@ -429,12 +479,19 @@ func pushPayload(cfg sessions.PushConfig, u *updateView) ([]byte, string, error)
 
 // deliveryID names one update of one config, the same on every attempt
 // and from every gateway that delivers it, so a receiver that keeps the
-// ids it saw (as Standard Webhooks asks) takes each update once.
+// ids it saw (as Standard Webhooks asks) takes each update once. A message
+// or reply is named by its id, a notice by its text and the version it
+// counts from; the task's state version, which is read when the update is
+// and so depends on when a gateway heard of it, names a gap alone.
 func deliveryID(cfg sessions.PushConfig, u *updateView) string {
+	version := ""
+	if u.meta[MetaGap] == true {
+		version = fmt.Sprint(u.meta[MetaStateVersion])
+	}
 	h := sha256.New()
 	for _, part := range []string{cfg.Session.AgentID, cfg.Session.Key, cfg.Owner, cfg.ID, fmt.Sprint(u.meta[MetaEvent]),
 		fmt.Sprint(u.meta["messageId"]), fmt.Sprint(u.meta[MetaChangesSince]), fmt.Sprint(u.meta[MetaNotice]),
-		fmt.Sprint(u.meta[MetaStateVersion])} {
+		version} {
 		h.Write([]byte(part))
 		h.Write([]byte{0})
 	}

@@ -3,6 +3,7 @@ package a2aserver
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/internal/gatewaytest"
 	"github.com/vigilhq/vigil/sessions"
 	"github.com/vigilhq/vigil/webhook"
@@ -20,13 +22,17 @@ func TestASweepLeavesRunningADeliveryStartedWhileItReadTheStoredConfigs(t *testi
 	task := vigil.SessionRef{AgentID: "main", Key: "agent:main:main"}
 	deleted := sessions.PushConfig{Session: task, Owner: "admin:root", ID: "deleted"}
 	goneCtx, _ := p.register(deleted) // its config was deleted: the read will not see it
+	changed := sessions.PushConfig{Session: task, Owner: "admin:root", ID: "changed", URL: "https://before.example/"}
+	changedCtx, _ := p.register(changed) // replaced through another gateway: the read sees it changed
 	set := sessions.PushConfig{Session: task, Owner: "admin:root", ID: "set"}
 	var setCtx context.Context
 	p.configs = func(context.Context) ([]sessions.PushConfig, error) {
 		// Set and started while the sweep reads: stored after what the
 		// read sees.
 		setCtx, _ = p.register(set)
-		return nil, nil
+		now := changed
+		now.URL = "https://after.example/"
+		return []sessions.PushConfig{now}, nil
 	}
 	if err := p.sweep(t.Context()); err != nil {
 		t.Fatal(err)
@@ -36,6 +42,9 @@ func TestASweepLeavesRunningADeliveryStartedWhileItReadTheStoredConfigs(t *testi
 	}
 	if goneCtx.Err() == nil {
 		t.Error("the delivery whose config was deleted still runs")
+	}
+	if changedCtx.Err() == nil {
+		t.Error("the delivery of a config as it was before another gateway replaced it still runs")
 	}
 }
 
@@ -59,5 +68,108 @@ func TestADeliveryWhoseConfigIsGoneIsNotRetried(t *testing.T) {
 	err := p.post(t.Context(), d, &updateView{key: cfg.Session.Key, state: stateWorking, at: time.Now()})
 	if !errors.Is(err, errConfigGone) || attempts.Load() != 1 {
 		t.Fatalf("posting for a config that is gone: %v after %d attempts, want errConfigGone after 1", err, attempts.Load())
+	}
+}
+
+// A config replaced where this gateway did not see it (through another
+// gateway on the same database) is delivered as stored now, by the
+// gateway that replaced it: this one's delivery of what it was before,
+// to its old URL with its old token, ends at the next update.
+func TestADeliveryOfAConfigReplacedElsewhereStopsInsteadOfPostingTheOldOne(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second) // a hang guard, not a timing
+	defer cancel()
+	posted := make(chan string, 4)
+	hook := func(name string) *httptest.Server {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			posted <- name
+		}))
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	before, after := hook("before"), hook("after")
+	g := gatewaytest.Open(t, gatewaytest.Options{}).Gateway
+	task := vigil.MustRef("agent:main:main")
+	root := gateway.Principal{Role: gateway.RoleAdmin, ID: "root"}
+	admin, err := g.ResolveCaller(ctx, root, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := 0
+	if _, err := g.Send(ctx, admin, gateway.SendInput{SessionKey: task.Key, Message: "a task", TimeoutSeconds: &now}); err != nil {
+		t.Fatal(err)
+	}
+	limits := gateway.PushLimits{}.WithDefaults()
+	cfg := sessions.PushConfig{Session: task, Owner: gateway.PushOwner(root), ID: "hook-1", URL: before.URL,
+		Token: "the-secret-before-the-change", Protocol: protocol10, CreatedAt: 1}
+	if err := g.SetPushConfig(ctx, admin, cfg, limits); err != nil {
+		t.Fatal(err)
+	}
+	h := &core{ctx: ctx, g: g, log: slog.New(slog.DiscardHandler), opts: Options{Client: webhook.NewClient()}}
+	h.push = newPushes(h)
+	running, d := h.push.register(cfg)
+	ready := make(chan struct{})
+	go h.push.deliver(running, admin, d, ready)
+	<-ready
+	replaced := cfg
+	replaced.URL, replaced.Token, replaced.CreatedAt = after.URL, "the-secret-after-the-change", 2
+	if err := g.SetPushConfig(ctx, admin, replaced, limits); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Send(ctx, admin, gateway.SendInput{SessionKey: task.Key, Message: "an update", TimeoutSeconds: &now}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case name := <-posted:
+		t.Fatalf("the update was posted to the URL %s the change, with the token of then", name)
+	case <-running.Done():
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the delivery of the config as it was before the change still runs (hang guard)")
+	}
+}
+
+// An update's webhook-id is the same from every gateway that delivers it:
+// a gateway that reads the task for it later, after the task moved on (it
+// heard of the update later, or its delivery was busy with the one
+// before), names it as the first did, so the receiver takes it once. Two
+// updates are still told apart.
+func TestAnUpdateReadAfterItsTaskMovedOnKeepsItsDeliveryID(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second) // a hang guard, not a timing
+	defer cancel()
+	g := gatewaytest.Open(t, gatewaytest.Options{}).Gateway
+	task := vigil.MustRef("agent:main:main")
+	admin, err := g.ResolveCaller(ctx, gateway.Principal{Role: gateway.RoleAdmin, ID: "root"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := 0
+	send := func(text string) {
+		t.Helper()
+		if _, err := g.Send(ctx, admin, gateway.SendInput{SessionKey: task.Key, Message: text, TimeoutSeconds: &now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send("a task")
+	h := &core{ctx: ctx, g: g, log: slog.New(slog.DiscardHandler)}
+	cfg := sessions.PushConfig{Session: task, Owner: gateway.PushOwner(admin.Principal), ID: "hook-1", Protocol: protocol10}
+	idOf := func(message int64) string {
+		t.Helper()
+		ev := gateway.LiveEvent{Type: gateway.LiveMessage, Session: task.Key,
+			Message: &gateway.MessageView{ID: message, Role: "user", ActorType: vigil.ActorHuman, Content: "an update"}}
+		up, err := h.update(ctx, admin, task, ev)
+		if err != nil || up == nil {
+			t.Fatalf("update: %v, %v", up, err)
+		}
+		return deliveryID(cfg, up)
+	}
+	first := idOf(42)
+	if _, err := g.Engine().Record(ctx, vigil.Record{Session: task, Kind: vigil.KindCompacted, ActorType: vigil.ActorSystem}); err != nil {
+		t.Fatal(err)
+	}
+	if later := idOf(42); later != first {
+		t.Errorf("one update is %s read at once and %s read after the task moved on: a receiver takes it twice", first, later)
+	}
+	if other := idOf(43); other == first {
+		t.Errorf("two updates share the webhook-id %s", first)
 	}
 }
