@@ -115,12 +115,12 @@ func (h *core) checkPush(c gateway.Caller, s pushSpec) error {
 	if err := h.opts.AllowPush(c, u); err != nil {
 		return rpcError(err)
 	}
-	if len(s.token) < webhook.MinSecretLen || strings.ContainsFunc(s.token, unicode.IsControl) {
+	if strings.ContainsFunc(s.token, unicode.IsControl) {
 		return fmt.Errorf("%stoken is the secret vigil signs each delivery with (Standard Webhooks); "+
-			"it must be at least %d characters, none of them control characters: %w", s.field, webhook.MinSecretLen, a2a.ErrInvalidParams)
+			"it must hold no control characters: %w", s.field, a2a.ErrInvalidParams)
 	}
-	if _, err := webhook.SigningKey(s.token); err != nil {
-		return fmt.Errorf("%stoken: %v: %w", s.field, err, a2a.ErrInvalidParams)
+	if _, err := webhook.CheckSecret(s.token); err != nil {
+		return fmt.Errorf("%stoken is the secret vigil signs each delivery with (Standard Webhooks): %v: %w", s.field, err, a2a.ErrInvalidParams)
 	}
 	if strings.ContainsFunc(s.id, unicode.IsControl) {
 		return fmt.Errorf("%sid must hold no control characters: %w", s.field, a2a.ErrInvalidParams)

@@ -1,6 +1,7 @@
 package a2aserver_test
 
 import (
+	"encoding/base64"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -156,6 +157,28 @@ func TestAPushConfigWhoseURLHasNoHostnameIsRefusedNamingTheURL(t *testing.T) {
 	if _, a := post(t, s, tokAdmin, "", f.body03(child)); a.Error == nil || a.Error.Code != -32602 ||
 		!strings.Contains(a.Error.Data["error"], "url") || !strings.Contains(a.Error.Data["error"], "host") {
 		t.Errorf("0.3: a URL without a hostname: %+v, want -32602 naming the url and its host", a.Error)
+	}
+	if cfgs := storedPushConfigs(t, s); len(cfgs) != 0 {
+		t.Fatalf("%d configs stored, want none", len(cfgs))
+	}
+}
+
+// A push token is a signing secret as a webhook's is: a "whsec_" secret
+// must encode a key of at least webhook.MinStandardKeyLen bytes, though
+// its text is longer than webhook.MinSecretLen. It is refused in either
+// revision, naming the token, and nothing is stored.
+func TestAPushTokenThatEncodesAShortKeyIsRefusedAsAWebhookSecretIs(t *testing.T) {
+	s := start(t)
+	child := spawn10(as10(t, s, tokMain, manager))
+	short := webhook.StandardSecretPrefix + base64.StdEncoding.EncodeToString([]byte("nine-byte"))
+	f := pushFields{id: "weak", url: "http://127.0.0.1:1/hook", token: short, scheme: "Bearer", credentials: "c"}
+	if _, e := as10(t, s, tokAdmin, "").call("CreateTaskPushNotificationConfig", f.body10(child)); e == nil || e.Code != -32602 ||
+		!strings.Contains(e.Message, "token") {
+		t.Errorf("1.0: a whsec_ token of a 9-byte key: %v, want -32602 naming the token", e)
+	}
+	if _, a := post(t, s, tokAdmin, "", f.body03(child)); a.Error == nil || a.Error.Code != -32602 ||
+		!strings.Contains(a.Error.Data["error"], "token") {
+		t.Errorf("0.3: a whsec_ token of a 9-byte key: %+v, want -32602 naming the token", a.Error)
 	}
 	if cfgs := storedPushConfigs(t, s); len(cfgs) != 0 {
 		t.Fatalf("%d configs stored, want none", len(cfgs))

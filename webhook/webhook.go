@@ -259,7 +259,7 @@ func New(targets map[string]Target, opts Options) (*Dispatcher, error) {
 		}
 		var keys [][]byte
 		for i, secret := range append([]string{t.Secret}, t.PreviousSecrets...) {
-			key, err := checkSecret(secret)
+			key, err := CheckSecret(secret)
 			if err != nil {
 				what := "secret"
 				if i > 0 {
@@ -310,16 +310,19 @@ func New(targets map[string]Target, opts Options) (*Dispatcher, error) {
 	return d, nil
 }
 
-// checkSecret returns the standard signing key of a configured secret, or
-// why it cannot sign. Errors never quote the secret.
-func checkSecret(secret string) ([]byte, error) {
+// CheckSecret is the rule for a secret vigil signs deliveries with, a
+// webhook's or a push notification's token: at least MinSecretLen bytes,
+// or a "whsec_" secret encoding at least MinStandardKeyLen. It returns
+// the secret's signing key (SigningKey), or why it cannot sign; errors
+// wrap ErrSecret and never quote the secret.
+func CheckSecret(secret string) ([]byte, error) {
 	key, err := SigningKey(secret)
 	if err != nil {
 		return nil, err
 	}
 	if !strings.HasPrefix(secret, StandardSecretPrefix) {
 		if len(secret) < MinSecretLen {
-			return nil, fmt.Errorf("must be at least %d bytes, got %d", MinSecretLen, len(secret))
+			return nil, fmt.Errorf("%w: must be at least %d bytes, got %d", ErrSecret, MinSecretLen, len(secret))
 		}
 	} else if len(key) < MinStandardKeyLen {
 		return nil, fmt.Errorf("%w: a %q secret must encode at least %d bytes, got %d", ErrSecret, StandardSecretPrefix, MinStandardKeyLen, len(key))
