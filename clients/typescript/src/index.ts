@@ -211,13 +211,14 @@ export class VigilClient {
   private async request<T>(op: string, method: string, path: string, session: string | undefined, body?: unknown,
     signal?: AbortSignal, wait = 0): Promise<T> {
     const url = this.url(op, path, session); // before the try: a bad key is the caller's, not the network's
+    const payload = body === undefined ? undefined : inputJSON(op, body);
     const limit = this.timeout + wait;
     const late = AbortSignal.timeout(limit * 1000);
     const lateError = () => new TransportError(`vigil: ${op}: no answer within ${limit}s (the client's timeout)`);
     let resp: Response;
     try {
-      const init: RequestInit = { method, headers: this.headers(session, body !== undefined) };
-      if (body !== undefined) init.body = JSON.stringify(body);
+      const init: RequestInit = { method, headers: this.headers(session, payload !== undefined) };
+      if (payload !== undefined) init.body = payload;
       init.signal = signal ? AbortSignal.any([signal, late]) : late;
       resp = await this.fetch(url, init);
     } catch (e) {
@@ -495,6 +496,31 @@ function quoteKey(op: string, key: string): string {
   } catch {
     throw new APIError(op, 0, "invalid_argument", `session key ${JSON.stringify(key)} is not valid Unicode: it holds a UTF-16 surrogate without its pair`);
   }
+}
+
+/**
+ * The input as JSON text. What JSON cannot carry is the caller's mistake,
+ * refused before anything is sent: JSON.stringify would throw a TypeError
+ * for a BigInt or a cycle, and would write NaN and the infinities as null,
+ * which the gateway reads as a field left out (an ifStateVersion of NaN
+ * would be a write without its fence).
+ */
+function inputJSON(op: string, input: unknown): string {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(input, (name: string, value: unknown) => {
+      if (typeof value === "number" && !Number.isFinite(value)) {
+        throw new RangeError(`${name ? `field ${name}: ` : ""}${value} is not a number JSON can carry`);
+      }
+      return value;
+    });
+  } catch (e) {
+    throw new APIError(op, 0, "invalid_argument", `the input cannot be sent as JSON: ${(e as Error).message}`);
+  }
+  if (text === undefined) {
+    throw new APIError(op, 0, "invalid_argument", `the input cannot be sent as JSON: ${typeof input} has no JSON form`);
+  }
+  return text;
 }
 
 /** Whether a header can carry the key as it is: printable ASCII only. */

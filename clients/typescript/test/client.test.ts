@@ -269,6 +269,28 @@ describe("errors", () => {
     assert.match(unknown.detail, /unknown field "since"/);
   });
 
+  test("input JSON cannot carry is an invalid argument naming it, and nothing is sent or stored", async () => {
+    const { worker } = await spawnWorker(MANAGER);
+    const before = (await as(ADMIN).sessionStatus({ sessionKey: worker })).stateVersion;
+    let sent = 0;
+    const counting = new VigilClient(gateway.url, { token: OPERATOR, fetch: (...a) => (sent++, fetch(...a)) });
+    const cycle: Record<string, unknown> = { sessionKey: worker };
+    cycle["self"] = cycle;
+    for (const [input, named] of [
+      [{ sessionKey: worker, action: "set", objective: "ship", ifStateVersion: NaN }, /ifStateVersion: NaN/],
+      [{ sessionKey: worker, action: "set", objective: "ship", ifStateVersion: -Infinity }, /ifStateVersion: -Infinity/],
+      [{ sessionKey: worker, action: "set", objective: "ship", ifStateVersion: BigInt(before) }, /BigInt/],
+      [cycle, /circular/],
+    ] as const) {
+      const e = await rejects(counting.sessionGoal(input as never), APIError);
+      assert.equal(e.code, "invalid_argument");
+      assert.match(e.detail, /cannot be sent as JSON/);
+      assert.match(e.detail, named);
+    }
+    assert.equal(sent, 0);
+    assert.equal((await as(ADMIN).sessionStatus({ sessionKey: worker })).stateVersion, before);
+  });
+
   test("a turn without a key is refused before anything is sent", async () => {
     assert.throws(() => as(MAIN).sessionTurn({ sessionKey: "" }), APIError);
   });
