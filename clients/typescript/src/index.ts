@@ -99,7 +99,8 @@ export interface ClientOptions {
   /**
    * Seconds a call may take beyond any wait it asks for (a turn's
    * waitSeconds, a send's or a fenced status's timeoutSeconds); 30 by
-   * default, as in the Python client. Past it the call is a TransportError.
+   * default, as in the Python client; at most 86400. Past it the call is a
+   * TransportError.
    * Streams are bounded by their idle timeout instead.
    */
   timeout?: number;
@@ -119,6 +120,13 @@ export interface StreamOptions {
 }
 
 export const SESSION_HEADER = "Vigil-Session";
+
+/**
+ * The most seconds of a client's timeout, of the wait a call is allowed
+ * beyond it, and of a stream's idle timeout: a timer of 2^31 ms or more
+ * fires at once.
+ */
+const MAX_SECONDS = 86400;
 
 const FIRST_DELAY = 100;
 const MAX_DELAY = 5000;
@@ -171,8 +179,8 @@ export class VigilClient {
     this.#token = options.token;
     this.session = options.session;
     const timeout = options.timeout ?? 30;
-    if (typeof timeout !== "number" || !Number.isFinite(timeout) || timeout <= 0) {
-      throw new TypeError(`vigil: timeout must be a number of seconds above 0, got ${String(timeout)}`);
+    if (typeof timeout !== "number" || !Number.isFinite(timeout) || timeout <= 0 || timeout > MAX_SECONDS) {
+      throw new TypeError(`vigil: timeout must be a number of seconds above 0 and at most ${MAX_SECONDS}, got ${String(timeout)}`);
     }
     this.timeout = timeout;
     this.fetch = options.fetch ?? globalThis.fetch;
@@ -212,8 +220,10 @@ export class VigilClient {
     signal?: AbortSignal, wait = 0): Promise<T> {
     const url = this.url(op, path, session); // before the try: a bad key is the caller's, not the network's
     const payload = body === undefined ? undefined : inputJSON(op, body);
-    const limit = this.timeout + wait;
-    const late = AbortSignal.timeout(limit * 1000);
+    const limit = this.timeout + Math.min(wait, MAX_SECONDS);
+    // A timer takes whole milliseconds below 2^31: a fraction is a
+    // RangeError, and more fires at once.
+    const late = AbortSignal.timeout(Math.ceil(limit * 1000));
     const lateError = () => new TransportError(`vigil: ${op}: no answer within ${limit}s (the client's timeout)`);
     let resp: Response;
     try {

@@ -390,6 +390,20 @@ describe("errors", () => {
     }
   });
 
+  test("a timeout of a fraction of a second or a long wait is a timer the platform takes", { timeout: 20_000 }, async () => {
+    const { worker, v } = await spawnWorker(MANAGER);
+    // 2.2 s beyond the turn's default wait of 30 is 32200.000000000004 ms; the worker's task is there, so it answers at once.
+    const turn = await new VigilClient(gateway.url, { token: ADMIN, timeout: 2.2 }).sessionTurn({ sessionKey: worker });
+    assert.equal(turn.messages?.length, 1);
+    // A wait past what a timer holds is the gateway's to refuse, not a RangeError nor a timeout at once.
+    const e = await rejects(as(ADMIN).sessionStatus({ sessionKey: worker, waitForVersion: v + 1, timeoutSeconds: 1e9 }), APIError);
+    assert.equal(e.code, "invalid_argument");
+    assert.match(e.detail, /timeoutSeconds/);
+    for (const timeout of [86400.5, 3e6, 1e12]) {
+      assert.throws(() => new VigilClient(gateway.url, { timeout }), (e: unknown) => e instanceof TypeError && /at most 86400/.test(e.message));
+    }
+  });
+
   test("a long poll is given the wait it asks for on top of the client's timeout", { timeout: 20_000 }, async () => {
     const { worker, v } = await spawnWorker(MANAGER);
     const options = { fetch: globalThis.fetch, token: ADMIN, timeout: 0.2 };
