@@ -107,13 +107,13 @@ export interface ClientOptions {
 }
 
 export interface StreamOptions {
-  /** Resume after this position: every retained event after it comes first. */
+  /** Resume after this position (an integer of at least 0): every retained event after it comes first. */
   after?: number;
   /** Stops the stream. */
   signal?: AbortSignal;
   /**
    * Seconds of silence after which the connection is taken for dead; 45
-   * when absent or 0, as in the Go client. The time the caller takes with
+   * when absent or 0, as in the Go client; at most 86400. The time the caller takes with
    * an event does not count.
    */
   idleTimeout?: number;
@@ -379,13 +379,20 @@ export class VigilClient {
   ): AsyncGenerator<StreamEvent> {
     const stop = options.signal;
     const seconds = options.idleTimeout ?? 0;
-    if (typeof seconds !== "number" || !Number.isFinite(seconds) || seconds < 0) {
-      throw new APIError(op, 0, "invalid_argument", `idleTimeout must be a number of seconds of at least 0 (0: 45 s), got ${String(seconds)}`);
+    if (typeof seconds !== "number" || !Number.isFinite(seconds) || seconds < 0 || seconds > MAX_SECONDS) {
+      throw new APIError(op, 0, "invalid_argument",
+        `idleTimeout must be a number of seconds from 0 to ${MAX_SECONDS} (0: 45 s), got ${String(seconds)}`);
+    }
+    const after = options.after ?? null;
+    if (after !== null && (typeof after !== "number" || !Number.isSafeInteger(after) || after < 0)) {
+      // It goes as the Last-Event-ID header: other text is refused by the
+      // gateway, or by fetch before it is sent, which would be retried without end.
+      throw new APIError(op, 0, "invalid_argument", `after must be an integer of at least 0, got ${String(after)}`);
     }
     const idle = (seconds || 45) * 1000;
     // Once, before any connection: a bad acting key is refused, not retried.
     const url = this.url(op, path, this.session);
-    let position: number | null = options.after ?? null;
+    let position: number | null = after;
     let delay = FIRST_DELAY;
     let cause: unknown;
     let reconnecting = false;

@@ -6,7 +6,7 @@ import { inspect } from "node:util";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 
-import { APIError, ConflictError, TransportError, VigilClient, toolMethods, type StreamEvent } from "../src/index.js";
+import { APIError, ConflictError, TransportError, VigilClient, toolMethods, type StreamEvent, type StreamOptions } from "../src/index.js";
 import { readEvents } from "../src/sse.js";
 import { ADMIN, Gateway, MAIN, MANAGER, OPERATOR, OPERATOR_ID, OPS, Proxy, REPO, RUNTIME, createdText, noticeText } from "./live.js";
 
@@ -597,6 +597,29 @@ describe("streams", () => {
     const got = [];
     for await (const e of readEvents(body, () => undefined)) got.push(e);
     assert.deepEqual(got, [{ event: "signal", id: undefined, data: "a\nb" }]);
+  });
+
+  test("a resume position or idle timeout a stream cannot use is refused at once, not retried", { timeout: 20_000 }, async () => {
+    let sent = 0;
+    const counting = new VigilClient(gateway.url, { token: ADMIN, fetch: (...a) => (sent++, fetch(...a)) });
+    const bad: [StreamOptions, RegExp][] = [
+      [{ after: "7\r\nX-Forged: 1" as never }, /after must be an integer/],
+      [{ after: -1 }, /after must be an integer/],
+      [{ after: 1.5 }, /after must be an integer/],
+      [{ after: NaN }, /after must be an integer/],
+      [{ idleTimeout: 3e6 }, /idleTimeout must be a number of seconds from 0 to 86400/],
+    ];
+    for (const [options, named] of bad) {
+      for (const open of [(o: StreamOptions) => counting.events(o), (o: StreamOptions) => counting.sessionEvents(MANAGER, o)]) {
+        const abort = new AbortController();
+        const it = open({ ...options, signal: abort.signal })[Symbol.asyncIterator]();
+        const late = new Promise((ok) => setTimeout(ok, 2000, "no answer within 2s"));
+        const got = await Promise.race([it.next().then((r) => r.value, (e: unknown) => e), late]);
+        abort.abort();
+        assert.ok(got instanceof APIError && got.code === "invalid_argument" && named.test(got.detail), `${JSON.stringify(options)}: got ${inspect(got)}`);
+      }
+    }
+    assert.equal(sent, 0);
   });
 
   test("an idle timeout of 0 is the default, as in the Go client, and a negative one is refused", { timeout: 20_000 }, async () => {
