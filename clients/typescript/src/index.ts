@@ -176,6 +176,10 @@ export class VigilClient {
       throw new TypeError(`vigil: base URL ${baseUrl}: want http(s)://host[:port]`);
     }
     this.baseUrl = u.origin + u.pathname.replace(/\/+$/, "");
+    if (options.token !== undefined && (typeof options.token !== "string" || !headerSafe(options.token))) {
+      // Else fetch refuses the header on every call, and a stream retries that without end.
+      throw new TypeError("vigil: the token must be a string of printable ASCII, as a header carries it");
+    }
     this.#token = options.token;
     this.session = options.session;
     const timeout = options.timeout ?? 30;

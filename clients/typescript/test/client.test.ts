@@ -447,6 +447,13 @@ describe("errors", () => {
     }
   });
 
+  test("a token a header cannot carry is refused when the client is made, without showing it", () => {
+    for (const token of [`${ADMIN}\r\nX-Forged: 1`, "t\u00f6ken", "tab\there", 42 as unknown as string]) {
+      assert.throws(() => new VigilClient(gateway.url, { token }),
+        (e: unknown) => e instanceof TypeError && /token must be a string of printable ASCII/.test(e.message) && !e.message.includes(ADMIN));
+    }
+  });
+
   test("a printed or serialised client never shows its token", () => {
     const token = "agent-token-never-printed-0001";
     const client = new VigilClient("http://127.0.0.1:7317", { token, session: MANAGER });
