@@ -212,6 +212,10 @@ export class VigilClient {
    * as Latin-1, refusing what Latin-1 lacks, and the gateway reads UTF-8.
    */
   private url(op: string, path: string, session: string | undefined): string {
+    if (session !== undefined && session !== null && typeof session !== "string") {
+      // What a caller without the types can pass: its text would act as another session.
+      throw new APIError(op, 0, "invalid_argument", `acting session ${JSON.stringify(session) ?? String(session)} is not a string`);
+    }
     if (!session || headerSafe(session)) return this.baseUrl + path;
     return `${this.baseUrl}${path}${path.includes("?") ? "&" : "?"}as=${quoteKey(op, session)}`;
   }
@@ -332,13 +336,15 @@ export class VigilClient {
    * it follows.
    */
   sessionTurn(input: ToolInput<"session_turn">, signal?: AbortSignal): Promise<TurnOutput> {
-    return this.request("session_turn", "POST", this.sessionPath("session_turn", input.sessionKey, "turn"), input.sessionKey, input, signal,
+    const key = input?.sessionKey; // a missing input is a missing key, not a TypeError
+    return this.request("session_turn", "POST", this.sessionPath("session_turn", key, "turn"), key, input, signal,
       seconds(input.waitSeconds, 30));
   }
 
   /** Answers as a session (POST /v1/sessions/{key}/reply), acting as it; completes the send waiting for it. */
   sessionReply(input: ToolInput<"session_reply">, signal?: AbortSignal): Promise<ToolOutput<"session_reply">> {
-    return this.request("session_reply", "POST", this.sessionPath("session_reply", input.sessionKey, "reply"), input.sessionKey, input, signal);
+    const key = input?.sessionKey;
+    return this.request("session_reply", "POST", this.sessionPath("session_reply", key, "reply"), key, input, signal);
   }
 
   /**
@@ -347,10 +353,19 @@ export class VigilClient {
    * filter.
    */
   events(options: StreamOptions & { session?: string; agent?: string } = {}): AsyncIterable<StreamEvent> {
-    const q = new URLSearchParams();
-    if (options.session) q.set("session", options.session);
-    if (options.agent) q.set("agent", options.agent);
-    const path = "/v1/events" + (q.size ? `?${q}` : "");
+    options ??= {};
+    // Not URLSearchParams: it sends a surrogate without its pair as U+FFFD,
+    // a filter on another key than the one asked for.
+    const q: string[] = [];
+    for (const name of ["session", "agent"] as const) {
+      const v: unknown = options[name];
+      if (v === undefined || v === null || v === "") continue;
+      if (typeof v !== "string") {
+        throw new APIError("log events", 0, "invalid_argument", `${name} filter ${JSON.stringify(v) ?? String(v)} is not a string`);
+      }
+      q.push(`${name}=${quoteKey("log events", v, `${name} filter`)}`);
+    }
+    const path = "/v1/events" + (q.length ? `?${q.join("&")}` : "");
     return this.follow("log events", path, options, (type, data) => {
       if (type === "signal") return { type: "signal", event: data as LogEvent };
       if (type === "bookmark") return { type: "bookmark", position: bookmark(data) };
@@ -364,6 +379,7 @@ export class VigilClient {
    * version) if given, else from its current version.
    */
   sessionEvents(sessionKey: string, options: StreamOptions = {}): AsyncIterable<StreamEvent> {
+    options ??= {};
     const path = this.sessionPath("session events", sessionKey, "events");
     return this.follow("session events", path, options, (type, data) => {
       if (type === "signal") return { type: "change", event: data as AgentEvent };
@@ -511,11 +527,11 @@ export class VigilClient {
  * surrogate without its pair has no UTF-8 form: it is the caller's
  * mistake, refused as one.
  */
-function quoteKey(op: string, key: string): string {
+function quoteKey(op: string, key: string, what = "session key"): string {
   try {
     return encodeURIComponent(key);
   } catch {
-    throw new APIError(op, 0, "invalid_argument", `session key ${JSON.stringify(key)} is not valid Unicode: it holds a UTF-16 surrogate without its pair`);
+    throw new APIError(op, 0, "invalid_argument", `${what} ${JSON.stringify(key)} is not valid Unicode: it holds a UTF-16 surrogate without its pair`);
   }
 }
 

@@ -303,6 +303,33 @@ describe("errors", () => {
     }
   });
 
+  test("a missing input, options left null, an acting session or a filter that is not a string are invalid arguments, nothing sent", async () => {
+    let sent = 0;
+    const counting = (session?: unknown) =>
+      new VigilClient(gateway.url, { token: ADMIN, session: session as string, fetch: (...a) => (sent++, fetch(...a)) });
+    const invalid = (named: RegExp) => (e: unknown) => e instanceof APIError && e.code === "invalid_argument" && named.test(e.detail);
+    for (const input of [undefined, null]) {
+      assert.throws(() => counting().sessionTurn(input as never), invalid(/sessionKey is required/));
+      assert.throws(() => counting().sessionReply(input as never), invalid(/sessionKey is required/));
+    }
+    // An array's text is the key it holds: it would act as that session.
+    for (const session of [[MANAGER], 5, { toString: () => MANAGER }]) {
+      const e = await rejects(counting(session).sessionStatus({ sessionKey: MANAGER }), APIError);
+      assert.ok(invalid(/acting session .* is not a string/)(e), inspect(e));
+    }
+    assert.throws(() => counting().events({ session: [MANAGER] as never }), invalid(/session filter .* is not a string/));
+    // URLSearchParams would send the surrogate as U+FFFD, a filter on another key.
+    assert.throws(() => counting().events({ session: "agent:main:\ud800" }), invalid(/session filter .* is not valid Unicode/));
+    assert.throws(() => counting().events({ agent: "ma\udc00in" }), invalid(/agent filter .* is not valid Unicode/));
+    assert.equal(sent, 0);
+    // Options left null are no options.
+    for (const stream of [as(ADMIN).events(null as never), as(ADMIN).sessionEvents(MANAGER, null as never)]) {
+      const it = stream[Symbol.asyncIterator]();
+      assert.equal((await next(it, "bookmark")).type, "bookmark");
+      await it.return?.();
+    }
+  });
+
   test("a session's route refuses a key of dots, which a URL resolves to another route", async () => {
     for (const key of [".", ".."]) {
       assert.throws(() => as(ADMIN).sessionTurn({ sessionKey: key }), APIError);
