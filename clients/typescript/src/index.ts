@@ -590,9 +590,10 @@ function bookmark(data: unknown): number {
   return b.sequence ?? b.stateVersion ?? 0;
 }
 
+/** Waits ms (at most a timer's 2^31-1: past it a timer fires at once), or until signal. */
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
+    const timer = setTimeout(done, Math.min(ms, 2 ** 31 - 1));
     signal?.addEventListener("abort", done, { once: true });
     function done() {
       clearTimeout(timer);

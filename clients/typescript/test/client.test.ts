@@ -619,6 +619,28 @@ describe("streams", () => {
     }
   });
 
+  test("a Retry-After longer than a timer holds is a long wait, not a reconnection every millisecond", { timeout: 20_000 }, async () => {
+    let asked = 0;
+    const srv = createServer((_req, res) => {
+      asked++;
+      res.writeHead(503, { "Retry-After": "3000000", "Content-Type": "application/json" });
+      res.end(`{"error":{"code":"unavailable","message":"draining"}}`);
+    });
+    await new Promise<void>((ok) => srv.listen(0, "127.0.0.1", ok));
+    const stop = new AbortController();
+    try {
+      const it = new VigilClient(`http://127.0.0.1:${(srv.address() as { port: number }).port}`).events({ signal: stop.signal })[Symbol.asyncIterator]();
+      const first = it.next();
+      await new Promise((ok) => setTimeout(ok, 1000));
+      stop.abort();
+      assert.deepEqual(await first, { value: undefined, done: true });
+      assert.equal(asked, 1);
+    } finally {
+      srv.closeAllConnections();
+      await new Promise((ok) => srv.close(ok));
+    }
+  });
+
   test("a CRLF split between two reads ends one line, not two", async () => {
     const enc = new TextEncoder();
     const body = new ReadableStream<Uint8Array>({
