@@ -171,9 +171,22 @@ export class VigilClient {
   private readonly fetch: typeof fetch;
 
   constructor(baseUrl = "http://127.0.0.1:7317", options: ClientOptions = {}) {
-    const u = new URL(baseUrl);
-    if (u.protocol !== "http:" && u.protocol !== "https:") {
-      throw new TypeError(`vigil: base URL ${baseUrl}: want http(s)://host[:port]`);
+    options ??= {};
+    let u: URL | undefined;
+    try {
+      u = new URL(baseUrl);
+    } catch {
+      u = undefined;
+    }
+    if (!u || (u.protocol !== "http:" && u.protocol !== "https:")) {
+      throw new TypeError(`vigil: base URL ${JSON.stringify(baseUrl) ?? String(baseUrl)}: want http(s)://host[:port]`);
+    }
+    if (u.username || u.password) {
+      // Not shown: the password is a secret.
+      throw new TypeError("vigil: the base URL holds credentials, which are not sent: give the token as the token option");
+    }
+    if (u.search || u.hash) {
+      throw new TypeError(`vigil: base URL ${JSON.stringify(baseUrl)}: a query or fragment is not sent: want http(s)://host[:port][/path]`);
     }
     this.baseUrl = u.origin + u.pathname.replace(/\/+$/, "");
     if (options.token !== undefined && (typeof options.token !== "string" || !headerSafe(options.token))) {

@@ -474,6 +474,18 @@ describe("errors", () => {
     }
   });
 
+  test("a base URL the client cannot use whole is refused, naming it, when the client is made", () => {
+    for (const url of ["", "127.0.0.1:7317", "ftp://127.0.0.1", 7317 as unknown as string]) {
+      assert.throws(() => new VigilClient(url), (e: unknown) => e instanceof TypeError && /^vigil: base URL .*want http\(s\):\/\/host/.test(e.message));
+    }
+    for (const url of [`${gateway.url}/?as=agent:main:main`, `${gateway.url}/vigil#top`]) {
+      assert.throws(() => new VigilClient(url), (e: unknown) => e instanceof TypeError && /a query or fragment is not sent/.test(e.message));
+    }
+    assert.throws(() => new VigilClient(gateway.url.replace("//", "//ann:hunter2@")),
+      (e: unknown) => e instanceof TypeError && /holds credentials/.test(e.message) && !e.message.includes("hunter2"));
+    assert.equal(new VigilClient(`${gateway.url}/vigil/`).baseUrl, `${gateway.url}/vigil`);
+  });
+
   test("a token a header cannot carry is refused when the client is made, without showing it", () => {
     for (const token of [`${ADMIN}\r\nX-Forged: 1`, "t\u00f6ken", "tab\there", 42 as unknown as string]) {
       assert.throws(() => new VigilClient(gateway.url, { token }),
