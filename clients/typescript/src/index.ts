@@ -274,8 +274,11 @@ export class VigilClient {
 
   /** Calls any tool by name. */
   call<N extends ToolName>(tool: N, input: ToolInput<N>, signal?: AbortSignal): Promise<ToolOutput<N>> {
-    if (!tool || /[/?#%]/.test(tool)) {
-      return Promise.reject(new APIError(tool, 0, "invalid_argument", `${JSON.stringify(tool)} is not a tool's name`));
+    // The URL parser drops a tab or newline and resolves "." and "..": such
+    // a name would reach another tool or route than the one named.
+    const name: unknown = tool;
+    if (typeof name !== "string" || !/^[\x21-\x7e]+$/.test(name) || /[/?#%]/.test(name) || name === "." || name === "..") {
+      return Promise.reject(new APIError(String(tool), 0, "invalid_argument", `${JSON.stringify(tool) ?? String(tool)} is not a tool's name`));
     }
     return this.request(tool, "POST", `/v1/tools/${tool}`, this.session, input ?? {}, signal, waitOf(tool, (input ?? {}) as Record<string, unknown>));
   }

@@ -330,6 +330,17 @@ describe("errors", () => {
     }
   });
 
+  test("a tool's name a URL would not carry as it is is an invalid argument, not another tool's call", async () => {
+    let sent = 0;
+    const counting = new VigilClient(gateway.url, { token: ADMIN, fetch: (...a) => (sent++, fetch(...a)) });
+    // The URL parser drops the newline (reaching sessions_list) and resolves the dots (reaching another route).
+    for (const name of ["sessions_list\n", "sessions\t_list", "..", ".", "a b", "x\ud800", 5, ""]) {
+      const e = await rejects(counting.call(name as never, {} as never), APIError);
+      assert.ok(e.code === "invalid_argument" && /is not a tool's name/.test(e.detail), `${JSON.stringify(name)}: ${inspect(e)}`);
+    }
+    assert.equal(sent, 0);
+  });
+
   test("a session's route refuses a key of dots, which a URL resolves to another route", async () => {
     for (const key of [".", ".."]) {
       assert.throws(() => as(ADMIN).sessionTurn({ sessionKey: key }), APIError);
