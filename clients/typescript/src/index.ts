@@ -262,7 +262,10 @@ export class VigilClient {
     try {
       text = await answerText(op, resp);
     } catch (e) {
-      if (!signal?.aborted && late.aborted) throw lateError();
+      // The caller's abort is what fetch gives for it before the answer,
+      // not a failed connection.
+      if (signal?.aborted) throw signal.reason;
+      if (late.aborted) throw lateError();
       throw e;
     }
     try {

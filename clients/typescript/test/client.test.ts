@@ -410,6 +410,33 @@ describe("errors", () => {
     }
   });
 
+  test("a call the caller aborts is the abort, whether before the answer or while it is read", { timeout: 20_000 }, async () => {
+    const srv = createServer((_req, res) => {
+      res.writeHead(200, { "Content-Type": "application/json" });
+      res.write(`{"sessions":[`); // and no more
+    });
+    await new Promise<void>((ok) => srv.listen(0, "127.0.0.1", ok));
+    try {
+      const url = `http://127.0.0.1:${(srv.address() as { port: number }).port}`;
+      const early = new AbortController();
+      early.abort();
+      const before = await new VigilClient(url).sessionsList({}, early.signal).catch((e: unknown) => e);
+      assert.ok(before === early.signal.reason, inspect(before));
+      const stop = new AbortController();
+      // Aborted once the answer's head is in, while its body is read.
+      const abortOnAnswer: typeof fetch = async (...a) => {
+        const resp = await fetch(...a);
+        stop.abort();
+        return resp;
+      };
+      const during = await new VigilClient(url, { fetch: abortOnAnswer }).sessionsList({}, stop.signal).catch((e: unknown) => e);
+      assert.ok(during === stop.signal.reason, inspect(during));
+    } finally {
+      srv.closeAllConnections();
+      await new Promise((ok) => srv.close(ok));
+    }
+  });
+
   test("an unreachable gateway is a transport error", async () => {
     await rejects(new VigilClient("http://127.0.0.1:9").sessionsList(), TransportError);
   });
