@@ -354,14 +354,14 @@ export class VigilClient {
    * messages. Not idempotent: a runtime that loses the answer re-reads what
    * it follows.
    */
-  sessionTurn(input: ToolInput<"session_turn">, signal?: AbortSignal): Promise<TurnOutput> {
+  async sessionTurn(input: ToolInput<"session_turn">, signal?: AbortSignal): Promise<TurnOutput> {
     const key = input?.sessionKey; // a missing input is a missing key, not a TypeError
     return this.request("session_turn", "POST", this.sessionPath("session_turn", key, "turn"), key, input, signal,
       seconds(input.waitSeconds, 30));
   }
 
   /** Answers as a session (POST /v1/sessions/{key}/reply), acting as it; completes the send waiting for it. */
-  sessionReply(input: ToolInput<"session_reply">, signal?: AbortSignal): Promise<ToolOutput<"session_reply">> {
+  async sessionReply(input: ToolInput<"session_reply">, signal?: AbortSignal): Promise<ToolOutput<"session_reply">> {
     const key = input?.sessionKey;
     return this.request("session_reply", "POST", this.sessionPath("session_reply", key, "reply"), key, input, signal);
   }
