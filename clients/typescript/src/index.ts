@@ -565,9 +565,9 @@ function inputJSON(op: string, input: unknown): string {
   let text: string | undefined;
   try {
     text = JSON.stringify(input, (name: string, value: unknown) => {
-      if (typeof value === "number" && !Number.isFinite(value)) {
-        throw new RangeError(`${name ? `field ${name}: ` : ""}${value} is not a number JSON can carry`);
-      }
+      const field = name ? `field ${name}: ` : "";
+      if (typeof value === "number" && !Number.isFinite(value)) throw new RangeError(`${field}${value} is not a number JSON can carry`);
+      if (typeof value === "bigint") throw new RangeError(`${field}${value}n is a BigInt, which JSON cannot carry: give a number`);
       return value;
     });
   } catch (e) {
