@@ -99,26 +99,34 @@ export interface ClientOptions {
   /**
    * Seconds a call may take beyond any wait it asks for (a turn's
    * waitSeconds, a send's or a fenced status's timeoutSeconds); 30 by
-   * default, as in the Python client. Past it the call is a TransportError.
+   * default, as in the Python client; at most 86400. Past it the call is a
+   * TransportError.
    * Streams are bounded by their idle timeout instead.
    */
   timeout?: number;
 }
 
 export interface StreamOptions {
-  /** Resume after this position: every retained event after it comes first. */
+  /** Resume after this position (an integer of at least 0): every retained event after it comes first. */
   after?: number;
   /** Stops the stream. */
   signal?: AbortSignal;
   /**
    * Seconds of silence after which the connection is taken for dead; 45
-   * when absent or 0, as in the Go client. The time the caller takes with
+   * when absent or 0, as in the Go client; at most 86400. The time the caller takes with
    * an event does not count.
    */
   idleTimeout?: number;
 }
 
 export const SESSION_HEADER = "Vigil-Session";
+
+/**
+ * The most seconds of a client's timeout, of the wait a call is allowed
+ * beyond it, and of a stream's idle timeout: a timer of 2^31 ms or more
+ * fires at once.
+ */
+const MAX_SECONDS = 86400;
 
 const FIRST_DELAY = 100;
 const MAX_DELAY = 5000;
@@ -163,16 +171,33 @@ export class VigilClient {
   private readonly fetch: typeof fetch;
 
   constructor(baseUrl = "http://127.0.0.1:7317", options: ClientOptions = {}) {
-    const u = new URL(baseUrl);
-    if (u.protocol !== "http:" && u.protocol !== "https:") {
-      throw new TypeError(`vigil: base URL ${baseUrl}: want http(s)://host[:port]`);
+    options ??= {};
+    let u: URL | undefined;
+    try {
+      u = new URL(baseUrl);
+    } catch {
+      u = undefined;
+    }
+    if (!u || (u.protocol !== "http:" && u.protocol !== "https:")) {
+      throw new TypeError(`vigil: base URL ${JSON.stringify(baseUrl) ?? String(baseUrl)}: want http(s)://host[:port]`);
+    }
+    if (u.username || u.password) {
+      // Not shown: the password is a secret.
+      throw new TypeError("vigil: the base URL holds credentials, which are not sent: give the token as the token option");
+    }
+    if (u.search || u.hash) {
+      throw new TypeError(`vigil: base URL ${JSON.stringify(baseUrl)}: a query or fragment is not sent: want http(s)://host[:port][/path]`);
     }
     this.baseUrl = u.origin + u.pathname.replace(/\/+$/, "");
+    if (options.token !== undefined && (typeof options.token !== "string" || !headerSafe(options.token))) {
+      // Else fetch refuses the header on every call, and a stream retries that without end.
+      throw new TypeError("vigil: the token must be a string of printable ASCII, as a header carries it");
+    }
     this.#token = options.token;
     this.session = options.session;
     const timeout = options.timeout ?? 30;
-    if (typeof timeout !== "number" || !Number.isFinite(timeout) || timeout <= 0) {
-      throw new TypeError(`vigil: timeout must be a number of seconds above 0, got ${String(timeout)}`);
+    if (typeof timeout !== "number" || !Number.isFinite(timeout) || timeout <= 0 || timeout > MAX_SECONDS) {
+      throw new TypeError(`vigil: timeout must be a number of seconds above 0 and at most ${MAX_SECONDS}, got ${String(timeout)}`);
     }
     this.timeout = timeout;
     this.fetch = options.fetch ?? globalThis.fetch;
@@ -200,6 +225,10 @@ export class VigilClient {
    * as Latin-1, refusing what Latin-1 lacks, and the gateway reads UTF-8.
    */
   private url(op: string, path: string, session: string | undefined): string {
+    if (session !== undefined && session !== null && typeof session !== "string") {
+      // What a caller without the types can pass: its text would act as another session.
+      throw new APIError(op, 0, "invalid_argument", `acting session ${JSON.stringify(session) ?? String(session)} is not a string`);
+    }
     if (!session || headerSafe(session)) return this.baseUrl + path;
     return `${this.baseUrl}${path}${path.includes("?") ? "&" : "?"}as=${quoteKey(op, session)}`;
   }
@@ -211,13 +240,16 @@ export class VigilClient {
   private async request<T>(op: string, method: string, path: string, session: string | undefined, body?: unknown,
     signal?: AbortSignal, wait = 0): Promise<T> {
     const url = this.url(op, path, session); // before the try: a bad key is the caller's, not the network's
-    const limit = this.timeout + wait;
-    const late = AbortSignal.timeout(limit * 1000);
+    const payload = body === undefined ? undefined : inputJSON(op, body);
+    const limit = this.timeout + Math.min(wait, MAX_SECONDS);
+    // A timer takes whole milliseconds below 2^31: a fraction is a
+    // RangeError, and more fires at once.
+    const late = AbortSignal.timeout(Math.ceil(limit * 1000));
     const lateError = () => new TransportError(`vigil: ${op}: no answer within ${limit}s (the client's timeout)`);
     let resp: Response;
     try {
-      const init: RequestInit = { method, headers: this.headers(session, body !== undefined) };
-      if (body !== undefined) init.body = JSON.stringify(body);
+      const init: RequestInit = { method, headers: this.headers(session, payload !== undefined) };
+      if (payload !== undefined) init.body = payload;
       init.signal = signal ? AbortSignal.any([signal, late]) : late;
       resp = await this.fetch(url, init);
     } catch (e) {
@@ -230,7 +262,10 @@ export class VigilClient {
     try {
       text = await answerText(op, resp);
     } catch (e) {
-      if (!signal?.aborted && late.aborted) throw lateError();
+      // The caller's abort is what fetch gives for it before the answer,
+      // not a failed connection.
+      if (signal?.aborted) throw signal.reason;
+      if (late.aborted) throw lateError();
       throw e;
     }
     try {
@@ -242,8 +277,11 @@ export class VigilClient {
 
   /** Calls any tool by name. */
   call<N extends ToolName>(tool: N, input: ToolInput<N>, signal?: AbortSignal): Promise<ToolOutput<N>> {
-    if (!tool || /[/?#%]/.test(tool)) {
-      return Promise.reject(new APIError(tool, 0, "invalid_argument", `${JSON.stringify(tool)} is not a tool's name`));
+    // The URL parser drops a tab or newline and resolves "." and "..": such
+    // a name would reach another tool or route than the one named.
+    const name: unknown = tool;
+    if (typeof name !== "string" || !/^[\x21-\x7e]+$/.test(name) || /[/?#%]/.test(name) || name === "." || name === "..") {
+      return Promise.reject(new APIError(String(tool), 0, "invalid_argument", `${JSON.stringify(tool) ?? String(tool)} is not a tool's name`));
     }
     return this.request(tool, "POST", `/v1/tools/${tool}`, this.session, input ?? {}, signal, waitOf(tool, (input ?? {}) as Record<string, unknown>));
   }
@@ -316,14 +354,16 @@ export class VigilClient {
    * messages. Not idempotent: a runtime that loses the answer re-reads what
    * it follows.
    */
-  sessionTurn(input: ToolInput<"session_turn">, signal?: AbortSignal): Promise<TurnOutput> {
-    return this.request("session_turn", "POST", this.sessionPath("session_turn", input.sessionKey, "turn"), input.sessionKey, input, signal,
+  async sessionTurn(input: ToolInput<"session_turn">, signal?: AbortSignal): Promise<TurnOutput> {
+    const key = input?.sessionKey; // a missing input is a missing key, not a TypeError
+    return this.request("session_turn", "POST", this.sessionPath("session_turn", key, "turn"), key, input, signal,
       seconds(input.waitSeconds, 30));
   }
 
   /** Answers as a session (POST /v1/sessions/{key}/reply), acting as it; completes the send waiting for it. */
-  sessionReply(input: ToolInput<"session_reply">, signal?: AbortSignal): Promise<ToolOutput<"session_reply">> {
-    return this.request("session_reply", "POST", this.sessionPath("session_reply", input.sessionKey, "reply"), input.sessionKey, input, signal);
+  async sessionReply(input: ToolInput<"session_reply">, signal?: AbortSignal): Promise<ToolOutput<"session_reply">> {
+    const key = input?.sessionKey;
+    return this.request("session_reply", "POST", this.sessionPath("session_reply", key, "reply"), key, input, signal);
   }
 
   /**
@@ -332,10 +372,19 @@ export class VigilClient {
    * filter.
    */
   events(options: StreamOptions & { session?: string; agent?: string } = {}): AsyncIterable<StreamEvent> {
-    const q = new URLSearchParams();
-    if (options.session) q.set("session", options.session);
-    if (options.agent) q.set("agent", options.agent);
-    const path = "/v1/events" + (q.size ? `?${q}` : "");
+    options ??= {};
+    // Not URLSearchParams: it sends a surrogate without its pair as U+FFFD,
+    // a filter on another key than the one asked for.
+    const q: string[] = [];
+    for (const name of ["session", "agent"] as const) {
+      const v: unknown = options[name];
+      if (v === undefined || v === null || v === "") continue;
+      if (typeof v !== "string") {
+        throw new APIError("log events", 0, "invalid_argument", `${name} filter ${JSON.stringify(v) ?? String(v)} is not a string`);
+      }
+      q.push(`${name}=${quoteKey("log events", v, `${name} filter`)}`);
+    }
+    const path = "/v1/events" + (q.length ? `?${q.join("&")}` : "");
     return this.follow("log events", path, options, (type, data) => {
       if (type === "signal") return { type: "signal", event: data as LogEvent };
       if (type === "bookmark") return { type: "bookmark", position: bookmark(data) };
@@ -349,6 +398,7 @@ export class VigilClient {
    * version) if given, else from its current version.
    */
   sessionEvents(sessionKey: string, options: StreamOptions = {}): AsyncIterable<StreamEvent> {
+    options ??= {};
     const path = this.sessionPath("session events", sessionKey, "events");
     return this.follow("session events", path, options, (type, data) => {
       if (type === "signal") return { type: "change", event: data as AgentEvent };
@@ -368,13 +418,20 @@ export class VigilClient {
   ): AsyncGenerator<StreamEvent> {
     const stop = options.signal;
     const seconds = options.idleTimeout ?? 0;
-    if (typeof seconds !== "number" || !Number.isFinite(seconds) || seconds < 0) {
-      throw new APIError(op, 0, "invalid_argument", `idleTimeout must be a number of seconds of at least 0 (0: 45 s), got ${String(seconds)}`);
+    if (typeof seconds !== "number" || !Number.isFinite(seconds) || seconds < 0 || seconds > MAX_SECONDS) {
+      throw new APIError(op, 0, "invalid_argument",
+        `idleTimeout must be a number of seconds from 0 to ${MAX_SECONDS} (0: 45 s), got ${String(seconds)}`);
+    }
+    const after = options.after ?? null;
+    if (after !== null && (typeof after !== "number" || !Number.isSafeInteger(after) || after < 0)) {
+      // It goes as the Last-Event-ID header: other text is refused by the
+      // gateway, or by fetch before it is sent, which would be retried without end.
+      throw new APIError(op, 0, "invalid_argument", `after must be an integer of at least 0, got ${String(after)}`);
     }
     const idle = (seconds || 45) * 1000;
     // Once, before any connection: a bad acting key is refused, not retried.
     const url = this.url(op, path, this.session);
-    let position: number | null = options.after ?? null;
+    let position: number | null = after;
     let delay = FIRST_DELAY;
     let cause: unknown;
     let reconnecting = false;
@@ -489,12 +546,37 @@ export class VigilClient {
  * surrogate without its pair has no UTF-8 form: it is the caller's
  * mistake, refused as one.
  */
-function quoteKey(op: string, key: string): string {
+function quoteKey(op: string, key: string, what = "session key"): string {
   try {
     return encodeURIComponent(key);
   } catch {
-    throw new APIError(op, 0, "invalid_argument", `session key ${JSON.stringify(key)} is not valid Unicode: it holds a UTF-16 surrogate without its pair`);
+    throw new APIError(op, 0, "invalid_argument", `${what} ${JSON.stringify(key)} is not valid Unicode: it holds a UTF-16 surrogate without its pair`);
   }
+}
+
+/**
+ * The input as JSON text. What JSON cannot carry is the caller's mistake,
+ * refused before anything is sent: JSON.stringify would throw a TypeError
+ * for a BigInt or a cycle, and would write NaN and the infinities as null,
+ * which the gateway reads as a field left out (an ifStateVersion of NaN
+ * would be a write without its fence).
+ */
+function inputJSON(op: string, input: unknown): string {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(input, (name: string, value: unknown) => {
+      const field = name ? `field ${name}: ` : "";
+      if (typeof value === "number" && !Number.isFinite(value)) throw new RangeError(`${field}${value} is not a number JSON can carry`);
+      if (typeof value === "bigint") throw new RangeError(`${field}${value}n is a BigInt, which JSON cannot carry: give a number`);
+      return value;
+    });
+  } catch (e) {
+    throw new APIError(op, 0, "invalid_argument", `the input cannot be sent as JSON: ${(e as Error).message}`);
+  }
+  if (text === undefined) {
+    throw new APIError(op, 0, "invalid_argument", `the input cannot be sent as JSON: ${typeof input} has no JSON form`);
+  }
+  return text;
 }
 
 /** Whether a header can carry the key as it is: printable ASCII only. */
@@ -527,9 +609,10 @@ function bookmark(data: unknown): number {
   return b.sequence ?? b.stateVersion ?? 0;
 }
 
+/** Waits ms (at most a timer's 2^31-1: past it a timer fires at once), or until signal. */
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
+    const timer = setTimeout(done, Math.min(ms, 2 ** 31 - 1));
     signal?.addEventListener("abort", done, { once: true });
     function done() {
       clearTimeout(timer);

@@ -6,7 +6,7 @@ import { inspect } from "node:util";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 
-import { APIError, ConflictError, TransportError, VigilClient, toolMethods, type StreamEvent } from "../src/index.js";
+import { APIError, ConflictError, TransportError, VigilClient, toolMethods, type StreamEvent, type StreamOptions } from "../src/index.js";
 import { readEvents } from "../src/sse.js";
 import { ADMIN, Gateway, MAIN, MANAGER, OPERATOR, OPERATOR_ID, OPS, Proxy, REPO, RUNTIME, createdText, noticeText } from "./live.js";
 
@@ -269,30 +269,95 @@ describe("errors", () => {
     assert.match(unknown.detail, /unknown field "since"/);
   });
 
-  test("a turn without a key is refused before anything is sent", async () => {
-    assert.throws(() => as(MAIN).sessionTurn({ sessionKey: "" }), APIError);
+  test("input JSON cannot carry is an invalid argument naming it, and nothing is sent or stored", async () => {
+    const { worker } = await spawnWorker(MANAGER);
+    const before = (await as(ADMIN).sessionStatus({ sessionKey: worker })).stateVersion;
+    let sent = 0;
+    const counting = new VigilClient(gateway.url, { token: OPERATOR, fetch: (...a) => (sent++, fetch(...a)) });
+    const cycle: Record<string, unknown> = { sessionKey: worker };
+    cycle["self"] = cycle;
+    for (const [input, named] of [
+      [{ sessionKey: worker, action: "set", objective: "ship", ifStateVersion: NaN }, /ifStateVersion: NaN/],
+      [{ sessionKey: worker, action: "set", objective: "ship", ifStateVersion: -Infinity }, /ifStateVersion: -Infinity/],
+      [{ sessionKey: worker, action: "set", objective: "ship", ifStateVersion: BigInt(before) }, /ifStateVersion: \d+n is a BigInt/],
+      [cycle, /circular/],
+    ] as const) {
+      const e = await rejects(counting.sessionGoal(input as never), APIError);
+      assert.equal(e.code, "invalid_argument");
+      assert.match(e.detail, /cannot be sent as JSON/);
+      assert.match(e.detail, named);
+    }
+    assert.equal(sent, 0);
+    assert.equal((await as(ADMIN).sessionStatus({ sessionKey: worker })).stateVersion, before);
+  });
+
+  test("a turn or reply without a key is refused before anything is sent, as a rejection like any call's", async () => {
+    // A promise's caller handles it with .catch: a throw before there is a promise escapes that.
+    for (const refused of [() => as(MAIN).sessionTurn({ sessionKey: "" }), () => as(MAIN).sessionReply({ sessionKey: "", text: "done" })]) {
+      let p: Promise<unknown> | undefined;
+      assert.doesNotThrow(() => void (p = refused()));
+      await rejects(p!, APIError);
+    }
   });
 
   test("a session key that is not a string is an invalid argument, not a TypeError", async () => {
     const key = 5 as unknown as string; // what a caller without the types can pass
-    for (const refused of [() => as(ADMIN).sessionTurn({ sessionKey: key }), () => as(ADMIN).sessionEvents(key),
-      () => as(ADMIN).sessionReply({ sessionKey: key, text: "done" })]) {
-      assert.throws(refused, (e: unknown) => e instanceof APIError && e.code === "invalid_argument" && /not a string/.test(e.detail));
+    const notString = (e: unknown) => e instanceof APIError && e.code === "invalid_argument" && /not a string/.test(e.detail);
+    assert.throws(() => as(ADMIN).sessionEvents(key), notString);
+    await assert.rejects(as(ADMIN).sessionTurn({ sessionKey: key }), notString);
+    await assert.rejects(as(ADMIN).sessionReply({ sessionKey: key, text: "done" }), notString);
+  });
+
+  test("a missing input, options left null, an acting session or a filter that is not a string are invalid arguments, nothing sent", async () => {
+    let sent = 0;
+    const counting = (session?: unknown) =>
+      new VigilClient(gateway.url, { token: ADMIN, session: session as string, fetch: (...a) => (sent++, fetch(...a)) });
+    const invalid = (named: RegExp) => (e: unknown) => e instanceof APIError && e.code === "invalid_argument" && named.test(e.detail);
+    for (const input of [undefined, null]) {
+      await assert.rejects(counting().sessionTurn(input as never), invalid(/sessionKey is required/));
+      await assert.rejects(counting().sessionReply(input as never), invalid(/sessionKey is required/));
     }
+    // An array's text is the key it holds: it would act as that session.
+    for (const session of [[MANAGER], 5, { toString: () => MANAGER }]) {
+      const e = await rejects(counting(session).sessionStatus({ sessionKey: MANAGER }), APIError);
+      assert.ok(invalid(/acting session .* is not a string/)(e), inspect(e));
+    }
+    assert.throws(() => counting().events({ session: [MANAGER] as never }), invalid(/session filter .* is not a string/));
+    // URLSearchParams would send the surrogate as U+FFFD, a filter on another key.
+    assert.throws(() => counting().events({ session: "agent:main:\ud800" }), invalid(/session filter .* is not valid Unicode/));
+    assert.throws(() => counting().events({ agent: "ma\udc00in" }), invalid(/agent filter .* is not valid Unicode/));
+    assert.equal(sent, 0);
+    // Options left null are no options.
+    for (const stream of [as(ADMIN).events(null as never), as(ADMIN).sessionEvents(MANAGER, null as never)]) {
+      const it = stream[Symbol.asyncIterator]();
+      assert.equal((await next(it, "bookmark")).type, "bookmark");
+      await it.return?.();
+    }
+  });
+
+  test("a tool's name a URL would not carry as it is is an invalid argument, not another tool's call", async () => {
+    let sent = 0;
+    const counting = new VigilClient(gateway.url, { token: ADMIN, fetch: (...a) => (sent++, fetch(...a)) });
+    // The URL parser drops the newline (reaching sessions_list) and resolves the dots (reaching another route).
+    for (const name of ["sessions_list\n", "sessions\t_list", "..", ".", "a b", "x\ud800", 5, ""]) {
+      const e = await rejects(counting.call(name as never, {} as never), APIError);
+      assert.ok(e.code === "invalid_argument" && /is not a tool's name/.test(e.detail), `${JSON.stringify(name)}: ${inspect(e)}`);
+    }
+    assert.equal(sent, 0);
   });
 
   test("a session's route refuses a key of dots, which a URL resolves to another route", async () => {
     for (const key of [".", ".."]) {
-      assert.throws(() => as(ADMIN).sessionTurn({ sessionKey: key }), APIError);
+      await assert.rejects(as(ADMIN).sessionTurn({ sessionKey: key }), APIError);
       assert.throws(() => as(ADMIN).sessionEvents(key), APIError);
     }
   });
 
   test("a session key that is not valid Unicode is an invalid argument, not sent nor retried", async () => {
     const key = "agent:main:\ud800"; // a surrogate without its pair, which no URL can carry
-    for (const refused of [() => as(ADMIN).sessionTurn({ sessionKey: key }), () => as(ADMIN).sessionEvents(key)]) {
-      assert.throws(refused, (e: unknown) => e instanceof APIError && e.code === "invalid_argument" && /not valid Unicode/.test(e.detail));
-    }
+    const notUnicode = (e: unknown) => e instanceof APIError && e.code === "invalid_argument" && /not valid Unicode/.test(e.detail);
+    await assert.rejects(as(ADMIN).sessionTurn({ sessionKey: key }), notUnicode);
+    assert.throws(() => as(ADMIN).sessionEvents(key), notUnicode);
     const acting = await rejects(as(ADMIN, key).sessionStatus({ sessionKey: MANAGER }), APIError);
     assert.equal(acting.code, "invalid_argument");
     assert.match(acting.detail, /not valid Unicode/);
@@ -350,6 +415,33 @@ describe("errors", () => {
     }
   });
 
+  test("a call the caller aborts is the abort, whether before the answer or while it is read", { timeout: 20_000 }, async () => {
+    const srv = createServer((_req, res) => {
+      res.writeHead(200, { "Content-Type": "application/json" });
+      res.write(`{"sessions":[`); // and no more
+    });
+    await new Promise<void>((ok) => srv.listen(0, "127.0.0.1", ok));
+    try {
+      const url = `http://127.0.0.1:${(srv.address() as { port: number }).port}`;
+      const early = new AbortController();
+      early.abort();
+      const before = await new VigilClient(url).sessionsList({}, early.signal).catch((e: unknown) => e);
+      assert.ok(before === early.signal.reason, inspect(before));
+      const stop = new AbortController();
+      // Aborted once the answer's head is in, while its body is read.
+      const abortOnAnswer: typeof fetch = async (...a) => {
+        const resp = await fetch(...a);
+        stop.abort();
+        return resp;
+      };
+      const during = await new VigilClient(url, { fetch: abortOnAnswer }).sessionsList({}, stop.signal).catch((e: unknown) => e);
+      assert.ok(during === stop.signal.reason, inspect(during));
+    } finally {
+      srv.closeAllConnections();
+      await new Promise((ok) => srv.close(ok));
+    }
+  });
+
   test("an unreachable gateway is a transport error", async () => {
     await rejects(new VigilClient("http://127.0.0.1:9").sessionsList(), TransportError);
   });
@@ -365,6 +457,20 @@ describe("errors", () => {
     } finally {
       srv.closeAllConnections();
       await new Promise((ok) => srv.close(ok));
+    }
+  });
+
+  test("a timeout of a fraction of a second or a long wait is a timer the platform takes", { timeout: 20_000 }, async () => {
+    const { worker, v } = await spawnWorker(MANAGER);
+    // 2.2 s beyond the turn's default wait of 30 is 32200.000000000004 ms; the worker's task is there, so it answers at once.
+    const turn = await new VigilClient(gateway.url, { token: ADMIN, timeout: 2.2 }).sessionTurn({ sessionKey: worker });
+    assert.equal(turn.messages?.length, 1);
+    // A wait past what a timer holds is the gateway's to refuse, not a RangeError nor a timeout at once.
+    const e = await rejects(as(ADMIN).sessionStatus({ sessionKey: worker, waitForVersion: v + 1, timeoutSeconds: 1e9 }), APIError);
+    assert.equal(e.code, "invalid_argument");
+    assert.match(e.detail, /timeoutSeconds/);
+    for (const timeout of [86400.5, 3e6, 1e12]) {
+      assert.throws(() => new VigilClient(gateway.url, { timeout }), (e: unknown) => e instanceof TypeError && /at most 86400/.test(e.message));
     }
   });
 
@@ -408,6 +514,25 @@ describe("errors", () => {
     } finally {
       srv.closeAllConnections();
       await new Promise((ok) => srv.close(ok));
+    }
+  });
+
+  test("a base URL the client cannot use whole is refused, naming it, when the client is made", () => {
+    for (const url of ["", "127.0.0.1:7317", "ftp://127.0.0.1", 7317 as unknown as string]) {
+      assert.throws(() => new VigilClient(url), (e: unknown) => e instanceof TypeError && /^vigil: base URL .*want http\(s\):\/\/host/.test(e.message));
+    }
+    for (const url of [`${gateway.url}/?as=agent:main:main`, `${gateway.url}/vigil#top`]) {
+      assert.throws(() => new VigilClient(url), (e: unknown) => e instanceof TypeError && /a query or fragment is not sent/.test(e.message));
+    }
+    assert.throws(() => new VigilClient(gateway.url.replace("//", "//ann:hunter2@")),
+      (e: unknown) => e instanceof TypeError && /holds credentials/.test(e.message) && !e.message.includes("hunter2"));
+    assert.equal(new VigilClient(`${gateway.url}/vigil/`).baseUrl, `${gateway.url}/vigil`);
+  });
+
+  test("a token a header cannot carry is refused when the client is made, without showing it", () => {
+    for (const token of [`${ADMIN}\r\nX-Forged: 1`, "t\u00f6ken", "tab\there", 42 as unknown as string]) {
+      assert.throws(() => new VigilClient(gateway.url, { token }),
+        (e: unknown) => e instanceof TypeError && /token must be a string of printable ASCII/.test(e.message) && !e.message.includes(ADMIN));
     }
   });
 
@@ -549,6 +674,28 @@ describe("streams", () => {
     }
   });
 
+  test("a Retry-After longer than a timer holds is a long wait, not a reconnection every millisecond", { timeout: 20_000 }, async () => {
+    let asked = 0;
+    const srv = createServer((_req, res) => {
+      asked++;
+      res.writeHead(503, { "Retry-After": "3000000", "Content-Type": "application/json" });
+      res.end(`{"error":{"code":"unavailable","message":"draining"}}`);
+    });
+    await new Promise<void>((ok) => srv.listen(0, "127.0.0.1", ok));
+    const stop = new AbortController();
+    try {
+      const it = new VigilClient(`http://127.0.0.1:${(srv.address() as { port: number }).port}`).events({ signal: stop.signal })[Symbol.asyncIterator]();
+      const first = it.next();
+      await new Promise((ok) => setTimeout(ok, 1000));
+      stop.abort();
+      assert.deepEqual(await first, { value: undefined, done: true });
+      assert.equal(asked, 1);
+    } finally {
+      srv.closeAllConnections();
+      await new Promise((ok) => srv.close(ok));
+    }
+  });
+
   test("a CRLF split between two reads ends one line, not two", async () => {
     const enc = new TextEncoder();
     const body = new ReadableStream<Uint8Array>({
@@ -561,6 +708,29 @@ describe("streams", () => {
     const got = [];
     for await (const e of readEvents(body, () => undefined)) got.push(e);
     assert.deepEqual(got, [{ event: "signal", id: undefined, data: "a\nb" }]);
+  });
+
+  test("a resume position or idle timeout a stream cannot use is refused at once, not retried", { timeout: 20_000 }, async () => {
+    let sent = 0;
+    const counting = new VigilClient(gateway.url, { token: ADMIN, fetch: (...a) => (sent++, fetch(...a)) });
+    const bad: [StreamOptions, RegExp][] = [
+      [{ after: "7\r\nX-Forged: 1" as never }, /after must be an integer/],
+      [{ after: -1 }, /after must be an integer/],
+      [{ after: 1.5 }, /after must be an integer/],
+      [{ after: NaN }, /after must be an integer/],
+      [{ idleTimeout: 3e6 }, /idleTimeout must be a number of seconds from 0 to 86400/],
+    ];
+    for (const [options, named] of bad) {
+      for (const open of [(o: StreamOptions) => counting.events(o), (o: StreamOptions) => counting.sessionEvents(MANAGER, o)]) {
+        const abort = new AbortController();
+        const it = open({ ...options, signal: abort.signal })[Symbol.asyncIterator]();
+        const late = new Promise((ok) => setTimeout(ok, 2000, "no answer within 2s"));
+        const got = await Promise.race([it.next().then((r) => r.value, (e: unknown) => e), late]);
+        abort.abort();
+        assert.ok(got instanceof APIError && got.code === "invalid_argument" && named.test(got.detail), `${JSON.stringify(options)}: got ${inspect(got)}`);
+      }
+    }
+    assert.equal(sent, 0);
   });
 
   test("an idle timeout of 0 is the default, as in the Go client, and a negative one is refused", { timeout: 20_000 }, async () => {
