@@ -356,6 +356,15 @@ class Errors(unittest.TestCase):
             with self.assertRaisesRegex(ValueError, "base URL"):
                 Client(bad)
 
+    def test_a_base_url_the_client_cannot_use_whole_is_refused_when_the_client_is_made(self) -> None:
+        for bad, why in (("http://127.0.0.1:1/?x=1", "query"), ("http://127.0.0.1:1/#top", "fragment"),
+                         ("http://127.0.0.1:1?", "query"), ("http://127.0.0.1:99999", "port")):
+            with self.assertRaisesRegex(ValueError, why):
+                Client(bad)
+        with self.assertRaisesRegex(ValueError, "credentials") as e:
+            Client("http://user:s3cret-pass@127.0.0.1:1")
+        self.assertNotIn("s3cret-pass", str(e.exception))
+
     def test_a_wrong_token_is_unauthenticated(self) -> None:
         with self.assertRaises(vc.UnauthenticatedError) as e:
             as_("not-a-real-token-at-all").sessions_list()

@@ -100,6 +100,15 @@ class Client:
         u = urllib.parse.urlsplit(base_url.strip())
         if u.scheme not in ("http", "https") or not u.hostname:
             raise ValueError(f"vigil: base URL {base_url!r}: want http(s)://host[:port]")
+        if u.username is not None or u.password is not None:
+            # Not shown: the password is a secret, and it would not be sent.
+            raise ValueError("vigil: the base URL holds credentials, which are not sent: give the token as token=")
+        if u.query or u.fragment or base_url.strip().endswith(("?", "#")):
+            raise ValueError(f"vigil: base URL {base_url!r}: a query or fragment is not sent: want http(s)://host[:port][/path]")
+        try:
+            u.port
+        except ValueError:
+            raise ValueError(f"vigil: base URL {base_url!r}: the port is not a number from 0 to 65535") from None
         self._scheme, self._host, self._port = u.scheme, u.hostname, u.port
         self._prefix = u.path.rstrip("/")
         seconds = _seconds(timeout)
