@@ -220,3 +220,23 @@ func TestAPrintedClientNeverShowsItsToken(t *testing.T) {
 		}
 	}
 }
+
+func TestABadBaseURLIsRefusedWithoutShowingItsPassword(t *testing.T) {
+	t.Parallel()
+	for _, base := range []string{
+		"http://bob:s3cret-pw@host:99999x", // does not parse
+		"ftp://bob:s3cret-pw@host",         // not http(s)
+		"http://bob:s3cret-pw@/x",          // no host
+		"http://bob:s3c#ret-pw@host",       // a '#' in the password ends the host early
+		"bob:s3cret-pw@host:7317",          // no scheme
+	} {
+		_, err := client.New(base)
+		if err == nil {
+			t.Errorf("New(%q) was accepted", base)
+			continue
+		}
+		if msg := err.Error(); strings.Contains(msg, "s3c") || strings.Contains(msg, "ret-pw") || !strings.Contains(msg, "base URL") {
+			t.Errorf("New(%q): %q, want a refusal that does not show the password", base, msg)
+		}
+	}
+}
