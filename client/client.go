@@ -257,9 +257,14 @@ func (c *Client) send(ctx context.Context, op, method, path, session string, bod
 		return fmt.Errorf("vigil: %s: %w", op, err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
 	if err != nil {
 		return fmt.Errorf("vigil: %s: read the answer: %w", op, err)
+	}
+	if len(data) > maxAnswer {
+		// Cut at the bound, it would read as malformed, or as another
+		// answer (JSON allows blanks after a value).
+		return fmt.Errorf("vigil: %s: the answer is larger than %d MiB: what answers is not a vigil gateway", op, maxAnswer>>20)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return errorFrom(op, resp, data)

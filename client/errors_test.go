@@ -3,8 +3,10 @@ package client_test
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -238,5 +240,32 @@ func TestABadBaseURLIsRefusedWithoutShowingItsPassword(t *testing.T) {
 		if msg := err.Error(); strings.Contains(msg, "s3c") || strings.Contains(msg, "ret-pw") || !strings.Contains(msg, "base URL") {
 			t.Errorf("New(%q): %q, want a refusal that does not show the password", base, msg)
 		}
+	}
+}
+
+// TestAnAnswerPastTheSizeLimitIsRefusedAsSuch: an answer is read into
+// memory up to a bound; one past it is not a gateway's, and is refused
+// saying so, never cut at the bound and decoded (which reads as a
+// malformed answer, or as a well-formed one that is not what was sent).
+func TestAnAnswerPastTheSizeLimitIsRefusedAsSuch(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"sessions":[]}`)
+		// Blanks are JSON's own: an answer cut within them still decodes.
+		blank := strings.Repeat(" ", 1<<20)
+		for range 64 {
+			io.WriteString(w, blank)
+		}
+		io.WriteString(w, `{"not":"one value"}`)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.List(bounded(t), client.ListInput{})
+	if err == nil || !strings.Contains(err.Error(), "sessions_list") || !strings.Contains(err.Error(), "larger than 64 MiB") {
+		t.Fatalf("an answer past 64 MiB: %+v, %v; want an error saying it is too large", out, err)
 	}
 }
