@@ -283,13 +283,28 @@ func (c *Client) send(ctx context.Context, op, method, path, session string, bod
 // its output into out (nil to drop it; a *json.RawMessage keeps it as the
 // gateway sent it). The typed methods are this for each tool.
 func (c *Client) Call(ctx context.Context, tool string, in, out any) error {
-	if tool == "" || strings.ContainsAny(tool, "/?#%") {
-		return invalid(tool, "tool name %q is not a tool's name", tool)
+	if !toolName(tool) {
+		return invalid(cmp.Or(tool, "call"), "tool name %q is not a tool's name", tool)
 	}
 	if in == nil {
 		in = struct{}{}
 	}
 	return c.do(ctx, tool, http.MethodPost, "/v1/tools/"+tool, c.session, in, out)
+}
+
+// toolName reports whether name can be a tool's name in a route: printable
+// ASCII without a blank or a character a URL gives a meaning to, and not
+// a dot segment, which a URL resolves away into another route.
+func toolName(name string) bool {
+	if name == "" || name == "." || name == ".." {
+		return false
+	}
+	for i := range len(name) {
+		if b := name[i]; b <= ' ' || b >= 0x7f || strings.IndexByte("/?#%", b) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func call[Out any](ctx context.Context, c *Client, tool string, in any) (*Out, error) {

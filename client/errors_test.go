@@ -269,3 +269,21 @@ func TestAnAnswerPastTheSizeLimitIsRefusedAsSuch(t *testing.T) {
 		t.Fatalf("an answer past 64 MiB: %+v, %v; want an error saying it is too large", out, err)
 	}
 }
+
+// TestANameNoToolCanHaveIsRefusedBeforeAnythingIsSent: a tool's name
+// goes into the route, so "." or ".." would reach another route (the
+// request is redirected to /v1/ or /v1/tools/ and answered there), and a
+// control character or a blank makes a URL that cannot be sent or names
+// no tool: each is refused as the mistake it is.
+func TestANameNoToolCanHaveIsRefusedBeforeAnythingIsSent(t *testing.T) {
+	gw := startGateway(t, nil)
+	rec := &recording{}
+	c := connect(t, gw, adminToken, "", client.WithHTTPClient(&http.Client{Transport: rec}))
+	for _, name := range []string{"", ".", "..", "session_status\n", "session status", " session_status", "session_status\xff", "sessión_status"} {
+		err := c.Call(bounded(t), name, map[string]any{"sessionKey": manager}, nil)
+		checkAPIError(t, fmt.Sprintf("the tool %q", name), err, 0, client.ErrInvalidArgument, "not a tool's name")
+	}
+	if len(rec.seen) != 0 {
+		t.Fatalf("requests were sent: %+v", rec.seen)
+	}
+}
