@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -126,13 +127,30 @@ func retryAfter(v string) time.Duration {
 	if v == "" {
 		return 0
 	}
-	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+	if digits(v) {
+		// More seconds than a Duration holds are the longest it can say,
+		// not a product that wrapped around.
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n > math.MaxInt64/int64(time.Second) {
+			return time.Duration(math.MaxInt64)
+		}
 		return time.Duration(n) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		return max(0, time.Until(t))
 	}
 	return 0
+}
+
+// digits reports whether v is a non-empty run of ASCII digits, as
+// Retry-After's delay-seconds form is.
+func digits(v string) bool {
+	for i := range len(v) {
+		if v[i] < '0' || v[i] > '9' {
+			return false
+		}
+	}
+	return v != ""
 }
 
 // invalid is a mistake the client catches before sending anything.

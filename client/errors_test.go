@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -285,5 +286,30 @@ func TestANameNoToolCanHaveIsRefusedBeforeAnythingIsSent(t *testing.T) {
 	}
 	if len(rec.seen) != 0 {
 		t.Fatalf("requests were sent: %+v", rec.seen)
+	}
+}
+
+// TestARetryAfterPastWhatADurationHoldsIsTheLongestWait: seconds past
+// what a time.Duration holds are the longest wait it can say, never a
+// product that wrapped around to a short or negative one.
+func TestARetryAfterPastWhatADurationHoldsIsTheLongestWait(t *testing.T) {
+	t.Parallel()
+	for _, after := range []string{"9223372037", "99999999999", "18446744073709551616"} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Retry-After", after)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, `{"error":{"code":"unavailable","message":"the store is unavailable: retry"}}`)
+		}))
+		c, err := client.New(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.List(bounded(t), client.ListInput{})
+		srv.Close()
+		ae := checkAPIError(t, "Retry-After "+after, err, http.StatusServiceUnavailable, client.ErrUnavailable)
+		if ae.RetryAfter != time.Duration(math.MaxInt64) {
+			t.Errorf("Retry-After %s: %s, want the longest wait", after, ae.RetryAfter)
+		}
 	}
 }
