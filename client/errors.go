@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // The gateway's error codes, one per kind of refusal; errors.Is matches an
@@ -100,9 +101,15 @@ func errorFrom(op string, resp *http.Response, body []byte) error {
 	e := &APIError{Op: op, StatusCode: resp.StatusCode, RetryAfter: retryAfter(resp.Header.Get("Retry-After"))}
 	var b errorBody
 	if json.Unmarshal(body, &b) != nil || b.Error.Code == "" {
-		text := strings.TrimSpace(string(body))
+		// Shown cut short, between characters: the message stays UTF-8
+		// whatever the page was.
+		text := strings.ToValidUTF8(strings.TrimSpace(string(body)), "\uFFFD")
 		if len(text) > 200 {
-			text = text[:200] + "…"
+			cut := 200
+			for cut > 0 && !utf8.RuneStart(text[cut]) {
+				cut--
+			}
+			text = text[:cut] + "…"
 		}
 		if text == "" {
 			text = http.StatusText(resp.StatusCode)

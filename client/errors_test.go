@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/vigilhq/vigil/client"
 	"github.com/vigilhq/vigil/gateway"
@@ -311,5 +312,32 @@ func TestARetryAfterPastWhatADurationHoldsIsTheLongestWait(t *testing.T) {
 		if ae.RetryAfter != time.Duration(math.MaxInt64) {
 			t.Errorf("Retry-After %s: %s, want the longest wait", after, ae.RetryAfter)
 		}
+	}
+}
+
+// TestAnAnswerThatIsNotTheGatewaysIsShownCutAtACharacter: a proxy's error
+// page is shown cut short, and the cut falls between characters, so the
+// message stays valid UTF-8 (a log or a JSON encoder would otherwise
+// mangle it).
+func TestAnAnswerThatIsNotTheGatewaysIsShownCutAtACharacter(t *testing.T) {
+	t.Parallel()
+	page := "<p>" + strings.Repeat("é", 300) + "</p>" // the 200th byte is inside an é
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(http.StatusBadGateway)
+		io.WriteString(w, page)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.List(bounded(t), client.ListInput{})
+	var ae *client.APIError
+	if !errors.As(err, &ae) || ae.StatusCode != http.StatusBadGateway || ae.Code != "" {
+		t.Fatalf("a proxy's error page: %v, want an *APIError of status 502 without a code", err)
+	}
+	if !utf8.ValidString(ae.Message) || !strings.HasPrefix(ae.Message, "HTTP 502: <p>éé") || !strings.HasSuffix(ae.Message, "é…") {
+		t.Fatalf("the page shown as %q, want it cut between characters", ae.Message)
 	}
 }
