@@ -64,8 +64,10 @@ func WithSession(key string) Option { return func(c *Client) { c.session = key }
 // WithHTTPClient sends requests with hc instead of http.DefaultClient. Its
 // Timeout, if any, must be longer than the longest wait asked for (a turn
 // waits up to 60 s, a send up to 300 s) and bounds streams too: prefer
-// contexts.
-func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = hc } }
+// contexts. A nil hc is http.DefaultClient.
+func WithHTTPClient(hc *http.Client) Option {
+	return func(c *Client) { c.http = cmp.Or(hc, http.DefaultClient) }
+}
 
 // New returns a client of the gateway at baseURL, such as
 // http://127.0.0.1:7317 (a path, as behind a proxy, is kept).
