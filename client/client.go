@@ -146,6 +146,15 @@ func (c *Client) request(ctx context.Context, method, target, session string, bo
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
+	if session != "" && !headerSafe(session) {
+		// A header cannot carry it (net/http would refuse the request):
+		// it goes as the acting parameter, and the gateway judges it.
+		sep := "?"
+		if strings.Contains(target, "?") {
+			sep = "&"
+		}
+		target += sep + "as=" + url.QueryEscape(session)
+	}
 	req, err := http.NewRequestWithContext(ctx, method, target, rd)
 	if err != nil {
 		return nil, err
@@ -157,10 +166,21 @@ func (c *Client) request(ctx context.Context, method, target, session string, bo
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
-	if session != "" {
+	if session != "" && headerSafe(session) {
 		req.Header.Set(SessionHeader, session)
 	}
 	return req, nil
+}
+
+// headerSafe reports whether a header can carry v as it is: no control
+// character but a tab.
+func headerSafe(v string) bool {
+	for i := range len(v) {
+		if b := v[i]; (b < ' ' && b != '\t') || b == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // do sends one request and decodes a 200 answer into out; any other answer

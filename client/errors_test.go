@@ -341,3 +341,20 @@ func TestAnAnswerThatIsNotTheGatewaysIsShownCutAtACharacter(t *testing.T) {
 		t.Fatalf("the page shown as %q, want it cut between characters", ae.Message)
 	}
 }
+
+// TestAnActingSessionAHeaderCannotCarryIsRefusedByTheGatewayNamingIt: a
+// key with a control character cannot go in the Vigil-Session header, so
+// it goes as the ?as= parameter, as the Python and TypeScript clients
+// send it, and the gateway refuses it as the invalid key it is, instead
+// of the call failing inside net/http over a header the caller never set.
+func TestAnActingSessionAHeaderCannotCarryIsRefusedByTheGatewayNamingIt(t *testing.T) {
+	gw := startGateway(t, nil)
+	const bad = "agent:main:main\r\nX-Injected: 1"
+	_, err := connect(t, gw, adminToken, bad).List(bounded(t), client.ListInput{})
+	checkAPIError(t, "acting as a key with CR LF", err, http.StatusBadRequest, client.ErrInvalidArgument, "session key")
+	_, err = connect(t, gw, adminToken, "").Turn(bounded(t), client.TurnInput{SessionKey: bad, WaitSeconds: new(0)})
+	checkAPIError(t, "the turn of a key with CR LF", err, http.StatusBadRequest, client.ErrInvalidArgument, "session key")
+	st := pull(t, connect(t, gw, adminToken, bad).Events(bounded(t), client.EventsOptions{}))
+	_, err, _ = st.next()
+	checkAPIError(t, "the log stream acting as a key with CR LF", err, http.StatusBadRequest, client.ErrInvalidArgument, "session key")
+}
