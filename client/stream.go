@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -333,6 +334,7 @@ type streamEnd struct {
 	gap    *HistoryGap // the gateway sent history_gap
 	lagged bool        // the gateway sent lagged
 	gone   bool        // the gateway sent deleted: the stream is over
+	fatal  error       // what reconnecting cannot mend: the stream ends with it
 	err    error       // the connection failed, or nil when the gateway closed it
 	heard  bool        // an event arrived on it
 }
@@ -391,6 +393,10 @@ func (c *Client) follow(ctx context.Context, f follow) iter.Seq2[Event, error] {
 			}
 			end, stop := c.read(ctx, f, resp, &pos, &positioned, yield)
 			if stop || ctx.Err() != nil || end.gone {
+				return
+			}
+			if end.fatal != nil {
+				yield(nil, end.fatal)
 				return
 			}
 			if end.heard {
@@ -508,6 +514,12 @@ events:
 	for ev, err := range sse.Read(body, &sse.ReadConfig{MaxEventSize: maxEventSize}) {
 		if err != nil {
 			end.err = err
+			if errors.Is(err, bufio.ErrTooLong) {
+				// Reopened from the same position, the stream would
+				// read the same event again, for ever.
+				end.fatal = fmt.Errorf("vigil: %s: an event larger than %d MiB after position %d: what answers is not a vigil gateway's stream",
+					f.op, maxEventSize>>20, *pos)
+			}
 			break
 		}
 		if ev.LastEventID != "" {
