@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -63,18 +64,20 @@ func WithSession(key string) Option { return func(c *Client) { c.session = key }
 // WithHTTPClient sends requests with hc instead of http.DefaultClient. Its
 // Timeout, if any, must be longer than the longest wait asked for (a turn
 // waits up to 60 s, a send up to 300 s) and bounds streams too: prefer
-// contexts.
-func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = hc } }
+// contexts. A nil hc is http.DefaultClient.
+func WithHTTPClient(hc *http.Client) Option {
+	return func(c *Client) { c.http = cmp.Or(hc, http.DefaultClient) }
+}
 
 // New returns a client of the gateway at baseURL, such as
 // http://127.0.0.1:7317 (a path, as behind a proxy, is kept).
 func New(baseURL string, opts ...Option) (*Client, error) {
 	u, err := url.Parse(strings.TrimSpace(baseURL))
 	if err != nil {
-		return nil, fmt.Errorf("vigil: base URL %q: %w", baseURL, err)
+		return nil, fmt.Errorf("vigil: base URL %q: %s", withoutUserinfo(baseURL), parseReason(baseURL))
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("vigil: base URL %q: want http(s)://host[:port]", baseURL)
+		return nil, fmt.Errorf("vigil: base URL %q: want http(s)://host[:port]", withoutUserinfo(baseURL))
 	}
 	u.Path = strings.TrimRight(u.Path, "/")
 	u.RawQuery, u.Fragment = "", ""
@@ -83,6 +86,38 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		o(c)
 	}
 	return c, nil
+}
+
+// withoutUserinfo is raw, a base URL New refuses, as its refusal shows
+// it: with everything up to its last "@" after the scheme (its user name
+// and password, or more of it) hidden. A refused URL cannot be trusted to
+// parse, and a password holding a / ? or # is what keeps most from
+// parsing, so no part of a parse of it is used.
+func withoutUserinfo(raw string) string {
+	at := strings.LastIndex(raw, "@")
+	if at < 0 {
+		return raw
+	}
+	start := 0
+	if i := strings.Index(raw, "://"); i >= 0 && i < at {
+		start = i + len("://")
+	}
+	return raw[:start] + "xxxxx" + raw[at:]
+}
+
+// parseReason says why url.Parse refuses raw without quoting its user
+// name or password, which its error would (a url.Error quotes the whole
+// URL, and a password with a '#' reads as the host's port).
+func parseReason(raw string) string {
+	shown := withoutUserinfo(strings.TrimSpace(raw))
+	_, err := url.Parse(shown)
+	if err == nil {
+		return "its user name or password holds a character that must be percent-encoded (such as / ? # or %)"
+	}
+	if ue := (*url.Error)(nil); errors.As(err, &ue) {
+		return ue.Err.Error()
+	}
+	return err.Error()
 }
 
 // As returns a copy of c acting as the session key ("" acts as a person,
@@ -111,6 +146,15 @@ func (c *Client) request(ctx context.Context, method, target, session string, bo
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
+	if session != "" && !headerSafe(session) {
+		// A header cannot carry it (net/http would refuse the request):
+		// it goes as the acting parameter, and the gateway judges it.
+		sep := "?"
+		if strings.Contains(target, "?") {
+			sep = "&"
+		}
+		target += sep + "as=" + url.QueryEscape(session)
+	}
 	req, err := http.NewRequestWithContext(ctx, method, target, rd)
 	if err != nil {
 		return nil, err
@@ -122,10 +166,21 @@ func (c *Client) request(ctx context.Context, method, target, session string, bo
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
-	if session != "" {
+	if session != "" && headerSafe(session) {
 		req.Header.Set(SessionHeader, session)
 	}
 	return req, nil
+}
+
+// headerSafe reports whether a header can carry v as it is: no control
+// character but a tab.
+func headerSafe(v string) bool {
+	for i := range len(v) {
+		if b := v[i]; (b < ' ' && b != '\t') || b == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // do sends one request and decodes a 200 answer into out; any other answer
@@ -224,9 +279,14 @@ func (c *Client) send(ctx context.Context, op, method, path, session string, bod
 		return fmt.Errorf("vigil: %s: %w", op, err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
 	if err != nil {
 		return fmt.Errorf("vigil: %s: read the answer: %w", op, err)
+	}
+	if len(data) > maxAnswer {
+		// Cut at the bound, it would read as malformed, or as another
+		// answer (JSON allows blanks after a value).
+		return fmt.Errorf("vigil: %s: the answer is larger than %d MiB: what answers is not a vigil gateway", op, maxAnswer>>20)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return errorFrom(op, resp, data)
@@ -245,13 +305,28 @@ func (c *Client) send(ctx context.Context, op, method, path, session string, bod
 // its output into out (nil to drop it; a *json.RawMessage keeps it as the
 // gateway sent it). The typed methods are this for each tool.
 func (c *Client) Call(ctx context.Context, tool string, in, out any) error {
-	if tool == "" || strings.ContainsAny(tool, "/?#%") {
-		return invalid(tool, "tool name %q is not a tool's name", tool)
+	if !toolName(tool) {
+		return invalid(cmp.Or(tool, "call"), "tool name %q is not a tool's name", tool)
 	}
 	if in == nil {
 		in = struct{}{}
 	}
 	return c.do(ctx, tool, http.MethodPost, "/v1/tools/"+tool, c.session, in, out)
+}
+
+// toolName reports whether name can be a tool's name in a route: printable
+// ASCII without a blank or a character a URL gives a meaning to, and not
+// a dot segment, which a URL resolves away into another route.
+func toolName(name string) bool {
+	if name == "" || name == "." || name == ".." {
+		return false
+	}
+	for i := range len(name) {
+		if b := name[i]; b <= ' ' || b >= 0x7f || strings.IndexByte("/?#%", b) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func call[Out any](ctx context.Context, c *Client, tool string, in any) (*Out, error) {

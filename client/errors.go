@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // The gateway's error codes, one per kind of refusal; errors.Is matches an
@@ -99,9 +101,15 @@ func errorFrom(op string, resp *http.Response, body []byte) error {
 	e := &APIError{Op: op, StatusCode: resp.StatusCode, RetryAfter: retryAfter(resp.Header.Get("Retry-After"))}
 	var b errorBody
 	if json.Unmarshal(body, &b) != nil || b.Error.Code == "" {
-		text := strings.TrimSpace(string(body))
+		// Shown cut short, between characters: the message stays UTF-8
+		// whatever the page was.
+		text := strings.ToValidUTF8(strings.TrimSpace(string(body)), "\uFFFD")
 		if len(text) > 200 {
-			text = text[:200] + "…"
+			cut := 200
+			for cut > 0 && !utf8.RuneStart(text[cut]) {
+				cut--
+			}
+			text = text[:cut] + "…"
 		}
 		if text == "" {
 			text = http.StatusText(resp.StatusCode)
@@ -126,13 +134,30 @@ func retryAfter(v string) time.Duration {
 	if v == "" {
 		return 0
 	}
-	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+	if digits(v) {
+		// More seconds than a Duration holds are the longest it can say,
+		// not a product that wrapped around.
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n > math.MaxInt64/int64(time.Second) {
+			return time.Duration(math.MaxInt64)
+		}
 		return time.Duration(n) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		return max(0, time.Until(t))
 	}
 	return 0
+}
+
+// digits reports whether v is a non-empty run of ASCII digits, as
+// Retry-After's delay-seconds form is.
+func digits(v string) bool {
+	for i := range len(v) {
+		if v[i] < '0' || v[i] > '9' {
+			return false
+		}
+	}
+	return v != ""
 }
 
 // invalid is a mistake the client catches before sending anything.

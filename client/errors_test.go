@@ -3,11 +3,15 @@ package client_test
 import (
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/vigilhq/vigil/client"
 	"github.com/vigilhq/vigil/gateway"
@@ -219,4 +223,138 @@ func TestAPrintedClientNeverShowsItsToken(t *testing.T) {
 			}
 		}
 	}
+}
+
+func TestABadBaseURLIsRefusedWithoutShowingItsPassword(t *testing.T) {
+	t.Parallel()
+	for _, base := range []string{
+		"http://bob:s3cret-pw@host:99999x", // does not parse
+		"ftp://bob:s3cret-pw@host",         // not http(s)
+		"http://bob:s3cret-pw@/x",          // no host
+		"http://bob:s3c#ret-pw@host",       // a '#' in the password ends the host early
+		"bob:s3cret-pw@host:7317",          // no scheme
+	} {
+		_, err := client.New(base)
+		if err == nil {
+			t.Errorf("New(%q) was accepted", base)
+			continue
+		}
+		if msg := err.Error(); strings.Contains(msg, "s3c") || strings.Contains(msg, "ret-pw") || !strings.Contains(msg, "base URL") {
+			t.Errorf("New(%q): %q, want a refusal that does not show the password", base, msg)
+		}
+	}
+}
+
+// TestAnAnswerPastTheSizeLimitIsRefusedAsSuch: an answer is read into
+// memory up to a bound; one past it is not a gateway's, and is refused
+// saying so, never cut at the bound and decoded (which reads as a
+// malformed answer, or as a well-formed one that is not what was sent).
+func TestAnAnswerPastTheSizeLimitIsRefusedAsSuch(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"sessions":[]}`)
+		// Blanks are JSON's own: an answer cut within them still decodes.
+		blank := strings.Repeat(" ", 1<<20)
+		for range 64 {
+			io.WriteString(w, blank)
+		}
+		io.WriteString(w, `{"not":"one value"}`)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.List(bounded(t), client.ListInput{})
+	if err == nil || !strings.Contains(err.Error(), "sessions_list") || !strings.Contains(err.Error(), "larger than 64 MiB") {
+		t.Fatalf("an answer past 64 MiB: %+v, %v; want an error saying it is too large", out, err)
+	}
+}
+
+// TestANameNoToolCanHaveIsRefusedBeforeAnythingIsSent: a tool's name
+// goes into the route, so "." or ".." would reach another route (the
+// request is redirected to /v1/ or /v1/tools/ and answered there), and a
+// control character or a blank makes a URL that cannot be sent or names
+// no tool: each is refused as the mistake it is.
+func TestANameNoToolCanHaveIsRefusedBeforeAnythingIsSent(t *testing.T) {
+	gw := startGateway(t, nil)
+	rec := &recording{}
+	c := connect(t, gw, adminToken, "", client.WithHTTPClient(&http.Client{Transport: rec}))
+	for _, name := range []string{"", ".", "..", "session_status\n", "session status", " session_status", "session_status\xff", "sessión_status"} {
+		err := c.Call(bounded(t), name, map[string]any{"sessionKey": manager}, nil)
+		checkAPIError(t, fmt.Sprintf("the tool %q", name), err, 0, client.ErrInvalidArgument, "not a tool's name")
+	}
+	if len(rec.seen) != 0 {
+		t.Fatalf("requests were sent: %+v", rec.seen)
+	}
+}
+
+// TestARetryAfterPastWhatADurationHoldsIsTheLongestWait: seconds past
+// what a time.Duration holds are the longest wait it can say, never a
+// product that wrapped around to a short or negative one.
+func TestARetryAfterPastWhatADurationHoldsIsTheLongestWait(t *testing.T) {
+	t.Parallel()
+	for _, after := range []string{"9223372037", "99999999999", "18446744073709551616"} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Retry-After", after)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, `{"error":{"code":"unavailable","message":"the store is unavailable: retry"}}`)
+		}))
+		c, err := client.New(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.List(bounded(t), client.ListInput{})
+		srv.Close()
+		ae := checkAPIError(t, "Retry-After "+after, err, http.StatusServiceUnavailable, client.ErrUnavailable)
+		if ae.RetryAfter != time.Duration(math.MaxInt64) {
+			t.Errorf("Retry-After %s: %s, want the longest wait", after, ae.RetryAfter)
+		}
+	}
+}
+
+// TestAnAnswerThatIsNotTheGatewaysIsShownCutAtACharacter: a proxy's error
+// page is shown cut short, and the cut falls between characters, so the
+// message stays valid UTF-8 (a log or a JSON encoder would otherwise
+// mangle it).
+func TestAnAnswerThatIsNotTheGatewaysIsShownCutAtACharacter(t *testing.T) {
+	t.Parallel()
+	page := "<p>" + strings.Repeat("é", 300) + "</p>" // the 200th byte is inside an é
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(http.StatusBadGateway)
+		io.WriteString(w, page)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.List(bounded(t), client.ListInput{})
+	var ae *client.APIError
+	if !errors.As(err, &ae) || ae.StatusCode != http.StatusBadGateway || ae.Code != "" {
+		t.Fatalf("a proxy's error page: %v, want an *APIError of status 502 without a code", err)
+	}
+	if !utf8.ValidString(ae.Message) || !strings.HasPrefix(ae.Message, "HTTP 502: <p>éé") || !strings.HasSuffix(ae.Message, "é…") {
+		t.Fatalf("the page shown as %q, want it cut between characters", ae.Message)
+	}
+}
+
+// TestAnActingSessionAHeaderCannotCarryIsRefusedByTheGatewayNamingIt: a
+// key with a control character cannot go in the Vigil-Session header, so
+// it goes as the ?as= parameter, as the Python and TypeScript clients
+// send it, and the gateway refuses it as the invalid key it is, instead
+// of the call failing inside net/http over a header the caller never set.
+func TestAnActingSessionAHeaderCannotCarryIsRefusedByTheGatewayNamingIt(t *testing.T) {
+	gw := startGateway(t, nil)
+	const bad = "agent:main:main\r\nX-Injected: 1"
+	_, err := connect(t, gw, adminToken, bad).List(bounded(t), client.ListInput{})
+	checkAPIError(t, "acting as a key with CR LF", err, http.StatusBadRequest, client.ErrInvalidArgument, "session key")
+	_, err = connect(t, gw, adminToken, "").Turn(bounded(t), client.TurnInput{SessionKey: bad, WaitSeconds: new(0)})
+	checkAPIError(t, "the turn of a key with CR LF", err, http.StatusBadRequest, client.ErrInvalidArgument, "session key")
+	st := pull(t, connect(t, gw, adminToken, bad).Events(bounded(t), client.EventsOptions{}))
+	_, err, _ = st.next()
+	checkAPIError(t, "the log stream acting as a key with CR LF", err, http.StatusBadRequest, client.ErrInvalidArgument, "session key")
 }

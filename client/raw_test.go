@@ -228,3 +228,18 @@ func TestADroppedConnectionIsReportedAtOnceWhenAskedThenResumed(t *testing.T) {
 		t.Fatalf("after the drop: %+v", e)
 	}
 }
+
+// TestANilHTTPClientIsTheDefaultOne: WithHTTPClient(nil), as a program
+// passes along an optional client it was not given, sends with
+// http.DefaultClient rather than panic on the first call.
+func TestANilHTTPClientIsTheDefaultOne(t *testing.T) {
+	gw := startGateway(t, nil)
+	c := connect(t, gw, adminToken, "", client.WithHTTPClient(nil))
+	if err := c.Health(bounded(t)); err != nil {
+		t.Fatalf("a call with a nil HTTP client: %v", err)
+	}
+	st := pull(t, c.SessionEvents(bounded(t), manager, client.SessionEventsOptions{}))
+	if _, err, ok := st.next(); !ok || err != nil {
+		t.Fatalf("a stream with a nil HTTP client: %v, %v", err, ok)
+	}
+}

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -333,6 +334,7 @@ type streamEnd struct {
 	gap    *HistoryGap // the gateway sent history_gap
 	lagged bool        // the gateway sent lagged
 	gone   bool        // the gateway sent deleted: the stream is over
+	fatal  error       // what reconnecting cannot mend: the stream ends with it
 	err    error       // the connection failed, or nil when the gateway closed it
 	heard  bool        // an event arrived on it
 }
@@ -393,6 +395,10 @@ func (c *Client) follow(ctx context.Context, f follow) iter.Seq2[Event, error] {
 			if stop || ctx.Err() != nil || end.gone {
 				return
 			}
+			if end.fatal != nil {
+				yield(nil, end.fatal)
+				return
+			}
 			if end.heard {
 				delay = firstRetryDelay
 			}
@@ -423,26 +429,64 @@ func (c *Client) follow(ctx context.Context, f follow) iter.Seq2[Event, error] {
 	}
 }
 
-// open starts one connection of a stream.
+// open starts one connection of a stream. A gateway that has not
+// answered within the idle timeout is as silent as one that stopped
+// writing: the request is abandoned, so that the stream tries again
+// rather than wait for ever on a socket that will not answer.
 func (c *Client) open(ctx context.Context, f follow, pos int64, positioned bool) (*http.Response, error) {
-	req, err := c.request(ctx, http.MethodGet, c.endpoint(f.path, f.query), c.session, nil)
+	idle := f.idle
+	if idle <= 0 {
+		idle = defaultIdleTimeout
+	}
+	conn, cancel := context.WithCancel(ctx)
+	req, err := c.request(conn, http.MethodGet, c.endpoint(f.path, f.query), c.session, nil)
 	if err != nil {
+		cancel()
 		return nil, fmt.Errorf("vigil: %s: %w", f.op, err)
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	if positioned {
 		req.Header.Set("Last-Event-ID", strconv.FormatInt(pos, 10))
 	}
+	watchdog := time.AfterFunc(idle, cancel)
 	resp, err := c.http.Do(req)
+	if !watchdog.Stop() && ctx.Err() == nil {
+		// The watchdog fired: whatever the request then failed with, or
+		// an answer that came just as it did (its body is cut off
+		// already), the cause is the silence.
+		if err == nil {
+			resp.Body.Close()
+		}
+		cancel()
+		return nil, fmt.Errorf("vigil: %s: nothing heard for %s", f.op, idle)
+	}
 	if err != nil {
+		cancel()
 		return nil, fmt.Errorf("vigil: %s: %w", f.op, err)
 	}
 	if resp.StatusCode != http.StatusOK {
+		defer cancel()
 		defer resp.Body.Close()
+		watchdog.Reset(idle) // so is one whose refusal does not come
+		defer watchdog.Stop()
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		return nil, errorFrom(f.op, resp, data)
 	}
+	resp.Body = &releasing{ReadCloser: resp.Body, release: cancel}
 	return resp, nil
+}
+
+// releasing is a stream's body that, once closed, frees the context its
+// request was made with.
+type releasing struct {
+	io.ReadCloser
+	release context.CancelFunc
+}
+
+func (r *releasing) Close() error {
+	err := r.ReadCloser.Close()
+	r.release()
+	return err
 }
 
 // read yields the events of one connection until it ends; stop reports
@@ -470,6 +514,12 @@ events:
 	for ev, err := range sse.Read(body, &sse.ReadConfig{MaxEventSize: maxEventSize}) {
 		if err != nil {
 			end.err = err
+			if errors.Is(err, bufio.ErrTooLong) {
+				// Reopened from the same position, the stream would
+				// read the same event again, for ever.
+				end.fatal = fmt.Errorf("vigil: %s: an event larger than %d MiB after position %d: what answers is not a vigil gateway's stream",
+					f.op, maxEventSize>>20, *pos)
+			}
 			break
 		}
 		if ev.LastEventID != "" {

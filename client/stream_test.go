@@ -391,3 +391,84 @@ func TestASessionStreamOfADeletedSessionEndsWithSessionDeleted(t *testing.T) {
 		t.Fatalf("the stream of a deleted session went on: %+v, %v", ev, err)
 	}
 }
+
+// TestAGatewayThatNeverAnswersAReconnectionIsTakenForSilent: a gateway
+// that takes the connection but never sends the stream's headers (a hung
+// process behind a live socket, a proxy holding the request) is as silent
+// as one that stops writing: the stream gives up on it after the idle
+// timeout and tries again, instead of waiting on it for ever.
+func TestAGatewayThatNeverAnswersAReconnectionIsTakenForSilent(t *testing.T) {
+	t.Parallel()
+	const idle = 50 * time.Millisecond
+	var requests atomic.Int32
+	gaveUp := make(chan struct{}) // the client abandoned the hung request
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch requests.Add(1) {
+		case 1: // the first connection works, then closes
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "id: 1\nevent: bookmark\ndata: {\"sequence\":1}\n\n")
+		case 2: // the reconnection is taken and never answered
+			<-r.Context().Done()
+			close(gaveUp)
+		default:
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "id: 2\nevent: bookmark\ndata: {\"sequence\":2}\n\n")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(srv.CloseClientConnections)
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := pull(t, c.Events(bounded(t), client.EventsOptions{IdleTimeout: idle}))
+	if ev := st.event(t); ev != (client.Bookmark{Position: 1}) {
+		t.Fatalf("the first event: %#v, want the bookmark at 1", ev)
+	}
+	next := st.ahead()
+	<-gaveUp
+	p := <-next
+	resumed(t, p, 1)
+	if cause := p.ev.(client.Resumed).Cause; !strings.Contains(cause.Error(), "nothing heard for 50ms") {
+		t.Fatalf("the resumption's cause: %v, want the unanswered request's silence", cause)
+	}
+	if ev := st.event(t); ev != (client.Bookmark{Position: 2}) {
+		t.Fatalf("after the hung request: %#v, want the bookmark at 2", ev)
+	}
+}
+
+// TestAnEventPastTheSizeLimitEndsTheStreamWithAnError: an event larger
+// than the stream reads is not a gateway's, and reconnecting from the
+// same position would read it again for ever: the stream ends, saying
+// why.
+func TestAnEventPastTheSizeLimitEndsTheStreamWithAnError(t *testing.T) {
+	t.Parallel()
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "id: 1\nevent: bookmark\ndata: {\"sequence\":1}\n\n")
+		io.WriteString(w, "id: 2\nevent: signal\ndata: \""+strings.Repeat("a", 5<<20)+"\"\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := pull(t, c.Events(bounded(t), client.EventsOptions{}))
+	if ev := st.event(t); ev != (client.Bookmark{Position: 1}) {
+		t.Fatalf("the first event: %#v, want the bookmark at 1", ev)
+	}
+	ev, err, ok := st.next()
+	if !ok || err == nil || !strings.Contains(err.Error(), "larger than 4 MiB") {
+		t.Fatalf("after an event past 4 MiB: %#v, %v, %v; want the stream to fail saying so", ev, err, ok)
+	}
+	if _, _, ok := st.next(); ok {
+		t.Fatal("the stream went on after the oversized event")
+	}
+	if n := requests.Load(); n != 1 {
+		t.Fatalf("%d connections, want the one", n)
+	}
+}
