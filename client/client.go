@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +12,8 @@ import (
 	"reflect"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/vigilhq/vigil/internal/redact"
 )
 
 // SessionHeader names the session a request acts as.
@@ -74,10 +75,10 @@ func WithHTTPClient(hc *http.Client) Option {
 func New(baseURL string, opts ...Option) (*Client, error) {
 	u, err := url.Parse(strings.TrimSpace(baseURL))
 	if err != nil {
-		return nil, fmt.Errorf("vigil: base URL %q: %s", withoutUserinfo(baseURL), parseReason(baseURL))
+		return nil, fmt.Errorf("vigil: base URL %q: %s", redact.URL(baseURL), redact.ParseError(strings.TrimSpace(baseURL)))
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("vigil: base URL %q: want http(s)://host[:port]", withoutUserinfo(baseURL))
+		return nil, fmt.Errorf("vigil: base URL %q: want http(s)://host[:port]", redact.URL(baseURL))
 	}
 	u.Path = strings.TrimRight(u.Path, "/")
 	u.RawQuery, u.Fragment = "", ""
@@ -86,38 +87,6 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		o(c)
 	}
 	return c, nil
-}
-
-// withoutUserinfo is raw, a base URL New refuses, as its refusal shows
-// it: with everything up to its last "@" after the scheme (its user name
-// and password, or more of it) hidden. A refused URL cannot be trusted to
-// parse, and a password holding a / ? or # is what keeps most from
-// parsing, so no part of a parse of it is used.
-func withoutUserinfo(raw string) string {
-	at := strings.LastIndex(raw, "@")
-	if at < 0 {
-		return raw
-	}
-	start := 0
-	if i := strings.Index(raw, "://"); i >= 0 && i < at {
-		start = i + len("://")
-	}
-	return raw[:start] + "xxxxx" + raw[at:]
-}
-
-// parseReason says why url.Parse refuses raw without quoting its user
-// name or password, which its error would (a url.Error quotes the whole
-// URL, and a password with a '#' reads as the host's port).
-func parseReason(raw string) string {
-	shown := withoutUserinfo(strings.TrimSpace(raw))
-	_, err := url.Parse(shown)
-	if err == nil {
-		return "its user name or password holds a character that must be percent-encoded (such as / ? # or %)"
-	}
-	if ue := (*url.Error)(nil); errors.As(err, &ue) {
-		return ue.Err.Error()
-	}
-	return err.Error()
 }
 
 // As returns a copy of c acting as the session key ("" acts as a person,

@@ -27,8 +27,12 @@ var secretParams = []string{"password", "sslpassword"}
 
 // URL returns raw with its password hidden, in the user info and in the
 // query. A URL with no password is returned as it is; one that does not
-// parse loses its user info whole (Mask stands in for it).
+// parse loses its user info whole (Mask stands in for it), and so does
+// one given without its scheme ("user:password@host").
 func URL(raw string) string {
+	if rest, ok := afterSchemelessUserinfo(raw); ok {
+		return Mask + "@" + rest
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		if scheme, rest, ok := withoutUserinfo(raw); ok {
@@ -93,6 +97,22 @@ func withoutUserinfo(raw string) (scheme, rest string, ok bool) {
 		return "", "", false
 	}
 	return scheme, after[at+1:], true
+}
+
+// afterSchemelessUserinfo returns what follows the user info of raw, a
+// URL given without its "scheme://" (as "user:password@host:port"): what
+// comes after its last "@"; ok is false unless what comes before that
+// holds a ":" (a password after a user name). url.Parse reads such a URL
+// as an opaque one of the scheme "user", and sees no user info in it.
+func afterSchemelessUserinfo(raw string) (rest string, ok bool) {
+	if strings.Contains(raw, "://") {
+		return "", false
+	}
+	at := strings.LastIndex(raw, "@")
+	if at < 0 || !strings.Contains(raw[:at], ":") {
+		return "", false
+	}
+	return raw[at+1:], true
 }
 
 func hasAny(q url.Values, keys []string) bool {

@@ -15,6 +15,8 @@ func TestURLHidesThePasswordWhereverTheURLGivesIt(t *testing.T) {
 		// Not parsed: all before the last @ goes.
 		"postgres://vigil:s3cret#1@db.example:5432/vigil": "postgres://xxxxx@db.example:5432/vigil",
 		"postgres://vigil:s3c%zzret@db.example/vigil":     "postgres://xxxxx@db.example/vigil",
+		// Without its scheme: parsed as an opaque URL of the scheme "bob".
+		"bob:s3cret@host:7317": "xxxxx@host:7317",
 	} {
 		if got := redact.URL(raw); got != want {
 			t.Errorf("URL(%q) = %q, want %q", raw, got, want)
