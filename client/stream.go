@@ -331,12 +331,12 @@ type follow struct {
 
 // streamEnd is why one connection of a stream ended.
 type streamEnd struct {
-	gap    *HistoryGap // the gateway sent history_gap
-	lagged bool        // the gateway sent lagged
-	gone   bool        // the gateway sent deleted: the stream is over
-	fatal  error       // what reconnecting cannot mend: the stream ends with it
-	err    error       // the connection failed, or nil when the gateway closed it
-	heard  bool        // an event arrived on it
+	gap     *HistoryGap // the gateway sent history_gap
+	lagged  bool        // the gateway sent lagged
+	gone    bool        // the gateway sent deleted: the stream is over
+	tooLong error       // an event was past maxEventSize (what answers is not the gateway)
+	err     error       // the connection failed, or nil when the gateway closed it
+	heard   bool        // an event arrived on it
 }
 
 func (c *Client) follow(ctx context.Context, f follow) iter.Seq2[Event, error] {
@@ -352,6 +352,10 @@ func (c *Client) follow(ctx context.Context, f follow) iter.Seq2[Event, error] {
 		delay := firstRetryDelay
 		var cause error
 		reconnecting := false
+		// tooLongAt is the position an event past the bound came after,
+		// once one did: a second there, with nothing read in between,
+		// would come on every reconnection.
+		tooLongAt := int64(-1)
 		defer func() {
 			if f.first != nil { // the context ended before it was read
 				f.first.Body.Close()
@@ -395,9 +399,12 @@ func (c *Client) follow(ctx context.Context, f follow) iter.Seq2[Event, error] {
 			if stop || ctx.Err() != nil || end.gone {
 				return
 			}
-			if end.fatal != nil {
-				yield(nil, end.fatal)
-				return
+			if end.tooLong != nil {
+				if tooLongAt == pos {
+					yield(nil, end.tooLong)
+					return
+				}
+				tooLongAt = pos // a proxy's page once, say: reconnect
 			}
 			if end.heard {
 				delay = firstRetryDelay
@@ -515,10 +522,9 @@ events:
 		if err != nil {
 			end.err = err
 			if errors.Is(err, bufio.ErrTooLong) {
-				// Reopened from the same position, the stream would
-				// read the same event again, for ever.
-				end.fatal = fmt.Errorf("vigil: %s: an event larger than %d MiB after position %d: what answers is not a vigil gateway's stream",
+				end.tooLong = fmt.Errorf("vigil: %s: an event larger than %d MiB after position %d: what answers is not a vigil gateway's stream",
 					f.op, maxEventSize>>20, *pos)
+				end.err = end.tooLong
 			}
 			break
 		}

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"iter"
 	"net/http"
@@ -439,11 +440,12 @@ func TestAGatewayThatNeverAnswersAReconnectionIsTakenForSilent(t *testing.T) {
 	}
 }
 
-// TestAnEventPastTheSizeLimitEndsTheStreamWithAnError: an event larger
-// than the stream reads is not a gateway's, and reconnecting from the
-// same position would read it again for ever: the stream ends, saying
-// why.
-func TestAnEventPastTheSizeLimitEndsTheStreamWithAnError(t *testing.T) {
+// TestAnEventPastTheSizeLimitTwiceAtOnePositionEndsTheStreamWithAnError:
+// an event larger than the stream reads is not a gateway's; once, it is
+// a dropped connection (a proxy's page, say), but found again at the
+// same position it would come on every reconnection: the stream ends,
+// saying why.
+func TestAnEventPastTheSizeLimitTwiceAtOnePositionEndsTheStreamWithAnError(t *testing.T) {
 	t.Parallel()
 	var requests atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -461,14 +463,48 @@ func TestAnEventPastTheSizeLimitEndsTheStreamWithAnError(t *testing.T) {
 	if ev := st.event(t); ev != (client.Bookmark{Position: 1}) {
 		t.Fatalf("the first event: %#v, want the bookmark at 1", ev)
 	}
+	if ev, ok := st.event(t).(client.Resumed); !ok || ev.Position != 1 || !strings.Contains(fmt.Sprint(ev.Cause), "larger than 4 MiB") {
+		t.Fatalf("after the first event past 4 MiB: %#v, want the stream resumed from 1 saying why", ev)
+	}
+	if ev := st.event(t); ev != (client.Bookmark{Position: 1}) {
+		t.Fatalf("the first event after reconnecting: %#v, want the bookmark at 1 again", ev)
+	}
 	ev, err, ok := st.next()
-	if !ok || err == nil || !strings.Contains(err.Error(), "larger than 4 MiB") {
-		t.Fatalf("after an event past 4 MiB: %#v, %v, %v; want the stream to fail saying so", ev, err, ok)
+	if !ok || err == nil || !strings.Contains(err.Error(), "larger than 4 MiB after position 1") {
+		t.Fatalf("after an event past 4 MiB twice at 1: %#v, %v, %v; want the stream to fail saying so", ev, err, ok)
 	}
 	if _, _, ok := st.next(); ok {
 		t.Fatal("the stream went on after the oversized event")
 	}
-	if n := requests.Load(); n != 1 {
-		t.Fatalf("%d connections, want the one", n)
+	if n := requests.Load(); n != 2 {
+		t.Fatalf("%d connections, want two", n)
+	}
+}
+
+// TestAnEventPastTheSizeLimitOnceIsADroppedConnection: what answered
+// once with an event past the bound (a proxy's page, say) is left, and
+// the stream resumes from where it was.
+func TestAnEventPastTheSizeLimitOnceIsADroppedConnection(t *testing.T) {
+	t.Parallel()
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		if requests.Add(1) == 1 {
+			io.WriteString(w, "data: "+strings.Repeat("x", 5<<20)+"\n\n")
+			return
+		}
+		io.WriteString(w, "id: 7\nevent: bookmark\ndata: {\"sequence\":7}\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := pull(t, c.Events(bounded(t), client.EventsOptions{}))
+	if ev, ok := st.event(t).(client.Resumed); !ok || !strings.Contains(fmt.Sprint(ev.Cause), "larger than 4 MiB") {
+		t.Fatalf("after an event past 4 MiB: %#v, want the stream resumed saying why", ev)
+	}
+	if ev := st.event(t); ev != (client.Bookmark{Position: 7}) {
+		t.Fatalf("after resuming: %#v, want the bookmark at 7", ev)
 	}
 }

@@ -365,6 +365,12 @@ class Errors(unittest.TestCase):
             Client("http://user:s3cret-pass@127.0.0.1:1")
         self.assertNotIn("s3cret-pass", str(e.exception))
 
+    def test_a_base_url_refused_does_not_show_its_password(self) -> None:
+        for bad in ("ftp://bob:s3cret-pw@host:21", "bob:s3cret-pw@host:7317", "http://bob:s3cret-pw@[::1"):
+            with self.assertRaisesRegex(ValueError, "base URL") as e:
+                Client(bad)
+            self.assertNotIn("s3cret-pw", str(e.exception))
+
     def test_a_wrong_token_is_unauthenticated(self) -> None:
         with self.assertRaises(vc.UnauthenticatedError) as e:
             as_("not-a-real-token-at-all").sessions_list()
@@ -583,6 +589,49 @@ class Streams(unittest.TestCase):
         stream = Client(f"http://127.0.0.1:{srv.server_address[1]}").events(after=1, idle_timeout=3600)
         threading.Thread(target=lambda: (asked.wait(20), stream.close()), daemon=True).start()
         self.assertEqual(list(stream), [])
+
+    def test_an_event_larger_than_any_the_gateway_sends_twice_at_one_position_ends_the_stream(self) -> None:
+        opened = []
+
+        class Huge(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                opened.append(self.headers.get("Last-Event-ID"))
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                try:
+                    self.wfile.write(b'id: 7\nevent: bookmark\ndata: {"sequence":7}\n\nevent: signal\ndata: ')
+                    self.wfile.write(b"x" * (5 << 20))
+                    self.wfile.write(b"\n\n")
+                except OSError:
+                    pass  # the client hung up
+
+            def log_message(self, *args) -> None:
+                pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Huge)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.server_close)
+        self.addCleanup(srv.shutdown)
+        got: list = []
+
+        def read() -> None:
+            try:
+                for ev in Client(f"http://127.0.0.1:{srv.server_address[1]}").events(after=1):
+                    got.append(ev)
+            except vc.TransportError as e:
+                got.append(e)
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(20)
+        self.assertFalse(reader.is_alive(), f"the stream is still resuming into the event ({len(opened)} connections)")
+        self.assertEqual(got[0], t.Bookmark(position=7))
+        self.assertIsInstance(got[1], t.Resumed)
+        self.assertEqual(got[2], t.Bookmark(position=7))
+        self.assertIsInstance(got[-1], vc.TransportError)
+        self.assertRegex(str(got[-1]), "larger than 4 MiB after position 7")
+        self.assertEqual(opened, ["1", "7"])
 
     def test_an_idle_timeout_of_0_is_the_default_as_in_the_go_client_and_a_negative_one_is_refused(self) -> None:
         class OneBookmark(http.server.BaseHTTPRequestHandler):

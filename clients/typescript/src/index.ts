@@ -6,7 +6,7 @@
  */
 import type { components, paths } from "./openapi.js";
 import { APIError, TransportError, answerText, errorFrom } from "./errors.js";
-import { readEvents, type ServerSentEvent } from "./sse.js";
+import { EventTooLargeError, MAX_EVENT_SIZE, readEvents, type ServerSentEvent } from "./sse.js";
 
 export { APIError, ConflictError, TransportError, VigilError, type ErrorCode, type NoticeData } from "./errors.js";
 import type { NoticeData } from "./errors.js";
@@ -435,6 +435,7 @@ export class VigilClient {
     let delay = FIRST_DELAY;
     let cause: unknown;
     let reconnecting = false;
+    let tooLongAt: number | null | undefined; // the position an event past the bound came after
     while (!stop?.aborted) {
       const conn = new AbortController();
       let timer: ReturnType<typeof setTimeout> | undefined;
@@ -517,6 +518,16 @@ export class VigilClient {
         continue;
       }
       if (end.lagged) continue;
+      if (end.error instanceof EventTooLargeError) {
+        // Once, a proxy's page, say: resumed. Again at the same position,
+        // it would come on every reconnection.
+        const error = new TransportError(
+          `vigil: ${op}: an event larger than ${MAX_EVENT_SIZE >> 20} MiB after position ${position}: what answers is not a vigil gateway's stream`,
+          { cause: end.error });
+        if (tooLongAt === position) throw error;
+        tooLongAt = position;
+        end.error = error;
+      }
       cause = end.error ?? new TransportError(`vigil: ${op}: the gateway closed the stream`);
       reconnecting = true;
       const wait = cause instanceof APIError && cause.retryAfter ? cause.retryAfter * 1000 : delay;

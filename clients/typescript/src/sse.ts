@@ -13,6 +13,9 @@ export interface ServerSentEvent {
  */
 export const MAX_EVENT_SIZE = 4 << 20;
 
+/** An event past MAX_EVENT_SIZE: what answers is not a vigil gateway's stream. */
+export class EventTooLargeError extends Error {}
+
 /**
  * Parses a server-sent event stream as the HTML specification lays it out
  * (fields event, data, id; comments skipped; a blank line dispatches).
@@ -64,7 +67,7 @@ export async function* readEvents(body: ReadableStream<Uint8Array>, touch: () =>
         size += line.length;
       }
       if (size + buffer.length > MAX_EVENT_SIZE) {
-        throw new Error(`an event larger than ${MAX_EVENT_SIZE >> 20} MiB: what answers is not a vigil gateway's stream`);
+        throw new EventTooLargeError(`an event larger than ${MAX_EVENT_SIZE >> 20} MiB: what answers is not a vigil gateway's stream`);
       }
     }
   } finally {

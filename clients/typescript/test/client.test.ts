@@ -653,6 +653,30 @@ describe("streams", () => {
     }
   });
 
+  test("an event too large for any the gateway sends, twice at one position, ends the stream with an error", { timeout: 20_000 }, async () => {
+    const opened: (string | undefined)[] = [];
+    const srv = createServer((req, res) => {
+      opened.push(req.headers["last-event-id"] as string | undefined);
+      res.writeHead(200, { "Content-Type": "text/event-stream" });
+      res.end(`id: 7\nevent: bookmark\ndata: {"sequence":7}\n\nevent: signal\ndata: ` + "x".repeat(5 << 20) + "\n\n");
+    });
+    await new Promise<void>((ok) => srv.listen(0, "127.0.0.1", ok));
+    const stop = new AbortController();
+    try {
+      const url = `http://127.0.0.1:${(srv.address() as { port: number }).port}`;
+      const got: unknown[] = [];
+      await assert.rejects(async () => {
+        for await (const ev of new VigilClient(url).events({ after: 1, signal: stop.signal })) got.push(ev.type);
+      }, (e: unknown) => e instanceof TransportError && /larger than 4 MiB after position 7/.test(e.message));
+      assert.deepEqual(got, ["bookmark", "resumed", "bookmark"]);
+      assert.deepEqual(opened, ["1", "7"]);
+    } finally {
+      stop.abort();
+      srv.closeAllConnections();
+      await new Promise((ok) => srv.close(ok));
+    }
+  });
+
   test("a history gap that leaves nothing to resume from ends the stream with an error, not a loop", { timeout: 20_000 }, async () => {
     // A gateway never answers so; something else in its place might, and
     // reconnecting at once to the same gap would never end.

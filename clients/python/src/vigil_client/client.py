@@ -34,6 +34,18 @@ def _read_answer(op: str, resp: http.client.HTTPResponse) -> bytes:
     return raw
 
 
+def _without_userinfo(url: str) -> str:
+    """The URL as a refusal shows it: all before its last "@" after the
+    scheme (a user name and password, or more) hidden, as a URL that is
+    refused cannot be trusted to parse."""
+    at = url.rfind("@")
+    if at < 0:
+        return url
+    scheme = url.find("://")
+    start = scheme + 3 if 0 <= scheme < at else 0
+    return url[:start] + "xxxxx" + url[at:]
+
+
 def _header_safe(key: str) -> bool:
     """Whether a header can carry the key as it is: printable ASCII only."""
     return key.isascii() and key.isprintable()
@@ -97,9 +109,12 @@ class Client:
                  session: Optional[str] = None, timeout: float = 30.0):
         if not isinstance(base_url, str):
             raise ValueError(f"vigil: base URL {base_url!r}: want http(s)://host[:port] as a string")
-        u = urllib.parse.urlsplit(base_url.strip())
-        if u.scheme not in ("http", "https") or not u.hostname:
-            raise ValueError(f"vigil: base URL {base_url!r}: want http(s)://host[:port]")
+        try:
+            u = urllib.parse.urlsplit(base_url.strip())
+        except ValueError:
+            u = None
+        if u is None or u.scheme not in ("http", "https") or not u.hostname:
+            raise ValueError(f"vigil: base URL {_without_userinfo(base_url)!r}: want http(s)://host[:port]")
         if u.username is not None or u.password is not None:
             # Not shown: the password is a secret, and it would not be sent.
             raise ValueError("vigil: the base URL holds credentials, which are not sent: give the token as token=")
@@ -402,6 +417,7 @@ _FIRST_DELAY, _MAX_DELAY = 0.1, 5.0
 #: what answers is not the gateway, and reading on would hold memory without
 #: bound.
 _MAX_EVENT_SIZE = 4 << 20
+_NOWHERE = object()
 
 
 class _Closed(Exception):
@@ -461,6 +477,7 @@ class Stream:
 
     def __iter__(self) -> Iterator[t.Event]:
         delay, cause, reconnecting = _FIRST_DELAY, None, False
+        too_long_at: Any = _NOWHERE  # the position an event past the bound came after
         try:
             while not self._closed.is_set():
                 try:
@@ -491,6 +508,12 @@ class Stream:
                     return
                 if end.get("deleted"):
                     return
+                if end.get("too_long"):
+                    # Once, a proxy's page, say: resumed. Again at the same
+                    # position, it would come on every reconnection.
+                    if too_long_at == self.position:
+                        raise end["error"]
+                    too_long_at = self.position
                 if end.get("heard"):
                     delay = _FIRST_DELAY
                 if "gap" in end:
@@ -560,8 +583,11 @@ class Stream:
                     break  # the gateway closed the stream
                 size += len(line)
                 if size > _MAX_EVENT_SIZE:
-                    raise ValueError(f"an event larger than {_MAX_EVENT_SIZE >> 20} MiB: "
-                                     "what answers is not a vigil gateway's stream")
+                    end["too_long"] = True
+                    end["error"] = TransportError(
+                        f"vigil: {self._op}: an event larger than {_MAX_EVENT_SIZE >> 20} MiB after position "
+                        f"{self.position}: what answers is not a vigil gateway's stream")
+                    return end
                 text = line.decode("utf-8").rstrip("\r\n")
                 if text == "":
                     if data or typ:
