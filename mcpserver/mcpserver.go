@@ -99,6 +99,7 @@ func newServer(g *gateway.Gateway, log *slog.Logger, from origin, subs *subscrip
 		Capabilities:       caps,
 	})
 	subs.add(srv)
+	srv.AddSendingMiddleware(subs.onlySubscribed)
 	for _, t := range g.Tools().List() {
 		if !t.ForModels {
 			continue
@@ -462,6 +463,37 @@ func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 	s.of[req.Session]++
 	go s.run(followCtx, uri, fw, f)
 	return nil
+}
+
+// onlySubscribed drops an update of a session's resource to an MCP
+// session that does not follow it. The SDK keeps its own list of who
+// subscribed, and has no way to take an MCP session off it but the
+// client's unsubscribe: a subscription that ended because its session was
+// deleted stays there, and without this would hear of the session made
+// again once anyone else followed it, holding no stream and counted
+// nowhere.
+func (s *subscriptions) onlySubscribed(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if p, ok := req.GetParams().(*mcp.ResourceUpdatedNotificationParams); ok && method == "notifications/resources/updated" {
+			ss, _ := req.GetSession().(*mcp.ServerSession)
+			s.mu.Lock()
+			fw, ok := s.follows[p.URI]
+			_, in := fw.sessionsOf()[ss]
+			s.mu.Unlock()
+			if !ok || !in {
+				return nil, nil
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// sessionsOf is fw's subscribers; none when fw is nil.
+func (fw *follow) sessionsOf() map[*mcp.ServerSession]func() {
+	if fw == nil {
+		return nil
+	}
+	return fw.sessions
 }
 
 // MaxSubscriptionsPerSession bounds the sessions one MCP session follows:
