@@ -360,3 +360,89 @@ func TestASubscriptionEndedByADeletionHearsNothingOfTheSessionMadeAgain(t *testi
 			"once the session was made again and followed by another", h.uri, h.meta)
 	}
 }
+
+// A subscribe that comes as a followed session's deletion is being told
+// follows the session made again: it does not join the follow that is
+// ending, whose end would take it along unannounced.
+func TestASubscribeAsTheSessionsDeletionIsToldFollowsTheSessionMadeAgain(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), edgeHangGuard) // a hang guard, not a timing
+	defer cancel()
+	g := gatewaytest.Open(t, gatewaytest.Options{}).Gateway
+	caller, err := g.ResolveCaller(ctx, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New(ctx, g, caller, nil)
+	connect := func(told chan string) *mcp.ClientSession {
+		t.Helper()
+		st, ct := mcp.NewInMemoryTransports()
+		ss, err := srv.Connect(ctx, st, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ss.Close() })
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "subscriptions-test", Version: "1"}, &mcp.ClientOptions{
+			ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+				told <- req.Params.URI
+			},
+		}).Connect(ctx, ct, &mcp.ClientSessionOptions{ProtocolVersion: rawProtocol})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	toldB := make(chan string, 16)
+	a, b := connect(make(chan string, 16)), connect(toldB)
+	w0 := vigil.MustRef("agent:main:subagent:w0")
+	record := func() {
+		t.Helper()
+		if _, err := g.Engine().Record(ctx, vigil.Record{Session: w0, Kind: vigil.KindCompacted, ActorType: vigil.ActorSystem}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record()
+	if err := a.Subscribe(ctx, &mcp.SubscribeParams{URI: workerURI(0)}); err != nil {
+		t.Fatal(err)
+	}
+	// While the deletion is being told, B subscribes: the update waits
+	// until B's subscribe holds its stream.
+	subscribed := make(chan error, 1)
+	var once atomic.Bool
+	srv.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(mctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if p, ok := req.GetParams().(*mcp.ResourceUpdatedNotificationParams); ok && p.Meta[DeletedMetaKey] != nil && once.CompareAndSwap(false, true) {
+				go func() { subscribed <- b.Subscribe(ctx, &mcp.SubscribeParams{URI: workerURI(0)}) }()
+				if err := g.AwaitHeld(ctx, gateway.HoldStream, 2); err != nil {
+					t.Errorf("B's subscribe never held its stream: %v", err)
+				}
+			}
+			return next(mctx, method, req)
+		}
+	})
+	person, err := g.ResolveCaller(ctx, gateway.Principal{Role: gateway.RoleOperator, ID: "ann"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Delete(ctx, person, gateway.SessionInput{SessionKey: w0.Key}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-subscribed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		t.Fatal("B's subscribe was not answered (hang guard)")
+	}
+	record() // the session made again
+	select {
+	case uri := <-toldB:
+		if uri != workerURI(0) {
+			t.Fatalf("B was told of %s", uri)
+		}
+	case <-ctx.Done():
+		t.Fatalf("B, which subscribed as the deletion was told, hears nothing of the session made again (hang guard); "+
+			"%d streams held", g.Held(gateway.HoldStream))
+	}
+}
