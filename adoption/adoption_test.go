@@ -155,13 +155,13 @@ func TestMissingCountsOfLinksNoLongerFollowedAreDroppedAtTheEndOfACycle(t *testi
 	if _, err := w.eng.Unwatch(ctx, "agent:main:main", w.refs[0]); err != nil {
 		t.Fatal(err)
 	}
-	// A tick each for s1 and for the empty page that ends a cycle: the
-	// first cycle had s0 in it, the second does not.
+	// Each tick checks s1, and the next finds the cycle ended: the first
+	// cycle had s0 in it, the second does not.
 	tick(4)
 	if _, err := w.eng.Watch(ctx, "agent:main:main", w.refs[0]); err != nil {
 		t.Fatal(err)
 	}
-	tick(6) // s0 checked twice
+	tick(4) // s0 and s1 in turn: s0 checked twice
 	if n := w.events(0); n != 1 {
 		t.Fatalf("s0 has %d events: its count survived the cycle it was not followed in", n)
 	}
@@ -316,5 +316,30 @@ func TestFindTakesAFileUnderTwoOverlappingRootsForOne(t *testing.T) {
 	roots := []string{filepath.Join(home, ".claude"), filepath.Join(home, ".claude", "projects"), filepath.Join(home, ".claude")}
 	if got, err := adoption.Find(roots, upstream.Claude, "5f0c"); err != nil || got != claude {
 		t.Fatalf("Find = %q, %v; want %s", got, err, claude)
+	}
+}
+
+// With as many links as a tick checks, or a multiple of it, every tick
+// still checks a full page: the end of a cycle is no empty tick, so each
+// link is checked once per ceil(links / PerTick) ticks, as promised.
+func TestEveryLinkIsCheckedOncePerCeilOfLinksOverPerTickTicks(t *testing.T) {
+	for _, c := range []struct{ links, perTick int }{{2, 2}, {4, 2}, {3, 1}} {
+		t.Run(fmt.Sprintf("%d links, %d a tick", c.links, c.perTick), func(t *testing.T) {
+			w := newWorld(t, c.links)
+			l := w.loop(c.perTick)
+			var checked []int
+			for range 3 * c.links / c.perTick {
+				tick, err := l.Tick(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checked = append(checked, tick.Checked)
+			}
+			for i, n := range checked {
+				if n != c.perTick {
+					t.Fatalf("ticks checked %v links; tick %d checked %d, want every tick to check %d", checked, i, n, c.perTick)
+				}
+			}
+		})
 	}
 }

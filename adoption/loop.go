@@ -147,6 +147,16 @@ func (l *Loop) Tick(ctx context.Context) (Tick, error) {
 	if err != nil {
 		return Tick{}, fmt.Errorf("list the links to follow: %w", err)
 	}
+	if len(links) == 0 && l.next != (vigil.SessionRef{}) {
+		// The last tick's full page was the cycle's last: this one starts
+		// the next cycle rather than check nothing, so that a link is
+		// checked once every ceil(links / PerTick) ticks.
+		l.endCycle()
+		l.next = vigil.SessionRef{}
+		if links, err = l.Backend.Links(ctx, l.next, limit); err != nil {
+			return Tick{}, fmt.Errorf("list the links to follow: %w", err)
+		}
+	}
 	if l.cycle == nil {
 		l.cycle = map[string]bool{}
 	}
@@ -183,18 +193,22 @@ func (l *Loop) Tick(ctx context.Context) (Tick, error) {
 		}
 	}
 	if l.next == (vigil.SessionRef{}) {
-		// A cycle through every link ended: counts of links not seen in
-		// it (unwatched, deleted, adopted again) go.
-		cycle := l.cycle
-		l.missing.Retain(func(k string) bool { return cycle[k] })
-		for k := range l.blocked {
-			if !cycle[k] {
-				delete(l.blocked, k)
-			}
-		}
-		l.cycle = nil
+		l.endCycle()
 	}
 	return t, nil
+}
+
+// endCycle ends a cycle through every link: counts of links not seen in
+// it (unwatched, deleted, adopted again) go.
+func (l *Loop) endCycle() {
+	cycle := l.cycle
+	l.missing.Retain(func(k string) bool { return cycle[k] })
+	for k := range l.blocked {
+		if !cycle[k] {
+			delete(l.blocked, k)
+		}
+	}
+	l.cycle = nil
 }
 
 // missingKey names a link for its missing count: adopting the session

@@ -99,6 +99,7 @@ func newServer(g *gateway.Gateway, log *slog.Logger, from origin, subs *subscrip
 		Capabilities:       caps,
 	})
 	subs.add(srv)
+	srv.AddSendingMiddleware(subs.onlySubscribed)
 	for _, t := range g.Tools().List() {
 		if !t.ForModels {
 			continue
@@ -406,6 +407,10 @@ type follow struct {
 	sessions map[*mcp.ServerSession]func()
 	stop     context.CancelFunc
 	done     chan struct{} // closed once the follower has stopped
+	// deleted is set, under subscriptions.mu, once the session followed
+	// has been deleted: its subscriptions are ending, and a subscribe
+	// waits for done, then follows anew.
+	deleted bool
 }
 
 // subscribe follows a session the caller may read, like reading it. A
@@ -430,38 +435,97 @@ func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 	if err := callerOf(ctx).Reach(ref); err != nil {
 		return rpcError(uri, err)
 	}
+	var release func() // the subscription's stream, once held
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	fw, ok := s.follows[uri]
-	if ok {
-		if _, in := fw.sessions[req.Session]; in {
+	for {
+		fw, ok := s.follows[uri]
+		if ok && !fw.deleted {
+			if _, in := fw.sessions[req.Session]; in {
+				s.mu.Unlock()
+				if release != nil {
+					release()
+				}
+				return nil
+			}
+		}
+		if s.of[req.Session] >= MaxSubscriptionsPerSession {
+			s.mu.Unlock()
+			if release != nil {
+				release()
+			}
+			return rpcError(uri, fmt.Errorf("%w: an MCP session follows at most %d sessions; unsubscribe from one first",
+				gateway.ErrTooMany, MaxSubscriptionsPerSession))
+		}
+		if release == nil {
+			var err error
+			if release, err = s.g.Hold(callerOf(ctx), gateway.HoldStream); err != nil {
+				s.mu.Unlock()
+				return rpcError(uri, err)
+			}
+		}
+		if ok && fw.deleted {
+			// Its session's deletion is being told, and its subscriptions
+			// end with it: this one follows the session made again, once
+			// that follow has gone.
+			s.mu.Unlock()
+			select {
+			case <-fw.done:
+			case <-ctx.Done():
+				release()
+				return errCancelled
+			}
+			s.mu.Lock()
+			continue
+		}
+		defer s.mu.Unlock()
+		if ok {
+			fw.sessions[req.Session] = release
+			s.of[req.Session]++
 			return nil
 		}
-	}
-	if s.of[req.Session] >= MaxSubscriptionsPerSession {
-		return rpcError(uri, fmt.Errorf("%w: an MCP session follows at most %d sessions; unsubscribe from one first",
-			gateway.ErrTooMany, MaxSubscriptionsPerSession))
-	}
-	release, err := s.g.Hold(callerOf(ctx), gateway.HoldStream)
-	if err != nil {
-		return rpcError(uri, err)
-	}
-	if ok {
-		fw.sessions[req.Session] = release
+		f, err := s.g.Follow(ctx, gateway.FollowOptions{Session: &ref, After: -1})
+		if err != nil {
+			release()
+			return rpcError(uri, fmt.Errorf("follow %s: %w", ref, err))
+		}
+		followCtx, stop := context.WithCancel(s.ctx)
+		fw = &follow{sessions: map[*mcp.ServerSession]func(){req.Session: release}, stop: stop, done: make(chan struct{})}
+		s.follows[uri] = fw
 		s.of[req.Session]++
+		go s.run(followCtx, uri, fw, f)
 		return nil
 	}
-	f, err := s.g.Follow(ctx, gateway.FollowOptions{Session: &ref, After: -1})
-	if err != nil {
-		release()
-		return rpcError(uri, fmt.Errorf("follow %s: %w", ref, err))
+}
+
+// onlySubscribed drops an update of a session's resource to an MCP
+// session that does not follow it. The SDK keeps its own list of who
+// subscribed, and has no way to take an MCP session off it but the
+// client's unsubscribe: a subscription that ended because its session was
+// deleted stays there, and without this would hear of the session made
+// again once anyone else followed it, holding no stream and counted
+// nowhere.
+func (s *subscriptions) onlySubscribed(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if p, ok := req.GetParams().(*mcp.ResourceUpdatedNotificationParams); ok && method == "notifications/resources/updated" {
+			ss, _ := req.GetSession().(*mcp.ServerSession)
+			s.mu.Lock()
+			fw, ok := s.follows[p.URI]
+			_, in := fw.sessionsOf()[ss]
+			s.mu.Unlock()
+			if !ok || !in {
+				return nil, nil
+			}
+		}
+		return next(ctx, method, req)
 	}
-	followCtx, stop := context.WithCancel(s.ctx)
-	fw = &follow{sessions: map[*mcp.ServerSession]func(){req.Session: release}, stop: stop, done: make(chan struct{})}
-	s.follows[uri] = fw
-	s.of[req.Session]++
-	go s.run(followCtx, uri, fw, f)
-	return nil
+}
+
+// sessionsOf is fw's subscribers; none when fw is nil.
+func (fw *follow) sessionsOf() map[*mcp.ServerSession]func() {
+	if fw == nil {
+		return nil
+	}
+	return fw.sessions
 }
 
 // MaxSubscriptionsPerSession bounds the sessions one MCP session follows:
@@ -594,6 +658,9 @@ func (s *subscriptions) run(ctx context.Context, uri string, fw *follow, f *gate
 	case errors.As(err, &deleted):
 		// The last word on it: its subscriptions end, and give their
 		// streams back.
+		s.mu.Lock()
+		fw.deleted = true
+		s.mu.Unlock()
 		updated(mcp.Meta{DeletedMetaKey: map[string]any{"stateVersion": deleted.Version}})
 		s.endAll(uri, fw)
 	case ctx.Err() == nil:

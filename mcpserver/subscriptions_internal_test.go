@@ -268,3 +268,181 @@ func TestASubscriptionToASessionThatIsDeletedEndsAndGivesItsStreamBack(t *testin
 		}
 	}
 }
+
+func TestASubscriptionEndedByADeletionHearsNothingOfTheSessionMadeAgain(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), edgeHangGuard) // a hang guard, not a timing
+	defer cancel()
+	g := gatewaytest.Open(t, gatewaytest.Options{}).Gateway
+	caller, err := g.ResolveCaller(ctx, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New(ctx, g, caller, nil)
+	type heard struct {
+		uri  string
+		meta mcp.Meta
+	}
+	connect := func(told chan heard) *mcp.ClientSession {
+		t.Helper()
+		st, ct := mcp.NewInMemoryTransports()
+		ss, err := srv.Connect(ctx, st, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ss.Close() })
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "subscriptions-test", Version: "1"}, &mcp.ClientOptions{
+			ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+				told <- heard{req.Params.URI, req.Params.Meta}
+			},
+		}).Connect(ctx, ct, &mcp.ClientSessionOptions{ProtocolVersion: rawProtocol})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	toldA, toldB := make(chan heard, 16), make(chan heard, 16)
+	a, b := connect(toldA), connect(toldB)
+	next := func(told chan heard, who string) heard {
+		t.Helper()
+		select {
+		case h := <-told:
+			return h
+		case <-ctx.Done():
+			t.Fatalf("%s was told nothing (hang guard)", who)
+			return heard{}
+		}
+	}
+	record := func(ref vigil.SessionRef) {
+		t.Helper()
+		if _, err := g.Engine().Record(ctx, vigil.Record{Session: ref, Kind: vigil.KindCompacted, ActorType: vigil.ActorSystem}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w0, w1 := vigil.MustRef("agent:main:subagent:w0"), vigil.MustRef("agent:main:subagent:w1")
+	record(w0)
+	if err := a.Subscribe(ctx, &mcp.SubscribeParams{URI: workerURI(0)}); err != nil {
+		t.Fatal(err)
+	}
+	person, err := g.ResolveCaller(ctx, gateway.Principal{Role: gateway.RoleOperator, ID: "ann"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Delete(ctx, person, gateway.SessionInput{SessionKey: w0.Key}); err != nil {
+		t.Fatal(err)
+	}
+	for h := next(toldA, "the subscriber of the deleted session"); h.meta[DeletedMetaKey] == nil; h = next(toldA, "the subscriber of the deleted session") {
+	}
+	if err := g.AwaitHeld(ctx, gateway.HoldStream, 0); err != nil {
+		t.Fatal(err)
+	}
+	// The session is made again, and another MCP session follows it.
+	record(w0)
+	if err := b.Subscribe(ctx, &mcp.SubscribeParams{URI: workerURI(0)}); err != nil {
+		t.Fatal(err)
+	}
+	record(w0)
+	if h := next(toldB, "the new subscriber"); h.uri != workerURI(0) {
+		t.Fatalf("the new subscriber was told of %s", h.uri)
+	}
+	// Once its follower has stopped, every update it sent has been sent.
+	if err := b.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: workerURI(0)}); err != nil {
+		t.Fatal(err)
+	}
+	// A's updates arrive in order: one of a session it does follow, sent
+	// after, comes after any it was sent of the deleted one.
+	if err := a.Subscribe(ctx, &mcp.SubscribeParams{URI: workerURI(1)}); err != nil {
+		t.Fatal(err)
+	}
+	record(w1)
+	if h := next(toldA, "the subscriber of w1"); h.uri != workerURI(1) {
+		t.Fatalf("an MCP session whose subscription ended with its session's deletion was told of %s (%v) "+
+			"once the session was made again and followed by another", h.uri, h.meta)
+	}
+}
+
+// A subscribe that comes as a followed session's deletion is being told
+// follows the session made again: it does not join the follow that is
+// ending, whose end would take it along unannounced.
+func TestASubscribeAsTheSessionsDeletionIsToldFollowsTheSessionMadeAgain(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), edgeHangGuard) // a hang guard, not a timing
+	defer cancel()
+	g := gatewaytest.Open(t, gatewaytest.Options{}).Gateway
+	caller, err := g.ResolveCaller(ctx, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New(ctx, g, caller, nil)
+	connect := func(told chan string) *mcp.ClientSession {
+		t.Helper()
+		st, ct := mcp.NewInMemoryTransports()
+		ss, err := srv.Connect(ctx, st, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ss.Close() })
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "subscriptions-test", Version: "1"}, &mcp.ClientOptions{
+			ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+				told <- req.Params.URI
+			},
+		}).Connect(ctx, ct, &mcp.ClientSessionOptions{ProtocolVersion: rawProtocol})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	toldB := make(chan string, 16)
+	a, b := connect(make(chan string, 16)), connect(toldB)
+	w0 := vigil.MustRef("agent:main:subagent:w0")
+	record := func() {
+		t.Helper()
+		if _, err := g.Engine().Record(ctx, vigil.Record{Session: w0, Kind: vigil.KindCompacted, ActorType: vigil.ActorSystem}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record()
+	if err := a.Subscribe(ctx, &mcp.SubscribeParams{URI: workerURI(0)}); err != nil {
+		t.Fatal(err)
+	}
+	// While the deletion is being told, B subscribes: the update waits
+	// until B's subscribe holds its stream.
+	subscribed := make(chan error, 1)
+	var once atomic.Bool
+	srv.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(mctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if p, ok := req.GetParams().(*mcp.ResourceUpdatedNotificationParams); ok && p.Meta[DeletedMetaKey] != nil && once.CompareAndSwap(false, true) {
+				go func() { subscribed <- b.Subscribe(ctx, &mcp.SubscribeParams{URI: workerURI(0)}) }()
+				if err := g.AwaitHeld(ctx, gateway.HoldStream, 2); err != nil {
+					t.Errorf("B's subscribe never held its stream: %v", err)
+				}
+			}
+			return next(mctx, method, req)
+		}
+	})
+	person, err := g.ResolveCaller(ctx, gateway.Principal{Role: gateway.RoleOperator, ID: "ann"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Delete(ctx, person, gateway.SessionInput{SessionKey: w0.Key}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-subscribed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		t.Fatal("B's subscribe was not answered (hang guard)")
+	}
+	record() // the session made again
+	select {
+	case uri := <-toldB:
+		if uri != workerURI(0) {
+			t.Fatalf("B was told of %s", uri)
+		}
+	case <-ctx.Done():
+		t.Fatalf("B, which subscribed as the deletion was told, hears nothing of the session made again (hang guard); "+
+			"%d streams held", g.Held(gateway.HoldStream))
+	}
+}

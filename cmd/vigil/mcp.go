@@ -264,6 +264,17 @@ func (b *bridgeFollows) run(ctx context.Context, uri, key string, s *client.Stre
 			if ctx.Err() != nil {
 				return
 			}
+			if errors.Is(err, errFollowedDeleted) {
+				// Its subscription has ended: a subscribe follows the
+				// session made again anew.
+				b.mu.Lock()
+				if b.follows[uri] == f {
+					delete(b.follows, uri)
+				}
+				b.mu.Unlock()
+				f.stop()
+				return
+			}
 			b.log.Warn("a subscribed session's stream ended; following it again", "uri", uri, "err", err)
 		}
 		if clock.Sleep(ctx, delay) != nil {
@@ -282,8 +293,14 @@ func (b *bridgeFollows) run(ctx context.Context, uri, key string, s *client.Stre
 	}
 }
 
+// errFollowedDeleted ends a relay whose session was deleted.
+var errFollowedDeleted = errors.New("the followed session was deleted")
+
 // relay tells the client what one stream says until it ends, keeping in
-// after the state version reached. Changes that arrive together make one
+// after the state version reached. A session deleted is told as the
+// gateway's own MCP server tells it, one last update whose _meta says so,
+// and ends the relay with errFollowedDeleted: the stream is over, and
+// following it again would find a new session or none. Changes that arrive together make one
 // update: those already read when the first is told are merged into it.
 func (b *bridgeFollows) relay(ctx context.Context, uri string, s *client.Stream, after **int64) error {
 	events := make(chan client.Event, 64)
@@ -342,6 +359,12 @@ func (b *bridgeFollows) relay(ctx context.Context, uri string, s *client.Stream,
 			// Changes were pruned before they could be read: the session
 			// moved, and the stream goes on with what is retained.
 			moved = true
+		case client.SessionDeleted:
+			if moved {
+				b.updated(ctx, uri, nil)
+			}
+			b.updated(ctx, uri, mcp.Meta{mcpserver.DeletedMetaKey: map[string]any{"stateVersion": e.StateVersion}})
+			return errFollowedDeleted
 		case client.Resumed:
 			// Changes made while the connection was down come next;
 			// the stream says where it resumed.

@@ -10,6 +10,7 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/mcpserver"
 )
 
 // A stdio client that leaves a call's arguments out gives no field, as
@@ -22,18 +23,7 @@ import (
 // answer when strict). The bridge stops when the test ends.
 func rawBridge(t *testing.T, g *cliGateway) (send func(line string), answer func(id int, strict bool) map[string]any) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), cliHangGuard)
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"mcp", "--session", "agent:main:main"}, cliEnv(g), inR, outW, io.Discard)
-		outW.Close()
-	}()
-	t.Cleanup(func() { inW.Close(); cancel(); <-done })
-	lines := bufio.NewScanner(outR)
-	lines.Buffer(nil, 1<<20)
-	send = func(line string) { io.WriteString(inW, line+"\n") }
+	send, lines := rawBridgeLines(t, g)
 	answer = func(id int, strict bool) map[string]any {
 		t.Helper()
 		for lines.Scan() {
@@ -52,6 +42,25 @@ func rawBridge(t *testing.T, g *cliGateway) (send func(line string), answer func
 	send(`{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}`)
 	answer(1, true)
 	return send, answer
+}
+
+// rawBridgeLines runs vigil mcp against g, as rawBridge does, and gives
+// the lines it writes, every notification among them.
+func rawBridgeLines(t *testing.T, g *cliGateway) (send func(line string), lines *bufio.Scanner) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), cliHangGuard)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"mcp", "--session", "agent:main:main"}, cliEnv(g), inR, outW, io.Discard)
+		outW.Close()
+	}()
+	// Its output is read no more: a write then fails rather than waits.
+	t.Cleanup(func() { inW.Close(); outR.Close(); cancel(); <-done })
+	lines = bufio.NewScanner(outR)
+	lines.Buffer(nil, 1<<20)
+	return func(line string) { io.WriteString(inW, line+"\n") }, lines
 }
 
 func TestTheStdioBridgeRelaysACallWithoutArgumentsAsOne(t *testing.T) {
@@ -83,5 +92,75 @@ func TestTheStdioBridgeFollowsASessionSubscribedTwiceUntilItsOneUnsubscribe(t *t
 	answer(4, true)
 	if err := g.gw.AwaitHeld(t.Context(), gateway.HoldStream, 0); err != nil {
 		t.Fatalf("unsubscribed, the session is still followed on the gateway: %v", err)
+	}
+}
+
+// A followed session that is deleted gets one last update saying so
+// through the bridge, as over /mcp, and the bridge follows it no longer.
+func TestTheStdioBridgeTellsASubscriberItsSessionWasDeleted(t *testing.T) {
+	g := cliStartGateway(t, nil, vigil.Options{})
+	ctx := t.Context()
+	worker := vigil.MustRef("agent:main:subagent:w0")
+	if _, err := g.eng.Record(ctx, vigil.Record{Session: worker, Kind: vigil.KindCompacted, ActorType: vigil.ActorSystem}); err != nil {
+		t.Fatal(err)
+	}
+	send, lines := rawBridgeLines(t, g)
+	// next is the next message the bridge writes, failing the test once
+	// it writes no more (the hang guard ends it).
+	next := func(what string) map[string]any {
+		t.Helper()
+		for lines.Scan() {
+			var msg map[string]any
+			if json.Unmarshal(lines.Bytes(), &msg) == nil {
+				return msg
+			}
+		}
+		t.Fatalf("the bridge wrote no %s: %v", what, lines.Err())
+		return nil
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}`)
+	for next("answer to initialize")["id"] != float64(1) {
+	}
+	uri := mcpserver.SessionURIPrefix + worker.Key
+	send(`{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"` + uri + `"}}`)
+	for msg := next("answer to the subscribe"); msg["id"] != float64(2); msg = next("answer to the subscribe") {
+	}
+	if err := g.gw.AwaitHeld(ctx, gateway.HoldStream, 1); err != nil {
+		t.Fatal(err)
+	}
+	person, err := g.gw.ResolveCaller(ctx, gateway.Principal{Role: gateway.RoleOperator, ID: "ann"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.gw.Delete(ctx, person, gateway.SessionInput{SessionKey: worker.Key}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		msg := next("update saying the followed session was deleted (hang guard)")
+		params, _ := msg["params"].(map[string]any)
+		if msg["method"] != "notifications/resources/updated" || params["uri"] != uri {
+			continue
+		}
+		meta, _ := params["_meta"].(map[string]any)
+		if d, ok := meta[mcpserver.DeletedMetaKey].(map[string]any); ok {
+			if d["stateVersion"] == nil {
+				t.Fatalf("the deleted session's last update gives no state version: %v", params)
+			}
+			break
+		}
+	}
+	// Subscribing again follows the session anew: the bridge forgot it.
+	send(`{"jsonrpc":"2.0","id":3,"method":"resources/subscribe","params":{"uri":"` + uri + `"}}`)
+	for msg := next("answer to the second subscribe"); msg["id"] != float64(3); msg = next("answer to the second subscribe") {
+	}
+	if _, err := g.eng.Record(ctx, vigil.Record{Session: worker, Kind: vigil.KindCompacted, ActorType: vigil.ActorSystem}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		msg := next("update of the session made again (hang guard)")
+		if params, _ := msg["params"].(map[string]any); msg["method"] == "notifications/resources/updated" && params["uri"] == uri {
+			return
+		}
 	}
 }
