@@ -107,6 +107,10 @@ type Options struct {
 	// PushSweepInterval is how often running deliveries are checked
 	// against the stored configs; 0 means DefaultPushSweepInterval.
 	PushSweepInterval time.Duration
+	// PushCounters, when set, is where the handler counts its push
+	// deliveries: what was delivered, retried and given up, and how many
+	// configs it follows now.
+	PushCounters *PushCounters
 }
 
 type callerKey struct{}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -42,6 +43,28 @@ const (
 // session stops.
 const DefaultPushSweepInterval = time.Minute
 
+// PushStats are a handler's push delivery figures, as PushCounters.Stats
+// reads them.
+type PushStats struct {
+	Delivered int64 // updates the receiver answered with a 2xx status
+	Retried   int64 // attempts after an update's first
+	Failed    int64 // updates given up: answered with a status not worth retrying, or out of attempts
+	Running   int64 // deliveries running now: the configs followed
+}
+
+// PushCounters are where a handler counts its push deliveries
+// (Options.PushCounters). The zero value is ready; its methods are safe
+// for concurrent use.
+type PushCounters struct {
+	delivered, retried, failed, running atomic.Int64
+}
+
+// Stats reads the counters.
+func (c *PushCounters) Stats() PushStats {
+	return PushStats{Delivered: c.delivered.Load(), Retried: c.retried.Load(), Failed: c.failed.Load(),
+		Running: c.running.Load()}
+}
+
 // pushes runs the deliveries of the stored push configs. A config is
 // stored first (gateway.SetPushConfig: with its session, bounded per
 // credential and task), then followed here as the credential that set it,
@@ -51,7 +74,8 @@ const DefaultPushSweepInterval = time.Minute
 // its session): before each POST it looks, and a sweep looks now and then
 // for those with nothing to deliver.
 type pushes struct {
-	h *core
+	h     *core
+	stats *PushCounters
 	// configs reads every stored config: the gateway's, or a test's.
 	configs func(context.Context) ([]sessions.PushConfig, error)
 	mu      sync.Mutex // guards running and registered
@@ -78,7 +102,11 @@ type delivery struct {
 }
 
 func newPushes(h *core) *pushes {
-	return &pushes{h: h, running: map[pushKey]*delivery{},
+	stats := h.opts.PushCounters
+	if stats == nil {
+		stats = new(PushCounters)
+	}
+	return &pushes{h: h, stats: stats, running: map[pushKey]*delivery{},
 		configs: func(ctx context.Context) ([]sessions.PushConfig, error) {
 			return h.g.StoredPushConfigs(ctx, sessions.PushFilter{})
 		}}
@@ -223,6 +251,8 @@ func (p *pushes) register(cfg sessions.PushConfig) (context.Context, *delivery) 
 	defer p.mu.Unlock()
 	if old, ok := p.running[keyOf(cfg)]; ok {
 		old.cancel()
+	} else {
+		p.stats.running.Add(1)
 	}
 	p.registered++
 	d.n = p.registered
@@ -237,6 +267,7 @@ func (p *pushes) stop(k pushKey) {
 	if d, ok := p.running[k]; ok {
 		d.cancel()
 		delete(p.running, k)
+		p.stats.running.Add(-1)
 	}
 }
 
@@ -246,6 +277,7 @@ func (p *pushes) ended(d *delivery) {
 	defer p.mu.Unlock()
 	if p.running[keyOf(d.cfg)] == d {
 		delete(p.running, keyOf(d.cfg))
+		p.stats.running.Add(-1)
 	}
 	d.cancel()
 }
@@ -325,6 +357,7 @@ func (p *pushes) sweep(ctx context.Context) error {
 		if cfg, ok := stored[k]; (!ok || !sameDelivery(cfg, d.cfg)) && d.n <= before {
 			d.cancel()
 			delete(p.running, k)
+			p.stats.running.Add(-1)
 		}
 	}
 	return nil
@@ -501,12 +534,26 @@ func deliveryID(cfg sessions.PushConfig, u *updateView) string {
 // errConfigGone: a delivery's config is no longer stored.
 var errConfigGone = errors.New("its push notification config is gone")
 
-// post delivers one update, retrying network errors, 408, 429 and 5xx
+// post delivers one update (send) and counts how that went.
+func (p *pushes) post(ctx context.Context, d *delivery, u *updateView) error {
+	err := p.send(ctx, d, u)
+	switch {
+	case err == nil:
+		p.stats.delivered.Add(1)
+	case errors.Is(err, errConfigGone) || ctx.Err() != nil:
+		// Stopped, or its config went: no update was given up.
+	default:
+		p.stats.failed.Add(1)
+	}
+	return err
+}
+
+// send delivers one update, retrying network errors, 408, 429 and 5xx
 // answers. Before each retry it looks for d's config again, as deliver
 // does before each update, and gives up with errConfigGone once it is
 // gone: deleting a session deletes its configs without stopping their
 // deliveries, which find out here.
-func (p *pushes) post(ctx context.Context, d *delivery, u *updateView) error {
+func (p *pushes) send(ctx context.Context, d *delivery, u *updateView) error {
 	cfg := d.cfg
 	body, contentType, err := pushPayload(cfg, u)
 	if err != nil {
@@ -526,6 +573,7 @@ func (p *pushes) post(ctx context.Context, d *delivery, u *updateView) error {
 			if ok, err := p.stored(ctx, d); err == nil && !ok {
 				return errConfigGone
 			}
+			p.stats.retried.Add(1)
 		}
 		now := time.Now()
 		sig, err := webhook.Sign(cfg.Token, id, now, body)

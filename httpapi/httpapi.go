@@ -167,9 +167,17 @@ func NewHandler(g *gateway.Gateway, opts Options) (http.Handler, error) {
 	data("/mcp", s.bounded(true, s.mcp(mcpserver.NewHandler(opts.Context, g, func(r *http.Request) (gateway.Caller, error) {
 		return s.resolve(r, actingParams)
 	}, opts.Logger, mcpserver.HTTPOptions{IdleTimeout: opts.MCPIdleTimeout, TaskRetention: opts.MCPTaskRetention}))))
+	a2aopts := a2aserver.Options{Logger: opts.Logger, MaxBodyBytes: opts.MaxBodyBytes, Principal: opts.Credentials.PushPrincipal}
+	if opts.Metrics != nil {
+		push := new(a2aserver.PushCounters)
+		a2aopts.PushCounters = push
+		if err := opts.Metrics.RegisterPush(func() metrics.PushStats { return metrics.PushStats(push.Stats()) }); err != nil {
+			return nil, err
+		}
+	}
 	data("POST "+a2aserver.Path, s.bounded(true, s.mcp(a2aserver.Handler(opts.Context, g, func(r *http.Request) (gateway.Caller, error) {
 		return s.resolve(r, actingParams)
-	}, a2aserver.Options{Logger: opts.Logger, MaxBodyBytes: opts.MaxBodyBytes, Principal: opts.Credentials.PushPrincipal}))))
+	}, a2aopts))))
 	return s.count(s.deadlines(s.hosts(mux)), mux), nil
 }
 
