@@ -76,10 +76,15 @@ func (c *PushCounters) Stats() PushStats {
 type pushes struct {
 	h     *core
 	stats *PushCounters
+	// background counts run and the deliveries (Options.Background).
+	background *sync.WaitGroup
 	// configs reads every stored config: the gateway's, or a test's.
 	configs func(context.Context) ([]sessions.PushConfig, error)
-	mu      sync.Mutex // guards running and registered
+	mu      sync.Mutex // guards running, registered and done
 	running map[pushKey]*delivery
+	// done is set once run has returned: no delivery starts after it,
+	// so none is added to background once it may have been waited on.
+	done bool
 	// registered counts the deliveries started so far: a sweep leaves
 	// alone those started after its read began, whose configs were
 	// stored too late for the read to see.
@@ -106,7 +111,11 @@ func newPushes(h *core) *pushes {
 	if stats == nil {
 		stats = new(PushCounters)
 	}
-	return &pushes{h: h, stats: stats, running: map[pushKey]*delivery{},
+	background := h.opts.Background
+	if background == nil {
+		background = new(sync.WaitGroup)
+	}
+	return &pushes{h: h, stats: stats, background: background, running: map[pushKey]*delivery{},
 		configs: func(ctx context.Context) ([]sessions.PushConfig, error) {
 			return h.g.StoredPushConfigs(ctx, sessions.PushFilter{})
 		}}
@@ -235,11 +244,35 @@ func (h *core) pushDelete(ctx context.Context, c gateway.Caller, key, id string)
 
 // start follows cfg as c until it is stopped, replacing a running
 // delivery of the same config; it returns once the follower listens.
+// Once run has returned (the handler's context is done) it starts none.
 func (p *pushes) start(c gateway.Caller, cfg sessions.PushConfig) {
+	p.mu.Lock()
+	if p.done {
+		p.mu.Unlock()
+		return
+	}
+	p.background.Add(1)
+	p.mu.Unlock()
 	ctx, d := p.register(cfg)
 	ready := make(chan struct{})
-	go p.deliver(ctx, c, d, ready)
+	go func() {
+		defer p.background.Done()
+		p.deliver(ctx, c, d, ready)
+	}()
 	<-ready
+}
+
+// runInBackground starts run, counted in background until it returns;
+// then no delivery starts any more.
+func (p *pushes) runInBackground(ctx context.Context, resumed bool, interval time.Duration) {
+	p.background.Add(1)
+	go func() {
+		defer p.background.Done()
+		p.run(ctx, resumed, interval)
+		p.mu.Lock()
+		p.done = true
+		p.mu.Unlock()
+	}()
 }
 
 // register makes d, a new delivery of cfg, the running one, replacing
