@@ -39,6 +39,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
@@ -107,6 +108,15 @@ type Options struct {
 	// PushSweepInterval is how often running deliveries are checked
 	// against the stored configs; 0 means DefaultPushSweepInterval.
 	PushSweepInterval time.Duration
+	// PushCounters, when set, is where the handler counts its push
+	// deliveries: what was delivered, retried and given up, and how many
+	// configs it follows now.
+	PushCounters *PushCounters
+	// Background, when set, counts the goroutines the handler starts that
+	// outlive their requests: the push deliveries and the loop that
+	// resumes and sweeps them. Each ends once ctx is done; wait on it then,
+	// before closing the store they read.
+	Background *sync.WaitGroup
 }
 
 type callerKey struct{}
@@ -147,7 +157,7 @@ func Handler(ctx context.Context, g *gateway.Gateway, resolve Resolver, opts Opt
 	if resumed != nil {
 		h.log.Error("a2a push notifications: resume", "err", resumed)
 	}
-	go h.push.run(ctx, resumed == nil, opts.PushSweepInterval)
+	h.push.runInBackground(ctx, resumed == nil, opts.PushSweepInterval)
 	rpc03 := a2asrv.NewJSONRPCHandler(v03{h})
 	rpc10 := v10{h}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

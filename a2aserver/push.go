@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -42,6 +43,28 @@ const (
 // session stops.
 const DefaultPushSweepInterval = time.Minute
 
+// PushStats are a handler's push delivery figures, as PushCounters.Stats
+// reads them.
+type PushStats struct {
+	Delivered int64 // updates the receiver answered with a 2xx status
+	Retried   int64 // attempts after an update's first
+	Failed    int64 // updates given up: answered with a status not worth retrying, or out of attempts
+	Running   int64 // deliveries running now: the configs followed
+}
+
+// PushCounters are where a handler counts its push deliveries
+// (Options.PushCounters). The zero value is ready; its methods are safe
+// for concurrent use.
+type PushCounters struct {
+	delivered, retried, failed, running atomic.Int64
+}
+
+// Stats reads the counters.
+func (c *PushCounters) Stats() PushStats {
+	return PushStats{Delivered: c.delivered.Load(), Retried: c.retried.Load(), Failed: c.failed.Load(),
+		Running: c.running.Load()}
+}
+
 // pushes runs the deliveries of the stored push configs. A config is
 // stored first (gateway.SetPushConfig: with its session, bounded per
 // credential and task), then followed here as the credential that set it,
@@ -51,11 +74,17 @@ const DefaultPushSweepInterval = time.Minute
 // its session): before each POST it looks, and a sweep looks now and then
 // for those with nothing to deliver.
 type pushes struct {
-	h *core
+	h     *core
+	stats *PushCounters
+	// background counts run and the deliveries (Options.Background).
+	background *sync.WaitGroup
 	// configs reads every stored config: the gateway's, or a test's.
 	configs func(context.Context) ([]sessions.PushConfig, error)
-	mu      sync.Mutex // guards running and registered
+	mu      sync.Mutex // guards running, registered and done
 	running map[pushKey]*delivery
+	// done is set once run has returned: no delivery starts after it,
+	// so none is added to background once it may have been waited on.
+	done bool
 	// registered counts the deliveries started so far: a sweep leaves
 	// alone those started after its read began, whose configs were
 	// stored too late for the read to see.
@@ -78,7 +107,15 @@ type delivery struct {
 }
 
 func newPushes(h *core) *pushes {
-	return &pushes{h: h, running: map[pushKey]*delivery{},
+	stats := h.opts.PushCounters
+	if stats == nil {
+		stats = new(PushCounters)
+	}
+	background := h.opts.Background
+	if background == nil {
+		background = new(sync.WaitGroup)
+	}
+	return &pushes{h: h, stats: stats, background: background, running: map[pushKey]*delivery{},
 		configs: func(ctx context.Context) ([]sessions.PushConfig, error) {
 			return h.g.StoredPushConfigs(ctx, sessions.PushFilter{})
 		}}
@@ -207,11 +244,35 @@ func (h *core) pushDelete(ctx context.Context, c gateway.Caller, key, id string)
 
 // start follows cfg as c until it is stopped, replacing a running
 // delivery of the same config; it returns once the follower listens.
+// Once run has returned (the handler's context is done) it starts none.
 func (p *pushes) start(c gateway.Caller, cfg sessions.PushConfig) {
+	p.mu.Lock()
+	if p.done {
+		p.mu.Unlock()
+		return
+	}
+	p.background.Add(1)
+	p.mu.Unlock()
 	ctx, d := p.register(cfg)
 	ready := make(chan struct{})
-	go p.deliver(ctx, c, d, ready)
+	go func() {
+		defer p.background.Done()
+		p.deliver(ctx, c, d, ready)
+	}()
 	<-ready
+}
+
+// runInBackground starts run, counted in background until it returns;
+// then no delivery starts any more.
+func (p *pushes) runInBackground(ctx context.Context, resumed bool, interval time.Duration) {
+	p.background.Add(1)
+	go func() {
+		defer p.background.Done()
+		p.run(ctx, resumed, interval)
+		p.mu.Lock()
+		p.done = true
+		p.mu.Unlock()
+	}()
 }
 
 // register makes d, a new delivery of cfg, the running one, replacing
@@ -223,6 +284,8 @@ func (p *pushes) register(cfg sessions.PushConfig) (context.Context, *delivery) 
 	defer p.mu.Unlock()
 	if old, ok := p.running[keyOf(cfg)]; ok {
 		old.cancel()
+	} else {
+		p.stats.running.Add(1)
 	}
 	p.registered++
 	d.n = p.registered
@@ -237,6 +300,7 @@ func (p *pushes) stop(k pushKey) {
 	if d, ok := p.running[k]; ok {
 		d.cancel()
 		delete(p.running, k)
+		p.stats.running.Add(-1)
 	}
 }
 
@@ -246,6 +310,7 @@ func (p *pushes) ended(d *delivery) {
 	defer p.mu.Unlock()
 	if p.running[keyOf(d.cfg)] == d {
 		delete(p.running, keyOf(d.cfg))
+		p.stats.running.Add(-1)
 	}
 	d.cancel()
 }
@@ -325,6 +390,7 @@ func (p *pushes) sweep(ctx context.Context) error {
 		if cfg, ok := stored[k]; (!ok || !sameDelivery(cfg, d.cfg)) && d.n <= before {
 			d.cancel()
 			delete(p.running, k)
+			p.stats.running.Add(-1)
 		}
 	}
 	return nil
@@ -501,12 +567,26 @@ func deliveryID(cfg sessions.PushConfig, u *updateView) string {
 // errConfigGone: a delivery's config is no longer stored.
 var errConfigGone = errors.New("its push notification config is gone")
 
-// post delivers one update, retrying network errors, 408, 429 and 5xx
+// post delivers one update (send) and counts how that went.
+func (p *pushes) post(ctx context.Context, d *delivery, u *updateView) error {
+	err := p.send(ctx, d, u)
+	switch {
+	case err == nil:
+		p.stats.delivered.Add(1)
+	case errors.Is(err, errConfigGone) || ctx.Err() != nil:
+		// Stopped, or its config went: no update was given up.
+	default:
+		p.stats.failed.Add(1)
+	}
+	return err
+}
+
+// send delivers one update, retrying network errors, 408, 429 and 5xx
 // answers. Before each retry it looks for d's config again, as deliver
 // does before each update, and gives up with errConfigGone once it is
 // gone: deleting a session deletes its configs without stopping their
 // deliveries, which find out here.
-func (p *pushes) post(ctx context.Context, d *delivery, u *updateView) error {
+func (p *pushes) send(ctx context.Context, d *delivery, u *updateView) error {
 	cfg := d.cfg
 	body, contentType, err := pushPayload(cfg, u)
 	if err != nil {
@@ -526,6 +606,7 @@ func (p *pushes) post(ctx context.Context, d *delivery, u *updateView) error {
 			if ok, err := p.stored(ctx, d); err == nil && !ok {
 				return errConfigGone
 			}
+			p.stats.retried.Add(1)
 		}
 		now := time.Now()
 		sig, err := webhook.Sign(cfg.Token, id, now, body)

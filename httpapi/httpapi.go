@@ -51,6 +51,10 @@ type Options struct {
 	// MCP sessions' background work stops when it is done (cancel it when
 	// shutdown begins). nil means they live as long as the process.
 	Context context.Context
+	// Background, when set, counts the goroutines the handler starts that
+	// outlive their requests (A2A push deliveries). Each ends once Context
+	// is done: wait on it then, before closing the store they read.
+	Background *sync.WaitGroup
 	// Timeouts bound slow clients; the zero value is the defaults.
 	Timeouts Timeouts
 	// RestrictHosts refuses requests whose Host is neither a loopback name
@@ -167,9 +171,18 @@ func NewHandler(g *gateway.Gateway, opts Options) (http.Handler, error) {
 	data("/mcp", s.bounded(true, s.mcp(mcpserver.NewHandler(opts.Context, g, func(r *http.Request) (gateway.Caller, error) {
 		return s.resolve(r, actingParams)
 	}, opts.Logger, mcpserver.HTTPOptions{IdleTimeout: opts.MCPIdleTimeout, TaskRetention: opts.MCPTaskRetention}))))
+	a2aopts := a2aserver.Options{Logger: opts.Logger, MaxBodyBytes: opts.MaxBodyBytes, Principal: opts.Credentials.PushPrincipal,
+		Background: opts.Background}
+	if opts.Metrics != nil {
+		push := new(a2aserver.PushCounters)
+		a2aopts.PushCounters = push
+		if err := opts.Metrics.RegisterPush(func() metrics.PushStats { return metrics.PushStats(push.Stats()) }); err != nil {
+			return nil, err
+		}
+	}
 	data("POST "+a2aserver.Path, s.bounded(true, s.mcp(a2aserver.Handler(opts.Context, g, func(r *http.Request) (gateway.Caller, error) {
 		return s.resolve(r, actingParams)
-	}, a2aserver.Options{Logger: opts.Logger, MaxBodyBytes: opts.MaxBodyBytes, Principal: opts.Credentials.PushPrincipal}))))
+	}, a2aopts))))
 	return s.count(s.deadlines(s.hosts(mux)), mux), nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -268,12 +269,18 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		ready = append(ready, httpapi.ReadyCheck{Name: "listener", Check: n.Listening})
 	}
 
+	// What the handler runs beyond its requests (A2A push deliveries)
+	// reads the store: it is waited for once closeStreams has ended it,
+	// before the node closes the store (defers run last first).
+	var background sync.WaitGroup
+	defer background.Wait()
 	// Streams and long polls never go idle on their own: end them when
 	// shutdown begins so in-flight requests can finish.
 	open, closeStreams := context.WithCancel(context.Background())
 	defer closeStreams()
 	hopts := cfg.http
 	hopts.Credentials, hopts.Logger, hopts.Metrics, hopts.Context, hopts.Ready = creds, log, n.Metrics(), open, ready
+	hopts.Background = &background
 	// On loopback, a foreign Host can only come from a page whose name was
 	// made to resolve to loopback: answer loopback names and those named.
 	hopts.RestrictHosts = isLoopback(cfg.addr)

@@ -8,9 +8,9 @@ import (
 	"testing"
 )
 
-// vigil serve exports what it wires in: the gateway's gauges, webhook
-// deliveries, the SQLite store's checkpoints and the build.
-func TestServeExportsItsGatewayWebhookStoreAndBuildMetrics(t *testing.T) {
+// vigil serve exports what it wires in: the gateway's gauges, webhook and
+// A2A push deliveries, the SQLite store's checkpoints and the build.
+func TestServeExportsItsGatewayWebhookPushStoreAndBuildMetrics(t *testing.T) {
 	r := startServe(t, filepath.Join(t.TempDir(), "vigil.db"), nil)
 	resp, err := (&http.Client{Timeout: serveHangGuard}).Get("http://" + r.addr + "/metrics")
 	if err != nil {
@@ -32,6 +32,8 @@ func TestServeExportsItsGatewayWebhookStoreAndBuildMetrics(t *testing.T) {
 		"\nvigil_pending_cursors 0\n",
 		"\nvigil_webhook_deliveries_total 0\n",
 		"\nvigil_webhook_failures_total 0\n",
+		"\nvigil_push_failures_total 0\n",
+		"\nvigil_push_deliveries_running 0\n",
 		"\nvigil_sqlite_checkpoint_failures_total ",
 		"\nvigil_build_info{",
 	} {

@@ -26,7 +26,8 @@ func everyFamily(t *testing.T) *Metrics {
 	t.Cleanup(d.Close)
 	g := gateway.New(eng, st, gateway.Options{})
 	t.Cleanup(g.Close)
-	for _, err := range []error{m.RegisterGateway(g), m.RegisterWebhooks(d), m.RegisterStore(st)} {
+	for _, err := range []error{m.RegisterGateway(g), m.RegisterWebhooks(d), m.RegisterStore(st),
+		m.RegisterPush(func() PushStats { return PushStats{} })} {
 		if err != nil {
 			t.Fatal(err)
 		}

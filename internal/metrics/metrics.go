@@ -1,6 +1,6 @@
 // Package metrics exposes the engine's counters, the gateway's requests
-// and what it holds open, webhook deliveries and the SQLite store's
-// checkpoints to Prometheus. docs/operations.md lists every metric; a test
+// and what it holds open, webhook and A2A push deliveries and the SQLite
+// store's checkpoints to Prometheus. docs/operations.md lists every metric; a test
 // keeps that list and the registry in step.
 package metrics
 

@@ -55,6 +55,31 @@ func (m *Metrics) RegisterWebhooks(d *webhook.Dispatcher) error {
 	return register(m.Registry, "webhooks", snapshotCollector[webhook.Stats]{d.Stats, webhookFamilies})
 }
 
+// PushStats are the A2A push deliveries' figures: a2aserver.PushStats,
+// which converts to it (this package does not import the transport, whose
+// tests build gateways with metrics).
+type PushStats struct {
+	Delivered, Retried, Failed, Running int64
+}
+
+// pushFamilies are the A2A push deliveries' figures.
+var pushFamilies = []family[PushStats]{
+	counter("vigil_push_deliveries_total", "A2A push notification updates the receiver answered with a 2xx status.",
+		func(s PushStats) int64 { return s.Delivered }),
+	counter("vigil_push_retries_total", "A2A push notification attempts after an update's first (a network error, 408, 429 or 5xx before).",
+		func(s PushStats) int64 { return s.Retried }),
+	counter("vigil_push_failures_total", "A2A push notification updates given up: answered with a status not worth retrying, or out of attempts.",
+		func(s PushStats) int64 { return s.Failed }),
+	gauge("vigil_push_deliveries_running", "A2A push notification configs followed now, each delivering its task's updates.",
+		func(s PushStats) int64 { return s.Running }),
+}
+
+// RegisterPush adds the A2A push deliveries' figures, read from read at
+// each scrape. Call it once per Metrics.
+func (m *Metrics) RegisterPush(read func() PushStats) error {
+	return register(m.Registry, "push", snapshotCollector[PushStats]{read, pushFamilies})
+}
+
 // checkpointFamilies are the SQLite store's checkpointer counters.
 var checkpointFamilies = []family[sqlitestore.CheckpointStats]{
 	counter("vigil_sqlite_checkpoints_total", "Background checkpoint passes of the SQLite store, failed ones included.",
