@@ -52,7 +52,7 @@ type Options struct {
 	// shutdown begins). nil means they live as long as the process.
 	Context context.Context
 	// Background, when set, counts the goroutines the handler starts that
-	// outlive their requests (A2A push deliveries). Each ends once Context
+	// outlive their requests (A2A push deliveries, MCP tasks). Each ends once Context
 	// is done: wait on it then, before closing the store they read.
 	Background *sync.WaitGroup
 	// Timeouts bound slow clients; the zero value is the defaults.
@@ -170,7 +170,8 @@ func NewHandler(g *gateway.Gateway, opts Options) (http.Handler, error) {
 	data("GET /v1/events", s.authed([]string{"as"}, s.logEvents))
 	data("/mcp", s.bounded(true, s.mcp(mcpserver.NewHandler(opts.Context, g, func(r *http.Request) (gateway.Caller, error) {
 		return s.resolve(r, actingParams)
-	}, opts.Logger, mcpserver.HTTPOptions{IdleTimeout: opts.MCPIdleTimeout, TaskRetention: opts.MCPTaskRetention}))))
+	}, opts.Logger, mcpserver.HTTPOptions{IdleTimeout: opts.MCPIdleTimeout, TaskRetention: opts.MCPTaskRetention,
+		Background: opts.Background}))))
 	a2aopts := a2aserver.Options{Logger: opts.Logger, MaxBodyBytes: opts.MaxBodyBytes, Principal: opts.Credentials.PushPrincipal,
 		Background: opts.Background}
 	if opts.Metrics != nil {

@@ -189,6 +189,11 @@ type HTTPOptions struct {
 	TaskPollInterval time.Duration
 	// Clock times the tasks' retention; nil means the system clock.
 	Clock clock.Clock
+	// Background, when set, counts the tasks' work, which outlives the
+	// requests that started it: once ctx is done it is done only when
+	// every task has ended. Wait on it then, before closing the store the
+	// tasks' tool calls write.
+	Background *sync.WaitGroup
 }
 
 // Handler is NewHandler with the zero HTTPOptions.

@@ -114,6 +114,16 @@ func newTasks(ctx context.Context, g *gateway.Gateway, log *slog.Logger, opts HT
 		poll = DefaultTaskPollInterval
 	}
 	ts := &tasks{g: g, log: log, clk: clock.Or(opts.Clock), keep: keep, poll: poll, ctx: ctx, byID: map[string]*task{}}
+	if bg := opts.Background; bg != nil {
+		// closeAll returns once every task has ended, and no task starts
+		// after it began.
+		bg.Add(1)
+		context.AfterFunc(ctx, func() {
+			defer bg.Done()
+			ts.closeAll()
+		})
+		return ts
+	}
 	context.AfterFunc(ctx, ts.closeAll)
 	return ts
 }

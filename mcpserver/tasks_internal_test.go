@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,5 +86,26 @@ func TestTheServerEndingCancelsItsTasksAndGivesTheirPlacesBack(t *testing.T) {
 	wait, _ := g.Tools().Get("session_wait")
 	if _, err := ts.start(c, wait, json.RawMessage(`{}`), "x"); gateway.Code(err) != gateway.CodeUnavailable {
 		t.Fatalf("a task after the end: %v, want unavailable", err)
+	}
+}
+
+func TestWaitingOnBackgroundAfterTheServerEndsOutlastsEveryTask(t *testing.T) {
+	g := edgeGateway(t)
+	c := agentCaller(t, g, "main", "agent:main:main")
+	ctx, stop := context.WithCancel(t.Context())
+	var background sync.WaitGroup
+	ts := newTasks(ctx, g, slog.New(slog.DiscardHandler), HTTPOptions{Background: &background})
+	task := startTask(t, ts, c, "session_wait", `{"timeoutSeconds":60}`)
+	guard, cancel := context.WithTimeout(t.Context(), edgeHangGuard)
+	defer cancel()
+	if err := g.AwaitHeld(guard, gateway.HoldWait, 1); err != nil {
+		t.Fatalf("the task's wait never parked: %v", err)
+	}
+	stop()
+	background.Wait()
+	select {
+	case <-task.done:
+	default:
+		t.Fatal("the background was done while a task still ran")
 	}
 }
