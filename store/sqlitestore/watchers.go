@@ -16,7 +16,8 @@ const watcherRowsMax = 65536
 // the file has them (held moves are laid over them on the way out), so a
 // record need not read them: a store with the file to itself is its only
 // writer, and a commit that writes a target's rows drops that target's
-// entry. Only writers use it, one at a time.
+// entry, unless all it wrote of them were held moves, which the entry then
+// takes. Only writers use it, one at a time.
 type watcherRows struct {
 	mu       sync.Mutex
 	byTarget map[vigil.SessionRef][]vigil.Cursor
