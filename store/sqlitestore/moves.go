@@ -145,7 +145,7 @@ func (m *heldMoves) committing(t *Tx, now time.Time) error {
 			return err
 		}
 	}
-	if t.touchedAll || len(t.touched) > 0 || len(t.rewrote) > 0 || len(t.moved) > 0 {
+	if t.touchedAll || len(t.touched) > 0 || len(t.moved) > 0 {
 		m.commits.Lock()
 		m.committed = true
 		m.mu.Lock()
@@ -259,7 +259,7 @@ func (t *Tx) writeMoves() error {
 		cs = append(cs, c)
 	}
 	for _, c := range cs {
-		if err := t.rewriteCursor(c); err != nil {
+		if err := t.putCursor(c); err != nil {
 			return fmt.Errorf("write held cursor moves: %w", err)
 		}
 	}

@@ -953,11 +953,6 @@ type Tx struct {
 	// them: their kept rows (watcherRows) are stale from the commit on.
 	touched    map[vigil.SessionRef]struct{}
 	touchedAll bool
-	// rewrote are the rows writeMoves wrote, by target: each row took
-	// the value of its held move, which reads already gave, so the kept
-	// rows of these targets follow them at the commit instead of being
-	// dropped.
-	rewrote map[vigil.SessionRef][]vigil.Cursor
 	// args and body are Append's buffers of statement arguments and of
 	// the event's body, reused from one event to the next: the driver
 	// copies what it binds.
@@ -1116,11 +1111,6 @@ func (t *Tx) PutCursor(ctx context.Context, c vigil.Cursor) error {
 
 func (t *Tx) putCursor(c vigil.Cursor) error {
 	t.touch(c.Target)
-	return t.writeCursorRow(c)
-}
-
-// writeCursorRow writes c's row as c has it.
-func (t *Tx) writeCursorRow(c vigil.Cursor) error {
 	ambient := 0
 	if c.Ambient {
 		ambient = 1

@@ -1,7 +1,6 @@
 package sqlitestore
 
 import (
-	"slices"
 	"sync"
 	"time"
 
@@ -16,8 +15,7 @@ const watcherRowsMax = 65536
 // the file has them (held moves are laid over them on the way out), so a
 // record need not read them: a store with the file to itself is its only
 // writer, and a commit that writes a target's rows drops that target's
-// entry, unless all it wrote of them were held moves, which the entry then
-// takes. Only writers use it, one at a time.
+// entry. Only writers use it, one at a time.
 type watcherRows struct {
 	mu       sync.Mutex
 	byTarget map[vigil.SessionRef][]vigil.Cursor
@@ -61,9 +59,7 @@ func (w *watcherRows) committing(*Tx, time.Time) error { return nil }
 // ended drops the rows of the targets a transaction wrote, and every row
 // after one it cannot follow. It drops them however the transaction
 // ended: SQLite may have rolled it back on its own, and the store's later
-// statements then wrote the file at once. A target whose rows a commit
-// only rewrote from held moves keeps its rows, each rewritten one
-// replaced by the value the file now has.
+// statements then wrote the file at once.
 func (w *watcherRows) ended(t *Tx, e txEnd) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -73,39 +69,9 @@ func (w *watcherRows) ended(t *Tx, e txEnd) {
 		return
 	}
 	for target := range t.touched {
-		w.drop(target)
+		w.rows -= len(w.byTarget[target])
+		delete(w.byTarget, target)
 	}
-	if !e.committed {
-		return // the rewritten rows are as they were
-	}
-	for target, rows := range t.rewrote {
-		if _, ok := t.touched[target]; ok {
-			continue
-		}
-		if kept, ok := w.byTarget[target]; ok && !follow(kept, rows) {
-			w.drop(target)
-		}
-	}
-}
-
-// drop forgets target's rows.
-func (w *watcherRows) drop(target vigil.SessionRef) {
-	w.rows -= len(w.byTarget[target])
-	delete(w.byTarget, target)
-}
-
-// follow replaces each of kept's rows by the row of rewritten with its
-// watcher, and reports whether every row of rewritten had one to replace
-// (a held move is of a row the file has, so it always should).
-func follow(kept, rewritten []vigil.Cursor) bool {
-	for _, r := range rewritten {
-		i := slices.IndexFunc(kept, func(c vigil.Cursor) bool { return c.Watcher == r.Watcher })
-		if i < 0 {
-			return false
-		}
-		kept[i] = r
-	}
-	return true
 }
 
 // turnOff stops keeping rows for good.
@@ -129,22 +95,12 @@ func (t *Tx) touch(target vigil.SessionRef) {
 // touchAll notes that t wrote cursor rows of targets it cannot name.
 func (t *Tx) touchAll() { t.touchedAll = true }
 
-// rewriteCursor writes c's row from its held move (writeMoves).
-func (t *Tx) rewriteCursor(c vigil.Cursor) error {
-	if t.rewrote == nil {
-		t.rewrote = map[vigil.SessionRef][]vigil.Cursor{}
-	}
-	t.rewrote[c.Target] = append(t.rewrote[c.Target], c)
-	return t.writeCursorRow(c)
-}
-
 // rowsUntouched reports whether t has written none of target's rows, so
 // what it reads of them is what is committed.
 func (t *Tx) rowsUntouched(target vigil.SessionRef) bool {
 	if t.touchedAll {
 		return false
 	}
-	_, touched := t.touched[target]
-	_, rewritten := t.rewrote[target]
-	return !touched && !rewritten
+	_, ok := t.touched[target]
+	return !ok
 }

@@ -9,14 +9,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	vigil "github.com/vigilhq/vigil"
 	"pgregory.net/rapid"
 )
 
-// Whatever a mix of cursor writes, moves, held moves written to the file
-// (by a commit or before a bulk read), bulk deletes, expiry, SQLite
+// Whatever a mix of cursor writes, moves, bulk deletes, expiry, SQLite
 // ending a transaction early (as it does when a statement in it is
 // interrupted), rollbacks and commits did, a target's
 // cursors read through the kept rows are exactly what the file holds, with
@@ -83,7 +81,7 @@ func TestKeptWatcherRowsAnswerExactlyAsTheFile(t *testing.T) {
 				target := rapid.SampledFrom(targets).Draw(rt, "target")
 				w := rapid.SampledFrom(watchers).Draw(rt, "watcher")
 				var what string
-				switch op := rapid.IntRange(0, 9).Draw(rt, "op"); op {
+				switch op := rapid.IntRange(0, 8).Draw(rt, "op"); op {
 				case 0, 1:
 					seq++
 					what = "PutCursor"
@@ -113,10 +111,6 @@ func TestKeptWatcherRowsAnswerExactlyAsTheFile(t *testing.T) {
 				case 7:
 					what = "ExpireCursors"
 					_, err = tx.ExpireCursors(ctx, rapid.Int64Range(0, seq+1).Draw(rt, "before"), 2)
-				case 9:
-					// As a read of pending cursors does first.
-					what = "writing the held moves"
-					err = tx.writeMoves()
 				case 8:
 					// As SQLite does when a statement in it is interrupted.
 					what = "SQLite ending the write on its own"
@@ -137,13 +131,6 @@ func TestKeptWatcherRowsAnswerExactlyAsTheFile(t *testing.T) {
 				check(tx, fmt.Sprintf("%s (op %d)", what, i))
 			}
 			if rapid.Bool().Draw(rt, "commit") {
-				if rapid.Bool().Draw(rt, "moves due") {
-					// The commit writes the held moves, as it does once
-					// enough have gathered or the oldest is old enough.
-					s.moves.mu.Lock()
-					s.moves.oldest = time.Time{}
-					s.moves.mu.Unlock()
-				}
 				if err := tx.Commit(); err != nil && !ended {
 					rt.Fatal(err)
 				}
@@ -152,54 +139,4 @@ func TestKeptWatcherRowsAnswerExactlyAsTheFile(t *testing.T) {
 			}
 		}
 	})
-}
-
-// A commit that writes the held moves to the file keeps the rows of their
-// targets, now as the file has them: a record on such a target does not
-// read its cursors from the file again.
-func TestWritingHeldMovesKeepsTheirTargetsRows(t *testing.T) {
-	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "vigil.db"), Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	target := vigil.SessionRef{AgentID: "a", Key: "agent:a:t1"}
-	write := func(f func(tx *Tx) error) {
-		t.Helper()
-		w, err := s.BeginWrite(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := f(w.(*Tx)); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Commit(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(func(tx *Tx) error {
-		return tx.PutCursor(ctx, vigil.Cursor{Watcher: "agent:w:main", Target: target, LastSeen: 1, Notified: 1, Material: 1})
-	})
-	moved := vigil.Cursor{Watcher: "agent:w:main", Target: target, LastSeen: 1, Notified: 1, Material: 2, UpdatedAt: 2}
-	write(func(tx *Tx) error {
-		if _, err := tx.CursorsOnTarget(ctx, nil, target); err != nil { // kept from here on
-			return err
-		}
-		return tx.MoveCursors(ctx, []vigil.Cursor{moved})
-	})
-	s.moves.mu.Lock()
-	s.moves.oldest = time.Time{} // due: the next commit writes them
-	s.moves.mu.Unlock()
-	write(func(tx *Tx) error { return nil })
-	if got := len(s.moves.all()); got != 0 {
-		t.Fatalf("%d moves still held after a commit that was due to write them", got)
-	}
-	rows, kept := s.watchers.get(nil, target)
-	if !kept {
-		t.Fatal("the target's rows were dropped when its held move was written")
-	}
-	if len(rows) != 1 || rows[0] != moved {
-		t.Fatalf("kept rows %+v, want the written move %+v", rows, moved)
-	}
 }
