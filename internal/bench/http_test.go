@@ -5,7 +5,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"syscall"
 	"testing"
+	"time"
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
@@ -56,11 +58,22 @@ func inProcessGateway(tb testing.TB, sync string) string {
 	return ln.Addr().String()
 }
 
+// processCPU is the processor time this process has used so far, user
+// and system: in BenchmarkHTTP the gateway's and its clients' together.
+func processCPU(tb testing.TB) time.Duration {
+	var u syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
+}
+
 // BenchmarkHTTP is the http workload's sessions_send and session_status,
 // and its /healthz, from 64 clients, and its sessions_send from one client
 // (send1: a lone send's latency, whose target compares it with the
 // engine's record), against a gateway in this process, for profiling their
-// paths:
+// paths, with the processor time of each call (the gateway's and the
+// clients', which share the process):
 //
 //	go test -run X -bench 'HTTP/send/FULL' -cpuprofile cpu.out ./internal/bench
 //
@@ -96,11 +109,13 @@ func BenchmarkHTTP(b *testing.B) {
 					}
 				}
 				b.ResetTimer()
+				cpu := processCPU(b)
 				p, err := drive(context.Background(), cs, 0, int64(b.N), call)
 				if err != nil {
 					b.Fatal(err)
 				}
 				b.ReportMetric(p.rate(), "req/s")
+				b.ReportMetric(float64((processCPU(b)-cpu).Nanoseconds())/1e3/float64(b.N), "cpu-µs/op")
 			})
 		}
 	}
