@@ -322,6 +322,29 @@ func TestWithAnAgentsTokenASessionPageShowsEverythingButAQueueItMayNotSee(t *tes
 	}
 }
 
+// The page of another agent's session, opened with an agent's token, says
+// the token may not see it: no form that could only fail, and no error
+// that promises to try again.
+func TestWithAnAgentsTokenAnotherAgentsSessionPageSaysTheTokenMayNotSeeIt(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	opsChild := spawn(t, gw, "agent:ops:main", "Rotate the logs", "rotator")
+	ctx := newTab(t)
+	run(t, ctx, "open ops' child's page and sign in with the manager's token",
+		chromedp.Navigate(gw.URL+"/"+sessionHash(opsChild)),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), managerToken),
+		chromedp.Click(chromedp.CSS("#login-form button[type=submit]")),
+	)
+	waitFor(t, ctx, "the page to say something of the session",
+		`document.getElementById('s-denied')?.hidden === false || !document.getElementById('banner').hidden`)
+	shown := eval[[]bool](t, ctx, `['s-denied', 'banner', 'goal-form', 'send-form', 's-missing'].map(id => document.getElementById(id)?.hidden === false)`)
+	if !slices.Equal(shown, []bool{true, false, false, false, false}) {
+		t.Errorf("on another agent's session page, shown: denied, banner, goal form, send form, missing = %v; want only denied (banner: %q)",
+			shown, eval[string](t, ctx, `document.getElementById('banner-text').textContent`))
+	}
+}
+
 func TestWithoutTokensThePageOpensStraightOnTheSessions(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, false)

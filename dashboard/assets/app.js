@@ -96,7 +96,11 @@ async function readSSE(url, signal, on) {
     signOut('The gateway no longer accepts this token. Sign in again.');
     throw new AuthError('unauthenticated');
   }
-  if (!res.ok || !res.body) throw new Error('stream: HTTP ' + res.status);
+  if (!res.ok || !res.body) {
+    const err = new Error('stream: HTTP ' + res.status);
+    err.status = res.status;
+    throw err;
+  }
   on.open();
   const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
   let buf = '';
@@ -313,7 +317,9 @@ async function followSession(p) {
         },
       });
     } catch (e) {
-      if (e instanceof AuthError) return;
+      // A session the token may not reach stays out of reach: the page
+      // says so (loadPage) rather than asking again and again.
+      if (e instanceof AuthError || e.status === 403) return;
     }
     if (app.page !== p || p.abort.signal.aborted) return;
     await sleep(backoff(failures++));
@@ -414,13 +420,23 @@ async function loadGraph() {
 // off, its timeline and transcript (from the start when full is set).
 async function loadPage(full) {
   const p = app.page;
-  if (!p) return;
+  if (!p || p.denied) return;
   const ref = {sessionKey: p.key, agentId: p.agentId};
   let since = full ? 0 : p.since;
   const events = [];
   let status;
   for (;;) {
-    status = await call('session_status', Object.assign({changesSince: since, limit: PAGE}, ref));
+    try {
+      status = await call('session_status', Object.assign({changesSince: since, limit: PAGE}, ref));
+    } catch (e) {
+      // Another agent's session, for an agent's token: no retry changes
+      // that, so the page says it instead of failing and trying again.
+      if (e.code !== 'permission_denied' || app.page !== p) throw e;
+      p.denied = true;
+      p.abort.abort();
+      renderDenied();
+      return;
+    }
     events.push(...status.stateChanges.events);
     since = status.stateChanges.nextChangesSince;
     if (!status.stateChanges.truncated) break;
@@ -542,7 +558,7 @@ function clearPage() {
   for (const id of ['s-title', 's-crumb', 's-facts', 'goal-current', 'transcript', 'timeline', 'watchers', 'watches']) {
     $(id).replaceChildren();
   }
-  for (const id of ['goal-error', 'send-error', 's-missing']) $(id).hidden = true;
+  for (const id of ['goal-error', 'send-error', 's-missing', 's-denied']) $(id).hidden = true;
   $('send-message').value = '';
   fillGoalForm(null);
 }
@@ -753,6 +769,17 @@ function renderFacts() {
     fact('Last activity', when(Math.max(st.updatedAt || 0, (row && row.updatedAt) || 0))),
   ];
   $('s-facts').replaceChildren(...facts.filter(Boolean));
+}
+
+// renderDenied shows the page of a session the token may not see: why,
+// and none of the forms that could only fail.
+function renderDenied() {
+  for (const id of ['goal-form', 'send-form', 'queued-card', 's-missing', 's-elsewhere']) $(id).hidden = true;
+  $('s-denied').hidden = false;
+  $('goal-current').replaceChildren();
+  $('transcript-empty').hidden = true;
+  $('timeline-empty').hidden = true;
+  $('s-facts').replaceChildren();
 }
 
 function renderPage() {
