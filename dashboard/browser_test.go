@@ -658,6 +658,42 @@ func TestAQueuedNoticeLinksToAnotherAgentsBareSession(t *testing.T) {
 		`[...document.querySelectorAll('#queued li.queued-event[data-target="global"] a')].some(a => a.getAttribute('href') === '#/session/ops/global')`)
 }
 
+// A long-lived session's page draws its newest messages and changes, not
+// its whole history: the rest is a button away.
+func TestALongSessionsPageDrawsItsNewestMessagesAndChangesAndTheRestOnRequest(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	const sends = 230 // with the task, 231 messages; with the spawn, 232 changes
+	for i := 1; i <= sends; i++ {
+		tool[gateway.SendOutput](t, gw, "", "sessions_send", map[string]any{"sessionKey": child, "message": fmt.Sprintf("note %d", i), "timeoutSeconds": 0})
+	}
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	waitText(t, ctx, "#transcript", fmt.Sprintf("note %d", sends))
+	counts := func() []int {
+		return eval[[]int](t, ctx, `[document.querySelectorAll('#transcript li.message').length, document.querySelectorAll('#timeline li.event').length]`)
+	}
+	if got := counts(); !slices.Equal(got, []int{200, 200}) {
+		t.Fatalf("messages, changes drawn = %v, want the newest 200 of each", got)
+	}
+	if first := eval[string](t, ctx, `document.querySelector('#transcript li.message .content').textContent`); first != fmt.Sprintf("note %d", sends-199) {
+		t.Errorf("the first message drawn is %q, want note %d", first, sends-199)
+	}
+	run(t, ctx, "show the earlier messages and the older changes",
+		chromedp.Click(chromedp.ID("transcript-more")),
+		chromedp.Click(chromedp.ID("timeline-more")),
+		chromedp.WaitNotPresent(chromedp.ID("timeline-more")),
+	)
+	if got := counts(); !slices.Equal(got, []int{sends + 1, sends + 2}) {
+		t.Fatalf("after showing the rest, messages, changes drawn = %v, want %d, %d", got, sends+1, sends+2)
+	}
+	waitText(t, ctx, "#transcript li.message:first-of-type", "Draft the Q3 report")
+	if more := eval[int](t, ctx, `document.querySelectorAll('#transcript-more, #timeline-more').length`); more != 0 {
+		t.Errorf("with everything drawn, %d buttons still offer more", more)
+	}
+}
+
 // editGoal types a new objective into the session page's goal form, once
 // the agent's goal shows, without saving it.
 func editGoal(t *testing.T, ctx context.Context, objective string) {

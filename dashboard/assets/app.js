@@ -7,6 +7,11 @@
 
 const TOKEN_KEY = 'vigil.token';
 const PAGE = 200;
+// A session page draws at most this many messages and changes at first,
+// the newest; a button draws as many more. A long-lived session's
+// transcript can hold many thousands, which would otherwise all be built
+// into the page again on each new message.
+const SHOWN = 200;
 // Acknowledgements, resets and deletions write nothing to the signal log, so
 // no stream carries them; a poll catches them. It runs often only while a
 // notice is pending, the one state an acknowledgement can end.
@@ -486,8 +491,10 @@ async function loadPage(full) {
   }
   p.status = status;
   p.queued = queued;
-  p.events.push(...events);
-  p.messages.push(...messages);
+  // concat, not push(...): spreading a whole transcript as arguments
+  // overflows the stack once it is long enough.
+  p.events = p.events.concat(events);
+  p.messages = p.messages.concat(messages);
   p.since = since;
   p.afterId = afterId;
   if (full) p.gap = status.stateChanges.historyGap;
@@ -541,7 +548,7 @@ function route() {
   if (app.page && app.page.key === key && app.page.agentId === agentId) return;
   closePage();
   app.page = {agentId, key, status: null, events: [], messages: [], since: 0, afterId: 0, gap: false,
-    abort: new AbortController(), goalDirty: false, drawn: ''};
+    abort: new AbortController(), goalDirty: false, drawn: '', showMessages: SHOWN, showEvents: SHOWN};
   document.title = key + ' · vigil';
   clearPage();
   $('s-title').textContent = keyText(key);
@@ -798,7 +805,15 @@ function renderPage() {
   const list = $('transcript');
   // Follow the newest message unless the person has scrolled up to read.
   const atEnd = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
-  list.replaceChildren(...p.messages.map((m) => h('li',
+  const messages = p.messages.slice(-p.showMessages);
+  const earlier = p.messages.length - messages.length;
+  list.replaceChildren(...(earlier > 0 ? [moreItem('transcript-more', 'Show earlier messages (' + earlier + ' not shown)', () => {
+    // The messages drawn above stay where the person is reading.
+    const below = list.scrollHeight - list.scrollTop;
+    p.showMessages += SHOWN;
+    renderPage();
+    list.scrollTop = list.scrollHeight - below;
+  })] : []), ...messages.map((m) => h('li',
     {class: 'message role-' + m.role + ' actor-' + m.actorType, 'data-id': String(m.id)},
     h('div', {class: 'meta'},
       h('span', {class: 'badge actor actor-' + m.actorType}, m.role === 'assistant' ? 'reply' : m.role === 'summary' ? 'summary' : m.actorType),
@@ -810,7 +825,8 @@ function renderPage() {
   $('transcript-empty').hidden = p.messages.length > 0 || !st.exists;
   $('transcript-empty').textContent = hosted ? 'No messages yet.' : 'Its runtime keeps its transcript.';
 
-  const events = p.events.slice().reverse();
+  const events = p.events.slice(-p.showEvents).reverse();
+  const older = p.events.length - events.length;
   $('timeline').replaceChildren(...events.map((e) => h('li',
     {class: 'event actor-' + e.actorType, 'data-sequence': String(e.sequence), 'data-kind': e.kind, 'data-actor-type': e.actorType},
     h('div', {class: 'meta'},
@@ -819,6 +835,12 @@ function renderPage() {
       e.actorId ? h('span', {class: 'who'}, e.actorId) : null,
       when(e.occurredAt)),
     h('p', {class: 'summary'}, h('span', {class: 'kind'}, e.kind), ' ', e.summary))));
+  if (older > 0) {
+    $('timeline').append(moreItem('timeline-more', 'Show older changes (' + older + ' not shown)', () => {
+      p.showEvents += SHOWN;
+      renderPage();
+    }));
+  }
   if (p.gap) $('timeline').append(h('li', {class: 'gap'}, 'Older changes were removed by retention.'));
   $('timeline-empty').hidden = events.length > 0;
 
@@ -831,6 +853,18 @@ function renderPage() {
     h('p', {class: 'notice'}, e.text))));
   $('queued-empty').hidden = !canWatch || (p.queued || []).length > 0;
   renderPageGraph();
+}
+
+// moreItem is a list item with a button that draws more of a list; the
+// button keeps the focus across the redraw while there is still more.
+function moreItem(id, text, draw) {
+  const button = h('button', {id, type: 'button', class: 'secondary'}, text);
+  button.addEventListener('click', () => {
+    draw();
+    const again = $(id);
+    if (again) again.focus({preventScroll: true});
+  });
+  return h('li', {class: 'more'}, button);
 }
 
 function fillGoalForm(goal) {
