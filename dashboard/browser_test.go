@@ -270,6 +270,27 @@ func TestALoginWithAWrongTokenIsRefusedAndFetchesNothing(t *testing.T) {
 	}
 }
 
+// A token pasted with a character no header can carry (a zero-width
+// space, here) is refused for what it is, not as a gateway out of reach.
+func TestALoginWithATokenHoldingAnInvisibleCharacterSaysWhich(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	ctx := newTab(t)
+	run(t, ctx, "sign in with a token pasted along with a zero-width space",
+		chromedp.Navigate(gw.URL+"/"),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SetValue(chromedp.ID("token"), operatorToken+"\u200b"),
+		chromedp.Click(chromedp.CSS("#login-form button[type=submit]")),
+		chromedp.WaitVisible(chromedp.ID("login-error")),
+	)
+	if msg := eval[string](t, ctx, `document.getElementById('login-error').textContent`); !strings.Contains(msg, "U+200B") {
+		t.Errorf("the login error says %q, want it to name U+200B", msg)
+	}
+	if stored := eval[int](t, ctx, `sessionStorage.length`); stored != 0 {
+		t.Errorf("sessionStorage holds %d entries", stored)
+	}
+}
+
 func TestTheTokenIsKeptOnlyInTheTabsSessionStorage(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, true)

@@ -179,6 +179,17 @@ async function submitLogin(ev) {
     $('login-error').hidden = false;
     return;
   }
+  // A token copied from a chat or a document may bring along a character
+  // no header can carry (a zero-width space, a non-breaking space, a
+  // typographic quote): fetch then fails before it reaches the gateway,
+  // which is no reason to call the gateway unreachable.
+  const odd = token.match(/[^\x20-\x7e]/);
+  if (odd) {
+    $('login-error').textContent = 'The token holds a character no token has (U+' +
+      odd[0].codePointAt(0).toString(16).toUpperCase().padStart(4, '0') + '): type or paste it again without it.';
+    $('login-error').hidden = false;
+    return;
+  }
   let ok;
   try {
     ok = await probe(token);
