@@ -439,6 +439,10 @@ func TestAKeyShowsTheCharactersThatWouldDisguiseItAsCodePoints(t *testing.T) {
 	}
 	run(t, ctx, "open its page", chromedp.Navigate(gw.URL+"/"+sessionHash(disguised)), chromedp.WaitVisible(chromedp.ID("s-elsewhere")))
 	waitText(t, ctx, "#s-title", want)
+	// The tab's title and the browser's history show the key too.
+	if title := eval[string](t, ctx, `document.title`); title != want+" · vigil" {
+		t.Errorf("the page's title is %q, want %q", title, want+" · vigil")
+	}
 }
 
 func TestSessionsViewListsEachChildUnderItsParent(t *testing.T) {

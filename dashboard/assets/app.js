@@ -560,7 +560,7 @@ function route() {
   closePage();
   app.page = {agentId, key, status: null, events: [], messages: [], since: 0, afterId: 0, gap: false,
     abort: new AbortController(), goalDirty: false, drawn: '', showMessages: SHOWN, showEvents: SHOWN};
-  document.title = key + ' · vigil';
+  document.title = keyText(key) + ' · vigil';
   clearPage();
   $('s-title').textContent = keyText(key);
   $('s-crumb').textContent = keyText(key);
