@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
@@ -816,6 +817,34 @@ func TestWhenTheStreamResumesAfterAGapThePageSaysSoAndRefreshes(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#live.on")),
 		chromedp.WaitVisible(cursor("#graph", manager, child, ".pending")),
 	)
+}
+
+// A log stream that the gateway (or a proxy before it) accepts and ends
+// at once is opened again after longer and longer waits, not every half
+// second forever, each time reloading the whole page.
+func TestALogStreamThatEndsAsSoonAsItOpensIsOpenedAgainLessAndLessOften(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, false)
+	gw.cutStreams()
+	ctx := newTab(t)
+	// Notes each wait the page asks for between two log streams.
+	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: `
+		window.streamWaits = [];
+		const setTimeoutOf = window.setTimeout;
+		window.setTimeout = function (fn, ms, ...rest) {
+			if (/at sleep [^\n]*\n\s*at followLog /.test(new Error().stack)) window.streamWaits.push(ms);
+			return setTimeoutOf.call(this, fn, ms, ...rest);
+		};`}); err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, "load the dashboard", chromedp.Navigate(gw.URL+"/"))
+	waitFor(t, ctx, "the page to wait before its fourth stream", `window.streamWaits.length >= 4`)
+	waits := eval[[]int](t, ctx, `window.streamWaits.slice(0, 4)`)
+	for i := 1; i < len(waits); i++ {
+		if waits[i] <= waits[i-1] {
+			t.Fatalf("waits before each new stream = %v ms, want each longer than the last", waits)
+		}
+	}
 }
 
 // ---- screenshots ----

@@ -41,6 +41,16 @@ type liveGateway struct {
 	requests []string // "METHOD /path" of every request, in arrival order
 	// failing holds paths whose next request is answered 503, once.
 	failing map[string]bool
+	// cutting makes the log stream end as soon as it has begun, as a proxy
+	// that drops long requests would.
+	cutting bool
+}
+
+// cutStreams makes every log stream end as soon as it has begun.
+func (gw *liveGateway) cutStreams() {
+	gw.mu.Lock()
+	defer gw.mu.Unlock()
+	gw.cutting = true
 }
 
 // failNext makes the next request to path fail as a gateway whose store
@@ -79,7 +89,13 @@ func startGateway(t *testing.T, tokens bool) *liveGateway {
 		gw.requests = append(gw.requests, r.Method+" "+r.URL.Path)
 		fail := gw.failing[r.URL.Path]
 		delete(gw.failing, r.URL.Path)
+		cut := gw.cutting && r.URL.Path == "/v1/events"
 		gw.mu.Unlock()
+		if cut {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, ": connected\n\n")
+			return
+		}
 		if fail {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusServiceUnavailable)

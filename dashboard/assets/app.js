@@ -52,6 +52,11 @@ function h(tag, attrs, ...children) {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const backoff = (failures) => Math.min(500 * 2 ** failures, 10000);
+// A stream counts as having worked, and the next one is opened without
+// waiting longer, once it stayed open this long: one that a proxy or a
+// busy gateway ends as soon as it opened is tried less and less often.
+const STREAM_STABLE_MS = 10000;
+const stayedOpen = (since) => since !== 0 && Date.now() - since >= STREAM_STABLE_MS;
 
 function headers(extra) {
   const out = Object.assign({}, extra);
@@ -259,11 +264,12 @@ async function followLog(gen) {
   let interrupted = false;
   while (gen === app.gen) {
     let gap = false;
+    let opened = 0;
     const url = '/v1/events' + (app.lastSeq !== null ? '?after=' + app.lastSeq : '');
     try {
       await readSSE(url, app.abort.signal, {
         open() {
-          failures = 0;
+          opened = Date.now();
           setLive('on');
           if (interrupted) {
             showBanner('The live stream was interrupted and has resumed; the page was refreshed.');
@@ -288,6 +294,7 @@ async function followLog(gen) {
     }
     interrupted = true;
     setLive('off');
+    if (stayedOpen(opened)) failures = 0;
     await sleep(backoff(failures++));
   }
 }
@@ -315,10 +322,11 @@ async function followSession(p) {
   let failures = 0;
   let first = true;
   while (app.page === p && !p.abort.signal.aborted) {
+    let opened = 0;
     try {
       await readSSE('/v1/sessions/' + encodeURIComponent(p.key) + '/events', p.abort.signal, {
         open() {
-          failures = 0;
+          opened = Date.now();
           if (!first) schedule('page', 'graph');
           first = false;
         },
@@ -338,6 +346,7 @@ async function followSession(p) {
       if (e instanceof AuthError || e.status === 403) return;
     }
     if (app.page !== p || p.abort.signal.aborted) return;
+    if (stayedOpen(opened)) failures = 0;
     await sleep(backoff(failures++));
   }
 }
