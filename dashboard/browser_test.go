@@ -532,6 +532,37 @@ func TestSessionsViewShowsANewChildWithoutReloading(t *testing.T) {
 	}
 }
 
+// With many sessions the list and the watch graph draw the first 500 of
+// each, not thousands of rows on every change; the rest is a button away.
+func TestManySessionsAreDrawnFiveHundredAtATime(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, false)
+	const children = 530
+	for i := range children {
+		tool[gateway.RecordOutput](t, gw, "", "session_record", map[string]any{"sessionKey": fmt.Sprintf("agent:main:rt:s%04d", i),
+			"kind": "child_spawned", "parent": manager, "hostedBy": "rt"})
+	}
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	waitText(t, ctx, "#sessions-count", fmt.Sprintf("(%d)", children+1))
+	waitText(t, ctx, "#graph-count", fmt.Sprintf("(%d)", children))
+	counts := func() []int {
+		return eval[[]int](t, ctx, `[document.querySelectorAll('#sessions-body tr.session').length, document.querySelectorAll('#graph li.cursor').length]`)
+	}
+	if got := counts(); !slices.Equal(got, []int{500, 500}) {
+		t.Fatalf("rows, cursors drawn = %v, want 500 of each", got)
+	}
+	run(t, ctx, "show the rest of the list and of the graph",
+		chromedp.Click(chromedp.ID("sessions-more")),
+		chromedp.Click(chromedp.ID("graph-more")),
+		chromedp.WaitNotPresent(chromedp.ID("graph-more")),
+		chromedp.WaitNotPresent(chromedp.ID("sessions-more")),
+	)
+	if got := counts(); !slices.Equal(got, []int{children + 1, children}) {
+		t.Fatalf("after showing the rest, rows, cursors drawn = %v, want %d, %d", got, children+1, children)
+	}
+}
+
 // A link to a session page whose address cannot be decoded (cut short in
 // a chat, say) opens the sessions view instead of a blank page.
 func TestALinkThatNamesNoSessionOpensTheSessionsView(t *testing.T) {

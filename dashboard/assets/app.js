@@ -12,6 +12,9 @@ const PAGE = 200;
 // transcript can hold many thousands, which would otherwise all be built
 // into the page again on each new message.
 const SHOWN = 200;
+// The sessions list and the watch graph draw this many entries at first,
+// and as many more at each press of their button.
+const SHOWN_ROWS = 500;
 // Acknowledgements, resets and deletions write nothing to the signal log, so
 // no stream carries them; a poll catches them. It runs often only while a
 // notice is pending, the one state an acknowledgement can end.
@@ -30,6 +33,10 @@ const app = {
   // so a poll never disturbs a person selecting or reading text.
   drawn: {sessions: '', cursors: ''},
   agent: '', // the agent filter
+  // How many sessions the list draws, and cursors the graph: with
+  // thousands, drawing them all on every change would stall the page.
+  showRows: SHOWN_ROWS,
+  showCursors: SHOWN_ROWS,
   agents: '', // the agents the filter offers, space-separated
   lastSeq: null, // the newest sequence the log stream delivered
   page: null, // the open session page
@@ -237,6 +244,7 @@ function signOut(message) {
   app.cursors = [];
   app.drawn = {sessions: '', cursors: ''};
   app.agents = '';
+  app.showRows = app.showCursors = SHOWN_ROWS;
   app.lastSeq = null;
   wanted.clear();
   clearTimeout(refreshTimer);
@@ -676,17 +684,26 @@ function renderSessions() {
       roots.push(s);
     }
   }
-  const rows = [];
+  const order = [];
   const seen = new Set();
   const visit = (s, depth) => {
     const id = sessionRef(s.agentId, s.sessionKey);
     if (seen.has(id)) return;
     seen.add(id);
-    rows.push(sessionRow(s, depth));
+    order.push([s, depth]);
     for (const c of children.get(id) || []) visit(c, depth + 1);
   };
   roots.forEach((s) => visit(s, 0));
   shown.forEach((s) => visit(s, 0)); // anything left in a spawn cycle
+  const rows = order.slice(0, app.showRows).map(([s, depth]) => sessionRow(s, depth));
+  const rest = order.length - rows.length;
+  if (rest > 0) {
+    rows.push(h('tr', {class: 'more'}, h('td', {colspan: 8}, moreButton('sessions-more',
+      'Show more sessions (' + rest + ' not shown)', () => {
+        app.showRows += SHOWN_ROWS;
+        renderSessions();
+      }))));
+  }
   $('sessions-body').replaceChildren(...rows);
   $('sessions-empty').hidden = shown.length > 0;
   $('sessions-table').hidden = shown.length === 0;
@@ -741,14 +758,26 @@ function renderGraph() {
     if (!byWatcher.has(c.watcher)) byWatcher.set(c.watcher, []);
     byWatcher.get(c.watcher).push(c);
   }
-  const items = [...byWatcher.keys()].sort().map((w) => {
+  // Drawn up to app.showCursors cursors, watcher by watcher.
+  let room = app.showCursors;
+  const items = [];
+  for (const w of [...byWatcher.keys()].sort()) {
+    if (room <= 0) break;
     const list = byWatcher.get(w);
     const pending = list.filter((c) => c.pending).length;
-    return h('li', {class: 'watcher' + (pending ? ' has-pending' : ''), 'data-watcher': w},
+    items.push(h('li', {class: 'watcher' + (pending ? ' has-pending' : ''), 'data-watcher': w},
       h('h3', {}, graphLink(refOf(w), w), ' ', h('span', {class: 'muted'}, 'watches ' + list.length),
         pending ? h('span', {class: 'badge pending'}, pending + ' pending') : null),
-      h('ul', {}, list.map((c) => cursorItem(c, 'watcher'))));
-  });
+      h('ul', {}, list.slice(0, room).map((c) => cursorItem(c, 'watcher')))));
+    room -= list.length;
+  }
+  if (room < 0 || items.length < byWatcher.size) {
+    const drawn = Math.min(app.showCursors, shown.length);
+    items.push(h('li', {class: 'more'}, moreButton('graph-more', 'Show more of the graph (' + (shown.length - drawn) + ' not shown)', () => {
+      app.showCursors += SHOWN_ROWS;
+      renderGraph();
+    })));
+  }
   $('graph').replaceChildren(...items);
   $('graph-empty').hidden = shown.length > 0;
   const pending = shown.filter((c) => c.pending).length;
@@ -878,13 +907,17 @@ function renderPage() {
 // moreItem is a list item with a button that draws more of a list; the
 // button keeps the focus across the redraw while there is still more.
 function moreItem(id, text, draw) {
+  return h('li', {class: 'more'}, moreButton(id, text, draw));
+}
+
+function moreButton(id, text, draw) {
   const button = h('button', {id, type: 'button', class: 'secondary'}, text);
   button.addEventListener('click', () => {
     draw();
     const again = $(id);
     if (again) again.focus({preventScroll: true});
   });
-  return h('li', {class: 'more'}, button);
+  return button;
 }
 
 function fillGoalForm(goal) {
