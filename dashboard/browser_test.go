@@ -782,6 +782,38 @@ func TestAGoalEditFromThePageShowsInTheTimelineWithActorHuman(t *testing.T) {
 	waitText(t, ctx, "#goal-current .objective", "Q3 report with the revised figures")
 }
 
+// An objective, or a runtime's summary of a change, with a long run of
+// text and no space in it (a hash, an address) wraps within its card, not
+// across the column beside it and off the page's edge.
+func TestALongUnbrokenObjectiveOrSummaryStaysInsideItsCard(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	tool[gateway.GoalOutput](t, gw, manager, "session_goal", map[string]any{"sessionKey": child, "action": "set",
+		"objective": "Reconcile " + strings.Repeat("0123456789abcdef", 20)})
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	run(t, ctx, "see the objective", chromedp.WaitVisible(chromedp.CSS("#goal-current .objective")))
+	got := eval[[]float64](t, ctx, `[document.querySelector('#goal-current .objective').getBoundingClientRect().right,
+		document.getElementById('goal-title').closest('.card').getBoundingClientRect().right,
+		document.documentElement.scrollWidth, window.innerWidth]`)
+	if got[0] > got[1] || got[2] > got[3] {
+		t.Fatalf("the objective ends at %vpx, its card at %vpx; the page is %vpx wide in a %vpx window", got[0], got[1], got[2], got[3])
+	}
+	// So does a runtime's summary of a change in the timeline.
+	const thread = "agent:main:langgraph:ticket-42"
+	tool[gateway.RecordOutput](t, gw, manager, "session_record", map[string]any{"sessionKey": thread, "kind": "child_spawned",
+		"parent": manager, "hostedBy": "langgraph", "summary": "spawned " + strings.Repeat("0123456789abcdef", 12)})
+	run(t, ctx, "open the recorded session's page", chromedp.Navigate(gw.URL+"/"+sessionHash(thread)),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline li.event[data-kind="child_spawned"]`)))
+	got = eval[[]float64](t, ctx, `[document.querySelector('#timeline li.event .summary').getBoundingClientRect().right,
+		document.getElementById('timeline').closest('.card').getBoundingClientRect().right,
+		document.documentElement.scrollWidth, window.innerWidth]`)
+	if got[0] > got[1] || got[2] > got[3] {
+		t.Fatalf("the summary ends at %vpx, its card at %vpx; the page is %vpx wide in a %vpx window", got[0], got[1], got[2], got[3])
+	}
+}
+
 func TestAGoalClearedFromThePageShowsInTheTimelineWithActorHuman(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, true)
