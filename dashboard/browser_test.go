@@ -532,6 +532,37 @@ func TestSessionsViewShowsANewChildWithoutReloading(t *testing.T) {
 	}
 }
 
+// A runaway chain of spawns (each child spawning the next) is listed with
+// every session's name in view, on a laptop and on a phone: a row is
+// indented for its depth only so far.
+func TestADeepChainOfSpawnsKeepsEveryNameInView(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, false)
+	const depth = 60
+	parent := manager
+	for i := range depth {
+		parent = spawn(t, gw, parent, fmt.Sprintf("Spawn level %d", i+2), "")
+	}
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	deepest := fmt.Sprintf(`document.querySelector('tr.session[data-key="%s"] a.key').getBoundingClientRect()`, parent)
+	for _, viewport := range []struct {
+		name string
+		set  chromedp.Action[chromedp.Void]
+	}{
+		{"laptop", chromedp.EmulateViewport(1280, 720)},
+		{"phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2))},
+	} {
+		run(t, ctx, "a "+viewport.name+" viewport", viewport.set, chromedp.WaitVisible(row(parent)))
+		got := eval[[]float64](t, ctx, `[`+deepest+`.left, document.querySelector('.table-wrap').getBoundingClientRect().right,
+			document.documentElement.scrollWidth, window.innerWidth]`)
+		if got[0] >= got[1] || got[2] > got[3] {
+			t.Errorf("on a %s, the deepest session's name begins at %vpx, right of the list's edge at %vpx, or the page is %vpx wide in a %vpx window",
+				viewport.name, got[0], got[1], got[2], got[3])
+		}
+	}
+}
+
 // With many sessions the list and the watch graph draw the first 500 of
 // each, not thousands of rows on every change; the rest is a button away.
 func TestManySessionsAreDrawnFiveHundredAtATime(t *testing.T) {
