@@ -1047,6 +1047,27 @@ func TestEveryControlHasAnAccessibleName(t *testing.T) {
 	}
 }
 
+// The skip link takes the keyboard past the header to the page's content:
+// on a session page, to that page's content, not to the sessions list.
+func TestTheSkipLinkMovesTheFocusToTheContentOfTheSamePage(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	run(t, ctx, "see the session page, then follow the skip link",
+		chromedp.WaitVisible(chromedp.CSS(`#transcript li.message`)),
+		chromedp.Focus(chromedp.CSS("a.skip")),
+		chromedp.KeyEvent("\r"),
+	)
+	waitFor(t, ctx, "the focus to leave the skip link", `document.activeElement !== document.querySelector('a.skip')`)
+	got := eval[[]string](t, ctx, `[location.hash, String(document.getElementById('view-session').hidden),
+		String(document.getElementById('main').contains(document.activeElement))]`)
+	if want := []string{sessionHash(child), "false", "true"}; !slices.Equal(got, want) {
+		t.Fatalf("after the skip link, address, session page hidden, focus in the content = %q, want %q", got, want)
+	}
+}
+
 func TestTheWatchGraphNamesLabelledSessionsAndTimesShowTheirDate(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, false)

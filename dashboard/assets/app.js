@@ -1036,6 +1036,12 @@ function hideBanner() {
 }
 
 document.addEventListener('DOMContentLoaded', () => {
+  // The skip link moves the focus without touching the address, which
+  // names the page shown: #main would be read as a route to the list.
+  document.querySelector('a.skip').addEventListener('click', (ev) => {
+    ev.preventDefault();
+    $('main').focus();
+  });
   $('login-form').addEventListener('submit', submitLogin);
   $('signout').addEventListener('click', () => signOut(''));
   $('banner-close').addEventListener('click', hideBanner);
