@@ -913,6 +913,37 @@ func TestWhenTheStreamResumesAfterAGapThePageSaysSoAndRefreshes(t *testing.T) {
 	)
 }
 
+// When the log stream comes back after the gateway was out of reach, the
+// page reads what it missed then, as its banner says, not only once the
+// wait before its next retry of a failed read is over (which grows to half
+// a minute). The page's waits before a retry never end here, so only the
+// stream's return can bring the change made meanwhile.
+func TestWhenTheStreamComesBackThePageIsReadAgainWithoutWaitingForARetry(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	ctx := newTab(t)
+	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: `
+		const setTimeoutOf = window.setTimeout;
+		let held = 1e9; // the ids of timers that never fire
+		window.setTimeout = function (fn, ms, ...rest) {
+			if (ms >= 1000 && /\n\s*at refresh /.test(new Error().stack)) return held++;
+			return setTimeoutOf.call(this, fn, ms, ...rest);
+		};`}); err != nil {
+		t.Fatal(err)
+	}
+	open(t, ctx, gw, "")
+	run(t, ctx, "wait for the empty list", chromedp.WaitVisible(chromedp.ID("sessions-empty")))
+	// The read of the list the spawn's signal asks for fails.
+	gw.failNext("/v1/tools/sessions_list")
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	waitFor(t, ctx, "the page to say the read failed",
+		`!document.getElementById('banner').hidden && document.getElementById('banner-text').textContent.includes('Could not refresh')`)
+	gw.srv.CloseClientConnections()
+	waitFor(t, ctx, "the page to say the stream resumed",
+		`!document.getElementById('banner').hidden && document.getElementById('banner-text').textContent.includes('resumed')`)
+	run(t, ctx, "see the child", chromedp.WaitVisible(row(child)))
+}
+
 // A log stream that the gateway (or a proxy before it) accepts and ends
 // at once is opened again after longer and longer waits, not every half
 // second forever, each time reloading the whole page.

@@ -281,7 +281,7 @@ async function followLog(gen) {
           setLive('on');
           if (interrupted) {
             showBanner('The live stream was interrupted and has resumed; the page was refreshed.');
-            schedule('sessions', 'graph', 'page-full');
+            refreshNow('sessions', 'graph', 'page-full');
           }
         },
         event(type, data) {
@@ -388,6 +388,14 @@ const RETRY_FIRST = 1000, RETRY_MAX = 30000;
 function schedule(...parts) {
   for (const part of parts) wanted.add(part);
   if (!refreshTimer && !refreshing) refreshTimer = setTimeout(refresh, 60);
+}
+
+// refreshNow is schedule without waiting out a failed refresh's retry: the
+// gateway is back, so what failed is read again at once.
+function refreshNow(...parts) {
+  clearTimeout(refreshTimer);
+  refreshTimer = null;
+  schedule(...parts);
 }
 
 async function refresh() {
