@@ -862,6 +862,30 @@ func TestAGoalClearedFromThePageShowsInTheTimelineWithActorHuman(t *testing.T) {
 	}
 }
 
+// A goal cleared from a page that had not yet shown someone else's new
+// goal is refused: the person meant to clear the goal they saw.
+func TestAGoalClearedAfterSomeoneElseChangedItIsRefusedAndSaysSo(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	tool[gateway.GoalOutput](t, gw, manager, "session_goal", map[string]any{"sessionKey": child, "action": "set", "objective": "Q3 report"})
+	ctx := newTab(t)
+	holdRetries(t, ctx)
+	open(t, ctx, gw, sessionHash(child))
+	waitText(t, ctx, "#goal-current .objective", "Q3 report")
+	// The manager sets a new goal; the page's read of it fails, so the page
+	// still shows the old one when the person clears it.
+	gw.failNext("/v1/tools/session_status")
+	tool[gateway.GoalOutput](t, gw, manager, "session_goal", map[string]any{"sessionKey": child, "action": "edit", "objective": "the manager's objective"})
+	waitFor(t, ctx, "the page to say the read failed",
+		`!document.getElementById('banner').hidden && document.getElementById('banner-text').textContent.includes('Could not refresh')`)
+	run(t, ctx, "clear the goal shown", chromedp.Click(chromedp.ID("goal-clear")))
+	waitText(t, ctx, "#goal-error", "changed this session", "Nothing was saved")
+	if st := tool[gateway.StatusOutput](t, gw, "", "session_status", map[string]any{"sessionKey": child}); st.Goal == nil || st.Goal.Objective != "the manager's objective" {
+		t.Fatalf("the goal the person never saw was cleared: %+v", st.Goal)
+	}
+}
+
 func TestTheTimelineTellsHumanAgentAndSystemActorsApart(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, true)
@@ -913,15 +937,11 @@ func TestWhenTheStreamResumesAfterAGapThePageSaysSoAndRefreshes(t *testing.T) {
 	)
 }
 
-// When the log stream comes back after the gateway was out of reach, the
-// page reads what it missed then, as its banner says, not only once the
-// wait before its next retry of a failed read is over (which grows to half
-// a minute). The page's waits before a retry never end here, so only the
-// stream's return can bring the change made meanwhile.
-func TestWhenTheStreamComesBackThePageIsReadAgainWithoutWaitingForARetry(t *testing.T) {
-	t.Parallel()
-	gw := startGateway(t, true)
-	ctx := newTab(t)
+// holdRetries makes the page's waits before it retries a failed read
+// never end: a page that failed to read stays as it was until something
+// else reads it again.
+func holdRetries(t *testing.T, ctx context.Context) {
+	t.Helper()
 	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: `
 		const setTimeoutOf = window.setTimeout;
 		let held = 1e9; // the ids of timers that never fire
@@ -931,6 +951,18 @@ func TestWhenTheStreamComesBackThePageIsReadAgainWithoutWaitingForARetry(t *test
 		};`}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// When the log stream comes back after the gateway was out of reach, the
+// page reads what it missed then, as its banner says, not only once the
+// wait before its next retry of a failed read is over (which grows to half
+// a minute). The page's waits before a retry never end here, so only the
+// stream's return can bring the change made meanwhile.
+func TestWhenTheStreamComesBackThePageIsReadAgainWithoutWaitingForARetry(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	ctx := newTab(t)
+	holdRetries(t, ctx)
 	open(t, ctx, gw, "")
 	run(t, ctx, "wait for the empty list", chromedp.WaitVisible(chromedp.ID("sessions-empty")))
 	// The read of the list the spawn's signal asks for fails.

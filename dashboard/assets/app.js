@@ -982,10 +982,7 @@ async function saveGoal(ev) {
       schedule('page', 'sessions');
     } catch (e) {
       if (e.code === 'conflict') {
-        showError('goal-error', new Error('Someone changed this session while you were editing (it is now at version ' +
-          e.stateVersion + '). Nothing was saved: look at the latest changes, then save again.'));
-        p.goalDirty = false;
-        schedule('page-full');
+        showConflict(p, e, 'while you were editing', 'save again');
         return;
       }
       showError('goal-error', e);
@@ -993,16 +990,32 @@ async function saveGoal(ev) {
   });
 }
 
+// showConflict says that a goal write was refused because the session
+// changed after what the page showed, and reads the page again.
+function showConflict(p, e, when, retry) {
+  showError('goal-error', new Error('Someone changed this session ' + when + ' (it is now at version ' +
+    e.stateVersion + '). Nothing was saved: look at the latest changes, then ' + retry + '.'));
+  p.goalDirty = false;
+  refreshNow('page-full');
+}
+
 async function clearGoal() {
   const p = app.page;
   if (!p) return;
   $('goal-error').hidden = true;
+  // The goal cleared is the goal shown: one someone else has set since is
+  // not cleared unseen.
+  const seen = p.status ? {ifStateVersion: p.status.stateVersion} : {};
   await busy($('goal-clear'), async () => {
     try {
-      await call('session_goal', {sessionKey: p.key, agentId: p.agentId, action: 'clear'});
+      await call('session_goal', Object.assign({sessionKey: p.key, agentId: p.agentId, action: 'clear'}, seen));
       p.goalDirty = false;
       schedule('page', 'sessions');
     } catch (e) {
+      if (e.code === 'conflict') {
+        showConflict(p, e, 'after this page last showed it', 'clear it again');
+        return;
+      }
       showError('goal-error', e);
     }
   });
