@@ -292,6 +292,36 @@ func TestALoginWithATokenHoldingAnInvisibleCharacterSaysWhich(t *testing.T) {
 	}
 }
 
+// A sign-in sent twice (a double click, Enter pressed twice) signs in
+// once: signed in twice, the page opened a second log stream and left the
+// first one open for as long as the tab lived.
+func TestASignInSentTwiceSignsInOnce(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	ctx := newTab(t)
+	run(t, ctx, "sign in twice",
+		chromedp.Navigate(gw.URL+"/"),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), operatorToken),
+		chromedp.Evaluate[chromedp.Void](`(() => { const f = document.getElementById('login-form'); f.requestSubmit(); f.requestSubmit(); })()`),
+		chromedp.WaitVisible(chromedp.CSS("#live.on")),
+		chromedp.WaitVisible(chromedp.ID("sessions-empty")),
+	)
+	var probes, streams int
+	for _, r := range gw.Requests() {
+		switch r {
+		case "GET /v1/tools":
+			probes++
+		case "GET /v1/events":
+			streams++
+		}
+	}
+	// One probe when the page loaded without a token, one for the sign-in.
+	if probes != 2 || streams != 1 {
+		t.Fatalf("token checks, log streams = %d, %d; want 2, 1 (requests: %v)", probes, streams, gw.Requests())
+	}
+}
+
 func TestTheTokenIsKeptOnlyInTheTabsSessionStorage(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, true)

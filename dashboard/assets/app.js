@@ -183,8 +183,14 @@ function showLogin(message) {
   document.title = 'Sign in · vigil';
 }
 
+// signingIn is set while a sign-in is being checked: a second submit (a
+// double click, Enter pressed twice) waits for the first, which would
+// otherwise sign in twice and leave the first sign-in's streams open.
+let signingIn = false;
+
 async function submitLogin(ev) {
   ev.preventDefault();
+  if (signingIn) return;
   const token = $('token').value.trim();
   if (!token) {
     $('login-error').textContent = 'Enter a token.';
@@ -203,10 +209,13 @@ async function submitLogin(ev) {
     return;
   }
   let ok;
+  signingIn = true;
   try {
     ok = await probe(token);
   } catch (e) {
     ok = null;
+  } finally {
+    signingIn = false;
   }
   if (!ok) {
     $('login-error').textContent = ok === false ? 'The gateway refused this token.' : 'The gateway is not reachable.';
@@ -221,6 +230,7 @@ async function submitLogin(ev) {
 function signedIn() {
   app.gen++;
   app.signedIn = true;
+  if (app.abort) app.abort.abort(); // what an earlier sign-in still had open
   app.abort = new AbortController();
   $('login').hidden = true;
   $('nav').hidden = false;
