@@ -11,6 +11,7 @@ package dashboard_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"image/png"
 	"net/http"
@@ -473,6 +474,30 @@ func TestAKeyShowsTheCharactersThatWouldDisguiseItAsCodePoints(t *testing.T) {
 	// The tab's title and the browser's history show the key too.
 	if title := eval[string](t, ctx, `document.title`); title != want+" · vigil" {
 		t.Errorf("the page's title is %q, want %q", title, want+" · vigil")
+	}
+}
+
+// Characters that draw nothing at all are as much a disguise as those
+// that reorder: a soft hyphen, a variation selector, a tag character, a
+// Hangul filler, a deprecated format character, a paragraph separator.
+// "wri\u00adter" would pass for the writer.
+func TestAKeyShowsEveryCharacterThatDrawsNothingAsItsCodePoint(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	const disguised = "agent:main:wri\u00ad\u2029ter\ufe0f\U000e0041\u3164\u206a"
+	tool[gateway.RecordOutput](t, gw, manager, "session_record", map[string]any{"sessionKey": disguised, "kind": "child_spawned",
+		"parent": manager, "hostedBy": "langgraph"})
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	js, err := json.Marshal(disguised)
+	if err != nil {
+		t.Fatal(err)
+	}
+	find := `[...document.querySelectorAll('tr.session')].find(r => r.dataset.key === ` + string(js) + `)`
+	waitFor(t, ctx, "the disguised key's row", "!!"+find)
+	const want = "agent:main:wri<U+00AD><U+2029>ter<U+FE0F><U+E0041><U+3164><U+206A>"
+	if got := eval[string](t, ctx, find+`.querySelector('a.key').textContent`); got != want {
+		t.Fatalf("the key shows as %q, want %q", got, want)
 	}
 }
 

@@ -645,10 +645,13 @@ function sessionLink(agentId, key) {
 }
 
 // A key is an identifier, and any text may be one: a character that
-// reorders or hides what follows it (bidi embeddings, overrides, isolates
-// and marks, zero-width characters) would let one key look like another,
-// so a key shows each as its code point.
-const HIDDEN_CHARS = /[\u061C\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]/g;
+// reorders or hides what follows it, or draws nothing at all, would let
+// one key look like another, so a key shows each as its code point. That
+// is every default-ignorable code point (bidi embeddings, overrides,
+// isolates and marks, zero-width characters, soft hyphens, variation
+// selectors, tag characters, Hangul fillers, ...) and the line and
+// paragraph separators, which break the line the key is on.
+const HIDDEN_CHARS = /[\p{Default_Ignorable_Code_Point}\u2028\u2029]/gu;
 function keyText(key) {
   return key.replace(HIDDEN_CHARS, (c) => '<U+' + c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0') + '>');
 }
