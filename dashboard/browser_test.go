@@ -501,6 +501,28 @@ func TestAKeyShowsEveryCharacterThatDrawsNothingAsItsCodePoint(t *testing.T) {
 	}
 }
 
+// An agent's id, and the id of whoever acted, may hold the same disguises
+// as a key: "ma\u00adin" would pass for main, and its global session for
+// main's. They show them as code points, wherever the page names them.
+func TestAnAgentOrActorIdShowsItsHiddenCharactersAsCodePoints(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	const agent, actor = "ma\u00adin", "an\u200bn"
+	tool[gateway.RecordOutput](t, gw, "", "session_record", map[string]any{"sessionKey": "global", "agentId": agent,
+		"kind": "goal_changed", "hostedBy": "langgraph", "actorType": "human", "actorId": actor})
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	const wantAgent, wantActor = "ma<U+00AD>in", "an<U+200B>n"
+	waitText(t, ctx, "#sessions-body", wantAgent)
+	if got := eval[[]string](t, ctx, `[...document.querySelectorAll('#agent-filter option')].map(o => o.textContent)`); !slices.Contains(got, wantAgent) {
+		t.Errorf("the agent filter offers %q, want %q among them", got, wantAgent)
+	}
+	run(t, ctx, "open the session's page", chromedp.Navigate(gw.URL+"/#/session/ma%C2%ADin/global"),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline li.event[data-kind="goal_changed"]`)))
+	waitText(t, ctx, "#s-facts", wantAgent)
+	waitText(t, ctx, "#timeline", wantActor)
+}
+
 func TestSessionsViewListsEachChildUnderItsParent(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, true)

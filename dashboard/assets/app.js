@@ -644,7 +644,8 @@ function sessionLink(agentId, key) {
   return h('a', {href: sessionHref(agentId, key), class: 'key'}, keyText(key));
 }
 
-// A key is an identifier, and any text may be one: a character that
+// A key is an identifier, and any text may be one (an agent's id and an
+// actor's too, which keyText shows the same way): a character that
 // reorders or hides what follows it, or draws nothing at all, would let
 // one key look like another, so a key shows each as its code point. That
 // is every default-ignorable code point (bidi embeddings, overrides,
@@ -681,7 +682,7 @@ function renderAgentFilter() {
   // Rebuilt only when the list changes, so an open menu is left alone.
   if (agents.join(' ') === app.agents) return;
   app.agents = agents.join(' ');
-  sel.replaceChildren(h('option', {value: ''}, 'All agents'), ...agents.map((a) => h('option', {value: a}, a)));
+  sel.replaceChildren(h('option', {value: ''}, 'All agents'), ...agents.map((a) => h('option', {value: a}, keyText(a))));
   sel.value = app.agent;
 }
 
@@ -739,7 +740,7 @@ function sessionRow(s, depth) {
   name.style.setProperty('--depth', depth);
   return h('tr', {class: 'session', 'data-key': s.sessionKey, 'data-agent': s.agentId},
     name,
-    h('td', {'data-label': 'Agent'}, s.agentId),
+    h('td', {'data-label': 'Agent'}, keyText(s.agentId)),
     h('td', {'data-label': 'Kind'}, h('span', {class: 'badge kind'}, s.kind)),
     h('td', {'data-label': 'Hosted by'}, hostBadge(s)),
     h('td', {'data-label': 'Parent'}, s.spawnedBy ? sessionLink(refOf(s.spawnedBy) || s.agentId, s.spawnedBy) : h('span', {class: 'muted'}, '—')),
@@ -828,14 +829,14 @@ function renderFacts() {
   $('s-missing').hidden = st.exists;
   $('s-elsewhere').hidden = st.state !== 'recorded';
   const facts = !st.exists ? [] : st.state === 'recorded' ? [
-    fact('Agent', st.agentId),
+    fact('Agent', keyText(st.agentId)),
     fact('Kind', st.kind),
     fact('Hosted by', hostBadge(st)),
     fact('State version', String(st.stateVersion)),
     st.createdAt ? fact('First recorded', when(st.createdAt)) : null,
     st.updatedAt ? fact('Last recorded', when(st.updatedAt)) : null,
   ] : [
-    fact('Agent', st.agentId),
+    fact('Agent', keyText(st.agentId)),
     fact('Kind', st.kind),
     fact('Hosted by', hostBadge(st)),
     st.label ? fact('Label', st.label) : null,
@@ -887,7 +888,7 @@ function renderPage() {
     {class: 'message role-' + m.role + ' actor-' + m.actorType, 'data-id': String(m.id)},
     h('div', {class: 'meta'},
       h('span', {class: 'badge actor actor-' + m.actorType}, m.role === 'assistant' ? 'reply' : m.role === 'summary' ? 'summary' : m.actorType),
-      m.actorId ? h('span', {class: 'who'}, m.actorId) : null,
+      m.actorId ? h('span', {class: 'who'}, keyText(m.actorId)) : null,
       m.channel ? h('span', {class: 'channel'}, 'via ' + m.channel) : null,
       when(m.createdAt)),
     h('p', {class: 'content'}, m.content))));
@@ -902,7 +903,7 @@ function renderPage() {
     h('div', {class: 'meta'},
       h('span', {class: 'seq', title: 'sequence'}, '#' + e.sequence),
       h('span', {class: 'badge actor actor-' + e.actorType}, e.actorType),
-      e.actorId ? h('span', {class: 'who'}, e.actorId) : null,
+      e.actorId ? h('span', {class: 'who'}, keyText(e.actorId)) : null,
       when(e.occurredAt)),
     h('p', {class: 'summary'}, h('span', {class: 'kind'}, e.kind), ' ', e.summary))));
   if (older > 0) {
