@@ -682,6 +682,39 @@ func TestALinkThatNamesNoSessionOpensTheSessionsView(t *testing.T) {
 	run(t, ctx, "wait for the sessions view", chromedp.WaitVisible(row(child)))
 }
 
+// A link naming a session under an agent that is not its key's (edited by
+// hand, or put together wrongly) opens the page of the session its key
+// names, rather than an error the page retries for as long as it is open.
+func TestALinkNamingAKeyUnderAnotherAgentOpensTheKeysOwnPage(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	open(t, ctx, gw, "#/session/ops/"+strings.ReplaceAll(child, ":", "%3A"))
+	run(t, ctx, "see the manager among the child's watchers", chromedp.WaitVisible(cursor("#watchers", manager, child, "")))
+	if got := eval[[]string](t, ctx, `[location.hash, String(document.getElementById('banner').hidden)]`); !slices.Equal(got, []string{sessionHash(child), "true"}) {
+		t.Errorf("address, banner hidden = %q, want %q, true (banner: %q)", got, sessionHash(child),
+			eval[string](t, ctx, `document.getElementById('banner-text').textContent`))
+	}
+}
+
+// A link naming no session vigil could hold (a key with an empty part)
+// says so on the page, without forms, and is not read again and again.
+func TestALinkNamingAnInvalidKeySaysSo(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	ctx := newTab(t)
+	open(t, ctx, gw, "#/session/main/agent%3Amain%3A%3Ax")
+	waitFor(t, ctx, "the page to say something of the session",
+		`document.getElementById('s-invalid')?.hidden === false || !document.getElementById('banner').hidden`)
+	shown := eval[[]bool](t, ctx, `['s-invalid', 'banner', 'goal-form', 'send-form'].map(id => document.getElementById(id)?.hidden === false)`)
+	if !slices.Equal(shown, []bool{true, false, false, false}) {
+		t.Errorf("on an invalid key's page, shown: invalid, banner, goal form, send form = %v; want only invalid (banner: %q)",
+			shown, eval[string](t, ctx, `document.getElementById('banner-text').textContent`))
+	}
+	waitText(t, ctx, "#s-invalid", "empty part")
+}
+
 // ---- the seed's story, from the page ----
 
 // A link spelling a session in capitals opens the page of the session the

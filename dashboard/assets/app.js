@@ -359,9 +359,10 @@ async function followSession(p) {
         },
       });
     } catch (e) {
-      // A session the token may not reach stays out of reach: the page
-      // says so (loadPage) rather than asking again and again.
-      if (e instanceof AuthError || e.status === 403) return;
+      // A session the token may not reach, or a key that names none,
+      // stays so: the page says it (loadPage) rather than asking again
+      // and again.
+      if (e instanceof AuthError || e.status === 403 || e.status === 400) return;
     }
     if (app.page !== p || p.abort.signal.aborted) return;
     if (stayedOpen(opened)) failures = 0;
@@ -480,12 +481,13 @@ async function loadPage(full) {
     try {
       status = await call('session_status', Object.assign({changesSince: since, limit: PAGE}, ref));
     } catch (e) {
-      // Another agent's session, for an agent's token: no retry changes
-      // that, so the page says it instead of failing and trying again.
-      if (e.code !== 'permission_denied' || app.page !== p) throw e;
+      // Another agent's session, for an agent's token, or an address that
+      // names no session vigil could hold: no retry changes either, so the
+      // page says it instead of failing and trying again.
+      if ((e.code !== 'permission_denied' && e.code !== 'invalid_argument') || app.page !== p) throw e;
       p.denied = true;
       p.abort.abort();
-      renderDenied();
+      renderDenied(e.code === 'invalid_argument' ? 'This address names no session: ' + e.message : '');
       return;
     }
     events.push(...status.stateChanges.events);
@@ -589,6 +591,13 @@ function route() {
     return;
   }
   const {agentId, key} = m;
+  // A key of an agent names its agent itself: an address that puts it
+  // under another (edited by hand, say) means the key's own session.
+  const owner = refOf(key.toLowerCase());
+  if (owner && owner !== agentId.toLowerCase()) {
+    location.replace(sessionHref(owner, key));
+    return;
+  }
   $('view-sessions').hidden = true;
   $('view-session').hidden = false;
   if (app.page && app.page.key === key && app.page.agentId === agentId) return;
@@ -611,7 +620,7 @@ function clearPage() {
   for (const id of ['s-title', 's-crumb', 's-facts', 'goal-current', 'transcript', 'timeline', 'watchers', 'watches']) {
     $(id).replaceChildren();
   }
-  for (const id of ['goal-error', 'send-error', 's-missing', 's-denied']) $(id).hidden = true;
+  for (const id of ['goal-error', 'send-error', 's-missing', 's-denied', 's-invalid']) $(id).hidden = true;
   $('send-message').value = '';
   fillGoalForm(null);
 }
@@ -849,11 +858,14 @@ function renderFacts() {
   $('s-facts').replaceChildren(...facts.filter(Boolean));
 }
 
-// renderDenied shows the page of a session the token may not see: why,
-// and none of the forms that could only fail.
-function renderDenied() {
+// renderDenied shows the page of a session the token may not see, or
+// (with the reason) of an address naming none: why, and none of the forms
+// that could only fail.
+function renderDenied(invalid) {
   for (const id of ['goal-form', 'send-form', 'queued-card', 's-missing', 's-elsewhere']) $(id).hidden = true;
-  $('s-denied').hidden = false;
+  $('s-denied').hidden = !!invalid;
+  $('s-invalid').hidden = !invalid;
+  $('s-invalid').textContent = invalid || '';
   $('goal-current').replaceChildren();
   $('transcript-empty').hidden = true;
   $('timeline-empty').hidden = true;
