@@ -790,6 +790,40 @@ func TestTheManagersTurnThroughTheAPIClearsTheNoticeInTheWatchGraph(t *testing.T
 	)
 }
 
+// While a notice is pending, the page re-reads the watch graph every two
+// seconds, as the README says, not the whole list of sessions, which can
+// run to thousands.
+func TestWhileANoticeIsPendingThePageRereadsTheGraphNotTheList(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	tool[gateway.SendOutput](t, gw, "", "sessions_send", map[string]any{"sessionKey": child, "message": "Use the revised figures.", "timeoutSeconds": 0})
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	run(t, ctx, "see the pending notice", chromedp.WaitVisible(cursor("#graph", manager, child, ".pending")))
+	before := len(gw.Requests())
+	count := func(what string) (n int) {
+		for _, r := range gw.Requests()[before:] {
+			if r == what {
+				n++
+			}
+		}
+		return n
+	}
+	// Three re-reads of the graph: by the third, what the first re-read
+	// sent with it has long arrived.
+	for count("POST /v1/tools/sessions_graph") < 3 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the page did not re-read the graph three times (requests: %v)", gw.Requests()[before:])
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if lists := count("POST /v1/tools/sessions_list"); lists != 0 {
+		t.Fatalf("with a notice pending, the page re-read the sessions list %d times along with the graph", lists)
+	}
+}
+
 func TestTheManagersPageShowsOnceThatAPersonDeletedItsChild(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, true)

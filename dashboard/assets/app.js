@@ -370,14 +370,23 @@ async function followSession(p) {
   }
 }
 
+// poll reads everything now and then; while a notice is pending, it reads
+// the graph (and the open page, whose queue the acknowledgement empties)
+// often, but not the list of sessions, which can run to thousands and
+// which an acknowledgement does not change.
 async function poll(gen) {
-  let last = Date.now();
+  let lastAll = Date.now();
+  let lastGraph = lastAll;
   while (gen === app.gen) {
     await sleep(500);
-    const every = app.cursors.some((c) => c.pending) ? POLL_PENDING_MS : POLL_IDLE_MS;
-    if (gen === app.gen && Date.now() - last >= every && document.visibilityState === 'visible') {
-      last = Date.now();
+    if (gen !== app.gen || document.visibilityState !== 'visible') continue;
+    const now = Date.now();
+    if (now - lastAll >= POLL_IDLE_MS) {
+      lastAll = lastGraph = now;
       schedule('sessions', 'graph', 'page');
+    } else if (now - lastGraph >= POLL_PENDING_MS && app.cursors.some((c) => c.pending)) {
+      lastGraph = now;
+      schedule('graph', 'page');
     }
   }
 }
