@@ -839,6 +839,42 @@ func TestTheManagersPageShowsOnceThatAPersonDeletedItsChild(t *testing.T) {
 		chromedp.WaitNotPresent(chromedp.CSS("#queued li.queued-event")))
 }
 
+// While the open page's own queue holds a notice (here, that a child was
+// deleted, which no cursor shows as pending), the page re-reads the queue
+// as often as it re-reads a pending notice in the graph, so that a turn
+// that takes it is seen within seconds, not at the next full re-read.
+func TestWhileThePagesQueueHoldsANoticeThePageRereadsItOften(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	takeTurn(t, gw, manager) // takes the notice that the spawn created the child
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(manager))
+	run(t, ctx, "see the manager's empty queue", chromedp.WaitVisible(chromedp.ID("queued-empty")))
+	tool[gateway.DeleteOutput](t, gw, "", "session_delete", map[string]any{"sessionKey": child})
+	run(t, ctx, "see the notice of the deletion", chromedp.WaitVisible(chromedp.CSS(`#queued li.queued-event.deleted`)))
+	before := len(gw.Requests())
+	count := func(what string) (n int) {
+		for _, r := range gw.Requests()[before:] {
+			if r == what {
+				n++
+			}
+		}
+		return n
+	}
+	for count("POST /v1/tools/session_pending") < 3 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the page re-read its queue %d times, %d of them with the whole list of sessions",
+				count("POST /v1/tools/session_pending"), count("POST /v1/tools/sessions_list"))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if lists := count("POST /v1/tools/sessions_list"); lists >= 3 {
+		t.Errorf("the page re-read its queue only with the whole list of sessions (%d times)", lists)
+	}
+}
+
 // A session deleted while its page is open is shown gone, and leaves the
 // sessions list, as soon as its stream says so, not at the next poll
 // (held off here: the tab reports itself hidden, and the poll reads

@@ -370,6 +370,15 @@ async function followSession(p) {
   }
 }
 
+// noticePending says whether a notice waits for a turn, one that only a
+// poll can see taken: a watcher's in the graph, or one in the open page's
+// own queue (the notice that a watched session was deleted is in no
+// cursor).
+function noticePending() {
+  const p = app.page;
+  return app.cursors.some((c) => c.pending) || !!(p && p.queued && p.queued.length);
+}
+
 // poll reads everything now and then; while a notice is pending, it reads
 // the graph (and the open page, whose queue the acknowledgement empties)
 // often, but not the list of sessions, which can run to thousands and
@@ -384,7 +393,7 @@ async function poll(gen) {
     if (now - lastAll >= POLL_IDLE_MS) {
       lastAll = lastGraph = now;
       schedule('sessions', 'graph', 'page');
-    } else if (now - lastGraph >= POLL_PENDING_MS && app.cursors.some((c) => c.pending)) {
+    } else if (now - lastGraph >= POLL_PENDING_MS && noticePending()) {
       lastGraph = now;
       schedule('graph', 'page');
     }
