@@ -747,6 +747,39 @@ func TestAPersonWritesIntoAChildFromTheSessionPageAsAWebMessage(t *testing.T) {
 		"human", operatorID, "human message via web")
 }
 
+// A message sent from one session's page, answered once the person has
+// gone on to another session's page, leaves that page's own draft alone.
+func TestASendAnsweredAfterThePersonMovedOnKeepsTheNextPagesDraft(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	other := spawn(t, gw, manager, "Collect the sales sheet", "collector")
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	arrived, release := gw.holdNext(t, "/v1/tools/sessions_send")
+	run(t, ctx, "send into the child",
+		chromedp.WaitVisible(chromedp.CSS(`#transcript li.message`)),
+		chromedp.SendKeys(chromedp.ID("send-message"), "Use the revised figures."),
+		chromedp.Click(chromedp.ID("send-button")),
+	)
+	select {
+	case <-arrived:
+	case <-ctx.Done():
+		t.Fatal("the message was never sent")
+	}
+	run(t, ctx, "go on to the other session and start a draft there",
+		chromedp.Navigate(gw.URL+"/"+sessionHash(other)),
+		chromedp.WaitVisible(chromedp.CSS(`#transcript li.message`)),
+		chromedp.SendKeys(chromedp.ID("send-message"), "A draft for the collector"),
+	)
+	release()
+	// The send button stays disabled until the send's answer is handled.
+	waitFor(t, ctx, "the send's answer to be handled", `!document.getElementById('send-button').disabled`)
+	if draft := eval[string](t, ctx, `document.getElementById('send-message').value`); draft != "A draft for the collector" {
+		t.Fatalf("the other page's draft is now %q", draft)
+	}
+}
+
 func TestTheWatchGraphShowsTheManagersPendingNoticeAfterAPersonWrites(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, true)

@@ -1080,10 +1080,13 @@ async function sendMessage(ev) {
   await busy($('send-button'), async () => {
     try {
       await call('sessions_send', {sessionKey: p.key, agentId: p.agentId, message, channel: 'web', timeoutSeconds: 0});
-      $('send-message').value = '';
+      // The form now belongs to whatever page is open: a person who went
+      // on to another session meanwhile may have begun a draft there.
+      if (app.page === p) $('send-message').value = '';
       schedule('page', 'sessions', 'graph');
     } catch (e) {
-      showError('send-error', e);
+      if (app.page === p) showError('send-error', e);
+      else if (!(e instanceof AuthError)) showBanner('The message to ' + keyText(p.key) + ' was not sent: ' + e.message, 'error');
     }
   });
 }
