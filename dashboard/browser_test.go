@@ -11,6 +11,7 @@ package dashboard_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"image/png"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
@@ -270,6 +272,57 @@ func TestALoginWithAWrongTokenIsRefusedAndFetchesNothing(t *testing.T) {
 	}
 }
 
+// A token pasted with a character no header can carry (a zero-width
+// space, here) is refused for what it is, not as a gateway out of reach.
+func TestALoginWithATokenHoldingAnInvisibleCharacterSaysWhich(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	ctx := newTab(t)
+	run(t, ctx, "sign in with a token pasted along with a zero-width space",
+		chromedp.Navigate(gw.URL+"/"),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SetValue(chromedp.ID("token"), operatorToken+"\u200b"),
+		chromedp.Click(chromedp.CSS("#login-form button[type=submit]")),
+		chromedp.WaitVisible(chromedp.ID("login-error")),
+	)
+	if msg := eval[string](t, ctx, `document.getElementById('login-error').textContent`); !strings.Contains(msg, "U+200B") {
+		t.Errorf("the login error says %q, want it to name U+200B", msg)
+	}
+	if stored := eval[int](t, ctx, `sessionStorage.length`); stored != 0 {
+		t.Errorf("sessionStorage holds %d entries", stored)
+	}
+}
+
+// A sign-in sent twice (a double click, Enter pressed twice) signs in
+// once: signed in twice, the page opened a second log stream and left the
+// first one open for as long as the tab lived.
+func TestASignInSentTwiceSignsInOnce(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	ctx := newTab(t)
+	run(t, ctx, "sign in twice",
+		chromedp.Navigate(gw.URL+"/"),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), operatorToken),
+		chromedp.Evaluate[chromedp.Void](`(() => { const f = document.getElementById('login-form'); f.requestSubmit(); f.requestSubmit(); })()`),
+		chromedp.WaitVisible(chromedp.CSS("#live.on")),
+		chromedp.WaitVisible(chromedp.ID("sessions-empty")),
+	)
+	var probes, streams int
+	for _, r := range gw.Requests() {
+		switch r {
+		case "GET /v1/tools":
+			probes++
+		case "GET /v1/events":
+			streams++
+		}
+	}
+	// One probe when the page loaded without a token, one for the sign-in.
+	if probes != 2 || streams != 1 {
+		t.Fatalf("token checks, log streams = %d, %d; want 2, 1 (requests: %v)", probes, streams, gw.Requests())
+	}
+}
+
 func TestTheTokenIsKeptOnlyInTheTabsSessionStorage(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, true)
@@ -318,6 +371,29 @@ func TestWithAnAgentsTokenASessionPageShowsEverythingButAQueueItMayNotSee(t *tes
 	shown := eval[[]bool](t, ctx, `['queued-card', 'banner'].map(id => !document.getElementById(id).hidden)`)
 	if !slices.Equal(shown, []bool{false, false}) {
 		t.Errorf("on the child's page with the manager's token, shown: queue, banner = %v; want neither (banner: %q)",
+			shown, eval[string](t, ctx, `document.getElementById('banner-text').textContent`))
+	}
+}
+
+// The page of another agent's session, opened with an agent's token, says
+// the token may not see it: no form that could only fail, and no error
+// that promises to try again.
+func TestWithAnAgentsTokenAnotherAgentsSessionPageSaysTheTokenMayNotSeeIt(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	opsChild := spawn(t, gw, "agent:ops:main", "Rotate the logs", "rotator")
+	ctx := newTab(t)
+	run(t, ctx, "open ops' child's page and sign in with the manager's token",
+		chromedp.Navigate(gw.URL+"/"+sessionHash(opsChild)),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), managerToken),
+		chromedp.Click(chromedp.CSS("#login-form button[type=submit]")),
+	)
+	waitFor(t, ctx, "the page to say something of the session",
+		`document.getElementById('s-denied')?.hidden === false || !document.getElementById('banner').hidden`)
+	shown := eval[[]bool](t, ctx, `['s-denied', 'banner', 'goal-form', 'send-form', 's-missing'].map(id => document.getElementById(id)?.hidden === false)`)
+	if !slices.Equal(shown, []bool{true, false, false, false, false}) {
+		t.Errorf("on another agent's session page, shown: denied, banner, goal form, send form, missing = %v; want only denied (banner: %q)",
 			shown, eval[string](t, ctx, `document.getElementById('banner-text').textContent`))
 	}
 }
@@ -395,6 +471,56 @@ func TestAKeyShowsTheCharactersThatWouldDisguiseItAsCodePoints(t *testing.T) {
 	}
 	run(t, ctx, "open its page", chromedp.Navigate(gw.URL+"/"+sessionHash(disguised)), chromedp.WaitVisible(chromedp.ID("s-elsewhere")))
 	waitText(t, ctx, "#s-title", want)
+	// The tab's title and the browser's history show the key too.
+	if title := eval[string](t, ctx, `document.title`); title != want+" · vigil" {
+		t.Errorf("the page's title is %q, want %q", title, want+" · vigil")
+	}
+}
+
+// Characters that draw nothing at all are as much a disguise as those
+// that reorder: a soft hyphen, a variation selector, a tag character, a
+// Hangul filler, a deprecated format character, a paragraph separator.
+// "wri\u00adter" would pass for the writer.
+func TestAKeyShowsEveryCharacterThatDrawsNothingAsItsCodePoint(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	const disguised = "agent:main:wri\u00ad\u2029ter\ufe0f\U000e0041\u3164\u206a"
+	tool[gateway.RecordOutput](t, gw, manager, "session_record", map[string]any{"sessionKey": disguised, "kind": "child_spawned",
+		"parent": manager, "hostedBy": "langgraph"})
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	js, err := json.Marshal(disguised)
+	if err != nil {
+		t.Fatal(err)
+	}
+	find := `[...document.querySelectorAll('tr.session')].find(r => r.dataset.key === ` + string(js) + `)`
+	waitFor(t, ctx, "the disguised key's row", "!!"+find)
+	const want = "agent:main:wri<U+00AD><U+2029>ter<U+FE0F><U+E0041><U+3164><U+206A>"
+	if got := eval[string](t, ctx, find+`.querySelector('a.key').textContent`); got != want {
+		t.Fatalf("the key shows as %q, want %q", got, want)
+	}
+}
+
+// An agent's id, and the id of whoever acted, may hold the same disguises
+// as a key: "ma\u00adin" would pass for main, and its global session for
+// main's. They show them as code points, wherever the page names them.
+func TestAnAgentOrActorIdShowsItsHiddenCharactersAsCodePoints(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	const agent, actor = "ma\u00adin", "an\u200bn"
+	tool[gateway.RecordOutput](t, gw, "", "session_record", map[string]any{"sessionKey": "global", "agentId": agent,
+		"kind": "goal_changed", "hostedBy": "langgraph", "actorType": "human", "actorId": actor})
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	const wantAgent, wantActor = "ma<U+00AD>in", "an<U+200B>n"
+	waitText(t, ctx, "#sessions-body", wantAgent)
+	if got := eval[[]string](t, ctx, `[...document.querySelectorAll('#agent-filter option')].map(o => o.textContent)`); !slices.Contains(got, wantAgent) {
+		t.Errorf("the agent filter offers %q, want %q among them", got, wantAgent)
+	}
+	run(t, ctx, "open the session's page", chromedp.Navigate(gw.URL+"/#/session/ma%C2%ADin/global"),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline li.event[data-kind="goal_changed"]`)))
+	waitText(t, ctx, "#s-facts", wantAgent)
+	waitText(t, ctx, "#timeline", wantActor)
 }
 
 func TestSessionsViewListsEachChildUnderItsParent(t *testing.T) {
@@ -483,6 +609,68 @@ func TestSessionsViewShowsANewChildWithoutReloading(t *testing.T) {
 	}
 }
 
+// A runaway chain of spawns (each child spawning the next) is listed with
+// every session's name in view, on a laptop and on a phone: a row is
+// indented for its depth only so far.
+func TestADeepChainOfSpawnsKeepsEveryNameInView(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, false)
+	const depth = 60
+	parent := manager
+	for i := range depth {
+		parent = spawn(t, gw, parent, fmt.Sprintf("Spawn level %d", i+2), "")
+	}
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	deepest := fmt.Sprintf(`document.querySelector('tr.session[data-key="%s"] a.key').getBoundingClientRect()`, parent)
+	for _, viewport := range []struct {
+		name string
+		set  chromedp.Action[chromedp.Void]
+	}{
+		{"laptop", chromedp.EmulateViewport(1280, 720)},
+		{"phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2))},
+	} {
+		run(t, ctx, "a "+viewport.name+" viewport", viewport.set, chromedp.WaitVisible(row(parent)))
+		got := eval[[]float64](t, ctx, `[`+deepest+`.left, document.querySelector('.table-wrap').getBoundingClientRect().right,
+			document.documentElement.scrollWidth, window.innerWidth]`)
+		if got[0] >= got[1] || got[2] > got[3] {
+			t.Errorf("on a %s, the deepest session's name begins at %vpx, right of the list's edge at %vpx, or the page is %vpx wide in a %vpx window",
+				viewport.name, got[0], got[1], got[2], got[3])
+		}
+	}
+}
+
+// With many sessions the list and the watch graph draw the first 500 of
+// each, not thousands of rows on every change; the rest is a button away.
+func TestManySessionsAreDrawnFiveHundredAtATime(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, false)
+	const children = 530
+	for i := range children {
+		tool[gateway.RecordOutput](t, gw, "", "session_record", map[string]any{"sessionKey": fmt.Sprintf("agent:main:rt:s%04d", i),
+			"kind": "child_spawned", "parent": manager, "hostedBy": "rt"})
+	}
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	waitText(t, ctx, "#sessions-count", fmt.Sprintf("(%d)", children+1))
+	waitText(t, ctx, "#graph-count", fmt.Sprintf("(%d)", children))
+	counts := func() []int {
+		return eval[[]int](t, ctx, `[document.querySelectorAll('#sessions-body tr.session').length, document.querySelectorAll('#graph li.cursor').length]`)
+	}
+	if got := counts(); !slices.Equal(got, []int{500, 500}) {
+		t.Fatalf("rows, cursors drawn = %v, want 500 of each", got)
+	}
+	run(t, ctx, "show the rest of the list and of the graph",
+		chromedp.Click(chromedp.ID("sessions-more")),
+		chromedp.Click(chromedp.ID("graph-more")),
+		chromedp.WaitNotPresent(chromedp.ID("graph-more")),
+		chromedp.WaitNotPresent(chromedp.ID("sessions-more")),
+	)
+	if got := counts(); !slices.Equal(got, []int{children + 1, children}) {
+		t.Fatalf("after showing the rest, rows, cursors drawn = %v, want %d, %d", got, children+1, children)
+	}
+}
+
 // A link to a session page whose address cannot be decoded (cut short in
 // a chat, say) opens the sessions view instead of a blank page.
 func TestALinkThatNamesNoSessionOpensTheSessionsView(t *testing.T) {
@@ -492,6 +680,39 @@ func TestALinkThatNamesNoSessionOpensTheSessionsView(t *testing.T) {
 	ctx := newTab(t)
 	open(t, ctx, gw, "#/session/main/agent%3Amain%3Asub%E0%A4")
 	run(t, ctx, "wait for the sessions view", chromedp.WaitVisible(row(child)))
+}
+
+// A link naming a session under an agent that is not its key's (edited by
+// hand, or put together wrongly) opens the page of the session its key
+// names, rather than an error the page retries for as long as it is open.
+func TestALinkNamingAKeyUnderAnotherAgentOpensTheKeysOwnPage(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	open(t, ctx, gw, "#/session/ops/"+strings.ReplaceAll(child, ":", "%3A"))
+	run(t, ctx, "see the manager among the child's watchers", chromedp.WaitVisible(cursor("#watchers", manager, child, "")))
+	if got := eval[[]string](t, ctx, `[location.hash, String(document.getElementById('banner').hidden)]`); !slices.Equal(got, []string{sessionHash(child), "true"}) {
+		t.Errorf("address, banner hidden = %q, want %q, true (banner: %q)", got, sessionHash(child),
+			eval[string](t, ctx, `document.getElementById('banner-text').textContent`))
+	}
+}
+
+// A link naming no session vigil could hold (a key with an empty part)
+// says so on the page, without forms, and is not read again and again.
+func TestALinkNamingAnInvalidKeySaysSo(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	ctx := newTab(t)
+	open(t, ctx, gw, "#/session/main/agent%3Amain%3A%3Ax")
+	waitFor(t, ctx, "the page to say something of the session",
+		`document.getElementById('s-invalid')?.hidden === false || !document.getElementById('banner').hidden`)
+	shown := eval[[]bool](t, ctx, `['s-invalid', 'banner', 'goal-form', 'send-form'].map(id => document.getElementById(id)?.hidden === false)`)
+	if !slices.Equal(shown, []bool{true, false, false, false}) {
+		t.Errorf("on an invalid key's page, shown: invalid, banner, goal form, send form = %v; want only invalid (banner: %q)",
+			shown, eval[string](t, ctx, `document.getElementById('banner-text').textContent`))
+	}
+	waitText(t, ctx, "#s-invalid", "empty part")
 }
 
 // ---- the seed's story, from the page ----
@@ -524,6 +745,39 @@ func TestAPersonWritesIntoAChildFromTheSessionPageAsAWebMessage(t *testing.T) {
 	}
 	waitText(t, ctx, `#timeline li.event[data-kind="human_direct_message"][data-actor-type="human"]`,
 		"human", operatorID, "human message via web")
+}
+
+// A message sent from one session's page, answered once the person has
+// gone on to another session's page, leaves that page's own draft alone.
+func TestASendAnsweredAfterThePersonMovedOnKeepsTheNextPagesDraft(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	other := spawn(t, gw, manager, "Collect the sales sheet", "collector")
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	arrived, release := gw.holdNext(t, "/v1/tools/sessions_send")
+	run(t, ctx, "send into the child",
+		chromedp.WaitVisible(chromedp.CSS(`#transcript li.message`)),
+		chromedp.SendKeys(chromedp.ID("send-message"), "Use the revised figures."),
+		chromedp.Click(chromedp.ID("send-button")),
+	)
+	select {
+	case <-arrived:
+	case <-ctx.Done():
+		t.Fatal("the message was never sent")
+	}
+	run(t, ctx, "go on to the other session and start a draft there",
+		chromedp.Navigate(gw.URL+"/"+sessionHash(other)),
+		chromedp.WaitVisible(chromedp.CSS(`#transcript li.message`)),
+		chromedp.SendKeys(chromedp.ID("send-message"), "A draft for the collector"),
+	)
+	release()
+	// The send button stays disabled until the send's answer is handled.
+	waitFor(t, ctx, "the send's answer to be handled", `!document.getElementById('send-button').disabled`)
+	if draft := eval[string](t, ctx, `document.getElementById('send-message').value`); draft != "A draft for the collector" {
+		t.Fatalf("the other page's draft is now %q", draft)
+	}
 }
 
 func TestTheWatchGraphShowsTheManagersPendingNoticeAfterAPersonWrites(t *testing.T) {
@@ -569,6 +823,40 @@ func TestTheManagersTurnThroughTheAPIClearsTheNoticeInTheWatchGraph(t *testing.T
 	)
 }
 
+// While a notice is pending, the page re-reads the watch graph every two
+// seconds, as the README says, not the whole list of sessions, which can
+// run to thousands.
+func TestWhileANoticeIsPendingThePageRereadsTheGraphNotTheList(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	tool[gateway.SendOutput](t, gw, "", "sessions_send", map[string]any{"sessionKey": child, "message": "Use the revised figures.", "timeoutSeconds": 0})
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	run(t, ctx, "see the pending notice", chromedp.WaitVisible(cursor("#graph", manager, child, ".pending")))
+	before := len(gw.Requests())
+	count := func(what string) (n int) {
+		for _, r := range gw.Requests()[before:] {
+			if r == what {
+				n++
+			}
+		}
+		return n
+	}
+	// Three re-reads of the graph: by the third, what the first re-read
+	// sent with it has long arrived.
+	for count("POST /v1/tools/sessions_graph") < 3 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the page did not re-read the graph three times (requests: %v)", gw.Requests()[before:])
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if lists := count("POST /v1/tools/sessions_list"); lists != 0 {
+		t.Fatalf("with a notice pending, the page re-read the sessions list %d times along with the graph", lists)
+	}
+}
+
 func TestTheManagersPageShowsOnceThatAPersonDeletedItsChild(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, true)
@@ -582,6 +870,42 @@ func TestTheManagersPageShowsOnceThatAPersonDeletedItsChild(t *testing.T) {
 	takeTurn(t, gw, manager)
 	run(t, ctx, "see the queue empty once the manager's turn consumed the notice",
 		chromedp.WaitNotPresent(chromedp.CSS("#queued li.queued-event")))
+}
+
+// While the open page's own queue holds a notice (here, that a child was
+// deleted, which no cursor shows as pending), the page re-reads the queue
+// as often as it re-reads a pending notice in the graph, so that a turn
+// that takes it is seen within seconds, not at the next full re-read.
+func TestWhileThePagesQueueHoldsANoticeThePageRereadsItOften(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	takeTurn(t, gw, manager) // takes the notice that the spawn created the child
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(manager))
+	run(t, ctx, "see the manager's empty queue", chromedp.WaitVisible(chromedp.ID("queued-empty")))
+	tool[gateway.DeleteOutput](t, gw, "", "session_delete", map[string]any{"sessionKey": child})
+	run(t, ctx, "see the notice of the deletion", chromedp.WaitVisible(chromedp.CSS(`#queued li.queued-event.deleted`)))
+	before := len(gw.Requests())
+	count := func(what string) (n int) {
+		for _, r := range gw.Requests()[before:] {
+			if r == what {
+				n++
+			}
+		}
+		return n
+	}
+	for count("POST /v1/tools/session_pending") < 3 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the page re-read its queue %d times, %d of them with the whole list of sessions",
+				count("POST /v1/tools/session_pending"), count("POST /v1/tools/sessions_list"))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if lists := count("POST /v1/tools/sessions_list"); lists >= 3 {
+		t.Errorf("the page re-read its queue only with the whole list of sessions (%d times)", lists)
+	}
 }
 
 // A session deleted while its page is open is shown gone, and leaves the
@@ -635,6 +959,42 @@ func TestAQueuedNoticeLinksToAnotherAgentsBareSession(t *testing.T) {
 		`[...document.querySelectorAll('#queued li.queued-event[data-target="global"] a')].some(a => a.getAttribute('href') === '#/session/ops/global')`)
 }
 
+// A long-lived session's page draws its newest messages and changes, not
+// its whole history: the rest is a button away.
+func TestALongSessionsPageDrawsItsNewestMessagesAndChangesAndTheRestOnRequest(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	const sends = 230 // with the task, 231 messages; with the spawn, 232 changes
+	for i := 1; i <= sends; i++ {
+		tool[gateway.SendOutput](t, gw, "", "sessions_send", map[string]any{"sessionKey": child, "message": fmt.Sprintf("note %d", i), "timeoutSeconds": 0})
+	}
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	waitText(t, ctx, "#transcript", fmt.Sprintf("note %d", sends))
+	counts := func() []int {
+		return eval[[]int](t, ctx, `[document.querySelectorAll('#transcript li.message').length, document.querySelectorAll('#timeline li.event').length]`)
+	}
+	if got := counts(); !slices.Equal(got, []int{200, 200}) {
+		t.Fatalf("messages, changes drawn = %v, want the newest 200 of each", got)
+	}
+	if first := eval[string](t, ctx, `document.querySelector('#transcript li.message .content').textContent`); first != fmt.Sprintf("note %d", sends-199) {
+		t.Errorf("the first message drawn is %q, want note %d", first, sends-199)
+	}
+	run(t, ctx, "show the earlier messages and the older changes",
+		chromedp.Click(chromedp.ID("transcript-more")),
+		chromedp.Click(chromedp.ID("timeline-more")),
+		chromedp.WaitNotPresent(chromedp.ID("timeline-more")),
+	)
+	if got := counts(); !slices.Equal(got, []int{sends + 1, sends + 2}) {
+		t.Fatalf("after showing the rest, messages, changes drawn = %v, want %d, %d", got, sends+1, sends+2)
+	}
+	waitText(t, ctx, "#transcript li.message:first-of-type", "Draft the Q3 report")
+	if more := eval[int](t, ctx, `document.querySelectorAll('#transcript-more, #timeline-more').length`); more != 0 {
+		t.Errorf("with everything drawn, %d buttons still offer more", more)
+	}
+}
+
 // editGoal types a new objective into the session page's goal form, once
 // the agent's goal shows, without saving it.
 func editGoal(t *testing.T, ctx context.Context, objective string) {
@@ -666,6 +1026,38 @@ func TestAGoalEditFromThePageShowsInTheTimelineWithActorHuman(t *testing.T) {
 	waitText(t, ctx, "#goal-current .objective", "Q3 report with the revised figures")
 }
 
+// An objective, or a runtime's summary of a change, with a long run of
+// text and no space in it (a hash, an address) wraps within its card, not
+// across the column beside it and off the page's edge.
+func TestALongUnbrokenObjectiveOrSummaryStaysInsideItsCard(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	tool[gateway.GoalOutput](t, gw, manager, "session_goal", map[string]any{"sessionKey": child, "action": "set",
+		"objective": "Reconcile " + strings.Repeat("0123456789abcdef", 20)})
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	run(t, ctx, "see the objective", chromedp.WaitVisible(chromedp.CSS("#goal-current .objective")))
+	got := eval[[]float64](t, ctx, `[document.querySelector('#goal-current .objective').getBoundingClientRect().right,
+		document.getElementById('goal-title').closest('.card').getBoundingClientRect().right,
+		document.documentElement.scrollWidth, window.innerWidth]`)
+	if got[0] > got[1] || got[2] > got[3] {
+		t.Fatalf("the objective ends at %vpx, its card at %vpx; the page is %vpx wide in a %vpx window", got[0], got[1], got[2], got[3])
+	}
+	// So does a runtime's summary of a change in the timeline.
+	const thread = "agent:main:langgraph:ticket-42"
+	tool[gateway.RecordOutput](t, gw, manager, "session_record", map[string]any{"sessionKey": thread, "kind": "child_spawned",
+		"parent": manager, "hostedBy": "langgraph", "summary": "spawned " + strings.Repeat("0123456789abcdef", 12)})
+	run(t, ctx, "open the recorded session's page", chromedp.Navigate(gw.URL+"/"+sessionHash(thread)),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline li.event[data-kind="child_spawned"]`)))
+	got = eval[[]float64](t, ctx, `[document.querySelector('#timeline li.event .summary').getBoundingClientRect().right,
+		document.getElementById('timeline').closest('.card').getBoundingClientRect().right,
+		document.documentElement.scrollWidth, window.innerWidth]`)
+	if got[0] > got[1] || got[2] > got[3] {
+		t.Fatalf("the summary ends at %vpx, its card at %vpx; the page is %vpx wide in a %vpx window", got[0], got[1], got[2], got[3])
+	}
+}
+
 func TestAGoalClearedFromThePageShowsInTheTimelineWithActorHuman(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, true)
@@ -680,6 +1072,30 @@ func TestAGoalClearedFromThePageShowsInTheTimelineWithActorHuman(t *testing.T) {
 	waitText(t, ctx, `#timeline li.event[data-kind="goal_changed"][data-actor-type="human"]`, "human", operatorID, "goal cleared")
 	if st := tool[gateway.StatusOutput](t, gw, "", "session_status", map[string]any{"sessionKey": child}); st.Goal != nil {
 		t.Fatalf("goal still stored: %+v", st.Goal)
+	}
+}
+
+// A goal cleared from a page that had not yet shown someone else's new
+// goal is refused: the person meant to clear the goal they saw.
+func TestAGoalClearedAfterSomeoneElseChangedItIsRefusedAndSaysSo(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	tool[gateway.GoalOutput](t, gw, manager, "session_goal", map[string]any{"sessionKey": child, "action": "set", "objective": "Q3 report"})
+	ctx := newTab(t)
+	holdRetries(t, ctx)
+	open(t, ctx, gw, sessionHash(child))
+	waitText(t, ctx, "#goal-current .objective", "Q3 report")
+	// The manager sets a new goal; the page's read of it fails, so the page
+	// still shows the old one when the person clears it.
+	gw.failNext("/v1/tools/session_status")
+	tool[gateway.GoalOutput](t, gw, manager, "session_goal", map[string]any{"sessionKey": child, "action": "edit", "objective": "the manager's objective"})
+	waitFor(t, ctx, "the page to say the read failed",
+		`!document.getElementById('banner').hidden && document.getElementById('banner-text').textContent.includes('Could not refresh')`)
+	run(t, ctx, "clear the goal shown", chromedp.Click(chromedp.ID("goal-clear")))
+	waitText(t, ctx, "#goal-error", "changed this session", "Nothing was saved")
+	if st := tool[gateway.StatusOutput](t, gw, "", "session_status", map[string]any{"sessionKey": child}); st.Goal == nil || st.Goal.Objective != "the manager's objective" {
+		t.Fatalf("the goal the person never saw was cleared: %+v", st.Goal)
 	}
 }
 
@@ -732,6 +1148,73 @@ func TestWhenTheStreamResumesAfterAGapThePageSaysSoAndRefreshes(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#live.on")),
 		chromedp.WaitVisible(cursor("#graph", manager, child, ".pending")),
 	)
+}
+
+// holdRetries makes the page's waits before it retries a failed read
+// never end: a page that failed to read stays as it was until something
+// else reads it again.
+func holdRetries(t *testing.T, ctx context.Context) {
+	t.Helper()
+	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: `
+		const setTimeoutOf = window.setTimeout;
+		let held = 1e9; // the ids of timers that never fire
+		window.setTimeout = function (fn, ms, ...rest) {
+			if (ms >= 1000 && /\n\s*at refresh /.test(new Error().stack)) return held++;
+			return setTimeoutOf.call(this, fn, ms, ...rest);
+		};`}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// When the log stream comes back after the gateway was out of reach, the
+// page reads what it missed then, as its banner says, not only once the
+// wait before its next retry of a failed read is over (which grows to half
+// a minute). The page's waits before a retry never end here, so only the
+// stream's return can bring the change made meanwhile.
+func TestWhenTheStreamComesBackThePageIsReadAgainWithoutWaitingForARetry(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	ctx := newTab(t)
+	holdRetries(t, ctx)
+	open(t, ctx, gw, "")
+	run(t, ctx, "wait for the empty list", chromedp.WaitVisible(chromedp.ID("sessions-empty")))
+	// The read of the list the spawn's signal asks for fails.
+	gw.failNext("/v1/tools/sessions_list")
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	waitFor(t, ctx, "the page to say the read failed",
+		`!document.getElementById('banner').hidden && document.getElementById('banner-text').textContent.includes('Could not refresh')`)
+	gw.srv.CloseClientConnections()
+	waitFor(t, ctx, "the page to say the stream resumed",
+		`!document.getElementById('banner').hidden && document.getElementById('banner-text').textContent.includes('resumed')`)
+	run(t, ctx, "see the child", chromedp.WaitVisible(row(child)))
+}
+
+// A log stream that the gateway (or a proxy before it) accepts and ends
+// at once is opened again after longer and longer waits, not every half
+// second forever, each time reloading the whole page.
+func TestALogStreamThatEndsAsSoonAsItOpensIsOpenedAgainLessAndLessOften(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, false)
+	gw.cutStreams()
+	ctx := newTab(t)
+	// Notes each wait the page asks for between two log streams.
+	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: `
+		window.streamWaits = [];
+		const setTimeoutOf = window.setTimeout;
+		window.setTimeout = function (fn, ms, ...rest) {
+			if (/at sleep [^\n]*\n\s*at followLog /.test(new Error().stack)) window.streamWaits.push(ms);
+			return setTimeoutOf.call(this, fn, ms, ...rest);
+		};`}); err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, "load the dashboard", chromedp.Navigate(gw.URL+"/"))
+	waitFor(t, ctx, "the page to wait before its fourth stream", `window.streamWaits.length >= 4`)
+	waits := eval[[]int](t, ctx, `window.streamWaits.slice(0, 4)`)
+	for i := 1; i < len(waits); i++ {
+		if waits[i] <= waits[i-1] {
+			t.Fatalf("waits before each new stream = %v ms, want each longer than the last", waits)
+		}
+	}
 }
 
 // ---- screenshots ----
@@ -837,6 +1320,27 @@ func TestEveryControlHasAnAccessibleName(t *testing.T) {
 	}).map(el => el.outerHTML)`)
 	if len(unnamed) > 0 {
 		t.Fatalf("controls without a name: %q", unnamed)
+	}
+}
+
+// The skip link takes the keyboard past the header to the page's content:
+// on a session page, to that page's content, not to the sessions list.
+func TestTheSkipLinkMovesTheFocusToTheContentOfTheSamePage(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	run(t, ctx, "see the session page, then follow the skip link",
+		chromedp.WaitVisible(chromedp.CSS(`#transcript li.message`)),
+		chromedp.Focus(chromedp.CSS("a.skip")),
+		chromedp.KeyEvent("\r"),
+	)
+	waitFor(t, ctx, "the focus to leave the skip link", `document.activeElement !== document.querySelector('a.skip')`)
+	got := eval[[]string](t, ctx, `[location.hash, String(document.getElementById('view-session').hidden),
+		String(document.getElementById('main').contains(document.activeElement))]`)
+	if want := []string{sessionHash(child), "false", "true"}; !slices.Equal(got, want) {
+		t.Fatalf("after the skip link, address, session page hidden, focus in the content = %q, want %q", got, want)
 	}
 }
 

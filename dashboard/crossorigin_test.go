@@ -1,12 +1,14 @@
 package dashboard_test
 
 import (
+	"fmt"
 	"html/template"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -72,4 +74,39 @@ func TestAPageOfAnotherOriginCannotWriteIntoSessionsAndTheDashboardStillWorks(t 
 	run(t, ctx, "load the dashboard", chromedp.Navigate(gw.URL+"/"), chromedp.WaitVisible(row(child)))
 	personWritesFromThePage(t, ctx, gw, child, "Use the revised figures")
 	waitText(t, ctx, "#transcript", "Use the revised figures")
+}
+
+// openerPage opens the dashboard in a window of its own, as a page of
+// another origin may ("sign in to your vigil here"), and keeps the handle.
+const openerPage = `<!doctype html>
+<title>another site</title>
+<script>
+window.dashboard = window.open(%q, "dashboard");
+</script>`
+
+// A page of another origin that opened the dashboard keeps no hold on it:
+// with the handle it could later send the window, where a person has
+// typed a token, to a look-alike prompt on a host of its own.
+func TestAPageOfAnotherOriginThatOpensTheDashboardCannotNavigateIt(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprintf(w, openerPage, gw.URL+"/")
+	}))
+	t.Cleanup(page.Close)
+	ctx := newTab(t)
+	run(t, ctx, "open the other origin's page", chromedp.Navigate(page.URL+"/"))
+	// The dashboard's script has run once it asks whether it needs a token.
+	waitFor(t, ctx, "the opened window to exist", `!!window.dashboard`)
+	for !slices.Contains(gw.Requests(), "GET /v1/tools") {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the opened dashboard never loaded (requests: %v)", gw.Requests())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	// The opener learns that it lost the window a moment after the window
+	// loaded; while it holds the window, it could navigate it.
+	waitFor(t, ctx, "the page of another origin to lose its hold on the dashboard's window", `window.dashboard.closed`)
 }

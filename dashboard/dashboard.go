@@ -82,6 +82,10 @@ func Handler() http.Handler {
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("X-Frame-Options", "DENY")
+		// A page of another origin that opened the dashboard's window keeps
+		// no handle on it, with which it could later send the window (and
+		// the token a person types there) to a look-alike of its own.
+		h.Set("Cross-Origin-Opener-Policy", "same-origin")
 		// Revalidated on every load (cheaply, by ETag), so a new binary's
 		// page never runs against an old script.
 		h.Set("Cache-Control", "no-cache")

@@ -46,7 +46,8 @@ func TestThePageMayLoadOnlyItsOwnAssetsAndTalkOnlyToItsOwnOrigin(t *testing.T) {
 			t.Errorf("Content-Security-Policy %q lacks %q", csp, want)
 		}
 	}
-	if resp.Header.Get("X-Content-Type-Options") != "nosniff" || resp.Header.Get("Referrer-Policy") != "no-referrer" {
+	if resp.Header.Get("X-Content-Type-Options") != "nosniff" || resp.Header.Get("Referrer-Policy") != "no-referrer" ||
+		resp.Header.Get("Cross-Origin-Opener-Policy") != "same-origin" {
 		t.Errorf("headers = %v", resp.Header)
 	}
 }

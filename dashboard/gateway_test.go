@@ -41,6 +41,37 @@ type liveGateway struct {
 	requests []string // "METHOD /path" of every request, in arrival order
 	// failing holds paths whose next request is answered 503, once.
 	failing map[string]bool
+	// cutting makes the log stream end as soon as it has begun, as a proxy
+	// that drops long requests would.
+	cutting bool
+	// holding holds paths whose next request waits, once, until its
+	// channel is closed.
+	holding map[string]chan struct{}
+	arrived chan struct{} // closed when the held request arrives
+}
+
+// holdNext makes the next request to path wait until release is called;
+// arrived is closed once it has arrived.
+func (gw *liveGateway) holdNext(t *testing.T, path string) (arrived <-chan struct{}, release func()) {
+	gw.mu.Lock()
+	defer gw.mu.Unlock()
+	if gw.holding == nil {
+		gw.holding = map[string]chan struct{}{}
+	}
+	gate, in := make(chan struct{}), make(chan struct{})
+	gw.holding[path] = gate
+	gw.arrived = in
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(release)
+	return in, release
+}
+
+// cutStreams makes every log stream end as soon as it has begun.
+func (gw *liveGateway) cutStreams() {
+	gw.mu.Lock()
+	defer gw.mu.Unlock()
+	gw.cutting = true
 }
 
 // failNext makes the next request to path fail as a gateway whose store
@@ -79,7 +110,21 @@ func startGateway(t *testing.T, tokens bool) *liveGateway {
 		gw.requests = append(gw.requests, r.Method+" "+r.URL.Path)
 		fail := gw.failing[r.URL.Path]
 		delete(gw.failing, r.URL.Path)
+		cut := gw.cutting && r.URL.Path == "/v1/events"
+		gate, arrived := gw.holding[r.URL.Path], gw.arrived
+		if gate != nil {
+			delete(gw.holding, r.URL.Path)
+		}
 		gw.mu.Unlock()
+		if gate != nil {
+			close(arrived)
+			<-gate
+		}
+		if cut {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, ": connected\n\n")
+			return
+		}
 		if fail {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusServiceUnavailable)

@@ -7,6 +7,14 @@
 
 const TOKEN_KEY = 'vigil.token';
 const PAGE = 200;
+// A session page draws at most this many messages and changes at first,
+// the newest; a button draws as many more. A long-lived session's
+// transcript can hold many thousands, which would otherwise all be built
+// into the page again on each new message.
+const SHOWN = 200;
+// The sessions list and the watch graph draw this many entries at first,
+// and as many more at each press of their button.
+const SHOWN_ROWS = 500;
 // Acknowledgements, resets and deletions write nothing to the signal log, so
 // no stream carries them; a poll catches them. It runs often only while a
 // notice is pending, the one state an acknowledgement can end.
@@ -25,6 +33,10 @@ const app = {
   // so a poll never disturbs a person selecting or reading text.
   drawn: {sessions: '', cursors: ''},
   agent: '', // the agent filter
+  // How many sessions the list draws, and cursors the graph: with
+  // thousands, drawing them all on every change would stall the page.
+  showRows: SHOWN_ROWS,
+  showCursors: SHOWN_ROWS,
   agents: '', // the agents the filter offers, space-separated
   lastSeq: null, // the newest sequence the log stream delivered
   page: null, // the open session page
@@ -47,6 +59,11 @@ function h(tag, attrs, ...children) {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const backoff = (failures) => Math.min(500 * 2 ** failures, 10000);
+// A stream counts as having worked, and the next one is opened without
+// waiting longer, once it stayed open this long: one that a proxy or a
+// busy gateway ends as soon as it opened is tried less and less often.
+const STREAM_STABLE_MS = 10000;
+const stayedOpen = (since) => since !== 0 && Date.now() - since >= STREAM_STABLE_MS;
 
 function headers(extra) {
   const out = Object.assign({}, extra);
@@ -96,7 +113,11 @@ async function readSSE(url, signal, on) {
     signOut('The gateway no longer accepts this token. Sign in again.');
     throw new AuthError('unauthenticated');
   }
-  if (!res.ok || !res.body) throw new Error('stream: HTTP ' + res.status);
+  if (!res.ok || !res.body) {
+    const err = new Error('stream: HTTP ' + res.status);
+    err.status = res.status;
+    throw err;
+  }
   on.open();
   const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
   let buf = '';
@@ -162,19 +183,39 @@ function showLogin(message) {
   document.title = 'Sign in · vigil';
 }
 
+// signingIn is set while a sign-in is being checked: a second submit (a
+// double click, Enter pressed twice) waits for the first, which would
+// otherwise sign in twice and leave the first sign-in's streams open.
+let signingIn = false;
+
 async function submitLogin(ev) {
   ev.preventDefault();
+  if (signingIn) return;
   const token = $('token').value.trim();
   if (!token) {
     $('login-error').textContent = 'Enter a token.';
     $('login-error').hidden = false;
     return;
   }
+  // A token copied from a chat or a document may bring along a character
+  // no header can carry (a zero-width space, a non-breaking space, a
+  // typographic quote): fetch then fails before it reaches the gateway,
+  // which is no reason to call the gateway unreachable.
+  const odd = token.match(/[^\x20-\x7e]/);
+  if (odd) {
+    $('login-error').textContent = 'The token holds a character no token has (U+' +
+      odd[0].codePointAt(0).toString(16).toUpperCase().padStart(4, '0') + '): type or paste it again without it.';
+    $('login-error').hidden = false;
+    return;
+  }
   let ok;
+  signingIn = true;
   try {
     ok = await probe(token);
   } catch (e) {
     ok = null;
+  } finally {
+    signingIn = false;
   }
   if (!ok) {
     $('login-error').textContent = ok === false ? 'The gateway refused this token.' : 'The gateway is not reachable.';
@@ -189,6 +230,7 @@ async function submitLogin(ev) {
 function signedIn() {
   app.gen++;
   app.signedIn = true;
+  if (app.abort) app.abort.abort(); // what an earlier sign-in still had open
   app.abort = new AbortController();
   $('login').hidden = true;
   $('nav').hidden = false;
@@ -212,6 +254,7 @@ function signOut(message) {
   app.cursors = [];
   app.drawn = {sessions: '', cursors: ''};
   app.agents = '';
+  app.showRows = app.showCursors = SHOWN_ROWS;
   app.lastSeq = null;
   wanted.clear();
   clearTimeout(refreshTimer);
@@ -239,15 +282,16 @@ async function followLog(gen) {
   let interrupted = false;
   while (gen === app.gen) {
     let gap = false;
+    let opened = 0;
     const url = '/v1/events' + (app.lastSeq !== null ? '?after=' + app.lastSeq : '');
     try {
       await readSSE(url, app.abort.signal, {
         open() {
-          failures = 0;
+          opened = Date.now();
           setLive('on');
           if (interrupted) {
             showBanner('The live stream was interrupted and has resumed; the page was refreshed.');
-            schedule('sessions', 'graph', 'page-full');
+            refreshNow('sessions', 'graph', 'page-full');
           }
         },
         event(type, data) {
@@ -268,6 +312,7 @@ async function followLog(gen) {
     }
     interrupted = true;
     setLive('off');
+    if (stayedOpen(opened)) failures = 0;
     await sleep(backoff(failures++));
   }
 }
@@ -295,10 +340,11 @@ async function followSession(p) {
   let failures = 0;
   let first = true;
   while (app.page === p && !p.abort.signal.aborted) {
+    let opened = 0;
     try {
       await readSSE('/v1/sessions/' + encodeURIComponent(p.key) + '/events', p.abort.signal, {
         open() {
-          failures = 0;
+          opened = Date.now();
           if (!first) schedule('page', 'graph');
           first = false;
         },
@@ -313,21 +359,43 @@ async function followSession(p) {
         },
       });
     } catch (e) {
-      if (e instanceof AuthError) return;
+      // A session the token may not reach, or a key that names none,
+      // stays so: the page says it (loadPage) rather than asking again
+      // and again.
+      if (e instanceof AuthError || e.status === 403 || e.status === 400) return;
     }
     if (app.page !== p || p.abort.signal.aborted) return;
+    if (stayedOpen(opened)) failures = 0;
     await sleep(backoff(failures++));
   }
 }
 
+// noticePending says whether a notice waits for a turn, one that only a
+// poll can see taken: a watcher's in the graph, or one in the open page's
+// own queue (the notice that a watched session was deleted is in no
+// cursor).
+function noticePending() {
+  const p = app.page;
+  return app.cursors.some((c) => c.pending) || !!(p && p.queued && p.queued.length);
+}
+
+// poll reads everything now and then; while a notice is pending, it reads
+// the graph (and the open page, whose queue the acknowledgement empties)
+// often, but not the list of sessions, which can run to thousands and
+// which an acknowledgement does not change.
 async function poll(gen) {
-  let last = Date.now();
+  let lastAll = Date.now();
+  let lastGraph = lastAll;
   while (gen === app.gen) {
     await sleep(500);
-    const every = app.cursors.some((c) => c.pending) ? POLL_PENDING_MS : POLL_IDLE_MS;
-    if (gen === app.gen && Date.now() - last >= every && document.visibilityState === 'visible') {
-      last = Date.now();
+    if (gen !== app.gen || document.visibilityState !== 'visible') continue;
+    const now = Date.now();
+    if (now - lastAll >= POLL_IDLE_MS) {
+      lastAll = lastGraph = now;
       schedule('sessions', 'graph', 'page');
+    } else if (now - lastGraph >= POLL_PENDING_MS && noticePending()) {
+      lastGraph = now;
+      schedule('graph', 'page');
     }
   }
 }
@@ -349,6 +417,14 @@ const RETRY_FIRST = 1000, RETRY_MAX = 30000;
 function schedule(...parts) {
   for (const part of parts) wanted.add(part);
   if (!refreshTimer && !refreshing) refreshTimer = setTimeout(refresh, 60);
+}
+
+// refreshNow is schedule without waiting out a failed refresh's retry: the
+// gateway is back, so what failed is read again at once.
+function refreshNow(...parts) {
+  clearTimeout(refreshTimer);
+  refreshTimer = null;
+  schedule(...parts);
 }
 
 async function refresh() {
@@ -414,13 +490,24 @@ async function loadGraph() {
 // off, its timeline and transcript (from the start when full is set).
 async function loadPage(full) {
   const p = app.page;
-  if (!p) return;
+  if (!p || p.denied) return;
   const ref = {sessionKey: p.key, agentId: p.agentId};
   let since = full ? 0 : p.since;
   const events = [];
   let status;
   for (;;) {
-    status = await call('session_status', Object.assign({changesSince: since, limit: PAGE}, ref));
+    try {
+      status = await call('session_status', Object.assign({changesSince: since, limit: PAGE}, ref));
+    } catch (e) {
+      // Another agent's session, for an agent's token, or an address that
+      // names no session vigil could hold: no retry changes either, so the
+      // page says it instead of failing and trying again.
+      if ((e.code !== 'permission_denied' && e.code !== 'invalid_argument') || app.page !== p) throw e;
+      p.denied = true;
+      p.abort.abort();
+      renderDenied(e.code === 'invalid_argument' ? 'This address names no session: ' + e.message : '');
+      return;
+    }
     events.push(...status.stateChanges.events);
     since = status.stateChanges.nextChangesSince;
     if (!status.stateChanges.truncated) break;
@@ -470,8 +557,10 @@ async function loadPage(full) {
   }
   p.status = status;
   p.queued = queued;
-  p.events.push(...events);
-  p.messages.push(...messages);
+  // concat, not push(...): spreading a whole transcript as arguments
+  // overflows the stack once it is long enough.
+  p.events = p.events.concat(events);
+  p.messages = p.messages.concat(messages);
   p.since = since;
   p.afterId = afterId;
   if (full) p.gap = status.stateChanges.historyGap;
@@ -520,13 +609,20 @@ function route() {
     return;
   }
   const {agentId, key} = m;
+  // A key of an agent names its agent itself: an address that puts it
+  // under another (edited by hand, say) means the key's own session.
+  const owner = refOf(key.toLowerCase());
+  if (owner && owner !== agentId.toLowerCase()) {
+    location.replace(sessionHref(owner, key));
+    return;
+  }
   $('view-sessions').hidden = true;
   $('view-session').hidden = false;
   if (app.page && app.page.key === key && app.page.agentId === agentId) return;
   closePage();
   app.page = {agentId, key, status: null, events: [], messages: [], since: 0, afterId: 0, gap: false,
-    abort: new AbortController(), goalDirty: false, drawn: ''};
-  document.title = key + ' · vigil';
+    abort: new AbortController(), goalDirty: false, drawn: '', showMessages: SHOWN, showEvents: SHOWN};
+  document.title = keyText(key) + ' · vigil';
   clearPage();
   $('s-title').textContent = keyText(key);
   $('s-crumb').textContent = keyText(key);
@@ -542,7 +638,7 @@ function clearPage() {
   for (const id of ['s-title', 's-crumb', 's-facts', 'goal-current', 'transcript', 'timeline', 'watchers', 'watches']) {
     $(id).replaceChildren();
   }
-  for (const id of ['goal-error', 'send-error', 's-missing']) $(id).hidden = true;
+  for (const id of ['goal-error', 'send-error', 's-missing', 's-denied', 's-invalid']) $(id).hidden = true;
   $('send-message').value = '';
   fillGoalForm(null);
 }
@@ -575,11 +671,15 @@ function sessionLink(agentId, key) {
   return h('a', {href: sessionHref(agentId, key), class: 'key'}, keyText(key));
 }
 
-// A key is an identifier, and any text may be one: a character that
-// reorders or hides what follows it (bidi embeddings, overrides, isolates
-// and marks, zero-width characters) would let one key look like another,
-// so a key shows each as its code point.
-const HIDDEN_CHARS = /[\u061C\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]/g;
+// A key is an identifier, and any text may be one (an agent's id and an
+// actor's too, which keyText shows the same way): a character that
+// reorders or hides what follows it, or draws nothing at all, would let
+// one key look like another, so a key shows each as its code point. That
+// is every default-ignorable code point (bidi embeddings, overrides,
+// isolates and marks, zero-width characters, soft hyphens, variation
+// selectors, tag characters, Hangul fillers, ...) and the line and
+// paragraph separators, which break the line the key is on.
+const HIDDEN_CHARS = /[\p{Default_Ignorable_Code_Point}\u2028\u2029]/gu;
 function keyText(key) {
   return key.replace(HIDDEN_CHARS, (c) => '<U+' + c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0') + '>');
 }
@@ -609,7 +709,7 @@ function renderAgentFilter() {
   // Rebuilt only when the list changes, so an open menu is left alone.
   if (agents.join(' ') === app.agents) return;
   app.agents = agents.join(' ');
-  sel.replaceChildren(h('option', {value: ''}, 'All agents'), ...agents.map((a) => h('option', {value: a}, a)));
+  sel.replaceChildren(h('option', {value: ''}, 'All agents'), ...agents.map((a) => h('option', {value: a}, keyText(a))));
   sel.value = app.agent;
 }
 
@@ -633,17 +733,26 @@ function renderSessions() {
       roots.push(s);
     }
   }
-  const rows = [];
+  const order = [];
   const seen = new Set();
   const visit = (s, depth) => {
     const id = sessionRef(s.agentId, s.sessionKey);
     if (seen.has(id)) return;
     seen.add(id);
-    rows.push(sessionRow(s, depth));
+    order.push([s, depth]);
     for (const c of children.get(id) || []) visit(c, depth + 1);
   };
   roots.forEach((s) => visit(s, 0));
   shown.forEach((s) => visit(s, 0)); // anything left in a spawn cycle
+  const rows = order.slice(0, app.showRows).map(([s, depth]) => sessionRow(s, depth));
+  const rest = order.length - rows.length;
+  if (rest > 0) {
+    rows.push(h('tr', {class: 'more'}, h('td', {colspan: 8}, moreButton('sessions-more',
+      'Show more sessions (' + rest + ' not shown)', () => {
+        app.showRows += SHOWN_ROWS;
+        renderSessions();
+      }))));
+  }
   $('sessions-body').replaceChildren(...rows);
   $('sessions-empty').hidden = shown.length > 0;
   $('sessions-table').hidden = shown.length === 0;
@@ -658,7 +767,7 @@ function sessionRow(s, depth) {
   name.style.setProperty('--depth', depth);
   return h('tr', {class: 'session', 'data-key': s.sessionKey, 'data-agent': s.agentId},
     name,
-    h('td', {'data-label': 'Agent'}, s.agentId),
+    h('td', {'data-label': 'Agent'}, keyText(s.agentId)),
     h('td', {'data-label': 'Kind'}, h('span', {class: 'badge kind'}, s.kind)),
     h('td', {'data-label': 'Hosted by'}, hostBadge(s)),
     h('td', {'data-label': 'Parent'}, s.spawnedBy ? sessionLink(refOf(s.spawnedBy) || s.agentId, s.spawnedBy) : h('span', {class: 'muted'}, '—')),
@@ -698,14 +807,26 @@ function renderGraph() {
     if (!byWatcher.has(c.watcher)) byWatcher.set(c.watcher, []);
     byWatcher.get(c.watcher).push(c);
   }
-  const items = [...byWatcher.keys()].sort().map((w) => {
+  // Drawn up to app.showCursors cursors, watcher by watcher.
+  let room = app.showCursors;
+  const items = [];
+  for (const w of [...byWatcher.keys()].sort()) {
+    if (room <= 0) break;
     const list = byWatcher.get(w);
     const pending = list.filter((c) => c.pending).length;
-    return h('li', {class: 'watcher' + (pending ? ' has-pending' : ''), 'data-watcher': w},
+    items.push(h('li', {class: 'watcher' + (pending ? ' has-pending' : ''), 'data-watcher': w},
       h('h3', {}, graphLink(refOf(w), w), ' ', h('span', {class: 'muted'}, 'watches ' + list.length),
         pending ? h('span', {class: 'badge pending'}, pending + ' pending') : null),
-      h('ul', {}, list.map((c) => cursorItem(c, 'watcher'))));
-  });
+      h('ul', {}, list.slice(0, room).map((c) => cursorItem(c, 'watcher')))));
+    room -= list.length;
+  }
+  if (room < 0 || items.length < byWatcher.size) {
+    const drawn = Math.min(app.showCursors, shown.length);
+    items.push(h('li', {class: 'more'}, moreButton('graph-more', 'Show more of the graph (' + (shown.length - drawn) + ' not shown)', () => {
+      app.showCursors += SHOWN_ROWS;
+      renderGraph();
+    })));
+  }
   $('graph').replaceChildren(...items);
   $('graph-empty').hidden = shown.length > 0;
   const pending = shown.filter((c) => c.pending).length;
@@ -735,14 +856,14 @@ function renderFacts() {
   $('s-missing').hidden = st.exists;
   $('s-elsewhere').hidden = st.state !== 'recorded';
   const facts = !st.exists ? [] : st.state === 'recorded' ? [
-    fact('Agent', st.agentId),
+    fact('Agent', keyText(st.agentId)),
     fact('Kind', st.kind),
     fact('Hosted by', hostBadge(st)),
     fact('State version', String(st.stateVersion)),
     st.createdAt ? fact('First recorded', when(st.createdAt)) : null,
     st.updatedAt ? fact('Last recorded', when(st.updatedAt)) : null,
   ] : [
-    fact('Agent', st.agentId),
+    fact('Agent', keyText(st.agentId)),
     fact('Kind', st.kind),
     fact('Hosted by', hostBadge(st)),
     st.label ? fact('Label', st.label) : null,
@@ -753,6 +874,20 @@ function renderFacts() {
     fact('Last activity', when(Math.max(st.updatedAt || 0, (row && row.updatedAt) || 0))),
   ];
   $('s-facts').replaceChildren(...facts.filter(Boolean));
+}
+
+// renderDenied shows the page of a session the token may not see, or
+// (with the reason) of an address naming none: why, and none of the forms
+// that could only fail.
+function renderDenied(invalid) {
+  for (const id of ['goal-form', 'send-form', 'queued-card', 's-missing', 's-elsewhere']) $(id).hidden = true;
+  $('s-denied').hidden = !!invalid;
+  $('s-invalid').hidden = !invalid;
+  $('s-invalid').textContent = invalid || '';
+  $('goal-current').replaceChildren();
+  $('transcript-empty').hidden = true;
+  $('timeline-empty').hidden = true;
+  $('s-facts').replaceChildren();
 }
 
 function renderPage() {
@@ -771,11 +906,19 @@ function renderPage() {
   const list = $('transcript');
   // Follow the newest message unless the person has scrolled up to read.
   const atEnd = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
-  list.replaceChildren(...p.messages.map((m) => h('li',
+  const messages = p.messages.slice(-p.showMessages);
+  const earlier = p.messages.length - messages.length;
+  list.replaceChildren(...(earlier > 0 ? [moreItem('transcript-more', 'Show earlier messages (' + earlier + ' not shown)', () => {
+    // The messages drawn above stay where the person is reading.
+    const below = list.scrollHeight - list.scrollTop;
+    p.showMessages += SHOWN;
+    renderPage();
+    list.scrollTop = list.scrollHeight - below;
+  })] : []), ...messages.map((m) => h('li',
     {class: 'message role-' + m.role + ' actor-' + m.actorType, 'data-id': String(m.id)},
     h('div', {class: 'meta'},
       h('span', {class: 'badge actor actor-' + m.actorType}, m.role === 'assistant' ? 'reply' : m.role === 'summary' ? 'summary' : m.actorType),
-      m.actorId ? h('span', {class: 'who'}, m.actorId) : null,
+      m.actorId ? h('span', {class: 'who'}, keyText(m.actorId)) : null,
       m.channel ? h('span', {class: 'channel'}, 'via ' + m.channel) : null,
       when(m.createdAt)),
     h('p', {class: 'content'}, m.content))));
@@ -783,15 +926,22 @@ function renderPage() {
   $('transcript-empty').hidden = p.messages.length > 0 || !st.exists;
   $('transcript-empty').textContent = hosted ? 'No messages yet.' : 'Its runtime keeps its transcript.';
 
-  const events = p.events.slice().reverse();
+  const events = p.events.slice(-p.showEvents).reverse();
+  const older = p.events.length - events.length;
   $('timeline').replaceChildren(...events.map((e) => h('li',
     {class: 'event actor-' + e.actorType, 'data-sequence': String(e.sequence), 'data-kind': e.kind, 'data-actor-type': e.actorType},
     h('div', {class: 'meta'},
       h('span', {class: 'seq', title: 'sequence'}, '#' + e.sequence),
       h('span', {class: 'badge actor actor-' + e.actorType}, e.actorType),
-      e.actorId ? h('span', {class: 'who'}, e.actorId) : null,
+      e.actorId ? h('span', {class: 'who'}, keyText(e.actorId)) : null,
       when(e.occurredAt)),
     h('p', {class: 'summary'}, h('span', {class: 'kind'}, e.kind), ' ', e.summary))));
+  if (older > 0) {
+    $('timeline').append(moreItem('timeline-more', 'Show older changes (' + older + ' not shown)', () => {
+      p.showEvents += SHOWN;
+      renderPage();
+    }));
+  }
   if (p.gap) $('timeline').append(h('li', {class: 'gap'}, 'Older changes were removed by retention.'));
   $('timeline-empty').hidden = events.length > 0;
 
@@ -804,6 +954,22 @@ function renderPage() {
     h('p', {class: 'notice'}, e.text))));
   $('queued-empty').hidden = !canWatch || (p.queued || []).length > 0;
   renderPageGraph();
+}
+
+// moreItem is a list item with a button that draws more of a list; the
+// button keeps the focus across the redraw while there is still more.
+function moreItem(id, text, draw) {
+  return h('li', {class: 'more'}, moreButton(id, text, draw));
+}
+
+function moreButton(id, text, draw) {
+  const button = h('button', {id, type: 'button', class: 'secondary'}, text);
+  button.addEventListener('click', () => {
+    draw();
+    const again = $(id);
+    if (again) again.focus({preventScroll: true});
+  });
+  return button;
 }
 
 function fillGoalForm(goal) {
@@ -860,10 +1026,7 @@ async function saveGoal(ev) {
       schedule('page', 'sessions');
     } catch (e) {
       if (e.code === 'conflict') {
-        showError('goal-error', new Error('Someone changed this session while you were editing (it is now at version ' +
-          e.stateVersion + '). Nothing was saved: look at the latest changes, then save again.'));
-        p.goalDirty = false;
-        schedule('page-full');
+        showConflict(p, e, 'while you were editing', 'save again');
         return;
       }
       showError('goal-error', e);
@@ -871,16 +1034,32 @@ async function saveGoal(ev) {
   });
 }
 
+// showConflict says that a goal write was refused because the session
+// changed after what the page showed, and reads the page again.
+function showConflict(p, e, when, retry) {
+  showError('goal-error', new Error('Someone changed this session ' + when + ' (it is now at version ' +
+    e.stateVersion + '). Nothing was saved: look at the latest changes, then ' + retry + '.'));
+  p.goalDirty = false;
+  refreshNow('page-full');
+}
+
 async function clearGoal() {
   const p = app.page;
   if (!p) return;
   $('goal-error').hidden = true;
+  // The goal cleared is the goal shown: one someone else has set since is
+  // not cleared unseen.
+  const seen = p.status ? {ifStateVersion: p.status.stateVersion} : {};
   await busy($('goal-clear'), async () => {
     try {
-      await call('session_goal', {sessionKey: p.key, agentId: p.agentId, action: 'clear'});
+      await call('session_goal', Object.assign({sessionKey: p.key, agentId: p.agentId, action: 'clear'}, seen));
       p.goalDirty = false;
       schedule('page', 'sessions');
     } catch (e) {
+      if (e.code === 'conflict') {
+        showConflict(p, e, 'after this page last showed it', 'clear it again');
+        return;
+      }
       showError('goal-error', e);
     }
   });
@@ -901,10 +1080,13 @@ async function sendMessage(ev) {
   await busy($('send-button'), async () => {
     try {
       await call('sessions_send', {sessionKey: p.key, agentId: p.agentId, message, channel: 'web', timeoutSeconds: 0});
-      $('send-message').value = '';
+      // The form now belongs to whatever page is open: a person who went
+      // on to another session meanwhile may have begun a draft there.
+      if (app.page === p) $('send-message').value = '';
       schedule('page', 'sessions', 'graph');
     } catch (e) {
-      showError('send-error', e);
+      if (app.page === p) showError('send-error', e);
+      else if (!(e instanceof AuthError)) showBanner('The message to ' + keyText(p.key) + ' was not sent: ' + e.message, 'error');
     }
   });
 }
@@ -922,6 +1104,12 @@ function hideBanner() {
 }
 
 document.addEventListener('DOMContentLoaded', () => {
+  // The skip link moves the focus without touching the address, which
+  // names the page shown: #main would be read as a route to the list.
+  document.querySelector('a.skip').addEventListener('click', (ev) => {
+    ev.preventDefault();
+    $('main').focus();
+  });
   $('login-form').addEventListener('submit', submitLogin);
   $('signout').addEventListener('click', () => signOut(''));
   $('banner-close').addEventListener('click', hideBanner);
