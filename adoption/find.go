@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -68,16 +67,26 @@ var ErrNotFound = errors.New("no transcript with that session id")
 // findDepth directories below each root and at most findEntries entries
 // in all, and refuses two matches.
 func Find(roots []string, format, id string) (string, error) {
-	return finder{entries: findEntries, batch: findBatch, open: os.DirFS}.find(roots, format, id)
+	return finder{entries: findEntries, batch: findBatch, stat: os.Stat, open: openDir}.find(roots, format, id)
 }
 
 // finder is Find's search: how many entries it looks at in all, how many
-// it reads from a directory at once, and how it opens a root.
+// it reads from a directory at once, and how it looks at a root and
+// opens a directory.
 type finder struct {
 	entries int
 	batch   int
-	open    func(root string) fs.FS
+	stat    func(path string) (fs.FileInfo, error)
+	open    func(path string) (dirFile, error)
 }
+
+// dirFile is an open directory.
+type dirFile interface {
+	ReadDir(n int) ([]fs.DirEntry, error)
+	Close() error
+}
+
+func openDir(path string) (dirFile, error) { return os.Open(path) }
 
 func (fd finder) find(roots []string, format, id string) (string, error) {
 	if err := CheckThreadID(id); err != nil {
@@ -149,8 +158,7 @@ func (w *walk) take(path string) {
 // cannot be read is an error; a directory below it that cannot be read
 // holds nothing for us.
 func (w *walk) root(root string) error {
-	fsys := w.open(root)
-	info, err := fs.Stat(fsys, ".")
+	info, err := w.stat(root)
 	if err != nil {
 		return err
 	}
@@ -163,53 +171,50 @@ func (w *walk) root(root string) error {
 		}
 		return nil
 	}
-	return w.dir(fsys, root, ".", 0)
+	return w.dir(root, 0)
 }
 
-// dir looks at the entries of dir, depth directories below root, a batch
-// at a time, and into its directories while they are no deeper than
-// findDepth.
-func (w *walk) dir(fsys fs.FS, root, dir string, depth int) error {
-	f, err := fsys.Open(dir)
+// dir looks at the entries of dir, depth directories below a root (0:
+// the root), a batch at a time, and into its directories while they are
+// no deeper than findDepth.
+func (w *walk) dir(dir string, depth int) error {
+	f, err := w.open(dir)
 	if err != nil {
-		return w.unreadable(dir, err)
+		return unreadable(depth, err)
 	}
 	defer f.Close()
-	rd, ok := f.(fs.ReadDirFile)
-	if !ok {
-		return w.unreadable(dir, &fs.PathError{Op: "readdir", Path: dir, Err: errors.ErrUnsupported})
-	}
 	for {
-		entries, err := rd.ReadDir(w.batch)
+		entries, err := f.ReadDir(w.batch)
 		for _, d := range entries {
 			if err := w.look(); err != nil {
 				return err
 			}
-			rel := path.Join(dir, d.Name())
+			path := filepath.Join(dir, d.Name())
 			switch {
 			case d.IsDir():
 				if depth+1 <= findDepth {
-					if err := w.dir(fsys, root, rel, depth+1); err != nil {
+					if err := w.dir(path, depth+1); err != nil {
 						return err
 					}
 				}
 			case d.Type().IsRegular() && w.match(d.Name()):
-				w.take(filepath.Join(root, filepath.FromSlash(rel)))
+				w.take(path)
 			}
 		}
 		switch {
 		case errors.Is(err, io.EOF), err == nil && len(entries) == 0:
 			return nil
 		case err != nil:
-			return w.unreadable(dir, err)
+			return unreadable(depth, err)
 		}
 	}
 }
 
-// unreadable is the error of a directory that could not be read: the
-// root's own, or none for one below it.
-func (w *walk) unreadable(dir string, err error) error {
-	if dir == "." {
+// unreadable is the error of a directory depth below a root that could
+// not be read: the root's own, or none for one below it, which holds
+// nothing for us.
+func unreadable(depth int, err error) error {
+	if depth == 0 {
 		return err
 	}
 	return nil

@@ -11,18 +11,11 @@ import (
 	"github.com/vigilhq/vigil/upstream"
 )
 
-// wideDir is a file system whose root directory holds n empty files, made
-// as they are read; given counts the entries its reads gave out.
+// wideDir is a directory of n empty files, made as they are read; given
+// counts the entries its reads gave out.
 type wideDir struct {
 	n     int
 	given *int
-}
-
-func (w wideDir) Open(name string) (fs.File, error) {
-	if name != "." {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
-	}
-	return &wideDirFile{w: w}, nil
 }
 
 type wideDirFile struct {
@@ -30,9 +23,7 @@ type wideDirFile struct {
 	next int
 }
 
-func (f *wideDirFile) Stat() (fs.FileInfo, error) { return entryInfo{name: ".", dir: true}, nil }
-func (f *wideDirFile) Read([]byte) (int, error)   { return 0, io.EOF }
-func (f *wideDirFile) Close() error               { return nil }
+func (f *wideDirFile) Close() error { return nil }
 
 func (f *wideDirFile) ReadDir(n int) ([]fs.DirEntry, error) {
 	left := f.w.n - f.next
@@ -70,8 +61,21 @@ func (i entryInfo) Sys() any           { return nil }
 
 func TestFindReadsADirectoryOfMoreEntriesThanItsBoundOnlyUpToTheBound(t *testing.T) {
 	given := 0
-	fd := finder{entries: 100, batch: 10, open: func(string) fs.FS { return wideDir{n: 100_000, given: &given} }}
-	_, err := fd.find([]string{"/home/ann/.claude"}, upstream.Claude, "5f0c")
+	const root = "/home/ann/.claude"
+	fd := finder{entries: 100, batch: 10,
+		stat: func(path string) (fs.FileInfo, error) {
+			if path != root {
+				return nil, &fs.PathError{Op: "stat", Path: path, Err: fs.ErrNotExist}
+			}
+			return entryInfo{name: ".claude", dir: true}, nil
+		},
+		open: func(path string) (dirFile, error) {
+			if path != root {
+				return nil, &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist}
+			}
+			return &wideDirFile{w: wideDir{n: 100_000, given: &given}}, nil
+		}}
+	_, err := fd.find([]string{root}, upstream.Claude, "5f0c")
 	if err == nil || !strings.Contains(err.Error(), "more than 100 entries") {
 		t.Fatalf("Find under a directory of more entries than its bound: %v, want the bound named", err)
 	}
