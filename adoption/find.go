@@ -3,10 +3,12 @@ package adoption
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/vigilhq/vigil/upstream"
@@ -46,10 +48,13 @@ func ThreadOf(format, path string) string {
 
 // Bounds of Find's search, so a root with a large tree under it costs a
 // bounded walk: how deep below a root a transcript may lie (Codex keeps
-// sessions/YYYY/MM/DD/), and how many entries are looked at in all.
+// sessions/YYYY/MM/DD/), how many entries are looked at in all, and how
+// many are read from a directory at once, so that one directory of
+// millions of entries is read no further than the bound.
 const (
 	findDepth   = 5
 	findEntries = 200_000
+	findBatch   = 512
 )
 
 // ErrNotFound is wrapped by Find when no transcript has the id.
@@ -59,8 +64,31 @@ var ErrNotFound = errors.New("no transcript with that session id")
 // own session id is id: a file named <id>.jsonl for Claude Code
 // (~/.claude/projects/<project>/<id>.jsonl), a rollout file ending in
 // -<id>.jsonl for Codex (~/.codex/sessions/YYYY/MM/DD/). It looks at most
-// findDepth directories below each root, and refuses two matches.
+// findDepth directories below each root and at most findEntries entries
+// in all, and refuses two matches.
 func Find(roots []string, format, id string) (string, error) {
+	return finder{entries: findEntries, batch: findBatch, stat: os.Stat, open: openDir}.find(roots, format, id)
+}
+
+// finder is Find's search: how many entries it looks at in all, how many
+// it reads from a directory at once, and how it looks at a root and
+// opens a directory.
+type finder struct {
+	entries int
+	batch   int
+	stat    func(path string) (fs.FileInfo, error)
+	open    func(path string) (dirFile, error)
+}
+
+// dirFile is an open directory.
+type dirFile interface {
+	ReadDir(n int) ([]fs.DirEntry, error)
+	Close() error
+}
+
+func openDir(path string) (dirFile, error) { return os.Open(path) }
+
+func (fd finder) find(roots []string, format, id string) (string, error) {
 	if err := CheckThreadID(id); err != nil {
 		return "", err
 	}
@@ -73,11 +101,10 @@ func Find(roots []string, format, id string) (string, error) {
 			return strings.HasPrefix(name, "rollout-") && strings.HasSuffix(name, "-"+id+".jsonl")
 		}
 	}
-	var found []string
+	w := &walk{finder: fd, roots: roots, match: match, matched: map[string]bool{}}
 	// Roots may overlap (one inside another, one given twice, a link to
 	// another): a file is one match however many roots it lies under.
-	walked, matched := map[string]bool{}, map[string]bool{}
-	seen := 0
+	walked := map[string]bool{}
 	for _, root := range roots {
 		root = filepath.Clean(root)
 		if real, err := filepath.EvalSymlinks(root); err == nil {
@@ -87,32 +114,12 @@ func Find(roots []string, format, id string) (string, error) {
 			continue
 		}
 		walked[root] = true
-		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				if path == root {
-					return err
-				}
-				return nil // an unreadable directory below the root holds nothing for us
-			}
-			if seen++; seen > findEntries {
-				return fmt.Errorf("more than %d entries under %s: give the transcript's path", findEntries, strings.Join(roots, ", "))
-			}
-			if d.IsDir() {
-				if path != root && strings.Count(path[len(root):], string(filepath.Separator)) > findDepth {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if d.Type().IsRegular() && match(d.Name()) && !matched[path] {
-				matched[path] = true
-				found = append(found, path)
-			}
-			return nil
-		})
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := w.root(root); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return "", fmt.Errorf("look for the transcript of %s: %w", id, err)
 		}
 	}
+	found := w.found
+	slices.Sort(found)
 	switch len(found) {
 	case 0:
 		return "", fmt.Errorf("%w: no %s transcript of session %s under %s", ErrNotFound, format, id, strings.Join(roots, ", "))
@@ -120,4 +127,95 @@ func Find(roots []string, format, id string) (string, error) {
 		return found[0], nil
 	}
 	return "", fmt.Errorf("%d %s transcripts of session %s: %s; give the path of one", len(found), format, id, strings.Join(found, ", "))
+}
+
+// walk is one search of Find's, across its roots.
+type walk struct {
+	finder
+	roots   []string
+	match   func(name string) bool
+	seen    int // entries looked at, the roots among them
+	matched map[string]bool
+	found   []string
+}
+
+// look counts one more entry looked at, or refuses it past the bound.
+func (w *walk) look() error {
+	if w.seen++; w.seen > w.entries {
+		return fmt.Errorf("more than %d entries under %s: give the transcript's path", w.entries, strings.Join(w.roots, ", "))
+	}
+	return nil
+}
+
+func (w *walk) take(path string) {
+	if !w.matched[path] {
+		w.matched[path] = true
+		w.found = append(w.found, path)
+	}
+}
+
+// root looks under root, which may be the transcript itself. A root that
+// cannot be read is an error; a directory below it that cannot be read
+// holds nothing for us.
+func (w *walk) root(root string) error {
+	info, err := w.stat(root)
+	if err != nil {
+		return err
+	}
+	if err := w.look(); err != nil {
+		return err
+	}
+	if !info.IsDir() {
+		if info.Mode().IsRegular() && w.match(filepath.Base(root)) {
+			w.take(root)
+		}
+		return nil
+	}
+	return w.dir(root, 0)
+}
+
+// dir looks at the entries of dir, depth directories below a root (0:
+// the root), a batch at a time, and into its directories while they are
+// no deeper than findDepth.
+func (w *walk) dir(dir string, depth int) error {
+	f, err := w.open(dir)
+	if err != nil {
+		return unreadable(depth, err)
+	}
+	defer f.Close()
+	for {
+		entries, err := f.ReadDir(w.batch)
+		for _, d := range entries {
+			if err := w.look(); err != nil {
+				return err
+			}
+			path := filepath.Join(dir, d.Name())
+			switch {
+			case d.IsDir():
+				if depth+1 <= findDepth {
+					if err := w.dir(path, depth+1); err != nil {
+						return err
+					}
+				}
+			case d.Type().IsRegular() && w.match(d.Name()):
+				w.take(path)
+			}
+		}
+		switch {
+		case errors.Is(err, io.EOF), err == nil && len(entries) == 0:
+			return nil
+		case err != nil:
+			return unreadable(depth, err)
+		}
+	}
+}
+
+// unreadable is the error of a directory depth below a root that could
+// not be read: the root's own, or none for one below it, which holds
+// nothing for us.
+func unreadable(depth int, err error) error {
+	if depth == 0 {
+		return err
+	}
+	return nil
 }

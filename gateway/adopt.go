@@ -349,6 +349,9 @@ func remoteMarker(in *AdoptInput) (upstream.Marker, error) {
 		return upstream.Marker{}, invalid("marker is required for a transcript of host %s: its follower makes it (vigil adopt --host)", in.HostID)
 	}
 	m, err := upstream.ParseMarker(in.Marker)
+	if err == nil {
+		err = m.ValidateStart()
+	}
 	if err != nil {
 		return upstream.Marker{}, invalid("marker: %v", err)
 	}

@@ -1002,6 +1002,30 @@ func TestAnotherHostsMarkerNamingAPathNoFileCanHaveIsRefusedStoringNothing(t *te
 	}
 }
 
+// A marker given for another host's transcript starts a link whose every
+// restart takes the next generation: one with no room left for them would
+// be refused at the check after its first restart, and at every one after.
+func TestAnotherHostsMarkerWithoutRoomForItsRestartsIsRefusedNamingTheMaximum(t *testing.T) {
+	w := newAdoptWorld(t)
+	adopt := func(generation int) error {
+		marker, _ := jsonMarshal(upstream.Marker{Format: upstream.Claude, Path: "/home/ann/5f0c.jsonl", Linked: adoptStart, Generation: generation})
+		_, err := w.g.Adopt(ctx, w.person, gateway.AdoptInput{Format: upstream.Claude, HostID: "node:laptop", ThreadID: "5f0c", Marker: marker})
+		return err
+	}
+	for _, generation := range []int{1<<31 - 1, upstream.MaxStartGeneration + 1} {
+		err := adopt(generation)
+		if gateway.Code(err) != gateway.CodeInvalid || !strings.Contains(err.Error(), fmt.Sprintf("marker: invalid upstream marker: generation %d is more than %d", generation, upstream.MaxStartGeneration)) {
+			t.Errorf("a marker at generation %d: %v, want invalid_argument naming the generation and its maximum", generation, err)
+		}
+	}
+	if _, ok := w.link("agent:main:claude-cli:5f0c"); ok {
+		t.Fatal("a refused adoption left a link")
+	}
+	if err := adopt(upstream.MaxStartGeneration); err != nil {
+		t.Fatalf("a marker at generation %d, the maximum: %v", upstream.MaxStartGeneration, err)
+	}
+}
+
 func TestATranscriptWhosePathIsNotUTF8IsRefusedNotDeclaredMissing(t *testing.T) {
 	w := newAdoptWorld(t)
 	// A project directory named in Latin-1: the file is there, but a

@@ -44,6 +44,14 @@ const BookmarkMetaKey = "io.github.vigilhq/bookmark"
 // session made again with the same key is followed by subscribing again.
 const DeletedMetaKey = "io.github.vigilhq/deleted"
 
+// EndedMetaKey names, in the _meta of a notifications/resources/updated,
+// the end of the subscription for a reason other than its session's
+// deletion, one that following again would not mend: {"stateVersion": V},
+// the last state version it told of. It is the subscription's last
+// notification, as a deletion's is; the session is followed again by
+// subscribing again.
+const EndedMetaKey = "io.github.vigilhq/ended"
+
 // NoticesMetaKey names, in the _meta of a tool result that hands notices
 // over, the notices as data: a list of {"text", "contextKey", "target",
 // "data"} objects (gateway.SystemEventView), one per System: line, in the
@@ -379,10 +387,15 @@ type subscriptions struct {
 	// of counts the sessions each MCP session follows: the follows it is
 	// among the sessions of.
 	of map[*mcp.ServerSession]int
+
+	// runFollower runs a follower for run: (*gateway.Follower).Run, or,
+	// in tests, one that ends as the gateway's may.
+	runFollower func(*gateway.Follower, context.Context, gateway.FollowReader) error
 }
 
 func newSubscriptions(ctx context.Context, g *gateway.Gateway, log *slog.Logger) *subscriptions {
-	return &subscriptions{g: g, log: log, ctx: ctx, follows: map[string]*follow{}, of: map[*mcp.ServerSession]int{}}
+	return &subscriptions{g: g, log: log, ctx: ctx, follows: map[string]*follow{}, of: map[*mcp.ServerSession]int{},
+		runFollower: (*gateway.Follower).Run}
 }
 
 // add makes srv's sessions subscribers: one follower per session serves
@@ -407,10 +420,10 @@ type follow struct {
 	sessions map[*mcp.ServerSession]func()
 	stop     context.CancelFunc
 	done     chan struct{} // closed once the follower has stopped
-	// deleted is set, under subscriptions.mu, once the session followed
-	// has been deleted: its subscriptions are ending, and a subscribe
-	// waits for done, then follows anew.
-	deleted bool
+	// ending is set, under subscriptions.mu, once the session followed
+	// has been deleted or can no longer be followed: its subscriptions
+	// are ending, and a subscribe waits for done, then follows anew.
+	ending bool
 }
 
 // subscribe follows a session the caller may read, like reading it. A
@@ -439,7 +452,7 @@ func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 	s.mu.Lock()
 	for {
 		fw, ok := s.follows[uri]
-		if ok && !fw.deleted {
+		if ok && !fw.ending {
 			if _, in := fw.sessions[req.Session]; in {
 				s.mu.Unlock()
 				if release != nil {
@@ -463,10 +476,10 @@ func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 				return rpcError(uri, err)
 			}
 		}
-		if ok && fw.deleted {
-			// Its session's deletion is being told, and its subscriptions
-			// end with it: this one follows the session made again, once
-			// that follow has gone.
+		if ok && fw.ending {
+			// Its session's deletion (or its end) is being told, and its
+			// subscriptions end with it: this one follows anew, the
+			// session made again, once that follow has gone.
 			s.mu.Unlock()
 			select {
 			case <-fw.done:
@@ -492,7 +505,7 @@ func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 		fw = &follow{sessions: map[*mcp.ServerSession]func(){req.Session: release}, stop: stop, done: make(chan struct{})}
 		s.follows[uri] = fw
 		s.of[req.Session]++
-		go s.run(followCtx, uri, fw, f)
+		go s.run(followCtx, uri, ref, fw, f)
 		return nil
 	}
 }
@@ -629,9 +642,19 @@ func (s *subscriptions) pruneEnded(uri string, fw *follow) {
 // quiet interval. A failed read is logged and counted, and tried again at
 // the next change or tick; a pruned position is an update too, since the
 // session moved.
-func (s *subscriptions) run(ctx context.Context, uri string, fw *follow, f *gateway.Follower) {
+//
+// A follow that ends while ctx lives ends as follows. Its session's
+// deletion is told, and ends its subscriptions. What following again
+// mends (the follower fell behind the live events, its position was
+// pruned, a read failed) is followed again from the position reached,
+// and told as one update, so that subscribers read the session again
+// for whatever they missed. Anything else ends the subscriptions as a
+// deletion does, told under EndedMetaKey: a follow left in s.follows
+// would keep its subscribers' streams and tell them nothing more, and a
+// subscribe would join it.
+func (s *subscriptions) run(ctx context.Context, uri string, ref vigil.SessionRef, fw *follow, f *gateway.Follower) {
 	defer close(fw.done)
-	defer f.Close()
+	defer func() { f.Close() }() // the last follower, once followed again
 	updated := func(meta mcp.Meta) {
 		// The SDK logs a notification it could not send; it returns no
 		// error. A server none of whose sessions subscribe sends nothing.
@@ -639,7 +662,7 @@ func (s *subscriptions) run(ctx context.Context, uri string, fw *follow, f *gate
 			srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri, Meta: meta})
 		}
 	}
-	err := f.Run(ctx, gateway.FollowReader{
+	reader := gateway.FollowReader{
 		Events: func([]vigil.Event) error { updated(nil); return nil },
 		Bookmark: func(v int64) error {
 			updated(mcp.Meta{BookmarkMetaKey: map[string]any{"stateVersion": v}})
@@ -652,25 +675,55 @@ func (s *subscriptions) run(ctx context.Context, uri string, fw *follow, f *gate
 			return nil
 		},
 		Gap: func(*gateway.HistoryGapError) error { updated(nil); return nil },
-	})
-	var deleted *gateway.SessionDeletedError
-	switch {
-	case errors.As(err, &deleted):
-		// The last word on it: its subscriptions end, and give their
-		// streams back.
-		s.mu.Lock()
-		fw.deleted = true
-		s.mu.Unlock()
-		updated(mcp.Meta{DeletedMetaKey: map[string]any{"stateVersion": deleted.Version}})
-		s.endAll(uri, fw)
-	case ctx.Err() == nil:
+	}
+	for {
+		err := s.runFollower(f, ctx, reader)
+		var deleted *gateway.SessionDeletedError
+		switch {
+		case errors.As(err, &deleted):
+			// The last word on it: its subscriptions end, and give their
+			// streams back.
+			s.endAll(uri, fw, updated, mcp.Meta{DeletedMetaKey: map[string]any{"stateVersion": deleted.Version}})
+			return
+		case ctx.Err() != nil:
+			return // unsubscribed, or the server is ending
+		case mendable(err):
+			s.log.Warn("mcp: follow a subscribed session again", "uri", uri, "err", err)
+			metrics.CountError(metrics.WhereMCPFollow)
+			// Listening again before telling, so nothing after the
+			// update goes unheard.
+			again, ferr := s.g.Follow(ctx, gateway.FollowOptions{Session: &ref, After: f.Position()})
+			if ferr == nil {
+				f.Close()
+				f = again
+				updated(nil)
+				continue
+			}
+			err = ferr
+		}
 		s.log.Error("mcp: a subscribed session is no longer followed", "uri", uri, "err", err)
+		metrics.CountError(metrics.WhereMCPFollow)
+		s.endAll(uri, fw, updated, mcp.Meta{EndedMetaKey: map[string]any{"stateVersion": f.Position()}})
+		return
 	}
 }
 
-// endAll ends every subscription of fw, following uri: its session was
-// deleted. A subscribe after it follows anew.
-func (s *subscriptions) endAll(uri string, fw *follow) {
+// mendable reports whether a follow that ended with err goes on when
+// followed again from its position: what it missed is read again.
+func mendable(err error) bool {
+	var gap *gateway.HistoryGapError
+	return errors.Is(err, gateway.ErrFellBehind) || errors.As(err, &gap) || errors.Is(err, vigil.ErrStoreFailed)
+}
+
+// endAll ends every subscription of fw, following uri, telling them last
+// through updated with meta: its session was deleted, or it cannot be
+// followed any more. A subscribe meanwhile waits for fw to stop; one
+// after it follows anew.
+func (s *subscriptions) endAll(uri string, fw *follow, updated func(mcp.Meta), meta mcp.Meta) {
+	s.mu.Lock()
+	fw.ending = true
+	s.mu.Unlock()
+	updated(meta)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for ss := range fw.sessions {

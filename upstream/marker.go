@@ -110,6 +110,28 @@ func (m Marker) Validate() error {
 	return nil
 }
 
+// MaxStartGeneration is the highest generation of a marker that starts a
+// link (see ValidateStart): half of what a marker may hold, so that the
+// link's restarts, each taking the next generation, never reach that
+// maximum.
+const MaxStartGeneration = 1<<30 - 1
+
+// ValidateStart reports what makes a marker unfit to start a link, such
+// as one another host's follower gives: what Validate reports, or a
+// generation above MaxStartGeneration. A link started near the maximum
+// would be refused at the check after a restart, and at every check
+// after it, as its marker then could not be stored.
+func (m Marker) ValidateStart() error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	if m.Generation > MaxStartGeneration {
+		return fmt.Errorf("%w: generation %d is more than %d, the most a link may start at so that its restarts have room",
+			ErrInvalidMarker, m.Generation, MaxStartGeneration)
+	}
+	return nil
+}
+
 // ParseMarker decodes a marker a store kept, strictly (unknown or repeated
 // members, invalid UTF-8 and wrong types are refused), and validates it.
 func ParseMarker(data []byte) (Marker, error) {

@@ -1,0 +1,125 @@
+package mcpserver
+
+// A follow that ends while the server lives, for a reason other than its
+// session's deletion, is followed again when that mends it, and otherwise
+// ends its subscriptions.
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
+)
+
+// endingFirst is a server whose first follower run ends at once with
+// ending; every later run is the gateway's. Its one client hears the
+// updates of the resources it subscribes to on told.
+type endingFirst struct {
+	ctx  context.Context
+	g    *gateway.Gateway
+	cs   *mcp.ClientSession
+	told chan mcp.Meta
+}
+
+func startEndingFirst(t *testing.T, ending error) *endingFirst {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), edgeHangGuard) // a hang guard, not a timing
+	t.Cleanup(cancel)
+	g := gatewaytest.Open(t, gatewaytest.Options{}).Gateway
+	caller, err := g.ResolveCaller(ctx, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	subs := newSubscriptions(ctx, g, log)
+	var runs atomic.Int32
+	subs.runFollower = func(f *gateway.Follower, ctx context.Context, r gateway.FollowReader) error {
+		if runs.Add(1) == 1 {
+			return ending
+		}
+		return f.Run(ctx, r)
+	}
+	srv := newServer(g, log, func(*mcp.RequestExtra) (gateway.Caller, context.Context, bool) {
+		return caller, context.Background(), true
+	}, subs, nil)
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	told := make(chan mcp.Meta, 16)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "followend-test", Version: "1"}, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) { told <- req.Params.Meta },
+	}).Connect(ctx, ct, &mcp.ClientSessionOptions{ProtocolVersion: rawProtocol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return &endingFirst{ctx: ctx, g: g, cs: cs, told: told}
+}
+
+func (e *endingFirst) record(t *testing.T) {
+	t.Helper()
+	w0 := vigil.MustRef("agent:main:subagent:w0")
+	if _, err := e.g.Engine().Record(e.ctx, vigil.Record{Session: w0, Kind: vigil.KindCompacted, ActorType: vigil.ActorSystem}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *endingFirst) next(t *testing.T, what string) mcp.Meta {
+	t.Helper()
+	select {
+	case meta := <-e.told:
+		return meta
+	case <-e.ctx.Done():
+		t.Fatalf("%s: the subscriber was told nothing (hang guard); %d streams held", what, e.g.Held(gateway.HoldStream))
+		return nil
+	}
+}
+
+func TestAFollowThatFellBehindIsFollowedAgainAndItsSubscribersToldToReadAgain(t *testing.T) {
+	e := startEndingFirst(t, gateway.ErrFellBehind)
+	e.record(t)
+	if err := e.cs.Subscribe(e.ctx, &mcp.SubscribeParams{URI: workerURI(0)}); err != nil {
+		t.Fatal(err)
+	}
+	if meta := e.next(t, "once its follow fell behind"); meta != nil {
+		t.Fatalf("the subscriber of a follow that fell behind was told %v, want an update to read again", meta)
+	}
+	e.record(t)
+	if meta := e.next(t, "a change after the follow fell behind"); meta != nil {
+		t.Fatalf("a change after the follow fell behind was told as %v, want an update", meta)
+	}
+	if n := e.g.Held(gateway.HoldStream); n != 1 {
+		t.Fatalf("%d streams held by the subscription followed again, want 1", n)
+	}
+}
+
+func TestAFollowThatEndsForGoodEndsItsSubscriptionsAndALaterSubscribeFollowsAnew(t *testing.T) {
+	e := startEndingFirst(t, errors.New("the follower broke"))
+	e.record(t)
+	if err := e.cs.Subscribe(e.ctx, &mcp.SubscribeParams{URI: workerURI(0)}); err != nil {
+		t.Fatal(err)
+	}
+	if meta := e.next(t, "once its follow ended"); meta[EndedMetaKey] == nil {
+		t.Fatalf("the subscriber of a follow that ended was told %v, want its end under %s", meta, EndedMetaKey)
+	}
+	if err := e.g.AwaitHeld(e.ctx, gateway.HoldStream, 0); err != nil {
+		t.Fatalf("the subscription of a follow that ended stays held: %v", err)
+	}
+	if err := e.cs.Subscribe(e.ctx, &mcp.SubscribeParams{URI: workerURI(0)}); err != nil {
+		t.Fatal(err)
+	}
+	e.record(t)
+	if meta := e.next(t, "a change after subscribing again"); meta != nil {
+		t.Fatalf("a change after subscribing again was told as %v, want an update", meta)
+	}
+}
