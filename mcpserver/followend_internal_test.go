@@ -1,8 +1,7 @@
 package mcpserver
 
 // A follow that ends while the server lives, for a reason other than its
-// session's deletion, is followed again when that mends it, and otherwise
-// ends its subscriptions.
+// session's deletion, ends its subscriptions.
 
 import (
 	"context"
@@ -82,24 +81,6 @@ func (e *endingFirst) next(t *testing.T, what string) mcp.Meta {
 	case <-e.ctx.Done():
 		t.Fatalf("%s: the subscriber was told nothing (hang guard); %d streams held", what, e.g.Held(gateway.HoldStream))
 		return nil
-	}
-}
-
-func TestAFollowThatFellBehindIsFollowedAgainAndItsSubscribersToldToReadAgain(t *testing.T) {
-	e := startEndingFirst(t, gateway.ErrFellBehind)
-	e.record(t)
-	if err := e.cs.Subscribe(e.ctx, &mcp.SubscribeParams{URI: workerURI(0)}); err != nil {
-		t.Fatal(err)
-	}
-	if meta := e.next(t, "once its follow fell behind"); meta != nil {
-		t.Fatalf("the subscriber of a follow that fell behind was told %v, want an update to read again", meta)
-	}
-	e.record(t)
-	if meta := e.next(t, "a change after the follow fell behind"); meta != nil {
-		t.Fatalf("a change after the follow fell behind was told as %v, want an update", meta)
-	}
-	if n := e.g.Held(gateway.HoldStream); n != 1 {
-		t.Fatalf("%d streams held by the subscription followed again, want 1", n)
 	}
 }
 

@@ -505,7 +505,7 @@ func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 		fw = &follow{sessions: map[*mcp.ServerSession]func(){req.Session: release}, stop: stop, done: make(chan struct{})}
 		s.follows[uri] = fw
 		s.of[req.Session]++
-		go s.run(followCtx, uri, ref, fw, f)
+		go s.run(followCtx, uri, fw, f)
 		return nil
 	}
 }
@@ -643,18 +643,15 @@ func (s *subscriptions) pruneEnded(uri string, fw *follow) {
 // the next change or tick; a pruned position is an update too, since the
 // session moved.
 //
-// A follow that ends while ctx lives ends as follows. Its session's
-// deletion is told, and ends its subscriptions. What following again
-// mends (the follower fell behind the live events, its position was
-// pruned, a read failed) is followed again from the position reached,
-// and told as one update, so that subscribers read the session again
-// for whatever they missed. Anything else ends the subscriptions as a
-// deletion does, told under EndedMetaKey: a follow left in s.follows
-// would keep its subscribers' streams and tell them nothing more, and a
-// subscribe would join it.
-func (s *subscriptions) run(ctx context.Context, uri string, ref vigil.SessionRef, fw *follow, f *gateway.Follower) {
+// A follow that ends while ctx lives ends its subscriptions: its
+// session's deletion is told under DeletedMetaKey, any other end (the
+// follower handles a failed read and a pruned position itself, so none
+// is expected) under EndedMetaKey. A follow left in s.follows would keep
+// its subscribers' streams and tell them nothing more, and a subscribe
+// would join it.
+func (s *subscriptions) run(ctx context.Context, uri string, fw *follow, f *gateway.Follower) {
 	defer close(fw.done)
-	defer func() { f.Close() }() // the last follower, once followed again
+	defer f.Close()
 	updated := func(meta mcp.Meta) {
 		// The SDK logs a notification it could not send; it returns no
 		// error. A server none of whose sessions subscribe sends nothing.
@@ -676,43 +673,20 @@ func (s *subscriptions) run(ctx context.Context, uri string, ref vigil.SessionRe
 		},
 		Gap: func(*gateway.HistoryGapError) error { updated(nil); return nil },
 	}
-	for {
-		err := s.runFollower(f, ctx, reader)
-		var deleted *gateway.SessionDeletedError
-		switch {
-		case errors.As(err, &deleted):
-			// The last word on it: its subscriptions end, and give their
-			// streams back.
-			s.endAll(uri, fw, updated, mcp.Meta{DeletedMetaKey: map[string]any{"stateVersion": deleted.Version}})
-			return
-		case ctx.Err() != nil:
-			return // unsubscribed, or the server is ending
-		case mendable(err):
-			s.log.Warn("mcp: follow a subscribed session again", "uri", uri, "err", err)
-			metrics.CountError(metrics.WhereMCPFollow)
-			// Listening again before telling, so nothing after the
-			// update goes unheard.
-			again, ferr := s.g.Follow(ctx, gateway.FollowOptions{Session: &ref, After: f.Position()})
-			if ferr == nil {
-				f.Close()
-				f = again
-				updated(nil)
-				continue
-			}
-			err = ferr
-		}
+	err := s.runFollower(f, ctx, reader)
+	var deleted *gateway.SessionDeletedError
+	switch {
+	case errors.As(err, &deleted):
+		// The last word on it: its subscriptions end, and give their
+		// streams back.
+		s.endAll(uri, fw, updated, mcp.Meta{DeletedMetaKey: map[string]any{"stateVersion": deleted.Version}})
+	case ctx.Err() != nil:
+		// Unsubscribed, or the server is ending.
+	default:
 		s.log.Error("mcp: a subscribed session is no longer followed", "uri", uri, "err", err)
 		metrics.CountError(metrics.WhereMCPFollow)
 		s.endAll(uri, fw, updated, mcp.Meta{EndedMetaKey: map[string]any{"stateVersion": f.Position()}})
-		return
 	}
-}
-
-// mendable reports whether a follow that ended with err goes on when
-// followed again from its position: what it missed is read again.
-func mendable(err error) bool {
-	var gap *gateway.HistoryGapError
-	return errors.Is(err, gateway.ErrFellBehind) || errors.As(err, &gap) || errors.Is(err, vigil.ErrStoreFailed)
 }
 
 // endAll ends every subscription of fw, following uri, telling them last
