@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -37,7 +38,7 @@ func startEndingFirst(t *testing.T, ending error) *endingFirst {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	subs := newSubscriptions(ctx, g, log)
+	subs := newSubscriptions(ctx, g, log, nil)
 	var runs atomic.Int32
 	subs.runFollower = func(f *gateway.Follower, ctx context.Context, r gateway.FollowReader) error {
 		if runs.Add(1) == 1 {
@@ -102,5 +103,47 @@ func TestAFollowThatEndsForGoodEndsItsSubscriptionsAndALaterSubscribeFollowsAnew
 	e.record(t)
 	if meta := e.next(t, "a change after subscribing again"); meta != nil {
 		t.Fatalf("a change after subscribing again was told as %v, want an update", meta)
+	}
+}
+
+func TestWaitingOnBackgroundAfterTheServerEndsOutlastsEveryFollow(t *testing.T) {
+	guard, cancel := context.WithTimeout(context.Background(), edgeHangGuard) // a hang guard, not a timing
+	defer cancel()
+	ctx, stop := context.WithCancel(guard)
+	g := gatewaytest.Open(t, gatewaytest.Options{}).Gateway
+	caller, err := g.ResolveCaller(ctx, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	var background sync.WaitGroup
+	subs := newSubscriptions(ctx, g, log, &background)
+	srv := newServer(g, log, func(*mcp.RequestExtra) (gateway.Caller, context.Context, bool) {
+		return caller, context.Background(), true
+	}, subs, nil)
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(guard, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "followend-test", Version: "1"}, nil).
+		Connect(guard, ct, &mcp.ClientSessionOptions{ProtocolVersion: rawProtocol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	if err := cs.Subscribe(guard, &mcp.SubscribeParams{URI: workerURI(0)}); err != nil {
+		t.Fatal(err)
+	}
+	subs.mu.Lock()
+	fw := subs.follows[workerURI(0)]
+	subs.mu.Unlock()
+	stop()
+	background.Wait()
+	select {
+	case <-fw.done:
+	default:
+		t.Fatal("the background was done while a follow still ran")
 	}
 }

@@ -189,10 +189,10 @@ type HTTPOptions struct {
 	TaskPollInterval time.Duration
 	// Clock times the tasks' retention; nil means the system clock.
 	Clock clock.Clock
-	// Background, when set, counts the tasks' work, which outlives the
-	// requests that started it: once ctx is done it is done only when
-	// every task has ended. Wait on it then, before closing the store the
-	// tasks' tool calls write.
+	// Background, when set, counts the tasks' work and the resource
+	// subscriptions' follows, which outlive the requests that started
+	// them: once ctx is done it is done only when every task and follow
+	// has ended. Wait on it then, before closing the store they use.
 	Background *sync.WaitGroup
 }
 
@@ -247,7 +247,7 @@ func newHTTPHandler(ctx context.Context, g *gateway.Gateway, resolve Resolver, l
 	}
 	h := &httpHandler{g: g, resolve: resolve, log: log, ctx: ctx, idle: idle, retry: retry, sessions: map[string]*session{},
 		tasks: newTasks(ctx, g, log, opts)}
-	subs := newSubscriptions(ctx, g, log)
+	subs := newSubscriptions(ctx, g, log, opts.Background)
 	h.subs = subs
 	h.srv = newServer(g, log, h.origin, subs, nil)
 	h.srv.AddReceivingMiddleware(h.noteInitialize)

@@ -69,7 +69,7 @@ func New(ctx context.Context, g *gateway.Gateway, caller gateway.Caller, log *sl
 	}
 	return newServer(g, log, func(*mcp.RequestExtra) (gateway.Caller, context.Context, bool) {
 		return caller, context.Background(), true
-	}, newSubscriptions(ctx, g, log), nil)
+	}, newSubscriptions(ctx, g, log, nil), nil)
 }
 
 // origin tells a server who sent a request message, and gives the context
@@ -388,14 +388,34 @@ type subscriptions struct {
 	// among the sessions of.
 	of map[*mcp.ServerSession]int
 
+	// background counts the follows running, and one more until ctx has
+	// ended; ended is set then (under mu), and no follow starts after it,
+	// so none is counted once the count may be waited on.
+	background *sync.WaitGroup
+	ended      bool
+
 	// runFollower runs a follower for run: (*gateway.Follower).Run, or,
 	// in tests, one that ends as the gateway's may.
 	runFollower func(*gateway.Follower, context.Context, gateway.FollowReader) error
 }
 
-func newSubscriptions(ctx context.Context, g *gateway.Gateway, log *slog.Logger) *subscriptions {
-	return &subscriptions{g: g, log: log, ctx: ctx, follows: map[string]*follow{}, of: map[*mcp.ServerSession]int{},
-		runFollower: (*gateway.Follower).Run}
+// newSubscriptions makes the subscriptions of servers living until ctx
+// ends. Their follows read the store: background, when not nil, is done
+// once ctx has ended and every follow has stopped.
+func newSubscriptions(ctx context.Context, g *gateway.Gateway, log *slog.Logger, background *sync.WaitGroup) *subscriptions {
+	if background == nil {
+		background = new(sync.WaitGroup)
+	}
+	s := &subscriptions{g: g, log: log, ctx: ctx, follows: map[string]*follow{}, of: map[*mcp.ServerSession]int{},
+		background: background, runFollower: (*gateway.Follower).Run}
+	background.Add(1)
+	context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		s.ended = true
+		s.mu.Unlock()
+		background.Done()
+	})
+	return s
 }
 
 // add makes srv's sessions subscribers: one follower per session serves
@@ -496,6 +516,10 @@ func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 			s.of[req.Session]++
 			return nil
 		}
+		if s.ended {
+			release()
+			return rpcError(uri, fmt.Errorf("%w: the gateway is shutting down", gateway.ErrUnavailable))
+		}
 		f, err := s.g.Follow(ctx, gateway.FollowOptions{Session: &ref, After: -1})
 		if err != nil {
 			release()
@@ -505,7 +529,11 @@ func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 		fw = &follow{sessions: map[*mcp.ServerSession]func(){req.Session: release}, stop: stop, done: make(chan struct{})}
 		s.follows[uri] = fw
 		s.of[req.Session]++
-		go s.run(followCtx, uri, fw, f)
+		s.background.Add(1)
+		go func() {
+			defer s.background.Done()
+			s.run(followCtx, uri, fw, f)
+		}()
 		return nil
 	}
 }
