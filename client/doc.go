@@ -40,8 +40,12 @@
 // stream arrive as [Bookmark] events, and a position whose history was
 // pruned as a [HistoryGap] event, after which the stream goes on with
 // every event still retained. A session's stream whose session is deleted
-// ends with a [SessionDeleted] event and is not reopened. Cancel the
-// context to stop a stream.
+// ends with a [SessionDeleted] event and is not reopened. A 200 answer
+// that is not text/event-stream, or has no Content-Type, is not the
+// gateway's (a proxy's page, a wrong base URL): the stream ends at once
+// with an [*APIError] naming the Content-Type and the path asked, rather
+// than reconnect for ever to the same page. Cancel the context to stop a
+// stream.
 //
 // [Client.OpenEvents] and [Client.OpenSessionEvents] open a stream's first
 // connection before they return, so nothing after the return is missed

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -126,6 +127,28 @@ func errorFrom(op string, resp *http.Response, body []byte) error {
 		return c
 	}
 	return e
+}
+
+// notTheGateways is the error of a 200 answer whose Content-Type is not
+// want, or nil. The gateway sends application/json on every answer of its
+// API and text/event-stream on its streams, never without a Content-Type:
+// another one is a page from something answering in its place (a wrong
+// base URL, a proxy's login page, a load balancer's health page). It
+// names the Content-Type and the path asked, never the query or the
+// base URL's user and password.
+func notTheGateways(op string, req *http.Request, resp *http.Response, want string) error {
+	got := resp.Header.Get("Content-Type")
+	media, _, err := mime.ParseMediaType(got)
+	if err == nil && media == want {
+		return nil
+	}
+	what := "no Content-Type"
+	if got != "" {
+		what = fmt.Sprintf("Content-Type %q", got)
+	}
+	return &APIError{Op: op, StatusCode: resp.StatusCode, RetryAfter: retryAfter(resp.Header.Get("Retry-After")),
+		Message: fmt.Sprintf("HTTP %d with %s from %s, not %s: what answers is not a vigil gateway (is the base URL right?)",
+			resp.StatusCode, what, req.URL.EscapedPath(), want)}
 }
 
 // retryAfter reads a Retry-After header: seconds, or an HTTP date.

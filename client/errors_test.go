@@ -358,3 +358,24 @@ func TestAnActingSessionAHeaderCannotCarryIsRefusedByTheGatewayNamingIt(t *testi
 	_, err, _ = st.next()
 	checkAPIError(t, "the log stream acting as a key with CR LF", err, http.StatusBadRequest, client.ErrInvalidArgument, "session key")
 }
+
+// checkNotTheGateways checks that err is an *APIError of a 200 without a
+// code whose message says each of says and shows neither the token nor
+// the password of the tests that check it.
+func checkNotTheGateways(t *testing.T, err error, says ...string) {
+	t.Helper()
+	var ae *client.APIError
+	if !errors.As(err, &ae) || ae.StatusCode != http.StatusOK || ae.Code != "" {
+		t.Fatalf("error %v (%T), want an *APIError of status 200 without a code", err, err)
+	}
+	for _, s := range says {
+		if !strings.Contains(ae.Message, s) {
+			t.Errorf("message %q does not say %q", ae.Message, s)
+		}
+	}
+	for _, secret := range []string{"s3cret-token", "hunter2"} {
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("%v shows %q", err, secret)
+		}
+	}
+}
