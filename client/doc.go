@@ -26,8 +26,13 @@
 // target's current state version and, for ifSynced, the caller's pending
 // notice: reconcile with [Client.Status] and ChangesSince, then retry with
 // the new version. Answers 429 and 503 carry the gateway's Retry-After.
-// A request that could not be sent or whose answer did not arrive returns
-// the transport's error, wrapped with what was asked.
+// An answer that cannot be the gateway's is an [*APIError] without a
+// code: a 200 whose Content-Type is not application/json (the gateway
+// always sends it), as from a proxy's login page at a wrong base URL,
+// names the Content-Type and the path asked, and is never a success, even
+// for [Client.Health]. A request that could not be sent or whose answer
+// did not arrive returns the transport's error, wrapped with what was
+// asked.
 //
 // # Streams
 //

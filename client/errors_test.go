@@ -359,6 +359,46 @@ func TestAnActingSessionAHeaderCannotCarryIsRefusedByTheGatewayNamingIt(t *testi
 	checkAPIError(t, "the log stream acting as a key with CR LF", err, http.StatusBadRequest, client.ErrInvalidArgument, "session key")
 }
 
+// pageServer answers every request 200 with body and the Content-Type
+// contentType ("" sends none).
+func pageServer(t *testing.T, contentType, body string) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if contentType == "" {
+			w.Header()["Content-Type"] = nil // net/http would guess one
+		} else {
+			w.Header().Set("Content-Type", contentType)
+		}
+		io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestACallAnsweredWithAPageIsAnErrorNamingItsContentType: a 200 that is
+// not JSON (a proxy's login page at a wrong base URL) is not the gateway's:
+// it is an error naming the Content-Type it came with and the path asked,
+// never the token or the password, and never a success, even where no
+// output is read (Health).
+func TestACallAnsweredWithAPageIsAnErrorNamingItsContentType(t *testing.T) {
+	t.Parallel()
+	for _, ct := range []string{"text/html; charset=utf-8", ""} {
+		srv := pageServer(t, ct, `<html><body>Sign in</body></html>`)
+		base := strings.Replace(srv.URL, "http://", "http://user:hunter2@", 1) + "/vigil"
+		c, err := client.New(base, client.WithToken("s3cret-token"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `Content-Type "` + ct + `"`
+		if ct == "" {
+			want = "no Content-Type"
+		}
+		_, err = c.List(bounded(t), client.ListInput{})
+		checkNotTheGateways(t, err, want, "/vigil/v1/tools/sessions_list", "not application/json")
+		checkNotTheGateways(t, c.Health(bounded(t)), want, "/vigil/healthz", "not application/json")
+	}
+}
+
 // checkNotTheGateways checks that err is an *APIError of a 200 without a
 // code whose message says each of says and shows neither the token nor
 // the password of the tests that check it.
