@@ -153,9 +153,9 @@ func headerSafe(v string) bool {
 }
 
 // do sends one request and decodes a 200 answer into out; any other answer,
-// and a 200 that is not application/json, is an *APIError (or
-// *ConflictError). A json.RawMessage input is sent as
-// it is, byte for byte.
+// a 200 that is not application/json and one holding an error object, is
+// an *APIError (or *ConflictError). A json.RawMessage input is sent as it
+// is, byte for byte.
 func (c *Client) do(ctx context.Context, op, method, path, session string, in, out any) error {
 	var body []byte
 	if raw, ok := in.(json.RawMessage); ok {
@@ -262,6 +262,9 @@ func (c *Client) send(ctx context.Context, op, method, path, session string, bod
 		return errorFrom(op, resp, data)
 	}
 	if err := notTheGateways(op, req, resp, "application/json"); err != nil {
+		return err
+	}
+	if err := errorIn(op, resp, data); err != nil {
 		return err
 	}
 	if out == nil {

@@ -30,7 +30,9 @@
 // code: a 200 whose Content-Type is not application/json (the gateway
 // always sends it), as from a proxy's login page at a wrong base URL,
 // names the Content-Type and the path asked, and is never a success, even
-// for [Client.Health]. A request that could not be sent or whose answer
+// for [Client.Health]. A 200 holding an "error" object (an error answer
+// whose status was changed on the way) is the error its code says, with
+// status 200, never an empty output. A request that could not be sent or whose answer
 // did not arrive returns the transport's error, wrapped with what was
 // asked.
 //

@@ -419,3 +419,44 @@ func checkNotTheGateways(t *testing.T, err error, says ...string) {
 		}
 	}
 }
+
+// TestAnErrorAnsweredWith200IsTheErrorItSays: an error body whose status
+// was changed to 200 on the way is the error it says, never decoded into
+// an empty output and taken for a success; one without a code is an error
+// showing it.
+func TestAnErrorAnsweredWith200IsTheErrorItSays(t *testing.T) {
+	t.Parallel()
+	srv := pageServer(t, "application/json", `{"error":{"code":"not_found","message":"no session agent:ops:main"}}`)
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.Status(bounded(t), client.StatusInput{SessionKey: "agent:ops:main"})
+	if out != nil {
+		t.Fatalf("an error answered with 200 gave the output %+v", out)
+	}
+	checkAPIError(t, "not_found answered with 200", err, http.StatusOK, client.ErrNotFound, "no session agent:ops:main")
+
+	srv = pageServer(t, "application/json", `{"error":{"reason":"upstream rejected"}}`)
+	if c, err = client.New(srv.URL); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Status(bounded(t), client.StatusInput{SessionKey: "agent:ops:main"})
+	checkNotTheGateways(t, err, "holding an error", "upstream rejected")
+}
+
+// TestASendThatFailedIsAnOutputNotAnErrorAnswer: sessions_send says a
+// delivery that failed in its output's "error" text; that is the tool's
+// output, not an error answer.
+func TestASendThatFailedIsAnOutputNotAnErrorAnswer(t *testing.T) {
+	t.Parallel()
+	srv := pageServer(t, "application/json", `{"status":"error","sessionKey":"agent:ops:main","error":"the agent is down"}`)
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := must(c.Send(bounded(t), client.SendInput{SessionKey: "agent:ops:main", Message: "hi"}))(t)
+	if out.Status != "error" || out.Error != "the agent is down" {
+		t.Fatalf("the send's output %+v, want its status and error text", out)
+	}
+}
