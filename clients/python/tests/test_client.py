@@ -457,7 +457,56 @@ class Errors(unittest.TestCase):
             Client(f"http://127.0.0.1:{srv.server_address[1]}").session_status(session_key=MANAGER)
 
 
+def page_server(test: unittest.TestCase, content_type: str | None, body: bytes) -> tuple[str, list]:
+    """A server answering every request 200 with body and content_type (None
+    sends none): its URL, and the paths it was asked."""
+    asked: list = []
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def answer(self) -> None:
+            asked.append(self.path)
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            self.send_response(200)
+            if content_type is not None:
+                self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = answer
+
+        def log_message(self, *args) -> None:
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    test.addCleanup(srv.server_close)
+    test.addCleanup(srv.shutdown)
+    return f"http://127.0.0.1:{srv.server_address[1]}", asked
+
+
 class Streams(unittest.TestCase):
+    def test_a_stream_answered_with_a_page_ends_naming_its_content_type(self) -> None:
+        # A proxy's login page (a wrong base URL) read as a stream holds no
+        # event, and every reconnection would get it again: the stream ends
+        # at once, its one connection made, naming what answered.
+        for content_type, says in (("text/html; charset=utf-8", 'Content-Type "text/html; charset=utf-8"'),
+                                   (None, "no Content-Type")):
+            url, asked = page_server(self, content_type, b"<html><body>Sign in</body></html>")
+            c = Client(url + "/vigil", token="s3cret-token")
+            for path, stream in (("/vigil/v1/events", c.events()),
+                                 ("/vigil/v1/sessions/agent:ops:x/events", c.session_events("agent:ops:x"))):
+                with self.subTest(content_type=content_type, path=path), stream:
+                    del asked[:]
+                    with self.assertRaises(vc.APIError) as caught:
+                        next(iter(stream))
+                    e = caught.exception
+                    self.assertEqual((e.status, e.code), (200, ""))
+                    for part in (says, path, "not text/event-stream"):
+                        self.assertIn(part, e.message)
+                    self.assertNotIn("s3cret-token", str(e))
+                    self.assertEqual(len(asked), 1)
+
     def test_a_session_stream_cut_and_resumed_gets_every_change_once(self) -> None:
         manager = manager_key()
         worker, _, v = spawn(manager)
