@@ -431,6 +431,24 @@ class Errors(unittest.TestCase):
         with self.assertRaises(vc.TransportError):
             Client(f"http://127.0.0.1:{free_port()}").sessions_list()
 
+    def test_a_call_answered_with_a_page_is_an_api_error_naming_its_content_type(self) -> None:
+        # A proxy's login page at a wrong base URL is not the gateway's
+        # answer: an error naming what answered, never a success (health
+        # reads no output).
+        for content_type, says in (("text/html; charset=utf-8", 'Content-Type "text/html; charset=utf-8"'),
+                                   (None, "no Content-Type")):
+            url, _ = page_server(self, content_type, b"<html><body>Sign in</body></html>")
+            c = Client(url + "/vigil", token="s3cret-token")
+            for path, call in (("/vigil/v1/tools/sessions_list", c.sessions_list), ("/vigil/healthz", c.health)):
+                with self.subTest(content_type=content_type, path=path):
+                    with self.assertRaises(vc.APIError) as caught:
+                        call()
+                    e = caught.exception
+                    self.assertEqual((e.status, e.code), (200, ""))
+                    for part in (says, path, "not application/json"):
+                        self.assertIn(part, e.message)
+                    self.assertNotIn("s3cret-token", str(e))
+
     def test_an_answer_larger_than_any_the_gateway_sends_is_refused_not_held_in_memory(self) -> None:
         # What answers is not the gateway: a body of 80 MiB.
         class Huge(http.server.BaseHTTPRequestHandler):

@@ -183,6 +183,10 @@ class Client:
                 raise TransportError(f"vigil: {op}: {e}") from e
             if resp.status != 200:
                 raise error_from(op, resp.status, raw, resp.getheader("Retry-After"))
+            error = not_the_gateways(op, resp.status, resp.getheader("Content-Type"), target.split("?", 1)[0],
+                                     "application/json")
+            if error is not None:
+                raise error
             try:
                 return json.loads(raw.decode("utf-8"))
             except ValueError as e:
