@@ -449,6 +449,28 @@ class Errors(unittest.TestCase):
                         self.assertIn(part, e.message)
                     self.assertNotIn("s3cret-token", str(e))
 
+    def test_an_error_answered_with_200_is_the_error_it_says(self) -> None:
+        # An error body whose status was changed to 200 on the way is never
+        # read as an empty output; one without a code is an error showing it.
+        url, _ = page_server(self, "application/json",
+                             b'{"error":{"code":"not_found","message":"no session agent:ops:main"}}')
+        with self.assertRaises(vc.NotFoundError) as caught:
+            Client(url).session_status("agent:ops:main")
+        self.assertEqual((caught.exception.status, caught.exception.message), (200, "no session agent:ops:main"))
+        url, _ = page_server(self, "application/json", b'{"error":{"reason":"upstream rejected"}}')
+        with self.assertRaises(vc.APIError) as caught:
+            Client(url).session_status("agent:ops:main")
+        self.assertEqual((caught.exception.status, caught.exception.code), (200, ""))
+        self.assertIn("holding an error", caught.exception.message)
+        self.assertIn("upstream rejected", caught.exception.message)
+
+    def test_a_send_that_failed_is_an_output_not_an_error_answer(self) -> None:
+        # sessions_send says a failed delivery in its output's "error" text.
+        url, _ = page_server(self, "application/json",
+                             b'{"status":"error","sessionKey":"agent:ops:main","error":"the agent is down"}')
+        out = Client(url).sessions_send("agent:ops:main", message="hi")
+        self.assertEqual((out.status, out.error), ("error", "the agent is down"))
+
     def test_an_answer_larger_than_any_the_gateway_sends_is_refused_not_held_in_memory(self) -> None:
         # What answers is not the gateway: a body of 80 MiB.
         class Huge(http.server.BaseHTTPRequestHandler):

@@ -12,7 +12,7 @@ import urllib.parse
 from typing import Any, Iterator, Optional
 
 from . import types as t
-from .errors import APIError, InvalidArgumentError, TransportError, error_from, not_the_gateways
+from .errors import APIError, InvalidArgumentError, TransportError, error_from, error_in, not_the_gateways
 
 SESSION_HEADER = "Vigil-Session"
 
@@ -188,9 +188,13 @@ class Client:
             if error is not None:
                 raise error
             try:
-                return json.loads(raw.decode("utf-8"))
+                answer = json.loads(raw.decode("utf-8"))
             except ValueError as e:
                 raise TransportError(f"vigil: {op}: the answer is not JSON: {e}") from e
+            error = error_in(op, resp.status, answer, raw, resp.getheader("Retry-After"))
+            if error is not None:
+                raise error
+            return answer
         finally:
             conn.close()
 

@@ -133,6 +133,24 @@ def error_from(op: str, status: int, body: bytes, retry_after_header: Optional[s
     return _BY_CODE.get(code, APIError)(op, status, code, message, retry)
 
 
+def error_in(op: str, status: int, answer: Any, body: bytes, retry_after_header: Optional[str]) -> Optional[APIError]:
+    """The error a 200 answer says it is, or None.
+
+    No output of the gateway has an "error" object (sessions_send's
+    "error" is a text): an answer holding one is an error answer whose
+    status was changed on the way, and read as the output it would be an
+    empty success. It is the error its code says, or, without one, an
+    APIError showing it.
+    """
+    if not isinstance(answer, dict) or not isinstance(answer.get("error"), dict):
+        return None
+    error = error_from(op, status, body, retry_after_header)
+    if not error.code:
+        text = body.decode("utf-8", "replace").strip()[:200]
+        error = APIError(op, status, "", f"HTTP {status} holding an error, not an output: {text}", error.retry_after)
+    return error
+
+
 def not_the_gateways(op: str, status: int, content_type: Optional[str], path: str, want: str) -> Optional[APIError]:
     """The error of a 200 answer whose Content-Type is not ``want``, or None.
 
