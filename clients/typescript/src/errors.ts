@@ -129,3 +129,19 @@ export async function errorFrom(op: string, resp: Response): Promise<APIError> {
   }
   return new APIError(op, resp.status, detail.code as ErrorCode, detail.message, retry);
 }
+
+/**
+ * The error of a 200 answer whose Content-Type is not `want`, or undefined.
+ * The gateway sends application/json on every answer of its API and
+ * text/event-stream on its streams, never without a Content-Type: another
+ * one is a page from something answering in its place (a wrong base URL, a
+ * proxy's login page, a load balancer's health page). The error names the
+ * Content-Type and the path asked, never the query or the token.
+ */
+export function notTheGateways(op: string, resp: Response, url: string, want: string): APIError | undefined {
+  const got = resp.headers.get("Content-Type");
+  if (got && got.split(";")[0]!.trim().toLowerCase() === want) return undefined;
+  const what = got ? `Content-Type ${JSON.stringify(got)}` : "no Content-Type";
+  return new APIError(op, resp.status, "",
+    `HTTP ${resp.status} with ${what} from ${new URL(url).pathname}, not ${want}: what answers is not a vigil gateway (is the base URL right?)`);
+}

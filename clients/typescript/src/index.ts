@@ -5,7 +5,7 @@
  * after a dropped connection and report bookmarks and history gaps.
  */
 import type { components, paths } from "./openapi.js";
-import { APIError, TransportError, answerText, errorFrom } from "./errors.js";
+import { APIError, TransportError, answerText, errorFrom, notTheGateways } from "./errors.js";
 import { EventTooLargeError, MAX_EVENT_SIZE, readEvents, type ServerSentEvent } from "./sse.js";
 
 export { APIError, ConflictError, TransportError, VigilError, type ErrorCode, type NoticeData } from "./errors.js";
@@ -466,6 +466,11 @@ export class VigilClient {
           throw new TransportError(`vigil: ${op}: ${(e as Error).message}`, { cause: e });
         }
         if (resp.status !== 200) throw await errorFrom(op, resp);
+        // Read as a stream it would hold no event, and each reconnection
+        // would get the same page: thrown, it ends the stream (its status,
+        // 200, is not one worth retrying), and the finally below closes it.
+        const page = notTheGateways(op, resp, url, "text/event-stream");
+        if (page) throw page;
         // The time the caller takes with an event is not the gateway's
         // silence: the watchdog rests until the caller asks for the next.
         if (reconnecting) {

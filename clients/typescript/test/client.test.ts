@@ -677,6 +677,46 @@ describe("streams", () => {
     }
   });
 
+  test("a stream answered with a page ends at once, naming its Content-Type", { timeout: 20_000 }, async () => {
+    // A proxy's login page (a wrong base URL) read as a stream holds no
+    // event, and every reconnection would get it again.
+    for (const [contentType, says] of [["text/html; charset=utf-8", 'Content-Type "text/html; charset=utf-8"'], [undefined, "no Content-Type"]] as const) {
+      const asked: string[] = [];
+      const srv = createServer((req, res) => {
+        asked.push(req.url ?? "");
+        res.writeHead(200, contentType ? { "Content-Type": contentType } : {});
+        res.end("<html><body>Sign in</body></html>");
+      });
+      await new Promise<void>((ok) => srv.listen(0, "127.0.0.1", ok));
+      const stop = new AbortController();
+      try {
+        const c = new VigilClient(`http://127.0.0.1:${(srv.address() as { port: number }).port}/vigil`, { token: "s3cret-token" });
+        const streams = [
+          ["/vigil/v1/events", c.events({ signal: stop.signal })],
+          ["/vigil/v1/sessions/agent:ops:x/events", c.sessionEvents("agent:ops:x", { signal: stop.signal })],
+        ] as const;
+        for (const [path, stream] of streams) {
+          asked.length = 0;
+          const got: string[] = [];
+          const e = await rejects((async () => {
+            for await (const ev of stream) {
+              got.push(ev.type);
+              break; // a stream that took the page for a drop has resumed: enough
+            }
+          })(), APIError);
+          assert.deepEqual([e.status, e.code, got], [200, "", []]);
+          for (const part of [says, path, "not text/event-stream"]) assert.ok(e.detail.includes(part), `${e.detail} does not say ${part}`);
+          assert.ok(!e.message.includes("s3cret-token"), e.message);
+          assert.deepEqual(asked, [path]);
+        }
+      } finally {
+        stop.abort();
+        srv.closeAllConnections();
+        await new Promise((ok) => srv.close(ok));
+      }
+    }
+  });
+
   test("a history gap that leaves nothing to resume from ends the stream with an error, not a loop", { timeout: 20_000 }, async () => {
     // A gateway never answers so; something else in its place might, and
     // reconnecting at once to the same gap would never end.
