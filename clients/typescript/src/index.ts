@@ -258,6 +258,11 @@ export class VigilClient {
       throw new TransportError(`vigil: ${op}: ${(e as Error).message}`, { cause: e });
     }
     if (resp.status !== 200) throw await errorFrom(op, resp);
+    const page = notTheGateways(op, resp, url, "application/json");
+    if (page) {
+      await resp.body?.cancel().catch(() => undefined);
+      throw page;
+    }
     let text: string;
     try {
       text = await answerText(op, resp);

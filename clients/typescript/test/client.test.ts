@@ -517,6 +517,32 @@ describe("errors", () => {
     }
   });
 
+  test("a call answered with a page is an API error naming its Content-Type, never a success", { timeout: 20_000 }, async () => {
+    // A proxy's login page at a wrong base URL is not the gateway's answer
+    // (health reads no output).
+    for (const [contentType, says] of [["text/html; charset=utf-8", 'Content-Type "text/html; charset=utf-8"'], [undefined, "no Content-Type"]] as const) {
+      const srv = createServer((req, res) => {
+        req.resume();
+        res.writeHead(200, contentType ? { "Content-Type": contentType } : {});
+        res.end("<html><body>Sign in</body></html>");
+      });
+      await new Promise<void>((ok) => srv.listen(0, "127.0.0.1", ok));
+      try {
+        const c = new VigilClient(`http://127.0.0.1:${(srv.address() as { port: number }).port}/vigil`, { token: "s3cret-token" });
+        const calls = [["/vigil/v1/tools/sessions_list", () => c.sessionsList({})], ["/vigil/healthz", () => c.health()]] as const;
+        for (const [path, call] of calls) {
+          const e = await rejects(call(), APIError);
+          assert.deepEqual([e.status, e.code], [200, ""]);
+          for (const part of [says, path, "not application/json"]) assert.ok(e.detail.includes(part), `${e.detail} does not say ${part}`);
+          assert.ok(!e.message.includes("s3cret-token"), e.message);
+        }
+      } finally {
+        srv.closeAllConnections();
+        await new Promise((ok) => srv.close(ok));
+      }
+    }
+  });
+
   test("a base URL the client cannot use whole is refused, naming it, when the client is made", () => {
     for (const url of ["", "127.0.0.1:7317", "ftp://127.0.0.1", 7317 as unknown as string]) {
       assert.throws(() => new VigilClient(url), (e: unknown) => e instanceof TypeError && /^vigil: base URL .*want http\(s\):\/\/host/.test(e.message));
