@@ -5,7 +5,7 @@
  * after a dropped connection and report bookmarks and history gaps.
  */
 import type { components, paths } from "./openapi.js";
-import { APIError, TransportError, answerText, errorFrom, notTheGateways } from "./errors.js";
+import { APIError, TransportError, answerText, errorFrom, errorIn, notTheGateways } from "./errors.js";
 import { EventTooLargeError, MAX_EVENT_SIZE, readEvents, type ServerSentEvent } from "./sse.js";
 
 export { APIError, ConflictError, TransportError, VigilError, type ErrorCode, type NoticeData } from "./errors.js";
@@ -273,11 +273,15 @@ export class VigilClient {
       if (late.aborted) throw lateError();
       throw e;
     }
+    let answer: unknown;
     try {
-      return JSON.parse(text) as T;
+      answer = JSON.parse(text);
     } catch (e) {
       throw new TransportError(`vigil: ${op}: the answer is not JSON: ${(e as Error).message}`, { cause: e });
     }
+    const error = errorIn(op, resp, text, answer);
+    if (error) throw error;
+    return answer as T;
   }
 
   /** Calls any tool by name. */

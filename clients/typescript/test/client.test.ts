@@ -543,6 +543,48 @@ describe("errors", () => {
     }
   });
 
+  /** A server answering every request 200 with body as JSON, and its URL. */
+  async function jsonServer(body: string) {
+    const srv = createServer((req, res) => {
+      req.resume();
+      res.writeHead(200, { "Content-Type": "application/json" });
+      res.end(body);
+    });
+    await new Promise<void>((ok) => srv.listen(0, "127.0.0.1", ok));
+    return {
+      url: `http://127.0.0.1:${(srv.address() as { port: number }).port}`,
+      close: async () => {
+        srv.closeAllConnections();
+        await new Promise((ok) => srv.close(ok));
+      },
+    };
+  }
+
+  test("an error answered with 200 is the error it says, never an empty output", async () => {
+    const coded = await jsonServer(JSON.stringify({ error: { code: "not_found", message: "no session agent:ops:main" } }));
+    const uncoded = await jsonServer(JSON.stringify({ error: { reason: "upstream rejected" } }));
+    try {
+      const e = await rejects(new VigilClient(coded.url).sessionStatus({ sessionKey: "agent:ops:main" }), APIError);
+      assert.deepEqual([e.status, e.code, e.detail], [200, "not_found", "no session agent:ops:main"]);
+      const u = await rejects(new VigilClient(uncoded.url).sessionStatus({ sessionKey: "agent:ops:main" }), APIError);
+      assert.deepEqual([u.status, u.code], [200, ""]);
+      assert.match(u.detail, /holding an error, not an output: .*upstream rejected/);
+    } finally {
+      await coded.close();
+      await uncoded.close();
+    }
+  });
+
+  test("a send that failed is an output, not an error answer", async () => {
+    const srv = await jsonServer(JSON.stringify({ status: "error", sessionKey: "agent:ops:main", error: "the agent is down" }));
+    try {
+      const out = await new VigilClient(srv.url).sessionsSend({ sessionKey: "agent:ops:main", message: "hi" });
+      assert.deepEqual([out.status, out.error], ["error", "the agent is down"]);
+    } finally {
+      await srv.close();
+    }
+  });
+
   test("a base URL the client cannot use whole is refused, naming it, when the client is made", () => {
     for (const url of ["", "127.0.0.1:7317", "ftp://127.0.0.1", 7317 as unknown as string]) {
       assert.throws(() => new VigilClient(url), (e: unknown) => e instanceof TypeError && /^vigil: base URL .*want http\(s\):\/\/host/.test(e.message));
