@@ -152,9 +152,10 @@ func headerSafe(v string) bool {
 	return true
 }
 
-// do sends one request and decodes a 200 answer into out; any other answer
-// is an *APIError (or *ConflictError). A json.RawMessage input is sent as
-// it is, byte for byte.
+// do sends one request and decodes a 200 answer into out; any other answer,
+// a 200 that is not application/json and one holding an error object, is
+// an *APIError (or *ConflictError). A json.RawMessage input is sent as it
+// is, byte for byte.
 func (c *Client) do(ctx context.Context, op, method, path, session string, in, out any) error {
 	var body []byte
 	if raw, ok := in.(json.RawMessage); ok {
@@ -260,6 +261,12 @@ func (c *Client) send(ctx context.Context, op, method, path, session string, bod
 	if resp.StatusCode != http.StatusOK {
 		return errorFrom(op, resp, data)
 	}
+	if err := notTheGateways(op, req, resp, "application/json"); err != nil {
+		return err
+	}
+	if err := errorIn(op, resp, data); err != nil {
+		return err
+	}
 	if out == nil {
 		return nil
 	}
@@ -325,7 +332,9 @@ func sessionPath(op, key, verb string) (string, error) {
 // (nil sends none), and decodes a 200 answer into out (nil drops it). It
 // is for what the typed methods do not cover, such as a session's turn
 // whose answer is kept exactly as the gateway sent it (a *json.RawMessage
-// as out). Any other answer is an [*APIError], as for the typed methods.
+// as out), on the routes that answer JSON. Any other answer, and a 200
+// that is not application/json, is an [*APIError], as for the typed
+// methods.
 func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
 	if !strings.HasPrefix(path, "/") {
 		return invalid(path, "path %q must start with a slash", path)

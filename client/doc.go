@@ -26,8 +26,15 @@
 // target's current state version and, for ifSynced, the caller's pending
 // notice: reconcile with [Client.Status] and ChangesSince, then retry with
 // the new version. Answers 429 and 503 carry the gateway's Retry-After.
-// A request that could not be sent or whose answer did not arrive returns
-// the transport's error, wrapped with what was asked.
+// An answer that cannot be the gateway's is an [*APIError] without a
+// code: a 200 whose Content-Type is not application/json (the gateway
+// always sends it), as from a proxy's login page at a wrong base URL,
+// names the Content-Type and the path asked, and is never a success, even
+// for [Client.Health]. A 200 holding an "error" object (an error answer
+// whose status was changed on the way) is the error its code says, with
+// status 200, never an empty output. A request that could not be sent or whose answer
+// did not arrive returns the transport's error, wrapped with what was
+// asked.
 //
 // # Streams
 //
@@ -40,8 +47,12 @@
 // stream arrive as [Bookmark] events, and a position whose history was
 // pruned as a [HistoryGap] event, after which the stream goes on with
 // every event still retained. A session's stream whose session is deleted
-// ends with a [SessionDeleted] event and is not reopened. Cancel the
-// context to stop a stream.
+// ends with a [SessionDeleted] event and is not reopened. A 200 answer
+// that is not text/event-stream, or has no Content-Type, is not the
+// gateway's (a proxy's page, a wrong base URL): the stream ends at once
+// with an [*APIError] naming the Content-Type and the path asked, rather
+// than reconnect for ever to the same page. Cancel the context to stop a
+// stream.
 //
 // [Client.OpenEvents] and [Client.OpenSessionEvents] open a stream's first
 // connection before they return, so nothing after the return is missed

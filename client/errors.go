@@ -1,10 +1,13 @@
 package client
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -101,20 +104,7 @@ func errorFrom(op string, resp *http.Response, body []byte) error {
 	e := &APIError{Op: op, StatusCode: resp.StatusCode, RetryAfter: retryAfter(resp.Header.Get("Retry-After"))}
 	var b errorBody
 	if json.Unmarshal(body, &b) != nil || b.Error.Code == "" {
-		// Shown cut short, between characters: the message stays UTF-8
-		// whatever the page was.
-		text := strings.ToValidUTF8(strings.TrimSpace(string(body)), "\uFFFD")
-		if len(text) > 200 {
-			cut := 200
-			for cut > 0 && !utf8.RuneStart(text[cut]) {
-				cut--
-			}
-			text = text[:cut] + "…"
-		}
-		if text == "" {
-			text = http.StatusText(resp.StatusCode)
-		}
-		e.Message = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, text)
+		e.Message = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, cmp.Or(shown(body), http.StatusText(resp.StatusCode)))
 		return e
 	}
 	e.Code, e.Message = b.Error.Code, b.Error.Message
@@ -126,6 +116,64 @@ func errorFrom(op string, resp *http.Response, body []byte) error {
 		return c
 	}
 	return e
+}
+
+// notTheGateways is the error of a 200 answer whose Content-Type is not
+// want, or nil. The gateway sends application/json on every answer of its
+// API and text/event-stream on its streams, never without a Content-Type:
+// another one is a page from something answering in its place (a wrong
+// base URL, a proxy's login page, a load balancer's health page). It
+// names the Content-Type and the path asked, never the query or the
+// base URL's user and password.
+func notTheGateways(op string, req *http.Request, resp *http.Response, want string) error {
+	got := resp.Header.Get("Content-Type")
+	media, _, err := mime.ParseMediaType(got)
+	if err == nil && media == want {
+		return nil
+	}
+	what := "no Content-Type"
+	if got != "" {
+		what = fmt.Sprintf("Content-Type %q", got)
+	}
+	return &APIError{Op: op, StatusCode: resp.StatusCode, RetryAfter: retryAfter(resp.Header.Get("Retry-After")),
+		Message: fmt.Sprintf("HTTP %d with %s from %s, not %s: what answers is not a vigil gateway (is the base URL right?)",
+			resp.StatusCode, what, req.URL.EscapedPath(), want)}
+}
+
+// errorIn is the error a 200 answer says it is, or nil. No output of the
+// gateway has an "error" object (sessions_send's "error" is a text): an
+// answer holding one is an error answer whose status was changed on the
+// way, and decoding it as the output would give an empty success. It is
+// the error its code says, or, without a code, an error showing it.
+func errorIn(op string, resp *http.Response, body []byte) error {
+	if !bytes.Contains(body, []byte(`"error"`)) {
+		return nil // the usual case, without decoding the answer twice
+	}
+	var b struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &b) != nil || len(b.Error) == 0 || b.Error[0] != '{' {
+		return nil
+	}
+	err := errorFrom(op, resp, body)
+	if ae, ok := err.(*APIError); ok && ae.Code == "" {
+		ae.Message = fmt.Sprintf("HTTP %d holding an error, not an output: %s", resp.StatusCode, shown(body))
+	}
+	return err
+}
+
+// shown is an answer's body as an error shows it: cut short, between
+// characters, so the message stays UTF-8 whatever the page was.
+func shown(body []byte) string {
+	text := strings.ToValidUTF8(strings.TrimSpace(string(body)), "\uFFFD")
+	if len(text) > 200 {
+		cut := 200
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+		text = text[:cut] + "…"
+	}
+	return text
 }
 
 // retryAfter reads a Retry-After header: seconds, or an HTTP date.

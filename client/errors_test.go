@@ -358,3 +358,105 @@ func TestAnActingSessionAHeaderCannotCarryIsRefusedByTheGatewayNamingIt(t *testi
 	_, err, _ = st.next()
 	checkAPIError(t, "the log stream acting as a key with CR LF", err, http.StatusBadRequest, client.ErrInvalidArgument, "session key")
 }
+
+// pageServer answers every request 200 with body and the Content-Type
+// contentType ("" sends none).
+func pageServer(t *testing.T, contentType, body string) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if contentType == "" {
+			w.Header()["Content-Type"] = nil // net/http would guess one
+		} else {
+			w.Header().Set("Content-Type", contentType)
+		}
+		io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestACallAnsweredWithAPageIsAnErrorNamingItsContentType: a 200 that is
+// not JSON (a proxy's login page at a wrong base URL) is not the gateway's:
+// it is an error naming the Content-Type it came with and the path asked,
+// never the token or the password, and never a success, even where no
+// output is read (Health).
+func TestACallAnsweredWithAPageIsAnErrorNamingItsContentType(t *testing.T) {
+	t.Parallel()
+	for _, ct := range []string{"text/html; charset=utf-8", ""} {
+		srv := pageServer(t, ct, `<html><body>Sign in</body></html>`)
+		base := strings.Replace(srv.URL, "http://", "http://user:hunter2@", 1) + "/vigil"
+		c, err := client.New(base, client.WithToken("s3cret-token"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `Content-Type "` + ct + `"`
+		if ct == "" {
+			want = "no Content-Type"
+		}
+		_, err = c.List(bounded(t), client.ListInput{})
+		checkNotTheGateways(t, err, want, "/vigil/v1/tools/sessions_list", "not application/json")
+		checkNotTheGateways(t, c.Health(bounded(t)), want, "/vigil/healthz", "not application/json")
+	}
+}
+
+// checkNotTheGateways checks that err is an *APIError of a 200 without a
+// code whose message says each of says and shows neither the token nor
+// the password of the tests that check it.
+func checkNotTheGateways(t *testing.T, err error, says ...string) {
+	t.Helper()
+	var ae *client.APIError
+	if !errors.As(err, &ae) || ae.StatusCode != http.StatusOK || ae.Code != "" {
+		t.Fatalf("error %v (%T), want an *APIError of status 200 without a code", err, err)
+	}
+	for _, s := range says {
+		if !strings.Contains(ae.Message, s) {
+			t.Errorf("message %q does not say %q", ae.Message, s)
+		}
+	}
+	for _, secret := range []string{"s3cret-token", "hunter2"} {
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("%v shows %q", err, secret)
+		}
+	}
+}
+
+// TestAnErrorAnsweredWith200IsTheErrorItSays: an error body whose status
+// was changed to 200 on the way is the error it says, never decoded into
+// an empty output and taken for a success; one without a code is an error
+// showing it.
+func TestAnErrorAnsweredWith200IsTheErrorItSays(t *testing.T) {
+	t.Parallel()
+	srv := pageServer(t, "application/json", `{"error":{"code":"not_found","message":"no session agent:ops:main"}}`)
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.Status(bounded(t), client.StatusInput{SessionKey: "agent:ops:main"})
+	if out != nil {
+		t.Fatalf("an error answered with 200 gave the output %+v", out)
+	}
+	checkAPIError(t, "not_found answered with 200", err, http.StatusOK, client.ErrNotFound, "no session agent:ops:main")
+
+	srv = pageServer(t, "application/json", `{"error":{"reason":"upstream rejected"}}`)
+	if c, err = client.New(srv.URL); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Status(bounded(t), client.StatusInput{SessionKey: "agent:ops:main"})
+	checkNotTheGateways(t, err, "holding an error", "upstream rejected")
+}
+
+// TestASendThatFailedIsAnOutputNotAnErrorAnswer: sessions_send says a
+// delivery that failed in its output's "error" text; that is the tool's
+// output, not an error answer.
+func TestASendThatFailedIsAnOutputNotAnErrorAnswer(t *testing.T) {
+	t.Parallel()
+	srv := pageServer(t, "application/json", `{"status":"error","sessionKey":"agent:ops:main","error":"the agent is down"}`)
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := must(c.Send(bounded(t), client.SendInput{SessionKey: "agent:ops:main", Message: "hi"}))(t)
+	if out.Status != "error" || out.Error != "the agent is down" {
+		t.Fatalf("the send's output %+v, want its status and error text", out)
+	}
+}

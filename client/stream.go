@@ -203,7 +203,8 @@ const (
 // It reconnects after a drop from the last position it saw ([Resumed]),
 // and after a [HistoryGap] goes on from the oldest retained event. The
 // sequence ends when ctx is done, or with an error that reconnecting
-// cannot mend (a refused credential, a bad filter).
+// cannot mend (a refused credential, a bad filter, an answer that is not
+// an event stream: see [Client.SessionEvents]).
 func (c *Client) Events(ctx context.Context, opts EventsOptions) iter.Seq2[Event, error] {
 	return c.follow(ctx, logFollow(opts))
 }
@@ -224,7 +225,10 @@ func logFollow(opts EventsOptions) follow {
 // changes as [AgentEvent]s (Sequence is its state version), its
 // [LiveEvent]s, and [Bookmark]s while it is quiet. It reconnects as
 // Events does, and after a [Lagged] at once. When the session is deleted
-// the sequence ends with a [SessionDeleted].
+// the sequence ends with a [SessionDeleted]. A 200 answer that is not
+// text/event-stream (a proxy's login page at a wrong base URL) ends
+// either stream at once with an [*APIError] of status 200 and no code
+// naming its Content-Type: each reconnection would get the same page.
 func (c *Client) SessionEvents(ctx context.Context, key string, opts SessionEventsOptions) iter.Seq2[Event, error] {
 	f, err := sessionFollow(key, opts)
 	if err != nil {
@@ -478,6 +482,14 @@ func (c *Client) open(ctx context.Context, f follow, pos int64, positioned bool)
 		defer watchdog.Stop()
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		return nil, errorFrom(f.op, resp, data)
+	}
+	if err := notTheGateways(f.op, req, resp, "text/event-stream"); err != nil {
+		// Read as a stream it would hold no event, and each reconnection
+		// would get the same page: it ends the stream (its status, 200,
+		// is not one worth retrying).
+		resp.Body.Close()
+		cancel()
+		return nil, err
 	}
 	resp.Body = &releasing{ReadCloser: resp.Body, release: cancel}
 	return resp, nil

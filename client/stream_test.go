@@ -508,3 +508,54 @@ func TestAnEventPastTheSizeLimitOnceIsADroppedConnection(t *testing.T) {
 		t.Fatalf("after resuming: %#v, want the bookmark at 7", ev)
 	}
 }
+
+// TestAStreamAnsweredWithAPageEndsNamingItsContentType: a 200 that is not
+// an event stream (a proxy's login page, a load balancer's health page)
+// would read as a stream without events, and every reconnection would
+// get it again: the stream ends at once, its one connection made, with an
+// error naming the Content-Type it got and the path asked. Drops are
+// reported here so that a stream taking the page for a drop says so at
+// once.
+func TestAStreamAnsweredWithAPageEndsNamingItsContentType(t *testing.T) {
+	t.Parallel()
+	for _, ct := range []string{"text/html; charset=utf-8", ""} {
+		var requests atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			requests.Add(1)
+			if ct == "" {
+				w.Header()["Content-Type"] = nil // net/http would guess one
+			} else {
+				w.Header().Set("Content-Type", ct)
+			}
+			io.WriteString(w, "<html><body>Sign in</body></html>")
+		}))
+		t.Cleanup(srv.Close)
+		c, err := client.New(strings.Replace(srv.URL, "http://", "http://user:hunter2@", 1), client.WithToken("s3cret-token"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `Content-Type "` + ct + `"`
+		if ct == "" {
+			want = "no Content-Type"
+		}
+		streams := map[string]iter.Seq2[client.Event, error]{
+			"/v1/events":                      c.Events(bounded(t), client.EventsOptions{ReportDrops: true}),
+			"/v1/sessions/agent:ops:x/events": c.SessionEvents(bounded(t), "agent:ops:x", client.SessionEventsOptions{ReportDrops: true}),
+		}
+		for path, seq := range streams {
+			requests.Store(0)
+			st := pull(t, seq)
+			ev, err, ok := st.next()
+			if !ok || err == nil {
+				t.Fatalf("%s answered with %s: %#v, %v, %v; want the stream to fail", path, want, ev, err, ok)
+			}
+			checkNotTheGateways(t, err, want, path, "not text/event-stream")
+			if _, _, ok := st.next(); ok {
+				t.Fatalf("%s went on after the page", path)
+			}
+			if n := requests.Load(); n != 1 {
+				t.Fatalf("%s: %d connections, want one", path, n)
+			}
+		}
+	}
+}

@@ -431,6 +431,46 @@ class Errors(unittest.TestCase):
         with self.assertRaises(vc.TransportError):
             Client(f"http://127.0.0.1:{free_port()}").sessions_list()
 
+    def test_a_call_answered_with_a_page_is_an_api_error_naming_its_content_type(self) -> None:
+        # A proxy's login page at a wrong base URL is not the gateway's
+        # answer: an error naming what answered, never a success (health
+        # reads no output).
+        for content_type, says in (("text/html; charset=utf-8", 'Content-Type "text/html; charset=utf-8"'),
+                                   (None, "no Content-Type")):
+            url, _ = page_server(self, content_type, b"<html><body>Sign in</body></html>")
+            c = Client(url + "/vigil", token="s3cret-token")
+            for path, call in (("/vigil/v1/tools/sessions_list", c.sessions_list), ("/vigil/healthz", c.health)):
+                with self.subTest(content_type=content_type, path=path):
+                    with self.assertRaises(vc.APIError) as caught:
+                        call()
+                    e = caught.exception
+                    self.assertEqual((e.status, e.code), (200, ""))
+                    for part in (says, path, "not application/json"):
+                        self.assertIn(part, e.message)
+                    self.assertNotIn("s3cret-token", str(e))
+
+    def test_an_error_answered_with_200_is_the_error_it_says(self) -> None:
+        # An error body whose status was changed to 200 on the way is never
+        # read as an empty output; one without a code is an error showing it.
+        url, _ = page_server(self, "application/json",
+                             b'{"error":{"code":"not_found","message":"no session agent:ops:main"}}')
+        with self.assertRaises(vc.NotFoundError) as caught:
+            Client(url).session_status("agent:ops:main")
+        self.assertEqual((caught.exception.status, caught.exception.message), (200, "no session agent:ops:main"))
+        url, _ = page_server(self, "application/json", b'{"error":{"reason":"upstream rejected"}}')
+        with self.assertRaises(vc.APIError) as caught:
+            Client(url).session_status("agent:ops:main")
+        self.assertEqual((caught.exception.status, caught.exception.code), (200, ""))
+        self.assertIn("holding an error", caught.exception.message)
+        self.assertIn("upstream rejected", caught.exception.message)
+
+    def test_a_send_that_failed_is_an_output_not_an_error_answer(self) -> None:
+        # sessions_send says a failed delivery in its output's "error" text.
+        url, _ = page_server(self, "application/json",
+                             b'{"status":"error","sessionKey":"agent:ops:main","error":"the agent is down"}')
+        out = Client(url).sessions_send("agent:ops:main", message="hi")
+        self.assertEqual((out.status, out.error), ("error", "the agent is down"))
+
     def test_an_answer_larger_than_any_the_gateway_sends_is_refused_not_held_in_memory(self) -> None:
         # What answers is not the gateway: a body of 80 MiB.
         class Huge(http.server.BaseHTTPRequestHandler):
@@ -457,7 +497,56 @@ class Errors(unittest.TestCase):
             Client(f"http://127.0.0.1:{srv.server_address[1]}").session_status(session_key=MANAGER)
 
 
+def page_server(test: unittest.TestCase, content_type: str | None, body: bytes) -> tuple[str, list]:
+    """A server answering every request 200 with body and content_type (None
+    sends none): its URL, and the paths it was asked."""
+    asked: list = []
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def answer(self) -> None:
+            asked.append(self.path)
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            self.send_response(200)
+            if content_type is not None:
+                self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = answer
+
+        def log_message(self, *args) -> None:
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    test.addCleanup(srv.server_close)
+    test.addCleanup(srv.shutdown)
+    return f"http://127.0.0.1:{srv.server_address[1]}", asked
+
+
 class Streams(unittest.TestCase):
+    def test_a_stream_answered_with_a_page_ends_naming_its_content_type(self) -> None:
+        # A proxy's login page (a wrong base URL) read as a stream holds no
+        # event, and every reconnection would get it again: the stream ends
+        # at once, its one connection made, naming what answered.
+        for content_type, says in (("text/html; charset=utf-8", 'Content-Type "text/html; charset=utf-8"'),
+                                   (None, "no Content-Type")):
+            url, asked = page_server(self, content_type, b"<html><body>Sign in</body></html>")
+            c = Client(url + "/vigil", token="s3cret-token")
+            for path, stream in (("/vigil/v1/events", c.events()),
+                                 ("/vigil/v1/sessions/agent:ops:x/events", c.session_events("agent:ops:x"))):
+                with self.subTest(content_type=content_type, path=path), stream:
+                    del asked[:]
+                    with self.assertRaises(vc.APIError) as caught:
+                        next(iter(stream))
+                    e = caught.exception
+                    self.assertEqual((e.status, e.code), (200, ""))
+                    for part in (says, path, "not text/event-stream"):
+                        self.assertIn(part, e.message)
+                    self.assertNotIn("s3cret-token", str(e))
+                    self.assertEqual(len(asked), 1)
+
     def test_a_session_stream_cut_and_resumed_gets_every_change_once(self) -> None:
         manager = manager_key()
         worker, _, v = spawn(manager)

@@ -112,7 +112,26 @@ export async function answerText(op: string, resp: Response): Promise<string> {
 
 /** The error of an answer that is not 200. */
 export async function errorFrom(op: string, resp: Response): Promise<APIError> {
-  const text = await answerText(op, resp).catch(() => "");
+  return errorOf(op, resp, await answerText(op, resp).catch(() => ""));
+}
+
+/**
+ * The error a 200 answer says it is, or undefined. No output of the
+ * gateway has an "error" object (sessions_send's "error" is a text): an
+ * answer holding one is an error answer whose status was changed on the
+ * way, and read as the output it would be an empty success. It is the
+ * error its code says, or, without one, an APIError showing it.
+ */
+export function errorIn(op: string, resp: Response, text: string, answer: unknown): APIError | undefined {
+  const error = typeof answer === "object" && answer !== null ? (answer as { error?: unknown }).error : undefined;
+  if (typeof error !== "object" || error === null || Array.isArray(error)) return undefined;
+  const e = errorOf(op, resp, text);
+  if (e.code) return e;
+  return new APIError(op, resp.status, "", `HTTP ${resp.status} holding an error, not an output: ${text.trim().slice(0, 200)}`, e.retryAfter);
+}
+
+/** The error an answer's text says, for its status. */
+function errorOf(op: string, resp: Response, text: string): APIError {
   const retry = retryAfter(resp.headers.get("Retry-After"));
   let detail: { code?: unknown; message?: unknown; stateVersion?: number; notice?: string; noticeData?: NoticeData | null } | undefined;
   try {
@@ -128,4 +147,20 @@ export async function errorFrom(op: string, resp: Response): Promise<APIError> {
     return new ConflictError(op, resp.status, detail.message, detail.stateVersion, detail.notice, detail.noticeData);
   }
   return new APIError(op, resp.status, detail.code as ErrorCode, detail.message, retry);
+}
+
+/**
+ * The error of a 200 answer whose Content-Type is not `want`, or undefined.
+ * The gateway sends application/json on every answer of its API and
+ * text/event-stream on its streams, never without a Content-Type: another
+ * one is a page from something answering in its place (a wrong base URL, a
+ * proxy's login page, a load balancer's health page). The error names the
+ * Content-Type and the path asked, never the query or the token.
+ */
+export function notTheGateways(op: string, resp: Response, url: string, want: string): APIError | undefined {
+  const got = resp.headers.get("Content-Type");
+  if (got && got.split(";")[0]!.trim().toLowerCase() === want) return undefined;
+  const what = got ? `Content-Type ${JSON.stringify(got)}` : "no Content-Type";
+  return new APIError(op, resp.status, "",
+    `HTTP ${resp.status} with ${what} from ${new URL(url).pathname}, not ${want}: what answers is not a vigil gateway (is the base URL right?)`);
 }

@@ -5,7 +5,7 @@
  * after a dropped connection and report bookmarks and history gaps.
  */
 import type { components, paths } from "./openapi.js";
-import { APIError, TransportError, answerText, errorFrom } from "./errors.js";
+import { APIError, TransportError, answerText, errorFrom, errorIn, notTheGateways } from "./errors.js";
 import { EventTooLargeError, MAX_EVENT_SIZE, readEvents, type ServerSentEvent } from "./sse.js";
 
 export { APIError, ConflictError, TransportError, VigilError, type ErrorCode, type NoticeData } from "./errors.js";
@@ -258,6 +258,11 @@ export class VigilClient {
       throw new TransportError(`vigil: ${op}: ${(e as Error).message}`, { cause: e });
     }
     if (resp.status !== 200) throw await errorFrom(op, resp);
+    const page = notTheGateways(op, resp, url, "application/json");
+    if (page) {
+      await resp.body?.cancel().catch(() => undefined);
+      throw page;
+    }
     let text: string;
     try {
       text = await answerText(op, resp);
@@ -268,11 +273,15 @@ export class VigilClient {
       if (late.aborted) throw lateError();
       throw e;
     }
+    let answer: unknown;
     try {
-      return JSON.parse(text) as T;
+      answer = JSON.parse(text);
     } catch (e) {
       throw new TransportError(`vigil: ${op}: the answer is not JSON: ${(e as Error).message}`, { cause: e });
     }
+    const error = errorIn(op, resp, text, answer);
+    if (error) throw error;
+    return answer as T;
   }
 
   /** Calls any tool by name. */
@@ -466,6 +475,11 @@ export class VigilClient {
           throw new TransportError(`vigil: ${op}: ${(e as Error).message}`, { cause: e });
         }
         if (resp.status !== 200) throw await errorFrom(op, resp);
+        // Read as a stream it would hold no event, and each reconnection
+        // would get the same page: thrown, it ends the stream (its status,
+        // 200, is not one worth retrying), and the finally below closes it.
+        const page = notTheGateways(op, resp, url, "text/event-stream");
+        if (page) throw page;
         // The time the caller takes with an event is not the gateway's
         // silence: the watchdog rests until the caller asks for the next.
         if (reconnecting) {

@@ -517,6 +517,74 @@ describe("errors", () => {
     }
   });
 
+  test("a call answered with a page is an API error naming its Content-Type, never a success", { timeout: 20_000 }, async () => {
+    // A proxy's login page at a wrong base URL is not the gateway's answer
+    // (health reads no output).
+    for (const [contentType, says] of [["text/html; charset=utf-8", 'Content-Type "text/html; charset=utf-8"'], [undefined, "no Content-Type"]] as const) {
+      const srv = createServer((req, res) => {
+        req.resume();
+        res.writeHead(200, contentType ? { "Content-Type": contentType } : {});
+        res.end("<html><body>Sign in</body></html>");
+      });
+      await new Promise<void>((ok) => srv.listen(0, "127.0.0.1", ok));
+      try {
+        const c = new VigilClient(`http://127.0.0.1:${(srv.address() as { port: number }).port}/vigil`, { token: "s3cret-token" });
+        const calls = [["/vigil/v1/tools/sessions_list", () => c.sessionsList({})], ["/vigil/healthz", () => c.health()]] as const;
+        for (const [path, call] of calls) {
+          const e = await rejects(call(), APIError);
+          assert.deepEqual([e.status, e.code], [200, ""]);
+          for (const part of [says, path, "not application/json"]) assert.ok(e.detail.includes(part), `${e.detail} does not say ${part}`);
+          assert.ok(!e.message.includes("s3cret-token"), e.message);
+        }
+      } finally {
+        srv.closeAllConnections();
+        await new Promise((ok) => srv.close(ok));
+      }
+    }
+  });
+
+  /** A server answering every request 200 with body as JSON, and its URL. */
+  async function jsonServer(body: string) {
+    const srv = createServer((req, res) => {
+      req.resume();
+      res.writeHead(200, { "Content-Type": "application/json" });
+      res.end(body);
+    });
+    await new Promise<void>((ok) => srv.listen(0, "127.0.0.1", ok));
+    return {
+      url: `http://127.0.0.1:${(srv.address() as { port: number }).port}`,
+      close: async () => {
+        srv.closeAllConnections();
+        await new Promise((ok) => srv.close(ok));
+      },
+    };
+  }
+
+  test("an error answered with 200 is the error it says, never an empty output", async () => {
+    const coded = await jsonServer(JSON.stringify({ error: { code: "not_found", message: "no session agent:ops:main" } }));
+    const uncoded = await jsonServer(JSON.stringify({ error: { reason: "upstream rejected" } }));
+    try {
+      const e = await rejects(new VigilClient(coded.url).sessionStatus({ sessionKey: "agent:ops:main" }), APIError);
+      assert.deepEqual([e.status, e.code, e.detail], [200, "not_found", "no session agent:ops:main"]);
+      const u = await rejects(new VigilClient(uncoded.url).sessionStatus({ sessionKey: "agent:ops:main" }), APIError);
+      assert.deepEqual([u.status, u.code], [200, ""]);
+      assert.match(u.detail, /holding an error, not an output: .*upstream rejected/);
+    } finally {
+      await coded.close();
+      await uncoded.close();
+    }
+  });
+
+  test("a send that failed is an output, not an error answer", async () => {
+    const srv = await jsonServer(JSON.stringify({ status: "error", sessionKey: "agent:ops:main", error: "the agent is down" }));
+    try {
+      const out = await new VigilClient(srv.url).sessionsSend({ sessionKey: "agent:ops:main", message: "hi" });
+      assert.deepEqual([out.status, out.error], ["error", "the agent is down"]);
+    } finally {
+      await srv.close();
+    }
+  });
+
   test("a base URL the client cannot use whole is refused, naming it, when the client is made", () => {
     for (const url of ["", "127.0.0.1:7317", "ftp://127.0.0.1", 7317 as unknown as string]) {
       assert.throws(() => new VigilClient(url), (e: unknown) => e instanceof TypeError && /^vigil: base URL .*want http\(s\):\/\/host/.test(e.message));
@@ -674,6 +742,46 @@ describe("streams", () => {
       stop.abort();
       srv.closeAllConnections();
       await new Promise((ok) => srv.close(ok));
+    }
+  });
+
+  test("a stream answered with a page ends at once, naming its Content-Type", { timeout: 20_000 }, async () => {
+    // A proxy's login page (a wrong base URL) read as a stream holds no
+    // event, and every reconnection would get it again.
+    for (const [contentType, says] of [["text/html; charset=utf-8", 'Content-Type "text/html; charset=utf-8"'], [undefined, "no Content-Type"]] as const) {
+      const asked: string[] = [];
+      const srv = createServer((req, res) => {
+        asked.push(req.url ?? "");
+        res.writeHead(200, contentType ? { "Content-Type": contentType } : {});
+        res.end("<html><body>Sign in</body></html>");
+      });
+      await new Promise<void>((ok) => srv.listen(0, "127.0.0.1", ok));
+      const stop = new AbortController();
+      try {
+        const c = new VigilClient(`http://127.0.0.1:${(srv.address() as { port: number }).port}/vigil`, { token: "s3cret-token" });
+        const streams = [
+          ["/vigil/v1/events", c.events({ signal: stop.signal })],
+          ["/vigil/v1/sessions/agent:ops:x/events", c.sessionEvents("agent:ops:x", { signal: stop.signal })],
+        ] as const;
+        for (const [path, stream] of streams) {
+          asked.length = 0;
+          const got: string[] = [];
+          const e = await rejects((async () => {
+            for await (const ev of stream) {
+              got.push(ev.type);
+              break; // a stream that took the page for a drop has resumed: enough
+            }
+          })(), APIError);
+          assert.deepEqual([e.status, e.code, got], [200, "", []]);
+          for (const part of [says, path, "not text/event-stream"]) assert.ok(e.detail.includes(part), `${e.detail} does not say ${part}`);
+          assert.ok(!e.message.includes("s3cret-token"), e.message);
+          assert.deepEqual(asked, [path]);
+        }
+      } finally {
+        stop.abort();
+        srv.closeAllConnections();
+        await new Promise((ok) => srv.close(ok));
+      }
     }
   });
 

@@ -12,7 +12,7 @@ import urllib.parse
 from typing import Any, Iterator, Optional
 
 from . import types as t
-from .errors import APIError, InvalidArgumentError, TransportError, error_from
+from .errors import APIError, InvalidArgumentError, TransportError, error_from, error_in, not_the_gateways
 
 SESSION_HEADER = "Vigil-Session"
 
@@ -183,10 +183,18 @@ class Client:
                 raise TransportError(f"vigil: {op}: {e}") from e
             if resp.status != 200:
                 raise error_from(op, resp.status, raw, resp.getheader("Retry-After"))
+            error = not_the_gateways(op, resp.status, resp.getheader("Content-Type"), target.split("?", 1)[0],
+                                     "application/json")
+            if error is not None:
+                raise error
             try:
-                return json.loads(raw.decode("utf-8"))
+                answer = json.loads(raw.decode("utf-8"))
             except ValueError as e:
                 raise TransportError(f"vigil: {op}: the answer is not JSON: {e}") from e
+            error = error_in(op, resp.status, answer, raw, resp.getheader("Retry-After"))
+            if error is not None:
+                raise error
+            return answer
         finally:
             conn.close()
 
@@ -432,7 +440,8 @@ class Stream:
     every retained event. A session stream ends after a SessionDeleted, its
     session's deletion. close(), from any thread, ends it promptly; so
     does leaving a ``with`` block. An error reconnecting cannot mend (a
-    refused credential, a bad filter) is raised from the iteration.
+    refused credential, a bad filter, a 200 that is not text/event-stream,
+    such as a proxy's login page) is raised from the iteration.
     """
 
     def __init__(self, client: Client, op: str, path: str, after: Optional[int], idle_timeout: float, decode):
@@ -570,6 +579,15 @@ class Stream:
             finally:
                 self._drop()
             raise error_from(self._op, resp.status, body, resp.getheader("Retry-After"))
+        error = not_the_gateways(self._op, resp.status, resp.getheader("Content-Type"), target.split("?", 1)[0],
+                                 "text/event-stream")
+        if error is not None:
+            # Read as a stream it would hold no event, and each reconnection
+            # would get the same page: raised, it ends the stream (its
+            # status, 200, is not one worth retrying).
+            resp.close()
+            self._drop()
+            raise error
         return resp
 
     def _read(self, resp: http.client.HTTPResponse):

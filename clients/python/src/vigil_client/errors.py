@@ -6,7 +6,9 @@ precondition is a :class:`ConflictError` carrying the target's current
 state version and, for ``if_synced``, the caller's pending notice (its text
 and its data). A
 request that could not be sent, or whose answer did not arrive, is a
-:class:`TransportError`.
+:class:`TransportError`. An answer that cannot be the gateway's (a proxy's
+login page at a wrong base URL, say) is an :class:`APIError` with an empty
+``code``.
 """
 
 from __future__ import annotations
@@ -129,3 +131,37 @@ def error_from(op: str, status: int, body: bytes, retry_after_header: Optional[s
         return ConflictError(op, status, code, message, retry, detail.get("stateVersion"), detail.get("notice", ""),
                              decode(NoticeData, data) if data else None)
     return _BY_CODE.get(code, APIError)(op, status, code, message, retry)
+
+
+def error_in(op: str, status: int, answer: Any, body: bytes, retry_after_header: Optional[str]) -> Optional[APIError]:
+    """The error a 200 answer says it is, or None.
+
+    No output of the gateway has an "error" object (sessions_send's
+    "error" is a text): an answer holding one is an error answer whose
+    status was changed on the way, and read as the output it would be an
+    empty success. It is the error its code says, or, without one, an
+    APIError showing it.
+    """
+    if not isinstance(answer, dict) or not isinstance(answer.get("error"), dict):
+        return None
+    error = error_from(op, status, body, retry_after_header)
+    if not error.code:
+        text = body.decode("utf-8", "replace").strip()[:200]
+        error = APIError(op, status, "", f"HTTP {status} holding an error, not an output: {text}", error.retry_after)
+    return error
+
+
+def not_the_gateways(op: str, status: int, content_type: Optional[str], path: str, want: str) -> Optional[APIError]:
+    """The error of a 200 answer whose Content-Type is not ``want``, or None.
+
+    The gateway sends application/json on every answer of its API and
+    text/event-stream on its streams, never without a Content-Type: another
+    one is a page from something answering in its place (a wrong base URL, a
+    proxy's login page, a load balancer's health page). The error names the
+    Content-Type and the path asked, never the query or the token.
+    """
+    if content_type and content_type.split(";", 1)[0].strip().lower() == want:
+        return None
+    what = f'Content-Type "{content_type}"' if content_type else "no Content-Type"
+    return APIError(op, status, "", f"HTTP {status} with {what} from {path}, not {want}: "
+                    "what answers is not a vigil gateway (is the base URL right?)")
