@@ -420,6 +420,11 @@ func (h *httpHandler) open(w http.ResponseWriter, r *http.Request, req *request)
 		if sid := hd.Get("Mcp-Session-Id"); sid != "" {
 			h.mu.Lock()
 			defer h.mu.Unlock()
+			if h.closed {
+				// Every session was closed as shutdown began, before
+				// this one was known: left unknown, opened closes it.
+				return
+			}
 			ended, end := context.WithCancel(context.Background())
 			s = &session{id: sid, identity: identity(req.caller), release: release, active: 1, ended: ended, end: end}
 			h.sessions[sid] = s
@@ -432,9 +437,9 @@ func (h *httpHandler) open(w http.ResponseWriter, r *http.Request, req *request)
 }
 
 // opened settles the session an initialize opened once it has been
-// answered: *handed (nil if none was handed out; set under h.mu) is kept
-// if the SDK opened it, else forgotten, closed and its place given back
-// with release.
+// answered: *handed (nil if none was handed out, or it was once shutdown
+// had begun; set under h.mu) is kept if the SDK opened it, else
+// forgotten, closed and its place given back with release.
 func (h *httpHandler) opened(handed **session, req *request, release func()) {
 	ss := req.opened.Load()
 	// The SDK closes a session whose first request did not initialize it.

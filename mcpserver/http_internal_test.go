@@ -270,3 +270,48 @@ func TestAnMCPSessionWhoseRequestPanickedStillIdlesOut(t *testing.T) {
 		})
 	}
 }
+
+// An initialize served as shutdown begins, past the check that refuses
+// one once it has begun, opens no session that outlives the shutdown:
+// closing every session happened before it was known, so it is closed
+// as it is answered and gives its place back, instead of holding it
+// until it idled out.
+func TestAnInitializeAnsweredAsShutdownBeginsKeepsNoSession(t *testing.T) {
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		g := gatewaytest.Open(t, gatewaytest.Options{Path: filepath.Join(dir, "v.db")}).Gateway
+		resolve := func(r *http.Request) (gateway.Caller, error) {
+			return g.ResolveCaller(r.Context(), gateway.Principal{Role: gateway.RoleAgent, ID: "a"}, "")
+		}
+		serveCtx, shutdown := context.WithCancel(context.Background())
+		defer shutdown()
+		h := newHTTPHandler(serveCtx, g, resolve, nil, HTTPOptions{})
+		sdk := h.stream
+		h.stream = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Mcp-Session-Id") == "" {
+				// Admitted: shutdown begins, and every open session is
+				// closed, before the SDK opens this one.
+				shutdown()
+				synctest.Wait()
+			}
+			sdk.ServeHTTP(w, r)
+		})
+		l := newPipeListener()
+		srv := &http.Server{Handler: h}
+		go srv.Serve(l)
+		defer srv.Close()
+		transport := &http.Transport{DialContext: l.dial}
+		defer transport.CloseIdleConnections()
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "shutdown-test", Version: "1"}, nil).Connect(context.Background(),
+			&mcp.StreamableClientTransport{Endpoint: bubbleURL, HTTPClient: &http.Client{Transport: transport},
+				MaxRetries: -1, DisableStandaloneSSE: true},
+			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err == nil {
+			defer cs.Close()
+		}
+		synctest.Wait()
+		if k, c, s := openSessions(h, g); k != 0 || c != 0 || s != 0 {
+			t.Fatalf("an initialize answered as shutdown began: %d known, %d counted, %d served; want none", k, c, s)
+		}
+	})
+}
