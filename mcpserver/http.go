@@ -531,16 +531,28 @@ func (h *httpHandler) closeAll() {
 // itself, before the SDK reads it: the SDK's decoder takes the last of two
 // members of one name (a second "name" or "arguments" would be the call
 // run) and replaces invalid UTF-8 (a resource's URI would name another
-// session). JSON that does not parse, and a body that cannot be read, are
-// the SDK's to answer, as they were.
+// session). JSON that does not parse, a body that cannot be read and one
+// past the SDK's bound are the SDK's to answer, as they were.
 //
 // It returns the body it read: nil when r is no POST, or its body could
-// not be read whole or is not JSON.
+// not be read whole, is past the bound or is not JSON.
 func checkMessage(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	if r.Method != http.MethodPost || r.Body == nil || r.Body == http.NoBody {
 		return nil, true
 	}
-	body, err := io.ReadAll(r.Body)
+	// No more than the SDK's own bound, and a byte: a body past it the
+	// SDK refuses as it reads it again, and reading all of it here first
+	// would hold a body of any size in memory (in front of this handler
+	// the HTTP API's limit is lower, but the handler may be served alone).
+	orig := r.Body
+	body, err := io.ReadAll(io.LimitReader(orig, mcp.DefaultMaxRequestBodyBytes+1))
+	if err == nil && len(body) > mcp.DefaultMaxRequestBodyBytes {
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(body), orig), orig}
+		return nil, true
+	}
 	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), failingReader{err}))
 	if err != nil || !json.Valid(body) {
 		return nil, true

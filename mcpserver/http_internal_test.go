@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -314,4 +315,45 @@ func TestAnInitializeAnsweredAsShutdownBeginsKeepsNoSession(t *testing.T) {
 			t.Fatalf("an initialize answered as shutdown began: %d known, %d counted, %d served; want none", k, c, s)
 		}
 	})
+}
+
+// counted counts the bytes read from it: size of them, all 'a'.
+type counted struct{ read, size int64 }
+
+func (c *counted) Read(p []byte) (int, error) {
+	if c.read >= c.size {
+		return 0, io.EOF
+	}
+	n := int(min(int64(len(p)), c.size-c.read))
+	for i := range p[:n] {
+		p[i] = 'a'
+	}
+	c.read += int64(n)
+	return n, nil
+}
+
+// The handler served on its own, without the HTTP API's body limit in
+// front, reads no more of a body than the SDK's own bound before it is
+// refused: a look at the message before the SDK reads it must not read
+// the whole of a body of any size into memory.
+func TestAnOversizedBodyIsRefusedHavingReadLittleMoreThanTheBound(t *testing.T) {
+	g := edgeGateway(t)
+	resolve := func(r *http.Request) (gateway.Caller, error) {
+		return g.ResolveCaller(r.Context(), gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "")
+	}
+	h := newHTTPHandler(t.Context(), g, resolve, nil, HTTPOptions{})
+	const bound = mcp.DefaultMaxRequestBodyBytes
+	rest := &counted{size: 16 * bound}
+	body := io.MultiReader(strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"`), rest)
+	req := httptest.NewRequest(http.MethodPost, bubbleURL, body)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusRequestEntityTooLarge {
+		t.Errorf("a body of %d bytes: %d, want 413", rest.size, rec.Code)
+	}
+	if rest.read > 2*bound {
+		t.Fatalf("%d bytes of the body read before it was refused, want at most %d (twice the bound)", rest.read, 2*bound)
+	}
 }
