@@ -16,8 +16,8 @@ type Limits struct {
 	Streams int
 	// StreamsPerCredential bounds one credential's open streams; default 256.
 	StreamsPerCredential int
-	// Waits bounds parked turns and sends waiting for a reply, in all;
-	// default 1024.
+	// Waits bounds parked turns, sends waiting for a reply and fences
+	// (session_status waiting for a state version), in all; default 1024.
 	Waits int
 	// WaitsPerCredential bounds one credential's waits; default 256.
 	WaitsPerCredential int
@@ -71,7 +71,8 @@ type Hold int
 const (
 	// HoldStream is an open event stream.
 	HoldStream Hold = iota
-	// HoldWait is a parked turn or a send waiting for its reply.
+	// HoldWait is a parked turn, a send waiting for its reply or a fence
+	// waiting for a state version.
 	HoldWait
 	// HoldMCPSession is an open MCP session.
 	HoldMCPSession
@@ -85,7 +86,7 @@ func (h Hold) String() string {
 	case HoldStream:
 		return "open event streams"
 	case HoldWait:
-		return "parked turns and waiting sends"
+		return "parked turns, waiting sends and fences"
 	case HoldMCPTask:
 		return "MCP tasks"
 	}

@@ -36,3 +36,25 @@ func TestAPanicInAnOperationIsAnInternalErrorLoggedWithItsStackUnderItsRequestID
 		t.Fatalf("the next status: %v", err)
 	}
 }
+
+// A turn whose look at the store panics lets go of what it listened with
+// and where it parked: the panic ends it as an internal error, and the
+// hub no longer counts it among the session's listeners.
+func TestATurnThatPanicsStopsListeningForItsSession(t *testing.T) {
+	g := gatewaytest.Open(t, gatewaytest.Options{
+		Gateway:      gateway.Options{Logger: slog.New(slog.DiscardHandler)},
+		WrapSessions: gatewaytest.PanicReading("agent:boom:main"),
+	}).Gateway
+	wait := 30
+	_, err := g.Turn(context.Background(), gateway.Caller{Principal: gateway.LocalPrincipal},
+		gateway.TurnInput{SessionKey: "agent:boom:main", WaitSeconds: &wait})
+	if gateway.Code(err) != gateway.CodeInternal {
+		t.Fatalf("turn = %v, want an internal error", err)
+	}
+	if g.Hub().Listened("agent:boom:main") {
+		t.Error("the hub still has a listener of the turn that panicked")
+	}
+	if n := g.Held(gateway.HoldWait); n != 0 {
+		t.Errorf("%d waits held after the turn that panicked, want 0", n)
+	}
+}

@@ -481,3 +481,24 @@ func waitHeld(t *testing.T, g *gateway.Gateway, n int) {
 		t.Fatal(err)
 	}
 }
+
+// A fence waits as a parked turn does, on the same limit: one over it is
+// refused, and the refusal names fences among what the limit counts.
+func TestAFenceOverTheWaitLimitIsRefusedNamingFencesAmongTheWaits(t *testing.T) {
+	g := gatewayWith(t, gateway.Options{Limits: gateway.Limits{WaitsPerCredential: 1}})
+	w := newPreconditionWorld(t, g)
+	far := w.version(t, w.worker) + 100
+	longest := gateway.MaxFenceWait
+	first, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		g.Status(first, w.person, gateway.StatusInput{SessionKey: w.worker.Key, WaitForVersion: &far, TimeoutSeconds: &longest})
+	}()
+	defer func() { cancel(); <-done }()
+	waitHeld(t, g, 1)
+	_, err := g.Status(ctx, w.person, gateway.StatusInput{SessionKey: w.worker.Key, WaitForVersion: &far, TimeoutSeconds: &longest})
+	if gateway.Code(err) != gateway.CodeTooMany || !strings.Contains(err.Error(), "fences") {
+		t.Fatalf("a second fence over a limit of 1: %v, want too_many_requests naming fences", err)
+	}
+}

@@ -158,9 +158,18 @@ func (g *Gateway) Turn(ctx context.Context, c Caller, in TurnInput) (_ TurnOutpu
 			release()
 		}
 	}()
+	// The listener in use, closed however the turn ends: a panic in a
+	// look at the store (ended by public as an internal error) included,
+	// or the hub would keep it as the session's listener.
+	var l *Listener
+	defer func() {
+		if l != nil {
+			l.Close() // a no-op when closed already
+		}
+	}()
 	for {
 		// Listen before looking, so work that arrives in between is heard.
-		l := g.opts.Hub.Listen(ref.Key, 16)
+		l = g.opts.Hub.Listen(ref.Key, 16)
 		out, took, err := g.takeTurn(ctx, ref)
 		if err != nil || took || wait == 0 {
 			l.Close()

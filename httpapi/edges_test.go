@@ -363,7 +363,7 @@ func TestWaitLimitsRefuseTheNextParkedTurnAndTheNextWaitingSendStoringNothing(t 
 	code, body := e2eRequest(t, s, http.MethodPost, "/v1/sessions/"+e2eManager+"/turn", "Bearer "+e2eMain, e2eManager,
 		[]byte(`{"waitSeconds": 60}`))
 	e2eCheckError(t, "a second parked turn", code, body, http.StatusTooManyRequests, gateway.CodeTooMany,
-		"1 parked turns and waiting sends", "limit")
+		"1 parked turns, waiting sends and fences", "limit")
 	code, body = e2eCall(t, s, e2eMain, e2eManager, "sessions_send", map[string]any{"sessionKey": worker,
 		"message": "and wait", "timeoutSeconds": 30})
 	e2eCheckError(t, "a waiting send", code, body, http.StatusTooManyRequests, gateway.CodeTooMany, "limit")

@@ -213,7 +213,7 @@ var errorResponses = []errorResponse{
 	{http.StatusRequestEntityTooLarge, "PayloadTooLarge", "payload_too_large",
 		"The request body is larger than the gateway's limit (1 MiB by default).", false},
 	{http.StatusTooManyRequests, "TooManyRequests", gateway.CodeTooMany,
-		"The credential already holds as many open streams, or parked turns and waiting sends, as its limit allows.", true},
+		"The credential already holds as many open streams, or parked turns, waiting sends and fences, as its limit allows.", true},
 	{http.StatusInternalServerError, "Internal", gateway.CodeInternal,
 		"A fault on the server; retrying will not help. The body's requestId (also the Vigil-Request-Id header) names the log line with the details, which the answer never holds.", false},
 	{http.StatusServiceUnavailable, "Unavailable", gateway.CodeUnavailable,

@@ -230,3 +230,46 @@ func TestDeletingAnMCPSessionEndsTheCallsWaitingOnIt(t *testing.T) {
 		t.Fatal("the call on the deleted session never returned")
 	}
 }
+
+// Revisions with sessions have no subscriptions/listen: a listen sent on
+// one of their MCP sessions is refused at once. Served, it would stay
+// open as long as its client kept the request, held as no stream, and a
+// client could keep any number open on one MCP session.
+func TestAListenOnARevisionWithSessionsIsRefusedAtOnce(t *testing.T) {
+	t.Parallel()
+	lg := liveStart(t)
+	sid := liveSession(t, lg, liveMainToken, liveManager)
+	ctx, cancel := context.WithTimeout(context.Background(), liveHangGuard)
+	defer cancel()
+	body := `{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true}}}`
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, lg.URL+"/mcp", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+liveMainToken)
+	req.Header.Set("Vigil-Session", liveManager)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	req.Header.Set("Mcp-Session-Id", sid)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a listen on a 2025-11-25 MCP session: %s (%s), want 400, refused at once", resp.Status, resp.Header.Get("Content-Type"))
+	}
+	var answer struct {
+		ID    int `json:"id"`
+		Error struct {
+			Code int `json:"code"`
+		} `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil || answer.ID != 7 || answer.Error.Code != -32601 {
+		t.Fatalf("the refusal: %+v (%v), want id 7 and -32601, method not found", answer, err)
+	}
+	if n := lg.g.Held(gateway.HoldStream); n != 0 {
+		t.Fatalf("%d streams held after a refused listen, want 0", n)
+	}
+}

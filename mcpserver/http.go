@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/vigilhq/vigil/clock"
@@ -291,7 +292,8 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	if !checkMessage(w, r) {
+	body, ok := checkMessage(w, r)
+	if !ok {
 		return
 	}
 	if isStateless(r) && r.Method == http.MethodPost && r.Header.Get("Mcp-Method") == "subscriptions/listen" {
@@ -329,6 +331,9 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			defer release()
 		}
 		h.stateless.ServeHTTP(w, r)
+		return
+	}
+	if refuseListenWithSessions(w, body) {
 		return
 	}
 	sid := r.Header.Get("Mcp-Session-Id")
@@ -415,6 +420,11 @@ func (h *httpHandler) open(w http.ResponseWriter, r *http.Request, req *request)
 		if sid := hd.Get("Mcp-Session-Id"); sid != "" {
 			h.mu.Lock()
 			defer h.mu.Unlock()
+			if h.closed {
+				// Every session was closed as shutdown began, before
+				// this one was known: left unknown, opened closes it.
+				return
+			}
 			ended, end := context.WithCancel(context.Background())
 			s = &session{id: sid, identity: identity(req.caller), release: release, active: 1, ended: ended, end: end}
 			h.sessions[sid] = s
@@ -427,9 +437,9 @@ func (h *httpHandler) open(w http.ResponseWriter, r *http.Request, req *request)
 }
 
 // opened settles the session an initialize opened once it has been
-// answered: *handed (nil if none was handed out; set under h.mu) is kept
-// if the SDK opened it, else forgotten, closed and its place given back
-// with release.
+// answered: *handed (nil if none was handed out, or it was once shutdown
+// had begun; set under h.mu) is kept if the SDK opened it, else
+// forgotten, closed and its place given back with release.
 func (h *httpHandler) opened(handed **session, req *request, release func()) {
 	ss := req.opened.Load()
 	// The SDK closes a session whose first request did not initialize it.
@@ -521,24 +531,78 @@ func (h *httpHandler) closeAll() {
 // itself, before the SDK reads it: the SDK's decoder takes the last of two
 // members of one name (a second "name" or "arguments" would be the call
 // run) and replaces invalid UTF-8 (a resource's URI would name another
-// session). JSON that does not parse, and a body that cannot be read, are
-// the SDK's to answer, as they were.
-func checkMessage(w http.ResponseWriter, r *http.Request) bool {
+// session). JSON that does not parse, a body that cannot be read and one
+// past the SDK's bound are the SDK's to answer, as they were.
+//
+// It returns the body it read: nil when r is no POST, or its body could
+// not be read whole, is past the bound or is not JSON.
+func checkMessage(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	if r.Method != http.MethodPost || r.Body == nil || r.Body == http.NoBody {
-		return true
+		return nil, true
 	}
-	body, err := io.ReadAll(r.Body)
+	// No more than the SDK's own bound, and a byte: a body past it the
+	// SDK refuses as it reads it again, and reading all of it here first
+	// would hold a body of any size in memory (in front of this handler
+	// the HTTP API's limit is lower, but the handler may be served alone).
+	orig := r.Body
+	body, err := io.ReadAll(io.LimitReader(orig, mcp.DefaultMaxRequestBodyBytes+1))
+	if err == nil && len(body) > mcp.DefaultMaxRequestBodyBytes {
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(body), orig), orig}
+		return nil, true
+	}
 	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), failingReader{err}))
 	if err != nil || !json.Valid(body) {
-		return true
+		return nil, true
 	}
 	// A tool's arguments are decoded strictly by the tool, whose refusal
 	// is a tool result a model reads.
 	if err := gateway.CheckJSON(body, "/params/arguments"); err != nil {
 		fail(w, err)
-		return false
+		return nil, false
 	}
-	return true
+	return body, true
+}
+
+// refuseListenWithSessions refuses a subscriptions/listen, alone or in a
+// batch, sent on a revision with sessions, and reports whether it did.
+// Those revisions have no such method (they follow a resource with
+// resources/subscribe and hear it on the GET stream, both counted), but
+// the SDK serves it on any revision: each would stay open, held as no
+// stream, for as long as its client kept the request open, as many at a
+// time as a client cared to send on one MCP session.
+func refuseListenWithSessions(w http.ResponseWriter, body []byte) bool {
+	type message struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	var msgs []message
+	if b := bytes.TrimSpace(body); len(b) > 0 && b[0] == '[' {
+		_ = json.Unmarshal(b, &msgs)
+	} else {
+		var m message
+		if json.Unmarshal(b, &m) == nil {
+			msgs = []message{m}
+		}
+	}
+	for _, m := range msgs {
+		if m.Method != "subscriptions/listen" {
+			continue
+		}
+		id := json.RawMessage("null")
+		if len(m.ID) > 0 {
+			id = m.ID
+		}
+		msg, _ := json.Marshal("method not found: subscriptions/listen is served from revision " + firstStatelessRevision +
+			" on; on this revision subscribe with resources/subscribe and listen on the session's GET stream")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%s}}`, id, jsonrpc.CodeMethodNotFound, msg)
+		return true
+	}
+	return false
 }
 
 // failingReader gives its error (io.EOF when it has none), so a body read

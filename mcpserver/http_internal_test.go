@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -268,5 +269,91 @@ func TestAnMCPSessionWhoseRequestPanickedStillIdlesOut(t *testing.T) {
 				t.Fatalf("a request that panicked on %s: %v", when, err)
 			}
 		})
+	}
+}
+
+// An initialize served as shutdown begins, past the check that refuses
+// one once it has begun, opens no session that outlives the shutdown:
+// closing every session happened before it was known, so it is closed
+// as it is answered and gives its place back, instead of holding it
+// until it idled out.
+func TestAnInitializeAnsweredAsShutdownBeginsKeepsNoSession(t *testing.T) {
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		g := gatewaytest.Open(t, gatewaytest.Options{Path: filepath.Join(dir, "v.db")}).Gateway
+		resolve := func(r *http.Request) (gateway.Caller, error) {
+			return g.ResolveCaller(r.Context(), gateway.Principal{Role: gateway.RoleAgent, ID: "a"}, "")
+		}
+		serveCtx, shutdown := context.WithCancel(context.Background())
+		defer shutdown()
+		h := newHTTPHandler(serveCtx, g, resolve, nil, HTTPOptions{})
+		sdk := h.stream
+		h.stream = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Mcp-Session-Id") == "" {
+				// Admitted: shutdown begins, and every open session is
+				// closed, before the SDK opens this one.
+				shutdown()
+				synctest.Wait()
+			}
+			sdk.ServeHTTP(w, r)
+		})
+		l := newPipeListener()
+		srv := &http.Server{Handler: h}
+		go srv.Serve(l)
+		defer srv.Close()
+		transport := &http.Transport{DialContext: l.dial}
+		defer transport.CloseIdleConnections()
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "shutdown-test", Version: "1"}, nil).Connect(context.Background(),
+			&mcp.StreamableClientTransport{Endpoint: bubbleURL, HTTPClient: &http.Client{Transport: transport},
+				MaxRetries: -1, DisableStandaloneSSE: true},
+			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err == nil {
+			defer cs.Close()
+		}
+		synctest.Wait()
+		if k, c, s := openSessions(h, g); k != 0 || c != 0 || s != 0 {
+			t.Fatalf("an initialize answered as shutdown began: %d known, %d counted, %d served; want none", k, c, s)
+		}
+	})
+}
+
+// counted counts the bytes read from it: size of them, all 'a'.
+type counted struct{ read, size int64 }
+
+func (c *counted) Read(p []byte) (int, error) {
+	if c.read >= c.size {
+		return 0, io.EOF
+	}
+	n := int(min(int64(len(p)), c.size-c.read))
+	for i := range p[:n] {
+		p[i] = 'a'
+	}
+	c.read += int64(n)
+	return n, nil
+}
+
+// The handler served on its own, without the HTTP API's body limit in
+// front, reads no more of a body than the SDK's own bound before it is
+// refused: a look at the message before the SDK reads it must not read
+// the whole of a body of any size into memory.
+func TestAnOversizedBodyIsRefusedHavingReadLittleMoreThanTheBound(t *testing.T) {
+	g := edgeGateway(t)
+	resolve := func(r *http.Request) (gateway.Caller, error) {
+		return g.ResolveCaller(r.Context(), gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "")
+	}
+	h := newHTTPHandler(t.Context(), g, resolve, nil, HTTPOptions{})
+	const bound = mcp.DefaultMaxRequestBodyBytes
+	rest := &counted{size: 16 * bound}
+	body := io.MultiReader(strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"`), rest)
+	req := httptest.NewRequest(http.MethodPost, bubbleURL, body)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusRequestEntityTooLarge {
+		t.Errorf("a body of %d bytes: %d, want 413", rest.size, rec.Code)
+	}
+	if rest.read > 2*bound {
+		t.Fatalf("%d bytes of the body read before it was refused, want at most %d (twice the bound)", rest.read, 2*bound)
 	}
 }

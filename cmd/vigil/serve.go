@@ -114,8 +114,8 @@ for them (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER=console…; docs/ope
 	l := &cfg.limits
 	fs.IntVar(&l.Streams, "max-streams", gateway.DefaultMaxStreams, "open event streams and MCP resource subscriptions in all (-1: no limit)")
 	fs.IntVar(&l.StreamsPerCredential, "max-streams-per-credential", gateway.DefaultMaxStreamsPerCredential, "open event streams and MCP resource subscriptions per credential (-1: no limit)")
-	fs.IntVar(&l.Waits, "max-waits", gateway.DefaultMaxWaits, "parked turns and sends waiting for a reply, in all (-1: no limit)")
-	fs.IntVar(&l.WaitsPerCredential, "max-waits-per-credential", gateway.DefaultMaxWaitsPerCredential, "parked turns and waiting sends per credential (-1: no limit)")
+	fs.IntVar(&l.Waits, "max-waits", gateway.DefaultMaxWaits, "parked turns, sends waiting for a reply and fences, in all (-1: no limit)")
+	fs.IntVar(&l.WaitsPerCredential, "max-waits-per-credential", gateway.DefaultMaxWaitsPerCredential, "parked turns, waiting sends and fences per credential (-1: no limit)")
 	fs.IntVar(&l.MCPSessions, "max-mcp-sessions", gateway.DefaultMaxMCPSessions, "open MCP sessions in all (-1: no limit)")
 	fs.IntVar(&l.MCPSessionsPerCredential, "max-mcp-sessions-per-credential", gateway.DefaultMaxMCPSessionsPerCredential, "open MCP sessions per credential (-1: no limit)")
 	fs.DurationVar(&cfg.http.MCPIdleTimeout, "mcp-idle-timeout", mcpserver.DefaultIdleTimeout, "how long an MCP session may go without a request before it is closed")
