@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -394,6 +396,10 @@ type subscriptions struct {
 	background *sync.WaitGroup
 	ended      bool
 
+	// sdkHandler is the SDK's handling of requests, beneath every
+	// middleware (add, sdkForget).
+	sdkHandler mcp.MethodHandler
+
 	// runFollower runs a follower for run: (*gateway.Follower).Run, or,
 	// in tests, one that ends as the gateway's may.
 	runFollower func(*gateway.Follower, context.Context, gateway.FollowReader) error
@@ -419,11 +425,44 @@ func newSubscriptions(ctx context.Context, g *gateway.Gateway, log *slog.Logger,
 }
 
 // add makes srv's sessions subscribers: one follower per session serves
-// the subscribers of every server added.
+// the subscribers of every server added. Called before any other
+// receiving middleware is added to srv, it keeps the SDK's own handling
+// of requests (sdkHandler).
 func (s *subscriptions) add(srv *mcp.Server) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.servers = append(s.servers, srv)
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		s.sdkHandler = next // the SDK's: it serves each session's own server
+		return next
+	})
+}
+
+// sdkForgetKey marks the context of an unsubscribe made by
+// sdkForget, which unsubscribe leaves to the SDK.
+type sdkForgetKey struct{}
+
+// sdkForget takes ss off the SDK's own list of uri's subscribers, as a
+// client's unsubscribe would. The SDK keeps that list apart from these
+// subscriptions and empties it only on an unsubscribe: without this, a
+// subscription ended by its session's deletion stays on it, and an MCP
+// session closed leaves an empty entry for every URI it subscribed to,
+// which sessions subscribing to ever new keys would grow without bound.
+// Called without mu.
+func (s *subscriptions) sdkForget(ss *mcp.ServerSession, uris ...string) {
+	s.mu.Lock()
+	handle := s.sdkHandler
+	s.mu.Unlock()
+	if handle == nil {
+		return
+	}
+	ctx := context.WithValue(context.Background(), sdkForgetKey{}, true)
+	for _, uri := range uris {
+		if _, err := handle(ctx, "resources/unsubscribe", &mcp.UnsubscribeRequest{Session: ss,
+			Params: &mcp.UnsubscribeParams{URI: uri}}); err != nil {
+			s.log.Warn("mcp: forget a subscription", "uri", uri, "err", err)
+		}
+	}
 }
 
 // each returns the servers whose sessions subscribe.
@@ -597,9 +636,11 @@ func (s *subscriptions) leaveLocked(fw *follow, ss *mcp.ServerSession) {
 func (s *subscriptions) forget(ss *mcp.ServerSession) {
 	s.mu.Lock()
 	var stopped []*follow
+	var uris []string
 	if s.of[ss] > 0 {
 		for uri, fw := range s.follows {
 			if _, in := fw.sessions[ss]; in {
+				uris = append(uris, uri)
 				s.leaveLocked(fw, ss)
 				if s.dropIfUnfollowedLocked(uri, fw) {
 					stopped = append(stopped, fw)
@@ -609,6 +650,7 @@ func (s *subscriptions) forget(ss *mcp.ServerSession) {
 	}
 	delete(s.of, ss)
 	s.mu.Unlock()
+	s.sdkForget(ss, uris...)
 	for _, fw := range stopped {
 		<-fw.done
 	}
@@ -617,7 +659,10 @@ func (s *subscriptions) forget(ss *mcp.ServerSession) {
 // unsubscribe stops following a session once no MCP session of this
 // server follows it; it returns when the follower has stopped, so nothing
 // is sent for it after the answer.
-func (s *subscriptions) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
+func (s *subscriptions) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+	if ctx.Value(sdkForgetKey{}) != nil {
+		return nil // ended here already: only the SDK's list is left
+	}
 	s.mu.Lock()
 	fw, ok := s.follows[req.Params.URI]
 	stopped := false
@@ -656,13 +701,18 @@ func (s *subscriptions) pruneEnded(uri string, fw *follow) {
 		}
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	var ended []*mcp.ServerSession
 	for ss := range fw.sessions {
 		if !live[ss] {
 			s.leaveLocked(fw, ss)
+			ended = append(ended, ss)
 		}
 	}
 	s.dropIfUnfollowedLocked(uri, fw)
+	s.mu.Unlock()
+	for _, ss := range ended {
+		s.sdkForget(ss, uri)
+	}
 }
 
 // run tells uri's subscribers what f hears until ctx ends: an update for
@@ -724,8 +774,14 @@ func (s *subscriptions) run(ctx context.Context, uri string, fw *follow, f *gate
 func (s *subscriptions) endAll(uri string, fw *follow, updated func(mcp.Meta), meta mcp.Meta) {
 	s.mu.Lock()
 	fw.ending = true
+	ending := slices.Collect(maps.Keys(fw.sessions))
 	s.mu.Unlock()
 	updated(meta)
+	// While fw is ending, a subscribe to uri waits for it to stop: the
+	// SDK is told first, so it cannot forget a subscription made anew.
+	for _, ss := range ending {
+		s.sdkForget(ss, uri)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for ss := range fw.sessions {
