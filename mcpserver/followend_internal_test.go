@@ -33,12 +33,7 @@ func startEndingFirst(t *testing.T, ending error) *endingFirst {
 	ctx, cancel := context.WithTimeout(context.Background(), edgeHangGuard) // a hang guard, not a timing
 	t.Cleanup(cancel)
 	g := gatewaytest.Open(t, gatewaytest.Options{}).Gateway
-	caller, err := g.ResolveCaller(ctx, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main")
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.DiscardHandler)
-	subs := newSubscriptions(ctx, g, log, nil)
+	subs := newSubscriptions(ctx, g, slog.New(slog.DiscardHandler), nil)
 	var runs atomic.Int32
 	subs.runFollower = func(f *gateway.Follower, ctx context.Context, r gateway.FollowReader) error {
 		if runs.Add(1) == 1 {
@@ -46,23 +41,10 @@ func startEndingFirst(t *testing.T, ending error) *endingFirst {
 		}
 		return f.Run(ctx, r)
 	}
-	srv := newServer(g, log, func(*mcp.RequestExtra) (gateway.Caller, context.Context, bool) {
-		return caller, context.Background(), true
-	}, subs, nil)
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := srv.Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ss.Close() })
 	told := make(chan mcp.Meta, 16)
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "followend-test", Version: "1"}, &mcp.ClientOptions{
+	_, cs := mainServer(t, ctx, g, subs, &mcp.ClientOptions{
 		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) { told <- req.Params.Meta },
-	}).Connect(ctx, ct, &mcp.ClientSessionOptions{ProtocolVersion: rawProtocol})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
+	})
 	return &endingFirst{ctx: ctx, g: g, cs: cs, told: told}
 }
 
@@ -111,28 +93,9 @@ func TestWaitingOnBackgroundAfterTheServerEndsOutlastsEveryFollow(t *testing.T) 
 	defer cancel()
 	ctx, stop := context.WithCancel(guard)
 	g := gatewaytest.Open(t, gatewaytest.Options{}).Gateway
-	caller, err := g.ResolveCaller(ctx, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main")
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.DiscardHandler)
 	var background sync.WaitGroup
-	subs := newSubscriptions(ctx, g, log, &background)
-	srv := newServer(g, log, func(*mcp.RequestExtra) (gateway.Caller, context.Context, bool) {
-		return caller, context.Background(), true
-	}, subs, nil)
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := srv.Connect(guard, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ss.Close() })
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "followend-test", Version: "1"}, nil).
-		Connect(guard, ct, &mcp.ClientSessionOptions{ProtocolVersion: rawProtocol})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
+	subs := newSubscriptions(ctx, g, slog.New(slog.DiscardHandler), &background)
+	_, cs := mainServer(t, guard, g, subs, nil)
 	if err := cs.Subscribe(guard, &mcp.SubscribeParams{URI: workerURI(0)}); err != nil {
 		t.Fatal(err)
 	}

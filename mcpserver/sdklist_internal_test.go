@@ -29,17 +29,16 @@ func sdkListed(t *testing.T, srv *mcp.Server) int {
 	return f.Len()
 }
 
-// sdkListServer is a server of g acting as main's main session, with
-// one client connected, and the server's session.
-func sdkListServer(t *testing.T, ctx context.Context, g *gateway.Gateway) (*mcp.Server, *subscriptions, *mcp.ClientSession) {
+// mainServer is a server of g on subs, acting as main's main session,
+// with one client connected (made with opts, which may be nil) until the
+// test ends; ctx bounds the connecting.
+func mainServer(t *testing.T, ctx context.Context, g *gateway.Gateway, subs *subscriptions, opts *mcp.ClientOptions) (*mcp.Server, *mcp.ClientSession) {
 	t.Helper()
 	caller, err := g.ResolveCaller(ctx, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main")
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.DiscardHandler)
-	subs := newSubscriptions(ctx, g, log, nil)
-	srv := newServer(g, log, func(*mcp.RequestExtra) (gateway.Caller, context.Context, bool) {
+	srv := newServer(g, subs.log, func(*mcp.RequestExtra) (gateway.Caller, context.Context, bool) {
 		return caller, context.Background(), true
 	}, subs, nil)
 	st, ct := mcp.NewInMemoryTransports()
@@ -48,12 +47,20 @@ func sdkListServer(t *testing.T, ctx context.Context, g *gateway.Gateway) (*mcp.
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ss.Close() })
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "sdklist-test", Version: "1"}, nil).
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "mcpserver-test", Version: "1"}, opts).
 		Connect(ctx, ct, &mcp.ClientSessionOptions{ProtocolVersion: rawProtocol})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cs.Close() })
+	return srv, cs
+}
+
+// sdkListServer is mainServer on subscriptions of its own.
+func sdkListServer(t *testing.T, ctx context.Context, g *gateway.Gateway) (*mcp.Server, *subscriptions, *mcp.ClientSession) {
+	t.Helper()
+	subs := newSubscriptions(ctx, g, slog.New(slog.DiscardHandler), nil)
+	srv, cs := mainServer(t, ctx, g, subs, nil)
 	return srv, subs, cs
 }
 
