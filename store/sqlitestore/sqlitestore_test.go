@@ -1,6 +1,7 @@
 package sqlitestore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -477,5 +478,47 @@ func TestEveryCombinationOfOptionalFieldsIsStoredAsGiven(t *testing.T) {
 	if err := sqlitestore.DB(t, s).QueryRowContext(ctx, `SELECT count(*) FROM events WHERE dedupe_key = ''`).
 		Scan(&empty); err != nil || empty != 0 {
 		t.Fatalf("events with an empty dedupe key stored = %d (%v), want 0: empty means NULL", empty, err)
+	}
+}
+
+// A SQLite file of another program, named by mistake, is refused with an
+// error saying so, and is left as it was: none of vigil's tables are
+// added to it.
+func TestAnotherProgramsDatabaseIsRefusedAndLeftAsItWas(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "notes.db")
+	other := sqlitestore.OpenRaw(t, path)
+	if _, err := other.ExecContext(t.Context(), `CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)`); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sqlitestore.Open(t.Context(), path, sqlitestore.Options{})
+	if err == nil {
+		s.Close()
+		t.Fatal("Open of another program's database succeeded")
+	}
+	if msg := err.Error(); !strings.Contains(msg, "not a vigil database") || !strings.Contains(msg, path) {
+		t.Errorf("error %q does not say %s is not a vigil database", msg, path)
+	}
+	var tables []string
+	rows, err := other.QueryContext(t.Context(), `SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		tables = append(tables, name)
+	}
+	if !reflect.DeepEqual(tables, []string{"notes"}) {
+		t.Errorf("the file's tables after the refused open: %v, want [notes]", tables)
+	}
+	if after, err := os.ReadFile(path); err != nil || !bytes.Equal(after, before) {
+		t.Errorf("the file changed under the refused open (%v)", err)
 	}
 }
