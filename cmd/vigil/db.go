@@ -192,11 +192,24 @@ func dbPgDumpAdvice(db, file string) string {
 	}
 	args := []string{"pg_dump", "--format=custom", "--file=" + shellQuote(file)}
 	if schema != "" {
-		args = append(args, "--schema="+shellQuote(schema))
+		args = append(args, "--schema="+shellQuote(pgDumpPattern(schema)))
 	}
 	args = append(args, shellQuote(redact.URL(server)))
 	return "vigil db backup copies SQLite files; back up PostgreSQL with pg_dump, which takes one consistent " +
 		"snapshot while the gateways run (docs/operations.md, \"Backup and restore\"):\n  " + strings.Join(args, " ")
+}
+
+// pgDumpPattern is the pg_dump --schema pattern that matches the schema
+// named schema and no other. pg_dump folds an unquoted pattern to lower
+// case, reads a dot in it as a separator and * ? and regular expression
+// characters as wildcards; within double quotes every character is
+// itself, and "" is a double quote.
+func pgDumpPattern(schema string) string {
+	if strings.Trim(schema, "abcdefghijklmnopqrstuvwxyz0123456789_") == "" && schema != "" &&
+		(schema[0] < '0' || schema[0] > '9') {
+		return schema
+	}
+	return `"` + strings.ReplaceAll(schema, `"`, `""`) + `"`
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.

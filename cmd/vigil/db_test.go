@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -179,5 +180,25 @@ func TestAnUnknownDBSubcommandExits2NamingIt(t *testing.T) {
 	}
 	if _, err := os.Stat(db); !os.IsNotExist(err) {
 		t.Fatalf("the database was created: %v", err)
+	}
+}
+
+// The pg_dump command vigil db backup prints names vigil's schema as it
+// is spelled: pg_dump reads --schema as a pattern, which folds an unquoted
+// name to lower case and takes a dot for a database's name, so such a
+// name is given in double quotes.
+func TestDBBackupOfPostgreSQLNamesASchemaWithCapitalsOrADotExactly(t *testing.T) {
+	t.Parallel()
+	for schema, want := range map[string]string{
+		"Vigil":   `--schema='"Vigil"'`,
+		"a.b":     `--schema='"a.b"'`,
+		`vig"il`:  `--schema='"vig""il"'`,
+		"vigil_2": `--schema=vigil_2`,
+	} {
+		code, _, errOut := cliRun(t, cliEnv(nil), "db", "backup", "out.dump", "--db",
+			"postgres://vigil@db.example:5432/vigil?schema="+url.QueryEscape(schema))
+		if code != 1 || !strings.Contains(errOut, "pg_dump --format=custom --file=out.dump "+want+" ") {
+			t.Errorf("schema %q: exit %d, want %s in %q", schema, code, want, errOut)
+		}
 	}
 }
