@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -194,9 +195,33 @@ func dbPgDumpAdvice(db, file string) string {
 	if schema != "" {
 		args = append(args, "--schema="+shellQuote(pgDumpPattern(schema)))
 	}
-	args = append(args, shellQuote(redact.URL(server)))
+	args = append(args, shellQuote(redact.URL(withoutDriverSettings(server))))
 	return "vigil db backup copies SQLite files; back up PostgreSQL with pg_dump, which takes one consistent " +
 		"snapshot while the gateways run (docs/operations.md, \"Backup and restore\"):\n  " + strings.Join(args, " ")
+}
+
+// withoutDriverSettings is server without the query parameters that only
+// pgx reads (its pool's and its statement cache's), which libpq, and so
+// pg_dump, refuses as invalid URI query parameters.
+func withoutDriverSettings(server string) string {
+	u, err := url.Parse(server)
+	if err != nil {
+		return server
+	}
+	q, dropped := u.Query(), false
+	for k := range q {
+		switch {
+		case strings.HasPrefix(k, "pool_"), k == "statement_cache_capacity", k == "description_cache_capacity",
+			k == "default_query_exec_mode":
+			q.Del(k)
+			dropped = true
+		}
+	}
+	if !dropped {
+		return server
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // pgDumpPattern is the pg_dump --schema pattern that matches the schema

@@ -202,3 +202,17 @@ func TestDBBackupOfPostgreSQLNamesASchemaWithCapitalsOrADotExactly(t *testing.T)
 		}
 	}
 }
+
+// The URL in the pg_dump command vigil db backup prints leaves out the
+// settings only vigil's driver reads (pool_max_conns and the like), which
+// pg_dump refuses as invalid URI query parameters, and keeps the rest.
+func TestDBBackupOfPostgreSQLLeavesTheDriversOwnSettingsOutOfPgDumpsURL(t *testing.T) {
+	t.Parallel()
+	code, _, errOut := cliRun(t, cliEnv(nil), "db", "backup", "out.dump", "--db",
+		"postgres://vigil@db.example:5432/vigil?sslmode=require&schema=vigil&pool_max_conns=8&pool_min_conns=1"+
+			"&statement_cache_capacity=64&default_query_exec_mode=exec&connect_timeout=5")
+	want := "pg_dump --format=custom --file=out.dump --schema=vigil 'postgres://vigil@db.example:5432/vigil?connect_timeout=5&sslmode=require'"
+	if code != 1 || !strings.Contains(errOut, want) {
+		t.Errorf("exit %d, want %s in %q", code, want, errOut)
+	}
+}
