@@ -133,6 +133,32 @@ PostgreSQL, take the copy with pg_dump: the command says how.`,
 			fmt.Fprintf(env.stdout, "backed up %s to %s (%d bytes)\n", db, args[0], size)
 			return nil
 		},
+	}, &cobra.Command{
+		Use:   "restore FILE",
+		Short: "put the SQLite copy in FILE in the database's place, vigil stopped",
+		Long: `Put the copy of a SQLite database in FILE (vigil db backup's) in the place of the database
+--db names, which no vigil process may have open. The write-ahead log and shared-memory
+files of the database it replaces are removed with it: a log a crash left would otherwise
+be applied to the copy when vigil next opens it, and damage it. A FILE that is not a vigil
+database, or of a newer schema than this build's, is refused and nothing is changed. On
+PostgreSQL, restore with pg_restore (docs/operations.md, "Backup and restore").`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return cliUsagef("name the backup FILE to restore")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if node.IsPostgres(db) {
+				return &cliExitError{msg: "vigil db restore puts back SQLite files; restore PostgreSQL with pg_restore " +
+					"(docs/operations.md, \"Backup and restore\")"}
+			}
+			if err := sqlitestore.Restore(cmd.Context(), args[0], db); err != nil {
+				return &cliExitError{msg: err.Error()}
+			}
+			fmt.Fprintf(env.stdout, "restored %s from %s\n", db, args[0])
+			return nil
+		},
 	})
 	return cmd
 }

@@ -216,3 +216,32 @@ func TestDBBackupOfPostgreSQLLeavesTheDriversOwnSettingsOutOfPgDumpsURL(t *testi
 		t.Errorf("exit %d, want %s in %q", code, want, errOut)
 	}
 }
+
+// vigil db restore refuses the file of a running gateway, and once the
+// gateway is stopped puts the backup in its place.
+func TestDBRestoreWaitsForTheGatewayToStopThenPutsTheBackupBack(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "vigil.db")
+	backup := filepath.Join(dir, "backup.db")
+	r := startServe(t, db, nil)
+	if code, _, errOut := cliRun(t, cliEnv(nil), "db", "backup", backup, "--db", db); code != 0 {
+		t.Fatalf("backup: %s", errOut)
+	}
+	spawned := callOK[gateway.SpawnOutput](t, r, "", "agent:main:main", "sessions_spawn", gateway.SpawnInput{Task: "after the backup"})
+	if code, _, errOut := cliRun(t, cliEnv(nil), "db", "restore", backup, "--db", db); code != 1 || !strings.Contains(errOut, "stop vigil first") {
+		t.Errorf("restore over a running gateway's file: exit %d, %q", code, errOut)
+	}
+	r.stop(t)
+	if code, out, errOut := cliRun(t, cliEnv(nil), "db", "restore", backup, "--db", db); code != 0 || !strings.Contains(out, "restored") {
+		t.Fatalf("restore: exit %d, %q, %q", code, out, errOut)
+	}
+	st, err := sqlitestore.Open(context.Background(), db, sqlitestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ref := vigil.SessionRef{AgentID: "main", Key: spawned.ChildSessionKey}
+	if _, ok, err := st.Session(context.Background(), ref); err != nil || ok {
+		t.Errorf("the session spawned after the backup is in the restored database (%v)", err)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"testing/synctest"
 
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/internal/crashcopy"
 	"github.com/vigilhq/vigil/store/sqlitestore"
 	"github.com/vigilhq/vigil/store/storetest"
 )
@@ -520,5 +521,65 @@ func TestAnotherProgramsDatabaseIsRefusedAndLeftAsItWas(t *testing.T) {
 	}
 	if after, err := os.ReadFile(path); err != nil || !bytes.Equal(after, before) {
 		t.Errorf("the file changed under the refused open (%v)", err)
+	}
+}
+
+// Restore puts a backup in the place of a database that a crash left with
+// its write-ahead log beside it. The log belongs to the database it
+// replaces: left there, the next open would apply its pages to the copy
+// and damage it.
+func TestARestoreOverADatabaseACrashLeftWithItsLogGivesTheBackup(t *testing.T) {
+	dir := t.TempDir()
+	live := filepath.Join(dir, "live.db")
+	s := open(t, live, sqlitestore.Options{})
+	storetest.AppendOne(t, s, storetest.GoalEvent(alphaMain, "kept"))
+	backup := filepath.Join(dir, "backup.db")
+	if err := sqlitestore.Backup(t.Context(), live, backup); err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		storetest.AppendOne(t, s, storetest.GoalEvent(alphaMain, ""))
+	}
+	crashed := filepath.Join(dir, "crashed.db")
+	if err := crashcopy.Copy(live, crashed); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(crashed + "-wal"); err != nil || fi.Size() == 0 {
+		t.Fatalf("the crash left no log beside the database (%v)", err)
+	}
+
+	if err := sqlitestore.Restore(t.Context(), backup, crashed); err != nil {
+		t.Fatal(err)
+	}
+	r := open(t, crashed, sqlitestore.Options{})
+	var check string
+	if err := sqlitestore.DB(t, r).QueryRowContext(t.Context(), `PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
+		t.Fatalf("the restored database's integrity check: %q, %v", check, err)
+	}
+	h, err := r.History(t.Context(), alphaMain, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Events) != 1 {
+		t.Errorf("the restored database has %d events of %v, want the backup's 1", len(h.Events), alphaMain)
+	}
+}
+
+// Restore refuses a database that a store holds, and leaves it as it was.
+func TestARestoreOverADatabaseAStoreHoldsIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	live := filepath.Join(dir, "live.db")
+	s := open(t, live, sqlitestore.Options{})
+	storetest.AppendOne(t, s, storetest.GoalEvent(alphaMain, ""))
+	backup := filepath.Join(dir, "backup.db")
+	if err := sqlitestore.Backup(t.Context(), live, backup); err != nil {
+		t.Fatal(err)
+	}
+	storetest.AppendOne(t, s, storetest.GoalEvent(alphaMain, ""))
+	if err := sqlitestore.Restore(t.Context(), backup, live); !errors.Is(err, sqlitestore.ErrInUse) {
+		t.Fatalf("Restore over a held database: %v, want ErrInUse", err)
+	}
+	if h, err := s.History(t.Context(), alphaMain, 0, 100); err != nil || len(h.Events) != 2 {
+		t.Errorf("after the refused restore: %d events, %v; want 2", len(h.Events), err)
 	}
 }
