@@ -479,7 +479,11 @@ func Migrations(ctx context.Context, path string) ([]Migration, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("no database at %s: %w", path, err)
 	}
-	db := openDB("file:"+path+"?_query_only=1&_busy_timeout=5000", nil)
+	dsn := "file:" + path + "?_query_only=1&_busy_timeout=5000"
+	if err := checkVigils(ctx, dsn); err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	db := openDB(dsn, nil)
 	defer db.Close()
 	applied := map[int]int64{}
 	var tables int

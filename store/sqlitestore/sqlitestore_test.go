@@ -583,3 +583,15 @@ func TestARestoreOverADatabaseAStoreHoldsIsRefused(t *testing.T) {
 		t.Errorf("after the refused restore: %d events, %v; want 2", len(h.Events), err)
 	}
 }
+
+// Migrations of another program's SQLite file says it is not a vigil
+// database, rather than listing every migration as one to apply.
+func TestMigrationsOfAnotherProgramsDatabaseSaysItIsNotVigils(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "notes.db")
+	if _, err := sqlitestore.OpenRaw(t, path).ExecContext(t.Context(), `CREATE TABLE notes (id INTEGER PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	if ms, err := sqlitestore.Migrations(t.Context(), path); err == nil || !strings.Contains(err.Error(), "not a vigil database") {
+		t.Errorf("Migrations of another program's file: %d listed, %v; want an error saying it is not a vigil database", len(ms), err)
+	}
+}
