@@ -59,9 +59,7 @@ func Restore(ctx context.Context, backup, path string) error {
 		return fmt.Errorf("restore from %s: not a vigil database: it has no vigil schema version", backup)
 	}
 	// A link is followed: the database it names is the one replaced.
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		path = real
-	}
+	path = followLinks(path)
 	lock, err := acquireLock(path, true)
 	if errors.Is(err, ErrInUse) {
 		return fmt.Errorf("restore to %s: %w: stop vigil first", path, err)

@@ -174,7 +174,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	// A new database is the owner's alone, as its backups are; a file
 	// that exists keeps the mode it has.
-	if err := newOwnerOnlyFile(path); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := newOwnerOnlyFile(followLinks(path)); err != nil && !errors.Is(err, fs.ErrExist) {
 		lock.release()
 		return nil, fmt.Errorf("open %s: create the database file: %w", path, err)
 	}

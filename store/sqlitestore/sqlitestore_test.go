@@ -390,6 +390,40 @@ func TestALinkToAnExclusiveStoresFileIsRefused(t *testing.T) {
 	}
 }
 
+// A link that names a database not made yet leads to the same lock as
+// the file it names, once the first store through it has made the file.
+func TestALinkToAFileNotYetMadeMeetsTheFilesLock(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "vigil.db")
+	link := filepath.Join(dir, "link.db")
+	if err := os.Symlink(path, link); err != nil {
+		t.Skipf("no symbolic links here: %v", err)
+	}
+	open(t, link, sqlitestore.Options{})
+	if err := openErr(t, path, sqlitestore.Options{}); !errors.Is(err, sqlitestore.ErrInUse) {
+		t.Errorf("Open of the file a store made through a link = %v, want ErrInUse", err)
+	}
+}
+
+// A database made through a link that names no file yet is its owner's
+// alone, as one made at its own path is.
+func TestADatabaseMadeThroughALinkIsReadableByItsOwnerOnly(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "vigil.db")
+	link := filepath.Join(dir, "link.db")
+	if err := os.Symlink(path, link); err != nil {
+		t.Skipf("no symbolic links here: %v", err)
+	}
+	open(t, link, sqlitestore.Options{})
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode := fi.Mode().Perm(); mode&0o077 != 0 {
+		t.Errorf("the database made through a link has mode %v: others may read it", mode)
+	}
+}
+
 // An open waits a moment for a holder on its way out, as a restart's new
 // process meets the old one exiting. In a synctest bubble the open's
 // retries wait on the bubble's clock, so once every goroutine is blocked
