@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -132,6 +133,32 @@ PostgreSQL, take the copy with pg_dump: the command says how.`,
 			fmt.Fprintf(env.stdout, "backed up %s to %s (%d bytes)\n", db, args[0], size)
 			return nil
 		},
+	}, &cobra.Command{
+		Use:   "restore FILE",
+		Short: "put the SQLite copy in FILE in the database's place, vigil stopped",
+		Long: `Put the copy of a SQLite database in FILE (vigil db backup's) in the place of the database
+--db names, which no vigil process may have open. The write-ahead log and shared-memory
+files of the database it replaces are removed with it: a log a crash left would otherwise
+be applied to the copy when vigil next opens it, and damage it. A FILE that is not a vigil
+database, or of a newer schema than this build's, is refused and nothing is changed. On
+PostgreSQL, restore with pg_restore (docs/operations.md, "Backup and restore").`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return cliUsagef("name the backup FILE to restore")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if node.IsPostgres(db) {
+				return &cliExitError{msg: "vigil db restore puts back SQLite files; restore PostgreSQL with pg_restore " +
+					"(docs/operations.md, \"Backup and restore\")"}
+			}
+			if err := sqlitestore.Restore(cmd.Context(), args[0], db); err != nil {
+				return &cliExitError{msg: err.Error()}
+			}
+			fmt.Fprintf(env.stdout, "restored %s from %s\n", db, args[0])
+			return nil
+		},
 	})
 	return cmd
 }
@@ -192,11 +219,48 @@ func dbPgDumpAdvice(db, file string) string {
 	}
 	args := []string{"pg_dump", "--format=custom", "--file=" + shellQuote(file)}
 	if schema != "" {
-		args = append(args, "--schema="+shellQuote(schema))
+		args = append(args, "--schema="+shellQuote(pgDumpPattern(schema)))
 	}
-	args = append(args, shellQuote(redact.URL(server)))
+	args = append(args, shellQuote(redact.URL(withoutDriverSettings(server))))
 	return "vigil db backup copies SQLite files; back up PostgreSQL with pg_dump, which takes one consistent " +
 		"snapshot while the gateways run (docs/operations.md, \"Backup and restore\"):\n  " + strings.Join(args, " ")
+}
+
+// withoutDriverSettings is server without the query parameters that only
+// pgx reads (its pool's and its statement cache's), which libpq, and so
+// pg_dump, refuses as invalid URI query parameters.
+func withoutDriverSettings(server string) string {
+	u, err := url.Parse(server)
+	if err != nil {
+		return server
+	}
+	q, dropped := u.Query(), false
+	for k := range q {
+		switch {
+		case strings.HasPrefix(k, "pool_"), k == "statement_cache_capacity", k == "description_cache_capacity",
+			k == "default_query_exec_mode":
+			q.Del(k)
+			dropped = true
+		}
+	}
+	if !dropped {
+		return server
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// pgDumpPattern is the pg_dump --schema pattern that matches the schema
+// named schema and no other. pg_dump folds an unquoted pattern to lower
+// case, reads a dot in it as a separator and * ? and regular expression
+// characters as wildcards; within double quotes every character is
+// itself, and "" is a double quote.
+func pgDumpPattern(schema string) string {
+	if strings.Trim(schema, "abcdefghijklmnopqrstuvwxyz0123456789_") == "" && schema != "" &&
+		(schema[0] < '0' || schema[0] > '9') {
+		return schema
+	}
+	return `"` + strings.ReplaceAll(schema, `"`, `""`) + `"`
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -179,5 +180,68 @@ func TestAnUnknownDBSubcommandExits2NamingIt(t *testing.T) {
 	}
 	if _, err := os.Stat(db); !os.IsNotExist(err) {
 		t.Fatalf("the database was created: %v", err)
+	}
+}
+
+// The pg_dump command vigil db backup prints names vigil's schema as it
+// is spelled: pg_dump reads --schema as a pattern, which folds an unquoted
+// name to lower case and takes a dot for a database's name, so such a
+// name is given in double quotes.
+func TestDBBackupOfPostgreSQLNamesASchemaWithCapitalsOrADotExactly(t *testing.T) {
+	t.Parallel()
+	for schema, want := range map[string]string{
+		"Vigil":   `--schema='"Vigil"'`,
+		"a.b":     `--schema='"a.b"'`,
+		`vig"il`:  `--schema='"vig""il"'`,
+		"vigil_2": `--schema=vigil_2`,
+	} {
+		code, _, errOut := cliRun(t, cliEnv(nil), "db", "backup", "out.dump", "--db",
+			"postgres://vigil@db.example:5432/vigil?schema="+url.QueryEscape(schema))
+		if code != 1 || !strings.Contains(errOut, "pg_dump --format=custom --file=out.dump "+want+" ") {
+			t.Errorf("schema %q: exit %d, want %s in %q", schema, code, want, errOut)
+		}
+	}
+}
+
+// The URL in the pg_dump command vigil db backup prints leaves out the
+// settings only vigil's driver reads (pool_max_conns and the like), which
+// pg_dump refuses as invalid URI query parameters, and keeps the rest.
+func TestDBBackupOfPostgreSQLLeavesTheDriversOwnSettingsOutOfPgDumpsURL(t *testing.T) {
+	t.Parallel()
+	code, _, errOut := cliRun(t, cliEnv(nil), "db", "backup", "out.dump", "--db",
+		"postgres://vigil@db.example:5432/vigil?sslmode=require&schema=vigil&pool_max_conns=8&pool_min_conns=1"+
+			"&statement_cache_capacity=64&default_query_exec_mode=exec&connect_timeout=5")
+	want := "pg_dump --format=custom --file=out.dump --schema=vigil 'postgres://vigil@db.example:5432/vigil?connect_timeout=5&sslmode=require'"
+	if code != 1 || !strings.Contains(errOut, want) {
+		t.Errorf("exit %d, want %s in %q", code, want, errOut)
+	}
+}
+
+// vigil db restore refuses the file of a running gateway, and once the
+// gateway is stopped puts the backup in its place.
+func TestDBRestoreWaitsForTheGatewayToStopThenPutsTheBackupBack(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "vigil.db")
+	backup := filepath.Join(dir, "backup.db")
+	r := startServe(t, db, nil)
+	if code, _, errOut := cliRun(t, cliEnv(nil), "db", "backup", backup, "--db", db); code != 0 {
+		t.Fatalf("backup: %s", errOut)
+	}
+	spawned := callOK[gateway.SpawnOutput](t, r, "", "agent:main:main", "sessions_spawn", gateway.SpawnInput{Task: "after the backup"})
+	if code, _, errOut := cliRun(t, cliEnv(nil), "db", "restore", backup, "--db", db); code != 1 || !strings.Contains(errOut, "stop vigil first") {
+		t.Errorf("restore over a running gateway's file: exit %d, %q", code, errOut)
+	}
+	r.stop(t)
+	if code, out, errOut := cliRun(t, cliEnv(nil), "db", "restore", backup, "--db", db); code != 0 || !strings.Contains(out, "restored") {
+		t.Fatalf("restore: exit %d, %q, %q", code, out, errOut)
+	}
+	st, err := sqlitestore.Open(context.Background(), db, sqlitestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ref := vigil.SessionRef{AgentID: "main", Key: spawned.ChildSessionKey}
+	if _, ok, err := st.Session(context.Background(), ref); err != nil || ok {
+		t.Errorf("the session spawned after the backup is in the restored database (%v)", err)
 	}
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 	"testing"
 
+	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/store/pgstore"
+	"github.com/vigilhq/vigil/store/storetest"
 )
 
 // Migrations tells which migrations a schema has taken, changing nothing;
@@ -46,4 +49,57 @@ func TestEachMigrationIsLoggedAndMigrationsTellsWhichASchemaHasTaken(t *testing.
 			t.Errorf("after Open, migration %d is not taken", m.Version)
 		}
 	}
+}
+
+// A gateway whose role may read and write vigil's tables but not create
+// anything (the schema's owner, or a migrating role, ran vigil db migrate)
+// opens a schema that is up to date and writes to it.
+func TestARoleThatMayNotCreateOpensASchemaThatIsUpToDate(t *testing.T) {
+	ctx := context.Background()
+	schema := freshSchema(t)
+	open(t, schema).Close()
+
+	conn := connect(t)
+	defer conn.Close(ctx)
+	role := schema + "_gateway"
+	grants := []string{
+		`CREATE ROLE ` + role + ` NOLOGIN`,
+		`GRANT ` + role + ` TO current_user`,
+		`GRANT USAGE ON SCHEMA ` + schema + ` TO ` + role,
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ` + schema + ` TO ` + role,
+		`GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA ` + schema + ` TO ` + role,
+	}
+	t.Cleanup(func() {
+		conn := connect(t)
+		defer conn.Close(ctx)
+		for _, q := range []string{`REVOKE ALL ON ALL TABLES IN SCHEMA ` + schema + ` FROM ` + role,
+			`REVOKE ALL ON ALL SEQUENCES IN SCHEMA ` + schema + ` FROM ` + role,
+			`REVOKE ALL ON SCHEMA ` + schema + ` FROM ` + role, `DROP ROLE ` + role} {
+			if _, err := conn.Exec(ctx, q); err != nil {
+				t.Errorf("%s: %v", q, err)
+			}
+		}
+	})
+	for _, q := range grants {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	u, err := url.Parse(testURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("role", role) // a startup parameter: the session runs as role
+	u.RawQuery = q.Encode()
+	s, err := pgstore.Open(ctx, u.String(), pgstore.Options{Schema: schema})
+	if err != nil {
+		t.Fatalf("Open as a role that may not create: %v", err)
+	}
+	defer s.Close()
+	var who string
+	if err := pgstore.PoolOf(s).QueryRow(ctx, `SELECT current_user`).Scan(&who); err != nil || who != role {
+		t.Fatalf("the store's connections run as %q (%v), want %q", who, err, role)
+	}
+	storetest.AppendOne(t, s, storetest.GoalEvent(vigil.SessionRef{AgentID: "alpha", Key: "agent:alpha:main"}, ""))
 }

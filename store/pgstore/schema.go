@@ -219,9 +219,19 @@ func migrateOne(ctx context.Context, pool *pgxpool.Pool, schema string, lockKey 
 			}
 		}
 	}
-	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+	// CREATE TABLE IF NOT EXISTS needs the right to create in the schema
+	// even when the table is there, which a role that only reads and
+	// writes vigil's tables lacks: look first.
+	var versioned bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_tables
+		WHERE schemaname = current_schema() AND tablename = 'schema_migrations')`).Scan(&versioned); err != nil {
+		return 0, fmt.Errorf("look up schema_migrations: %w", err)
+	}
+	if !versioned {
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version integer PRIMARY KEY, applied_at bigint NOT NULL)`); err != nil {
-		return 0, fmt.Errorf("create schema_migrations: %w", err)
+			return 0, fmt.Errorf("create schema_migrations: %w", err)
+		}
 	}
 	var have int
 	if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&have); err != nil {

@@ -40,3 +40,12 @@ func HandBody(summary, payload string) []byte {
 	return appendBody(nil, &vigil.Event{Kind: vigil.KindGoalChanged, ActorType: vigil.ActorHuman, OccurredAt: 1,
 		Summary: summary, Payload: []byte(payload)})
 }
+
+// OpenRaw opens the SQLite file at path as any program would, without
+// vigil's schema; it is closed when the test ends.
+func OpenRaw(t testing.TB, path string) *sql.DB {
+	t.Helper()
+	db := openDB("file:"+path, nil)
+	t.Cleanup(func() { db.Close() })
+	return db
+}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"syscall"
 	"time"
 )
@@ -27,18 +26,9 @@ type fileLock struct{ f *os.File }
 const lockPatience = time.Second
 
 // lockPath is the lock file for a database path. It names the file the
-// path resolves to, so two paths to one database (a symbolic link, say)
-// meet at one lock.
-func lockPath(path string) string {
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		return real + "-lock"
-	}
-	// The database does not exist yet: its directory may still be a link.
-	if dir, err := filepath.EvalSymlinks(filepath.Dir(path)); err == nil {
-		return filepath.Join(dir, filepath.Base(path)) + "-lock"
-	}
-	return path + "-lock"
-}
+// path resolves to, so two paths to one database (a symbolic link, say,
+// also one made before the database) meet at one lock.
+func lockPath(path string) string { return followLinks(path) + "-lock" }
 
 // acquireLock takes the lock without waiting: exclusive for a store that
 // keeps the file to itself, shared for one of several.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -408,6 +409,55 @@ func migrate(ctx context.Context, db *sql.DB, now func() int64, log *slog.Logger
 	return nil
 }
 
+// checkVigils refuses a database that holds tables but no vigil schema
+// version: another program's file, named by mistake, which migrating would
+// fill with vigil's tables. A file with no tables at all (a new one, or
+// one whose first migration never committed) is vigil's to take. It reads
+// through a connection of its own, opened with dsn, and changes nothing.
+func checkVigils(ctx context.Context, dsn string) error {
+	db := openDB(dsn, nil)
+	defer db.Close()
+	var others []string
+	rows, err := db.QueryContext(ctx, `SELECT name FROM sqlite_master
+		WHERE type = 'table' AND name <> 'schema_migrations' AND name NOT LIKE 'sqlite\_%' ESCAPE '\'
+		ORDER BY name LIMIT 4`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return err
+		}
+		others = append(others, name)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(others) == 0 {
+		return nil
+	}
+	var versions int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).
+		Scan(&versions); err != nil {
+		return err
+	}
+	if versions > 0 {
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations`).Scan(&versions); err != nil {
+			return err
+		}
+	}
+	if versions > 0 {
+		return nil
+	}
+	if len(others) > 3 {
+		others = append(others[:3], "…")
+	}
+	return fmt.Errorf("not a vigil database: it holds tables of another program (%s) and no vigil schema version; "+
+		"name vigil's own file, or a new one", strings.Join(others, ", "))
+}
+
 func newerError(have int) error {
 	return fmt.Errorf("database schema version %d is newer than this build understands (%d)", have, SchemaVersion)
 }
@@ -429,7 +479,11 @@ func Migrations(ctx context.Context, path string) ([]Migration, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("no database at %s: %w", path, err)
 	}
-	db := openDB("file:"+path+"?_query_only=1&_busy_timeout=5000", nil)
+	dsn := "file:" + path + "?_query_only=1&_busy_timeout=5000"
+	if err := checkVigils(ctx, dsn); err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	db := openDB(dsn, nil)
 	defer db.Close()
 	applied := map[int]int64{}
 	var tables int

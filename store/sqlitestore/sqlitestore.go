@@ -174,7 +174,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	// A new database is the owner's alone, as its backups are; a file
 	// that exists keeps the mode it has.
-	if err := newOwnerOnlyFile(path); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := newOwnerOnlyFile(followLinks(path)); err != nil && !errors.Is(err, fs.ErrExist) {
 		lock.release()
 		return nil, fmt.Errorf("open %s: create the database file: %w", path, err)
 	}
@@ -222,6 +222,12 @@ func open(ctx context.Context, path, syncMode string, exclusive bool, opts Optio
 			q.Add(k, v)
 		}
 		return "file:" + path + "?" + q.Encode()
+	}
+	// Before the writer, whose first connection turns the file's journal
+	// to WAL, so that a file refused here is left as it was.
+	if err := checkVigils(ctx, "file:"+path+"?"+url.Values{
+		"_busy_timeout": {fmt.Sprint(opts.BusyTimeout.Milliseconds())}, "_query_only": {"1"}}.Encode()); err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	write := openDB(dsn("_synchronous="+syncMode, "_txlock=immediate"), func(c *sqlite3.SQLiteConn) error {
 		_, err := c.Exec(fmt.Sprintf(`PRAGMA wal_autocheckpoint = %d; PRAGMA journal_size_limit = %d`,

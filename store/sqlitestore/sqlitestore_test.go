@@ -1,6 +1,7 @@
 package sqlitestore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"testing/synctest"
 
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/internal/crashcopy"
 	"github.com/vigilhq/vigil/store/sqlitestore"
 	"github.com/vigilhq/vigil/store/storetest"
 )
@@ -388,6 +390,40 @@ func TestALinkToAnExclusiveStoresFileIsRefused(t *testing.T) {
 	}
 }
 
+// A link that names a database not made yet leads to the same lock as
+// the file it names, once the first store through it has made the file.
+func TestALinkToAFileNotYetMadeMeetsTheFilesLock(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "vigil.db")
+	link := filepath.Join(dir, "link.db")
+	if err := os.Symlink(path, link); err != nil {
+		t.Skipf("no symbolic links here: %v", err)
+	}
+	open(t, link, sqlitestore.Options{})
+	if err := openErr(t, path, sqlitestore.Options{}); !errors.Is(err, sqlitestore.ErrInUse) {
+		t.Errorf("Open of the file a store made through a link = %v, want ErrInUse", err)
+	}
+}
+
+// A database made through a link that names no file yet is its owner's
+// alone, as one made at its own path is.
+func TestADatabaseMadeThroughALinkIsReadableByItsOwnerOnly(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "vigil.db")
+	link := filepath.Join(dir, "link.db")
+	if err := os.Symlink(path, link); err != nil {
+		t.Skipf("no symbolic links here: %v", err)
+	}
+	open(t, link, sqlitestore.Options{})
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode := fi.Mode().Perm(); mode&0o077 != 0 {
+		t.Errorf("the database made through a link has mode %v: others may read it", mode)
+	}
+}
+
 // An open waits a moment for a holder on its way out, as a restart's new
 // process meets the old one exiting. In a synctest bubble the open's
 // retries wait on the bubble's clock, so once every goroutine is blocked
@@ -477,5 +513,119 @@ func TestEveryCombinationOfOptionalFieldsIsStoredAsGiven(t *testing.T) {
 	if err := sqlitestore.DB(t, s).QueryRowContext(ctx, `SELECT count(*) FROM events WHERE dedupe_key = ''`).
 		Scan(&empty); err != nil || empty != 0 {
 		t.Fatalf("events with an empty dedupe key stored = %d (%v), want 0: empty means NULL", empty, err)
+	}
+}
+
+// A SQLite file of another program, named by mistake, is refused with an
+// error saying so, and is left as it was: none of vigil's tables are
+// added to it.
+func TestAnotherProgramsDatabaseIsRefusedAndLeftAsItWas(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "notes.db")
+	other := sqlitestore.OpenRaw(t, path)
+	if _, err := other.ExecContext(t.Context(), `CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)`); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sqlitestore.Open(t.Context(), path, sqlitestore.Options{})
+	if err == nil {
+		s.Close()
+		t.Fatal("Open of another program's database succeeded")
+	}
+	if msg := err.Error(); !strings.Contains(msg, "not a vigil database") || !strings.Contains(msg, path) {
+		t.Errorf("error %q does not say %s is not a vigil database", msg, path)
+	}
+	var tables []string
+	rows, err := other.QueryContext(t.Context(), `SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		tables = append(tables, name)
+	}
+	if !reflect.DeepEqual(tables, []string{"notes"}) {
+		t.Errorf("the file's tables after the refused open: %v, want [notes]", tables)
+	}
+	if after, err := os.ReadFile(path); err != nil || !bytes.Equal(after, before) {
+		t.Errorf("the file changed under the refused open (%v)", err)
+	}
+}
+
+// Restore puts a backup in the place of a database that a crash left with
+// its write-ahead log beside it. The log belongs to the database it
+// replaces: left there, the next open would apply its pages to the copy
+// and damage it.
+func TestARestoreOverADatabaseACrashLeftWithItsLogGivesTheBackup(t *testing.T) {
+	dir := t.TempDir()
+	live := filepath.Join(dir, "live.db")
+	s := open(t, live, sqlitestore.Options{})
+	storetest.AppendOne(t, s, storetest.GoalEvent(alphaMain, "kept"))
+	backup := filepath.Join(dir, "backup.db")
+	if err := sqlitestore.Backup(t.Context(), live, backup); err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		storetest.AppendOne(t, s, storetest.GoalEvent(alphaMain, ""))
+	}
+	crashed := filepath.Join(dir, "crashed.db")
+	if err := crashcopy.Copy(live, crashed); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(crashed + "-wal"); err != nil || fi.Size() == 0 {
+		t.Fatalf("the crash left no log beside the database (%v)", err)
+	}
+
+	if err := sqlitestore.Restore(t.Context(), backup, crashed); err != nil {
+		t.Fatal(err)
+	}
+	r := open(t, crashed, sqlitestore.Options{})
+	var check string
+	if err := sqlitestore.DB(t, r).QueryRowContext(t.Context(), `PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
+		t.Fatalf("the restored database's integrity check: %q, %v", check, err)
+	}
+	h, err := r.History(t.Context(), alphaMain, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Events) != 1 {
+		t.Errorf("the restored database has %d events of %v, want the backup's 1", len(h.Events), alphaMain)
+	}
+}
+
+// Restore refuses a database that a store holds, and leaves it as it was.
+func TestARestoreOverADatabaseAStoreHoldsIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	live := filepath.Join(dir, "live.db")
+	s := open(t, live, sqlitestore.Options{})
+	storetest.AppendOne(t, s, storetest.GoalEvent(alphaMain, ""))
+	backup := filepath.Join(dir, "backup.db")
+	if err := sqlitestore.Backup(t.Context(), live, backup); err != nil {
+		t.Fatal(err)
+	}
+	storetest.AppendOne(t, s, storetest.GoalEvent(alphaMain, ""))
+	if err := sqlitestore.Restore(t.Context(), backup, live); !errors.Is(err, sqlitestore.ErrInUse) {
+		t.Fatalf("Restore over a held database: %v, want ErrInUse", err)
+	}
+	if h, err := s.History(t.Context(), alphaMain, 0, 100); err != nil || len(h.Events) != 2 {
+		t.Errorf("after the refused restore: %d events, %v; want 2", len(h.Events), err)
+	}
+}
+
+// Migrations of another program's SQLite file says it is not a vigil
+// database, rather than listing every migration as one to apply.
+func TestMigrationsOfAnotherProgramsDatabaseSaysItIsNotVigils(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "notes.db")
+	if _, err := sqlitestore.OpenRaw(t, path).ExecContext(t.Context(), `CREATE TABLE notes (id INTEGER PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	if ms, err := sqlitestore.Migrations(t.Context(), path); err == nil || !strings.Contains(err.Error(), "not a vigil database") {
+		t.Errorf("Migrations of another program's file: %d listed, %v; want an error saying it is not a vigil database", len(ms), err)
 	}
 }
