@@ -103,3 +103,24 @@ func TestARoleThatMayNotCreateOpensASchemaThatIsUpToDate(t *testing.T) {
 	}
 	storetest.AppendOne(t, s, storetest.GoalEvent(vigil.SessionRef{AgentID: "alpha", Key: "agent:alpha:main"}, ""))
 }
+
+// A schema name PostgreSQL would cut (past 63 bytes) or end early (a NUL)
+// would share a schema with another name while the advisory locks, taken
+// by the whole name, did not: it is refused, naming why, and nothing is
+// made.
+func TestASchemaNamePostgreSQLWouldNotKeepAsGivenIsRefused(t *testing.T) {
+	ctx := context.Background()
+	long := "vigil_" + strings.Repeat("x", 58) // 64 bytes
+	for name, want := range map[string]string{long: "at most 63", "vigil\x00team": "NUL"} {
+		if _, err := pgstore.Open(ctx, testURL(), pgstore.Options{Schema: name}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Open(schema %q): %v, want a refusal saying %q", name, err, want)
+		}
+		if _, err := pgstore.Migrations(ctx, testURL(), name); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Migrations(schema %q): %v, want a refusal saying %q", name, err, want)
+		}
+	}
+	var made int
+	if err := connect(t).QueryRow(ctx, `SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'vigil_xxxx%'`).Scan(&made); err != nil || made != 0 {
+		t.Fatalf("%d schemas made (%v), want none", made, err)
+	}
+}

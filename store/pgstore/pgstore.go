@@ -39,6 +39,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -98,6 +99,9 @@ var _ vigil.Store = (*Store)(nil)
 // connection string, as pgx reads it) and brings the schema up to date.
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	where := describe(url, opts.Schema)
+	if err := checkSchema(opts.Schema); err != nil {
+		return nil, fmt.Errorf("open %s: %w", where, err)
+	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", where, err)
@@ -137,6 +141,23 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	ns := lockKey("vigil sequence markers", schema) & 0x7ffffffe
 	return &Store{pool: pool, markerHi: ns, markerLo: ns | 1, origin: newOrigin(), channel: channel(schema),
 		maintenanceKey: lockKey("vigil maintenance", schema)}, nil
+}
+
+// maxSchemaName is PostgreSQL's longest name, in bytes (NAMEDATALEN - 1).
+const maxSchemaName = 63
+
+// checkSchema refuses a schema name PostgreSQL would not keep as given: a
+// longer one is cut at maxSchemaName bytes, so two names alike that far
+// would share one schema while their advisory locks and notification
+// channels (derived from the whole name) did not; a NUL ends it early.
+func checkSchema(schema string) error {
+	if len(schema) > maxSchemaName {
+		return fmt.Errorf("schema name is %d bytes: PostgreSQL keeps at most %d", len(schema), maxSchemaName)
+	}
+	if strings.ContainsRune(schema, 0) {
+		return fmt.Errorf("schema name holds a NUL byte, which no PostgreSQL name can")
+	}
+	return nil
 }
 
 // describe names the database in errors without its password.

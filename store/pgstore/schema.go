@@ -275,6 +275,9 @@ type Migration struct {
 // the connection's search_path). It changes nothing and takes no lock. A
 // database newer than the build is an error naming both versions.
 func Migrations(ctx context.Context, url, schema string) ([]Migration, error) {
+	if err := checkSchema(schema); err != nil {
+		return nil, fmt.Errorf("read %s: %w", describe(url, schema), err)
+	}
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", describe(url, schema), err)
