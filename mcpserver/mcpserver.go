@@ -403,6 +403,10 @@ type subscriptions struct {
 	// runFollower runs a follower for run: (*gateway.Follower).Run, or,
 	// in tests, one that ends as the gateway's may.
 	runFollower func(*gateway.Follower, context.Context, gateway.FollowReader) error
+
+	// awaitingEnd, when not nil, is called as a subscribe starts waiting
+	// for an ending follow to stop (tests).
+	awaitingEnd func()
 }
 
 // newSubscriptions makes the subscriptions of servers living until ctx
@@ -507,74 +511,68 @@ func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 	if err := callerOf(ctx).Reach(ref); err != nil {
 		return rpcError(uri, err)
 	}
-	var release func() // the subscription's stream, once held
 	s.mu.Lock()
 	for {
 		fw, ok := s.follows[uri]
-		if ok && !fw.ending {
-			if _, in := fw.sessions[req.Session]; in {
-				s.mu.Unlock()
-				if release != nil {
-					release()
-				}
-				return nil
-			}
+		if !ok || !fw.ending {
+			break
 		}
-		if s.of[req.Session] >= MaxSubscriptionsPerSession {
-			s.mu.Unlock()
-			if release != nil {
-				release()
-			}
-			return rpcError(uri, fmt.Errorf("%w: an MCP session follows at most %d sessions; unsubscribe from one first",
-				gateway.ErrTooMany, MaxSubscriptionsPerSession))
+		// Its session's deletion (or its end) is being told, and its
+		// subscriptions end with it: this one follows anew, the session
+		// made again, once that follow has gone. It is counted and holds
+		// a stream only then, so that a client subscribing again as it
+		// is told takes the place of the subscription ending rather than
+		// be refused for it.
+		s.mu.Unlock()
+		if s.awaitingEnd != nil {
+			s.awaitingEnd()
 		}
-		if release == nil {
-			var err error
-			if release, err = s.g.Hold(callerOf(ctx), gateway.HoldStream); err != nil {
-				s.mu.Unlock()
-				return rpcError(uri, err)
-			}
+		select {
+		case <-fw.done:
+		case <-ctx.Done():
+			return errCancelled
 		}
-		if ok && fw.ending {
-			// Its session's deletion (or its end) is being told, and its
-			// subscriptions end with it: this one follows anew, the
-			// session made again, once that follow has gone.
-			s.mu.Unlock()
-			select {
-			case <-fw.done:
-			case <-ctx.Done():
-				release()
-				return errCancelled
-			}
-			s.mu.Lock()
-			continue
-		}
-		defer s.mu.Unlock()
-		if ok {
-			fw.sessions[req.Session] = release
-			s.of[req.Session]++
+		s.mu.Lock()
+	}
+	defer s.mu.Unlock()
+	fw, ok := s.follows[uri]
+	if ok {
+		if _, in := fw.sessions[req.Session]; in {
 			return nil
 		}
-		if s.ended {
-			release()
-			return rpcError(uri, fmt.Errorf("%w: the gateway is shutting down", gateway.ErrUnavailable))
-		}
-		f, err := s.g.Follow(ctx, gateway.FollowOptions{Session: &ref, After: -1})
-		if err != nil {
-			release()
-			return rpcError(uri, fmt.Errorf("follow %s: %w", ref, err))
-		}
-		followCtx, stop := context.WithCancel(s.ctx)
-		fw = &follow{sessions: map[*mcp.ServerSession]func(){req.Session: release}, stop: stop, done: make(chan struct{})}
-		s.follows[uri] = fw
+	}
+	if s.of[req.Session] >= MaxSubscriptionsPerSession {
+		return rpcError(uri, fmt.Errorf("%w: an MCP session follows at most %d sessions; unsubscribe from one first",
+			gateway.ErrTooMany, MaxSubscriptionsPerSession))
+	}
+	release, err := s.g.Hold(callerOf(ctx), gateway.HoldStream)
+	if err != nil {
+		return rpcError(uri, err)
+	}
+	if ok {
+		fw.sessions[req.Session] = release
 		s.of[req.Session]++
-		s.background.Add(1)
-		go func() {
-			defer s.background.Done()
-			s.run(followCtx, uri, fw, f)
-		}()
 		return nil
 	}
+	if s.ended {
+		release()
+		return rpcError(uri, fmt.Errorf("%w: the gateway is shutting down", gateway.ErrUnavailable))
+	}
+	f, err := s.g.Follow(ctx, gateway.FollowOptions{Session: &ref, After: -1})
+	if err != nil {
+		release()
+		return rpcError(uri, fmt.Errorf("follow %s: %w", ref, err))
+	}
+	followCtx, stop := context.WithCancel(s.ctx)
+	fw = &follow{sessions: map[*mcp.ServerSession]func(){req.Session: release}, stop: stop, done: make(chan struct{})}
+	s.follows[uri] = fw
+	s.of[req.Session]++
+	s.background.Add(1)
+	go func() {
+		defer s.background.Done()
+		s.run(followCtx, uri, fw, f)
+	}()
+	return nil
 }
 
 // onlySubscribed drops an update of a session's resource to an MCP

@@ -6,6 +6,7 @@ package mcpserver
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -372,7 +373,13 @@ func TestASubscribeAsTheSessionsDeletionIsToldFollowsTheSessionMadeAgain(t *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := New(ctx, g, caller, nil)
+	log := slog.New(slog.DiscardHandler)
+	subs := newSubscriptions(ctx, g, log, nil)
+	awaiting := make(chan struct{}, 1)
+	subs.awaitingEnd = func() { awaiting <- struct{}{} }
+	srv := newServer(g, log, func(*mcp.RequestExtra) (gateway.Caller, context.Context, bool) {
+		return caller, context.Background(), true
+	}, subs, nil)
 	connect := func(told chan string) *mcp.ClientSession {
 		t.Helper()
 		st, ct := mcp.NewInMemoryTransports()
@@ -406,15 +413,17 @@ func TestASubscribeAsTheSessionsDeletionIsToldFollowsTheSessionMadeAgain(t *test
 		t.Fatal(err)
 	}
 	// While the deletion is being told, B subscribes: the update waits
-	// until B's subscribe holds its stream.
+	// until B's subscribe waits for the ending follow to stop.
 	subscribed := make(chan error, 1)
 	var once atomic.Bool
 	srv.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(mctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if p, ok := req.GetParams().(*mcp.ResourceUpdatedNotificationParams); ok && p.Meta[DeletedMetaKey] != nil && once.CompareAndSwap(false, true) {
 				go func() { subscribed <- b.Subscribe(ctx, &mcp.SubscribeParams{URI: workerURI(0)}) }()
-				if err := g.AwaitHeld(ctx, gateway.HoldStream, 2); err != nil {
-					t.Errorf("B's subscribe never held its stream: %v", err)
+				select {
+				case <-awaiting:
+				case <-ctx.Done():
+					t.Error("B's subscribe never waited for the ending follow (hang guard)")
 				}
 			}
 			return next(mctx, method, req)

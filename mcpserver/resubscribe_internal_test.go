@@ -1,0 +1,92 @@
+package mcpserver
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/internal/gatewaytest"
+)
+
+// A client told of a followed session's deletion that subscribes again
+// at once, while the ended subscription still holds its stream, is not
+// refused for the stream it is giving back: at its credential's limit,
+// the new subscription takes the place of the one ending.
+func TestASubscribeAsItsOwnSubscriptionEndsIsNotRefusedForTheStreamBeingGivenBack(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), edgeHangGuard) // a hang guard, not a timing
+	defer cancel()
+	g := gatewaytest.Open(t, limited(gateway.Limits{StreamsPerCredential: 1})).Gateway
+	caller, err := g.ResolveCaller(ctx, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	subs := newSubscriptions(ctx, g, log, nil)
+	awaiting := make(chan struct{}, 1)
+	subs.awaitingEnd = func() { awaiting <- struct{}{} }
+	srv := newServer(g, log, func(*mcp.RequestExtra) (gateway.Caller, context.Context, bool) {
+		return caller, context.Background(), true
+	}, subs, nil)
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "resubscribe-test", Version: "1"}, nil).
+		Connect(ctx, ct, &mcp.ClientSessionOptions{ProtocolVersion: rawProtocol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	w0 := vigil.MustRef("agent:main:subagent:w0")
+	if _, err := g.Engine().Record(ctx, vigil.Record{Session: w0, Kind: vigil.KindCompacted, ActorType: vigil.ActorSystem}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: workerURI(0)}); err != nil {
+		t.Fatal(err)
+	}
+	// As the deletion is told, the client subscribes again: the telling
+	// goes on once that subscribe waits, or has been answered.
+	subscribed := make(chan error, 1)
+	var once atomic.Bool
+	srv.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(mctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if p, ok := req.GetParams().(*mcp.ResourceUpdatedNotificationParams); ok && p.Meta[DeletedMetaKey] != nil && once.CompareAndSwap(false, true) {
+				answered := make(chan error, 1)
+				go func() { answered <- cs.Subscribe(ctx, &mcp.SubscribeParams{URI: workerURI(0)}) }()
+				select {
+				case <-awaiting:
+					go func() { subscribed <- <-answered }()
+				case err := <-answered:
+					subscribed <- err
+				case <-ctx.Done():
+				}
+			}
+			return next(mctx, method, req)
+		}
+	})
+	person, err := g.ResolveCaller(ctx, gateway.Principal{Role: gateway.RoleOperator, ID: "ann"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Delete(ctx, person, gateway.SessionInput{SessionKey: w0.Key}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-subscribed:
+		if err != nil {
+			t.Fatalf("subscribing again as the deletion is told, at the stream limit: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the subscribe made as the deletion was told was not answered (hang guard)")
+	}
+	if held := g.Held(gateway.HoldStream); held != 1 {
+		t.Fatalf("%d streams held once subscribed again, want 1", held)
+	}
+}
