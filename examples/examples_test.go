@@ -408,7 +408,9 @@ func TestPythonRuntimeGoesOnWhenTheGatewayDropsAReply(t *testing.T) {
 	const worker = "agent:main:subagent:w"
 	var turns, replies atomic.Int32
 	mux := http.NewServeMux()
+	// Answered as the gateway answers: JSON, said so.
 	mux.HandleFunc("POST /v1/sessions/{key}/turn", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
 		n := turns.Add(1)
 		fmt.Fprintf(w, `{"turnId":"turn-%d","sessionKey":%q,"messages":[{"id":%d,"role":"user","actorType":"agent",`+
 			`"actorId":%q,"content":"How far along are you?"}]}`, n, worker, n, manager)
@@ -423,6 +425,7 @@ func TestPythonRuntimeGoesOnWhenTheGatewayDropsAReply(t *testing.T) {
 			conn.Close() // the gateway went away mid-request
 			return
 		}
+		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"messageId":10,"delivered":true}`)
 	})
 	srv := httptest.NewServer(mux)
