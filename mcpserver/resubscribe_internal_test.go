@@ -21,29 +21,10 @@ func TestASubscribeAsItsOwnSubscriptionEndsIsNotRefusedForTheStreamBeingGivenBac
 	ctx, cancel := context.WithTimeout(context.Background(), edgeHangGuard) // a hang guard, not a timing
 	defer cancel()
 	g := gatewaytest.Open(t, limited(gateway.Limits{StreamsPerCredential: 1})).Gateway
-	caller, err := g.ResolveCaller(ctx, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main")
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.DiscardHandler)
-	subs := newSubscriptions(ctx, g, log, nil)
+	subs := newSubscriptions(ctx, g, slog.New(slog.DiscardHandler), nil)
 	awaiting := make(chan struct{}, 1)
 	subs.awaitingEnd = func() { awaiting <- struct{}{} }
-	srv := newServer(g, log, func(*mcp.RequestExtra) (gateway.Caller, context.Context, bool) {
-		return caller, context.Background(), true
-	}, subs, nil)
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := srv.Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ss.Close() })
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "resubscribe-test", Version: "1"}, nil).
-		Connect(ctx, ct, &mcp.ClientSessionOptions{ProtocolVersion: rawProtocol})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
+	srv, cs := mainServer(t, ctx, g, subs, nil)
 	w0 := vigil.MustRef("agent:main:subagent:w0")
 	if _, err := g.Engine().Record(ctx, vigil.Record{Session: w0, Kind: vigil.KindCompacted, ActorType: vigil.ActorSystem}); err != nil {
 		t.Fatal(err)
