@@ -299,6 +299,98 @@ func TestAFollowerOfASessionDeletedAndMadeAgainWhileTheListenerWasDownEndsNotFou
 	}
 }
 
+// What waits on a session deleted while the listener was down ends once
+// the deletion is found, not at its timeout: a parked turn and a waiting
+// send when the listener reconnects (its rebuild rechecks them), a fence
+// at its next read of the version.
+
+func TestATurnParkedOnASessionDeletedWhileTheListenerWasDownEndsNotFoundOnceItReconnects(t *testing.T) {
+	schema := pgtest.FreshSchema(t)
+	here, deleter := newDeafGateway(t, schema), gatewayOnPostgres(t, schema)
+	w := newPreconditionWorld(t, here.Gateway)
+	worker := caller(t, here.Gateway, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, w.worker.Key)
+	if _, err := here.Turn(ctx, worker, gateway.TurnInput{SessionKey: w.worker.Key, WaitSeconds: new(int)}); err != nil {
+		t.Fatal(err) // takes the task, so the next turn parks
+	}
+	sixty := 60
+	ended := make(chan error, 1)
+	go func() {
+		_, err := here.Turn(ctx, worker, gateway.TurnInput{SessionKey: w.worker.Key, WaitSeconds: &sixty})
+		ended <- err
+	}()
+	waitHeld(t, here.Gateway, 1)
+	here.deafen(t)
+	deleteOn(t, deleter, w.worker)
+	here.hear()
+	select {
+	case err := <-ended:
+		if gateway.Code(err) != gateway.CodeNotFound {
+			t.Fatalf("the parked turn of a session deleted unheard ended with %v, want not found", err)
+		}
+	case <-time.After(followHangGuard):
+		t.Fatal("the parked turn of a session deleted unheard did not end (hang guard)")
+	}
+}
+
+func TestASendAwaitingAReplyFromASessionDeletedWhileTheListenerWasDownAnswersAnErrorOnceItReconnects(t *testing.T) {
+	schema := pgtest.FreshSchema(t)
+	here, deleter := newDeafGateway(t, schema), gatewayOnPostgres(t, schema)
+	w := newPreconditionWorld(t, here.Gateway)
+	sixty := 60
+	answered := make(chan gateway.SendOutput, 1)
+	go func() {
+		out, err := here.Send(ctx, w.person, gateway.SendInput{SessionKey: w.worker.Key, Message: "anyone there?", TimeoutSeconds: &sixty})
+		if err != nil {
+			t.Error(err)
+		}
+		answered <- out
+	}()
+	hang, cancel := context.WithTimeout(ctx, followHangGuard) // a hang guard, not a timing
+	defer cancel()
+	if err := here.AwaitWaitingSends(hang, w.worker, 1); err != nil {
+		t.Fatal(err)
+	}
+	here.deafen(t)
+	deleteOn(t, deleter, w.worker)
+	here.hear()
+	select {
+	case out := <-answered:
+		if out.Status != "error" || out.Error != "the session was deleted" {
+			t.Fatalf("the send awaiting a reply from a session deleted unheard answered %+v, want an error saying so", out)
+		}
+	case <-time.After(followHangGuard):
+		t.Fatal("the send awaiting a reply from a session deleted unheard did not answer (hang guard)")
+	}
+}
+
+func TestAFenceOnASessionDeletedWhileTheListenerWasDownAnswersTimedOutAndGone(t *testing.T) {
+	schema := pgtest.FreshSchema(t)
+	here, deleter := newDeafGateway(t, schema), gatewayOnPostgres(t, schema)
+	w := newPreconditionWorld(t, here.Gateway)
+	target, sixty := w.version(t, w.worker)+1, 60
+	answered := make(chan gateway.StatusOutput, 1)
+	go func() {
+		out, err := here.Status(ctx, w.person, gateway.StatusInput{SessionKey: w.worker.Key, WaitForVersion: &target,
+			TimeoutSeconds: &sixty})
+		if err != nil {
+			t.Error(err)
+		}
+		answered <- out
+	}()
+	waitHeld(t, here.Gateway, 1)
+	here.deafen(t)
+	deleteOn(t, deleter, w.worker)
+	here.hear()
+	select {
+	case out := <-answered:
+		if !out.TimedOut || out.Exists || out.StateVersion != 0 {
+			t.Fatalf("the fence answered %+v, want timed out on a session that does not exist", out)
+		}
+	case <-time.After(followHangGuard):
+		t.Fatal("the fence on a session deleted unheard did not answer (hang guard)")
+	}
+}
+
 // A position ahead of the session's version (given by a client, or kept
 // from before a restore) is not a deletion: the session lives, and its
 // follower goes on (here: it is given the session's next live event).

@@ -102,12 +102,44 @@ func (g *Gateway) endWaits(ref vigil.SessionRef) {
 
 // Recheck makes up for news from other processes that may have been lost
 // (announcements made while this gateway was not listening): parked turns
-// look at the store again, and sends waiting here for a reply complete if
-// one was stored (naming their message) through another process. Call it
-// after reconnecting to the announcements, and now and then.
+// look at the store again, sends waiting here for a reply complete if
+// one was stored (naming their message) through another process, and
+// the turns and sends waiting on a session vigil no longer knows end as
+// its deletion would have ended them. Call it after reconnecting to the
+// announcements, and now and then.
 func (g *Gateway) Recheck(ctx context.Context) error {
 	g.opts.Hub.Recheck()
+	if err := g.recheckGone(ctx); err != nil {
+		return err
+	}
 	return g.recheckWaiters(ctx)
+}
+
+// recheckGone ends the waits on sessions deleted unheard. A session
+// deleted and made again since is not found by this: it exists, and
+// what waits on it waits on until its timeout.
+func (g *Gateway) recheckGone(ctx context.Context) error {
+	g.waitMu.Lock()
+	waited := make([]vigil.SessionRef, 0, len(g.waiters)+len(g.parked))
+	for ref := range g.waiters {
+		waited = append(waited, ref)
+	}
+	for ref := range g.parked {
+		if _, ok := g.waiters[ref]; !ok {
+			waited = append(waited, ref)
+		}
+	}
+	g.waitMu.Unlock()
+	for _, ref := range waited {
+		exists, err := g.sessionExists(ctx, ref)
+		if err != nil {
+			return fmt.Errorf("recheck whether %s, waited on, exists: %w", ref, err)
+		}
+		if !exists {
+			g.endWaits(ref)
+		}
+	}
+	return nil
 }
 
 func (g *Gateway) recheckWaiters(ctx context.Context) error {

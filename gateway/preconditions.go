@@ -127,14 +127,15 @@ const (
 )
 
 // fenceRecheck is how often a fence reads the version again even when no
-// event was heard: a nudge from another gateway can be lost.
+// event was heard: a nudge or a deletion from another gateway can be
+// lost.
 const fenceRecheck = time.Second
 
 // awaitVersion waits until ref's state version is at least v, or until
 // wait ends; it reports the version last read and whether it was reached.
 // Any commit that moves ref's version, here or (on a shared database) in
 // another gateway, ends the wait; so does ref's deletion, unreached, with
-// version 0.
+// version 0, whether heard or read as the version going back.
 func (g *Gateway) awaitVersion(ctx context.Context, c Caller, ref vigil.SessionRef, v int64, wait time.Duration) (int64, bool, error) {
 	sub := g.opts.Hub.Subscribe(ref.Key) // before reading, so no commit slips between
 	defer sub.Close()
@@ -180,8 +181,14 @@ func (g *Gateway) awaitVersion(ctx context.Context, c Caller, ref vigil.SessionR
 		case <-g.done:
 			return version, false, nil
 		}
+		read := version
 		if version, err = g.eng.Version(ctx, ref); err != nil || version >= v {
 			return version, err == nil, err
+		}
+		if version < read {
+			// A version goes back only when the session was deleted (and
+			// perhaps made again), unheard: it is gone, as above.
+			return 0, false, nil
 		}
 	}
 }
