@@ -629,3 +629,23 @@ func TestMigrationsOfAnotherProgramsDatabaseSaysItIsNotVigils(t *testing.T) {
 		t.Errorf("Migrations of another program's file: %d listed, %v; want an error saying it is not a vigil database", len(ms), err)
 	}
 }
+
+// Restore also puts a database where there was none.
+func TestARestoreMakesTheDatabaseWhereThereWasNone(t *testing.T) {
+	dir := t.TempDir()
+	live := filepath.Join(dir, "live.db")
+	s := open(t, live, sqlitestore.Options{})
+	storetest.AppendOne(t, s, storetest.GoalEvent(alphaMain, ""))
+	backup := filepath.Join(dir, "backup.db")
+	if err := sqlitestore.Backup(t.Context(), live, backup); err != nil {
+		t.Fatal(err)
+	}
+	fresh := filepath.Join(dir, "fresh.db")
+	if err := sqlitestore.Restore(t.Context(), backup, fresh); err != nil {
+		t.Fatal(err)
+	}
+	r := open(t, fresh, sqlitestore.Options{})
+	if h, err := r.History(t.Context(), alphaMain, 0, 100); err != nil || len(h.Events) != 1 {
+		t.Errorf("the restored database: %d events, %v; want the backup's 1", len(h.Events), err)
+	}
+}
