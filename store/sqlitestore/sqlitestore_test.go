@@ -649,3 +649,24 @@ func TestARestoreMakesTheDatabaseWhereThereWasNone(t *testing.T) {
 		t.Errorf("the restored database: %d events, %v; want the backup's 1", len(h.Events), err)
 	}
 }
+
+// Reading the schema of a database in WAL mode in a folder its reader may
+// not write fails, as SQLite cannot make the files it reads with, and the
+// error names the folder. Root writes any folder, so the test needs
+// another user.
+func TestMigrationsInAReadOnlyFolderNamesTheFolder(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root may write any folder: run as another user to test a read-only one")
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "vigil.db")
+	open(t, path, sqlitestore.Options{}).Close()
+	if err := os.Chmod(dir, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(dir, 0o700) })
+	_, err := sqlitestore.Migrations(t.Context(), path)
+	if err == nil || !strings.Contains(err.Error(), "in the folder "+dir) {
+		t.Errorf("Migrations in a read-only folder: %v, want an error naming the folder %s", err, dir)
+	}
+}
