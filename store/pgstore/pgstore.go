@@ -129,14 +129,14 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if err := migrate(ctx, pool, opts.Schema, lockKey("vigil schema migration", opts.Schema), log); err != nil {
+	schema, err := resolveSchema(ctx, pool, opts.Schema)
+	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open %s: %w", where, err)
 	}
-	var schema string
-	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+	if err := migrate(ctx, pool, opts.Schema, lockKey("vigil schema migration", schema), log); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("open %s: read current schema: %w", where, err)
+		return nil, fmt.Errorf("open %s: %w", where, err)
 	}
 	ns := lockKey("vigil sequence markers", schema) & 0x7ffffffe
 	return &Store{pool: pool, markerHi: ns, markerLo: ns | 1, origin: newOrigin(), channel: channel(schema),
@@ -171,6 +171,25 @@ func describe(raw, schema string) string {
 		s += fmt.Sprintf(" (schema %q)", schema)
 	}
 	return s
+}
+
+// resolveSchema is the schema the store's tables are in: the one named,
+// or else the first of the search_path that exists. Every key and channel
+// derived from the schema is derived from this name, so that stores
+// naming a schema and stores reaching it through their search_path meet
+// at the same locks.
+func resolveSchema(ctx context.Context, pool *pgxpool.Pool, named string) (string, error) {
+	if named != "" {
+		return named, nil
+	}
+	var schema *string
+	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		return "", fmt.Errorf("read current schema: %w", err)
+	}
+	if schema == nil {
+		return "", errors.New("no schema to use: the search_path names none that exists; name one with schema=NAME")
+	}
+	return *schema, nil
 }
 
 // lockKey derives an advisory lock key from a purpose and a schema name.

@@ -50,7 +50,7 @@ func Backup(ctx context.Context, path, dest string) error {
 // nothing is changed. The copy is written beside path and renamed into
 // place, so until the log is removed the database there is whole; a
 // restore cut short after that is to be run again.
-func Restore(ctx context.Context, backup, path string) error {
+func Restore(ctx context.Context, backup, path string) (err error) {
 	ms, err := Migrations(ctx, backup)
 	if err != nil {
 		return fmt.Errorf("restore from %s: %w", backup, err)
@@ -60,13 +60,30 @@ func Restore(ctx context.Context, backup, path string) error {
 	}
 	// A link is followed: the database it names is the one replaced.
 	path = followLinks(path)
+	// The lock is on the database file, so where there is none an empty
+	// one is made to hold it, and removed again should the restore fail
+	// before the copy takes its place.
+	made := false
+	if err := newOwnerOnlyFile(path); err == nil {
+		made = true
+	} else if !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("restore to %s: make the database file: %w", path, err)
+	}
 	lock, err := acquireLock(path, true)
-	if errors.Is(err, ErrInUse) {
-		return fmt.Errorf("restore to %s: %w: stop vigil first", path, err)
-	} else if err != nil {
+	if err != nil {
+		// What was made is left: whoever holds it may have taken it
+		// for a new database.
+		if errors.Is(err, ErrInUse) {
+			return fmt.Errorf("restore to %s: %w: stop vigil first", path, err)
+		}
 		return fmt.Errorf("restore to %s: %w", path, err)
 	}
-	defer lock.release()
+	defer func() {
+		if made && err != nil {
+			os.Remove(path)
+		}
+		err = errors.Join(err, lock.release())
+	}()
 	// The copy is made through SQLite, so a log beside the backup is
 	// read with it and the copy is a database of its own, without one.
 	staged := path + "-restoring"
@@ -90,6 +107,7 @@ func Restore(ctx context.Context, backup, path string) error {
 		os.Remove(staged)
 		return fmt.Errorf("restore to %s: %w", path, err)
 	}
+	made = false
 	if err := syncFile(filepath.Dir(path)); err != nil {
 		return fmt.Errorf("restore to %s: %w", path, err)
 	}

@@ -5,7 +5,9 @@ package sqlitestore
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -14,61 +16,162 @@ import (
 // way that excludes this open.
 var ErrInUse = errors.New("the database is open in another vigil process")
 
-// fileLock is an advisory lock on a file beside the database. SQLite's own
-// locks (fcntl byte ranges on the database and its -shm file) last one
-// transaction; this one lasts as long as the store is open, and the kernel
-// drops it when the process dies, even by kill -9. flock and fcntl locks do
-// not interact on Linux, so it never blocks SQLite.
-type fileLock struct{ f *os.File }
+// fileLock is an advisory lock (flock) on the database file itself, so
+// that every name of the file, a symbolic link, a hard link or a bind
+// mount, meets at one lock. SQLite's own locks (fcntl byte ranges on the
+// database and its -shm file) last one transaction; this one lasts as
+// long as the store is open, and the kernel drops it when the process
+// dies, even by kill -9. flock and fcntl locks do not interact on Linux
+// (on a local file system; SQLite's WAL mode needs one anyway), so it
+// never blocks SQLite.
+//
+// Closing any descriptor of a file drops every fcntl lock the process
+// holds on it, SQLite's included. So the process keeps one descriptor per
+// database file, shared by the stores that have the file open, and closes
+// it only when the last of them lets go, after its connections.
+type fileLock struct{ held *heldFile }
+
+// heldFile is the descriptor by which this process locks one database
+// file, and who uses it.
+type heldFile struct {
+	id        fileID
+	f         *os.File
+	exclusive bool
+	users     int
+	// oldLock is the lock file versions before this one took beside the
+	// database, if there is one: see acquireLock.
+	oldLock *os.File
+}
+
+type fileID struct{ dev, ino uint64 }
+
+func idOf(fi fs.FileInfo) fileID {
+	st := fi.Sys().(*syscall.Stat_t)
+	return fileID{dev: uint64(st.Dev), ino: uint64(st.Ino)}
+}
+
+var heldFiles = struct {
+	sync.Mutex
+	m map[fileID]*heldFile
+}{m: map[fileID]*heldFile{}}
 
 // lockPatience is how long Open waits for a held lock before it reports
 // ErrInUse.
 const lockPatience = time.Second
 
-// lockPath is the lock file for a database path. It names the file the
-// path resolves to, so two paths to one database (a symbolic link, say,
-// also one made before the database) meet at one lock.
-func lockPath(path string) string { return followLinks(path) + "-lock" }
+// errHeld is a lock taken by another store for now.
+var errHeld = errors.New("held")
 
-// acquireLock takes the lock without waiting: exclusive for a store that
-// keeps the file to itself, shared for one of several.
+// acquireLock takes the lock on the database file at path, which must
+// exist, without waiting: exclusive for a store that keeps the file to
+// itself, shared for one of several.
+//
+// Versions before this one locked a file named by the path plus "-lock"
+// instead. While such a file is there it is locked too, so that one of
+// them still running on the database (exiting, during an upgrade) keeps
+// this store out; none is made.
 func acquireLock(path string, exclusive bool) (*fileLock, error) {
-	f, err := os.OpenFile(lockPath(path), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open lock file: %w", err)
-	}
-	how := syscall.LOCK_SH
-	if exclusive {
-		how = syscall.LOCK_EX
-	}
 	// A holder may be on its way out: a process that is exiting, or a
 	// child forked by the holder's process that has not yet reached exec
 	// (it shares the lock until then). So a held lock is tried again for a
 	// moment before the open is refused.
 	deadline := time.Now().Add(lockPatience)
 	for {
-		err = syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
-		if err == syscall.EINTR || (err == syscall.EWOULDBLOCK && time.Now().Before(deadline)) {
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		break
-	}
-	if err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+		l, err := tryLock(path, exclusive)
+		if errors.Is(err, errHeld) {
+			if time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
 			return nil, ErrInUse
 		}
-		return nil, fmt.Errorf("lock %s: %w", lockPath(path), err)
+		return l, err
 	}
-	return &fileLock{f: f}, nil
 }
 
-// release drops the lock. The file stays: removing it could let two
-// processes lock two different files of the same name.
+func tryLock(path string, exclusive bool) (*fileLock, error) {
+	heldFiles.Lock()
+	defer heldFiles.Unlock()
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("lock the database file: %w", err)
+	}
+	id := idOf(fi)
+	if h := heldFiles.m[id]; h != nil {
+		if exclusive || h.exclusive {
+			return nil, errHeld
+		}
+		h.users++
+		return &fileLock{held: h}, nil
+	}
+	how := syscall.LOCK_SH
+	if exclusive {
+		how = syscall.LOCK_EX
+	}
+	h := &heldFile{id: id, exclusive: exclusive, users: 1}
+	if h.f, err = lockFile(path, how, false); err != nil {
+		return nil, err
+	}
+	// Locked, the file is still the one the path names, which SQLite
+	// opens: not one Restore has since renamed over it.
+	if fi, err := h.f.Stat(); err != nil || idOf(fi) != id {
+		h.f.Close()
+		return nil, errHeld
+	}
+	if fi, err := os.Stat(path); err != nil || idOf(fi) != id {
+		h.f.Close()
+		return nil, errHeld
+	}
+	if h.oldLock, err = lockFile(followLinks(path)+"-lock", how, true); err != nil {
+		h.f.Close()
+		return nil, err
+	}
+	heldFiles.m[id] = h
+	return &fileLock{held: h}, nil
+}
+
+// lockFile opens the file at path and flocks it without waiting, or
+// returns errHeld. An optional file that is not there is no lock and no
+// error.
+func lockFile(path string, how int, optional bool) (*os.File, error) {
+	f, err := os.Open(path)
+	if optional && errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s to lock it: %w", path, err)
+	}
+	err = syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
+	if err == nil {
+		return f, nil
+	}
+	f.Close()
+	if err == syscall.EWOULDBLOCK || err == syscall.EINTR {
+		return nil, errHeld
+	}
+	return nil, fmt.Errorf("lock %s: %w", path, err)
+}
+
+// release drops the store's share of the lock. The last store of the
+// process to let go of the file closes the descriptor: call release only
+// once the store's connections are closed.
 func (l *fileLock) release() error {
 	if l == nil {
 		return nil
 	}
-	return l.f.Close()
+	heldFiles.Lock()
+	defer heldFiles.Unlock()
+	h := l.held
+	if h.users--; h.users > 0 {
+		return nil
+	}
+	delete(heldFiles.m, h.id)
+	err := h.f.Close()
+	if h.oldLock != nil {
+		err = errors.Join(err, h.oldLock.Close())
+	}
+	if err != nil {
+		return fmt.Errorf("release the lock on the database file: %w", err)
+	}
+	return nil
 }

@@ -3,11 +3,15 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
 )
 
 // migration is one step of the schema: what it does, in a few words (vigil
@@ -409,6 +413,18 @@ func migrate(ctx context.Context, db *sql.DB, now func() int64, log *slog.Logger
 	return nil
 }
 
+// readError is a failed read of the database at path. SQLite reads a
+// database in WAL mode only with its -wal and -shm files beside it, and
+// makes them when they are missing; where it may not, it answers that the
+// database is read-only, which names neither the files nor the folder.
+func readError(path string, err error) error {
+	if se := (sqlite3.Error{}); errors.As(err, &se) && se.Code == sqlite3.ErrReadonly {
+		return fmt.Errorf("read %s: %w: a database in WAL mode is read with its -wal and -shm files beside it, "+
+			"made by the first reader; this user may not make or write them in the folder %s", path, err, filepath.Dir(path))
+	}
+	return fmt.Errorf("read %s: %w", path, err)
+}
+
 // checkVigils refuses a database that holds tables but no vigil schema
 // version: another program's file, named by mistake, which migrating would
 // fill with vigil's tables. A file with no tables at all (a new one, or
@@ -481,7 +497,7 @@ func Migrations(ctx context.Context, path string) ([]Migration, error) {
 	}
 	dsn := "file:" + path + "?_query_only=1&_busy_timeout=5000"
 	if err := checkVigils(ctx, dsn); err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, readError(path, err)
 	}
 	db := openDB(dsn, nil)
 	defer db.Close()
@@ -489,7 +505,7 @@ func Migrations(ctx context.Context, path string) ([]Migration, error) {
 	var tables int
 	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).
 		Scan(&tables); err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, readError(path, err)
 	}
 	if tables > 0 {
 		rows, err := db.QueryContext(ctx, `SELECT version, applied_at FROM schema_migrations`)

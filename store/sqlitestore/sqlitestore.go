@@ -47,9 +47,10 @@ type Options struct {
 	ReadConns int
 	// Shared lets several processes open the file at once, each with
 	// Shared set; every read then goes to the file. Without it the store
-	// keeps the file to itself: Open takes a lock (the file named by the
-	// path plus "-lock") that makes any other store's Open of the same
-	// file fail with ErrInUse until this one closes or its process dies,
+	// keeps the file to itself: Open takes a lock (flock on the database
+	// file, so every name of the file meets at it) that makes any other
+	// store's Open of the same file fail with ErrInUse until this one
+	// closes or its process dies,
 	// repeated reads of a session's recent history are answered from
 	// memory, cursor moves are held in memory for a while (see
 	// Tx.MoveCursors), and the cursor rows of targets lately recorded on
@@ -165,18 +166,18 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	// A new database is the owner's alone, as its backups are; a file
+	// that exists keeps the mode it has. The lock is on the file, so it
+	// is made first: two processes may both try, and one makes it.
+	if err := newOwnerOnlyFile(followLinks(path)); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("open %s: create the database file: %w", path, err)
+	}
 	lock, err := acquireLock(path, !opts.Shared)
 	if err != nil {
 		if errors.Is(err, ErrInUse) {
 			return nil, fmt.Errorf("open %s: %w: a SQLite file serves one vigil process at a time, so stop the other one or reach it through its gateway", path, err)
 		}
 		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	// A new database is the owner's alone, as its backups are; a file
-	// that exists keeps the mode it has.
-	if err := newOwnerOnlyFile(followLinks(path)); err != nil && !errors.Is(err, fs.ErrExist) {
-		lock.release()
-		return nil, fmt.Errorf("open %s: create the database file: %w", path, err)
 	}
 	exclusive := !opts.Shared && lock != nil
 	s, err := open(ctx, path, syncMode, exclusive, opts)

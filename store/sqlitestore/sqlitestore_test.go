@@ -629,3 +629,44 @@ func TestMigrationsOfAnotherProgramsDatabaseSaysItIsNotVigils(t *testing.T) {
 		t.Errorf("Migrations of another program's file: %d listed, %v; want an error saying it is not a vigil database", len(ms), err)
 	}
 }
+
+// Restore also puts a database where there was none.
+func TestARestoreMakesTheDatabaseWhereThereWasNone(t *testing.T) {
+	dir := t.TempDir()
+	live := filepath.Join(dir, "live.db")
+	s := open(t, live, sqlitestore.Options{})
+	storetest.AppendOne(t, s, storetest.GoalEvent(alphaMain, ""))
+	backup := filepath.Join(dir, "backup.db")
+	if err := sqlitestore.Backup(t.Context(), live, backup); err != nil {
+		t.Fatal(err)
+	}
+	fresh := filepath.Join(dir, "fresh.db")
+	if err := sqlitestore.Restore(t.Context(), backup, fresh); err != nil {
+		t.Fatal(err)
+	}
+	r := open(t, fresh, sqlitestore.Options{})
+	if h, err := r.History(t.Context(), alphaMain, 0, 100); err != nil || len(h.Events) != 1 {
+		t.Errorf("the restored database: %d events, %v; want the backup's 1", len(h.Events), err)
+	}
+}
+
+// Reading the schema of a database in WAL mode in a folder its reader may
+// not write fails, as SQLite cannot make the files it reads with, and the
+// error names the folder. Root writes any folder, so the test needs
+// another user.
+func TestMigrationsInAReadOnlyFolderNamesTheFolder(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root may write any folder: run as another user to test a read-only one")
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "vigil.db")
+	open(t, path, sqlitestore.Options{}).Close()
+	if err := os.Chmod(dir, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(dir, 0o700) })
+	_, err := sqlitestore.Migrations(t.Context(), path)
+	if err == nil || !strings.Contains(err.Error(), "in the folder "+dir) {
+		t.Errorf("Migrations in a read-only folder: %v, want an error naming the folder %s", err, dir)
+	}
+}
