@@ -379,3 +379,31 @@ func TestACheckLogsAFewMalformedLinesOfATranscriptAndCountsTheRest(t *testing.T)
 		t.Fatalf("%d logged and %d more, want %d in all, naming the file:\n%s", one, n, bad, logs.String())
 	}
 }
+
+// A row's time is the transcript's word, and may be anything RFC 3339
+// spells: one before the year 1 is still a time, and its turn is recorded
+// (the engine clamps when it happened), not refused at every check.
+func TestATurnWhoseRowIsStampedBeforeTheYearOneIsRecorded(t *testing.T) {
+	w := newWorld(t, 1)
+	row, err := upstream.HumanRow(upstream.Claude, "typed long ago", time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(w.paths[0], os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.Write(row)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	l := w.loop(0)
+	l.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	if tick, err := l.Tick(ctx); err != nil || tick.Recorded != 1 {
+		t.Fatalf("a tick = %+v, %v; want the turn recorded:\n%s", tick, err, logs.String())
+	}
+}

@@ -261,20 +261,15 @@ func (l *Loop) check(ctx context.Context, link sessions.Link, key string) (recor
 			echo[d] = true
 		}
 		r.SeenMessage = own.Seen
+		kept := upstream.Result{ModTime: res.ModTime}
 		for _, turn := range res.Turns {
 			if echo[Digest(turn.Text)] {
 				l.count(statEchoes, 1)
 				continue
 			}
-			r.Turns++
-			at := turn.Time
-			if at.IsZero() {
-				at = res.ModTime
-			}
-			if at.After(r.OccurredAt) {
-				r.OccurredAt = at
-			}
+			kept.Turns = append(kept.Turns, turn)
 		}
+		r.Turns, r.OccurredAt = len(kept.Turns), kept.OccurredAt()
 	}
 	if r.Turns == 0 && SameMarker(from, r.To) {
 		return false, nil
