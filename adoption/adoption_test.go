@@ -1,11 +1,15 @@
 package adoption_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -341,5 +345,65 @@ func TestEveryLinkIsCheckedOncePerCeilOfLinksOverPerTickTicks(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A transcript of a million lines that are not JSON must not make a
+// million log lines in one check: a few are logged, the rest counted, and
+// the turn after them is still recorded.
+func TestACheckLogsAFewMalformedLinesOfATranscriptAndCountsTheRest(t *testing.T) {
+	w := newWorld(t, 1)
+	const bad = 1000
+	if err := os.WriteFile(w.paths[0], bytes.Repeat([]byte("not json\n"), bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w.typeInto(0, "after the noise")
+	var logs bytes.Buffer
+	l := w.loop(0)
+	l.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	if tick, err := l.Tick(ctx); err != nil || tick.Recorded != 1 {
+		t.Fatalf("a tick = %+v, %v; want the turn after the malformed lines recorded", tick, err)
+	}
+	if got := l.Stats().Malformed; got != bad {
+		t.Errorf("Stats().Malformed = %d, want every malformed line counted, %d", got, bad)
+	}
+	one := strings.Count(logs.String(), "line at byte")
+	if one > 10 {
+		t.Fatalf("%d malformed lines were logged one by one, want a few", one)
+	}
+	more := regexp.MustCompile(`more=(\d+)`).FindStringSubmatch(logs.String())
+	if more == nil {
+		t.Fatalf("no log line says how many more malformed lines were passed:\n%s", logs.String())
+	}
+	if n, _ := strconv.Atoi(more[1]); one+n != bad || !strings.Contains(logs.String(), w.paths[0]) {
+		t.Fatalf("%d logged and %d more, want %d in all, naming the file:\n%s", one, n, bad, logs.String())
+	}
+}
+
+// A row's time is the transcript's word, and may be anything RFC 3339
+// spells: one before the year 1 is still a time, and its turn is recorded
+// (the engine clamps when it happened), not refused at every check.
+func TestATurnWhoseRowIsStampedBeforeTheYearOneIsRecorded(t *testing.T) {
+	w := newWorld(t, 1)
+	row, err := upstream.HumanRow(upstream.Claude, "typed long ago", time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(w.paths[0], os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.Write(row)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	l := w.loop(0)
+	l.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	if tick, err := l.Tick(ctx); err != nil || tick.Recorded != 1 {
+		t.Fatalf("a tick = %+v, %v; want the turn recorded:\n%s", tick, err, logs.String())
 	}
 }

@@ -261,20 +261,15 @@ func (l *Loop) check(ctx context.Context, link sessions.Link, key string) (recor
 			echo[d] = true
 		}
 		r.SeenMessage = own.Seen
+		kept := upstream.Result{ModTime: res.ModTime}
 		for _, turn := range res.Turns {
 			if echo[Digest(turn.Text)] {
 				l.count(statEchoes, 1)
 				continue
 			}
-			r.Turns++
-			at := turn.Time
-			if at.IsZero() {
-				at = res.ModTime
-			}
-			if at.After(r.OccurredAt) {
-				r.OccurredAt = at
-			}
+			kept.Turns = append(kept.Turns, turn)
 		}
+		r.Turns, r.OccurredAt = len(kept.Turns), kept.OccurredAt()
 	}
 	if r.Turns == 0 && SameMarker(from, r.To) {
 		return false, nil
@@ -293,9 +288,16 @@ func (l *Loop) check(ctx context.Context, link sessions.Link, key string) (recor
 	return applied.Recorded.Appended, nil
 }
 
+// malformedLogged is how many malformed lines of a transcript a check
+// logs one by one; the rest are logged as one count. A check's window of
+// 1 MiB may hold half a million short lines that are not JSON, and a log
+// line for each would drown everything else.
+const malformedLogged = 3
+
 // surface logs and counts what a check could not classify: each line
 // longer than the scan limit once (it holds the marker, so every check
-// finds it again until the limit is raised), and each malformed line.
+// finds it again until the limit is raised), and the malformed lines, the
+// first malformedLogged one by one and the rest as their number.
 func (l *Loop) surface(ref vigil.SessionRef, key, path string, res upstream.Result) {
 	if b := res.Blocked; b != nil {
 		if l.blocked == nil {
@@ -310,9 +312,13 @@ func (l *Loop) surface(ref vigil.SessionRef, key, path string, res upstream.Resu
 	} else {
 		delete(l.blocked, key)
 	}
-	for _, m := range res.Malformed {
-		l.count(statMalformed, 1)
+	l.count(statMalformed, int64(len(res.Malformed)))
+	for _, m := range res.Malformed[:min(len(res.Malformed), malformedLogged)] {
 		l.log().Warn("upstream transcript line malformed, passed", "session", ref.String(), "path", path, "err", m)
+	}
+	if more := len(res.Malformed) - malformedLogged; more > 0 {
+		l.log().Warn("upstream transcript lines malformed, passed, beyond those logged", "session", ref.String(),
+			"path", path, "more", more)
 	}
 	if res.Restarted != upstream.RestartNone {
 		l.log().Info("upstream transcript read again from its beginning", "session", ref.String(), "path", path,

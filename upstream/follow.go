@@ -105,15 +105,17 @@ type Turn struct {
 
 // OccurredAt is when the newest turn happened: the latest row time, a row
 // without one counting as the file's modification time (the reference's
-// rule). It is zero when there are no turns.
+// rule). It is zero when there are no turns. A row's time is whatever
+// the transcript says, one before the zero time included: the first
+// turn's time, not the zero time, is what the others are compared with.
 func (r Result) OccurredAt() time.Time {
 	var latest time.Time
-	for _, t := range r.Turns {
+	for i, t := range r.Turns {
 		at := t.Time
 		if at.IsZero() {
 			at = r.ModTime
 		}
-		if at.After(latest) {
+		if i == 0 || at.After(latest) {
 			latest = at
 		}
 	}

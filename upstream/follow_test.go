@@ -520,6 +520,16 @@ func TestOccurredAtIsTheNewestRowTimeWithTheFileTimeForRowsWithout(t *testing.T)
 	}
 }
 
+// A row's time before the year 1 is still a time: taken for none, a
+// check's turns would have no time at all.
+func TestOccurredAtOfTurnsStampedBeforeTheYearOneIsTheirTime(t *testing.T) {
+	long := time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)
+	r := Result{ModTime: at(7), Turns: []Turn{{Time: long}}}
+	if got := r.OccurredAt(); !got.Equal(long) {
+		t.Errorf("OccurredAt = %v, want the row's %v", got, long)
+	}
+}
+
 func TestARepeatedCheckFromTheSameMarkerHasTheSameDedupeID(t *testing.T) {
 	tr := newTranscript(t)
 	f := newFollower()

@@ -327,7 +327,10 @@ func (b *remoteLinks) Apply(ctx context.Context, r adoption.Report) (adoption.Ap
 		}
 		in.Upstream.Turns, in.Upstream.SeenMessage = r.Turns, r.SeenMessage
 		if r.Turns > 0 {
-			in.OccurredAt = r.OccurredAt.UnixMilli()
+			// 0 is no time on the wire, refused with turns; a row stamped
+			// at (or before) the epoch is clamped to the last 24 hours by
+			// the gateway anyway, so 1 ms says the same.
+			in.OccurredAt = max(r.OccurredAt.UnixMilli(), 1)
 		}
 	}
 	out, err := b.api.Record(ctx, in)

@@ -122,6 +122,36 @@ func TestFollowUpstreamReportsAMachinesTranscriptsToAGatewayElsewhere(t *testing
 	}
 }
 
+// A row stamped at the epoch is one millisecond-count 0, which the
+// gateway would read as no time at all: the follower still reports the
+// turn, and the gateway records it (its time clamped, as every producer's).
+func TestFollowUpstreamReportsATurnWhoseRowIsStampedAtTheEpoch(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	path := claudeTranscript(t, root)
+	g := adoptStartGateway(t)
+	cliOK(t, g, "adopt", "claude-cli", path, "--host", "node:laptop", "--upstream-root", root, "--watcher", cliManager)
+	row, err := upstream.HumanRow(upstream.Claude, "stamped at the epoch", time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.Write(row)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	follow := []string{"follow-upstream", "--host", "node:laptop", "--upstream-root", root, "--once"}
+	if code, out, errOut := cliRun(t, cliEnv(g), follow...); code != 0 || !strings.Contains(out, "recorded 1 events") {
+		t.Fatalf("a check of a turn stamped at the epoch: exit %d, %q\n%s", code, out, errOut)
+	}
+}
+
 func TestTheAdoptionCommandsRefuseAWrongCommandLineWithExit2(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()

@@ -105,7 +105,7 @@ for them (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER=console…; docs/ope
 	fs.StringSliceVar(&allowedHosts, "allowed-host", nil, "a host name requests may carry besides loopback ones, when listening on loopback (repeatable)")
 	fs.StringSliceVar(&trustedOrigins, "trusted-origin", nil, "a web origin (scheme://host[:port]) whose pages may call the API from a browser (repeatable)")
 	fs.BoolVar(&cfg.http.OpenMetrics, "open-metrics", false, "serve /metrics without a token even when tokens are configured")
-	fs.DurationVar(&cfg.http.BookmarkInterval, "bookmark-interval", httpapi.DefaultBookmarkInterval, "how often an idle event stream, MCP subscription or parked turn says where it stands (negative: never)")
+	fs.DurationVar(&cfg.http.BookmarkInterval, "bookmark-interval", httpapi.DefaultBookmarkInterval, "how often an idle event stream, MCP subscription or parked turn says where it stands (more than 0, or negative: never)")
 	t := &cfg.http.Timeouts
 	fs.DurationVar(&t.Header, "header-timeout", httpapi.DefaultHeaderTimeout, "time a client has to send a request's headers")
 	fs.DurationVar(&t.Body, "body-timeout", httpapi.DefaultBodyTimeout, "time a client has to send a request's body")
@@ -176,6 +176,11 @@ for them (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER=console…; docs/ope
 			if d.v <= 0 {
 				return cliUsagef("--%s must be more than 0", d.name)
 			}
+		}
+		// The gateway would take 0 for its default, 30 seconds, while
+		// whoever wrote it likely meant never.
+		if cfg.http.BookmarkInterval == 0 {
+			return cliUsagef("--bookmark-interval must be more than 0, or negative for never")
 		}
 		if cfg.shutdownTimeout <= 0 {
 			return cliUsagef("--shutdown-timeout must be more than 0")

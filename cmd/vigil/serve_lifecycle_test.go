@@ -67,6 +67,13 @@ func TestServeRefusesATimeoutOfZeroOrLessNamingItsFlag(t *testing.T) {
 	}
 }
 
+// 0 would otherwise be taken for the default, 30 seconds, where whoever
+// wrote it likely meant never (which is a negative interval).
+func TestServeRefusesABookmarkIntervalOfZeroNamingItsFlag(t *testing.T) {
+	t.Parallel()
+	refusedBeforeItsDatabase(t, nil, 2, []string{"--bookmark-interval must be more than 0, or negative for never"}, "--bookmark-interval=0")
+}
+
 func TestServeRefusesALimitBelowMinusOneNamingItsFlag(t *testing.T) {
 	t.Parallel()
 	for _, flag := range []string{"max-streams", "max-streams-per-credential", "max-waits", "max-waits-per-credential",
