@@ -47,6 +47,7 @@ import (
 	a2alog "github.com/a2aproject/a2a-go/log"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/vigilhq/vigil/clock"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/internal/buildinfo"
 	"github.com/vigilhq/vigil/webhook"
@@ -117,6 +118,10 @@ type Options struct {
 	// resumes and sweeps them. Each ends once ctx is done; wait on it then,
 	// before closing the store they read.
 	Background *sync.WaitGroup
+	// Clock times the push deliveries' waits: between an update's
+	// attempts, before following a task again, and between tries to
+	// resume the stored configs. nil means real time.
+	Clock clock.Clock
 }
 
 type callerKey struct{}
@@ -148,6 +153,7 @@ func Handler(ctx context.Context, g *gateway.Gateway, resolve Resolver, opts Opt
 		opts.Principal = func(string) (gateway.Principal, bool) { return gateway.Principal{}, false }
 	}
 	opts.PushLimits = opts.PushLimits.WithDefaults()
+	opts.Clock = clock.Or(opts.Clock)
 	if opts.PushSweepInterval <= 0 {
 		opts.PushSweepInterval = DefaultPushSweepInterval
 	}

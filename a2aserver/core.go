@@ -402,6 +402,10 @@ func (h *core) follow(ctx context.Context, c gateway.Caller, key string, seen *i
 			return
 		}
 	}
+	// last is the version from which the live events are all heard: the
+	// one read after listening began. An update's stateVersion is no
+	// such version: it is read when the update is made, and may count
+	// events still to come, or dropped if the listener falls behind.
 	last := st.StateVersion
 	for {
 		var failed error
@@ -413,9 +417,6 @@ func (h *core) follow(ctx context.Context, c gateway.Caller, key string, seen *i
 			}
 			if up == nil {
 				return nil
-			}
-			if v, ok := up.meta[MetaStateVersion].(int64); ok {
-				last = v
 			}
 			if !emit(event{update: up}) {
 				return errStopped

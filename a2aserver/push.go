@@ -20,6 +20,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/clock"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/sessions"
 	"github.com/vigilhq/vigil/webhook"
@@ -76,6 +77,7 @@ func (c *PushCounters) Stats() PushStats {
 type pushes struct {
 	h     *core
 	stats *PushCounters
+	clk   clock.Clock // times the waits (Options.Clock)
 	// background counts run and the deliveries (Options.Background).
 	background *sync.WaitGroup
 	// configs reads every stored config: the gateway's, or a test's.
@@ -115,7 +117,7 @@ func newPushes(h *core) *pushes {
 	if background == nil {
 		background = new(sync.WaitGroup)
 	}
-	return &pushes{h: h, stats: stats, background: background, running: map[pushKey]*delivery{},
+	return &pushes{h: h, stats: stats, clk: clock.Or(h.opts.Clock), background: background, running: map[pushKey]*delivery{},
 		configs: func(ctx context.Context) ([]sessions.PushConfig, error) {
 			return h.g.StoredPushConfigs(ctx, sessions.PushFilter{})
 		}}
@@ -178,10 +180,11 @@ func (h *core) checkPush(c gateway.Caller, s pushSpec) error {
 // id on the task) and starts its deliveries; once it returns, an update of
 // the task is delivered.
 func (h *core) setPush(ctx context.Context, c gateway.Caller, s pushSpec, protocol string) (sessions.PushConfig, error) {
-	session, err := h.sessionOf(ctx, c, s.task)
+	_, st, err := h.task(ctx, c, s.task, nil)
 	if err != nil {
 		return sessions.PushConfig{}, err
 	}
+	session := vigil.SessionRef{AgentID: st.AgentID, Key: st.SessionKey}
 	if err := h.checkPush(c, s); err != nil {
 		return sessions.PushConfig{}, err
 	}
@@ -199,7 +202,7 @@ func (h *core) setPush(ctx context.Context, c gateway.Caller, s pushSpec, protoc
 	if err := h.g.SetPushConfig(ctx, c, cfg, h.opts.PushLimits); err != nil {
 		return sessions.PushConfig{}, rpcError(err)
 	}
-	h.push.start(c, cfg)
+	h.push.start(c, cfg, &st.StateVersion)
 	return cfg, nil
 }
 
@@ -244,8 +247,10 @@ func (h *core) pushDelete(ctx context.Context, c gateway.Caller, key, id string)
 
 // start follows cfg as c until it is stopped, replacing a running
 // delivery of the same config; it returns once the follower listens.
-// Once run has returned (the handler's context is done) it starts none.
-func (p *pushes) start(c gateway.Caller, cfg sessions.PushConfig) {
+// from is the task's state version when cfg was set, nil for a config
+// resumed (see deliver). Once run has returned (the handler's context is
+// done) it starts none.
+func (p *pushes) start(c gateway.Caller, cfg sessions.PushConfig, from *int64) {
 	p.mu.Lock()
 	if p.done {
 		p.mu.Unlock()
@@ -257,7 +262,7 @@ func (p *pushes) start(c gateway.Caller, cfg sessions.PushConfig) {
 	ready := make(chan struct{})
 	go func() {
 		defer p.background.Done()
-		p.deliver(ctx, c, d, ready)
+		p.deliver(ctx, c, d, from, ready)
 	}()
 	<-ready
 }
@@ -335,7 +340,7 @@ func (p *pushes) resume(ctx context.Context) error {
 			p.h.log.Warn("a2a push notifications not resumed", "task", cfg.Session.Key, "config", cfg.ID, "err", err)
 			continue
 		}
-		p.start(c, cfg)
+		p.start(c, cfg, nil)
 	}
 	if len(cfgs) > 0 {
 		p.h.log.Info("a2a push notifications resumed", "configs", p.count(), "stored", len(cfgs))
@@ -403,10 +408,8 @@ func (p *pushes) sweep(ctx context.Context) error {
 func (p *pushes) run(ctx context.Context, resumed bool, interval time.Duration) {
 	wait := time.Second
 	for !resumed {
-		select {
-		case <-ctx.Done():
+		if !p.sleep(ctx, wait) {
 			return
-		case <-time.After(wait):
 		}
 		if err := p.resume(ctx); err != nil {
 			p.h.log.Error("a2a push notifications: resume", "err", err, "retry in", 2*wait)
@@ -457,11 +460,15 @@ func sameDelivery(a, b sessions.PushConfig) bool {
 
 // deliver follows the task and POSTs its updates (not the first snapshot,
 // which the client already has) until ctx ends or the config is gone. A
-// follow that fails otherwise (a read of the store, say) is not the end
-// of a config that is still stored: the task is followed again, after a
-// wait that doubles up to pushRefollowMax, and the first update then says
-// what moved meanwhile, as a stream that fell behind does.
-func (p *pushes) deliver(ctx context.Context, c gateway.Caller, d *delivery, ready chan struct{}) {
+// follow that fails otherwise (a read of the store, the task's or the
+// config's, say) is not the end of a config that is still stored: the
+// task is followed again, after a wait that doubles up to pushRefollowMax
+// (back to pushRefollowMin once an update is delivered), and the first
+// update then says what moved meanwhile, as a stream that fell behind
+// does. from is the task's state version when the config was set: a
+// first follow that fails before it reads the task tells what moved
+// since then; nil (a config resumed) starts where a follow first reads it.
+func (p *pushes) deliver(ctx context.Context, c gateway.Caller, d *delivery, from *int64, ready chan struct{}) {
 	defer p.ended(d)
 	cfg := d.cfg
 	first := true
@@ -472,7 +479,14 @@ func (p *pushes) deliver(ctx context.Context, c gateway.Caller, d *delivery, rea
 		}
 	}
 	defer started()
-	var seen *int64 // the task's state version as far as updates went; nil until the first follow read it
+	// seen is the task's state version up to which the receiver was told
+	// what moved; nil until a follow first reads the task. An update does
+	// not move it: its version is read when the update is made, and may
+	// count changes whose own updates are still to come (or are lost to a
+	// failed read). It moves to the version a follow read, once what
+	// moved before that was told: at once when nothing had, else when the
+	// gap is delivered.
+	var seen *int64
 	wait := pushRefollowMin
 	for {
 		var failed error
@@ -481,29 +495,32 @@ func (p *pushes) deliver(ctx context.Context, c gateway.Caller, d *delivery, rea
 				if v, ok := ev.task.meta[MetaStateVersion].(int64); ok && seen == nil {
 					seen = &v
 				}
-				wait = pushRefollowMin
 				started()
 				return true
 			}
 			if ev.update == nil {
 				return true
 			}
-			if v, ok := ev.update.meta[MetaStateVersion].(int64); ok && seen != nil {
-				*seen = max(*seen, v)
-			}
 			if ok, err := p.stored(ctx, d); err != nil || !ok {
 				if err != nil && ctx.Err() == nil {
-					p.h.log.Warn("a2a push notification not delivered: its config could not be read", "task", cfg.Session.Key,
-						"config", cfg.ID, "err", err)
-					return true
+					// Not delivered: the task is followed again, and the
+					// gap tells of this update.
+					failed = fmt.Errorf("read its config: %w", err)
 				}
-				return false // deleted, with its session or on its own
+				return false // else deleted, with its session or on its own
 			}
 			err := p.post(ctx, d, ev.update)
-			if errors.Is(err, errConfigGone) {
+			switch {
+			case errors.Is(err, errConfigGone):
 				return false
-			}
-			if err != nil && ctx.Err() == nil {
+			case err == nil && ev.update.meta[MetaGap] == true:
+				if v, ok := ev.update.meta[MetaStateVersion].(int64); ok {
+					seen = &v
+				}
+			case err == nil:
+				// Past where a follow failed: a failure now is a new one.
+				wait = pushRefollowMin
+			case ctx.Err() == nil:
 				p.h.log.Warn("a2a push notification not delivered", "task", cfg.Session.Key, "config", cfg.ID, "err", err)
 			}
 			return true
@@ -514,19 +531,34 @@ func (p *pushes) deliver(ctx context.Context, c gateway.Caller, d *delivery, rea
 		if failed == nil || ctx.Err() != nil || errors.Is(failed, a2a.ErrTaskNotFound) {
 			return // stopped, its config gone, or its session deleted
 		}
+		if seen == nil {
+			seen = from // what moved since the config was set
+		}
 		p.h.log.Warn("a2a push notifications interrupted: the task will be followed again", "task", cfg.Session.Key,
 			"config", cfg.ID, "err", failed, "retry in", wait)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !p.sleep(ctx, wait) {
 			return
-		case <-t.C:
 		}
 		wait = min(2*wait, pushRefollowMax)
 		if ok, err := p.stored(ctx, d); err == nil && !ok {
 			return
 		}
+	}
+}
+
+// sleep waits d on the handler's clock; false when ctx ended first.
+func (p *pushes) sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	done := make(chan struct{})
+	t := p.clk.AfterFunc(d, func() { close(done) })
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		t.Stop()
+		return false
 	}
 }
 
@@ -582,10 +614,11 @@ func (p *pushes) post(ctx context.Context, d *delivery, u *updateView) error {
 }
 
 // send delivers one update, retrying network errors, 408, 429 and 5xx
-// answers. Before each retry it looks for d's config again, as deliver
-// does before each update, and gives up with errConfigGone once it is
-// gone: deleting a session deletes its configs without stopping their
-// deliveries, which find out here.
+// answers, after the backoff or, on 429 and 503, the receiver's
+// Retry-After (at most webhook.MaxDelay). Before each retry it looks for
+// d's config again, as deliver does before each update, and gives up with
+// errConfigGone once it is gone: deleting a session deletes its configs
+// without stopping their deliveries, which find out here.
 func (p *pushes) send(ctx context.Context, d *delivery, u *updateView) error {
 	cfg := d.cfg
 	body, contentType, err := pushPayload(cfg, u)
@@ -594,12 +627,15 @@ func (p *pushes) send(ctx context.Context, d *delivery, u *updateView) error {
 	}
 	id := deliveryID(cfg, u)
 	var last error
+	asked := time.Duration(-1) // the wait the last answer asked for, if any
 	for attempt := 0; attempt < pushAttempts; attempt++ {
 		if attempt > 0 {
-			select {
-			case <-ctx.Done():
+			wait := pushBackoff << attempt
+			if asked >= 0 {
+				wait = asked
+			}
+			if !p.sleep(ctx, wait) {
 				return ctx.Err()
-			case <-time.After(pushBackoff << attempt):
 			}
 			// A config that cannot be read now is retried as a receiver
 			// that cannot be reached is.
@@ -624,12 +660,16 @@ func (p *pushes) send(ctx context.Context, d *delivery, u *updateView) error {
 		if cfg.AuthScheme != "" {
 			req.Header.Set("Authorization", strings.TrimSpace(cfg.AuthScheme+" "+cfg.AuthCredentials))
 		}
+		asked = -1
 		resp, err := p.h.opts.Client.Do(req)
 		if err != nil {
 			last = webhook.WithoutURL(err)
 			continue
 		}
 		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+			asked = webhook.RetryAfter(resp.Header.Get("Retry-After"), p.clk.Now())
+		}
 		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 			return nil
 		}

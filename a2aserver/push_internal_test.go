@@ -108,7 +108,7 @@ func TestADeliveryOfAConfigReplacedElsewhereStopsInsteadOfPostingTheOldOne(t *te
 	h.push = newPushes(h)
 	running, d := h.push.register(cfg)
 	ready := make(chan struct{})
-	go h.push.deliver(running, admin, d, ready)
+	go h.push.deliver(running, admin, d, nil, ready)
 	<-ready
 	replaced := cfg
 	replaced.URL, replaced.Token, replaced.CreatedAt = after.URL, "the-secret-after-the-change", 2

@@ -618,9 +618,13 @@ func (d *Dispatcher) attempt(w *worker, key, id string) attemptResult {
 	return res
 }
 
-// parseRetryAfter reads delay-seconds (or an HTTP date) and caps it at
-// MaxDelay; -1 when absent or unreadable.
-func (d *Dispatcher) parseRetryAfter(v string) time.Duration {
+// parseRetryAfter is RetryAfter on the dispatcher's clock.
+func (d *Dispatcher) parseRetryAfter(v string) time.Duration { return RetryAfter(v, d.clk.Now()) }
+
+// RetryAfter reads a Retry-After header's value, delay-seconds or an HTTP
+// date (counted from now), as the wait it asks for, at most MaxDelay; -1
+// when v is empty or unreadable.
+func RetryAfter(v string, now time.Time) time.Duration {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return -1
@@ -635,7 +639,7 @@ func (d *Dispatcher) parseRetryAfter(v string) time.Duration {
 		}
 		delay = time.Duration(secs) * time.Second
 	} else if t, err := http.ParseTime(v); err == nil {
-		delay = max(t.Sub(d.clk.Now()), 0)
+		delay = max(t.Sub(now), 0)
 	} else {
 		return -1
 	}
