@@ -81,7 +81,8 @@ var cliCommands = []cliCommand{
 			"events after N. If that position was pruned it prints the history gap and stops\n" +
 			"(exit 1). With KEY, print that session's changes (signal), wakes, notices, messages\n" +
 			"and replies; --since N first replays its changes after state version N, and stops at\n" +
-			"a history gap as the log does. Runs until interrupted.",
+			"a history gap as the log does, or ends when the session is deleted. Runs until\n" +
+			"interrupted.",
 		define: cliTail,
 	},
 	{
