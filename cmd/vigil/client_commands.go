@@ -79,8 +79,10 @@ var cliCommands = []cliCommand{
 			"  #sequence sessionKey kind actorType actorId summary\n" +
 			"resuming where it left off when the connection drops; --since N first replays the\n" +
 			"events after N. If that position was pruned it prints the history gap and stops\n" +
-			"(exit 1). With KEY, print that session's wakes, notices, messages and replies.\n" +
-			"Runs until interrupted.",
+			"(exit 1). With KEY, print that session's changes (signal), wakes, notices, messages\n" +
+			"and replies; --since N first replays its changes after state version N, and stops at\n" +
+			"a history gap as the log does, or ends when the session is deleted. Runs until\n" +
+			"interrupted.",
 		define: cliTail,
 	},
 	{
@@ -571,7 +573,7 @@ func cliReply(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) e
 // --- tail ---
 
 func cliTail(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) error {
-	since := fs.Int64("since", 0, "without KEY: first replay the events after this sequence")
+	since := fs.Int64("since", 0, "first replay the events after this sequence (with KEY: the changes after this state version)")
 	return func(ctx context.Context, args []string) error {
 		if len(args) > 1 {
 			return cliUsagef("unexpected argument %q", args[1])
@@ -579,21 +581,18 @@ func cliTail(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) er
 		if err := c.checkActing(); err != nil {
 			return err
 		}
-		if len(args) == 1 {
-			if cliIsSet(fs, "since") {
-				return cliUsagef("--since applies to the signal log (tail without KEY); a session's live stream has no history")
-			}
-			if err := cliCheckKey("KEY", args[0]); err != nil {
-				return err
-			}
-			return c.tailSession(ctx, args[0])
-		}
 		var after *int64
 		if cliIsSet(fs, "since") {
 			if *since < 0 {
 				return cliUsagef("--since must be at least 0")
 			}
 			after = since
+		}
+		if len(args) == 1 {
+			if err := cliCheckKey("KEY", args[0]); err != nil {
+				return err
+			}
+			return c.tailSession(ctx, args[0], after)
 		}
 		return c.tailLog(ctx, after)
 	}
@@ -627,9 +626,11 @@ func (c *cliClient) tailLog(ctx context.Context, after *int64) error {
 	})
 }
 
-// tailSession follows a session's live events from now.
-func (c *cliClient) tailSession(ctx context.Context, key string) error {
-	s, err := c.api.As(c.as).OpenSessionEvents(ctx, key, client.SessionEventsOptions{Raw: true, ReportDrops: true})
+// tailSession follows a session's live events from after (nil: from now),
+// its retained changes after that state version first; a pruned position
+// is printed and ends it (exit 1).
+func (c *cliClient) tailSession(ctx context.Context, key string, after *int64) error {
+	s, err := c.api.As(c.as).OpenSessionEvents(ctx, key, client.SessionEventsOptions{After: after, Raw: true, ReportDrops: true})
 	if err != nil {
 		return c.failure(ctx, err)
 	}

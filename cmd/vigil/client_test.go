@@ -632,6 +632,39 @@ func TestCLITailOfASessionPrintsItsLiveEvents(t *testing.T) {
 	}
 }
 
+// A session's stream, like the log's, replays from a position: tail KEY
+// --since N prints the session's retained changes after version N, then
+// follows it live; a position retention has passed is a gap that stops it.
+func TestCLITailOfASessionSinceReplaysItsChangesAfterThatVersion(t *testing.T) {
+	t.Parallel()
+	g := cliStartGateway(t, nil, vigil.Options{})
+	w := cliSpawnChild(t, g, cliManager, "write") // #1 created, #2 child_spawned
+
+	tail := cliStart(t, cliEnv(g), "tail", w, "--since", "1")
+	tail.waitFor(t, tail.out, `^signal   #2 child_spawned agent agent:main:main child session spawned$`)
+	cliOK(t, g, "send", w, "Use the revised figures", "--timeout", "0")
+	tail.waitFor(t, tail.out, `^signal   #3 human_direct_message human local human message via api$`)
+	if code := tail.stop(t); code != 0 {
+		t.Fatalf("tail: exit %d: %s", code, tail.errOut)
+	}
+	if strings.Contains(tail.out.String(), "#1 ") {
+		t.Fatalf("tail --since 1 replayed version 1:\n%s", tail.out)
+	}
+}
+
+func TestCLITailOfASessionSinceAPrunedVersionPrintsTheGapAndStops(t *testing.T) {
+	t.Parallel()
+	g := cliStartGateway(t, nil, vigil.Options{MaxEvents: 1})
+	w := cliSpawnChild(t, g, cliManager, "write") // #1 created, #2 child_spawned
+	if _, err := g.eng.Prune(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := cliRun(t, cliEnv(g), "tail", w, "--since", "0")
+	if code != 1 || !strings.HasPrefix(out, "history gap: changes after version 0 were pruned") {
+		t.Fatalf("tail KEY --since 0: exit %d, output %q, stderr %q", code, out, errOut)
+	}
+}
+
 func TestCLISessionsFollowsEveryPage(t *testing.T) {
 	// Not parallel: it lowers the page size for its run.
 	g := cliStartGateway(t, nil, vigil.Options{})
@@ -859,7 +892,7 @@ func TestCLIUsageErrorsExit2WithTheCommandsUsage(t *testing.T) {
 		{[]string{"goal", cliManager, "set"}, "missing OBJECTIVE"},
 		{[]string{"goal", cliManager, "clear", "--status", "active"}, "--status goes with set"},
 		{[]string{"tail", "a", "b"}, `unexpected argument "b"`},
-		{[]string{"tail", cliManager, "--since", "3"}, "--since applies to the signal log"},
+		{[]string{"tail", cliManager, "--since", "-1"}, "--since must be at least 0"},
 		{[]string{"unwatch", cliManager}, "--as WATCHER (or VIGIL_SESSION) is required"},
 		{[]string{"spawn", cliManager}, "missing TASK"},
 		{[]string{"reply", cliManager}, "missing TEXT"},

@@ -170,7 +170,7 @@ wins over the context.`,
 	setCtx.Flags().StringVar(&session, "session", "", "the session the context acts as, when a command takes --as")
 	setCtx.Flags().BoolVar(&tokenStdin, "token-stdin", false,
 		"read the token from standard input's first line, so it stays out of the process list and the shell's history")
-	setCtx.Flags().BoolVar(&use, "use", false, "also make it the current context")
+	setCtx.Flags().BoolVar(&use, "use", false, "also make it the current context (when no context is current, it becomes current anyway)")
 	setCtx.RunE = func(cmd *cobra.Command, args []string) error {
 		name := strings.TrimSpace(args[0])
 		if name == "" {

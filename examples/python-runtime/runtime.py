@@ -221,7 +221,7 @@ def main(argv=None):
                    help="stop after this many turns that brought work (default 0: run until Ctrl-C)")
     p.add_argument("--once", action="store_true", help="take one turn with work, then stop (--turns 1)")
     p.add_argument("--retries", type=int, default=5,
-                   help="consecutive failed turns (gateway unreachable or 503) before giving up (default 5)")
+                   help="times a failed turn (gateway unreachable or 503) is retried in a row before giving up (default 5)")
     args = p.parse_args(argv)
     args.addr = args.addr or gateway_address()
     if not 0 <= args.wait <= MAX_WAIT:
