@@ -528,6 +528,11 @@ func (g *Gateway) EndRun(ctx context.Context, c Caller, in RunEndInput) (_ RunEn
 	if in.RunID == "" {
 		return RunEndOutput{}, invalid("runId is required")
 	}
+	// Checked before the lookup: PostgreSQL cannot even compare a NUL, and
+	// an id no run could have is the caller's mistake on every store.
+	if err := vigil.CheckID("runId", in.RunID); err != nil {
+		return RunEndOutput{}, invalid("%v", err)
+	}
 	pre := Precondition{IfStateVersion: in.IfStateVersion, IfSynced: in.IfSynced}
 	if err := pre.validate(c); err != nil {
 		return RunEndOutput{}, err
