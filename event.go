@@ -298,11 +298,8 @@ func (r Record) validate() (Event, error) {
 	for _, f := range []struct{ name, v string }{
 		{"sessionId", r.SessionID}, {"actorId", r.ActorID}, {"runId", r.RunID}, {"dedupeKey", r.DedupeKey},
 	} {
-		if err := checkLine(f.name, f.v); err != nil {
+		if err := CheckID(f.name, f.v); err != nil {
 			return Event{}, err
-		}
-		if len(f.v) > maxIDBytes {
-			return Event{}, fmt.Errorf("%s is longer than %d bytes", f.name, maxIDBytes)
 		}
 	}
 	if r.Parent != "" {
@@ -381,6 +378,20 @@ func CheckSummary(s string) error {
 	}
 	if n := utf8.RuneCountInString(s); n > MaxSummaryChars {
 		return fmt.Errorf("summary is %d characters, more than %d", n, MaxSummaryChars)
+	}
+	return nil
+}
+
+// CheckID is the rule for an id recorded with an event (a session id, an
+// actor id, a run id, a dedupe key): valid UTF-8, one line without control
+// characters, at most 512 bytes. An id that breaks it names nothing
+// recorded, so a transport looking one up refuses it by the same rule.
+func CheckID(field, id string) error {
+	if err := checkLine(field, id); err != nil {
+		return err
+	}
+	if len(id) > maxIDBytes {
+		return fmt.Errorf("%s is longer than %d bytes", field, maxIDBytes)
 	}
 	return nil
 }

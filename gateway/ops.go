@@ -269,11 +269,17 @@ func (g *Gateway) SetGoal(ctx context.Context, c Caller, in GoalInput) (_ GoalOu
 			return GoalOutput{}, err
 		}
 	case "status", "clear":
+		if in.Objective != "" {
+			return GoalOutput{}, invalid("objective goes with set or edit, not %s", in.Action)
+		}
 	default:
 		return GoalOutput{}, invalid("action %q is not set, edit, status or clear", in.Action)
 	}
-	// A status is checked whenever one is given, also where the action
-	// does not use it: a word that is no status is a mistake either way.
+	// A status the action would drop is refused, not ignored: its caller
+	// meant the goal to end up in it.
+	if in.Status != "" && in.Action != "set" && in.Action != "status" {
+		return GoalOutput{}, invalid("status goes with set or status, not %s", in.Action)
+	}
 	if in.Status != "" || in.Action == "status" {
 		if err := checkStatus(in.Status); err != nil {
 			return GoalOutput{}, err
@@ -528,6 +534,11 @@ func (g *Gateway) EndRun(ctx context.Context, c Caller, in RunEndInput) (_ RunEn
 	if in.RunID == "" {
 		return RunEndOutput{}, invalid("runId is required")
 	}
+	// Checked before the lookup: PostgreSQL cannot even compare a NUL, and
+	// an id no run could have is the caller's mistake on every store.
+	if err := vigil.CheckID("runId", in.RunID); err != nil {
+		return RunEndOutput{}, invalid("%v", err)
+	}
 	pre := Precondition{IfStateVersion: in.IfStateVersion, IfSynced: in.IfSynced}
 	if err := pre.validate(c); err != nil {
 		return RunEndOutput{}, err
@@ -627,6 +638,11 @@ func (g *Gateway) Compact(ctx context.Context, c Caller, in CompactInput) (_ Com
 	}
 	if in.UpTo < 0 {
 		return CompactOutput{}, invalid("upToMessageId must be a message id")
+	}
+	if in.UpTo != 0 && in.Summary == "" {
+		// Without a summary nothing is replaced: the caller would be told
+		// of a compaction that left the messages it named in place.
+		return CompactOutput{}, invalid("upToMessageId goes with summary: without one, nothing is replaced")
 	}
 	opID := in.OperationID
 	if opID == "" {

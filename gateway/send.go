@@ -44,6 +44,12 @@ func (g *Gateway) resolveTarget(ctx context.Context, c Caller, in SendInput) (vi
 		}
 		return parseRef("sessionKey", in.SessionKey, in.AgentID)
 	case in.Label != "":
+		// Checked before the lookup, by the rule labels are stored under:
+		// PostgreSQL cannot even compare a NUL, and a label no session
+		// could have is the caller's mistake on every store.
+		if err := checkLabel(in.Label); err != nil {
+			return vigil.SessionRef{}, err
+		}
 		agentID := in.AgentID
 		if agentID == "" && c.Session != nil {
 			agentID = c.Session.AgentID
