@@ -9,7 +9,7 @@
 // refused, it is told what changed (and the notice vigil queued for the
 // agent), and it runs again on top of the person's turn.
 //
-//   VIGIL_URL=http://127.0.0.1:7317 VIGIL_TOKEN=<agent token of "support"> node examples/two-writers.mjs
+//   VIGIL_ADDR=http://127.0.0.1:7317 VIGIL_TOKEN=<agent token of "support"> node examples/two-writers.mjs
 import { randomUUID } from "node:crypto";
 import { HumanMessage } from "@langchain/core/messages";
 import { MemorySaver } from "@langchain/langgraph";
@@ -17,7 +17,18 @@ import { VigilClient } from "@vigilhq/client";
 import { VigilCheckpointer, invokeFenced } from "@vigilhq/langgraph";
 import { buildSupportGraph, describeChange } from "./support-graph.mjs";
 
-const client = new VigilClient(process.env.VIGIL_URL ?? "http://127.0.0.1:7317", {
+// The gateway: VIGIL_ADDR, as the vigil CLI reads it; VIGIL_URL, its older
+// name, still works, with a note that it is deprecated.
+function gatewayAddress() {
+  if (process.env.VIGIL_ADDR) return process.env.VIGIL_ADDR;
+  if (process.env.VIGIL_URL) {
+    console.error("VIGIL_URL is deprecated; set VIGIL_ADDR instead");
+    return process.env.VIGIL_URL;
+  }
+  return "http://127.0.0.1:7317";
+}
+
+const client = new VigilClient(gatewayAddress(), {
   token: process.env.VIGIL_TOKEN,
   session: "agent:support:main", // the agent: the actor of its checkpoints, and the watcher of its threads
 });

@@ -319,7 +319,7 @@ test("each thread id maps to one session key vigil accepts; ids that are not pla
 test("the example tells the two-writer story against a live gateway", async () => {
   const dir = fileURLToPath(new URL("../../../", import.meta.url)); // adapters/langgraph
   const { stdout } = await promisify(execFile)("node", ["examples/two-writers.mjs"], {
-    cwd: dir, env: { ...process.env, VIGIL_URL: gateway.url, VIGIL_TOKEN: SUPPORT }, timeout: 60_000,
+    cwd: dir, env: { ...process.env, VIGIL_ADDR: gateway.url, VIGIL_TOKEN: SUPPORT }, timeout: 60_000,
   });
   assert.match(stdout, /^refused: thread "ticket-\w+": another writer already extended this checkpoint \(human_direct_message by human telegram:42/m);
   assert.match(stdout, /^notice: Session "agent:support:langgraph:ticket-\w+" changed \(other actor\)\./m);

@@ -8,14 +8,25 @@
 // runs the turn again, and the agent is told what changed before its input.
 // The agent's session, which watches the conversation, has a notice.
 //
-//   VIGIL_URL=http://127.0.0.1:7317 VIGIL_TOKEN=<agent token of "support", recordHuman> node examples/conversation.mjs
+//   VIGIL_ADDR=http://127.0.0.1:7317 VIGIL_TOKEN=<agent token of "support", recordHuman> node examples/conversation.mjs
 import { randomUUID } from "node:crypto";
 import { MemorySession, Runner } from "@openai/agents";
 import { VigilClient } from "@vigilhq/client";
 import { StaleSessionError, VigilSession } from "@vigilhq/openai-agents";
 import { supportAgent } from "./support-agent.mjs";
 
-const client = new VigilClient(process.env.VIGIL_URL ?? "http://127.0.0.1:7317", {
+// The gateway: VIGIL_ADDR, as the vigil CLI reads it; VIGIL_URL, its older
+// name, still works, with a note that it is deprecated.
+function gatewayAddress() {
+  if (process.env.VIGIL_ADDR) return process.env.VIGIL_ADDR;
+  if (process.env.VIGIL_URL) {
+    console.error("VIGIL_URL is deprecated; set VIGIL_ADDR instead");
+    return process.env.VIGIL_URL;
+  }
+  return "http://127.0.0.1:7317";
+}
+
+const client = new VigilClient(gatewayAddress(), {
   token: process.env.VIGIL_TOKEN,
   session: "agent:support:main", // the agent: actor of its turns, watcher of its conversations
 });

@@ -188,7 +188,7 @@ test("a conversation deleted in vigil since the last run is told to the next run
 test("the example tells the conversation's story against a live gateway", async () => {
   const dir = fileURLToPath(new URL("../../../", import.meta.url)); // adapters/openai-agents
   const { stdout } = await promisify(execFile)(process.execPath, ["examples/conversation.mjs"], {
-    cwd: dir, env: { ...process.env, VIGIL_URL: gateway.url, VIGIL_TOKEN: SUPPORT }, timeout: 60_000,
+    cwd: dir, env: { ...process.env, VIGIL_ADDR: gateway.url, VIGIL_TOKEN: SUPPORT }, timeout: 60_000,
   });
   assert.match(stdout, /^notice: Session "agent:support:chat:c-\w+" changed \(other actor\)\./m);
   assert.match(stdout, /^refused: agent:support:chat:c-\w+ changed after version \d+ \(1 change\(s\), now at \d+\): nothing was stored/m);
