@@ -264,10 +264,13 @@ func (b *bridgeFollows) run(ctx context.Context, uri, key string, s *client.Stre
 			if ctx.Err() != nil {
 				return
 			}
-			if errors.Is(err, errFollowedDeleted) {
+			if del := (*followedDeleted)(nil); errors.As(err, &del) {
 				// Its subscription has ended: a subscribe follows the
-				// session made again anew.
+				// session made again anew. The follow is forgotten as the
+				// client is told, under the lock subscribe takes, so a
+				// subscribe sent on hearing it never finds this one.
 				b.mu.Lock()
+				b.updated(ctx, uri, mcp.Meta{mcpserver.DeletedMetaKey: map[string]any{"stateVersion": del.stateVersion}})
 				if b.follows[uri] == f {
 					delete(b.follows, uri)
 				}
@@ -293,13 +296,17 @@ func (b *bridgeFollows) run(ctx context.Context, uri, key string, s *client.Stre
 	}
 }
 
-// errFollowedDeleted ends a relay whose session was deleted.
-var errFollowedDeleted = errors.New("the followed session was deleted")
+// followedDeleted ends a relay whose session was deleted, at stateVersion.
+type followedDeleted struct{ stateVersion int64 }
+
+func (e *followedDeleted) Error() string {
+	return fmt.Sprintf("the followed session was deleted at state version %d", e.stateVersion)
+}
 
 // relay tells the client what one stream says until it ends, keeping in
-// after the state version reached. A session deleted is told as the
-// gateway's own MCP server tells it, one last update whose _meta says so,
-// and ends the relay with errFollowedDeleted: the stream is over, and
+// after the state version reached. A session deleted ends the relay with
+// followedDeleted, for run to tell as the gateway's own MCP server tells
+// it, one last update whose _meta says so: the stream is over, and
 // following it again would find a new session or none. Changes that arrive together make one
 // update: those already read when the first is told are merged into it.
 func (b *bridgeFollows) relay(ctx context.Context, uri string, s *client.Stream, after **int64) error {
@@ -363,8 +370,7 @@ func (b *bridgeFollows) relay(ctx context.Context, uri string, s *client.Stream,
 			if moved {
 				b.updated(ctx, uri, nil)
 			}
-			b.updated(ctx, uri, mcp.Meta{mcpserver.DeletedMetaKey: map[string]any{"stateVersion": e.StateVersion}})
-			return errFollowedDeleted
+			return &followedDeleted{stateVersion: e.StateVersion}
 		case client.Resumed:
 			// Changes made while the connection was down come next;
 			// the stream says where it resumed.
