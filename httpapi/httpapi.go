@@ -79,8 +79,8 @@ type Options struct {
 	// MCPTaskRetention is how long a finished MCP task is kept for its
 	// client to read; 0 means mcpserver.DefaultTaskRetention.
 	MCPTaskRetention time.Duration
-	// PushLimits bound the A2A push notification configs kept; the zero
-	// value is gateway's defaults.
+	// PushLimits bound the A2A push notification configs kept: a zero
+	// limit means its default, a negative one no limit.
 	PushLimits gateway.PushLimits
 	// Ready are what GET /readyz checks besides the store, which it always
 	// reads (a change listener being connected, say).
