@@ -54,6 +54,8 @@ type server struct {
 	// Shutdown begins the server's shutdown, as vigil serve does: it ends
 	// the handler's context.
 	Shutdown func()
+	// G is the gateway the server serves, whose holds a test counts.
+	G *gateway.Gateway
 }
 
 func start(t *testing.T) *server {
@@ -113,7 +115,7 @@ func startWith(t *testing.T, ctx context.Context, opts gatewaytest.Options, log 
 		})
 	}
 	t.Cleanup(stop)
-	return &server{URL: srv.URL, Eng: gw.Engine, Store: gw.SQLite, Path: path, Stop: stop, Shutdown: cancel}
+	return &server{URL: srv.URL, Eng: gw.Engine, Store: gw.SQLite, Path: path, Stop: stop, Shutdown: cancel, G: g}
 }
 
 // headers adds a token and an acting session to every request.

@@ -79,6 +79,9 @@ type Options struct {
 	// MCPTaskRetention is how long a finished MCP task is kept for its
 	// client to read; 0 means mcpserver.DefaultTaskRetention.
 	MCPTaskRetention time.Duration
+	// PushLimits bound the A2A push notification configs kept: a zero
+	// limit means its default, a negative one no limit.
+	PushLimits gateway.PushLimits
 	// Ready are what GET /readyz checks besides the store, which it always
 	// reads (a change listener being connected, say).
 	Ready []ReadyCheck
@@ -173,7 +176,7 @@ func NewHandler(g *gateway.Gateway, opts Options) (http.Handler, error) {
 	}, opts.Logger, mcpserver.HTTPOptions{IdleTimeout: opts.MCPIdleTimeout, TaskRetention: opts.MCPTaskRetention,
 		Background: opts.Background}))))
 	a2aopts := a2aserver.Options{Logger: opts.Logger, MaxBodyBytes: opts.MaxBodyBytes, Principal: opts.Credentials.PushPrincipal,
-		Background: opts.Background}
+		PushLimits: opts.PushLimits, Background: opts.Background}
 	if opts.Metrics != nil {
 		push := new(a2aserver.PushCounters)
 		a2aopts.PushCounters = push

@@ -86,3 +86,39 @@ func TestA2APushConfigsAreListedAndDeliverAfterVigilServeIsKilled(t *testing.T) 
 		t.Fatalf("no delivery after the restart (hang guard):\n%s", p.stderr.String())
 	}
 }
+
+// The push config limits are flags of vigil serve, as the other limits
+// are: a config over the one given is refused naming it, storing nothing.
+func TestServeBoundsPushConfigsAsItsFlagsSay(t *testing.T) {
+	t.Parallel()
+	r := runServeAsync(t, nil, "--db", filepath.Join(t.TempDir(), "vigil.db"), "--addr", "127.0.0.1:0",
+		"--max-push-configs-per-credential", "1")
+	r.awaitListening(t)
+	defer r.stop(t)
+	hook := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer hook.Close()
+	child := callOK[gateway.SpawnOutput](t, r, "", "agent:main:main", "sessions_spawn", map[string]any{"task": "work"}).ChildSessionKey
+	create := func(id string) string {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, "http://"+r.addr+a2aserver.Path, strings.NewReader(
+			`{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"taskId":"`+child+
+				`","id":"`+id+`","url":"`+hook.URL+`","token":"a-push-secret-of-some-length"}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set(a2aserver.VersionHeader, "1.0")
+		resp, err := (&http.Client{Timeout: serveHangGuard}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return string(body)
+	}
+	if body := create("first"); strings.Contains(body, `"error"`) {
+		t.Fatalf("the first config: %s", body)
+	}
+	if body := create("second"); !strings.Contains(body, "already has 1 push notification configs, its limit") {
+		t.Fatalf("a second config over --max-push-configs-per-credential 1: %s; want a refusal naming the limit", body)
+	}
+}

@@ -121,6 +121,10 @@ for them (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER=console…; docs/ope
 	fs.DurationVar(&cfg.http.MCPIdleTimeout, "mcp-idle-timeout", mcpserver.DefaultIdleTimeout, "how long an MCP session may go without a request before it is closed")
 	fs.IntVar(&l.MCPTasks, "max-mcp-tasks", gateway.DefaultMaxMCPTasks, "MCP tasks, running or keeping their results, in all (-1: no limit)")
 	fs.IntVar(&l.MCPTasksPerCredential, "max-mcp-tasks-per-credential", gateway.DefaultMaxMCPTasksPerCredential, "MCP tasks per credential (-1: no limit)")
+	pl := &cfg.http.PushLimits
+	fs.IntVar(&pl.Total, "max-push-configs", gateway.DefaultMaxPushConfigs, "A2A push notification configs kept, in all (-1: no limit)")
+	fs.IntVar(&pl.PerCredential, "max-push-configs-per-credential", gateway.DefaultMaxPushConfigsPerCredential, "A2A push notification configs kept per credential (-1: no limit)")
+	fs.IntVar(&pl.PerTask, "max-push-configs-per-task", gateway.DefaultMaxPushConfigsPerTask, "A2A push notification configs kept per credential on one task (-1: no limit)")
 	fs.DurationVar(&cfg.http.MCPTaskRetention, "mcp-task-retention", mcpserver.DefaultTaskRetention, "how long a finished MCP task's result is kept for its client to read")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long a stop (SIGTERM, SIGINT) waits for the requests in flight before it cuts them")
 	logs := addLogFlags(cmd, "info", true)
@@ -162,7 +166,8 @@ for them (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER=console…; docs/ope
 		for name, v := range map[string]int{"max-streams": l.Streams, "max-streams-per-credential": l.StreamsPerCredential,
 			"max-waits": l.Waits, "max-waits-per-credential": l.WaitsPerCredential,
 			"max-mcp-sessions": l.MCPSessions, "max-mcp-sessions-per-credential": l.MCPSessionsPerCredential,
-			"max-mcp-tasks": l.MCPTasks, "max-mcp-tasks-per-credential": l.MCPTasksPerCredential} {
+			"max-mcp-tasks": l.MCPTasks, "max-mcp-tasks-per-credential": l.MCPTasksPerCredential,
+			"max-push-configs": pl.Total, "max-push-configs-per-credential": pl.PerCredential, "max-push-configs-per-task": pl.PerTask} {
 			if v == 0 || v < -1 {
 				return cliUsagef("--%s must be at least 1, or -1 for no limit", name)
 			}

@@ -77,7 +77,8 @@ func TestServeRefusesABookmarkIntervalOfZeroNamingItsFlag(t *testing.T) {
 func TestServeRefusesALimitBelowMinusOneNamingItsFlag(t *testing.T) {
 	t.Parallel()
 	for _, flag := range []string{"max-streams", "max-streams-per-credential", "max-waits", "max-waits-per-credential",
-		"max-mcp-sessions", "max-mcp-sessions-per-credential", "max-mcp-tasks", "max-mcp-tasks-per-credential"} {
+		"max-mcp-sessions", "max-mcp-sessions-per-credential", "max-mcp-tasks", "max-mcp-tasks-per-credential",
+		"max-push-configs", "max-push-configs-per-credential", "max-push-configs-per-task"} {
 		refusedBeforeItsDatabase(t, nil, 2, []string{"--" + flag + " must be at least 1, or -1 for no limit"}, "--"+flag+"=-2")
 	}
 }

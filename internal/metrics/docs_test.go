@@ -106,3 +106,27 @@ func TestOperationsDocListsEveryMetricAndNoOther(t *testing.T) {
 
 // alertMetric matches a metric's name anywhere in the section.
 var alertMetric = regexp.MustCompile(`\bvigil_[a-z_]+[a-z]\b`)
+
+// Each gauge of a limit's holds says, in its help, everything the limit
+// counts, as docs/operations.md does: a scrape is often all an operator
+// reads. The parked requests are the wait limit's turns, session_wait
+// calls, waiting sends and fences (session_status waiting for a state
+// version).
+func TestTheParkedRequestsHelpNamesEveryKindOfWait(t *testing.T) {
+	families, err := everyFamily(t).Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "vigil_parked_requests" {
+			continue
+		}
+		for _, kind := range []string{"turns", "session_wait", "sessions_send", "session_status"} {
+			if !strings.Contains(f.GetHelp(), kind) {
+				t.Errorf("vigil_parked_requests's help %q does not name %s", f.GetHelp(), kind)
+			}
+		}
+		return
+	}
+	t.Fatal("no vigil_parked_requests gauge")
+}

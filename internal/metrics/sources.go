@@ -24,7 +24,7 @@ func (m *Metrics) RegisterGateway(g *gateway.Gateway) error {
 	waits := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "vigil_parked_requests",
 		Help: "Requests parked now: turns and session_wait calls waiting for work, " +
-			"and sessions_send calls waiting for their reply.",
+			"sessions_send calls waiting for their reply, and session_status calls waiting for a state version.",
 	}, func() float64 { return float64(g.Held(gateway.HoldWait)) })
 	sessions := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "vigil_open_mcp_sessions",
