@@ -22,6 +22,7 @@ import (
 	"time"
 
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/a2aserver"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
 	"github.com/vigilhq/vigil/internal/gatewaytest"
@@ -156,7 +157,8 @@ func TestAForeignHostIsRefusedWhenListeningOnLoopback(t *testing.T) {
 		h.AllowedHosts = []string{"vigil.internal"}
 	})
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(s.URL, "http://"))
-	for _, path := range []string{"/v1/tools", "/", "/healthz", "/mcp"} {
+	for _, path := range []string{"/v1/tools", "/", "/healthz", "/mcp", "/a2a", "/metrics", "/v1/events", "/v1/sessions/agent:main:main/events",
+		a2aserver.CardPath, httpapi.OpenAPIPath, "/ui/app.js"} {
 		for _, host := range []string{"evil.example:" + port, "evil.example", "127.0.0.1.evil.example:" + port} {
 			code, body := edgeRequest(t, s, http.MethodGet, path, map[string]string{"Host": host}, "")
 			e2eCheckError(t, "Host "+host+" GET "+path, code, body, http.StatusForbidden, gateway.CodeForbidden, "host")
