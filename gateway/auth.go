@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/sessionkey"
@@ -37,6 +38,10 @@ type Principal struct {
 	// (session_record) to a person: a runtime reporting what a person did
 	// in its own channel. Without it an agent cannot pass as a person.
 	RecordHuman bool
+	// credential tells apart tokens whose principals are otherwise alike
+	// (two tokens of one agent with other allow-lists or rights): the
+	// token's place among the configured ones, 0 for none.
+	credential int
 }
 
 // Credentials holds the configured tokens, kept only as SHA-256 hashes.
@@ -106,7 +111,7 @@ func NewCredentials(c Config, adminToken string) (*Credentials, error) {
 		if len(t.Token) < 16 {
 			return nil, fmt.Errorf("token %d (%s %s): tokens must be at least 16 characters", i+1, t.Role, t.ID+t.Agent)
 		}
-		p := Principal{Role: t.Role, ID: t.ID}
+		p := Principal{Role: t.Role, ID: t.ID, credential: i + 1}
 		switch t.Role {
 		case RoleAdmin, RoleOperator:
 			if p.ID == "" {
@@ -174,6 +179,19 @@ type Caller struct {
 	Principal Principal
 	// Session is the acting session; nil for a person acting as themself.
 	Session *vigil.SessionRef
+}
+
+// Identity names the token and the acting session c stands for: two
+// callers have the same Identity only when they use the same token, acting
+// as the same session. What is bound to the caller that opened it (an MCP
+// session, an MCP task) compares it, so another token of the same agent,
+// which may reach less, cannot ride on it.
+func (c Caller) Identity() string {
+	id := strconv.Itoa(c.Principal.credential) + "|" + string(c.Principal.Role) + "|" + c.Principal.ID + "|"
+	if c.Session != nil {
+		id += c.Session.Key
+	}
+	return id
 }
 
 // canReach reports whether the principal may read or change sessions of

@@ -19,7 +19,7 @@ type RecordInput struct {
 	AgentID    string          `json:"agentId,omitempty" jsonschema:"the owning agent, needed only for a bare key"`
 	Kind       vigil.Kind      `json:"kind" jsonschema:"human_direct_message, goal_changed, child_spawned, run_completed, run_failed, compacted, created, adopted (actor human), upstream_missing (actor system), session_reset or attention (actor system)"`
 	ActorType  vigil.ActorType `json:"actorType,omitempty" jsonschema:"human, agent or system; default: agent for an agent credential, human for a person"`
-	ActorID    string          `json:"actorId,omitempty" jsonschema:"who acted: for an agent, a session key of its agent (default the acting session); for a human, their handle in your channel"`
+	ActorID    string          `json:"actorId,omitempty" jsonschema:"who acted: for an agent, a session key of its agent (default the acting session); for a human, their handle in your channel; for the system, none"`
 	RunID      string          `json:"runId,omitempty"`
 	Summary    string          `json:"summary,omitempty" jsonschema:"one line, at most 200 characters, never message content (default: the kind's)"`
 	Payload    json.RawMessage `json:"payload,omitempty" jsonschema:"a small JSON object, at most 4 KiB"`
@@ -149,7 +149,7 @@ func (g *Gateway) RecordElsewhere(ctx context.Context, c Caller, in RecordInput)
 			return RecordOutput{}, invalid("%v", err)
 		}
 	}
-	actorType, actorID, err := c.recordActor(in.ActorType, in.ActorID)
+	actorType, actorID, err := c.recordActor(ref, in.ActorType, in.ActorID)
 	if err != nil {
 		return RecordOutput{}, err
 	}
@@ -252,8 +252,13 @@ func (g *Gateway) watchGroup(ctx context.Context, txn *vigil.Txn, tx sessions.Tx
 	return noteRecordedWatcher(ctx, txn, tx, main, runtime)
 }
 
-// recordActor decides who an event recorded by c is attributed to.
-func (c Caller) recordActor(actorType vigil.ActorType, actorID string) (vigil.ActorType, string, error) {
+// recordActor decides who an event recorded by c on ref is attributed to.
+// An agent records as a session of its own agent, as a person only with
+// the RecordHuman right, and as the system only on its own agent's
+// sessions, whose runtime it is. The system acts under no name, as in the
+// events vigil makes itself: a name there could show a person or another
+// agent's session as the one who acted.
+func (c Caller) recordActor(ref vigil.SessionRef, actorType vigil.ActorType, actorID string) (vigil.ActorType, string, error) {
 	p := c.Principal
 	if actorType == "" {
 		actorType = vigil.ActorHuman
@@ -298,7 +303,14 @@ func (c Caller) recordActor(actorType vigil.ActorType, actorID string) (vigil.Ac
 		}
 		return vigil.ActorHuman, actorID, nil
 	case vigil.ActorSystem:
-		return vigil.ActorSystem, actorID, nil
+		if actorID != "" {
+			return "", "", invalid("actorId %q: the system acts under no name; leave actorId out", actorID)
+		}
+		if p.Role == RoleAgent && ref.AgentID != p.ID {
+			return "", "", fmt.Errorf("%w: a credential of agent %q is the runtime of its own sessions only: "+
+				"on %s it records as a session of its agent (actorType agent)", ErrForbidden, p.ID, ref)
+		}
+		return vigil.ActorSystem, "", nil
 	}
 	return "", "", invalid("actorType %q is not human, agent or system", actorType)
 }

@@ -63,6 +63,10 @@ func TestSessionRecordRefusesWhatTheCredentialMayNotDoStoringNothing(t *testing.
 	s := e2eStart(t)
 	hosted, _ := e2eStory(t, s)
 	recordSpawn(t, s)
+	// A session agent ops' runtime keeps, which boss reaches through its
+	// allow-list.
+	e2eDo[gateway.RecordOutput](t, s, e2eOps, "", "session_record", map[string]any{
+		"sessionKey": "agent:ops:elsewhere", "kind": "goal_changed"})
 	before := e2eSnapshot(t, s, recordWorker, "agent:main:elsewhere")
 	for _, c := range []struct {
 		name, token string
@@ -92,6 +96,19 @@ func TestSessionRecordRefusesWhatTheCredentialMayNotDoStoringNothing(t *testing.
 			http.StatusBadRequest, gateway.CodeInvalid, "sessionKey"},
 		{"a hosted session", e2eAdmin, map[string]any{"sessionKey": hosted, "kind": "goal_changed", "actorType": "system"},
 			http.StatusBadRequest, gateway.CodeInvalid, "hosted by this gateway"},
+		// The system acts under no name: a name would let an agent show a
+		// person or another agent's session as the one who acted.
+		{"the system under a person's name", e2eMain, map[string]any{"sessionKey": "agent:main:elsewhere",
+			"kind": "human_direct_message", "actorType": "system", "actorId": "telegram:42"},
+			http.StatusBadRequest, gateway.CodeInvalid, "actorId"},
+		{"the system under another agent's session", e2eRuntime, map[string]any{"sessionKey": recordWorker,
+			"kind": "goal_changed", "actorType": "system", "actorId": "agent:main:main"},
+			http.StatusBadRequest, gateway.CodeInvalid, "actorId"},
+		// An agent is the runtime of its own sessions only: on another
+		// agent's it records as itself.
+		{"another agent's runtime", e2eBoss, map[string]any{"sessionKey": "agent:ops:elsewhere",
+			"kind": "attention", "actorType": "system", "payload": map[string]any{"attention": "stuck"}},
+			http.StatusForbidden, gateway.CodeForbidden, "runtime"},
 		{"a human actor without who", e2eRuntime, map[string]any{"sessionKey": recordWorker, "kind": "human_direct_message",
 			"actorType": "human"}, http.StatusBadRequest, gateway.CodeInvalid, "actorId is required"},
 	} {

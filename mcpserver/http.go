@@ -275,14 +275,6 @@ func isStateless(r *http.Request) bool {
 	return r.Header.Get("Mcp-Protocol-Version") >= firstStatelessRevision
 }
 
-func identity(c gateway.Caller) string {
-	id := string(c.Principal.Role) + "|" + c.Principal.ID + "|"
-	if c.Session != nil {
-		id += c.Session.Key
-	}
-	return id
-}
-
 func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c, err := h.resolve(r)
 	if err != nil {
@@ -347,7 +339,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.mu.Lock()
 	s, ok := h.sessions[sid]
-	if ok && s.identity != identity(c) {
+	if ok && s.identity != c.Identity() {
 		h.mu.Unlock()
 		fail(w, fmt.Errorf("%w: this MCP session was opened by another credential or acting session", gateway.ErrForbidden))
 		return
@@ -426,7 +418,7 @@ func (h *httpHandler) open(w http.ResponseWriter, r *http.Request, req *request)
 				return
 			}
 			ended, end := context.WithCancel(context.Background())
-			s = &session{id: sid, identity: identity(req.caller), release: release, active: 1, ended: ended, end: end}
+			s = &session{id: sid, identity: req.caller.Identity(), release: release, active: 1, ended: ended, end: end}
 			h.sessions[sid] = s
 		}
 	}}

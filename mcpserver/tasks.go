@@ -247,7 +247,7 @@ func (ts *tasks) start(c gateway.Caller, tool *gateway.Tool, args json.RawMessag
 	}
 	work, cancel := context.WithCancelCause(ts.ctx)
 	now := ts.clk.Now()
-	t := &task{id: id, owner: identity(c), caller: c, tool: tool.Name, created: now, release: release, cancel: cancel,
+	t := &task{id: id, owner: c.Identity(), caller: c, tool: tool.Name, created: now, release: release, cancel: cancel,
 		done: make(chan struct{}), status: taskWorking, message: doing, updated: now}
 	ts.mu.Lock()
 	if ts.closed {
@@ -341,7 +341,7 @@ func (ts *tasks) lookup(c gateway.Caller, id string) (*task, error) {
 	ts.mu.Lock()
 	t, ok := ts.byID[id]
 	ts.mu.Unlock()
-	if !ok || t.owner != identity(c) {
+	if !ok || t.owner != c.Identity() {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
 			Message: fmt.Sprintf("task not found: you have no task %q (a finished task is kept for %s)", id, ts.keep)}
 	}

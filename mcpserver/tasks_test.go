@@ -244,6 +244,20 @@ func TestAnotherCredentialCannotSeeCancelOrListenForATask(t *testing.T) {
 	}
 }
 
+// A task is its token's own: another token of the same agent, acting as
+// the same session, cannot read what the task's token may reach and it
+// may not.
+func TestAnotherTokenOfTheSameAgentCannotSeeATask(t *testing.T) {
+	t.Parallel()
+	lg := liveStart(t)
+	task := liveStartTask(t, lg, liveMainWideToken, liveManager, "session_status",
+		`{"sessionKey":"`+liveOpsMain+`","waitForVersion":100,"timeoutSeconds":60}`)
+	msg := liveTaskRequest(t, lg, liveMainToken, liveManager, "tasks/get", task.TaskID, liveTasksCaps)
+	if msg.Error == nil || msg.Error.Code != -32602 || !strings.HasPrefix(msg.Error.Message, "task not found") {
+		t.Fatalf("tasks/get of the wide token's task by main's other token: %+v %.300s, want -32602 task not found", msg.Error, msg.Result)
+	}
+}
+
 // tasks/cancel is answered once the task's wait has been given back, and
 // the task then says it was cancelled.
 func TestCancellingATaskFreesItsWaitAtOnce(t *testing.T) {

@@ -39,6 +39,9 @@ const (
 	liveOpsToken   = "mcp-ops-agent-token-00001"
 	liveOperToken  = "mcp-operator-token-000001"
 	liveOperatorID = "ann"
+	// liveMainWideToken is a second token of agent main, which may also
+	// reach agent ops.
+	liveMainWideToken = "mcp-main-agent-wide-token-1"
 )
 
 // liveGateway is a gateway served over HTTP, wired as `vigil serve` wires it.
@@ -64,6 +67,7 @@ func liveStartWith(t *testing.T, limits gateway.Limits, opts httpapi.Options) *l
 		{Token: liveMainToken, Role: gateway.RoleAgent, Agent: "main"},
 		{Token: liveOpsToken, Role: gateway.RoleAgent, Agent: "ops"},
 		{Token: liveOperToken, Role: gateway.RoleOperator, ID: liveOperatorID},
+		{Token: liveMainWideToken, Role: gateway.RoleAgent, Agent: "main", Allow: []string{"ops"}},
 	}}, "")
 	if err != nil {
 		t.Fatal(err)
@@ -731,6 +735,33 @@ func TestHTTPAnMCPSessionStaysWithTheCallerThatOpenedIt(t *testing.T) {
 	// The hijack stored nothing.
 	if after := liveAPI[gateway.ListOutput](t, lg, liveOperToken, "", "sessions_list", map[string]any{}); !reflect.DeepEqual(after, before) {
 		t.Errorf("sessions after the refused calls: %+v, before %+v", after.Sessions, before.Sessions)
+	}
+}
+
+func TestHTTPAnMCPSessionStaysWithTheTokenThatOpenedItNotAnotherTokenOfItsAgent(t *testing.T) {
+	t.Parallel()
+	lg := liveStart(t)
+	// The wide token opens a session and reads agent ops' session in it:
+	// the answer stays in the session's stream, for a resume to replay.
+	code, h, body := liveRawHeaders(t, lg.URL, liveMainWideToken, liveManager, "", liveInitialize)
+	sid := h.Get("Mcp-Session-Id")
+	if code != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %d %v %s", code, h, body)
+	}
+	if code, body := liveRaw(t, lg.URL, liveMainWideToken, liveManager, sid,
+		`{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}`); code != http.StatusAccepted {
+		t.Fatalf("initialized: %d %s", code, body)
+	}
+	read := `{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"` + mcpserver.SessionURIPrefix + liveOpsMain + `"}}`
+	if code, body := liveRaw(t, lg.URL, liveMainWideToken, liveManager, sid, read); code != http.StatusOK {
+		t.Fatalf("resources/read by the opener: %d %s", code, body)
+	}
+	// The other token of the same agent, acting as the same session, may
+	// not reach ops: it must not ride on the session either.
+	list := `{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{}}`
+	code, body = liveRaw(t, lg.URL, liveMainToken, liveManager, sid, list)
+	if code != http.StatusForbidden || !strings.Contains(string(body), "another credential") {
+		t.Fatalf("tools/list with another token of the opener's agent: %d %.300s, want 403", code, body)
 	}
 }
 
