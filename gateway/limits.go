@@ -146,6 +146,8 @@ func (c *changes) note() {
 // caller must call release exactly once when the request ends.
 func (g *Gateway) Hold(c Caller, h Hold) (release func(), err error) {
 	total, per := g.opts.Limits.of(h)
+	// Keyed on who the token stands for, not the token: more tokens of
+	// one agent give it no more room (docs/operations.md).
 	who := string(c.Principal.Role) + "|" + c.Principal.ID
 	hs := &g.holds
 	hs.mu.Lock()
