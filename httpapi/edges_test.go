@@ -679,3 +679,25 @@ func TestAnMCPMessageGivingAMemberTwiceOrInvalidUTF8IsRefusedNamingItAndStoresNo
 	}
 	e2eSameSnapshot(t, before, e2eSnapshot(t, s))
 }
+
+// Every answer says its Content-Type is to be taken as given, so a browser
+// never reads a JSON error that echoes a path as a page: on the API, the
+// dashboard, the probes, and on refusals and unknown routes alike.
+func TestEveryAnswerForbidsContentSniffing(t *testing.T) {
+	s := e2eStartWith(t, false, nil)
+	for _, path := range []string{"/v1/tools", "/v1/no-such-route/<b>x</b>", "/healthz", "/metrics", httpapi.OpenAPIPath,
+		a2aserver.CardPath, "/", "/ui/app.js"} {
+		req, err := http.NewRequest(http.MethodGet, s.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("X-Content-Type-Options"); got != "nosniff" {
+			t.Errorf("GET %s (%d): X-Content-Type-Options %q, want nosniff", path, resp.StatusCode, got)
+		}
+	}
+}

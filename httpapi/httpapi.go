@@ -195,9 +195,11 @@ func NewHandler(g *gateway.Gateway, opts Options) (http.Handler, error) {
 var actingParams = []string{"as", "session"}
 
 // hosts refuses a request whose Host the guard does not accept, on every
-// route.
+// route. Every answer forbids content sniffing: an error may echo a path
+// or a key, which a browser must never read as a page.
 func (s *server) hosts(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
 		if err := s.guard.check(r, false); err != nil {
 			s.fail(w, r, err)
 			return
