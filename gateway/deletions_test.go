@@ -391,13 +391,13 @@ func TestAFenceOnASessionDeletedWhileTheListenerWasDownAnswersTimedOutAndGone(t 
 	}
 }
 
-// A turn of a main session may park before the session is made (the
-// first message to it makes it): a recheck, which ends the waits on
-// sessions deleted unheard, leaves it waiting, and the message it waits
-// for ends it.
+// A runtime takes its main session's turn before the session is made
+// (the first message to it makes it): a recheck, which ends the waits
+// on sessions deleted unheard, leaves the turn waiting, and the message
+// it waits for ends it.
 func TestATurnParkedOnAMainSessionNotYetMadeGoesOnThroughARecheckAndTakesItsFirstMessage(t *testing.T) {
 	g := gatewayWith(t, gateway.Options{})
-	admin := caller(t, g, gateway.Principal{Role: gateway.RoleAdmin, ID: "root"}, "")
+	runtime := caller(t, g, gateway.Principal{Role: gateway.RoleAgent, ID: "fresh"}, "")
 	const fresh = "agent:fresh:main"
 	type turned struct {
 		out gateway.TurnOutput
@@ -406,7 +406,7 @@ func TestATurnParkedOnAMainSessionNotYetMadeGoesOnThroughARecheckAndTakesItsFirs
 	ended := make(chan turned, 1)
 	go func() {
 		sixty := 60
-		out, err := g.Turn(ctx, admin, gateway.TurnInput{SessionKey: fresh, WaitSeconds: &sixty})
+		out, err := g.Turn(ctx, runtime, gateway.TurnInput{SessionKey: fresh, WaitSeconds: &sixty})
 		ended <- turned{out, err}
 	}()
 	waitHeld(t, g, 1)
