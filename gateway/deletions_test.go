@@ -391,6 +391,43 @@ func TestAFenceOnASessionDeletedWhileTheListenerWasDownAnswersTimedOutAndGone(t 
 	}
 }
 
+// A runtime takes its main session's turn before the session is made
+// (the first message to it makes it): a recheck, which ends the waits
+// on sessions deleted unheard, leaves the turn waiting, and the message
+// it waits for ends it.
+func TestATurnParkedOnAMainSessionNotYetMadeGoesOnThroughARecheckAndTakesItsFirstMessage(t *testing.T) {
+	g := gatewayWith(t, gateway.Options{})
+	runtime := caller(t, g, gateway.Principal{Role: gateway.RoleAgent, ID: "fresh"}, "")
+	const fresh = "agent:fresh:main"
+	type turned struct {
+		out gateway.TurnOutput
+		err error
+	}
+	ended := make(chan turned, 1)
+	go func() {
+		sixty := 60
+		out, err := g.Turn(ctx, runtime, gateway.TurnInput{SessionKey: fresh, WaitSeconds: &sixty})
+		ended <- turned{out, err}
+	}()
+	waitHeld(t, g, 1)
+	if err := g.Recheck(ctx); err != nil {
+		t.Fatal(err)
+	}
+	zero := 0
+	if _, err := g.Send(ctx, caller(t, g, person, ""), gateway.SendInput{SessionKey: fresh, Message: "hello",
+		TimeoutSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-ended:
+		if r.err != nil || len(r.out.Messages) != 1 || r.out.Messages[0].Content != "hello" {
+			t.Fatalf("the turn parked on a main session not yet made = %+v, %v; want its first message", r.out, r.err)
+		}
+	case <-time.After(followHangGuard):
+		t.Fatal("the turn parked on a main session not yet made did not end (hang guard)")
+	}
+}
+
 // A position ahead of the session's version (given by a client, or kept
 // from before a restore) is not a deletion: the session lives, and its
 // follower goes on (here: it is given the session's next live event).

@@ -117,7 +117,10 @@ func (g *Gateway) Recheck(ctx context.Context) error {
 
 // recheckGone ends the waits on sessions deleted unheard. A session
 // deleted and made again since is not found by this: it exists, and
-// what waits on it waits on until its timeout.
+// what waits on it waits on until its timeout. A turn of a main session
+// may park before the session is made, waiting for the first message,
+// which makes it (Turn): one vigil knows nothing of was perhaps never
+// made, so such a turn waits on too.
 func (g *Gateway) recheckGone(ctx context.Context) error {
 	g.waitMu.Lock()
 	waited := make([]vigil.SessionRef, 0, len(g.waiters)+len(g.parked))
@@ -125,7 +128,7 @@ func (g *Gateway) recheckGone(ctx context.Context) error {
 		waited = append(waited, ref)
 	}
 	for ref := range g.parked {
-		if _, ok := g.waiters[ref]; !ok {
+		if _, ok := g.waiters[ref]; !ok && kindOf(ref.Key) != sessions.KindMain {
 			waited = append(waited, ref)
 		}
 	}
