@@ -23,7 +23,10 @@ var ErrInUse = errors.New("the database is open in another vigil process")
 // long as the store is open, and the kernel drops it when the process
 // dies, even by kill -9. flock and fcntl locks do not interact on Linux
 // (on a local file system; SQLite's WAL mode needs one anyway), so it
-// never blocks SQLite.
+// never blocks SQLite. On the BSDs and macOS they do, and a lock on the
+// database file would block SQLite's own: there the lock is on a file
+// beside the database (the path plus "-lock"), made if missing, which
+// hard links to one database do not share (flockDatabase).
 //
 // Closing any descriptor of a file drops every fcntl lock the process
 // holds on it, SQLite's included. So the process keeps one descriptor per
@@ -38,8 +41,9 @@ type heldFile struct {
 	f         *os.File
 	exclusive bool
 	users     int
-	// oldLock is the lock file versions before this one took beside the
-	// database, if there is one: see acquireLock.
+	// oldLock is the lock file beside the database: on Linux the one
+	// versions before this one took, if it is there (see acquireLock);
+	// elsewhere the lock itself, and f is nil.
 	oldLock *os.File
 }
 
@@ -109,21 +113,28 @@ func tryLock(path string, exclusive bool) (*fileLock, error) {
 		how = syscall.LOCK_EX
 	}
 	h := &heldFile{id: id, exclusive: exclusive, users: 1}
-	if h.f, err = lockFile(path, how, false); err != nil {
-		return nil, err
+	beside := followLinks(path) + "-lock"
+	if flockDatabase {
+		if h.f, err = lockFile(path, how, false); err != nil {
+			return nil, err
+		}
+		// Locked, the file is still the one the path names, which SQLite
+		// opens: not one Restore has since renamed over it.
+		if fi, err := h.f.Stat(); err != nil || idOf(fi) != id {
+			h.f.Close()
+			return nil, errHeld
+		}
+		if fi, err := os.Stat(path); err != nil || idOf(fi) != id {
+			h.f.Close()
+			return nil, errHeld
+		}
+	} else if err := newOwnerOnlyFile(beside); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("make the lock file: %w", err)
 	}
-	// Locked, the file is still the one the path names, which SQLite
-	// opens: not one Restore has since renamed over it.
-	if fi, err := h.f.Stat(); err != nil || idOf(fi) != id {
-		h.f.Close()
-		return nil, errHeld
-	}
-	if fi, err := os.Stat(path); err != nil || idOf(fi) != id {
-		h.f.Close()
-		return nil, errHeld
-	}
-	if h.oldLock, err = lockFile(followLinks(path)+"-lock", how, true); err != nil {
-		h.f.Close()
+	if h.oldLock, err = lockFile(beside, how, flockDatabase); err != nil {
+		if h.f != nil {
+			h.f.Close()
+		}
 		return nil, err
 	}
 	heldFiles.m[id] = h
@@ -166,7 +177,10 @@ func (l *fileLock) release() error {
 		return nil
 	}
 	delete(heldFiles.m, h.id)
-	err := h.f.Close()
+	var err error
+	if h.f != nil {
+		err = h.f.Close()
+	}
 	if h.oldLock != nil {
 		err = errors.Join(err, h.oldLock.Close())
 	}
