@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	vigil "github.com/vigilhq/vigil"
@@ -109,10 +110,9 @@ func (g *Gateway) endWaits(ref vigil.SessionRef) {
 // announcements, and now and then.
 func (g *Gateway) Recheck(ctx context.Context) error {
 	g.opts.Hub.Recheck()
-	if err := g.recheckGone(ctx); err != nil {
-		return err
-	}
-	return g.recheckWaiters(ctx)
+	// Each goes on whatever the other met: a failed read of one session
+	// must not keep replies to others waiting to the next recheck.
+	return errors.Join(g.recheckGone(ctx), g.recheckWaiters(ctx))
 }
 
 // recheckGone ends the waits on sessions deleted unheard. A session
