@@ -1400,3 +1400,39 @@ func TestAGoalSavedAfterSomeoneElseChangedTheSessionIsRefusedAndSaysSo(t *testin
 		t.Fatalf("the stale edit overwrote the goal: %+v", st.Goal)
 	}
 }
+
+// A burst of changes to one session among many re-reads that session's
+// row, not every page of the sessions list: with thousands of sessions,
+// each change would otherwise cost a request per 200 of them.
+func TestABurstOfChangesToOneSessionRereadsItsRowNotTheWholeList(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, false)
+	const sessions = 450 // three pages of the list
+	for i := range sessions {
+		tool[gateway.RecordOutput](t, gw, "", "session_record", map[string]any{"sessionKey": fmt.Sprintf("agent:main:rt:s%04d", i),
+			"kind": "child_spawned", "parent": manager, "hostedBy": "rt"})
+	}
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	waitText(t, ctx, "#sessions-count", fmt.Sprintf("(%d)", sessions+1))
+	// The idle poll, which reads the whole list now and then, reads
+	// nothing for a hidden tab: only the changes make the page read.
+	eval[bool](t, ctx, `Object.defineProperty(document, 'visibilityState', {get: () => 'hidden'}) && true`)
+	before := len(gw.Requests())
+	const changed = "agent:main:rt:s0123"
+	var last gateway.RecordOutput
+	for range 20 {
+		last = tool[gateway.RecordOutput](t, gw, "", "session_record", map[string]any{"sessionKey": changed, "kind": "goal_changed"})
+	}
+	waitFor(t, ctx, "the changed session's row at its last version",
+		fmt.Sprintf(`document.querySelector('tr.session[data-key=%q] td[data-label=Version]')?.textContent === '%d'`, changed, last.StateVersion))
+	lists := 0
+	for _, r := range gw.Requests()[before:] {
+		if r == "POST /v1/tools/sessions_list" {
+			lists++
+		}
+	}
+	if lists != 0 {
+		t.Errorf("20 changes to one session made the page read %d pages of the sessions list", lists)
+	}
+}
