@@ -1436,3 +1436,36 @@ func TestABurstOfChangesToOneSessionRereadsItsRowNotTheWholeList(t *testing.T) {
 		t.Errorf("20 changes to one session made the page read %d pages of the sessions list", lists)
 	}
 }
+
+// A session page left while it still loads a long transcript stops
+// loading it: the next page's reads do not queue behind the rest of a
+// transcript no one will see.
+func TestASessionPageLeftWhileLoadingReadsNoMoreOfItsTranscript(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, false)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	for i := 1; i <= 250; i++ { // with the task, two pages of transcript
+		tool[gateway.SendOutput](t, gw, "", "sessions_send", map[string]any{"sessionKey": child, "message": fmt.Sprintf("note %d", i), "timeoutSeconds": 0})
+	}
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	// The idle poll reads nothing for a hidden tab: only the pages opened
+	// make the page read.
+	eval[bool](t, ctx, `Object.defineProperty(document, 'visibilityState', {get: () => 'hidden'}) && true`)
+	before := len(gw.Requests())
+	arrived, release := gw.holdNext(t, "/v1/tools/sessions_history")
+	eval[string](t, ctx, fmt.Sprintf(`location.hash = %q`, sessionHash(child)))
+	<-arrived
+	eval[string](t, ctx, fmt.Sprintf(`location.hash = %q`, sessionHash(manager)))
+	release()
+	waitFor(t, ctx, "the manager's page", `document.querySelectorAll('#s-facts dd').length > 0`)
+	histories := 0
+	for _, r := range gw.Requests()[before:] {
+		if r == "POST /v1/tools/sessions_history" {
+			histories++
+		}
+	}
+	if histories != 2 { // the child's first page, and the manager's
+		t.Errorf("the page read %d pages of transcripts, want 2: the child's first and the manager's", histories)
+	}
+}

@@ -71,13 +71,14 @@ function headers(extra) {
   return out;
 }
 
-// call runs one tool as the signed-in person.
-async function call(tool, input) {
+// call runs one tool as the signed-in person; signal (by default, the
+// signed-in page's) can abort it.
+async function call(tool, input, signal = app.abort && app.abort.signal) {
   const res = await fetch('/v1/tools/' + tool, {
     method: 'POST',
     headers: headers({'Content-Type': 'application/json'}),
     body: JSON.stringify(input || {}),
-    signal: app.abort && app.abort.signal,
+    signal,
   });
   const body = await res.json().catch(() => ({}));
   if (res.status === 401) {
@@ -543,7 +544,9 @@ async function loadGraph() {
 }
 
 // loadPage reads the open session: its facts and, from where the page left
-// off, its timeline and transcript (from the start when full is set).
+// off, its timeline and transcript (from the start when full is set). Its
+// reads stop when the page is left: the rest of a long transcript no one
+// will see would hold up the next page's reads.
 async function loadPage(full) {
   const p = app.page;
   if (!p || p.denied) return;
@@ -553,7 +556,7 @@ async function loadPage(full) {
   let status;
   for (;;) {
     try {
-      status = await call('session_status', Object.assign({changesSince: since, limit: PAGE}, ref));
+      status = await call('session_status', Object.assign({changesSince: since, limit: PAGE}, ref), p.abort.signal);
     } catch (e) {
       // Another agent's session, for an agent's token, or an address that
       // names no session vigil could hold: no retry changes either, so the
@@ -574,7 +577,7 @@ async function loadPage(full) {
   // elsewhere has its timeline and watchers.
   if (status.state === 'hosted') {
     for (;;) {
-      const hist = await call('sessions_history', Object.assign({afterId, limit: PAGE}, ref));
+      const hist = await call('sessions_history', Object.assign({afterId, limit: PAGE}, ref), p.abort.signal);
       messages.push(...hist.messages);
       afterId = hist.nextAfterId || afterId;
       if (!hist.truncated) break;
@@ -582,7 +585,7 @@ async function loadPage(full) {
   }
   // A session that can watch (an agent's) has a queue of its own.
   let queued = [];
-  if (status.exists && p.key.startsWith('agent:')) queued = await queueOf(p.key);
+  if (status.exists && p.key.startsWith('agent:')) queued = await queueOf(p.key, p.abort.signal);
   if (app.page !== p) return;
   if (status.sessionKey !== p.key || status.agentId !== p.agentId) {
     // The address spelled the session otherwise (in capitals, say): the
@@ -626,9 +629,9 @@ async function loadPage(full) {
 // queueOf is what is queued for a session's next turn, or null when the
 // token may not see it (an agent's token sees only the queue of the
 // session it acts as): the page then shows the rest of the session.
-async function queueOf(key) {
+async function queueOf(key, signal) {
   try {
-    return (await call('session_pending', {sessionKey: key})).events;
+    return (await call('session_pending', {sessionKey: key}, signal)).events;
   } catch (e) {
     if (e.code === 'permission_denied') return null;
     throw e;
