@@ -1469,3 +1469,39 @@ func TestASessionPageLeftWhileLoadingReadsNoMoreOfItsTranscript(t *testing.T) {
 		t.Errorf("the page read %d pages of transcripts, want 2: the child's first and the manager's", histories)
 	}
 }
+
+// When the log stream resumes, the open session page reads what it missed
+// from where it stood, not its whole transcript again: a proxy that ends
+// streams every minute would otherwise have a long transcript read every
+// minute.
+func TestWhenTheStreamResumesTheSessionPageReadsOnlyWhatItMissed(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, false)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	const sends = 450 // with the task, three pages of transcript
+	for i := 1; i <= sends; i++ {
+		tool[gateway.SendOutput](t, gw, "", "sessions_send", map[string]any{"sessionKey": child, "message": fmt.Sprintf("note %d", i), "timeoutSeconds": 0})
+	}
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	waitText(t, ctx, "#transcript", fmt.Sprintf("note %d", sends))
+	// The idle poll reads nothing for a hidden tab.
+	eval[bool](t, ctx, `Object.defineProperty(document, 'visibilityState', {get: () => 'hidden'}) && true`)
+	before := len(gw.Requests())
+	gw.srv.CloseClientConnections()
+	waitFor(t, ctx, "the page says the stream resumed",
+		`!document.getElementById('banner').hidden && document.getElementById('banner-text').textContent.includes('resumed')`)
+	// The page's reads run one after another: once this message shows,
+	// the read that the resumption asked for is done.
+	tool[gateway.SendOutput](t, gw, "", "sessions_send", map[string]any{"sessionKey": child, "message": "after the cut", "timeoutSeconds": 0})
+	waitText(t, ctx, "#transcript", "after the cut")
+	histories := 0
+	for _, r := range gw.Requests()[before:] {
+		if r == "POST /v1/tools/sessions_history" {
+			histories++
+		}
+	}
+	if histories > 2 {
+		t.Errorf("after the stream resumed the page read %d pages of the transcript, want at most 2 (the resumption's, the new message's)", histories)
+	}
+}

@@ -284,7 +284,8 @@ async function followLog(gen) {
   while (gen === app.gen) {
     let gap = false;
     let opened = 0;
-    const url = '/v1/events' + (app.lastSeq !== null ? '?after=' + app.lastSeq : '');
+    const resumed = app.lastSeq !== null;
+    const url = '/v1/events' + (resumed ? '?after=' + app.lastSeq : '');
     try {
       await readSSE(url, app.abort.signal, {
         open() {
@@ -292,7 +293,11 @@ async function followLog(gen) {
           setLive('on');
           if (interrupted) {
             showBanner('The live stream was interrupted and has resumed; the page was refreshed.');
-            refreshNow('sessions', 'graph', 'page-full');
+            // A stream resumed from a position replays what was missed (a
+            // compaction among it reads the page whole), so the open page
+            // reads on from where it stood; one begun afresh replays
+            // nothing, so the page is read whole.
+            refreshNow('sessions', 'graph', resumed ? 'page' : 'page-full');
           }
         },
         event(type, data) {
