@@ -1505,3 +1505,24 @@ func TestWhenTheStreamResumesTheSessionPageReadsOnlyWhatItMissed(t *testing.T) {
 		t.Errorf("after the stream resumed the page read %d pages of the transcript, want at most 2 (the resumption's, the new message's)", histories)
 	}
 }
+
+// A session created among many takes its place in the list, in the list's
+// order, from its own row's read.
+func TestASessionCreatedAmongManyTakesItsPlaceInTheList(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, false)
+	const sessions = 450
+	for i := range sessions {
+		tool[gateway.RecordOutput](t, gw, "", "session_record", map[string]any{"sessionKey": fmt.Sprintf("agent:main:rt:s%04d", 2*i),
+			"kind": "child_spawned", "parent": manager, "hostedBy": "rt"})
+	}
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	waitText(t, ctx, "#sessions-count", fmt.Sprintf("(%d)", sessions+1))
+	tool[gateway.RecordOutput](t, gw, "", "session_record", map[string]any{"sessionKey": "agent:main:rt:s0101",
+		"kind": "child_spawned", "parent": manager, "hostedBy": "rt"})
+	waitText(t, ctx, "#sessions-count", fmt.Sprintf("(%d)", sessions+2))
+	if next := eval[string](t, ctx, `document.querySelector('tr.session[data-key="agent:main:rt:s0100"]').nextElementSibling.dataset.key`); next != "agent:main:rt:s0101" {
+		t.Errorf("the row after agent:main:rt:s0100 is %q, want the new agent:main:rt:s0101", next)
+	}
+}
