@@ -1400,3 +1400,129 @@ func TestAGoalSavedAfterSomeoneElseChangedTheSessionIsRefusedAndSaysSo(t *testin
 		t.Fatalf("the stale edit overwrote the goal: %+v", st.Goal)
 	}
 }
+
+// A burst of changes to one session among many re-reads that session's
+// row, not every page of the sessions list: with thousands of sessions,
+// each change would otherwise cost a request per 200 of them.
+func TestABurstOfChangesToOneSessionRereadsItsRowNotTheWholeList(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, false)
+	const sessions = 450 // three pages of the list
+	for i := range sessions {
+		tool[gateway.RecordOutput](t, gw, "", "session_record", map[string]any{"sessionKey": fmt.Sprintf("agent:main:rt:s%04d", i),
+			"kind": "child_spawned", "parent": manager, "hostedBy": "rt"})
+	}
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	waitText(t, ctx, "#sessions-count", fmt.Sprintf("(%d)", sessions+1))
+	// The idle poll, which reads the whole list now and then, reads
+	// nothing for a hidden tab: only the changes make the page read.
+	eval[bool](t, ctx, `Object.defineProperty(document, 'visibilityState', {get: () => 'hidden'}) && true`)
+	before := len(gw.Requests())
+	const changed = "agent:main:rt:s0123"
+	var last gateway.RecordOutput
+	for range 20 {
+		last = tool[gateway.RecordOutput](t, gw, "", "session_record", map[string]any{"sessionKey": changed, "kind": "goal_changed"})
+	}
+	waitFor(t, ctx, "the changed session's row at its last version",
+		fmt.Sprintf(`document.querySelector('tr.session[data-key=%q] td[data-label=Version]')?.textContent === '%d'`, changed, last.StateVersion))
+	lists := 0
+	for _, r := range gw.Requests()[before:] {
+		if r == "POST /v1/tools/sessions_list" {
+			lists++
+		}
+	}
+	if lists != 0 {
+		t.Errorf("20 changes to one session made the page read %d pages of the sessions list", lists)
+	}
+}
+
+// A session page left while it still loads a long transcript stops
+// loading it: the next page's reads do not queue behind the rest of a
+// transcript no one will see.
+func TestASessionPageLeftWhileLoadingReadsNoMoreOfItsTranscript(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, false)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	for i := 1; i <= 250; i++ { // with the task, two pages of transcript
+		tool[gateway.SendOutput](t, gw, "", "sessions_send", map[string]any{"sessionKey": child, "message": fmt.Sprintf("note %d", i), "timeoutSeconds": 0})
+	}
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	// The idle poll reads nothing for a hidden tab: only the pages opened
+	// make the page read.
+	eval[bool](t, ctx, `Object.defineProperty(document, 'visibilityState', {get: () => 'hidden'}) && true`)
+	before := len(gw.Requests())
+	arrived, release := gw.holdNext(t, "/v1/tools/sessions_history")
+	eval[string](t, ctx, fmt.Sprintf(`location.hash = %q`, sessionHash(child)))
+	<-arrived
+	eval[string](t, ctx, fmt.Sprintf(`location.hash = %q`, sessionHash(manager)))
+	release()
+	waitFor(t, ctx, "the manager's page", `document.querySelectorAll('#s-facts dd').length > 0`)
+	histories := 0
+	for _, r := range gw.Requests()[before:] {
+		if r == "POST /v1/tools/sessions_history" {
+			histories++
+		}
+	}
+	if histories != 2 { // the child's first page, and the manager's
+		t.Errorf("the page read %d pages of transcripts, want 2: the child's first and the manager's", histories)
+	}
+}
+
+// When the log stream resumes, the open session page reads what it missed
+// from where it stood, not its whole transcript again: a proxy that ends
+// streams every minute would otherwise have a long transcript read every
+// minute.
+func TestWhenTheStreamResumesTheSessionPageReadsOnlyWhatItMissed(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, false)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	const sends = 450 // with the task, three pages of transcript
+	for i := 1; i <= sends; i++ {
+		tool[gateway.SendOutput](t, gw, "", "sessions_send", map[string]any{"sessionKey": child, "message": fmt.Sprintf("note %d", i), "timeoutSeconds": 0})
+	}
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	waitText(t, ctx, "#transcript", fmt.Sprintf("note %d", sends))
+	// The idle poll reads nothing for a hidden tab.
+	eval[bool](t, ctx, `Object.defineProperty(document, 'visibilityState', {get: () => 'hidden'}) && true`)
+	before := len(gw.Requests())
+	gw.srv.CloseClientConnections()
+	waitFor(t, ctx, "the page says the stream resumed",
+		`!document.getElementById('banner').hidden && document.getElementById('banner-text').textContent.includes('resumed')`)
+	// The page's reads run one after another: once this message shows,
+	// the read that the resumption asked for is done.
+	tool[gateway.SendOutput](t, gw, "", "sessions_send", map[string]any{"sessionKey": child, "message": "after the cut", "timeoutSeconds": 0})
+	waitText(t, ctx, "#transcript", "after the cut")
+	histories := 0
+	for _, r := range gw.Requests()[before:] {
+		if r == "POST /v1/tools/sessions_history" {
+			histories++
+		}
+	}
+	if histories > 2 {
+		t.Errorf("after the stream resumed the page read %d pages of the transcript, want at most 2 (the resumption's, the new message's)", histories)
+	}
+}
+
+// A session created among many takes its place in the list, in the list's
+// order, from its own row's read.
+func TestASessionCreatedAmongManyTakesItsPlaceInTheList(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, false)
+	const sessions = 450
+	for i := range sessions {
+		tool[gateway.RecordOutput](t, gw, "", "session_record", map[string]any{"sessionKey": fmt.Sprintf("agent:main:rt:s%04d", 2*i),
+			"kind": "child_spawned", "parent": manager, "hostedBy": "rt"})
+	}
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	waitText(t, ctx, "#sessions-count", fmt.Sprintf("(%d)", sessions+1))
+	tool[gateway.RecordOutput](t, gw, "", "session_record", map[string]any{"sessionKey": "agent:main:rt:s0101",
+		"kind": "child_spawned", "parent": manager, "hostedBy": "rt"})
+	waitText(t, ctx, "#sessions-count", fmt.Sprintf("(%d)", sessions+2))
+	if next := eval[string](t, ctx, `document.querySelector('tr.session[data-key="agent:main:rt:s0100"]').nextElementSibling.dataset.key`); next != "agent:main:rt:s0101" {
+		t.Errorf("the row after agent:main:rt:s0100 is %q, want the new agent:main:rt:s0101", next)
+	}
+}

@@ -71,13 +71,14 @@ function headers(extra) {
   return out;
 }
 
-// call runs one tool as the signed-in person.
-async function call(tool, input) {
+// call runs one tool as the signed-in person; signal (by default, the
+// signed-in page's) can abort it.
+async function call(tool, input, signal = app.abort && app.abort.signal) {
   const res = await fetch('/v1/tools/' + tool, {
     method: 'POST',
     headers: headers({'Content-Type': 'application/json'}),
     body: JSON.stringify(input || {}),
-    signal: app.abort && app.abort.signal,
+    signal,
   });
   const body = await res.json().catch(() => ({}));
   if (res.status === 401) {
@@ -283,7 +284,8 @@ async function followLog(gen) {
   while (gen === app.gen) {
     let gap = false;
     let opened = 0;
-    const url = '/v1/events' + (app.lastSeq !== null ? '?after=' + app.lastSeq : '');
+    const resumed = app.lastSeq !== null;
+    const url = '/v1/events' + (resumed ? '?after=' + app.lastSeq : '');
     try {
       await readSSE(url, app.abort.signal, {
         open() {
@@ -291,7 +293,11 @@ async function followLog(gen) {
           setLive('on');
           if (interrupted) {
             showBanner('The live stream was interrupted and has resumed; the page was refreshed.');
-            refreshNow('sessions', 'graph', 'page-full');
+            // A stream resumed from a position replays what was missed (a
+            // compaction among it reads the page whole), so the open page
+            // reads on from where it stood; one begun afresh replays
+            // nothing, so the page is read whole.
+            refreshNow('sessions', 'graph', resumed ? 'page' : 'page-full');
           }
         },
         event(type, data) {
@@ -328,7 +334,7 @@ function onBookmark(b) {
 
 function onSignal(e) {
   app.lastSeq = e.sequence;
-  schedule('sessions', 'graph');
+  schedule(rowPart(e.agentId, e.sessionKey), 'graph');
   const p = app.page;
   if (p && e.sessionKey === p.key && e.agentId === p.agentId) schedule(e.kind === 'compacted' ? 'page-full' : 'page');
 }
@@ -355,7 +361,7 @@ async function followSession(p) {
           // the graph and the page are read now rather than at the next
           // poll. The stream then ends and is opened again without a
           // position, for a session made again with the key.
-          else if (type === 'deleted') schedule('sessions', 'graph', 'page');
+          else if (type === 'deleted') schedule(rowPart(p.agentId, p.key), 'graph', 'page');
         },
       });
     } catch (e) {
@@ -413,7 +419,8 @@ let retryDelay = 0;
 const RETRY_FIRST = 1000, RETRY_MAX = 30000;
 
 // schedule asks for parts of the page to be reloaded soon; bursts of
-// changes are folded into one reload.
+// changes are folded into one reload. A part is 'sessions' (the whole
+// list), 'graph', 'page', 'page-full', or one session's row (rowPart).
 function schedule(...parts) {
   for (const part of parts) wanted.add(part);
   if (!refreshTimer && !refreshing) refreshTimer = setTimeout(refresh, 60);
@@ -434,7 +441,9 @@ async function refresh() {
   const parts = new Set(wanted);
   wanted.clear();
   const jobs = [];
+  const rows = [...parts].filter((part) => part.startsWith(ROW));
   if (parts.has('sessions')) jobs.push(loadSessions());
+  else if (rows.length) jobs.push(loadRows(rows.map((part) => part.slice(ROW.length))));
   if (parts.has('graph')) jobs.push(loadGraph());
   if (parts.has('page-full')) jobs.push(loadPage(true));
   else if (parts.has('page')) jobs.push(loadPage(false));
@@ -457,11 +466,64 @@ async function refresh() {
   if (wanted.size && !refreshTimer) refreshTimer = setTimeout(refresh, 60);
 }
 
+// A change to a session can alter only its own row of the list, so that
+// row is what it has read again: reading every page of the list for each
+// change would cost a request per PAGE sessions, thousands of sessions
+// over and over while agents work.
+const ROW = 'row ';
+const rowPart = (agentId, key) => ROW + sessionRef(agentId, key);
+
 async function loadSessions() {
   const gen = app.gen;
   const sessions = await all('sessions_list', {limit: PAGE}, 'sessions');
+  if (gen === app.gen) showSessions(sessions);
+}
+
+// loadRows reads again the rows of the sessions named (by sessionRef), one
+// request each, unless the whole list costs no more.
+async function loadRows(refs) {
+  if (refs.length >= Math.ceil(app.sessions.length / PAGE)) return loadSessions();
+  const gen = app.gen;
+  const rows = await Promise.all(refs.map(async (ref) => {
+    const cut = ref.indexOf(' '); // an agent's id has no space; a key may
+    const agentId = ref.slice(0, cut), sessionKey = ref.slice(cut + 1);
+    try {
+      return {agentId, sessionKey, row: listRow(await call('session_status', {sessionKey, agentId}))};
+    } catch (e) {
+      // A session the token may not see is one the list does not show.
+      if (e.code === 'permission_denied') return {agentId, sessionKey, row: null};
+      throw e;
+    }
+  }));
+  if (gen !== app.gen) return;
+  let sessions = app.sessions;
+  for (const {agentId, sessionKey, row} of rows) {
+    const at = sessions.findIndex((s) => s.agentId === agentId && s.sessionKey === sessionKey);
+    sessions = sessions.filter((_, i) => i !== at);
+    if (!row) continue;
+    // Where sessions_list would put it, ordered by agent and key; an
+    // existing row stays where the list put it.
+    let to = at;
+    if (to < 0) to = sessions.findIndex((s) => s.agentId > agentId || (s.agentId === agentId && s.sessionKey > sessionKey));
+    if (to < 0) to = sessions.length;
+    sessions = sessions.slice(0, to).concat([row], sessions.slice(to));
+  }
+  showSessions(sessions);
+}
+
+// listRow is session_status's answer as sessions_list shows the session
+// (fields in the same order, so an unchanged row compares equal), or null
+// for a session that no longer exists.
+function listRow(st) {
+  if (!st.exists) return null;
+  return {sessionKey: st.sessionKey, agentId: st.agentId, sessionId: st.sessionId, kind: st.kind, label: st.label,
+    spawnedBy: st.spawnedBy, goal: st.goal, stateVersion: st.stateVersion || undefined, state: st.state,
+    hostedBy: st.hostedBy, createdAt: st.createdAt, updatedAt: st.updatedAt};
+}
+
+function showSessions(sessions) {
   const json = JSON.stringify(sessions);
-  if (gen !== app.gen || json === app.drawn.sessions) return;
+  if (json === app.drawn.sessions) return;
   app.drawn.sessions = json;
   app.sessions = sessions;
   renderAgentFilter();
@@ -487,7 +549,9 @@ async function loadGraph() {
 }
 
 // loadPage reads the open session: its facts and, from where the page left
-// off, its timeline and transcript (from the start when full is set).
+// off, its timeline and transcript (from the start when full is set). Its
+// reads stop when the page is left: the rest of a long transcript no one
+// will see would hold up the next page's reads.
 async function loadPage(full) {
   const p = app.page;
   if (!p || p.denied) return;
@@ -497,7 +561,7 @@ async function loadPage(full) {
   let status;
   for (;;) {
     try {
-      status = await call('session_status', Object.assign({changesSince: since, limit: PAGE}, ref));
+      status = await call('session_status', Object.assign({changesSince: since, limit: PAGE}, ref), p.abort.signal);
     } catch (e) {
       // Another agent's session, for an agent's token, or an address that
       // names no session vigil could hold: no retry changes either, so the
@@ -518,7 +582,7 @@ async function loadPage(full) {
   // elsewhere has its timeline and watchers.
   if (status.state === 'hosted') {
     for (;;) {
-      const hist = await call('sessions_history', Object.assign({afterId, limit: PAGE}, ref));
+      const hist = await call('sessions_history', Object.assign({afterId, limit: PAGE}, ref), p.abort.signal);
       messages.push(...hist.messages);
       afterId = hist.nextAfterId || afterId;
       if (!hist.truncated) break;
@@ -526,7 +590,7 @@ async function loadPage(full) {
   }
   // A session that can watch (an agent's) has a queue of its own.
   let queued = [];
-  if (status.exists && p.key.startsWith('agent:')) queued = await queueOf(p.key);
+  if (status.exists && p.key.startsWith('agent:')) queued = await queueOf(p.key, p.abort.signal);
   if (app.page !== p) return;
   if (status.sessionKey !== p.key || status.agentId !== p.agentId) {
     // The address spelled the session otherwise (in capitals, say): the
@@ -570,9 +634,9 @@ async function loadPage(full) {
 // queueOf is what is queued for a session's next turn, or null when the
 // token may not see it (an agent's token sees only the queue of the
 // session it acts as): the page then shows the rest of the session.
-async function queueOf(key) {
+async function queueOf(key, signal) {
   try {
-    return (await call('session_pending', {sessionKey: key})).events;
+    return (await call('session_pending', {sessionKey: key}, signal)).events;
   } catch (e) {
     if (e.code === 'permission_denied') return null;
     throw e;
@@ -1023,7 +1087,7 @@ async function saveGoal(ev) {
         for (const [i, w] of writes.entries()) await call('session_goal', Object.assign(w, ref, i === 0 ? seen : {}));
       }
       p.goalDirty = false;
-      schedule('page', 'sessions');
+      schedule('page', rowPart(p.agentId, p.key));
     } catch (e) {
       if (e.code === 'conflict') {
         showConflict(p, e, 'while you were editing', 'save again');
@@ -1054,7 +1118,7 @@ async function clearGoal() {
     try {
       await call('session_goal', Object.assign({sessionKey: p.key, agentId: p.agentId, action: 'clear'}, seen));
       p.goalDirty = false;
-      schedule('page', 'sessions');
+      schedule('page', rowPart(p.agentId, p.key));
     } catch (e) {
       if (e.code === 'conflict') {
         showConflict(p, e, 'after this page last showed it', 'clear it again');
@@ -1083,7 +1147,7 @@ async function sendMessage(ev) {
       // The form now belongs to whatever page is open: a person who went
       // on to another session meanwhile may have begun a draft there.
       if (app.page === p) $('send-message').value = '';
-      schedule('page', 'sessions', 'graph');
+      schedule('page', rowPart(p.agentId, p.key), 'graph');
     } catch (e) {
       if (app.page === p) showError('send-error', e);
       else if (!(e instanceof AuthError)) showBanner('The message to ' + keyText(p.key) + ' was not sent: ' + e.message, 'error');
