@@ -44,7 +44,8 @@ func init() {
 type APIError struct {
 	// StatusCode is the HTTP status, Code the gateway's code for it
 	// (invalid_argument, not_found, ...; empty when the answer was not the
-	// gateway's JSON, as from a proxy), Message what the gateway said.
+	// gateway's JSON, as from a proxy), Message what the gateway said
+	// ("HTTP 404: not_found" when it gave a code without a message).
 	StatusCode int
 	Code       string
 	Message    string
@@ -107,7 +108,10 @@ func errorFrom(op string, resp *http.Response, body []byte) error {
 		e.Message = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, cmp.Or(shown(body), http.StatusText(resp.StatusCode)))
 		return e
 	}
-	e.Code, e.Message = b.Error.Code, b.Error.Message
+	// A code without its message is still the gateway's refusal: the code
+	// is kept, and the message says at least what was answered.
+	e.Code = b.Error.Code
+	e.Message = cmp.Or(b.Error.Message, fmt.Sprintf("HTTP %d: %s", resp.StatusCode, b.Error.Code))
 	if resp.StatusCode == http.StatusConflict {
 		c := &ConflictError{APIError: e, Notice: b.Error.Notice, NoticeData: b.Error.NoticeData}
 		if b.Error.StateVersion != nil {

@@ -460,3 +460,22 @@ func TestASendThatFailedIsAnOutputNotAnErrorAnswer(t *testing.T) {
 		t.Fatalf("the send's output %+v, want its status and error text", out)
 	}
 }
+
+// TestAnErrorWithACodeButNoMessageKeepsItsCodeAndNamesTheStatus: an error
+// body of the gateway's shape without its message is still the error its
+// code says, and its message names the status and the code, never empty.
+func TestAnErrorWithACodeButNoMessageKeepsItsCodeAndNamesTheStatus(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, `{"error":{"code":"not_found"}}`)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Status(bounded(t), client.StatusInput{SessionKey: "agent:ops:main"})
+	checkAPIError(t, "a code without a message", err, http.StatusNotFound, client.ErrNotFound, "HTTP 404: not_found")
+}

@@ -464,6 +464,19 @@ class Errors(unittest.TestCase):
         self.assertIn("holding an error", caught.exception.message)
         self.assertIn("upstream rejected", caught.exception.message)
 
+    def test_an_error_with_a_code_but_no_message_keeps_its_code_and_names_the_status(self) -> None:
+        url, _ = page_server(self, "application/json", b'{"error":{"code":"not_found"}}', status=404)
+        with self.assertRaises(vc.NotFoundError) as caught:
+            Client(url).session_status("agent:ops:main")
+        e = caught.exception
+        self.assertEqual((e.status, e.code, e.message), (404, "not_found", "HTTP 404: not_found"))
+
+    def test_an_error_whose_code_is_not_a_text_is_an_answer_without_a_code(self) -> None:
+        url, _ = page_server(self, "application/json", b'{"error":{"code":404,"message":"gone"}}', status=404)
+        with self.assertRaises(vc.APIError) as caught:
+            Client(url).session_status("agent:ops:main")
+        self.assertEqual((caught.exception.status, caught.exception.code), (404, ""))
+
     def test_a_send_that_failed_is_an_output_not_an_error_answer(self) -> None:
         # sessions_send says a failed delivery in its output's "error" text.
         url, _ = page_server(self, "application/json",
@@ -497,18 +510,22 @@ class Errors(unittest.TestCase):
             Client(f"http://127.0.0.1:{srv.server_address[1]}").session_status(session_key=MANAGER)
 
 
-def page_server(test: unittest.TestCase, content_type: str | None, body: bytes) -> tuple[str, list]:
-    """A server answering every request 200 with body and content_type (None
-    sends none): its URL, and the paths it was asked."""
+def page_server(test: unittest.TestCase, content_type: str | None, body: bytes, status: int = 200,
+                headers: dict[str, str] | None = None) -> tuple[str, list]:
+    """A server answering every request status (200 unless given) with body,
+    content_type (None sends none) and headers: its URL, and the paths it
+    was asked."""
     asked: list = []
 
     class Page(http.server.BaseHTTPRequestHandler):
         def answer(self) -> None:
             asked.append(self.path)
             self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            self.send_response(200)
+            self.send_response(status)
             if content_type is not None:
                 self.send_header("Content-Type", content_type)
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)

@@ -26,7 +26,8 @@ export class TransportError extends VigilError {
 /**
  * An error answer of the gateway; nothing stored was changed. `code` is the
  * gateway's code ("" when the answer was not its JSON, as from a proxy),
- * `message` names the field or rule at fault, `retryAfter` is the seconds
+ * `detail` names the field or rule at fault ("HTTP 404: not_found" when the
+ * gateway gave a code without a message), `retryAfter` is the seconds
  * the gateway asked to wait (answers 429 and 503), `op` what was asked.
  */
 export class APIError extends VigilError {
@@ -139,14 +140,17 @@ function errorOf(op: string, resp: Response, text: string): APIError {
   } catch {
     detail = undefined;
   }
-  if (!detail || typeof detail.code !== "string" || typeof detail.message !== "string") {
+  if (!detail || typeof detail !== "object" || typeof detail.code !== "string" || !detail.code) {
     const shown = text.trim().slice(0, 200) || resp.statusText;
     return new APIError(op, resp.status, "", `HTTP ${resp.status}: ${shown}`, retry);
   }
+  // A code without its message is still the gateway's refusal: the code is
+  // kept, and the message says at least what was answered.
+  const message = typeof detail.message === "string" && detail.message ? detail.message : `HTTP ${resp.status}: ${detail.code}`;
   if (resp.status === 409) {
-    return new ConflictError(op, resp.status, detail.message, detail.stateVersion, detail.notice, detail.noticeData);
+    return new ConflictError(op, resp.status, message, detail.stateVersion, detail.notice, detail.noticeData);
   }
-  return new APIError(op, resp.status, detail.code as ErrorCode, detail.message, retry);
+  return new APIError(op, resp.status, detail.code as ErrorCode, message, retry);
 }
 
 /**

@@ -544,10 +544,10 @@ describe("errors", () => {
   });
 
   /** A server answering every request 200 with body as JSON, and its URL. */
-  async function jsonServer(body: string) {
+  async function jsonServer(body: string, status = 200, headers: Record<string, string> = {}) {
     const srv = createServer((req, res) => {
       req.resume();
-      res.writeHead(200, { "Content-Type": "application/json" });
+      res.writeHead(status, { "Content-Type": "application/json", ...headers });
       res.end(body);
     });
     await new Promise<void>((ok) => srv.listen(0, "127.0.0.1", ok));
@@ -572,6 +572,16 @@ describe("errors", () => {
     } finally {
       await coded.close();
       await uncoded.close();
+    }
+  });
+
+  test("an error with a code but no message keeps its code and names the status", async () => {
+    const srv = await jsonServer(JSON.stringify({ error: { code: "not_found" } }), 404);
+    try {
+      const e = await rejects(new VigilClient(srv.url).sessionStatus({ sessionKey: "agent:ops:main" }), APIError);
+      assert.deepEqual([e.status, e.code, e.detail], [404, "not_found", "HTTP 404: not_found"]);
+    } finally {
+      await srv.close();
     }
   });
 

@@ -34,7 +34,8 @@ class APIError(VigilError):
 
     ``status`` is the HTTP status, ``code`` the gateway's code (empty when
     the answer was not the gateway's JSON), ``message`` what it said (it
-    names the field or rule at fault), ``retry_after`` the seconds the
+    names the field or rule at fault; "HTTP 404: not_found" when it gave a
+    code without a message), ``retry_after`` the seconds the
     gateway asked to wait (answers 429 and 503), ``op`` what was asked.
     """
 
@@ -122,10 +123,16 @@ def error_from(op: str, status: int, body: bytes, retry_after_header: Optional[s
     retry = _retry_after(retry_after_header)
     try:
         detail = json.loads(body.decode("utf-8"))["error"]
-        code, message = detail["code"], detail["message"]
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        code, message = detail["code"], detail.get("message")
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError):
+        code, message = None, None
+    if not isinstance(code, str) or not code:
         text = body.decode("utf-8", "replace").strip()[:200] or "no body"
         return APIError(op, status, "", f"HTTP {status}: {text}", retry)
+    if not isinstance(message, str) or not message:
+        # A code without its message is still the gateway's refusal: the
+        # code is kept, and the message says at least what was answered.
+        message = f"HTTP {status}: {code}"
     if status == 409:
         data = detail.get("noticeData")
         return ConflictError(op, status, code, message, retry, detail.get("stateVersion"), detail.get("notice", ""),
