@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"mime"
 	"net/http"
 	"strconv"
@@ -50,7 +49,7 @@ type APIError struct {
 	Code       string
 	Message    string
 	// RetryAfter is the wait the gateway asked for before trying again
-	// (answers 429 and 503), or 0.
+	// (answers 429 and 503), at most MaxRetryAfter, or 0.
 	RetryAfter time.Duration
 	// Op is what was asked: the tool's name, or the route.
 	Op string
@@ -180,23 +179,30 @@ func shown(body []byte) string {
 	return text
 }
 
-// retryAfter reads a Retry-After header: seconds, or an HTTP date.
+// MaxRetryAfter is the longest wait an [APIError.RetryAfter] says: a
+// Retry-After asking for more (weeks, or a date far ahead, from a proxy
+// or a clock set wrong) would have a stream, or a caller retrying, sleep
+// for as long. The gateway itself asks for a second.
+const MaxRetryAfter = 30 * time.Second
+
+// retryAfter reads a Retry-After header, seconds or an HTTP date, as a
+// wait of at most MaxRetryAfter.
 func retryAfter(v string) time.Duration {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0
 	}
 	if digits(v) {
-		// More seconds than a Duration holds are the longest it can say,
-		// not a product that wrapped around.
+		// More seconds than a Duration holds are the longest wait, not a
+		// product that wrapped around.
 		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n > math.MaxInt64/int64(time.Second) {
-			return time.Duration(math.MaxInt64)
+		if err != nil || n > int64(MaxRetryAfter/time.Second) {
+			return MaxRetryAfter
 		}
 		return time.Duration(n) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil {
-		return max(0, time.Until(t))
+		return min(max(0, time.Until(t)), MaxRetryAfter)
 	}
 	return 0
 }

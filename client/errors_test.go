@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -290,12 +289,14 @@ func TestANameNoToolCanHaveIsRefusedBeforeAnythingIsSent(t *testing.T) {
 	}
 }
 
-// TestARetryAfterPastWhatADurationHoldsIsTheLongestWait: seconds past
-// what a time.Duration holds are the longest wait it can say, never a
-// product that wrapped around to a short or negative one.
-func TestARetryAfterPastWhatADurationHoldsIsTheLongestWait(t *testing.T) {
+// TestARetryAfterPastTheLongestWaitIsTheLongestWait: a Retry-After of
+// weeks (seconds, or a date far ahead) is MaxRetryAfter, so that neither a
+// stream nor a caller retrying sleeps for weeks; seconds past what a
+// time.Duration holds are too, never a product that wrapped around to a
+// short or negative wait.
+func TestARetryAfterPastTheLongestWaitIsTheLongestWait(t *testing.T) {
 	t.Parallel()
-	for _, after := range []string{"9223372037", "99999999999", "18446744073709551616"} {
+	for _, after := range []string{"3000000", "Fri, 01 Jan 2100 00:00:00 GMT", "9223372037", "99999999999", "18446744073709551616"} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Retry-After", after)
 			w.Header().Set("Content-Type", "application/json")
@@ -309,8 +310,8 @@ func TestARetryAfterPastWhatADurationHoldsIsTheLongestWait(t *testing.T) {
 		_, err = c.List(bounded(t), client.ListInput{})
 		srv.Close()
 		ae := checkAPIError(t, "Retry-After "+after, err, http.StatusServiceUnavailable, client.ErrUnavailable)
-		if ae.RetryAfter != time.Duration(math.MaxInt64) {
-			t.Errorf("Retry-After %s: %s, want the longest wait", after, ae.RetryAfter)
+		if ae.RetryAfter != client.MaxRetryAfter {
+			t.Errorf("Retry-After %s: %s, want the longest wait, %s", after, ae.RetryAfter, client.MaxRetryAfter)
 		}
 	}
 }

@@ -426,6 +426,19 @@ class Errors(unittest.TestCase):
             as_(ADMIN, "agent:ops:main", url=limited.url).session_wait(timeout_seconds=2)
         self.assertEqual((e.exception.status, e.exception.retry_after), (503, 1.0))
 
+    def test_a_retry_after_past_the_longest_wait_is_the_longest_wait(self) -> None:
+        # Weeks, or a date far ahead: neither a stream nor a caller retrying
+        # sleeps for as long.
+        from vigil_client.errors import MAX_RETRY_AFTER
+        for after in ("3000000", "Fri, 01 Jan 2100 00:00:00 GMT", "18446744073709551616"):
+            with self.subTest(after=after):
+                url, _ = page_server(self, "application/json", b'{"error":{"code":"unavailable","message":"draining"}}',
+                                     status=503, headers={"Retry-After": after})
+                with self.assertRaises(vc.UnavailableError) as caught:
+                    Client(url).sessions_list()
+                self.assertEqual(caught.exception.retry_after, MAX_RETRY_AFTER)
+                self.assertEqual(MAX_RETRY_AFTER, 30.0)
+
     def test_an_unreachable_gateway_is_a_transport_error(self) -> None:
         from live import free_port
         with self.assertRaises(vc.TransportError):

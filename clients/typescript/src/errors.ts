@@ -28,7 +28,8 @@ export class TransportError extends VigilError {
  * gateway's code ("" when the answer was not its JSON, as from a proxy),
  * `detail` names the field or rule at fault ("HTTP 404: not_found" when the
  * gateway gave a code without a message), `retryAfter` is the seconds
- * the gateway asked to wait (answers 429 and 503), `op` what was asked.
+ * the gateway asked to wait (answers 429 and 503; at most MAX_RETRY_AFTER,
+ * which a stream waits before reconnecting), `op` what was asked.
  */
 export class APIError extends VigilError {
   override name = "APIError";
@@ -70,12 +71,21 @@ export class ConflictError extends APIError {
   }
 }
 
+/**
+ * The longest wait an APIError's `retryAfter` says, in seconds: a
+ * Retry-After asking for more (weeks, or a date far ahead, from a proxy or
+ * a clock set wrong) would have a stream, or a caller retrying, sleep for
+ * as long. The gateway itself asks for a second.
+ */
+export const MAX_RETRY_AFTER = 30;
+
+/** A Retry-After header, seconds or an HTTP date, as a wait of at most MAX_RETRY_AFTER seconds. */
 function retryAfter(header: string | null): number | undefined {
   if (!header) return undefined;
   const v = header.trim();
-  if (/^\d+$/.test(v)) return Number(v);
+  if (/^\d+$/.test(v)) return Math.min(Number(v), MAX_RETRY_AFTER);
   const when = Date.parse(v);
-  return Number.isNaN(when) ? undefined : Math.max(0, (when - Date.now()) / 1000);
+  return Number.isNaN(when) ? undefined : Math.min(Math.max(0, (when - Date.now()) / 1000), MAX_RETRY_AFTER);
 }
 
 /**

@@ -8,7 +8,7 @@ import type { components, paths } from "./openapi.js";
 import { APIError, TransportError, answerText, errorFrom, errorIn, notTheGateways } from "./errors.js";
 import { EventTooLargeError, MAX_EVENT_SIZE, readEvents, type ServerSentEvent } from "./sse.js";
 
-export { APIError, ConflictError, TransportError, VigilError, type ErrorCode, type NoticeData } from "./errors.js";
+export { APIError, ConflictError, MAX_RETRY_AFTER, TransportError, VigilError, type ErrorCode, type NoticeData } from "./errors.js";
 import type { NoticeData } from "./errors.js";
 
 type Schemas = components["schemas"];

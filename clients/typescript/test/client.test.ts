@@ -6,7 +6,7 @@ import { inspect } from "node:util";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 
-import { APIError, ConflictError, TransportError, VigilClient, toolMethods, type StreamEvent, type StreamOptions } from "../src/index.js";
+import { APIError, ConflictError, MAX_RETRY_AFTER, TransportError, VigilClient, toolMethods, type StreamEvent, type StreamOptions } from "../src/index.js";
 import { readEvents } from "../src/sse.js";
 import { ADMIN, Gateway, MAIN, MANAGER, OPERATOR, OPERATOR_ID, OPS, Proxy, REPO, RUNTIME, createdText, noticeText } from "./live.js";
 
@@ -582,6 +582,19 @@ describe("errors", () => {
       assert.deepEqual([e.status, e.code, e.detail], [404, "not_found", "HTTP 404: not_found"]);
     } finally {
       await srv.close();
+    }
+  });
+
+  test("a Retry-After past the longest wait is the longest wait, so that nothing sleeps for weeks", async () => {
+    for (const after of ["3000000", "Fri, 01 Jan 2100 00:00:00 GMT", "18446744073709551616"]) {
+      const srv = await jsonServer(JSON.stringify({ error: { code: "unavailable", message: "draining" } }), 503, { "Retry-After": after });
+      try {
+        const e = await rejects(new VigilClient(srv.url).sessionsList(), APIError);
+        assert.deepEqual([e.code, e.retryAfter], ["unavailable", MAX_RETRY_AFTER], `Retry-After ${after}`);
+        assert.equal(MAX_RETRY_AFTER, 30);
+      } finally {
+        await srv.close();
+      }
     }
   });
 
