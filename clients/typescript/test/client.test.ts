@@ -620,6 +620,13 @@ describe("errors", () => {
     assert.equal(new VigilClient(`${gateway.url}/vigil/`).baseUrl, `${gateway.url}/vigil`);
   });
 
+  test("a base URL refused does not show its password", () => {
+    for (const url of ["ftp://bob:s3cret-pw@host:21", "bob:s3cret-pw@host:7317", "http://bob:s3cret-pw@[::1"]) {
+      assert.throws(() => new VigilClient(url),
+        (e: unknown) => e instanceof TypeError && /base URL/.test(e.message) && !e.message.includes("s3cret-pw"), url);
+    }
+  });
+
   test("a token a header cannot carry is refused when the client is made, without showing it", () => {
     for (const token of [`${ADMIN}\r\nX-Forged: 1`, "t\u00f6ken", "tab\there", 42 as unknown as string]) {
       assert.throws(() => new VigilClient(gateway.url, { token }),
