@@ -224,6 +224,23 @@ func TestAPrintedClientNeverShowsItsToken(t *testing.T) {
 	}
 }
 
+// TestATokenAHeaderCannotCarryIsRefusedWhenTheClientIsMade: net/http
+// refuses such a header on every request, which a stream would take for a
+// failed connection and retry without end; the refusal never shows it.
+func TestATokenAHeaderCannotCarryIsRefusedWhenTheClientIsMade(t *testing.T) {
+	t.Parallel()
+	for _, token := range []string{adminToken + "\r\nX-Forged: 1", "t\u00f6ken-0000000000", "tab\there-000000000"} {
+		_, err := client.New("http://127.0.0.1:7317", client.WithToken(token))
+		if err == nil {
+			t.Errorf("WithToken(%q) was accepted", token)
+			continue
+		}
+		if msg := err.Error(); strings.Contains(msg, token) || !strings.Contains(msg, "token") {
+			t.Errorf("WithToken(%q): %q, want a refusal naming the token, not showing it", token, msg)
+		}
+	}
+}
+
 func TestABadBaseURLIsRefusedWithoutShowingItsPassword(t *testing.T) {
 	t.Parallel()
 	for _, base := range []string{
