@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -71,7 +72,8 @@ func WithHTTPClient(hc *http.Client) Option {
 }
 
 // New returns a client of the gateway at baseURL, such as
-// http://127.0.0.1:7317 (a path, as behind a proxy, is kept).
+// http://127.0.0.1:7317 (a path, as behind a proxy, is kept). A token
+// that is not printable ASCII is refused, without being shown.
 func New(baseURL string, opts ...Option) (*Client, error) {
 	u, err := url.Parse(strings.TrimSpace(baseURL))
 	if err != nil {
@@ -86,7 +88,22 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(c)
 	}
+	if !printableASCII(c.token) {
+		// net/http would refuse the header on every request, which a
+		// stream takes for a failed connection and retries without end.
+		return nil, errors.New("vigil: the token must be printable ASCII, as a header carries it")
+	}
 	return c, nil
+}
+
+// printableASCII reports whether v is printable ASCII only, spaces included.
+func printableASCII(v string) bool {
+	for i := range len(v) {
+		if v[i] < ' ' || v[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 // As returns a copy of c acting as the session key ("" acts as a person,

@@ -25,7 +25,8 @@
 // precondition (ifStateVersion, ifSynced) is a [*ConflictError] with the
 // target's current state version and, for ifSynced, the caller's pending
 // notice: reconcile with [Client.Status] and ChangesSince, then retry with
-// the new version. Answers 429 and 503 carry the gateway's Retry-After.
+// the new version. Answers 429 and 503 carry the gateway's Retry-After, at
+// most [MaxRetryAfter] (30 s), which a stream waits before reconnecting.
 // An answer that cannot be the gateway's is an [*APIError] without a
 // code: a 200 whose Content-Type is not application/json (the gateway
 // always sends it), as from a proxy's login page at a wrong base URL,

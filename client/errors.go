@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"mime"
 	"net/http"
 	"strconv"
@@ -44,12 +43,13 @@ func init() {
 type APIError struct {
 	// StatusCode is the HTTP status, Code the gateway's code for it
 	// (invalid_argument, not_found, ...; empty when the answer was not the
-	// gateway's JSON, as from a proxy), Message what the gateway said.
+	// gateway's JSON, as from a proxy), Message what the gateway said
+	// ("HTTP 404: not_found" when it gave a code without a message).
 	StatusCode int
 	Code       string
 	Message    string
 	// RetryAfter is the wait the gateway asked for before trying again
-	// (answers 429 and 503), or 0.
+	// (answers 429 and 503), at most MaxRetryAfter, or 0.
 	RetryAfter time.Duration
 	// Op is what was asked: the tool's name, or the route.
 	Op string
@@ -107,7 +107,10 @@ func errorFrom(op string, resp *http.Response, body []byte) error {
 		e.Message = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, cmp.Or(shown(body), http.StatusText(resp.StatusCode)))
 		return e
 	}
-	e.Code, e.Message = b.Error.Code, b.Error.Message
+	// A code without its message is still the gateway's refusal: the code
+	// is kept, and the message says at least what was answered.
+	e.Code = b.Error.Code
+	e.Message = cmp.Or(b.Error.Message, fmt.Sprintf("HTTP %d: %s", resp.StatusCode, b.Error.Code))
 	if resp.StatusCode == http.StatusConflict {
 		c := &ConflictError{APIError: e, Notice: b.Error.Notice, NoticeData: b.Error.NoticeData}
 		if b.Error.StateVersion != nil {
@@ -176,23 +179,30 @@ func shown(body []byte) string {
 	return text
 }
 
-// retryAfter reads a Retry-After header: seconds, or an HTTP date.
+// MaxRetryAfter is the longest wait an [APIError.RetryAfter] says: a
+// Retry-After asking for more (weeks, or a date far ahead, from a proxy
+// or a clock set wrong) would have a stream, or a caller retrying, sleep
+// for as long. The gateway itself asks for a second.
+const MaxRetryAfter = 30 * time.Second
+
+// retryAfter reads a Retry-After header, seconds or an HTTP date, as a
+// wait of at most MaxRetryAfter.
 func retryAfter(v string) time.Duration {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0
 	}
 	if digits(v) {
-		// More seconds than a Duration holds are the longest it can say,
-		// not a product that wrapped around.
+		// More seconds than a Duration holds are the longest wait, not a
+		// product that wrapped around.
 		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n > math.MaxInt64/int64(time.Second) {
-			return time.Duration(math.MaxInt64)
+		if err != nil || n > int64(MaxRetryAfter/time.Second) {
+			return MaxRetryAfter
 		}
 		return time.Duration(n) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil {
-		return max(0, time.Until(t))
+		return min(max(0, time.Until(t)), MaxRetryAfter)
 	}
 	return 0
 }

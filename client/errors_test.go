@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -225,6 +224,23 @@ func TestAPrintedClientNeverShowsItsToken(t *testing.T) {
 	}
 }
 
+// TestATokenAHeaderCannotCarryIsRefusedWhenTheClientIsMade: net/http
+// refuses such a header on every request, which a stream would take for a
+// failed connection and retry without end; the refusal never shows it.
+func TestATokenAHeaderCannotCarryIsRefusedWhenTheClientIsMade(t *testing.T) {
+	t.Parallel()
+	for _, token := range []string{adminToken + "\r\nX-Forged: 1", "t\u00f6ken-0000000000", "tab\there-000000000"} {
+		_, err := client.New("http://127.0.0.1:7317", client.WithToken(token))
+		if err == nil {
+			t.Errorf("WithToken(%q) was accepted", token)
+			continue
+		}
+		if msg := err.Error(); strings.Contains(msg, token) || !strings.Contains(msg, "token") {
+			t.Errorf("WithToken(%q): %q, want a refusal naming the token, not showing it", token, msg)
+		}
+	}
+}
+
 func TestABadBaseURLIsRefusedWithoutShowingItsPassword(t *testing.T) {
 	t.Parallel()
 	for _, base := range []string{
@@ -290,12 +306,14 @@ func TestANameNoToolCanHaveIsRefusedBeforeAnythingIsSent(t *testing.T) {
 	}
 }
 
-// TestARetryAfterPastWhatADurationHoldsIsTheLongestWait: seconds past
-// what a time.Duration holds are the longest wait it can say, never a
-// product that wrapped around to a short or negative one.
-func TestARetryAfterPastWhatADurationHoldsIsTheLongestWait(t *testing.T) {
+// TestARetryAfterPastTheLongestWaitIsTheLongestWait: a Retry-After of
+// weeks (seconds, or a date far ahead) is MaxRetryAfter, so that neither a
+// stream nor a caller retrying sleeps for weeks; seconds past what a
+// time.Duration holds are too, never a product that wrapped around to a
+// short or negative wait.
+func TestARetryAfterPastTheLongestWaitIsTheLongestWait(t *testing.T) {
 	t.Parallel()
-	for _, after := range []string{"9223372037", "99999999999", "18446744073709551616"} {
+	for _, after := range []string{"3000000", "Fri, 01 Jan 2100 00:00:00 GMT", "9223372037", "99999999999", "18446744073709551616"} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Retry-After", after)
 			w.Header().Set("Content-Type", "application/json")
@@ -309,8 +327,8 @@ func TestARetryAfterPastWhatADurationHoldsIsTheLongestWait(t *testing.T) {
 		_, err = c.List(bounded(t), client.ListInput{})
 		srv.Close()
 		ae := checkAPIError(t, "Retry-After "+after, err, http.StatusServiceUnavailable, client.ErrUnavailable)
-		if ae.RetryAfter != time.Duration(math.MaxInt64) {
-			t.Errorf("Retry-After %s: %s, want the longest wait", after, ae.RetryAfter)
+		if ae.RetryAfter != client.MaxRetryAfter {
+			t.Errorf("Retry-After %s: %s, want the longest wait, %s", after, ae.RetryAfter, client.MaxRetryAfter)
 		}
 	}
 }
@@ -459,4 +477,23 @@ func TestASendThatFailedIsAnOutputNotAnErrorAnswer(t *testing.T) {
 	if out.Status != "error" || out.Error != "the agent is down" {
 		t.Fatalf("the send's output %+v, want its status and error text", out)
 	}
+}
+
+// TestAnErrorWithACodeButNoMessageKeepsItsCodeAndNamesTheStatus: an error
+// body of the gateway's shape without its message is still the error its
+// code says, and its message names the status and the code, never empty.
+func TestAnErrorWithACodeButNoMessageKeepsItsCodeAndNamesTheStatus(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, `{"error":{"code":"not_found"}}`)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Status(bounded(t), client.StatusInput{SessionKey: "agent:ops:main"})
+	checkAPIError(t, "a code without a message", err, http.StatusNotFound, client.ErrNotFound, "HTTP 404: not_found")
 }

@@ -426,6 +426,19 @@ class Errors(unittest.TestCase):
             as_(ADMIN, "agent:ops:main", url=limited.url).session_wait(timeout_seconds=2)
         self.assertEqual((e.exception.status, e.exception.retry_after), (503, 1.0))
 
+    def test_a_retry_after_past_the_longest_wait_is_the_longest_wait(self) -> None:
+        # Weeks, or a date far ahead: neither a stream nor a caller retrying
+        # sleeps for as long.
+        from vigil_client.errors import MAX_RETRY_AFTER
+        for after in ("3000000", "Fri, 01 Jan 2100 00:00:00 GMT", "18446744073709551616"):
+            with self.subTest(after=after):
+                url, _ = page_server(self, "application/json", b'{"error":{"code":"unavailable","message":"draining"}}',
+                                     status=503, headers={"Retry-After": after})
+                with self.assertRaises(vc.UnavailableError) as caught:
+                    Client(url).sessions_list()
+                self.assertEqual(caught.exception.retry_after, MAX_RETRY_AFTER)
+                self.assertEqual(MAX_RETRY_AFTER, 30.0)
+
     def test_an_unreachable_gateway_is_a_transport_error(self) -> None:
         from live import free_port
         with self.assertRaises(vc.TransportError):
@@ -464,6 +477,19 @@ class Errors(unittest.TestCase):
         self.assertIn("holding an error", caught.exception.message)
         self.assertIn("upstream rejected", caught.exception.message)
 
+    def test_an_error_with_a_code_but_no_message_keeps_its_code_and_names_the_status(self) -> None:
+        url, _ = page_server(self, "application/json", b'{"error":{"code":"not_found"}}', status=404)
+        with self.assertRaises(vc.NotFoundError) as caught:
+            Client(url).session_status("agent:ops:main")
+        e = caught.exception
+        self.assertEqual((e.status, e.code, e.message), (404, "not_found", "HTTP 404: not_found"))
+
+    def test_an_error_whose_code_is_not_a_text_is_an_answer_without_a_code(self) -> None:
+        url, _ = page_server(self, "application/json", b'{"error":{"code":404,"message":"gone"}}', status=404)
+        with self.assertRaises(vc.APIError) as caught:
+            Client(url).session_status("agent:ops:main")
+        self.assertEqual((caught.exception.status, caught.exception.code), (404, ""))
+
     def test_a_send_that_failed_is_an_output_not_an_error_answer(self) -> None:
         # sessions_send says a failed delivery in its output's "error" text.
         url, _ = page_server(self, "application/json",
@@ -497,18 +523,22 @@ class Errors(unittest.TestCase):
             Client(f"http://127.0.0.1:{srv.server_address[1]}").session_status(session_key=MANAGER)
 
 
-def page_server(test: unittest.TestCase, content_type: str | None, body: bytes) -> tuple[str, list]:
-    """A server answering every request 200 with body and content_type (None
-    sends none): its URL, and the paths it was asked."""
+def page_server(test: unittest.TestCase, content_type: str | None, body: bytes, status: int = 200,
+                headers: dict[str, str] | None = None) -> tuple[str, list]:
+    """A server answering every request status (200 unless given) with body,
+    content_type (None sends none) and headers: its URL, and the paths it
+    was asked."""
     asked: list = []
 
     class Page(http.server.BaseHTTPRequestHandler):
         def answer(self) -> None:
             asked.append(self.path)
             self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            self.send_response(200)
+            self.send_response(status)
             if content_type is not None:
                 self.send_header("Content-Type", content_type)
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)

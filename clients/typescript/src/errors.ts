@@ -26,8 +26,10 @@ export class TransportError extends VigilError {
 /**
  * An error answer of the gateway; nothing stored was changed. `code` is the
  * gateway's code ("" when the answer was not its JSON, as from a proxy),
- * `message` names the field or rule at fault, `retryAfter` is the seconds
- * the gateway asked to wait (answers 429 and 503), `op` what was asked.
+ * `detail` names the field or rule at fault ("HTTP 404: not_found" when the
+ * gateway gave a code without a message), `retryAfter` is the seconds
+ * the gateway asked to wait (answers 429 and 503; at most MAX_RETRY_AFTER,
+ * which a stream waits before reconnecting), `op` what was asked.
  */
 export class APIError extends VigilError {
   override name = "APIError";
@@ -69,12 +71,21 @@ export class ConflictError extends APIError {
   }
 }
 
+/**
+ * The longest wait an APIError's `retryAfter` says, in seconds: a
+ * Retry-After asking for more (weeks, or a date far ahead, from a proxy or
+ * a clock set wrong) would have a stream, or a caller retrying, sleep for
+ * as long. The gateway itself asks for a second.
+ */
+export const MAX_RETRY_AFTER = 30;
+
+/** A Retry-After header, seconds or an HTTP date, as a wait of at most MAX_RETRY_AFTER seconds. */
 function retryAfter(header: string | null): number | undefined {
   if (!header) return undefined;
   const v = header.trim();
-  if (/^\d+$/.test(v)) return Number(v);
+  if (/^\d+$/.test(v)) return Math.min(Number(v), MAX_RETRY_AFTER);
   const when = Date.parse(v);
-  return Number.isNaN(when) ? undefined : Math.max(0, (when - Date.now()) / 1000);
+  return Number.isNaN(when) ? undefined : Math.min(Math.max(0, (when - Date.now()) / 1000), MAX_RETRY_AFTER);
 }
 
 /**
@@ -139,14 +150,17 @@ function errorOf(op: string, resp: Response, text: string): APIError {
   } catch {
     detail = undefined;
   }
-  if (!detail || typeof detail.code !== "string" || typeof detail.message !== "string") {
+  if (!detail || typeof detail !== "object" || typeof detail.code !== "string" || !detail.code) {
     const shown = text.trim().slice(0, 200) || resp.statusText;
     return new APIError(op, resp.status, "", `HTTP ${resp.status}: ${shown}`, retry);
   }
+  // A code without its message is still the gateway's refusal: the code is
+  // kept, and the message says at least what was answered.
+  const message = typeof detail.message === "string" && detail.message ? detail.message : `HTTP ${resp.status}: ${detail.code}`;
   if (resp.status === 409) {
-    return new ConflictError(op, resp.status, detail.message, detail.stateVersion, detail.notice, detail.noticeData);
+    return new ConflictError(op, resp.status, message, detail.stateVersion, detail.notice, detail.noticeData);
   }
-  return new APIError(op, resp.status, detail.code as ErrorCode, detail.message, retry);
+  return new APIError(op, resp.status, detail.code as ErrorCode, message, retry);
 }
 
 /**

@@ -8,7 +8,7 @@ import type { components, paths } from "./openapi.js";
 import { APIError, TransportError, answerText, errorFrom, errorIn, notTheGateways } from "./errors.js";
 import { EventTooLargeError, MAX_EVENT_SIZE, readEvents, type ServerSentEvent } from "./sse.js";
 
-export { APIError, ConflictError, TransportError, VigilError, type ErrorCode, type NoticeData } from "./errors.js";
+export { APIError, ConflictError, MAX_RETRY_AFTER, TransportError, VigilError, type ErrorCode, type NoticeData } from "./errors.js";
 import type { NoticeData } from "./errors.js";
 
 type Schemas = components["schemas"];
@@ -179,7 +179,7 @@ export class VigilClient {
       u = undefined;
     }
     if (!u || (u.protocol !== "http:" && u.protocol !== "https:")) {
-      throw new TypeError(`vigil: base URL ${JSON.stringify(baseUrl) ?? String(baseUrl)}: want http(s)://host[:port]`);
+      throw new TypeError(`vigil: base URL ${JSON.stringify(withoutUserinfo(baseUrl)) ?? String(baseUrl)}: want http(s)://host[:port]`);
     }
     if (u.username || u.password) {
       // Not shown: the password is a secret.
@@ -602,6 +602,20 @@ function inputJSON(op: string, input: unknown): string {
     throw new APIError(op, 0, "invalid_argument", `the input cannot be sent as JSON: ${typeof input} has no JSON form`);
   }
   return text;
+}
+
+/**
+ * A URL as a refusal shows it: all before its last "@" after the scheme (a
+ * user name and password, or more) hidden, as a URL that is refused cannot
+ * be trusted to parse. What is not a string is shown as it is.
+ */
+function withoutUserinfo(url: unknown): unknown {
+  if (typeof url !== "string") return url;
+  const at = url.lastIndexOf("@");
+  if (at < 0) return url;
+  const scheme = url.indexOf("://");
+  const start = scheme >= 0 && scheme < at ? scheme + 3 : 0;
+  return `${url.slice(0, start)}xxxxx${url.slice(at)}`;
 }
 
 /** Whether a header can carry the key as it is: printable ASCII only. */

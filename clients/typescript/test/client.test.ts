@@ -6,7 +6,7 @@ import { inspect } from "node:util";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 
-import { APIError, ConflictError, TransportError, VigilClient, toolMethods, type StreamEvent, type StreamOptions } from "../src/index.js";
+import { APIError, ConflictError, MAX_RETRY_AFTER, TransportError, VigilClient, toolMethods, type StreamEvent, type StreamOptions } from "../src/index.js";
 import { readEvents } from "../src/sse.js";
 import { ADMIN, Gateway, MAIN, MANAGER, OPERATOR, OPERATOR_ID, OPS, Proxy, REPO, RUNTIME, createdText, noticeText } from "./live.js";
 
@@ -544,10 +544,10 @@ describe("errors", () => {
   });
 
   /** A server answering every request 200 with body as JSON, and its URL. */
-  async function jsonServer(body: string) {
+  async function jsonServer(body: string, status = 200, headers: Record<string, string> = {}) {
     const srv = createServer((req, res) => {
       req.resume();
-      res.writeHead(200, { "Content-Type": "application/json" });
+      res.writeHead(status, { "Content-Type": "application/json", ...headers });
       res.end(body);
     });
     await new Promise<void>((ok) => srv.listen(0, "127.0.0.1", ok));
@@ -575,6 +575,29 @@ describe("errors", () => {
     }
   });
 
+  test("an error with a code but no message keeps its code and names the status", async () => {
+    const srv = await jsonServer(JSON.stringify({ error: { code: "not_found" } }), 404);
+    try {
+      const e = await rejects(new VigilClient(srv.url).sessionStatus({ sessionKey: "agent:ops:main" }), APIError);
+      assert.deepEqual([e.status, e.code, e.detail], [404, "not_found", "HTTP 404: not_found"]);
+    } finally {
+      await srv.close();
+    }
+  });
+
+  test("a Retry-After past the longest wait is the longest wait, so that nothing sleeps for weeks", async () => {
+    for (const after of ["3000000", "Fri, 01 Jan 2100 00:00:00 GMT", "18446744073709551616"]) {
+      const srv = await jsonServer(JSON.stringify({ error: { code: "unavailable", message: "draining" } }), 503, { "Retry-After": after });
+      try {
+        const e = await rejects(new VigilClient(srv.url).sessionsList(), APIError);
+        assert.deepEqual([e.code, e.retryAfter], ["unavailable", MAX_RETRY_AFTER], `Retry-After ${after}`);
+        assert.equal(MAX_RETRY_AFTER, 30);
+      } finally {
+        await srv.close();
+      }
+    }
+  });
+
   test("a send that failed is an output, not an error answer", async () => {
     const srv = await jsonServer(JSON.stringify({ status: "error", sessionKey: "agent:ops:main", error: "the agent is down" }));
     try {
@@ -595,6 +618,13 @@ describe("errors", () => {
     assert.throws(() => new VigilClient(gateway.url.replace("//", "//ann:hunter2@")),
       (e: unknown) => e instanceof TypeError && /holds credentials/.test(e.message) && !e.message.includes("hunter2"));
     assert.equal(new VigilClient(`${gateway.url}/vigil/`).baseUrl, `${gateway.url}/vigil`);
+  });
+
+  test("a base URL refused does not show its password", () => {
+    for (const url of ["ftp://bob:s3cret-pw@host:21", "bob:s3cret-pw@host:7317", "http://bob:s3cret-pw@[::1"]) {
+      assert.throws(() => new VigilClient(url),
+        (e: unknown) => e instanceof TypeError && /base URL/.test(e.message) && !e.message.includes("s3cret-pw"), url);
+    }
   });
 
   test("a token a header cannot carry is refused when the client is made, without showing it", () => {

@@ -34,8 +34,10 @@ class APIError(VigilError):
 
     ``status`` is the HTTP status, ``code`` the gateway's code (empty when
     the answer was not the gateway's JSON), ``message`` what it said (it
-    names the field or rule at fault), ``retry_after`` the seconds the
-    gateway asked to wait (answers 429 and 503), ``op`` what was asked.
+    names the field or rule at fault; "HTTP 404: not_found" when it gave a
+    code without a message), ``retry_after`` the seconds the gateway asked
+    to wait (answers 429 and 503; at most MAX_RETRY_AFTER, which a stream
+    waits before reconnecting), ``op`` what was asked.
     """
 
     code_name = ""
@@ -104,17 +106,26 @@ _BY_CODE = {c.code_name: c for c in (InvalidArgumentError, UnauthenticatedError,
                                      TooManyRequestsError, InternalError, UnavailableError)}
 
 
+#: The longest wait an APIError's ``retry_after`` says, in seconds: a
+#: Retry-After asking for more (weeks, or a date far ahead, from a proxy or
+#: a clock set wrong) would have a stream, or a caller retrying, sleep for
+#: as long. The gateway itself asks for a second.
+MAX_RETRY_AFTER = 30.0
+
+
 def _retry_after(value: Optional[str]) -> Optional[float]:
     if not value:
         return None
+    """A Retry-After header, seconds or an HTTP date, as a wait of at most
+    MAX_RETRY_AFTER seconds."""
     value = value.strip()
-    if value.isdigit():
-        return float(value)
+    if value.isascii() and value.isdigit():
+        return min(float(value), MAX_RETRY_AFTER)
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
-    return max(0.0, when.timestamp() - time.time())
+    return min(max(0.0, when.timestamp() - time.time()), MAX_RETRY_AFTER)
 
 
 def error_from(op: str, status: int, body: bytes, retry_after_header: Optional[str]) -> APIError:
@@ -122,10 +133,16 @@ def error_from(op: str, status: int, body: bytes, retry_after_header: Optional[s
     retry = _retry_after(retry_after_header)
     try:
         detail = json.loads(body.decode("utf-8"))["error"]
-        code, message = detail["code"], detail["message"]
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        code, message = detail["code"], detail.get("message")
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError):
+        code, message = None, None
+    if not isinstance(code, str) or not code:
         text = body.decode("utf-8", "replace").strip()[:200] or "no body"
         return APIError(op, status, "", f"HTTP {status}: {text}", retry)
+    if not isinstance(message, str) or not message:
+        # A code without its message is still the gateway's refusal: the
+        # code is kept, and the message says at least what was answered.
+        message = f"HTTP {status}: {code}"
     if status == 409:
         data = detail.get("noticeData")
         return ConflictError(op, status, code, message, retry, detail.get("stateVersion"), detail.get("notice", ""),
