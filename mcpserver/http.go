@@ -214,6 +214,13 @@ func Handler(ctx context.Context, g *gateway.Gateway, resolve Resolver, log *slo
 // when its client sends DELETE or once no request of it has been served for
 // the idle timeout; all of them when ctx ends.
 //
+// Every stream it serves, a GET (standalone, or read back with
+// Last-Event-ID), a 2026-07-28 listen and each resource subscription, is
+// one of its caller's open streams (gateway.HoldStream) until it ends: one
+// over the stream limits is refused (429 or 503 naming the limit, or the
+// JSON-RPC error rpcError words), as is a stream opened once ctx has
+// ended.
+//
 // A request that ends before its answer (the client hung up, or its
 // stream broke) cancels the work it asked for at once, as
 // notifications/cancelled does.
@@ -323,7 +330,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// as 2025-11-25's GET stream does: an open stream, held as
 			// one, or a client could hold listens without bound. The SDK
 			// refuses a request whose body names another method.
-			release, err := h.g.Hold(c, gateway.HoldStream)
+			release, err := h.holdStream(c)
 			if err != nil {
 				fail(w, err)
 				return
@@ -335,6 +342,18 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if refuseListenWithSessions(w, body) {
 		return
+	}
+	if r.Method == http.MethodGet {
+		// A GET is a stream (a session's standalone one, or one read back
+		// with Last-Event-ID) that stays open while its client listens:
+		// held as one, as a listen is, or a client could hold streams
+		// without bound.
+		release, err := h.holdStream(c)
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		defer release()
 	}
 	sid := r.Header.Get("Mcp-Session-Id")
 	if sid == "" {
@@ -382,6 +401,16 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// until shutdown.
 	defer h.served(s, r, ans)
 	h.stream.ServeHTTP(ans, r)
+}
+
+// holdStream admits one more open stream for c. One begun once shutdown
+// has begun would end at once with a 200, which tells its client to
+// reconnect here straight away; a 503 tells it to retry later.
+func (h *httpHandler) holdStream(c gateway.Caller) (release func(), err error) {
+	if h.ctx.Err() != nil {
+		return nil, fmt.Errorf("%w: the gateway is shutting down; open the stream again later", gateway.ErrUnavailable)
+	}
+	return h.g.Hold(c, gateway.HoldStream)
 }
 
 // served notes the end of request r on s, which ans answered: s is

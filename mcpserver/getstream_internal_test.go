@@ -1,0 +1,64 @@
+package mcpserver
+
+// The handler counts the GET streams it serves, whatever is in front of
+// it: each is one of its caller's open streams, as a subscription is.
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/vigilhq/vigil/gateway"
+)
+
+// getStream opens the standalone GET stream of the MCP session cs.
+func (s *subscribing) getStream(cs *mcp.ClientSession) *http.Response {
+	s.t.Helper()
+	req, err := http.NewRequestWithContext(s.ctx, http.MethodGet, s.url, nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", cs.ID())
+	req.Header.Set("Mcp-Protocol-Version", rawProtocol)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+func TestAGETStreamOverTheCredentialsStreamLimitIsRefusedNamingIt(t *testing.T) {
+	s := startSubscribing(t, limited(gateway.Limits{StreamsPerCredential: 1}))
+	cs := s.open()
+	if err := cs.Subscribe(s.ctx, &mcp.SubscribeParams{URI: workerURI(0)}); err != nil {
+		t.Fatal(err)
+	}
+	resp := s.getStream(cs)
+	if resp.StatusCode == http.StatusOK {
+		t.Fatal("a GET stream over the credential's stream limit was opened")
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), "already holds 1 open event streams, its limit") ||
+		resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("a GET stream over the credential's stream limit: %s %s, want 429 naming the limit, with Retry-After", resp.Status, body)
+	}
+}
+
+func TestAGETStreamHoldsAStreamUntilItCloses(t *testing.T) {
+	s := startSubscribing(t, limited(gateway.Limits{}))
+	cs := s.open()
+	resp := s.getStream(cs)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the GET stream: %s, want 200", resp.Status)
+	}
+	s.streams(1, "with a GET stream open")
+	resp.Body.Close()
+	if err := s.g.AwaitHeld(s.ctx, gateway.HoldStream, 0); err != nil {
+		t.Fatalf("the GET stream closed but stays held: %v", err)
+	}
+}
