@@ -652,15 +652,24 @@ func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 // deleted stays there, and without this would hear of the session made
 // again once anyone else followed it, holding no stream and counted
 // nowhere.
+//
+// A subscription's end (DeletedMetaKey, EndedMetaKey) goes only to the
+// subscribers of a follow that is ending: the update names a URI, not the
+// follow telling it, and a follow stopped as it ended (its last
+// subscriber left) may have been replaced by one whose subscriptions go
+// on. While a follow ends, a subscribe waits for it, so the ending follow
+// of a URI is the one telling.
 func (s *subscriptions) onlySubscribed(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if p, ok := req.GetParams().(*mcp.ResourceUpdatedNotificationParams); ok && method == "notifications/resources/updated" {
 			ss, _ := req.GetSession().(*mcp.ServerSession)
+			last := p.Meta[DeletedMetaKey] != nil || p.Meta[EndedMetaKey] != nil
 			s.mu.Lock()
 			fw, ok := s.follows[p.URI]
 			_, in := fw.sessionsOf()[ss]
+			ending := ok && fw.ending
 			s.mu.Unlock()
-			if !ok || !in {
+			if !ok || !in || (last && !ending) {
 				return nil, nil
 			}
 		}
