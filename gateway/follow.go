@@ -182,13 +182,21 @@ func (g *Gateway) Follow(ctx context.Context, opts FollowOptions) (*Follower, er
 		opts.BookmarkInterval = g.opts.BookmarkInterval
 	}
 	f := &Follower{g: g, opts: opts, pos: opts.After, stopMarks: func() {}, stopTick: func() {}}
+	// Closed on every way out but the follower's return, a panic of the
+	// store's included (net/http recovers it and serves on): a listener
+	// left would be told its session's changes until the process ended.
+	handed := false
+	defer func() {
+		if !handed {
+			f.Close()
+		}
+	}()
 	// Listen before reading, so nothing committed in between is missed.
 	if opts.Session != nil && opts.Live {
 		f.live = g.opts.Hub.listen(append([]string{opts.Session.Key}, opts.LiveOf...), followLiveBuffer, true)
 	}
 	if f.live == nil || !opts.LiveOnly {
 		if err := f.subscribe(ctx); err != nil {
-			f.Close()
 			return nil, err
 		}
 		f.tick, f.stopTick = g.after(FollowReadOn)
@@ -197,6 +205,7 @@ func (g *Gateway) Follow(ctx context.Context, opts FollowOptions) (*Follower, er
 	if opts.BookmarkInterval > 0 {
 		f.marks, f.stopMarks = g.after(opts.BookmarkInterval)
 	}
+	handed = true
 	return f, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -573,5 +574,43 @@ func TestAHeldWakeKeepsTheLiveEventInItsListenersBufferAndWakesOtherSessionsAtOn
 	}
 	if !woken(otherSub) {
 		t.Fatal("another session's subscription was not woken while the session was held")
+	}
+}
+
+// versionsPanicking is a store whose reads of state versions panic once
+// panics is set.
+type versionsPanicking struct {
+	gatewaytest.Store
+	panics atomic.Bool
+}
+
+func (s *versionsPanicking) Versions(ctx context.Context, refs []vigil.SessionRef) (map[vigil.SessionRef]int64, error) {
+	if s.panics.Load() {
+		panic("the versions cannot be read")
+	}
+	return s.Store.Versions(ctx, refs)
+}
+
+// A Follow that panics as it finds where it starts (net/http recovers a
+// handler's panic, and serves on) leaves no listener behind: one left
+// would be told every change of its session until the process ended.
+func TestAFollowThatPanicsLeavesNoListenerBehind(t *testing.T) {
+	store := &versionsPanicking{}
+	g := gatewaytest.Open(t, gatewaytest.Options{Wrap: func(inner gatewaytest.Store) gatewaytest.Store {
+		store.Store = inner
+		return store
+	}}).Gateway
+	ref := vigil.MustRef("agent:main:main")
+	store.panics.Store(true)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the store's panic did not reach Follow's caller")
+			}
+		}()
+		g.Follow(context.Background(), gateway.FollowOptions{Session: &ref, After: -1, Live: true})
+	}()
+	if g.Hub().Listened(ref.Key) {
+		t.Fatal("a Follow that panicked still listens to its session")
 	}
 }

@@ -242,20 +242,15 @@ func (s *server) metrics(next http.Handler) http.Handler {
 }
 
 // mcp serves the MCP transport: its responses are held open (a tool call
-// may wait, and a GET is a stream), and a stream counts against the
-// caller's limits.
+// may wait, and a GET is a stream), and a GET's memory is given back once
+// many have closed, as other streams' is. The MCP handler counts its
+// streams against the caller's limits itself.
 func (s *server) mcp(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w = s.holdOpen(w)
 		if r.Method == http.MethodGet {
-			if c, err := s.resolve(r, actingParams); err == nil {
-				release, err := s.holdStreamOf(c)
-				if err != nil {
-					s.fail(w, r, err)
-					return
-				}
-				defer release()
-			} // an unauthenticated stream is refused by the MCP handler itself
+			s.memory.opened()
+			defer s.memory.closed()
 		}
 		next.ServeHTTP(w, r)
 	})

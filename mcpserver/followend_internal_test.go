@@ -110,3 +110,61 @@ func TestWaitingOnBackgroundAfterTheServerEndsOutlastsEveryFollow(t *testing.T) 
 		t.Fatal("the background was done while a follow still ran")
 	}
 }
+
+// A follow whose session is deleted as its last subscriber leaves ends
+// only its own subscriptions: another MCP session that subscribed to the
+// URI meanwhile, and so follows it anew, is not told its subscription
+// ended.
+func TestADeletionHeardByAFollowItsLastSubscriberLeftEndsNoNewSubscription(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), edgeHangGuard) // a hang guard, not a timing
+	defer cancel()
+	g := gatewaytest.Open(t, gatewaytest.Options{}).Gateway
+	subs := newSubscriptions(ctx, g, slog.New(slog.DiscardHandler), nil)
+	// The first follow hears the deletion only once it has been stopped
+	// (stopped) and told to go on (proceed).
+	stopped, proceed := make(chan struct{}), make(chan struct{})
+	var runs atomic.Int32
+	subs.runFollower = func(f *gateway.Follower, fctx context.Context, r gateway.FollowReader) error {
+		if runs.Add(1) > 1 {
+			return f.Run(fctx, r)
+		}
+		<-fctx.Done()
+		close(stopped)
+		<-proceed
+		return &gateway.SessionDeletedError{Version: 1}
+	}
+	_, leaving := mainServer(t, ctx, g, subs, nil)
+	told := make(chan mcp.Meta, 16)
+	_, staying := mainServer(t, ctx, g, subs, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) { told <- req.Params.Meta },
+	})
+	if err := leaving.Subscribe(ctx, &mcp.SubscribeParams{URI: workerURI(0)}); err != nil {
+		t.Fatal(err)
+	}
+	unsubscribed := make(chan error, 1)
+	go func() { unsubscribed <- leaving.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: workerURI(0)}) }()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		t.Fatal("the unsubscribe did not stop the follow (hang guard)")
+	}
+	if err := staying.Subscribe(ctx, &mcp.SubscribeParams{URI: workerURI(0)}); err != nil {
+		t.Fatal(err)
+	}
+	close(proceed)
+	if err := <-unsubscribed; err != nil {
+		t.Fatal(err)
+	}
+	w0 := vigil.MustRef("agent:main:subagent:w0")
+	if _, err := g.Engine().Record(ctx, vigil.Record{Session: w0, Kind: vigil.KindCompacted, ActorType: vigil.ActorSystem}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case meta := <-told:
+		if meta != nil {
+			t.Fatalf("the new subscription was first told %v, want the change made after it", meta)
+		}
+	case <-ctx.Done():
+		t.Fatal("the new subscription was told nothing (hang guard)")
+	}
+}

@@ -85,7 +85,8 @@ type session struct {
 	idle     *time.Timer        // closes it once idle; stopped while active
 	gone     bool               // closed, or being closed, and forgotten
 	// ended ends the requests served on it when its client deletes it
-	// (end): a call still waiting there must not hold the close up.
+	// (end): a call still waiting there must not hold the close up. Both
+	// are made anew when the SDK refuses the DELETE (reopen).
 	ended context.Context
 	end   context.CancelFunc
 }
@@ -214,6 +215,13 @@ func Handler(ctx context.Context, g *gateway.Gateway, resolve Resolver, log *slo
 // when its client sends DELETE or once no request of it has been served for
 // the idle timeout; all of them when ctx ends.
 //
+// Every stream it serves, a GET (standalone, or read back with
+// Last-Event-ID), a 2026-07-28 listen and each resource subscription, is
+// one of its caller's open streams (gateway.HoldStream) until it ends: one
+// over the stream limits is refused (429 or 503 naming the limit, or the
+// JSON-RPC error rpcError words), as is a stream opened once ctx has
+// ended.
+//
 // A request that ends before its answer (the client hung up, or its
 // stream broke) cancels the work it asked for at once, as
 // notifications/cancelled does.
@@ -315,7 +323,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// as 2025-11-25's GET stream does: an open stream, held as
 			// one, or a client could hold listens without bound. The SDK
 			// refuses a request whose body names another method.
-			release, err := h.g.Hold(c, gateway.HoldStream)
+			release, err := h.holdStream(c)
 			if err != nil {
 				fail(w, err)
 				return
@@ -327,6 +335,18 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if refuseListenWithSessions(w, body) {
 		return
+	}
+	if r.Method == http.MethodGet {
+		// A GET is a stream (a session's standalone one, or one read back
+		// with Last-Event-ID) that stays open while its client listens:
+		// held as one, as a listen is, or a client could hold streams
+		// without bound.
+		release, err := h.holdStream(c)
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		defer release()
 	}
 	sid := r.Header.Get("Mcp-Session-Id")
 	if sid == "" {
@@ -344,8 +364,11 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(w, fmt.Errorf("%w: this MCP session was opened by another credential or acting session", gateway.ErrForbidden))
 		return
 	}
+	var ended context.Context
+	var end context.CancelFunc
 	if ok {
 		h.busyLocked(s)
+		ended, end = s.ended, s.end
 	}
 	h.mu.Unlock()
 	if !ok {
@@ -354,26 +377,53 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.stream.ServeHTTP(w, r)
 		return
 	}
+	ans := &answer{ResponseWriter: w, retry: h.retry}
 	if r.Method == http.MethodDelete {
 		// Its owner ends it: the SDK closes it only once every call being
 		// handled on it has returned, so a call still waiting there (a
 		// send for its reply, for minutes) would hold the close up, and the
 		// session's and the wait's places with it. Those calls end now, as
 		// when their clients hang up.
-		s.end()
+		end()
+		ans.onHeader = func(status int, _ http.Header) {
+			if status != http.StatusNoContent {
+				h.reopen(s) // before the client hears of the refusal
+			}
+		}
 	} else {
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
-		defer context.AfterFunc(s.ended, cancel)()
+		defer context.AfterFunc(ended, cancel)()
 		r = r.WithContext(ctx)
 		req.ctx = ctx // before the SDK hands any of r's messages to a handler
 	}
-	ans := &answer{ResponseWriter: w, retry: h.retry}
 	// Deferred, so a request that panics (net/http recovers it) still ends
 	// on s: otherwise s would never go idle, and its place would be held
 	// until shutdown.
 	defer h.served(s, r, ans)
 	h.stream.ServeHTTP(ans, r)
+}
+
+// holdStream admits one more open stream for c. One begun once shutdown
+// has begun would end at once with a 200, which tells its client to
+// reconnect here straight away; a 503 tells it to retry later.
+func (h *httpHandler) holdStream(c gateway.Caller) (release func(), err error) {
+	if h.ctx.Err() != nil {
+		return nil, fmt.Errorf("%w: the gateway is shutting down; open the stream again later", gateway.ErrUnavailable)
+	}
+	return h.g.Hold(c, gateway.HoldStream)
+}
+
+// reopen gives s a context for its calls again once the SDK has refused
+// its DELETE (one naming a revision it does not speak, say): s goes on,
+// and its calls must not be cancelled as a closed session's are. The calls
+// the DELETE ended stay ended.
+func (h *httpHandler) reopen(s *session) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !s.gone {
+		s.ended, s.end = context.WithCancel(context.Background())
+	}
 }
 
 // served notes the end of request r on s, which ans answered: s is
@@ -408,7 +458,7 @@ func (h *httpHandler) open(w http.ResponseWriter, r *http.Request, req *request)
 		return
 	}
 	var s *session
-	ans := &answer{ResponseWriter: w, retry: h.retry, onHeader: func(hd http.Header) {
+	ans := &answer{ResponseWriter: w, retry: h.retry, onHeader: func(_ int, hd http.Header) {
 		if sid := hd.Get("Mcp-Session-Id"); sid != "" {
 			h.mu.Lock()
 			defer h.mu.Unlock()
@@ -632,12 +682,12 @@ func fail(w http.ResponseWriter, err error) {
 	writeError(w, status, code, err.Error())
 }
 
-// answer notes the status of a response and hands its header to
-// onHeader before it is written, and puts the retry field into the first
+// answer notes the status of a response and hands it, with its header,
+// to onHeader before it is written, and puts the retry field into the first
 // event of an event stream.
 type answer struct {
 	http.ResponseWriter
-	onHeader func(http.Header)
+	onHeader func(status int, h http.Header)
 	status   int // 0 until the header is written
 	// retry is the "retry: N\n" line for the stream's first event, nil
 	// when none is sent or the body has begun.
@@ -648,7 +698,7 @@ func (a *answer) note(status int) {
 	if a.status == 0 {
 		a.status = status
 		if a.onHeader != nil {
-			a.onHeader(a.Header())
+			a.onHeader(status, a.Header())
 		}
 	}
 }

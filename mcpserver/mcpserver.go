@@ -389,6 +389,9 @@ type subscriptions struct {
 	// of counts the sessions each MCP session follows: the follows it is
 	// among the sessions of.
 	of map[*mcp.ServerSession]int
+	// turns order the subscribes and unsubscribes of each MCP session to
+	// each URI (see inTurn).
+	turns map[turnKey]*turn
 
 	// background counts the follows running, and one more until ctx has
 	// ended; ended is set then (under mu), and no follow starts after it,
@@ -404,9 +407,10 @@ type subscriptions struct {
 	// in tests, one that ends as the gateway's may.
 	runFollower func(*gateway.Follower, context.Context, gateway.FollowReader) error
 
-	// awaitingEnd, when not nil, is called as a subscribe starts waiting
-	// for an ending follow to stop (tests).
-	awaitingEnd func()
+	// awaiting, when not nil, is called as a subscribe or unsubscribe
+	// starts waiting for its turn, or a subscribe for an ending follow to
+	// stop (tests).
+	awaiting func()
 }
 
 // newSubscriptions makes the subscriptions of servers living until ctx
@@ -417,7 +421,7 @@ func newSubscriptions(ctx context.Context, g *gateway.Gateway, log *slog.Logger,
 		background = new(sync.WaitGroup)
 	}
 	s := &subscriptions{g: g, log: log, ctx: ctx, follows: map[string]*follow{}, of: map[*mcp.ServerSession]int{},
-		background: background, runFollower: (*gateway.Follower).Run}
+		turns: map[turnKey]*turn{}, background: background, runFollower: (*gateway.Follower).Run}
 	background.Add(1)
 	context.AfterFunc(ctx, func() {
 		s.mu.Lock()
@@ -438,8 +442,74 @@ func (s *subscriptions) add(srv *mcp.Server) {
 	s.servers = append(s.servers, srv)
 	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		s.sdkHandler = next // the SDK's: it serves each session's own server
-		return next
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			var uri string
+			switch p := req.GetParams().(type) {
+			case *mcp.SubscribeParams:
+				uri = p.URI
+			case *mcp.UnsubscribeParams:
+				uri = p.URI
+			default:
+				return next(ctx, method, req)
+			}
+			ss, _ := req.GetSession().(*mcp.ServerSession)
+			return s.inTurn(ctx, turnKey{ss, uri}, func() (mcp.Result, error) { return next(ctx, method, req) })
+		}
 	})
+}
+
+// turnKey names an MCP session's subscription to a URI.
+type turnKey struct {
+	ss  *mcp.ServerSession
+	uri string
+}
+
+// turn is held by the subscribe or unsubscribe of its key being handled.
+type turn struct {
+	free  chan struct{} // holds a token while nobody has the turn
+	users int           // the requests that have or wait for it, under subscriptions.mu
+}
+
+// inTurn runs do, a subscribe or an unsubscribe of k with the SDK's
+// handling, once no other of k is being handled. The SDK changes its own
+// list of subscribers after these subscriptions' handler has returned: a
+// client's unsubscribe and subscribe of one URI handled at once (the SDK
+// handles calls concurrently) could otherwise leave the SDK's list and
+// these subscriptions disagreeing, a subscription held here but never
+// told, since only the SDK's list says whom an update goes to. sdkForget
+// takes no turn: a subscribe waiting in its turn for an ending follow
+// waits for the follow's sdkForget.
+func (s *subscriptions) inTurn(ctx context.Context, k turnKey, do func() (mcp.Result, error)) (mcp.Result, error) {
+	s.mu.Lock()
+	t := s.turns[k]
+	if t == nil {
+		t = &turn{free: make(chan struct{}, 1)}
+		t.free <- struct{}{}
+		s.turns[k] = t
+	}
+	t.users++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if t.users--; t.users == 0 {
+			delete(s.turns, k)
+		}
+		s.mu.Unlock()
+	}()
+	select {
+	case <-t.free:
+	default:
+		if s.awaiting != nil {
+			s.awaiting()
+		}
+		select {
+		case <-t.free:
+		case <-ctx.Done():
+			return nil, errCancelled
+		}
+	}
+	defer func() { t.free <- struct{}{} }()
+	return do()
 }
 
 // sdkForgetKey marks the context of an unsubscribe made by
@@ -524,8 +594,8 @@ func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 		// is told takes the place of the subscription ending rather than
 		// be refused for it.
 		s.mu.Unlock()
-		if s.awaitingEnd != nil {
-			s.awaitingEnd()
+		if s.awaiting != nil {
+			s.awaiting()
 		}
 		select {
 		case <-fw.done:
@@ -582,15 +652,24 @@ func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 // deleted stays there, and without this would hear of the session made
 // again once anyone else followed it, holding no stream and counted
 // nowhere.
+//
+// A subscription's end (DeletedMetaKey, EndedMetaKey) goes only to the
+// subscribers of a follow that is ending: the update names a URI, not the
+// follow telling it, and a follow stopped as it ended (its last
+// subscriber left) may have been replaced by one whose subscriptions go
+// on. While a follow ends, a subscribe waits for it, so the ending follow
+// of a URI is the one telling.
 func (s *subscriptions) onlySubscribed(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if p, ok := req.GetParams().(*mcp.ResourceUpdatedNotificationParams); ok && method == "notifications/resources/updated" {
 			ss, _ := req.GetSession().(*mcp.ServerSession)
+			last := p.Meta[DeletedMetaKey] != nil || p.Meta[EndedMetaKey] != nil
 			s.mu.Lock()
 			fw, ok := s.follows[p.URI]
 			_, in := fw.sessionsOf()[ss]
+			ending := ok && fw.ending
 			s.mu.Unlock()
-			if !ok || !in {
+			if !ok || !in || (last && !ending) {
 				return nil, nil
 			}
 		}

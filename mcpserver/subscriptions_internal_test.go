@@ -376,7 +376,7 @@ func TestASubscribeAsTheSessionsDeletionIsToldFollowsTheSessionMadeAgain(t *test
 	log := slog.New(slog.DiscardHandler)
 	subs := newSubscriptions(ctx, g, log, nil)
 	awaiting := make(chan struct{}, 1)
-	subs.awaitingEnd = func() { awaiting <- struct{}{} }
+	subs.awaiting = func() { awaiting <- struct{}{} }
 	srv := newServer(g, log, func(*mcp.RequestExtra) (gateway.Caller, context.Context, bool) {
 		return caller, context.Background(), true
 	}, subs, nil)
