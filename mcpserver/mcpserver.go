@@ -392,6 +392,10 @@ type subscriptions struct {
 	// turns order the subscribes and unsubscribes of each MCP session to
 	// each URI (see inTurn).
 	turns map[turnKey]*turn
+	// listing holds, for each subscription that subscribe has made and
+	// the SDK has not yet put on its own list of subscribers, a channel
+	// closed once it has (see listed).
+	listing map[turnKey]chan struct{}
 
 	// background counts the follows running, and one more until ctx has
 	// ended; ended is set then (under mu), and no follow starts after it,
@@ -421,7 +425,8 @@ func newSubscriptions(ctx context.Context, g *gateway.Gateway, log *slog.Logger,
 		background = new(sync.WaitGroup)
 	}
 	s := &subscriptions{g: g, log: log, ctx: ctx, follows: map[string]*follow{}, of: map[*mcp.ServerSession]int{},
-		turns: map[turnKey]*turn{}, background: background, runFollower: (*gateway.Follower).Run}
+		turns: map[turnKey]*turn{}, listing: map[turnKey]chan struct{}{}, background: background,
+		runFollower: (*gateway.Follower).Run}
 	background.Add(1)
 	context.AfterFunc(ctx, func() {
 		s.mu.Lock()
@@ -453,7 +458,11 @@ func (s *subscriptions) add(srv *mcp.Server) {
 				return next(ctx, method, req)
 			}
 			ss, _ := req.GetSession().(*mcp.ServerSession)
-			return s.inTurn(ctx, turnKey{ss, uri}, func() (mcp.Result, error) { return next(ctx, method, req) })
+			k := turnKey{ss, uri}
+			return s.inTurn(ctx, k, func() (mcp.Result, error) {
+				defer s.listed(k)
+				return next(context.WithValue(ctx, listedLaterKey{}, true), method, req)
+			})
 		}
 	})
 }
@@ -512,6 +521,36 @@ func (s *subscriptions) inTurn(ctx context.Context, k turnKey, do func() (mcp.Re
 	return do()
 }
 
+// listed notes that the SDK's handling of a subscribe of k is over, so
+// the subscription subscribe made, if any, is on the SDK's list: only
+// from then on does an update of its URI reach it.
+func (s *subscriptions) listed(k turnKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ch := s.listing[k]; ch != nil {
+		close(ch)
+		delete(s.listing, k)
+	}
+}
+
+// listedLaterKey marks the context of a resources/subscribe, whose
+// handling calls listed once the SDK has listed it. A listen's
+// subscriptions are listed by the SDK within the listen, which has no
+// such call: they are taken as listed at once.
+type listedLaterKey struct{}
+
+// listingLocked is the channel closed once the subscription k, just made
+// by a request of ctx, is on the SDK's list (listed).
+func (s *subscriptions) listingLocked(ctx context.Context, k turnKey) chan struct{} {
+	ch := make(chan struct{})
+	if ctx.Value(listedLaterKey{}) == nil {
+		close(ch)
+		return ch
+	}
+	s.listing[k] = ch
+	return ch
+}
+
 // sdkForgetKey marks the context of an unsubscribe made by
 // sdkForget, which unsubscribe leaves to the SDK.
 type sdkForgetKey struct{}
@@ -557,6 +596,10 @@ type follow struct {
 	// has been deleted or can no longer be followed: its subscriptions
 	// are ending, and a subscribe waits for done, then follows anew.
 	ending bool
+	// listing holds, for the sessions that subscribed and are not yet on
+	// the SDK's list, the channel closed once they are: an update sent
+	// before would not reach them (subscriptions.listed).
+	listing map[*mcp.ServerSession]chan struct{}
 }
 
 // subscribe follows a session the caller may read, like reading it. A
@@ -619,8 +662,10 @@ func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 	if err != nil {
 		return rpcError(uri, err)
 	}
+	k := turnKey{req.Session, uri}
 	if ok {
 		fw.sessions[req.Session] = release
+		fw.listing[req.Session] = s.listingLocked(ctx, k)
 		s.of[req.Session]++
 		return nil
 	}
@@ -634,12 +679,20 @@ func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 		return rpcError(uri, fmt.Errorf("follow %s: %w", ref, err))
 	}
 	followCtx, stop := context.WithCancel(s.ctx)
-	fw = &follow{sessions: map[*mcp.ServerSession]func(){req.Session: release}, stop: stop, done: make(chan struct{})}
+	listed := s.listingLocked(ctx, k)
+	fw = &follow{sessions: map[*mcp.ServerSession]func(){req.Session: release}, stop: stop, done: make(chan struct{}),
+		listing: map[*mcp.ServerSession]chan struct{}{req.Session: listed}}
 	s.follows[uri] = fw
 	s.of[req.Session]++
 	s.background.Add(1)
 	go func() {
 		defer s.background.Done()
+		// What the follower hears meanwhile waits in its listener: told
+		// before the SDK lists the subscription, it would reach no one.
+		select {
+		case <-listed:
+		case <-followCtx.Done():
+		}
 		s.run(followCtx, uri, fw, f)
 	}()
 	return nil
@@ -700,6 +753,7 @@ func (s *subscriptions) leaveLocked(fw *follow, ss *mcp.ServerSession) {
 		return
 	}
 	delete(fw.sessions, ss)
+	delete(fw.listing, ss)
 	release()
 	if s.of[ss]--; s.of[ss] <= 0 {
 		delete(s.of, ss)
@@ -852,7 +906,16 @@ func (s *subscriptions) endAll(uri string, fw *follow, updated func(mcp.Meta), m
 	s.mu.Lock()
 	fw.ending = true
 	ending := slices.Collect(maps.Keys(fw.sessions))
+	unlisted := slices.Collect(maps.Values(fw.listing))
 	s.mu.Unlock()
+	// A subscription joined as the follow ended hears its end only once
+	// the SDK lists it; the SDK lists it as its subscribe is answered.
+	for _, ch := range unlisted {
+		select {
+		case <-ch:
+		case <-s.ctx.Done():
+		}
+	}
 	updated(meta)
 	// While fw is ending, a subscribe to uri waits for it to stop: the
 	// SDK is told first, so it cannot forget a subscription made anew.
