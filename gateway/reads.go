@@ -337,29 +337,27 @@ func (g *Gateway) History(ctx context.Context, c Caller, in HistoryInput) (_ His
 	if _, err := g.session(ctx, ref); err != nil {
 		return HistoryOutput{}, err
 	}
+	// Either read comes in the order it goes, so the message beyond the
+	// page, which only says that there are more, comes last.
 	var msgs []sessions.Message
 	if in.BeforeID != nil {
-		if msgs, err = g.store.LatestMessages(ctx, ref, *in.BeforeID, limit+1); err != nil {
-			return HistoryOutput{}, err
-		}
-		slices.Reverse(msgs)
+		msgs, err = g.store.LatestMessages(ctx, ref, *in.BeforeID, limit+1)
 	} else {
-		after := int64(0)
+		var after int64
 		if in.AfterID != nil {
 			after = *in.AfterID
 		}
-		if msgs, err = g.store.Messages(ctx, ref, after, limit+1); err != nil {
-			return HistoryOutput{}, err
-		}
+		msgs, err = g.store.Messages(ctx, ref, after, limit+1)
+	}
+	if err != nil {
+		return HistoryOutput{}, err
 	}
 	out := HistoryOutput{SessionKey: ref.Key, Messages: []MessageView{}}
 	if len(msgs) > limit {
-		out.Truncated = true
-		if in.BeforeID != nil {
-			msgs = msgs[1:] // the one beyond the page is the oldest
-		} else {
-			msgs = msgs[:limit]
-		}
+		msgs, out.Truncated = msgs[:limit], true
+	}
+	if in.BeforeID != nil {
+		slices.Reverse(msgs) // every page is oldest first
 	}
 	for _, m := range msgs {
 		out.Messages = append(out.Messages, messageView(m))
