@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -43,7 +44,7 @@ type Own struct {
 
 // OwnOf reads a session's own recent messages from a store.
 func OwnOf(ctx context.Context, st sessions.Store, ref vigil.SessionRef) (Own, error) {
-	ms, err := st.LatestMessages(ctx, ref, ownLook)
+	ms, err := st.LatestMessages(ctx, ref, math.MaxInt64, ownLook)
 	if err != nil {
 		return Own{}, fmt.Errorf("read the newest messages of %s: %w", ref, err)
 	}

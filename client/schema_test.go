@@ -70,7 +70,7 @@ func plain(t *testing.T, s *jsonschema.Schema) map[string]any {
 // checks are the keywords that say which values are accepted, not what
 // shape they have.
 var checks = []string{"description", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
-	"exclusiveMaximum", "enum", "pattern", "minItems", "maxItems", "maxProperties", "dependentRequired"}
+	"exclusiveMaximum", "enum", "pattern", "minItems", "maxItems", "maxProperties", "dependentRequired", "not"}
 
 func stripChecks(s map[string]any) {
 	for _, k := range checks {

@@ -15,7 +15,8 @@ func (c *Client) List(ctx context.Context, in ListInput) (*ListOutput, error) {
 	return call[ListOutput](ctx, c, "sessions_list", in)
 }
 
-// History is sessions_history: a session's transcript, oldest first.
+// History is sessions_history: a page of a session's transcript, oldest
+// first, read forward from AfterID or back from BeforeID.
 func (c *Client) History(ctx context.Context, in HistoryInput) (*HistoryOutput, error) {
 	return call[HistoryOutput](ctx, c, "sessions_history", in)
 }

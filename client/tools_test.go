@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"math"
 	"slices"
 	"testing"
 
@@ -31,6 +32,23 @@ func TestASpawnedWorkerIsListedWithItsParentAndTranscript(t *testing.T) {
 	hist := must(c.History(ctx, client.HistoryInput{SessionKey: worker}))(t)
 	if len(hist.Messages) != 1 || hist.Messages[0].Content != "draft the report" || hist.Messages[0].ActorType != client.ActorAgent {
 		t.Fatalf("sessions_history: %+v", hist)
+	}
+}
+
+func TestHistoryBeforeTheNewestIDReadsTheNewestPageAndNamesTheNextOneBack(t *testing.T) {
+	gw := startGateway(t, nil)
+	worker, _ := spawnWorker(t, gw, "")
+	ctx := bounded(t)
+	must(connect(t, gw, operatorToken, "").Send(ctx, client.SendInput{SessionKey: worker, Message: "use the new figures", TimeoutSeconds: new(0)}))(t)
+	c := connect(t, gw, mainToken, manager)
+	newest := must(c.History(ctx, client.HistoryInput{SessionKey: worker, BeforeID: new(int64(math.MaxInt64)), Limit: new(1)}))(t)
+	if len(newest.Messages) != 1 || newest.Messages[0].Content != "use the new figures" || !newest.Truncated ||
+		newest.NextBeforeID != newest.Messages[0].ID {
+		t.Fatalf("the newest page: %+v", newest)
+	}
+	older := must(c.History(ctx, client.HistoryInput{SessionKey: worker, BeforeID: &newest.NextBeforeID, Limit: new(1)}))(t)
+	if len(older.Messages) != 1 || older.Messages[0].Content != "draft the report" || older.Truncated {
+		t.Fatalf("the page before it: %+v", older)
 	}
 }
 

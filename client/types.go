@@ -109,20 +109,28 @@ type GoalView struct {
 	UpdatedAt int64  `json:"updatedAt"`
 }
 
-// HistoryInput is sessions_history's input.
+// HistoryInput is sessions_history's input. With neither AfterID nor
+// BeforeID set, it reads from the first message; set at most one of them.
 type HistoryInput struct {
 	SessionKey string `json:"sessionKey"`
 	AgentID    string `json:"agentId,omitempty"` // the owning agent of a bare key
-	AfterID    int64  `json:"afterId,omitempty"` // the previous page's NextAfterID
-	Limit      *int   `json:"limit,omitempty"`   // messages per page, 1-200 (default 50)
+	// AfterID reads the oldest messages after it: the previous page's
+	// NextAfterID.
+	AfterID *int64 `json:"afterId,omitempty"`
+	// BeforeID reads the newest messages before it: the previous page's
+	// NextBeforeID, or math.MaxInt64 for the newest of all.
+	BeforeID *int64 `json:"beforeId,omitempty"`
+	Limit    *int   `json:"limit,omitempty"` // messages per page, 1-200 (default 50)
 }
 
 // HistoryOutput is a page of a session's transcript, oldest first.
+// Truncated says more messages lie beyond it in the direction read.
 type HistoryOutput struct {
-	SessionKey  string        `json:"sessionKey"`
-	Messages    []MessageView `json:"messages"`
-	Truncated   bool          `json:"truncated"`
-	NextAfterID int64         `json:"nextAfterId,omitempty"`
+	SessionKey   string        `json:"sessionKey"`
+	Messages     []MessageView `json:"messages"`
+	Truncated    bool          `json:"truncated"`
+	NextAfterID  int64         `json:"nextAfterId,omitempty"`  // the page's newest id
+	NextBeforeID int64         `json:"nextBeforeId,omitempty"` // the page's oldest id
 }
 
 // MessageView is one message of a transcript or an inbox.

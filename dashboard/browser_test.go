@@ -985,6 +985,7 @@ func TestALongSessionsPageDrawsItsNewestMessagesAndChangesAndTheRestOnRequest(t 
 		chromedp.Click(chromedp.ID("transcript-more")),
 		chromedp.Click(chromedp.ID("timeline-more")),
 		chromedp.WaitNotPresent(chromedp.ID("timeline-more")),
+		chromedp.WaitNotPresent(chromedp.ID("transcript-more")),
 	)
 	if got := counts(); !slices.Equal(got, []int{sends + 1, sends + 2}) {
 		t.Fatalf("after showing the rest, messages, changes drawn = %v, want %d, %d", got, sends+1, sends+2)
@@ -992,6 +993,48 @@ func TestALongSessionsPageDrawsItsNewestMessagesAndChangesAndTheRestOnRequest(t 
 	waitText(t, ctx, "#transcript li.message:first-of-type", "Draft the Q3 report")
 	if more := eval[int](t, ctx, `document.querySelectorAll('#transcript-more, #timeline-more').length`); more != 0 {
 		t.Errorf("with everything drawn, %d buttons still offer more", more)
+	}
+}
+
+// A long session's page reads its transcript's newest page, not the whole
+// transcript: each older page is read when the person asks for it.
+func TestALongSessionsPageReadsOnlyItsNewestMessagesUntilAskedForMore(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, false)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	const notes = 1999 // with the task, 2,000 messages: ten pages
+	personWritesMany(t, gw, child, notes)
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	// The idle poll reads nothing for a hidden tab: only the page opened
+	// and the button pressed make it read.
+	eval[bool](t, ctx, `Object.defineProperty(document, 'visibilityState', {get: () => 'hidden'}) && true`)
+	histories := func(since int) int {
+		n := 0
+		for _, r := range gw.Requests()[since:] {
+			if r == "POST /v1/tools/sessions_history" {
+				n++
+			}
+		}
+		return n
+	}
+	before := len(gw.Requests())
+	eval[string](t, ctx, fmt.Sprintf(`location.hash = %q`, sessionHash(child)))
+	waitText(t, ctx, "#transcript", fmt.Sprintf("note %d", notes))
+	if n := histories(before); n > 2 {
+		t.Errorf("opening a session of 2,000 messages read %d pages of its transcript, want at most 2", n)
+	}
+	first := func() string {
+		return eval[string](t, ctx, `document.querySelector('#transcript li.message .content').textContent`)
+	}
+	if got := first(); got != fmt.Sprintf("note %d", notes-199) {
+		t.Errorf("the first message drawn is %q, want note %d", got, notes-199)
+	}
+	before = len(gw.Requests())
+	run(t, ctx, "show the earlier messages", chromedp.Click(chromedp.ID("transcript-more")))
+	waitFor(t, ctx, "the page before drawn", `document.querySelectorAll("#transcript li.message").length === 400`)
+	if got, n := first(), histories(before); got != fmt.Sprintf("note %d", notes-399) || n != 1 {
+		t.Errorf("after one press, the first message drawn is %q, read with %d requests; want note %d, read with 1", got, n, notes-399)
 	}
 }
 

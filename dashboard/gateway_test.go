@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -34,6 +35,7 @@ const (
 type liveGateway struct {
 	URL string
 	srv *httptest.Server
+	g   *gateway.Gateway
 	// tokens reports whether the gateway asks for tokens.
 	tokens bool
 
@@ -102,7 +104,7 @@ func startGateway(t *testing.T, tokens bool) *liveGateway {
 			t.Fatal(err)
 		}
 	}
-	gw := &liveGateway{tokens: tokens}
+	gw := &liveGateway{tokens: tokens, g: g}
 	// Hosts are restricted as vigil serve restricts them on loopback.
 	api := httpapi.New(g, httpapi.Options{Credentials: creds, Context: ctx, RestrictHosts: true})
 	gw.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -211,6 +213,23 @@ func tool[Out any](t *testing.T, gw *liveGateway, session, name string, in any) 
 func spawn(t *testing.T, gw *liveGateway, parent, task, label string) string {
 	t.Helper()
 	return tool[gateway.SpawnOutput](t, gw, parent, "sessions_spawn", map[string]any{"task": task, "label": label}).ChildSessionKey
+}
+
+// personWritesMany has the operator write messages note 1 to note n into
+// the session, through the gateway itself: as many requests would only
+// make a long transcript slower to write.
+func personWritesMany(t *testing.T, gw *liveGateway, key string, n int) {
+	t.Helper()
+	c, err := gw.g.ResolveCaller(t.Context(), gateway.Principal{Role: gateway.RoleOperator, ID: operatorID}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := 0
+	for i := 1; i <= n; i++ {
+		if _, err := gw.g.Send(t.Context(), c, gateway.SendInput{SessionKey: key, Message: fmt.Sprintf("note %d", i), TimeoutSeconds: &zero}); err != nil {
+			t.Fatalf("write note %d: %v", i, err)
+		}
+	}
 }
 
 // takeTurn has the session take its turn through the API and returns what

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -161,7 +162,7 @@ func (g *Gateway) CheckAttention(ctx context.Context) (int, error) {
 // attentionOf tells a stalled session's state: waiting on a person when
 // its newest message is its own reply to a person's message, else stuck.
 func (g *Gateway) attentionOf(ctx context.Context, s sessions.Session) (string, error) {
-	ms, err := g.store.LatestMessages(ctx, s.Ref, attentionLook)
+	ms, err := g.store.LatestMessages(ctx, s.Ref, math.MaxInt64, attentionLook)
 	if err != nil {
 		return "", fmt.Errorf("read the newest messages of %s: %w", s.Ref, err)
 	}

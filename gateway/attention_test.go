@@ -224,8 +224,8 @@ type progressWhileLooked struct {
 	progress atomic.Pointer[func()]
 }
 
-func (s *progressWhileLooked) LatestMessages(ctx context.Context, ref vigil.SessionRef, limit int) ([]sessions.Message, error) {
-	ms, err := s.Store.LatestMessages(ctx, ref, limit)
+func (s *progressWhileLooked) LatestMessages(ctx context.Context, ref vigil.SessionRef, beforeID int64, limit int) ([]sessions.Message, error) {
+	ms, err := s.Store.LatestMessages(ctx, ref, beforeID, limit)
 	if f := s.progress.Swap(nil); f != nil {
 		(*f)()
 	}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -271,7 +272,8 @@ func sessionRow(s listedSession, version int64) SessionRow {
 type HistoryInput struct {
 	SessionKey string `json:"sessionKey" jsonschema:"the session whose transcript to read"`
 	AgentID    string `json:"agentId,omitempty" jsonschema:"the owning agent, needed only for a bare key"`
-	AfterID    int64  `json:"afterId,omitempty" jsonschema:"read messages after this id (nextAfterId of the previous page)"`
+	AfterID    *int64 `json:"afterId,omitempty" jsonschema:"read the oldest messages after this id (nextAfterId of the previous page); not with beforeId"`
+	BeforeID   *int64 `json:"beforeId,omitempty" jsonschema:"read the newest messages before this id (nextBeforeId of the previous page); one above every id, such as 9007199254740991, reads the newest; not with afterId"`
 	Limit      *int   `json:"limit,omitempty" jsonschema:"messages per page (1-200, default 50)"`
 }
 
@@ -292,15 +294,22 @@ func messageView(m sessions.Message) MessageView {
 		Content: m.Content, ReplyTo: m.ReplyTo, CreatedAt: m.CreatedAt}
 }
 
-// HistoryOutput is sessions_history's output.
+// HistoryOutput is sessions_history's output. Its messages are oldest
+// first, whichever way the page was read.
 type HistoryOutput struct {
-	SessionKey  string        `json:"sessionKey"`
-	Messages    []MessageView `json:"messages"`
-	Truncated   bool          `json:"truncated"`
-	NextAfterID int64         `json:"nextAfterId,omitempty"`
+	SessionKey string        `json:"sessionKey"`
+	Messages   []MessageView `json:"messages"`
+	Truncated  bool          `json:"truncated" jsonschema:"true when more messages lie beyond the page in the direction read: newer ones after an afterId page, older ones before a beforeId page"`
+	// NextAfterID and NextBeforeID are the page's newest and oldest ids
+	// (absent when it is empty), so a reader who went back from the
+	// newest can follow what comes next as well as read older pages.
+	NextAfterID  int64 `json:"nextAfterId,omitempty" jsonschema:"the page's newest id: the afterId of the next page forward"`
+	NextBeforeID int64 `json:"nextBeforeId,omitempty" jsonschema:"the page's oldest id: the beforeId of the next page back"`
 }
 
-// History pages through a session's transcript.
+// History pages through a session's transcript: forward from afterId (the
+// oldest first, from the start when neither cursor is given), or back from
+// beforeId (the newest before it).
 func (g *Gateway) History(ctx context.Context, c Caller, in HistoryInput) (_ HistoryOutput, err error) {
 	defer g.public(ctx, &err)
 	ref, err := parseRef("sessionKey", in.SessionKey, in.AgentID)
@@ -314,13 +323,32 @@ func (g *Gateway) History(ctx context.Context, c Caller, in HistoryInput) (_ His
 	if err != nil {
 		return HistoryOutput{}, err
 	}
-	if in.AfterID < 0 {
-		return HistoryOutput{}, invalid("afterId must be at least 0")
+	if in.AfterID != nil && in.BeforeID != nil {
+		return HistoryOutput{}, invalid("give afterId or beforeId, not both")
+	}
+	if in.AfterID != nil && *in.AfterID < 0 {
+		return HistoryOutput{}, invalid("afterId must be an integer of at least 0, got %d", *in.AfterID)
+	}
+	// Ids start at 1, so a beforeId of 0 could only read an empty page: it
+	// is an unset cursor, and refusing it tells the caller so.
+	if in.BeforeID != nil && *in.BeforeID < 1 {
+		return HistoryOutput{}, invalid("beforeId must be an integer of at least 1, got %d", *in.BeforeID)
 	}
 	if _, err := g.session(ctx, ref); err != nil {
 		return HistoryOutput{}, err
 	}
-	msgs, err := g.store.Messages(ctx, ref, in.AfterID, limit+1)
+	// Either read comes in the order it goes, so the message beyond the
+	// page, which only says that there are more, comes last.
+	var msgs []sessions.Message
+	if in.BeforeID != nil {
+		msgs, err = g.store.LatestMessages(ctx, ref, *in.BeforeID, limit+1)
+	} else {
+		var after int64
+		if in.AfterID != nil {
+			after = *in.AfterID
+		}
+		msgs, err = g.store.Messages(ctx, ref, after, limit+1)
+	}
 	if err != nil {
 		return HistoryOutput{}, err
 	}
@@ -328,11 +356,14 @@ func (g *Gateway) History(ctx context.Context, c Caller, in HistoryInput) (_ His
 	if len(msgs) > limit {
 		msgs, out.Truncated = msgs[:limit], true
 	}
+	if in.BeforeID != nil {
+		slices.Reverse(msgs) // every page is oldest first
+	}
 	for _, m := range msgs {
 		out.Messages = append(out.Messages, messageView(m))
 	}
 	if len(msgs) > 0 {
-		out.NextAfterID = msgs[len(msgs)-1].ID
+		out.NextAfterID, out.NextBeforeID = msgs[len(msgs)-1].ID, msgs[0].ID
 	}
 	return out, nil
 }

@@ -106,6 +106,17 @@ func (p props) needs(name, other string) {
 	p.s.DependentRequired[name] = []string{other}
 }
 
+// excludes says fields name and other may not both be given. An input
+// has at most one such pair.
+func (p props) excludes(name, other string) {
+	p.get(name)
+	p.get(other)
+	if p.s.Not != nil {
+		panic(fmt.Sprintf("schema: %s and %s would be a second exclusion", name, other))
+	}
+	p.s.Not = &jsonschema.Schema{Required: []string{name, other}}
+}
+
 // preconditions refines ifStateVersion, which every changing tool takes.
 func (p props) preconditions() { p.atLeast("ifStateVersion", 0) }
 
@@ -124,6 +135,8 @@ func (ListInput) refineSchema(p props) {
 
 func (HistoryInput) refineSchema(p props) {
 	p.atLeast("afterId", 0)
+	p.atLeast("beforeId", 1)
+	p.excludes("afterId", "beforeId")
 	p.between("limit", 1, MaxPageLimit)
 }
 

@@ -86,7 +86,7 @@ func newRegistry(g *Gateway) *Registry {
 		define("sessions_list", true, "List the sessions you can reach, with their kind, parent, goal and state version. "+
 			"Use it to find a session's key. Filter by agentId or kind; page with cursor.", g.List),
 		define("sessions_history", true, "Read a session's transcript (its messages, oldest first). "+
-			"Page with afterId. Use it when session_status reports historyGap, to rebuild your picture of the session.", g.History),
+			"Page forward with afterId, or back from the newest with beforeId. Use it when session_status reports historyGap, to rebuild your picture of the session.", g.History),
 		define("sessions_send", true, "Send a message to another session (by sessionKey, by label, or to an agent's main session by agentId) "+
 			"and, unless timeoutSeconds is 0, wait for its reply. With watch: true you are told (once) whenever someone else "+
 			"changes that session afterwards.", g.Send),

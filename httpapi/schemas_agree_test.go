@@ -24,10 +24,11 @@ import (
 // before each documented call of a tool, the first time the server takes
 // one, inputs made from its body to break one thing the schema states (a
 // type, a required field, an unknown field, a range, a word a field takes,
-// a payload that is not an object, a body that is not an object) are sent
-// to the same route with the same credentials, and each must be refused by
-// the schema and by the server alike (400 invalid_argument, storing
-// nothing, so the replay goes on as documented). Every documented call is
+// fields it excludes given together, a payload that is not an object, a
+// body that is not an object) are sent to the same route with the same
+// credentials, and each must be refused by the schema and by the server
+// alike (400 invalid_argument, storing nothing, so the replay goes on as
+// documented). Every documented call is
 // then itself checked: the schema and the server take it or refuse it
 // together. The one refusal a schema does not state is a session key's
 // grammar (sessionkey.Parse): the server alone refuses those.
@@ -297,6 +298,17 @@ func refusedVariations(t *testing.T, schemaJSON json.RawMessage, body string) []
 		if p.Pattern != "" {
 			out = append(out, variation{name + " not matching its pattern", with(name, "Not A Match!")})
 		}
+	}
+	if s.Not != nil && len(s.Not.Required) > 0 {
+		in := maps.Clone(base)
+		for _, n := range s.Not.Required {
+			in[n] = 1
+			if p := s.Properties[n]; p.Minimum != nil {
+				in[n] = int(*p.Minimum)
+			}
+		}
+		b, _ := json.Marshal(in)
+		out = append(out, variation{strings.Join(s.Not.Required, " and ") + " together", string(b)})
 	}
 	for name, needs := range s.DependentRequired {
 		if _, ok := base[name]; !ok {

@@ -260,7 +260,7 @@ func TestHTTPListsTheModelToolsWithTheirSchemas(t *testing.T) {
 	}
 	want := map[string][]string{
 		"sessions_list":    {"agentId", "cursor", "kind", "limit"},
-		"sessions_history": {"afterId", "agentId", "limit", "sessionKey"},
+		"sessions_history": {"afterId", "agentId", "beforeId", "limit", "sessionKey"},
 		"sessions_send":    {"agentId", "channel", "ifStateVersion", "ifSynced", "label", "message", "sessionKey", "timeoutSeconds", "watch"},
 		"sessions_spawn":   {"agentId", "ifStateVersion", "ifSynced", "label", "task"},
 		"session_status":   {"agentId", "changesSince", "limit", "sessionKey", "timeoutSeconds", "waitForVersion"},

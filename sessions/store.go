@@ -32,9 +32,9 @@ type Store interface {
 	// Messages reads up to limit messages of a session with id > afterID,
 	// ascending.
 	Messages(ctx context.Context, ref vigil.SessionRef, afterID int64, limit int) ([]Message, error)
-	// LatestMessages reads up to limit of a session's newest messages,
-	// newest first.
-	LatestMessages(ctx context.Context, ref vigil.SessionRef, limit int) ([]Message, error)
+	// LatestMessages reads up to limit of a session's newest messages with
+	// id < beforeID, newest first; math.MaxInt64 reads its newest of all.
+	LatestMessages(ctx context.Context, ref vigil.SessionRef, beforeID int64, limit int) ([]Message, error)
 	// Run reads one run.
 	Run(ctx context.Context, runID string) (Run, bool, error)
 	// OpenRuns lists every run that has not ended, the oldest first.

@@ -30,6 +30,30 @@ func TestHistorySaysMoreFollowOnlyWhenMoreDo(t *testing.T) {
 	}
 }
 
+// vigil history --before reads the newest page, says where older ones
+// are while there are some, and is refused beside --after.
+func TestHistoryBeforeReadsBackFromTheNewest(t *testing.T) {
+	t.Parallel()
+	g := cliStartGateway(t, nil, vigil.Options{})
+	child := cliSpawnChild(t, g, cliManager, "draft")
+	cliOK(t, g, "send", child, "Use the revised figures", "--timeout", "0")
+	out := cliOK(t, g, "history", child, "--before", "9223372036854775807", "--limit", "1")
+	if !strings.Contains(out, "Use the revised figures") || strings.Contains(out, "draft") {
+		t.Errorf("the newest page of one:\n%s", out)
+	}
+	older := cliMustMatch(t, "the newest page of one", out, `older messages precede: run again with --before (\d+)`)
+	if out := cliOK(t, g, "history", child, "--before", older[1]); !strings.Contains(out, "draft") ||
+		strings.Contains(out, "Use the revised figures") || strings.Contains(out, "older messages precede") {
+		t.Errorf("the first page:\n%s", out)
+	}
+	for _, args := range [][]string{{"--after", "0", "--before", "5"}, {"--before", "0"}} {
+		code, _, errOut := cliRun(t, cliEnv(g), append([]string{"history", child}, args...)...)
+		if code == 0 || !strings.Contains(errOut, "beforeId") {
+			t.Errorf("vigil history %s: exit %d, %q: want a refusal naming beforeId", strings.Join(args, " "), code, errOut)
+		}
+	}
+}
+
 // VIGIL_ADDR is the one name of the gateway's address, in the CLI and in
 // the examples. VIGIL_URL, which the Python examples once read, still
 // works, with a note that it is deprecated, said once; VIGIL_ADDR wins

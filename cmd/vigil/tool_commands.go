@@ -36,7 +36,8 @@ func init() {
 			summary: "read a session's transcript, oldest first",
 			help: "Print session KEY's transcript, oldest first, one message a line:\n" +
 				"  #id  role actorType actorId  content\n" +
-				"--after ID continues after a message; --limit bounds the page.",
+				"--after ID continues after a message; --before ID reads the newest messages before one\n" +
+				"(9223372036854775807: the newest of all); --limit bounds the page.",
 			define: cliHistory,
 		},
 		cliCommand{
@@ -117,7 +118,8 @@ func cliPending(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string)
 }
 
 func cliHistory(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) error {
-	after := fs.Int64("after", 0, "read messages after this id")
+	after := fs.Int64("after", 0, "read the oldest messages after this id")
+	before := fs.Int64("before", 0, "read the newest messages before this id (9223372036854775807: the newest of all)")
 	limit := fs.Int("limit", 0, "messages per page (1-200, default 50)")
 	agent := fs.String("agent", "", "the owning agent, needed only for a bare key")
 	return func(ctx context.Context, args []string) error {
@@ -127,7 +129,13 @@ func cliHistory(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string)
 		if err := cliCheckRef("KEY", args[0], *agent); err != nil {
 			return err
 		}
-		in := client.HistoryInput{SessionKey: args[0], AgentID: *agent, AfterID: *after}
+		in := client.HistoryInput{SessionKey: args[0], AgentID: *agent}
+		if cliIsSet(fs, "after") {
+			in.AfterID = after
+		}
+		if cliIsSet(fs, "before") {
+			in.BeforeID = before
+		}
 		if cliIsSet(fs, "limit") {
 			in.Limit = limit
 		}
@@ -138,7 +146,10 @@ func cliHistory(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string)
 		for _, m := range out.Messages {
 			c.printf("#%d  %s %s %s  %s\n", m.ID, m.Role, cliOr(string(m.ActorType), "-"), cliOr(m.ActorID, "-"), m.Content)
 		}
-		if out.Truncated {
+		switch {
+		case out.Truncated && cliIsSet(fs, "before"):
+			c.printf("older messages precede: run again with --before %d\n", out.NextBeforeID)
+		case out.Truncated:
 			c.printf("more messages follow: run again with --after %d\n", out.NextAfterID)
 		}
 		return nil

@@ -12,6 +12,9 @@ const PAGE = 200;
 // transcript can hold many thousands, which would otherwise all be built
 // into the page again on each new message.
 const SHOWN = 200;
+// A message id above every one: a transcript read back from before it
+// starts at its newest message.
+const NEWEST = Number.MAX_SAFE_INTEGER;
 // The sessions list and the watch graph draw this many entries at first,
 // and as many more at each press of their button.
 const SHOWN_ROWS = 500;
@@ -549,9 +552,12 @@ async function loadGraph() {
 }
 
 // loadPage reads the open session: its facts and, from where the page left
-// off, its timeline and transcript (from the start when full is set). Its
-// reads stop when the page is left: the rest of a long transcript no one
-// will see would hold up the next page's reads.
+// off, its timeline and transcript (when full is set, the whole timeline
+// and the transcript's newest page, older pages being read when the person
+// asks: message ids run over all sessions, so only reading back finds a
+// long transcript's end without reading all of it). Its reads stop when
+// the page is left: the rest of a long transcript no one will see would
+// hold up the next page's reads.
 async function loadPage(full) {
   const p = app.page;
   if (!p || p.denied) return;
@@ -578,9 +584,15 @@ async function loadPage(full) {
   }
   let messages = [];
   let afterId = full ? 0 : p.afterId;
+  let before = full ? 0 : p.before;
   // Only a session vigil hosts has a transcript here; one recorded
   // elsewhere has its timeline and watchers.
-  if (status.state === 'hosted') {
+  if (status.state === 'hosted' && full) {
+    const hist = await call('sessions_history', Object.assign({beforeId: NEWEST, limit: PAGE}, ref), p.abort.signal);
+    messages = hist.messages;
+    afterId = hist.nextAfterId || 0;
+    before = hist.truncated ? hist.nextBeforeId : 0;
+  } else if (status.state === 'hosted') {
     for (;;) {
       const hist = await call('sessions_history', Object.assign({afterId, limit: PAGE}, ref), p.abort.signal);
       messages.push(...hist.messages);
@@ -627,8 +639,41 @@ async function loadPage(full) {
   p.messages = p.messages.concat(messages);
   p.since = since;
   p.afterId = afterId;
-  if (full) p.gap = status.stateChanges.historyGap;
+  p.before = before;
+  if (full) {
+    p.gap = status.stateChanges.historyGap;
+    p.fullReads++;
+  }
   renderPage();
+}
+
+// showEarlier draws SHOWN more of the transcript, reading the page before
+// the oldest message read first when fewer than that are left to draw.
+// The messages drawn stay where the person is reading.
+async function showEarlier(p, list) {
+  if (p.messages.length - p.showMessages < SHOWN && p.before) {
+    if (p.readingOlder) return; // a second press while the page is read
+    p.readingOlder = true;
+    const fullReads = p.fullReads;
+    let hist;
+    try {
+      hist = await call('sessions_history', {sessionKey: p.key, agentId: p.agentId, beforeId: p.before, limit: PAGE}, p.abort.signal);
+    } catch (e) {
+      if (!(e instanceof AuthError) && e.name !== 'AbortError') showBanner('Could not read earlier messages: ' + e.message, 'error');
+      return;
+    } finally {
+      p.readingOlder = false;
+    }
+    // The transcript was read afresh meanwhile (a reset, a compaction):
+    // the page read belongs to what it replaced.
+    if (app.page !== p || p.fullReads !== fullReads) return;
+    p.messages = hist.messages.concat(p.messages);
+    p.before = hist.truncated ? hist.nextBeforeId : 0;
+  }
+  const below = list.scrollHeight - list.scrollTop;
+  p.showMessages += SHOWN;
+  renderPage();
+  list.scrollTop = list.scrollHeight - below;
 }
 
 // queueOf is what is queued for a session's next turn, or null when the
@@ -684,7 +729,7 @@ function route() {
   $('view-session').hidden = false;
   if (app.page && app.page.key === key && app.page.agentId === agentId) return;
   closePage();
-  app.page = {agentId, key, status: null, events: [], messages: [], since: 0, afterId: 0, gap: false,
+  app.page = {agentId, key, status: null, events: [], messages: [], since: 0, afterId: 0, before: 0, fullReads: 0, gap: false,
     abort: new AbortController(), goalDirty: false, drawn: '', showMessages: SHOWN, showEvents: SHOWN};
   document.title = keyText(key) + ' · vigil';
   clearPage();
@@ -972,13 +1017,10 @@ function renderPage() {
   const atEnd = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
   const messages = p.messages.slice(-p.showMessages);
   const earlier = p.messages.length - messages.length;
-  list.replaceChildren(...(earlier > 0 ? [moreItem('transcript-more', 'Show earlier messages (' + earlier + ' not shown)', () => {
-    // The messages drawn above stay where the person is reading.
-    const below = list.scrollHeight - list.scrollTop;
-    p.showMessages += SHOWN;
-    renderPage();
-    list.scrollTop = list.scrollHeight - below;
-  })] : []), ...messages.map((m) => h('li',
+  // While older pages are unread, how many messages they hold is unknown.
+  const more = p.before ? 'Show earlier messages' : 'Show earlier messages (' + earlier + ' not shown)';
+  list.replaceChildren(...(earlier > 0 || p.before ? [moreItem('transcript-more', more, () => showEarlier(p, list))] : []),
+    ...messages.map((m) => h('li',
     {class: 'message role-' + m.role + ' actor-' + m.actorType, 'data-id': String(m.id)},
     h('div', {class: 'meta'},
       h('span', {class: 'badge actor actor-' + m.actorType}, m.role === 'assistant' ? 'reply' : m.role === 'summary' ? 'summary' : m.actorType),
@@ -1028,8 +1070,8 @@ function moreItem(id, text, draw) {
 
 function moreButton(id, text, draw) {
   const button = h('button', {id, type: 'button', class: 'secondary'}, text);
-  button.addEventListener('click', () => {
-    draw();
+  button.addEventListener('click', async () => {
+    await draw();
     const again = $(id);
     if (again) again.focus({preventScroll: true});
   });

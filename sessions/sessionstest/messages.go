@@ -5,6 +5,7 @@ package sessionstest
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"testing"
 
@@ -243,12 +244,41 @@ func testLatestMessages(t *testing.T, b Backend) {
 		ms := appendMessages(t, b, newMessage(alphaMain, 2*i), newMessage(betaMain, 2*i+1))
 		x = append(x, ms[0])
 	}
-	got, err := b.LatestMessages(t.Context(), alphaMain, 3)
+	got, err := b.LatestMessages(t.Context(), alphaMain, math.MaxInt64, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantMessages(t, "LatestMessages(alpha main, 3)", got, x[3], x[2], x[1])
-	if got, err = b.LatestMessages(t.Context(), alphaChild, 3); err != nil || len(got) != 0 {
+	if got, err = b.LatestMessages(t.Context(), alphaChild, math.MaxInt64, 3); err != nil || len(got) != 0 {
 		t.Fatalf("LatestMessages of a session without messages = %+v, %v", got, err)
+	}
+}
+
+func testLatestMessagesPages(t *testing.T, b Backend) {
+	// Five messages on alpha main, interleaved with beta main's.
+	var x, y []sessions.Message
+	for i := range 5 {
+		ms := appendMessages(t, b, newMessage(alphaMain, 2*i), newMessage(betaMain, 2*i+1))
+		x, y = append(x, ms[0]), append(y, ms[1])
+	}
+	pages := []struct {
+		before int64
+		limit  int
+		want   []sessions.Message // newest first
+	}{
+		{math.MaxInt64, 2, []sessions.Message{x[4], x[3]}},
+		{x[3].ID, 2, []sessions.Message{x[2], x[1]}},
+		{x[1].ID, 2, []sessions.Message{x[0]}},
+		{x[0].ID, 2, nil},
+		{x[4].ID + 1, all, []sessions.Message{x[4], x[3], x[2], x[1], x[0]}},
+		{y[2].ID, 2, []sessions.Message{x[2], x[1]}}, // an id between the session's own
+		{1, 2, nil},
+	}
+	for _, p := range pages {
+		got, err := b.LatestMessages(t.Context(), alphaMain, p.before, p.limit)
+		if err != nil {
+			t.Fatalf("LatestMessages(alpha main, before %d, %d): %v", p.before, p.limit, err)
+		}
+		wantMessages(t, fmt.Sprintf("LatestMessages(alpha main, before %d, %d)", p.before, p.limit), got, p.want...)
 	}
 }

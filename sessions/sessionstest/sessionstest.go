@@ -118,6 +118,7 @@ var behaviours = []behaviour{
 	{"CompactingAgainReplacesTheEarlierSummary", testCompactAgain},
 	{"CompactMessagesOfNothingStoresNothing", testCompactNothing},
 	{"LatestMessagesAreTheNewestFirst", testLatestMessages},
+	{"LatestMessagesPageBeforeAnIDUpToALimit", testLatestMessagesPages},
 	{"RunFieldsRoundTrip", testRunRoundTrip},
 	{"PutRunAgainRecordsItsEnd", testRunEnd},
 	{"OpenRunsListsTheRunsNotEndedOldestFirst", testOpenRuns},

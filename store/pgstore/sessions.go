@@ -113,9 +113,10 @@ func (s *Store) Messages(ctx context.Context, ref vigil.SessionRef, afterID int6
 }
 
 // LatestMessages implements sessions.Store.
-func (s *Store) LatestMessages(ctx context.Context, ref vigil.SessionRef, limit int) ([]sessions.Message, error) {
+func (s *Store) LatestMessages(ctx context.Context, ref vigil.SessionRef, beforeID int64, limit int) ([]sessions.Message, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+messageColumns+` FROM messages
-		WHERE agent_id = $1 AND session_key = $2 ORDER BY id DESC LIMIT $3`, ref.AgentID, ref.Key, sqlLimit(limit))
+		WHERE agent_id = $1 AND session_key = $2 AND id < $3 ORDER BY id DESC LIMIT $4`,
+		ref.AgentID, ref.Key, beforeID, sqlLimit(limit))
 	if err != nil {
 		return nil, wrap(err)
 	}

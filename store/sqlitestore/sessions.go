@@ -3,7 +3,6 @@ package sqlitestore
 import (
 	"context"
 	"fmt"
-	"math"
 	"strings"
 
 	vigil "github.com/vigilhq/vigil"
@@ -144,8 +143,8 @@ func (s *Store) Messages(ctx context.Context, ref vigil.SessionRef, afterID int6
 }
 
 // LatestMessages implements sessions.Store.
-func (s *Store) LatestMessages(ctx context.Context, ref vigil.SessionRef, limit int) ([]sessions.Message, error) {
-	return s.readMessages(ctx, ref, math.MaxInt64, limit, descending)
+func (s *Store) LatestMessages(ctx context.Context, ref vigil.SessionRef, beforeID int64, limit int) ([]sessions.Message, error) {
+	return s.readMessages(ctx, ref, beforeID, limit, descending)
 }
 
 // readMessages reads ref's messages in order from the transcript's index

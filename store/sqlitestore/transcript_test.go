@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -75,10 +76,16 @@ func checkTranscriptReads(t *testing.T, shared bool) {
 					rt.Fatal(err)
 				}
 				same(what, "messages", ref, after, limit, got, wanted(all, after, limit, false))
-				if got, err = s.LatestMessages(ctx, ref, limit); err != nil {
+				before := rapid.Int64Range(0, int64(len(all))+1).Draw(rt, "before")
+				if before > 0 && int(before) <= len(all) {
+					before = all[before-1].ID // end at one of its messages
+				} else {
+					before = math.MaxInt64
+				}
+				if got, err = s.LatestMessages(ctx, ref, before, limit); err != nil {
 					rt.Fatal(err)
 				}
-				same(what, "latest messages", ref, 1<<62, limit, got, wanted(all, 1<<62, limit, true))
+				same(what, "latest messages", ref, before, limit, got, wanted(all, before, limit, true))
 			}
 			if n := queryCount(rt, s, `SELECT count(*) FROM message_index x
 				LEFT JOIN session_numbers n ON n.number = x.session LEFT JOIN messages m ON m.id = x.id

@@ -141,6 +141,16 @@ class Tools(unittest.TestCase):
         hist = as_(ADMIN, manager).sessions_history(worker)
         self.assertEqual([m.content for m in hist.messages], ["draft the report"])
 
+    def test_history_before_the_newest_id_reads_back_from_the_newest(self) -> None:
+        manager = manager_key()
+        worker, _, _ = spawn(manager)
+        person_writes(worker, "one")
+        c = as_(ADMIN, manager)
+        newest = c.sessions_history(worker, before_id=2**63 - 1, limit=1)
+        self.assertEqual(([m.content for m in newest.messages], newest.truncated), (["one"], True))
+        older = c.sessions_history(worker, before_id=newest.next_before_id, limit=1)
+        self.assertEqual(([m.content for m in older.messages], older.truncated), (["draft the report"], False))
+
     def test_the_graph_and_pending_show_the_managers_notice(self) -> None:
         manager = manager_key()
         worker, _, v = spawn(manager)

@@ -321,7 +321,7 @@ export class VigilClient {
 
   /** sessions_list: the sessions the caller may reach, a page at a time. */
   sessionsList(input: ToolInput<"sessions_list"> = {}, signal?: AbortSignal) { return this.call("sessions_list", input, signal); }
-  /** sessions_history: a session's transcript, oldest first. */
+  /** sessions_history: a page of a session's transcript, oldest first: after afterId, or the newest before beforeId. */
   sessionsHistory(input: ToolInput<"sessions_history">, signal?: AbortSignal) { return this.call("sessions_history", input, signal); }
   /** sessions_send: a message and, unless timeoutSeconds is 0, the wait for the reply; without an acting session, a person's. */
   sessionsSend(input: ToolInput<"sessions_send">, signal?: AbortSignal) { return this.call("sessions_send", input, signal); }

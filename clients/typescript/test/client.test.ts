@@ -131,6 +131,17 @@ describe("tools", () => {
     assert.deepEqual((hist.messages ?? []).map((m) => m.content), ["draft the report"]);
   });
 
+  test("history before an id above every one reads back from the newest", async () => {
+    const manager = managerKey();
+    const { worker } = await spawnWorker(manager);
+    await personWrites(worker, "one");
+    const c = as(ADMIN, manager);
+    const newest = await c.sessionsHistory({ sessionKey: worker, beforeId: Number.MAX_SAFE_INTEGER, limit: 1 });
+    assert.deepEqual([(newest.messages ?? []).map((m) => m.content), newest.truncated], [["one"], true]);
+    const older = await c.sessionsHistory({ sessionKey: worker, beforeId: newest.nextBeforeId, limit: 1 });
+    assert.deepEqual([(older.messages ?? []).map((m) => m.content), older.truncated], [["draft the report"], false]);
+  });
+
   test("the graph and pending show the manager's notice, pending beside the creation notice", async () => {
     const manager = managerKey();
     const { worker, v } = await spawnWorker(manager);

@@ -232,10 +232,12 @@ class Client:
         return t.decode(t.ListOutput, self.call("sessions_list", _input(agent_id=agent_id, kind=kind, cursor=cursor, limit=limit)))
 
     def sessions_history(self, session_key: str, *, agent_id: Optional[str] = None, after_id: Optional[int] = None,
-                         limit: Optional[int] = None) -> t.HistoryOutput:
-        """A session's transcript, oldest first."""
+                         before_id: Optional[int] = None, limit: Optional[int] = None) -> t.HistoryOutput:
+        """A page of a session's transcript, oldest first: the oldest messages
+        after after_id, or the newest before before_id (one above every id,
+        such as 2**63 - 1, reads the newest); not both."""
         return t.decode(t.HistoryOutput, self.call("sessions_history", _input(
-            session_key=session_key, agent_id=agent_id, after_id=after_id, limit=limit)))
+            session_key=session_key, agent_id=agent_id, after_id=after_id, before_id=before_id, limit=limit)))
 
     def sessions_send(self, session_key: Optional[str] = None, *, message: str, label: Optional[str] = None,
                       agent_id: Optional[str] = None, timeout_seconds: Optional[int] = None,

@@ -103,6 +103,7 @@ class HistoryOutput:
     messages: list[MessageView] = field(default_factory=list)
     truncated: bool = False
     next_after_id: int = 0
+    next_before_id: int = 0
 
 
 @dataclass
