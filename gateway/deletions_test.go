@@ -86,28 +86,36 @@ func TestAFenceOnASessionThatIsDeletedAnswersTimedOutAndGone(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			here, deleter := deletingGateways(t, b)
-			w := newPreconditionWorld(t, here)
-			target, sixty := w.version(t, w.worker)+1, 60
-			answered := make(chan gateway.StatusOutput, 1)
-			go func() {
-				out, err := here.Status(ctx, w.person, gateway.StatusInput{SessionKey: w.worker.Key, WaitForVersion: &target,
-					TimeoutSeconds: &sixty})
-				if err != nil {
-					t.Error(err)
-				}
-				answered <- out
-			}()
-			waitHeld(t, here, 1)
-			deleteOn(t, deleter, w.worker)
-			select {
-			case out := <-answered:
-				if !out.TimedOut || out.Exists || out.StateVersion != 0 {
-					t.Fatalf("the fence answered %+v, want timed out on a session that does not exist", out)
-				}
-			case <-time.After(followHangGuard):
-				t.Fatal("the fence on a deleted session did not answer (hang guard)")
-			}
+			fenceAnswersGone(t, here, func(ref vigil.SessionRef) { deleteOn(t, deleter, ref) })
 		})
+	}
+}
+
+// fenceAnswersGone holds a fence on a session of here past its version,
+// has delete delete the session, and wants the fence to answer timed out
+// on a session that does not exist.
+func fenceAnswersGone(t *testing.T, here *gateway.Gateway, delete func(vigil.SessionRef)) {
+	t.Helper()
+	w := newPreconditionWorld(t, here)
+	target, sixty := w.version(t, w.worker)+1, 60
+	answered := make(chan gateway.StatusOutput, 1)
+	go func() {
+		out, err := here.Status(ctx, w.person, gateway.StatusInput{SessionKey: w.worker.Key, WaitForVersion: &target,
+			TimeoutSeconds: &sixty})
+		if err != nil {
+			t.Error(err)
+		}
+		answered <- out
+	}()
+	waitHeld(t, here, 1)
+	delete(w.worker)
+	select {
+	case out := <-answered:
+		if !out.TimedOut || out.Exists || out.StateVersion != 0 {
+			t.Fatalf("the fence answered %+v, want timed out on a session that does not exist", out)
+		}
+	case <-time.After(followHangGuard):
+		t.Fatal("the fence on a deleted session did not answer (hang guard)")
 	}
 }
 
@@ -118,6 +126,13 @@ func TestAFenceOnASessionThatIsDeletedAnswersTimedOutAndGone(t *testing.T) {
 func TestATurnParkedOnASessionDeletedThroughAnotherGatewayEndsNotFound(t *testing.T) {
 	schema := pgtest.FreshSchema(t)
 	here, deleter := gatewayOnPostgres(t, schema), gatewayOnPostgres(t, schema)
+	parkedTurnEndsNotFound(t, here, func(ref vigil.SessionRef) { deleteOn(t, deleter, ref) })
+}
+
+// parkedTurnEndsNotFound parks a worker's turn on its session of here, has
+// delete delete the session, and wants the turn to end not found.
+func parkedTurnEndsNotFound(t *testing.T, here *gateway.Gateway, delete func(vigil.SessionRef)) {
+	t.Helper()
 	w := newPreconditionWorld(t, here)
 	worker := caller(t, here, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, w.worker.Key)
 	if _, err := here.Turn(ctx, worker, gateway.TurnInput{SessionKey: w.worker.Key, WaitSeconds: new(int)}); err != nil {
@@ -130,20 +145,28 @@ func TestATurnParkedOnASessionDeletedThroughAnotherGatewayEndsNotFound(t *testin
 		ended <- err
 	}()
 	waitHeld(t, here, 1)
-	deleteOn(t, deleter, w.worker)
+	delete(w.worker)
 	select {
 	case err := <-ended:
 		if gateway.Code(err) != gateway.CodeNotFound {
-			t.Fatalf("the parked turn of a session deleted elsewhere ended with %v, want not found", err)
+			t.Fatalf("the parked turn of a deleted session ended with %v, want not found", err)
 		}
 	case <-time.After(followHangGuard):
-		t.Fatal("the parked turn of a session deleted elsewhere did not end (hang guard)")
+		t.Fatal("the parked turn of a deleted session did not end (hang guard)")
 	}
 }
 
 func TestASendAwaitingAReplyFromASessionDeletedThroughAnotherGatewayAnswersAnError(t *testing.T) {
 	schema := pgtest.FreshSchema(t)
 	here, deleter := gatewayOnPostgres(t, schema), gatewayOnPostgres(t, schema)
+	waitingSendAnswersDeleted(t, here, func(ref vigil.SessionRef) { deleteOn(t, deleter, ref) })
+}
+
+// waitingSendAnswersDeleted has a person's send wait for a reply from a
+// session of here, has delete delete the session, and wants the send to
+// answer an error saying so.
+func waitingSendAnswersDeleted(t *testing.T, here *gateway.Gateway, delete func(vigil.SessionRef)) {
+	t.Helper()
 	w := newPreconditionWorld(t, here)
 	sixty := 60
 	answered := make(chan gateway.SendOutput, 1)
@@ -159,14 +182,14 @@ func TestASendAwaitingAReplyFromASessionDeletedThroughAnotherGatewayAnswersAnErr
 	if err := here.AwaitWaitingSends(hang, w.worker, 1); err != nil { // its message stored, it waits
 		t.Fatal(err)
 	}
-	deleteOn(t, deleter, w.worker)
+	delete(w.worker)
 	select {
 	case out := <-answered:
 		if out.Status != "error" || out.Error != "the session was deleted" {
-			t.Fatalf("the send awaiting a reply from a session deleted elsewhere answered %+v, want an error saying so", out)
+			t.Fatalf("the send awaiting a reply from a deleted session answered %+v, want an error saying so", out)
 		}
 	case <-time.After(followHangGuard):
-		t.Fatal("the send awaiting a reply from a session deleted elsewhere did not answer (hang guard)")
+		t.Fatal("the send awaiting a reply from a deleted session did not answer (hang guard)")
 	}
 }
 
@@ -307,88 +330,31 @@ func TestAFollowerOfASessionDeletedAndMadeAgainWhileTheListenerWasDownEndsNotFou
 func TestATurnParkedOnASessionDeletedWhileTheListenerWasDownEndsNotFoundOnceItReconnects(t *testing.T) {
 	schema := pgtest.FreshSchema(t)
 	here, deleter := newDeafGateway(t, schema), gatewayOnPostgres(t, schema)
-	w := newPreconditionWorld(t, here.Gateway)
-	worker := caller(t, here.Gateway, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, w.worker.Key)
-	if _, err := here.Turn(ctx, worker, gateway.TurnInput{SessionKey: w.worker.Key, WaitSeconds: new(int)}); err != nil {
-		t.Fatal(err) // takes the task, so the next turn parks
-	}
-	sixty := 60
-	ended := make(chan error, 1)
-	go func() {
-		_, err := here.Turn(ctx, worker, gateway.TurnInput{SessionKey: w.worker.Key, WaitSeconds: &sixty})
-		ended <- err
-	}()
-	waitHeld(t, here.Gateway, 1)
-	here.deafen(t)
-	deleteOn(t, deleter, w.worker)
-	here.hear()
-	select {
-	case err := <-ended:
-		if gateway.Code(err) != gateway.CodeNotFound {
-			t.Fatalf("the parked turn of a session deleted unheard ended with %v, want not found", err)
-		}
-	case <-time.After(followHangGuard):
-		t.Fatal("the parked turn of a session deleted unheard did not end (hang guard)")
-	}
+	parkedTurnEndsNotFound(t, here.Gateway, func(ref vigil.SessionRef) {
+		here.deafen(t)
+		deleteOn(t, deleter, ref)
+		here.hear()
+	})
 }
 
 func TestASendAwaitingAReplyFromASessionDeletedWhileTheListenerWasDownAnswersAnErrorOnceItReconnects(t *testing.T) {
 	schema := pgtest.FreshSchema(t)
 	here, deleter := newDeafGateway(t, schema), gatewayOnPostgres(t, schema)
-	w := newPreconditionWorld(t, here.Gateway)
-	sixty := 60
-	answered := make(chan gateway.SendOutput, 1)
-	go func() {
-		out, err := here.Send(ctx, w.person, gateway.SendInput{SessionKey: w.worker.Key, Message: "anyone there?", TimeoutSeconds: &sixty})
-		if err != nil {
-			t.Error(err)
-		}
-		answered <- out
-	}()
-	hang, cancel := context.WithTimeout(ctx, followHangGuard) // a hang guard, not a timing
-	defer cancel()
-	if err := here.AwaitWaitingSends(hang, w.worker, 1); err != nil {
-		t.Fatal(err)
-	}
-	here.deafen(t)
-	deleteOn(t, deleter, w.worker)
-	here.hear()
-	select {
-	case out := <-answered:
-		if out.Status != "error" || out.Error != "the session was deleted" {
-			t.Fatalf("the send awaiting a reply from a session deleted unheard answered %+v, want an error saying so", out)
-		}
-	case <-time.After(followHangGuard):
-		t.Fatal("the send awaiting a reply from a session deleted unheard did not answer (hang guard)")
-	}
+	waitingSendAnswersDeleted(t, here.Gateway, func(ref vigil.SessionRef) {
+		here.deafen(t)
+		deleteOn(t, deleter, ref)
+		here.hear()
+	})
 }
 
 func TestAFenceOnASessionDeletedWhileTheListenerWasDownAnswersTimedOutAndGone(t *testing.T) {
 	schema := pgtest.FreshSchema(t)
 	here, deleter := newDeafGateway(t, schema), gatewayOnPostgres(t, schema)
-	w := newPreconditionWorld(t, here.Gateway)
-	target, sixty := w.version(t, w.worker)+1, 60
-	answered := make(chan gateway.StatusOutput, 1)
-	go func() {
-		out, err := here.Status(ctx, w.person, gateway.StatusInput{SessionKey: w.worker.Key, WaitForVersion: &target,
-			TimeoutSeconds: &sixty})
-		if err != nil {
-			t.Error(err)
-		}
-		answered <- out
-	}()
-	waitHeld(t, here.Gateway, 1)
-	here.deafen(t)
-	deleteOn(t, deleter, w.worker)
-	here.hear()
-	select {
-	case out := <-answered:
-		if !out.TimedOut || out.Exists || out.StateVersion != 0 {
-			t.Fatalf("the fence answered %+v, want timed out on a session that does not exist", out)
-		}
-	case <-time.After(followHangGuard):
-		t.Fatal("the fence on a session deleted unheard did not answer (hang guard)")
-	}
+	fenceAnswersGone(t, here.Gateway, func(ref vigil.SessionRef) {
+		here.deafen(t)
+		deleteOn(t, deleter, ref)
+		here.hear()
+	})
 }
 
 // A runtime takes its main session's turn before the session is made
