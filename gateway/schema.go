@@ -114,7 +114,11 @@ func (p props) excludes(name, other string) {
 	if p.s.Not != nil {
 		panic(fmt.Sprintf("schema: %s and %s would be a second exclusion", name, other))
 	}
-	p.s.Not = &jsonschema.Schema{Required: []string{name, other}}
+	// The two are named among the subschema's properties too, so that it
+	// stands alone: a linter takes a required field that no properties
+	// name for a mistake.
+	p.s.Not = &jsonschema.Schema{Properties: map[string]*jsonschema.Schema{name: {}, other: {}},
+		Required: []string{name, other}}
 }
 
 // preconditions refines ifStateVersion, which every changing tool takes.
