@@ -272,6 +272,16 @@ func (d *deafGateway) deafen(t *testing.T) {
 // most a minute.
 func (d *deafGateway) hear() { d.reconnect.Advance(time.Minute) }
 
+// deleteUnheard is a deletion through deleter that d does not hear: its
+// listener is down while it commits, and reconnects after.
+func (d *deafGateway) deleteUnheard(t *testing.T, deleter *gateway.Gateway) func(vigil.SessionRef) {
+	return func(ref vigil.SessionRef) {
+		d.deafen(t)
+		deleteOn(t, deleter, ref)
+		d.hear()
+	}
+}
+
 func TestAFollowerOfASessionDeletedWhileTheListenerWasDownEndsNotFoundOnceItReconnects(t *testing.T) {
 	schema := pgtest.FreshSchema(t)
 	here, deleter := newDeafGateway(t, schema), gatewayOnPostgres(t, schema)
@@ -330,31 +340,19 @@ func TestAFollowerOfASessionDeletedAndMadeAgainWhileTheListenerWasDownEndsNotFou
 func TestATurnParkedOnASessionDeletedWhileTheListenerWasDownEndsNotFoundOnceItReconnects(t *testing.T) {
 	schema := pgtest.FreshSchema(t)
 	here, deleter := newDeafGateway(t, schema), gatewayOnPostgres(t, schema)
-	parkedTurnEndsNotFound(t, here.Gateway, func(ref vigil.SessionRef) {
-		here.deafen(t)
-		deleteOn(t, deleter, ref)
-		here.hear()
-	})
+	parkedTurnEndsNotFound(t, here.Gateway, here.deleteUnheard(t, deleter))
 }
 
 func TestASendAwaitingAReplyFromASessionDeletedWhileTheListenerWasDownAnswersAnErrorOnceItReconnects(t *testing.T) {
 	schema := pgtest.FreshSchema(t)
 	here, deleter := newDeafGateway(t, schema), gatewayOnPostgres(t, schema)
-	waitingSendAnswersDeleted(t, here.Gateway, func(ref vigil.SessionRef) {
-		here.deafen(t)
-		deleteOn(t, deleter, ref)
-		here.hear()
-	})
+	waitingSendAnswersDeleted(t, here.Gateway, here.deleteUnheard(t, deleter))
 }
 
 func TestAFenceOnASessionDeletedWhileTheListenerWasDownAnswersTimedOutAndGone(t *testing.T) {
 	schema := pgtest.FreshSchema(t)
 	here, deleter := newDeafGateway(t, schema), gatewayOnPostgres(t, schema)
-	fenceAnswersGone(t, here.Gateway, func(ref vigil.SessionRef) {
-		here.deafen(t)
-		deleteOn(t, deleter, ref)
-		here.hear()
-	})
+	fenceAnswersGone(t, here.Gateway, here.deleteUnheard(t, deleter))
 }
 
 // A runtime takes its main session's turn before the session is made
