@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -183,5 +184,68 @@ func TestAReplyStoredElsewhereCompletesTheSendWaitingHere(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second): // a hang guard, not a timing
 		t.Fatal("the waiting send did not get the reply stored elsewhere")
+	}
+}
+
+// versionsFailing is a store whose reads of versions fail while they name
+// the session key set in failing.
+type versionsFailing struct {
+	gatewaytest.Store
+	failing atomic.Value // string
+}
+
+var errVersionsRead = errors.New("the versions could not be read")
+
+func (v *versionsFailing) Versions(ctx context.Context, refs []vigil.SessionRef) (map[vigil.SessionRef]int64, error) {
+	key, _ := v.failing.Load().(string)
+	for _, r := range refs {
+		if r.Key == key {
+			return nil, errVersionsRead
+		}
+	}
+	return v.Store.Versions(ctx, refs)
+}
+
+func TestARecheckCompletesASendWithItsReplyStoredElsewhereThoughAnotherWaitedSessionCannotBeRead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v.db")
+	a := gatewayOnFile(t, path)
+	fails := &versionsFailing{}
+	b := gatewaytest.Open(t, gatewaytest.Options{Path: path, SQLite: sqlitestore.Options{Shared: true},
+		Wrap: func(st gatewaytest.Store) gatewaytest.Store { fails.Store = st; return fails }}).Gateway
+	manager := caller(t, b, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main")
+	sendCtx, stopSends := context.WithCancel(ctx)
+	var children [2]vigil.SessionRef
+	var sent [2]<-chan gateway.SendOutput
+	for i := range children {
+		sp, err := b.Spawn(ctx, manager, gateway.SpawnInput{Task: "draft"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		children[i] = vigil.MustRef(sp.ChildSessionKey)
+		sent[i] = sendWaiting(t, sendCtx, b, manager, children[i])
+	}
+	defer func() { stopSends(); <-sent[1] }()
+	answered, unreadable := children[0], children[1]
+	msgs, err := fails.Store.Messages(ctx, answered, 0, 10)
+	if err != nil || len(msgs) == 0 {
+		t.Fatalf("the waiting send's message: %v, %v", msgs, err)
+	}
+	worker := caller(t, a, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, answered.Key)
+	if _, err := a.Reply(ctx, worker, gateway.ReplyInput{SessionKey: answered.Key, Text: "on it",
+		ReplyTo: msgs[len(msgs)-1].ID}); err != nil {
+		t.Fatal(err)
+	}
+
+	fails.failing.Store(unreadable.Key)
+	if err := b.Recheck(ctx); !errors.Is(err, errVersionsRead) {
+		t.Fatalf("recheck = %v, want the failed read of the unreadable session", err)
+	}
+	select {
+	case out := <-sent[0]:
+		if out.Status != "ok" || out.Reply != "on it" {
+			t.Fatalf("the send answered %+v, want the reply stored through the other gateway", out)
+		}
+	case <-time.After(20 * time.Second): // a hang guard, not a timing
+		t.Fatal("the recheck left the send waiting for a reply already stored")
 	}
 }
