@@ -186,6 +186,9 @@ func Handler(ctx context.Context, g *gateway.Gateway, resolve Resolver, opts Opt
 			return
 		}
 		env, bad := checkRequest(body, checkParams)
+		if bad == nil {
+			bad = checkID03(env.ID)
+		}
 		if bad != nil {
 			answerError(w, http.StatusOK, env.ID, bad.code, bad.err)
 			return
