@@ -100,8 +100,10 @@ type Options struct {
 	MaxBodyBytes int64
 	// Principal finds the credential a stored push config's owner names
 	// (gateway.PushOwner), to resume its deliveries after a restart as
-	// that credential; one no longer configured is not resumed. nil
-	// resumes none.
+	// that credential. A config whose credential it does not find is
+	// deleted when the handler starts: it would never be delivered again,
+	// yet hold its place under the limits. nil resumes none and deletes
+	// none.
 	Principal func(owner string) (gateway.Principal, bool)
 	// PushLimits bound the push configs kept; the zero value is the
 	// defaults.
@@ -149,9 +151,6 @@ func Handler(ctx context.Context, g *gateway.Gateway, resolve Resolver, opts Opt
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = MaxBodyBytes
 	}
-	if opts.Principal == nil {
-		opts.Principal = func(string) (gateway.Principal, bool) { return gateway.Principal{}, false }
-	}
 	opts.PushLimits = opts.PushLimits.WithDefaults()
 	opts.Clock = clock.Or(opts.Clock)
 	if opts.PushSweepInterval <= 0 {
@@ -187,6 +186,9 @@ func Handler(ctx context.Context, g *gateway.Gateway, resolve Resolver, opts Opt
 			return
 		}
 		env, bad := checkRequest(body, checkParams)
+		if bad == nil {
+			bad = checkID03(env.ID)
+		}
 		if bad != nil {
 			answerError(w, http.StatusOK, env.ID, bad.code, bad.err)
 			return

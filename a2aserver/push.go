@@ -328,7 +328,10 @@ func (p *pushes) count() int {
 }
 
 // resume starts the delivery of every stored config whose credential is
-// still configured and may still have vigil POST where it says.
+// still configured and may still have vigil POST where it says. A config
+// whose credential is no longer configured is deleted: nothing delivers
+// it again, and kept it would hold a place under the limits for good,
+// since only its credential could delete it.
 func (p *pushes) resume(ctx context.Context) error {
 	cfgs, err := p.configs(ctx)
 	if err != nil {
@@ -336,6 +339,17 @@ func (p *pushes) resume(ctx context.Context) error {
 	}
 	for _, cfg := range cfgs {
 		c, err := p.callerOf(cfg)
+		if errors.Is(err, errOwnerGone) {
+			if _, err := p.h.g.DropPushConfig(ctx, cfg); err != nil {
+				// Tried again at the next start; the others resume meanwhile.
+				p.h.log.Error("a2a push notifications of a credential no longer configured: delete", "task", cfg.Session.Key,
+					"config", cfg.ID, "owner", cfg.Owner, "err", err)
+				continue
+			}
+			p.h.log.Warn("a2a push notifications dropped: the credential that set them is no longer configured",
+				"task", cfg.Session.Key, "config", cfg.ID, "owner", cfg.Owner)
+			continue
+		}
 		if err != nil {
 			p.h.log.Warn("a2a push notifications not resumed", "task", cfg.Session.Key, "config", cfg.ID, "err", err)
 			continue
@@ -348,12 +362,19 @@ func (p *pushes) resume(ctx context.Context) error {
 	return nil
 }
 
+// errOwnerGone: the credential that set a stored config is no longer
+// configured.
+var errOwnerGone = errors.New("the credential that set it is no longer configured")
+
 // callerOf is the caller a stored config is followed as, if its
 // credential is still configured and still allowed to have it.
 func (p *pushes) callerOf(cfg sessions.PushConfig) (gateway.Caller, error) {
+	if p.h.opts.Principal == nil {
+		return gateway.Caller{}, errors.New("no credentials are known to follow it as")
+	}
 	principal, ok := p.h.opts.Principal(cfg.Owner)
 	if !ok {
-		return gateway.Caller{}, fmt.Errorf("the credential that set it (%s) is no longer configured", cfg.Owner)
+		return gateway.Caller{}, fmt.Errorf("%s: %w", cfg.Owner, errOwnerGone)
 	}
 	c := gateway.Caller{Principal: principal}
 	if cfg.ActingAs != (vigil.SessionRef{}) {

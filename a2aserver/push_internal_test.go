@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -171,5 +172,52 @@ func TestAnUpdateReadAfterItsTaskMovedOnKeepsItsDeliveryID(t *testing.T) {
 	}
 	if other := idOf(43); other == first {
 		t.Errorf("two updates share the webhook-id %s", first)
+	}
+}
+
+// A push config whose credential was removed from the configuration is
+// never delivered again, so it must not hold a place under the gateway's
+// limit: the handler drops it when it starts, and a configured
+// credential's config then takes that place.
+func TestAPushConfigOfARemovedCredentialIsDroppedAtStartAndFreesItsPlace(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	g := gatewaytest.Open(t, gatewaytest.Options{}).Gateway
+	task := vigil.MustRef("agent:main:main")
+	removed := gateway.Principal{Role: gateway.RoleAdmin, ID: "removed"}
+	kept := gateway.Principal{Role: gateway.RoleAdmin, ID: "kept"}
+	caller := func(p gateway.Principal) gateway.Caller {
+		t.Helper()
+		c, err := g.ResolveCaller(ctx, p, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	now := 0
+	if _, err := g.Send(ctx, caller(kept), gateway.SendInput{SessionKey: task.Key, Message: "a task", TimeoutSeconds: &now}); err != nil {
+		t.Fatal(err)
+	}
+	one := gateway.PushLimits{Total: 1}.WithDefaults()
+	cfg := func(owner gateway.Principal) sessions.PushConfig {
+		return sessions.PushConfig{Session: task, Owner: gateway.PushOwner(owner), ID: "hook-1", URL: "https://hook.example/",
+			Token: "a-push-secret-of-some-length", Protocol: protocol10}
+	}
+	if err := g.SetPushConfig(ctx, caller(removed), cfg(removed), one); err != nil {
+		t.Fatal(err)
+	}
+	configured := func(owner string) (gateway.Principal, bool) {
+		return kept, owner == gateway.PushOwner(kept)
+	}
+	var background sync.WaitGroup
+	defer background.Wait()
+	defer cancel()
+	Handler(ctx, g, nil, Options{Principal: configured, PushLimits: one, Background: &background})
+	if err := g.SetPushConfig(ctx, caller(kept), cfg(kept), one); err != nil {
+		t.Fatalf("a configured credential's config, with the removed credential's the only one stored: %v", err)
+	}
+	left, err := g.StoredPushConfigs(ctx, sessions.PushFilter{Owner: gateway.PushOwner(removed)})
+	if err != nil || len(left) != 0 {
+		t.Errorf("the removed credential's configs after the start: %v, %v; want none", left, err)
 	}
 }

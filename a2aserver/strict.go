@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/big"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -203,6 +205,27 @@ func checkRequest(body []byte, params func(method string, raw jsontext.Value) er
 		return loose, &requestError{codeInvalidRequest, fmt.Errorf(`%w: field jsonrpc must be "2.0"`, gateway.ErrInvalid)}
 	}
 	return loose, nil
+}
+
+// checkID03 refuses a numeric id that 0.3's binding would answer with
+// another number: it reads an id as a 64-bit float and writes that float
+// back, so 9007199254740993 would come back as 9007199254740992, and a
+// client could not match the answer to its request. Strings, and numbers
+// the float holds (1e2 comes back as 100, the same number), pass.
+func checkID03(id jsontext.Value) *requestError {
+	if id.Kind() != '0' {
+		return nil
+	}
+	sent, ok := new(big.Rat).SetString(string(id))
+	f, err := strconv.ParseFloat(string(id), 64)
+	if ok && err == nil {
+		back, _ := new(big.Rat).SetString(strconv.FormatFloat(f, 'g', -1, 64))
+		if back.Cmp(sent) == 0 {
+			return nil
+		}
+	}
+	return &requestError{codeInvalidRequest, fmt.Errorf("%w: field id %s would be answered as another number "+
+		"(A2A 0.3 reads a numeric id as a 64-bit float): send it as a string, or an integer of at most 2^53", gateway.ErrInvalid, id)}
 }
 
 // asA2A is the refusal as one of the protocol's errors: err's words, with

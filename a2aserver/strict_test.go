@@ -413,3 +413,35 @@ func TestAnIDThatIsNotValidUTF8IsAnsweredWithIDNull(t *testing.T) {
 		}
 	}
 }
+
+// JSON-RPC answers with the request's id. 0.3's binding reads a numeric
+// id as a 64-bit float, which would answer 9007199254740993 as
+// 9007199254740992 (a client could not tell whose answer it is), so such
+// an id is refused, with the id as sent, before anything is done.
+func TestAnA2A03IDThatWouldBeAnsweredAsAnotherNumberIsRefused(t *testing.T) {
+	s := start(t)
+	ctx := guarded(t)
+	worker := spawnWorker(ctx, t, client(s, tokMain, manager))
+	before := storedState(t, s, worker)
+	for _, id := range []string{"9007199254740993", "12345678901234567890", "0.30000000000000001", "1e400"} {
+		body := `{"jsonrpc":"2.0","id":` + id + `,"method":"message/send","params":{"message":{"kind":"message",` +
+			`"messageId":"m1","role":"user","taskId":"` + worker + `","parts":[{"kind":"text","text":"hello"}]}}}`
+		_, a := post(t, s, tokOperator, "", body)
+		if a.Error == nil || a.Error.Code != -32600 || !strings.Contains(a.Error.Data["error"], "field id") {
+			t.Errorf("id %s: answered %s with id %s, want an invalid request naming the id", id, a.Result, a.ID)
+		}
+		if string(a.ID) != id {
+			t.Errorf("id %s: answered with id %s", id, a.ID)
+		}
+	}
+	if after := storedState(t, s, worker); after != before {
+		t.Fatalf("refused requests changed what is stored: %s, then %s", before, after)
+	}
+	// Numbers the binding gives back as they were sent are taken.
+	for _, id := range []string{"9007199254740992", "1e2", "0.1", "-7"} {
+		_, a := post(t, s, tokOperator, "", `{"jsonrpc":"2.0","id":`+id+`,"method":"tasks/get","params":{"id":"`+worker+`"}}`)
+		if a.Error != nil {
+			t.Errorf("id %s: %+v", id, a.Error)
+		}
+	}
+}

@@ -850,7 +850,7 @@ func TestPushConfigsAreListedAndDeliverAfterARestartOnTheSameDatabase(t *testing
 	}
 }
 
-func TestAPushConfigIsNotResumedOnceItsCredentialIsNoLongerConfigured(t *testing.T) {
+func TestAPushConfigIsDroppedOnceItsCredentialIsNoLongerConfigured(t *testing.T) {
 	s := start(t)
 	hook, _ := receiver(t, "a-push-secret-of-some-length", "")
 	child := spawn10(as10(t, s, tokMain, manager))
@@ -861,13 +861,12 @@ func TestAPushConfigIsNotResumedOnceItsCredentialIsNoLongerConfigured(t *testing
 	// The admin's token is gone from the configuration; the server resumes
 	// deliveries before it answers anything.
 	s = startLogging(t, s.Path, slog.New(slog.NewTextHandler(&logs, nil)), tokAdmin)
-	if out := logs.String(); !strings.Contains(out, "a2a push notifications not resumed") ||
+	if out := logs.String(); !strings.Contains(out, "a2a push notifications dropped") ||
 		!strings.Contains(out, "admin|root") || !strings.Contains(out, "no longer configured") {
-		t.Fatalf("the log does not say the config was not resumed:\n%s", out)
+		t.Fatalf("the log does not say the config was dropped:\n%s", out)
 	}
-	// It is kept: the credential may come back.
-	if cfgs, err := s.Store.PushConfigs(guarded(t), sessions.PushFilter{}); err != nil || len(cfgs) != 1 {
-		t.Fatalf("stored configs: %+v, %v", cfgs, err)
+	if cfgs, err := s.Store.PushConfigs(guarded(t), sessions.PushFilter{}); err != nil || len(cfgs) != 0 {
+		t.Fatalf("stored configs: %+v, %v; want none", cfgs, err)
 	}
 }
 

@@ -155,6 +155,19 @@ func (g *Gateway) DeletePushConfig(ctx context.Context, c Caller, session vigil.
 	return deleted, err
 }
 
+// DropPushConfig deletes the stored config cfg names (its session, owner
+// and id), whoever set it: for the transport that delivers them, to drop
+// those it will never deliver. It reports whether there was one.
+func (g *Gateway) DropPushConfig(ctx context.Context, cfg sessions.PushConfig) (deleted bool, err error) {
+	defer g.public(ctx, &err)
+	err = g.write(ctx, func(ctx context.Context, txn *vigil.Txn, tx sessions.Tx) error {
+		var err error
+		deleted, err = tx.DeletePushConfig(ctx, cfg.Session, cfg.Owner, cfg.ID)
+		return err
+	})
+	return deleted, err
+}
+
 // StoredPushConfigs lists the push configs f selects, whoever set them:
 // for the transport that delivers them, to resume deliveries after a
 // restart and to stop those whose config is gone.
