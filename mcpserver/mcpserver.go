@@ -418,6 +418,9 @@ type subscriptions struct {
 	// subscribed, when not nil, is called as a subscribe returns without
 	// error, before the SDK lists what it made (tests).
 	subscribed func()
+	// pruning, when not nil, is called as a follow has read which MCP
+	// sessions live, before it forgets the others (tests).
+	pruning func()
 }
 
 // newSubscriptions makes the subscriptions of servers living until ctx
@@ -878,16 +881,26 @@ func (s *subscriptions) dropIfUnfollowedLocked(uri string, fw *follow) bool {
 // unsubscribing (the SDK forgets their subscriptions), and stops fw when
 // none is left.
 func (s *subscriptions) pruneEnded(uri string, fw *follow) {
+	// Its subscribers are read before the sessions that live: one that
+	// subscribes meanwhile, connected just now as a listen's is, may be
+	// missing from the live ones, and is not judged. A subscriber missing
+	// from them has ended: an MCP session never lives again.
+	s.mu.Lock()
+	subscribers := slices.Collect(maps.Keys(fw.sessions))
+	s.mu.Unlock()
 	live := map[*mcp.ServerSession]bool{}
 	for _, srv := range s.each() {
 		for ss := range srv.Sessions() {
 			live[ss] = true
 		}
 	}
+	if s.pruning != nil {
+		s.pruning()
+	}
 	s.mu.Lock()
 	var ended []*mcp.ServerSession
-	for ss := range fw.sessions {
-		if !live[ss] {
+	for _, ss := range subscribers {
+		if _, in := fw.sessions[ss]; in && !live[ss] {
 			s.leaveLocked(fw, ss)
 			ended = append(ended, ss)
 		}
