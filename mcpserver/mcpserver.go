@@ -918,6 +918,10 @@ func (s *subscriptions) pruneEnded(uri string, fw *follow) {
 // the next change or tick; a pruned position is an update too, since the
 // session moved.
 //
+// However it stops, a follow gives back what its subscriptions still
+// hold and is dropped: once ctx ends (the server ending) a subscription
+// holds no stream, though it joined the follow as it stopped.
+//
 // A follow that ends while ctx lives ends its subscriptions: its
 // session's deletion is told under DeletedMetaKey, any other end (the
 // follower handles a failed read and a pruned position itself, so none
@@ -926,6 +930,8 @@ func (s *subscriptions) pruneEnded(uri string, fw *follow) {
 // would join it.
 func (s *subscriptions) run(ctx context.Context, uri string, fw *follow, f *gateway.Follower) {
 	defer close(fw.done)
+	// Before done: a subscribe waiting for fw to stop then follows anew.
+	defer s.leaveAll(uri, fw)
 	defer f.Close()
 	updated := func(meta mcp.Meta) {
 		// The SDK logs a notification it could not send; it returns no
@@ -966,8 +972,9 @@ func (s *subscriptions) run(ctx context.Context, uri string, fw *follow, f *gate
 
 // endAll ends every subscription of fw, following uri, telling them last
 // through updated with meta: its session was deleted, or it cannot be
-// followed any more. A subscribe meanwhile waits for fw to stop; one
-// after it follows anew.
+// followed any more; and takes them off the SDK's list (run gives back
+// what they hold as fw stops). A subscribe meanwhile waits for fw to
+// stop; one after it follows anew.
 func (s *subscriptions) endAll(uri string, fw *follow, updated func(mcp.Meta), meta mcp.Meta) {
 	s.mu.Lock()
 	fw.ending = true
@@ -989,6 +996,11 @@ func (s *subscriptions) endAll(uri string, fw *follow, updated func(mcp.Meta), m
 	for _, ss := range ending {
 		s.sdkForget(ss, uri)
 	}
+}
+
+// leaveAll ends every subscription fw still has, and drops fw: it has
+// stopped.
+func (s *subscriptions) leaveAll(uri string, fw *follow) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for ss := range fw.sessions {
