@@ -109,7 +109,7 @@ func newServer(g *gateway.Gateway, log *slog.Logger, from origin, subs *subscrip
 		Capabilities:       caps,
 	})
 	subs.add(srv)
-	srv.AddSendingMiddleware(subs.onlySubscribed)
+	srv.AddSendingMiddleware(subs.onlySubscribed, subs.listedOnAck)
 	for _, t := range g.Tools().List() {
 		if !t.ForModels {
 			continue
@@ -415,6 +415,12 @@ type subscriptions struct {
 	// starts waiting for its turn, or a subscribe for an ending follow to
 	// stop (tests).
 	awaiting func()
+	// subscribed, when not nil, is called as a subscribe returns without
+	// error, before the SDK lists what it made (tests).
+	subscribed func()
+	// pruning, when not nil, is called as a follow has read which MCP
+	// sessions live, before it forgets the others (tests).
+	pruning func()
 }
 
 // newSubscriptions makes the subscriptions of servers living until ctx
@@ -449,18 +455,27 @@ func (s *subscriptions) add(srv *mcp.Server) {
 		s.sdkHandler = next // the SDK's: it serves each session's own server
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			var uri string
+			ss, _ := req.GetSession().(*mcp.ServerSession)
 			switch p := req.GetParams().(type) {
 			case *mcp.SubscribeParams:
 				uri = p.URI
 			case *mcp.UnsubscribeParams:
 				uri = p.URI
+			case *mcp.SubscriptionsListenParams:
+				if p.Notifications == nil {
+					return next(ctx, method, req)
+				}
+				// Listed as the SDK lists them (see listenListed); by
+				// the listen's end, whether or not it was acknowledged.
+				uris := p.Notifications.ResourceSubscriptions
+				defer s.listed(ss, uris...)
+				return next(context.WithValue(context.WithValue(ctx, listedLaterKey{}, true), listenKey{}, uris), method, req)
 			default:
 				return next(ctx, method, req)
 			}
-			ss, _ := req.GetSession().(*mcp.ServerSession)
 			k := turnKey{ss, uri}
 			return s.inTurn(ctx, k, func() (mcp.Result, error) {
-				defer s.listed(k)
+				defer s.listed(ss, uri)
 				return next(context.WithValue(ctx, listedLaterKey{}, true), method, req)
 			})
 		}
@@ -521,23 +536,44 @@ func (s *subscriptions) inTurn(ctx context.Context, k turnKey, do func() (mcp.Re
 	return do()
 }
 
-// listed notes that the SDK's handling of a subscribe of k is over, so
-// the subscription subscribe made, if any, is on the SDK's list: only
-// from then on does an update of its URI reach it.
-func (s *subscriptions) listed(k turnKey) {
+// listed notes that the subscriptions of ss to uris that subscribe made,
+// if any, are on the SDK's list: only from then on does an update of
+// their URIs reach them.
+func (s *subscriptions) listed(ss *mcp.ServerSession, uris ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ch := s.listing[k]; ch != nil {
-		close(ch)
-		delete(s.listing, k)
+	for _, uri := range uris {
+		k := turnKey{ss, uri}
+		if ch := s.listing[k]; ch != nil {
+			close(ch)
+			delete(s.listing, k)
+		}
 	}
 }
 
-// listedLaterKey marks the context of a resources/subscribe, whose
-// handling calls listed once the SDK has listed it. A listen's
-// subscriptions are listed by the SDK within the listen, which has no
-// such call: they are taken as listed at once.
+// listedLaterKey marks the context of a resources/subscribe or a
+// subscriptions/listen, whose subscriptions are marked listed once the
+// SDK has listed them. A resources/subscribe is listed as the SDK's
+// handling of it ends.
 type listedLaterKey struct{}
+
+// listenKey marks the context of a subscriptions/listen with the URIs it
+// names. The SDK subscribes to them in that order, listing each as its
+// subscribe returns and before it subscribes to the next, and
+// acknowledges the listen once all are listed (listenListed).
+type listenKey struct{}
+
+// listenListed marks listed, as the SDK subscribes to uri for a listen of
+// ss, the URIs the listen named before it: those the SDK has listed. A
+// follow ending waits for its subscriptions to be listed, and a listen's
+// subscribe may wait for another follow to end, so a listen holding its
+// earlier subscriptions unlisted could wait on a listen waiting on it.
+func (s *subscriptions) listenListed(ctx context.Context, ss *mcp.ServerSession, uri string) {
+	uris, _ := ctx.Value(listenKey{}).([]string)
+	if i := slices.Index(uris, uri); i > 0 {
+		s.listed(ss, uris[:i]...)
+	}
+}
 
 // listingLocked is the channel closed once the subscription k, just made
 // by a request of ctx, is on the SDK's list (listed).
@@ -612,8 +648,16 @@ type follow struct {
 // among them, are JSON-RPC errors with standard codes (see rpcError). The
 // session is followed once this returns, so no change after the answer
 // goes unnoticed.
-func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest) (err error) {
+	if s.subscribed != nil {
+		defer func() {
+			if err == nil {
+				s.subscribed()
+			}
+		}()
+	}
 	uri := req.Params.URI
+	s.listenListed(ctx, req.Session, uri)
 	if !strings.HasPrefix(uri, SessionURIPrefix) {
 		return mcp.ResourceNotFoundError(uri)
 	}
@@ -696,6 +740,18 @@ func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 		s.run(followCtx, uri, fw, f)
 	}()
 	return nil
+}
+
+// listedOnAck marks listed the subscriptions of a listen as the SDK
+// acknowledges it: it does so once it has listed every one.
+func (s *subscriptions) listedOnAck(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if p, ok := req.GetParams().(*mcp.SubscriptionsAcknowledgedParams); ok {
+			ss, _ := req.GetSession().(*mcp.ServerSession)
+			s.listed(ss, p.Notifications.ResourceSubscriptions...)
+		}
+		return next(ctx, method, req)
+	}
 }
 
 // onlySubscribed drops an update of a session's resource to an MCP
@@ -825,16 +881,26 @@ func (s *subscriptions) dropIfUnfollowedLocked(uri string, fw *follow) bool {
 // unsubscribing (the SDK forgets their subscriptions), and stops fw when
 // none is left.
 func (s *subscriptions) pruneEnded(uri string, fw *follow) {
+	// Its subscribers are read before the sessions that live: one that
+	// subscribes meanwhile, connected just now as a listen's is, may be
+	// missing from the live ones, and is not judged. A subscriber missing
+	// from them has ended: an MCP session never lives again.
+	s.mu.Lock()
+	subscribers := slices.Collect(maps.Keys(fw.sessions))
+	s.mu.Unlock()
 	live := map[*mcp.ServerSession]bool{}
 	for _, srv := range s.each() {
 		for ss := range srv.Sessions() {
 			live[ss] = true
 		}
 	}
+	if s.pruning != nil {
+		s.pruning()
+	}
 	s.mu.Lock()
 	var ended []*mcp.ServerSession
-	for ss := range fw.sessions {
-		if !live[ss] {
+	for _, ss := range subscribers {
+		if _, in := fw.sessions[ss]; in && !live[ss] {
 			s.leaveLocked(fw, ss)
 			ended = append(ended, ss)
 		}
@@ -852,6 +918,10 @@ func (s *subscriptions) pruneEnded(uri string, fw *follow) {
 // the next change or tick; a pruned position is an update too, since the
 // session moved.
 //
+// However it stops, a follow gives back what its subscriptions still
+// hold and is dropped: once ctx ends (the server ending) a subscription
+// holds no stream, though it joined the follow as it stopped.
+//
 // A follow that ends while ctx lives ends its subscriptions: its
 // session's deletion is told under DeletedMetaKey, any other end (the
 // follower handles a failed read and a pruned position itself, so none
@@ -860,6 +930,8 @@ func (s *subscriptions) pruneEnded(uri string, fw *follow) {
 // would join it.
 func (s *subscriptions) run(ctx context.Context, uri string, fw *follow, f *gateway.Follower) {
 	defer close(fw.done)
+	// Before done: a subscribe waiting for fw to stop then follows anew.
+	defer s.leaveAll(uri, fw)
 	defer f.Close()
 	updated := func(meta mcp.Meta) {
 		// The SDK logs a notification it could not send; it returns no
@@ -900,8 +972,9 @@ func (s *subscriptions) run(ctx context.Context, uri string, fw *follow, f *gate
 
 // endAll ends every subscription of fw, following uri, telling them last
 // through updated with meta: its session was deleted, or it cannot be
-// followed any more. A subscribe meanwhile waits for fw to stop; one
-// after it follows anew.
+// followed any more; and takes them off the SDK's list (run gives back
+// what they hold as fw stops). A subscribe meanwhile waits for fw to
+// stop; one after it follows anew.
 func (s *subscriptions) endAll(uri string, fw *follow, updated func(mcp.Meta), meta mcp.Meta) {
 	s.mu.Lock()
 	fw.ending = true
@@ -909,7 +982,8 @@ func (s *subscriptions) endAll(uri string, fw *follow, updated func(mcp.Meta), m
 	unlisted := slices.Collect(maps.Values(fw.listing))
 	s.mu.Unlock()
 	// A subscription joined as the follow ended hears its end only once
-	// the SDK lists it; the SDK lists it as its subscribe is answered.
+	// the SDK lists it: as its subscribe is answered, or as its listen is
+	// acknowledged.
 	for _, ch := range unlisted {
 		select {
 		case <-ch:
@@ -922,6 +996,11 @@ func (s *subscriptions) endAll(uri string, fw *follow, updated func(mcp.Meta), m
 	for _, ss := range ending {
 		s.sdkForget(ss, uri)
 	}
+}
+
+// leaveAll ends every subscription fw still has, and drops fw: it has
+// stopped.
+func (s *subscriptions) leaveAll(uri string, fw *follow) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for ss := range fw.sessions {
