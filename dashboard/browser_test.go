@@ -1038,6 +1038,53 @@ func TestALongSessionsPageReadsOnlyItsNewestMessagesUntilAskedForMore(t *testing
 	}
 }
 
+// pressWhileThePageReadsOn opens a session of 450 notes and presses the
+// button named while the page reads on after one more message: the press
+// is answered, and drawn, before the read on is. Then it presses the
+// button again and waits until the sel list draws every one of the
+// session's 452 messages or changes (with the task, or with the spawn, and
+// the message after the press), or more.
+func pressWhileThePageReadsOn(t *testing.T, button, sel string) context.Context {
+	t.Helper()
+	gw := startGateway(t, false)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	personWritesMany(t, gw, child, 450)
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	waitText(t, ctx, "#transcript", "note 450")
+	// The idle poll reads nothing for a hidden tab.
+	eval[bool](t, ctx, `Object.defineProperty(document, 'visibilityState', {get: () => 'hidden'}) && true`)
+	// The read on asks for the session's status, then waits in the
+	// transcript's read.
+	arrived, release := gw.holdNext(t, "/v1/tools/sessions_history")
+	tool[gateway.SendOutput](t, gw, "", "sessions_send", map[string]any{"sessionKey": child, "message": "after the press", "timeoutSeconds": 0})
+	<-arrived
+	run(t, ctx, "press "+button, chromedp.Click(chromedp.ID(button)))
+	waitFor(t, ctx, "the press drawn", fmt.Sprintf(`document.querySelectorAll(%q).length === 400`, sel))
+	release()
+	waitText(t, ctx, "#transcript", "after the press")
+	run(t, ctx, "press "+button+" again", chromedp.Click(chromedp.ID(button)))
+	waitFor(t, ctx, "the second press drawn", fmt.Sprintf(`document.querySelectorAll(%q).length >= 452`, sel))
+	return ctx
+}
+
+func TestEarlierMessagesAskedForWhileThePageReadsOnAreEachDrawnOnce(t *testing.T) {
+	t.Parallel()
+	ctx := pressWhileThePageReadsOn(t, "transcript-more", "#transcript li.message")
+	if twice := drawnTwice(t, ctx, "#transcript li.message", "data-id"); len(twice) > 0 {
+		t.Errorf("messages %v are drawn more than once", twice)
+	}
+}
+
+// drawnTwice lists the values of attr that more than one item of the sel
+// list has.
+func drawnTwice(t *testing.T, ctx context.Context, sel, attr string) []string {
+	t.Helper()
+	return eval[[]string](t, ctx, fmt.Sprintf(`(() => { const seen = new Set(), twice = [];
+		for (const e of document.querySelectorAll(%q)) { const v = e.getAttribute(%q); if (seen.has(v)) twice.push(v); seen.add(v); }
+		return twice; })()`, sel, attr))
+}
+
 // editGoal types a new objective into the session page's goal form, once
 // the agent's goal shows, without saving it.
 func editGoal(t *testing.T, ctx context.Context, objective string) {

@@ -584,7 +584,7 @@ async function loadPage(full) {
   }
   let messages = [];
   let afterId = full ? 0 : p.afterId;
-  let before = full ? 0 : p.before;
+  let before = 0;
   // Only a session vigil hosts has a transcript here; one recorded
   // elsewhere has its timeline and watchers.
   if (status.state === 'hosted' && full) {
@@ -639,8 +639,11 @@ async function loadPage(full) {
   p.messages = p.messages.concat(messages);
   p.since = since;
   p.afterId = afterId;
-  p.before = before;
+  // Where reading back stands moves only with a full read or a press for
+  // more: a read on that began before a press would otherwise put it back
+  // where the press found it, and the next press read that page again.
   if (full) {
+    p.before = before;
     p.gap = status.stateChanges.historyGap;
     p.fullReads++;
   }
