@@ -1038,6 +1038,121 @@ func TestALongSessionsPageReadsOnlyItsNewestMessagesUntilAskedForMore(t *testing
 	}
 }
 
+// A long session's page reads its newest changes, not its whole timeline:
+// each older page is read when the person asks for it.
+func TestALongSessionsPageReadsOnlyItsNewestChangesUntilAskedForMore(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, false)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	const notes = 1999 // with the spawn, 2,000 changes: ten pages
+	personWritesMany(t, gw, child, notes)
+	head := tool[gateway.StatusOutput](t, gw, "", "session_status", map[string]any{"sessionKey": child}).StateVersion
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	// The idle poll reads nothing for a hidden tab: only the page opened
+	// and the button pressed make it read.
+	eval[bool](t, ctx, `Object.defineProperty(document, 'visibilityState', {get: () => 'hidden'}) && true`)
+	statuses := func(since int) int {
+		n := 0
+		for _, r := range gw.Requests()[since:] {
+			if r == "POST /v1/tools/session_status" {
+				n++
+			}
+		}
+		return n
+	}
+	before := len(gw.Requests())
+	eval[string](t, ctx, fmt.Sprintf(`location.hash = %q`, sessionHash(child)))
+	waitFor(t, ctx, "the newest change drawn", fmt.Sprintf(`!!document.querySelector('#timeline li.event[data-sequence="%d"]')`, head))
+	if n := statuses(before); n > 2 {
+		t.Errorf("opening a session of 2,000 changes made %d session_status requests, want at most 2", n)
+	}
+	drawn := func() []string {
+		return eval[[]string](t, ctx, `[...document.querySelectorAll('#timeline li.event')].map(e => e.dataset.sequence)`)
+	}
+	if got := drawn(); len(got) != 200 || got[0] != fmt.Sprint(head) {
+		t.Fatalf("drew %d changes starting with #%s, want the newest 200 starting with #%d", len(got), got[0], head)
+	}
+	before = len(gw.Requests())
+	run(t, ctx, "show the older changes", chromedp.Click(chromedp.ID("timeline-more")))
+	waitFor(t, ctx, "the page before drawn", `document.querySelectorAll("#timeline li.event").length === 400`)
+	if n := statuses(before); n != 1 {
+		t.Errorf("one press made %d session_status requests, want 1", n)
+	}
+}
+
+// A session whose few changes lie far apart, among many of other sessions,
+// shows them all without reading the log between them a page at a time:
+// each window read back is wider than the last that held few of them.
+func TestASessionsChangesFarApartAmongOthersAreReadInAFewWideningWindows(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, false)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	other := spawn(t, gw, manager, "Check the figures", "checker")
+	personWritesMany(t, gw, other, 3200) // sixteen pages of another session's changes
+	tool[gateway.SendOutput](t, gw, "", "sessions_send", map[string]any{"sessionKey": child, "message": "Use the revised figures.", "timeoutSeconds": 0})
+	st := tool[gateway.StatusOutput](t, gw, "", "session_status", map[string]any{"sessionKey": child, "changesSince": 0})
+	var want []string
+	for _, e := range slices.Backward(st.StateChanges.Events) {
+		want = append(want, fmt.Sprint(e.Sequence))
+	}
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	eval[bool](t, ctx, `Object.defineProperty(document, 'visibilityState', {get: () => 'hidden'}) && true`)
+	before := len(gw.Requests())
+	eval[string](t, ctx, fmt.Sprintf(`location.hash = %q`, sessionHash(child)))
+	waitFor(t, ctx, "every change drawn", fmt.Sprintf(`document.querySelectorAll('#timeline li.event').length === %d`, len(want)))
+	if got := eval[[]string](t, ctx, `[...document.querySelectorAll('#timeline li.event')].map(e => e.dataset.sequence)`); !slices.Equal(got, want) {
+		t.Errorf("the timeline shows changes %v, want %v", got, want)
+	}
+	if n := eval[int](t, ctx, `document.querySelectorAll('#timeline-more').length`); n != 0 {
+		t.Error("with every change drawn, the timeline still offers older ones")
+	}
+	statuses := 0
+	for _, r := range gw.Requests()[before:] {
+		if r == "POST /v1/tools/session_status" {
+			statuses++
+		}
+	}
+	// One to find the newest, then windows of 200, 400, ... 3,200
+	// sequences and one reaching the start.
+	if statuses > 7 {
+		t.Errorf("reading a session's changes across 3,200 of others made %d session_status requests, want at most 7", statuses)
+	}
+}
+
+// A session whose oldest changes retention removed says so at the end of
+// its timeline, once the person has read back to the oldest change kept:
+// before that, older changes still lie between the page and the gap.
+func TestAPrunedSessionsTimelineSaysRetentionRemovedChangesOnceReadBackToTheOldestKept(t *testing.T) {
+	t.Parallel()
+	gw := startGatewayOn(t, false, vigil.Options{MaxEvents: 300})
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	personWritesMany(t, gw, child, 449) // with the spawn, 450 changes
+	if _, err := gw.engine.Prune(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	st := tool[gateway.StatusOutput](t, gw, "", "session_status", map[string]any{"sessionKey": child, "changesSince": 0, "limit": 1})
+	if !st.StateChanges.HistoryGap {
+		t.Fatal("pruning down to 300 changes left no gap in the child's history")
+	}
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	waitFor(t, ctx, "the newest change drawn", fmt.Sprintf(`!!document.querySelector('#timeline li.event[data-sequence="%d"]')`, st.StateVersion))
+	if gaps := eval[int](t, ctx, `document.querySelectorAll('#timeline li.gap').length`); gaps != 0 {
+		t.Errorf("with older changes kept but not read, the timeline tells of %d gaps, want none yet", gaps)
+	}
+	run(t, ctx, "read back to the oldest change kept",
+		chromedp.Click(chromedp.ID("timeline-more")),
+		chromedp.WaitNotPresent(chromedp.ID("timeline-more")),
+	)
+	waitText(t, ctx, "#timeline li:last-child", "removed by retention")
+	oldest := eval[string](t, ctx, `[...document.querySelectorAll('#timeline li.event')].pop().dataset.sequence`)
+	if oldest != fmt.Sprint(st.StateChanges.EarliestAvailableSequence) {
+		t.Errorf("the oldest change drawn is #%s, want the oldest kept, #%d", oldest, st.StateChanges.EarliestAvailableSequence)
+	}
+}
+
 // pressWhileThePageReadsOn opens a session of 450 notes and presses the
 // button named while the page reads on after one more message: the press
 // is answered, and drawn, before the read on is. Then it presses the
@@ -1073,6 +1188,14 @@ func TestEarlierMessagesAskedForWhileThePageReadsOnAreEachDrawnOnce(t *testing.T
 	ctx := pressWhileThePageReadsOn(t, "transcript-more", "#transcript li.message")
 	if twice := drawnTwice(t, ctx, "#transcript li.message", "data-id"); len(twice) > 0 {
 		t.Errorf("messages %v are drawn more than once", twice)
+	}
+}
+
+func TestOlderChangesAskedForWhileThePageReadsOnAreEachDrawnOnce(t *testing.T) {
+	t.Parallel()
+	ctx := pressWhileThePageReadsOn(t, "timeline-more", "#timeline li.event")
+	if twice := drawnTwice(t, ctx, "#timeline li.event", "data-sequence"); len(twice) > 0 {
+		t.Errorf("changes %v are drawn more than once", twice)
 	}
 }
 
