@@ -925,6 +925,24 @@ func TestASessionPageShowsAtOnceThatItsSessionWasDeleted(t *testing.T) {
 	run(t, ctx, "see the list without it", chromedp.WaitNotPresent(row(child)))
 }
 
+// The page of a long session that was deleted offers none of its earlier
+// messages or older changes: they went with it.
+func TestADeletedLongSessionsPageOffersNothingOlder(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, false)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	personWritesMany(t, gw, child, 450)
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	run(t, ctx, "see both offer more", chromedp.WaitVisible(chromedp.ID("transcript-more")), chromedp.WaitVisible(chromedp.ID("timeline-more")))
+	eval[bool](t, ctx, `Object.defineProperty(document, 'visibilityState', {get: () => 'hidden'}) && true`)
+	tool[gateway.DeleteOutput](t, gw, "", "session_delete", map[string]any{"sessionKey": child})
+	run(t, ctx, "see the page say the session does not exist", chromedp.WaitVisible(chromedp.ID("s-missing")))
+	if more := eval[[]string](t, ctx, `[...document.querySelectorAll('#transcript-more, #timeline-more')].map(e => e.id)`); len(more) > 0 {
+		t.Errorf("the deleted session's page still offers %v", more)
+	}
+}
+
 // A session deleted and created again under the same key while its page
 // is open is a new session: the page shows nothing of the deleted one.
 func TestASessionPageShowsNothingOfADeletedSessionOfTheSameKey(t *testing.T) {

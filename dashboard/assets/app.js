@@ -661,8 +661,11 @@ async function loadPage(full) {
     p.back = back;
     p.fullReads++;
   }
-  // A session gone has no older changes to offer.
-  if (!status.exists) p.back = NOTHING_OLDER;
+  // A session gone took its earlier messages and older changes with it.
+  if (!status.exists) {
+    p.before = 0;
+    p.back = NOTHING_OLDER;
+  }
   renderPage();
 }
 
