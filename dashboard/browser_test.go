@@ -925,6 +925,24 @@ func TestASessionPageShowsAtOnceThatItsSessionWasDeleted(t *testing.T) {
 	run(t, ctx, "see the list without it", chromedp.WaitNotPresent(row(child)))
 }
 
+// The page of a long session that was deleted offers none of its earlier
+// messages or older changes: they went with it.
+func TestADeletedLongSessionsPageOffersNothingOlder(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, false)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	personWritesMany(t, gw, child, 450)
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	run(t, ctx, "see both offer more", chromedp.WaitVisible(chromedp.ID("transcript-more")), chromedp.WaitVisible(chromedp.ID("timeline-more")))
+	eval[bool](t, ctx, `Object.defineProperty(document, 'visibilityState', {get: () => 'hidden'}) && true`)
+	tool[gateway.DeleteOutput](t, gw, "", "session_delete", map[string]any{"sessionKey": child})
+	run(t, ctx, "see the page say the session does not exist", chromedp.WaitVisible(chromedp.ID("s-missing")))
+	if more := eval[[]string](t, ctx, `[...document.querySelectorAll('#transcript-more, #timeline-more')].map(e => e.id)`); len(more) > 0 {
+		t.Errorf("the deleted session's page still offers %v", more)
+	}
+}
+
 // A session deleted and created again under the same key while its page
 // is open is a new session: the page shows nothing of the deleted one.
 func TestASessionPageShowsNothingOfADeletedSessionOfTheSameKey(t *testing.T) {
@@ -1036,6 +1054,176 @@ func TestALongSessionsPageReadsOnlyItsNewestMessagesUntilAskedForMore(t *testing
 	if got, n := first(), histories(before); got != fmt.Sprintf("note %d", notes-399) || n != 1 {
 		t.Errorf("after one press, the first message drawn is %q, read with %d requests; want note %d, read with 1", got, n, notes-399)
 	}
+}
+
+// A long session's page reads its newest changes, not its whole timeline:
+// each older page is read when the person asks for it.
+func TestALongSessionsPageReadsOnlyItsNewestChangesUntilAskedForMore(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, false)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	const notes = 1999 // with the spawn, 2,000 changes: ten pages
+	personWritesMany(t, gw, child, notes)
+	head := tool[gateway.StatusOutput](t, gw, "", "session_status", map[string]any{"sessionKey": child}).StateVersion
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	// The idle poll reads nothing for a hidden tab: only the page opened
+	// and the button pressed make it read.
+	eval[bool](t, ctx, `Object.defineProperty(document, 'visibilityState', {get: () => 'hidden'}) && true`)
+	statuses := func(since int) int {
+		n := 0
+		for _, r := range gw.Requests()[since:] {
+			if r == "POST /v1/tools/session_status" {
+				n++
+			}
+		}
+		return n
+	}
+	before := len(gw.Requests())
+	eval[string](t, ctx, fmt.Sprintf(`location.hash = %q`, sessionHash(child)))
+	waitFor(t, ctx, "the newest change drawn", fmt.Sprintf(`!!document.querySelector('#timeline li.event[data-sequence="%d"]')`, head))
+	if n := statuses(before); n > 2 {
+		t.Errorf("opening a session of 2,000 changes made %d session_status requests, want at most 2", n)
+	}
+	drawn := func() []string {
+		return eval[[]string](t, ctx, `[...document.querySelectorAll('#timeline li.event')].map(e => e.dataset.sequence)`)
+	}
+	if got := drawn(); len(got) != 200 || got[0] != fmt.Sprint(head) {
+		t.Fatalf("drew %d changes starting with #%s, want the newest 200 starting with #%d", len(got), got[0], head)
+	}
+	before = len(gw.Requests())
+	run(t, ctx, "show the older changes", chromedp.Click(chromedp.ID("timeline-more")))
+	waitFor(t, ctx, "the page before drawn", `document.querySelectorAll("#timeline li.event").length === 400`)
+	if n := statuses(before); n != 1 {
+		t.Errorf("one press made %d session_status requests, want 1", n)
+	}
+}
+
+// A session whose few changes lie far apart, among many of other sessions,
+// shows them all without reading the log between them a page at a time:
+// each window read back is wider than the last that held few of them.
+func TestASessionsChangesFarApartAmongOthersAreReadInAFewWideningWindows(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, false)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	other := spawn(t, gw, manager, "Check the figures", "checker")
+	personWritesMany(t, gw, other, 3200) // sixteen pages of another session's changes
+	tool[gateway.SendOutput](t, gw, "", "sessions_send", map[string]any{"sessionKey": child, "message": "Use the revised figures.", "timeoutSeconds": 0})
+	st := tool[gateway.StatusOutput](t, gw, "", "session_status", map[string]any{"sessionKey": child, "changesSince": 0})
+	var want []string
+	for _, e := range slices.Backward(st.StateChanges.Events) {
+		want = append(want, fmt.Sprint(e.Sequence))
+	}
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	eval[bool](t, ctx, `Object.defineProperty(document, 'visibilityState', {get: () => 'hidden'}) && true`)
+	before := len(gw.Requests())
+	eval[string](t, ctx, fmt.Sprintf(`location.hash = %q`, sessionHash(child)))
+	waitFor(t, ctx, "every change drawn", fmt.Sprintf(`document.querySelectorAll('#timeline li.event').length === %d`, len(want)))
+	if got := eval[[]string](t, ctx, `[...document.querySelectorAll('#timeline li.event')].map(e => e.dataset.sequence)`); !slices.Equal(got, want) {
+		t.Errorf("the timeline shows changes %v, want %v", got, want)
+	}
+	if n := eval[int](t, ctx, `document.querySelectorAll('#timeline-more').length`); n != 0 {
+		t.Error("with every change drawn, the timeline still offers older ones")
+	}
+	statuses := 0
+	for _, r := range gw.Requests()[before:] {
+		if r == "POST /v1/tools/session_status" {
+			statuses++
+		}
+	}
+	// One to find the newest, then windows of 200, 400, ... 3,200
+	// sequences and one reaching the start.
+	if statuses > 7 {
+		t.Errorf("reading a session's changes across 3,200 of others made %d session_status requests, want at most 7", statuses)
+	}
+}
+
+// A session whose oldest changes retention removed says so at the end of
+// its timeline, once the person has read back to the oldest change kept:
+// before that, older changes still lie between the page and the gap.
+func TestAPrunedSessionsTimelineSaysRetentionRemovedChangesOnceReadBackToTheOldestKept(t *testing.T) {
+	t.Parallel()
+	gw := startGatewayOn(t, false, vigil.Options{MaxEvents: 300})
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	personWritesMany(t, gw, child, 449) // with the spawn, 450 changes
+	if _, err := gw.engine.Prune(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	st := tool[gateway.StatusOutput](t, gw, "", "session_status", map[string]any{"sessionKey": child, "changesSince": 0, "limit": 1})
+	if !st.StateChanges.HistoryGap {
+		t.Fatal("pruning down to 300 changes left no gap in the child's history")
+	}
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	waitFor(t, ctx, "the newest change drawn", fmt.Sprintf(`!!document.querySelector('#timeline li.event[data-sequence="%d"]')`, st.StateVersion))
+	if gaps := eval[int](t, ctx, `document.querySelectorAll('#timeline li.gap').length`); gaps != 0 {
+		t.Errorf("with older changes kept but not read, the timeline tells of %d gaps, want none yet", gaps)
+	}
+	run(t, ctx, "read back to the oldest change kept",
+		chromedp.Click(chromedp.ID("timeline-more")),
+		chromedp.WaitNotPresent(chromedp.ID("timeline-more")),
+	)
+	waitText(t, ctx, "#timeline li:last-child", "removed by retention")
+	oldest := eval[string](t, ctx, `[...document.querySelectorAll('#timeline li.event')].pop().dataset.sequence`)
+	if oldest != fmt.Sprint(st.StateChanges.EarliestAvailableSequence) {
+		t.Errorf("the oldest change drawn is #%s, want the oldest kept, #%d", oldest, st.StateChanges.EarliestAvailableSequence)
+	}
+}
+
+// pressWhileThePageReadsOn opens a session of 450 notes and presses the
+// button named while the page reads on after one more message: the press
+// is answered, and drawn, before the read on is. Then it presses the
+// button again and waits until the sel list draws every one of the
+// session's 452 messages or changes (with the task, or with the spawn, and
+// the message after the press), or more.
+func pressWhileThePageReadsOn(t *testing.T, button, sel string) context.Context {
+	t.Helper()
+	gw := startGateway(t, false)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	personWritesMany(t, gw, child, 450)
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	waitText(t, ctx, "#transcript", "note 450")
+	// The idle poll reads nothing for a hidden tab.
+	eval[bool](t, ctx, `Object.defineProperty(document, 'visibilityState', {get: () => 'hidden'}) && true`)
+	// The read on asks for the session's status, then waits in the
+	// transcript's read.
+	arrived, release := gw.holdNext(t, "/v1/tools/sessions_history")
+	tool[gateway.SendOutput](t, gw, "", "sessions_send", map[string]any{"sessionKey": child, "message": "after the press", "timeoutSeconds": 0})
+	<-arrived
+	run(t, ctx, "press "+button, chromedp.Click(chromedp.ID(button)))
+	waitFor(t, ctx, "the press drawn", fmt.Sprintf(`document.querySelectorAll(%q).length === 400`, sel))
+	release()
+	waitText(t, ctx, "#transcript", "after the press")
+	run(t, ctx, "press "+button+" again", chromedp.Click(chromedp.ID(button)))
+	waitFor(t, ctx, "the second press drawn", fmt.Sprintf(`document.querySelectorAll(%q).length >= 452`, sel))
+	return ctx
+}
+
+func TestEarlierMessagesAskedForWhileThePageReadsOnAreEachDrawnOnce(t *testing.T) {
+	t.Parallel()
+	ctx := pressWhileThePageReadsOn(t, "transcript-more", "#transcript li.message")
+	if twice := drawnTwice(t, ctx, "#transcript li.message", "data-id"); len(twice) > 0 {
+		t.Errorf("messages %v are drawn more than once", twice)
+	}
+}
+
+func TestOlderChangesAskedForWhileThePageReadsOnAreEachDrawnOnce(t *testing.T) {
+	t.Parallel()
+	ctx := pressWhileThePageReadsOn(t, "timeline-more", "#timeline li.event")
+	if twice := drawnTwice(t, ctx, "#timeline li.event", "data-sequence"); len(twice) > 0 {
+		t.Errorf("changes %v are drawn more than once", twice)
+	}
+}
+
+// drawnTwice lists the values of attr that more than one item of the sel
+// list has.
+func drawnTwice(t *testing.T, ctx context.Context, sel, attr string) []string {
+	t.Helper()
+	return eval[[]string](t, ctx, fmt.Sprintf(`(() => { const seen = new Set(), twice = [];
+		for (const e of document.querySelectorAll(%q)) { const v = e.getAttribute(%q); if (seen.has(v)) twice.push(v); seen.add(v); }
+		return twice; })()`, sel, attr))
 }
 
 // editGoal types a new objective into the session page's goal form, once

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
 	"github.com/vigilhq/vigil/internal/gatewaytest"
@@ -36,6 +37,8 @@ type liveGateway struct {
 	URL string
 	srv *httptest.Server
 	g   *gateway.Gateway
+	// engine is the gateway's engine, for a test to prune it.
+	engine *vigil.Engine
 	// tokens reports whether the gateway asks for tokens.
 	tokens bool
 
@@ -91,8 +94,15 @@ func (gw *liveGateway) failNext(path string) {
 // main agent and an admin; without, every request is the local admin.
 func startGateway(t *testing.T, tokens bool) *liveGateway {
 	t.Helper()
+	return startGatewayOn(t, tokens, vigil.Options{})
+}
+
+// startGatewayOn is startGateway with an engine of the options given.
+func startGatewayOn(t *testing.T, tokens bool, engine vigil.Options) *liveGateway {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	g := gatewaytest.Open(t, gatewaytest.Options{}).Gateway
+	opened := gatewaytest.Open(t, gatewaytest.Options{Engine: engine})
+	g := opened.Gateway
 	var creds *gateway.Credentials
 	var err error
 	if tokens {
@@ -104,7 +114,7 @@ func startGateway(t *testing.T, tokens bool) *liveGateway {
 			t.Fatal(err)
 		}
 	}
-	gw := &liveGateway{tokens: tokens, g: g}
+	gw := &liveGateway{tokens: tokens, g: g, engine: opened.Engine}
 	// Hosts are restricted as vigil serve restricts them on loopback.
 	api := httpapi.New(g, httpapi.Options{Credentials: creds, Context: ctx, RestrictHosts: true})
 	gw.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

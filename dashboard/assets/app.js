@@ -12,6 +12,9 @@ const PAGE = 200;
 // transcript can hold many thousands, which would otherwise all be built
 // into the page again on each new message.
 const SHOWN = 200;
+// Where reading a timeline back stands when there is nothing older to read
+// (see changesBefore).
+const NOTHING_OLDER = Object.freeze({from: 0, width: PAGE, earliest: 0, gap: false});
 // A message id above every one: a transcript read back from before it
 // starts at its newest message.
 const NEWEST = Number.MAX_SAFE_INTEGER;
@@ -552,22 +555,25 @@ async function loadGraph() {
 }
 
 // loadPage reads the open session: its facts and, from where the page left
-// off, its timeline and transcript (when full is set, the whole timeline
-// and the transcript's newest page, older pages being read when the person
-// asks: message ids run over all sessions, so only reading back finds a
-// long transcript's end without reading all of it). Its reads stop when
-// the page is left: the rest of a long transcript no one will see would
-// hold up the next page's reads.
+// off, its timeline and transcript (when full is set, the newest changes
+// and the transcript's newest page, older ones being read when the person
+// asks: a long session's whole history would cost a request per page of
+// it, on every opening). Its reads stop when the page is left: the rest of
+// a long transcript no one will see would hold up the next page's reads.
 async function loadPage(full) {
   const p = app.page;
   if (!p || p.denied) return;
   const ref = {sessionKey: p.key, agentId: p.agentId};
+  // A full read asks from the start for one change only: the answer names
+  // the session's version, its earliest change kept, and whether retention
+  // removed any, which is what reading back from the newest needs.
   let since = full ? 0 : p.since;
-  const events = [];
+  let events = [];
   let status;
+  let back;
   for (;;) {
     try {
-      status = await call('session_status', Object.assign({changesSince: since, limit: PAGE}, ref), p.abort.signal);
+      status = await call('session_status', Object.assign({changesSince: since, limit: full ? 1 : PAGE}, ref), p.abort.signal);
     } catch (e) {
       // Another agent's session, for an agent's token, or an address that
       // names no session vigil could hold: no retry changes either, so the
@@ -578,13 +584,21 @@ async function loadPage(full) {
       renderDenied(e.code === 'invalid_argument' ? 'This address names no session: ' + e.message : '');
       return;
     }
+    if (full) {
+      const ch = status.stateChanges;
+      since = status.stateVersion;
+      const read = await changesBefore(ref, {from: since, width: PAGE, earliest: ch.earliestAvailableSequence, gap: ch.historyGap}, p.abort.signal);
+      events = read.events;
+      back = read.next;
+      break;
+    }
     events.push(...status.stateChanges.events);
     since = status.stateChanges.nextChangesSince;
     if (!status.stateChanges.truncated) break;
   }
   let messages = [];
   let afterId = full ? 0 : p.afterId;
-  let before = full ? 0 : p.before;
+  let before = 0;
   // Only a session vigil hosts has a transcript here; one recorded
   // elsewhere has its timeline and watchers.
   if (status.state === 'hosted' && full) {
@@ -639,12 +653,63 @@ async function loadPage(full) {
   p.messages = p.messages.concat(messages);
   p.since = since;
   p.afterId = afterId;
-  p.before = before;
+  // Where reading back stands moves only with a full read or a press for
+  // more: a read on that began before a press would otherwise put it back
+  // where the press found it, and the next press read that page again.
   if (full) {
-    p.gap = status.stateChanges.historyGap;
+    p.before = before;
+    p.back = back;
     p.fullReads++;
   }
+  // A session gone took its earlier messages and older changes with it.
+  if (!status.exists) {
+    p.before = 0;
+    p.back = NOTHING_OLDER;
+  }
   renderPage();
+}
+
+// changesBefore reads a session's changes at and before sequence back.from,
+// newest first, a window of back.width sequences at a time, until it has
+// half a page of them or has reached the start; it returns them oldest
+// first, with where the next read back begins (from 0: nothing older is
+// left to read, and gap says whether retention removed any). Sequences run
+// over all sessions together, so how many of a session's changes a window
+// holds depends on what else was logged meanwhile: a window holding under
+// half a page is twice as wide the next time, so a few changes far apart
+// cost a few reads, and one holding more than a page is read forward to
+// its end, a full page a read.
+async function changesBefore(ref, back, signal) {
+  let {from, width, earliest, gap} = back;
+  let events = [];
+  while (events.length < PAGE / 2 && from > 0) {
+    // Below the earliest change kept there is nothing to read, but asking
+    // from 0 says whether retention removed anything there.
+    const since = from - width < earliest ? 0 : from - width;
+    let got = [];
+    let at = since;
+    let first = null;
+    for (;;) {
+      const ch = (await call('session_status', Object.assign({changesSince: at, limit: PAGE}, ref), signal)).stateChanges;
+      if (!first) first = ch;
+      // A change after from is newer than the window: the forward read
+      // from where the page stands brings it.
+      got = got.concat(ch.events.filter((e) => e.sequence <= from));
+      at = ch.nextChangesSince;
+      if (!ch.truncated || at >= from) break;
+    }
+    events = got.concat(events);
+    earliest = first.earliestAvailableSequence;
+    // Retention removed changes after since: what is older is gone.
+    if (since === 0 || first.historyGap) {
+      from = 0;
+      gap = first.historyGap;
+    } else {
+      from = since;
+    }
+    if (got.length < PAGE / 2) width *= 2;
+  }
+  return {events, next: {from, width, earliest, gap}};
 }
 
 // showEarlier draws SHOWN more of the transcript, reading the page before
@@ -674,6 +739,32 @@ async function showEarlier(p, list) {
   p.showMessages += SHOWN;
   renderPage();
   list.scrollTop = list.scrollHeight - below;
+}
+
+// showOlder draws SHOWN more of the timeline, reading back from the oldest
+// change read first when fewer than that are left to draw.
+async function showOlder(p) {
+  if (p.events.length - p.showEvents < SHOWN && p.back.from > 0) {
+    if (p.readingChanges) return; // a second press while they are read
+    p.readingChanges = true;
+    const fullReads = p.fullReads;
+    let read;
+    try {
+      read = await changesBefore({sessionKey: p.key, agentId: p.agentId}, p.back, p.abort.signal);
+    } catch (e) {
+      if (!(e instanceof AuthError) && e.name !== 'AbortError') showBanner('Could not read older changes: ' + e.message, 'error');
+      return;
+    } finally {
+      p.readingChanges = false;
+    }
+    // The timeline was read afresh meanwhile (a reset, a gap): the
+    // changes read belong to what it replaced.
+    if (app.page !== p || p.fullReads !== fullReads) return;
+    p.events = read.events.concat(p.events);
+    p.back = read.next;
+  }
+  p.showEvents += SHOWN;
+  renderPage();
 }
 
 // queueOf is what is queued for a session's next turn, or null when the
@@ -729,7 +820,8 @@ function route() {
   $('view-session').hidden = false;
   if (app.page && app.page.key === key && app.page.agentId === agentId) return;
   closePage();
-  app.page = {agentId, key, status: null, events: [], messages: [], since: 0, afterId: 0, before: 0, fullReads: 0, gap: false,
+  app.page = {agentId, key, status: null, events: [], messages: [], since: 0, afterId: 0, before: 0, fullReads: 0,
+    back: NOTHING_OLDER,
     abort: new AbortController(), goalDirty: false, drawn: '', showMessages: SHOWN, showEvents: SHOWN};
   document.title = keyText(key) + ' · vigil';
   clearPage();
@@ -1042,13 +1134,14 @@ function renderPage() {
       e.actorId ? h('span', {class: 'who'}, keyText(e.actorId)) : null,
       when(e.occurredAt)),
     h('p', {class: 'summary'}, h('span', {class: 'kind'}, e.kind), ' ', e.summary))));
-  if (older > 0) {
-    $('timeline').append(moreItem('timeline-more', 'Show older changes (' + older + ' not shown)', () => {
-      p.showEvents += SHOWN;
-      renderPage();
-    }));
+  // While older changes are unread, how many there are is unknown.
+  if (older > 0 || p.back.from > 0) {
+    const more = p.back.from > 0 ? 'Show older changes' : 'Show older changes (' + older + ' not shown)';
+    $('timeline').append(moreItem('timeline-more', more, () => showOlder(p)));
   }
-  if (p.gap) $('timeline').append(h('li', {class: 'gap'}, 'Older changes were removed by retention.'));
+  // Retention's removals lie before the oldest change kept, so they are
+  // told of once everything kept has been read.
+  if (p.back.from === 0 && p.back.gap) $('timeline').append(h('li', {class: 'gap'}, 'Older changes were removed by retention.'));
   $('timeline-empty').hidden = events.length > 0;
 
   const canWatch = st.exists && p.key.startsWith('agent:') && p.queued !== null;
