@@ -44,7 +44,7 @@ func newDBCmd(env *cliIO, g *cliGlobal) *cobra.Command {
 		Long: `See and apply the database's schema migrations, and back it up. --db names the database
 as vigil serve's does (env VIGIL_DB; default ` + "`" + `~/.local/state/vigil/vigil.db` + "`" + `). vigil serve applies
 the migrations a database lacks when it starts, logging each; back the database up first
-(docs/operations.md, "Upgrading").`,
+(docs/operations.md, "Upgrading and rolling back").`,
 		Args: noArgs,
 		// Runnable, so that an unknown subcommand is refused by noArgs
 		// (exit 2) instead of answered with the help and exit 0.
