@@ -153,6 +153,9 @@ PostgreSQL, restore with pg_restore (docs/operations.md, "Backup and restore").`
 				return &cliExitError{msg: "vigil db restore puts back SQLite files; restore PostgreSQL with pg_restore " +
 					"(docs/operations.md, \"Backup and restore\")"}
 			}
+			if err := node.MakeSQLiteDir(db); err != nil {
+				return &cliExitError{msg: err.Error()}
+			}
 			if err := sqlitestore.Restore(cmd.Context(), args[0], db); err != nil {
 				return &cliExitError{msg: err.Error()}
 			}
