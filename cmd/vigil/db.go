@@ -111,8 +111,8 @@ not be open in a running gateway; gateways on PostgreSQL may run meanwhile.`,
 		Short: "copy a SQLite database, while vigil runs, into FILE",
 		Long: `Copy the SQLite database into FILE (which must not exist), consistently, while vigil serve
 runs on it: one read transaction (VACUUM INTO), so the copy is the database as one commit
-left it. To restore, stop vigil, put the copy in the database's place and start vigil. On
-PostgreSQL, take the copy with pg_dump: the command says how.`,
+left it. To restore, stop vigil and run vigil db restore FILE. On PostgreSQL, take the copy
+with pg_dump: the command says how.`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return cliUsagef("name the backup FILE")
