@@ -364,6 +364,17 @@ func PostgresTarget(db string) (server, schema string, err error) {
 	return u.String(), schema, nil
 }
 
+// MakeSQLiteDir makes the folder of the SQLite file db when it is missing,
+// readable by its owner alone, since the database holds every transcript.
+// Whatever puts a database there, a gateway or a restore, makes it the
+// same way.
+func MakeSQLiteDir(db string) error {
+	if err := os.MkdirAll(filepath.Dir(db), 0o700); err != nil {
+		return fmt.Errorf("create database directory: %w", err)
+	}
+	return nil
+}
+
 // OpenStore opens the database db names (see Options.DB) and nothing
 // else: a store to migrate or inspect. log hears of each schema migration
 // applied, and of the failures a SQLite store's background work has no
@@ -383,8 +394,8 @@ func OpenStore(ctx context.Context, db, synchronous string, log *slog.Logger) (S
 	if db == "" {
 		return nil, errors.New("no database named: give a SQLite file or a postgres:// URL")
 	}
-	if err := os.MkdirAll(filepath.Dir(db), 0o700); err != nil {
-		return nil, fmt.Errorf("create database directory: %w", err)
+	if err := MakeSQLiteDir(db); err != nil {
+		return nil, err
 	}
 	st, err := sqlitestore.Open(ctx, db, sqlitestore.Options{Synchronous: synchronous, Logger: log})
 	if err != nil {

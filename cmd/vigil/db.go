@@ -44,7 +44,7 @@ func newDBCmd(env *cliIO, g *cliGlobal) *cobra.Command {
 		Long: `See and apply the database's schema migrations, and back it up. --db names the database
 as vigil serve's does (env VIGIL_DB; default ` + "`" + `~/.local/state/vigil/vigil.db` + "`" + `). vigil serve applies
 the migrations a database lacks when it starts, logging each; back the database up first
-(docs/operations.md, "Upgrading").`,
+(docs/operations.md, "Upgrading and rolling back").`,
 		Args: noArgs,
 		// Runnable, so that an unknown subcommand is refused by noArgs
 		// (exit 2) instead of answered with the help and exit 0.
@@ -111,8 +111,8 @@ not be open in a running gateway; gateways on PostgreSQL may run meanwhile.`,
 		Short: "copy a SQLite database, while vigil runs, into FILE",
 		Long: `Copy the SQLite database into FILE (which must not exist), consistently, while vigil serve
 runs on it: one read transaction (VACUUM INTO), so the copy is the database as one commit
-left it. To restore, stop vigil, put the copy in the database's place and start vigil. On
-PostgreSQL, take the copy with pg_dump: the command says how.`,
+left it. To restore, stop vigil and run vigil db restore FILE. On PostgreSQL, take the copy
+with pg_dump: the command says how.`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return cliUsagef("name the backup FILE")
@@ -152,6 +152,9 @@ PostgreSQL, restore with pg_restore (docs/operations.md, "Backup and restore").`
 			if node.IsPostgres(db) {
 				return &cliExitError{msg: "vigil db restore puts back SQLite files; restore PostgreSQL with pg_restore " +
 					"(docs/operations.md, \"Backup and restore\")"}
+			}
+			if err := node.MakeSQLiteDir(db); err != nil {
+				return &cliExitError{msg: err.Error()}
 			}
 			if err := sqlitestore.Restore(cmd.Context(), args[0], db); err != nil {
 				return &cliExitError{msg: err.Error()}

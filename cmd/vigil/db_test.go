@@ -245,3 +245,36 @@ func TestDBRestoreWaitsForTheGatewayToStopThenPutsTheBackupBack(t *testing.T) {
 		t.Errorf("the session spawned after the backup is in the restored database (%v)", err)
 	}
 }
+
+// A backup restored on a machine where vigil never ran, into a folder
+// that does not exist yet (the default one, say), makes that folder as
+// vigil serve would, its owner's alone.
+func TestDBRestoreMakesTheDatabasesFolderWhenItIsMissing(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "old.db")
+	st, err := sqlitestore.Open(context.Background(), src, sqlitestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	backup := filepath.Join(dir, "backup.db")
+	if code, _, errOut := cliRun(t, cliEnv(nil), "db", "backup", backup, "--db", src); code != 0 {
+		t.Fatalf("backup: %s", errOut)
+	}
+	db := filepath.Join(dir, "state", "vigil", "vigil.db")
+	if code, out, errOut := cliRun(t, cliEnv(nil), "db", "restore", backup, "--db", db); code != 0 || !strings.Contains(out, "restored") {
+		t.Fatalf("restore into a missing folder: exit %d, %q, %q", code, out, errOut)
+	}
+	fi, err := os.Stat(filepath.Dir(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := fi.Mode().Perm(); perm != 0o700 {
+		t.Errorf("the database's folder has mode %v, want 0700", perm)
+	}
+	if code, out, errOut := cliRun(t, cliEnv(nil), "db", "status", "--db", db); code != 0 || !strings.Contains(out, "up to date") {
+		t.Errorf("status of the restored database: exit %d, %q, %q", code, out, errOut)
+	}
+}

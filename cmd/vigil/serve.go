@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,6 +68,31 @@ func isLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// listenAddr is the host:port vigil serve listens on for addr, the value
+// of --addr or VIGIL_ADDR, which client commands read as the gateway's
+// address: host:port, or an http URL naming one and nothing more, so that
+// one value serves the gateway and its clients alike.
+func listenAddr(addr string) (string, error) {
+	if !strings.Contains(addr, "://") {
+		return addr, nil
+	}
+	shown := redact.URL(addr)
+	u, err := url.Parse(addr)
+	if err != nil {
+		return "", fmt.Errorf("%s is not host:port or an http URL", shown)
+	}
+	if u.Scheme != "http" {
+		return "", fmt.Errorf("%s: vigil serve speaks plain HTTP (TLS comes from a proxy in front of it): give host:port", shown)
+	}
+	if u.User != nil || strings.TrimRight(u.Path, "/") != "" || u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("%s: a listen address has no path, credentials, query or fragment: give host:port", shown)
+	}
+	if u.Port() == "" {
+		return "", fmt.Errorf("%s names no port: give host:port", shown)
+	}
+	return u.Host, nil
+}
+
 // serveConfig is what `vigil serve` is told on its command line.
 type serveConfig struct {
 	db, addr, config, sync, adminToken string
@@ -92,7 +118,7 @@ func newServeCmd(env *cliIO, g *cliGlobal) *cobra.Command {
 		Short: "run the gateway (HTTP API, streams, MCP at /mcp, the dashboard)",
 		Long: `Run the gateway: the HTTP API, live streams, MCP at /mcp and the dashboard at /, on an
 embedded SQLite file (default ` + "`" + `~/.local/state/vigil/vigil.db` + "`" + `) or a postgres:// URL, listening on
---addr (default ` + defaultAddr + `). Without tokens it listens on loopback only and every request
+--addr (host:port, or http://host:port as client commands take it; default ` + defaultAddr + `). Without tokens it listens on loopback only and every request
 is the local admin. It sends OpenTelemetry traces when the standard OTEL_* environment asks
 for them (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER=console…; docs/operations.md, "Tracing").`,
 		Args: noArgs,
@@ -143,10 +169,15 @@ for them (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER=console…; docs/ope
 		if g.flags.Changed("token") {
 			return cliUsagef("--token is for clients; the gateway's tokens come from --config or VIGIL_ADMIN_TOKEN")
 		}
-		cfg.addr = g.addr
+		addr := g.addr
 		if !g.flags.Changed("addr") {
-			cfg.addr = envOr(getenv, "VIGIL_ADDR", defaultAddr)
+			addr = envOr(getenv, "VIGIL_ADDR", defaultAddr)
 		}
+		listen, err := listenAddr(addr)
+		if err != nil {
+			return cliUsagef("--addr %v", err)
+		}
+		cfg.addr = listen
 		if err := vigil.CheckDashboardURL(cfg.dashboardURL); err != nil {
 			return cliUsagef("--dashboard-url: %v", err)
 		}

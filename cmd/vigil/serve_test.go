@@ -570,3 +570,41 @@ func TestAnAgentWokenByTheStartupSweepCanReachTheGateway(t *testing.T) {
 		t.Fatalf("the woken agent could not reach the gateway: %v", dialErr)
 	}
 }
+
+// The address client commands take as a URL (VIGIL_ADDR=http://host:port,
+// as the Python client and the framework adapters need it) is one vigil
+// serve listens on too: the same variable serves both.
+func TestServeListensOnTheHostAndPortOfAnHTTPURL(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "vigil.db")
+	r := runServeAsync(t, map[string]string{"VIGIL_ADDR": "http://127.0.0.1:0/"}, "--db", db)
+	r.awaitListening(t)
+	if code, out := r.call(t, "", "", "sessions_list", map[string]any{}); code != http.StatusOK {
+		t.Fatalf("sessions_list on the URL's address: %d %s", code, out)
+	}
+}
+
+// An address serve cannot listen on as given (TLS, which a proxy in front
+// of vigil provides, a path, credentials) is a wrong command line that
+// says why, before anything is opened.
+func TestServeRefusesAURLItCannotListenOnAsGiven(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ addr, want string }{
+		{"https://127.0.0.1:0", "vigil serve speaks plain HTTP"},
+		{"http://127.0.0.1:0/vigil", "no path"},
+		{"http://ann:pw@127.0.0.1:0", "no path"},
+		{"http://127.0.0.1", "names no port"},
+	} {
+		dir := filepath.Join(t.TempDir(), "state")
+		r := runServeAsync(t, nil, "--db", filepath.Join(dir, "vigil.db"), "--addr", tc.addr)
+		if code := r.wait(t); code != 2 || !strings.Contains(r.stderr.String(), tc.want) {
+			t.Errorf("--addr %s: exit %d, want 2 saying %q:\n%s", tc.addr, code, tc.want, r.stderr.String())
+		}
+		if strings.Contains(r.stderr.String(), "pw") {
+			t.Errorf("--addr %s: the password is shown:\n%s", tc.addr, r.stderr.String())
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("--addr %s: the refused serve made the database's directory: %v", tc.addr, err)
+		}
+	}
+}

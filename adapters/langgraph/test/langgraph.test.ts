@@ -327,3 +327,11 @@ test("the example tells the two-writer story against a live gateway", async () =
   assert.match(stdout, /^refunds: order 1 x1, order 2 x1$/m);
   assert.match(stdout, /^checkpoints: \d+, each with its own parent: no fork$/m);
 });
+
+test("the example reaches a gateway at VIGIL_ADDR given as host:port, as the vigil CLI takes it", async () => {
+  const dir = fileURLToPath(new URL("../../../", import.meta.url)); // adapters/langgraph
+  const { stdout } = await promisify(execFile)("node", ["examples/two-writers.mjs"], {
+    cwd: dir, env: { ...process.env, VIGIL_ADDR: new URL(gateway.url).host, VIGIL_TOKEN: SUPPORT }, timeout: 60_000,
+  });
+  assert.match(stdout, /^checkpoints: \d+, each with its own parent: no fork$/m);
+});

@@ -15,15 +15,16 @@ import { VigilClient } from "@vigilhq/client";
 import { StaleSessionError, VigilSession } from "@vigilhq/openai-agents";
 import { supportAgent } from "./support-agent.mjs";
 
-// The gateway: VIGIL_ADDR, as the vigil CLI reads it; VIGIL_URL, its older
-// name, still works, with a note that it is deprecated.
+// The gateway: VIGIL_ADDR, as the vigil CLI reads it (host:port, or a URL);
+// VIGIL_URL, its older name, still works, with a note that it is deprecated.
 function gatewayAddress() {
-  if (process.env.VIGIL_ADDR) return process.env.VIGIL_ADDR;
-  if (process.env.VIGIL_URL) {
+  let addr = process.env.VIGIL_ADDR;
+  if (!addr && process.env.VIGIL_URL) {
     console.error("VIGIL_URL is deprecated; set VIGIL_ADDR instead");
-    return process.env.VIGIL_URL;
+    addr = process.env.VIGIL_URL;
   }
-  return "http://127.0.0.1:7317";
+  addr ||= "127.0.0.1:7317";
+  return addr.includes("://") ? addr : `http://${addr}`;
 }
 
 const client = new VigilClient(gatewayAddress(), {

@@ -196,3 +196,11 @@ test("the example tells the conversation's story against a live gateway", async 
   assert.match(stdout, /^phone: ran again; before its input the model was told: #\d+ human_direct_message by human telegram:42: human message via web$/m);
   assert.match(stdout, /^history: user: Please ship it to my office instead\.$/m);
 });
+
+test("the example reaches a gateway at VIGIL_ADDR given as host:port, as the vigil CLI takes it", async () => {
+  const dir = fileURLToPath(new URL("../../../", import.meta.url)); // adapters/openai-agents
+  const { stdout } = await promisify(execFile)(process.execPath, ["examples/conversation.mjs"], {
+    cwd: dir, env: { ...process.env, VIGIL_ADDR: new URL(gateway.url).host, VIGIL_TOKEN: SUPPORT }, timeout: 60_000,
+  });
+  assert.match(stdout, /^history: user: Please ship it to my office instead\.$/m);
+});
