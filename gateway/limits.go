@@ -111,6 +111,10 @@ type holds struct {
 	mu    sync.Mutex
 	total [holdKinds]int
 	per   [holdKinds]map[string]int
+	// atLimit names the credentials refused over their own limit since
+	// they last released one: the first refusal is logged, the rest of a
+	// client's retries are not.
+	atLimit [holdKinds]map[string]bool
 }
 
 // changes tells whoever watches that something they wait on changed (a
@@ -156,6 +160,15 @@ func (g *Gateway) Hold(c Caller, h Hold) (release func(), err error) {
 		hs.per[h] = map[string]int{}
 	}
 	if per >= 0 && hs.per[h][who] >= per {
+		if hs.atLimit[h] == nil {
+			hs.atLimit[h] = map[string]bool{}
+		}
+		if !hs.atLimit[h][who] {
+			hs.atLimit[h][who] = true
+			// The answer tells the caller; this tells the operator who.
+			g.log.Warn("a credential is refused at its own limit", "role", c.Principal.Role, "id", c.Principal.ID,
+				"holds", h.String(), "limit", per)
+		}
 		return nil, fmt.Errorf("%w: this credential already holds %d %s, its limit; close one or raise the limit", ErrTooMany, per, h)
 	}
 	if total >= 0 && hs.total[h] >= total {
@@ -170,6 +183,7 @@ func (g *Gateway) Hold(c Caller, h Hold) (release func(), err error) {
 			hs.mu.Lock()
 			defer hs.mu.Unlock()
 			hs.total[h]--
+			delete(hs.atLimit[h], who)
 			if hs.per[h][who]--; hs.per[h][who] == 0 {
 				delete(hs.per[h], who)
 			}
