@@ -11,8 +11,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -163,18 +166,20 @@ func NewHandler(g *gateway.Gateway, opts Options) (http.Handler, error) {
 	if opts.Metrics != nil {
 		data("GET /metrics", s.metrics(promhttp.HandlerFor(opts.Metrics.Registry, promhttp.HandlerOpts{})))
 	}
-	data("GET /v1/tools", s.authed(actingParams, s.listTools))
-	data("POST /v1/tools/{name}", s.toolLabel("", s.bounded(false, s.authed(actingParams, s.callTool))))
-	data("POST /v1/sessions/{key}/turn", s.toolLabel("session_turn", s.bounded(false, s.authed(actingParams, s.sessionTool("session_turn")))))
-	data("POST /v1/sessions/{key}/reply", s.toolLabel("session_reply", s.bounded(false, s.authed(actingParams, s.sessionTool("session_reply")))))
-	data("GET /v1/sessions/{key}/events", s.authed(actingParams, s.sessionEvents))
+	data("GET /v1/tools", s.query(actingParams, s.authed(actingParams, s.listTools)))
+	data("POST /v1/tools/{name}", s.toolLabel("", s.query(actingParams, s.bounded(false, s.authed(actingParams, s.callTool)))))
+	data("POST /v1/sessions/{key}/turn", s.toolLabel("session_turn", s.query(actingParams,
+		s.bounded(false, s.authed(actingParams, s.sessionTool("session_turn"))))))
+	data("POST /v1/sessions/{key}/reply", s.toolLabel("session_reply", s.query(actingParams,
+		s.bounded(false, s.authed(actingParams, s.sessionTool("session_reply"))))))
+	data("GET /v1/sessions/{key}/events", s.query(streamParams, s.authed(actingParams, s.sessionEvents)))
 	// On the log stream, ?session= is the stream's filter: only ?as= names
 	// the acting session there.
-	data("GET /v1/events", s.authed([]string{"as"}, s.logEvents))
-	data("/mcp", s.bounded(true, s.mcp(mcpserver.NewHandler(opts.Context, g, func(r *http.Request) (gateway.Caller, error) {
+	data("GET /v1/events", s.query(streamParams, s.authed([]string{"as"}, s.logEvents)))
+	data("/mcp", s.query(actingParams, s.bounded(true, s.mcp(mcpserver.NewHandler(opts.Context, g, func(r *http.Request) (gateway.Caller, error) {
 		return s.resolve(r, actingParams)
 	}, opts.Logger, mcpserver.HTTPOptions{IdleTimeout: opts.MCPIdleTimeout, TaskRetention: opts.MCPTaskRetention,
-		Background: opts.Background}))))
+		Background: opts.Background})))))
 	a2aopts := a2aserver.Options{Logger: opts.Logger, MaxBodyBytes: opts.MaxBodyBytes, Principal: opts.Credentials.PushPrincipal,
 		PushLimits: opts.PushLimits, Background: opts.Background}
 	if opts.Metrics != nil {
@@ -184,15 +189,56 @@ func NewHandler(g *gateway.Gateway, opts Options) (http.Handler, error) {
 			return nil, err
 		}
 	}
-	data("POST "+a2aserver.Path, s.bounded(true, s.mcp(a2aserver.Handler(opts.Context, g, func(r *http.Request) (gateway.Caller, error) {
+	data("POST "+a2aserver.Path, s.query(actingParams, s.bounded(true, s.mcp(a2aserver.Handler(opts.Context, g, func(r *http.Request) (gateway.Caller, error) {
 		return s.resolve(r, actingParams)
-	}, a2aopts))))
+	}, a2aopts)))))
 	return s.count(s.deadlines(s.hosts(mux)), mux), nil
 }
 
-// actingParams are the query parameters, in order, that name the acting
-// session where a client cannot set the Vigil-Session header.
+// actingParams are the query parameters that name the acting session
+// where a client cannot set the Vigil-Session header: two names for one
+// parameter, so a request gives at most one of them.
 var actingParams = []string{"as", "session"}
+
+// streamParams are the query parameters the event streams take: the
+// acting session (or, on the log stream, ?session= as its filter), an
+// agent and a resume position.
+var streamParams = []string{"as", "session", "agent", "after"}
+
+// query refuses a request whose query string is malformed, names a
+// parameter the route does not take (names, in the order the refusal
+// lists them), or gives one more than once. Read leniently, a malformed
+// pair would be dropped and a repeated one read as its first: the request
+// would act otherwise than its caller meant, where a refusal tells it.
+func (s *server) query(names []string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := checkQuery(r.URL.RawQuery, names); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func checkQuery(raw string, names []string) error {
+	if raw == "" {
+		return nil
+	}
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return fmt.Errorf("%w: the query string is malformed: %w", gateway.ErrInvalid, err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(q)) {
+		switch {
+		case !slices.Contains(names, name):
+			return fmt.Errorf("%w: unknown query parameter %q (this endpoint takes %s)", gateway.ErrInvalid, name,
+				strings.Join(names, ", "))
+		case len(q[name]) > 1:
+			return fmt.Errorf("%w: query parameter %q is given more than once", gateway.ErrInvalid, name)
+		}
+	}
+	return nil
+}
 
 // hosts refuses a request whose Host the guard does not accept, on every
 // route. Every answer forbids content sniffing: an error may echo a path
@@ -330,10 +376,15 @@ func (s *server) resolve(r *http.Request, acting []string) (gateway.Caller, erro
 	session := strings.TrimSpace(r.Header.Get(SessionHeader))
 	if session == "" && r.URL.RawQuery != "" {
 		q := r.URL.Query()
+		var given []string
 		for _, name := range acting {
-			if session = strings.TrimSpace(q.Get(name)); session != "" {
-				break
+			if v := strings.TrimSpace(q.Get(name)); v != "" {
+				session, given = v, append(given, "?"+name+"=")
 			}
+		}
+		if len(given) > 1 {
+			return gateway.Caller{}, fmt.Errorf("%w: %s and %s name the acting session both: give one, not both",
+				gateway.ErrInvalid, given[0], given[1])
 		}
 	}
 	return s.g.ResolveCaller(r.Context(), p, session)

@@ -244,10 +244,13 @@ type SessionDeleted struct {
 func resumePosition(r *http.Request) (pos int64, given bool, err error) {
 	v := r.Header.Get("Last-Event-ID")
 	if v == "" {
-		v = r.URL.Query().Get("after")
-	}
-	if v == "" {
-		return 0, false, nil
+		// Given empty, ?after= is refused, not read as no position: the
+		// stream would start live, missing what the caller meant to replay.
+		q := r.URL.Query()
+		if !q.Has("after") {
+			return 0, false, nil
+		}
+		v = q.Get("after")
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 	if err != nil || n < 0 {

@@ -1,0 +1,162 @@
+package httpapi_test
+
+// Tests of what a request says outside its body: its query parameters and
+// its headers. Each is given once, under a name its route takes, and a
+// refusal names what was wrong and changes nothing stored.
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/httpapi"
+)
+
+// paramsRequest sends a request with the given headers, each value its
+// own header line, and returns the status and body. An event stream's
+// answer is not read: its status is all a refusal is told apart by.
+func paramsRequest(t *testing.T, s *e2eServer, method, path string, header http.Header, body string) (int, []byte) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, s.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, values := range header {
+		for _, v := range values {
+			req.Header.Add(name, v)
+		}
+	}
+	resp, err := e2eClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	if resp.Header.Get("Content-Type") == "text/event-stream" {
+		return resp.StatusCode, nil
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, b
+}
+
+// paramsAdmin is the admin's credential as one Authorization header.
+func paramsAdmin() http.Header {
+	return http.Header{"Authorization": {"Bearer " + e2eAdmin}}
+}
+
+// paramsWith is h with name given the values, one line each.
+func paramsWith(h http.Header, name string, values ...string) http.Header {
+	h = h.Clone()
+	for _, v := range values {
+		h.Add(name, v)
+	}
+	return h
+}
+
+// paramsSpawn is a spawn by the manager: a change, had it been let through.
+const paramsSpawn = `{"task": "draft"}`
+
+func TestAQueryParameterGivenTwiceIsRefusedNamingItAndStoresNothing(t *testing.T) {
+	s := e2eStart(t)
+	before := e2eSnapshot(t, s)
+	for _, path := range []string{
+		"/v1/tools/sessions_spawn?as=" + e2eManager + "&as=" + e2eManager,
+		"/v1/tools/sessions_spawn?as=" + e2eManager + "&as=" + e2eOpsMain,
+	} {
+		code, body := paramsRequest(t, s, http.MethodPost, path, paramsAdmin(), paramsSpawn)
+		e2eCheckError(t, path, code, body, http.StatusBadRequest, gateway.CodeInvalid, `query parameter "as"`, "more than once")
+	}
+	for _, path := range []string{"/v1/events?after=1&after=2", "/v1/events?agent=main&agent=ops",
+		"/v1/sessions/" + e2eManager + "/events?after=0&after=0"} {
+		code, body := paramsRequest(t, s, http.MethodGet, path, paramsAdmin(), "")
+		e2eCheckError(t, path, code, body, http.StatusBadRequest, gateway.CodeInvalid, "more than once")
+	}
+	e2eSameSnapshot(t, before, e2eSnapshot(t, s))
+}
+
+func TestBothNamesOfTheActingSessionParameterAreRefusedTogether(t *testing.T) {
+	s := e2eStart(t)
+	before := e2eSnapshot(t, s)
+	path := "/v1/tools/sessions_spawn?as=" + e2eManager + "&session=" + e2eOpsMain
+	code, body := paramsRequest(t, s, http.MethodPost, path, paramsAdmin(), paramsSpawn)
+	e2eCheckError(t, path, code, body, http.StatusBadRequest, gateway.CodeInvalid, "as", "session", "not both")
+	e2eSameSnapshot(t, before, e2eSnapshot(t, s))
+}
+
+func TestAnUnknownQueryParameterIsRefusedNamingIt(t *testing.T) {
+	s := e2eStart(t)
+	before := e2eSnapshot(t, s)
+	code, body := paramsRequest(t, s, http.MethodPost, "/v1/tools/sessions_spawn?as="+e2eManager+"&ass=x", paramsAdmin(), paramsSpawn)
+	e2eCheckError(t, "?ass=", code, body, http.StatusBadRequest, gateway.CodeInvalid, `unknown query parameter "ass"`)
+	for _, path := range []string{"/v1/events?limit=5", "/v1/sessions/" + e2eManager + "/events?limit=5"} {
+		code, body := paramsRequest(t, s, http.MethodGet, path, paramsAdmin(), "")
+		e2eCheckError(t, path, code, body, http.StatusBadRequest, gateway.CodeInvalid, `unknown query parameter "limit"`)
+	}
+	e2eSameSnapshot(t, before, e2eSnapshot(t, s))
+}
+
+func TestAMalformedQueryStringIsRefusedNotPartlyRead(t *testing.T) {
+	s := e2eStart(t)
+	before := e2eSnapshot(t, s)
+	for _, query := range []string{"as=%zz", "as=" + e2eManager + "&after=%", "as=" + e2eManager + ";x=1"} {
+		// Read in part, the first would act as the person, not refuse.
+		path := "/v1/tools/sessions_spawn?" + query
+		code, body := paramsRequest(t, s, http.MethodPost, path, paramsAdmin(), paramsSpawn)
+		e2eCheckError(t, path, code, body, http.StatusBadRequest, gateway.CodeInvalid, "query")
+	}
+	e2eSameSnapshot(t, before, e2eSnapshot(t, s))
+}
+
+func TestAnEmptyResumePositionIsRefusedNotReadAsNone(t *testing.T) {
+	s := e2eStart(t)
+	for _, path := range []string{"/v1/events?after=", "/v1/sessions/" + e2eManager + "/events?after="} {
+		code, body := paramsRequest(t, s, http.MethodGet, path, paramsAdmin(), "")
+		e2eCheckError(t, path, code, body, http.StatusBadRequest, gateway.CodeInvalid, "resume position")
+	}
+}
+
+func TestTheOpenAPIDocumentListsEveryParameterEachStreamTakes(t *testing.T) {
+	s := e2eStart(t)
+	code, body := paramsRequest(t, s, http.MethodGet, httpapi.OpenAPIPath, nil, "")
+	if code != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", httpapi.OpenAPIPath, code, body)
+	}
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Parameters []struct {
+				Ref string `json:"$ref"`
+			} `json:"parameters"`
+		} `json:"paths"`
+		Components struct {
+			Parameters map[string]struct {
+				Name string `json:"name"`
+				In   string `json:"in"`
+			} `json:"parameters"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"header Vigil-Session", "query as", "query session", "query agent", "header Last-Event-ID", "query after"}
+	for _, path := range []string{"/v1/events", "/v1/sessions/{key}/events"} {
+		var got []string
+		for _, p := range doc.Paths[path]["get"].Parameters {
+			c := doc.Components.Parameters[strings.TrimPrefix(p.Ref, "#/components/parameters/")]
+			got = append(got, c.In+" "+c.Name)
+		}
+		for _, w := range want {
+			if !slices.Contains(got, w) {
+				t.Errorf("GET %s lists %q, not %s", path, got, w)
+			}
+		}
+	}
+}
