@@ -272,8 +272,8 @@ func (s *server) protect(next http.Handler) http.Handler {
 func (s *server) metrics(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.opts.OpenMetrics && !s.opts.Credentials.Empty() {
-			p, ok := s.principal(r)
-			if !ok {
+			p, err := s.principal(r)
+			if err != nil {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="vigil"`)
 				s.fail(w, r, fmt.Errorf("%w: /metrics needs an admin or operator token", gateway.ErrUnauthenticated))
 				return
@@ -369,9 +369,13 @@ func (s *server) authed(acting []string, h func(http.ResponseWriter, *http.Reque
 // and the session named by the Vigil-Session header (or, where a client
 // cannot set headers, the first of the acting query parameters given).
 func (s *server) resolve(r *http.Request, acting []string) (gateway.Caller, error) {
-	p, ok := s.principal(r)
-	if !ok {
-		return gateway.Caller{}, fmt.Errorf("%w: a valid bearer token is required", gateway.ErrUnauthenticated)
+	p, err := s.principal(r)
+	if err != nil {
+		return gateway.Caller{}, err
+	}
+	if len(r.Header.Values(SessionHeader)) > 1 {
+		return gateway.Caller{}, fmt.Errorf("%w: the %s header is given more than once: name one acting session",
+			gateway.ErrInvalid, SessionHeader)
 	}
 	session := strings.TrimSpace(r.Header.Get(SessionHeader))
 	if session == "" && r.URL.RawQuery != "" {
@@ -390,16 +394,33 @@ func (s *server) resolve(r *http.Request, acting []string) (gateway.Caller, erro
 	return s.g.ResolveCaller(r.Context(), p, session)
 }
 
-func (s *server) principal(r *http.Request) (gateway.Principal, bool) {
+// principal authenticates the request by its one Authorization header,
+// "Bearer TOKEN" (the scheme's name in any case, RFC 9110). A refusal
+// says what is wrong with the header's form, never with the token, and
+// echoes nothing of it: a header of another form may hold a secret.
+func (s *server) principal(r *http.Request) (gateway.Principal, error) {
 	if s.opts.Credentials.Empty() {
-		return gateway.LocalPrincipal, true
+		return gateway.LocalPrincipal, nil
 	}
-	// The scheme name is case-insensitive (RFC 9110).
-	scheme, token, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
-		return gateway.Principal{}, false
+	why := "a valid bearer token is required"
+	switch values := r.Header.Values("Authorization"); {
+	case len(values) > 1:
+		why = "the Authorization header is given more than once: send one, Bearer and the token"
+	case len(values) == 1:
+		scheme, token, _ := strings.Cut(strings.TrimSpace(values[0]), " ")
+		token = strings.TrimSpace(token)
+		switch {
+		case !strings.EqualFold(scheme, "Bearer"):
+			why = "the Authorization header's scheme is not Bearer: send Bearer and the token"
+		case token == "" || strings.ContainsAny(token, " \t"):
+			why = "the Authorization header must be Bearer and one token"
+		default:
+			if p, ok := s.opts.Credentials.Authenticate(token); ok {
+				return p, nil
+			}
+		}
 	}
-	return s.opts.Credentials.Authenticate(strings.TrimSpace(token))
+	return gateway.Principal{}, fmt.Errorf("%w: %s", gateway.ErrUnauthenticated, why)
 }
 
 // ToolInfo describes a tool in GET /v1/tools.

@@ -200,9 +200,9 @@ type errorResponse struct {
 var errorResponses = []errorResponse{
 	{http.StatusBadRequest, "InvalidArgument", gateway.CodeInvalid,
 		"Malformed JSON, an unknown field, a wrong type, or a bad key or value; a query parameter the route does not take, " +
-			"given twice or malformed. The message names the field, parameter or rule.", false},
+			"given twice or malformed; a Vigil-Session or Last-Event-ID header given twice. The message names the field, parameter or rule.", false},
 	{http.StatusUnauthorized, "Unauthenticated", gateway.CodeUnauthenticated,
-		"The bearer token is missing or not one the gateway accepts.", false},
+		"The bearer token is missing or not one the gateway accepts, or the Authorization header is not one Bearer TOKEN.", false},
 	{http.StatusForbidden, "PermissionDenied", gateway.CodeForbidden,
 		"The credential may not do this, the request came from a web page of another origin, or its Host is not a name the gateway answers to.", false},
 	{http.StatusNotFound, "NotFound", gateway.CodeNotFound,

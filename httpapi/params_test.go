@@ -160,3 +160,49 @@ func TestTheOpenAPIDocumentListsEveryParameterEachStreamTakes(t *testing.T) {
 		}
 	}
 }
+
+func TestAVigilSessionHeaderGivenTwiceIsRefusedAndStoresNothing(t *testing.T) {
+	s := e2eStart(t)
+	before := e2eSnapshot(t, s)
+	for _, sessions := range [][]string{{e2eManager, e2eOpsMain}, {e2eManager, e2eManager}} {
+		h := paramsWith(paramsAdmin(), httpapi.SessionHeader, sessions...)
+		code, body := paramsRequest(t, s, http.MethodPost, "/v1/tools/sessions_spawn", h, paramsSpawn)
+		e2eCheckError(t, "two Vigil-Session headers", code, body, http.StatusBadRequest, gateway.CodeInvalid,
+			"Vigil-Session", "more than once")
+	}
+	e2eSameSnapshot(t, before, e2eSnapshot(t, s))
+}
+
+func TestAnAuthorizationHeaderGivenTwiceIsRefusedAndStoresNothing(t *testing.T) {
+	s := e2eStart(t)
+	before := e2eSnapshot(t, s)
+	h := paramsWith(paramsAdmin(), "Authorization", "Bearer "+e2eMain)
+	h.Set(httpapi.SessionHeader, e2eManager)
+	code, body := paramsRequest(t, s, http.MethodPost, "/v1/tools/sessions_spawn", h, paramsSpawn)
+	e2eCheckError(t, "two Authorization headers", code, body, http.StatusUnauthorized, gateway.CodeUnauthenticated,
+		"Authorization", "more than once")
+	e2eSameSnapshot(t, before, e2eSnapshot(t, s))
+}
+
+func TestAnAuthorizationThatIsNotOneBearerTokenIsRefusedSayingWhy(t *testing.T) {
+	s := e2eStart(t)
+	for value, want := range map[string]string{
+		"Basic " + e2eAdmin:                    "not Bearer",
+		"Bearer " + e2eAdmin + " " + e2eMain:   "one token",
+		"Bearer":                               "one token",
+		e2eAdmin:                               "Bearer",
+		"Bearer not-a-token-of-this-gateway-x": "a valid bearer token is required",
+	} {
+		code, body := paramsRequest(t, s, http.MethodPost, "/v1/tools/sessions_list",
+			http.Header{"Authorization": {value}}, `{}`)
+		e2eCheckError(t, value, code, body, http.StatusUnauthorized, gateway.CodeUnauthenticated, want)
+	}
+}
+
+func TestALastEventIDGivenTwiceIsRefused(t *testing.T) {
+	s := e2eStart(t)
+	for _, path := range []string{"/v1/events", "/v1/sessions/" + e2eManager + "/events"} {
+		code, body := paramsRequest(t, s, http.MethodGet, path, paramsWith(paramsAdmin(), "Last-Event-ID", "0", "1"), "")
+		e2eCheckError(t, path, code, body, http.StatusBadRequest, gateway.CodeInvalid, "Last-Event-ID", "more than once")
+	}
+}

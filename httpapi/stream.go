@@ -242,6 +242,9 @@ type SessionDeleted struct {
 // resumePosition reads where a stream resumes: Last-Event-ID, or ?after=N;
 // given reports whether either was.
 func resumePosition(r *http.Request) (pos int64, given bool, err error) {
+	if len(r.Header.Values("Last-Event-ID")) > 1 {
+		return 0, false, fmt.Errorf("%w: the Last-Event-ID header is given more than once: resume from one position", gateway.ErrInvalid)
+	}
 	v := r.Header.Get("Last-Event-ID")
 	if v == "" {
 		// Given empty, ?after= is refused, not read as no position: the
