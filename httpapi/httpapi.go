@@ -28,6 +28,7 @@ import (
 	"github.com/vigilhq/vigil/dashboard"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/internal/metrics"
+	"github.com/vigilhq/vigil/internal/quote"
 	"github.com/vigilhq/vigil/mcpserver"
 	"github.com/vigilhq/vigil/sessionkey"
 )
@@ -159,7 +160,7 @@ func NewHandler(g *gateway.Gateway, opts Options) (http.Handler, error) {
 	mux.Handle("GET /{$}", page)
 	mux.Handle("GET "+dashboard.AssetPrefix, page)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
+		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+quote.Bounded(r.URL.Path))
 	})
 	// Routes that read or change data.
 	data := func(pattern string, h http.Handler) { mux.Handle(pattern, s.protect(h)) }
@@ -231,7 +232,7 @@ func checkQuery(raw string, names []string) error {
 	for _, name := range slices.Sorted(maps.Keys(q)) {
 		switch {
 		case !slices.Contains(names, name):
-			return fmt.Errorf("%w: unknown query parameter %q (this endpoint takes %s)", gateway.ErrInvalid, name,
+			return fmt.Errorf("%w: unknown query parameter %s (this endpoint takes %s)", gateway.ErrInvalid, quote.Bounded(name),
 				strings.Join(names, ", "))
 		case len(q[name]) > 1:
 			return fmt.Errorf("%w: query parameter %q is given more than once", gateway.ErrInvalid, name)
@@ -447,7 +448,7 @@ func (s *server) callTool(w http.ResponseWriter, r *http.Request, c gateway.Call
 	name := r.PathValue("name")
 	tool, ok := s.g.Tools().Get(name)
 	if !ok {
-		writeError(w, http.StatusNotFound, gateway.CodeNotFound, "no tool named "+name)
+		writeError(w, http.StatusNotFound, gateway.CodeNotFound, "no tool named "+quote.Bounded(name))
 		return
 	}
 	body, ok := s.readBody(w, r)

@@ -206,3 +206,47 @@ func TestALastEventIDGivenTwiceIsRefused(t *testing.T) {
 		e2eCheckError(t, path, code, body, http.StatusBadRequest, gateway.CodeInvalid, "Last-Event-ID", "more than once")
 	}
 }
+
+func TestARefusalShowsABoundedPrefixOfAHugeValueNotAllOfIt(t *testing.T) {
+	s := e2eStart(t)
+	huge := strings.Repeat("x", 900<<10)
+	long := strings.Repeat("y", 200<<10) // within a request line's and a header's limits
+	admin := paramsAdmin()
+	for _, tc := range []struct {
+		name, method, path string
+		header             http.Header
+		body               string
+		status             int
+		code               string
+		says               []string
+	}{
+		{"a key in the body", http.MethodPost, "/v1/tools/session_status", admin, `{"sessionKey": "agent:` + huge + `"}`,
+			400, gateway.CodeInvalid, []string{`"agent:xxx`, "longer than 512 bytes"}},
+		{"an agent id in the body", http.MethodPost, "/v1/tools/sessions_list", admin, `{"agentId": "` + huge + `"}`,
+			400, gateway.CodeInvalid, []string{`"xxx`, "invalid agent id"}},
+		{"a key in the path", http.MethodPost, "/v1/sessions/agent:" + long + "/turn", admin, `{}`,
+			400, gateway.CodeInvalid, []string{`"agent:yyy`, "longer than 512 bytes"}},
+		{"a key in the query", http.MethodPost, "/v1/tools/sessions_list?as=agent:" + long, admin, `{}`,
+			400, gateway.CodeInvalid, []string{`"agent:yyy`, "acting session"}},
+		{"a key in a header", http.MethodPost, "/v1/tools/sessions_list", paramsWith(admin, httpapi.SessionHeader, "agent:"+long), `{}`,
+			400, gateway.CodeInvalid, []string{`"agent:yyy`, "acting session"}},
+		{"a field's name", http.MethodPost, "/v1/tools/sessions_list", admin, `{"` + huge + `": 1}`,
+			400, gateway.CodeInvalid, []string{`unknown field "xxx`}},
+		{"a number", http.MethodPost, "/v1/tools/sessions_list", admin, `{"limit": 1` + strings.Repeat("0", 900<<10) + `}`,
+			400, gateway.CodeInvalid, []string{"field limit", "100"}},
+		{"a query parameter's name", http.MethodPost, "/v1/tools/sessions_list?" + long + "=1", admin, `{}`,
+			400, gateway.CodeInvalid, []string{`unknown query parameter "yyy`}},
+		{"a resume position", http.MethodGet, "/v1/events?after=" + long, admin, "",
+			400, gateway.CodeInvalid, []string{`resume position "yyy`}},
+		{"a tool's name", http.MethodPost, "/v1/tools/" + long, admin, `{}`,
+			404, gateway.CodeNotFound, []string{"no tool named", "yyy"}},
+		{"an endpoint", http.MethodGet, "/v2/" + long, admin, "",
+			404, gateway.CodeNotFound, []string{"no such endpoint", "/v2/yyy"}},
+	} {
+		code, body := paramsRequest(t, s, tc.method, tc.path, tc.header, tc.body)
+		eb := e2eCheckError(t, tc.name, code, body, tc.status, tc.code, tc.says...)
+		if len(eb.Error.Message) > 1024 {
+			t.Errorf("%s: the refusal is %d bytes long: %.200s...", tc.name, len(eb.Error.Message), eb.Error.Message)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/internal/quote"
 	"github.com/vigilhq/vigil/sessionkey"
 )
 
@@ -257,7 +258,7 @@ func resumePosition(r *http.Request) (pos int64, given bool, err error) {
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 	if err != nil || n < 0 {
-		return 0, false, fmt.Errorf("%w: the resume position %q must be an integer of at least 0", gateway.ErrInvalid, v)
+		return 0, false, fmt.Errorf("%w: the resume position %s must be an integer of at least 0", gateway.ErrInvalid, quote.Bounded(v))
 	}
 	return n, true, nil
 }
