@@ -390,3 +390,28 @@ func TestJSONThatDoesNotParseIsRefusedSayingWhereWithoutEchoingIt(t *testing.T) 
 		}
 	}
 }
+
+// An argument too many is a usage error whose hint fits the command: only
+// a command that takes a text suggests quoting one of several words.
+func TestAnArgumentTooManyIsRefusedWithExit2AndAHintThatFitsTheCommand(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args     []string
+		says     string
+		textHint bool
+	}{
+		{[]string{"send", cliManager, "use", "Q3"}, `unexpected argument "Q3"`, true},
+		{[]string{"spawn", cliManager, "draft", "it"}, `unexpected argument "it"`, true},
+		{[]string{"status", cliManager, "extra"}, `unexpected argument "extra"`, false},
+		{[]string{"history", cliManager, "extra"}, `unexpected argument "extra"`, false},
+		{[]string{"hook", "extra"}, `unexpected argument "extra"`, false},
+		{[]string{"wait", "extra"}, `unexpected argument "extra"`, false},
+	} {
+		code, _, errOut := cliRun(t, cliEnv(nil), tc.args...)
+		hinted := strings.Contains(errOut, "quote a message of several words")
+		if code != exitUsage || !strings.Contains(errOut, tc.says) || hinted != tc.textHint {
+			t.Errorf("vigil %s: exit %d, stderr %q; want exit 2 naming the argument, a quoting hint: %v",
+				strings.Join(tc.args, " "), code, errOut, tc.textHint)
+		}
+	}
+}
