@@ -415,3 +415,13 @@ func TestAnArgumentTooManyIsRefusedWithExit2AndAHintThatFitsTheCommand(t *testin
 		}
 	}
 }
+
+func TestABackupOrRestoreGivenTwoFilesIsRefusedNamingTheSecond(t *testing.T) {
+	t.Parallel()
+	for _, verb := range []string{"backup", "restore"} {
+		code, _, errOut := cliRun(t, cliEnv(nil), "db", verb, "one.db", "two.db")
+		if code != exitUsage || !strings.Contains(errOut, `unexpected argument "two.db"`) {
+			t.Errorf("vigil db %s one.db two.db: exit %d, stderr %q; want exit 2 naming two.db", verb, code, errOut)
+		}
+	}
+}
