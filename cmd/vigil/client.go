@@ -199,11 +199,12 @@ func cliBaseURL(addr string) (string, error) {
 	return strings.TrimRight(u.String(), "/"), nil
 }
 
-// cliCheckKey checks a session key locally, so a malformed one is refused
-// with the rule it breaks before anything is sent.
+// cliCheckKey checks a session key the command line gives (what names
+// the argument or flag), so a malformed one is refused as a wrong command
+// line, with the rule it breaks, before anything is sent.
 func cliCheckKey(what, key string) error {
 	if _, err := sessionkey.Parse(key); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		return cliUsagef("%s: %v", what, err)
 	}
 	return nil
 }
@@ -216,9 +217,9 @@ func cliCheckRef(what, key, agent string) error {
 	}
 	if _, err := vigil.Ref(agent, key); err != nil {
 		if k, _ := sessionkey.Parse(key); !k.Qualified() && agent == "" {
-			return fmt.Errorf("%s: session key %q is not agent-qualified: give its agent with --agent", what, k)
+			return cliUsagef("%s: session key %q is not agent-qualified: give its agent with --agent", what, k)
 		}
-		return fmt.Errorf("%s: %w", what, err)
+		return cliUsagef("%s: %v", what, err)
 	}
 	return nil
 }

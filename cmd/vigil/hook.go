@@ -25,6 +25,7 @@ import (
 
 	"github.com/vigilhq/vigil/client"
 	"github.com/vigilhq/vigil/internal/redact"
+	"github.com/vigilhq/vigil/sessionkey"
 )
 
 func init() {
@@ -222,7 +223,12 @@ func (h *hook) sessionKey(flagSet bool, flag, agent string) (key string, named b
 		return "", false, &cliExitError{msg: "no session: give --session (or VIGIL_SESSION), or a hook input with a session_id"}
 	}
 	key = "agent:" + agent + ":" + h.channel + ":" + h.in.SessionID
-	return key, false, cliCheckKey("the session derived from the hook's session_id", key)
+	// Made of the hook's input, not only of the command line: a failure
+	// (exit 1) the agent goes on from, not a wrong command line.
+	if _, err := sessionkey.Parse(key); err != nil {
+		return "", false, &cliExitError{msg: "the session derived from the hook's session_id: " + err.Error()}
+	}
+	return key, false, nil
 }
 
 // answer answers the hook event.
