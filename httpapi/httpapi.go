@@ -177,10 +177,16 @@ func NewHandler(g *gateway.Gateway, opts Options) (http.Handler, error) {
 	// On the log stream, ?session= is the stream's filter: only ?as= names
 	// the acting session there.
 	data("GET /v1/events", s.query(streamParams, s.authed([]string{"as"}, s.logEvents)))
-	data("/mcp", s.query(actingParams, s.bounded(true, s.mcp(mcpserver.NewHandler(opts.Context, g, func(r *http.Request) (gateway.Caller, error) {
+	// The JSON-RPC transports word their refusals themselves: the query
+	// is checked as they resolve the caller.
+	rpcCaller := func(r *http.Request) (gateway.Caller, error) {
+		if err := checkQuery(r.URL.RawQuery, actingParams); err != nil {
+			return gateway.Caller{}, err
+		}
 		return s.resolve(r, actingParams)
-	}, opts.Logger, mcpserver.HTTPOptions{IdleTimeout: opts.MCPIdleTimeout, TaskRetention: opts.MCPTaskRetention,
-		Background: opts.Background})))))
+	}
+	data("/mcp", s.bounded(true, s.mcp(mcpserver.NewHandler(opts.Context, g, rpcCaller, opts.Logger,
+		mcpserver.HTTPOptions{IdleTimeout: opts.MCPIdleTimeout, TaskRetention: opts.MCPTaskRetention, Background: opts.Background}))))
 	a2aopts := a2aserver.Options{Logger: opts.Logger, MaxBodyBytes: opts.MaxBodyBytes, Principal: opts.Credentials.PushPrincipal,
 		PushLimits: opts.PushLimits, Background: opts.Background}
 	if opts.Metrics != nil {
@@ -190,9 +196,7 @@ func NewHandler(g *gateway.Gateway, opts Options) (http.Handler, error) {
 			return nil, err
 		}
 	}
-	data("POST "+a2aserver.Path, s.query(actingParams, s.bounded(true, s.mcp(a2aserver.Handler(opts.Context, g, func(r *http.Request) (gateway.Caller, error) {
-		return s.resolve(r, actingParams)
-	}, a2aopts)))))
+	data("POST "+a2aserver.Path, s.bounded(true, s.mcp(a2aserver.Handler(opts.Context, g, rpcCaller, a2aopts))))
 	return s.count(s.deadlines(s.hosts(mux)), mux), nil
 }
 

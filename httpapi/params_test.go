@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vigilhq/vigil/a2aserver"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/httpapi"
 )
@@ -248,5 +249,27 @@ func TestARefusalShowsABoundedPrefixOfAHugeValueNotAllOfIt(t *testing.T) {
 		if len(eb.Error.Message) > 1024 {
 			t.Errorf("%s: the refusal is %d bytes long: %.200s...", tc.name, len(eb.Error.Message), eb.Error.Message)
 		}
+	}
+}
+
+// A2A's refusals are JSON-RPC errors, a query's as much as a credential's.
+func TestAnA2ARequestGivingAQueryParameterTwiceIsRefusedAsAJSONRPCError(t *testing.T) {
+	s := e2eStart(t)
+	path := a2aserver.Path + "?as=" + e2eManager + "&as=" + e2eOpsMain
+	code, body := paramsRequest(t, s, http.MethodPost, path, paramsWith(paramsAdmin(), "Content-Type", "application/json"),
+		`{"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"id": "t1"}}`)
+	var answer struct {
+		JSONRPC string `json:"jsonrpc"`
+		Error   struct {
+			Message string            `json:"message"`
+			Data    map[string]string `json:"data"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &answer); err != nil {
+		t.Fatal(err)
+	}
+	if code != http.StatusBadRequest || answer.JSONRPC != "2.0" || answer.Error.Data["code"] != gateway.CodeInvalid ||
+		!strings.Contains(answer.Error.Message, `query parameter "as" is given more than once`) {
+		t.Fatalf("status %d, answer %s; want 400 and a JSON-RPC error naming ?as=", code, body)
 	}
 }
