@@ -141,13 +141,18 @@ func describeJSONError(err error, v any) error {
 	return invalid("%v", err)
 }
 
-// fieldName spells a JSON pointer as the dotted path callers write.
+// fieldName spells a JSON pointer as the dotted path callers write; a
+// long one, which no field of a tool's has, is shown quoted and bounded.
 func fieldName(p jsontext.Pointer) string {
 	var parts []string
 	for tok := range p.Tokens() {
 		parts = append(parts, tok)
 	}
-	return strings.Join(parts, ".")
+	name := strings.Join(parts, ".")
+	if len(name) > quote.MaxBytes {
+		return quote.Bounded(name)
+	}
+	return name
 }
 
 func kindName(k jsontext.Kind, value jsontext.Value) string {

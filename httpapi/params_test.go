@@ -233,6 +233,8 @@ func TestARefusalShowsABoundedPrefixOfAHugeValueNotAllOfIt(t *testing.T) {
 			400, gateway.CodeInvalid, []string{`"agent:yyy`, "acting session"}},
 		{"a field's name", http.MethodPost, "/v1/tools/sessions_list", admin, `{"` + huge + `": 1}`,
 			400, gateway.CodeInvalid, []string{`unknown field "xxx`}},
+		{"a field's name given twice", http.MethodPost, "/v1/tools/sessions_list", admin, `{"` + long + `": 1, "` + long + `": 1}`,
+			400, gateway.CodeInvalid, []string{`field "yyy`, "more than once"}},
 		{"a number", http.MethodPost, "/v1/tools/sessions_list", admin, `{"limit": 1` + strings.Repeat("0", 900<<10) + `}`,
 			400, gateway.CodeInvalid, []string{"field limit", "100"}},
 		{"a query parameter's name", http.MethodPost, "/v1/tools/sessions_list?" + long + "=1", admin, `{}`,
