@@ -160,6 +160,12 @@ func NewHandler(g *gateway.Gateway, opts Options) (http.Handler, error) {
 	mux.Handle("GET /{$}", page)
 	mux.Handle("GET "+dashboard.AssetPrefix, page)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if allow := otherMethods(mux, r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, http.StatusMethodNotAllowed, codeMethodNotAllowed,
+				r.Method+" "+quote.Bounded(r.URL.Path)+": this endpoint takes "+strings.Join(allow, ", "))
+			return
+		}
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+quote.Bounded(r.URL.Path))
 	})
 	// Routes that read or change data.
@@ -198,6 +204,28 @@ func NewHandler(g *gateway.Gateway, opts Options) (http.Handler, error) {
 	}
 	data("POST "+a2aserver.Path, s.bounded(true, s.mcp(a2aserver.Handler(opts.Context, g, rpcCaller, a2aopts))))
 	return s.count(s.deadlines(s.hosts(mux)), mux), nil
+}
+
+// codeMethodNotAllowed is the error code of a known endpoint called with
+// a method it does not take.
+const codeMethodNotAllowed = "method_not_allowed"
+
+// otherMethods are the methods, other than r's, under which mux has a
+// route for r's path: none for a path no route names. The catch-all route
+// matches every method, so the mux itself never answers 405.
+func otherMethods(mux *http.ServeMux, r *http.Request) []string {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if m == r.Method {
+			continue
+		}
+		probe := *r
+		probe.Method = m
+		if _, pattern := mux.Handler(&probe); pattern != "" && pattern != "/" {
+			allow = append(allow, m)
+		}
+	}
+	return allow
 }
 
 // actingParams are the query parameters that name the acting session

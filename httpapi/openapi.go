@@ -207,6 +207,8 @@ var errorResponses = []errorResponse{
 		"The credential may not do this, the request came from a web page of another origin, or its Host is not a name the gateway answers to.", false},
 	{http.StatusNotFound, "NotFound", gateway.CodeNotFound,
 		"No such session or run.", false},
+	{http.StatusMethodNotAllowed, "MethodNotAllowed", codeMethodNotAllowed,
+		"The endpoint takes another method, which the Allow header names.", false},
 	{http.StatusRequestTimeout, "RequestTimeout", "request_timeout",
 		"The request body did not arrive within the body timeout.", false},
 	{http.StatusConflict, "Conflict", gateway.CodeConflict,

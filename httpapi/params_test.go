@@ -275,3 +275,33 @@ func TestAnA2ARequestGivingAQueryParameterTwiceIsRefusedAsAJSONRPCError(t *testi
 		t.Fatalf("status %d, answer %s; want 400 and a JSON-RPC error naming ?as=", code, body)
 	}
 }
+
+func TestAnEndpointCalledWithAMethodItDoesNotTakeIsRefused405NamingTheOnesItDoes(t *testing.T) {
+	s := e2eStart(t)
+	before := e2eSnapshot(t, s)
+	for _, tc := range []struct{ method, path, allow string }{
+		{http.MethodGet, "/v1/tools/sessions_spawn", "POST"},
+		{http.MethodPut, "/v1/sessions/" + e2eManager + "/turn", "POST"},
+		{http.MethodPost, "/v1/events", "GET, HEAD"},
+	} {
+		req, err := http.NewRequest(tc.method, s.URL+tc.path, strings.NewReader(paramsSpawn))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header = paramsAdmin()
+		resp, err := e2eClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		e2eCheckError(t, tc.method+" "+tc.path, resp.StatusCode, body, http.StatusMethodNotAllowed, "method_not_allowed",
+			tc.method, "takes "+tc.allow)
+		if got := resp.Header.Get("Allow"); got != tc.allow {
+			t.Errorf("%s %s: Allow %q, want %q", tc.method, tc.path, got, tc.allow)
+		}
+	}
+	code, body := paramsRequest(t, s, http.MethodGet, "/v1/nowhere", paramsAdmin(), "")
+	e2eCheckError(t, "GET /v1/nowhere", code, body, http.StatusNotFound, gateway.CodeNotFound, "no such endpoint")
+	e2eSameSnapshot(t, before, e2eSnapshot(t, s))
+}
