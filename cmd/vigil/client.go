@@ -62,8 +62,11 @@ type cliClient struct {
 	base  string // the gateway's URL, without a trailing slash
 	token string
 	as    string // the acting session (--as), if any
-	json  bool   // --json, -o json or -o yaml: the answer as the gateway gave it
-	yaml  bool   // -o yaml: that answer as YAML
+	// asFrom names where as came from (--as, VIGIL_SESSION, the context),
+	// for a refusal of it to name.
+	asFrom string
+	json   bool // --json, -o json or -o yaml: the answer as the gateway gave it
+	yaml   bool // -o yaml: that answer as YAML
 	// session is the acting session the client config's context names,
 	// used when neither --as nor VIGIL_SESSION is given.
 	session string
@@ -106,9 +109,9 @@ func cliCobra(cmd *cliCommand, env *cliIO, g *cliGlobal) *cobra.Command {
 		if err := c.connect(env, g); err != nil {
 			return err
 		}
-		c.as = as
+		c.as, c.asFrom = as, "--as"
 		if cmd.acting && !co.Flags().Changed("as") {
-			c.as = cliOr(env.getenv("VIGIL_SESSION"), c.session)
+			c.as, c.asFrom = cliActing(env.getenv, c.session)
 		}
 		// A transport of its own, so nothing outlives the command.
 		tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -197,6 +200,16 @@ func cliBaseURL(addr string) (string, error) {
 		return "", fmt.Errorf("--addr %q is not host:port or an http(s) URL", redact.URL(addr))
 	}
 	return strings.TrimRight(u.String(), "/"), nil
+}
+
+// cliActing is the acting session when its flag is not given:
+// VIGIL_SESSION, else the client config context's one; from names which,
+// so that a refusal names what the user set rather than a flag.
+func cliActing(getenv func(string) string, context string) (key, from string) {
+	if key := getenv("VIGIL_SESSION"); key != "" {
+		return key, "VIGIL_SESSION"
+	}
+	return context, "the context's session"
 }
 
 // cliCheckKey checks a session key the command line gives (what names

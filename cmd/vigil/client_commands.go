@@ -153,7 +153,7 @@ func (c *cliClient) checkActing() error {
 	if c.as == "" {
 		return nil
 	}
-	return cliCheckKey("--as", c.as)
+	return cliCheckKey(c.asFrom, c.as)
 }
 
 // --- sessions ---

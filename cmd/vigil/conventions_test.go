@@ -425,3 +425,20 @@ func TestABackupOrRestoreGivenTwoFilesIsRefusedNamingTheSecond(t *testing.T) {
 		}
 	}
 }
+
+// A malformed acting session taken from the environment is refused naming
+// the variable it came from, not a flag the command line never gave.
+func TestAMalformedActingSessionFromTheEnvironmentNamesItsVariable(t *testing.T) {
+	t.Parallel()
+	env := cliEnv(nil, "VIGIL_SESSION", "agent::x")
+	want := `VIGIL_SESSION: invalid session key "agent::x"`
+	if code, _, errOut := cliRun(t, env, "status", cliManager); code != exitUsage || !strings.Contains(errOut, want) {
+		t.Errorf("vigil status: exit %d, stderr %q; want exit 2 and %q", code, errOut, want)
+	}
+	if code, _, errOut := cliRun(t, env, "mcp", "--addr", "127.0.0.1:1"); code != exitUsage || !strings.Contains(errOut, want) {
+		t.Errorf("vigil mcp: exit %d, stderr %q; want exit 2 and %q", code, errOut, want)
+	}
+	if code, _, errOut := hookRun(t, env, hookPayload(t, "stop.json")); code != exitUsage || !strings.Contains(errOut, want) {
+		t.Errorf("vigil hook: exit %d, stderr %q; want exit 2 and %q", code, errOut, want)
+	}
+}

@@ -212,12 +212,12 @@ func cliHook(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) er
 // VIGIL_SESSION, then the context's session, then the key derived from
 // the hook's session_id.
 func (h *hook) sessionKey(flagSet bool, flag, agent string) (key string, named bool, err error) {
-	key = flag
+	key, from := flag, "--session"
 	if !flagSet {
-		key = cliOr(h.c.getenv("VIGIL_SESSION"), h.c.session)
+		key, from = cliActing(h.c.getenv, h.c.session)
 	}
 	if key != "" {
-		return key, true, cliCheckKey("--session", key)
+		return key, true, cliCheckKey(from, key)
 	}
 	if h.in.SessionID == "" {
 		return "", false, &cliExitError{msg: "no session: give --session (or VIGIL_SESSION), or a hook input with a session_id"}
