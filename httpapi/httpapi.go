@@ -238,11 +238,7 @@ var actingParams = []string{"as", "session"}
 // agent and a resume position.
 var streamParams = []string{"as", "session", "agent", "after"}
 
-// query refuses a request whose query string is malformed, names a
-// parameter the route does not take (names, in the order the refusal
-// lists them), or gives one more than once. Read leniently, a malformed
-// pair would be dropped and a repeated one read as its first: the request
-// would act otherwise than its caller meant, where a refusal tells it.
+// query refuses a request whose query checkQuery refuses.
 func (s *server) query(names []string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := checkQuery(r.URL.RawQuery, names); err != nil {
@@ -253,6 +249,11 @@ func (s *server) query(names []string, next http.Handler) http.Handler {
 	})
 }
 
+// checkQuery refuses a query string that is malformed, names a parameter
+// other than names (listed, in their order, by the refusal), or gives one
+// more than once. Read leniently, a malformed pair would be dropped and a
+// repeated one read as its first: the request would act otherwise than
+// its caller meant, where a refusal tells it.
 func checkQuery(raw string, names []string) error {
 	if raw == "" {
 		return nil
@@ -399,8 +400,9 @@ func (s *server) authed(acting []string, h func(http.ResponseWriter, *http.Reque
 }
 
 // resolve authenticates the request and decides who acts: the credential,
-// and the session named by the Vigil-Session header (or, where a client
-// cannot set headers, the first of the acting query parameters given).
+// and the session named by the one Vigil-Session header (or, where a
+// client cannot set headers, by the one of the acting query parameters
+// given: two names for one session are refused, as is the header twice).
 func (s *server) resolve(r *http.Request, acting []string) (gateway.Caller, error) {
 	p, err := s.principal(r)
 	if err != nil {
@@ -420,7 +422,7 @@ func (s *server) resolve(r *http.Request, acting []string) (gateway.Caller, erro
 			}
 		}
 		if len(given) > 1 {
-			return gateway.Caller{}, fmt.Errorf("%w: %s and %s name the acting session both: give one, not both",
+			return gateway.Caller{}, fmt.Errorf("%w: %s and %s both name the acting session: give one, not both",
 				gateway.ErrInvalid, given[0], given[1])
 		}
 	}
