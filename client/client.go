@@ -72,8 +72,9 @@ func WithHTTPClient(hc *http.Client) Option {
 }
 
 // New returns a client of the gateway at baseURL, such as
-// http://127.0.0.1:7317 (a path, as behind a proxy, is kept). A token
-// that is not printable ASCII is refused, without being shown.
+// http://127.0.0.1:7317 (a path, as behind a proxy, is kept). A base URL
+// with a query or a fragment, and a token that is not printable ASCII,
+// are refused, without being shown.
 func New(baseURL string, opts ...Option) (*Client, error) {
 	u, err := url.Parse(strings.TrimSpace(baseURL))
 	if err != nil {
@@ -82,8 +83,14 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("vigil: base URL %q: want http(s)://host[:port]", redact.URL(baseURL))
 	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		// Every request's own query would replace it: refused, not dropped,
+		// since a caller who wrote ?as= there meant to act as a session. It
+		// may hold a secret, so it is not shown.
+		return nil, fmt.Errorf("vigil: base URL %s://%s%s: a query or fragment is not used: name the acting session on its own, not in the URL",
+			u.Scheme, u.Host, u.EscapedPath())
+	}
 	u.Path = strings.TrimRight(u.Path, "/")
-	u.RawQuery, u.Fragment = "", ""
 	c := &Client{base: u, http: http.DefaultClient}
 	for _, o := range opts {
 		o(c)

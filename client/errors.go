@@ -17,22 +17,23 @@ import (
 // The gateway's error codes, one per kind of refusal; errors.Is matches an
 // [*APIError] against them by its code.
 var (
-	ErrInvalidArgument  = errors.New("invalid_argument")  // 400: the message names the field or rule
-	ErrUnauthenticated  = errors.New("unauthenticated")   // 401: missing or wrong token
-	ErrPermissionDenied = errors.New("permission_denied") // 403
-	ErrNotFound         = errors.New("not_found")         // 404: no such session, run or tool
-	ErrRequestTimeout   = errors.New("request_timeout")   // 408
-	ErrConflict         = errors.New("conflict")          // 409: see ConflictError
-	ErrPayloadTooLarge  = errors.New("payload_too_large") // 413
-	ErrTooManyRequests  = errors.New("too_many_requests") // 429: this credential's limit; see APIError.RetryAfter
-	ErrInternal         = errors.New("internal")          // 500
-	ErrUnavailable      = errors.New("unavailable")       // 503: safe to retry (see APIError.RetryAfter), unless the message says the outcome is unknown
+	ErrInvalidArgument  = errors.New("invalid_argument")   // 400: the message names the field or rule
+	ErrUnauthenticated  = errors.New("unauthenticated")    // 401: missing or wrong token
+	ErrPermissionDenied = errors.New("permission_denied")  // 403
+	ErrNotFound         = errors.New("not_found")          // 404: no such session, run or tool
+	ErrMethodNotAllowed = errors.New("method_not_allowed") // 405: the route takes another method (Do)
+	ErrRequestTimeout   = errors.New("request_timeout")    // 408
+	ErrConflict         = errors.New("conflict")           // 409: see ConflictError
+	ErrPayloadTooLarge  = errors.New("payload_too_large")  // 413
+	ErrTooManyRequests  = errors.New("too_many_requests")  // 429: this credential's limit; see APIError.RetryAfter
+	ErrInternal         = errors.New("internal")           // 500
+	ErrUnavailable      = errors.New("unavailable")        // 503: safe to retry (see APIError.RetryAfter), unless the message says the outcome is unknown
 )
 
 var codeErrors = map[string]error{}
 
 func init() {
-	for _, e := range []error{ErrInvalidArgument, ErrUnauthenticated, ErrPermissionDenied, ErrNotFound,
+	for _, e := range []error{ErrInvalidArgument, ErrUnauthenticated, ErrPermissionDenied, ErrNotFound, ErrMethodNotAllowed,
 		ErrRequestTimeout, ErrConflict, ErrPayloadTooLarge, ErrTooManyRequests, ErrInternal, ErrUnavailable} {
 		codeErrors[e.Error()] = e
 	}

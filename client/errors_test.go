@@ -497,3 +497,24 @@ func TestAnErrorWithACodeButNoMessageKeepsItsCodeAndNamesTheStatus(t *testing.T)
 	_, err = c.Status(bounded(t), client.StatusInput{SessionKey: "agent:ops:main"})
 	checkAPIError(t, "a code without a message", err, http.StatusNotFound, client.ErrNotFound, "HTTP 404: not_found")
 }
+
+// A base URL's query or fragment would be dropped from every request: a
+// caller who meant ?as= to act as a session would act as another,
+// unwarned.
+func TestABaseURLWithAQueryOrFragmentIsRefusedNotDropped(t *testing.T) {
+	t.Parallel()
+	for _, base := range []string{
+		"http://127.0.0.1:7317/?as=agent:main:main",
+		"http://127.0.0.1:7317?token=s3cret-pw",
+		"http://127.0.0.1:7317/#top",
+	} {
+		_, err := client.New(base)
+		if err == nil {
+			t.Errorf("New(%q) was accepted", base)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, "query or fragment") || strings.Contains(msg, "s3cret") {
+			t.Errorf("New(%q): %q, want a refusal naming the query or fragment, showing neither", base, msg)
+		}
+	}
+}

@@ -91,6 +91,13 @@ func TestDoRefusesAPathWithoutALeadingSlashAndReportsTheGatewaysRefusal(t *testi
 	checkAPIError(t, "an unknown route", err, http.StatusNotFound, client.ErrNotFound, "no such endpoint")
 }
 
+func TestDoReportsAMethodTheRouteDoesNotTake(t *testing.T) {
+	gw := startGateway(t, nil)
+	c := connect(t, gw, mainToken, "")
+	err := c.Do(bounded(t), http.MethodGet, "/v1/tools/session_status", nil, nil)
+	checkAPIError(t, "GET of a tool", err, http.StatusMethodNotAllowed, client.ErrMethodNotAllowed, "takes POST")
+}
+
 func TestARawJSONInputIsSentByteForByte(t *testing.T) {
 	gw := startGateway(t, nil)
 	rec := &recording{}

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"strconv"
 	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/vigilhq/vigil/internal/quote"
 )
 
 // strict are the decoding rules for everything a caller sends: member names
@@ -120,9 +123,9 @@ func describeJSONError(err error, v any) error {
 		if errors.Is(sem.Err, jsonv2.ErrUnknownName) {
 			name := sem.JSONPointer.LastToken()
 			if known := caseFold(v, name, sem.JSONPointer.Parent()); known != "" {
-				return invalid("unknown field %q: field names are case-sensitive (did you mean %q?)", name, known)
+				return invalid("unknown field %s: field names are case-sensitive (did you mean %q?)", quote.Bounded(name), known)
 			}
-			return invalid("unknown field %q", name)
+			return invalid("unknown field %s", quote.Bounded(name))
 		}
 		got := kindName(sem.JSONKind, sem.JSONValue)
 		if field == "" {
@@ -138,13 +141,18 @@ func describeJSONError(err error, v any) error {
 	return invalid("%v", err)
 }
 
-// fieldName spells a JSON pointer as the dotted path callers write.
+// fieldName spells a JSON pointer as the dotted path callers write; a
+// long one, which no field of a tool's has, is shown quoted and bounded.
 func fieldName(p jsontext.Pointer) string {
 	var parts []string
 	for tok := range p.Tokens() {
 		parts = append(parts, tok)
 	}
-	return strings.Join(parts, ".")
+	name := strings.Join(parts, ".")
+	if len(name) > quote.MaxBytes {
+		return quote.Bounded(name)
+	}
+	return name
 }
 
 func kindName(k jsontext.Kind, value jsontext.Value) string {
@@ -152,6 +160,9 @@ func kindName(k jsontext.Kind, value jsontext.Value) string {
 	case '"':
 		return "string"
 	case '0':
+		if len(value) > quote.MaxBytes {
+			return "number " + string(value[:quote.MaxBytes]) + "... (" + strconv.Itoa(len(value)) + " digits)"
+		}
 		if len(value) > 0 {
 			return "number " + string(value)
 		}

@@ -11,8 +11,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +28,7 @@ import (
 	"github.com/vigilhq/vigil/dashboard"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/internal/metrics"
+	"github.com/vigilhq/vigil/internal/quote"
 	"github.com/vigilhq/vigil/mcpserver"
 	"github.com/vigilhq/vigil/sessionkey"
 )
@@ -156,25 +160,39 @@ func NewHandler(g *gateway.Gateway, opts Options) (http.Handler, error) {
 	mux.Handle("GET /{$}", page)
 	mux.Handle("GET "+dashboard.AssetPrefix, page)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
+		if allow := otherMethods(mux, r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, http.StatusMethodNotAllowed, codeMethodNotAllowed,
+				r.Method+" "+quote.Bounded(r.URL.Path)+": this endpoint takes "+strings.Join(allow, ", "))
+			return
+		}
+		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+quote.Bounded(r.URL.Path))
 	})
 	// Routes that read or change data.
 	data := func(pattern string, h http.Handler) { mux.Handle(pattern, s.protect(h)) }
 	if opts.Metrics != nil {
 		data("GET /metrics", s.metrics(promhttp.HandlerFor(opts.Metrics.Registry, promhttp.HandlerOpts{})))
 	}
-	data("GET /v1/tools", s.authed(actingParams, s.listTools))
-	data("POST /v1/tools/{name}", s.toolLabel("", s.bounded(false, s.authed(actingParams, s.callTool))))
-	data("POST /v1/sessions/{key}/turn", s.toolLabel("session_turn", s.bounded(false, s.authed(actingParams, s.sessionTool("session_turn")))))
-	data("POST /v1/sessions/{key}/reply", s.toolLabel("session_reply", s.bounded(false, s.authed(actingParams, s.sessionTool("session_reply")))))
-	data("GET /v1/sessions/{key}/events", s.authed(actingParams, s.sessionEvents))
+	data("GET /v1/tools", s.query(actingParams, s.authed(actingParams, s.listTools)))
+	data("POST /v1/tools/{name}", s.toolLabel("", s.query(actingParams, s.bounded(false, s.authed(actingParams, s.callTool)))))
+	data("POST /v1/sessions/{key}/turn", s.toolLabel("session_turn", s.query(actingParams,
+		s.bounded(false, s.authed(actingParams, s.sessionTool("session_turn"))))))
+	data("POST /v1/sessions/{key}/reply", s.toolLabel("session_reply", s.query(actingParams,
+		s.bounded(false, s.authed(actingParams, s.sessionTool("session_reply"))))))
+	data("GET /v1/sessions/{key}/events", s.query(streamParams, s.authed(actingParams, s.sessionEvents)))
 	// On the log stream, ?session= is the stream's filter: only ?as= names
 	// the acting session there.
-	data("GET /v1/events", s.authed([]string{"as"}, s.logEvents))
-	data("/mcp", s.bounded(true, s.mcp(mcpserver.NewHandler(opts.Context, g, func(r *http.Request) (gateway.Caller, error) {
+	data("GET /v1/events", s.query(streamParams, s.authed([]string{"as"}, s.logEvents)))
+	// The JSON-RPC transports word their refusals themselves: the query
+	// is checked as they resolve the caller.
+	rpcCaller := func(r *http.Request) (gateway.Caller, error) {
+		if err := checkQuery(r.URL.RawQuery, actingParams); err != nil {
+			return gateway.Caller{}, err
+		}
 		return s.resolve(r, actingParams)
-	}, opts.Logger, mcpserver.HTTPOptions{IdleTimeout: opts.MCPIdleTimeout, TaskRetention: opts.MCPTaskRetention,
-		Background: opts.Background}))))
+	}
+	data("/mcp", s.bounded(true, s.mcp(mcpserver.NewHandler(opts.Context, g, rpcCaller, opts.Logger,
+		mcpserver.HTTPOptions{IdleTimeout: opts.MCPIdleTimeout, TaskRetention: opts.MCPTaskRetention, Background: opts.Background}))))
 	a2aopts := a2aserver.Options{Logger: opts.Logger, MaxBodyBytes: opts.MaxBodyBytes, Principal: opts.Credentials.PushPrincipal,
 		PushLimits: opts.PushLimits, Background: opts.Background}
 	if opts.Metrics != nil {
@@ -184,15 +202,77 @@ func NewHandler(g *gateway.Gateway, opts Options) (http.Handler, error) {
 			return nil, err
 		}
 	}
-	data("POST "+a2aserver.Path, s.bounded(true, s.mcp(a2aserver.Handler(opts.Context, g, func(r *http.Request) (gateway.Caller, error) {
-		return s.resolve(r, actingParams)
-	}, a2aopts))))
+	data("POST "+a2aserver.Path, s.bounded(true, s.mcp(a2aserver.Handler(opts.Context, g, rpcCaller, a2aopts))))
 	return s.count(s.deadlines(s.hosts(mux)), mux), nil
 }
 
-// actingParams are the query parameters, in order, that name the acting
-// session where a client cannot set the Vigil-Session header.
+// codeMethodNotAllowed is the error code of a known endpoint called with
+// a method it does not take.
+const codeMethodNotAllowed = "method_not_allowed"
+
+// otherMethods are the methods, other than r's, under which mux has a
+// route for r's path: none for a path no route names. The catch-all route
+// matches every method, so the mux itself never answers 405.
+func otherMethods(mux *http.ServeMux, r *http.Request) []string {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if m == r.Method {
+			continue
+		}
+		probe := *r
+		probe.Method = m
+		if _, pattern := mux.Handler(&probe); pattern != "" && pattern != "/" {
+			allow = append(allow, m)
+		}
+	}
+	return allow
+}
+
+// actingParams are the query parameters that name the acting session
+// where a client cannot set the Vigil-Session header: two names for one
+// parameter, so a request gives at most one of them.
 var actingParams = []string{"as", "session"}
+
+// streamParams are the query parameters the event streams take: the
+// acting session (or, on the log stream, ?session= as its filter), an
+// agent and a resume position.
+var streamParams = []string{"as", "session", "agent", "after"}
+
+// query refuses a request whose query checkQuery refuses.
+func (s *server) query(names []string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := checkQuery(r.URL.RawQuery, names); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// checkQuery refuses a query string that is malformed, names a parameter
+// other than names (listed, in their order, by the refusal), or gives one
+// more than once. Read leniently, a malformed pair would be dropped and a
+// repeated one read as its first: the request would act otherwise than
+// its caller meant, where a refusal tells it.
+func checkQuery(raw string, names []string) error {
+	if raw == "" {
+		return nil
+	}
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return fmt.Errorf("%w: the query string is malformed: %w", gateway.ErrInvalid, err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(q)) {
+		switch {
+		case !slices.Contains(names, name):
+			return fmt.Errorf("%w: unknown query parameter %s (this endpoint takes %s)", gateway.ErrInvalid, quote.Bounded(name),
+				strings.Join(names, ", "))
+		case len(q[name]) > 1:
+			return fmt.Errorf("%w: query parameter %q is given more than once", gateway.ErrInvalid, name)
+		}
+	}
+	return nil
+}
 
 // hosts refuses a request whose Host the guard does not accept, on every
 // route. Every answer forbids content sniffing: an error may echo a path
@@ -226,8 +306,8 @@ func (s *server) protect(next http.Handler) http.Handler {
 func (s *server) metrics(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.opts.OpenMetrics && !s.opts.Credentials.Empty() {
-			p, ok := s.principal(r)
-			if !ok {
+			p, err := s.principal(r)
+			if err != nil {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="vigil"`)
 				s.fail(w, r, fmt.Errorf("%w: /metrics needs an admin or operator token", gateway.ErrUnauthenticated))
 				return
@@ -320,35 +400,62 @@ func (s *server) authed(acting []string, h func(http.ResponseWriter, *http.Reque
 }
 
 // resolve authenticates the request and decides who acts: the credential,
-// and the session named by the Vigil-Session header (or, where a client
-// cannot set headers, the first of the acting query parameters given).
+// and the session named by the one Vigil-Session header (or, where a
+// client cannot set headers, by the one of the acting query parameters
+// given: two names for one session are refused, as is the header twice).
 func (s *server) resolve(r *http.Request, acting []string) (gateway.Caller, error) {
-	p, ok := s.principal(r)
-	if !ok {
-		return gateway.Caller{}, fmt.Errorf("%w: a valid bearer token is required", gateway.ErrUnauthenticated)
+	p, err := s.principal(r)
+	if err != nil {
+		return gateway.Caller{}, err
+	}
+	if len(r.Header.Values(SessionHeader)) > 1 {
+		return gateway.Caller{}, fmt.Errorf("%w: the %s header is given more than once: name one acting session",
+			gateway.ErrInvalid, SessionHeader)
 	}
 	session := strings.TrimSpace(r.Header.Get(SessionHeader))
 	if session == "" && r.URL.RawQuery != "" {
 		q := r.URL.Query()
+		var given []string
 		for _, name := range acting {
-			if session = strings.TrimSpace(q.Get(name)); session != "" {
-				break
+			if v := strings.TrimSpace(q.Get(name)); v != "" {
+				session, given = v, append(given, "?"+name+"=")
 			}
+		}
+		if len(given) > 1 {
+			return gateway.Caller{}, fmt.Errorf("%w: %s and %s both name the acting session: give one, not both",
+				gateway.ErrInvalid, given[0], given[1])
 		}
 	}
 	return s.g.ResolveCaller(r.Context(), p, session)
 }
 
-func (s *server) principal(r *http.Request) (gateway.Principal, bool) {
+// principal authenticates the request by its one Authorization header,
+// "Bearer TOKEN" (the scheme's name in any case, RFC 9110). A refusal
+// says what is wrong with the header's form, never with the token, and
+// echoes nothing of it: a header of another form may hold a secret.
+func (s *server) principal(r *http.Request) (gateway.Principal, error) {
 	if s.opts.Credentials.Empty() {
-		return gateway.LocalPrincipal, true
+		return gateway.LocalPrincipal, nil
 	}
-	// The scheme name is case-insensitive (RFC 9110).
-	scheme, token, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
-		return gateway.Principal{}, false
+	why := "a valid bearer token is required"
+	switch values := r.Header.Values("Authorization"); {
+	case len(values) > 1:
+		why = "the Authorization header is given more than once: send one, Bearer and the token"
+	case len(values) == 1:
+		scheme, token, _ := strings.Cut(strings.TrimSpace(values[0]), " ")
+		token = strings.TrimSpace(token)
+		switch {
+		case !strings.EqualFold(scheme, "Bearer"):
+			why = "the Authorization header's scheme is not Bearer: send Bearer and the token"
+		case token == "" || strings.ContainsAny(token, " \t"):
+			why = "the Authorization header must be Bearer and one token"
+		default:
+			if p, ok := s.opts.Credentials.Authenticate(token); ok {
+				return p, nil
+			}
+		}
 	}
-	return s.opts.Credentials.Authenticate(strings.TrimSpace(token))
+	return gateway.Principal{}, fmt.Errorf("%w: %s", gateway.ErrUnauthenticated, why)
 }
 
 // ToolInfo describes a tool in GET /v1/tools.
@@ -375,7 +482,7 @@ func (s *server) callTool(w http.ResponseWriter, r *http.Request, c gateway.Call
 	name := r.PathValue("name")
 	tool, ok := s.g.Tools().Get(name)
 	if !ok {
-		writeError(w, http.StatusNotFound, gateway.CodeNotFound, "no tool named "+name)
+		writeError(w, http.StatusNotFound, gateway.CodeNotFound, "no tool named "+quote.Bounded(name))
 		return
 	}
 	body, ok := s.readBody(w, r)

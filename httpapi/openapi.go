@@ -199,13 +199,16 @@ type errorResponse struct {
 // errorResponses are the statuses of the Errors table in docs/api.md.
 var errorResponses = []errorResponse{
 	{http.StatusBadRequest, "InvalidArgument", gateway.CodeInvalid,
-		"Malformed JSON, an unknown field, a wrong type, or a bad key or value; the message names the field or rule.", false},
+		"Malformed JSON, an unknown field, a wrong type, or a bad key or value; a query parameter the route does not take, " +
+			"given twice or malformed; a Vigil-Session or Last-Event-ID header given twice. The message names the field, parameter or rule.", false},
 	{http.StatusUnauthorized, "Unauthenticated", gateway.CodeUnauthenticated,
-		"The bearer token is missing or not one the gateway accepts.", false},
+		"The bearer token is missing or not one the gateway accepts, or the Authorization header is not one Bearer TOKEN.", false},
 	{http.StatusForbidden, "PermissionDenied", gateway.CodeForbidden,
 		"The credential may not do this, the request came from a web page of another origin, or its Host is not a name the gateway answers to.", false},
 	{http.StatusNotFound, "NotFound", gateway.CodeNotFound,
 		"No such session or run.", false},
+	{http.StatusMethodNotAllowed, "MethodNotAllowed", codeMethodNotAllowed,
+		"The endpoint takes another method, which the Allow header names.", false},
 	{http.StatusRequestTimeout, "RequestTimeout", "request_timeout",
 		"The request body did not arrive within the body timeout.", false},
 	{http.StatusConflict, "Conflict", gateway.CodeConflict,
@@ -331,9 +334,10 @@ func (d *oaDocument) addShared() error {
 		Description: "The session the request acts as. An agent token without it acts as its agent's main session; " +
 			"without it an operator (or an admin) acts as a person."}
 	d.Components.Parameters["As"] = oaParameter{Name: "as", In: "query", Schema: key,
-		Description: "The acting session, for a client that cannot set the " + SessionHeader + " header (which wins when both are given)."}
+		Description: "The acting session, for a client that cannot set the " + SessionHeader + " header (which wins when both are given). " +
+			"Like every query parameter, it is given at most once."}
 	d.Components.Parameters["Session"] = oaParameter{Name: "session", In: "query", Schema: key,
-		Description: "Another name for as, on every route but GET /v1/events (where it is the stream's filter)."}
+		Description: "Another name for as, on every route but GET /v1/events (where it is the stream's filter): give one of them, not both."}
 	d.Components.Parameters["SessionKey"] = oaParameter{Name: "key", In: "path", Required: true, Schema: key,
 		Description: "A session key, such as agent:main:main (its colons need no escaping)."}
 	return nil
@@ -479,8 +483,9 @@ func (d *oaDocument) addStreams() error {
 			"behind gets one lagged event and the stream ends: reconnect and take a turn. A session deleted while " +
 			"its stream is open gets one deleted event and the stream ends: do not resume it (a session made again " +
 			"with the same key is a new one, followed anew without a position).",
-		Tags:       []string{tagStreams},
-		Parameters: append([]oaRef{{Ref: "#/components/parameters/SessionKey"}, {Ref: "#/components/parameters/SessionAgent"}}, acting...),
+		Tags: []string{tagStreams},
+		Parameters: append(append([]oaRef{{Ref: "#/components/parameters/SessionKey"}, {Ref: "#/components/parameters/SessionAgent"}}, acting...),
+			oaRef{Ref: "#/components/parameters/LastEventID"}, oaRef{Ref: "#/components/parameters/After"}),
 		Responses: responses(eventStream("The session's live events.",
 			": connected\n\nevent: wake\ndata: "+`{"type":"wake","sessionKey":"agent:main:main"}`+"\n\n",
 			[]oaEvents{
@@ -494,9 +499,9 @@ func (d *oaDocument) addStreams() error {
 	}}
 	position := &jsonschema.Schema{Type: "integer", Minimum: new(float64)}
 	d.Components.Parameters["LastEventID"] = oaParameter{Name: "Last-Event-ID", In: "header", Schema: position,
-		Description: "Resume after this sequence: every retained event after it is sent first."}
+		Description: "Resume after this position (the log's sequence, or the session's state version): every retained event after it is sent first."}
 	d.Components.Parameters["After"] = oaParameter{Name: "after", In: "query", Schema: position,
-		Description: "Resume after this sequence, for a client that cannot set Last-Event-ID (which wins when both are given)."}
+		Description: "Resume after this position, for a client that cannot set Last-Event-ID (which wins when both are given). Given empty, it is refused."}
 	d.Components.Parameters["SessionAgent"] = oaParameter{Name: "agent", In: "query", Schema: &jsonschema.Schema{Type: "string"},
 		Description: "The agent of a bare session key (global); an agent-qualified key names its own."}
 	d.Components.Parameters["FilterSession"] = oaParameter{Name: "session", In: "query", Schema: &jsonschema.Schema{Type: "string"},

@@ -14,6 +14,7 @@ import (
 
 	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/internal/quote"
 	"github.com/vigilhq/vigil/sessionkey"
 )
 
@@ -242,16 +243,22 @@ type SessionDeleted struct {
 // resumePosition reads where a stream resumes: Last-Event-ID, or ?after=N;
 // given reports whether either was.
 func resumePosition(r *http.Request) (pos int64, given bool, err error) {
+	if len(r.Header.Values("Last-Event-ID")) > 1 {
+		return 0, false, fmt.Errorf("%w: the Last-Event-ID header is given more than once: resume from one position", gateway.ErrInvalid)
+	}
 	v := r.Header.Get("Last-Event-ID")
 	if v == "" {
-		v = r.URL.Query().Get("after")
-	}
-	if v == "" {
-		return 0, false, nil
+		// Given empty, ?after= is refused, not read as no position: the
+		// stream would start live, missing what the caller meant to replay.
+		q := r.URL.Query()
+		if !q.Has("after") {
+			return 0, false, nil
+		}
+		v = q.Get("after")
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 	if err != nil || n < 0 {
-		return 0, false, fmt.Errorf("%w: the resume position %q must be an integer of at least 0", gateway.ErrInvalid, v)
+		return 0, false, fmt.Errorf("%w: the resume position %s must be an integer of at least 0", gateway.ErrInvalid, quote.Bounded(v))
 	}
 	return n, true, nil
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/vigilhq/vigil/internal/quote"
 )
 
 // MaxLen is the longest accepted key, in bytes after normalisation.
@@ -43,14 +45,15 @@ type Key struct {
 // ErrInvalid is wrapped by every error Parse returns.
 var ErrInvalid = errors.New("invalid session key")
 
-// Error names the offending key and the rule it breaks.
+// Error names the offending key (a bounded prefix of a long one) and the
+// rule it breaks.
 type Error struct {
 	Key  string
 	Rule string
 }
 
 func (e *Error) Error() string {
-	return fmt.Sprintf("invalid session key %q: %s", e.Key, e.Rule)
+	return "invalid session key " + quote.Bounded(e.Key) + ": " + e.Rule
 }
 
 // Unwrap lets callers test with errors.Is(err, ErrInvalid).
@@ -250,13 +253,16 @@ func ParseAgentID(s string) (string, error) {
 	return norm, nil
 }
 
-// AgentIDError names the offending agent id and the rule it breaks.
+// AgentIDError names the offending agent id (a bounded prefix of a long
+// one) and the rule it breaks.
 type AgentIDError struct {
 	ID   string
 	Rule string
 }
 
-func (e *AgentIDError) Error() string { return fmt.Sprintf("invalid agent id %q: %s", e.ID, e.Rule) }
+func (e *AgentIDError) Error() string {
+	return "invalid agent id " + quote.Bounded(e.ID) + ": " + e.Rule
+}
 
 // Unwrap lets callers test with errors.Is(err, ErrInvalid).
 func (e *AgentIDError) Unwrap() error { return ErrInvalid }

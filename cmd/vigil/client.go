@@ -62,8 +62,11 @@ type cliClient struct {
 	base  string // the gateway's URL, without a trailing slash
 	token string
 	as    string // the acting session (--as), if any
-	json  bool   // --json, -o json or -o yaml: the answer as the gateway gave it
-	yaml  bool   // -o yaml: that answer as YAML
+	// asFrom names where as came from (--as, VIGIL_SESSION, the context),
+	// for a refusal of it to name.
+	asFrom string
+	json   bool // --json, -o json or -o yaml: the answer as the gateway gave it
+	yaml   bool // -o yaml: that answer as YAML
 	// session is the acting session the client config's context names,
 	// used when neither --as nor VIGIL_SESSION is given.
 	session string
@@ -106,9 +109,9 @@ func cliCobra(cmd *cliCommand, env *cliIO, g *cliGlobal) *cobra.Command {
 		if err := c.connect(env, g); err != nil {
 			return err
 		}
-		c.as = as
+		c.as, c.asFrom = as, "--as"
 		if cmd.acting && !co.Flags().Changed("as") {
-			c.as = cliOr(env.getenv("VIGIL_SESSION"), c.session)
+			c.as, c.asFrom = cliActing(env.getenv, c.session)
 		}
 		// A transport of its own, so nothing outlives the command.
 		tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -199,11 +202,22 @@ func cliBaseURL(addr string) (string, error) {
 	return strings.TrimRight(u.String(), "/"), nil
 }
 
-// cliCheckKey checks a session key locally, so a malformed one is refused
-// with the rule it breaks before anything is sent.
+// cliActing is the acting session when its flag is not given:
+// VIGIL_SESSION, else the client config context's one; from names which,
+// so that a refusal names what the user set rather than a flag.
+func cliActing(getenv func(string) string, context string) (key, from string) {
+	if key := getenv("VIGIL_SESSION"); key != "" {
+		return key, "VIGIL_SESSION"
+	}
+	return context, "the context's session"
+}
+
+// cliCheckKey checks a session key the command line gives (what names
+// the argument or flag), so a malformed one is refused as a wrong command
+// line, with the rule it breaks, before anything is sent.
 func cliCheckKey(what, key string) error {
 	if _, err := sessionkey.Parse(key); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		return cliUsagef("%s: %v", what, err)
 	}
 	return nil
 }
@@ -216,9 +230,9 @@ func cliCheckRef(what, key, agent string) error {
 	}
 	if _, err := vigil.Ref(agent, key); err != nil {
 		if k, _ := sessionkey.Parse(key); !k.Qualified() && agent == "" {
-			return fmt.Errorf("%s: session key %q is not agent-qualified: give its agent with --agent", what, k)
+			return cliUsagef("%s: session key %q is not agent-qualified: give its agent with --agent", what, k)
 		}
-		return fmt.Errorf("%s: %w", what, err)
+		return cliUsagef("%s: %v", what, err)
 	}
 	return nil
 }

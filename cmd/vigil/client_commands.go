@@ -108,13 +108,21 @@ var cliCommands = []cliCommand{
 // cliIsSet reports whether the flag name was given.
 func cliIsSet(fs *pflag.FlagSet, name string) bool { return fs.Changed(name) }
 
+// cliTexts are the positional arguments that are free text, which a
+// shell splits into several unless quoted.
+var cliTexts = map[string]bool{"MESSAGE": true, "TASK": true, "OBJECTIVE": true, "TEXT": true, "SUMMARY": true}
+
 // cliArgs checks the number of positional arguments.
 func cliArgs(args []string, names ...string) error {
 	if len(args) < len(names) {
 		return cliUsagef("missing %s", strings.Join(names[len(args):], " and "))
 	}
 	if len(args) > len(names) {
-		return cliUsagef("unexpected argument %q (quote a message of several words)", args[len(names)])
+		if len(names) > 0 && cliTexts[names[len(names)-1]] {
+			// The likeliest cause: a text of several words, unquoted.
+			return cliUsagef("unexpected argument %q (quote a message of several words)", args[len(names)])
+		}
+		return cliUsagef("unexpected argument %q", args[len(names)])
 	}
 	return nil
 }
@@ -145,7 +153,7 @@ func (c *cliClient) checkActing() error {
 	if c.as == "" {
 		return nil
 	}
-	return cliCheckKey("--as", c.as)
+	return cliCheckKey(c.asFrom, c.as)
 }
 
 // --- sessions ---

@@ -809,6 +809,8 @@ func TestCLISaysWhenTheTokenIsRefused(t *testing.T) {
 	}
 }
 
+// A malformed key on the command line is a wrong command line (exit 2),
+// refused naming the rule it breaks before anything is sent.
 func TestCLIRefusesAMalformedKeyBeforeSendingIt(t *testing.T) {
 	t.Parallel()
 	g := cliStartGateway(t, nil, vigil.Options{})
@@ -831,8 +833,8 @@ func TestCLIRefusesAMalformedKeyBeforeSendingIt(t *testing.T) {
 	} {
 		before := len(g.requests())
 		code, out, errOut := cliRun(t, cliEnv(g), tc.args...)
-		if code != 1 || out != "" || !strings.Contains(errOut, tc.want) || !strings.HasPrefix(errOut, "vigil "+tc.args[0]+": ") {
-			t.Errorf("vigil %q: exit %d, stdout %q, stderr %q; want exit 1 and %q", tc.args, code, out, errOut, tc.want)
+		if code != exitUsage || out != "" || !strings.Contains(errOut, tc.want) || !strings.HasPrefix(errOut, "vigil "+tc.args[0]+": ") {
+			t.Errorf("vigil %q: exit %d, stdout %q, stderr %q; want exit 2 and %q", tc.args, code, out, errOut, tc.want)
 		}
 		if n := len(g.requests()) - before; n != 0 {
 			t.Errorf("vigil %q sent %d requests", tc.args, n)

@@ -209,7 +209,7 @@ wins over the context.`,
 		if cmd.Flags().Changed("session") {
 			if session != "" {
 				if err := cliCheckKey("--session", session); err != nil {
-					return cliUsagef("%v", err)
+					return err
 				}
 			}
 			c.Session = session

@@ -390,3 +390,55 @@ func TestJSONThatDoesNotParseIsRefusedSayingWhereWithoutEchoingIt(t *testing.T) 
 		}
 	}
 }
+
+// An argument too many is a usage error whose hint fits the command: only
+// a command that takes a text suggests quoting one of several words.
+func TestAnArgumentTooManyIsRefusedWithExit2AndAHintThatFitsTheCommand(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args     []string
+		says     string
+		textHint bool
+	}{
+		{[]string{"send", cliManager, "use", "Q3"}, `unexpected argument "Q3"`, true},
+		{[]string{"spawn", cliManager, "draft", "it"}, `unexpected argument "it"`, true},
+		{[]string{"status", cliManager, "extra"}, `unexpected argument "extra"`, false},
+		{[]string{"history", cliManager, "extra"}, `unexpected argument "extra"`, false},
+		{[]string{"hook", "extra"}, `unexpected argument "extra"`, false},
+		{[]string{"wait", "extra"}, `unexpected argument "extra"`, false},
+	} {
+		code, _, errOut := cliRun(t, cliEnv(nil), tc.args...)
+		hinted := strings.Contains(errOut, "quote a message of several words")
+		if code != exitUsage || !strings.Contains(errOut, tc.says) || hinted != tc.textHint {
+			t.Errorf("vigil %s: exit %d, stderr %q; want exit 2 naming the argument, a quoting hint: %v",
+				strings.Join(tc.args, " "), code, errOut, tc.textHint)
+		}
+	}
+}
+
+func TestABackupOrRestoreGivenTwoFilesIsRefusedNamingTheSecond(t *testing.T) {
+	t.Parallel()
+	for _, verb := range []string{"backup", "restore"} {
+		code, _, errOut := cliRun(t, cliEnv(nil), "db", verb, "one.db", "two.db")
+		if code != exitUsage || !strings.Contains(errOut, `unexpected argument "two.db"`) {
+			t.Errorf("vigil db %s one.db two.db: exit %d, stderr %q; want exit 2 naming two.db", verb, code, errOut)
+		}
+	}
+}
+
+// A malformed acting session taken from the environment is refused naming
+// the variable it came from, not a flag the command line never gave.
+func TestAMalformedActingSessionFromTheEnvironmentNamesItsVariable(t *testing.T) {
+	t.Parallel()
+	env := cliEnv(nil, "VIGIL_SESSION", "agent::x")
+	want := `VIGIL_SESSION: invalid session key "agent::x"`
+	if code, _, errOut := cliRun(t, env, "status", cliManager); code != exitUsage || !strings.Contains(errOut, want) {
+		t.Errorf("vigil status: exit %d, stderr %q; want exit 2 and %q", code, errOut, want)
+	}
+	if code, _, errOut := cliRun(t, env, "mcp", "--addr", "127.0.0.1:1"); code != exitUsage || !strings.Contains(errOut, want) {
+		t.Errorf("vigil mcp: exit %d, stderr %q; want exit 2 and %q", code, errOut, want)
+	}
+	if code, _, errOut := hookRun(t, env, hookPayload(t, "stop.json")); code != exitUsage || !strings.Contains(errOut, want) {
+		t.Errorf("vigil hook: exit %d, stderr %q; want exit 2 and %q", code, errOut, want)
+	}
+}

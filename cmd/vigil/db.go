@@ -114,7 +114,10 @@ runs on it: one read transaction (VACUUM INTO), so the copy is the database as o
 left it. To restore, stop vigil and run vigil db restore FILE. On PostgreSQL, take the copy
 with pg_dump: the command says how.`,
 		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) != 1 {
+			if len(args) > 1 {
+				return cliUsagef("unexpected argument %q", args[1])
+			}
+			if len(args) == 0 {
 				return cliUsagef("name the backup FILE")
 			}
 			return nil
@@ -143,7 +146,10 @@ be applied to the copy when vigil next opens it, and damage it. A FILE that is n
 database, or of a newer schema than this build's, is refused and nothing is changed. On
 PostgreSQL, restore with pg_restore (docs/operations.md, "Backup and restore").`,
 		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) != 1 {
+			if len(args) > 1 {
+				return cliUsagef("unexpected argument %q", args[1])
+			}
+			if len(args) == 0 {
 				return cliUsagef("name the backup FILE to restore")
 			}
 			return nil

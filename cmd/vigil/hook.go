@@ -25,6 +25,7 @@ import (
 
 	"github.com/vigilhq/vigil/client"
 	"github.com/vigilhq/vigil/internal/redact"
+	"github.com/vigilhq/vigil/sessionkey"
 )
 
 func init() {
@@ -211,18 +212,23 @@ func cliHook(fs *pflag.FlagSet, c *cliClient) func(context.Context, []string) er
 // VIGIL_SESSION, then the context's session, then the key derived from
 // the hook's session_id.
 func (h *hook) sessionKey(flagSet bool, flag, agent string) (key string, named bool, err error) {
-	key = flag
+	key, from := flag, "--session"
 	if !flagSet {
-		key = cliOr(h.c.getenv("VIGIL_SESSION"), h.c.session)
+		key, from = cliActing(h.c.getenv, h.c.session)
 	}
 	if key != "" {
-		return key, true, cliCheckKey("--session", key)
+		return key, true, cliCheckKey(from, key)
 	}
 	if h.in.SessionID == "" {
 		return "", false, &cliExitError{msg: "no session: give --session (or VIGIL_SESSION), or a hook input with a session_id"}
 	}
 	key = "agent:" + agent + ":" + h.channel + ":" + h.in.SessionID
-	return key, false, cliCheckKey("the session derived from the hook's session_id", key)
+	// Made of the hook's input, not only of the command line: a failure
+	// (exit 1) the agent goes on from, not a wrong command line.
+	if _, err := sessionkey.Parse(key); err != nil {
+		return "", false, &cliExitError{msg: "the session derived from the hook's session_id: " + err.Error()}
+	}
+	return key, false, nil
 }
 
 // answer answers the hook event.

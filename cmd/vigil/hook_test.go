@@ -404,10 +404,11 @@ func TestTheHooksSessionIsTheFlagOrTheEnvironmentOrDerivedFromTheAgentsSessionID
 	if out := hookOK(t, cliEnv(g), "pre_tool_use_edit.json", "--session", nobody); out != "" {
 		t.Fatalf("an Edit of an unknown named session answered %q", out)
 	}
-	// A malformed session is refused before anything is sent.
+	// A malformed session is a wrong command line, refused before anything
+	// is sent.
 	before := len(g.requests())
 	code, _, errOut = hookRun(t, cliEnv(g), hookPayload(t, "stop.json"), "--session", "agent::x")
-	if code != exitError || !strings.Contains(errOut, `--session: invalid session key "agent::x"`) || len(g.requests()) != before {
+	if code != exitUsage || !strings.Contains(errOut, `--session: invalid session key "agent::x"`) || len(g.requests()) != before {
 		t.Fatalf("a malformed --session: exit %d, %q", code, errOut)
 	}
 }

@@ -45,9 +45,9 @@ OpenTelemetry traces when the OTEL_* environment asks for them (docs/operations.
 		if err := c.connect(env, g); err != nil {
 			return err
 		}
-		key := *session
+		key, from := *session, "--session"
 		if !cmd.Flags().Changed("session") {
-			key = cliOr(env.getenv("VIGIL_SESSION"), c.session)
+			key, from = cliActing(env.getenv, c.session)
 		}
 		if key == "" {
 			return cliUsagef("--session is required: the session this client acts as, e.g. agent:main:main")
@@ -55,7 +55,7 @@ OpenTelemetry traces when the OTEL_* environment asks for them (docs/operations.
 		// Checked here, as the client commands check theirs: the gateway
 		// would refuse it only as an initialize that failed, and --db would
 		// have made its database first.
-		if err := cliCheckKey("--session", key); err != nil {
+		if err := cliCheckKey(from, key); err != nil {
 			return err
 		}
 		log, err := logs.logger(env.stderr)

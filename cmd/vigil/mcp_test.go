@@ -450,7 +450,7 @@ func TestMCPRefusesAMalformedSessionBeforeOpeningAnything(t *testing.T) {
 		{"mcp", "--session", "agent::x", "--db", db},
 	} {
 		code, out, errOut := cliRun(t, cliEnv(nil), args...)
-		if code != 1 || out != "" || !strings.Contains(errOut, `--session: invalid session key "agent::x": has an empty part`) {
+		if code != exitUsage || out != "" || !strings.Contains(errOut, `--session: invalid session key "agent::x": has an empty part`) {
 			t.Errorf("vigil %s: exit %d, stdout %q, stderr %q", strings.Join(args, " "), code, out, errOut)
 		}
 	}
