@@ -586,6 +586,17 @@ describe("errors", () => {
     }
   });
 
+  test("a failure of the gateway's own carries the request id of its log line", async () => {
+    const failed = { error: { code: "unavailable", message: "the store is unavailable; retry", requestId: "4f2a9c" } };
+    const srv = await jsonServer(JSON.stringify(failed), 503, { "Retry-After": "1", "Vigil-Request-Id": "4f2a9c" });
+    try {
+      const e = await rejects(new VigilClient(srv.url).sessionStatus({ sessionKey: "agent:ops:main" }), APIError);
+      assert.deepEqual([e.status, e.code, e.requestId], [503, "unavailable", "4f2a9c"]);
+    } finally {
+      await srv.close();
+    }
+  });
+
   test("an error with a code but no message keeps its code and names the status", async () => {
     const srv = await jsonServer(JSON.stringify({ error: { code: "not_found" } }), 404);
     try {
