@@ -494,6 +494,15 @@ class Errors(unittest.TestCase):
         e = caught.exception
         self.assertEqual((e.status, e.code, e.message), (404, "not_found", "HTTP 404: not_found"))
 
+    def test_a_failure_of_the_gateways_own_carries_the_request_id_of_its_log_line(self) -> None:
+        url, _ = page_server(self, "application/json",
+                             b'{"error":{"code":"unavailable","message":"the store is unavailable; retry","requestId":"4f2a9c"}}',
+                             status=503, headers={"Retry-After": "1", "Vigil-Request-Id": "4f2a9c"})
+        with self.assertRaises(vc.UnavailableError) as caught:
+            Client(url).session_status("agent:ops:main")
+        e = caught.exception
+        self.assertEqual((e.status, e.code, e.request_id), (503, "unavailable", "4f2a9c"))
+
     def test_an_error_whose_code_is_not_a_text_is_an_answer_without_a_code(self) -> None:
         url, _ = page_server(self, "application/json", b'{"error":{"code":404,"message":"gone"}}', status=404)
         with self.assertRaises(vc.APIError) as caught:

@@ -182,7 +182,7 @@ class Client:
             except (OSError, http.client.HTTPException) as e:
                 raise TransportError(f"vigil: {op}: {e}") from e
             if resp.status != 200:
-                raise error_from(op, resp.status, raw, resp.getheader("Retry-After"))
+                raise error_from(op, resp.status, raw, resp.headers)
             error = not_the_gateways(op, resp.status, resp.getheader("Content-Type"), target.split("?", 1)[0],
                                      "application/json")
             if error is not None:
@@ -191,7 +191,7 @@ class Client:
                 answer = json.loads(raw.decode("utf-8"))
             except ValueError as e:
                 raise TransportError(f"vigil: {op}: the answer is not JSON: {e}") from e
-            error = error_in(op, resp.status, answer, raw, resp.getheader("Retry-After"))
+            error = error_in(op, resp.status, answer, raw, resp.headers)
             if error is not None:
                 raise error
             return answer
@@ -580,7 +580,7 @@ class Stream:
                 body = _read_answer(self._op, resp)
             finally:
                 self._drop()
-            raise error_from(self._op, resp.status, body, resp.getheader("Retry-After"))
+            raise error_from(self._op, resp.status, body, resp.headers)
         error = not_the_gateways(self._op, resp.status, resp.getheader("Content-Type"), target.split("?", 1)[0],
                                  "text/event-stream")
         if error is not None:
