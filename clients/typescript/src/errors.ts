@@ -141,7 +141,8 @@ export function errorIn(op: string, resp: Response, text: string, answer: unknow
   if (typeof error !== "object" || error === null || Array.isArray(error)) return undefined;
   const e = errorOf(op, resp, text);
   if (e.code) return e;
-  return new APIError(op, resp.status, "", `HTTP ${resp.status} holding an error, not an output: ${text.trim().slice(0, 200)}`, e.retryAfter);
+  return new APIError(op, resp.status, "", `HTTP ${resp.status} holding an error, not an output: ${text.trim().slice(0, 200)}`, e.retryAfter,
+    e.requestId);
 }
 
 /** The error an answer's text says, for its status. */
