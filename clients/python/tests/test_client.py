@@ -419,6 +419,14 @@ class Errors(unittest.TestCase):
             as_(OPERATOR).sessions_send("agent:main:main", message="x" * (2 << 20))
         self.assertEqual(e.exception.status, 413)
 
+    def test_a_body_far_over_the_limit_is_payload_too_large_not_a_broken_connection(self) -> None:
+        # The gateway answers before reading such a body and closes the
+        # connection, which breaks the sending of the rest: its answer is
+        # what the caller gets, as from the other clients.
+        with self.assertRaises(vc.PayloadTooLargeError) as e:
+            as_(OPERATOR).sessions_send("agent:main:main", message="x" * (32 << 20), timeout_seconds=0)
+        self.assertEqual(e.exception.status, 413)
+
     def test_limits_are_too_many_requests_or_unavailable_with_retry_after(self) -> None:
         limited = Gateway("--max-waits", "1", "--max-waits-per-credential", "1")
         self.addCleanup(limited.stop)

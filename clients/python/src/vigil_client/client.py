@@ -176,7 +176,14 @@ class Client:
         conn = self._connect(self.timeout + _wait(wait))
         try:
             try:
-                conn.request(method, target, body=data, headers=self._headers(session, data is not None))
+                try:
+                    conn.request(method, target, body=data, headers=self._headers(session, data is not None))
+                except (BrokenPipeError, ConnectionResetError):
+                    # The gateway answers a body over its limit before
+                    # reading it, and closes the connection: its answer
+                    # says why the rest could not be sent. Without one the
+                    # read below fails, and that is the error.
+                    pass
                 resp = conn.getresponse()
                 raw = _read_answer(op, resp)
             except (OSError, http.client.HTTPException) as e:
