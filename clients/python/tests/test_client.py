@@ -339,6 +339,12 @@ class Errors(unittest.TestCase):
             with self.assertRaisesRegex(vc.InvalidArgumentError, "not valid Unicode"):
                 as_(ADMIN).events(**kw)
 
+    def test_an_events_filter_that_is_not_a_string_is_an_invalid_argument_naming_it(self) -> None:
+        for kw in ({"session": 5}, {"agent": ["ops"]}, {"session": b"agent:main:main"}):
+            with self.subTest(**{k: repr(v) for k, v in kw.items()}):
+                with self.assertRaisesRegex(vc.InvalidArgumentError, f"{next(iter(kw))} filter .* is not a string"):
+                    as_(ADMIN).events(**kw)
+
     def test_a_resume_position_that_is_not_an_integer_of_at_least_0_is_refused_before_it_is_sent(self) -> None:
         for bad in ("1\r\nX-Other: 1", "7", -1, True, 1.5):
             with self.assertRaisesRegex(vc.InvalidArgumentError, "after"):

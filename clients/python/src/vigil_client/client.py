@@ -84,9 +84,9 @@ def _wait(value: Any) -> float:
     return 0.0 if seconds is None else min(seconds, _MAX_WAIT)
 
 
-def _check_key(op: str, key: Any) -> None:
+def _check_key(op: str, key: Any, what: str = "session key") -> None:
     if key is not None and not isinstance(key, str):
-        raise InvalidArgumentError(op, 0, "invalid_argument", f"session key {key!r} is not a string")
+        raise InvalidArgumentError(op, 0, "invalid_argument", f"{what} {key!r} is not a string")
 
 
 def _input(**fields: Any) -> dict[str, Any]:
@@ -392,7 +392,12 @@ class Client:
         """Follows the signal log (GET /v1/events): LogEvents and Bookmarks;
         from after (a log sequence) if given, else live. session and agent
         filter."""
-        query = [f"{k}={_quote('log events', v, '', k + ' filter')}" for k, v in (("session", session), ("agent", agent)) if v]
+        query = []
+        for name, value in (("session", session), ("agent", agent)):
+            # Else quote() takes bytes as they are, and other values as a TypeError.
+            _check_key("log events", value, name + " filter")
+            if value:
+                query.append(f"{name}={_quote('log events', value, '', name + ' filter')}")
         path = "/v1/events" + ("?" + "&".join(query) if query else "")
         return Stream(self, "log events", path, after, idle_timeout, _decode_log)
 
