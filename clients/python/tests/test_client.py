@@ -650,6 +650,14 @@ class Streams(unittest.TestCase):
         with as_(OPERATOR).session_events(worker) as stream:
             self.assertEqual(first(stream, t.Bookmark).position, v + 1)
 
+    def test_a_session_stream_of_a_bare_key_names_its_agent(self) -> None:
+        # A bare key (one not agent-qualified) is a session of the agent
+        # named beside it, as the tools' agent_id names it.
+        key = f"global-{next(_names)}"
+        v = as_(RUNTIME).session_record(key, "child_spawned", agent_id="ext", parent="agent:ext:main").state_version
+        with as_(ADMIN).session_events(key, agent="ext") as stream:
+            self.assertEqual(first(stream, t.Bookmark).position, v)
+
     def test_a_session_stream_ends_with_session_deleted_when_its_session_is_deleted(self) -> None:
         worker, _, v = spawn(manager_key())
         with as_(OPERATOR).session_events(worker) as stream:

@@ -392,21 +392,29 @@ class Client:
         """Follows the signal log (GET /v1/events): LogEvents and Bookmarks;
         from after (a log sequence) if given, else live. session and agent
         filter."""
-        query = []
-        for name, value in (("session", session), ("agent", agent)):
-            # Else quote() takes bytes as they are, and other values as a TypeError.
-            _check_key("log events", value, name + " filter")
-            if value:
-                query.append(f"{name}={_quote('log events', value, '', name + ' filter')}")
-        path = "/v1/events" + ("?" + "&".join(query) if query else "")
+        path = "/v1/events" + self._query("log events", " filter", session=session, agent=agent)
         return Stream(self, "log events", path, after, idle_timeout, _decode_log)
 
-    def session_events(self, session_key: str, *, after: Optional[int] = None,
+    @staticmethod
+    def _query(op: str, what: str, **params: Optional[str]) -> str:
+        """A stream's query of the parameters given ("" when none is); what
+        follows a parameter's name where an error names it."""
+        query = []
+        for name, value in params.items():
+            # Else quote() takes bytes as they are, and other values as a TypeError.
+            _check_key(op, value, name + what)
+            if value:
+                query.append(f"{name}={_quote(op, value, '', name + what)}")
+        return "?" + "&".join(query) if query else ""
+
+    def session_events(self, session_key: str, *, agent: Optional[str] = None, after: Optional[int] = None,
                        idle_timeout: float = 45.0) -> "Stream":
         """Follows one session (GET /v1/sessions/{key}/events): its changes as
         AgentEvents, its LiveEvents and Bookmarks; from after (a state
-        version) if given, else from its current version."""
-        path = self._session_path("session events", session_key, "events")
+        version) if given, else from its current version. agent names the
+        agent of a bare key (such as global), as a tool's agent_id does."""
+        path = self._session_path("session events", session_key, "events") + self._query(
+            "session events", "", agent=agent)
         return Stream(self, "session events", path, after, idle_timeout, _decode_session)
 
 
