@@ -715,6 +715,20 @@ describe("streams", () => {
     stop.abort();
   });
 
+  test("a session stream of a bare key names its agent", async () => {
+    // A bare key (one not agent-qualified) is a session of the agent named
+    // beside it, as the tools' agentId names it.
+    const key = `global-${++names}`;
+    const { stateVersion } = await as(RUNTIME).sessionRecord({ sessionKey: key, agentId: "ext", kind: "child_spawned", parent: "agent:ext:main" });
+    const stop = new AbortController();
+    const it = as(ADMIN).sessionEvents(key, { agent: "ext", signal: stop.signal })[Symbol.asyncIterator]();
+    try {
+      assert.equal((await next(it, "bookmark")).position, stateVersion);
+    } finally {
+      stop.abort();
+    }
+  });
+
   test("a session stream ends with a deleted item when its session is deleted, and does not resume", { timeout: 20_000 }, async () => {
     const { worker, v } = await spawnWorker(managerKey());
     const stop = new AbortController();
