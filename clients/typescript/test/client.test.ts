@@ -597,6 +597,16 @@ describe("errors", () => {
     }
   });
 
+  test("an answer holding an error without a code keeps the request id its header gives", async () => {
+    const srv = await jsonServer(JSON.stringify({ error: { reason: "upstream failed" } }), 200, { "Vigil-Request-Id": "4f2a9c" });
+    try {
+      const e = await rejects(new VigilClient(srv.url).sessionStatus({ sessionKey: "agent:ops:main" }), APIError);
+      assert.deepEqual([e.status, e.code, e.requestId], [200, "", "4f2a9c"]);
+    } finally {
+      await srv.close();
+    }
+  });
+
   test("an error with a code but no message keeps its code and names the status", async () => {
     const srv = await jsonServer(JSON.stringify({ error: { code: "not_found" } }), 404);
     try {
