@@ -853,6 +853,48 @@ class Streams(unittest.TestCase):
             self.assertEqual((resumed.position, str(resumed.cause)), (7, "vigil: log events: nothing heard for 0.5s"))
         self.assertEqual(asked, [None, "7"])
 
+    def test_a_refusal_worth_retrying_whose_answer_stalls_is_retried(self) -> None:
+        # A 503 whose body stops coming is still a 503, as in the other
+        # clients: the stream drops it after its idle timeout, waits and
+        # reconnects, rather than ending with the socket's timeout.
+        asked: list = []
+        done = threading.Event()
+        self.addCleanup(done.set)
+
+        class Stalls(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                asked.append(self.headers.get("Last-Event-ID"))
+                if len(asked) == 1:
+                    self.send_response(503)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", "100")
+                    self.end_headers()
+                    self.wfile.write(b'{"error":')  # and nothing more
+                    self.wfile.flush()
+                    done.wait()
+                    return
+                body = b': connected\n\nid: 7\nevent: bookmark\ndata: {"sequence":7}\n\n'
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Stalls)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.server_close)
+        self.addCleanup(srv.shutdown)
+        with Client(f"http://127.0.0.1:{srv.server_address[1]}").events(after=5, idle_timeout=0.5) as stream:
+            events = iter(stream)
+            resumed = next(events)
+            self.assertIsInstance(resumed, t.Resumed)
+            self.assertEqual((resumed.position, resumed.cause.status), (5, 503))
+            self.assertEqual(next(events), t.Bookmark(position=7))
+        self.assertEqual(asked, ["5", "5"])
+
     def test_a_history_gap_that_leaves_nothing_to_resume_from_ends_the_stream_with_an_error(self) -> None:
         # A gateway never answers so; something else in its place might,
         # and reconnecting at once to the same gap would never end.

@@ -598,6 +598,11 @@ class Stream:
         if resp.status != 200:
             try:
                 body = _read_answer(self._op, resp)
+            except (OSError, http.client.HTTPException, TransportError):
+                # The status says what the refusal is (one worth retrying,
+                # or not); a body that did not come whole loses only its
+                # words, as in the other clients.
+                body = b""
             finally:
                 self._drop()
             raise error_from(self._op, resp.status, body, resp.headers)
