@@ -27,6 +27,8 @@
 // notice: reconcile with [Client.Status] and ChangesSince, then retry with
 // the new version. Answers 429 and 503 carry the gateway's Retry-After, at
 // most [MaxRetryAfter] (30 s), which a stream waits before reconnecting.
+// A failure of the gateway's own (500, a failed store's 503) carries the
+// RequestID of the log line holding its details.
 // An answer that cannot be the gateway's is an [*APIError] without a
 // code: a 200 whose Content-Type is not application/json (the gateway
 // always sends it), as from a proxy's login page at a wrong base URL,

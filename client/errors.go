@@ -52,6 +52,9 @@ type APIError struct {
 	// RetryAfter is the wait the gateway asked for before trying again
 	// (answers 429 and 503), at most MaxRetryAfter, or 0.
 	RetryAfter time.Duration
+	// RequestID names the gateway's log line holding the details of a
+	// failure of its own (500, and a failed store's 503), or is "".
+	RequestID string
 	// Op is what was asked: the tool's name, or the route.
 	Op string
 }
@@ -97,12 +100,20 @@ type errorDetail struct {
 	StateVersion *int64      `json:"stateVersion,omitempty"`
 	Notice       string      `json:"notice,omitempty"`
 	NoticeData   *NoticeData `json:"noticeData,omitempty"`
+	RequestID    string      `json:"requestId,omitempty"`
 }
+
+// requestIDHeader carries, as the body's requestId does, the id of the
+// gateway's log line of a failure of its own.
+const requestIDHeader = "Vigil-Request-Id"
 
 // errorFrom turns an answer that is not 200 into an *APIError or a
 // *ConflictError.
 func errorFrom(op string, resp *http.Response, body []byte) error {
-	e := &APIError{Op: op, StatusCode: resp.StatusCode, RetryAfter: retryAfter(resp.Header.Get("Retry-After"))}
+	// The header too, as it outlives a body a proxy put in place of the
+	// gateway's.
+	e := &APIError{Op: op, StatusCode: resp.StatusCode, RetryAfter: retryAfter(resp.Header.Get("Retry-After")),
+		RequestID: resp.Header.Get(requestIDHeader)}
 	var b errorBody
 	if json.Unmarshal(body, &b) != nil || b.Error.Code == "" {
 		e.Message = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, cmp.Or(shown(body), http.StatusText(resp.StatusCode)))
@@ -111,6 +122,7 @@ func errorFrom(op string, resp *http.Response, body []byte) error {
 	// A code without its message is still the gateway's refusal: the code
 	// is kept, and the message says at least what was answered.
 	e.Code = b.Error.Code
+	e.RequestID = cmp.Or(b.Error.RequestID, e.RequestID)
 	e.Message = cmp.Or(b.Error.Message, fmt.Sprintf("HTTP %d: %s", resp.StatusCode, b.Error.Code))
 	if resp.StatusCode == http.StatusConflict {
 		c := &ConflictError{APIError: e, Notice: b.Error.Notice, NoticeData: b.Error.NoticeData}

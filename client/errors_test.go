@@ -158,6 +158,19 @@ func TestAFailingStoreIsUnavailableWithRetryAfter(t *testing.T) {
 	}
 }
 
+// TestAFailureOfTheGatewaysOwnCarriesTheRequestIdOfItsLogLine: a 503 of
+// a failed store names, in its body and its header, the log line that
+// holds its details; the error gives that id, so a caller can report it.
+func TestAFailureOfTheGatewaysOwnCarriesTheRequestIdOfItsLogLine(t *testing.T) {
+	gw := startGateway(t, nil)
+	gw.Store.Close()
+	_, err := connect(t, gw, operatorToken, "").Status(bounded(t), client.StatusInput{SessionKey: manager})
+	ae := checkAPIError(t, "a closed store", err, http.StatusServiceUnavailable, client.ErrUnavailable)
+	if ae.RequestID == "" {
+		t.Fatalf("%v: no request id", err)
+	}
+}
+
 func TestAnUnreachableGatewayIsATransportErrorNamingTheTool(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

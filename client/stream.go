@@ -185,6 +185,9 @@ type SessionEventsOptions struct {
 	// After resumes after this state version: every retained change after
 	// it comes first. nil starts from the session's current version.
 	After *int64
+	// Agent names the agent of a bare key (such as global), as a tool's
+	// AgentID does; an agent-qualified key names its own.
+	Agent string
 	// IdleTimeout, Raw and ReportDrops are as in EventsOptions.
 	IdleTimeout time.Duration
 	Raw         bool
@@ -242,7 +245,11 @@ func sessionFollow(key string, opts SessionEventsOptions) (follow, error) {
 	if err != nil {
 		return follow{}, err
 	}
-	return follow{op: "session events", path: path, after: opts.After,
+	var q url.Values
+	if opts.Agent != "" {
+		q = url.Values{"agent": {opts.Agent}}
+	}
+	return follow{op: "session events", path: path, query: q, after: opts.After,
 		idle: opts.IdleTimeout, raw: opts.Raw, drops: opts.ReportDrops, decode: decodeSession}, nil
 }
 

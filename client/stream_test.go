@@ -208,6 +208,22 @@ func TestAQuietSessionStreamGivesBookmarksOfItsStateVersion(t *testing.T) {
 	}
 }
 
+// TestASessionStreamOfABareKeyNamesItsAgent: a bare key (one not
+// agent-qualified) is a session of the agent named beside it, as a tool's
+// AgentID names it.
+func TestASessionStreamOfABareKeyNamesItsAgent(t *testing.T) {
+	gw := startGateway(t, nil)
+	rec, err := connect(t, gw, runtimeToken, "").Record(bounded(t),
+		client.RecordInput{SessionKey: "global", AgentID: "ext", Kind: client.KindChildSpawned, Parent: "agent:ext:main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := pull(t, connect(t, gw, adminToken, "").SessionEvents(bounded(t), "global", client.SessionEventsOptions{Agent: "ext"}))
+	if b := nextOf[client.Bookmark](t, st); b.Position != rec.StateVersion {
+		t.Fatalf("bookmark %+v, want the state version %d", b, rec.StateVersion)
+	}
+}
+
 // pruned is a gateway that keeps 3 events, with a worker whose versions
 // 1 to 3 (the spawn's created and child_spawned, a person's first message)
 // were pruned and 4 to 6 are retained.

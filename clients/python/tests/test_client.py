@@ -339,6 +339,12 @@ class Errors(unittest.TestCase):
             with self.assertRaisesRegex(vc.InvalidArgumentError, "not valid Unicode"):
                 as_(ADMIN).events(**kw)
 
+    def test_an_events_filter_that_is_not_a_string_is_an_invalid_argument_naming_it(self) -> None:
+        for kw in ({"session": 5}, {"agent": ["ops"]}, {"session": b"agent:main:main"}):
+            with self.subTest(**{k: repr(v) for k, v in kw.items()}):
+                with self.assertRaisesRegex(vc.InvalidArgumentError, f"{next(iter(kw))} filter .* is not a string"):
+                    as_(ADMIN).events(**kw)
+
     def test_a_resume_position_that_is_not_an_integer_of_at_least_0_is_refused_before_it_is_sent(self) -> None:
         for bad in ("1\r\nX-Other: 1", "7", -1, True, 1.5):
             with self.assertRaisesRegex(vc.InvalidArgumentError, "after"):
@@ -419,6 +425,14 @@ class Errors(unittest.TestCase):
             as_(OPERATOR).sessions_send("agent:main:main", message="x" * (2 << 20))
         self.assertEqual(e.exception.status, 413)
 
+    def test_a_body_far_over_the_limit_is_payload_too_large_not_a_broken_connection(self) -> None:
+        # The gateway answers before reading such a body and closes the
+        # connection, which breaks the sending of the rest: its answer is
+        # what the caller gets, as from the other clients.
+        with self.assertRaises(vc.PayloadTooLargeError) as e:
+            as_(OPERATOR).sessions_send("agent:main:main", message="x" * (32 << 20), timeout_seconds=0)
+        self.assertEqual(e.exception.status, 413)
+
     def test_limits_are_too_many_requests_or_unavailable_with_retry_after(self) -> None:
         limited = Gateway("--max-waits", "1", "--max-waits-per-credential", "1")
         self.addCleanup(limited.stop)
@@ -493,6 +507,15 @@ class Errors(unittest.TestCase):
             Client(url).session_status("agent:ops:main")
         e = caught.exception
         self.assertEqual((e.status, e.code, e.message), (404, "not_found", "HTTP 404: not_found"))
+
+    def test_a_failure_of_the_gateways_own_carries_the_request_id_of_its_log_line(self) -> None:
+        url, _ = page_server(self, "application/json",
+                             b'{"error":{"code":"unavailable","message":"the store is unavailable; retry","requestId":"4f2a9c"}}',
+                             status=503, headers={"Retry-After": "1", "Vigil-Request-Id": "4f2a9c"})
+        with self.assertRaises(vc.UnavailableError) as caught:
+            Client(url).session_status("agent:ops:main")
+        e = caught.exception
+        self.assertEqual((e.status, e.code, e.request_id), (503, "unavailable", "4f2a9c"))
 
     def test_an_error_whose_code_is_not_a_text_is_an_answer_without_a_code(self) -> None:
         url, _ = page_server(self, "application/json", b'{"error":{"code":404,"message":"gone"}}', status=404)
@@ -626,6 +649,14 @@ class Streams(unittest.TestCase):
         person_writes(worker, "one")
         with as_(OPERATOR).session_events(worker) as stream:
             self.assertEqual(first(stream, t.Bookmark).position, v + 1)
+
+    def test_a_session_stream_of_a_bare_key_names_its_agent(self) -> None:
+        # A bare key (one not agent-qualified) is a session of the agent
+        # named beside it, as the tools' agent_id names it.
+        key = f"global-{next(_names)}"
+        v = as_(RUNTIME).session_record(key, "child_spawned", agent_id="ext", parent="agent:ext:main").state_version
+        with as_(ADMIN).session_events(key, agent="ext") as stream:
+            self.assertEqual(first(stream, t.Bookmark).position, v)
 
     def test_a_session_stream_ends_with_session_deleted_when_its_session_is_deleted(self) -> None:
         worker, _, v = spawn(manager_key())
@@ -821,6 +852,48 @@ class Streams(unittest.TestCase):
             self.assertIsInstance(resumed, t.Resumed)
             self.assertEqual((resumed.position, str(resumed.cause)), (7, "vigil: log events: nothing heard for 0.5s"))
         self.assertEqual(asked, [None, "7"])
+
+    def test_a_refusal_worth_retrying_whose_answer_stalls_is_retried(self) -> None:
+        # A 503 whose body stops coming is still a 503, as in the other
+        # clients: the stream drops it after its idle timeout, waits and
+        # reconnects, rather than ending with the socket's timeout.
+        asked: list = []
+        done = threading.Event()
+        self.addCleanup(done.set)
+
+        class Stalls(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                asked.append(self.headers.get("Last-Event-ID"))
+                if len(asked) == 1:
+                    self.send_response(503)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", "100")
+                    self.end_headers()
+                    self.wfile.write(b'{"error":')  # and nothing more
+                    self.wfile.flush()
+                    done.wait()
+                    return
+                body = b': connected\n\nid: 7\nevent: bookmark\ndata: {"sequence":7}\n\n'
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Stalls)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.server_close)
+        self.addCleanup(srv.shutdown)
+        with Client(f"http://127.0.0.1:{srv.server_address[1]}").events(after=5, idle_timeout=0.5) as stream:
+            events = iter(stream)
+            resumed = next(events)
+            self.assertIsInstance(resumed, t.Resumed)
+            self.assertEqual((resumed.position, resumed.cause.status), (5, 503))
+            self.assertEqual(next(events), t.Bookmark(position=7))
+        self.assertEqual(asked, ["5", "5"])
 
     def test_a_history_gap_that_leaves_nothing_to_resume_from_ends_the_stream_with_an_error(self) -> None:
         # A gateway never answers so; something else in its place might,

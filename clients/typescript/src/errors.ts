@@ -29,7 +29,9 @@ export class TransportError extends VigilError {
  * `detail` names the field or rule at fault ("HTTP 404: not_found" when the
  * gateway gave a code without a message), `retryAfter` is the seconds
  * the gateway asked to wait (answers 429 and 503; at most MAX_RETRY_AFTER,
- * which a stream waits before reconnecting), `op` what was asked.
+ * which a stream waits before reconnecting), `requestId` the id of the
+ * gateway's log line holding the details of a failure of its own (500, a
+ * failed store's 503), `op` what was asked.
  */
 export class APIError extends VigilError {
   override name = "APIError";
@@ -39,6 +41,7 @@ export class APIError extends VigilError {
     readonly code: ErrorCode | "",
     readonly detail: string,
     readonly retryAfter?: number,
+    readonly requestId?: string,
   ) {
     super(`vigil: ${op}: ${detail}`);
   }
@@ -138,13 +141,18 @@ export function errorIn(op: string, resp: Response, text: string, answer: unknow
   if (typeof error !== "object" || error === null || Array.isArray(error)) return undefined;
   const e = errorOf(op, resp, text);
   if (e.code) return e;
-  return new APIError(op, resp.status, "", `HTTP ${resp.status} holding an error, not an output: ${text.trim().slice(0, 200)}`, e.retryAfter);
+  return new APIError(op, resp.status, "", `HTTP ${resp.status} holding an error, not an output: ${text.trim().slice(0, 200)}`, e.retryAfter,
+    e.requestId);
 }
 
 /** The error an answer's text says, for its status. */
 function errorOf(op: string, resp: Response, text: string): APIError {
   const retry = retryAfter(resp.headers.get("Retry-After"));
-  let detail: { code?: unknown; message?: unknown; stateVersion?: number; notice?: string; noticeData?: NoticeData | null } | undefined;
+  // The header too, as it outlives a body a proxy put in place of the gateway's.
+  const header = resp.headers.get("Vigil-Request-Id") ?? undefined;
+  let detail: {
+    code?: unknown; message?: unknown; stateVersion?: number; notice?: string; noticeData?: NoticeData | null; requestId?: unknown;
+  } | undefined;
   try {
     detail = (JSON.parse(text) as { error?: typeof detail }).error;
   } catch {
@@ -152,7 +160,7 @@ function errorOf(op: string, resp: Response, text: string): APIError {
   }
   if (!detail || typeof detail !== "object" || typeof detail.code !== "string" || !detail.code) {
     const shown = text.trim().slice(0, 200) || resp.statusText;
-    return new APIError(op, resp.status, "", `HTTP ${resp.status}: ${shown}`, retry);
+    return new APIError(op, resp.status, "", `HTTP ${resp.status}: ${shown}`, retry, header);
   }
   // A code without its message is still the gateway's refusal: the code is
   // kept, and the message says at least what was answered.
@@ -160,7 +168,8 @@ function errorOf(op: string, resp: Response, text: string): APIError {
   if (resp.status === 409) {
     return new ConflictError(op, resp.status, message, detail.stateVersion, detail.notice, detail.noticeData);
   }
-  return new APIError(op, resp.status, detail.code as ErrorCode, message, retry);
+  const requestId = typeof detail.requestId === "string" && detail.requestId ? detail.requestId : header;
+  return new APIError(op, resp.status, detail.code as ErrorCode, message, retry, requestId);
 }
 
 /**

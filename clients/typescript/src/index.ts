@@ -382,18 +382,7 @@ export class VigilClient {
    */
   events(options: StreamOptions & { session?: string; agent?: string } = {}): AsyncIterable<StreamEvent> {
     options ??= {};
-    // Not URLSearchParams: it sends a surrogate without its pair as U+FFFD,
-    // a filter on another key than the one asked for.
-    const q: string[] = [];
-    for (const name of ["session", "agent"] as const) {
-      const v: unknown = options[name];
-      if (v === undefined || v === null || v === "") continue;
-      if (typeof v !== "string") {
-        throw new APIError("log events", 0, "invalid_argument", `${name} filter ${JSON.stringify(v) ?? String(v)} is not a string`);
-      }
-      q.push(`${name}=${quoteKey("log events", v, `${name} filter`)}`);
-    }
-    const path = "/v1/events" + (q.length ? `?${q.join("&")}` : "");
+    const path = "/v1/events" + query("log events", " filter", { session: options.session, agent: options.agent });
     return this.follow("log events", path, options, (type, data) => {
       if (type === "signal") return { type: "signal", event: data as LogEvent };
       if (type === "bookmark") return { type: "bookmark", position: bookmark(data) };
@@ -404,11 +393,12 @@ export class VigilClient {
   /**
    * Follows one session (GET /v1/sessions/{key}/events): its changes
    * (`change`), its `live` events and `bookmark`s, from `after` (a state
-   * version) if given, else from its current version.
+   * version) if given, else from its current version. `agent` names the
+   * agent of a bare key (such as global), as a tool's agentId does.
    */
-  sessionEvents(sessionKey: string, options: StreamOptions = {}): AsyncIterable<StreamEvent> {
+  sessionEvents(sessionKey: string, options: StreamOptions & { agent?: string } = {}): AsyncIterable<StreamEvent> {
     options ??= {};
-    const path = this.sessionPath("session events", sessionKey, "events");
+    const path = this.sessionPath("session events", sessionKey, "events") + query("session events", "", { agent: options.agent });
     return this.follow("session events", path, options, (type, data) => {
       if (type === "signal") return { type: "change", event: data as AgentEvent };
       if (type === "bookmark") return { type: "bookmark", position: bookmark(data) };
@@ -577,6 +567,24 @@ function quoteKey(op: string, key: string, what = "session key"): string {
   } catch {
     throw new APIError(op, 0, "invalid_argument", `${what} ${JSON.stringify(key)} is not valid Unicode: it holds a UTF-16 surrogate without its pair`);
   }
+}
+
+/**
+ * A stream's query of the parameters given ("" when none is); `what`
+ * follows a parameter's name where an error names it. Not
+ * URLSearchParams: it sends a surrogate without its pair as U+FFFD, a
+ * value other than the one asked for.
+ */
+function query(op: string, what: string, params: Record<string, unknown>): string {
+  const q: string[] = [];
+  for (const [name, v] of Object.entries(params)) {
+    if (v === undefined || v === null || v === "") continue;
+    if (typeof v !== "string") {
+      throw new APIError(op, 0, "invalid_argument", `${name}${what} ${JSON.stringify(v) ?? String(v)} is not a string`);
+    }
+    q.push(`${name}=${quoteKey(op, v, `${name}${what}`)}`);
+  }
+  return q.length ? `?${q.join("&")}` : "";
 }
 
 /**

@@ -586,6 +586,27 @@ describe("errors", () => {
     }
   });
 
+  test("a failure of the gateway's own carries the request id of its log line", async () => {
+    const failed = { error: { code: "unavailable", message: "the store is unavailable; retry", requestId: "4f2a9c" } };
+    const srv = await jsonServer(JSON.stringify(failed), 503, { "Retry-After": "1", "Vigil-Request-Id": "4f2a9c" });
+    try {
+      const e = await rejects(new VigilClient(srv.url).sessionStatus({ sessionKey: "agent:ops:main" }), APIError);
+      assert.deepEqual([e.status, e.code, e.requestId], [503, "unavailable", "4f2a9c"]);
+    } finally {
+      await srv.close();
+    }
+  });
+
+  test("an answer holding an error without a code keeps the request id its header gives", async () => {
+    const srv = await jsonServer(JSON.stringify({ error: { reason: "upstream failed" } }), 200, { "Vigil-Request-Id": "4f2a9c" });
+    try {
+      const e = await rejects(new VigilClient(srv.url).sessionStatus({ sessionKey: "agent:ops:main" }), APIError);
+      assert.deepEqual([e.status, e.code, e.requestId], [200, "", "4f2a9c"]);
+    } finally {
+      await srv.close();
+    }
+  });
+
   test("an error with a code but no message keeps its code and names the status", async () => {
     const srv = await jsonServer(JSON.stringify({ error: { code: "not_found" } }), 404);
     try {
@@ -702,6 +723,20 @@ describe("streams", () => {
     const it = as(OPERATOR).sessionEvents(worker, { signal: stop.signal })[Symbol.asyncIterator]();
     assert.equal((await next(it, "bookmark")).position, v + 1);
     stop.abort();
+  });
+
+  test("a session stream of a bare key names its agent", async () => {
+    // A bare key (one not agent-qualified) is a session of the agent named
+    // beside it, as the tools' agentId names it.
+    const key = `global-${++names}`;
+    const { stateVersion } = await as(RUNTIME).sessionRecord({ sessionKey: key, agentId: "ext", kind: "child_spawned", parent: "agent:ext:main" });
+    const stop = new AbortController();
+    const it = as(ADMIN).sessionEvents(key, { agent: "ext", signal: stop.signal })[Symbol.asyncIterator]();
+    try {
+      assert.equal((await next(it, "bookmark")).position, stateVersion);
+    } finally {
+      stop.abort();
+    }
   });
 
   test("a session stream ends with a deleted item when its session is deleted, and does not resume", { timeout: 20_000 }, async () => {

@@ -84,9 +84,9 @@ def _wait(value: Any) -> float:
     return 0.0 if seconds is None else min(seconds, _MAX_WAIT)
 
 
-def _check_key(op: str, key: Any) -> None:
+def _check_key(op: str, key: Any, what: str = "session key") -> None:
     if key is not None and not isinstance(key, str):
-        raise InvalidArgumentError(op, 0, "invalid_argument", f"session key {key!r} is not a string")
+        raise InvalidArgumentError(op, 0, "invalid_argument", f"{what} {key!r} is not a string")
 
 
 def _input(**fields: Any) -> dict[str, Any]:
@@ -176,13 +176,20 @@ class Client:
         conn = self._connect(self.timeout + _wait(wait))
         try:
             try:
-                conn.request(method, target, body=data, headers=self._headers(session, data is not None))
+                try:
+                    conn.request(method, target, body=data, headers=self._headers(session, data is not None))
+                except (BrokenPipeError, ConnectionResetError):
+                    # The gateway answers a body over its limit before
+                    # reading it, and closes the connection: its answer
+                    # says why the rest could not be sent. Without one the
+                    # read below fails, and that is the error.
+                    pass
                 resp = conn.getresponse()
                 raw = _read_answer(op, resp)
             except (OSError, http.client.HTTPException) as e:
                 raise TransportError(f"vigil: {op}: {e}") from e
             if resp.status != 200:
-                raise error_from(op, resp.status, raw, resp.getheader("Retry-After"))
+                raise error_from(op, resp.status, raw, resp.headers)
             error = not_the_gateways(op, resp.status, resp.getheader("Content-Type"), target.split("?", 1)[0],
                                      "application/json")
             if error is not None:
@@ -191,7 +198,7 @@ class Client:
                 answer = json.loads(raw.decode("utf-8"))
             except ValueError as e:
                 raise TransportError(f"vigil: {op}: the answer is not JSON: {e}") from e
-            error = error_in(op, resp.status, answer, raw, resp.getheader("Retry-After"))
+            error = error_in(op, resp.status, answer, raw, resp.headers)
             if error is not None:
                 raise error
             return answer
@@ -385,16 +392,29 @@ class Client:
         """Follows the signal log (GET /v1/events): LogEvents and Bookmarks;
         from after (a log sequence) if given, else live. session and agent
         filter."""
-        query = [f"{k}={_quote('log events', v, '', k + ' filter')}" for k, v in (("session", session), ("agent", agent)) if v]
-        path = "/v1/events" + ("?" + "&".join(query) if query else "")
+        path = "/v1/events" + self._query("log events", " filter", session=session, agent=agent)
         return Stream(self, "log events", path, after, idle_timeout, _decode_log)
 
-    def session_events(self, session_key: str, *, after: Optional[int] = None,
+    @staticmethod
+    def _query(op: str, what: str, **params: Optional[str]) -> str:
+        """A stream's query of the parameters given ("" when none is); what
+        follows a parameter's name where an error names it."""
+        query = []
+        for name, value in params.items():
+            # Else quote() takes bytes as they are, and other values as a TypeError.
+            _check_key(op, value, name + what)
+            if value:
+                query.append(f"{name}={_quote(op, value, '', name + what)}")
+        return "?" + "&".join(query) if query else ""
+
+    def session_events(self, session_key: str, *, agent: Optional[str] = None, after: Optional[int] = None,
                        idle_timeout: float = 45.0) -> "Stream":
         """Follows one session (GET /v1/sessions/{key}/events): its changes as
         AgentEvents, its LiveEvents and Bookmarks; from after (a state
-        version) if given, else from its current version."""
-        path = self._session_path("session events", session_key, "events")
+        version) if given, else from its current version. agent names the
+        agent of a bare key (such as global), as a tool's agent_id does."""
+        path = self._session_path("session events", session_key, "events") + self._query(
+            "session events", "", agent=agent)
         return Stream(self, "session events", path, after, idle_timeout, _decode_session)
 
 
@@ -578,9 +598,14 @@ class Stream:
         if resp.status != 200:
             try:
                 body = _read_answer(self._op, resp)
+            except (OSError, http.client.HTTPException, TransportError):
+                # The status says what the refusal is (one worth retrying,
+                # or not); a body that did not come whole loses only its
+                # words, as in the other clients.
+                body = b""
             finally:
                 self._drop()
-            raise error_from(self._op, resp.status, body, resp.getheader("Retry-After"))
+            raise error_from(self._op, resp.status, body, resp.headers)
         error = not_the_gateways(self._op, resp.status, resp.getheader("Content-Type"), target.split("?", 1)[0],
                                  "text/event-stream")
         if error is not None:

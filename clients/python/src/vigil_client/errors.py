@@ -16,6 +16,7 @@ from __future__ import annotations
 import email.utils
 import json
 import time
+from email.message import Message
 from typing import Any, Optional
 
 from .types import NoticeData, decode
@@ -37,14 +38,18 @@ class APIError(VigilError):
     names the field or rule at fault; "HTTP 404: not_found" when it gave a
     code without a message), ``retry_after`` the seconds the gateway asked
     to wait (answers 429 and 503; at most MAX_RETRY_AFTER, which a stream
-    waits before reconnecting), ``op`` what was asked.
+    waits before reconnecting), ``request_id`` the id of the gateway's log
+    line holding the details of a failure of its own (500, a failed
+    store's 503) or None, ``op`` what was asked.
     """
 
     code_name = ""
 
-    def __init__(self, op: str, status: int, code: str, message: str, retry_after: Optional[float] = None):
+    def __init__(self, op: str, status: int, code: str, message: str, retry_after: Optional[float] = None,
+                 request_id: Optional[str] = None):
         super().__init__(f"vigil: {op}: {message}")
         self.op, self.status, self.code, self.message, self.retry_after = op, status, code, message, retry_after
+        self.request_id = request_id
 
 
 class InvalidArgumentError(APIError):
@@ -128,9 +133,11 @@ def _retry_after(value: Optional[str]) -> Optional[float]:
     return min(max(0.0, when.timestamp() - time.time()), MAX_RETRY_AFTER)
 
 
-def error_from(op: str, status: int, body: bytes, retry_after_header: Optional[str]) -> APIError:
-    """The error of an answer that is not 200."""
-    retry = _retry_after(retry_after_header)
+def error_from(op: str, status: int, body: bytes, headers: Message) -> APIError:
+    """The error of an answer that is not 200, with its headers."""
+    retry = _retry_after(headers.get("Retry-After"))
+    # The header too, as it outlives a body a proxy put in place of the gateway's.
+    request_id = headers.get("Vigil-Request-Id") or None
     try:
         detail = json.loads(body.decode("utf-8"))["error"]
         code, message = detail["code"], detail.get("message")
@@ -138,7 +145,9 @@ def error_from(op: str, status: int, body: bytes, retry_after_header: Optional[s
         code, message = None, None
     if not isinstance(code, str) or not code:
         text = body.decode("utf-8", "replace").strip()[:200] or "no body"
-        return APIError(op, status, "", f"HTTP {status}: {text}", retry)
+        return APIError(op, status, "", f"HTTP {status}: {text}", retry, request_id)
+    if isinstance(detail.get("requestId"), str) and detail["requestId"]:
+        request_id = detail["requestId"]
     if not isinstance(message, str) or not message:
         # A code without its message is still the gateway's refusal: the
         # code is kept, and the message says at least what was answered.
@@ -147,10 +156,10 @@ def error_from(op: str, status: int, body: bytes, retry_after_header: Optional[s
         data = detail.get("noticeData")
         return ConflictError(op, status, code, message, retry, detail.get("stateVersion"), detail.get("notice", ""),
                              decode(NoticeData, data) if data else None)
-    return _BY_CODE.get(code, APIError)(op, status, code, message, retry)
+    return _BY_CODE.get(code, APIError)(op, status, code, message, retry, request_id)
 
 
-def error_in(op: str, status: int, answer: Any, body: bytes, retry_after_header: Optional[str]) -> Optional[APIError]:
+def error_in(op: str, status: int, answer: Any, body: bytes, headers: Message) -> Optional[APIError]:
     """The error a 200 answer says it is, or None.
 
     No output of the gateway has an "error" object (sessions_send's
@@ -161,10 +170,11 @@ def error_in(op: str, status: int, answer: Any, body: bytes, retry_after_header:
     """
     if not isinstance(answer, dict) or not isinstance(answer.get("error"), dict):
         return None
-    error = error_from(op, status, body, retry_after_header)
+    error = error_from(op, status, body, headers)
     if not error.code:
         text = body.decode("utf-8", "replace").strip()[:200]
-        error = APIError(op, status, "", f"HTTP {status} holding an error, not an output: {text}", error.retry_after)
+        error = APIError(op, status, "", f"HTTP {status} holding an error, not an output: {text}", error.retry_after,
+                         error.request_id)
     return error
 
 
