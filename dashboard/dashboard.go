@@ -15,6 +15,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"github.com/vigilhq/vigil/internal/quote"
 )
 
 //go:embed assets
@@ -104,7 +106,7 @@ func notFound(w http.ResponseWriter, r *http.Request) {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	body.Error.Code, body.Error.Message = "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path
+	body.Error.Code, body.Error.Message = "not_found", "no such endpoint: "+r.Method+" "+quote.Bounded(r.URL.Path)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusNotFound)
 	json.NewEncoder(w).Encode(body)

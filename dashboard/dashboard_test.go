@@ -91,3 +91,14 @@ func TestUnknownPathsStillAnswerTheAPIsJSON404(t *testing.T) {
 		}
 	}
 }
+
+// A 404 names the path it could not find by a bounded prefix, as every
+// refusal of the API does: a huge path does not come back whole.
+func TestAnUnknownLongPathIsNamedByABoundedPrefix(t *testing.T) {
+	gw := startGateway(t, false)
+	long := strings.Repeat("y", 200<<10)
+	resp, body := get(t, gw, "/ui/"+long)
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "/ui/yyy") || len(body) > 1<<10 {
+		t.Fatalf("GET of a %d-byte path = %d with %d bytes, want a 404 naming its start in under 1 KiB", len(long), resp.StatusCode, len(body))
+	}
+}
