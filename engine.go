@@ -27,6 +27,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/vigilhq/vigil/clock"
+	"github.com/vigilhq/vigil/internal/redact"
 )
 
 // Defaults for Options.
@@ -157,7 +158,8 @@ func (o Options) withDefaults() Options {
 }
 
 // CheckDashboardURL checks a dashboard address for Options.DashboardURL:
-// empty, or an absolute http or https URL without a query or fragment.
+// empty, or an absolute http or https URL without a user name, password,
+// query or fragment. Its errors never quote a user name or password.
 func CheckDashboardURL(s string) error {
 	if s == "" {
 		return nil
@@ -165,7 +167,10 @@ func CheckDashboardURL(s string) error {
 	u, err := url.Parse(s)
 	switch {
 	case err != nil:
-		return fmt.Errorf("dashboard URL %q: %w", s, err)
+		return fmt.Errorf("dashboard URL %q: %w", redact.URL(s), redact.ParseError(s))
+	case u.User != nil:
+		// The link ends every notice, in the prompt of every agent told.
+		return errors.New("the dashboard URL must not carry a user name or password: every notice hands its link to agents")
 	case u.Scheme != "http" && u.Scheme != "https", u.Host == "":
 		return fmt.Errorf("dashboard URL %q must be an absolute http or https URL", s)
 	case u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(s, "?") || strings.HasSuffix(s, "#"):

@@ -374,3 +374,22 @@ func TestABadDashboardAddressIsRefusedAtOpen(t *testing.T) {
 		st.Close()
 	}
 }
+
+// Every notice ends with the link, in the prompt of every agent told: a
+// password in the address would be handed to them all.
+func TestADashboardAddressWithAUserOrPasswordIsRefusedAtOpenWithoutQuotingIt(t *testing.T) {
+	for _, u := range []string{"https://ops:s3cret@vigil.example/", "https://s3cret@vigil.example/", "https://ops:s3cret@vigil.example:port/"} {
+		st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "v.db"), sqlitestore.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eng, err := vigil.Open(ctx, st, vigil.Options{DashboardURL: u})
+		if err == nil {
+			eng.Close()
+			t.Errorf("opened with dashboard URL %q", u)
+		} else if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("the refusal of %q quotes its credentials: %v", u, err)
+		}
+		st.Close()
+	}
+}

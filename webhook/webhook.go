@@ -76,6 +76,7 @@ import (
 	"time"
 
 	"github.com/vigilhq/vigil/clock"
+	"github.com/vigilhq/vigil/internal/redact"
 	"github.com/vigilhq/vigil/sessionkey"
 )
 
@@ -353,13 +354,18 @@ func CheckURL(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// safeURL renders u for logs and errors: the password is redacted, and
-// the path and query left out, since either may carry the token of a
-// capability URL (many hosted webhook endpoints put it in the path). The
-// agent each line names tells the targets apart.
+// safeURL renders u for logs and errors: the user info is redacted whole
+// (a receiver may take its key as the user name alone, which the client
+// sends as Basic credentials), and the path and query left out, since
+// either may carry the token of a capability URL (many hosted webhook
+// endpoints put it in the path). The agent each line names tells the
+// targets apart.
 func safeURL(u *url.URL) string {
-	c := url.URL{Scheme: u.Scheme, User: u.User, Host: u.Host}
-	s := c.Redacted()
+	c := url.URL{Scheme: u.Scheme, Host: u.Host}
+	if u.User != nil {
+		c.User = url.User(redact.Mask)
+	}
+	s := c.String()
 	if (u.Path != "" && u.Path != "/") || u.Opaque != "" || u.RawQuery != "" || u.ForceQuery {
 		s += "/…"
 	}

@@ -915,3 +915,30 @@ func TestLogsNeverRevealATokenInTheURLsPath(t *testing.T) {
 		}
 	}
 }
+
+func TestLogsNeverRevealAURLsUserNameWhichIsACredentialToo(t *testing.T) {
+	// Some endpoints take their key as the user name alone, which the
+	// client sends as Basic credentials: https://KEY@host/.
+	srv, hits := newReceiver(t, answerStatus(http.StatusNotFound))
+	url := strings.Replace(srv.URL, "http://", "http://user-key-hidden@", 1) + "/"
+	logs := newLogRecorder()
+	d := newDispatcher(t, alphaTarget(url), Options{Logger: logs.logger()})
+	wake(t, d, "agent:alpha:main")
+	if got := recv(t, hits, "the wake"); got.decode(t).SessionKey != "agent:alpha:main" {
+		t.Fatalf("delivered %s", got.body)
+	}
+	logs.waitFor(t, msgNotRetryable, 1)
+	_, err := New(map[string]Target{"beta": {URL: "ftp://user-key-hidden@example.com/", Secret: testSecret}}, Options{})
+	if err == nil {
+		t.Fatal("New accepted an ftp URL")
+	}
+	texts := []string{err.Error()}
+	for _, e := range logs.all() {
+		texts = append(texts, e.text)
+	}
+	for _, text := range texts {
+		if strings.Contains(text, "user-key-hidden") {
+			t.Errorf("reveals the URL's user name: %s", text)
+		}
+	}
+}

@@ -92,7 +92,8 @@ func cliLoadConfig(getenv func(string) string) (cliConfig, string, error) {
 	return cfg, path, nil
 }
 
-// save writes the config readable by its owner only: it holds tokens.
+// save writes the config readable by its owner only, whatever the umask
+// and whatever files lie beside it: it holds tokens.
 func (cfg cliConfig) save(path string) error {
 	if path == "" {
 		return errors.New("no place for the client config: set VIGIL_CLIENT_CONFIG or HOME")
@@ -104,11 +105,19 @@ func (cfg cliConfig) save(path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("write the client config: %w", err)
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+	// A new file of its own, never one found there (a write cut short
+	// leaves one, of whatever mode), so the token is written only into
+	// a file that is the owner's alone from its first byte.
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
+	if err != nil {
 		return fmt.Errorf("write the client config: %w", err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	_, err = f.Write(data)
+	if err = errors.Join(err, f.Close()); err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
 		return fmt.Errorf("write the client config: %w", err)
 	}
 	return nil

@@ -442,3 +442,28 @@ func TestAMalformedActingSessionFromTheEnvironmentNamesItsVariable(t *testing.T)
 		t.Errorf("vigil hook: exit %d, stderr %q; want exit 2 and %q", code, errOut, want)
 	}
 }
+
+// A write of the config cut short (a crash, a full disk) can leave its
+// temporary file behind, and a file someone else made there need not be
+// private: a token written through it must still be its owner's only.
+func TestASavedContextIsOwnerOnlyWhateverFileWasLeftBesideTheConfig(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg+".tmp", []byte("left by an earlier write\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(cfg+".tmp", 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := cliEnv(nil, "VIGIL_CLIENT_CONFIG", cfg)
+	if code, _, errOut := cliRun(t, env, "config", "set-context", "local", "--token", "a-token-of-some-length"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	info, err := os.Stat(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode := info.Mode().Perm(); mode&0o077 != 0 {
+		t.Fatalf("the config holding a token has mode %v: others may read it", mode)
+	}
+}

@@ -21,6 +21,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/vigilhq/vigil/internal/redact"
 )
 
 // Sizes are the workloads' dimensions. Full and Quick are the two sets
@@ -220,7 +222,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	store := "SQLite (scratch files in " + e.dir + ")"
 	if e.pg {
-		store = "PostgreSQL (scratch schemas in " + redact(cfg.DB) + ")"
+		store = "PostgreSQL (scratch schemas in " + redact.URL(cfg.DB) + ")"
 	}
 	rep := &Report{Store: store, Sizes: cfg.Label, Rounds: cfg.Rounds, CPUs: runtime.NumCPU(),
 		Platform: runtime.GOOS + "/" + runtime.GOARCH, Go: runtime.Version(), Started: time.Now()}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/url"
 	"strings"
 	"text/tabwriter"
 )
@@ -84,12 +83,4 @@ func count(n int) string {
 		return "-" + b.String()
 	}
 	return b.String()
-}
-
-// redact hides a password in a database URL.
-func redact(raw string) string {
-	if u, err := url.Parse(raw); err == nil && u.Scheme != "" {
-		return u.Redacted()
-	}
-	return raw
 }

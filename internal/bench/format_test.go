@@ -93,3 +93,31 @@ func TestRunRefusesAnUnknownWorkload(t *testing.T) {
 		t.Fatalf("Run with an unknown workload: %v", err)
 	}
 }
+
+// The report names the database its workloads ran on, and is printed and
+// kept: it shows no password, wherever the URL gives one.
+func TestTheReportNamesThePostgreSQLDatabaseWithoutItsPassword(t *testing.T) {
+	for _, db := range []string{
+		"postgres://vigil:s3cret@db.example/vigil",
+		"postgres://vigil@db.example/vigil?password=s3cret",
+		"postgres://vigil:s3cret#1@db.example/vigil", // does not parse
+	} {
+		// The memory workload, without an executable to start, is skipped:
+		// the report is made without reaching the database.
+		rep, err := Run(t.Context(), Config{Sizes: Quick(), DB: db, Dir: t.TempDir(), Only: []string{"memory"}})
+		if err != nil {
+			t.Fatalf("%s: %v", db, err)
+		}
+		if strings.Contains(rep.Store, "s3cret") || !strings.Contains(rep.Store, "db.example") {
+			t.Errorf("%s: the report names the store %q", db, rep.Store)
+		}
+	}
+}
+
+func TestAPostgreSQLURLThatDoesNotParseIsRefusedWithoutItsPassword(t *testing.T) {
+	_, err := Run(t.Context(), Config{Sizes: Quick(), DB: "postgres://vigil:s3cret#1@db.example/vigil", Dir: t.TempDir(),
+		Only: []string{"delta"}})
+	if err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("Run on a URL that does not parse: %v", err)
+	}
+}

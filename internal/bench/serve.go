@@ -53,9 +53,11 @@ type serveOptions struct {
 
 // startServe runs the vigil executable as `vigil serve` on db, listening
 // on a loopback port of its choosing, and returns once it listens. The
-// child sees none of the user's VIGIL_ settings.
+// child sees none of the user's VIGIL_ settings. It is given db in
+// VIGIL_DB, not on its command line, which anyone on the machine can
+// read: a PostgreSQL URL holds a password.
 func (e *env) startServe(ctx context.Context, db string, o serveOptions) (*serveProc, error) {
-	args := []string{"serve", "--db", db, "--addr", "127.0.0.1:0", "--log-format", "json"}
+	args := []string{"serve", "--addr", "127.0.0.1:0", "--log-format", "json"}
 	if o.sync != "" {
 		args = append(args, "--synchronous", o.sync)
 	}
@@ -73,6 +75,7 @@ func (e *env) startServe(ctx context.Context, db string, o serveOptions) (*serve
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	cmd.Env = append(cmd.Env, "VIGIL_DB="+db)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/internal/redact"
 	"github.com/vigilhq/vigil/sessions"
 	"github.com/vigilhq/vigil/store/pgstore"
 	"github.com/vigilhq/vigil/store/sqlitestore"
@@ -132,7 +133,7 @@ func (e *env) openPG(ctx context.Context) (*scratch, error) {
 func stripSchema(raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "", fmt.Errorf("--db: not a valid URL: %w", err)
+		return "", fmt.Errorf("--db: not a valid URL: %w", redact.ParseError(raw))
 	}
 	q := u.Query()
 	q.Del("schema")
