@@ -48,6 +48,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -344,6 +345,39 @@ func IsPostgres(db string) bool {
 	return false
 }
 
+// CheckSQLiteName refuses a database name that is not a PostgreSQL URL
+// and cannot be meant as a SQLite file: none at all, or a PostgreSQL
+// key=value connection string, which taken as a file name would make a
+// file named after its password, shown by every line naming the
+// database. The refusal does not quote the name.
+func CheckSQLiteName(db string) error {
+	if db == "" {
+		return errors.New("no database named: give a SQLite file or a postgres:// URL")
+	}
+	if looksLikeKeywordDSN(db) {
+		return errors.New("the database looks like a PostgreSQL key=value connection string, which vigil does not take " +
+			"(not shown: it may hold a password): give a postgres:// URL, with the password in PGPASSWORD or ~/.pgpass if you like")
+	}
+	return nil
+}
+
+// keywordDSN are the keywords of libpq's key=value connection strings a
+// person would start one with.
+var keywordDSN = []string{"host", "hostaddr", "port", "dbname", "user", "password", "passfile", "sslmode", "service",
+	"connect_timeout", "application_name", "options"}
+
+// looksLikeKeywordDSN reports whether db is a PostgreSQL key=value
+// connection string ("host=... dbname=..."), not a file name.
+func looksLikeKeywordDSN(db string) bool {
+	for _, field := range strings.Fields(db) {
+		k, _, ok := strings.Cut(field, "=")
+		if ok && slices.Contains(keywordDSN, strings.ToLower(k)) {
+			return true
+		}
+	}
+	return false
+}
+
 // PostgresTarget splits a PostgreSQL URL into the server's URL and
 // vigil's schema: a schema=NAME parameter is vigil's, not the server's,
 // and keeps vigil's tables in their own schema.
@@ -391,8 +425,8 @@ func OpenStore(ctx context.Context, db, synchronous string, log *slog.Logger) (S
 		}
 		return st, nil
 	}
-	if db == "" {
-		return nil, errors.New("no database named: give a SQLite file or a postgres:// URL")
+	if err := CheckSQLiteName(db); err != nil {
+		return nil, err
 	}
 	if err := MakeSQLiteDir(db); err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -293,5 +294,26 @@ func TestAPostgreSQLURLWhoseSchemeIsInCapitalsNamesAServer(t *testing.T) {
 	server, schema, err := node.PostgresTarget(db)
 	if err != nil || !strings.HasPrefix(server, "postgres://") || schema != "team" {
 		t.Fatalf("PostgresTarget(%q) = %q, %q, %v; want a postgres:// server and schema team", db, server, schema, err)
+	}
+}
+
+// A PostgreSQL key=value connection string is not a file name: taken as
+// one it would make a SQLite file named after its password. It is
+// refused, without being quoted, and nothing is made.
+func TestAKeywordConnectionStringIsRefusedNotMadeIntoAFile(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for _, db := range []string{"host=127.0.0.1 password=s3cret dbname=vigil", "dbname=vigil user=me password=s3cret"} {
+		st, err := node.OpenStore(t.Context(), db, "", nil)
+		if err == nil {
+			st.Close()
+			t.Fatalf("%q opened as a store, want it refused", db)
+		}
+		if !strings.Contains(err.Error(), "postgres://") || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("refusal %q: want it to ask for a postgres:// URL without quoting the password", err)
+		}
+	}
+	if made, _ := os.ReadDir(dir); len(made) != 0 {
+		t.Fatalf("the refusals made %d files, the first %q", len(made), made[0].Name())
 	}
 }

@@ -60,6 +60,9 @@ the database took it. It changes nothing and takes no lock: a running gateway's 
 can be read.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkDBFlag(db); err != nil {
+				return err
+			}
 			st, err := dbReadStatus(cmd.Context(), db)
 			if err != nil {
 				return &cliExitError{msg: err.Error()}
@@ -89,6 +92,9 @@ step; a database that has them all is left as it is. Back it up first. A SQLite 
 not be open in a running gateway; gateways on PostgreSQL may run meanwhile.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkDBFlag(db); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			logs := &logFlags{level: "info", format: "text"}
 			log, _ := logs.logger(env.stderr)
@@ -126,6 +132,9 @@ with pg_dump: the command says how.`,
 			if node.IsPostgres(db) {
 				return &cliExitError{msg: dbPgDumpAdvice(db, args[0])}
 			}
+			if err := checkDBFlag(db); err != nil {
+				return err
+			}
 			if err := sqlitestore.Backup(cmd.Context(), db, args[0]); err != nil {
 				return &cliExitError{msg: err.Error()}
 			}
@@ -159,6 +168,9 @@ PostgreSQL, restore with pg_restore (docs/operations.md, "Backup and restore").`
 				return &cliExitError{msg: "vigil db restore puts back SQLite files; restore PostgreSQL with pg_restore " +
 					"(docs/operations.md, \"Backup and restore\")"}
 			}
+			if err := checkDBFlag(db); err != nil {
+				return err
+			}
 			if err := node.MakeSQLiteDir(db); err != nil {
 				return &cliExitError{msg: err.Error()}
 			}
@@ -170,6 +182,18 @@ PostgreSQL, restore with pg_restore (docs/operations.md, "Backup and restore").`
 		},
 	})
 	return cmd
+}
+
+// checkDBFlag refuses, as a wrong command line, a --db that can be
+// neither a PostgreSQL URL nor a SQLite file (node.CheckSQLiteName).
+func checkDBFlag(db string) error {
+	if node.IsPostgres(db) {
+		return nil
+	}
+	if err := node.CheckSQLiteName(db); err != nil {
+		return cliUsagef("--db: %v", err)
+	}
+	return nil
 }
 
 // dbReadStatus reads the schema's migrations of the database db names.

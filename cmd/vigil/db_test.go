@@ -278,3 +278,24 @@ func TestDBRestoreMakesTheDatabasesFolderWhenItIsMissing(t *testing.T) {
 		t.Errorf("status of the restored database: exit %d, %q, %q", code, out, errOut)
 	}
 }
+
+// A PostgreSQL key=value connection string given as --db is a wrong
+// command line for every command that opens the database: taken as a file
+// name it would make a SQLite file named after its password. Nothing is
+// made, and the refusal does not show the password.
+func TestAKeywordConnectionStringAsTheDatabaseIsAWrongCommandLine(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	dsn := "host=127.0.0.1 dbname=vigil password=s3cret"
+	for _, args := range [][]string{{"serve", "--addr", "127.0.0.1:0"}, {"db", "status"}, {"db", "migrate"},
+		{"db", "backup", filepath.Join(dir, "b.db")}, {"db", "restore", filepath.Join(dir, "b.db")}} {
+		code, _, errOut := cliRun(t, cliEnv(nil), append(args, "--db", dsn)...)
+		if code != exitUsage || !strings.Contains(errOut, "postgres://") || strings.Contains(errOut, "s3cret") {
+			t.Errorf("vigil %s: exit %d, stderr %q; want exit 2 asking for a postgres:// URL without the password",
+				strings.Join(args, " "), code, errOut)
+		}
+	}
+	if made, _ := os.ReadDir(dir); len(made) != 0 {
+		t.Fatalf("the refusals made %d files, the first %q", len(made), made[0].Name())
+	}
+}

@@ -181,6 +181,9 @@ for them (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER=console…; docs/ope
 		if err := vigil.CheckDashboardURL(cfg.dashboardURL); err != nil {
 			return cliUsagef("--dashboard-url: %v", err)
 		}
+		if err := checkDBFlag(cfg.db); err != nil {
+			return err
+		}
 		// The store would refuse it too, but only once its directory was
 		// made, and as a failure rather than a wrong command line.
 		switch strings.ToUpper(cfg.sync) {
