@@ -4,35 +4,16 @@ import (
 	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/vigilhq/vigil/gateway"
 )
 
-// syncBuffer is a log destination a test reads while the gateway writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // The refusal tells the caller; the operator learns from the log which
 // credential is at its limit, once until it releases what it holds, so a
 // client retrying in a loop does not flood the log.
 func TestACredentialRefusedAtItsOwnLimitIsLoggedOnceUntilItReleasesOne(t *testing.T) {
-	var logs syncBuffer
+	var logs bytes.Buffer // Hold logs on its caller's goroutine
 	g := gatewayWith(t, gateway.Options{Limits: gateway.Limits{StreamsPerCredential: 1},
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	c := caller(t, g, gateway.Principal{Role: gateway.RoleAgent, ID: "busy"}, "")
