@@ -824,15 +824,7 @@ func TestLogsAndErrorsNeverRevealURLCredentials(t *testing.T) {
 	if err == nil {
 		t.Fatal("New accepted an ftp URL")
 	}
-	texts := []string{err.Error()}
-	for _, e := range logs.all() {
-		texts = append(texts, e.text)
-	}
-	for _, text := range texts {
-		if strings.Contains(text, "pw-hidden") || strings.Contains(text, "tok-hidden") {
-			t.Errorf("reveals a URL credential: %s", text)
-		}
-	}
+	revealsNone(t, err, logs, "pw-hidden", "tok-hidden")
 }
 
 // heldReceiver is a receiver whose first request waits until release is
@@ -932,13 +924,22 @@ func TestLogsNeverRevealAURLsUserNameWhichIsACredentialToo(t *testing.T) {
 	if err == nil {
 		t.Fatal("New accepted an ftp URL")
 	}
+	revealsNone(t, err, logs, "user-key-hidden")
+}
+
+// revealsNone fails t if err or any line logs recorded holds one of
+// secrets.
+func revealsNone(t *testing.T, err error, logs *logRecorder, secrets ...string) {
+	t.Helper()
 	texts := []string{err.Error()}
 	for _, e := range logs.all() {
 		texts = append(texts, e.text)
 	}
 	for _, text := range texts {
-		if strings.Contains(text, "user-key-hidden") {
-			t.Errorf("reveals the URL's user name: %s", text)
+		for _, secret := range secrets {
+			if strings.Contains(text, secret) {
+				t.Errorf("reveals %q: %s", secret, text)
+			}
 		}
 	}
 }
