@@ -71,7 +71,7 @@ func (e *Engine) queueLeftOut(ctx context.Context, watcher string, wake bool) {
 	if _, err := watcherKey(watcher); err != nil {
 		return // a bare key is owed no notice: its queue holds none
 	}
-	if err := e.rebuild(ctx, []string{watcher}, wake); err != nil {
+	if err := e.rebuild(ctx, []string{watcher}, wake, nil); err != nil {
 		e.queues.markShort(watcher)
 		e.log.WarnContext(ctx, "queue again what a full queue left out", "watcher", watcher, "err", err)
 	}
@@ -143,7 +143,10 @@ func (e *Engine) drainQueue(ctx context.Context, watcher string) (Drained, error
 			if !ok {
 				// Unwatched or deleted meanwhile: the notice is still
 				// delivered (reconciling shows the session gone) but
-				// acknowledges nothing.
+				// acknowledges nothing. Nothing durable stands for it,
+				// so the other processes are told it was delivered, or
+				// the watcher's next turn there would deliver it again.
+				t.tx.NoticeDelivered(watcher, target)
 				d.Events = append(d.Events, ev)
 				continue
 			}

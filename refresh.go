@@ -3,6 +3,7 @@ package vigil
 import (
 	"context"
 	"fmt"
+	"slices"
 )
 
 // The queues are a cache of the durable cursors. When another process
@@ -45,7 +46,7 @@ func (e *Engine) Refresh(ctx context.Context, watchers []string) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	if err := e.rebuild(ctx, keys, true); err != nil {
+	if err := e.rebuild(ctx, keys, true, nil); err != nil {
 		return fmt.Errorf("refresh %d watchers: %w", len(keys), err)
 	}
 	return nil
@@ -55,8 +56,46 @@ func (e *Engine) Refresh(ctx context.Context, watchers []string) error {
 // for the watchers that hold a pending cursor or a queued notice. Unlike
 // Sweep it writes nothing.
 func (e *Engine) Resync(ctx context.Context) error {
-	if err := e.rebuild(ctx, nil, true); err != nil {
+	if err := e.rebuild(ctx, nil, true, nil); err != nil {
 		return fmt.Errorf("resync queues: %w", err)
+	}
+	return nil
+}
+
+// Delivery is a watcher's notice about a target that a turn delivered
+// while no cursor or tombstone stood for it (Tx.NoticeDelivered).
+type Delivery struct {
+	Watcher string
+	Target  SessionRef
+}
+
+// ForgetDelivered drops the notices that turns in other processes
+// delivered while no cursor or tombstone stood for them (a watcher's
+// notice about a session it deleted or unwatched meanwhile): each
+// watcher's queued notice about the target, unless it is owed one about
+// it again. Each of those watchers' queues is rebuilt from its cursors as
+// Refresh rebuilds it. Such a notice lives in every process's memory
+// alone, so without this the watcher's next turn in each process would
+// deliver it again.
+func (e *Engine) ForgetDelivered(ctx context.Context, ds []Delivery) error {
+	delivered := map[string][]SessionRef{}
+	var keys []string
+	for _, d := range ds {
+		k, err := watcherKey(d.Watcher)
+		if err != nil {
+			continue // a key this engine would never hold a queue for
+		}
+		w := k.String()
+		if _, ok := delivered[w]; !ok {
+			keys = append(keys, w)
+		}
+		delivered[w] = append(delivered[w], d.Target)
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	if err := e.rebuild(ctx, keys, true, delivered); err != nil {
+		return fmt.Errorf("forget notices delivered elsewhere to %d watchers: %w", len(keys), err)
 	}
 	return nil
 }
@@ -65,8 +104,10 @@ func (e *Engine) Resync(ctx context.Context) error {
 // every pending cursor while the queues still hold their notices, so the
 // cursors' notices are built one watcher at a time, as its queue is
 // synced, rather than all of them first beside the queues. Unless wake is
-// set, the notices it queues wake nobody: a turn about to take them.
-func (e *Engine) rebuild(ctx context.Context, keys []string, wake bool) error {
+// set, the notices it queues wake nobody: a turn about to take them. A
+// queued notice about a deleted session that delivered names for its
+// watcher is dropped rather than kept (ForgetDelivered).
+func (e *Engine) rebuild(ctx context.Context, keys []string, wake bool, delivered map[string][]SessionRef) error {
 	return e.Update(ctx, func(ctx context.Context, t *Txn) error {
 		t.atEnd = append(t.atEnd, func(ctx context.Context) error {
 			owed, err := t.tx.OwedTo(ctx, keys, false)
@@ -81,7 +122,9 @@ func (e *Engine) rebuild(ctx context.Context, keys []string, wake bool) error {
 			if watchers == nil {
 				watchers = want.watchers(e.queues.watchers())
 			}
-			deleted, err := t.deletedTargets(ctx, watchers, want.has)
+			deleted, err := t.deletedTargets(ctx, watchers, func(w string, target SessionRef) bool {
+				return want.has(w, target) || slices.Contains(delivered[w], target)
+			})
 			if err != nil {
 				return err
 			}
@@ -168,12 +211,13 @@ func (w *wanted) of(dst []SystemEvent, watcher string) []SystemEvent {
 }
 
 // deletedTargets lists, per watcher, the targets of queued notices it is
-// not owed and whose session no longer exists (version 0).
-func (t *Txn) deletedTargets(ctx context.Context, watchers []string, owed func(watcher string, target SessionRef) bool) (map[string][]SessionRef, error) {
+// not owed and whose session no longer exists (version 0): those notices
+// stay queued. skip says which are neither listed nor looked at.
+func (t *Txn) deletedTargets(ctx context.Context, watchers []string, skip func(watcher string, target SessionRef) bool) (map[string][]SessionRef, error) {
 	out := map[string][]SessionRef{}
 	for _, w := range watchers {
 		for _, ev := range t.e.queues.peek(w) {
-			if !ev.IsNotice() || owed(w, *ev.Target) {
+			if !ev.IsNotice() || skip(w, *ev.Target) {
 				continue
 			}
 			v, err := t.tx.Version(ctx, *ev.Target)

@@ -33,8 +33,10 @@ type Stale struct {
 	Version int64
 	// Watcher is set when the SyncedWatcher requirement failed (the
 	// Version requirement held, or was not asked): the watcher, its
-	// cursor's watermarks, and the notice about the session queued for
-	// it (nil and "" when none is, after a restart say) with its text.
+	// cursor's watermarks, and the notice about the session the cursor
+	// owes it, with its text: as queued for it, or as the cursor gives it
+	// when this process has none queued (another process's change not
+	// heard of yet, or a full queue that left it out).
 	Watcher            string
 	LastSeen, Material int64
 	Queued             *SystemEvent
@@ -85,6 +87,12 @@ func (t *Txn) Require(ctx context.Context, target SessionRef, r Requirement) err
 		if ev.Target != nil && *ev.Target == target {
 			s.Queued, s.Notice = &ev, ev.Text
 		}
+	}
+	if s.Queued == nil {
+		// A notice's text depends on the cursor alone: the one this
+		// process would queue is the one owed.
+		ev := t.e.noticeFor(c)
+		s.Queued, s.Notice = &ev, ev.Text
 	}
 	return s
 }

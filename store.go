@@ -211,6 +211,14 @@ type Tx interface {
 	// ExpireTombstones deletes up to limit tombstones made before
 	// madeBefore and returns how many it deleted.
 	ExpireTombstones(ctx context.Context, madeBefore int64, limit int) (int, error)
+	// NoticeDelivered says that a turn of watcher delivered its queued
+	// notice about target, which neither a cursor nor a tombstone stands
+	// for any more (the watcher deleted or unwatched the target while the
+	// notice was pending). Every process keeps such a notice in memory
+	// alone, so a store that processes share tells the others when the
+	// transaction commits, for them to drop their copy
+	// (Engine.ForgetDelivered); a store of one process does nothing.
+	NoticeDelivered(watcher string, target SessionRef)
 	// PutCreationNotice stores, durably, that n.Watcher is owed n, the
 	// notice that n.Session was created, unless a creation notice of
 	// n.Session was ever stored, delivered or not: it reports whether it

@@ -573,3 +573,87 @@ func TestAFollowerFromAPositionAheadOfALivingSessionWithNoEventGoesOn(t *testing
 		})
 	}
 }
+
+// A reset ends the sends awaiting a reply from the session, with an
+// error, on every gateway of a shared database: the incarnation they
+// wrote to is gone.
+func TestASendAwaitingAReplyFromASessionResetThroughAnotherGatewayAnswersAnError(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			here, resetter := deletingGateways(t, b)
+			w := newPreconditionWorld(t, here)
+			sent := sendAwaiting(t, here, w)
+			if _, err := resetter.Reset(ctx, caller(t, resetter, person, ""), gateway.SessionInput{SessionKey: w.worker.Key}); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case out := <-sent:
+				if out.Status != "error" || out.Error != "the session was reset" {
+					t.Fatalf("the send awaiting a reply from a reset session answered %+v, want an error saying so", out)
+				}
+			case <-time.After(followHangGuard): // shorter than the send's timeout
+				t.Fatal("the send awaiting a reply from a reset session did not answer (hang guard)")
+			}
+		})
+	}
+}
+
+func TestASendAwaitingAReplyFromASessionResetWhileTheListenerWasDownAnswersAnErrorOnceItReconnects(t *testing.T) {
+	schema := pgtest.FreshSchema(t)
+	here, resetter := newDeafGateway(t, schema), gatewayOnPostgres(t, schema)
+	w := newPreconditionWorld(t, here.Gateway)
+	sent := sendAwaiting(t, here.Gateway, w)
+	here.deafen(t)
+	if _, err := resetter.Reset(ctx, caller(t, resetter, person, ""), gateway.SessionInput{SessionKey: w.worker.Key}); err != nil {
+		t.Fatal(err)
+	}
+	here.hear()
+	select {
+	case out := <-sent:
+		if out.Status != "error" || out.Error != "the session was reset" {
+			t.Fatalf("the send awaiting a reply from a session reset unheard answered %+v, want an error saying so", out)
+		}
+	case <-time.After(followHangGuard): // shorter than the send's timeout
+		t.Fatal("the send awaiting a reply from a session reset unheard did not answer (hang guard)")
+	}
+}
+
+// A send stored after the reset waits on the incarnation the reset made:
+// the reset, found again by a recheck, does not end it.
+func TestARecheckLeavesASendToTheIncarnationAResetMadeWaiting(t *testing.T) {
+	g := gatewayWith(t, gateway.Options{})
+	w := newPreconditionWorld(t, g)
+	if _, err := g.Reset(ctx, w.person, gateway.SessionInput{SessionKey: w.worker.Key}); err != nil {
+		t.Fatal(err)
+	}
+	sent := sendAwaiting(t, g, w)
+	if err := g.Recheck(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case out := <-sent:
+		t.Fatalf("the send to the reset session's new incarnation answered %+v at a recheck, want it waiting", out)
+	default:
+	}
+}
+
+// sendAwaiting has a person send to w's worker through here, waiting a
+// minute for the reply, and returns once the send waits.
+func sendAwaiting(t *testing.T, here *gateway.Gateway, w *preconditionWorld) <-chan gateway.SendOutput {
+	t.Helper()
+	sixty := 60
+	answered := make(chan gateway.SendOutput, 1)
+	go func() {
+		out, err := here.Send(ctx, w.person, gateway.SendInput{SessionKey: w.worker.Key, Message: "anyone there?", TimeoutSeconds: &sixty})
+		if err != nil {
+			t.Error(err)
+		}
+		answered <- out
+	}()
+	hang, cancel := context.WithTimeout(ctx, followHangGuard) // a hang guard, not a timing
+	defer cancel()
+	if err := here.AwaitWaitingSends(hang, w.worker, 1); err != nil { // its message stored, it waits
+		t.Fatal(err)
+	}
+	return answered
+}

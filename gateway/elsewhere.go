@@ -68,9 +68,16 @@ func (g *Gateway) HearCommits(on bool) { g.opts.Hub.HearCommits(on) }
 // that came before it. Sends and turns waiting here on a deleted
 // session end too, unless it was made again since: a session made again
 // is told from the one deleted by its version, and only the sessions
-// something waits on here are read from the store for it.
+// something waits on here are read from the store for it. A reset
+// heard among the events ends the sends waiting here on the session's
+// earlier incarnations.
 func (g *Gateway) CommitsHeard(ctx context.Context, c Heard) error {
 	g.opts.Hub.Committed(c)
+	for _, e := range c.Events {
+		if e.Kind == vigil.KindSessionReset {
+			g.sessionReset(vigil.SessionRef{AgentID: e.AgentID, Key: e.SessionKey}, e.SessionID)
+		}
+	}
 	for _, d := range c.Deleted {
 		if !g.awaited(d.Session) && !g.parkedOn(d.Session) {
 			continue
@@ -104,10 +111,12 @@ func (g *Gateway) endWaits(ref vigil.SessionRef) {
 // Recheck makes up for news from other processes that may have been lost
 // (announcements made while this gateway was not listening): parked turns
 // look at the store again, sends waiting here for a reply complete if
-// one was stored (naming their message) through another process, and
-// the turns and sends waiting on a session vigil no longer knows end as
-// its deletion would have ended them. Call it after reconnecting to the
-// announcements, and now and then.
+// one was stored (naming their message) through another process, those
+// still waiting on an incarnation of their target that a reset replaced
+// end as the reset would have ended them, and the turns and sends
+// waiting on a session vigil no longer knows end as its deletion would
+// have ended them. Call it after reconnecting to the announcements, and
+// now and then.
 func (g *Gateway) Recheck(ctx context.Context) error {
 	g.opts.Hub.Recheck()
 	// Each goes on whatever the other met: a failed read of one session
@@ -165,6 +174,15 @@ func (g *Gateway) recheckWaiters(ctx context.Context) error {
 			if m.Role == sessions.RoleAssistant && m.ReplyTo != 0 {
 				g.answer(target, m)
 			}
+		}
+		// After the replies: one stored is the send's answer, whatever
+		// came after it.
+		s, ok, err := g.store.Session(ctx, target)
+		if err != nil {
+			return fmt.Errorf("recheck the incarnation of %s: %w", target, err)
+		}
+		if ok {
+			g.sessionReset(target, s.SessionID)
 		}
 	}
 	return nil

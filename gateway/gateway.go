@@ -107,7 +107,10 @@ type Gateway struct {
 // waiter is a sessions_send waiting for the target's reply.
 type waiter struct {
 	messageID int64
-	done      chan sendOutcome // buffered 1
+	// incarnation is the target's session id when the message was
+	// stored: a reset gives the target another, and ends the wait.
+	incarnation string
+	done        chan sendOutcome // buffered 1
 }
 
 type sendOutcome struct {

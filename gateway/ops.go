@@ -415,7 +415,8 @@ func (g *Gateway) Reset(ctx context.Context, c Caller, in SessionInput) (_ Reset
 			ActorType: actorType, ActorID: actorID, Parent: parent}); err != nil {
 			return err
 		}
-		txn.AfterCommit(func() { g.failWaiters(ref, "the session was reset") })
+		incarnation := s.SessionID
+		txn.AfterCommit(func() { g.sessionReset(ref, incarnation) })
 		out = ResetOutput{SessionKey: ref.Key, SessionID: s.SessionID}
 		return nil
 	})

@@ -21,13 +21,14 @@ type ConflictError struct {
 	// StateVersion is the target's state version when the change was
 	// refused.
 	StateVersion int64
-	// Notice is, for ifSynced, the caller's pending notice about the
-	// target (empty when none is queued, e.g. after a restart), and
-	// NoticeData that notice as data.
+	// Notice is, for ifSynced, the notice about the target the caller's
+	// cursor owes it (as its queue holds it, or will once this gateway
+	// hears of a change made through another), and NoticeData that
+	// notice as data.
 	Notice     string
 	NoticeData *NoticeData
-	// entry and watcher are the queued notice, whose data the gateway
-	// reads once the refused write has ended (conflictData).
+	// entry and watcher are that notice, whose data the gateway reads
+	// once the refused write has ended (conflictData).
 	entry   *vigil.SystemEvent
 	watcher string
 	msg     string

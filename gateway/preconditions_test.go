@@ -502,3 +502,32 @@ func TestAFenceOverTheWaitLimitIsRefusedNamingFencesAmongTheWaits(t *testing.T) 
 		t.Fatalf("a second fence over a limit of 1: %v, want too_many_requests naming fences", err)
 	}
 }
+
+// The notice a conflict on ifSynced carries is the one the caller's cursor
+// owes it, whether or not its gateway has heard yet of the change another
+// gateway made.
+func TestAConflictOnIfSyncedCarriesTheNoticeOfAChangeItsGatewayHasNotHeardOf(t *testing.T) {
+	schema := pgtest.FreshSchema(t)
+	here, other := newDeafGateway(t, schema), gatewayOnPostgres(t, schema)
+	w := newPreconditionWorld(t, here.Gateway)
+	turnEvents(t, here.Gateway, w.manager, "agent:main:main") // the creation notice
+	c, ok, err := here.Engine().Cursor(ctx, "agent:main:main", w.worker)
+	if err != nil || !ok {
+		t.Fatalf("the manager's cursor on its worker: %v, %v", ok, err)
+	}
+	here.deafen(t)
+	zero := 0
+	if _, err := other.Send(ctx, caller(t, other, person, ""), gateway.SendInput{SessionKey: w.worker.Key,
+		Message: "a person writes elsewhere", TimeoutSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = here.SetGoal(ctx, w.manager, gateway.GoalInput{SessionKey: w.worker.Key, Action: "set", Objective: "ship",
+		IfSynced: true})
+	var conflict *gateway.ConflictError
+	if !errors.As(err, &conflict) {
+		t.Fatalf("the unsynced write answered %v, want a conflict", err)
+	}
+	if want := vigil.NoticeText(w.worker.Key, c.LastSeen); conflict.Notice != want {
+		t.Fatalf("the conflict carries notice %q, want %q", conflict.Notice, want)
+	}
+}

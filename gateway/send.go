@@ -196,8 +196,8 @@ func (g *Gateway) Send(ctx context.Context, c Caller, in SendInput) (_ SendOutpu
 			watched = true
 		}
 		if w != nil {
-			id := msgID
-			txn.AfterCommit(func() { g.addWaiter(target, id, w) })
+			id, incarnation := msgID, s.SessionID
+			txn.AfterCommit(func() { g.addWaiter(target, id, incarnation, w) })
 		}
 		return nil
 	})
@@ -250,14 +250,14 @@ func settle(out *SendOutput, res sendOutcome) {
 	}
 }
 
-func (g *Gateway) addWaiter(target vigil.SessionRef, messageID int64, w *waiter) {
+func (g *Gateway) addWaiter(target vigil.SessionRef, messageID int64, incarnation string, w *waiter) {
 	g.waitMu.Lock()
 	defer g.waitMu.Unlock()
 	if g.closed {
 		w.done <- sendOutcome{err: "the gateway is shutting down"}
 		return
 	}
-	w.messageID = messageID
+	w.messageID, w.incarnation = messageID, incarnation
 	g.waiters[target] = append(g.waiters[target], w)
 	g.changes.note()
 }
@@ -307,6 +307,30 @@ func (g *Gateway) awaited(target vigil.SessionRef) bool {
 	g.waitMu.Lock()
 	defer g.waitMu.Unlock()
 	return len(g.waiters[target]) > 0
+}
+
+// sessionReset ends, with an error, the sends waiting on target whose
+// message went to an incarnation before the one its reset made: the
+// reset's own gateway at its commit, the others as they hear of it
+// (CommitsHeard). A send stored since, to the new incarnation, waits on.
+func (g *Gateway) sessionReset(target vigil.SessionRef, incarnation string) {
+	g.waitMu.Lock()
+	defer g.waitMu.Unlock()
+	list := g.waiters[target]
+	kept := list[:0]
+	for _, w := range list {
+		if w.incarnation == incarnation {
+			kept = append(kept, w)
+			continue
+		}
+		w.done <- sendOutcome{err: "the session was reset"}
+	}
+	clear(list[len(kept):]) // no ended send stays reachable
+	if len(kept) == 0 {
+		delete(g.waiters, target)
+	} else {
+		g.waiters[target] = kept
+	}
 }
 
 // failWaiters ends every send waiting on target with an error.

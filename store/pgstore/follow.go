@@ -54,7 +54,11 @@ import (
 // lock first), and PostgreSQL delivers notifications in commit order.
 // They carry the sessions the commit deleted too, each with its state
 // version then, so the other processes end what follows or waits on them
-// (Commits.Deleted).
+// (Commits.Deleted), and the notices its turns delivered that nothing
+// durable stood for (Tx.NoticeDelivered), which the other processes then
+// drop from their queues (Follower.ForgetDelivered): heard, such a
+// notice is delivered once; one delivered while a process was not
+// listening stays queued there.
 
 // maxPayload keeps a notification below PostgreSQL's 8000-byte limit.
 const maxPayload = 7000
@@ -77,6 +81,9 @@ type change struct {
 	// Deleted are the sessions the commit deleted, each with its state
 	// version then.
 	Deleted []deletion `json:"d,omitempty"`
+	// Delivered are the notices the commit's turns delivered that
+	// nothing durable stood for: watcher, target agent and key.
+	Delivered [][3]string `json:"n,omitempty"`
 }
 
 // deletion is a Deletion in a payload.
@@ -191,7 +198,8 @@ func jsonSize(s string) int { return 6*len(s) + 3 }
 // payloads splits a transaction's changes into notifications, each below
 // PostgreSQL's size limit, its events in the order of their sequences.
 func (t *Tx) payloads() []string {
-	if len(t.watchers) == 0 && !t.appended && len(t.messages) == 0 && len(t.events) == 0 && len(t.deleted) == 0 {
+	if len(t.watchers) == 0 && !t.appended && len(t.messages) == 0 && len(t.events) == 0 && len(t.deleted) == 0 &&
+		len(t.delivered) == 0 {
 		return nil
 	}
 	ws := make([]string, 0, len(t.watchers))
@@ -221,6 +229,10 @@ func (t *Tx) payloads() []string {
 	for _, d := range t.deleted {
 		room(jsonSize(d.Session.AgentID) + jsonSize(d.Session.Key) + 32)
 		c.Deleted = append(c.Deleted, deletion{d.Session.AgentID, d.Session.Key, d.Version})
+	}
+	for _, d := range t.delivered {
+		room(jsonSize(d.Watcher) + jsonSize(d.Target.AgentID) + jsonSize(d.Target.Key) + 3)
+		c.Delivered = append(c.Delivered, [3]string{d.Watcher, d.Target.AgentID, d.Target.Key})
 	}
 	for _, m := range t.messages {
 		room(jsonSize(m.Session.AgentID) + jsonSize(m.Session.Key) + 24)
@@ -259,6 +271,10 @@ type Follower interface {
 	Refresh(ctx context.Context, watchers []string) error
 	// Resync rebuilds every queued notice from the cursors.
 	Resync(ctx context.Context) error
+	// ForgetDelivered drops the queued notices that other processes'
+	// turns delivered while nothing durable stood for them
+	// (Tx.NoticeDelivered).
+	ForgetDelivered(ctx context.Context, delivered []vigil.Delivery) error
 }
 
 // FollowOptions configure Follow.
@@ -627,6 +643,10 @@ type heard struct {
 	appended bool
 	messages []Arrival // in commit order
 	full     bool      // a full rebuild, for a poll or dropped news
+	// delivered are the notices other processes' turns delivered that
+	// nothing durable stood for, up to maxHeard: past it, those
+	// processes' copies may be delivered again.
+	delivered []vigil.Delivery
 	// commits are every process's commits' events (see Commits).
 	commits Commits
 }
@@ -659,6 +679,11 @@ func (n *news) add(c change, own bool) {
 	for _, m := range c.Messages {
 		if a, ok := m.decode(); ok {
 			h.messages = append(h.messages, a)
+		}
+	}
+	for _, d := range c.Delivered {
+		if len(h.delivered) < maxHeard {
+			h.delivered = append(h.delivered, vigil.Delivery{Watcher: d[0], Target: vigil.SessionRef{AgentID: d[1], Key: d[2]}})
 		}
 	}
 	if len(h.watchers) > maxHeard {
@@ -728,6 +753,8 @@ func (n *news) merge(h heard) {
 		}
 	}
 	m.messages = append(m.messages, h.messages...)
+	m.delivered = append(m.delivered, h.delivered...)
+	m.delivered = m.delivered[:min(len(m.delivered), maxHeard)]
 	if len(m.watchers) > maxHeard {
 		m.full = true
 	}
@@ -741,8 +768,9 @@ func (n *news) merge(h heard) {
 }
 
 // forgetRebuilds drops the rebuilds the news holds, and keeps its
-// messages: the listener lost its connection, and the full rebuild after
-// reconnecting (Follow) does what they would, with OnAppended and
+// messages and the notices delivered elsewhere, which no rebuild finds:
+// the listener lost its connection, and the full rebuild after
+// reconnecting (Follow) does what the rebuilds would, with OnAppended and
 // OnResync, without making the listener wait for them first.
 func (n *news) forgetRebuilds() {
 	n.mu.Lock()
@@ -798,7 +826,7 @@ func (n *news) take(ctx context.Context) (heard, bool) {
 
 func (h *heard) empty() bool {
 	cs := &h.commits
-	return len(h.watchers) == 0 && !h.appended && len(h.messages) == 0 && !h.full &&
+	return len(h.watchers) == 0 && !h.appended && len(h.messages) == 0 && !h.full && len(h.delivered) == 0 &&
 		len(cs.Events) == 0 && len(cs.Uncarried) == 0 && !cs.Lost && len(cs.Deleted) == 0
 }
 
@@ -827,6 +855,13 @@ func (h *heard) handOnCommits(ctx context.Context, opts FollowOptions) {
 // A full rebuild, from Resync to OnResync, spaces the next poll by what it
 // took.
 func (h *heard) rebuild(ctx context.Context, f Follower, poll *safetyPoll, opts FollowOptions, log *slog.Logger) {
+	// First: a rebuild keeps a notice about a deleted session, and
+	// cannot queue one that was dropped, so the drop is final either way.
+	if len(h.delivered) > 0 {
+		if err := f.ForgetDelivered(ctx, h.delivered); err != nil && ctx.Err() == nil {
+			log.Error("forget notices delivered elsewhere", "notices", len(h.delivered), "err", err)
+		}
+	}
 	var began time.Time
 	switch {
 	case h.full:

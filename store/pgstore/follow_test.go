@@ -87,6 +87,10 @@ func (f *recordingFollower) Refresh(ctx context.Context, watchers []string) erro
 
 func (f *recordingFollower) Resync(ctx context.Context) error { return f.eng.Resync(ctx) }
 
+func (f *recordingFollower) ForgetDelivered(ctx context.Context, ds []vigil.Delivery) error {
+	return f.eng.ForgetDelivered(ctx, ds)
+}
+
 func (g *gatewayOn) wakes() []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -538,6 +542,8 @@ func (f *stalledFollower) Refresh(ctx context.Context, _ []string) error {
 
 func (f *stalledFollower) Resync(context.Context) error { return nil }
 
+func (f *stalledFollower) ForgetDelivered(context.Context, []vigil.Delivery) error { return nil }
+
 func TestTheEventsOfCommitsAreHandedOnWhileARebuildIsUnderWay(t *testing.T) {
 	schema := freshSchema(t)
 	here, elsewhere := open(t, schema), startGateway(t, schema, false)
@@ -608,6 +614,8 @@ type timedFollower struct {
 }
 
 func (f *timedFollower) Refresh(context.Context, []string) error { return nil }
+
+func (f *timedFollower) ForgetDelivered(context.Context, []vigil.Delivery) error { return nil }
 
 func (f *timedFollower) Resync(ctx context.Context) error {
 	select {

@@ -119,6 +119,13 @@ func (c *callLog) Resync(context.Context) error {
 	return nil
 }
 
+func (c *callLog) ForgetDelivered(_ context.Context, ds []vigil.Delivery) error {
+	for _, d := range ds {
+		c.calls = append(c.calls, "forget "+d.Watcher+" "+d.Target.Key)
+	}
+	return nil
+}
+
 func join(ws []string) string {
 	out := ""
 	for i, w := range ws {
@@ -158,6 +165,21 @@ func TestAppliedNewsRefreshesItsWatchersOnceBeforeTellingTheEmbedder(t *testing.
 		messages: []Arrival{{Session: vigil.MustRef("agent:main:main"), MessageID: 4}}}
 	h.apply(t.Context(), c, idlePoll(t), c.options(), discard)
 	want := []string{"refresh agent:a:main,agent:b:main", "appended", "message agent:main:main"}
+	if !slices.Equal(c.calls, want) {
+		t.Fatalf("calls = %q, want %q", c.calls, want)
+	}
+}
+
+// A rebuild keeps a queued notice about a deleted session: the notices
+// delivered elsewhere are forgotten first, and the rebuild cannot queue
+// them again.
+func TestNoticesDeliveredElsewhereAreForgottenBeforeTheQueuesAreRebuilt(t *testing.T) {
+	n := newNews(false)
+	n.add(change{Watchers: []string{"agent:a:main"}, Delivered: [][3]string{{"agent:a:main", "a", "agent:a:subagent:gone"}}}, false)
+	h, _ := n.take(t.Context())
+	c := &callLog{}
+	h.apply(t.Context(), c, idlePoll(t), c.options(), discard)
+	want := []string{"forget agent:a:main agent:a:subagent:gone", "refresh agent:a:main"}
 	if !slices.Equal(c.calls, want) {
 		t.Fatalf("calls = %q, want %q", c.calls, want)
 	}
@@ -270,3 +292,5 @@ func (f *orderFollower) Refresh(context.Context, []string) error {
 }
 
 func (f *orderFollower) Resync(context.Context) error { return nil }
+
+func (f *orderFollower) ForgetDelivered(context.Context, []vigil.Delivery) error { return nil }

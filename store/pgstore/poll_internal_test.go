@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	vigil "github.com/vigilhq/vigil"
 	"github.com/vigilhq/vigil/clock"
 )
 
@@ -16,6 +17,8 @@ type slowResync struct {
 }
 
 func (f *slowResync) Refresh(context.Context, []string) error { return nil }
+
+func (f *slowResync) ForgetDelivered(context.Context, []vigil.Delivery) error { return nil }
 
 func (f *slowResync) Resync(context.Context) error {
 	f.clk.Advance(f.cost)

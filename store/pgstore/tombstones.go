@@ -101,3 +101,8 @@ func (t *Tx) ExpireTombstones(ctx context.Context, madeBefore int64, limit int) 
 	}
 	return expired, nil
 }
+
+// NoticeDelivered implements vigil.Tx: Commit announces it.
+func (t *Tx) NoticeDelivered(watcher string, target vigil.SessionRef) {
+	t.delivered = append(t.delivered, vigil.Delivery{Watcher: watcher, Target: target})
+}

@@ -68,6 +68,9 @@ type Tx struct {
 	// deleted are the sessions this transaction deleted, each with its
 	// state version then, also announced at Commit.
 	deleted []Deletion
+	// delivered are the notices its turns delivered that nothing
+	// durable stood for (NoticeDelivered), also announced at Commit.
+	delivered []vigil.Delivery
 	// locked are the sessions whose head row this transaction holds, each
 	// with the round of locks (batch.go) that took it; pending are those
 	// asked for that are not taken yet, and ahead those of pending that
@@ -912,7 +915,7 @@ func (t *Tx) Commit() error {
 	t.pending, t.ahead, t.targets = nil, nil, nil // a lock nothing reads under would end at once
 	t.spares.drop()
 	t.messageIDs.drop()
-	if !t.begun && t.held.empty() && len(t.watchers) == 0 && len(t.messages) == 0 {
+	if !t.begun && t.held.empty() && len(t.watchers) == 0 && len(t.messages) == 0 && len(t.delivered) == 0 {
 		return t.Rollback() // nothing was sent: nothing to commit
 	}
 	b := &pgx.Batch{}

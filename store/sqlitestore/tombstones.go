@@ -54,3 +54,7 @@ func (t *Tx) ExpireTombstones(ctx context.Context, madeBefore int64, limit int) 
 		SELECT watcher, target_agent, target_key FROM tombstones WHERE made_at < ? LIMIT ?)`, madeBefore, limit)
 	return int(n), err
 }
+
+// NoticeDelivered implements vigil.Tx: the processes on a file tell each
+// other nothing, so there is no one to tell.
+func (t *Tx) NoticeDelivered(string, vigil.SessionRef) {}
