@@ -701,3 +701,34 @@ func TestEveryAnswerForbidsContentSniffing(t *testing.T) {
 		}
 	}
 }
+
+func TestAHeadRequestOnAStreamIsAnsweredItsHeadersAndHoldsNothing(t *testing.T) {
+	s := e2eStartWith(t, true, nil)
+	e2eStory(t, s)
+	for _, path := range []string{"/v1/events", "/v1/sessions/" + e2eManager + "/events"} {
+		c := edgeDial(t, s)
+		r := bufio.NewReader(c)
+		fmt.Fprintf(c, "HEAD %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n", path, e2eMain)
+		resp, err := http.ReadResponse(r, &http.Request{Method: http.MethodHead})
+		if err != nil {
+			t.Fatalf("HEAD %s: %v", path, err)
+		}
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+			t.Errorf("HEAD %s: %d %q, want 200 text/event-stream", path, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		// The answer is over: the connection serves the next request.
+		c.SetReadDeadline(time.Now().Add(e2eHangGuard))
+		fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+		resp, err = http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatalf("the request after HEAD %s on its connection: %v", path, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("the request after HEAD %s on its connection: %d, want 200", path, resp.StatusCode)
+		}
+		if n := s.G.Held(gateway.HoldStream); n != 0 {
+			t.Errorf("HEAD %s holds %d streams, want 0", path, n)
+		}
+	}
+}

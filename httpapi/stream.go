@@ -84,8 +84,16 @@ func (s *sse) add(b ...[]byte) error {
 const sseWriteAt = 32 << 10
 
 // holdStream admits one more stream for c (answering a refusal itself)
-// and holds the response open.
+// and holds the response open. A HEAD asks for the headers alone: it is
+// answered the stream's, and holds nothing, so it neither takes a stream
+// of the credential's limit nor keeps its connection from the next
+// request.
 func (s *server) holdStream(w http.ResponseWriter, r *http.Request, c gateway.Caller) (http.ResponseWriter, func(), bool) {
+	if r.Method == http.MethodHead {
+		sseHeaders(w)
+		w.WriteHeader(http.StatusOK)
+		return w, nil, false
+	}
 	release, err := s.holdStreamOf(c)
 	if err != nil {
 		s.fail(w, r, err)
@@ -123,14 +131,19 @@ func startSSE(w http.ResponseWriter) (*sse, bool) {
 		writeError(w, http.StatusInternalServerError, gateway.CodeInternal, "streaming is not supported by this connection")
 		return nil, false
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
+	sseHeaders(w)
 	w.WriteHeader(http.StatusOK)
 	fmt.Fprint(w, ": connected\n\n")
 	f.Flush()
 	return &sse{w: w, f: f}, true
+}
+
+// sseHeaders sets the headers of an event stream.
+func sseHeaders(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
 }
 
 // send adds an event to what flush writes.
