@@ -732,3 +732,27 @@ func TestAHeadRequestOnAStreamIsAnsweredItsHeadersAndHoldsNothing(t *testing.T) 
 		}
 	}
 }
+
+func TestAStreamWhoseClientStoppedReadingEndsAtOnceWhenShutdownBegins(t *testing.T) {
+	open, shutdown := context.WithCancel(context.Background())
+	defer shutdown()
+	s := e2eStartWith(t, true, func(h *httpapi.Options, _ *gatewaytest.Options) {
+		h.Context = open
+		// Only ending the stream can release it: no write times out first.
+		h.Timeouts.Write = 100 * e2eHangGuard
+	})
+	// More than the connection holds: the stream's replay blocks on it.
+	liveProduce(t, &liveServer{e2eServer: s}, 2000)
+	c := edgeDial(t, s)
+	if err := c.(*net.TCPConn).SetReadBuffer(4096); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "GET /v1/events?after=0 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n", e2eAdmin)
+	// Read into the replay's first events, then stop reading.
+	c.SetReadDeadline(time.Now().Add(e2eHangGuard))
+	if _, err := io.ReadFull(c, make([]byte, 64<<10)); err != nil {
+		t.Fatalf("reading the stream's start: %v", err)
+	}
+	shutdown()
+	awaitHeld(t, s.G, gateway.HoldStream, 0)
+}

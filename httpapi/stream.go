@@ -32,11 +32,25 @@ type Bookmark struct {
 }
 
 // streamContext is a stream's request context, also ended when the server
-// shuts down.
-func (s *server) streamContext(r *http.Request) (context.Context, func()) {
+// shuts down. Shutdown cuts the stream's writes too: a client that stopped
+// reading would otherwise hold its write, and the shutdown, for the whole
+// write timeout. The stream has nothing left to tell then, and its client
+// reconnects however its connection ended. The cut is over once end
+// returns, so it never reaches the connection's next request.
+func (s *server) streamContext(w *paced, r *http.Request) (ctx context.Context, end func()) {
 	ctx, cancel := context.WithCancel(r.Context())
-	stop := context.AfterFunc(s.opts.Context, cancel)
-	return ctx, func() { stop(); cancel() }
+	cutting := make(chan struct{})
+	stop := context.AfterFunc(s.opts.Context, func() {
+		defer close(cutting)
+		w.cut()
+		cancel()
+	})
+	return ctx, func() {
+		if !stop() {
+			<-cutting
+		}
+		cancel()
+	}
 }
 
 // keepalive is a stream's reader's Tick: a comment every
@@ -88,16 +102,16 @@ const sseWriteAt = 32 << 10
 // answered the stream's, and holds nothing, so it neither takes a stream
 // of the credential's limit nor keeps its connection from the next
 // request.
-func (s *server) holdStream(w http.ResponseWriter, r *http.Request, c gateway.Caller) (http.ResponseWriter, func(), bool) {
+func (s *server) holdStream(w http.ResponseWriter, r *http.Request, c gateway.Caller) (*paced, func(), bool) {
 	if r.Method == http.MethodHead {
 		sseHeaders(w)
 		w.WriteHeader(http.StatusOK)
-		return w, nil, false
+		return nil, nil, false
 	}
 	release, err := s.holdStreamOf(c)
 	if err != nil {
 		s.fail(w, r, err)
-		return w, nil, false
+		return nil, nil, false
 	}
 	return s.holdOpen(w), release, true
 }
@@ -307,12 +321,13 @@ func (s *server) sessionEvents(w http.ResponseWriter, r *http.Request, c gateway
 		s.fail(w, r, err)
 		return
 	}
-	w, release, ok := s.holdStream(w, r, c)
+	held, release, ok := s.holdStream(w, r, c)
 	if !ok {
 		return
 	}
+	w = held
 	defer release()
-	ctx, cancel := s.streamContext(r)
+	ctx, cancel := s.streamContext(held, r)
 	defer cancel()
 	after := int64(-1) // from the session's current version
 	if resume {
@@ -454,12 +469,13 @@ func (s *server) logEvents(w http.ResponseWriter, r *http.Request, c gateway.Cal
 		return c.CanReach(e.AgentID) && (filterAgent == "" || e.AgentID == filterAgent) &&
 			(filterSession == "" || e.SessionKey == filterSession)
 	}
-	w, release, ok := s.holdStream(w, r, c)
+	held, release, ok := s.holdStream(w, r, c)
 	if !ok {
 		return
 	}
+	w = held
 	defer release()
-	ctx, cancel := s.streamContext(r)
+	ctx, cancel := s.streamContext(held, r)
 	defer cancel()
 	// Live only (after < 0) starts at the log's horizon.
 	f, err := s.g.Follow(ctx, gateway.FollowOptions{After: after, Match: match, BookmarkInterval: s.opts.BookmarkInterval})
