@@ -330,24 +330,33 @@ func TestAStreamAskedForOnceShutdownBeganIsRefused503WithRetryAfter(t *testing.T
 	e2eStory(t, s)
 	shutdown()
 	for _, path := range []string{"/v1/sessions/" + e2eManager + "/events", "/v1/events?after=0"} {
-		req, err := http.NewRequest(http.MethodGet, s.URL+path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+e2eMain)
-		resp, err := e2eClient.Do(req)
-		if err != nil {
-			t.Fatalf("GET %s: %v", path, err)
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		e2eCheckError(t, "GET "+path+" once shutdown began", resp.StatusCode, body, http.StatusServiceUnavailable,
-			gateway.CodeUnavailable, "shutting down")
-		if resp.Header.Get("Retry-After") == "" {
-			t.Errorf("GET %s once shutdown began: no Retry-After", path)
+		for _, method := range []string{http.MethodGet, http.MethodHead} {
+			req, err := http.NewRequest(method, s.URL+path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+e2eMain)
+			resp, err := e2eClient.Do(req)
+			if err != nil {
+				t.Fatalf("%s %s: %v", method, path, err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if method == http.MethodHead {
+				// The same answer, without its body.
+				if resp.StatusCode != http.StatusServiceUnavailable {
+					t.Errorf("HEAD %s once shutdown began: %d, want 503", path, resp.StatusCode)
+				}
+			} else {
+				e2eCheckError(t, "GET "+path+" once shutdown began", resp.StatusCode, body, http.StatusServiceUnavailable,
+					gateway.CodeUnavailable, "shutting down")
+			}
+			if resp.Header.Get("Retry-After") == "" {
+				t.Errorf("%s %s once shutdown began: no Retry-After", method, path)
+			}
 		}
 	}
 	if n := s.G.Held(gateway.HoldStream); n != 0 {

@@ -99,11 +99,15 @@ const sseWriteAt = 32 << 10
 
 // holdStream admits one more stream for c (answering a refusal itself)
 // and holds the response open. A HEAD asks for the headers alone: it is
-// answered the stream's, and holds nothing, so it neither takes a stream
-// of the credential's limit nor keeps its connection from the next
-// request.
+// answered the stream's, or the refusal once shutdown began, and holds
+// nothing, so it neither takes a stream of the credential's limit nor
+// keeps its connection from the next request.
 func (s *server) holdStream(w http.ResponseWriter, r *http.Request, c gateway.Caller) (*paced, func(), bool) {
 	if r.Method == http.MethodHead {
+		if err := s.shuttingDown(); err != nil {
+			s.fail(w, r, err)
+			return nil, nil, false
+		}
 		sseHeaders(w)
 		w.WriteHeader(http.StatusOK)
 		return nil, nil, false
@@ -119,11 +123,8 @@ func (s *server) holdStream(w http.ResponseWriter, r *http.Request, c gateway.Ca
 // holdStreamOf admits one more stream for c; release ends it, and counts
 // it for giving its memory back.
 func (s *server) holdStreamOf(c gateway.Caller) (release func(), err error) {
-	// A stream begun once shutdown has begun would end at once with a 200,
-	// which tells a client to reconnect here straight away; a 503 tells it
-	// to retry later, elsewhere if it can.
-	if s.opts.Context.Err() != nil {
-		return nil, fmt.Errorf("%w: the gateway is shutting down; open the stream again later", gateway.ErrUnavailable)
+	if err := s.shuttingDown(); err != nil {
+		return nil, err
 	}
 	held, err := s.g.Hold(c, gateway.HoldStream)
 	if err != nil {
@@ -137,6 +138,16 @@ func (s *server) holdStreamOf(c gateway.Caller) (release func(), err error) {
 			s.memory.closed()
 		})
 	}, nil
+}
+
+// shuttingDown refuses a stream once shutdown has begun: begun then, it
+// would end at once with a 200, which tells a client to reconnect here
+// straight away; a 503 tells it to retry later, elsewhere if it can.
+func (s *server) shuttingDown() error {
+	if s.opts.Context.Err() != nil {
+		return fmt.Errorf("%w: the gateway is shutting down; open the stream again later", gateway.ErrUnavailable)
+	}
+	return nil
 }
 
 func startSSE(w http.ResponseWriter) (*sse, bool) {
