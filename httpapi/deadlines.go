@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -98,31 +99,56 @@ func (b *liftOnEOF) Read(p []byte) (int, error) {
 // holdOpen lifts w's write deadline for a response that stays open (a
 // stream, a long poll) and returns a writer that bounds each write on its
 // own instead, so a client that stops reading is still cut off.
-func (s *server) holdOpen(w http.ResponseWriter) http.ResponseWriter {
+func (s *server) holdOpen(w http.ResponseWriter) *paced {
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{})
 	return &paced{ResponseWriter: w, rc: rc, d: s.opts.Timeouts.Write}
 }
 
-// paced sets a write deadline before each write.
+// paced sets a write deadline before each write, until it is cut.
 type paced struct {
 	http.ResponseWriter
 	rc *http.ResponseController
 	d  time.Duration
+
+	// mu orders setting the deadline with cut, so that no write moves
+	// the deadline past a cut.
+	mu     sync.Mutex
+	cutOff bool
+}
+
+// pace bounds the next write, unless the response was cut.
+func (p *paced) pace() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.cutOff {
+		_ = p.rc.SetWriteDeadline(time.Now().Add(p.d))
+	}
+}
+
+// cut ends the response's writes at once, and every later one: a write
+// blocked on a client that stopped reading fails now instead of at its
+// deadline, and so does the response's end. It may be called from any
+// goroutine while the handler runs.
+func (p *paced) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cutOff = true
+	_ = p.rc.SetWriteDeadline(time.Now())
 }
 
 func (p *paced) Write(b []byte) (int, error) {
-	_ = p.rc.SetWriteDeadline(time.Now().Add(p.d))
+	p.pace()
 	return p.ResponseWriter.Write(b)
 }
 
 func (p *paced) WriteHeader(code int) {
-	_ = p.rc.SetWriteDeadline(time.Now().Add(p.d))
+	p.pace()
 	p.ResponseWriter.WriteHeader(code)
 }
 
 func (p *paced) Flush() {
-	_ = p.rc.SetWriteDeadline(time.Now().Add(p.d))
+	p.pace()
 	_ = p.rc.Flush()
 }
 

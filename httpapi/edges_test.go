@@ -330,24 +330,33 @@ func TestAStreamAskedForOnceShutdownBeganIsRefused503WithRetryAfter(t *testing.T
 	e2eStory(t, s)
 	shutdown()
 	for _, path := range []string{"/v1/sessions/" + e2eManager + "/events", "/v1/events?after=0"} {
-		req, err := http.NewRequest(http.MethodGet, s.URL+path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+e2eMain)
-		resp, err := e2eClient.Do(req)
-		if err != nil {
-			t.Fatalf("GET %s: %v", path, err)
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		e2eCheckError(t, "GET "+path+" once shutdown began", resp.StatusCode, body, http.StatusServiceUnavailable,
-			gateway.CodeUnavailable, "shutting down")
-		if resp.Header.Get("Retry-After") == "" {
-			t.Errorf("GET %s once shutdown began: no Retry-After", path)
+		for _, method := range []string{http.MethodGet, http.MethodHead} {
+			req, err := http.NewRequest(method, s.URL+path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+e2eMain)
+			resp, err := e2eClient.Do(req)
+			if err != nil {
+				t.Fatalf("%s %s: %v", method, path, err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if method == http.MethodHead {
+				// The same answer, without its body.
+				if resp.StatusCode != http.StatusServiceUnavailable {
+					t.Errorf("HEAD %s once shutdown began: %d, want 503", path, resp.StatusCode)
+				}
+			} else {
+				e2eCheckError(t, "GET "+path+" once shutdown began", resp.StatusCode, body, http.StatusServiceUnavailable,
+					gateway.CodeUnavailable, "shutting down")
+			}
+			if resp.Header.Get("Retry-After") == "" {
+				t.Errorf("%s %s once shutdown began: no Retry-After", method, path)
+			}
 		}
 	}
 	if n := s.G.Held(gateway.HoldStream); n != 0 {
@@ -700,4 +709,59 @@ func TestEveryAnswerForbidsContentSniffing(t *testing.T) {
 			t.Errorf("GET %s (%d): X-Content-Type-Options %q, want nosniff", path, resp.StatusCode, got)
 		}
 	}
+}
+
+func TestAHeadRequestOnAStreamIsAnsweredItsHeadersAndHoldsNothing(t *testing.T) {
+	s := e2eStartWith(t, true, nil)
+	e2eStory(t, s)
+	for _, path := range []string{"/v1/events", "/v1/sessions/" + e2eManager + "/events"} {
+		c := edgeDial(t, s)
+		r := bufio.NewReader(c)
+		fmt.Fprintf(c, "HEAD %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n", path, e2eMain)
+		resp, err := http.ReadResponse(r, &http.Request{Method: http.MethodHead})
+		if err != nil {
+			t.Fatalf("HEAD %s: %v", path, err)
+		}
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+			t.Errorf("HEAD %s: %d %q, want 200 text/event-stream", path, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		// The answer is over: the connection serves the next request.
+		c.SetReadDeadline(time.Now().Add(e2eHangGuard))
+		fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+		resp, err = http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatalf("the request after HEAD %s on its connection: %v", path, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("the request after HEAD %s on its connection: %d, want 200", path, resp.StatusCode)
+		}
+		if n := s.G.Held(gateway.HoldStream); n != 0 {
+			t.Errorf("HEAD %s holds %d streams, want 0", path, n)
+		}
+	}
+}
+
+func TestAStreamWhoseClientStoppedReadingEndsAtOnceWhenShutdownBegins(t *testing.T) {
+	open, shutdown := context.WithCancel(context.Background())
+	defer shutdown()
+	s := e2eStartWith(t, true, func(h *httpapi.Options, _ *gatewaytest.Options) {
+		h.Context = open
+		// Only ending the stream can release it: no write times out first.
+		h.Timeouts.Write = 100 * e2eHangGuard
+	})
+	// More than the connection holds: the stream's replay blocks on it.
+	liveProduce(t, &liveServer{e2eServer: s}, 2000)
+	c := edgeDial(t, s)
+	if err := c.(*net.TCPConn).SetReadBuffer(4096); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "GET /v1/events?after=0 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n", e2eAdmin)
+	// Read into the replay's first events, then stop reading.
+	c.SetReadDeadline(time.Now().Add(e2eHangGuard))
+	if _, err := io.ReadFull(c, make([]byte, 64<<10)); err != nil {
+		t.Fatalf("reading the stream's start: %v", err)
+	}
+	shutdown()
+	awaitHeld(t, s.G, gateway.HoldStream, 0)
 }

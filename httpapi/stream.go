@@ -32,11 +32,25 @@ type Bookmark struct {
 }
 
 // streamContext is a stream's request context, also ended when the server
-// shuts down.
-func (s *server) streamContext(r *http.Request) (context.Context, func()) {
+// shuts down. Shutdown cuts the stream's writes too: a client that stopped
+// reading would otherwise hold its write, and the shutdown, for the whole
+// write timeout. The stream has nothing left to tell then, and its client
+// reconnects however its connection ended. The cut is over once end
+// returns, so it never reaches the connection's next request.
+func (s *server) streamContext(w *paced, r *http.Request) (ctx context.Context, end func()) {
 	ctx, cancel := context.WithCancel(r.Context())
-	stop := context.AfterFunc(s.opts.Context, cancel)
-	return ctx, func() { stop(); cancel() }
+	cutting := make(chan struct{})
+	stop := context.AfterFunc(s.opts.Context, func() {
+		defer close(cutting)
+		w.cut()
+		cancel()
+	})
+	return ctx, func() {
+		if !stop() {
+			<-cutting
+		}
+		cancel()
+	}
 }
 
 // keepalive is a stream's reader's Tick: a comment every
@@ -84,12 +98,24 @@ func (s *sse) add(b ...[]byte) error {
 const sseWriteAt = 32 << 10
 
 // holdStream admits one more stream for c (answering a refusal itself)
-// and holds the response open.
-func (s *server) holdStream(w http.ResponseWriter, r *http.Request, c gateway.Caller) (http.ResponseWriter, func(), bool) {
+// and holds the response open. A HEAD asks for the headers alone: it is
+// answered the stream's, or the refusal once shutdown began, and holds
+// nothing, so it neither takes a stream of the credential's limit nor
+// keeps its connection from the next request.
+func (s *server) holdStream(w http.ResponseWriter, r *http.Request, c gateway.Caller) (*paced, func(), bool) {
+	if r.Method == http.MethodHead {
+		if err := s.shuttingDown(); err != nil {
+			s.fail(w, r, err)
+			return nil, nil, false
+		}
+		sseHeaders(w)
+		w.WriteHeader(http.StatusOK)
+		return nil, nil, false
+	}
 	release, err := s.holdStreamOf(c)
 	if err != nil {
 		s.fail(w, r, err)
-		return w, nil, false
+		return nil, nil, false
 	}
 	return s.holdOpen(w), release, true
 }
@@ -97,11 +123,8 @@ func (s *server) holdStream(w http.ResponseWriter, r *http.Request, c gateway.Ca
 // holdStreamOf admits one more stream for c; release ends it, and counts
 // it for giving its memory back.
 func (s *server) holdStreamOf(c gateway.Caller) (release func(), err error) {
-	// A stream begun once shutdown has begun would end at once with a 200,
-	// which tells a client to reconnect here straight away; a 503 tells it
-	// to retry later, elsewhere if it can.
-	if s.opts.Context.Err() != nil {
-		return nil, fmt.Errorf("%w: the gateway is shutting down; open the stream again later", gateway.ErrUnavailable)
+	if err := s.shuttingDown(); err != nil {
+		return nil, err
 	}
 	held, err := s.g.Hold(c, gateway.HoldStream)
 	if err != nil {
@@ -117,20 +140,35 @@ func (s *server) holdStreamOf(c gateway.Caller) (release func(), err error) {
 	}, nil
 }
 
+// shuttingDown refuses a stream once shutdown has begun: begun then, it
+// would end at once with a 200, which tells a client to reconnect here
+// straight away; a 503 tells it to retry later, elsewhere if it can.
+func (s *server) shuttingDown() error {
+	if s.opts.Context.Err() != nil {
+		return fmt.Errorf("%w: the gateway is shutting down; open the stream again later", gateway.ErrUnavailable)
+	}
+	return nil
+}
+
 func startSSE(w http.ResponseWriter) (*sse, bool) {
 	f, ok := w.(http.Flusher)
 	if !ok {
 		writeError(w, http.StatusInternalServerError, gateway.CodeInternal, "streaming is not supported by this connection")
 		return nil, false
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
+	sseHeaders(w)
 	w.WriteHeader(http.StatusOK)
 	fmt.Fprint(w, ": connected\n\n")
 	f.Flush()
 	return &sse{w: w, f: f}, true
+}
+
+// sseHeaders sets the headers of an event stream.
+func sseHeaders(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
 }
 
 // send adds an event to what flush writes.
@@ -294,12 +332,13 @@ func (s *server) sessionEvents(w http.ResponseWriter, r *http.Request, c gateway
 		s.fail(w, r, err)
 		return
 	}
-	w, release, ok := s.holdStream(w, r, c)
+	held, release, ok := s.holdStream(w, r, c)
 	if !ok {
 		return
 	}
+	w = held
 	defer release()
-	ctx, cancel := s.streamContext(r)
+	ctx, cancel := s.streamContext(held, r)
 	defer cancel()
 	after := int64(-1) // from the session's current version
 	if resume {
@@ -441,12 +480,13 @@ func (s *server) logEvents(w http.ResponseWriter, r *http.Request, c gateway.Cal
 		return c.CanReach(e.AgentID) && (filterAgent == "" || e.AgentID == filterAgent) &&
 			(filterSession == "" || e.SessionKey == filterSession)
 	}
-	w, release, ok := s.holdStream(w, r, c)
+	held, release, ok := s.holdStream(w, r, c)
 	if !ok {
 		return
 	}
+	w = held
 	defer release()
-	ctx, cancel := s.streamContext(r)
+	ctx, cancel := s.streamContext(held, r)
 	defer cancel()
 	// Live only (after < 0) starts at the log's horizon.
 	f, err := s.g.Follow(ctx, gateway.FollowOptions{After: after, Match: match, BookmarkInterval: s.opts.BookmarkInterval})
