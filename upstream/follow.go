@@ -52,8 +52,8 @@ type Follower struct {
 	// Roots, when set, are the absolute directories transcripts may lie
 	// in. A path is judged with its symbolic links resolved, so a link
 	// inside a root that points outside it is refused (ErrOutsideRoots),
-	// and judged again once its file is open, so is a link swapped in
-	// between.
+	// whether or not a file is there, and judged again once its file is
+	// open, so is a link swapped in between.
 	Roots []string
 	// Clock stamps Marker.Linked; nil means the real clock.
 	Clock clock.Clock
@@ -478,21 +478,70 @@ func isMissing(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
 }
 
-// within refuses a path outside the Follower's roots, judged with symbolic
-// links resolved. A path that does not exist yet is judged as written: it
-// is read only once it exists, and judged again then.
+// within refuses a path outside the Follower's roots, judged by where it
+// leads (resolve). Whatever lies outside the roots, or stops a path from
+// resolving there, the refusal is the same ErrOutsideRoots: it does not
+// tell whether a file outside the roots exists. A path inside them that
+// leads to no file yet is taken: it is read only once it exists, and
+// judged again then.
 func (f Follower) within(path string) error {
 	if len(f.Roots) == 0 {
 		return nil
 	}
-	real, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		if !isMissing(err) {
-			return fmt.Errorf("upstream: resolve %s: %w", path, err)
-		}
-		real = path
+	real, err := resolve(path, maxDangling)
+	if out := f.inRoots(path, real); out != nil {
+		return out
 	}
-	return f.inRoots(path, real)
+	if err != nil && !isMissing(err) {
+		return fmt.Errorf("upstream: resolve %s: %w", path, err)
+	}
+	return nil
+}
+
+// maxDangling bounds the symbolic links resolve follows by hand, those
+// leading to nothing (yet): the kernel follows no more than 40 on a path.
+const maxDangling = 40
+
+// errTooManyLinks is resolve's error for a path whose links it stopped
+// following.
+var errTooManyLinks = errors.New("too many symbolic links")
+
+// resolve is where path leads: the longest leading part of it that
+// resolves, with its symbolic links resolved, then the rest as written,
+// except that a symbolic link there, which leads to nothing yet, is
+// followed to where it points, at most hops of them. Judging the path as
+// written past such a link would take a link inside a root to a missing
+// file outside it for a missing transcript, and so tell that file's
+// absence. err is why the whole path did not resolve (nil when it did).
+func resolve(path string, hops int) (string, error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err == nil {
+		return real, nil
+	}
+	var rest []string // the parts below dir, outermost first
+	for dir := path; ; {
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return path, err
+		}
+		rest = append([]string{filepath.Base(dir)}, rest...)
+		dir = parent
+		r, derr := filepath.EvalSymlinks(dir)
+		if derr != nil {
+			continue
+		}
+		next := filepath.Join(r, rest[0])
+		target, lerr := os.Readlink(next)
+		switch {
+		case lerr != nil:
+			return filepath.Join(append([]string{r}, rest...)...), err
+		case hops == 0:
+			return filepath.Join(append([]string{r}, rest...)...), errTooManyLinks
+		case !filepath.IsAbs(target):
+			target = filepath.Join(r, target)
+		}
+		return resolve(filepath.Join(append([]string{target}, rest[1:]...)...), hops-1)
+	}
 }
 
 // inRoots refuses path unless real, what it resolves to, lies in a root.

@@ -492,6 +492,74 @@ func TestPathsOutsideTheRootsAreRefused(t *testing.T) {
 	}
 }
 
+// A refusal must not tell a caller whether a file outside the roots
+// exists: a path that leads outside through a symbolic link inside a root
+// is refused whether or not its file is there, while a missing file that
+// would lie inside stays missing.
+func TestAPathLeadingOutsideTheRootsIsRefusedWhetherOrNotItsFileExists(t *testing.T) {
+	root, _, secret := rootAndSecret(t)
+	outside := filepath.Dir(secret)
+	links := map[string]string{
+		"out":   outside,                                 // a directory outside
+		"gone":  filepath.Join(outside, "nothing.jsonl"), // a file outside that is not there
+		"deep":  filepath.Join(root, "out", "no"),        // through another link, to nothing
+		"ahead": filepath.Join(root, "later", "x.jsonl"), // inside, not there yet
+	}
+	for name, target := range links {
+		if err := os.Symlink(target, filepath.Join(root, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := newFollower()
+	f.Roots = []string{root}
+	for _, p := range []string{
+		filepath.Join(root, "out", "secret.jsonl"),
+		filepath.Join(root, "out", "nothing.jsonl"),
+		filepath.Join(root, "out", "no", "x.jsonl"),
+		filepath.Join(root, "gone"),
+		filepath.Join(root, "deep", "x.jsonl"),
+	} {
+		if _, err := f.Start(context.Background(), Claude, p); !errors.Is(err, ErrOutsideRoots) {
+			t.Errorf("Start(%s) = %v, want ErrOutsideRoots", p, err)
+		}
+		if r, err := f.Check(context.Background(), Marker{Format: Claude, Path: p}, nil); !errors.Is(err, ErrOutsideRoots) {
+			t.Errorf("Check(%s) = %+v, %v; want ErrOutsideRoots", p, r, err)
+		}
+	}
+	for _, p := range []string{filepath.Join(root, "nothing.jsonl"), filepath.Join(root, "ahead")} {
+		if _, err := f.Start(context.Background(), Claude, p); !errors.Is(err, ErrMissing) {
+			t.Errorf("Start(%s) = %v, want ErrMissing", p, err)
+		}
+		if r, err := f.Check(context.Background(), Marker{Format: Claude, Path: p}, nil); err != nil || !r.Missing {
+			t.Errorf("Check(%s) = %+v, %v; want missing", p, r, err)
+		}
+	}
+}
+
+// Nor may a refusal tell what stands in the way of resolving a path
+// outside the roots (a loop of links, a name too long): such a path is
+// outside, as any other.
+func TestAPathOutsideTheRootsIsRefusedAsOutsideHoweverItFailsToResolve(t *testing.T) {
+	root, _, secret := rootAndSecret(t)
+	outside := filepath.Dir(secret)
+	if err := os.Symlink("loop", filepath.Join(outside, "loop")); err != nil {
+		t.Fatal(err)
+	}
+	f := newFollower()
+	f.Roots = []string{root}
+	for _, p := range []string{
+		filepath.Join(outside, "loop", "x.jsonl"),
+		filepath.Join(outside, strings.Repeat("a", 300), "x.jsonl"),
+	} {
+		if _, err := f.Start(context.Background(), Claude, p); !errors.Is(err, ErrOutsideRoots) {
+			t.Errorf("Start(%s) = %v, want ErrOutsideRoots", p, err)
+		}
+		if _, err := f.Check(context.Background(), Marker{Format: Claude, Path: p}, nil); !errors.Is(err, ErrOutsideRoots) {
+			t.Errorf("Check(%s) = %v, want ErrOutsideRoots", p, err)
+		}
+	}
+}
+
 func TestACanceledContextStopsBeforeReading(t *testing.T) {
 	tr := newTranscript(t)
 	f := newFollower()
