@@ -78,9 +78,11 @@ type Result struct {
 	// Rows counts the non-blank complete lines classified, malformed ones
 	// included.
 	Rows int
-	// Malformed lists the complete lines that were not JSON objects of
-	// valid UTF-8. The marker moves past them (see the package doc).
-	Malformed []MalformedLine
+	// Malformed lists the first MalformedListed complete lines that were
+	// not JSON objects of valid UTF-8, and MalformedLines counts them all.
+	// The marker moves past them (see the package doc).
+	Malformed      []MalformedLine
+	MalformedLines int
 	// Blocked is set when the line at the marker is longer than the scan
 	// limit: nothing after it can be read until the limit is raised.
 	Blocked *LineTooLongError
@@ -154,6 +156,11 @@ func (r Restart) String() string {
 	}
 	return fmt.Sprintf("Restart(%d)", int(r))
 }
+
+// MalformedListed is how many malformed lines a Result lists. A window
+// may hold half a million short lines that are not JSON, and listing each
+// would hold a hundred times the window in memory.
+const MalformedListed = 16
 
 // A MalformedLine is a complete line that is not a JSON object of valid
 // UTF-8.
@@ -372,7 +379,9 @@ func (f Follower) Check(ctx context.Context, m Marker, own []string) (Result, er
 			row, err := format.Classify(line)
 			switch {
 			case err != nil:
-				res.Malformed = append(res.Malformed, MalformedLine{Offset: start, Length: len(line), Err: err})
+				if res.MalformedLines++; len(res.Malformed) < MalformedListed {
+					res.Malformed = append(res.Malformed, MalformedLine{Offset: start, Length: len(line), Err: err})
+				}
 			case row.Kind != KindHuman:
 			case echo[Normalize(row.Text)]:
 				res.Echoes++

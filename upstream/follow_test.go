@@ -251,6 +251,27 @@ func TestMalformedLinesAreReportedAndPassed(t *testing.T) {
 	}
 }
 
+// A window of short lines that are not JSON must not cost memory in
+// proportion to their number: a check lists only the first few, and
+// counts them all.
+func TestACheckListsOnlyTheFirstMalformedLinesAndCountsThemAll(t *testing.T) {
+	tr := newTranscript(t)
+	f := newFollower()
+	f.MaxScan = 4096
+	m := start(t, f, Claude, tr.path)
+	tr.write(strings.Repeat("{\n", 2048))
+	r := check(t, f, m)
+	if r.Rows != 2048 || r.Marker.Offset != tr.size() {
+		t.Fatalf("rows %d, marker %d; want every line classified and passed", r.Rows, r.Marker.Offset)
+	}
+	if len(r.Malformed) != MalformedListed || r.MalformedLines != 2048 {
+		t.Fatalf("%d malformed lines listed, %d counted; want the first %d listed, all counted",
+			len(r.Malformed), r.MalformedLines, MalformedListed)
+	}
+	if last := r.Malformed[MalformedListed-1]; last.Offset != 2*(MalformedListed-1) {
+		t.Errorf("the last listed is at byte %d, want the line at %d", last.Offset, 2*(MalformedListed-1))
+	}
+}
 func TestCRLFLineEndingsAreRead(t *testing.T) {
 	tr := newTranscript(t)
 	f := newFollower()
