@@ -559,14 +559,11 @@ func (f Follower) inRoots(path, real string) error {
 		if !filepath.IsAbs(root) {
 			return fmt.Errorf("upstream: root %q is not absolute", root)
 		}
-		forms := []string{filepath.Clean(root)}
-		if r, err := filepath.EvalSymlinks(root); err == nil {
-			forms = append(forms, r)
-		}
-		for _, r := range forms {
-			if rel, err := filepath.Rel(r, real); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-				return nil
-			}
+		// A root is resolved as a path is, so that one not made yet is
+		// compared in the form its transcripts' paths resolve to.
+		r, _ := resolve(filepath.Clean(root), maxDangling)
+		if rel, err := filepath.Rel(r, real); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return nil
 		}
 	}
 	return fmt.Errorf("upstream: %s: %w (%s)", path, ErrOutsideRoots, strings.Join(f.Roots, ", "))

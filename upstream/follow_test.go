@@ -581,6 +581,22 @@ func TestAPathOutsideTheRootsIsRefusedAsOutsideHoweverItFailsToResolve(t *testin
 	}
 }
 
+// A root may not exist yet, and may lie under a symbolic link: a missing
+// transcript under it is missing, not outside.
+func TestAMissingFileUnderARootNotMadeYetBehindALinkIsMissing(t *testing.T) {
+	real := t.TempDir()
+	link := filepath.Join(t.TempDir(), "home")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	f := newFollower()
+	f.Roots = []string{filepath.Join(link, ".claude")}
+	path := filepath.Join(link, ".claude", "projects", "5f0c.jsonl")
+	if _, err := f.Start(context.Background(), Claude, path); !errors.Is(err, ErrMissing) {
+		t.Fatalf("Start = %v, want ErrMissing", err)
+	}
+}
+
 func TestACanceledContextStopsBeforeReading(t *testing.T) {
 	tr := newTranscript(t)
 	f := newFollower()
