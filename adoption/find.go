@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/vigilhq/vigil/upstream"
 )
@@ -86,7 +87,49 @@ type dirFile interface {
 	Close() error
 }
 
-func openDir(path string) (dirFile, error) { return os.Open(path) }
+// openDir opens the directory at path, a path the walk made of a root
+// with its symbolic links resolved and the names of directories listed
+// under it. Any of them may have been replaced since it was listed: by a
+// named pipe, which is opened without waiting for a writer and refused,
+// or by a symbolic link, which is not followed out of the roots. The path
+// is judged again once it is open, as upstream.Follower judges a
+// transcript's: it must still resolve to itself, and to the directory
+// opened, so a swap before the open or in between is caught.
+func openDir(path string) (dirFile, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := sameDir(f, path); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// sameDir makes sure that f, opened at path, is the directory path names
+// now through no symbolic link.
+func sameDir(f *os.File, path string) error {
+	opened, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if real, err := filepath.EvalSymlinks(path); err != nil || real != path {
+		return fmt.Errorf("%s: %w", path, errNotADirectory)
+	}
+	named, err := os.Lstat(path)
+	if err != nil {
+		return err
+	}
+	if !opened.IsDir() || !os.SameFile(opened, named) {
+		return fmt.Errorf("%s: %w", path, errNotADirectory)
+	}
+	return nil
+}
+
+// errNotADirectory is openDir's error for a path that no longer names,
+// through no symbolic link, the directory listed.
+var errNotADirectory = errors.New("no longer a directory")
 
 func (fd finder) find(roots []string, format, id string) (string, error) {
 	if err := CheckThreadID(id); err != nil {

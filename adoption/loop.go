@@ -312,11 +312,12 @@ func (l *Loop) surface(ref vigil.SessionRef, key, path string, res upstream.Resu
 	} else {
 		delete(l.blocked, key)
 	}
-	l.count(statMalformed, int64(len(res.Malformed)))
-	for _, m := range res.Malformed[:min(len(res.Malformed), malformedLogged)] {
+	l.count(statMalformed, int64(res.MalformedLines))
+	logged := res.Malformed[:min(len(res.Malformed), malformedLogged)]
+	for _, m := range logged {
 		l.log().Warn("upstream transcript line malformed, passed", "session", ref.String(), "path", path, "err", m)
 	}
-	if more := len(res.Malformed) - malformedLogged; more > 0 {
+	if more := res.MalformedLines - len(logged); more > 0 {
 		l.log().Warn("upstream transcript lines malformed, passed, beyond those logged", "session", ref.String(),
 			"path", path, "more", more)
 	}

@@ -50,8 +50,9 @@
 // limit is never skipped: the check reports it in Result.Blocked (an error
 // wrapping [ErrLineTooLong]) and stays before it, every check, until the
 // limit is raised; it may hold a turn. A complete line that is not a JSON
-// object of valid UTF-8 is reported in Result.Malformed (with its offset,
-// length and what is wrong, wrapping [ErrMalformed]) and the marker moves
+// object of valid UTF-8 is counted in Result.MalformedLines, the first
+// [MalformedListed] of a check listed in Result.Malformed (with offset,
+// length and what is wrong, wrapping [ErrMalformed]), and the marker moves
 // past it: a transcript is only ever appended to, so a complete line can
 // never become readable, and stopping at it would stop the following for
 // good, losing every later turn, where passing it loses at most that line,

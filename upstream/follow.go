@@ -52,8 +52,8 @@ type Follower struct {
 	// Roots, when set, are the absolute directories transcripts may lie
 	// in. A path is judged with its symbolic links resolved, so a link
 	// inside a root that points outside it is refused (ErrOutsideRoots),
-	// and judged again once its file is open, so is a link swapped in
-	// between.
+	// whether or not a file is there, and judged again once its file is
+	// open, so is a link swapped in between.
 	Roots []string
 	// Clock stamps Marker.Linked; nil means the real clock.
 	Clock clock.Clock
@@ -78,9 +78,11 @@ type Result struct {
 	// Rows counts the non-blank complete lines classified, malformed ones
 	// included.
 	Rows int
-	// Malformed lists the complete lines that were not JSON objects of
-	// valid UTF-8. The marker moves past them (see the package doc).
-	Malformed []MalformedLine
+	// Malformed lists the first MalformedListed complete lines that were
+	// not JSON objects of valid UTF-8, and MalformedLines counts them all.
+	// The marker moves past them (see the package doc).
+	Malformed      []MalformedLine
+	MalformedLines int
 	// Blocked is set when the line at the marker is longer than the scan
 	// limit: nothing after it can be read until the limit is raised.
 	Blocked *LineTooLongError
@@ -154,6 +156,11 @@ func (r Restart) String() string {
 	}
 	return fmt.Sprintf("Restart(%d)", int(r))
 }
+
+// MalformedListed is how many malformed lines a Result lists. A window
+// may hold half a million short lines that are not JSON, and listing each
+// would hold a hundred times the window in memory.
+const MalformedListed = 16
 
 // A MalformedLine is a complete line that is not a JSON object of valid
 // UTF-8.
@@ -372,7 +379,9 @@ func (f Follower) Check(ctx context.Context, m Marker, own []string) (Result, er
 			row, err := format.Classify(line)
 			switch {
 			case err != nil:
-				res.Malformed = append(res.Malformed, MalformedLine{Offset: start, Length: len(line), Err: err})
+				if res.MalformedLines++; len(res.Malformed) < MalformedListed {
+					res.Malformed = append(res.Malformed, MalformedLine{Offset: start, Length: len(line), Err: err})
+				}
 			case row.Kind != KindHuman:
 			case echo[Normalize(row.Text)]:
 				res.Echoes++
@@ -478,21 +487,70 @@ func isMissing(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
 }
 
-// within refuses a path outside the Follower's roots, judged with symbolic
-// links resolved. A path that does not exist yet is judged as written: it
-// is read only once it exists, and judged again then.
+// within refuses a path outside the Follower's roots, judged by where it
+// leads (resolve). Whatever lies outside the roots, or stops a path from
+// resolving there, the refusal is the same ErrOutsideRoots: it does not
+// tell whether a file outside the roots exists. A path inside them that
+// leads to no file yet is taken: it is read only once it exists, and
+// judged again then.
 func (f Follower) within(path string) error {
 	if len(f.Roots) == 0 {
 		return nil
 	}
-	real, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		if !isMissing(err) {
-			return fmt.Errorf("upstream: resolve %s: %w", path, err)
-		}
-		real = path
+	real, err := resolve(path, maxDangling)
+	if out := f.inRoots(path, real); out != nil {
+		return out
 	}
-	return f.inRoots(path, real)
+	if err != nil && !isMissing(err) {
+		return fmt.Errorf("upstream: resolve %s: %w", path, err)
+	}
+	return nil
+}
+
+// maxDangling bounds the symbolic links resolve follows by hand, those
+// leading to nothing (yet): the kernel follows no more than 40 on a path.
+const maxDangling = 40
+
+// errTooManyLinks is resolve's error for a path whose links it stopped
+// following.
+var errTooManyLinks = errors.New("too many symbolic links")
+
+// resolve is where path leads: the longest leading part of it that
+// resolves, with its symbolic links resolved, then the rest as written,
+// except that a symbolic link there, which leads to nothing yet, is
+// followed to where it points, at most hops of them. Judging the path as
+// written past such a link would take a link inside a root to a missing
+// file outside it for a missing transcript, and so tell that file's
+// absence. err is why the whole path did not resolve (nil when it did).
+func resolve(path string, hops int) (string, error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err == nil {
+		return real, nil
+	}
+	var rest []string // the parts below dir, outermost first
+	for dir := path; ; {
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return path, err
+		}
+		rest = append([]string{filepath.Base(dir)}, rest...)
+		dir = parent
+		r, derr := filepath.EvalSymlinks(dir)
+		if derr != nil {
+			continue
+		}
+		next := filepath.Join(r, rest[0])
+		target, lerr := os.Readlink(next)
+		switch {
+		case lerr != nil:
+			return filepath.Join(append([]string{r}, rest...)...), err
+		case hops == 0:
+			return filepath.Join(append([]string{r}, rest...)...), errTooManyLinks
+		case !filepath.IsAbs(target):
+			target = filepath.Join(r, target)
+		}
+		return resolve(filepath.Join(append([]string{target}, rest[1:]...)...), hops-1)
+	}
 }
 
 // inRoots refuses path unless real, what it resolves to, lies in a root.
@@ -501,14 +559,11 @@ func (f Follower) inRoots(path, real string) error {
 		if !filepath.IsAbs(root) {
 			return fmt.Errorf("upstream: root %q is not absolute", root)
 		}
-		forms := []string{filepath.Clean(root)}
-		if r, err := filepath.EvalSymlinks(root); err == nil {
-			forms = append(forms, r)
-		}
-		for _, r := range forms {
-			if rel, err := filepath.Rel(r, real); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-				return nil
-			}
+		// A root is resolved as a path is, so that one not made yet is
+		// compared in the form its transcripts' paths resolve to.
+		r, _ := resolve(filepath.Clean(root), maxDangling)
+		if rel, err := filepath.Rel(r, real); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return nil
 		}
 	}
 	return fmt.Errorf("upstream: %s: %w (%s)", path, ErrOutsideRoots, strings.Join(f.Roots, ", "))

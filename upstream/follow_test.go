@@ -251,6 +251,27 @@ func TestMalformedLinesAreReportedAndPassed(t *testing.T) {
 	}
 }
 
+// A window of short lines that are not JSON must not cost memory in
+// proportion to their number: a check lists only the first few, and
+// counts them all.
+func TestACheckListsOnlyTheFirstMalformedLinesAndCountsThemAll(t *testing.T) {
+	tr := newTranscript(t)
+	f := newFollower()
+	f.MaxScan = 4096
+	m := start(t, f, Claude, tr.path)
+	tr.write(strings.Repeat("{\n", 2048))
+	r := check(t, f, m)
+	if r.Rows != 2048 || r.Marker.Offset != tr.size() {
+		t.Fatalf("rows %d, marker %d; want every line classified and passed", r.Rows, r.Marker.Offset)
+	}
+	if len(r.Malformed) != MalformedListed || r.MalformedLines != 2048 {
+		t.Fatalf("%d malformed lines listed, %d counted; want the first %d listed, all counted",
+			len(r.Malformed), r.MalformedLines, MalformedListed)
+	}
+	if last := r.Malformed[MalformedListed-1]; last.Offset != 2*(MalformedListed-1) {
+		t.Errorf("the last listed is at byte %d, want the line at %d", last.Offset, 2*(MalformedListed-1))
+	}
+}
 func TestCRLFLineEndingsAreRead(t *testing.T) {
 	tr := newTranscript(t)
 	f := newFollower()
@@ -489,6 +510,90 @@ func TestPathsOutsideTheRootsAreRefused(t *testing.T) {
 	f.Roots = []string{"relative/root"}
 	if _, err := f.Start(context.Background(), Claude, inside); err == nil || !strings.Contains(err.Error(), "not absolute") {
 		t.Errorf("a relative root: %v", err)
+	}
+}
+
+// A refusal must not tell a caller whether a file outside the roots
+// exists: a path that leads outside through a symbolic link inside a root
+// is refused whether or not its file is there, while a missing file that
+// would lie inside stays missing.
+func TestAPathLeadingOutsideTheRootsIsRefusedWhetherOrNotItsFileExists(t *testing.T) {
+	root, _, secret := rootAndSecret(t)
+	outside := filepath.Dir(secret)
+	links := map[string]string{
+		"out":   outside,                                 // a directory outside
+		"gone":  filepath.Join(outside, "nothing.jsonl"), // a file outside that is not there
+		"deep":  filepath.Join(root, "out", "no"),        // through another link, to nothing
+		"ahead": filepath.Join(root, "later", "x.jsonl"), // inside, not there yet
+	}
+	for name, target := range links {
+		if err := os.Symlink(target, filepath.Join(root, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := newFollower()
+	f.Roots = []string{root}
+	for _, p := range []string{
+		filepath.Join(root, "out", "secret.jsonl"),
+		filepath.Join(root, "out", "nothing.jsonl"),
+		filepath.Join(root, "out", "no", "x.jsonl"),
+		filepath.Join(root, "gone"),
+		filepath.Join(root, "deep", "x.jsonl"),
+	} {
+		if _, err := f.Start(context.Background(), Claude, p); !errors.Is(err, ErrOutsideRoots) {
+			t.Errorf("Start(%s) = %v, want ErrOutsideRoots", p, err)
+		}
+		if r, err := f.Check(context.Background(), Marker{Format: Claude, Path: p}, nil); !errors.Is(err, ErrOutsideRoots) {
+			t.Errorf("Check(%s) = %+v, %v; want ErrOutsideRoots", p, r, err)
+		}
+	}
+	for _, p := range []string{filepath.Join(root, "nothing.jsonl"), filepath.Join(root, "ahead")} {
+		if _, err := f.Start(context.Background(), Claude, p); !errors.Is(err, ErrMissing) {
+			t.Errorf("Start(%s) = %v, want ErrMissing", p, err)
+		}
+		if r, err := f.Check(context.Background(), Marker{Format: Claude, Path: p}, nil); err != nil || !r.Missing {
+			t.Errorf("Check(%s) = %+v, %v; want missing", p, r, err)
+		}
+	}
+}
+
+// Nor may a refusal tell what stands in the way of resolving a path
+// outside the roots (a loop of links, a name too long): such a path is
+// outside, as any other.
+func TestAPathOutsideTheRootsIsRefusedAsOutsideHoweverItFailsToResolve(t *testing.T) {
+	root, _, secret := rootAndSecret(t)
+	outside := filepath.Dir(secret)
+	if err := os.Symlink("loop", filepath.Join(outside, "loop")); err != nil {
+		t.Fatal(err)
+	}
+	f := newFollower()
+	f.Roots = []string{root}
+	for _, p := range []string{
+		filepath.Join(outside, "loop", "x.jsonl"),
+		filepath.Join(outside, strings.Repeat("a", 300), "x.jsonl"),
+	} {
+		if _, err := f.Start(context.Background(), Claude, p); !errors.Is(err, ErrOutsideRoots) {
+			t.Errorf("Start(%s) = %v, want ErrOutsideRoots", p, err)
+		}
+		if _, err := f.Check(context.Background(), Marker{Format: Claude, Path: p}, nil); !errors.Is(err, ErrOutsideRoots) {
+			t.Errorf("Check(%s) = %v, want ErrOutsideRoots", p, err)
+		}
+	}
+}
+
+// A root may not exist yet, and may lie under a symbolic link: a missing
+// transcript under it is missing, not outside.
+func TestAMissingFileUnderARootNotMadeYetBehindALinkIsMissing(t *testing.T) {
+	real := t.TempDir()
+	link := filepath.Join(t.TempDir(), "home")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	f := newFollower()
+	f.Roots = []string{filepath.Join(link, ".claude")}
+	path := filepath.Join(link, ".claude", "projects", "5f0c.jsonl")
+	if _, err := f.Start(context.Background(), Claude, path); !errors.Is(err, ErrMissing) {
+		t.Fatalf("Start = %v, want ErrMissing", err)
 	}
 }
 
