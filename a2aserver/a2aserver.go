@@ -124,6 +124,10 @@ type Options struct {
 	// attempts, before following a task again, and between tries to
 	// resume the stored configs. nil means real time.
 	Clock clock.Clock
+
+	// afterSend, set by tests, is called by a streaming send once its send
+	// has returned, before its task is read.
+	afterSend func(key string)
 }
 
 type callerKey struct{}

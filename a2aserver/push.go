@@ -511,7 +511,7 @@ func (p *pushes) deliver(ctx context.Context, c gateway.Caller, d *delivery, fro
 	wait := pushRefollowMin
 	for {
 		var failed error
-		p.h.follow(ctx, c, cfg.Session.Key, seen, nil, func(ev event) bool {
+		p.h.follow(ctx, c, nil, cfg.Session.Key, seen, nil, nil, func(ev event) bool {
 			if ev.task != nil {
 				if v, ok := ev.task.meta[MetaStateVersion].(int64); ok && seen == nil {
 					seen = &v
