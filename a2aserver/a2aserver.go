@@ -116,9 +116,10 @@ type Options struct {
 	// configs it follows now.
 	PushCounters *PushCounters
 	// Background, when set, counts the goroutines the handler starts that
-	// outlive their requests: the push deliveries and the loop that
-	// resumes and sweeps them. Each ends once ctx is done; wait on it then,
-	// before closing the store they read.
+	// outlive their requests: the push deliveries, the loop that resumes
+	// and sweeps them, and the streams (a 0.3 stream runs on after its
+	// request has returned when its client leaves). Each ends once ctx is
+	// done; wait on it then, before closing the store they read.
 	Background *sync.WaitGroup
 	// Clock times the push deliveries' waits: between an update's
 	// attempts, before following a task again, and between tries to

@@ -324,7 +324,14 @@ func (h *core) stream(ctx context.Context, c gateway.Caller, in *sendInput, key 
 	// client to open it here again straight away (and a streaming send
 	// would deliver its message first): a refusal tells it to retry later,
 	// elsewhere if it can, as the HTTP API's streams do.
-	if h.ctx.Err() != nil {
+	// A stream can outlive its request: the SDK's 0.3 binding runs it on a
+	// goroutine of its own, and answers as soon as the client leaves.
+	// Counted in Background, it is waited for before the store closes.
+	untrack, ok := h.push.track()
+	if ok {
+		defer untrack()
+	}
+	if !ok || h.ctx.Err() != nil {
 		fail(rpcError(fmt.Errorf("%w: the gateway is shutting down; open the stream again later", gateway.ErrUnavailable)))
 		return
 	}
