@@ -332,7 +332,7 @@ func (h *core) stream(ctx context.Context, c gateway.Caller, in *sendInput, key 
 		defer untrack()
 	}
 	if !ok || h.ctx.Err() != nil {
-		fail(rpcError(fmt.Errorf("%w: the gateway is shutting down; open the stream again later", gateway.ErrUnavailable)))
+		fail(errShuttingDown())
 		return
 	}
 	release, err := h.g.Hold(c, gateway.HoldStream)
@@ -428,10 +428,11 @@ func (h *core) listen(ctx context.Context, c gateway.Caller, ref vigil.SessionRe
 // closes), else by a follower it starts. Listening starts before the task
 // is read, so nothing that happens after the task's version is missed. A
 // session deleted meanwhile ends the follow with task not found, as a
-// call on the task then answers.
-func (h *core) follow(ctx context.Context, c gateway.Caller, f *gateway.Follower, key string, seen *int64, edit func(*taskView),
+// call on the task then answers; the core's context ending ends it with
+// unavailable, unless ctx has ended too.
+func (h *core) follow(reqCtx context.Context, c gateway.Caller, f *gateway.Follower, key string, seen *int64, edit func(*taskView),
 	own func(gateway.LiveEvent) bool, emit func(event) bool, fail func(error)) {
-	ctx, stop := context.WithCancel(ctx)
+	ctx, stop := context.WithCancel(reqCtx)
 	defer stop()
 	defer context.AfterFunc(h.ctx, stop)()
 	if f == nil {
@@ -496,7 +497,13 @@ func (h *core) follow(ctx context.Context, c gateway.Caller, f *gateway.Follower
 			fail(fmt.Errorf("session %s was deleted while followed: %w", key, a2a.ErrTaskNotFound))
 			return
 		case !errors.Is(err, gateway.ErrFellBehind):
-			return // ctx ended, or the client went away
+			// Ended by shutdown while its client still listens, a stream
+			// says so: ending in silence, or with a final update, would
+			// tell the client the task is over, which it is not.
+			if h.ctx.Err() != nil && reqCtx.Err() == nil {
+				fail(errShuttingDown())
+			}
+			return // else the client went away
 		}
 		// The hub dropped a listener that fell behind: listen again, then
 		// say what moved meanwhile instead of skipping it.
@@ -515,6 +522,12 @@ func (h *core) follow(ctx context.Context, c gateway.Caller, f *gateway.Follower
 		}
 		last = st.StateVersion
 	}
+}
+
+// errShuttingDown refuses a stream, or ends one, once shutdown has begun:
+// unavailable tells a client to open it again later, elsewhere if it can.
+func errShuttingDown() error {
+	return rpcError(fmt.Errorf("%w: the gateway is shutting down; open the stream again later", gateway.ErrUnavailable))
 }
 
 // errStopped ends a follow whose client stopped taking updates.

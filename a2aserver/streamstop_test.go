@@ -2,8 +2,10 @@ package a2aserver_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -56,5 +58,23 @@ func TestWaitingOnBackgroundAfterTheContextEndsOutlastsEveryStream(t *testing.T)
 	background.Wait()
 	if n := g.Held(gateway.HoldStream); n != 0 {
 		t.Fatalf("%d streams still held once Background is done", n)
+	}
+}
+
+// Shutdown ends an open stream with a server error saying unavailable,
+// not silently and not with a final update: the task is not over, and
+// the client is to subscribe again later, elsewhere if it can.
+func TestShutdownEndsAnOpenStreamSayingUnavailable(t *testing.T) {
+	s := start(t)
+	ctx := guarded(t)
+	coord := client(s, tokMain, manager)
+	child := spawnWorker(ctx, t, coord)
+	pull, stop := pullOf(coord.ResubscribeToTask(ctx, &a2a.TaskIDParams{ID: a2a.TaskID(child)}))
+	defer stop()
+	next(t, pull)
+	s.Shutdown()
+	ev, err, ok := pull()
+	if !ok || ev != nil || !errors.Is(err, a2a.ErrServerError) || !strings.Contains(err.Error(), "shutting down") {
+		t.Fatalf("the stream once shutdown began: event %#v, err %v, open %v; want a server error saying unavailable", ev, err, ok)
 	}
 }
