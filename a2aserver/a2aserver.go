@@ -116,14 +116,19 @@ type Options struct {
 	// configs it follows now.
 	PushCounters *PushCounters
 	// Background, when set, counts the goroutines the handler starts that
-	// outlive their requests: the push deliveries and the loop that
-	// resumes and sweeps them. Each ends once ctx is done; wait on it then,
-	// before closing the store they read.
+	// outlive their requests: the push deliveries, the loop that resumes
+	// and sweeps them, and the streams (a 0.3 stream runs on after its
+	// request has returned when its client leaves). Each ends once ctx is
+	// done; wait on it then, before closing the store they read.
 	Background *sync.WaitGroup
 	// Clock times the push deliveries' waits: between an update's
 	// attempts, before following a task again, and between tries to
 	// resume the stored configs. nil means real time.
 	Clock clock.Clock
+
+	// afterSend, set by tests, is called by a streaming send once its send
+	// has returned, before its task is read.
+	afterSend func(key string)
 }
 
 type callerKey struct{}

@@ -314,15 +314,25 @@ func (h *core) cancel(ctx context.Context, c gateway.Caller, key string) error {
 
 // stream runs a stream as c: a send first when in is given (its task then
 // carries what the send returned), else a follow of key from the version
-// seen. It holds one of c's open streams while it runs.
+// seen. It holds one of c's open streams while it runs. A send into a
+// named task listens before it sends, so that what happens to the task
+// while the send returns is carried; a spawn listens once it returns,
+// the child's key being known only then (docs/a2a.md).
 func (h *core) stream(ctx context.Context, c gateway.Caller, in *sendInput, key string, seen *int64,
 	emit func(event) bool, fail func(error)) {
 	// Begun once shutdown has, a stream would end at once, which tells a
 	// client to open it here again straight away (and a streaming send
 	// would deliver its message first): a refusal tells it to retry later,
 	// elsewhere if it can, as the HTTP API's streams do.
-	if h.ctx.Err() != nil {
-		fail(rpcError(fmt.Errorf("%w: the gateway is shutting down; open the stream again later", gateway.ErrUnavailable)))
+	// A stream can outlive its request: the SDK's 0.3 binding runs it on a
+	// goroutine of its own, and answers as soon as the client leaves.
+	// Counted in Background, it is waited for before the store closes.
+	untrack, ok := h.push.track()
+	if ok {
+		defer untrack()
+	}
+	if !ok || h.ctx.Err() != nil {
+		fail(errShuttingDown())
 		return
 	}
 	release, err := h.g.Hold(c, gateway.HoldStream)
@@ -331,58 +341,109 @@ func (h *core) stream(ctx context.Context, c gateway.Caller, in *sendInput, key 
 		return
 	}
 	defer release()
-	var edit func(*taskView)
+	var (
+		f    *gateway.Follower
+		edit func(*taskView)
+		own  func(gateway.LiveEvent) bool
+	)
 	if in != nil {
-		k, extra, reply, err := h.send(ctx, c, *in)
+		target, err := taskKey(in.taskID, in.contextID)
 		if err != nil {
 			fail(err)
 			return
 		}
+		if target != "" {
+			if f, err = h.listen(ctx, c, vigil.SessionRef{Key: canonicalKey(target)}); err != nil {
+				fail(err)
+				return
+			}
+		}
+		k, extra, reply, err := h.send(ctx, c, *in)
+		if err != nil {
+			if f != nil {
+				f.Close()
+			}
+			fail(err)
+			return
+		}
 		key = k
+		if h.opts.afterSend != nil {
+			h.opts.afterSend(key)
+		}
 		edit = func(t *taskView) {
 			for k, v := range extra {
 				t.meta[k] = v
 			}
 			t.message = reply
 		}
+		if f != nil {
+			id, _ := extra["messageId"].(int64)
+			own = ownEvents(id, reply != nil)
+		}
 	}
-	h.follow(ctx, c, key, seen, edit, emit, fail)
+	h.follow(ctx, c, f, key, seen, edit, own, emit, fail)
+}
+
+// ownEvents tells a streaming send's own events apart from the task's
+// others, heard by a listener that began before the send: its message,
+// which the sender has, and the first reply to it, when the send waited
+// for that reply and its task carries it.
+func ownEvents(id int64, replied bool) func(gateway.LiveEvent) bool {
+	return func(ev gateway.LiveEvent) bool {
+		if ev.Message == nil {
+			return false
+		}
+		switch {
+		case ev.Type == gateway.LiveMessage && ev.Message.ID == id:
+			return true
+		case ev.Type == gateway.LiveReply && replied && ev.Message.ReplyTo == id:
+			replied = false
+			return true
+		}
+		return false
+	}
+}
+
+// listen listens to ref's live events, and the acting session's (where
+// the notices about it are queued), until ctx ends or the follower is
+// closed.
+func (h *core) listen(ctx context.Context, c gateway.Caller, ref vigil.SessionRef) (*gateway.Follower, error) {
+	opts := gateway.FollowOptions{Session: &ref, Live: true, LiveOnly: true, BookmarkInterval: -1}
+	if c.Session != nil {
+		opts.LiveOf = []string{c.Session.Key}
+	}
+	f, err := h.g.Follow(ctx, opts)
+	if err != nil {
+		return nil, rpcError(h.g.Public(fmt.Errorf("follow %s: %w", ref.Key, err)))
+	}
+	return f, nil
 }
 
 // follow sends the task (edited by edit, when given), a gap update when
 // seen is behind the session, then every update until ctx or the core's
-// context ends or emit returns false. It follows through the gateway's
-// follower, the live events alone: the session's, and the acting
-// session's (where the notices about it are queued). Listening starts
-// before the task is read, so nothing that happens after the task's
-// version is missed. A session deleted meanwhile ends the follow with
-// task not found, as a call on the task then answers.
-func (h *core) follow(ctx context.Context, c gateway.Caller, key string, seen *int64, edit func(*taskView),
-	emit func(event) bool, fail func(error)) {
-	ctx, stop := context.WithCancel(ctx)
+// context ends or emit returns false; own, when given, picks live events
+// to leave out. It follows through the gateway's follower, the live
+// events alone: the session's, and the acting session's (where the
+// notices about it are queued), heard by f when given (which follow
+// closes), else by a follower it starts. Listening starts before the task
+// is read, so nothing that happens after the task's version is missed. A
+// session deleted meanwhile ends the follow with task not found, as a
+// call on the task then answers; the core's context ending ends it with
+// unavailable, unless ctx has ended too.
+func (h *core) follow(reqCtx context.Context, c gateway.Caller, f *gateway.Follower, key string, seen *int64, edit func(*taskView),
+	own func(gateway.LiveEvent) bool, emit func(event) bool, fail func(error)) {
+	ctx, stop := context.WithCancel(reqCtx)
 	defer stop()
 	defer context.AfterFunc(h.ctx, stop)()
-	// The hub knows a session by its canonical key; a task id differing in
-	// case or spaces names the same session and must hear its events. A key
-	// that does not parse is refused by the task read below.
-	key = canonicalKey(key)
-	listen := func(ref vigil.SessionRef) (*gateway.Follower, error) {
-		opts := gateway.FollowOptions{Session: &ref, Live: true, LiveOnly: true, BookmarkInterval: -1}
-		if c.Session != nil {
-			opts.LiveOf = []string{c.Session.Key}
+	if f == nil {
+		// The hub knows a session by its canonical key; a task id differing
+		// in case or spaces names the same session and must hear its
+		// events. A key that does not parse is refused by the task read.
+		var err error
+		if f, err = h.listen(ctx, c, vigil.SessionRef{Key: canonicalKey(key)}); err != nil {
+			fail(err)
+			return
 		}
-		f, err := h.g.Follow(ctx, opts)
-		if err != nil {
-			return nil, rpcError(h.g.Public(fmt.Errorf("follow %s: %w", ref.Key, err)))
-		}
-		return f, nil
-	}
-	// The session's agent is known once the task is read; listening needs
-	// its key alone.
-	f, err := listen(vigil.SessionRef{Key: key})
-	if err != nil {
-		fail(err)
-		return
 	}
 	defer func() { f.Close() }()
 	t, st, err := h.task(ctx, c, key, nil)
@@ -410,6 +471,9 @@ func (h *core) follow(ctx context.Context, c gateway.Caller, key string, seen *i
 	for {
 		var failed error
 		err := f.Run(ctx, gateway.FollowReader{Live: func(ev gateway.LiveEvent) error {
+			if own != nil && own(ev) {
+				return nil
+			}
 			up, err := h.update(ctx, c, ref, ev)
 			if err != nil {
 				failed = err
@@ -433,12 +497,18 @@ func (h *core) follow(ctx context.Context, c gateway.Caller, key string, seen *i
 			fail(fmt.Errorf("session %s was deleted while followed: %w", key, a2a.ErrTaskNotFound))
 			return
 		case !errors.Is(err, gateway.ErrFellBehind):
-			return // ctx ended, or the client went away
+			// Ended by shutdown while its client still listens, a stream
+			// says so: ending in silence, or with a final update, would
+			// tell the client the task is over, which it is not.
+			if h.ctx.Err() != nil && reqCtx.Err() == nil {
+				fail(errShuttingDown())
+			}
+			return // else the client went away
 		}
 		// The hub dropped a listener that fell behind: listen again, then
 		// say what moved meanwhile instead of skipping it.
 		f.Close()
-		if f, err = listen(ref); err != nil {
+		if f, err = h.listen(ctx, c, ref); err != nil {
 			fail(err)
 			return
 		}
@@ -452,6 +522,12 @@ func (h *core) follow(ctx context.Context, c gateway.Caller, key string, seen *i
 		}
 		last = st.StateVersion
 	}
+}
+
+// errShuttingDown refuses a stream, or ends one, once shutdown has begun:
+// unavailable tells a client to open it again later, elsewhere if it can.
+func errShuttingDown() error {
+	return rpcError(fmt.Errorf("%w: the gateway is shutting down; open the stream again later", gateway.ErrUnavailable))
 }
 
 // errStopped ends a follow whose client stopped taking updates.

@@ -78,7 +78,8 @@ type pushes struct {
 	h     *core
 	stats *PushCounters
 	clk   clock.Clock // times the waits (Options.Clock)
-	// background counts run and the deliveries (Options.Background).
+	// background counts run, the deliveries and the streams
+	// (Options.Background).
 	background *sync.WaitGroup
 	// configs reads every stored config: the gateway's, or a test's.
 	configs func(context.Context) ([]sessions.PushConfig, error)
@@ -251,20 +252,30 @@ func (h *core) pushDelete(ctx context.Context, c gateway.Caller, key, id string)
 // resumed (see deliver). Once run has returned (the handler's context is
 // done) it starts none.
 func (p *pushes) start(c gateway.Caller, cfg sessions.PushConfig, from *int64) {
-	p.mu.Lock()
-	if p.done {
-		p.mu.Unlock()
+	untrack, ok := p.track()
+	if !ok {
 		return
 	}
-	p.background.Add(1)
-	p.mu.Unlock()
 	ctx, d := p.register(cfg)
 	ready := make(chan struct{})
 	go func() {
-		defer p.background.Done()
+		defer untrack()
 		p.deliver(ctx, c, d, from, ready)
 	}()
 	<-ready
+}
+
+// track counts a goroutine in background until untrack is called; once
+// run has returned it counts none (ok is false), since background may
+// have been waited on by then.
+func (p *pushes) track() (untrack func(), ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done {
+		return nil, false
+	}
+	p.background.Add(1)
+	return p.background.Done, true
 }
 
 // runInBackground starts run, counted in background until it returns;
@@ -511,7 +522,7 @@ func (p *pushes) deliver(ctx context.Context, c gateway.Caller, d *delivery, fro
 	wait := pushRefollowMin
 	for {
 		var failed error
-		p.h.follow(ctx, c, cfg.Session.Key, seen, nil, func(ev event) bool {
+		p.h.follow(ctx, c, nil, cfg.Session.Key, seen, nil, nil, func(ev event) bool {
 			if ev.task != nil {
 				if v, ok := ev.task.meta[MetaStateVersion].(int64); ok && seen == nil {
 					seen = &v

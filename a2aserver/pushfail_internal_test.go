@@ -429,7 +429,7 @@ func TestAFollowThatFellBehindTellsOfTheUpdatesItDropped(t *testing.T) {
 	var got []pushed
 	go func() {
 		defer close(done)
-		r.h.follow(r.ctx, r.admin, r.task.Key, nil, nil, func(ev event) bool {
+		r.h.follow(r.ctx, r.admin, nil, r.task.Key, nil, nil, nil, func(ev event) bool {
 			if ev.task != nil {
 				close(listening)
 				return true

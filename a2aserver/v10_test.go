@@ -902,3 +902,20 @@ func TestAStreamAskedForOnceShutdownHasBegunIsRefusedInA2A10(t *testing.T) {
 		t.Fatalf("the refused streaming send delivered its message: %d messages, want %d", len(after), len(before))
 	}
 }
+
+// Shutdown ends an open stream with a server error saying unavailable:
+// the task is not over, and the client is to subscribe again later.
+func TestShutdownEndsAnOpenStreamSayingUnavailableInA2A10(t *testing.T) {
+	s := start(t)
+	coord := as10(t, s, tokMain, manager)
+	child := spawn10(coord)
+	next, stop := coord.stream("SubscribeToTask", `{"id":`+quote(child)+`}`, nil)
+	defer stop()
+	if ev, e := next(); e != nil || ev.Task == nil {
+		t.Fatalf("the first event: %+v, %v", ev, e)
+	}
+	s.Shutdown()
+	if _, e := next(); e == nil || e.Code != -32000 || len(e.Data) != 1 || e.Data[0].Metadata["code"] != gateway.CodeUnavailable {
+		t.Fatalf("the stream once shutdown began: %+v, want a server error saying unavailable", e)
+	}
+}

@@ -313,9 +313,10 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		ready = append(ready, httpapi.ReadyCheck{Name: "listener", Check: n.Listening})
 	}
 
-	// What the handler runs beyond its requests (A2A push deliveries)
-	// reads the store: it is waited for once closeStreams has ended it,
-	// before the node closes the store (defers run last first).
+	// What the handler runs beyond its requests (A2A push deliveries, and
+	// A2A streams whose clients left) reads the store: it is waited for
+	// once closeStreams has ended it, before the node closes the store
+	// (defers run last first).
 	var background sync.WaitGroup
 	defer background.Wait()
 	// Streams and long polls never go idle on their own: end them when
