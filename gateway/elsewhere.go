@@ -166,14 +166,8 @@ func (g *Gateway) recheckWaiters(ctx context.Context) error {
 	}
 	g.waitMu.Unlock()
 	for target, after := range from {
-		msgs, err := g.store.Messages(ctx, target, after, maxRecheck)
-		if err != nil {
+		if err := g.answerStored(ctx, target, after); err != nil {
 			return fmt.Errorf("recheck replies of %s: %w", target, err)
-		}
-		for _, m := range msgs {
-			if m.Role == sessions.RoleAssistant && m.ReplyTo != 0 {
-				g.answer(target, m)
-			}
 		}
 		// After the replies: one stored is the send's answer, whatever
 		// came after it.
@@ -183,6 +177,26 @@ func (g *Gateway) recheckWaiters(ctx context.Context) error {
 		}
 		if ok {
 			g.sessionReset(target, s.SessionID)
+		}
+	}
+	return nil
+}
+
+// answerStored hands the replies stored on target after message after
+// that name the message they answer to the sends waiting here for them.
+// A reply naming no message is left alone: it only ever answers a send
+// waiting on the gateway that stored it (MessageArrived).
+func (g *Gateway) answerStored(ctx context.Context, target vigil.SessionRef, after int64) error {
+	if !g.awaited(target) {
+		return nil
+	}
+	msgs, err := g.store.Messages(ctx, target, after, maxRecheck)
+	if err != nil {
+		return fmt.Errorf("read the messages of %s after %d: %w", target, after, err)
+	}
+	for _, m := range msgs {
+		if m.Role == sessions.RoleAssistant && m.ReplyTo != 0 {
+			g.answer(target, m)
 		}
 	}
 	return nil

@@ -249,3 +249,45 @@ func TestARecheckCompletesASendWithItsReplyStoredElsewhereThoughAnotherWaitedSes
 		t.Fatal("the recheck left the send waiting for a reply already stored")
 	}
 }
+
+// A reply stored through another gateway, and announced here after the
+// send's message committed but before the send began to wait, completes
+// the send: no recheck is needed.
+func TestAReplyAnnouncedBeforeItsSendBeginsToWaitCompletesTheSend(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v.db")
+	a, b := gatewayOnFile(t, path), gatewayOnFile(t, path)
+	manager := caller(t, b, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main")
+	sp, err := b.Spawn(ctx, manager, gateway.SpawnInput{Task: "draft"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker := caller(t, a, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, sp.ChildSessionKey)
+	restore := gateway.SetTestHookSendStored(func(target vigil.SessionRef, messageID int64) {
+		reply, err := a.Reply(ctx, worker, gateway.ReplyInput{SessionKey: target.Key, Text: "on it", ReplyTo: messageID})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if err := b.MessageArrived(ctx, target, reply.MessageID); err != nil {
+			t.Error(err)
+		}
+	})
+	defer restore()
+	sent := make(chan gateway.SendOutput, 1)
+	go func() {
+		thirty := 30
+		out, err := b.Send(ctx, manager, gateway.SendInput{SessionKey: sp.ChildSessionKey, Message: "status?", TimeoutSeconds: &thirty})
+		if err != nil {
+			t.Error(err)
+		}
+		sent <- out
+	}()
+	select {
+	case out := <-sent:
+		if out.Status != "ok" || out.Reply != "on it" {
+			t.Fatalf("the send answered %+v, want the reply announced as it began to wait", out)
+		}
+	case <-time.After(10 * time.Second): // a hang guard, shorter than the send's timeout
+		t.Fatal("the send still waits for a reply stored and announced before it began to wait")
+	}
+}

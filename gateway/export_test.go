@@ -15,6 +15,15 @@ func SetTestHookSendGivesUp(f func()) (restore func()) {
 	return func() { testHookSendGivesUp = old }
 }
 
+// SetTestHookSendStored makes f run when a waiting send's message has
+// committed, before the send waits for its reply, until the returned
+// restore is called.
+func SetTestHookSendStored(f func(target vigil.SessionRef, messageID int64)) (restore func()) {
+	old := testHookSendStored
+	testHookSendStored = f
+	return func() { testHookSendStored = old }
+}
+
 // WaitingSends counts the sends waiting for target's reply.
 func (g *Gateway) WaitingSends(target vigil.SessionRef) int {
 	g.waitMu.Lock()
