@@ -184,23 +184,28 @@ func (g *Gateway) recheckWaiters(ctx context.Context) error {
 
 // answerStored hands the replies stored on target after message after
 // that name the message they answer to the sends waiting here for them.
-// A reply naming no message is left alone: it only ever answers a send
-// waiting on the gateway that stored it (MessageArrived).
+// It reads page by page while a send waits on target, to the last
+// message: a reply may lie behind any number of others. A reply naming
+// no message is left alone: it only ever answers a send waiting on the
+// gateway that stored it (MessageArrived).
 func (g *Gateway) answerStored(ctx context.Context, target vigil.SessionRef, after int64) error {
-	if !g.awaited(target) {
-		return nil
-	}
-	msgs, err := g.store.Messages(ctx, target, after, maxRecheck)
-	if err != nil {
-		return fmt.Errorf("read the messages of %s after %d: %w", target, after, err)
-	}
-	for _, m := range msgs {
-		if m.Role == sessions.RoleAssistant && m.ReplyTo != 0 {
-			g.answer(target, m)
+	for g.awaited(target) {
+		msgs, err := g.store.Messages(ctx, target, after, maxRecheck)
+		if err != nil {
+			return fmt.Errorf("read the messages of %s after %d: %w", target, after, err)
 		}
+		for _, m := range msgs {
+			if m.Role == sessions.RoleAssistant && m.ReplyTo != 0 {
+				g.answer(target, m)
+			}
+		}
+		if len(msgs) < maxRecheck {
+			return nil
+		}
+		after = msgs[len(msgs)-1].ID
 	}
 	return nil
 }
 
-// maxRecheck bounds the messages read per session by recheckWaiters.
+// maxRecheck bounds the messages one read of answerStored takes.
 const maxRecheck = 500

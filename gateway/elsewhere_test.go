@@ -291,3 +291,43 @@ func TestAReplyAnnouncedBeforeItsSendBeginsToWaitCompletesTheSend(t *testing.T) 
 		t.Fatal("the send still waits for a reply stored and announced before it began to wait")
 	}
 }
+
+// A recheck finds a reply stored elsewhere however many messages came
+// between the waiting send's message and the reply.
+func TestARecheckFindsAReplyStoredElsewhereBehindMoreMessagesThanOneReadTakes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v.db")
+	a := gatewayOnFile(t, path)
+	b, reads := countedGatewayOnFile(t, path)
+	manager := caller(t, b, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main")
+	sp, err := b.Spawn(ctx, manager, gateway.SpawnInput{Task: "draft"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := vigil.MustRef(sp.ChildSessionKey)
+	sent := sendWaiting(t, ctx, b, manager, target)
+	msgs, err := reads.Store.Messages(ctx, target, 0, 10)
+	if err != nil || len(msgs) == 0 {
+		t.Fatalf("the waiting send's message: %v, %v", msgs, err)
+	}
+	asked := msgs[len(msgs)-1].ID
+	zero := 0
+	for range gateway.MaxRecheck {
+		if _, err := a.Send(ctx, caller(t, a, person, ""), gateway.SendInput{SessionKey: target.Key,
+			Message: "and another thing", TimeoutSeconds: &zero}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	worker := caller(t, a, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, target.Key)
+	if _, err := a.Reply(ctx, worker, gateway.ReplyInput{SessionKey: target.Key, Text: "on it", ReplyTo: asked}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Recheck(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.WaitingSends(target); n != 0 {
+		t.Fatalf("%d sends wait after the recheck, want none: the reply is stored", n)
+	}
+	if out := <-sent; out.Status != "ok" || out.Reply != "on it" {
+		t.Fatalf("the send answered %+v, want the reply stored elsewhere", out)
+	}
+}

@@ -94,3 +94,6 @@ func Turn(ctx context.Context, h *Hub, owed int) error { return h.turn(ctx, owed
 
 // MaxPrepaid bounds the paid rounds no turn took.
 const MaxPrepaid = maxPrepaid
+
+// MaxRecheck bounds the messages one read of a recheck takes.
+const MaxRecheck = maxRecheck
