@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -187,29 +189,38 @@ func TestAReplyStoredElsewhereCompletesTheSendWaitingHere(t *testing.T) {
 	}
 }
 
-// versionsFailing is a store whose reads of versions fail while they name
-// the session key set in failing.
-type versionsFailing struct {
+// readsFailing is a store whose reads of versions and of transcripts fail
+// while they name the session key set in failing.
+type readsFailing struct {
 	gatewaytest.Store
 	failing atomic.Value // string
 }
 
-var errVersionsRead = errors.New("the versions could not be read")
+var errSessionRead = errors.New("the session could not be read")
 
-func (v *versionsFailing) Versions(ctx context.Context, refs []vigil.SessionRef) (map[vigil.SessionRef]int64, error) {
-	key, _ := v.failing.Load().(string)
-	for _, r := range refs {
-		if r.Key == key {
-			return nil, errVersionsRead
-		}
+func (r *readsFailing) fails(ref vigil.SessionRef) bool {
+	key, _ := r.failing.Load().(string)
+	return ref.Key == key
+}
+
+func (r *readsFailing) Versions(ctx context.Context, refs []vigil.SessionRef) (map[vigil.SessionRef]int64, error) {
+	if slices.ContainsFunc(refs, r.fails) {
+		return nil, errSessionRead
 	}
-	return v.Store.Versions(ctx, refs)
+	return r.Store.Versions(ctx, refs)
+}
+
+func (r *readsFailing) Messages(ctx context.Context, ref vigil.SessionRef, afterID int64, limit int) ([]sessions.Message, error) {
+	if r.fails(ref) {
+		return nil, errSessionRead
+	}
+	return r.Store.Messages(ctx, ref, afterID, limit)
 }
 
 func TestARecheckCompletesASendWithItsReplyStoredElsewhereThoughAnotherWaitedSessionCannotBeRead(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "v.db")
 	a := gatewayOnFile(t, path)
-	fails := &versionsFailing{}
+	fails := &readsFailing{}
 	b := gatewaytest.Open(t, gatewaytest.Options{Path: path, SQLite: sqlitestore.Options{Shared: true},
 		Wrap: func(st gatewaytest.Store) gatewaytest.Store { fails.Store = st; return fails }}).Gateway
 	manager := caller(t, b, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main")
@@ -237,7 +248,7 @@ func TestARecheckCompletesASendWithItsReplyStoredElsewhereThoughAnotherWaitedSes
 	}
 
 	fails.failing.Store(unreadable.Key)
-	if err := b.Recheck(ctx); !errors.Is(err, errVersionsRead) {
+	if err := b.Recheck(ctx); !errors.Is(err, errSessionRead) {
 		t.Fatalf("recheck = %v, want the failed read of the unreadable session", err)
 	}
 	select {
@@ -261,8 +272,9 @@ func TestAReplyAnnouncedBeforeItsSendBeginsToWaitCompletesTheSend(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	worker := caller(t, a, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, sp.ChildSessionKey)
-	restore := gateway.SetTestHookSendStored(func(target vigil.SessionRef, messageID int64) {
+	target := vigil.MustRef(sp.ChildSessionKey)
+	worker := caller(t, a, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, target.Key)
+	out := sendAsItsMessageCommits(t, b, manager, target, func(messageID int64) {
 		reply, err := a.Reply(ctx, worker, gateway.ReplyInput{SessionKey: target.Key, Text: "on it", ReplyTo: messageID})
 		if err != nil {
 			t.Error(err)
@@ -272,23 +284,8 @@ func TestAReplyAnnouncedBeforeItsSendBeginsToWaitCompletesTheSend(t *testing.T) 
 			t.Error(err)
 		}
 	})
-	defer restore()
-	sent := make(chan gateway.SendOutput, 1)
-	go func() {
-		thirty := 30
-		out, err := b.Send(ctx, manager, gateway.SendInput{SessionKey: sp.ChildSessionKey, Message: "status?", TimeoutSeconds: &thirty})
-		if err != nil {
-			t.Error(err)
-		}
-		sent <- out
-	}()
-	select {
-	case out := <-sent:
-		if out.Status != "ok" || out.Reply != "on it" {
-			t.Fatalf("the send answered %+v, want the reply announced as it began to wait", out)
-		}
-	case <-time.After(10 * time.Second): // a hang guard, shorter than the send's timeout
-		t.Fatal("the send still waits for a reply stored and announced before it began to wait")
+	if out.Status != "ok" || out.Reply != "on it" {
+		t.Fatalf("the send answered %+v, want the reply announced as it began to wait", out)
 	}
 }
 
@@ -329,5 +326,97 @@ func TestARecheckFindsAReplyStoredElsewhereBehindMoreMessagesThanOneReadTakes(t 
 	}
 	if out := <-sent; out.Status != "ok" || out.Reply != "on it" {
 		t.Fatalf("the send answered %+v, want the reply stored elsewhere", out)
+	}
+}
+
+// sendAsItsMessageCommits has manager send "status?" to target through g,
+// waiting for the reply, with during run after the send's message
+// committed and before the send began to wait; it returns the send's
+// answer, or fails at a hang guard shorter than the send's timeout.
+func sendAsItsMessageCommits(t *testing.T, g *gateway.Gateway, manager gateway.Caller, target vigil.SessionRef,
+	during func(messageID int64)) gateway.SendOutput {
+	t.Helper()
+	var once sync.Once
+	restore := gateway.SetTestHookSendStored(func(_ vigil.SessionRef, messageID int64) {
+		once.Do(func() { during(messageID) })
+	})
+	defer restore()
+	sent := make(chan gateway.SendOutput, 1)
+	go func() {
+		thirty := 30
+		out, err := g.Send(ctx, manager, gateway.SendInput{SessionKey: target.Key, Message: "status?", TimeoutSeconds: &thirty})
+		if err != nil {
+			t.Error(err)
+		}
+		sent <- out
+	}()
+	select {
+	case out := <-sent:
+		return out
+	case <-time.After(10 * time.Second): // a hang guard, shorter than the send's timeout
+		t.Fatal("the send still waits, though what answers it was announced as it began to wait")
+		return gateway.SendOutput{}
+	}
+}
+
+// A reset made through another gateway, and announced here after a
+// send's message committed but before the send began to wait, ends the
+// send: its message went to the incarnation the reset replaced.
+func TestAResetAnnouncedBeforeASendBeginsToWaitEndsTheSend(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v.db")
+	a, b := gatewayOnFile(t, path), gatewayOnFile(t, path)
+	manager := caller(t, b, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main")
+	sp, err := b.Spawn(ctx, manager, gateway.SpawnInput{Task: "draft"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := vigil.MustRef(sp.ChildSessionKey)
+	operator := caller(t, a, person, "")
+	out := sendAsItsMessageCommits(t, b, manager, target, func(int64) {
+		reset, err := a.Reset(ctx, operator, gateway.SessionInput{SessionKey: target.Key})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if err := b.CommitsHeard(ctx, gateway.Heard{Events: []vigil.Event{{Kind: vigil.KindSessionReset,
+			AgentID: target.AgentID, SessionKey: target.Key, SessionID: reset.SessionID}}}); err != nil {
+			t.Error(err)
+		}
+	})
+	if out.Status != "error" || out.Error != "the session was reset" {
+		t.Fatalf("the send answered %+v, want an error saying the session was reset", out)
+	}
+}
+
+// A deletion made through another gateway, and announced here after a
+// send's message committed but before the send began to wait, ends the
+// send.
+func TestADeletionAnnouncedBeforeASendBeginsToWaitEndsTheSend(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v.db")
+	a, b := gatewayOnFile(t, path), gatewayOnFile(t, path)
+	manager := caller(t, b, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main")
+	sp, err := b.Spawn(ctx, manager, gateway.SpawnInput{Task: "draft"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := vigil.MustRef(sp.ChildSessionKey)
+	operator := caller(t, a, person, "")
+	out := sendAsItsMessageCommits(t, b, manager, target, func(int64) {
+		st, err := a.Status(ctx, operator, gateway.StatusInput{SessionKey: target.Key})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := a.Delete(ctx, operator, gateway.SessionInput{SessionKey: target.Key}); err != nil {
+			t.Error(err)
+			return
+		}
+		if err := b.CommitsHeard(ctx, gateway.Heard{Deleted: []gateway.SessionDeletion{{Session: target,
+			Version: st.StateVersion}}}); err != nil {
+			t.Error(err)
+		}
+	})
+	if out.Status != "error" || out.Error != "the session was deleted" {
+		t.Fatalf("the send answered %+v, want an error saying the session was deleted", out)
 	}
 }

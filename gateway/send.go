@@ -214,12 +214,12 @@ func (g *Gateway) Send(ctx context.Context, c Caller, in SendInput) (_ SendOutpu
 	if w == nil {
 		return out, nil
 	}
-	// The send waits from its commit's effects on. A reply stored through
-	// another gateway, and announced here before then, found nobody
-	// waiting: look once for one. A failed look leaves the send waiting,
-	// for the announcements and the recheck.
-	if err := g.answerStored(ctx, target, msgID); err != nil {
-		g.log.ErrorContext(ctx, "send: look for a reply stored meanwhile", "session", target.String(), "err", err)
+	// The send waits from its commit's effects on. A reply, a reset or a
+	// deletion committed through another gateway and announced here
+	// before then found nobody waiting: look once for them. A failed look
+	// leaves the send waiting, for the announcements and the recheck.
+	if err := g.recheckSends(ctx, target, msgID); err != nil {
+		g.log.ErrorContext(ctx, "send: look for news missed before waiting", "session", target.String(), "err", err)
 	}
 	expired, stop := g.after(timeout)
 	defer stop()
