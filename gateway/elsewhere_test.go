@@ -11,6 +11,7 @@ import (
 	"time"
 
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/clock"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/internal/gatewaytest"
 	"github.com/vigilhq/vigil/sessions"
@@ -418,5 +419,142 @@ func TestADeletionAnnouncedBeforeASendBeginsToWaitEndsTheSend(t *testing.T) {
 	})
 	if out.Status != "error" || out.Error != "the session was deleted" {
 		t.Fatalf("the send answered %+v, want an error saying the session was deleted", out)
+	}
+}
+
+// turnAsItLooks spawns a worker through a, and has it take its turn
+// through b, waiting for work, with during run once after the turn found
+// none and before it waits; it returns how the turn ended, or fails at a
+// hang guard shorter than the turn's wait.
+func turnAsItLooks(t *testing.T, a, b *gateway.Gateway, during func(worker vigil.SessionRef)) (gateway.TurnOutput, error) {
+	t.Helper()
+	manager := caller(t, a, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "")
+	sp, err := a.Spawn(ctx, manager, gateway.SpawnInput{Task: "draft"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := vigil.MustRef(sp.ChildSessionKey)
+	worker := caller(t, b, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, ref.Key)
+	if _, err := b.Turn(ctx, worker, gateway.TurnInput{SessionKey: ref.Key, WaitSeconds: new(int)}); err != nil {
+		t.Fatal(err) // takes the task, so the next turn finds none
+	}
+	var once sync.Once
+	restore := gateway.SetTestHookTurnLooked(func(vigil.SessionRef) { once.Do(func() { during(ref) }) })
+	defer restore()
+	type ended struct {
+		out gateway.TurnOutput
+		err error
+	}
+	turned := make(chan ended, 1)
+	go func() {
+		sixty := 60
+		out, err := b.Turn(ctx, worker, gateway.TurnInput{SessionKey: ref.Key, WaitSeconds: &sixty})
+		turned <- ended{out, err}
+	}()
+	select {
+	case e := <-turned:
+		return e.out, e.err
+	case <-time.After(10 * time.Second): // a hang guard, shorter than the turn's wait
+		t.Fatal("the turn still waits, though what ends it was announced as it began to wait")
+		return gateway.TurnOutput{}, nil
+	}
+}
+
+// A message stored through another gateway, and announced here after a
+// turn found no work but before it began to wait, is the turn's work.
+func TestAMessageAnnouncedBeforeATurnBeginsToWaitIsItsWork(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v.db")
+	a, b := gatewayOnFile(t, path), gatewayOnFile(t, path)
+	operator := caller(t, a, person, "")
+	out, err := turnAsItLooks(t, a, b, func(worker vigil.SessionRef) {
+		zero := 0
+		sent, err := a.Send(ctx, operator, gateway.SendInput{SessionKey: worker.Key, Message: "stop and summarise", TimeoutSeconds: &zero})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if err := b.MessageArrived(ctx, worker, sent.MessageID); err != nil {
+			t.Error(err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Messages) != 1 || out.Messages[0].Content != "stop and summarise" {
+		t.Fatalf("the turn took %+v, want the message announced as it began to wait", out)
+	}
+}
+
+// A deletion made through another gateway, and announced here after a
+// turn found no work but before it began to wait, ends the turn not found.
+func TestADeletionAnnouncedBeforeATurnBeginsToWaitEndsItNotFound(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v.db")
+	a, b := gatewayOnFile(t, path), gatewayOnFile(t, path)
+	operator := caller(t, a, person, "")
+	_, err := turnAsItLooks(t, a, b, func(worker vigil.SessionRef) { deletedAndAnnounced(t, a, b, operator, worker) })
+	if gateway.Code(err) != gateway.CodeNotFound {
+		t.Fatalf("the turn ended with %v, want not found", err)
+	}
+}
+
+// deletedAndAnnounced deletes ref through a, as operator, and tells b of
+// the deletion as its change listener would.
+func deletedAndAnnounced(t *testing.T, a, b *gateway.Gateway, operator gateway.Caller, ref vigil.SessionRef) {
+	st, err := a.Status(ctx, operator, gateway.StatusInput{SessionKey: ref.Key})
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	if _, err := a.Delete(ctx, operator, gateway.SessionInput{SessionKey: ref.Key}); err != nil {
+		t.Error(err)
+		return
+	}
+	if err := b.CommitsHeard(ctx, gateway.Heard{Deleted: []gateway.SessionDeletion{{Session: ref, Version: st.StateVersion}}}); err != nil {
+		t.Error(err)
+	}
+}
+
+// A deletion made through another gateway, and announced here after a
+// fence read the session's version but before it began to wait, answers
+// the fence timed out on a session that does not exist.
+func TestADeletionAnnouncedBeforeAFenceBeginsToWaitAnswersItGone(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v.db")
+	a := gatewayOnFile(t, path)
+	// On a clock that stands still, the fence never reads again on its
+	// own: only the announcement can end it.
+	b := gatewaytest.Open(t, gatewaytest.Options{Path: path, SQLite: sqlitestore.Options{Shared: true},
+		Gateway: gateway.Options{Clock: clock.NewManual(time.Unix(1_700_000_000, 0))}}).Gateway
+	manager := caller(t, a, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "")
+	sp, err := a.Spawn(ctx, manager, gateway.SpawnInput{Task: "draft"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := vigil.MustRef(sp.ChildSessionKey)
+	operator, here := caller(t, a, person, ""), caller(t, b, person, "")
+	st, err := b.Status(ctx, here, gateway.StatusInput{SessionKey: ref.Key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	restore := gateway.SetTestHookFenceRead(func(vigil.SessionRef) {
+		once.Do(func() { deletedAndAnnounced(t, a, b, operator, ref) })
+	})
+	defer restore()
+	answered := make(chan gateway.StatusOutput, 1)
+	go func() {
+		past, sixty := st.StateVersion+1, 60
+		out, err := b.Status(ctx, here, gateway.StatusInput{SessionKey: ref.Key, WaitForVersion: &past, TimeoutSeconds: &sixty})
+		if err != nil {
+			t.Error(err)
+		}
+		answered <- out
+	}()
+	select {
+	case out := <-answered:
+		if !out.TimedOut || out.Exists || out.StateVersion != 0 {
+			t.Fatalf("the fence answered %+v, want timed out on a session that does not exist", out)
+		}
+	case <-time.After(10 * time.Second): // a hang guard, shorter than the fence's wait
+		t.Fatal("the fence still waits, though its session's deletion was announced as it began to wait")
 	}
 }

@@ -24,6 +24,23 @@ func SetTestHookSendStored(f func(target vigil.SessionRef, messageID int64)) (re
 	return func() { testHookSendStored = old }
 }
 
+// SetTestHookTurnLooked makes f run when a waiting turn found no work,
+// before it waits, until the returned restore is called.
+func SetTestHookTurnLooked(f func(ref vigil.SessionRef)) (restore func()) {
+	old := testHookTurnLooked
+	testHookTurnLooked = f
+	return func() { testHookTurnLooked = old }
+}
+
+// SetTestHookFenceRead makes f run when a fence has read a version short
+// of the one it waits for, before it waits, until the returned restore
+// is called.
+func SetTestHookFenceRead(f func(ref vigil.SessionRef)) (restore func()) {
+	old := testHookFenceRead
+	testHookFenceRead = f
+	return func() { testHookFenceRead = old }
+}
+
 // WaitingSends counts the sends waiting for target's reply.
 func (g *Gateway) WaitingSends(target vigil.SessionRef) int {
 	g.waitMu.Lock()
