@@ -119,30 +119,28 @@ func (g *Gateway) endWaits(ref vigil.SessionRef) {
 // now and then.
 func (g *Gateway) Recheck(ctx context.Context) error {
 	g.opts.Hub.Recheck()
-	// Each goes on whatever the other met: a failed read of one session
-	// must not keep replies to others waiting to the next recheck.
+	// Each goes on whatever the other met.
 	return errors.Join(g.recheckGone(ctx), g.recheckWaiters(ctx))
 }
 
-// recheckGone ends the waits on sessions deleted unheard. A session
-// deleted and made again since is not found by this: it exists, and
-// what waits on it waits on until its timeout. A turn of a main session
-// may park before the session is made, waiting for the first message,
-// which makes it (Turn): one vigil knows nothing of was perhaps never
-// made, so such a turn waits on too.
+// recheckGone ends the turns parked on sessions deleted unheard; the
+// sends waiting on a session, and the turns parked on it with them, are
+// rechecked with the sends (recheckSends). A session deleted and made
+// again since is not found by this: it exists, and what waits on it
+// waits on until its timeout. A turn of a main session may park before
+// the session is made, waiting for the first message, which makes it
+// (Turn): one vigil knows nothing of was perhaps never made, so such a
+// turn waits on too.
 func (g *Gateway) recheckGone(ctx context.Context) error {
 	g.waitMu.Lock()
-	waited := make([]vigil.SessionRef, 0, len(g.waiters)+len(g.parked))
-	for ref := range g.waiters {
-		waited = append(waited, ref)
-	}
+	parked := make([]vigil.SessionRef, 0, len(g.parked))
 	for ref := range g.parked {
 		if _, ok := g.waiters[ref]; !ok && kindOf(ref.Key) != sessions.KindMain {
-			waited = append(waited, ref)
+			parked = append(parked, ref)
 		}
 	}
 	g.waitMu.Unlock()
-	for _, ref := range waited {
+	for _, ref := range parked {
 		exists, err := g.sessionExists(ctx, ref)
 		if err != nil {
 			return fmt.Errorf("recheck whether %s, waited on, exists: %w", ref, err)
@@ -165,28 +163,73 @@ func (g *Gateway) recheckWaiters(ctx context.Context) error {
 		}
 	}
 	g.waitMu.Unlock()
+	// Each session goes on whatever the others met: a failed read of one
+	// must not keep replies to others waiting to the next recheck.
+	var errs []error
 	for target, after := range from {
+		if err := g.recheckSends(ctx, target, after); err != nil {
+			errs = append(errs, fmt.Errorf("recheck the sends waiting on %s: %w", target, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// recheckSends reads from the store what the sends waiting here on
+// target may have missed of other processes' news, their messages being
+// after message after: a reply stored completes its send; then, a reset
+// ends the sends to the incarnations it replaced, and a deletion ends
+// them all, as the news would have.
+func (g *Gateway) recheckSends(ctx context.Context, target vigil.SessionRef, after int64) error {
+	if err := g.answerStored(ctx, target, after); err != nil {
+		return err
+	}
+	// After the replies: one stored is the send's answer, whatever came
+	// after it.
+	if !g.awaited(target) {
+		return nil
+	}
+	s, ok, err := g.store.Session(ctx, target)
+	if err != nil {
+		return fmt.Errorf("read the incarnation of %s: %w", target, err)
+	}
+	if ok {
+		g.sessionReset(target, s.SessionID)
+		return nil
+	}
+	exists, err := g.sessionExists(ctx, target)
+	if err != nil {
+		return fmt.Errorf("read whether %s exists: %w", target, err)
+	}
+	if !exists {
+		g.endWaits(target)
+	}
+	return nil
+}
+
+// answerStored hands the replies stored on target after message after
+// that name the message they answer to the sends waiting here for them.
+// It reads page by page while a send waits on target, to the last
+// message: a reply may lie behind any number of others. A reply naming
+// no message is left alone: it only ever answers a send waiting on the
+// gateway that stored it (MessageArrived).
+func (g *Gateway) answerStored(ctx context.Context, target vigil.SessionRef, after int64) error {
+	for g.awaited(target) {
 		msgs, err := g.store.Messages(ctx, target, after, maxRecheck)
 		if err != nil {
-			return fmt.Errorf("recheck replies of %s: %w", target, err)
+			return fmt.Errorf("read the messages of %s after %d: %w", target, after, err)
 		}
 		for _, m := range msgs {
 			if m.Role == sessions.RoleAssistant && m.ReplyTo != 0 {
 				g.answer(target, m)
 			}
 		}
-		// After the replies: one stored is the send's answer, whatever
-		// came after it.
-		s, ok, err := g.store.Session(ctx, target)
-		if err != nil {
-			return fmt.Errorf("recheck the incarnation of %s: %w", target, err)
+		if len(msgs) < maxRecheck {
+			return nil
 		}
-		if ok {
-			g.sessionReset(target, s.SessionID)
-		}
+		after = msgs[len(msgs)-1].ID
 	}
 	return nil
 }
 
-// maxRecheck bounds the messages read per session by recheckWaiters.
+// maxRecheck bounds the messages one read of answerStored takes.
 const maxRecheck = 500

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	vigil "github.com/vigilhq/vigil"
+	"github.com/vigilhq/vigil/clock"
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/internal/gatewaytest"
 	"github.com/vigilhq/vigil/sessions"
@@ -187,29 +190,38 @@ func TestAReplyStoredElsewhereCompletesTheSendWaitingHere(t *testing.T) {
 	}
 }
 
-// versionsFailing is a store whose reads of versions fail while they name
-// the session key set in failing.
-type versionsFailing struct {
+// readsFailing is a store whose reads of versions and of transcripts fail
+// while they name the session key set in failing.
+type readsFailing struct {
 	gatewaytest.Store
 	failing atomic.Value // string
 }
 
-var errVersionsRead = errors.New("the versions could not be read")
+var errSessionRead = errors.New("the session could not be read")
 
-func (v *versionsFailing) Versions(ctx context.Context, refs []vigil.SessionRef) (map[vigil.SessionRef]int64, error) {
-	key, _ := v.failing.Load().(string)
-	for _, r := range refs {
-		if r.Key == key {
-			return nil, errVersionsRead
-		}
+func (r *readsFailing) fails(ref vigil.SessionRef) bool {
+	key, _ := r.failing.Load().(string)
+	return ref.Key == key
+}
+
+func (r *readsFailing) Versions(ctx context.Context, refs []vigil.SessionRef) (map[vigil.SessionRef]int64, error) {
+	if slices.ContainsFunc(refs, r.fails) {
+		return nil, errSessionRead
 	}
-	return v.Store.Versions(ctx, refs)
+	return r.Store.Versions(ctx, refs)
+}
+
+func (r *readsFailing) Messages(ctx context.Context, ref vigil.SessionRef, afterID int64, limit int) ([]sessions.Message, error) {
+	if r.fails(ref) {
+		return nil, errSessionRead
+	}
+	return r.Store.Messages(ctx, ref, afterID, limit)
 }
 
 func TestARecheckCompletesASendWithItsReplyStoredElsewhereThoughAnotherWaitedSessionCannotBeRead(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "v.db")
 	a := gatewayOnFile(t, path)
-	fails := &versionsFailing{}
+	fails := &readsFailing{}
 	b := gatewaytest.Open(t, gatewaytest.Options{Path: path, SQLite: sqlitestore.Options{Shared: true},
 		Wrap: func(st gatewaytest.Store) gatewaytest.Store { fails.Store = st; return fails }}).Gateway
 	manager := caller(t, b, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main")
@@ -237,7 +249,7 @@ func TestARecheckCompletesASendWithItsReplyStoredElsewhereThoughAnotherWaitedSes
 	}
 
 	fails.failing.Store(unreadable.Key)
-	if err := b.Recheck(ctx); !errors.Is(err, errVersionsRead) {
+	if err := b.Recheck(ctx); !errors.Is(err, errSessionRead) {
 		t.Fatalf("recheck = %v, want the failed read of the unreadable session", err)
 	}
 	select {
@@ -247,5 +259,302 @@ func TestARecheckCompletesASendWithItsReplyStoredElsewhereThoughAnotherWaitedSes
 		}
 	case <-time.After(20 * time.Second): // a hang guard, not a timing
 		t.Fatal("the recheck left the send waiting for a reply already stored")
+	}
+}
+
+// A reply stored through another gateway, and announced here after the
+// send's message committed but before the send began to wait, completes
+// the send: no recheck is needed.
+func TestAReplyAnnouncedBeforeItsSendBeginsToWaitCompletesTheSend(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v.db")
+	a, b := gatewayOnFile(t, path), gatewayOnFile(t, path)
+	manager := caller(t, b, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main")
+	sp, err := b.Spawn(ctx, manager, gateway.SpawnInput{Task: "draft"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := vigil.MustRef(sp.ChildSessionKey)
+	worker := caller(t, a, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, target.Key)
+	out := sendAsItsMessageCommits(t, b, manager, target, func(messageID int64) {
+		reply, err := a.Reply(ctx, worker, gateway.ReplyInput{SessionKey: target.Key, Text: "on it", ReplyTo: messageID})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if err := b.MessageArrived(ctx, target, reply.MessageID); err != nil {
+			t.Error(err)
+		}
+	})
+	if out.Status != "ok" || out.Reply != "on it" {
+		t.Fatalf("the send answered %+v, want the reply announced as it began to wait", out)
+	}
+}
+
+// A recheck finds a reply stored elsewhere however many messages came
+// between the waiting send's message and the reply.
+func TestARecheckFindsAReplyStoredElsewhereBehindMoreMessagesThanOneReadTakes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v.db")
+	a := gatewayOnFile(t, path)
+	b, reads := countedGatewayOnFile(t, path)
+	manager := caller(t, b, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main")
+	sp, err := b.Spawn(ctx, manager, gateway.SpawnInput{Task: "draft"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := vigil.MustRef(sp.ChildSessionKey)
+	sent := sendWaiting(t, ctx, b, manager, target)
+	msgs, err := reads.Store.Messages(ctx, target, 0, 10)
+	if err != nil || len(msgs) == 0 {
+		t.Fatalf("the waiting send's message: %v, %v", msgs, err)
+	}
+	asked := msgs[len(msgs)-1].ID
+	zero := 0
+	for range gateway.MaxRecheck {
+		if _, err := a.Send(ctx, caller(t, a, person, ""), gateway.SendInput{SessionKey: target.Key,
+			Message: "and another thing", TimeoutSeconds: &zero}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	worker := caller(t, a, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, target.Key)
+	if _, err := a.Reply(ctx, worker, gateway.ReplyInput{SessionKey: target.Key, Text: "on it", ReplyTo: asked}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Recheck(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.WaitingSends(target); n != 0 {
+		t.Fatalf("%d sends wait after the recheck, want none: the reply is stored", n)
+	}
+	if out := <-sent; out.Status != "ok" || out.Reply != "on it" {
+		t.Fatalf("the send answered %+v, want the reply stored elsewhere", out)
+	}
+}
+
+// sendAsItsMessageCommits has manager send "status?" to target through g,
+// waiting for the reply, with during run after the send's message
+// committed and before the send began to wait; it returns the send's
+// answer, or fails at a hang guard shorter than the send's timeout.
+func sendAsItsMessageCommits(t *testing.T, g *gateway.Gateway, manager gateway.Caller, target vigil.SessionRef,
+	during func(messageID int64)) gateway.SendOutput {
+	t.Helper()
+	var once sync.Once
+	restore := gateway.SetTestHookSendStored(func(_ vigil.SessionRef, messageID int64) {
+		once.Do(func() { during(messageID) })
+	})
+	defer restore()
+	sent := make(chan gateway.SendOutput, 1)
+	go func() {
+		thirty := 30
+		out, err := g.Send(ctx, manager, gateway.SendInput{SessionKey: target.Key, Message: "status?", TimeoutSeconds: &thirty})
+		if err != nil {
+			t.Error(err)
+		}
+		sent <- out
+	}()
+	select {
+	case out := <-sent:
+		return out
+	case <-time.After(10 * time.Second): // a hang guard, shorter than the send's timeout
+		t.Fatal("the send still waits, though what answers it was announced as it began to wait")
+		return gateway.SendOutput{}
+	}
+}
+
+// A reset made through another gateway, and announced here after a
+// send's message committed but before the send began to wait, ends the
+// send: its message went to the incarnation the reset replaced.
+func TestAResetAnnouncedBeforeASendBeginsToWaitEndsTheSend(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v.db")
+	a, b := gatewayOnFile(t, path), gatewayOnFile(t, path)
+	manager := caller(t, b, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main")
+	sp, err := b.Spawn(ctx, manager, gateway.SpawnInput{Task: "draft"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := vigil.MustRef(sp.ChildSessionKey)
+	operator := caller(t, a, person, "")
+	out := sendAsItsMessageCommits(t, b, manager, target, func(int64) {
+		reset, err := a.Reset(ctx, operator, gateway.SessionInput{SessionKey: target.Key})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if err := b.CommitsHeard(ctx, gateway.Heard{Events: []vigil.Event{{Kind: vigil.KindSessionReset,
+			AgentID: target.AgentID, SessionKey: target.Key, SessionID: reset.SessionID}}}); err != nil {
+			t.Error(err)
+		}
+	})
+	if out.Status != "error" || out.Error != "the session was reset" {
+		t.Fatalf("the send answered %+v, want an error saying the session was reset", out)
+	}
+}
+
+// A deletion made through another gateway, and announced here after a
+// send's message committed but before the send began to wait, ends the
+// send.
+func TestADeletionAnnouncedBeforeASendBeginsToWaitEndsTheSend(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v.db")
+	a, b := gatewayOnFile(t, path), gatewayOnFile(t, path)
+	manager := caller(t, b, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main")
+	sp, err := b.Spawn(ctx, manager, gateway.SpawnInput{Task: "draft"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := vigil.MustRef(sp.ChildSessionKey)
+	operator := caller(t, a, person, "")
+	out := sendAsItsMessageCommits(t, b, manager, target, func(int64) {
+		st, err := a.Status(ctx, operator, gateway.StatusInput{SessionKey: target.Key})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := a.Delete(ctx, operator, gateway.SessionInput{SessionKey: target.Key}); err != nil {
+			t.Error(err)
+			return
+		}
+		if err := b.CommitsHeard(ctx, gateway.Heard{Deleted: []gateway.SessionDeletion{{Session: target,
+			Version: st.StateVersion}}}); err != nil {
+			t.Error(err)
+		}
+	})
+	if out.Status != "error" || out.Error != "the session was deleted" {
+		t.Fatalf("the send answered %+v, want an error saying the session was deleted", out)
+	}
+}
+
+// turnAsItLooks spawns a worker through a, and has it take its turn
+// through b, waiting for work, with during run once after the turn found
+// none and before it waits; it returns how the turn ended, or fails at a
+// hang guard shorter than the turn's wait.
+func turnAsItLooks(t *testing.T, a, b *gateway.Gateway, during func(worker vigil.SessionRef)) (gateway.TurnOutput, error) {
+	t.Helper()
+	manager := caller(t, a, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "")
+	sp, err := a.Spawn(ctx, manager, gateway.SpawnInput{Task: "draft"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := vigil.MustRef(sp.ChildSessionKey)
+	worker := caller(t, b, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, ref.Key)
+	if _, err := b.Turn(ctx, worker, gateway.TurnInput{SessionKey: ref.Key, WaitSeconds: new(int)}); err != nil {
+		t.Fatal(err) // takes the task, so the next turn finds none
+	}
+	var once sync.Once
+	restore := gateway.SetTestHookTurnLooked(func(vigil.SessionRef) { once.Do(func() { during(ref) }) })
+	defer restore()
+	type ended struct {
+		out gateway.TurnOutput
+		err error
+	}
+	turned := make(chan ended, 1)
+	go func() {
+		sixty := 60
+		out, err := b.Turn(ctx, worker, gateway.TurnInput{SessionKey: ref.Key, WaitSeconds: &sixty})
+		turned <- ended{out, err}
+	}()
+	select {
+	case e := <-turned:
+		return e.out, e.err
+	case <-time.After(10 * time.Second): // a hang guard, shorter than the turn's wait
+		t.Fatal("the turn still waits, though what ends it was announced as it began to wait")
+		return gateway.TurnOutput{}, nil
+	}
+}
+
+// A message stored through another gateway, and announced here after a
+// turn found no work but before it began to wait, is the turn's work.
+func TestAMessageAnnouncedBeforeATurnBeginsToWaitIsItsWork(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v.db")
+	a, b := gatewayOnFile(t, path), gatewayOnFile(t, path)
+	operator := caller(t, a, person, "")
+	out, err := turnAsItLooks(t, a, b, func(worker vigil.SessionRef) {
+		zero := 0
+		sent, err := a.Send(ctx, operator, gateway.SendInput{SessionKey: worker.Key, Message: "stop and summarise", TimeoutSeconds: &zero})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if err := b.MessageArrived(ctx, worker, sent.MessageID); err != nil {
+			t.Error(err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Messages) != 1 || out.Messages[0].Content != "stop and summarise" {
+		t.Fatalf("the turn took %+v, want the message announced as it began to wait", out)
+	}
+}
+
+// A deletion made through another gateway, and announced here after a
+// turn found no work but before it began to wait, ends the turn not found.
+func TestADeletionAnnouncedBeforeATurnBeginsToWaitEndsItNotFound(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v.db")
+	a, b := gatewayOnFile(t, path), gatewayOnFile(t, path)
+	operator := caller(t, a, person, "")
+	_, err := turnAsItLooks(t, a, b, func(worker vigil.SessionRef) { deletedAndAnnounced(t, a, b, operator, worker) })
+	if gateway.Code(err) != gateway.CodeNotFound {
+		t.Fatalf("the turn ended with %v, want not found", err)
+	}
+}
+
+// deletedAndAnnounced deletes ref through a, as operator, and tells b of
+// the deletion as its change listener would.
+func deletedAndAnnounced(t *testing.T, a, b *gateway.Gateway, operator gateway.Caller, ref vigil.SessionRef) {
+	st, err := a.Status(ctx, operator, gateway.StatusInput{SessionKey: ref.Key})
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	if _, err := a.Delete(ctx, operator, gateway.SessionInput{SessionKey: ref.Key}); err != nil {
+		t.Error(err)
+		return
+	}
+	if err := b.CommitsHeard(ctx, gateway.Heard{Deleted: []gateway.SessionDeletion{{Session: ref, Version: st.StateVersion}}}); err != nil {
+		t.Error(err)
+	}
+}
+
+// A deletion made through another gateway, and announced here after a
+// fence read the session's version but before it began to wait, answers
+// the fence timed out on a session that does not exist.
+func TestADeletionAnnouncedBeforeAFenceBeginsToWaitAnswersItGone(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v.db")
+	a := gatewayOnFile(t, path)
+	// On a clock that stands still, the fence never reads again on its
+	// own: only the announcement can end it.
+	b := gatewaytest.Open(t, gatewaytest.Options{Path: path, SQLite: sqlitestore.Options{Shared: true},
+		Gateway: gateway.Options{Clock: clock.NewManual(time.Unix(1_700_000_000, 0))}}).Gateway
+	manager := caller(t, a, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "")
+	sp, err := a.Spawn(ctx, manager, gateway.SpawnInput{Task: "draft"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := vigil.MustRef(sp.ChildSessionKey)
+	operator, here := caller(t, a, person, ""), caller(t, b, person, "")
+	st, err := b.Status(ctx, here, gateway.StatusInput{SessionKey: ref.Key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	restore := gateway.SetTestHookFenceRead(func(vigil.SessionRef) {
+		once.Do(func() { deletedAndAnnounced(t, a, b, operator, ref) })
+	})
+	defer restore()
+	answered := make(chan gateway.StatusOutput, 1)
+	go func() {
+		past, sixty := st.StateVersion+1, 60
+		out, err := b.Status(ctx, here, gateway.StatusInput{SessionKey: ref.Key, WaitForVersion: &past, TimeoutSeconds: &sixty})
+		if err != nil {
+			t.Error(err)
+		}
+		answered <- out
+	}()
+	select {
+	case out := <-answered:
+		if !out.TimedOut || out.Exists || out.StateVersion != 0 {
+			t.Fatalf("the fence answered %+v, want timed out on a session that does not exist", out)
+		}
+	case <-time.After(10 * time.Second): // a hang guard, shorter than the fence's wait
+		t.Fatal("the fence still waits, though its session's deletion was announced as it began to wait")
 	}
 }

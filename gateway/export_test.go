@@ -15,6 +15,32 @@ func SetTestHookSendGivesUp(f func()) (restore func()) {
 	return func() { testHookSendGivesUp = old }
 }
 
+// SetTestHookSendStored makes f run when a waiting send's message has
+// committed, before the send waits for its reply, until the returned
+// restore is called.
+func SetTestHookSendStored(f func(target vigil.SessionRef, messageID int64)) (restore func()) {
+	old := testHookSendStored
+	testHookSendStored = f
+	return func() { testHookSendStored = old }
+}
+
+// SetTestHookTurnLooked makes f run when a waiting turn found no work,
+// before it waits, until the returned restore is called.
+func SetTestHookTurnLooked(f func(ref vigil.SessionRef)) (restore func()) {
+	old := testHookTurnLooked
+	testHookTurnLooked = f
+	return func() { testHookTurnLooked = old }
+}
+
+// SetTestHookFenceRead makes f run when a fence has read a version short
+// of the one it waits for, before it waits, until the returned restore
+// is called.
+func SetTestHookFenceRead(f func(ref vigil.SessionRef)) (restore func()) {
+	old := testHookFenceRead
+	testHookFenceRead = f
+	return func() { testHookFenceRead = old }
+}
+
 // WaitingSends counts the sends waiting for target's reply.
 func (g *Gateway) WaitingSends(target vigil.SessionRef) int {
 	g.waitMu.Lock()
@@ -85,3 +111,6 @@ func Turn(ctx context.Context, h *Hub, owed int) error { return h.turn(ctx, owed
 
 // MaxPrepaid bounds the paid rounds no turn took.
 const MaxPrepaid = maxPrepaid
+
+// MaxRecheck bounds the messages one read of a recheck takes.
+const MaxRecheck = maxRecheck

@@ -127,6 +127,11 @@ const (
 	MaxFenceWait     = 60
 )
 
+// testHookFenceRead runs when a fence has read a version short of the
+// one it waits for, before it waits; tests use it to announce a change in
+// that moment.
+var testHookFenceRead = func(ref vigil.SessionRef) {}
+
 // fenceRecheck is how often a fence reads the version again even when no
 // event was heard: a nudge or a deletion from another gateway can be
 // lost.
@@ -144,6 +149,7 @@ func (g *Gateway) awaitVersion(ctx context.Context, c Caller, ref vigil.SessionR
 	if err != nil || version >= v || wait <= 0 {
 		return version, err == nil && version >= v, err
 	}
+	testHookFenceRead(ref)
 	// The timers start before the wait is held, so a wait that shows as
 	// held (to a test's clock, say) already counts down.
 	deadline, stop := g.after(wait)

@@ -197,7 +197,10 @@ func (g *Gateway) Send(ctx context.Context, c Caller, in SendInput) (_ SendOutpu
 		}
 		if w != nil {
 			id, incarnation := msgID, s.SessionID
-			txn.AfterCommit(func() { g.addWaiter(target, id, incarnation, w) })
+			txn.AfterCommit(func() {
+				testHookSendStored(target, id)
+				g.addWaiter(target, id, incarnation, w)
+			})
 		}
 		return nil
 	})
@@ -210,6 +213,13 @@ func (g *Gateway) Send(ctx context.Context, c Caller, in SendInput) (_ SendOutpu
 	}
 	if w == nil {
 		return out, nil
+	}
+	// The send waits from its commit's effects on. A reply, a reset or a
+	// deletion committed through another gateway and announced here
+	// before then found nobody waiting: look once for them. A failed look
+	// leaves the send waiting, for the announcements and the recheck.
+	if err := g.recheckSends(ctx, target, msgID); err != nil {
+		g.log.ErrorContext(ctx, "send: look for news missed before waiting", "session", target.String(), "err", err)
 	}
 	expired, stop := g.after(timeout)
 	defer stop()
@@ -240,6 +250,11 @@ func (g *Gateway) Send(ctx context.Context, c Caller, in SendInput) (_ SendOutpu
 // fired, or its caller left), before it gives up its place; tests use it
 // to force a reply into that moment.
 var testHookSendGivesUp = func() {}
+
+// testHookSendStored runs when a waiting send's message has committed,
+// before the send waits for its reply; tests use it to store and announce
+// the reply in that moment.
+var testHookSendStored = func(target vigil.SessionRef, messageID int64) {}
 
 // settle puts what a waiting send received into its answer.
 func settle(out *SendOutput, res sendOutcome) {

@@ -178,6 +178,7 @@ func (g *Gateway) Turn(ctx context.Context, c Caller, in TurnInput) (_ TurnOutpu
 			}
 			return out, err
 		}
+		testHookTurnLooked(ref)
 		if release == nil {
 			if release, err = g.Hold(c, HoldWait); err != nil {
 				l.Close()
@@ -225,6 +226,10 @@ func (g *Gateway) Turn(ctx context.Context, c Caller, in TurnInput) (_ TurnOutpu
 		l.Close()
 	}
 }
+
+// testHookTurnLooked runs when a waiting turn found no work, before it
+// waits; tests use it to announce work in that moment.
+var testHookTurnLooked = func(ref vigil.SessionRef) {}
 
 // park notes a turn of ref waiting for work: the channel is closed when
 // ref is deleted (endParked). unpark forgets it.
