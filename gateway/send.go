@@ -218,7 +218,8 @@ func (g *Gateway) Send(ctx context.Context, c Caller, in SendInput) (_ SendOutpu
 	// deletion committed through another gateway and announced here
 	// before then found nobody waiting: look once for them. A failed look
 	// leaves the send waiting, for the announcements and the recheck.
-	if err := g.recheckSends(ctx, target, msgID); err != nil {
+	if err := g.recheckSends(ctx, target, msgID); err != nil && ctx.Err() == nil {
+		// A caller gone meanwhile failed the look; it is answered timeout.
 		g.log.ErrorContext(ctx, "send: look for news missed before waiting", "session", target.String(), "err", err)
 	}
 	expired, stop := g.after(timeout)
