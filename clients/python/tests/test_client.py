@@ -1043,6 +1043,14 @@ class StreamsAgainstAnyServer(unittest.TestCase):
                 got.extend(itertools.islice(stream, 3))  # a stream that goes on fails rather than hangs
         self.assertEqual((got, opened), ([t.Bookmark(position=7)], [1]))
 
+    def test_a_bookmark_without_a_position_ends_the_stream_as_corrupt_as_in_the_go_client(self) -> None:
+        def answer(n: int, h: http.server.BaseHTTPRequestHandler) -> None:
+            send(h, 200, "text/event-stream", b"id: 7\nevent: bookmark\ndata: {}\n\n")
+
+        with Client(stream_server(self, answer)).events() as stream:
+            with self.assertRaisesRegex(vc.TransportError, r"a corrupt bookmark event \(last event id 7\): no position"):
+                list(itertools.islice(stream, 3))  # a stream that goes on fails rather than hangs
+
     def test_an_event_of_a_type_the_client_does_not_know_is_skipped_whatever_its_data(self) -> None:
         def answer(n: int, h: http.server.BaseHTTPRequestHandler) -> None:
             send(h, 200, "text/event-stream", b'event: forecast\ndata: rain\n\nid: 7\nevent: bookmark\ndata: {"sequence":7}\n\n')

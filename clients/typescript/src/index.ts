@@ -695,8 +695,10 @@ function jsonObject(text: string): object {
 }
 
 function bookmark(data: unknown): number {
-  const b = data as { sequence?: number; stateVersion?: number };
-  return b.sequence ?? b.stateVersion ?? 0;
+  const b = data as { sequence?: unknown; stateVersion?: unknown };
+  const position = b.sequence ?? b.stateVersion;
+  if (typeof position !== "number") throw new SyntaxError("no position");
+  return position;
 }
 
 /** Waits ms (at most a timer's 2^31-1: past it a timer fires at once), or until signal. */

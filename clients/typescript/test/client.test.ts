@@ -1087,6 +1087,21 @@ describe("streams", () => {
     });
   });
 
+  test("a bookmark without a position ends the stream as corrupt, as in the Go client", { timeout: 20_000 }, async () => {
+    await fakeStream((_n, res) => {
+      res.writeHead(200, { "Content-Type": "text/event-stream" });
+      res.end(`id: 7\nevent: bookmark\ndata: {}\n\n`);
+    }, async (url) => {
+      const stop = new AbortController();
+      try {
+        const it = new VigilClient(url).events({ signal: stop.signal })[Symbol.asyncIterator]();
+        await assert.rejects(it.next(), (e: unknown) => e instanceof TransportError && e.message.includes("a corrupt bookmark event (last event id 7): no position"));
+      } finally {
+        stop.abort();
+      }
+    });
+  });
+
   test("an event of a type the client does not know is skipped whatever its data", { timeout: 20_000 }, async () => {
     await fakeStream((_n, res) => {
       res.writeHead(200, { "Content-Type": "text/event-stream" });

@@ -439,7 +439,10 @@ def _json_object(raw: str) -> dict[str, Any]:
 # called only for a type it knows: data of another type is left unread.
 
 def _decode_bookmark(data: dict[str, Any]) -> t.Bookmark:
-    return t.Bookmark(position=data.get("sequence", data.get("stateVersion", 0)))
+    position = data.get("sequence", data.get("stateVersion"))
+    if isinstance(position, bool) or not isinstance(position, int):
+        raise ValueError("no position")
+    return t.Bookmark(position=position)
 
 
 def _decode_log(typ: str, data: Callable[[], dict[str, Any]]) -> Optional[t.Event]:
