@@ -73,22 +73,30 @@ func WithHTTPClient(hc *http.Client) Option {
 
 // New returns a client of the gateway at baseURL, such as
 // http://127.0.0.1:7317 (a path, as behind a proxy, is kept). A base URL
-// with a query or a fragment, and a token that is not printable ASCII,
-// are refused, without being shown.
+// with a query or a fragment (an empty "?" or "#" too), and a token that
+// is not printable ASCII, are refused, without being shown. So is a base
+// URL not written as a URL is (a blank, a character beyond ASCII: escape
+// it), rather than escaped unseen, as the other clients refuse it.
 func New(baseURL string, opts ...Option) (*Client, error) {
-	u, err := url.Parse(strings.TrimSpace(baseURL))
+	raw := strings.TrimSpace(baseURL)
+	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("vigil: base URL %q: %s", redact.URL(baseURL), redact.ParseError(strings.TrimSpace(baseURL)))
+		return nil, fmt.Errorf("vigil: base URL %q: %s", redact.URL(baseURL), redact.ParseError(raw))
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("vigil: base URL %q: want http(s)://host[:port]", redact.URL(baseURL))
 	}
-	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+	if strings.ContainsAny(raw, "?#") {
 		// Every request's own query would replace it: refused, not dropped,
 		// since a caller who wrote ?as= there meant to act as a session. It
 		// may hold a secret, so it is not shown.
 		return nil, fmt.Errorf("vigil: base URL %s://%s%s: a query or fragment is not used: name the acting session on its own, not in the URL",
 			u.Scheme, u.Host, u.EscapedPath())
+	}
+	for i := range len(raw) {
+		if raw[i] <= ' ' || raw[i] > '~' {
+			return nil, fmt.Errorf("vigil: base URL %q: a blank, a control character or a character beyond ASCII: write the URL percent-escaped", redact.URL(baseURL))
+		}
 	}
 	u.Path = strings.TrimRight(u.Path, "/")
 	c := &Client{base: u, http: http.DefaultClient}

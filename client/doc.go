@@ -62,7 +62,10 @@
 // and a gateway that cannot be reached is an error at once rather than a
 // retry. The Raw option gives each event with its data exactly as the
 // gateway sent it ([RawEvent]); ReportDrops says at once that a
-// connection dropped ([Dropped]), before the reconnection.
+// connection dropped, or that an attempt to connect failed, as when the
+// gateway refuses the stream at the credential's stream limit (429)
+// ([Dropped]), before the stream tries again. An event of a known type
+// whose data cannot be read ends the stream with an error naming it.
 //
 // # Other routes
 //

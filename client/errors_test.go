@@ -531,3 +531,19 @@ func TestABaseURLWithAQueryOrFragmentIsRefusedNotDropped(t *testing.T) {
 		}
 	}
 }
+
+// A base URL is used as written: what a URL cannot carry as it is (a
+// blank, a character beyond ASCII, an empty "#") is refused rather than
+// escaped or dropped unseen, as the TypeScript and Python clients refuse
+// it.
+func TestABaseURLNotWrittenAsAURLIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, base := range []string{"http://127.0.0.1:1/#", "http://127.0.0.1:1/a b", "http://127.0.0.1:1/é", "http://127.0.0.1:1/a%zz"} {
+		if _, err := client.New(base); err == nil || !strings.Contains(err.Error(), "base URL") {
+			t.Errorf("New(%q): %v, want a refusal naming the base URL", base, err)
+		}
+	}
+	if _, err := client.New("http://127.0.0.1:1/a%20b/"); err != nil {
+		t.Errorf("a path percent-escaped: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -149,10 +150,12 @@ type RawEvent struct {
 }
 
 // Dropped says, with the ReportDrops option, that the stream's connection
-// just ended (Cause says why) and that the stream is about to reconnect;
-// a [Resumed] follows once it has. A connection the gateway ends on
-// purpose (a history gap, a lagged stream) is reopened at once and is not
-// reported.
+// just ended, or that an attempt to connect failed (Cause says why: an
+// [*APIError] of status 429 is the credential's stream limit), and that
+// the stream is about to try again; a [Resumed] follows once it has
+// connected. Each failed attempt is one Dropped. A connection the gateway
+// ends on purpose (a history gap, a lagged stream) is reopened at once and
+// is not reported.
 type Dropped struct {
 	Cause error
 }
@@ -167,16 +170,18 @@ type EventsOptions struct {
 	Session, Agent string
 	// IdleTimeout is how long the stream may stay silent before it is
 	// taken for dead and reconnected; 0 means 45 s (the gateway sends a
-	// keepalive every 15 s). The time the caller takes with an event does
-	// not count.
+	// keepalive every 15 s), and a negative one is refused. The time the
+	// caller takes with an event does not count.
 	IdleTimeout time.Duration
 	// Raw yields every event of the gateway as a [RawEvent], keeping its
 	// data exactly as sent beside its decoded form (for a program that
 	// forwards or prints the gateway's own JSON).
 	Raw bool
-	// ReportDrops yields a [Dropped] event as soon as a connection ends,
-	// before the stream waits to reconnect, so a program can say at once
-	// that it is reconnecting.
+	// ReportDrops yields a [Dropped] event as soon as a connection ends
+	// or an attempt to connect fails (the gateway refusing the stream with
+	// 429 at the credential's stream limit, say), before the stream waits
+	// to try again, so a program learns at once that it is not connected
+	// rather than wait in silence.
 	ReportDrops bool
 }
 
@@ -207,12 +212,38 @@ const (
 // and after a [HistoryGap] goes on from the oldest retained event. The
 // sequence ends when ctx is done, or with an error that reconnecting
 // cannot mend (a refused credential, a bad filter, an answer that is not
-// an event stream: see [Client.SessionEvents]).
+// an event stream: see [Client.SessionEvents]; an event of a known type
+// whose data cannot be read, named by the stream's last event id: a
+// defect of what answers, which skipping would hide and a reconnection
+// would repeat). Events of a type this client does not know are skipped
+// unread.
 func (c *Client) Events(ctx context.Context, opts EventsOptions) iter.Seq2[Event, error] {
-	return c.follow(ctx, logFollow(opts))
+	f, err := logFollow(opts)
+	if err != nil {
+		return failed(err)
+	}
+	return c.follow(ctx, f)
 }
 
-func logFollow(opts EventsOptions) follow {
+// failed is a stream that ends at once with err.
+func failed(err error) iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) { yield(nil, err) }
+}
+
+// idleOf is a stream's idle timeout: 0 is the default, and a negative one
+// is refused rather than taken for it, as a mistake the caller should see.
+func idleOf(op string, d time.Duration) (time.Duration, error) {
+	if d < 0 {
+		return 0, invalid(op, "IdleTimeout must be 0 (%s) or more, got %s", defaultIdleTimeout, d)
+	}
+	return cmp.Or(d, defaultIdleTimeout), nil
+}
+
+func logFollow(opts EventsOptions) (follow, error) {
+	idle, err := idleOf("log events", opts.IdleTimeout)
+	if err != nil {
+		return follow{}, err
+	}
 	q := url.Values{}
 	if opts.Session != "" {
 		q.Set("session", opts.Session)
@@ -221,7 +252,7 @@ func logFollow(opts EventsOptions) follow {
 		q.Set("agent", opts.Agent)
 	}
 	return follow{op: "log events", path: "/v1/events", query: q, after: opts.After,
-		idle: opts.IdleTimeout, raw: opts.Raw, drops: opts.ReportDrops, decode: decodeLog}
+		idle: idle, raw: opts.Raw, drops: opts.ReportDrops, decode: decodeLog}, nil
 }
 
 // SessionEvents follows one session (GET /v1/sessions/{key}/events): its
@@ -235,7 +266,7 @@ func logFollow(opts EventsOptions) follow {
 func (c *Client) SessionEvents(ctx context.Context, key string, opts SessionEventsOptions) iter.Seq2[Event, error] {
 	f, err := sessionFollow(key, opts)
 	if err != nil {
-		return func(yield func(Event, error) bool) { yield(nil, err) }
+		return failed(err)
 	}
 	return c.follow(ctx, f)
 }
@@ -245,12 +276,16 @@ func sessionFollow(key string, opts SessionEventsOptions) (follow, error) {
 	if err != nil {
 		return follow{}, err
 	}
+	idle, err := idleOf("session events", opts.IdleTimeout)
+	if err != nil {
+		return follow{}, err
+	}
 	var q url.Values
 	if opts.Agent != "" {
 		q = url.Values{"agent": {opts.Agent}}
 	}
 	return follow{op: "session events", path: path, query: q, after: opts.After,
-		idle: opts.IdleTimeout, raw: opts.Raw, drops: opts.ReportDrops, decode: decodeSession}, nil
+		idle: idle, raw: opts.Raw, drops: opts.ReportDrops, decode: decodeSession}, nil
 }
 
 // Stream is an event stream whose first connection is already open: the
@@ -270,7 +305,11 @@ type Stream struct {
 // connection (the gateway unreachable, a refused credential), which
 // Events would retry. Later drops are mended as Events mends them.
 func (c *Client) OpenEvents(ctx context.Context, opts EventsOptions) (*Stream, error) {
-	return c.openStream(ctx, logFollow(opts))
+	f, err := logFollow(opts)
+	if err != nil {
+		return nil, err
+	}
+	return c.openStream(ctx, f)
 }
 
 // OpenSessionEvents opens a session's stream as SessionEvents follows it,
@@ -331,7 +370,7 @@ type follow struct {
 	op, path string
 	query    url.Values
 	after    *int64
-	idle     time.Duration
+	idle     time.Duration // above 0
 	// raw wraps every event in a RawEvent; drops reports each drop.
 	raw, drops bool
 	// decode turns one server-sent event into an Event (nil to skip it).
@@ -346,14 +385,12 @@ type streamEnd struct {
 	lagged  bool        // the gateway sent lagged
 	gone    bool        // the gateway sent deleted: the stream is over
 	tooLong error       // an event was past maxEventSize (what answers is not the gateway)
+	corrupt error       // an event of a known type could not be read: the stream is over
 	err     error       // the connection failed, or nil when the gateway closed it
 	heard   bool        // an event arrived on it
 }
 
 func (c *Client) follow(ctx context.Context, f follow) iter.Seq2[Event, error] {
-	if f.idle <= 0 {
-		f.idle = defaultIdleTimeout
-	}
 	return func(yield func(Event, error) bool) {
 		var pos int64
 		positioned := f.after != nil
@@ -388,6 +425,9 @@ func (c *Client) follow(ctx context.Context, f follow) iter.Seq2[Event, error] {
 					return
 				}
 				cause = err
+				if f.drops && !yield(Dropped{Cause: cause}, nil) {
+					return
+				}
 				wait := delay
 				if ae := (*APIError)(nil); errors.As(err, &ae) && ae.RetryAfter > 0 {
 					wait = ae.RetryAfter
@@ -408,6 +448,10 @@ func (c *Client) follow(ctx context.Context, f follow) iter.Seq2[Event, error] {
 			}
 			end, stop := c.read(ctx, f, resp, &pos, &positioned, yield)
 			if stop || ctx.Err() != nil || end.gone {
+				return
+			}
+			if end.corrupt != nil {
+				yield(nil, end.corrupt)
 				return
 			}
 			if end.tooLong != nil {
@@ -453,9 +497,6 @@ func (c *Client) follow(ctx context.Context, f follow) iter.Seq2[Event, error] {
 // rather than wait for ever on a socket that will not answer.
 func (c *Client) open(ctx context.Context, f follow, pos int64, positioned bool) (*http.Response, error) {
 	idle := f.idle
-	if idle <= 0 {
-		idle = defaultIdleTimeout
-	}
 	conn, cancel := context.WithCancel(ctx)
 	req, err := c.request(conn, http.MethodGet, c.endpoint(f.path, f.query), c.session, nil)
 	if err != nil {
@@ -536,7 +577,6 @@ func (c *Client) read(ctx context.Context, f follow, resp *http.Response, pos *i
 		defer idle.Reset(f.idle)
 		return yield(e, nil)
 	}
-events:
 	for ev, err := range sse.Read(body, &sse.ReadConfig{MaxEventSize: maxEventSize}) {
 		if err != nil {
 			end.err = err
@@ -552,6 +592,13 @@ events:
 				*pos, *positioned = n, true
 			}
 		}
+		// corrupt ends the stream: a reconnection after the event would
+		// lose it unseen, and one before it would read it again.
+		corrupt := func(err error) (streamEnd, bool) {
+			end.corrupt = fmt.Errorf("vigil: %s: a corrupt %s event (last event id %s): %w",
+				f.op, ev.Type, cmp.Or(ev.LastEventID, "none"), err)
+			return end, false
+		}
 		// given is what the caller gets for e: e, or with the Raw option
 		// the event as sent around it.
 		given := func(e Event) Event {
@@ -564,8 +611,7 @@ events:
 		case "history_gap":
 			var gap HistoryGap
 			if err := json.Unmarshal([]byte(ev.Data), &gap); err != nil {
-				end.err = fmt.Errorf("vigil: %s: history_gap: %w", f.op, err)
-				break events
+				return corrupt(err)
 			}
 			if gap.PrunedWatermark > 0 {
 				gap.ResumeAfter = gap.PrunedWatermark
@@ -576,19 +622,22 @@ events:
 			return end, !give(given(gap))
 		case "lagged":
 			var l Lagged
-			_ = json.Unmarshal([]byte(ev.Data), &l) // the event itself is what matters
+			if err := json.Unmarshal([]byte(ev.Data), &l); err != nil {
+				return corrupt(err)
+			}
 			end.lagged = true
 			return end, !give(given(l))
 		case "deleted":
 			var d SessionDeleted
-			_ = json.Unmarshal([]byte(ev.Data), &d) // the event itself is what matters
+			if err := json.Unmarshal([]byte(ev.Data), &d); err != nil {
+				return corrupt(err)
+			}
 			end.gone = true
 			return end, !give(given(d))
 		}
 		e, err := f.decode(ev.Type, []byte(ev.Data))
 		if err != nil {
-			end.err = fmt.Errorf("vigil: %s: %w", f.op, err)
-			break
+			return corrupt(err)
 		}
 		end.heard = true
 		if (e != nil || f.raw) && !give(given(e)) {
@@ -612,7 +661,7 @@ type bookmarkData struct {
 func decodeBookmark(data []byte) (Event, error) {
 	var b bookmarkData
 	if err := json.Unmarshal(data, &b); err != nil {
-		return nil, fmt.Errorf("bookmark: %w", err)
+		return nil, err
 	}
 	switch {
 	case b.Sequence != nil:
@@ -620,7 +669,7 @@ func decodeBookmark(data []byte) (Event, error) {
 	case b.StateVersion != nil:
 		return Bookmark{Position: *b.StateVersion}, nil
 	}
-	return nil, errors.New("bookmark: no position")
+	return nil, errors.New("no position")
 }
 
 func decodeLog(typ string, data []byte) (Event, error) {
@@ -628,7 +677,7 @@ func decodeLog(typ string, data []byte) (Event, error) {
 	case "signal":
 		var e LogEvent
 		if err := json.Unmarshal(data, &e); err != nil {
-			return nil, fmt.Errorf("signal: %w", err)
+			return nil, err
 		}
 		return e, nil
 	case "bookmark":
@@ -642,7 +691,7 @@ func decodeSession(typ string, data []byte) (Event, error) {
 	case "signal":
 		var e AgentEvent
 		if err := json.Unmarshal(data, &e); err != nil {
-			return nil, fmt.Errorf("signal: %w", err)
+			return nil, err
 		}
 		return e, nil
 	case "bookmark":
@@ -650,7 +699,7 @@ func decodeSession(typ string, data []byte) (Event, error) {
 	case LiveWake, LiveNotice, LiveMessage, LiveReply:
 		var e LiveEvent
 		if err := json.Unmarshal(data, &e); err != nil {
-			return nil, fmt.Errorf("%s: %w", typ, err)
+			return nil, err
 		}
 		return e, nil
 	}

@@ -7,9 +7,11 @@ import http.server
 import inspect
 import itertools
 import json
+import socket
 import threading
 import unittest
 from pathlib import Path
+from unittest import mock
 
 import vigil_client as vc
 from vigil_client import types as t
@@ -982,6 +984,116 @@ TOOL_TYPES = {
     "session_adopt": (Client.session_adopt, t.AdoptOutput),
     "session_upstream_links": (Client.session_upstream_links, t.UpstreamLinksOutput),
 }
+
+
+def stream_server(test: unittest.TestCase, answer) -> str:
+    """A server answering a stream's nth connection (from 1) with
+    answer(n, handler); its URL."""
+    count = itertools.count(1)
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            answer(next(count), self)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    test.addCleanup(srv.server_close)
+    test.addCleanup(srv.shutdown)
+    return f"http://127.0.0.1:{srv.server_address[1]}"
+
+
+def send(handler: http.server.BaseHTTPRequestHandler, status: int, content_type: str, body: bytes) -> None:
+    handler.send_response(status)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+class StreamsAgainstAnyServer(unittest.TestCase):
+    def test_a_stream_refused_at_its_limit_is_reported_as_dropped_when_asked(self) -> None:
+        def answer(n: int, h: http.server.BaseHTTPRequestHandler) -> None:
+            if n == 1:
+                send(h, 429, "application/json", b'{"error":{"code":"too_many_requests","message":"stream limit reached"}}')
+            else:
+                send(h, 200, "text/event-stream", b'id: 7\nevent: bookmark\ndata: {"sequence":7}\n\n')
+
+        with Client(stream_server(self, answer)).events(after=1, report_drops=True) as stream:
+            events = iter(stream)
+            dropped = next(events)
+            self.assertIsInstance(dropped, vc.Dropped)
+            self.assertIsInstance(dropped.cause, vc.TooManyRequestsError)
+            self.assertIsInstance(next(events), t.Resumed)
+            self.assertEqual(next(events), t.Bookmark(position=7))
+
+    def test_an_event_whose_data_is_corrupt_ends_the_stream_naming_its_id(self) -> None:
+        opened = []
+
+        def answer(n: int, h: http.server.BaseHTTPRequestHandler) -> None:
+            opened.append(n)
+            send(h, 200, "text/event-stream",
+                 b'id: 7\nevent: bookmark\ndata: {"sequence":7}\n\nid: 8\nevent: signal\ndata: {"sequence":8,\n\n')
+
+        got = []
+        with self.assertRaisesRegex(vc.TransportError, r"a corrupt signal event \(last event id 8\)"):
+            with Client(stream_server(self, answer)).events() as stream:
+                got.extend(itertools.islice(stream, 3))  # a stream that goes on fails rather than hangs
+        self.assertEqual((got, opened), ([t.Bookmark(position=7)], [1]))
+
+    def test_a_bookmark_without_a_position_ends_the_stream_as_corrupt_as_in_the_go_client(self) -> None:
+        def answer(n: int, h: http.server.BaseHTTPRequestHandler) -> None:
+            send(h, 200, "text/event-stream", b"id: 7\nevent: bookmark\ndata: {}\n\n")
+
+        with Client(stream_server(self, answer)).events() as stream:
+            with self.assertRaisesRegex(vc.TransportError, r"a corrupt bookmark event \(last event id 7\): no position"):
+                list(itertools.islice(stream, 3))  # a stream that goes on fails rather than hangs
+
+    def test_an_event_of_a_type_the_client_does_not_know_is_skipped_whatever_its_data(self) -> None:
+        def answer(n: int, h: http.server.BaseHTTPRequestHandler) -> None:
+            send(h, 200, "text/event-stream", b'event: forecast\ndata: rain\n\nid: 7\nevent: bookmark\ndata: {"sequence":7}\n\n')
+
+        with Client(stream_server(self, answer)).events() as stream:
+            self.assertEqual(next(iter(stream)), t.Bookmark(position=7))
+
+    def test_close_from_another_thread_ends_a_stream_still_connecting(self) -> None:
+        # A listener whose backlog is full: a connection to it is neither
+        # accepted nor refused, as at an address that never answers.
+        listener = socket.socket()
+        self.addCleanup(listener.close)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        held = socket.create_connection(("127.0.0.1", port))
+        self.addCleanup(held.close)
+        connecting = threading.Event()
+        real = socket.create_connection
+
+        def create_connection(*args, **kwargs):
+            connecting.set()
+            return real(*args, **kwargs)
+
+        patched = mock.patch("socket.create_connection", create_connection)
+        patched.start()
+        self.addCleanup(patched.stop)
+        stream = Client(f"http://127.0.0.1:{port}").events(idle_timeout=3600)
+        got: list = []
+        reader = threading.Thread(target=lambda: got.extend(stream), daemon=True)
+        reader.start()
+        self.assertTrue(connecting.wait(20))
+        stream.close()
+        reader.join(20)
+        self.assertFalse(reader.is_alive(), "close() did not end a stream still connecting")
+        self.assertEqual(got, [])
+
+    def test_a_base_url_not_written_as_a_url_is_refused_when_the_client_is_made(self) -> None:
+        for bad in ("http://127.0.0.1:1/#", "http://127.0.0.1:1/a b", "http://127.0.0.1:1/a\tb", "http://127.0.0.1:1/é",
+                    "http://127.0.0.1:1/a%zz"):
+            with self.subTest(url=bad), self.assertRaisesRegex(ValueError, "base URL"):
+                Client(bad)
+        Client("http://127.0.0.1:1/a%20b/")
 
 
 class Types(unittest.TestCase):

@@ -66,7 +66,10 @@ export interface LiveEvent {
  * on after `resumeAfter` with every event still retained. `deleted` is a
  * session stream's last item: the session was deleted (at `stateVersion`)
  * and the stream ends rather than resuming; a session made again with the
- * same key is a new one, followed anew without a position.
+ * same key is a new one, followed anew without a position. `dropped`, with
+ * the `reportDrops` option, says at once that the connection ended or an
+ * attempt to connect failed (`cause` says why: an APIError of status 429
+ * is the credential's stream limit), before the stream tries again.
  */
 export type StreamEvent =
   | { type: "signal"; event: LogEvent }
@@ -83,7 +86,8 @@ export type StreamEvent =
     }
   | { type: "lagged"; message: string }
   | { type: "deleted"; sessionKey: string; agentId: string; stateVersion: number; message: string }
-  | { type: "resumed"; position: number | null; cause: unknown };
+  | { type: "resumed"; position: number | null; cause: unknown }
+  | { type: "dropped"; cause: unknown };
 
 export interface ClientOptions {
   /** The bearer credential; a gateway without tokens needs none. */
@@ -117,6 +121,14 @@ export interface StreamOptions {
    * an event does not count.
    */
   idleTimeout?: number;
+  /**
+   * Yield a `dropped` item as soon as a connection ends or an attempt to
+   * connect fails (the gateway refusing the stream with 429 at the
+   * credential's stream limit, say), before the stream waits to try again,
+   * so a program learns at once that it is not connected; one for each.
+   * As the Go client's ReportDrops.
+   */
+  reportDrops?: boolean;
 }
 
 export const SESSION_HEADER = "Vigil-Session";
@@ -185,8 +197,14 @@ export class VigilClient {
       // Not shown: the password is a secret.
       throw new TypeError("vigil: the base URL holds credentials, which are not sent: give the token as the token option");
     }
-    if (u.search || u.hash) {
+    // Tested on the text: the parser drops an empty "?" or "#", and
+    // escapes or drops what a URL cannot carry, so what is sent would not
+    // be what was written.
+    if (/[?#]/.test(baseUrl)) {
       throw new TypeError(`vigil: base URL ${JSON.stringify(baseUrl)}: a query or fragment is not sent: want http(s)://host[:port][/path]`);
+    }
+    if (!/^[\x21-\x7e]*$/.test(baseUrl.trim()) || /%(?![0-9A-Fa-f]{2})/.test(baseUrl)) {
+      throw new TypeError(`vigil: base URL ${JSON.stringify(baseUrl)}: a blank, a control character, a character beyond ASCII or a % without two hex digits: write the URL percent-escaped`);
     }
     this.baseUrl = u.origin + u.pathname.replace(/\/+$/, "");
     if (options.token !== undefined && (typeof options.token !== "string" || !headerSafe(options.token))) {
@@ -384,8 +402,8 @@ export class VigilClient {
     options ??= {};
     const path = "/v1/events" + query("log events", " filter", { session: options.session, agent: options.agent });
     return this.follow("log events", path, options, (type, data) => {
-      if (type === "signal") return { type: "signal", event: data as LogEvent };
-      if (type === "bookmark") return { type: "bookmark", position: bookmark(data) };
+      if (type === "signal") return { type: "signal", event: data() as LogEvent };
+      if (type === "bookmark") return { type: "bookmark", position: bookmark(data()) };
       return undefined;
     });
   }
@@ -400,10 +418,10 @@ export class VigilClient {
     options ??= {};
     const path = this.sessionPath("session events", sessionKey, "events") + query("session events", "", { agent: options.agent });
     return this.follow("session events", path, options, (type, data) => {
-      if (type === "signal") return { type: "change", event: data as AgentEvent };
-      if (type === "bookmark") return { type: "bookmark", position: bookmark(data) };
+      if (type === "signal") return { type: "change", event: data() as AgentEvent };
+      if (type === "bookmark") return { type: "bookmark", position: bookmark(data()) };
       if (type === "wake" || type === "notice" || type === "message" || type === "reply") {
-        return { type: "live", event: data as LiveEvent };
+        return { type: "live", event: data() as LiveEvent };
       }
       return undefined;
     });
@@ -413,7 +431,7 @@ export class VigilClient {
     op: string,
     path: string,
     options: StreamOptions,
-    decode: (type: string, data: unknown) => StreamEvent | undefined,
+    decode: Decode,
   ): AsyncGenerator<StreamEvent> {
     const stop = options.signal;
     const seconds = options.idleTimeout ?? 0;
@@ -450,7 +468,10 @@ export class VigilClient {
         if (conn.signal.aborted) return;
         timer = setTimeout(() => conn.abort(new TransportError(`vigil: ${op}: nothing heard for ${idle / 1000}s`)), idle);
       };
-      let end: { gap?: { requested: number; resumeAfter: number }; lagged?: boolean; deleted?: boolean; error?: unknown; heard?: boolean } = {};
+      let end: {
+        gap?: { requested: number; resumeAfter: number }; lagged?: boolean; deleted?: boolean; error?: unknown; heard?: boolean;
+        corrupt?: TransportError; // an event of a known type could not be read: the stream is over
+      } = {};
       try {
         let resp: Response;
         try {
@@ -480,8 +501,17 @@ export class VigilClient {
         }
         try {
           for await (const ev of readEvents(resp.body!, touch)) {
-            const parsed = this.dispatch(ev, decode);
             if (ev.id !== undefined && /^\d+$/.test(ev.id)) position = Number(ev.id);
+            let parsed: StreamEvent | undefined;
+            try {
+              parsed = this.dispatch(ev, decode);
+            } catch (e) {
+              // Ends the stream: a reconnection after the event would lose
+              // it unseen, and one before it would read it again.
+              end.corrupt = new TransportError(
+                `vigil: ${op}: a corrupt ${ev.event} event (last event id ${ev.id ?? position ?? "none"}): ${(e as Error).message}`, { cause: e });
+              break;
+            }
             if (!parsed) continue;
             if (parsed.type === "history_gap") end.gap = { requested: parsed.requested, resumeAfter: parsed.resumeAfter };
             else if (parsed.type === "lagged") end.lagged = true;
@@ -511,6 +541,7 @@ export class VigilClient {
         conn.abort();
       }
       if (stop?.aborted) return;
+      if (end.corrupt) throw end.corrupt;
       if (end.heard) delay = FIRST_DELAY;
       if (end.gap !== undefined) {
         // At once, as the retained events are there; a position that did
@@ -534,22 +565,24 @@ export class VigilClient {
       }
       cause = end.error ?? new TransportError(`vigil: ${op}: the gateway closed the stream`);
       reconnecting = true;
+      if (options.reportDrops) yield { type: "dropped", cause };
       const wait = cause instanceof APIError && cause.retryAfter ? cause.retryAfter * 1000 : delay;
       delay = Math.min(2 * delay, MAX_DELAY);
       await sleep(wait, stop);
     }
   }
 
-  private dispatch(ev: ServerSentEvent, decode: (type: string, data: unknown) => StreamEvent | undefined): StreamEvent | undefined {
-    const data: unknown = ev.data ? JSON.parse(ev.data) : {};
+  /** The event decoded, or undefined for a type this client does not know, whose data is left unread. */
+  private dispatch(ev: ServerSentEvent, decode: Decode): StreamEvent | undefined {
+    const data = () => jsonObject(ev.data);
     if (ev.event === "history_gap") {
-      const g = data as { requested: number; prunedWatermark?: number; earliestAvailableSequence?: number; message: string };
+      const g = data() as { requested: number; prunedWatermark?: number; earliestAvailableSequence?: number; message: string };
       const resumeAfter = g.prunedWatermark ? g.prunedWatermark : Math.max((g.earliestAvailableSequence ?? 0) - 1, 0);
       return { type: "history_gap", ...g, resumeAfter };
     }
-    if (ev.event === "lagged") return { type: "lagged", message: (data as { message?: string }).message ?? "" };
+    if (ev.event === "lagged") return { type: "lagged", message: (data() as { message?: string }).message ?? "" };
     if (ev.event === "deleted") {
-      const d = data as { sessionKey?: string; agentId?: string; stateVersion?: number; message?: string };
+      const d = data() as { sessionKey?: string; agentId?: string; stateVersion?: number; message?: string };
       return { type: "deleted", sessionKey: d.sessionKey ?? "", agentId: d.agentId ?? "", stateVersion: d.stateVersion ?? 0, message: d.message ?? "" };
     }
     return decode(ev.event, data);
@@ -651,9 +684,21 @@ function waitOf(tool: string, input: Record<string, unknown>): number {
   }
 }
 
+/** Decodes a stream's event by its type, reading its data only for a type it knows; undefined for one it does not. */
+type Decode = (type: string, data: () => unknown) => StreamEvent | undefined;
+
+/** An event's data, which the gateway always sends as a JSON object. */
+function jsonObject(text: string): object {
+  const v: unknown = JSON.parse(text);
+  if (typeof v !== "object" || v === null || Array.isArray(v)) throw new SyntaxError("the data is not a JSON object");
+  return v;
+}
+
 function bookmark(data: unknown): number {
-  const b = data as { sequence?: number; stateVersion?: number };
-  return b.sequence ?? b.stateVersion ?? 0;
+  const b = data as { sequence?: unknown; stateVersion?: unknown };
+  const position = b.sequence ?? b.stateVersion;
+  if (typeof position !== "number") throw new SyntaxError("no position");
+  return position;
 }
 
 /** Waits ms (at most a timer's 2^31-1: past it a timer fires at once), or until signal. */

@@ -1029,6 +1029,102 @@ describe("streams", () => {
     }
   });
 
+  /** A server answering a stream's nth connection (from 1) with answer(n, res), until done. */
+  async function fakeStream(answer: (n: number, res: import("node:http").ServerResponse) => void, done: (url: string) => Promise<void>) {
+    let n = 0;
+    const srv = createServer((_req, res) => answer(++n, res));
+    await new Promise<void>((ok) => srv.listen(0, "127.0.0.1", ok));
+    try {
+      await done(`http://127.0.0.1:${(srv.address() as { port: number }).port}`);
+    } finally {
+      srv.closeAllConnections();
+      await new Promise((ok) => srv.close(ok));
+    }
+  }
+
+  test("a stream refused at its limit is reported as dropped when asked", { timeout: 20_000 }, async () => {
+    await fakeStream((n, res) => {
+      if (n === 1) {
+        res.writeHead(429, { "Content-Type": "application/json" });
+        res.end(`{"error":{"code":"too_many_requests","message":"stream limit reached"}}`);
+        return;
+      }
+      res.writeHead(200, { "Content-Type": "text/event-stream" });
+      res.write(`id: 7\nevent: bookmark\ndata: {"sequence":7}\n\n`);
+    }, async (url) => {
+      const stop = new AbortController();
+      try {
+        const it = new VigilClient(url).events({ after: 1, signal: stop.signal, reportDrops: true })[Symbol.asyncIterator]();
+        const dropped = (await it.next()).value as StreamEvent;
+        assert.equal(dropped.type, "dropped");
+        const cause = (dropped as { cause: unknown }).cause;
+        assert.ok(cause instanceof APIError && cause.status === 429 && cause.code === "too_many_requests", inspect(cause));
+        assert.equal(((await it.next()).value as StreamEvent).type, "resumed");
+        assert.deepEqual((await it.next()).value, { type: "bookmark", position: 7 });
+      } finally {
+        stop.abort();
+      }
+    });
+  });
+
+  test("an event whose data is corrupt ends the stream naming its id", { timeout: 20_000 }, async () => {
+    let opened = 0;
+    await fakeStream((n, res) => {
+      opened = n;
+      res.writeHead(200, { "Content-Type": "text/event-stream" });
+      res.end(`id: 7\nevent: bookmark\ndata: {"sequence":7}\n\nid: 8\nevent: signal\ndata: {"sequence":8,\n\n`);
+    }, async (url) => {
+      const stop = new AbortController();
+      const got: string[] = [];
+      try {
+        await assert.rejects(async () => {
+          for await (const ev of new VigilClient(url).events({ signal: stop.signal })) got.push(ev.type);
+        }, (e: unknown) => e instanceof TransportError && e.message.includes("a corrupt signal event (last event id 8)"));
+      } finally {
+        stop.abort();
+      }
+      assert.deepEqual([got, opened], [["bookmark"], 1]);
+    });
+  });
+
+  test("a bookmark without a position ends the stream as corrupt, as in the Go client", { timeout: 20_000 }, async () => {
+    await fakeStream((_n, res) => {
+      res.writeHead(200, { "Content-Type": "text/event-stream" });
+      res.end(`id: 7\nevent: bookmark\ndata: {}\n\n`);
+    }, async (url) => {
+      const stop = new AbortController();
+      try {
+        const it = new VigilClient(url).events({ signal: stop.signal })[Symbol.asyncIterator]();
+        await assert.rejects(it.next(), (e: unknown) => e instanceof TransportError && e.message.includes("a corrupt bookmark event (last event id 7): no position"));
+      } finally {
+        stop.abort();
+      }
+    });
+  });
+
+  test("an event of a type the client does not know is skipped whatever its data", { timeout: 20_000 }, async () => {
+    await fakeStream((_n, res) => {
+      res.writeHead(200, { "Content-Type": "text/event-stream" });
+      res.write(`event: forecast\ndata: rain\n\nid: 7\nevent: bookmark\ndata: {"sequence":7}\n\n`);
+    }, async (url) => {
+      const stop = new AbortController();
+      try {
+        const it = new VigilClient(url).events({ signal: stop.signal })[Symbol.asyncIterator]();
+        assert.deepEqual((await it.next()).value, { type: "bookmark", position: 7 });
+      } finally {
+        stop.abort();
+      }
+    });
+  });
+
+  test("a base URL that is not a well-formed URL is refused when the client is made", () => {
+    for (const url of ["http://127.0.0.1:1/?", "http://127.0.0.1:1/#", "http://127.0.0.1:1/a b", "http://127.0.0.1:1/a\tb",
+      "http://127.0.0.1:1/a%zz", "http://127.0.0.1:1/é"]) {
+      assert.throws(() => new VigilClient(url), (e: unknown) => e instanceof TypeError && e.message.includes("base URL"), url);
+    }
+    assert.equal(new VigilClient("http://127.0.0.1:1/a%20b/").baseUrl, "http://127.0.0.1:1/a%20b");
+  });
+
   test("a history gap is reported and the stream goes on after the watermark", async () => {
     // vigil serve keeps 50,000 events and has no retention flag, so the gap
     // comes from a server that sends what the gateway sends for a pruned

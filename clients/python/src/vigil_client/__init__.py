@@ -15,8 +15,8 @@ from .client import SESSION_HEADER, Client, Stream
 from .errors import (APIError, ConflictError, InternalError, InvalidArgumentError, NotFoundError,
                      PayloadTooLargeError, PermissionDeniedError, RequestTimeoutError, TooManyRequestsError,
                      TransportError, UnauthenticatedError, UnavailableError, VigilError)
-from .types import (AgentEvent, Bookmark, Event, HistoryGap, Lagged, LiveEvent, LogEvent, NoticeData, Resumed,
-                    SessionDeleted)
+from .types import (AgentEvent, Bookmark, Dropped, Event, HistoryGap, Lagged, LiveEvent, LogEvent, NoticeData,
+                    Resumed, SessionDeleted)
 
 __all__ = [
     "SESSION_HEADER", "Client", "Stream",
@@ -24,4 +24,5 @@ __all__ = [
     "PermissionDeniedError", "NotFoundError", "RequestTimeoutError", "ConflictError", "PayloadTooLargeError",
     "TooManyRequestsError", "InternalError", "UnavailableError",
     "Event", "AgentEvent", "LogEvent", "LiveEvent", "NoticeData", "Bookmark", "HistoryGap", "Lagged", "SessionDeleted", "Resumed",
+    "Dropped",
 ]

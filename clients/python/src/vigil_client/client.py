@@ -6,10 +6,11 @@ from __future__ import annotations
 import http.client
 import json
 import math
+import re
 import socket
 import threading
 import urllib.parse
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from . import types as t
 from .errors import APIError, InvalidArgumentError, TransportError, error_from, error_in, not_the_gateways
@@ -118,8 +119,15 @@ class Client:
         if u.username is not None or u.password is not None:
             # Not shown: the password is a secret, and it would not be sent.
             raise ValueError("vigil: the base URL holds credentials, which are not sent: give the token as token=")
-        if u.query or u.fragment or base_url.strip().endswith(("?", "#")):
+        written = base_url.strip()
+        if "?" in written or "#" in written:
             raise ValueError(f"vigil: base URL {base_url!r}: a query or fragment is not sent: want http(s)://host[:port][/path]")
+        # Checked on the text as written: urlsplit drops a tab or newline,
+        # and http.client refuses a blank or a character beyond ASCII only
+        # when a call is made.
+        if not re.fullmatch(r"[!-~]*", written) or re.search(r"%(?![0-9A-Fa-f]{2})", written):
+            raise ValueError(f"vigil: base URL {base_url!r}: a blank, a control character, a character beyond ASCII or "
+                             "a % without two hex digits: write the URL percent-escaped")
         try:
             u.port
         except ValueError:
@@ -388,12 +396,12 @@ class Client:
     # ---- streams ----
 
     def events(self, *, after: Optional[int] = None, session: Optional[str] = None, agent: Optional[str] = None,
-               idle_timeout: float = 45.0) -> "Stream":
+               idle_timeout: float = 45.0, report_drops: bool = False) -> "Stream":
         """Follows the signal log (GET /v1/events): LogEvents and Bookmarks;
         from after (a log sequence) if given, else live. session and agent
-        filter."""
+        filter. report_drops: see Stream."""
         path = "/v1/events" + self._query("log events", " filter", session=session, agent=agent)
-        return Stream(self, "log events", path, after, idle_timeout, _decode_log)
+        return Stream(self, "log events", path, after, idle_timeout, _decode_log, report_drops)
 
     @staticmethod
     def _query(op: str, what: str, **params: Optional[str]) -> str:
@@ -408,35 +416,50 @@ class Client:
         return "?" + "&".join(query) if query else ""
 
     def session_events(self, session_key: str, *, agent: Optional[str] = None, after: Optional[int] = None,
-                       idle_timeout: float = 45.0) -> "Stream":
+                       idle_timeout: float = 45.0, report_drops: bool = False) -> "Stream":
         """Follows one session (GET /v1/sessions/{key}/events): its changes as
         AgentEvents, its LiveEvents and Bookmarks; from after (a state
         version) if given, else from its current version. agent names the
-        agent of a bare key (such as global), as a tool's agent_id does."""
+        agent of a bare key (such as global), as a tool's agent_id does.
+        report_drops: see Stream."""
         path = self._session_path("session events", session_key, "events") + self._query(
             "session events", "", agent=agent)
-        return Stream(self, "session events", path, after, idle_timeout, _decode_session)
+        return Stream(self, "session events", path, after, idle_timeout, _decode_session, report_drops)
 
+
+def _json_object(raw: str) -> dict[str, Any]:
+    """An event's data, which the gateway always sends as a JSON object."""
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        raise ValueError("the data is not a JSON object")
+    return data
+
+
+# A stream's decoder takes an event's type and a function reading its data,
+# called only for a type it knows: data of another type is left unread.
 
 def _decode_bookmark(data: dict[str, Any]) -> t.Bookmark:
-    return t.Bookmark(position=data.get("sequence", data.get("stateVersion", 0)))
+    position = data.get("sequence", data.get("stateVersion"))
+    if isinstance(position, bool) or not isinstance(position, int):
+        raise ValueError("no position")
+    return t.Bookmark(position=position)
 
 
-def _decode_log(typ: str, data: dict[str, Any]) -> Optional[t.Event]:
+def _decode_log(typ: str, data: Callable[[], dict[str, Any]]) -> Optional[t.Event]:
     if typ == "signal":
-        return t.decode(t.LogEvent, data)
+        return t.decode(t.LogEvent, data())
     if typ == "bookmark":
-        return _decode_bookmark(data)
+        return _decode_bookmark(data())
     return None
 
 
-def _decode_session(typ: str, data: dict[str, Any]) -> Optional[t.Event]:
+def _decode_session(typ: str, data: Callable[[], dict[str, Any]]) -> Optional[t.Event]:
     if typ == "signal":
-        return t.decode(t.AgentEvent, data)
+        return t.decode(t.AgentEvent, data())
     if typ == "bookmark":
-        return _decode_bookmark(data)
+        return _decode_bookmark(data())
     if typ in ("wake", "notice", "message", "reply"):
-        return t.decode(t.LiveEvent, data)
+        return t.decode(t.LiveEvent, data())
     return None
 
 
@@ -460,13 +483,21 @@ class Stream:
     idle_timeout seconds, 45 when 0) it reconnects with Last-Event-ID set to the last
     position it saw and yields Resumed; after a HistoryGap it goes on with
     every retained event. A session stream ends after a SessionDeleted, its
-    session's deletion. close(), from any thread, ends it promptly; so
-    does leaving a ``with`` block. An error reconnecting cannot mend (a
-    refused credential, a bad filter, a 200 that is not text/event-stream,
-    such as a proxy's login page) is raised from the iteration.
+    session's deletion. close(), from any thread, ends it promptly, also
+    while it is still connecting; so does leaving a ``with`` block. An
+    error reconnecting cannot mend (a refused credential, a bad filter, a
+    200 that is not text/event-stream, such as a proxy's login page) is
+    raised from the iteration; so is a TransportError naming an event of a
+    known type whose data cannot be read (skipping it would lose an event
+    unseen, reconnecting would read it again). Events of a type the client
+    does not know are skipped unread. With report_drops, a Dropped is
+    yielded as soon as a connection ends or an attempt to connect fails
+    (the gateway refusing the stream at the credential's stream limit, a
+    TooManyRequestsError, say), before the stream waits to try again.
     """
 
-    def __init__(self, client: Client, op: str, path: str, after: Optional[int], idle_timeout: float, decode):
+    def __init__(self, client: Client, op: str, path: str, after: Optional[int], idle_timeout: float, decode,
+                 report_drops: bool = False):
         # 0 is the default, as in the Go client: a socket timeout of 0
         # would make every read fail at once.
         seconds = _seconds(idle_timeout)
@@ -478,6 +509,7 @@ class Stream:
             raise InvalidArgumentError(op, 0, "invalid_argument", f"after must be an integer of at least 0, got {after!r}")
         idle_timeout = idle_timeout or 45.0
         self._client, self._op, self._path, self._idle, self._decode = client, op, path, idle_timeout, decode
+        self._report_drops = report_drops
         #: The last position seen (a log sequence or a state version), or None.
         self.position: Optional[int] = after
         self._closed = threading.Event()
@@ -488,6 +520,8 @@ class Stream:
         # http.client hands the socket to the response and the connection
         # lets go of it.
         self._sock: Optional[socket.socket] = None
+        #: Set when the connection being made is, or when the stream closes.
+        self._settled: Optional[threading.Event] = None
 
     def __enter__(self) -> "Stream":
         return self
@@ -499,7 +533,9 @@ class Stream:
         """Ends the stream, also while another thread waits on it."""
         self._closed.set()
         with self._lock:
-            sock = self._sock
+            sock, settled = self._sock, self._settled
+        if settled is not None:
+            settled.set()
         if sock is not None:
             try:
                 sock.shutdown(socket.SHUT_RDWR)
@@ -518,49 +554,46 @@ class Stream:
                         return
                     if e.status not in (408, 429) and e.status < 500:
                         raise
-                    cause, reconnecting = e, True
-                    if self._closed.wait(e.retry_after or delay):
-                        return
-                    delay = min(2 * delay, _MAX_DELAY)
-                    continue
+                    cause, wait = e, e.retry_after or delay
                 except TransportError as e:
                     if self._closed.is_set():
                         return
-                    cause, reconnecting = e, True
-                    if self._closed.wait(delay):
+                    cause, wait = e, delay
+                else:
+                    if reconnecting:
+                        yield t.Resumed(position=self.position, cause=cause)
+                        reconnecting = False
+                    end = yield from self._read(resp)
+                    if self._closed.is_set() or end.get("deleted"):
                         return
-                    delay = min(2 * delay, _MAX_DELAY)
-                    continue
-                if reconnecting:
-                    yield t.Resumed(position=self.position, cause=cause)
-                    reconnecting = False
-                end = yield from self._read(resp)
-                if self._closed.is_set():
-                    return
-                if end.get("deleted"):
-                    return
-                if end.get("too_long"):
-                    # Once, a proxy's page, say: resumed. Again at the same
-                    # position, it would come on every reconnection.
-                    if too_long_at == self.position:
-                        raise end["error"]
-                    too_long_at = self.position
-                if end.get("heard"):
-                    delay = _FIRST_DELAY
-                if "gap" in end:
-                    # At once, as the retained events are there; a position
-                    # that did not move would ask for the same gap again.
-                    gap = end["gap"]
-                    if gap.resume_after <= gap.requested:
-                        raise TransportError(f"vigil: {self._op}: history gap after {gap.requested}, "
-                                             "and nothing retained to resume from")
-                    self.position = gap.resume_after
-                    continue
-                if end.get("lagged"):
-                    continue
-                cause = end.get("error") or TransportError(f"vigil: {self._op}: the gateway closed the stream")
+                    if "corrupt" in end:
+                        raise end["corrupt"]
+                    if end.get("too_long"):
+                        # Once, a proxy's page, say: resumed. Again at the
+                        # same position, it would come on every reconnection.
+                        if too_long_at == self.position:
+                            raise end["error"]
+                        too_long_at = self.position
+                    if end.get("heard"):
+                        delay = _FIRST_DELAY
+                    if "gap" in end:
+                        # At once, as the retained events are there; a
+                        # position that did not move would ask for the same
+                        # gap again.
+                        gap = end["gap"]
+                        if gap.resume_after <= gap.requested:
+                            raise TransportError(f"vigil: {self._op}: history gap after {gap.requested}, "
+                                                 "and nothing retained to resume from")
+                        self.position = gap.resume_after
+                        continue
+                    if end.get("lagged"):
+                        continue
+                    cause = end.get("error") or TransportError(f"vigil: {self._op}: the gateway closed the stream")
+                    wait = delay
                 reconnecting = True
-                if self._closed.wait(delay):
+                if self._report_drops:
+                    yield t.Dropped(cause=cause)
+                if self._closed.wait(wait):
                     return
                 delay = min(2 * delay, _MAX_DELAY)
         finally:
@@ -583,6 +616,7 @@ class Stream:
         with self._lock:
             self._conn = conn
         try:
+            self._connect(conn)
             conn.request("GET", target, headers=headers)
             with self._lock:
                 self._sock = conn.sock
@@ -617,6 +651,38 @@ class Stream:
             raise error
         return resp
 
+    def _connect(self, conn: http.client.HTTPConnection) -> None:
+        """Connects conn, or raises OSError once the stream is closed
+        meanwhile. A socket's connect cannot be interrupted, and one to an
+        address that never answers lasts the idle timeout, so it runs on a
+        thread of its own, left to end (and close what it made) alone when
+        the stream closes first."""
+        settled = threading.Event()
+        failed: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                conn.connect()
+            except BaseException as e:  # handed to the stream's thread
+                failed.append(e)
+            if self._closed.is_set():
+                conn.close()
+            settled.set()
+
+        with self._lock:
+            self._settled = settled
+        if self._closed.is_set():
+            raise OSError("the stream was closed")
+        threading.Thread(target=run, name="vigil connect", daemon=True).start()
+        settled.wait()
+        with self._lock:
+            self._settled = None
+        if self._closed.is_set():
+            conn.close()
+            raise OSError("the stream was closed")
+        if failed:
+            raise failed[0]
+
     def _read(self, resp: http.client.HTTPResponse):
         """Yields the events of one connection; returns why it ended."""
         end: dict[str, Any] = {}
@@ -638,7 +704,15 @@ class Stream:
                     if data or typ:
                         if last_id is not None and last_id.isdigit():
                             self.position = int(last_id)
-                        ev = self._dispatch(typ or "message", "\n".join(data), end)
+                        try:
+                            ev = self._dispatch(typ or "message", "\n".join(data), end)
+                        except (ValueError, TypeError) as e:
+                            # Ends the stream: a reconnection after the event
+                            # would lose it unseen, one before it read it again.
+                            end["corrupt"] = TransportError(
+                                f"vigil: {self._op}: a corrupt {typ or 'message'} event "
+                                f"(last event id {last_id if last_id is not None else 'none'}): {e}")
+                            return end
                         if ev is not None:
                             yield ev
                         if "gap" in end or end.get("lagged") or end.get("deleted"):
@@ -670,18 +744,22 @@ class Stream:
         return TransportError(f"vigil: {self._op}: nothing heard for {self._idle:g}s")
 
     def _dispatch(self, typ: str, raw: str, end: dict[str, Any]) -> Optional[t.Event]:
-        data = json.loads(raw) if raw else {}
+        """The event decoded, or None for a type the client does not know,
+        whose data is left unread."""
+        def data() -> dict[str, Any]:
+            return _json_object(raw)
+
         if typ == "history_gap":
-            gap = t.decode(t.HistoryGap, data)
+            gap = t.decode(t.HistoryGap, data())
             gap.resume_after = gap.pruned_watermark if gap.pruned_watermark > 0 else max(gap.earliest_available_sequence - 1, 0)
             end["gap"] = gap
             return gap
         if typ == "lagged":
             end["lagged"] = True
-            return t.decode(t.Lagged, data)
+            return t.decode(t.Lagged, data())
         if typ == "deleted":
             end["deleted"] = True
-            return t.decode(t.SessionDeleted, data)
+            return t.decode(t.SessionDeleted, data())
         ev = self._decode(typ, data)
         end["heard"] = True
         return ev

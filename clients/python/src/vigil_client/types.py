@@ -451,4 +451,15 @@ class Resumed:
     cause: Optional[BaseException] = None
 
 
-Event = Union[AgentEvent, LogEvent, LiveEvent, Bookmark, HistoryGap, Lagged, SessionDeleted, Resumed]
+@dataclass
+class Dropped:
+    """With ``report_drops``: the stream's connection just ended, or an
+    attempt to connect failed (``cause`` says why: a TooManyRequestsError
+    is the credential's stream limit), and the stream is about to try
+    again; a Resumed follows once it has connected. One for each failed
+    attempt. As the Go client's Dropped."""
+
+    cause: Optional[BaseException] = None
+
+
+Event = Union[AgentEvent, LogEvent, LiveEvent, Bookmark, HistoryGap, Lagged, SessionDeleted, Resumed, Dropped]
