@@ -130,6 +130,10 @@ var rulesOnPostgreSQL = []func(*testing.T){
 	TestSparseSequencesAreNoGap,
 	TestAnEventDeletedByHandIsNoGap,
 	TestVersionsOfUnknownSessionsAreZero,
+	// catchup_test.go
+	TestCatchingUpWhilePruningNeverSkipsNorRepeatsAnEvent,
+	TestASessionWhoseEventsWereAllKeptShowsNoGapWhileOthersArePruned,
+	TestPagesTakenAcrossAPruneAndARestartNeverSkipNorRepeat,
 	// retention_test.go
 	TestEventsOlderThanThirtyDaysArePruned,
 	TestStoreIsPrunedDownToMaxEvents,

@@ -1,0 +1,153 @@
+package vigil_test
+
+// Tests for catching up with changesSince while retention prunes (SPEC 5
+// and 6): the pages a reader takes never repeat an event, and never leave
+// one out without saying historyGap.
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	vigil "github.com/vigilhq/vigil"
+)
+
+// catchupPage is one page a reader took: what it asked and what it got.
+type catchupPage struct {
+	since int64
+	d     vigil.Delta
+}
+
+// checkCatchup checks the pages a reader took of a session, in order,
+// against recorded, every sequence ever recorded for it, and kept, those
+// retained at the end: an event is either on exactly one page or left out
+// of a page that says historyGap, and a page says historyGap only when an
+// event after its version was pruned.
+func checkCatchup(t *testing.T, pages []catchupPage, recorded, kept []int64) {
+	t.Helper()
+	seen := map[int64]bool{}
+	for _, p := range pages {
+		prev := p.since
+		for _, ev := range p.d.Events {
+			if ev.Sequence <= prev {
+				t.Fatalf("changesSince %d: sequences %v not ascending after the version", p.since, sequences(p.d.Events))
+			}
+			if seen[ev.Sequence] {
+				t.Fatalf("changesSince %d: event %d was on an earlier page", p.since, ev.Sequence)
+			}
+			seen[ev.Sequence] = true
+			prev = ev.Sequence
+		}
+		for _, s := range recorded {
+			if s > p.since && s <= p.d.NextChangesSince && !slices.Contains(sequences(p.d.Events), s) && !p.d.HistoryGap {
+				t.Fatalf("changesSince %d: event %d left out of %v up to %d without historyGap",
+					p.since, s, sequences(p.d.Events), p.d.NextChangesSince)
+			}
+		}
+		if p.d.HistoryGap && !slices.ContainsFunc(recorded, func(s int64) bool { return s > p.since && !slices.Contains(kept, s) }) {
+			t.Fatalf("changesSince %d: historyGap, but no event after it was pruned", p.since)
+		}
+	}
+}
+
+func TestCatchingUpWhilePruningNeverSkipsNorRepeatsAnEvent(t *testing.T) {
+	env := newEnv(t, vigil.Options{MaxEvents: 6, PruneBatch: 1})
+	const other = "agent:main:subagent:other"
+	var recorded []int64 // child's
+	pruned := make(chan struct{})
+	stop := make(chan struct{})
+	go func() {
+		defer close(pruned)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := env.eng.Prune(ctx); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	var pages []catchupPage
+	var at int64
+	read := func(limit int) vigil.Delta {
+		d := env.delta(child, at, limit)
+		pages = append(pages, catchupPage{since: at, d: d})
+		at = d.NextChangesSince
+		return d
+	}
+	// Each round records three events, two of them the child's, and every
+	// fourth reads one or two of the child's: the reader falls behind the
+	// pruning.
+	for i := range 120 {
+		recorded = append(recorded, env.human(child, manager).Event.Sequence)
+		env.human(other, manager)
+		recorded = append(recorded, env.human(child, manager).Event.Sequence)
+		if i%4 == 0 {
+			read(1 + i%8/4)
+		}
+	}
+	close(stop)
+	<-pruned
+	for read(1).Truncated {
+	}
+	final := env.delta(child, 0, vigil.MaxDeltaLimit)
+	checkCatchup(t, pages, recorded, sequences(final.Events))
+	if at != final.StateVersion {
+		t.Fatalf("caught up to %d, state version %d", at, final.StateVersion)
+	}
+}
+
+func TestASessionWhoseEventsWereAllKeptShowsNoGapWhileOthersArePruned(t *testing.T) {
+	env := newEnv(t, vigil.Options{PruneBatch: 1})
+	const other = "agent:main:subagent:other"
+	env.human(other, manager) // 1
+	env.human(other, manager) // 2
+	env.clk.Advance(20 * 24 * time.Hour)
+	env.human(child, manager) // 3
+	env.clk.Advance(11 * 24 * time.Hour)
+	if st, err := env.eng.Prune(ctx); err != nil || st.ByAge != 2 {
+		t.Fatalf("prune = %+v, %v; want 2 pruned by age", st, err)
+	}
+	for _, since := range []int64{0, 1, 2, 3, 4} {
+		d := env.delta(child, since, 0)
+		if d.HistoryGap {
+			t.Errorf("changesSince %d on a session that lost nothing: historyGap", since)
+		}
+	}
+	if d := env.delta(other, 1, 0); !d.HistoryGap || d.EarliestAvailableSequence != 3 || d.NextChangesSince != 2 {
+		t.Fatalf("changesSince 1 on the pruned session = %+v, want a gap, earliest 3, next 2", d)
+	}
+}
+
+func TestPagesTakenAcrossAPruneAndARestartNeverSkipNorRepeat(t *testing.T) {
+	env := newEnv(t, vigil.Options{MaxEvents: 4, PruneBatch: 1})
+	var recorded []int64
+	for range 8 {
+		recorded = append(recorded, env.human(child, manager).Event.Sequence)
+	}
+	var pages []catchupPage
+	var at int64
+	read := func() vigil.Delta {
+		d := env.delta(child, at, 2)
+		pages = append(pages, catchupPage{since: at, d: d})
+		at = d.NextChangesSince
+		return d
+	}
+	read() // 1, 2
+	if _, err := env.eng.Prune(ctx); err != nil {
+		t.Fatal(err)
+	}
+	env.restart()
+	for read().Truncated {
+	}
+	checkCatchup(t, pages, recorded, []int64{5, 6, 7, 8})
+	if !pages[1].d.HistoryGap || !slices.Equal(sequences(pages[1].d.Events), []int64{5, 6}) {
+		t.Fatalf("the page after the prune = %+v, want 5 and 6 with historyGap", pages[1].d)
+	}
+	if at != 8 {
+		t.Fatalf("caught up to %d, want 8", at)
+	}
+}
