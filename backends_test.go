@@ -134,6 +134,7 @@ var rulesOnPostgreSQL = []func(*testing.T){
 	TestCatchingUpWhilePruningNeverSkipsNorRepeatsAnEvent,
 	TestASessionWhoseEventsWereAllKeptShowsNoGapWhileOthersArePruned,
 	TestPagesTakenAcrossAPruneAndARestartNeverSkipNorRepeat,
+	TestChangesSinceMatchesAModelAtEveryEdgeOfRetention,
 	// retention_test.go
 	TestEventsOlderThanThirtyDaysArePruned,
 	TestStoreIsPrunedDownToMaxEvents,

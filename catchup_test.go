@@ -10,6 +10,7 @@ import (
 	"time"
 
 	vigil "github.com/vigilhq/vigil"
+	"pgregory.net/rapid"
 )
 
 // catchupPage is one page a reader took: what it asked and what it got.
@@ -150,4 +151,140 @@ func TestPagesTakenAcrossAPruneAndARestartNeverSkipNorRepeat(t *testing.T) {
 	if at != 8 {
 		t.Fatalf("caught up to %d, want 8", at)
 	}
+}
+
+// catchupModel is what a session's catch-up must show: every sequence
+// recorded for it with whether it is retained, its head and its pruned
+// watermark.
+type catchupModel struct {
+	events   []catchupEvent // ascending
+	head, wm int64
+}
+
+type catchupEvent struct {
+	seq, at int64
+	kept    bool
+}
+
+// TestChangesSinceMatchesAModelAtEveryEdgeOfRetention records on two
+// sessions, prunes by age and by count in small batches, deletes and
+// restarts, and after each step compares changesSince at the edges that
+// retention makes (0, the pruned watermark and its neighbours, the head
+// and past it, the earliest retained) and at every kind of limit with a
+// simple model of the session.
+func TestChangesSinceMatchesAModelAtEveryEdgeOfRetention(t *testing.T) {
+	// A few seconds; raise -rapid.checks for a deeper search.
+	if backendOf(t) == backendPostgres {
+		modelFewerChecks(t, 50)
+	} else {
+		modelFewerChecks(t, 10)
+	}
+	keys := []string{child, "agent:main:subagent:other"}
+	const maxEvents = 3
+	rapid.Check(t, func(rt *rapid.T) {
+		env := newEnv(t, vigil.Options{MaxEvents: maxEvents, PruneBatch: 1, Retention: time.Hour})
+		defer env.close()
+		models := map[string]*catchupModel{}
+		for _, k := range keys {
+			models[k] = &catchupModel{}
+		}
+		prune := func() {
+			cutoff := env.clk.Now().Add(-time.Hour).UnixMilli()
+			var all []*catchupEvent
+			owner := map[*catchupEvent]*catchupModel{}
+			for _, m := range models {
+				for i := range m.events {
+					if e := &m.events[i]; e.kept {
+						all = append(all, e)
+						owner[e] = m
+					}
+				}
+			}
+			slices.SortFunc(all, func(a, b *catchupEvent) int { return int(a.seq - b.seq) })
+			drop := 0
+			for drop < len(all) && all[drop].at < cutoff {
+				drop++
+			}
+			drop = max(drop, len(all)-maxEvents)
+			for _, e := range all[:drop] {
+				e.kept = false
+				owner[e].wm = max(owner[e].wm, e.seq)
+			}
+			if _, err := env.eng.Prune(ctx); err != nil {
+				rt.Fatal(err)
+			}
+		}
+		check := func() {
+			for _, k := range keys {
+				m := models[k]
+				var kept []int64
+				for _, e := range m.events {
+					if e.kept {
+						kept = append(kept, e.seq)
+					}
+				}
+				earliest := int64(0)
+				if len(kept) > 0 {
+					earliest = kept[0]
+				} else if m.head > 0 {
+					earliest = m.head + 1
+				}
+				sinces := []int64{0, m.wm, m.wm + 1, m.head, m.head + 1, m.head + 7}
+				if m.wm > 0 {
+					sinces = append(sinces, m.wm-1)
+				}
+				if earliest > 0 {
+					sinces = append(sinces, earliest-1)
+				}
+				since := rapid.SampledFrom(sinces).Draw(rt, "since")
+				limit := rapid.SampledFrom([]int{0, 1, 2, vigil.MaxDeltaLimit, vigil.MaxDeltaLimit + 1}).Draw(rt, "limit")
+				d := env.delta(k, since, limit)
+				var want []int64
+				for _, s := range kept {
+					if s > since {
+						want = append(want, s)
+					}
+				}
+				effective := limit
+				if limit == 0 || limit > vigil.MaxDeltaLimit {
+					effective = vigil.MaxDeltaLimit
+				}
+				truncated := len(want) > effective
+				next := max(m.head, since)
+				if truncated {
+					want = want[:effective]
+					next = want[effective-1]
+				}
+				if got := sequences(d.Events); !slices.Equal(got, want) || d.Truncated != truncated ||
+					d.NextChangesSince != next || d.HistoryGap != (since < m.wm) ||
+					d.EarliestAvailableSequence != earliest || d.StateVersion != m.head {
+					rt.Fatalf("changesSince %d limit %d on %s = events %v truncated %v next %d gap %v earliest %d version %d;"+
+						" want %v %v %d %v %d %d", since, limit, k, got, d.Truncated, d.NextChangesSince, d.HistoryGap,
+						d.EarliestAvailableSequence, d.StateVersion, want, truncated, next, since < m.wm, earliest, m.head)
+				}
+			}
+		}
+		rt.Repeat(map[string]func(*rapid.T){
+			"": func(*rapid.T) { check() },
+			"record": func(rt *rapid.T) {
+				k := rapid.SampledFrom(keys).Draw(rt, "key")
+				res := env.human(k, manager)
+				m := models[k]
+				m.events = append(m.events, catchupEvent{seq: res.Event.Sequence, at: env.clk.Now().UnixMilli(), kept: true})
+				m.head = res.Event.Sequence
+			},
+			"advance": func(rt *rapid.T) {
+				env.clk.Advance(time.Duration(rapid.IntRange(1, 90).Draw(rt, "minutes")) * time.Minute)
+			},
+			"prune": func(*rapid.T) { prune() },
+			"delete": func(rt *rapid.T) {
+				k := rapid.SampledFrom(keys).Draw(rt, "deleted")
+				if err := env.eng.DeleteSession(ctx, vigil.MustRef(k)); err != nil {
+					rt.Fatal(err)
+				}
+				models[k] = &catchupModel{}
+			},
+			"restart": func(*rapid.T) { env.restart() },
+		})
+	})
 }
