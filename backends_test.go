@@ -135,6 +135,7 @@ var rulesOnPostgreSQL = []func(*testing.T){
 	TestASessionWhoseEventsWereAllKeptShowsNoGapWhileOthersArePruned,
 	TestPagesTakenAcrossAPruneAndARestartNeverSkipNorRepeat,
 	TestChangesSinceMatchesAModelAtEveryEdgeOfRetention,
+	TestANoticesCatchUpShowsAGapOnlyWhenChangesItCoversWerePruned,
 	// retention_test.go
 	TestEventsOlderThanThirtyDaysArePruned,
 	TestStoreIsPrunedDownToMaxEvents,

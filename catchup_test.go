@@ -288,3 +288,30 @@ func TestChangesSinceMatchesAModelAtEveryEdgeOfRetention(t *testing.T) {
 		})
 	})
 }
+
+func TestANoticesCatchUpShowsAGapOnlyWhenChangesItCoversWerePruned(t *testing.T) {
+	env := newEnv(t, vigil.Options{MaxEvents: 3, PruneBatch: 1})
+	const other = "agent:main:subagent:other"
+	env.spawn(manager, child, "run-1")            // 1: the manager has seen it
+	env.human(child, manager)                     // 2: the notice covers it
+	env.human(other, "agent:ops:main")            // 3
+	env.human(other, "agent:ops:main")            // 4
+	if _, err := env.eng.Prune(ctx); err != nil { // removes 1 alone
+		t.Fatal(err)
+	}
+	env.restart() // the notice is queued again from the cursor
+	want := vigil.NoticeText(child, 1)
+	if got := env.pending(manager); !slices.Equal(got, []string{want}) {
+		t.Fatalf("pending %q, want %q", got, want)
+	}
+	if d := env.delta(child, 1, 0); d.HistoryGap || !slices.Equal(sequences(d.Events), []int64{2}) {
+		t.Fatalf("catching up from the notice after its seen history was pruned = %+v, want 2 and no gap", d)
+	}
+	env.human(other, "agent:ops:main")            // 5
+	if _, err := env.eng.Prune(ctx); err != nil { // removes 2
+		t.Fatal(err)
+	}
+	if d := env.delta(child, 1, 0); !d.HistoryGap || len(d.Events) != 0 || d.NextChangesSince != 2 {
+		t.Fatalf("catching up from the notice after its change was pruned = %+v, want a gap up to 2", d)
+	}
+}
