@@ -130,6 +130,12 @@ var rulesOnPostgreSQL = []func(*testing.T){
 	TestSparseSequencesAreNoGap,
 	TestAnEventDeletedByHandIsNoGap,
 	TestVersionsOfUnknownSessionsAreZero,
+	// catchup_test.go
+	TestCatchingUpWhilePruningNeverSkipsNorRepeatsAnEvent,
+	TestASessionWhoseEventsWereAllKeptShowsNoGapWhileOthersArePruned,
+	TestPagesTakenAcrossAPruneAndARestartNeverSkipNorRepeat,
+	TestChangesSinceMatchesAModelAtEveryEdgeOfRetention,
+	TestANoticesCatchUpShowsAGapOnlyWhenChangesItCoversWerePruned,
 	// retention_test.go
 	TestEventsOlderThanThirtyDaysArePruned,
 	TestStoreIsPrunedDownToMaxEvents,

@@ -125,9 +125,11 @@ type FollowReader struct {
 	// follow goes on, and the next nudge or tick reads again; when it is
 	// nil the follow ends with the error.
 	ReadError func(err error) error
-	// Gap is told when the position was pruned. When it returns nil the
-	// follow goes on with the events still retained; when it is nil the
-	// follow ends with the *HistoryGapError.
+	// Gap is told when the position was pruned, once for each hole (for
+	// the whole log, each pruned watermark). When it returns nil the
+	// follow goes on with every event still retained after the position,
+	// those below the watermark too; when it is nil the follow ends with
+	// the *HistoryGapError.
 	Gap func(gap *HistoryGapError) error
 }
 
@@ -172,6 +174,10 @@ type Follower struct {
 	// short, to go on at the next turn.
 	delivered int
 	behind    bool
+	// toldGap is the pruned watermark of the whole log the reader was
+	// last told of and took (FollowReader.Gap returned nil), so that it
+	// is told of each once.
+	toldGap int64
 }
 
 // Follow starts following: it listens, then reads where "from now" is
@@ -719,11 +725,15 @@ func (f *Follower) readLog(ctx context.Context, r FollowReader) error {
 		if err != nil {
 			return &readFailure{fmt.Errorf("read the log after %d: %w", f.pos, err)}
 		}
-		if f.pos < page.PrunedWatermark {
+		if f.pos < page.PrunedWatermark && page.PrunedWatermark > f.toldGap {
 			if err := f.gap(r, &HistoryGapError{Requested: f.pos, PrunedWatermark: page.PrunedWatermark}); err != nil {
 				return err
 			}
-			f.pos = page.PrunedWatermark
+			// The position stays where the events given put it: on a
+			// store shared by several processes an event committed late
+			// below the watermark is retained (Tx.PruneEvents), and a
+			// reader that takes the gap is still owed it.
+			f.toldGap = page.PrunedWatermark
 		}
 		if len(page.Events) > 0 {
 			// The position moves past every event, matched or not.
