@@ -323,16 +323,20 @@ func (s *server) metrics(next http.Handler) http.Handler {
 
 // mcp serves the MCP transport: its responses are held open (a tool call
 // may wait, and a GET is a stream), and a GET's memory is given back once
-// many have closed, as other streams' is. The MCP handler counts its
-// streams against the caller's limits itself.
+// many have closed, as other streams' is. A GET ends, its writes cut,
+// when shutdown begins, as other streams do (streamContext). The MCP
+// handler counts its streams against the caller's limits itself.
 func (s *server) mcp(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w = s.holdOpen(w)
+		held := s.holdOpen(w)
 		if r.Method == http.MethodGet {
 			s.memory.opened()
 			defer s.memory.closed()
+			ctx, end := s.streamContext(held, r)
+			defer end()
+			r = r.WithContext(ctx)
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(held, r)
 	})
 }
 
