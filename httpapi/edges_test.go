@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -845,6 +846,69 @@ func TestAnMCPGETStreamWhoseClientStoppedReadingEndsAtOnceWhenShutdownBegins(t *
 		}
 		if strings.HasPrefix(line, ": ok") {
 			break
+		}
+	}
+	shutdown()
+	awaitHeld(t, s.G, gateway.HoldStream, 0)
+}
+
+func TestAnMCPListenWhoseClientStoppedReadingEndsAtOnceWhenShutdownBegins(t *testing.T) {
+	open, shutdown := context.WithCancel(context.Background())
+	defer shutdown()
+	s := e2eStartServing(t, false, func(h *httpapi.Options, _ *gatewaytest.Options) {
+		h.Context = open
+		// Only ending the stream can release it: no write times out first.
+		h.Timeouts.Write = 100 * e2eHangGuard
+	}, func(srv *http.Server) {
+		// A socket that holds little, so that what the stream sends fills it.
+		srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+			if tc, ok := c.(*net.TCPConn); ok {
+				tc.SetWriteBuffer(4096)
+			}
+			return ctx
+		}
+	})
+	// Sessions followed each on its own, so that their updates are not
+	// merged: each change of one is an update on the listen.
+	const followed = 150
+	keys := make([]string, followed)
+	uris := make([]string, followed)
+	change := func(key string) {
+		if _, err := s.Eng.Record(context.Background(), liveGoalRecord(key, json.RawMessage(`{"pad":"x"}`))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range keys {
+		keys[i] = fmt.Sprintf("agent:main:subagent:w%d", i)
+		uris[i] = strconv.Quote(mcpserver.SessionURIPrefix + keys[i])
+		change(keys[i])
+	}
+	body := `{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":[` +
+		strings.Join(uris, ",") + `]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
+		`"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`
+	c := edgeDial(t, s)
+	if err := c.(*net.TCPConn).SetReadBuffer(4096); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "POST /mcp?session=%s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"+
+		"Accept: application/json, text/event-stream\r\nMcp-Protocol-Version: 2026-07-28\r\nMcp-Method: subscriptions/listen\r\n"+
+		"Content-Length: %d\r\n\r\n%s", e2eManager, len(body), body)
+	// Read until the listen is acknowledged, then stop reading: the
+	// updates that follow fill the socket.
+	c.SetReadDeadline(time.Now().Add(e2eHangGuard))
+	opened := bufio.NewReader(c)
+	for {
+		line, err := opened.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the listen's start: %v", err)
+		}
+		if strings.Contains(line, "notifications/subscriptions/acknowledged") {
+			break
+		}
+	}
+	for range 4 {
+		for _, key := range keys {
+			change(key)
 		}
 	}
 	shutdown()
