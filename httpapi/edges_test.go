@@ -361,6 +361,23 @@ func TestAStreamAskedForOnceShutdownBeganIsRefused503WithRetryAfter(t *testing.T
 			}
 		}
 	}
+	// The MCP session's GET stream too, whose refusal comes from the MCP
+	// handler.
+	req, err := http.NewRequest(http.MethodGet, s.URL+"/mcp", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+e2eMain)
+	req.Header.Set("Vigil-Session", e2eManager)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := e2eClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET /mcp: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("GET /mcp once shutdown began: %s, want 503 with Retry-After", resp.Status)
+	}
 	if n := s.G.Held(gateway.HoldStream); n != 0 {
 		t.Errorf("%d streams held after the refusals, want 0", n)
 	}

@@ -333,7 +333,9 @@ func (s *server) mcp(next http.Handler) http.Handler {
 			s.memory.opened()
 			defer s.memory.closed()
 		}
-		if mcpStream(r) {
+		// One asked for once shutdown has begun is refused, and its
+		// refusal must not be cut.
+		if mcpStream(r) && s.opts.Context.Err() == nil {
 			ctx, end := s.streamContext(held, r)
 			defer end()
 			r = r.WithContext(ctx)
