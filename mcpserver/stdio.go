@@ -98,7 +98,7 @@ type answersDue struct {
 	finish time.Duration
 	clock  clock.Clock
 
-	mu      sync.Mutex // guards what follows; taken alone, never with lineWriter.mu
+	mu      sync.Mutex         // guards what follows; taken alone, never with lineWriter.mu
 	due     map[jsonrpc.ID]int // by request id, how many are unanswered
 	ended   bool               // the input has ended
 	settled chan struct{}      // closed once the end of the input may be handed on
