@@ -67,6 +67,13 @@ func e2eStart(t *testing.T) *e2eServer {
 // the options tune sets.
 func e2eStartWith(t *testing.T, tokens bool, tune func(*httpapi.Options, *gatewaytest.Options)) *e2eServer {
 	t.Helper()
+	return e2eStartServing(t, tokens, tune, nil)
+}
+
+// e2eStartServing is e2eStartWith whose HTTP server serve adjusts too,
+// when not nil.
+func e2eStartServing(t *testing.T, tokens bool, tune func(*httpapi.Options, *gatewaytest.Options), serve func(*http.Server)) *e2eServer {
+	t.Helper()
 	t.Parallel()
 	var conf gateway.Config
 	if tokens {
@@ -93,6 +100,9 @@ func e2eStartWith(t *testing.T, tokens bool, tune func(*httpapi.Options, *gatewa
 	h := httpapi.New(gw.Gateway, hopts)
 	srv := httptest.NewUnstartedServer(h)
 	srv.Config = httpapi.NewServer(h, hopts, nil) // the timeouts vigil serve runs with
+	if serve != nil {
+		serve(srv.Config)
+	}
 	srv.Start()
 	t.Cleanup(func() {
 		srv.CloseClientConnections()

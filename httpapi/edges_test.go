@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -27,6 +28,7 @@ import (
 	"github.com/vigilhq/vigil/httpapi"
 	"github.com/vigilhq/vigil/internal/gatewaytest"
 	"github.com/vigilhq/vigil/internal/testwait"
+	"github.com/vigilhq/vigil/mcpserver"
 )
 
 // edgeRequest sends one request with the given headers (Host sets the
@@ -358,6 +360,23 @@ func TestAStreamAskedForOnceShutdownBeganIsRefused503WithRetryAfter(t *testing.T
 				t.Errorf("%s %s once shutdown began: no Retry-After", method, path)
 			}
 		}
+	}
+	// The MCP session's GET stream too, whose refusal comes from the MCP
+	// handler.
+	req, err := http.NewRequest(http.MethodGet, s.URL+"/mcp", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+e2eMain)
+	req.Header.Set("Vigil-Session", e2eManager)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := e2eClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET /mcp: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("GET /mcp once shutdown began: %s, want 503 with Retry-After", resp.Status)
 	}
 	if n := s.G.Held(gateway.HoldStream); n != 0 {
 		t.Errorf("%d streams held after the refusals, want 0", n)
@@ -761,6 +780,153 @@ func TestAStreamWhoseClientStoppedReadingEndsAtOnceWhenShutdownBegins(t *testing
 	c.SetReadDeadline(time.Now().Add(e2eHangGuard))
 	if _, err := io.ReadFull(c, make([]byte, 64<<10)); err != nil {
 		t.Fatalf("reading the stream's start: %v", err)
+	}
+	shutdown()
+	awaitHeld(t, s.G, gateway.HoldStream, 0)
+}
+
+func TestAnMCPGETStreamWhoseClientStoppedReadingEndsAtOnceWhenShutdownBegins(t *testing.T) {
+	open, shutdown := context.WithCancel(context.Background())
+	defer shutdown()
+	s := e2eStartServing(t, false, func(h *httpapi.Options, _ *gatewaytest.Options) {
+		h.Context = open
+		// Only ending the stream can release it: no write times out first.
+		h.Timeouts.Write = 100 * e2eHangGuard
+	}, func(srv *http.Server) {
+		// A socket that holds little, so that what the stream sends fills it.
+		srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+			if tc, ok := c.(*net.TCPConn); ok {
+				tc.SetWriteBuffer(4096)
+			}
+			return ctx
+		}
+	})
+	change := func() {
+		if _, err := s.Eng.Record(context.Background(), liveGoalRecord(e2eManager, json.RawMessage(`{"pad":"x"}`))); err != nil {
+			t.Error(err)
+		}
+	}
+	change()
+	_, sid := edgeMCP(t, s, "", `{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+		"capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}`)
+	edgeMCP(t, s, sid, `{"jsonrpc": "2.0", "method": "notifications/initialized"}`)
+	edgeMCP(t, s, sid, fmt.Sprintf(`{"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe", "params": {"uri": %q}}`,
+		mcpserver.SessionURIPrefix+e2eManager))
+	getStream := fmt.Sprintf("GET /mcp?session=%s HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n"+
+		"Mcp-Session-Id: %s\r\nMcp-Protocol-Version: 2025-11-25\r\n", e2eManager, sid)
+
+	// Read notifications on the session's GET stream until more are kept
+	// for it than its socket holds, then leave.
+	const notifications = 500
+	reader := edgeDial(t, s)
+	fmt.Fprint(reader, getStream+"\r\n")
+	reader.SetReadDeadline(time.Now().Add(e2eHangGuard))
+	stop := make(chan struct{})
+	changed := make(chan struct{})
+	go func() {
+		defer close(changed)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				change()
+			}
+		}
+	}()
+	heard := 0
+	liveParseSSE(reader, func(ev liveSSE) bool {
+		heard++
+		return heard < notifications
+	})
+	close(stop)
+	<-changed
+	if heard < notifications {
+		t.Fatalf("the GET stream ended after %d notifications", heard)
+	}
+	reader.Close()
+	awaitHeld(t, s.G, gateway.HoldStream, 1) // the subscription's
+
+	// Read them back, and stop reading once the stream has opened: the
+	// notifications kept fill the socket.
+	c := edgeDial(t, s)
+	if err := c.(*net.TCPConn).SetReadBuffer(4096); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprint(c, getStream+"Last-Event-ID: _0\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(e2eHangGuard))
+	opened := bufio.NewReader(c)
+	for {
+		line, err := opened.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the stream's start: %v", err)
+		}
+		if strings.HasPrefix(line, ": ok") {
+			break
+		}
+	}
+	shutdown()
+	awaitHeld(t, s.G, gateway.HoldStream, 0)
+}
+
+func TestAnMCPListenWhoseClientStoppedReadingEndsAtOnceWhenShutdownBegins(t *testing.T) {
+	open, shutdown := context.WithCancel(context.Background())
+	defer shutdown()
+	s := e2eStartServing(t, false, func(h *httpapi.Options, _ *gatewaytest.Options) {
+		h.Context = open
+		// Only ending the stream can release it: no write times out first.
+		h.Timeouts.Write = 100 * e2eHangGuard
+	}, func(srv *http.Server) {
+		// A socket that holds little, so that what the stream sends fills it.
+		srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+			if tc, ok := c.(*net.TCPConn); ok {
+				tc.SetWriteBuffer(4096)
+			}
+			return ctx
+		}
+	})
+	// Sessions followed each on its own, so that their updates are not
+	// merged: each change of one is an update on the listen.
+	const followed = 150
+	keys := make([]string, followed)
+	uris := make([]string, followed)
+	change := func(key string) {
+		if _, err := s.Eng.Record(context.Background(), liveGoalRecord(key, json.RawMessage(`{"pad":"x"}`))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range keys {
+		keys[i] = fmt.Sprintf("agent:main:subagent:w%d", i)
+		uris[i] = strconv.Quote(mcpserver.SessionURIPrefix + keys[i])
+		change(keys[i])
+	}
+	body := `{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":[` +
+		strings.Join(uris, ",") + `]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
+		`"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`
+	c := edgeDial(t, s)
+	if err := c.(*net.TCPConn).SetReadBuffer(4096); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "POST /mcp?session=%s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"+
+		"Accept: application/json, text/event-stream\r\nMcp-Protocol-Version: 2026-07-28\r\nMcp-Method: subscriptions/listen\r\n"+
+		"Content-Length: %d\r\n\r\n%s", e2eManager, len(body), body)
+	// Read until the listen is acknowledged, then stop reading: the
+	// updates that follow fill the socket.
+	c.SetReadDeadline(time.Now().Add(e2eHangGuard))
+	opened := bufio.NewReader(c)
+	for {
+		line, err := opened.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the listen's start: %v", err)
+		}
+		if strings.Contains(line, "notifications/subscriptions/acknowledged") {
+			break
+		}
+	}
+	for range 4 {
+		for _, key := range keys {
+			change(key)
+		}
 	}
 	shutdown()
 	awaitHeld(t, s.G, gateway.HoldStream, 0)

@@ -323,17 +323,32 @@ func (s *server) metrics(next http.Handler) http.Handler {
 
 // mcp serves the MCP transport: its responses are held open (a tool call
 // may wait, and a GET is a stream), and a GET's memory is given back once
-// many have closed, as other streams' is. The MCP handler counts its
-// streams against the caller's limits itself.
+// many have closed, as other streams' is. A stream (mcpStream) ends, its
+// writes cut, when shutdown begins, as other streams do (streamContext).
+// The MCP handler counts its streams against the caller's limits itself.
 func (s *server) mcp(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w = s.holdOpen(w)
+		held := s.holdOpen(w)
 		if r.Method == http.MethodGet {
 			s.memory.opened()
 			defer s.memory.closed()
 		}
-		next.ServeHTTP(w, r)
+		// One asked for once shutdown has begun is refused, and its
+		// refusal must not be cut.
+		if mcpStream(r) && s.opts.Context.Err() == nil {
+			ctx, end := s.streamContext(held, r)
+			defer end()
+			r = r.WithContext(ctx)
+		}
+		next.ServeHTTP(held, r)
 	})
+}
+
+// mcpStream reports whether r asks /mcp for a stream that lasts while its
+// client listens: a GET, or a subscriptions/listen (2026-07-28 on, where
+// Mcp-Method names the method).
+func mcpStream(r *http.Request) bool {
+	return r.Method == http.MethodGet || (r.Method == http.MethodPost && r.Header.Get("Mcp-Method") == "subscriptions/listen")
 }
 
 // count records each request in the metrics: filed under its route

@@ -38,6 +38,8 @@ OpenTelemetry traces when the OTEL_* environment asks for them (docs/operations.
 	}
 	session := cmd.Flags().String("session", "", "the session this MCP client acts as (env VIGIL_SESSION)")
 	db := cmd.Flags().String("db", "", "serve from this SQLite file (or postgres:// URL) instead of a running gateway")
+	finish := cmd.Flags().Duration("finish-timeout", mcpserver.DefaultFinishTimeout,
+		"how long, once standard input ends, the requests already read may take to be answered before they are cancelled (0: at once)")
 	logs := addLogFlags(cmd, "warn", false)
 	_ = cmd.RegisterFlagCompletionFunc("session", cliCompleteKeys(env, g))
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -62,7 +64,11 @@ OpenTelemetry traces when the OTEL_* environment asks for them (docs/operations.
 		if err != nil {
 			return err
 		}
-		transport := mcpserver.StdioTransport(env.stdin, env.stdout)
+		opts := mcpserver.StdioOptions{FinishTimeout: *finish}
+		if *finish <= 0 {
+			opts.FinishTimeout = -1 // the option's 0 is its default
+		}
+		transport := mcpserver.StdioTransportWith(env.stdin, env.stdout, opts)
 		if *db != "" {
 			err = serveMCPEmbedded(cmd.Context(), log, *db, key, transport)
 		} else {
@@ -122,8 +128,9 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // the session's stream on the gateway, which resumes by state version
 // after a dropped connection (so no move is missed) and says where a
 // quiet session stands at the gateway's bookmark interval. A call the
-// stdio client cancels, or leaves by hanging up, is cancelled on the
-// gateway at once: its request there ends with it.
+// stdio client cancels, or one still running when the finish timeout has
+// passed after its input ended, is cancelled on the gateway at once: its
+// request there ends with it.
 func serveMCPBridge(ctx context.Context, log *slog.Logger, base, token, session string, t mcp.Transport) error {
 	httpClient := &http.Client{Transport: headerTransport{token: token, session: session}}
 	relay := mcp.NewClient(&mcp.Implementation{Name: "vigil-mcp-bridge", Version: mcpserver.Version}, nil)

@@ -164,3 +164,31 @@ func TestTheStdioBridgeTellsASubscriberItsSessionWasDeleted(t *testing.T) {
 		}
 	}
 }
+
+// A script that pipes its requests in reads every answer: the end of its
+// input is the end of its requests, not a hang-up.
+func TestMCPAnswersTheRequestsPipedInBeforeItsInputEnded(t *testing.T) {
+	g := mcpGateway(t)
+	ctx, cancel := context.WithTimeout(context.Background(), cliHangGuard)
+	defer cancel()
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"script","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sessions_list","arguments":{}}}`,
+	}, "\n") + "\n"
+	var out strings.Builder
+	env := cliEnv(g, "VIGIL_TOKEN", mcpMainToken)
+	if code := run(ctx, []string{"mcp", "--session", mcpManager}, env, strings.NewReader(in), &out, io.Discard); code != 0 {
+		t.Fatalf("vigil mcp exited %d", code)
+	}
+	for line := range strings.Lines(out.String()) {
+		var msg map[string]any
+		if json.Unmarshal([]byte(line), &msg) == nil && msg["id"] == float64(2) {
+			if msg["result"] == nil {
+				t.Fatalf("the call was answered %s, want its result", line)
+			}
+			return
+		}
+	}
+	t.Fatalf("no answer to the call piped in; vigil mcp wrote:\n%s", out.String())
+}

@@ -468,8 +468,10 @@ func TestMCPRelayCancelsADroppedCallOnTheGatewayAtOnce(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), mcpHangGuard)
 			defer cancel()
 			// The relay, with its standard input a pipe of the test's: the
-			// SDK client's Close would wait for the call first.
-			cmd := exec.Command(bin, "mcp", "--session", mcpManager, "--addr", g.Addr, "--token", mcpMainToken)
+			// SDK client's Close would wait for the call first. A client
+			// that hangs up is given no time to read the call's answer.
+			cmd := exec.Command(bin, "mcp", "--session", mcpManager, "--addr", g.Addr, "--token", mcpMainToken,
+				"--finish-timeout", "0")
 			cmd.Env, cmd.Stderr = mcpEnv(), &testwait.Output{}
 			stdin, err := cmd.StdinPipe()
 			if err != nil {
