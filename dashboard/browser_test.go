@@ -1757,3 +1757,27 @@ func TestASessionCreatedAmongManyTakesItsPlaceInTheList(t *testing.T) {
 		t.Errorf("the row after agent:main:rt:s0100 is %q, want the new agent:main:rt:s0101", next)
 	}
 }
+
+// A goal refused because someone changed the session keeps the person's
+// text in the form: saving it again, now that the page has shown them the
+// other change, saves it.
+func TestAGoalRefusedForAConflictIsSavedWhenSavedAgain(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	tool[gateway.GoalOutput](t, gw, manager, "session_goal", map[string]any{"sessionKey": child, "action": "set", "objective": "Q3 report"})
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	editGoal(t, ctx, "the person's objective")
+	tool[gateway.GoalOutput](t, gw, manager, "session_goal", map[string]any{"sessionKey": child, "action": "edit", "objective": "the manager's objective"})
+	waitText(t, ctx, "#timeline", "goal objective changed")
+	// The timeline drawn now is drawn again once the refused save has read
+	// the session again.
+	run(t, ctx, "mark the timeline drawn", chromedp.Evaluate[chromedp.Void](
+		`document.querySelectorAll('#timeline li').forEach(e => e.dataset.drawn = 'before')`))
+	run(t, ctx, "save", chromedp.Click(chromedp.ID("goal-save")))
+	waitText(t, ctx, "#goal-error", "Nothing was saved")
+	waitFor(t, ctx, "the page to read the session again", `!document.querySelector('#timeline li[data-drawn]')`)
+	run(t, ctx, "save again", chromedp.Click(chromedp.ID("goal-save")))
+	waitText(t, ctx, "#goal-current .objective", "the person's objective")
+}

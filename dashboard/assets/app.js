@@ -1234,11 +1234,13 @@ async function saveGoal(ev) {
 }
 
 // showConflict says that a goal write was refused because the session
-// changed after what the page showed, and reads the page again.
+// changed after what the page showed, and reads the page again. The form
+// keeps what the person wrote: having now been shown the version that
+// refused it, they may save it again over that version.
 function showConflict(p, e, when, retry) {
   showError('goal-error', new Error('Someone changed this session ' + when + ' (it is now at version ' +
     e.stateVersion + '). Nothing was saved: look at the latest changes, then ' + retry + '.'));
-  p.goalDirty = false;
+  p.editBase = e.stateVersion;
   refreshNow('page-full');
 }
 
