@@ -1781,3 +1781,25 @@ func TestAGoalRefusedForAConflictIsSavedWhenSavedAgain(t *testing.T) {
 	run(t, ctx, "save again", chromedp.Click(chromedp.ID("goal-save")))
 	waitText(t, ctx, "#goal-current .objective", "the person's objective")
 }
+
+// A message sent from the keyboard leaves the focus on the form it was
+// sent from, so the next message can be written without finding the form
+// again.
+func TestAMessageSentFromTheKeyboardKeepsTheFocusInTheForm(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	run(t, ctx, "write a message and press Send with the keyboard",
+		chromedp.WaitVisible(chromedp.ID("send-message")),
+		chromedp.SendKeys(chromedp.ID("send-message"), "Use the revised figures."),
+		chromedp.Focus(chromedp.ID("send-button")),
+		chromedp.KeyEvent("\r"),
+	)
+	waitText(t, ctx, "#transcript", "Use the revised figures.")
+	waitFor(t, ctx, "the send button to be enabled again", `!document.getElementById('send-button').disabled`)
+	if got := eval[string](t, ctx, `document.activeElement.id`); got != "send-button" && got != "send-message" {
+		t.Fatalf("after sending, the focus is on %q, not in the send form", got)
+	}
+}

@@ -1185,12 +1185,17 @@ function showError(id, e) {
   $(id).hidden = false;
 }
 
+// busy disables a button while its action runs. A disabled button loses
+// the focus to the page's body, so a person who pressed it from the
+// keyboard gets the focus back on it, unless it has gone elsewhere since.
 async function busy(button, fn) {
+  const focused = document.activeElement === button;
   button.disabled = true;
   try {
     await fn();
   } finally {
     button.disabled = false;
+    if (focused && (document.activeElement === document.body || !document.activeElement)) button.focus();
   }
 }
 
