@@ -1803,3 +1803,30 @@ func TestAMessageSentFromTheKeyboardKeepsTheFocusInTheForm(t *testing.T) {
 		t.Fatalf("after sending, the focus is on %q, not in the send form", got)
 	}
 }
+
+// Signing out forgets the agent chosen in the filter too: whoever signs in
+// next sees every session their token reaches, and not the name of an
+// agent only the last token could see.
+func TestSigningOutForgetsTheAgentFilter(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	opsChild := spawn(t, gw, "agent:ops:main", "Rotate the logs", "rotator")
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	run(t, ctx, "filter by agent ops, then sign out and in with the main agent's token",
+		chromedp.WaitVisible(row(opsChild)),
+		chromedp.SetValue(chromedp.ID("agent-filter"), "ops"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('agent-filter').dispatchEvent(new Event('change'))`),
+		chromedp.Click(chromedp.ID("signout")),
+		chromedp.WaitVisible(chromedp.ID("login")),
+		chromedp.SendKeys(chromedp.ID("token"), managerToken),
+		chromedp.Click(chromedp.CSS("#login-form button[type=submit]")),
+	)
+	waitFor(t, ctx, "the list to load", `!!document.querySelector('#agent-filter option[value="main"]')`)
+	got := eval[[]string](t, ctx, `[document.getElementById('agent-filter').value,
+		...[...document.querySelectorAll('#agent-filter option')].map(o => o.value)]`)
+	if want := []string{"", "", "main"}; !slices.Equal(got, want) {
+		t.Fatalf("agent filter chosen, then offered = %q, want %q", got, want)
+	}
+}

@@ -260,7 +260,7 @@ function signOut(message) {
   app.sessions = [];
   app.cursors = [];
   app.drawn = {sessions: '', cursors: ''};
-  app.agents = '';
+  app.agent = app.agents = '';
   app.showRows = app.showCursors = SHOWN_ROWS;
   app.lastSeq = null;
   wanted.clear();
