@@ -1830,3 +1830,30 @@ func TestSigningOutForgetsTheAgentFilter(t *testing.T) {
 		t.Fatalf("agent filter chosen, then offered = %q, want %q", got, want)
 	}
 }
+
+// A goal whose objective and status are saved in two writes, the second
+// of which failed, is saved whole when saved again: the first write was
+// the person's own, no change behind their back.
+func TestAGoalHalfSavedIsSavedWholeWhenSavedAgain(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	tool[gateway.GoalOutput](t, gw, manager, "session_goal", map[string]any{"sessionKey": child, "action": "set", "objective": "Q3 report"})
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	editGoal(t, ctx, "Q3 report with the revised figures")
+	run(t, ctx, "pause the goal", chromedp.Evaluate[chromedp.Void](`(() => { const e = document.getElementById('goal-status');
+		e.value = 'paused'; e.dispatchEvent(new Event('input', {bubbles: true})); })()`))
+	// The objective is written; the status write after it fails.
+	arrived, release := gw.holdNext(t, "/v1/tools/session_goal")
+	run(t, ctx, "save", chromedp.Click(chromedp.ID("goal-save")))
+	<-arrived
+	gw.failNext("/v1/tools/session_goal")
+	release()
+	waitText(t, ctx, "#goal-error", "the disk blipped")
+	run(t, ctx, "save again", chromedp.Click(chromedp.ID("goal-save")))
+	waitText(t, ctx, "#goal-current", "paused", "Q3 report with the revised figures")
+	if text := eval[string](t, ctx, `document.getElementById('goal-error').hidden ? '' : document.getElementById('goal-error').textContent`); text != "" {
+		t.Fatalf("saving again says %q", text)
+	}
+}

@@ -1224,7 +1224,13 @@ async function saveGoal(ev) {
         const writes = [];
         if (objective !== goal.objective) writes.push({action: 'edit', objective});
         if (status !== goal.status) writes.push({action: 'status', status});
-        for (const [i, w] of writes.entries()) await call('session_goal', Object.assign(w, ref, i === 0 ? seen : {}));
+        for (const [i, w] of writes.entries()) {
+          const out = await call('session_goal', Object.assign(w, ref, i === 0 ? seen : {}));
+          // A write that applied is the person's own change: if a later
+          // one fails, saving again builds on it rather than being refused
+          // as if someone else had changed the session.
+          p.editBase = out.stateVersion;
+        }
       }
       p.goalDirty = false;
       schedule('page', rowPart(p.agentId, p.key));
