@@ -1857,3 +1857,33 @@ func TestAGoalHalfSavedIsSavedWholeWhenSavedAgain(t *testing.T) {
 		t.Fatalf("saving again says %q", text)
 	}
 }
+
+// Ctrl+Enter pressed again while a message is being sent does not send it
+// a second time.
+func TestAMessageSubmittedTwiceFromTheKeyboardIsSentOnce(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	arrived, release := gw.holdNext(t, "/v1/tools/sessions_send")
+	run(t, ctx, "write a message and send it with Ctrl+Enter",
+		chromedp.WaitVisible(chromedp.ID("send-message")),
+		chromedp.SendKeys(chromedp.ID("send-message"), "Use the revised figures."),
+		chromedp.KeyEvent("\r", chromedp.KeyModifiers(chromedp.ModifierCtrl)),
+	)
+	<-arrived
+	run(t, ctx, "press Ctrl+Enter again while it is sent", chromedp.KeyEvent("\r", chromedp.KeyModifiers(chromedp.ModifierCtrl)))
+	release()
+	waitText(t, ctx, "#transcript", "Use the revised figures.")
+	waitFor(t, ctx, "the form to be emptied", `document.getElementById('send-message').value === ''`)
+	sends := 0
+	for _, r := range gw.Requests() {
+		if r == "POST /v1/tools/sessions_send" {
+			sends++
+		}
+	}
+	if sends != 1 {
+		t.Fatalf("the message was sent %d times", sends)
+	}
+}

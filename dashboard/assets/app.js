@@ -1185,10 +1185,13 @@ function showError(id, e) {
   $(id).hidden = false;
 }
 
-// busy disables a button while its action runs. A disabled button loses
-// the focus to the page's body, so a person who pressed it from the
-// keyboard gets the focus back on it, unless it has gone elsewhere since.
+// busy disables a button while its action runs, and runs nothing while
+// it is disabled: a form sent without its button (Ctrl+Enter) would
+// otherwise send the same thing twice. A disabled button loses the focus
+// to the page's body, so a person who pressed it from the keyboard gets
+// the focus back on it, unless it has gone elsewhere since.
 async function busy(button, fn) {
+  if (button.disabled) return;
   const focused = document.activeElement === button;
   button.disabled = true;
   try {
