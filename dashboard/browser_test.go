@@ -1887,3 +1887,23 @@ func TestAMessageSubmittedTwiceFromTheKeyboardIsSentOnce(t *testing.T) {
 		t.Fatalf("the message was sent %d times", sends)
 	}
 }
+
+// A goal cleared from the keyboard leaves the focus in the goal form,
+// though the Clear goal button, with no goal left to clear, is disabled.
+func TestAGoalClearedFromTheKeyboardKeepsTheFocusInTheGoalForm(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	tool[gateway.GoalOutput](t, gw, manager, "session_goal", map[string]any{"sessionKey": child, "action": "set", "objective": "Q3 report"})
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	run(t, ctx, "press Clear goal with the keyboard",
+		chromedp.WaitVisible(chromedp.CSS(`#goal-current .objective`)),
+		chromedp.Focus(chromedp.ID("goal-clear")),
+		chromedp.KeyEvent("\r"),
+	)
+	waitFor(t, ctx, "the page to show no goal", `document.getElementById('goal-clear').disabled && !document.querySelector('#goal-current .objective')`)
+	if in := eval[bool](t, ctx, `document.getElementById('goal-form').contains(document.activeElement)`); !in {
+		t.Fatalf("after clearing the goal, the focus is on %q, not in the goal form", eval[string](t, ctx, `document.activeElement.tagName`))
+	}
+}

@@ -1102,6 +1102,9 @@ function renderPage() {
     ? h('span', {}, h('span', {class: 'badge goal-' + goal.status}, goal.status), ' ', h('span', {class: 'objective'}, goal.objective))
     : h('span', {class: 'muted'}, 'No goal.'));
   if (!p.goalDirty) fillGoalForm(goal);
+  // Disabled with the focus on it, the button would drop the focus to the
+  // page's body: the objective, the next thing to write, takes it.
+  if (!goal && document.activeElement === $('goal-clear')) $('goal-objective').focus();
   $('goal-clear').disabled = !goal;
 
   const list = $('transcript');
