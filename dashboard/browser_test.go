@@ -1907,3 +1907,26 @@ func TestAGoalClearedFromTheKeyboardKeepsTheFocusInTheGoalForm(t *testing.T) {
 		t.Fatalf("after clearing the goal, the focus is on %q, not in the goal form", eval[string](t, ctx, `document.activeElement.tagName`))
 	}
 }
+
+// Signing out while a message is being sent shows nothing of the session
+// it was sent to: the send was cut off by the person's own sign-out.
+func TestSigningOutWhileAMessageIsSentShowsNothingOfIt(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	arrived, _ := gw.holdNext(t, "/v1/tools/sessions_send")
+	run(t, ctx, "write a message and send it",
+		chromedp.WaitVisible(chromedp.ID("send-message")),
+		chromedp.SendKeys(chromedp.ID("send-message"), "Use the revised figures."),
+		chromedp.Click(chromedp.ID("send-button")),
+	)
+	<-arrived
+	run(t, ctx, "sign out while it is sent", chromedp.Click(chromedp.ID("signout")), chromedp.WaitVisible(chromedp.ID("login")))
+	// The aborted send is settled once its button is enabled again.
+	waitFor(t, ctx, "the send to end", `!document.getElementById('send-button').disabled`)
+	if body := eval[string](t, ctx, `document.body.innerText`); strings.Contains(body, child) {
+		t.Fatalf("after signing out the page shows %s: %q", child, body)
+	}
+}

@@ -51,6 +51,11 @@ const app = {
 
 class AuthError extends Error {}
 
+// untold says whether a failed request is one the person is not to be
+// told of: the page cut it off itself (on signing out, or leaving a
+// page), or the token was refused, which the sign-in prompt says.
+const untold = (e) => e instanceof AuthError || e.name === 'AbortError';
+
 // h builds an element: h('a', {href: '#/'}, 'text', child, ...).
 function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
@@ -455,7 +460,7 @@ async function refresh() {
   else if (parts.has('page')) jobs.push(loadPage(false));
   const results = await Promise.allSettled(jobs);
   refreshing = false;
-  const failed = results.find((r) => r.status === 'rejected' && !(r.reason instanceof AuthError) && r.reason.name !== 'AbortError');
+  const failed = results.find((r) => r.status === 'rejected' && !untold(r.reason));
   if (failed) {
     showBanner('Could not refresh: ' + failed.reason.message + ' (trying again)', 'error');
     // What did not load is asked for again; a part that did load is read
@@ -724,7 +729,7 @@ async function showEarlier(p, list) {
     try {
       hist = await call('sessions_history', {sessionKey: p.key, agentId: p.agentId, beforeId: p.before, limit: PAGE}, p.abort.signal);
     } catch (e) {
-      if (!(e instanceof AuthError) && e.name !== 'AbortError') showBanner('Could not read earlier messages: ' + e.message, 'error');
+      if (!untold(e)) showBanner('Could not read earlier messages: ' + e.message, 'error');
       return;
     } finally {
       p.readingOlder = false;
@@ -752,7 +757,7 @@ async function showOlder(p) {
     try {
       read = await changesBefore({sessionKey: p.key, agentId: p.agentId}, p.back, p.abort.signal);
     } catch (e) {
-      if (!(e instanceof AuthError) && e.name !== 'AbortError') showBanner('Could not read older changes: ' + e.message, 'error');
+      if (!untold(e)) showBanner('Could not read older changes: ' + e.message, 'error');
       return;
     } finally {
       p.readingChanges = false;
@@ -1183,7 +1188,7 @@ function fillGoalForm(goal) {
 // ---- actions ----
 
 function showError(id, e) {
-  if (e instanceof AuthError) return;
+  if (untold(e)) return;
   $(id).textContent = e.message;
   $(id).hidden = false;
 }
@@ -1304,7 +1309,7 @@ async function sendMessage(ev) {
       schedule('page', rowPart(p.agentId, p.key), 'graph');
     } catch (e) {
       if (app.page === p) showError('send-error', e);
-      else if (!(e instanceof AuthError)) showBanner('The message to ' + keyText(p.key) + ' was not sent: ' + e.message, 'error');
+      else if (!untold(e)) showBanner('The message to ' + keyText(p.key) + ' was not sent: ' + e.message, 'error');
     }
   });
 }
