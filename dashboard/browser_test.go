@@ -1930,3 +1930,32 @@ func TestSigningOutWhileAMessageIsSentShowsNothingOfIt(t *testing.T) {
 		t.Fatalf("after signing out the page shows %s: %q", child, body)
 	}
 }
+
+// When the log stream resumes after changes it missed were pruned, the
+// page keeps saying so once it follows the log afresh: the stream opened
+// again after the gap is no interruption to tell of instead.
+func TestAfterAHistoryGapThePageKeepsSayingChangesWerePruned(t *testing.T) {
+	t.Parallel()
+	gw := startGatewayOn(t, false, vigil.Options{MaxEvents: 300})
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	run(t, ctx, "wait for the child", chromedp.WaitVisible(row(child)))
+	// The stream is cut, and while the page waits to resume it more
+	// changes are made than retention keeps.
+	arrived, release := gw.holdNext(t, "/v1/events")
+	gw.srv.CloseClientConnections()
+	<-arrived
+	personWritesMany(t, gw, child, 400)
+	if _, err := gw.engine.Prune(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	// The page is told of the gap and, its stream ended by it, begins the
+	// log afresh.
+	waitText(t, ctx, "#banner-text", "pruned")
+	run(t, ctx, "wait for the stream begun afresh", chromedp.WaitVisible(chromedp.CSS("#live.on")))
+	if text := eval[string](t, ctx, `document.getElementById('banner-text').textContent`); !strings.Contains(text, "pruned") {
+		t.Fatalf("once the stream is begun afresh, the banner says %q", text)
+	}
+}

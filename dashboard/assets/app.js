@@ -327,7 +327,9 @@ async function followLog(gen) {
       showBanner('Some changes were pruned before this page saw them; the page was refreshed.');
       schedule('sessions', 'graph', 'page-full');
     }
-    interrupted = true;
+    // After a gap the banner has said what happened, and the page is read
+    // whole: the stream begun afresh is no interruption to tell of over it.
+    interrupted = !gap;
     setLive('off');
     if (stayedOpen(opened)) failures = 0;
     await sleep(backoff(failures++));
