@@ -1959,3 +1959,30 @@ func TestAfterAHistoryGapThePageKeepsSayingChangesWerePruned(t *testing.T) {
 		t.Fatalf("once the stream is begun afresh, the banner says %q", text)
 	}
 }
+
+// A goal save that fails once the person has gone on to another session's
+// page is told of in the banner, naming its session, and not as an error
+// of the goal the page now shows.
+func TestAGoalSaveFailedAfterThePersonMovedOnIsToldOfTheSessionItWasFor(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	other := spawn(t, gw, manager, "Collect the sales sheet", "collector")
+	tool[gateway.GoalOutput](t, gw, manager, "session_goal", map[string]any{"sessionKey": child, "action": "set", "objective": "Q3 report"})
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	editGoal(t, ctx, "Q3 report with the revised figures")
+	gw.failNext("/v1/tools/session_goal")
+	arrived, release := gw.holdNext(t, "/v1/tools/session_goal")
+	run(t, ctx, "save the goal", chromedp.Click(chromedp.ID("goal-save")))
+	<-arrived
+	run(t, ctx, "go on to the other session",
+		chromedp.Navigate(gw.URL+"/"+sessionHash(other)),
+		chromedp.WaitVisible(chromedp.CSS(`#transcript li.message`)),
+	)
+	release()
+	waitText(t, ctx, "#banner-text", child, "the disk blipped")
+	if shown := eval[bool](t, ctx, `!document.getElementById('goal-error').hidden`); shown {
+		t.Fatalf("the other session's page shows a goal error: %q", eval[string](t, ctx, `document.getElementById('goal-error').textContent`))
+	}
+}

@@ -1195,6 +1195,14 @@ function showError(id, e) {
   $(id).hidden = false;
 }
 
+// showFailed tells of an action on page p that failed: under its form
+// while p is open, else in the banner, naming the session, since the form
+// now belongs to another session's page.
+function showFailed(p, id, what, e) {
+  if (app.page === p) showError(id, e);
+  else if (!untold(e)) showBanner(what + ': ' + e.message, 'error');
+}
+
 // busy disables a button while its action runs, and runs nothing while
 // it is disabled: a form sent without its button (Ctrl+Enter) would
 // otherwise send the same thing twice. A disabled button loses the focus
@@ -1229,6 +1237,7 @@ async function saveGoal(ev) {
   // write applies only while the session is still at that version, so an
   // edit made meanwhile by someone else is not silently overwritten.
   const seen = {ifStateVersion: p.goalDirty && p.editBase !== undefined ? p.editBase : p.status.stateVersion};
+  const failed = 'The goal of ' + keyText(p.key) + ' was not saved';
   await busy($('goal-save'), async () => {
     try {
       if (!goal) {
@@ -1249,10 +1258,10 @@ async function saveGoal(ev) {
       schedule('page', rowPart(p.agentId, p.key));
     } catch (e) {
       if (e.code === 'conflict') {
-        showConflict(p, e, 'while you were editing', 'save again');
+        showConflict(p, e, 'while you were editing', 'save again', failed);
         return;
       }
-      showError('goal-error', e);
+      showFailed(p, 'goal-error', failed, e);
     }
   });
 }
@@ -1261,11 +1270,11 @@ async function saveGoal(ev) {
 // changed after what the page showed, and reads the page again. The form
 // keeps what the person wrote: having now been shown the version that
 // refused it, they may save it again over that version.
-function showConflict(p, e, when, retry) {
-  showError('goal-error', new Error('Someone changed this session ' + when + ' (it is now at version ' +
+function showConflict(p, e, when, retry, what) {
+  showFailed(p, 'goal-error', what, new Error('Someone changed this session ' + when + ' (it is now at version ' +
     e.stateVersion + '). Nothing was saved: look at the latest changes, then ' + retry + '.'));
   p.editBase = e.stateVersion;
-  refreshNow('page-full');
+  if (app.page === p) refreshNow('page-full');
 }
 
 async function clearGoal() {
@@ -1275,6 +1284,7 @@ async function clearGoal() {
   // The goal cleared is the goal shown: one someone else has set since is
   // not cleared unseen.
   const seen = p.status ? {ifStateVersion: p.status.stateVersion} : {};
+  const failed = 'The goal of ' + keyText(p.key) + ' was not cleared';
   await busy($('goal-clear'), async () => {
     try {
       await call('session_goal', Object.assign({sessionKey: p.key, agentId: p.agentId, action: 'clear'}, seen));
@@ -1282,10 +1292,10 @@ async function clearGoal() {
       schedule('page', rowPart(p.agentId, p.key));
     } catch (e) {
       if (e.code === 'conflict') {
-        showConflict(p, e, 'after this page last showed it', 'clear it again');
+        showConflict(p, e, 'after this page last showed it', 'clear it again', failed);
         return;
       }
-      showError('goal-error', e);
+      showFailed(p, 'goal-error', failed, e);
     }
   });
 }
@@ -1310,8 +1320,7 @@ async function sendMessage(ev) {
       if (app.page === p) $('send-message').value = '';
       schedule('page', rowPart(p.agentId, p.key), 'graph');
     } catch (e) {
-      if (app.page === p) showError('send-error', e);
-      else if (!untold(e)) showBanner('The message to ' + keyText(p.key) + ' was not sent: ' + e.message, 'error');
+      showFailed(p, 'send-error', 'The message to ' + keyText(p.key) + ' was not sent', e);
     }
   });
 }
