@@ -1986,3 +1986,39 @@ func TestAGoalSaveFailedAfterThePersonMovedOnIsToldOfTheSessionItWasFor(t *testi
 		t.Fatalf("the other session's page shows a goal error: %q", eval[string](t, ctx, `document.getElementById('goal-error').textContent`))
 	}
 }
+
+// A read that succeeds after failing takes down the banner of its failure,
+// not one shown since about something else: here, that a message sent
+// from a page the person has left was not sent.
+func TestARefreshThatRecoversLeavesALaterBannerUp(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	other := spawn(t, gw, manager, "Collect the sales sheet", "collector")
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	run(t, ctx, "see the child's page", chromedp.WaitVisible(chromedp.CSS(`#transcript li.message`)))
+	// A read of the watch graph fails, and its retry waits.
+	gw.failNext("/v1/tools/sessions_graph")
+	third := spawn(t, gw, manager, "Check the totals", "checker")
+	waitText(t, ctx, "#banner-text", "Could not refresh")
+	retried, releaseRetry := gw.holdNext(t, "/v1/tools/sessions_graph")
+	<-retried
+	// Meanwhile a message sent from the child's page fails once the person
+	// has gone on to another session.
+	gw.failNext("/v1/tools/sessions_send")
+	sent, releaseSend := gw.holdNext(t, "/v1/tools/sessions_send")
+	run(t, ctx, "send into the child", chromedp.SendKeys(chromedp.ID("send-message"), "Use the revised figures."),
+		chromedp.Click(chromedp.ID("send-button")))
+	<-sent
+	run(t, ctx, "go on to the other session", chromedp.Navigate(gw.URL+"/"+sessionHash(other)))
+	waitText(t, ctx, "#s-title", other)
+	releaseSend()
+	waitText(t, ctx, "#banner-text", "was not sent")
+	releaseRetry()
+	waitFor(t, ctx, "the retried read to be drawn",
+		fmt.Sprintf(`!!document.querySelector('#graph li.cursor[data-target=%q]') && !!document.querySelector('#sessions-body tr.session[data-key=%q]')`, third, third))
+	if text := eval[string](t, ctx, `document.getElementById('banner').hidden ? '(hidden)' : document.getElementById('banner-text').textContent`); !strings.Contains(text, "was not sent") {
+		t.Fatalf("once the read recovered, the banner shows %q", text)
+	}
+}

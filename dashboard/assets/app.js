@@ -430,6 +430,9 @@ let refreshing = false;
 // asked ever faster.
 let retryDelay = 0;
 const RETRY_FIRST = 1000, RETRY_MAX = 30000;
+// refreshFailure is the banner a failed refresh showed: a refresh that
+// succeeds takes down that one, not one shown since about something else.
+let refreshFailure = '';
 
 // schedule asks for parts of the page to be reloaded soon; bursts of
 // changes are folded into one reload. A part is 'sessions' (the whole
@@ -464,7 +467,8 @@ async function refresh() {
   refreshing = false;
   const failed = results.find((r) => r.status === 'rejected' && !untold(r.reason));
   if (failed) {
-    showBanner('Could not refresh: ' + failed.reason.message + ' (trying again)', 'error');
+    refreshFailure = 'Could not refresh: ' + failed.reason.message + ' (trying again)';
+    showBanner(refreshFailure, 'error');
     // What did not load is asked for again; a part that did load is read
     // again too, and drawn only if it changed.
     for (const part of parts) wanted.add(part);
@@ -474,7 +478,7 @@ async function refresh() {
   }
   if (retryDelay) {
     retryDelay = 0;
-    hideBanner();
+    if ($('banner-text').textContent === refreshFailure) hideBanner();
   }
   if (wanted.size && !refreshTimer) refreshTimer = setTimeout(refresh, 60);
 }
