@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -2021,4 +2022,39 @@ func TestARefreshThatRecoversLeavesALaterBannerUp(t *testing.T) {
 	if text := eval[string](t, ctx, `document.getElementById('banner').hidden ? '(hidden)' : document.getElementById('banner-text').textContent`); !strings.Contains(text, "was not sent") {
 		t.Fatalf("once the read recovered, the banner shows %q", text)
 	}
+}
+
+// A message pasted longer than the gateway takes is refused whole, saying
+// why, rather than cut short without a word and sent.
+func TestAMessageTooLongIsRefusedNotCutShort(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	run(t, ctx, "put the cursor in the message", chromedp.WaitVisible(chromedp.ID("send-message")), chromedp.Focus(chromedp.ID("send-message")))
+	if _, err := chromedp.Call(ctx, input.InsertText, input.InsertTextParams{Text: strings.Repeat("a", gateway.MaxMessageBytes+10)}); err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, "send it", chromedp.Click(chromedp.ID("send-button")))
+	waitText(t, ctx, "#send-error", "bytes, more than")
+	if n := eval[int](t, ctx, `document.getElementById('send-message').value.length`); n != gateway.MaxMessageBytes+10 {
+		t.Fatalf("the form holds %d characters of the %d pasted", n, gateway.MaxMessageBytes+10)
+	}
+}
+
+// An objective pasted longer than the gateway takes is refused whole,
+// saying why, rather than cut short without a word and saved.
+func TestAnObjectiveTooLongIsRefusedNotCutShort(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	run(t, ctx, "put the cursor in the objective", chromedp.WaitVisible(chromedp.ID("goal-objective")), chromedp.Focus(chromedp.ID("goal-objective")))
+	if _, err := chromedp.Call(ctx, input.InsertText, input.InsertTextParams{Text: strings.Repeat("a", gateway.MaxObjectiveBytes+10)}); err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, "save it", chromedp.Click(chromedp.ID("goal-save")))
+	waitText(t, ctx, "#goal-error", "bytes, more than")
 }
