@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -1756,4 +1757,304 @@ func TestASessionCreatedAmongManyTakesItsPlaceInTheList(t *testing.T) {
 	if next := eval[string](t, ctx, `document.querySelector('tr.session[data-key="agent:main:rt:s0100"]').nextElementSibling.dataset.key`); next != "agent:main:rt:s0101" {
 		t.Errorf("the row after agent:main:rt:s0100 is %q, want the new agent:main:rt:s0101", next)
 	}
+}
+
+// A goal refused because someone changed the session keeps the person's
+// text in the form: saving it again, now that the page has shown them the
+// other change, saves it.
+func TestAGoalRefusedForAConflictIsSavedWhenSavedAgain(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	tool[gateway.GoalOutput](t, gw, manager, "session_goal", map[string]any{"sessionKey": child, "action": "set", "objective": "Q3 report"})
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	editGoal(t, ctx, "the person's objective")
+	tool[gateway.GoalOutput](t, gw, manager, "session_goal", map[string]any{"sessionKey": child, "action": "edit", "objective": "the manager's objective"})
+	waitText(t, ctx, "#timeline", "goal objective changed")
+	// The timeline drawn now is drawn again once the refused save has read
+	// the session again.
+	run(t, ctx, "mark the timeline drawn", chromedp.Evaluate[chromedp.Void](
+		`document.querySelectorAll('#timeline li').forEach(e => e.dataset.drawn = 'before')`))
+	run(t, ctx, "save", chromedp.Click(chromedp.ID("goal-save")))
+	waitText(t, ctx, "#goal-error", "Nothing was saved")
+	waitFor(t, ctx, "the page to read the session again", `!document.querySelector('#timeline li[data-drawn]')`)
+	run(t, ctx, "save again", chromedp.Click(chromedp.ID("goal-save")))
+	waitText(t, ctx, "#goal-current .objective", "the person's objective")
+}
+
+// A message sent from the keyboard leaves the focus on the form it was
+// sent from, so the next message can be written without finding the form
+// again.
+func TestAMessageSentFromTheKeyboardKeepsTheFocusInTheForm(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	run(t, ctx, "write a message and press Send with the keyboard",
+		chromedp.WaitVisible(chromedp.ID("send-message")),
+		chromedp.SendKeys(chromedp.ID("send-message"), "Use the revised figures."),
+		chromedp.Focus(chromedp.ID("send-button")),
+		chromedp.KeyEvent("\r"),
+	)
+	waitText(t, ctx, "#transcript", "Use the revised figures.")
+	waitFor(t, ctx, "the send button to be enabled again", `!document.getElementById('send-button').disabled`)
+	if got := eval[string](t, ctx, `document.activeElement.id`); got != "send-button" && got != "send-message" {
+		t.Fatalf("after sending, the focus is on %q, not in the send form", got)
+	}
+}
+
+// Signing out forgets the agent chosen in the filter too: whoever signs in
+// next sees every session their token reaches, and not the name of an
+// agent only the last token could see.
+func TestSigningOutForgetsTheAgentFilter(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	opsChild := spawn(t, gw, "agent:ops:main", "Rotate the logs", "rotator")
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	run(t, ctx, "filter by agent ops, then sign out and in with the main agent's token",
+		chromedp.WaitVisible(row(opsChild)),
+		chromedp.SetValue(chromedp.ID("agent-filter"), "ops"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('agent-filter').dispatchEvent(new Event('change'))`),
+		chromedp.Click(chromedp.ID("signout")),
+		chromedp.WaitVisible(chromedp.ID("login")),
+		chromedp.SendKeys(chromedp.ID("token"), managerToken),
+		chromedp.Click(chromedp.CSS("#login-form button[type=submit]")),
+	)
+	waitFor(t, ctx, "the list to load", `!!document.querySelector('#agent-filter option[value="main"]')`)
+	got := eval[[]string](t, ctx, `[document.getElementById('agent-filter').value,
+		...[...document.querySelectorAll('#agent-filter option')].map(o => o.value)]`)
+	if want := []string{"", "", "main"}; !slices.Equal(got, want) {
+		t.Fatalf("agent filter chosen, then offered = %q, want %q", got, want)
+	}
+}
+
+// A goal whose objective and status are saved in two writes, the second
+// of which failed, is saved whole when saved again: the first write was
+// the person's own, no change behind their back.
+func TestAGoalHalfSavedIsSavedWholeWhenSavedAgain(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	tool[gateway.GoalOutput](t, gw, manager, "session_goal", map[string]any{"sessionKey": child, "action": "set", "objective": "Q3 report"})
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	editGoal(t, ctx, "Q3 report with the revised figures")
+	run(t, ctx, "pause the goal", chromedp.Evaluate[chromedp.Void](`(() => { const e = document.getElementById('goal-status');
+		e.value = 'paused'; e.dispatchEvent(new Event('input', {bubbles: true})); })()`))
+	// The objective is written; the status write after it fails.
+	arrived, release := gw.holdNext(t, "/v1/tools/session_goal")
+	run(t, ctx, "save", chromedp.Click(chromedp.ID("goal-save")))
+	<-arrived
+	gw.failNext("/v1/tools/session_goal")
+	release()
+	waitText(t, ctx, "#goal-error", "the disk blipped")
+	run(t, ctx, "save again", chromedp.Click(chromedp.ID("goal-save")))
+	waitText(t, ctx, "#goal-current", "paused", "Q3 report with the revised figures")
+	if text := eval[string](t, ctx, `document.getElementById('goal-error').hidden ? '' : document.getElementById('goal-error').textContent`); text != "" {
+		t.Fatalf("saving again says %q", text)
+	}
+}
+
+// Ctrl+Enter pressed again while a message is being sent does not send it
+// a second time.
+func TestAMessageSubmittedTwiceFromTheKeyboardIsSentOnce(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	arrived, release := gw.holdNext(t, "/v1/tools/sessions_send")
+	run(t, ctx, "write a message and send it with Ctrl+Enter",
+		chromedp.WaitVisible(chromedp.ID("send-message")),
+		chromedp.SendKeys(chromedp.ID("send-message"), "Use the revised figures."),
+		chromedp.KeyEvent("\r", chromedp.KeyModifiers(chromedp.ModifierCtrl)),
+	)
+	<-arrived
+	run(t, ctx, "press Ctrl+Enter again while it is sent", chromedp.KeyEvent("\r", chromedp.KeyModifiers(chromedp.ModifierCtrl)))
+	release()
+	waitText(t, ctx, "#transcript", "Use the revised figures.")
+	waitFor(t, ctx, "the form to be emptied", `document.getElementById('send-message').value === ''`)
+	sends := 0
+	for _, r := range gw.Requests() {
+		if r == "POST /v1/tools/sessions_send" {
+			sends++
+		}
+	}
+	if sends != 1 {
+		t.Fatalf("the message was sent %d times", sends)
+	}
+}
+
+// A goal cleared from the keyboard leaves the focus in the goal form,
+// though the Clear goal button, with no goal left to clear, is disabled.
+func TestAGoalClearedFromTheKeyboardKeepsTheFocusInTheGoalForm(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	tool[gateway.GoalOutput](t, gw, manager, "session_goal", map[string]any{"sessionKey": child, "action": "set", "objective": "Q3 report"})
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	run(t, ctx, "press Clear goal with the keyboard",
+		chromedp.WaitVisible(chromedp.CSS(`#goal-current .objective`)),
+		chromedp.Focus(chromedp.ID("goal-clear")),
+		chromedp.KeyEvent("\r"),
+	)
+	waitFor(t, ctx, "the page to show no goal", `document.getElementById('goal-clear').disabled && !document.querySelector('#goal-current .objective')`)
+	if in := eval[bool](t, ctx, `document.getElementById('goal-form').contains(document.activeElement)`); !in {
+		t.Fatalf("after clearing the goal, the focus is on %q, not in the goal form", eval[string](t, ctx, `document.activeElement.tagName`))
+	}
+}
+
+// Signing out while a message is being sent shows nothing of the session
+// it was sent to: the send was cut off by the person's own sign-out.
+func TestSigningOutWhileAMessageIsSentShowsNothingOfIt(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	arrived, _ := gw.holdNext(t, "/v1/tools/sessions_send")
+	run(t, ctx, "write a message and send it",
+		chromedp.WaitVisible(chromedp.ID("send-message")),
+		chromedp.SendKeys(chromedp.ID("send-message"), "Use the revised figures."),
+		chromedp.Click(chromedp.ID("send-button")),
+	)
+	<-arrived
+	run(t, ctx, "sign out while it is sent", chromedp.Click(chromedp.ID("signout")), chromedp.WaitVisible(chromedp.ID("login")))
+	// The aborted send is settled once its button is enabled again.
+	waitFor(t, ctx, "the send to end", `!document.getElementById('send-button').disabled`)
+	if body := eval[string](t, ctx, `document.body.innerText`); strings.Contains(body, child) {
+		t.Fatalf("after signing out the page shows %s: %q", child, body)
+	}
+}
+
+// When the log stream resumes after changes it missed were pruned, the
+// page keeps saying so once it follows the log afresh: the stream opened
+// again after the gap is no interruption to tell of instead.
+func TestAfterAHistoryGapThePageKeepsSayingChangesWerePruned(t *testing.T) {
+	t.Parallel()
+	gw := startGatewayOn(t, false, vigil.Options{MaxEvents: 300})
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	open(t, ctx, gw, "")
+	run(t, ctx, "wait for the child", chromedp.WaitVisible(row(child)))
+	// The stream is cut, and while the page waits to resume it more
+	// changes are made than retention keeps.
+	arrived, release := gw.holdNext(t, "/v1/events")
+	gw.srv.CloseClientConnections()
+	<-arrived
+	personWritesMany(t, gw, child, 400)
+	if _, err := gw.engine.Prune(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	// The page is told of the gap and, its stream ended by it, begins the
+	// log afresh.
+	waitText(t, ctx, "#banner-text", "pruned")
+	run(t, ctx, "wait for the stream begun afresh", chromedp.WaitVisible(chromedp.CSS("#live.on")))
+	if text := eval[string](t, ctx, `document.getElementById('banner-text').textContent`); !strings.Contains(text, "pruned") {
+		t.Fatalf("once the stream is begun afresh, the banner says %q", text)
+	}
+}
+
+// A goal save that fails once the person has gone on to another session's
+// page is told of in the banner, naming its session, and not as an error
+// of the goal the page now shows.
+func TestAGoalSaveFailedAfterThePersonMovedOnIsToldOfTheSessionItWasFor(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	other := spawn(t, gw, manager, "Collect the sales sheet", "collector")
+	tool[gateway.GoalOutput](t, gw, manager, "session_goal", map[string]any{"sessionKey": child, "action": "set", "objective": "Q3 report"})
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	editGoal(t, ctx, "Q3 report with the revised figures")
+	gw.failNext("/v1/tools/session_goal")
+	arrived, release := gw.holdNext(t, "/v1/tools/session_goal")
+	run(t, ctx, "save the goal", chromedp.Click(chromedp.ID("goal-save")))
+	<-arrived
+	run(t, ctx, "go on to the other session",
+		chromedp.Navigate(gw.URL+"/"+sessionHash(other)),
+		chromedp.WaitVisible(chromedp.CSS(`#transcript li.message`)),
+	)
+	release()
+	waitText(t, ctx, "#banner-text", child, "the disk blipped")
+	if shown := eval[bool](t, ctx, `!document.getElementById('goal-error').hidden`); shown {
+		t.Fatalf("the other session's page shows a goal error: %q", eval[string](t, ctx, `document.getElementById('goal-error').textContent`))
+	}
+}
+
+// A read that succeeds after failing takes down the banner of its failure,
+// not one shown since about something else: here, that a message sent
+// from a page the person has left was not sent.
+func TestARefreshThatRecoversLeavesALaterBannerUp(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	other := spawn(t, gw, manager, "Collect the sales sheet", "collector")
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	run(t, ctx, "see the child's page", chromedp.WaitVisible(chromedp.CSS(`#transcript li.message`)))
+	// A read of the watch graph fails, and its retry waits.
+	gw.failNext("/v1/tools/sessions_graph")
+	third := spawn(t, gw, manager, "Check the totals", "checker")
+	waitText(t, ctx, "#banner-text", "Could not refresh")
+	retried, releaseRetry := gw.holdNext(t, "/v1/tools/sessions_graph")
+	<-retried
+	// Meanwhile a message sent from the child's page fails once the person
+	// has gone on to another session.
+	gw.failNext("/v1/tools/sessions_send")
+	sent, releaseSend := gw.holdNext(t, "/v1/tools/sessions_send")
+	run(t, ctx, "send into the child", chromedp.SendKeys(chromedp.ID("send-message"), "Use the revised figures."),
+		chromedp.Click(chromedp.ID("send-button")))
+	<-sent
+	run(t, ctx, "go on to the other session", chromedp.Navigate(gw.URL+"/"+sessionHash(other)))
+	waitText(t, ctx, "#s-title", other)
+	releaseSend()
+	waitText(t, ctx, "#banner-text", "was not sent")
+	releaseRetry()
+	waitFor(t, ctx, "the retried read to be drawn",
+		fmt.Sprintf(`!!document.querySelector('#graph li.cursor[data-target=%q]') && !!document.querySelector('#sessions-body tr.session[data-key=%q]')`, third, third))
+	if text := eval[string](t, ctx, `document.getElementById('banner').hidden ? '(hidden)' : document.getElementById('banner-text').textContent`); !strings.Contains(text, "was not sent") {
+		t.Fatalf("once the read recovered, the banner shows %q", text)
+	}
+}
+
+// A message pasted longer than the gateway takes is refused whole, saying
+// why, rather than cut short without a word and sent.
+func TestAMessageTooLongIsRefusedNotCutShort(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	run(t, ctx, "put the cursor in the message", chromedp.WaitVisible(chromedp.ID("send-message")), chromedp.Focus(chromedp.ID("send-message")))
+	if _, err := chromedp.Call(ctx, input.InsertText, input.InsertTextParams{Text: strings.Repeat("a", gateway.MaxMessageBytes+10)}); err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, "send it", chromedp.Click(chromedp.ID("send-button")))
+	waitText(t, ctx, "#send-error", "bytes, more than")
+	if n := eval[int](t, ctx, `document.getElementById('send-message').value.length`); n != gateway.MaxMessageBytes+10 {
+		t.Fatalf("the form holds %d characters of the %d pasted", n, gateway.MaxMessageBytes+10)
+	}
+}
+
+// An objective pasted longer than the gateway takes is refused whole,
+// saying why, rather than cut short without a word and saved.
+func TestAnObjectiveTooLongIsRefusedNotCutShort(t *testing.T) {
+	t.Parallel()
+	gw := startGateway(t, true)
+	child := spawn(t, gw, manager, "Draft the Q3 report", "writer")
+	ctx := newTab(t)
+	open(t, ctx, gw, sessionHash(child))
+	run(t, ctx, "put the cursor in the objective", chromedp.WaitVisible(chromedp.ID("goal-objective")), chromedp.Focus(chromedp.ID("goal-objective")))
+	if _, err := chromedp.Call(ctx, input.InsertText, input.InsertTextParams{Text: strings.Repeat("a", gateway.MaxObjectiveBytes+10)}); err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, "save it", chromedp.Click(chromedp.ID("goal-save")))
+	waitText(t, ctx, "#goal-error", "bytes, more than")
 }

@@ -51,6 +51,11 @@ const app = {
 
 class AuthError extends Error {}
 
+// untold says whether a failed request is one the person is not to be
+// told of: the page cut it off itself (on signing out, or leaving a
+// page), or the token was refused, which the sign-in prompt says.
+const untold = (e) => e instanceof AuthError || e.name === 'AbortError';
+
 // h builds an element: h('a', {href: '#/'}, 'text', child, ...).
 function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
@@ -260,7 +265,7 @@ function signOut(message) {
   app.sessions = [];
   app.cursors = [];
   app.drawn = {sessions: '', cursors: ''};
-  app.agents = '';
+  app.agent = app.agents = '';
   app.showRows = app.showCursors = SHOWN_ROWS;
   app.lastSeq = null;
   wanted.clear();
@@ -322,7 +327,9 @@ async function followLog(gen) {
       showBanner('Some changes were pruned before this page saw them; the page was refreshed.');
       schedule('sessions', 'graph', 'page-full');
     }
-    interrupted = true;
+    // After a gap the banner has said what happened, and the page is read
+    // whole: the stream begun afresh is no interruption to tell of over it.
+    interrupted = !gap;
     setLive('off');
     if (stayedOpen(opened)) failures = 0;
     await sleep(backoff(failures++));
@@ -423,6 +430,9 @@ let refreshing = false;
 // asked ever faster.
 let retryDelay = 0;
 const RETRY_FIRST = 1000, RETRY_MAX = 30000;
+// refreshFailure is the banner a failed refresh showed: a refresh that
+// succeeds takes down that one, not one shown since about something else.
+let refreshFailure = '';
 
 // schedule asks for parts of the page to be reloaded soon; bursts of
 // changes are folded into one reload. A part is 'sessions' (the whole
@@ -455,9 +465,10 @@ async function refresh() {
   else if (parts.has('page')) jobs.push(loadPage(false));
   const results = await Promise.allSettled(jobs);
   refreshing = false;
-  const failed = results.find((r) => r.status === 'rejected' && !(r.reason instanceof AuthError) && r.reason.name !== 'AbortError');
+  const failed = results.find((r) => r.status === 'rejected' && !untold(r.reason));
   if (failed) {
-    showBanner('Could not refresh: ' + failed.reason.message + ' (trying again)', 'error');
+    refreshFailure = 'Could not refresh: ' + failed.reason.message + ' (trying again)';
+    showBanner(refreshFailure, 'error');
     // What did not load is asked for again; a part that did load is read
     // again too, and drawn only if it changed.
     for (const part of parts) wanted.add(part);
@@ -467,7 +478,7 @@ async function refresh() {
   }
   if (retryDelay) {
     retryDelay = 0;
-    hideBanner();
+    if ($('banner-text').textContent === refreshFailure) hideBanner();
   }
   if (wanted.size && !refreshTimer) refreshTimer = setTimeout(refresh, 60);
 }
@@ -724,7 +735,7 @@ async function showEarlier(p, list) {
     try {
       hist = await call('sessions_history', {sessionKey: p.key, agentId: p.agentId, beforeId: p.before, limit: PAGE}, p.abort.signal);
     } catch (e) {
-      if (!(e instanceof AuthError) && e.name !== 'AbortError') showBanner('Could not read earlier messages: ' + e.message, 'error');
+      if (!untold(e)) showBanner('Could not read earlier messages: ' + e.message, 'error');
       return;
     } finally {
       p.readingOlder = false;
@@ -752,7 +763,7 @@ async function showOlder(p) {
     try {
       read = await changesBefore({sessionKey: p.key, agentId: p.agentId}, p.back, p.abort.signal);
     } catch (e) {
-      if (!(e instanceof AuthError) && e.name !== 'AbortError') showBanner('Could not read older changes: ' + e.message, 'error');
+      if (!untold(e)) showBanner('Could not read older changes: ' + e.message, 'error');
       return;
     } finally {
       p.readingChanges = false;
@@ -1102,6 +1113,9 @@ function renderPage() {
     ? h('span', {}, h('span', {class: 'badge goal-' + goal.status}, goal.status), ' ', h('span', {class: 'objective'}, goal.objective))
     : h('span', {class: 'muted'}, 'No goal.'));
   if (!p.goalDirty) fillGoalForm(goal);
+  // Disabled with the focus on it, the button would drop the focus to the
+  // page's body: the objective, the next thing to write, takes it.
+  if (!goal && document.activeElement === $('goal-clear')) $('goal-objective').focus();
   $('goal-clear').disabled = !goal;
 
   const list = $('transcript');
@@ -1180,17 +1194,33 @@ function fillGoalForm(goal) {
 // ---- actions ----
 
 function showError(id, e) {
-  if (e instanceof AuthError) return;
+  if (untold(e)) return;
   $(id).textContent = e.message;
   $(id).hidden = false;
 }
 
+// showFailed tells of an action on page p that failed: under its form
+// while p is open, else in the banner, naming the session, since the form
+// now belongs to another session's page.
+function showFailed(p, id, what, e) {
+  if (app.page === p) showError(id, e);
+  else if (!untold(e)) showBanner(what + ': ' + e.message, 'error');
+}
+
+// busy disables a button while its action runs, and runs nothing while
+// it is disabled: a form sent without its button (Ctrl+Enter) would
+// otherwise send the same thing twice. A disabled button loses the focus
+// to the page's body, so a person who pressed it from the keyboard gets
+// the focus back on it, unless it has gone elsewhere since.
 async function busy(button, fn) {
+  if (button.disabled) return;
+  const focused = document.activeElement === button;
   button.disabled = true;
   try {
     await fn();
   } finally {
     button.disabled = false;
+    if (focused && (document.activeElement === document.body || !document.activeElement)) button.focus();
   }
 }
 
@@ -1211,6 +1241,7 @@ async function saveGoal(ev) {
   // write applies only while the session is still at that version, so an
   // edit made meanwhile by someone else is not silently overwritten.
   const seen = {ifStateVersion: p.goalDirty && p.editBase !== undefined ? p.editBase : p.status.stateVersion};
+  const failed = 'The goal of ' + keyText(p.key) + ' was not saved';
   await busy($('goal-save'), async () => {
     try {
       if (!goal) {
@@ -1219,27 +1250,35 @@ async function saveGoal(ev) {
         const writes = [];
         if (objective !== goal.objective) writes.push({action: 'edit', objective});
         if (status !== goal.status) writes.push({action: 'status', status});
-        for (const [i, w] of writes.entries()) await call('session_goal', Object.assign(w, ref, i === 0 ? seen : {}));
+        for (const [i, w] of writes.entries()) {
+          const out = await call('session_goal', Object.assign(w, ref, i === 0 ? seen : {}));
+          // A write that applied is the person's own change: if a later
+          // one fails, saving again builds on it rather than being refused
+          // as if someone else had changed the session.
+          p.editBase = out.stateVersion;
+        }
       }
       p.goalDirty = false;
       schedule('page', rowPart(p.agentId, p.key));
     } catch (e) {
       if (e.code === 'conflict') {
-        showConflict(p, e, 'while you were editing', 'save again');
+        showConflict(p, e, 'while you were editing', 'save again', failed);
         return;
       }
-      showError('goal-error', e);
+      showFailed(p, 'goal-error', failed, e);
     }
   });
 }
 
 // showConflict says that a goal write was refused because the session
-// changed after what the page showed, and reads the page again.
-function showConflict(p, e, when, retry) {
-  showError('goal-error', new Error('Someone changed this session ' + when + ' (it is now at version ' +
+// changed after what the page showed, and reads the page again. The form
+// keeps what the person wrote: having now been shown the version that
+// refused it, they may save it again over that version.
+function showConflict(p, e, when, retry, what) {
+  showFailed(p, 'goal-error', what, new Error('Someone changed this session ' + when + ' (it is now at version ' +
     e.stateVersion + '). Nothing was saved: look at the latest changes, then ' + retry + '.'));
-  p.goalDirty = false;
-  refreshNow('page-full');
+  p.editBase = e.stateVersion;
+  if (app.page === p) refreshNow('page-full');
 }
 
 async function clearGoal() {
@@ -1249,6 +1288,7 @@ async function clearGoal() {
   // The goal cleared is the goal shown: one someone else has set since is
   // not cleared unseen.
   const seen = p.status ? {ifStateVersion: p.status.stateVersion} : {};
+  const failed = 'The goal of ' + keyText(p.key) + ' was not cleared';
   await busy($('goal-clear'), async () => {
     try {
       await call('session_goal', Object.assign({sessionKey: p.key, agentId: p.agentId, action: 'clear'}, seen));
@@ -1256,10 +1296,10 @@ async function clearGoal() {
       schedule('page', rowPart(p.agentId, p.key));
     } catch (e) {
       if (e.code === 'conflict') {
-        showConflict(p, e, 'after this page last showed it', 'clear it again');
+        showConflict(p, e, 'after this page last showed it', 'clear it again', failed);
         return;
       }
-      showError('goal-error', e);
+      showFailed(p, 'goal-error', failed, e);
     }
   });
 }
@@ -1284,8 +1324,7 @@ async function sendMessage(ev) {
       if (app.page === p) $('send-message').value = '';
       schedule('page', rowPart(p.agentId, p.key), 'graph');
     } catch (e) {
-      if (app.page === p) showError('send-error', e);
-      else if (!(e instanceof AuthError)) showBanner('The message to ' + keyText(p.key) + ' was not sent: ' + e.message, 'error');
+      showFailed(p, 'send-error', 'The message to ' + keyText(p.key) + ' was not sent', e);
     }
   });
 }
