@@ -599,12 +599,7 @@ func TestSessionsViewShowsANewChildWithoutReloading(t *testing.T) {
 		chromedp.WaitVisible(row(child)),
 		chromedp.WaitVisible(cursor("#graph", manager, child, ":not(.pending)")),
 	)
-	loads := 0
-	for _, r := range gw.Requests() {
-		if r == "GET /" {
-			loads++
-		}
-	}
+	loads := gw.Count(0, "GET /")
 	if loads != 1 {
 		t.Errorf("the page was loaded %d times", loads)
 	}
@@ -836,24 +831,16 @@ func TestWhileANoticeIsPendingThePageRereadsTheGraphNotTheList(t *testing.T) {
 	open(t, ctx, gw, "")
 	run(t, ctx, "see the pending notice", chromedp.WaitVisible(cursor("#graph", manager, child, ".pending")))
 	before := len(gw.Requests())
-	count := func(what string) (n int) {
-		for _, r := range gw.Requests()[before:] {
-			if r == what {
-				n++
-			}
-		}
-		return n
-	}
 	// Three re-reads of the graph: by the third, what the first re-read
 	// sent with it has long arrived.
-	for count("POST /v1/tools/sessions_graph") < 3 {
+	for gw.Count(before, "POST /v1/tools/sessions_graph") < 3 {
 		select {
 		case <-ctx.Done():
 			t.Fatalf("the page did not re-read the graph three times (requests: %v)", gw.Requests()[before:])
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	if lists := count("POST /v1/tools/sessions_list"); lists != 0 {
+	if lists := gw.Count(before, "POST /v1/tools/sessions_list"); lists != 0 {
 		t.Fatalf("with a notice pending, the page re-read the sessions list %d times along with the graph", lists)
 	}
 }
@@ -888,23 +875,15 @@ func TestWhileThePagesQueueHoldsANoticeThePageRereadsItOften(t *testing.T) {
 	tool[gateway.DeleteOutput](t, gw, "", "session_delete", map[string]any{"sessionKey": child})
 	run(t, ctx, "see the notice of the deletion", chromedp.WaitVisible(chromedp.CSS(`#queued li.queued-event.deleted`)))
 	before := len(gw.Requests())
-	count := func(what string) (n int) {
-		for _, r := range gw.Requests()[before:] {
-			if r == what {
-				n++
-			}
-		}
-		return n
-	}
-	for count("POST /v1/tools/session_pending") < 3 {
+	for gw.Count(before, "POST /v1/tools/session_pending") < 3 {
 		select {
 		case <-ctx.Done():
 			t.Fatalf("the page re-read its queue %d times, %d of them with the whole list of sessions",
-				count("POST /v1/tools/session_pending"), count("POST /v1/tools/sessions_list"))
+				gw.Count(before, "POST /v1/tools/session_pending"), gw.Count(before, "POST /v1/tools/sessions_list"))
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	if lists := count("POST /v1/tools/sessions_list"); lists >= 3 {
+	if lists := gw.Count(before, "POST /v1/tools/sessions_list"); lists >= 3 {
 		t.Errorf("the page re-read its queue only with the whole list of sessions (%d times)", lists)
 	}
 }
@@ -1028,19 +1007,10 @@ func TestALongSessionsPageReadsOnlyItsNewestMessagesUntilAskedForMore(t *testing
 	// The idle poll reads nothing for a hidden tab: only the page opened
 	// and the button pressed make it read.
 	eval[bool](t, ctx, `Object.defineProperty(document, 'visibilityState', {get: () => 'hidden'}) && true`)
-	histories := func(since int) int {
-		n := 0
-		for _, r := range gw.Requests()[since:] {
-			if r == "POST /v1/tools/sessions_history" {
-				n++
-			}
-		}
-		return n
-	}
 	before := len(gw.Requests())
 	eval[string](t, ctx, fmt.Sprintf(`location.hash = %q`, sessionHash(child)))
 	waitText(t, ctx, "#transcript", fmt.Sprintf("note %d", notes))
-	if n := histories(before); n > 2 {
+	if n := gw.Count(before, "POST /v1/tools/sessions_history"); n > 2 {
 		t.Errorf("opening a session of 2,000 messages read %d pages of its transcript, want at most 2", n)
 	}
 	first := func() string {
@@ -1052,7 +1022,7 @@ func TestALongSessionsPageReadsOnlyItsNewestMessagesUntilAskedForMore(t *testing
 	before = len(gw.Requests())
 	run(t, ctx, "show the earlier messages", chromedp.Click(chromedp.ID("transcript-more")))
 	waitFor(t, ctx, "the page before drawn", `document.querySelectorAll("#transcript li.message").length === 400`)
-	if got, n := first(), histories(before); got != fmt.Sprintf("note %d", notes-399) || n != 1 {
+	if got, n := first(), gw.Count(before, "POST /v1/tools/sessions_history"); got != fmt.Sprintf("note %d", notes-399) || n != 1 {
 		t.Errorf("after one press, the first message drawn is %q, read with %d requests; want note %d, read with 1", got, n, notes-399)
 	}
 }
@@ -1071,19 +1041,10 @@ func TestALongSessionsPageReadsOnlyItsNewestChangesUntilAskedForMore(t *testing.
 	// The idle poll reads nothing for a hidden tab: only the page opened
 	// and the button pressed make it read.
 	eval[bool](t, ctx, `Object.defineProperty(document, 'visibilityState', {get: () => 'hidden'}) && true`)
-	statuses := func(since int) int {
-		n := 0
-		for _, r := range gw.Requests()[since:] {
-			if r == "POST /v1/tools/session_status" {
-				n++
-			}
-		}
-		return n
-	}
 	before := len(gw.Requests())
 	eval[string](t, ctx, fmt.Sprintf(`location.hash = %q`, sessionHash(child)))
 	waitFor(t, ctx, "the newest change drawn", fmt.Sprintf(`!!document.querySelector('#timeline li.event[data-sequence="%d"]')`, head))
-	if n := statuses(before); n > 2 {
+	if n := gw.Count(before, "POST /v1/tools/session_status"); n > 2 {
 		t.Errorf("opening a session of 2,000 changes made %d session_status requests, want at most 2", n)
 	}
 	drawn := func() []string {
@@ -1095,7 +1056,7 @@ func TestALongSessionsPageReadsOnlyItsNewestChangesUntilAskedForMore(t *testing.
 	before = len(gw.Requests())
 	run(t, ctx, "show the older changes", chromedp.Click(chromedp.ID("timeline-more")))
 	waitFor(t, ctx, "the page before drawn", `document.querySelectorAll("#timeline li.event").length === 400`)
-	if n := statuses(before); n != 1 {
+	if n := gw.Count(before, "POST /v1/tools/session_status"); n != 1 {
 		t.Errorf("one press made %d session_status requests, want 1", n)
 	}
 }
@@ -1127,12 +1088,7 @@ func TestASessionsChangesFarApartAmongOthersAreReadInAFewWideningWindows(t *test
 	if n := eval[int](t, ctx, `document.querySelectorAll('#timeline-more').length`); n != 0 {
 		t.Error("with every change drawn, the timeline still offers older ones")
 	}
-	statuses := 0
-	for _, r := range gw.Requests()[before:] {
-		if r == "POST /v1/tools/session_status" {
-			statuses++
-		}
-	}
+	statuses := gw.Count(before, "POST /v1/tools/session_status")
 	// One to find the newest, then windows of 200, 400, ... 3,200
 	// sequences and one reaching the start.
 	if statuses > 7 {
@@ -1658,12 +1614,7 @@ func TestABurstOfChangesToOneSessionRereadsItsRowNotTheWholeList(t *testing.T) {
 	}
 	waitFor(t, ctx, "the changed session's row at its last version",
 		fmt.Sprintf(`document.querySelector('tr.session[data-key=%q] td[data-label=Version]')?.textContent === '%d'`, changed, last.StateVersion))
-	lists := 0
-	for _, r := range gw.Requests()[before:] {
-		if r == "POST /v1/tools/sessions_list" {
-			lists++
-		}
-	}
+	lists := gw.Count(before, "POST /v1/tools/sessions_list")
 	if lists != 0 {
 		t.Errorf("20 changes to one session made the page read %d pages of the sessions list", lists)
 	}
@@ -1691,12 +1642,7 @@ func TestASessionPageLeftWhileLoadingReadsNoMoreOfItsTranscript(t *testing.T) {
 	eval[string](t, ctx, fmt.Sprintf(`location.hash = %q`, sessionHash(manager)))
 	release()
 	waitFor(t, ctx, "the manager's page", `document.querySelectorAll('#s-facts dd').length > 0`)
-	histories := 0
-	for _, r := range gw.Requests()[before:] {
-		if r == "POST /v1/tools/sessions_history" {
-			histories++
-		}
-	}
+	histories := gw.Count(before, "POST /v1/tools/sessions_history")
 	if histories != 2 { // the child's first page, and the manager's
 		t.Errorf("the page read %d pages of transcripts, want 2: the child's first and the manager's", histories)
 	}
@@ -1727,12 +1673,7 @@ func TestWhenTheStreamResumesTheSessionPageReadsOnlyWhatItMissed(t *testing.T) {
 	// the read that the resumption asked for is done.
 	tool[gateway.SendOutput](t, gw, "", "sessions_send", map[string]any{"sessionKey": child, "message": "after the cut", "timeoutSeconds": 0})
 	waitText(t, ctx, "#transcript", "after the cut")
-	histories := 0
-	for _, r := range gw.Requests()[before:] {
-		if r == "POST /v1/tools/sessions_history" {
-			histories++
-		}
-	}
+	histories := gw.Count(before, "POST /v1/tools/sessions_history")
 	if histories > 2 {
 		t.Errorf("after the stream resumed the page read %d pages of the transcript, want at most 2 (the resumption's, the new message's)", histories)
 	}
@@ -1878,12 +1819,7 @@ func TestAMessageSubmittedTwiceFromTheKeyboardIsSentOnce(t *testing.T) {
 	release()
 	waitText(t, ctx, "#transcript", "Use the revised figures.")
 	waitFor(t, ctx, "the form to be emptied", `document.getElementById('send-message').value === ''`)
-	sends := 0
-	for _, r := range gw.Requests() {
-		if r == "POST /v1/tools/sessions_send" {
-			sends++
-		}
-	}
+	sends := gw.Count(0, "POST /v1/tools/sessions_send")
 	if sends != 1 {
 		t.Fatalf("the message was sent %d times", sends)
 	}

@@ -161,6 +161,18 @@ func (gw *liveGateway) Requests() []string {
 	return slices.Clone(gw.requests)
 }
 
+// Count returns how many of the requests the gateway received from the
+// from-th on were request ("POST /v1/tools/session_status", say).
+func (gw *liveGateway) Count(from int, request string) int {
+	n := 0
+	for _, r := range gw.Requests()[from:] {
+		if r == request {
+			n++
+		}
+	}
+	return n
+}
+
 // client opens a connection per request: a test that cuts the server's
 // connections must not have its next call fail on a stale one.
 var client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
