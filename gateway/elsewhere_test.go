@@ -266,14 +266,7 @@ func TestARecheckCompletesASendWithItsReplyStoredElsewhereThoughAnotherWaitedSes
 // send's message committed but before the send began to wait, completes
 // the send: no recheck is needed.
 func TestAReplyAnnouncedBeforeItsSendBeginsToWaitCompletesTheSend(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "v.db")
-	a, b := gatewayOnFile(t, path), gatewayOnFile(t, path)
-	manager := caller(t, b, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main")
-	sp, err := b.Spawn(ctx, manager, gateway.SpawnInput{Task: "draft"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	target := vigil.MustRef(sp.ChildSessionKey)
+	a, b, manager, target := spawnedOnTheSecondOfTwo(t)
 	worker := caller(t, a, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, target.Key)
 	out := sendAsItsMessageCommits(t, b, manager, target, func(messageID int64) {
 		reply, err := a.Reply(ctx, worker, gateway.ReplyInput{SessionKey: target.Key, Text: "on it", ReplyTo: messageID})
@@ -360,18 +353,25 @@ func sendAsItsMessageCommits(t *testing.T, g *gateway.Gateway, manager gateway.C
 	}
 }
 
-// A reset made through another gateway, and announced here after a
-// send's message committed but before the send began to wait, ends the
-// send: its message went to the incarnation the reset replaced.
-func TestAResetAnnouncedBeforeASendBeginsToWaitEndsTheSend(t *testing.T) {
+// spawnedOnTheSecondOfTwo opens two gateways on one file, a and b, and
+// has the manager spawn a child through b.
+func spawnedOnTheSecondOfTwo(t *testing.T) (a, b *gateway.Gateway, manager gateway.Caller, target vigil.SessionRef) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "v.db")
-	a, b := gatewayOnFile(t, path), gatewayOnFile(t, path)
-	manager := caller(t, b, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main")
+	a, b = gatewayOnFile(t, path), gatewayOnFile(t, path)
+	manager = caller(t, b, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main")
 	sp, err := b.Spawn(ctx, manager, gateway.SpawnInput{Task: "draft"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	target := vigil.MustRef(sp.ChildSessionKey)
+	return a, b, manager, vigil.MustRef(sp.ChildSessionKey)
+}
+
+// A reset made through another gateway, and announced here after a
+// send's message committed but before the send began to wait, ends the
+// send: its message went to the incarnation the reset replaced.
+func TestAResetAnnouncedBeforeASendBeginsToWaitEndsTheSend(t *testing.T) {
+	a, b, manager, target := spawnedOnTheSecondOfTwo(t)
 	operator := caller(t, a, person, "")
 	out := sendAsItsMessageCommits(t, b, manager, target, func(int64) {
 		reset, err := a.Reset(ctx, operator, gateway.SessionInput{SessionKey: target.Key})
@@ -393,14 +393,7 @@ func TestAResetAnnouncedBeforeASendBeginsToWaitEndsTheSend(t *testing.T) {
 // send's message committed but before the send began to wait, ends the
 // send.
 func TestADeletionAnnouncedBeforeASendBeginsToWaitEndsTheSend(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "v.db")
-	a, b := gatewayOnFile(t, path), gatewayOnFile(t, path)
-	manager := caller(t, b, gateway.Principal{Role: gateway.RoleAgent, ID: "main"}, "agent:main:main")
-	sp, err := b.Spawn(ctx, manager, gateway.SpawnInput{Task: "draft"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	target := vigil.MustRef(sp.ChildSessionKey)
+	a, b, manager, target := spawnedOnTheSecondOfTwo(t)
 	operator := caller(t, a, person, "")
 	out := sendAsItsMessageCommits(t, b, manager, target, func(int64) {
 		st, err := a.Status(ctx, operator, gateway.StatusInput{SessionKey: target.Key})
