@@ -785,15 +785,16 @@ func TestAStreamWhoseClientStoppedReadingEndsAtOnceWhenShutdownBegins(t *testing
 	awaitHeld(t, s.G, gateway.HoldStream, 0)
 }
 
-func TestAnMCPGETStreamWhoseClientStoppedReadingEndsAtOnceWhenShutdownBegins(t *testing.T) {
+// startWithSmallSockets starts a gateway whose sockets hold little, so
+// that what a stream sends soon fills them, and whose writes never time
+// out: only ending a stream releases it. shutdown begins its shutdown.
+func startWithSmallSockets(t *testing.T) (s *e2eServer, shutdown func()) {
 	open, shutdown := context.WithCancel(context.Background())
-	defer shutdown()
-	s := e2eStartServing(t, false, func(h *httpapi.Options, _ *gatewaytest.Options) {
+	t.Cleanup(shutdown)
+	s = e2eStartServing(t, false, func(h *httpapi.Options, _ *gatewaytest.Options) {
 		h.Context = open
-		// Only ending the stream can release it: no write times out first.
 		h.Timeouts.Write = 100 * e2eHangGuard
 	}, func(srv *http.Server) {
-		// A socket that holds little, so that what the stream sends fills it.
 		srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
 			if tc, ok := c.(*net.TCPConn); ok {
 				tc.SetWriteBuffer(4096)
@@ -801,6 +802,11 @@ func TestAnMCPGETStreamWhoseClientStoppedReadingEndsAtOnceWhenShutdownBegins(t *
 			return ctx
 		}
 	})
+	return s, shutdown
+}
+
+func TestAnMCPGETStreamWhoseClientStoppedReadingEndsAtOnceWhenShutdownBegins(t *testing.T) {
+	s, shutdown := startWithSmallSockets(t)
 	change := func() {
 		if _, err := s.Eng.Record(context.Background(), liveGoalRecord(e2eManager, json.RawMessage(`{"pad":"x"}`))); err != nil {
 			t.Error(err)
@@ -870,21 +876,7 @@ func TestAnMCPGETStreamWhoseClientStoppedReadingEndsAtOnceWhenShutdownBegins(t *
 }
 
 func TestAnMCPListenWhoseClientStoppedReadingEndsAtOnceWhenShutdownBegins(t *testing.T) {
-	open, shutdown := context.WithCancel(context.Background())
-	defer shutdown()
-	s := e2eStartServing(t, false, func(h *httpapi.Options, _ *gatewaytest.Options) {
-		h.Context = open
-		// Only ending the stream can release it: no write times out first.
-		h.Timeouts.Write = 100 * e2eHangGuard
-	}, func(srv *http.Server) {
-		// A socket that holds little, so that what the stream sends fills it.
-		srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
-			if tc, ok := c.(*net.TCPConn); ok {
-				tc.SetWriteBuffer(4096)
-			}
-			return ctx
-		}
-	})
+	s, shutdown := startWithSmallSockets(t)
 	// Sessions followed each on its own, so that their updates are not
 	// merged: each change of one is an update on the listen.
 	const followed = 150
