@@ -319,7 +319,19 @@ func (d *oaDocument) addShared() error {
 	}
 	errSchema.Description = "The body of every error response."
 	errRef := d.schemaRef("Error", errSchema)
+	answered := map[int]bool{}
+	for _, errs := range [][]int{toolErrors, streamErrors, readErrors, openErrors} {
+		for _, status := range errs {
+			answered[status] = true
+		}
+	}
 	for _, e := range errorResponses {
+		if !answered[e.status] {
+			// 405 answers a method a route has no operation for, so no
+			// operation lists it; a component nothing refers to is an
+			// error to OpenAPI's linters. docs/api.md's table has it.
+			continue
+		}
 		resp := oaResponse{
 			Description: fmt.Sprintf("%s (code %s). %s", http.StatusText(e.status), e.code, e.when),
 			Content:     map[string]oaMediaType{"application/json": {Schema: errRef}},
